@@ -1,0 +1,116 @@
+"""Builds tf_flashattn's op library against the installed TensorFlow.
+
+One list of sources (also declared in BUILD for Bazel; tests/test_build.py checks that they
+agree). The CPU kernel is always built; the CUDA kernels when nvcc is found (set
+TF_FLASHATTN_CUDA=0 to skip them). Used by setup.py; runnable on its own:
+
+    python build_ops.py [output.so]
+"""
+import concurrent.futures
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import time
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+
+# Kernels: no TensorFlow headers.
+CPU_KERNEL_SOURCES = ["cc/kernels/flash_cpu.cc"]
+CUDA_KERNEL_SOURCES = []
+# TensorFlow op definitions and kernel glue.
+OP_SOURCES = ["cc/ops/flash_attention_ops.cc", "cc/ops/flash_attention_kernels.cc"]
+HEADERS = ["cc/kernels/flash_params.h", "cc/kernels/flash_cpu.h"]
+
+CUDA_ARCHS = ["80", "86", "89", "90"]
+CXX_FLAGS = ["-std=c++17", "-O3", "-fPIC", "-Wno-deprecated-declarations"]
+# The CPU kernel uses AVX2/FMA/F16C, as TensorFlow's own x86 builds assume a recent CPU.
+CPU_KERNEL_FLAGS = ["-mavx2", "-mfma", "-mf16c"]
+
+
+def find_nvcc():
+    if os.environ.get("TF_FLASHATTN_CUDA", "1") == "0":
+        return None
+    for cand in [os.environ.get("NVCC"),
+                 os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "nvcc"),
+                 shutil.which("nvcc")]:
+        if cand and os.path.exists(cand):
+            return cand
+    return None
+
+
+def tf_flags():
+    import tensorflow as tf
+    inc = tf.sysconfig.get_include()
+    return (tf.sysconfig.get_compile_flags(), tf.sysconfig.get_link_flags(), inc, tf.__version__)
+
+
+def _run(cmd):
+    t = time.time()
+    res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    if res.returncode != 0:
+        raise RuntimeError("command failed:\n  " + " ".join(cmd) + "\n" + res.stdout + res.stderr)
+    return time.time() - t
+
+
+def build(output, build_dir=None, jobs=None, verbose=True):
+    """Compiles and links the op library into `output`; returns the list of backends built."""
+    start = time.time()
+    build_dir = build_dir or os.path.join(ROOT, "build", "ops")
+    os.makedirs(build_dir, exist_ok=True)
+    compile_flags, link_flags, tf_inc, tf_version = tf_flags()
+    nvcc = find_nvcc()
+    cuda = bool(nvcc and CUDA_KERNEL_SOURCES)
+    cuda_home = os.path.dirname(os.path.dirname(nvcc)) if nvcc else None
+    jobs = jobs or os.cpu_count() or 2
+
+    def obj(src):
+        return os.path.join(build_dir, src.replace("/", "_") + ".o")
+
+    cmds = []
+    for src in CPU_KERNEL_SOURCES:
+        cmds.append(["g++", *CXX_FLAGS, *CPU_KERNEL_FLAGS, "-I.", "-c", src, "-o", obj(src)])
+    op_defs = ["-DGOOGLE_CUDA=1", "-I" + os.path.join(tf_inc, "third_party/gpus/cuda/include")] if cuda else []
+    for src in OP_SOURCES:
+        cmds.append(["g++", *CXX_FLAGS, "-I.", *compile_flags, *op_defs, "-c", src, "-o", obj(src)])
+    if cuda:
+        gencode = []
+        for a in CUDA_ARCHS:
+            gencode += ["-gencode", f"arch=compute_{a},code=sm_{a}"]
+        for src in CUDA_KERNEL_SOURCES:
+            cmds.append([nvcc, "-std=c++17", "-O3", "-Xcompiler", "-fPIC", "-I.", "--use_fast_math",
+                         "-Xptxas=-O3", *gencode, "-c", src, "-o", obj(src)])
+    # Longest jobs first (nvcc) so the two cores stay busy.
+    cmds.sort(key=lambda c: 0 if c[0] == nvcc else 1)
+    with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
+        for cmd, secs in zip(cmds, pool.map(_run, cmds)):
+            if verbose:
+                print(f"  compiled {cmd[cmd.index('-c') + 1]} in {secs:.1f}s", flush=True)
+    objs = [obj(s) for s in CPU_KERNEL_SOURCES + OP_SOURCES + (CUDA_KERNEL_SOURCES if cuda else [])]
+    link = ["g++", "-shared", "-o", output, *objs]
+    if cuda:
+        # cudart goes in statically BEFORE TensorFlow's flags; after them the linker would take
+        # TensorFlow's CUDA stubs instead.
+        link += ["-L" + os.path.join(cuda_home, "lib64"), "-l:libcudart_static.a",
+                 "-Wl,--exclude-libs,libcudart_static.a"]
+    link += [*link_flags, "-lpthread", "-ldl", "-lrt"]
+    _run(link)
+    backends = ["CPU"] + (["CUDA (sm_" + ", sm_".join(CUDA_ARCHS) + ")"] if cuda else [])
+    with open(os.path.join(os.path.dirname(output), "_build_info.py"), "w") as f:
+        f.write("# Written by build_ops.py.\n")
+        f.write(f"TF_VERSION = {tf_version!r}\nBACKENDS = {backends!r}\n")
+    if verbose:
+        why = "" if cuda else (" (CUDA skipped: nvcc not found)" if not nvcc else "")
+        print(f"tf_flashattn: built backends {', '.join(backends)}{why} against TensorFlow "
+              f"{tf_version} in {time.time() - start:.1f}s -> {output}", flush=True)
+    return backends
+
+
+def default_output():
+    suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+    return os.path.join(ROOT, "tf_flashattn", "_tf_flashattn_ops" + suffix)
+
+
+if __name__ == "__main__":
+    build(sys.argv[1] if len(sys.argv) > 1 else default_output())

@@ -1,0 +1,448 @@
+// CPU FlashAttention forward and backward.
+//
+// Forward, per work unit (b, h, block of BQ query rows), following the seed algorithm:
+//   for each block of BK keys the row can see:
+//     S = scale * Q Kᵀ (then soft-cap, + bias, masks -> -inf)
+//     m_new = max(m, rowmax S);  P = exp(S - m_new);  ℓ = ℓ·exp(m - m_new) + rowsum P
+//     O = O·exp(m - m_new) + dropout(P) V
+//   O /= ℓ;  lse = m + log ℓ.
+// Backward, by recomputation from lse (P = exp(S - lse)) with D = rowsum(dO ∘ O):
+//   pass 1, per (b, kv head, key block): dV = Σ Pdᵀ dO, dK = scale Σ dSᵀ Q over the query heads
+//           of the group and the query blocks that see the keys (each unit owns its dK/dV);
+//   pass 2, per (b, h, query block):     dQ = scale Σ dS K (each unit owns its dQ rows).
+// with dP = dropout(dO Vᵀ), dS = P ∘ (dP - D) (times the soft-cap derivative).
+// Two passes recompute S twice but need no atomics and are deterministic.
+// All accumulation is in float32 (float64 for float64 inputs).
+#include "cc/kernels/flash_cpu.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+namespace flashattn {
+namespace {
+
+constexpr int64_t kBlockQ = 64;  // query rows per tile
+constexpr int64_t kBlockK = 64;  // keys per tile (compile-time: the inner loops vectorize)
+
+// ---- storage types ----------------------------------------------------------------------
+struct BF16 {
+  uint16_t bits;
+};
+using F16 = _Float16;
+
+template <typename Acc> inline Acc load(const float* p) { return static_cast<Acc>(*p); }
+template <typename Acc> inline Acc load(const double* p) { return static_cast<Acc>(*p); }
+template <typename Acc> inline Acc load(const F16* p) { return static_cast<Acc>(static_cast<float>(*p)); }
+template <typename Acc> inline Acc load(const BF16* p) {
+  const uint32_t u = static_cast<uint32_t>(p->bits) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return static_cast<Acc>(f);
+}
+
+template <typename Acc> inline void store(float* p, Acc x) { *p = static_cast<float>(x); }
+template <typename Acc> inline void store(double* p, Acc x) { *p = static_cast<double>(x); }
+template <typename Acc> inline void store(F16* p, Acc x) { *p = static_cast<F16>(static_cast<float>(x)); }
+template <typename Acc> inline void store(BF16* p, Acc x) {
+  const float f = static_cast<float>(x);
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) {  // NaN stays NaN
+    p->bits = static_cast<uint16_t>((u >> 16) | 0x40u);
+    return;
+  }
+  u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest even
+  p->bits = static_cast<uint16_t>(u >> 16);
+}
+
+// NaN-propagating max: a NaN score makes the row NaN, never silently ignored.
+template <typename Acc>
+inline Acc nan_max(Acc a, Acc b) { return (b > a || b != b) ? b : a; }
+
+// ---- tile matrix products (all row-major, inner loops over a contiguous dimension) -------
+// C[r][c] = Σ_d A[r][d] · Bt[d][c]     A: [rows, K], Bt: [K, kBlockK], C: [rows, kBlockK]
+template <typename Acc>
+void tile_a_bt(const Acc* __restrict a, const Acc* __restrict bt, Acc* __restrict c,
+               int64_t rows, int64_t kdim) {
+  for (int64_t r = 0; r < rows; ++r) {
+    Acc acc[kBlockK] = {};
+    const Acc* ar = a + r * kdim;
+    for (int64_t d = 0; d < kdim; ++d) {
+      const Acc x = ar[d];
+      const Acc* b = bt + d * kBlockK;
+      for (int64_t j = 0; j < kBlockK; ++j) acc[j] += x * b[j];
+    }
+    std::memcpy(c + r * kBlockK, acc, sizeof(acc));
+  }
+}
+
+// Out[r][e] += Σ_c P[r][c] · B[c][e]   P: [rows, kBlockK], B: [cols, n], Out: [rows, n]
+template <typename Acc>
+void tile_p_b(const Acc* __restrict p, const Acc* __restrict b, Acc* __restrict out,
+              int64_t rows, int64_t cols, int64_t n) {
+  for (int64_t r = 0; r < rows; ++r) {
+    Acc* o = out + r * n;
+    const Acc* pr = p + r * kBlockK;
+    for (int64_t c = 0; c < cols; ++c) {
+      const Acc x = pr[c];
+      if (x == Acc(0)) continue;
+      const Acc* bc = b + c * n;
+      for (int64_t e = 0; e < n; ++e) o[e] += x * bc[e];
+    }
+  }
+}
+
+// Out[c][e] += Σ_r P[r][c] · A[r][e]   P: [rows, kBlockK], A: [rows, n], Out: [cols, n]
+template <typename Acc>
+void tile_pt_a(const Acc* __restrict p, const Acc* __restrict a, Acc* __restrict out,
+               int64_t rows, int64_t cols, int64_t n) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const Acc* ar = a + r * n;
+    const Acc* pr = p + r * kBlockK;
+    for (int64_t c = 0; c < cols; ++c) {
+      const Acc x = pr[c];
+      if (x == Acc(0)) continue;
+      Acc* o = out + c * n;
+      for (int64_t e = 0; e < n; ++e) o[e] += x * ar[e];
+    }
+  }
+}
+
+// Loads rows [t0, t0+rows) of head `h` of x ([B, T, heads, n] with strides) as Acc [rows, n].
+template <typename T, typename Acc>
+void load_rows(const T* x, const int64_t stride[3], int64_t b, int64_t h, int64_t t0,
+               int64_t rows, int64_t n, Acc* out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* src = x + b * stride[0] + (t0 + r) * stride[1] + h * stride[2];
+    for (int64_t e = 0; e < n; ++e) out[r * n + e] = load<Acc>(src + e);
+  }
+}
+
+// Same, transposed into [n, kBlockK], zero-filled past `rows`.
+template <typename T, typename Acc>
+void load_rows_t(const T* x, const int64_t stride[3], int64_t b, int64_t h, int64_t t0,
+                 int64_t rows, int64_t n, Acc* out) {
+  std::fill(out, out + n * kBlockK, Acc(0));
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* src = x + b * stride[0] + (t0 + r) * stride[1] + h * stride[2];
+    for (int64_t e = 0; e < n; ++e) out[e * kBlockK + r] = load<Acc>(src + e);
+  }
+}
+
+// ---- what a (query block, key block) tile sees ------------------------------------------
+struct RowRange {
+  int64_t begin, end;  // keys [begin, end) a block of rows may see (union over its rows)
+};
+
+// Per-batch limits from the lengths.
+inline int64_t q_limit(const MaskParams& m, const AttnShape& s, int64_t b) {
+  return m.q_lengths ? std::min<int64_t>(std::max<int32_t>(m.q_lengths[b], 0), s.Tq) : s.Tq;
+}
+inline int64_t k_limit(const MaskParams& m, const AttnShape& s, int64_t b) {
+  return m.k_lengths ? std::min<int64_t>(std::max<int32_t>(m.k_lengths[b], 0), s.Tk) : s.Tk;
+}
+
+// Keys [begin, end) that rows [i0, i1) can see; key_begin/key_end are monotone in the row.
+inline RowRange block_keys(const MaskParams& m, int64_t i0, int64_t i1, int64_t klim) {
+  RowRange r{m.key_begin(i0), std::min(m.key_end(i1 - 1, klim), klim)};
+  if (r.end < r.begin) r.end = r.begin;
+  return r;
+}
+
+// Computes the scores of a tile and, for the backward, their soft-cap derivative.
+//   s: [rows, kBlockK] holds Q Kᵀ on entry; on exit the final logits (-inf where masked).
+//   dcap (optional): [rows, kBlockK] 1 - tanh² of the soft-cap (1 without soft-cap).
+template <typename T, typename Acc>
+void finish_scores(const MaskParams& m, const ScoreParams& sp, int64_t b, int64_t h,
+                   int64_t tq, int64_t tk, int64_t i0, int64_t rows, int64_t j0,
+                   int64_t cols, int64_t qlim, int64_t klim, Acc* s, Acc* dcap) {
+  const Acc neg_inf = -std::numeric_limits<Acc>::infinity();
+  const Acc scale = static_cast<Acc>(sp.scale);
+  const Acc cap = static_cast<Acc>(sp.softcap);
+  const T* bias = static_cast<const T*>(sp.bias);
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t i = i0 + r;
+    Acc* sr = s + r * kBlockK;
+    Acc* dr = dcap ? dcap + r * kBlockK : nullptr;
+    const bool row_ok = i < qlim && (!m.q_valid || m.q_valid[b * tq + i]);
+    const int64_t kb = m.key_begin(i), ke = std::min(m.key_end(i, klim), klim);
+    for (int64_t c = 0; c < kBlockK; ++c) {
+      const int64_t j = j0 + c;
+      bool ok = row_ok && c < cols && j >= kb && j < ke;
+      if (ok && m.k_valid) ok = m.k_valid[b * tk + j];
+      if (ok && m.mask)
+        ok = m.mask[b * m.mask_stride[0] + h * m.mask_stride[1] + i * m.mask_stride[2] +
+                    j * m.mask_stride[3]];
+      Acc x = sr[c] * scale;
+      Acc d = Acc(1);
+      if (cap != Acc(0)) {
+        const Acc t = std::tanh(x / cap);
+        x = cap * t;
+        d = Acc(1) - t * t;
+      }
+      if (ok && bias) {
+        x += load<Acc>(bias + b * sp.bias_stride[0] + h * sp.bias_stride[1] +
+                       i * sp.bias_stride[2] + j * sp.bias_stride[3]);
+      }
+      sr[c] = ok ? x : neg_inf;
+      if (dr) dr[c] = d;
+    }
+  }
+}
+
+// ---- forward ------------------------------------------------------------------------------
+template <typename T, typename Acc>
+void fwd_impl(const FlashFwdParams& p, const ParallelFor& parallel_for) {
+  const AttnShape& sh = p.shape;
+  const int64_t nqb = (sh.Tq + kBlockQ - 1) / kBlockQ;
+  const int64_t units = sh.B * sh.H * nqb;
+  if (units == 0) return;
+  const T* q = static_cast<const T*>(p.q);
+  const T* k = static_cast<const T*>(p.k);
+  const T* v = static_cast<const T*>(p.v);
+  T* o = static_cast<T*>(p.o);
+  const Acc neg_inf = -std::numeric_limits<Acc>::infinity();
+  const int64_t cost = kBlockQ * sh.Tk * (sh.D + sh.Dv) * 2 + kBlockQ * sh.Tk * 20;
+
+  parallel_for(units, cost, [&](int64_t begin, int64_t end) {
+    std::vector<Acc> qt(kBlockQ * sh.D), kt(sh.D * kBlockK), vt(kBlockK * sh.Dv);
+    std::vector<Acc> s(kBlockQ * kBlockK), acc(kBlockQ * sh.Dv), m(kBlockQ), l(kBlockQ);
+    for (int64_t u = begin; u < end; ++u) {
+      const int64_t qb = u % nqb, h = (u / nqb) % sh.H, b = u / (nqb * sh.H);
+      const int64_t hk = h / sh.group();
+      const int64_t i0 = qb * kBlockQ, rows = std::min(kBlockQ, sh.Tq - i0);
+      const int64_t qlim = q_limit(p.mask, sh, b), klim = k_limit(p.mask, sh, b);
+      std::fill(acc.begin(), acc.end(), Acc(0));
+      std::fill(m.begin(), m.end(), neg_inf);
+      std::fill(l.begin(), l.end(), Acc(0));
+      const RowRange keys = i0 < qlim ? block_keys(p.mask, i0, i0 + rows, klim) : RowRange{0, 0};
+      if (keys.end > keys.begin) load_rows(q, sh.q_stride, b, h, i0, rows, sh.D, qt.data());
+      for (int64_t j0 = keys.begin - keys.begin % kBlockK; j0 < keys.end; j0 += kBlockK) {
+        const int64_t cols = std::min(kBlockK, sh.Tk - j0);
+        load_rows_t(k, sh.k_stride, b, hk, j0, cols, sh.D, kt.data());
+        load_rows(v, sh.v_stride, b, hk, j0, cols, sh.Dv, vt.data());
+        tile_a_bt(qt.data(), kt.data(), s.data(), rows, sh.D);  // S = Q Kᵀ
+        finish_scores<T, Acc>(p.mask, p.score, b, h, sh.Tq, sh.Tk, i0, rows, j0, cols, qlim,
+                              klim, s.data(), nullptr);
+        for (int64_t r = 0; r < rows; ++r) {
+          Acc* sr = s.data() + r * kBlockK;
+          Acc mx = m[r];
+          for (int64_t c = 0; c < cols; ++c) mx = nan_max(mx, sr[c]);
+          if (mx == neg_inf) {  // nothing visible yet in this row
+            std::fill(sr, sr + kBlockK, Acc(0));
+            continue;
+          }
+          const Acc alpha = std::exp(m[r] - mx);  // rescales what came before
+          Acc sum = 0;
+          for (int64_t c = 0; c < kBlockK; ++c) {
+            const Acc pc = c < cols ? std::exp(sr[c] - mx) : Acc(0);
+            sum += pc;
+            sr[c] = pc;
+          }
+          if (p.dropout.rate > 0.f) {
+            const Acc ks = static_cast<Acc>(p.dropout.keep_scale);
+            for (int64_t c = 0; c < cols; ++c)
+              sr[c] = dropout_keep(p.dropout, b, h, i0 + r, j0 + c) ? sr[c] * ks : Acc(0);
+          }
+          l[r] = l[r] * alpha + sum;
+          m[r] = mx;
+          Acc* ar = acc.data() + r * sh.Dv;
+          for (int64_t e = 0; e < sh.Dv; ++e) ar[e] *= alpha;
+        }
+        tile_p_b(s.data(), vt.data(), acc.data(), rows, cols, sh.Dv);  // O += P V
+      }
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t i = i0 + r;
+        const bool any = l[r] > Acc(0) || l[r] != l[r];
+        const Acc inv = any ? Acc(1) / l[r] : Acc(0);
+        T* dst = o + b * sh.o_stride[0] + i * sh.o_stride[1] + h * sh.o_stride[2];
+        for (int64_t e = 0; e < sh.Dv; ++e) store<Acc>(dst + e, acc[r * sh.Dv + e] * inv);
+        p.lse[(b * sh.H + h) * sh.Tq + i] =
+            any ? static_cast<float>(m[r] + std::log(l[r])) : -std::numeric_limits<float>::infinity();
+      }
+    }
+  });
+}
+
+// ---- backward ----------------------------------------------------------------------------
+// Recomputes one tile: on exit s holds P (0 where masked), ds holds dS = P ∘ (dP - D) with the
+// soft-cap derivative applied (dL/d(q·k·scale)), and, when dbias_tile is non-null, dL/d(logit).
+// pd receives dropout(P) (the P that multiplied V); dpd is scratch.
+template <typename T, typename Acc>
+struct BwdTile {
+  const FlashBwdParams& p;
+  std::vector<Acc> s, ds, pd, dcap;
+  explicit BwdTile(const FlashBwdParams& params)
+      : p(params), s(kBlockQ * kBlockK), ds(kBlockQ * kBlockK), pd(kBlockQ * kBlockK),
+        dcap(kBlockQ * kBlockK) {}
+
+  // qt: [rows, D], kt: [D, kBlockK], dot: [rows, Dv], vt: [Dv, kBlockK], lse/dsum: [rows]
+  void run(int64_t b, int64_t h, int64_t i0, int64_t rows, int64_t j0, int64_t cols,
+           int64_t qlim, int64_t klim, const Acc* qt, const Acc* kt, const Acc* dot,
+           const Acc* vt, const Acc* lse, const Acc* dsum, float* dbias_rows) {
+    const AttnShape& sh = p.shape;
+    tile_a_bt(qt, kt, s.data(), rows, sh.D);  // S = Q Kᵀ
+    finish_scores<T, Acc>(p.mask, p.score, b, h, sh.Tq, sh.Tk, i0, rows, j0, cols, qlim, klim,
+                          s.data(), dcap.data());
+    tile_a_bt(dot, vt, ds.data(), rows, sh.Dv);  // dPd = dO Vᵀ
+    const bool drop = p.dropout.rate > 0.f;
+    const Acc ks = static_cast<Acc>(p.dropout.keep_scale);
+    for (int64_t r = 0; r < rows; ++r) {
+      Acc* sr = s.data() + r * kBlockK;
+      Acc* dr = ds.data() + r * kBlockK;
+      Acc* pr = pd.data() + r * kBlockK;
+      const Acc* cr = dcap.data() + r * kBlockK;
+      float* bias_row = dbias_rows ? dbias_rows + r * sh.Tk + j0 : nullptr;
+      for (int64_t c = 0; c < kBlockK; ++c) {
+        const bool visible = c < cols && sr[c] != -std::numeric_limits<Acc>::infinity();
+        const Acc pc = visible ? std::exp(sr[c] - lse[r]) : Acc(0);
+        Acc z = Acc(1);
+        if (drop && visible) z = dropout_keep(p.dropout, b, h, i0 + r, j0 + c) ? ks : Acc(0);
+        sr[c] = pc;
+        pr[c] = pc * z;
+        const Acc dlogit = visible ? pc * (dr[c] * z - dsum[r]) : Acc(0);  // dS
+        if (bias_row && c < cols) bias_row[c] = static_cast<float>(dlogit);
+        dr[c] = dlogit * cr[c];
+      }
+    }
+  }
+};
+
+template <typename T, typename Acc>
+void bwd_impl(const FlashBwdParams& p, const ParallelFor& parallel_for) {
+  const AttnShape& sh = p.shape;
+  const T* q = static_cast<const T*>(p.q);
+  const T* k = static_cast<const T*>(p.k);
+  const T* v = static_cast<const T*>(p.v);
+  const T* o = static_cast<const T*>(p.o);
+  const T* d_o = static_cast<const T*>(p.d_o);
+  const Acc scale = static_cast<Acc>(p.score.scale);
+  const int64_t nqb = (sh.Tq + kBlockQ - 1) / kBlockQ;
+  const int64_t nkb = (sh.Tk + kBlockK - 1) / kBlockK;
+
+  // D = rowsum(dO ∘ O) - d_lse, [B, H, Tq] (d lse / d logit = P, so d_lse joins D).
+  std::vector<Acc> dsum(sh.B * sh.H * sh.Tq);
+  parallel_for(sh.B * sh.H * sh.Tq, sh.Dv * 4, [&](int64_t begin, int64_t end) {
+    for (int64_t u = begin; u < end; ++u) {
+      const int64_t i = u % sh.Tq, h = (u / sh.Tq) % sh.H, b = u / (sh.Tq * sh.H);
+      const int64_t off = b * sh.o_stride[0] + i * sh.o_stride[1] + h * sh.o_stride[2];
+      Acc acc = 0;
+      for (int64_t e = 0; e < sh.Dv; ++e) acc += load<Acc>(d_o + off + e) * load<Acc>(o + off + e);
+      dsum[u] = p.d_lse ? acc - static_cast<Acc>(p.d_lse[u]) : acc;
+    }
+  });
+
+  // Loads the query-side operands of query block (b, h, i0): Q, dO, lse, D.
+  auto load_query_side = [&](int64_t b, int64_t h, int64_t i0, int64_t rows, Acc* qt, Acc* dot,
+                             Acc* lse, Acc* ds) {
+    load_rows(q, sh.q_stride, b, h, i0, rows, sh.D, qt);
+    load_rows(d_o, sh.o_stride, b, h, i0, rows, sh.Dv, dot);
+    for (int64_t r = 0; r < rows; ++r) {
+      lse[r] = static_cast<Acc>(p.lse[(b * sh.H + h) * sh.Tq + i0 + r]);
+      ds[r] = dsum[(b * sh.H + h) * sh.Tq + i0 + r];
+    }
+  };
+  const int64_t tile_cost = kBlockQ * kBlockK * (2 * sh.D + 2 * sh.Dv + 30);
+
+  // Pass 1: dK, dV per (b, kv head, key block).
+  parallel_for(sh.B * sh.Hkv * nkb, tile_cost * nqb * sh.group(), [&](int64_t begin, int64_t end) {
+    BwdTile<T, Acc> tile(p);
+    std::vector<Acc> qt(kBlockQ * sh.D), dot(kBlockQ * sh.Dv), lse(kBlockQ), ds(kBlockQ);
+    std::vector<Acc> kt(sh.D * kBlockK), vt(sh.Dv * kBlockK);
+    std::vector<Acc> dk(kBlockK * sh.D), dv(kBlockK * sh.Dv);
+    for (int64_t u = begin; u < end; ++u) {
+      const int64_t kb = u % nkb, hk = (u / nkb) % sh.Hkv, b = u / (nkb * sh.Hkv);
+      const int64_t j0 = kb * kBlockK, cols = std::min(kBlockK, sh.Tk - j0);
+      const int64_t qlim = q_limit(p.mask, sh, b), klim = k_limit(p.mask, sh, b);
+      std::fill(dk.begin(), dk.end(), Acc(0));
+      std::fill(dv.begin(), dv.end(), Acc(0));
+      bool loaded = false;
+      for (int64_t h = hk * sh.group(); j0 < klim && h < (hk + 1) * sh.group(); ++h) {
+        for (int64_t qb = 0; qb < nqb; ++qb) {
+          const int64_t i0 = qb * kBlockQ, rows = std::min(kBlockQ, sh.Tq - i0);
+          if (i0 >= qlim) break;
+          const RowRange keys = block_keys(p.mask, i0, i0 + rows, klim);
+          if (keys.end <= j0 || keys.begin >= j0 + cols) continue;
+          if (!loaded) {
+            load_rows_t(k, sh.k_stride, b, hk, j0, cols, sh.D, kt.data());
+            load_rows_t(v, sh.v_stride, b, hk, j0, cols, sh.Dv, vt.data());
+            loaded = true;
+          }
+          load_query_side(b, h, i0, rows, qt.data(), dot.data(), lse.data(), ds.data());
+          tile.run(b, h, i0, rows, j0, cols, qlim, klim, qt.data(), kt.data(), dot.data(),
+                   vt.data(), lse.data(), ds.data(), nullptr);
+          tile_pt_a(tile.pd.data(), dot.data(), dv.data(), rows, cols, sh.Dv);  // dV += Pdᵀ dO
+          tile_pt_a(tile.ds.data(), qt.data(), dk.data(), rows, cols, sh.D);   // dK += dSᵀ Q
+        }
+      }
+      T* dkp = static_cast<T*>(p.dk);
+      T* dvp = static_cast<T*>(p.dv);
+      for (int64_t c = 0; c < cols; ++c) {
+        T* dkr = dkp + b * sh.k_stride[0] + (j0 + c) * sh.k_stride[1] + hk * sh.k_stride[2];
+        T* dvr = dvp + b * sh.v_stride[0] + (j0 + c) * sh.v_stride[1] + hk * sh.v_stride[2];
+        for (int64_t e = 0; e < sh.D; ++e) store<Acc>(dkr + e, dk[c * sh.D + e] * scale);
+        for (int64_t e = 0; e < sh.Dv; ++e) store<Acc>(dvr + e, dv[c * sh.Dv + e]);
+      }
+    }
+  });
+
+  // Pass 2: dQ (and dbias rows) per (b, h, query block).
+  parallel_for(sh.B * sh.H * nqb, tile_cost * nkb, [&](int64_t begin, int64_t end) {
+    BwdTile<T, Acc> tile(p);
+    std::vector<Acc> qt(kBlockQ * sh.D), dot(kBlockQ * sh.Dv), lse(kBlockQ), ds(kBlockQ);
+    std::vector<Acc> kt(sh.D * kBlockK), vt(sh.Dv * kBlockK), kr(kBlockK * sh.D);
+    std::vector<Acc> dq(kBlockQ * sh.D);
+    for (int64_t u = begin; u < end; ++u) {
+      const int64_t qb = u % nqb, h = (u / nqb) % sh.H, b = u / (nqb * sh.H);
+      const int64_t hk = h / sh.group();
+      const int64_t i0 = qb * kBlockQ, rows = std::min(kBlockQ, sh.Tq - i0);
+      const int64_t qlim = q_limit(p.mask, sh, b), klim = k_limit(p.mask, sh, b);
+      float* dbias_rows = p.dbias ? p.dbias + ((b * sh.H + h) * sh.Tq + i0) * sh.Tk : nullptr;
+      if (dbias_rows) std::fill(dbias_rows, dbias_rows + rows * sh.Tk, 0.f);
+      std::fill(dq.begin(), dq.end(), Acc(0));
+      const RowRange keys = i0 < qlim ? block_keys(p.mask, i0, i0 + rows, klim) : RowRange{0, 0};
+      if (keys.end > keys.begin)
+        load_query_side(b, h, i0, rows, qt.data(), dot.data(), lse.data(), ds.data());
+      for (int64_t j0 = keys.begin - keys.begin % kBlockK; j0 < keys.end; j0 += kBlockK) {
+        const int64_t cols = std::min(kBlockK, sh.Tk - j0);
+        load_rows_t(k, sh.k_stride, b, hk, j0, cols, sh.D, kt.data());
+        load_rows_t(v, sh.v_stride, b, hk, j0, cols, sh.Dv, vt.data());
+        load_rows(k, sh.k_stride, b, hk, j0, cols, sh.D, kr.data());
+        tile.run(b, h, i0, rows, j0, cols, qlim, klim, qt.data(), kt.data(), dot.data(),
+                 vt.data(), lse.data(), ds.data(), dbias_rows);
+        tile_p_b(tile.ds.data(), kr.data(), dq.data(), rows, cols, sh.D);  // dQ += dS K
+      }
+      T* dqp = static_cast<T*>(p.dq);
+      for (int64_t r = 0; r < rows; ++r) {
+        T* dst = dqp + b * sh.q_stride[0] + (i0 + r) * sh.q_stride[1] + h * sh.q_stride[2];
+        for (int64_t e = 0; e < sh.D; ++e) store<Acc>(dst + e, dq[r * sh.D + e] * scale);
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void flash_fwd_cpu(const FlashFwdParams& p, const ParallelFor& pf) {
+  switch (p.dtype) {
+    case DType::kFloat32: return fwd_impl<float, float>(p, pf);
+    case DType::kFloat64: return fwd_impl<double, double>(p, pf);
+    case DType::kFloat16: return fwd_impl<F16, float>(p, pf);
+    case DType::kBFloat16: return fwd_impl<BF16, float>(p, pf);
+  }
+}
+
+void flash_bwd_cpu(const FlashBwdParams& p, const ParallelFor& pf) {
+  switch (p.dtype) {
+    case DType::kFloat32: return bwd_impl<float, float>(p, pf);
+    case DType::kFloat64: return bwd_impl<double, double>(p, pf);
+    case DType::kFloat16: return bwd_impl<F16, float>(p, pf);
+    case DType::kBFloat16: return bwd_impl<BF16, float>(p, pf);
+  }
+}
+
+}  // namespace flashattn

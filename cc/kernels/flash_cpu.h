@@ -1,0 +1,25 @@
+// CPU FlashAttention: the tiled algorithm of the seed documents, run on host threads.
+// No framework headers: the caller provides a parallel-for over independent work units.
+#ifndef TF_FLASHATTN_KERNELS_FLASH_CPU_H_
+#define TF_FLASHATTN_KERNELS_FLASH_CPU_H_
+
+#include <cstdint>
+#include <functional>
+
+#include "cc/kernels/flash_params.h"
+
+namespace flashattn {
+
+// Runs fn(begin, end) over [0, n) in shards; cost_per_unit is a rough cycle count per unit.
+using ParallelFor =
+    std::function<void(int64_t n, int64_t cost_per_unit, const std::function<void(int64_t, int64_t)>& fn)>;
+
+// Forward: writes o [B, Tq, H, Dv] and lse [B, H, Tq] for every row (0 / -inf where masked).
+void flash_fwd_cpu(const FlashFwdParams& params, const ParallelFor& parallel_for);
+
+// Backward by recomputation: writes dq, dk, dv (and dbias when non-null) in full.
+void flash_bwd_cpu(const FlashBwdParams& params, const ParallelFor& parallel_for);
+
+}  // namespace flashattn
+
+#endif  // TF_FLASHATTN_KERNELS_FLASH_CPU_H_

@@ -1,0 +1,171 @@
+// Parameters of the FlashAttention kernels. This header knows no framework: the TensorFlow
+// glue (cc/ops/) fills these structs from tensors, the CPU and CUDA kernels read them.
+//
+// Layouts (element strides, int64, innermost dimension contiguous):
+//   q    [B, Tq, H,   D ]     k [B, Tk, Hkv, D]     v [B, Tk, Hkv, Dv]
+//   o    [B, Tq, H,   Dv]     lse [B, H, Tq] float32 (natural log; -inf for a fully masked row)
+//   mask [B, H, Tq, Tk] bool, broadcast dims have stride 0
+//   bias [B, H, Tq, Tk] same dtype as q, broadcast dims have stride 0
+//   q_lengths [B] int32, k_lengths [B] int32, q_valid [B, Tq] bool, k_valid [B, Tk] bool
+#ifndef TF_FLASHATTN_KERNELS_FLASH_PARAMS_H_
+#define TF_FLASHATTN_KERNELS_FLASH_PARAMS_H_
+
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define FA_HD __host__ __device__ __forceinline__
+#else
+#define FA_HD inline
+#endif
+
+namespace flashattn {
+
+enum class DType : int { kFloat32 = 0, kFloat16 = 1, kBFloat16 = 2, kFloat64 = 3 };
+
+// Which keys a query row may see, besides the per-element masks.
+// Row i sees key j when (with d = i + causal_offset):
+//   causal:        j <= d
+//   window_left>=0:  j >= d - window_left
+//   window_right>=0: j <= d + window_right
+struct MaskParams {
+  bool causal = false;
+  int64_t causal_offset = 0;   // 0: Keras (j <= i); Tk - Tq: KV-cache (bottom-right)
+  int64_t window_left = -1;    // -1: unbounded
+  int64_t window_right = -1;   // -1: unbounded
+  const bool* mask = nullptr;  // [B, H, Tq, Tk] broadcast via strides, or null
+  int64_t mask_stride[4] = {0, 0, 0, 0};
+  const int32_t* q_lengths = nullptr;  // [B] or null
+  const int32_t* k_lengths = nullptr;  // [B] or null
+  const bool* q_valid = nullptr;       // [B, Tq] or null
+  const bool* k_valid = nullptr;       // [B, Tk] or null
+
+  // First key (inclusive) and last key (exclusive) row i can see, from causal/window only.
+  FA_HD int64_t key_begin(int64_t i) const {
+    if (window_left < 0) return 0;
+    const int64_t lo = i + causal_offset - window_left;
+    return lo < 0 ? 0 : lo;
+  }
+  FA_HD int64_t key_end(int64_t i, int64_t tk) const {
+    int64_t hi = tk;
+    if (causal && i + causal_offset + 1 < hi) hi = i + causal_offset + 1;
+    if (window_right >= 0 && i + causal_offset + window_right + 1 < hi)
+      hi = i + causal_offset + window_right + 1;
+    return hi < 0 ? 0 : hi;
+  }
+};
+
+struct AttnShape {
+  int64_t B = 0, Tq = 0, Tk = 0, H = 0, Hkv = 0, D = 0, Dv = 0;
+  // Element strides of q/k/v/o: batch, time, head (the head dim is contiguous).
+  int64_t q_stride[3] = {0, 0, 0};
+  int64_t k_stride[3] = {0, 0, 0};
+  int64_t v_stride[3] = {0, 0, 0};
+  int64_t o_stride[3] = {0, 0, 0};
+  FA_HD int64_t group() const { return H / Hkv; }
+};
+
+struct ScoreParams {
+  float scale = 1.f;        // softmax scale applied to q.k
+  float softcap = 0.f;      // 0: off; else s = softcap * tanh(s / softcap), before the bias
+  const void* bias = nullptr;  // [B, H, Tq, Tk] broadcast via strides, dtype of q, or null
+  int64_t bias_stride[4] = {0, 0, 0, 0};
+};
+
+struct DropoutParams {
+  float rate = 0.f;              // probability of dropping; 0: off
+  uint32_t threshold = 0;        // drop when philox word < threshold (= rate * 2^32)
+  float keep_scale = 1.f;        // 1 / (1 - rate)
+  uint32_t key[2] = {0, 0};      // Philox key derived from the int64[2] seed
+};
+
+struct FlashFwdParams {
+  DType dtype = DType::kFloat32;
+  AttnShape shape;
+  MaskParams mask;
+  ScoreParams score;
+  DropoutParams dropout;
+  const void* q = nullptr;  // [B, Tq, H, D]
+  const void* k = nullptr;  // [B, Tk, Hkv, D]
+  const void* v = nullptr;  // [B, Tk, Hkv, Dv]
+  void* o = nullptr;        // [B, Tq, H, Dv]
+  float* lse = nullptr;     // [B, H, Tq]
+};
+
+struct FlashBwdParams {
+  DType dtype = DType::kFloat32;
+  AttnShape shape;
+  MaskParams mask;
+  ScoreParams score;
+  DropoutParams dropout;
+  const void* q = nullptr;     // [B, Tq, H, D]
+  const void* k = nullptr;     // [B, Tk, Hkv, D]
+  const void* v = nullptr;     // [B, Tk, Hkv, Dv]
+  const void* o = nullptr;     // [B, Tq, H, Dv]   forward output
+  const float* lse = nullptr;  // [B, H, Tq]       forward log-sum-exp
+  const void* d_o = nullptr;   // [B, Tq, H, Dv]   same strides as o
+  const float* d_lse = nullptr;  // [B, H, Tq]     gradient of lse, or null
+  void* dq = nullptr;          // [B, Tq, H, D]    same strides as q
+  void* dk = nullptr;          // [B, Tk, Hkv, D]  same strides as k
+  void* dv = nullptr;          // [B, Tk, Hkv, Dv] same strides as v
+  float* dbias = nullptr;      // [B, H, Tq, Tk] contiguous float32 (dL/d(score)), or null
+  float* workspace = nullptr;  // device scratch for the CUDA backward (see flash_cuda.h)
+  bool deterministic = false;  // CUDA: no order-dependent atomics (bitwise reproducible)
+};
+
+// ---------------------------------------------------------------------------------------
+// Dropout: Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3").
+// The keep decision is a pure function of (seed, b, h, row, col): counter = (col / 4, row, h, b),
+// the word col % 4 of the output is compared with the threshold. CPU and CUDA share this code,
+// so their masks are bit-identical.
+FA_HD void philox_round(uint32_t ctr[4], const uint32_t key[2]) {
+  const uint64_t p0 = static_cast<uint64_t>(0xD2511F53u) * ctr[0];
+  const uint64_t p1 = static_cast<uint64_t>(0xCD9E8D57u) * ctr[2];
+  const uint32_t hi0 = static_cast<uint32_t>(p0 >> 32), lo0 = static_cast<uint32_t>(p0);
+  const uint32_t hi1 = static_cast<uint32_t>(p1 >> 32), lo1 = static_cast<uint32_t>(p1);
+  const uint32_t c0 = hi1 ^ ctr[1] ^ key[0];
+  const uint32_t c2 = hi0 ^ ctr[3] ^ key[1];
+  ctr[0] = c0; ctr[1] = lo1; ctr[2] = c2; ctr[3] = lo0;
+}
+
+FA_HD void philox4x32_10(uint32_t ctr[4], uint32_t k0, uint32_t k1) {
+  uint32_t key[2] = {k0, k1};
+#pragma unroll
+  for (int r = 0; r < 10; ++r) {
+    philox_round(ctr, key);
+    key[0] += 0x9E3779B9u;
+    key[1] += 0xBB67AE85u;
+  }
+}
+
+// The four Philox words for columns 4*(col/4) .. 4*(col/4)+3 of row `row`.
+FA_HD void dropout_words(const DropoutParams& dp, int64_t b, int64_t h, int64_t row,
+                         int64_t col, uint32_t out[4]) {
+  out[0] = static_cast<uint32_t>(col >> 2);
+  out[1] = static_cast<uint32_t>(row);
+  out[2] = static_cast<uint32_t>(h);
+  out[3] = static_cast<uint32_t>(b);
+  philox4x32_10(out, dp.key[0], dp.key[1]);
+}
+
+FA_HD bool dropout_keep(const DropoutParams& dp, int64_t b, int64_t h, int64_t row,
+                        int64_t col) {
+  uint32_t w[4];
+  dropout_words(dp, b, h, row, col, w);
+  return w[col & 3] >= dp.threshold;
+}
+
+// Seed (two int64 words) to Philox key; host side.
+inline void dropout_key_from_seed(int64_t s0, int64_t s1, uint32_t key[2]) {
+  uint64_t x = static_cast<uint64_t>(s0) ^ (static_cast<uint64_t>(s1) * 0x9E3779B97F4A7C15ull +
+                                             0x632BE59BD9B4E019ull);
+  // splitmix64 finalizer, so nearby seeds give unrelated keys.
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  x ^= x >> 31;
+  key[0] = static_cast<uint32_t>(x);
+  key[1] = static_cast<uint32_t>(x >> 32);
+}
+
+}  // namespace flashattn
+
+#endif  // TF_FLASHATTN_KERNELS_FLASH_PARAMS_H_

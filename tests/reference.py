@@ -1,0 +1,105 @@
+"""Unfused float64 reference of the op's semantics, and a NumPy Philox for the dropout mask.
+
+The reference materializes the [B, H, Tq, Tk] logits with plain TensorFlow ops, so its gradients
+come from autodiff and it shares no code with the kernels.
+"""
+import numpy as np
+import tensorflow as tf
+
+M64 = (1 << 64) - 1
+
+
+def philox_key(seed):
+    """Seed (two int64) -> the two 32-bit Philox key words (same recipe as flash_params.h)."""
+    s0, s1 = (int(x) & M64 for x in seed)
+    x = s0 ^ ((s1 * 0x9E3779B97F4A7C15 + 0x632BE59BD9B4E019) & M64)
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & M64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & M64
+    x ^= x >> 31
+    return x & 0xFFFFFFFF, x >> 32
+
+
+def philox4x32_10(c0, c1, c2, c3, k0, k1):
+    """Vectorized Philox4x32-10 on uint32 arrays (Salmon et al. 2011)."""
+    c = [np.asarray(x, np.uint64) for x in (c0, c1, c2, c3)]
+    k0, k1 = np.uint64(k0), np.uint64(k1)
+    mask = np.uint64(0xFFFFFFFF)
+    for _ in range(10):
+        p0 = np.uint64(0xD2511F53) * c[0]
+        p1 = np.uint64(0xCD9E8D57) * c[2]
+        hi0, lo0 = p0 >> np.uint64(32), p0 & mask
+        hi1, lo1 = p1 >> np.uint64(32), p1 & mask
+        c = [hi1 ^ c[1] ^ k0, lo1, hi0 ^ c[3] ^ k1, lo0]
+        k0 = (k0 + np.uint64(0x9E3779B9)) & mask
+        k1 = (k1 + np.uint64(0xBB67AE85)) & mask
+    return c
+
+
+def dropout_keep_mask(seed, B, H, Tq, Tk, rate):
+    """Boolean keep mask [B, H, Tq, Tk] exactly as the kernels draw it."""
+    k0, k1 = philox_key(seed)
+    b, h, i, j = np.meshgrid(np.arange(B), np.arange(H), np.arange(Tq), np.arange(Tk),
+                             indexing="ij")
+    words = philox4x32_10(j >> 2, i, h, b, k0, k1)
+    w = np.choose(j & 3, words)
+    threshold = min(np.floor(np.float64(np.float32(rate)) * 2.0**32), 2.0**32 - 1)
+    return w >= np.uint64(threshold)
+
+
+def allowed_mask(B, H, Tq, Tk, mask=None, is_causal=False, causal_offset=0, window=(-1, -1),
+                 query_lengths=None, key_lengths=None, query_mask=None, key_mask=None):
+    """Boolean [B, H, Tq, Tk]: which logits are visible."""
+    i = np.arange(Tq)[:, None]
+    j = np.arange(Tk)[None, :]
+    d = i + causal_offset
+    ok = np.ones((Tq, Tk), bool)
+    if is_causal:
+        ok &= j <= d
+    if window[0] >= 0:
+        ok &= j >= d - window[0]
+    if window[1] >= 0:
+        ok &= j <= d + window[1]
+    ok = np.broadcast_to(ok, (B, H, Tq, Tk)).copy()
+    if mask is not None:
+        ok &= np.broadcast_to(np.asarray(mask, bool), (B, H, Tq, Tk))
+    if query_lengths is not None:
+        ok &= (np.arange(Tq)[None, :] < np.asarray(query_lengths)[:, None])[:, None, :, None]
+    if key_lengths is not None:
+        ok &= (np.arange(Tk)[None, :] < np.asarray(key_lengths)[:, None])[:, None, None, :]
+    if query_mask is not None:
+        ok &= np.asarray(query_mask, bool)[:, None, :, None]
+    if key_mask is not None:
+        ok &= np.asarray(key_mask, bool)[:, None, None, :]
+    return ok
+
+
+def reference_attention(q, k, v, bias=None, scale=None, softcap=None, allowed=None,
+                        keep=None, dropout_rate=0.0):
+    """float64 attention on tf tensors [B,T,H,D]; returns (out [B,Tq,H,Dv], lse [B,H,Tq]).
+
+    allowed: bool [B,H,Tq,Tk] (None: all); keep: bool dropout keep mask or None.
+    """
+    q, k, v = (tf.cast(t, tf.float64) for t in (q, k, v))
+    H, Hkv = q.shape[2], k.shape[2]
+    if H != Hkv:
+        k = tf.repeat(k, H // Hkv, axis=2)
+        v = tf.repeat(v, H // Hkv, axis=2)
+    if scale is None:
+        scale = 1.0 / np.sqrt(q.shape[-1])
+    s = tf.einsum("bqhd,bkhd->bhqk", q, k) * scale
+    if softcap:
+        s = softcap * tf.tanh(s / softcap)
+    if bias is not None:
+        s = s + tf.cast(bias, tf.float64)
+    if allowed is None:
+        allowed = np.ones(s.shape, bool)
+    allowed = tf.constant(allowed)
+    s = tf.where(allowed, s, tf.constant(-1e300, tf.float64))
+    any_row = tf.reduce_any(allowed, axis=-1, keepdims=True)
+    p = tf.nn.softmax(s, axis=-1) * tf.cast(any_row, tf.float64)
+    lse = tf.where(any_row[..., 0], tf.reduce_logsumexp(s, axis=-1),
+                   tf.constant(-np.inf, tf.float64))
+    if keep is not None:
+        p = p * tf.constant(keep, tf.float64) / (1.0 - np.float64(np.float32(dropout_rate)))
+    out = tf.einsum("bhqk,bkhd->bqhd", p, v)
+    return out, lse

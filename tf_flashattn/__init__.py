@@ -1,0 +1,26 @@
+"""tf_flashattn: FlashAttention for TensorFlow and Keras.
+
+Exact attention computed tile by tile with an online softmax: the N x N score matrix is never
+written to memory. `dot_product_attention` is a drop-in for `keras.ops.dot_product_attention`.
+Importing this package registers the `FlashAttn>*` ops, which a SavedModel that uses them needs.
+"""
+from tf_flashattn import _ops
+from tf_flashattn._ops import backends
+from tf_flashattn.attention import dot_product_attention
+
+__version__ = "0.1.0"
+
+# Register the ops at import, so tf.saved_model.load finds them after `import tf_flashattn`.
+try:
+    _ops.load()
+except ImportError as e:  # not built yet: calls raise the same message
+    import warnings
+    warnings.warn(str(e))
+
+__all__ = ["dot_product_attention", "backends"]
+
+try:  # the Keras layers (issue 4) live in layers.py
+    from tf_flashattn.layers import FlashGroupQueryAttention, FlashMultiHeadAttention  # noqa: F401
+    __all__ += ["FlashMultiHeadAttention", "FlashGroupQueryAttention"]
+except ImportError:
+    pass

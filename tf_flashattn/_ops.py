@@ -1,0 +1,37 @@
+"""Loads the compiled op library (lazily, with a clear message when it is missing)."""
+import glob
+import os
+
+import tensorflow as tf
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_lib = None
+
+
+def load():
+    """Returns the loaded op module, building nothing: run the README's set-up command first."""
+    global _lib
+    if _lib is not None:
+        return _lib
+    paths = sorted(glob.glob(os.path.join(_HERE, "_tf_flashattn_ops*.so")))
+    if not paths:
+        raise ImportError(
+            "tf_flashattn's op library is not built. From the repository root run:\n"
+            "    pip install --no-build-isolation -e .")
+    try:
+        from tf_flashattn import _build_info
+        built_for = _build_info.TF_VERSION
+    except ImportError:
+        built_for = "unknown"
+    if built_for not in ("unknown", tf.__version__):
+        raise ImportError(
+            f"tf_flashattn's op library was built against TensorFlow {built_for}, but TensorFlow "
+            f"{tf.__version__} is installed; rebuild: pip install --no-build-isolation -e .")
+    _lib = tf.load_op_library(paths[-1])
+    return _lib
+
+
+def backends():
+    """The backends the installed library was built with, e.g. ['CPU', 'CUDA (...)']."""
+    from tf_flashattn import _build_info
+    return list(_build_info.BACKENDS)

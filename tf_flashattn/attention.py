@@ -1,0 +1,212 @@
+"""`dot_product_attention`: a drop-in for `keras.ops.dot_product_attention` on TensorFlow.
+
+Same positional arguments, layout, mask semantics and causal convention as Keras, computed by
+the FlashAttention op: the [B, H, Tq, Tk] score matrix is never written to memory.
+"""
+import math
+
+import tensorflow as tf
+
+from tf_flashattn import _ops
+
+_FLOAT_DTYPES = (tf.float16, tf.bfloat16, tf.float32, tf.float64)
+_ATTRS = ("scale", "softcap", "causal", "causal_offset", "window_left", "window_right",
+          "dropout_rate")
+
+
+def _absent(dtype):
+    return tf.zeros([0], dtype)
+
+
+def _static_dim(t, i):
+    return t.shape[i] if t.shape.rank is not None else None
+
+
+def _check_rank4(t, name, layout):
+    if t.shape.rank is not None and t.shape.rank != 4:
+        raise ValueError(f"`{name}` must be rank 4 {layout}; got shape {t.shape}.")
+
+
+def _to_rank4(t, name, full):
+    """Left-pads a broadcastable mask/bias to rank 4 and checks it against [B, H, Tq, Tk]."""
+    rank = t.shape.rank
+    if rank is None:
+        raise ValueError(f"`{name}` must have a known rank (at most 4).")
+    if rank > 4:
+        raise ValueError(f"`{name}` must be broadcastable to [batch, num_heads, query_len, "
+                         f"key_len] = {full}; got rank {rank} shape {t.shape}.")
+    if rank < 4:
+        t = tf.reshape(t, [1] * (4 - rank) + ([] if rank == 0 else tf.unstack(tf.shape(t))))
+    for d, (n, f) in enumerate(zip(t.shape, full)):
+        if n is not None and f is not None and n not in (1, f):
+            raise ValueError(f"`{name}` of shape {t.shape} does not broadcast to [batch, "
+                             f"num_heads, query_len, key_len] = {full} (dim {d} is {n}).")
+    return t
+
+
+def _seed_tensor(seed):
+    seed = tf.convert_to_tensor(seed)
+    if not seed.dtype.is_integer:
+        raise ValueError(f"`seed` must be an integer tensor of shape [2]; got dtype {seed.dtype}.")
+    seed = tf.cast(seed, tf.int64)
+    if seed.shape.rank == 0:
+        seed = tf.stack([seed, tf.constant(0, tf.int64)])
+    if seed.shape.rank is not None and (seed.shape.rank != 1 or seed.shape[0] not in (None, 2)):
+        raise ValueError(f"`seed` must be a scalar or have shape [2]; got shape {seed.shape}.")
+    return seed
+
+
+def _window(sliding_window):
+    if sliding_window is None:
+        return -1, -1
+    if isinstance(sliding_window, int):
+        left = right = sliding_window
+    else:
+        try:
+            left, right = sliding_window
+        except (TypeError, ValueError):
+            raise ValueError("`sliding_window` must be None, an int w (keys within w positions "
+                             f"of the diagonal), or a pair (left, right); got {sliding_window!r}.")
+    left = -1 if left is None else int(left)
+    right = -1 if right is None else int(right)
+    if left < -1 or right < -1:
+        raise ValueError(f"`sliding_window` sizes must be >= 0 or None; got {sliding_window!r}.")
+    return left, right
+
+
+def dot_product_attention(query, key, value, bias=None, mask=None, scale=None, is_causal=False,
+                          attn_logits_soft_cap=None, *, dropout_rate=0.0, seed=None,
+                          sliding_window=None, query_lengths=None, key_lengths=None,
+                          query_mask=None, key_mask=None, causal_offset=0, return_lse=False,
+                          name=None):
+    """Exact scaled dot-product attention by the FlashAttention algorithm.
+
+    Shapes follow `keras.ops.dot_product_attention`: query `[B, Tq, H, D]`, key `[B, Tk, Hkv, D]`,
+    value `[B, Tk, Hkv, Dv]`, output `[B, Tq, H, Dv]`. H must be a multiple of Hkv (grouped-query
+    and multi-query attention: query head h reads key/value head h // (H // Hkv); K and V are never
+    repeated in memory). Head dims from 1 to 256. dtypes float16, bfloat16, float32 (float64 on CPU).
+
+    logit[b, h, i, j] = softcap(scale * q_i . k_j) + bias[b, h, i, j], over the keys row i sees;
+    softcap(s) = c * tanh(s / c) when `attn_logits_soft_cap` = c is given (before the bias).
+
+    Args:
+      query, key, value: the tensors above.
+      bias: optional additive logit bias broadcastable to `[B, H, Tq, Tk]` (its gradient is
+        returned; the backward then holds one float32 [B, H, Tq, Tk] tensor).
+      mask: optional boolean mask broadcastable to `[B, H, Tq, Tk]`, True = attend (as Keras).
+      scale: softmax scale; default 1/sqrt(D).
+      is_causal: query i sees keys j <= i + causal_offset (Keras' convention with offset 0).
+      attn_logits_soft_cap: optional soft cap c > 0.
+      dropout_rate: dropout on the attention probabilities, fused; needs `seed`.
+      seed: int tensor of shape [2] (or a scalar): the dropout mask is a pure function of
+        (seed, batch, head, row, column) (Philox), regenerated in the backward, never stored.
+      sliding_window: None, an int w, or (left, right): row i sees keys in
+        [i + causal_offset - left, i + causal_offset + right]; None in a pair = unbounded.
+      query_lengths, key_lengths: optional int32 `[B]`: rows/keys at or past the length are padding.
+      query_mask, key_mask: optional boolean `[B, Tq]` / `[B, Tk]` padding masks, True = valid.
+        Lengths and these masks are O(N) inputs: nothing of size Tq x Tk is built.
+      causal_offset: diagonal offset of the causal mask and window; `Tk - Tq` gives the KV-cache
+        (bottom-right) convention.
+      return_lse: also return the log-sum-exp of the logits per row, float32 `[B, H, Tq]`.
+
+    A row that sees no key at all (fully masked) gives output 0 and zero gradients, never NaN.
+    This differs on purpose from Keras, which gives such a row the uniform average of the values.
+
+    Returns:
+      The output `[B, Tq, H, Dv]`, and the log-sum-exp if `return_lse`.
+    """
+    lib = _ops.load()
+    with tf.name_scope(name or "flash_attention"):
+        query = tf.convert_to_tensor(query)
+        key = tf.convert_to_tensor(key)
+        value = tf.convert_to_tensor(value)
+        dtype = tf.as_dtype(_result_dtype(query.dtype, key.dtype, value.dtype))
+        if dtype not in _FLOAT_DTYPES:
+            raise ValueError(f"`query`, `key` and `value` must be float16, bfloat16, float32 or "
+                             f"float64; got {query.dtype}, {key.dtype}, {value.dtype}.")
+        query, key, value = (tf.cast(t, dtype) for t in (query, key, value))
+        _check_rank4(query, "query", "[batch, query_len, num_heads, head_dim]")
+        _check_rank4(key, "key", "[batch, key_len, num_kv_heads, head_dim]")
+        _check_rank4(value, "value", "[batch, key_len, num_kv_heads, value_dim]")
+        head_dim = _static_dim(key, 3) or _static_dim(query, 3)
+        for t, nm in ((query, "query"), (key, "key"), (value, "value")):
+            d = _static_dim(t, 3)
+            if d is not None and not 1 <= d <= 256:
+                raise ValueError(f"The last dim of `{nm}` must be in [1, 256]; got shape {t.shape}.")
+        if query.shape[3] is not None and key.shape[3] is not None and query.shape[3] != key.shape[3]:
+            raise ValueError(f"`query` and `key` must have the same head_dim (last dim); got "
+                             f"{query.shape} and {key.shape}.")
+        h, hkv = _static_dim(query, 2), _static_dim(key, 2)
+        if h is not None and hkv is not None and (hkv == 0 or h % hkv):
+            raise ValueError(f"num_heads of `query` ({h}) must be a multiple of num_kv_heads of "
+                             f"`key` ({hkv}); got query {query.shape}, key {key.shape}.")
+        if scale is None:
+            if head_dim is None:
+                raise ValueError("`scale` must be given when the head_dim of `key` is not static.")
+            scale = 1.0 / math.sqrt(head_dim)
+        full = [_static_dim(query, 0), h, _static_dim(query, 1), _static_dim(key, 1)]
+
+        if mask is None:
+            mask_t = _absent(tf.bool)
+        else:
+            mask_t = _to_rank4(tf.cast(tf.convert_to_tensor(mask), tf.bool), "mask", full)
+        bias_t = _absent(dtype) if bias is None else _to_rank4(
+            tf.cast(tf.convert_to_tensor(bias), dtype), "bias", full)
+        ql = _absent(tf.int32) if query_lengths is None else tf.cast(query_lengths, tf.int32)
+        kl = _absent(tf.int32) if key_lengths is None else tf.cast(key_lengths, tf.int32)
+        qv = _absent(tf.bool) if query_mask is None else tf.cast(query_mask, tf.bool)
+        kv = _absent(tf.bool) if key_mask is None else tf.cast(key_mask, tf.bool)
+        for t, nm, want in ((ql, "query_lengths", 1), (kl, "key_lengths", 1),
+                            (qv, "query_mask", 2), (kv, "key_mask", 2)):
+            if t.shape.rank is not None and t.shape.rank != want and not (
+                    t.shape.rank == 1 and t.shape[0] == 0):
+                shape = "[batch]" if want == 1 else "[batch, length]"
+                raise ValueError(f"`{nm}` must have shape {shape}; got {t.shape}.")
+
+        dropout_rate = float(dropout_rate)
+        if not 0.0 <= dropout_rate < 1.0:
+            raise ValueError(f"`dropout_rate` must be in [0, 1); got {dropout_rate}.")
+        if dropout_rate > 0.0 and seed is None:
+            raise ValueError("`dropout_rate` > 0 needs a `seed` (an int tensor of shape [2]), "
+                             "so the backward can regenerate the same dropout mask.")
+        seed_t = tf.zeros([2], tf.int64) if seed is None else _seed_tensor(seed)
+        cap = 0.0 if attn_logits_soft_cap is None else float(attn_logits_soft_cap)
+        if cap < 0.0 or not math.isfinite(cap):
+            raise ValueError(f"`attn_logits_soft_cap` must be a positive number or None; got "
+                             f"{attn_logits_soft_cap}.")
+        left, right = _window(sliding_window)
+        out, lse = lib.flash_attn_flash_attention(
+            query, key, value, mask_t, bias_t, ql, kl, qv, kv, seed_t,
+            scale=float(scale), softcap=cap, causal=bool(is_causal),
+            causal_offset=int(causal_offset), window_left=left, window_right=right,
+            dropout_rate=dropout_rate)
+        return (out, lse) if return_lse else out
+
+
+def _result_dtype(*dtypes):
+    import keras
+    return keras.backend.result_type(*(tf.as_dtype(d).name for d in dtypes))
+
+
+@tf.RegisterGradient("FlashAttn>FlashAttention")
+def _flash_attention_grad(op, d_out, d_lse):
+    lib = _ops.load()
+    attrs = {a: op.get_attr(a) for a in _ATTRS}
+    inputs = list(op.inputs[:10])
+    out, lse = op.outputs
+    if d_lse is None:
+        d_lse = tf.zeros([0], tf.float32)
+    dq, dk, dv, d_logits = lib.flash_attn_flash_attention_grad(
+        *inputs, out, lse, d_out, d_lse, **attrs)
+    bias = inputs[4]
+    d_bias = None
+    if bias.shape.rank == 4:
+        # Sum dL/dlogit over the dims along which the bias was broadcast.
+        if bias.shape.is_fully_defined():
+            axes = [i for i in range(4) if bias.shape[i] == 1]
+            d_bias = tf.reduce_sum(d_logits, axis=axes, keepdims=True) if axes else d_logits
+        else:
+            axes = tf.where(tf.equal(tf.shape(bias), 1))[:, 0]
+            d_bias = tf.reshape(tf.reduce_sum(d_logits, axis=axes, keepdims=True), tf.shape(bias))
+        d_bias = tf.cast(d_bias, bias.dtype)
+    return [dq, dk, dv, None, d_bias, None, None, None, None, None]
