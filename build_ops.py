@@ -16,8 +16,13 @@ import time
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 
-# Kernels: no TensorFlow headers.
-CPU_KERNEL_SOURCES = ["cc/kernels/flash_cpu.cc"]
+# Kernels: no TensorFlow headers. flash_cpu.cc is compiled once per instruction set below.
+CPU_KERNEL_SOURCES = ["cc/kernels/flash_cpu.cc", "cc/kernels/flash_cpu_dispatch.cc"]
+CPU_ISA_FLAGS = {
+    "avx2": ["-mavx2", "-mfma", "-mf16c"],
+    "avx512": ["-mavx512f", "-mavx512vl", "-mavx2", "-mfma", "-mf16c"],
+}
+CPU_MULTI_ISA = {"cc/kernels/flash_cpu.cc"}
 CUDA_KERNEL_SOURCES = []
 # TensorFlow op definitions and kernel glue.
 OP_SOURCES = ["cc/ops/flash_attention_ops.cc", "cc/ops/flash_attention_kernels.cc"]
@@ -25,8 +30,8 @@ HEADERS = ["cc/kernels/flash_params.h", "cc/kernels/flash_cpu.h"]
 
 CUDA_ARCHS = ["80", "86", "89", "90"]
 CXX_FLAGS = ["-std=c++17", "-O3", "-fPIC", "-Wno-deprecated-declarations"]
-# The CPU kernel uses AVX2/FMA/F16C, as TensorFlow's own x86 builds assume a recent CPU.
-CPU_KERNEL_FLAGS = ["-mavx2", "-mfma", "-mf16c"]
+# fp-contract: let the tile products use fused multiply-adds.
+CPU_KERNEL_FLAGS = ["-ffp-contract=fast"]
 
 
 def find_nvcc():
@@ -65,12 +70,17 @@ def build(output, build_dir=None, jobs=None, verbose=True):
     cuda_home = os.path.dirname(os.path.dirname(nvcc)) if nvcc else None
     jobs = jobs or os.cpu_count() or 2
 
-    def obj(src):
-        return os.path.join(build_dir, src.replace("/", "_") + ".o")
+    def obj(src, tag=""):
+        return os.path.join(build_dir, src.replace("/", "_") + tag + ".o")
 
-    cmds = []
+    cmds, objs = [], []
     for src in CPU_KERNEL_SOURCES:
-        cmds.append(["g++", *CXX_FLAGS, *CPU_KERNEL_FLAGS, "-I.", "-c", src, "-o", obj(src)])
+        variants = CPU_ISA_FLAGS.items() if src in CPU_MULTI_ISA else [("", [])]
+        for isa, flags in variants:
+            defs = [f"-DFA_CPU_ISA={isa}"] if isa else []
+            cmds.append(["g++", *CXX_FLAGS, *CPU_KERNEL_FLAGS, *flags, *defs, "-I.", "-c", src,
+                         "-o", obj(src, isa)])
+            objs.append(obj(src, isa))
     op_defs = ["-DGOOGLE_CUDA=1", "-I" + os.path.join(tf_inc, "third_party/gpus/cuda/include")] if cuda else []
     for src in OP_SOURCES:
         cmds.append(["g++", *CXX_FLAGS, "-I.", *compile_flags, *op_defs, "-c", src, "-o", obj(src)])
@@ -87,7 +97,7 @@ def build(output, build_dir=None, jobs=None, verbose=True):
         for cmd, secs in zip(cmds, pool.map(_run, cmds)):
             if verbose:
                 print(f"  compiled {cmd[cmd.index('-c') + 1]} in {secs:.1f}s", flush=True)
-    objs = [obj(s) for s in CPU_KERNEL_SOURCES + OP_SOURCES + (CUDA_KERNEL_SOURCES if cuda else [])]
+    objs += [obj(s) for s in OP_SOURCES + (CUDA_KERNEL_SOURCES if cuda else [])]
     link = ["g++", "-shared", "-o", output, *objs]
     if cuda:
         # cudart goes in statically BEFORE TensorFlow's flags; after them the linker would take

@@ -63,53 +63,139 @@ template <typename Acc> inline void store(BF16* p, Acc x) {
 template <typename Acc>
 inline Acc nan_max(Acc a, Acc b) { return (b > a || b != b) ? b : a; }
 
-// ---- tile matrix products (all row-major, inner loops over a contiguous dimension) -------
+// ---- tile matrix products --------------------------------------------------------------
+// One register-blocked product serves every tile product of both directions:
+//   C[r][e] (+)= Σ_d A[r][d] · B[d][e]    A: [rows, kdim] (lda), B: [kdim, n] (ldb), C: [rows, n]
+// float32 uses GCC vector types of this build's width (16 lanes with AVX-512, 8 with AVX2);
+// float64 (gradient checks only) uses plain loops.
+#if defined(__AVX512F__)
+constexpr int kLanes = 16;
+constexpr int kRowBlock = 4;  // 4 rows x 4 vectors = 16 of the 32 zmm registers
+#else
+constexpr int kLanes = 8;
+constexpr int kRowBlock = 2;  // 2 rows x 4 vectors = 8 of the 16 ymm registers
+#endif
+constexpr int kVecBlock = 4;
+typedef float VecF __attribute__((vector_size(kLanes * sizeof(float))));
+
+inline VecF load_vec(const float* p) {
+  VecF v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+inline void store_vec(float* p, VecF v) { std::memcpy(p, &v, sizeof(v)); }
+
+template <int RB, int NV>
+inline void gemm_micro(const float* __restrict a, int64_t lda, const float* __restrict b,
+                       int64_t ldb, float* __restrict c, int64_t ldc, int64_t kdim,
+                       bool accumulate) {
+  VecF acc[RB][NV];
+  for (int i = 0; i < RB; ++i)
+    for (int j = 0; j < NV; ++j)
+      acc[i][j] = accumulate ? load_vec(c + i * ldc + j * kLanes) : VecF{};
+  for (int64_t d = 0; d < kdim; ++d) {
+    VecF bv[NV];
+    for (int j = 0; j < NV; ++j) bv[j] = load_vec(b + d * ldb + j * kLanes);
+    for (int i = 0; i < RB; ++i) {
+      const float x = a[i * lda + d];
+      for (int j = 0; j < NV; ++j) acc[i][j] += x * bv[j];
+    }
+  }
+  for (int i = 0; i < RB; ++i)
+    for (int j = 0; j < NV; ++j) store_vec(c + i * ldc + j * kLanes, acc[i][j]);
+}
+
+template <int RB>
+inline void gemm_rows(const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
+                      int64_t ldc, int64_t kdim, int64_t nvec, bool accumulate) {
+  for (int64_t j = 0; j < nvec; j += kVecBlock) {
+    const int64_t o = j * kLanes;
+    switch (std::min<int64_t>(kVecBlock, nvec - j)) {
+      case 4: gemm_micro<RB, 4>(a, lda, b + o, ldb, c + o, ldc, kdim, accumulate); break;
+      case 3: gemm_micro<RB, 3>(a, lda, b + o, ldb, c + o, ldc, kdim, accumulate); break;
+      case 2: gemm_micro<RB, 2>(a, lda, b + o, ldb, c + o, ldc, kdim, accumulate); break;
+      default: gemm_micro<RB, 1>(a, lda, b + o, ldb, c + o, ldc, kdim, accumulate); break;
+    }
+  }
+}
+
+void gemm(const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc,
+          int64_t rows, int64_t kdim, int64_t n, bool accumulate) {
+  const int64_t nvec = n / kLanes;
+  int64_t r = 0;
+  for (; r + kRowBlock <= rows; r += kRowBlock)
+    gemm_rows<kRowBlock>(a + r * lda, lda, b, ldb, c + r * ldc, ldc, kdim, nvec, accumulate);
+  for (; r < rows; ++r) gemm_rows<1>(a + r * lda, lda, b, ldb, c + r * ldc, ldc, kdim, nvec, accumulate);
+  for (int64_t e = nvec * kLanes; e < n; ++e) {  // columns past the last full vector
+    for (int64_t i = 0; i < rows; ++i) {
+      float acc = accumulate ? c[i * ldc + e] : 0.f;
+      for (int64_t d = 0; d < kdim; ++d) acc += a[i * lda + d] * b[d * ldb + e];
+      c[i * ldc + e] = acc;
+    }
+  }
+}
+
+void gemm(const double* a, int64_t lda, const double* b, int64_t ldb, double* c, int64_t ldc,
+          int64_t rows, int64_t kdim, int64_t n, bool accumulate) {
+  for (int64_t i = 0; i < rows; ++i) {
+    double* ci = c + i * ldc;
+    if (!accumulate) std::fill(ci, ci + n, 0.0);
+    for (int64_t d = 0; d < kdim; ++d) {
+      const double x = a[i * lda + d];
+      for (int64_t e = 0; e < n; ++e) ci[e] += x * b[d * ldb + e];
+    }
+  }
+}
+
 // C[r][c] = Σ_d A[r][d] · Bt[d][c]     A: [rows, K], Bt: [K, kBlockK], C: [rows, kBlockK]
 template <typename Acc>
-void tile_a_bt(const Acc* __restrict a, const Acc* __restrict bt, Acc* __restrict c,
-               int64_t rows, int64_t kdim) {
-  for (int64_t r = 0; r < rows; ++r) {
-    Acc acc[kBlockK] = {};
-    const Acc* ar = a + r * kdim;
-    for (int64_t d = 0; d < kdim; ++d) {
-      const Acc x = ar[d];
-      const Acc* b = bt + d * kBlockK;
-      for (int64_t j = 0; j < kBlockK; ++j) acc[j] += x * b[j];
-    }
-    std::memcpy(c + r * kBlockK, acc, sizeof(acc));
-  }
+void tile_a_bt(const Acc* a, const Acc* bt, Acc* c, int64_t rows, int64_t kdim) {
+  gemm(a, kdim, bt, kBlockK, c, kBlockK, rows, kdim, kBlockK, false);
 }
 
 // Out[r][e] += Σ_c P[r][c] · B[c][e]   P: [rows, kBlockK], B: [cols, n], Out: [rows, n]
 template <typename Acc>
-void tile_p_b(const Acc* __restrict p, const Acc* __restrict b, Acc* __restrict out,
-              int64_t rows, int64_t cols, int64_t n) {
-  for (int64_t r = 0; r < rows; ++r) {
-    Acc* o = out + r * n;
-    const Acc* pr = p + r * kBlockK;
-    for (int64_t c = 0; c < cols; ++c) {
-      const Acc x = pr[c];
-      if (x == Acc(0)) continue;
-      const Acc* bc = b + c * n;
-      for (int64_t e = 0; e < n; ++e) o[e] += x * bc[e];
-    }
-  }
+void tile_p_b(const Acc* p, const Acc* b, Acc* out, int64_t rows, int64_t cols, int64_t n) {
+  gemm(p, kBlockK, b, n, out, n, rows, cols, n, true);
 }
 
 // Out[c][e] += Σ_r P[r][c] · A[r][e]   P: [rows, kBlockK], A: [rows, n], Out: [cols, n]
 template <typename Acc>
-void tile_pt_a(const Acc* __restrict p, const Acc* __restrict a, Acc* __restrict out,
-               int64_t rows, int64_t cols, int64_t n) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const Acc* ar = a + r * n;
-    const Acc* pr = p + r * kBlockK;
-    for (int64_t c = 0; c < cols; ++c) {
-      const Acc x = pr[c];
-      if (x == Acc(0)) continue;
-      Acc* o = out + c * n;
-      for (int64_t e = 0; e < n; ++e) o[e] += x * ar[e];
-    }
+void tile_pt_a(const Acc* p, const Acc* a, Acc* out, int64_t rows, int64_t cols, int64_t n) {
+  Acc pt[kBlockK * kBlockQ];  // Pᵀ: [cols, rows]
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) pt[c * rows + r] = p[r * kBlockK + c];
+  gemm(pt, rows, a, n, out, n, cols, rows, n, true);
+}
+
+// x[c] = exp(x[c] - sub) for c < n. float32: a branch-free polynomial the compiler vectorizes
+// (Cody-Waite reduction, degree-7 Taylor on [-ln2/2, ln2/2], ~1 ulp); exp(-inf) = 0, NaN stays.
+inline void exp_sub(float* x, int64_t n, float sub) {
+  for (int64_t c = 0; c < n; ++c) {
+    const float v = x[c] - sub;
+    const float t = std::min(std::max(v, -87.0f), 88.0f);
+    const float k = (t * 1.44269504088896341f + 12582912.f) - 12582912.f;  // round(t / ln2)
+    const float r = (t - k * 0.693145751953125f) - k * 1.42860682030941723212e-6f;
+    float p = 1.f / 5040.f;
+    p = p * r + 1.f / 720.f;
+    p = p * r + 1.f / 120.f;
+    p = p * r + 1.f / 24.f;
+    p = p * r + 1.f / 6.f;
+    p = p * r + 0.5f;
+    p = p * r + 1.f;
+    p = p * r + 1.f;
+    const int32_t bits = (static_cast<int32_t>(k) + 127) << 23;
+    float scale;
+    std::memcpy(&scale, &bits, 4);
+    float e = p * scale;
+    e = v < -87.0f ? 0.f : e;
+    e = v > 88.0f ? std::numeric_limits<float>::infinity() : e;
+    x[c] = v != v ? v : e;
   }
+}
+
+inline void exp_sub(double* x, int64_t n, double sub) {
+  for (int64_t c = 0; c < n; ++c) x[c] = std::exp(x[c] - sub);
 }
 
 // Loads rows [t0, t0+rows) of head `h` of x ([B, T, heads, n] with strides) as Acc [rows, n].
@@ -169,27 +255,33 @@ void finish_scores(const MaskParams& m, const ScoreParams& sp, int64_t b, int64_
     Acc* sr = s + r * kBlockK;
     Acc* dr = dcap ? dcap + r * kBlockK : nullptr;
     const bool row_ok = i < qlim && (!m.q_valid || m.q_valid[b * tq + i]);
-    const int64_t kb = m.key_begin(i), ke = std::min(m.key_end(i, klim), klim);
-    for (int64_t c = 0; c < kBlockK; ++c) {
-      const int64_t j = j0 + c;
-      bool ok = row_ok && c < cols && j >= kb && j < ke;
-      if (ok && m.k_valid) ok = m.k_valid[b * tk + j];
-      if (ok && m.mask)
-        ok = m.mask[b * m.mask_stride[0] + h * m.mask_stride[1] + i * m.mask_stride[2] +
-                    j * m.mask_stride[3]];
-      Acc x = sr[c] * scale;
-      Acc d = Acc(1);
-      if (cap != Acc(0)) {
-        const Acc t = std::tanh(x / cap);
-        x = cap * t;
-        d = Acc(1) - t * t;
+    // Columns [lo, hi) of this tile pass the causal/window/length limits (a contiguous range).
+    const int64_t lo = std::min(cols, std::max<int64_t>(0, m.key_begin(i) - j0));
+    const int64_t hi = row_ok ? std::max(lo, std::min(cols, std::min(m.key_end(i, klim), klim) - j0)) : lo;
+    for (int64_t c = 0; c < kBlockK; ++c) sr[c] *= scale;
+    if (cap != Acc(0)) {
+      for (int64_t c = lo; c < hi; ++c) {
+        const Acc t = std::tanh(sr[c] / cap);
+        sr[c] = cap * t;
+        if (dr) dr[c] = Acc(1) - t * t;
       }
-      if (ok && bias) {
-        x += load<Acc>(bias + b * sp.bias_stride[0] + h * sp.bias_stride[1] +
-                       i * sp.bias_stride[2] + j * sp.bias_stride[3]);
-      }
-      sr[c] = ok ? x : neg_inf;
-      if (dr) dr[c] = d;
+    } else if (dr) {
+      std::fill(dr, dr + kBlockK, Acc(1));
+    }
+    if (bias) {
+      const T* brow = bias + b * sp.bias_stride[0] + h * sp.bias_stride[1] + i * sp.bias_stride[2];
+      for (int64_t c = lo; c < hi; ++c) sr[c] += load<Acc>(brow + (j0 + c) * sp.bias_stride[3]);
+    }
+    for (int64_t c = 0; c < lo; ++c) sr[c] = neg_inf;
+    for (int64_t c = hi; c < kBlockK; ++c) sr[c] = neg_inf;
+    if (m.k_valid) {
+      const bool* kv = m.k_valid + b * tk + j0;
+      for (int64_t c = lo; c < hi; ++c) sr[c] = kv[c] ? sr[c] : neg_inf;
+    }
+    if (m.mask) {
+      const bool* mrow = m.mask + b * m.mask_stride[0] + h * m.mask_stride[1] + i * m.mask_stride[2];
+      for (int64_t c = lo; c < hi; ++c)
+        sr[c] = mrow[(j0 + c) * m.mask_stride[3]] ? sr[c] : neg_inf;
     }
   }
 }
@@ -236,13 +328,10 @@ void fwd_impl(const FlashFwdParams& p, const ParallelFor& parallel_for) {
             std::fill(sr, sr + kBlockK, Acc(0));
             continue;
           }
-          const Acc alpha = std::exp(m[r] - mx);  // rescales what came before
+          const Acc alpha = m[r] == neg_inf ? Acc(0) : std::exp(m[r] - mx);  // rescales the past
+          exp_sub(sr, kBlockK, mx);  // P = exp(S - m_new); masked and padding columns give 0
           Acc sum = 0;
-          for (int64_t c = 0; c < kBlockK; ++c) {
-            const Acc pc = c < cols ? std::exp(sr[c] - mx) : Acc(0);
-            sum += pc;
-            sr[c] = pc;
-          }
+          for (int64_t c = 0; c < kBlockK; ++c) sum += sr[c];
           if (p.dropout.rate > 0.f) {
             const Acc ks = static_cast<Acc>(p.dropout.keep_scale);
             for (int64_t c = 0; c < cols; ++c)
@@ -297,9 +386,14 @@ struct BwdTile {
       Acc* pr = pd.data() + r * kBlockK;
       const Acc* cr = dcap.data() + r * kBlockK;
       float* bias_row = dbias_rows ? dbias_rows + r * sh.Tk + j0 : nullptr;
+      if (lse[r] == -std::numeric_limits<Acc>::infinity()) {
+        std::fill(sr, sr + kBlockK, Acc(0));  // the row sees no key
+      } else {
+        exp_sub(sr, kBlockK, lse[r]);  // P = exp(S - lse), 0 where masked
+      }
       for (int64_t c = 0; c < kBlockK; ++c) {
-        const bool visible = c < cols && sr[c] != -std::numeric_limits<Acc>::infinity();
-        const Acc pc = visible ? std::exp(sr[c] - lse[r]) : Acc(0);
+        const bool visible = c < cols && sr[c] != Acc(0);
+        const Acc pc = sr[c];
         Acc z = Acc(1);
         if (drop && visible) z = dropout_keep(p.dropout, b, h, i0 + r, j0 + c) ? ks : Acc(0);
         sr[c] = pc;
@@ -427,7 +521,15 @@ void bwd_impl(const FlashBwdParams& p, const ParallelFor& parallel_for) {
 
 }  // namespace
 
-void flash_fwd_cpu(const FlashFwdParams& p, const ParallelFor& pf) {
+// This file is compiled once per instruction set (see build_ops.py); FA_CPU_ISA names the
+// entry points, and flash_cpu_dispatch.cc picks one at run time.
+#ifndef FA_CPU_ISA
+#error "compile with -DFA_CPU_ISA=<isa> (see build_ops.py)"
+#endif
+#define FA_CONCAT2(a, b) a##_##b
+#define FA_CONCAT(a, b) FA_CONCAT2(a, b)
+
+void FA_CONCAT(flash_fwd_cpu, FA_CPU_ISA)(const FlashFwdParams& p, const ParallelFor& pf) {
   switch (p.dtype) {
     case DType::kFloat32: return fwd_impl<float, float>(p, pf);
     case DType::kFloat64: return fwd_impl<double, double>(p, pf);
@@ -436,7 +538,7 @@ void flash_fwd_cpu(const FlashFwdParams& p, const ParallelFor& pf) {
   }
 }
 
-void flash_bwd_cpu(const FlashBwdParams& p, const ParallelFor& pf) {
+void FA_CONCAT(flash_bwd_cpu, FA_CPU_ISA)(const FlashBwdParams& p, const ParallelFor& pf) {
   switch (p.dtype) {
     case DType::kFloat32: return bwd_impl<float, float>(p, pf);
     case DType::kFloat64: return bwd_impl<double, double>(p, pf);

@@ -1,0 +1,26 @@
+// Picks the CPU kernel build for this processor: AVX-512 where present, else AVX2.
+#include "cc/kernels/flash_cpu.h"
+
+namespace flashattn {
+
+void flash_fwd_cpu_avx2(const FlashFwdParams& p, const ParallelFor& pf);
+void flash_bwd_cpu_avx2(const FlashBwdParams& p, const ParallelFor& pf);
+void flash_fwd_cpu_avx512(const FlashFwdParams& p, const ParallelFor& pf);
+void flash_bwd_cpu_avx512(const FlashBwdParams& p, const ParallelFor& pf);
+
+namespace {
+bool HasAvx512() {
+  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
+  return has;
+}
+}  // namespace
+
+void flash_fwd_cpu(const FlashFwdParams& p, const ParallelFor& pf) {
+  HasAvx512() ? flash_fwd_cpu_avx512(p, pf) : flash_fwd_cpu_avx2(p, pf);
+}
+
+void flash_bwd_cpu(const FlashBwdParams& p, const ParallelFor& pf) {
+  HasAvx512() ? flash_bwd_cpu_avx512(p, pf) : flash_bwd_cpu_avx2(p, pf);
+}
+
+}  // namespace flashattn

@@ -1,0 +1,414 @@
+"""CPU tests of the FlashAttention op against an unfused float64 reference on random inputs."""
+import itertools
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tf_flashattn as fa
+from reference import allowed_mask, dropout_keep_mask, reference_attention
+
+SIZES = [1, 17, 113, 203, 256, 1000]
+
+
+def rand(rng, *shape, dtype=tf.float32):
+    return tf.cast(tf.constant(rng.standard_normal(shape)), dtype)
+
+
+def f32_scale(d):
+    # The op's scale attribute is float32; the reference gets the same number.
+    return float(np.float32(1.0 / np.sqrt(d)))
+
+
+def run_both(q, k, v, *, bias=None, keep=None, allowed=None, softcap=None, loss_w=None,
+             with_lse=False, **kw):
+    """Forward + gradients of ours and of the float64 reference for a random linear loss."""
+    scale = kw.pop("scale", f32_scale(q.shape[-1]))
+    watched = [q, k, v] + ([bias] if bias is not None else [])
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(watched)
+        out, lse = fa.dot_product_attention(q, k, v, bias=bias, scale=scale, return_lse=True,
+                                            attn_logits_soft_cap=softcap, **kw)
+        ref, ref_lse = reference_attention(q, k, v, bias=bias, scale=scale, softcap=softcap,
+                                           allowed=allowed, keep=keep,
+                                           dropout_rate=kw.get("dropout_rate", 0.0))
+        w = loss_w if loss_w is not None else tf.constant(
+            np.random.default_rng(7).standard_normal(out.shape))
+        loss = tf.reduce_sum(tf.cast(out, tf.float64) * w)
+        ref_loss = tf.reduce_sum(ref * w)
+        if with_lse:
+            wl = tf.constant(np.random.default_rng(8).standard_normal(lse.shape))
+            finite = tf.math.is_finite(ref_lse)
+            loss += tf.reduce_sum(tf.where(finite, tf.cast(lse, tf.float64), 0.0) * wl)
+            ref_loss += tf.reduce_sum(tf.where(finite, ref_lse, 0.0) * wl)
+    grads = tape.gradient(loss, watched)
+    ref_grads = tape.gradient(ref_loss, watched)
+    return (out, lse, grads), (ref, ref_lse, ref_grads)
+
+
+def assert_close(ours, ref, tol):
+    ours = tf.cast(ours, tf.float64).numpy()
+    ref = ref.numpy() if hasattr(ref, "numpy") else ref
+    np.testing.assert_allclose(ours, ref, atol=tol, rtol=tol)
+
+
+def check(q, k, v, tol=2e-4, **kw):
+    allowed = kw.pop("allowed", None)
+    (out, lse, grads), (ref, ref_lse, ref_grads) = run_both(q, k, v, allowed=allowed, **kw)
+    assert_close(out, ref, tol)
+    lse_np, ref_lse_np = lse.numpy(), ref_lse.numpy()
+    np.testing.assert_array_equal(np.isneginf(lse_np), np.isneginf(ref_lse_np))
+    fin = np.isfinite(ref_lse_np)
+    np.testing.assert_allclose(lse_np[fin], ref_lse_np[fin], atol=tol, rtol=tol)
+    for g, rg in zip(grads, ref_grads):
+        assert_close(g, rg, tol * 5)
+    return out, grads
+
+
+# ---- sizes, head dims, GQA ---------------------------------------------------------------
+@pytest.mark.parametrize("tq,tk", list(itertools.product(SIZES, SIZES)))
+def test_sizes(tq, tk):
+    rng = np.random.default_rng(tq * 1000 + tk)
+    q, k, v = rand(rng, 1, tq, 2, 64), rand(rng, 1, tk, 2, 64), rand(rng, 1, tk, 2, 64)
+    check(q, k, v)
+
+
+@pytest.mark.parametrize("d,dv", [(16, 16), (40, 40), (64, 64), (80, 80), (128, 128),
+                                  (256, 256), (64, 40), (24, 128), (1, 3)])
+def test_head_dims(d, dv):
+    rng = np.random.default_rng(d * 7 + dv)
+    q, k, v = rand(rng, 2, 70, 2, d), rand(rng, 2, 90, 2, d), rand(rng, 2, 90, 2, dv)
+    check(q, k, v)
+
+
+@pytest.mark.parametrize("ratio", [1, 2, 4, 8])
+@pytest.mark.parametrize("causal", [False, True])
+def test_gqa(ratio, causal):
+    rng = np.random.default_rng(ratio)
+    hkv = 2
+    q, k, v = rand(rng, 2, 65, hkv * ratio, 32), rand(rng, 2, 77, hkv, 32), rand(rng, 2, 77, hkv, 32)
+    allowed = allowed_mask(2, hkv * ratio, 65, 77, is_causal=causal)
+    check(q, k, v, is_causal=causal, allowed=allowed)
+
+
+# ---- masks -------------------------------------------------------------------------------
+B, TQ, TK, H, HKV, D = 2, 67, 131, 4, 2, 48
+
+MASK_KINDS = {
+    "none": {},
+    "causal": dict(is_causal=True),
+    "causal_kv_cache": dict(is_causal=True, causal_offset=TK - TQ),
+    "causal_negative_offset": dict(is_causal=True, causal_offset=-20),
+    "window": dict(sliding_window=(9, 4)),
+    "window_int": dict(sliding_window=7),
+    "window_left_only_causal": dict(sliding_window=(16, None), is_causal=True),
+    "lengths": dict(query_lengths=[50, 67], key_lengths=[131, 40]),
+    "zero_lengths": dict(query_lengths=[0, 67], key_lengths=[131, 0]),
+    "padding_masks": "padding",
+    "dense_full": "dense_full",
+    "dense_b1tk": "dense_b1tk",
+    "dense_tqtk_rank2": "dense_rank2",
+}
+
+
+def _mask_kwargs(kind, rng):
+    spec = MASK_KINDS[kind]
+    if isinstance(spec, dict):
+        return dict(spec)
+    if spec == "padding":
+        return dict(query_mask=rng.random((B, TQ)) > 0.2, key_mask=rng.random((B, TK)) > 0.3)
+    if spec == "dense_full":
+        return dict(mask=rng.random((B, H, TQ, TK)) > 0.4)
+    if spec == "dense_b1tk":
+        return dict(mask=rng.random((B, 1, 1, TK)) > 0.4)
+    return dict(mask=rng.random((TQ, TK)) > 0.5)
+
+
+def _allowed(kw):
+    kw = dict(kw)
+    window = kw.pop("sliding_window", None)
+    if isinstance(window, int):
+        window = (window, window)
+    window = tuple(-1 if w is None else w for w in (window or (-1, -1)))
+    mask = kw.pop("mask", None)
+    return allowed_mask(B, H, TQ, TK, mask=mask, window=window, **kw)
+
+
+@pytest.mark.parametrize("kind", list(MASK_KINDS))
+def test_mask_kinds(kind):
+    rng = np.random.default_rng(len(kind))
+    q, k, v = rand(rng, B, TQ, H, D), rand(rng, B, TK, HKV, D), rand(rng, B, TK, HKV, D)
+    kw = _mask_kwargs(kind, rng)
+    check(q, k, v, allowed=_allowed(kw), with_lse=True, **kw)
+
+
+@pytest.mark.parametrize("kinds", [("causal", "padding_masks", "dense_b1tk"),
+                                   ("window", "lengths", "dense_full"),
+                                   ("causal_kv_cache", "lengths", "padding_masks"),
+                                   ("window_left_only_causal", "dense_rank2_alias")])
+def test_mask_combinations(kinds):
+    rng = np.random.default_rng(11)
+    q, k, v = rand(rng, B, TQ, H, D), rand(rng, B, TK, HKV, D), rand(rng, B, TK, HKV, D)
+    kw = {}
+    for kind in kinds:
+        kw.update(_mask_kwargs("dense_tqtk_rank2" if kind == "dense_rank2_alias" else kind, rng))
+    bias = rand(rng, 1, H, TQ, TK)
+    check(q, k, v, allowed=_allowed(kw), bias=bias, softcap=5.0, **kw)
+
+
+@pytest.mark.parametrize("bias_shape", [(B, H, TQ, TK), (1, H, TQ, TK), (B, 1, 1, TK),
+                                        (1, 1, TQ, 1), (TQ, TK), (TK,)])
+def test_bias_and_its_gradient(bias_shape):
+    rng = np.random.default_rng(sum(bias_shape))
+    q, k, v = rand(rng, B, TQ, H, D), rand(rng, B, TK, HKV, D), rand(rng, B, TK, HKV, D)
+    bias = rand(rng, *bias_shape)
+    (out, _, grads), (ref, _, ref_grads) = run_both(q, k, v, bias=bias, is_causal=True,
+                                                    allowed=_allowed(dict(is_causal=True)))
+    assert grads[3].shape == bias.shape
+    assert_close(out, ref, 2e-4)
+    for g, rg in zip(grads, ref_grads):
+        assert_close(g, rg, 1e-3)
+
+
+def test_softcap():
+    rng = np.random.default_rng(3)
+    q, k, v = (rand(rng, 1, 50, 2, 32) * 4, rand(rng, 1, 60, 2, 32) * 4, rand(rng, 1, 60, 2, 32))
+    out, _ = check(q, k, v, softcap=1.5)
+    plain = fa.dot_product_attention(q, k, v)
+    assert np.abs(out.numpy() - plain.numpy()).max() > 1e-2  # the cap changed the result
+
+
+def test_fully_masked_rows_give_zero_output_and_gradients():
+    rng = np.random.default_rng(5)
+    q, k, v = rand(rng, 2, 9, 2, 16), rand(rng, 2, 12, 2, 16), rand(rng, 2, 12, 2, 16)
+    mask = np.ones((2, 1, 9, 12), bool)
+    mask[:, :, 3] = False
+    bias = rand(rng, 2, 2, 9, 12)
+    with tf.GradientTape() as tape:
+        tape.watch([q, k, v, bias])
+        out = fa.dot_product_attention(q, k, v, bias=bias, mask=mask)
+        loss = tf.reduce_sum(out)
+    dq, dk, dv, db = tape.gradient(loss, [q, k, v, bias])
+    assert np.all(np.isfinite(out.numpy())) and np.all(out.numpy()[:, 3] == 0)
+    assert np.all(dq.numpy()[:, 3] == 0) and np.all(db.numpy()[:, :, 3] == 0)
+    for g in (dq, dk, dv, db):
+        assert np.all(np.isfinite(g.numpy()))
+    assert np.abs(out.numpy()[:, 2]).max() > 0
+
+
+# ---- dropout -----------------------------------------------------------------------------
+@pytest.mark.parametrize("rate", [0.1, 0.5])
+def test_dropout_matches_reference_with_the_philox_mask(rate):
+    rng = np.random.default_rng(9)
+    q, k, v = rand(rng, 2, 33, 4, 32), rand(rng, 2, 47, 2, 32), rand(rng, 2, 47, 2, 32)
+    seed = [1234, -5]
+    keep = dropout_keep_mask(seed, 2, 4, 33, 47, rate)
+    allowed = allowed_mask(2, 4, 33, 47, is_causal=True)
+    check(q, k, v, keep=keep, allowed=allowed, dropout_rate=rate, seed=seed, is_causal=True)
+
+
+def test_dropout_mask_fraction_and_determinism():
+    rate = 0.3
+    keep = dropout_keep_mask([7, 8], 2, 4, 256, 256, rate)
+    assert abs(1 - keep.mean() - rate) < 0.005
+    # Through the op: with v = one-hot of the key index, out * (1 - rate) * l recovers the kept
+    # probability mass; simpler: a uniform-attention setup where each output is the mean of kept
+    # ones scaled, whose average over rows approaches 1.
+    q = tf.zeros([1, 512, 1, 8])
+    k = tf.zeros([1, 512, 1, 8])
+    v = tf.ones([1, 512, 1, 1])
+    out = fa.dot_product_attention(q, k, v, dropout_rate=rate, seed=[3, 4]).numpy()
+    kept_fraction = out.mean() * (1 - rate)
+    assert abs(kept_fraction - (1 - rate)) < 0.01
+    again = fa.dot_product_attention(q, k, v, dropout_rate=rate, seed=[3, 4]).numpy()
+    other = fa.dot_product_attention(q, k, v, dropout_rate=rate, seed=[3, 5]).numpy()
+    np.testing.assert_array_equal(out, again)
+    assert np.abs(out - other).max() > 0
+
+
+# ---- numerical gradient checks in float64 -------------------------------------------------
+@pytest.mark.parametrize("kw", [dict(), dict(is_causal=True, softcap=2.0),
+                                dict(with_bias=True, sliding_window=(3, 2)),
+                                dict(dropout_rate=0.25, seed=[1, 2], is_causal=True)])
+def test_compute_gradient_float64(kw):
+    kw = dict(kw)
+    rng = np.random.default_rng(21)
+    q = rand(rng, 1, 7, 2, 8, dtype=tf.float64)
+    k = rand(rng, 1, 9, 1, 8, dtype=tf.float64)
+    v = rand(rng, 1, 9, 1, 5, dtype=tf.float64)
+    bias = rand(rng, 1, 2, 7, 9, dtype=tf.float64) if kw.pop("with_bias", False) else None
+    softcap = kw.pop("softcap", None)
+
+    def f(q, k, v, *b):
+        return fa.dot_product_attention(q, k, v, bias=b[0] if b else None,
+                                        attn_logits_soft_cap=softcap, **kw)
+
+    args = [q, k, v] + ([bias] if bias is not None else [])
+    theo, num = tf.test.compute_gradient(f, args)
+    for t, n in zip(theo, num):
+        np.testing.assert_allclose(t, n, atol=2e-6, rtol=1e-5)
+
+
+# ---- graph modes ---------------------------------------------------------------------------
+def test_tf_function_and_tf_gradients_in_graph():
+    rng = np.random.default_rng(4)
+    q, k, v = rand(rng, 2, 40, 4, 32), rand(rng, 2, 50, 2, 32), rand(rng, 2, 50, 2, 32)
+    mask = rng.random((2, 1, 40, 50)) > 0.3
+
+    @tf.function
+    def step(q, k, v):
+        with tf.GradientTape() as tape:
+            tape.watch([q, k, v])
+            out = fa.dot_product_attention(q, k, v, mask=mask, is_causal=True)
+            loss = tf.reduce_sum(out * out)
+        return out, tape.gradient(loss, [q, k, v])
+
+    eager_out = fa.dot_product_attention(q, k, v, mask=mask, is_causal=True)
+    out, grads = step(q, k, v)
+    np.testing.assert_allclose(out.numpy(), eager_out.numpy(), atol=1e-6)
+
+    graph = tf.Graph()
+    with graph.as_default():
+        gq, gk, gv = (tf.compat.v1.placeholder(tf.float32, t.shape) for t in (q, k, v))
+        gout = fa.dot_product_attention(gq, gk, gv, mask=mask, is_causal=True)
+        gg = tf.gradients(tf.reduce_sum(gout * gout), [gq, gk, gv])
+        with tf.compat.v1.Session() as sess:
+            res = sess.run([gout] + gg, {gq: q.numpy(), gk: k.numpy(), gv: v.numpy()})
+    np.testing.assert_allclose(res[0], out.numpy(), atol=1e-6)
+    for a, b in zip(res[1:], grads):
+        np.testing.assert_allclose(a, b.numpy(), atol=1e-5)
+
+
+def test_dynamic_shapes_in_tf_function():
+    spec = tf.TensorSpec([None, None, 2, 16], tf.float32)
+
+    @tf.function(input_signature=[spec, spec, spec])
+    def f(q, k, v):
+        return fa.dot_product_attention(q, k, v, is_causal=True)
+
+    rng = np.random.default_rng(0)
+    for tq, tk in [(5, 9), (17, 3)]:
+        q, k, v = rand(rng, 1, tq, 2, 16), rand(rng, 1, tk, 2, 16), rand(rng, 1, tk, 2, 16)
+        ref, _ = reference_attention(q, k, v, scale=f32_scale(16),
+                                     allowed=allowed_mask(1, 2, tq, tk, is_causal=True))
+        assert_close(f(q, k, v), ref, 1e-5)
+
+
+# ---- Keras equivalence --------------------------------------------------------------------
+@pytest.mark.parametrize("kw", [dict(), dict(is_causal=True), dict(mask="dense"),
+                                dict(bias=True), dict(gqa=True), dict(scale=0.3),
+                                dict(is_causal=True, mask="dense", bias=True, gqa=True)])
+def test_equals_keras_dot_product_attention(kw):
+    kw = dict(kw)
+    rng = np.random.default_rng(17)
+    hkv = 2 if kw.pop("gqa", False) else 4
+    q, k, v = rand(rng, 2, 30, 4, 24), rand(rng, 2, 45, hkv, 24), rand(rng, 2, 45, hkv, 24)
+    if kw.get("mask") == "dense":
+        m = rng.random((2, 1, 30, 45)) > 0.3
+        m[..., 0] = True  # Keras averages fully masked rows; we give 0 (documented)
+        kw["mask"] = m
+    if kw.get("bias"):
+        kw["bias"] = rand(rng, 1, 4, 30, 45)
+    ours = fa.dot_product_attention(q, k, v, **kw)
+    theirs = keras.ops.dot_product_attention(q, k, v, **kw)
+    np.testing.assert_allclose(ours.numpy(), keras.ops.convert_to_numpy(theirs), atol=2e-6,
+                               rtol=1e-5)
+
+
+# ---- low precision ------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype,floor", [(tf.float16, 2e-3), (tf.bfloat16, 2e-2)])
+def test_low_precision_error_vs_same_precision_unfused(dtype, floor):
+    rng = np.random.default_rng(31)
+    q, k, v = (rand(rng, 2, 129, 4, 64, dtype=dtype), rand(rng, 2, 200, 2, 64, dtype=dtype),
+               rand(rng, 2, 200, 2, 64, dtype=dtype))
+    w = tf.constant(rng.standard_normal((2, 129, 4, 64)))
+    (out, _, grads), (ref, _, ref_grads) = run_both(q, k, v, is_causal=True, loss_w=w,
+                                                    allowed=allowed_mask(2, 4, 129, 200,
+                                                                         is_causal=True))
+    with tf.GradientTape() as tape:
+        tape.watch([q, k, v])
+        base = keras.ops.dot_product_attention(q, k, v, is_causal=True,
+                                               scale=f32_scale(64))
+        loss = tf.reduce_sum(tf.cast(base, tf.float64) * w)
+    base_grads = tape.gradient(loss, [q, k, v])
+
+    def err(a, b):
+        return float(np.abs(tf.cast(a, tf.float64).numpy() - b.numpy()).max())
+
+    assert out.dtype == dtype
+    assert err(out, ref) <= 2 * err(base, ref) + floor
+    for g, bg, rg in zip(grads, base_grads, ref_grads):
+        assert g.dtype == dtype
+        assert err(g, rg) <= 3 * err(bg, rg) + floor
+
+
+# ---- edge cases and errors ----------------------------------------------------------------
+@pytest.mark.parametrize("shape_q,shape_k", [((0, 5, 2, 8), (0, 7, 2, 8)),
+                                             ((2, 0, 2, 8), (2, 7, 2, 8)),
+                                             ((2, 5, 2, 8), (2, 0, 2, 8))])
+def test_empty_inputs(shape_q, shape_k):
+    q, k, v = tf.ones(shape_q), tf.ones(shape_k), tf.ones(shape_k)
+    with tf.GradientTape() as tape:
+        tape.watch([q, k, v])
+        out = fa.dot_product_attention(q, k, v)
+        loss = tf.reduce_sum(out)
+    assert out.shape == shape_q
+    assert np.all(out.numpy() == 0)  # no key to see: rows give 0
+    for g, t in zip(tape.gradient(loss, [q, k, v]), (q, k, v)):
+        assert g.shape == t.shape and np.all(g.numpy() == 0)
+
+
+def test_nan_input_gives_nan_in_affected_rows_only():
+    rng = np.random.default_rng(2)
+    q, k, v = rand(rng, 1, 6, 1, 8).numpy(), rand(rng, 1, 6, 1, 8), rand(rng, 1, 6, 1, 8)
+    q[0, 2, 0, 3] = np.nan
+    out = fa.dot_product_attention(q, k, v).numpy()
+    assert np.all(np.isnan(out[0, 2])) and np.all(np.isfinite(np.delete(out, 2, axis=1)))
+
+
+BAD_CALLS = [
+    (dict(q=(2, 5, 2), ), "`query` must be rank 4"),
+    (dict(k=(2, 5, 2, 9)), "same head_dim"),
+    (dict(q=(2, 5, 3, 8)), "multiple of num_kv_heads"),
+    (dict(q=(2, 5, 2, 300), k=(2, 7, 2, 300), v=(2, 7, 2, 300)), "must be in [1, 256]"),
+    (dict(v=(2, 6, 2, 8)), "value must have shape"),
+    (dict(mask=np.ones((2, 2, 5, 3), bool)), "`mask` of shape"),
+    (dict(bias=np.ones((3, 1, 1, 7), np.float32)), "`bias` of shape"),
+    (dict(query_lengths=[1, 9]), "query_lengths[1] = 9 is out of range [0, 5]"),
+    (dict(key_lengths=[1, 2, 3]), "key_lengths must have shape [batch] = [2]"),
+    (dict(key_mask=np.ones((2, 6), bool)), "key_mask must have shape [batch, length] = [2, 7]"),
+    (dict(dropout_rate=0.1), "needs a `seed`"),
+    (dict(dropout_rate=1.0, seed=[1, 2]), "`dropout_rate` must be in [0, 1)"),
+    (dict(seed=[1, 2, 3], dropout_rate=0.1), "`seed` must be a scalar or have shape [2]"),
+    (dict(dtype=tf.int32), "must be float16, bfloat16, float32 or float64"),
+    (dict(sliding_window="x"), "`sliding_window` must be"),
+]
+
+
+@pytest.mark.parametrize("call,message", BAD_CALLS)
+def test_errors_name_the_argument(call, message):
+    call = dict(call)
+    dtype = call.pop("dtype", tf.float32)
+    q = tf.ones(call.pop("q", (2, 5, 2, 8)), dtype)
+    k = tf.ones(call.pop("k", (2, 7, 2, 8)), dtype)
+    v = tf.ones(call.pop("v", (2, 7, 2, 8)), dtype)
+    with pytest.raises((ValueError, tf.errors.InvalidArgumentError)) as e:
+        fa.dot_product_attention(q, k, v, **call)
+    assert message in str(e.value)
+
+
+def test_op_level_errors_in_graph_with_unknown_shapes():
+    """Checks the C++ validation, which the Python wrapper cannot do for dynamic shapes."""
+    spec = tf.TensorSpec([None, None, None, None], tf.float32)
+
+    @tf.function(input_signature=[spec, spec, spec])
+    def f(q, k, v):
+        return fa.dot_product_attention(q, k, v, scale=1.0)
+
+    with pytest.raises(tf.errors.InvalidArgumentError, match="multiple of num_kv_heads"):
+        f(tf.ones([1, 3, 3, 4]), tf.ones([1, 3, 2, 4]), tf.ones([1, 3, 2, 4]))
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"head_dim .* must be in \[1, 256\]"):
+        f(tf.ones([1, 3, 1, 257]), tf.ones([1, 3, 1, 257]), tf.ones([1, 3, 1, 4]))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="key must have shape"):
+        f(tf.ones([1, 3, 1, 4]), tf.ones([2, 3, 1, 4]), tf.ones([2, 3, 1, 4]))
