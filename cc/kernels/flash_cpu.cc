@@ -65,7 +65,8 @@ inline Acc nan_max(Acc a, Acc b) { return (b > a || b != b) ? b : a; }
 
 // ---- tile matrix products --------------------------------------------------------------
 // One register-blocked product serves every tile product of both directions:
-//   C[r][e] (+)= Σ_d A[r][d] · B[d][e]    A: [rows, kdim] (lda), B: [kdim, n] (ldb), C: [rows, n]
+//   C[r][e] (+)= Σ_d A[r][d] · B[d][e]    A: [rows, kdim] at a[r * ars + d * acs] (so Aᵀ is
+//   free: swap the strides), B: [kdim, n] (ldb), C: [rows, n] (ldc)
 // float32 uses GCC vector types of this build's width (16 lanes with AVX-512, 8 with AVX2);
 // float64 (gradient checks only) uses plain loops.
 #if defined(__AVX512F__)
@@ -86,7 +87,7 @@ inline VecF load_vec(const float* p) {
 inline void store_vec(float* p, VecF v) { std::memcpy(p, &v, sizeof(v)); }
 
 template <int RB, int NV>
-inline void gemm_micro(const float* __restrict a, int64_t lda, const float* __restrict b,
+inline void gemm_micro(const float* __restrict a, int64_t ars, int64_t acs, const float* __restrict b,
                        int64_t ldb, float* __restrict c, int64_t ldc, int64_t kdim,
                        bool accumulate) {
   VecF acc[RB][NV];
@@ -97,7 +98,7 @@ inline void gemm_micro(const float* __restrict a, int64_t lda, const float* __re
     VecF bv[NV];
     for (int j = 0; j < NV; ++j) bv[j] = load_vec(b + d * ldb + j * kLanes);
     for (int i = 0; i < RB; ++i) {
-      const float x = a[i * lda + d];
+      const float x = a[i * ars + d * acs];
       for (int j = 0; j < NV; ++j) acc[i][j] += x * bv[j];
     }
   }
@@ -106,42 +107,43 @@ inline void gemm_micro(const float* __restrict a, int64_t lda, const float* __re
 }
 
 template <int RB>
-inline void gemm_rows(const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
-                      int64_t ldc, int64_t kdim, int64_t nvec, bool accumulate) {
+inline void gemm_rows(const float* a, int64_t ars, int64_t acs, const float* b, int64_t ldb,
+                      float* c, int64_t ldc, int64_t kdim, int64_t nvec, bool accumulate) {
   for (int64_t j = 0; j < nvec; j += kVecBlock) {
     const int64_t o = j * kLanes;
     switch (std::min<int64_t>(kVecBlock, nvec - j)) {
-      case 4: gemm_micro<RB, 4>(a, lda, b + o, ldb, c + o, ldc, kdim, accumulate); break;
-      case 3: gemm_micro<RB, 3>(a, lda, b + o, ldb, c + o, ldc, kdim, accumulate); break;
-      case 2: gemm_micro<RB, 2>(a, lda, b + o, ldb, c + o, ldc, kdim, accumulate); break;
-      default: gemm_micro<RB, 1>(a, lda, b + o, ldb, c + o, ldc, kdim, accumulate); break;
+      case 4: gemm_micro<RB, 4>(a, ars, acs, b + o, ldb, c + o, ldc, kdim, accumulate); break;
+      case 3: gemm_micro<RB, 3>(a, ars, acs, b + o, ldb, c + o, ldc, kdim, accumulate); break;
+      case 2: gemm_micro<RB, 2>(a, ars, acs, b + o, ldb, c + o, ldc, kdim, accumulate); break;
+      default: gemm_micro<RB, 1>(a, ars, acs, b + o, ldb, c + o, ldc, kdim, accumulate); break;
     }
   }
 }
 
-void gemm(const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc,
-          int64_t rows, int64_t kdim, int64_t n, bool accumulate) {
+void gemm(const float* a, int64_t ars, int64_t acs, const float* b, int64_t ldb, float* c,
+          int64_t ldc, int64_t rows, int64_t kdim, int64_t n, bool accumulate) {
   const int64_t nvec = n / kLanes;
   int64_t r = 0;
   for (; r + kRowBlock <= rows; r += kRowBlock)
-    gemm_rows<kRowBlock>(a + r * lda, lda, b, ldb, c + r * ldc, ldc, kdim, nvec, accumulate);
-  for (; r < rows; ++r) gemm_rows<1>(a + r * lda, lda, b, ldb, c + r * ldc, ldc, kdim, nvec, accumulate);
+    gemm_rows<kRowBlock>(a + r * ars, ars, acs, b, ldb, c + r * ldc, ldc, kdim, nvec, accumulate);
+  for (; r < rows; ++r)
+    gemm_rows<1>(a + r * ars, ars, acs, b, ldb, c + r * ldc, ldc, kdim, nvec, accumulate);
   for (int64_t e = nvec * kLanes; e < n; ++e) {  // columns past the last full vector
     for (int64_t i = 0; i < rows; ++i) {
       float acc = accumulate ? c[i * ldc + e] : 0.f;
-      for (int64_t d = 0; d < kdim; ++d) acc += a[i * lda + d] * b[d * ldb + e];
+      for (int64_t d = 0; d < kdim; ++d) acc += a[i * ars + d * acs] * b[d * ldb + e];
       c[i * ldc + e] = acc;
     }
   }
 }
 
-void gemm(const double* a, int64_t lda, const double* b, int64_t ldb, double* c, int64_t ldc,
-          int64_t rows, int64_t kdim, int64_t n, bool accumulate) {
+void gemm(const double* a, int64_t ars, int64_t acs, const double* b, int64_t ldb, double* c,
+          int64_t ldc, int64_t rows, int64_t kdim, int64_t n, bool accumulate) {
   for (int64_t i = 0; i < rows; ++i) {
     double* ci = c + i * ldc;
     if (!accumulate) std::fill(ci, ci + n, 0.0);
     for (int64_t d = 0; d < kdim; ++d) {
-      const double x = a[i * lda + d];
+      const double x = a[i * ars + d * acs];
       for (int64_t e = 0; e < n; ++e) ci[e] += x * b[d * ldb + e];
     }
   }
@@ -150,22 +152,19 @@ void gemm(const double* a, int64_t lda, const double* b, int64_t ldb, double* c,
 // C[r][c] = Σ_d A[r][d] · Bt[d][c]     A: [rows, K], Bt: [K, kBlockK], C: [rows, kBlockK]
 template <typename Acc>
 void tile_a_bt(const Acc* a, const Acc* bt, Acc* c, int64_t rows, int64_t kdim) {
-  gemm(a, kdim, bt, kBlockK, c, kBlockK, rows, kdim, kBlockK, false);
+  gemm(a, kdim, 1, bt, kBlockK, c, kBlockK, rows, kdim, kBlockK, false);
 }
 
 // Out[r][e] += Σ_c P[r][c] · B[c][e]   P: [rows, kBlockK], B: [cols, n], Out: [rows, n]
 template <typename Acc>
 void tile_p_b(const Acc* p, const Acc* b, Acc* out, int64_t rows, int64_t cols, int64_t n) {
-  gemm(p, kBlockK, b, n, out, n, rows, cols, n, true);
+  gemm(p, kBlockK, 1, b, n, out, n, rows, cols, n, true);
 }
 
 // Out[c][e] += Σ_r P[r][c] · A[r][e]   P: [rows, kBlockK], A: [rows, n], Out: [cols, n]
 template <typename Acc>
 void tile_pt_a(const Acc* p, const Acc* a, Acc* out, int64_t rows, int64_t cols, int64_t n) {
-  Acc pt[kBlockK * kBlockQ];  // Pᵀ: [cols, rows]
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) pt[c * rows + r] = p[r * kBlockK + c];
-  gemm(pt, rows, a, n, out, n, cols, rows, n, true);
+  gemm(p, 1, kBlockK, a, n, out, n, cols, rows, n, true);  // Pᵀ by strides
 }
 
 // x[c] = exp(x[c] - sub) for c < n. float32: a branch-free polynomial the compiler vectorizes
@@ -198,6 +197,41 @@ inline void exp_sub(double* x, int64_t n, double sub) {
   for (int64_t c = 0; c < n; ++c) x[c] = std::exp(x[c] - sub);
 }
 
+// Row reductions over n (a multiple of kLanes) elements, lane-parallel for float32.
+typedef int32_t VecI __attribute__((vector_size(kLanes * sizeof(int32_t))));
+inline float row_max(const float* x, int64_t n) {  // NaN if any element is NaN
+  VecF m = load_vec(x);
+  VecI nan = m != m;
+  for (int64_t c = kLanes; c < n; c += kLanes) {
+    const VecF v = load_vec(x + c);
+    m = v > m ? v : m;
+    nan |= v != v;
+  }
+  float out = m[0];
+  for (int i = 0; i < kLanes; ++i) {
+    if (nan[i]) return std::numeric_limits<float>::quiet_NaN();
+    out = std::max(out, m[i]);
+  }
+  return out;
+}
+inline float row_sum(const float* x, int64_t n) {
+  VecF acc = load_vec(x);
+  for (int64_t c = kLanes; c < n; c += kLanes) acc += load_vec(x + c);
+  float out = 0.f;
+  for (int i = 0; i < kLanes; ++i) out += acc[i];
+  return out;
+}
+inline double row_max(const double* x, int64_t n) {
+  double m = x[0];
+  for (int64_t c = 1; c < n; ++c) m = (x[c] > m || x[c] != x[c]) ? x[c] : m;
+  return m;
+}
+inline double row_sum(const double* x, int64_t n) {
+  double acc = 0;
+  for (int64_t c = 0; c < n; ++c) acc += x[c];
+  return acc;
+}
+
 // Loads rows [t0, t0+rows) of head `h` of x ([B, T, heads, n] with strides) as Acc [rows, n].
 template <typename T, typename Acc>
 void load_rows(const T* x, const int64_t stride[3], int64_t b, int64_t h, int64_t t0,
@@ -217,6 +251,43 @@ void load_rows_t(const T* x, const int64_t stride[3], int64_t b, int64_t h, int6
     const T* src = x + b * stride[0] + (t0 + r) * stride[1] + h * stride[2];
     for (int64_t e = 0; e < n; ++e) out[e * kBlockK + r] = load<Acc>(src + e);
   }
+}
+
+// A tensor [B, T, heads, n] converted once to Acc and cut into tiles of `block` rows:
+// [B, heads, ceil(T / block), tile], a tile being [block, n] (or [n, block] when transposed),
+// zero past T. Converting (and transposing K) once, instead of per tile pair, keeps the tile
+// loops to products alone; it costs one O(N) copy.
+template <typename Acc>
+struct Packed {
+  std::vector<Acc> data;
+  int64_t heads = 0, nblocks = 0, tile = 0;
+  const Acc* at(int64_t b, int64_t h, int64_t blk) const {
+    return data.data() + ((b * heads + h) * nblocks + blk) * tile;
+  }
+};
+
+template <typename Acc, typename T>
+Packed<Acc> pack(const T* x, const int64_t stride[3], int64_t batch, int64_t len, int64_t heads,
+                 int64_t n, int64_t block, bool transposed, const ParallelFor& parallel_for) {
+  Packed<Acc> pk;
+  pk.heads = heads;
+  pk.nblocks = (len + block - 1) / block;
+  pk.tile = block * n;
+  pk.data.resize(batch * heads * pk.nblocks * pk.tile);
+  parallel_for(batch * heads * pk.nblocks, pk.tile * 4, [&](int64_t begin, int64_t end) {
+    for (int64_t u = begin; u < end; ++u) {
+      const int64_t blk = u % pk.nblocks, h = (u / pk.nblocks) % heads, b = u / (pk.nblocks * heads);
+      const int64_t t0 = blk * block, rows = std::min(block, len - t0);
+      Acc* dst = pk.data.data() + u * pk.tile;
+      if (transposed) {
+        load_rows_t(x, stride, b, h, t0, rows, n, dst);
+      } else {
+        std::fill(dst, dst + pk.tile, Acc(0));
+        load_rows(x, stride, b, h, t0, rows, n, dst);
+      }
+    }
+  });
+  return pk;
 }
 
 // ---- what a (query block, key block) tile sees ------------------------------------------
@@ -265,8 +336,6 @@ void finish_scores(const MaskParams& m, const ScoreParams& sp, int64_t b, int64_
         sr[c] = cap * t;
         if (dr) dr[c] = Acc(1) - t * t;
       }
-    } else if (dr) {
-      std::fill(dr, dr + kBlockK, Acc(1));
     }
     if (bias) {
       const T* brow = bias + b * sp.bias_stride[0] + h * sp.bias_stride[1] + i * sp.bias_stride[2];
@@ -299,9 +368,13 @@ void fwd_impl(const FlashFwdParams& p, const ParallelFor& parallel_for) {
   T* o = static_cast<T*>(p.o);
   const Acc neg_inf = -std::numeric_limits<Acc>::infinity();
   const int64_t cost = kBlockQ * sh.Tk * (sh.D + sh.Dv) * 2 + kBlockQ * sh.Tk * 20;
+  const Packed<Acc> kt_all = pack<Acc>(k, sh.k_stride, sh.B, sh.Tk, sh.Hkv, sh.D, kBlockK, true,
+                                       parallel_for);   // Kᵀ tiles [D, kBlockK]
+  const Packed<Acc> v_all = pack<Acc>(v, sh.v_stride, sh.B, sh.Tk, sh.Hkv, sh.Dv, kBlockK, false,
+                                      parallel_for);    // V tiles [kBlockK, Dv]
 
   parallel_for(units, cost, [&](int64_t begin, int64_t end) {
-    std::vector<Acc> qt(kBlockQ * sh.D), kt(sh.D * kBlockK), vt(kBlockK * sh.Dv);
+    std::vector<Acc> qt(kBlockQ * sh.D);
     std::vector<Acc> s(kBlockQ * kBlockK), acc(kBlockQ * sh.Dv), m(kBlockQ), l(kBlockQ);
     for (int64_t u = begin; u < end; ++u) {
       const int64_t qb = u % nqb, h = (u / nqb) % sh.H, b = u / (nqb * sh.H);
@@ -315,23 +388,22 @@ void fwd_impl(const FlashFwdParams& p, const ParallelFor& parallel_for) {
       if (keys.end > keys.begin) load_rows(q, sh.q_stride, b, h, i0, rows, sh.D, qt.data());
       for (int64_t j0 = keys.begin - keys.begin % kBlockK; j0 < keys.end; j0 += kBlockK) {
         const int64_t cols = std::min(kBlockK, sh.Tk - j0);
-        load_rows_t(k, sh.k_stride, b, hk, j0, cols, sh.D, kt.data());
-        load_rows(v, sh.v_stride, b, hk, j0, cols, sh.Dv, vt.data());
-        tile_a_bt(qt.data(), kt.data(), s.data(), rows, sh.D);  // S = Q Kᵀ
+        const Acc* kt = kt_all.at(b, hk, j0 / kBlockK);
+        const Acc* vt = v_all.at(b, hk, j0 / kBlockK);
+        tile_a_bt(qt.data(), kt, s.data(), rows, sh.D);  // S = Q Kᵀ
         finish_scores<T, Acc>(p.mask, p.score, b, h, sh.Tq, sh.Tk, i0, rows, j0, cols, qlim,
                               klim, s.data(), nullptr);
         for (int64_t r = 0; r < rows; ++r) {
           Acc* sr = s.data() + r * kBlockK;
           Acc mx = m[r];
-          for (int64_t c = 0; c < cols; ++c) mx = nan_max(mx, sr[c]);
+          mx = nan_max(mx, row_max(sr, kBlockK));  // padding columns hold -inf
           if (mx == neg_inf) {  // nothing visible yet in this row
             std::fill(sr, sr + kBlockK, Acc(0));
             continue;
           }
           const Acc alpha = m[r] == neg_inf ? Acc(0) : std::exp(m[r] - mx);  // rescales the past
           exp_sub(sr, kBlockK, mx);  // P = exp(S - m_new); masked and padding columns give 0
-          Acc sum = 0;
-          for (int64_t c = 0; c < kBlockK; ++c) sum += sr[c];
+          const Acc sum = row_sum(sr, kBlockK);
           if (p.dropout.rate > 0.f) {
             const Acc ks = static_cast<Acc>(p.dropout.keep_scale);
             for (int64_t c = 0; c < cols; ++c)
@@ -342,7 +414,7 @@ void fwd_impl(const FlashFwdParams& p, const ParallelFor& parallel_for) {
           Acc* ar = acc.data() + r * sh.Dv;
           for (int64_t e = 0; e < sh.Dv; ++e) ar[e] *= alpha;
         }
-        tile_p_b(s.data(), vt.data(), acc.data(), rows, cols, sh.Dv);  // O += P V
+        tile_p_b(s.data(), vt, acc.data(), rows, cols, sh.Dv);  // O += P V
       }
       for (int64_t r = 0; r < rows; ++r) {
         const int64_t i = i0 + r;
@@ -376,7 +448,7 @@ struct BwdTile {
     const AttnShape& sh = p.shape;
     tile_a_bt(qt, kt, s.data(), rows, sh.D);  // S = Q Kᵀ
     finish_scores<T, Acc>(p.mask, p.score, b, h, sh.Tq, sh.Tk, i0, rows, j0, cols, qlim, klim,
-                          s.data(), dcap.data());
+                          s.data(), p.score.softcap != 0.f ? dcap.data() : nullptr);
     tile_a_bt(dot, vt, ds.data(), rows, sh.Dv);  // dPd = dO Vᵀ
     const bool drop = p.dropout.rate > 0.f;
     const Acc ks = static_cast<Acc>(p.dropout.keep_scale);
@@ -391,17 +463,25 @@ struct BwdTile {
       } else {
         exp_sub(sr, kBlockK, lse[r]);  // P = exp(S - lse), 0 where masked
       }
-      for (int64_t c = 0; c < kBlockK; ++c) {
-        const bool visible = c < cols && sr[c] != Acc(0);
-        const Acc pc = sr[c];
-        Acc z = Acc(1);
-        if (drop && visible) z = dropout_keep(p.dropout, b, h, i0 + r, j0 + c) ? ks : Acc(0);
-        sr[c] = pc;
-        pr[c] = pc * z;
-        const Acc dlogit = visible ? pc * (dr[c] * z - dsum[r]) : Acc(0);  // dS
-        if (bias_row && c < cols) bias_row[c] = static_cast<float>(dlogit);
-        dr[c] = dlogit * cr[c];
+      const Acc d = dsum[r];
+      if (drop) {  // z = keep / (1 - rate) per visible element, from the same Philox draws
+        for (int64_t c = 0; c < kBlockK; ++c) {
+          const bool visible = c < cols && sr[c] != Acc(0);
+          const Acc z = visible && dropout_keep(p.dropout, b, h, i0 + r, j0 + c) ? ks : Acc(0);
+          pr[c] = sr[c] * z;
+          dr[c] *= z;
+        }
+      } else {
+        std::copy(sr, sr + kBlockK, pr);
       }
+      for (int64_t c = 0; c < kBlockK; ++c) {  // dS = P ∘ (dP - D), 0 where P is
+        const Acc pc = sr[c];
+        dr[c] = pc != Acc(0) ? pc * (dr[c] - d) : Acc(0);
+      }
+      if (bias_row)
+        for (int64_t c = 0; c < cols; ++c) bias_row[c] = static_cast<float>(dr[c]);
+      if (p.score.softcap != 0.f)
+        for (int64_t c = 0; c < kBlockK; ++c) dr[c] *= cr[c];
     }
   }
 };
@@ -430,11 +510,20 @@ void bwd_impl(const FlashBwdParams& p, const ParallelFor& parallel_for) {
     }
   });
 
-  // Loads the query-side operands of query block (b, h, i0): Q, dO, lse, D.
-  auto load_query_side = [&](int64_t b, int64_t h, int64_t i0, int64_t rows, Acc* qt, Acc* dot,
-                             Acc* lse, Acc* ds) {
-    load_rows(q, sh.q_stride, b, h, i0, rows, sh.D, qt);
-    load_rows(d_o, sh.o_stride, b, h, i0, rows, sh.Dv, dot);
+  // Every operand converted and tiled once (O(N) copies): Q and dO in query blocks, K in key
+  // blocks both ways round, V transposed.
+  const Packed<Acc> q_all = pack<Acc>(q, sh.q_stride, sh.B, sh.Tq, sh.H, sh.D, kBlockQ, false,
+                                      parallel_for);   // [kBlockQ, D]
+  const Packed<Acc> do_all = pack<Acc>(d_o, sh.o_stride, sh.B, sh.Tq, sh.H, sh.Dv, kBlockQ, false,
+                                       parallel_for);  // [kBlockQ, Dv]
+  const Packed<Acc> kt_all = pack<Acc>(k, sh.k_stride, sh.B, sh.Tk, sh.Hkv, sh.D, kBlockK, true,
+                                       parallel_for);  // [D, kBlockK]
+  const Packed<Acc> k_all = pack<Acc>(k, sh.k_stride, sh.B, sh.Tk, sh.Hkv, sh.D, kBlockK, false,
+                                      parallel_for);   // [kBlockK, D]
+  const Packed<Acc> vt_all = pack<Acc>(v, sh.v_stride, sh.B, sh.Tk, sh.Hkv, sh.Dv, kBlockK, true,
+                                       parallel_for);  // [Dv, kBlockK]
+  // lse and D of query block (b, h, i0).
+  auto load_row_stats = [&](int64_t b, int64_t h, int64_t i0, int64_t rows, Acc* lse, Acc* ds) {
     for (int64_t r = 0; r < rows; ++r) {
       lse[r] = static_cast<Acc>(p.lse[(b * sh.H + h) * sh.Tq + i0 + r]);
       ds[r] = dsum[(b * sh.H + h) * sh.Tq + i0 + r];
@@ -445,8 +534,7 @@ void bwd_impl(const FlashBwdParams& p, const ParallelFor& parallel_for) {
   // Pass 1: dK, dV per (b, kv head, key block).
   parallel_for(sh.B * sh.Hkv * nkb, tile_cost * nqb * sh.group(), [&](int64_t begin, int64_t end) {
     BwdTile<T, Acc> tile(p);
-    std::vector<Acc> qt(kBlockQ * sh.D), dot(kBlockQ * sh.Dv), lse(kBlockQ), ds(kBlockQ);
-    std::vector<Acc> kt(sh.D * kBlockK), vt(sh.Dv * kBlockK);
+    std::vector<Acc> lse(kBlockQ), ds(kBlockQ);
     std::vector<Acc> dk(kBlockK * sh.D), dv(kBlockK * sh.Dv);
     for (int64_t u = begin; u < end; ++u) {
       const int64_t kb = u % nkb, hk = (u / nkb) % sh.Hkv, b = u / (nkb * sh.Hkv);
@@ -454,23 +542,21 @@ void bwd_impl(const FlashBwdParams& p, const ParallelFor& parallel_for) {
       const int64_t qlim = q_limit(p.mask, sh, b), klim = k_limit(p.mask, sh, b);
       std::fill(dk.begin(), dk.end(), Acc(0));
       std::fill(dv.begin(), dv.end(), Acc(0));
-      bool loaded = false;
+      const Acc* kt = kt_all.at(b, hk, kb);
+      const Acc* vt = vt_all.at(b, hk, kb);
       for (int64_t h = hk * sh.group(); j0 < klim && h < (hk + 1) * sh.group(); ++h) {
         for (int64_t qb = 0; qb < nqb; ++qb) {
           const int64_t i0 = qb * kBlockQ, rows = std::min(kBlockQ, sh.Tq - i0);
           if (i0 >= qlim) break;
           const RowRange keys = block_keys(p.mask, i0, i0 + rows, klim);
           if (keys.end <= j0 || keys.begin >= j0 + cols) continue;
-          if (!loaded) {
-            load_rows_t(k, sh.k_stride, b, hk, j0, cols, sh.D, kt.data());
-            load_rows_t(v, sh.v_stride, b, hk, j0, cols, sh.Dv, vt.data());
-            loaded = true;
-          }
-          load_query_side(b, h, i0, rows, qt.data(), dot.data(), lse.data(), ds.data());
-          tile.run(b, h, i0, rows, j0, cols, qlim, klim, qt.data(), kt.data(), dot.data(),
-                   vt.data(), lse.data(), ds.data(), nullptr);
-          tile_pt_a(tile.pd.data(), dot.data(), dv.data(), rows, cols, sh.Dv);  // dV += Pdᵀ dO
-          tile_pt_a(tile.ds.data(), qt.data(), dk.data(), rows, cols, sh.D);   // dK += dSᵀ Q
+          const Acc* qt = q_all.at(b, h, qb);
+          const Acc* dot = do_all.at(b, h, qb);
+          load_row_stats(b, h, i0, rows, lse.data(), ds.data());
+          tile.run(b, h, i0, rows, j0, cols, qlim, klim, qt, kt, dot, vt, lse.data(), ds.data(),
+                   nullptr);
+          tile_pt_a(tile.pd.data(), dot, dv.data(), rows, cols, sh.Dv);  // dV += Pdᵀ dO
+          tile_pt_a(tile.ds.data(), qt, dk.data(), rows, cols, sh.D);   // dK += dSᵀ Q
         }
       }
       T* dkp = static_cast<T*>(p.dk);
@@ -487,9 +573,7 @@ void bwd_impl(const FlashBwdParams& p, const ParallelFor& parallel_for) {
   // Pass 2: dQ (and dbias rows) per (b, h, query block).
   parallel_for(sh.B * sh.H * nqb, tile_cost * nkb, [&](int64_t begin, int64_t end) {
     BwdTile<T, Acc> tile(p);
-    std::vector<Acc> qt(kBlockQ * sh.D), dot(kBlockQ * sh.Dv), lse(kBlockQ), ds(kBlockQ);
-    std::vector<Acc> kt(sh.D * kBlockK), vt(sh.Dv * kBlockK), kr(kBlockK * sh.D);
-    std::vector<Acc> dq(kBlockQ * sh.D);
+    std::vector<Acc> lse(kBlockQ), ds(kBlockQ), dq(kBlockQ * sh.D);
     for (int64_t u = begin; u < end; ++u) {
       const int64_t qb = u % nqb, h = (u / nqb) % sh.H, b = u / (nqb * sh.H);
       const int64_t hk = h / sh.group();
@@ -499,16 +583,14 @@ void bwd_impl(const FlashBwdParams& p, const ParallelFor& parallel_for) {
       if (dbias_rows) std::fill(dbias_rows, dbias_rows + rows * sh.Tk, 0.f);
       std::fill(dq.begin(), dq.end(), Acc(0));
       const RowRange keys = i0 < qlim ? block_keys(p.mask, i0, i0 + rows, klim) : RowRange{0, 0};
-      if (keys.end > keys.begin)
-        load_query_side(b, h, i0, rows, qt.data(), dot.data(), lse.data(), ds.data());
+      if (keys.end > keys.begin) load_row_stats(b, h, i0, rows, lse.data(), ds.data());
+      const Acc* qt = q_all.at(b, h, qb);
+      const Acc* dot = do_all.at(b, h, qb);
       for (int64_t j0 = keys.begin - keys.begin % kBlockK; j0 < keys.end; j0 += kBlockK) {
-        const int64_t cols = std::min(kBlockK, sh.Tk - j0);
-        load_rows_t(k, sh.k_stride, b, hk, j0, cols, sh.D, kt.data());
-        load_rows_t(v, sh.v_stride, b, hk, j0, cols, sh.Dv, vt.data());
-        load_rows(k, sh.k_stride, b, hk, j0, cols, sh.D, kr.data());
-        tile.run(b, h, i0, rows, j0, cols, qlim, klim, qt.data(), kt.data(), dot.data(),
-                 vt.data(), lse.data(), ds.data(), dbias_rows);
-        tile_p_b(tile.ds.data(), kr.data(), dq.data(), rows, cols, sh.D);  // dQ += dS K
+        const int64_t cols = std::min(kBlockK, sh.Tk - j0), kb = j0 / kBlockK;
+        tile.run(b, h, i0, rows, j0, cols, qlim, klim, qt, kt_all.at(b, hk, kb), dot,
+                 vt_all.at(b, hk, kb), lse.data(), ds.data(), dbias_rows);
+        tile_p_b(tile.ds.data(), k_all.at(b, hk, kb), dq.data(), rows, cols, sh.D);  // dQ += dS K
       }
       T* dqp = static_cast<T*>(p.dq);
       for (int64_t r = 0; r < rows; ++r) {
