@@ -25,7 +25,7 @@
 namespace flashattn {
 namespace {
 
-constexpr int64_t kBlockQ = 64;  // query rows per tile
+constexpr int64_t kBlockQ = 128;  // query rows per tile
 constexpr int64_t kBlockK = 64;  // keys per tile (compile-time: the inner loops vectorize)
 
 // ---- storage types ----------------------------------------------------------------------

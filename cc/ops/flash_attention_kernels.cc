@@ -3,6 +3,10 @@
 // The one place that turns tensors into the kernels' params structs (cc/kernels/flash_params.h)
 // and the kernels' status into TensorFlow errors. Every input check lives in FillCommon and
 // names the argument and the shape it expects.
+#if GOOGLE_CUDA
+#define EIGEN_USE_GPU  // before any Eigen header: makes Eigen::GpuDevice complete
+#endif
+
 #include <cmath>
 #include <string>
 
@@ -14,7 +18,8 @@
 #include "tensorflow/core/util/work_sharder.h"
 
 #if GOOGLE_CUDA
-#define EIGEN_USE_GPU
+#include <cuda_runtime_api.h>
+
 #include "cc/kernels/flash_cuda.h"
 #include "tensorflow/core/util/determinism.h"
 #endif
@@ -209,6 +214,10 @@ flashattn::ParallelFor CpuParallelFor(OpKernelContext* ctx) {
 
 }  // namespace
 
+// Device-specific launch: Launcher<CPUDevice> and Launcher<GPUDevice> below.
+template <typename Device>
+struct Launcher;
+
 template <typename Device, typename T>
 class FlashAttentionOp : public OpKernel {
  public:
@@ -231,11 +240,10 @@ class FlashAttentionOp : public OpKernel {
     p.o = out->data();
     p.lse = lse->flat<float>().data();
     if (out->NumElements() == 0 && lse->NumElements() == 0) return;
-    Launch(ctx, p);
+    Launcher<Device>::Fwd(ctx, p);
   }
 
  private:
-  void Launch(OpKernelContext* ctx, const flashattn::FlashFwdParams& p);
   Attrs attrs_;
 };
 
@@ -285,26 +293,26 @@ class FlashAttentionGradOp : public OpKernel {
     p.dk = dk->data();
     p.dv = dv->data();
     p.dbias = with_bias ? dbias->flat<float>().data() : nullptr;
-    Launch(ctx, p);
+    if (dq->NumElements() == 0 && dk->NumElements() == 0 && dv->NumElements() == 0) return;
+    Launcher<Device>::Bwd(ctx, p);
   }
 
  private:
-  void Launch(OpKernelContext* ctx, flashattn::FlashBwdParams& p);
   Attrs attrs_;
 };
 
 // ---- CPU ----------------------------------------------------------------------------------
-#define DEFINE_CPU_LAUNCH(T)                                                               \
-  template <>                                                                              \
-  void FlashAttentionOp<CPUDevice, T>::Launch(OpKernelContext* ctx,                        \
-                                              const flashattn::FlashFwdParams& p) {        \
-    flashattn::flash_fwd_cpu(p, CpuParallelFor(ctx));                                      \
-  }                                                                                        \
-  template <>                                                                              \
-  void FlashAttentionGradOp<CPUDevice, T>::Launch(OpKernelContext* ctx,                    \
-                                                  flashattn::FlashBwdParams& p) {          \
-    flashattn::flash_bwd_cpu(p, CpuParallelFor(ctx));                                      \
-  }                                                                                        \
+template <>
+struct Launcher<CPUDevice> {
+  static void Fwd(OpKernelContext* ctx, const flashattn::FlashFwdParams& p) {
+    flashattn::flash_fwd_cpu(p, CpuParallelFor(ctx));
+  }
+  static void Bwd(OpKernelContext* ctx, flashattn::FlashBwdParams& p) {
+    flashattn::flash_bwd_cpu(p, CpuParallelFor(ctx));
+  }
+};
+
+#define REGISTER_CPU(T)                                                                    \
   REGISTER_KERNEL_BUILDER(                                                                 \
       Name("FlashAttn>FlashAttention").Device(::tensorflow::DEVICE_CPU).TypeConstraint<T>("T"), \
       FlashAttentionOp<CPUDevice, T>);                                                     \
@@ -313,10 +321,93 @@ class FlashAttentionGradOp : public OpKernel {
                               .TypeConstraint<T>("T"),                                     \
                           FlashAttentionGradOp<CPUDevice, T>);
 
-DEFINE_CPU_LAUNCH(float)
-DEFINE_CPU_LAUNCH(double)
-DEFINE_CPU_LAUNCH(Eigen::half)
-DEFINE_CPU_LAUNCH(Eigen::bfloat16)
-#undef DEFINE_CPU_LAUNCH
+REGISTER_CPU(float)
+REGISTER_CPU(double)
+REGISTER_CPU(Eigen::half)
+REGISTER_CPU(Eigen::bfloat16)
+#undef REGISTER_CPU
+
+#if GOOGLE_CUDA
+// ---- GPU ----------------------------------------------------------------------------------
+using GPUDevice = Eigen::GpuDevice;
+
+namespace {
+
+Status CudaStatus(cudaError_t err, const char* what) {
+  if (err == cudaSuccess) return ::tensorflow::OkStatus();
+  if (err == cudaErrorInvalidDeviceFunction || err == cudaErrorNoKernelImageForDevice)
+    return ::tensorflow::errors::Unimplemented(
+        what, ": tf_flashattn's CUDA kernels need an NVIDIA GPU of compute capability 8.0 or "
+        "newer (A100, RTX 30xx/40xx, H100/H200); this one is older (", cudaGetErrorString(err),
+        "). Run the op on the CPU: with tf.device('/CPU:0').");
+  return ::tensorflow::errors::Internal(what, " failed: ", cudaGetErrorString(err));
+}
+
+// The lengths live in host memory (they are range-checked there); the kernels read them on the
+// device, so they are copied over on the op's stream.
+Status LengthsToDevice(OpKernelContext* ctx, cudaStream_t stream, flashattn::MaskParams* m,
+                       Tensor* q_dev, Tensor* k_dev) {
+  const int32_t* host[2] = {m->q_lengths, m->k_lengths};
+  Tensor* dev[2] = {q_dev, k_dev};
+  const int32_t** out[2] = {&m->q_lengths, &m->k_lengths};
+  const int64_t b = ctx->input(0).dim_size(0);
+  for (int i = 0; i < 2; ++i) {
+    if (host[i] == nullptr) continue;
+    TF_RETURN_IF_ERROR(ctx->allocate_temp(::tensorflow::DT_INT32, TensorShape({b}), dev[i]));
+    int32_t* d = dev[i]->flat<int32_t>().data();
+    TF_RETURN_IF_ERROR(CudaStatus(
+        cudaMemcpyAsync(d, host[i], b * sizeof(int32_t), cudaMemcpyHostToDevice, stream),
+        "copying the lengths to the GPU"));
+    *out[i] = d;
+  }
+  return ::tensorflow::OkStatus();
+}
+
+}  // namespace
+
+template <>
+struct Launcher<GPUDevice> {
+  static void Fwd(OpKernelContext* ctx, const flashattn::FlashFwdParams& params) {
+    cudaStream_t stream = ctx->eigen_device<GPUDevice>().stream();
+    flashattn::FlashFwdParams p = params;
+    Tensor q_len, k_len;
+    OP_REQUIRES_OK(ctx, LengthsToDevice(ctx, stream, &p.mask, &q_len, &k_len));
+    OP_REQUIRES_OK(ctx, CudaStatus(flashattn::flash_fwd_cuda(p, stream), "FlashAttention forward"));
+  }
+  static void Bwd(OpKernelContext* ctx, flashattn::FlashBwdParams& p) {
+    cudaStream_t stream = ctx->eigen_device<GPUDevice>().stream();
+    Tensor q_len, k_len, workspace;
+    OP_REQUIRES_OK(ctx, LengthsToDevice(ctx, stream, &p.mask, &q_len, &k_len));
+    p.deterministic = ::tensorflow::OpDeterminismRequired();
+    const size_t bytes = flashattn::flash_bwd_workspace_bytes(p);
+    OP_REQUIRES_OK(ctx, ctx->allocate_temp(::tensorflow::DT_FLOAT,
+                                           TensorShape({static_cast<int64_t>((bytes + 3) / 4)}),
+                                           &workspace));
+    p.workspace = workspace.flat<float>().data();
+    OP_REQUIRES_OK(ctx, CudaStatus(flashattn::flash_bwd_cuda(p, stream), "FlashAttention backward"));
+  }
+};
+
+#define REGISTER_GPU(T)                                                                    \
+  REGISTER_KERNEL_BUILDER(Name("FlashAttn>FlashAttention")                                 \
+                              .Device(::tensorflow::DEVICE_GPU)                            \
+                              .TypeConstraint<T>("T")                                      \
+                              .HostMemory("query_lengths")                                 \
+                              .HostMemory("key_lengths")                                   \
+                              .HostMemory("seed"),                                         \
+                          FlashAttentionOp<GPUDevice, T>);                                 \
+  REGISTER_KERNEL_BUILDER(Name("FlashAttn>FlashAttentionGrad")                             \
+                              .Device(::tensorflow::DEVICE_GPU)                            \
+                              .TypeConstraint<T>("T")                                      \
+                              .HostMemory("query_lengths")                                 \
+                              .HostMemory("key_lengths")                                   \
+                              .HostMemory("seed"),                                         \
+                          FlashAttentionGradOp<GPUDevice, T>);
+
+REGISTER_GPU(float)
+REGISTER_GPU(Eigen::half)
+REGISTER_GPU(Eigen::bfloat16)
+#undef REGISTER_GPU
+#endif  // GOOGLE_CUDA
 
 }  // namespace tf_flashattn

@@ -1,0 +1,253 @@
+"""GPU tests of the op (skipped without a CUDA GPU): numerics against a float64 reference, the
+low-precision error judged against the same-precision unfused TensorFlow attention, every
+feature, dropout masks equal to the CPU kernel's, determinism, unwritten-output poisoning.
+
+On the lent H200: benchmarks/gpu_check.sh runs this file (see its header)."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tf_flashattn as fa
+from reference import allowed_mask, dropout_keep_mask, reference_attention
+
+pytestmark = pytest.mark.gpu
+if not tf.config.list_physical_devices("GPU"):
+    pytest.skip("no GPU", allow_module_level=True)
+
+FLOOR = {tf.float16: 2e-3, tf.bfloat16: 1.5e-2, tf.float32: 1e-5}
+
+
+def rand(rng, *shape, dtype=tf.float32):
+    return tf.cast(tf.constant(rng.standard_normal(shape)), dtype)
+
+
+def poison():
+    """Fills then frees a large GPU buffer with NaN, so unwritten outputs show as NaN."""
+    with tf.device("/GPU:0"):
+        x = tf.fill([64 << 20], float("nan"))
+        float(x[0])
+        del x
+
+
+def grads_of(fn, args, w):
+    with tf.GradientTape() as tape:
+        tape.watch(args)
+        out = fn(*args)
+        loss = tf.reduce_sum(tf.cast(out, tf.float64) * w)
+    return out, tape.gradient(loss, args)
+
+
+def max_err(a, b):
+    return float(np.abs(tf.cast(a, tf.float64).numpy() - tf.cast(b, tf.float64).numpy()).max())
+
+
+def compare(q, k, v, dtype, allowed=None, bias=None, softcap=None, keep=None, kw=None,
+            keras_ok=True):
+    """ours(GPU) vs float64 reference, and vs the same-precision unfused baseline."""
+    kw = dict(kw or {})
+    scale = float(np.float32(1.0 / np.sqrt(q.shape[-1])))
+    rng = np.random.default_rng(0)
+    qd, kd, vd = (tf.cast(t, dtype) for t in (q, k, v))
+    bd = None if bias is None else tf.cast(bias, dtype)
+    out_shape = (q.shape[0], q.shape[1], q.shape[2], v.shape[3])
+    w = tf.constant(rng.standard_normal(out_shape))
+    args = [qd, kd, vd] + ([bd] if bd is not None else [])
+
+    def ours(*a):
+        return fa.dot_product_attention(a[0], a[1], a[2], bias=a[3] if len(a) > 3 else None,
+                                        scale=scale, attn_logits_soft_cap=softcap, **kw)
+
+    def ref(*a):
+        return reference_attention(a[0], a[1], a[2], bias=a[3] if len(a) > 3 else None,
+                                   scale=scale, softcap=softcap, allowed=allowed, keep=keep,
+                                   dropout_rate=kw.get("dropout_rate", 0.0))[0]
+
+    poison()
+    with tf.device("/GPU:0"):
+        out, g = grads_of(ours, args, w)
+    with tf.device("/CPU:0"):
+        r_out, r_g = grads_of(ref, [tf.cast(t, tf.float64) for t in args], w)
+    assert np.all(np.isfinite(tf.cast(out, tf.float32).numpy())), "unwritten or NaN output"
+    e_out = max_err(out, r_out)
+    e_g = [max_err(a, b) for a, b in zip(g, r_g)]
+    if keras_ok and softcap is None and keep is None:
+        mask = None if allowed is None else tf.constant(allowed)
+
+        def base(*a):
+            return keras.ops.dot_product_attention(a[0], a[1], a[2],
+                                                   bias=a[3] if len(a) > 3 else None,
+                                                   mask=mask, scale=scale)
+        with tf.device("/GPU:0"):
+            b_out, b_g = grads_of(base, args, w)
+        if allowed is not None:  # Keras averages fully masked rows; compare visible rows only
+            rows = np.any(allowed, axis=-1).transpose(0, 2, 1)[..., None]  # [B, Tq, H, 1]
+            b_out = tf.where(rows, tf.cast(b_out, tf.float64), tf.cast(r_out, tf.float64))
+        e_base = max_err(b_out, r_out)
+        e_base_g = [max_err(a, b) for a, b in zip(b_g, r_g)]
+    else:  # no unfused baseline for this feature: a fixed per-dtype budget
+        e_base, e_base_g = FLOOR[dtype] * 4, [FLOOR[dtype] * 8] * len(e_g)
+    assert e_out <= 2 * e_base + FLOOR[dtype], (e_out, e_base)
+    for eg, eb in zip(e_g, e_base_g):
+        assert eg <= 3 * eb + FLOOR[dtype] * 4, (e_g, e_base_g)
+    return out
+
+
+DTYPES = [tf.float16, tf.bfloat16, tf.float32]
+SIZES = [1, 17, 113, 203, 1023, 1024, 4096]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+@pytest.mark.parametrize("tq,tk", [(a, b) for a in SIZES for b in SIZES
+                                   if a * b <= 1024 * 4096])
+def test_sizes(tq, tk, dtype):
+    rng = np.random.default_rng(tq + 7 * tk)
+    q, k, v = rand(rng, 1, tq, 2, 64), rand(rng, 1, tk, 2, 64), rand(rng, 1, tk, 2, 64)
+    compare(q, k, v, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+@pytest.mark.parametrize("d", [32, 59, 64, 80, 111, 128, 192, 256])
+def test_head_dims(d, dtype):
+    rng = np.random.default_rng(d)
+    q, k, v = rand(rng, 2, 203, 4, d), rand(rng, 2, 113, 2, d), rand(rng, 2, 113, 2, d)
+    compare(q, k, v, dtype, allowed=allowed_mask(2, 4, 203, 113, is_causal=True),
+            kw=dict(is_causal=True))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+def test_value_dim_differs(dtype):
+    rng = np.random.default_rng(1)
+    q, k, v = rand(rng, 2, 100, 4, 64), rand(rng, 2, 130, 4, 64), rand(rng, 2, 130, 4, 40)
+    compare(q, k, v, dtype)
+
+
+@pytest.mark.parametrize("ratio", [2, 4, 8])
+def test_gqa(ratio):
+    rng = np.random.default_rng(ratio)
+    q, k, v = rand(rng, 2, 150, 2 * ratio, 64), rand(rng, 2, 170, 2, 64), rand(rng, 2, 170, 2, 64)
+    compare(q, k, v, tf.bfloat16, allowed=allowed_mask(2, 2 * ratio, 150, 170, is_causal=True),
+            kw=dict(is_causal=True))
+
+
+B, TQ, TK, H = 2, 203, 333, 4
+
+
+FEATURES = {
+    "causal_offset": dict(is_causal=True, causal_offset=TK - TQ),
+    "window": dict(sliding_window=(40, 9)),
+    "lengths": dict(query_lengths=[150, 203], key_lengths=[333, 70]),
+    "padding_masks": "padding",
+    "dense_mask": "dense",
+    "all_masks": "all",
+}
+
+
+def _feature(name, rng):
+    spec = FEATURES[name]
+    kw = dict(spec) if isinstance(spec, dict) else {}
+    if spec in ("padding", "all"):
+        kw.update(query_mask=rng.random((B, TQ)) > 0.1, key_mask=rng.random((B, TK)) > 0.2)
+    if spec in ("dense", "all"):
+        kw["mask"] = rng.random((B, 1, TQ, TK)) > 0.3
+    if spec == "all":
+        kw.update(is_causal=True, causal_offset=TK - TQ, sliding_window=(100, None),
+                  key_lengths=[300, 333])
+    window = kw.get("sliding_window") or (-1, -1)
+    allowed = allowed_mask(B, H, TQ, TK, mask=kw.get("mask"), is_causal=kw.get("is_causal", False),
+                           causal_offset=kw.get("causal_offset", 0),
+                           window=tuple(-1 if x is None else x for x in window),
+                           query_lengths=kw.get("query_lengths"),
+                           key_lengths=kw.get("key_lengths"), query_mask=kw.get("query_mask"),
+                           key_mask=kw.get("key_mask"))
+    return kw, allowed
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+@pytest.mark.parametrize("name", list(FEATURES))
+def test_features(name, dtype):
+    rng = np.random.default_rng(len(name))
+    q, k, v = rand(rng, B, TQ, H, 64), rand(rng, B, TK, 2, 64), rand(rng, B, TK, 2, 64)
+    kw, allowed = _feature(name, rng)
+    out = compare(q, k, v, dtype, allowed=allowed, kw=kw)
+    dead = ~np.any(allowed, axis=-1).transpose(0, 2, 1)  # [B, Tq, H]
+    assert np.all(tf.cast(out, tf.float32).numpy()[dead] == 0)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+@pytest.mark.parametrize("bias_shape", [(B, H, TQ, TK), (1, 1, TQ, TK), (B, 1, 1, TK)])
+def test_bias_with_gradient(bias_shape, dtype):
+    rng = np.random.default_rng(sum(bias_shape))
+    q, k, v = rand(rng, B, TQ, H, 64), rand(rng, B, TK, 2, 64), rand(rng, B, TK, 2, 64)
+    compare(q, k, v, dtype, bias=rand(rng, *bias_shape), kw=dict(is_causal=True),
+            allowed=allowed_mask(B, H, TQ, TK, is_causal=True))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+def test_softcap(dtype):
+    rng = np.random.default_rng(3)
+    q, k, v = rand(rng, B, TQ, H, 64) * 3, rand(rng, B, TK, 2, 64) * 3, rand(rng, B, TK, 2, 64)
+    compare(q, k, v, dtype, softcap=4.0)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+def test_dropout_matches_reference_and_cpu(dtype):
+    rng = np.random.default_rng(4)
+    q, k, v = rand(rng, B, TQ, H, 64), rand(rng, B, TK, 2, 64), rand(rng, B, TK, 2, 64)
+    seed, rate = [77, 3], 0.2
+    keep = dropout_keep_mask(seed, B, H, TQ, TK, rate)
+    kw = dict(dropout_rate=rate, seed=seed, is_causal=True)
+    allowed = allowed_mask(B, H, TQ, TK, is_causal=True)
+    gpu = compare(q, k, v, dtype, allowed=allowed, keep=keep, kw=kw)
+    with tf.device("/CPU:0"):
+        cpu = fa.dot_product_attention(*(tf.cast(t, dtype) for t in (q, k, v)),
+                                       scale=float(np.float32(1 / 8)), **kw)
+    # Same mask on both devices: the outputs agree to rounding (a different mask would not).
+    assert max_err(gpu, cpu) <= 4 * FLOOR[dtype] + 1e-6
+
+
+def test_lse_output():
+    rng = np.random.default_rng(6)
+    q, k, v = rand(rng, B, TQ, H, 64), rand(rng, B, TK, 2, 64), rand(rng, B, TK, 2, 64)
+    with tf.device("/GPU:0"):
+        _, lse = fa.dot_product_attention(q, k, v, return_lse=True, is_causal=True,
+                                          query_lengths=[100, 203])
+    _, ref = reference_attention(q, k, v, scale=float(np.float32(1 / 8)),
+                                 allowed=allowed_mask(B, H, TQ, TK, is_causal=True,
+                                                      query_lengths=[100, 203]))
+    ref = ref.numpy()
+    np.testing.assert_array_equal(np.isneginf(lse.numpy()), np.isneginf(ref))
+    fin = np.isfinite(ref)
+    np.testing.assert_allclose(lse.numpy()[fin], ref[fin], atol=1e-4, rtol=1e-5)
+
+
+DETERMINISM = textwrap.dedent("""
+    import numpy as np, tensorflow as tf, tf_flashattn as fa
+    tf.config.experimental.enable_op_determinism()
+    rng = np.random.default_rng(0)
+    q, k, v = (tf.constant(rng.standard_normal(s), tf.bfloat16) for s in
+               [(2, 1500, 8, 128), (2, 1700, 2, 128), (2, 1700, 2, 128)])
+    bias = tf.constant(rng.standard_normal((1, 8, 1500, 1700)), tf.bfloat16)
+    def run():
+        with tf.device('/GPU:0'), tf.GradientTape() as t:
+            t.watch([q, k, v, bias])
+            o = fa.dot_product_attention(q, k, v, bias=bias, is_causal=True,
+                                         dropout_rate=0.1, seed=[1, 2])
+            l = tf.reduce_sum(tf.cast(o, tf.float32) ** 2)
+        return [o] + t.gradient(l, [q, k, v, bias])
+    a, b = run(), run()
+    same = all(np.array_equal(tf.cast(x, tf.float32).numpy(), tf.cast(y, tf.float32).numpy())
+               for x, y in zip(a, b))
+    print('BITWISE' if same else 'DIFFERENT')
+""")
+
+
+def test_deterministic_mode_is_bitwise_reproducible():
+    res = subprocess.run([sys.executable, "-c", DETERMINISM], capture_output=True, text=True,
+                         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"), timeout=600)
+    assert "BITWISE" in res.stdout, res.stdout + res.stderr[-3000:]
