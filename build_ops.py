@@ -26,7 +26,8 @@ CPU_MULTI_ISA = {"cc/kernels/flash_cpu.cc"}
 CUDA_KERNEL_SOURCES = []
 # TensorFlow op definitions and kernel glue.
 OP_SOURCES = ["cc/ops/flash_attention_ops.cc", "cc/ops/flash_attention_kernels.cc"]
-HEADERS = ["cc/kernels/flash_params.h", "cc/kernels/flash_cpu.h"]
+HEADERS = ["cc/kernels/flash_params.h", "cc/kernels/flash_cpu.h", "cc/kernels/flash_cuda.h",
+           "cc/kernels/flash_cuda_common.cuh", "cc/kernels/flash_cuda_internal.h"]
 
 CUDA_ARCHS = ["80", "86", "89", "90"]
 CXX_FLAGS = ["-std=c++17", "-O3", "-fPIC", "-Wno-deprecated-declarations"]

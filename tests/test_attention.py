@@ -412,3 +412,14 @@ def test_op_level_errors_in_graph_with_unknown_shapes():
         f(tf.ones([1, 3, 1, 257]), tf.ones([1, 3, 1, 257]), tf.ones([1, 3, 1, 4]))
     with pytest.raises(tf.errors.InvalidArgumentError, match="key must have shape"):
         f(tf.ones([1, 3, 1, 4]), tf.ones([2, 3, 1, 4]), tf.ones([2, 3, 1, 4]))
+
+
+def test_jit_compile_gives_a_clear_error():
+    q = tf.ones([1, 4, 1, 8])
+
+    @tf.function(jit_compile=True)
+    def f(q):
+        return fa.dot_product_attention(q, q, q)
+
+    with pytest.raises(ValueError, match="jit_compile=False"):
+        f(q)

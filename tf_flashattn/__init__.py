@@ -17,10 +17,7 @@ except ImportError as e:  # not built yet: calls raise the same message
     import warnings
     warnings.warn(str(e))
 
-__all__ = ["dot_product_attention", "backends"]
+from tf_flashattn.layers import FlashGroupQueryAttention, FlashMultiHeadAttention  # noqa: E402
 
-try:  # the Keras layers (issue 4) live in layers.py
-    from tf_flashattn.layers import FlashGroupQueryAttention, FlashMultiHeadAttention  # noqa: F401
-    __all__ += ["FlashMultiHeadAttention", "FlashGroupQueryAttention"]
-except ImportError:
-    pass
+__all__ = ["dot_product_attention", "backends", "FlashMultiHeadAttention",
+           "FlashGroupQueryAttention"]

@@ -232,6 +232,19 @@ inline double row_sum(const double* x, int64_t n) {
   return acc;
 }
 
+// z[c] = keep / (1 - rate) for columns j0 .. j0+n-1 of one row (j0 a multiple of 4): one
+// Philox call gives the words of four columns.
+template <typename Acc>
+void dropout_scales(const DropoutParams& dp, int64_t b, int64_t h, int64_t row, int64_t j0,
+                    int64_t n, Acc* z) {
+  const Acc ks = static_cast<Acc>(dp.keep_scale);
+  for (int64_t c = 0; c < n; c += 4) {
+    uint32_t w[4];
+    dropout_words(dp, b, h, row, j0 + c, w);
+    for (int64_t i = 0; i < 4 && c + i < n; ++i) z[c + i] = w[i] >= dp.threshold ? ks : Acc(0);
+  }
+}
+
 // Loads rows [t0, t0+rows) of head `h` of x ([B, T, heads, n] with strides) as Acc [rows, n].
 template <typename T, typename Acc>
 void load_rows(const T* x, const int64_t stride[3], int64_t b, int64_t h, int64_t t0,
@@ -376,6 +389,7 @@ void fwd_impl(const FlashFwdParams& p, const ParallelFor& parallel_for) {
   parallel_for(units, cost, [&](int64_t begin, int64_t end) {
     std::vector<Acc> qt(kBlockQ * sh.D);
     std::vector<Acc> s(kBlockQ * kBlockK), acc(kBlockQ * sh.Dv), m(kBlockQ), l(kBlockQ);
+    std::vector<Acc> z(kBlockK);
     for (int64_t u = begin; u < end; ++u) {
       const int64_t qb = u % nqb, h = (u / nqb) % sh.H, b = u / (nqb * sh.H);
       const int64_t hk = h / sh.group();
@@ -405,9 +419,8 @@ void fwd_impl(const FlashFwdParams& p, const ParallelFor& parallel_for) {
           exp_sub(sr, kBlockK, mx);  // P = exp(S - m_new); masked and padding columns give 0
           const Acc sum = row_sum(sr, kBlockK);
           if (p.dropout.rate > 0.f) {
-            const Acc ks = static_cast<Acc>(p.dropout.keep_scale);
-            for (int64_t c = 0; c < cols; ++c)
-              sr[c] = dropout_keep(p.dropout, b, h, i0 + r, j0 + c) ? sr[c] * ks : Acc(0);
+            dropout_scales(p.dropout, b, h, i0 + r, j0, cols, z.data());
+            for (int64_t c = 0; c < cols; ++c) sr[c] *= z[c];
           }
           l[r] = l[r] * alpha + sum;
           m[r] = mx;
@@ -451,7 +464,7 @@ struct BwdTile {
                           s.data(), p.score.softcap != 0.f ? dcap.data() : nullptr);
     tile_a_bt(dot, vt, ds.data(), rows, sh.Dv);  // dPd = dO Vᵀ
     const bool drop = p.dropout.rate > 0.f;
-    const Acc ks = static_cast<Acc>(p.dropout.keep_scale);
+    Acc z[kBlockK];
     for (int64_t r = 0; r < rows; ++r) {
       Acc* sr = s.data() + r * kBlockK;
       Acc* dr = ds.data() + r * kBlockK;
@@ -465,11 +478,10 @@ struct BwdTile {
       }
       const Acc d = dsum[r];
       if (drop) {  // z = keep / (1 - rate) per visible element, from the same Philox draws
+        dropout_scales(p.dropout, b, h, i0 + r, j0, kBlockK, z);
         for (int64_t c = 0; c < kBlockK; ++c) {
-          const bool visible = c < cols && sr[c] != Acc(0);
-          const Acc z = visible && dropout_keep(p.dropout, b, h, i0 + r, j0 + c) ? ks : Acc(0);
-          pr[c] = sr[c] * z;
-          dr[c] *= z;
+          pr[c] = sr[c] * z[c];  // P is 0 where masked and past cols: z there does not matter
+          dr[c] *= z[c];
         }
       } else {
         std::copy(sr, sr + kBlockK, pr);
@@ -487,7 +499,7 @@ struct BwdTile {
 };
 
 template <typename T, typename Acc>
-void bwd_impl(const FlashBwdParams& p, const ParallelFor& parallel_for) {
+void bwd_impl(const FlashBwdParams& p, const ParallelFor& parallel_for, int threads) {
   const AttnShape& sh = p.shape;
   const T* q = static_cast<const T*>(p.q);
   const T* k = static_cast<const T*>(p.k);
@@ -531,42 +543,84 @@ void bwd_impl(const FlashBwdParams& p, const ParallelFor& parallel_for) {
   };
   const int64_t tile_cost = kBlockQ * kBlockK * (2 * sh.D + 2 * sh.Dv + 30);
 
-  // Pass 1: dK, dV per (b, kv head, key block).
-  parallel_for(sh.B * sh.Hkv * nkb, tile_cost * nqb * sh.group(), [&](int64_t begin, int64_t end) {
-    BwdTile<T, Acc> tile(p);
-    std::vector<Acc> lse(kBlockQ), ds(kBlockQ);
-    std::vector<Acc> dk(kBlockK * sh.D), dv(kBlockK * sh.Dv);
-    for (int64_t u = begin; u < end; ++u) {
-      const int64_t kb = u % nkb, hk = (u / nkb) % sh.Hkv, b = u / (nkb * sh.Hkv);
-      const int64_t j0 = kb * kBlockK, cols = std::min(kBlockK, sh.Tk - j0);
-      const int64_t qlim = q_limit(p.mask, sh, b), klim = k_limit(p.mask, sh, b);
-      std::fill(dk.begin(), dk.end(), Acc(0));
-      std::fill(dv.begin(), dv.end(), Acc(0));
-      const Acc* kt = kt_all.at(b, hk, kb);
-      const Acc* vt = vt_all.at(b, hk, kb);
-      for (int64_t h = hk * sh.group(); j0 < klim && h < (hk + 1) * sh.group(); ++h) {
-        for (int64_t qb = 0; qb < nqb; ++qb) {
-          const int64_t i0 = qb * kBlockQ, rows = std::min(kBlockQ, sh.Tq - i0);
-          if (i0 >= qlim) break;
-          const RowRange keys = block_keys(p.mask, i0, i0 + rows, klim);
-          if (keys.end <= j0 || keys.begin >= j0 + cols) continue;
-          const Acc* qt = q_all.at(b, h, qb);
-          const Acc* dot = do_all.at(b, h, qb);
-          load_row_stats(b, h, i0, rows, lse.data(), ds.data());
-          tile.run(b, h, i0, rows, j0, cols, qlim, klim, qt, kt, dot, vt, lse.data(), ds.data(),
-                   nullptr);
-          tile_pt_a(tile.pd.data(), dot, dv.data(), rows, cols, sh.Dv);  // dV += Pdᵀ dO
-          tile_pt_a(tile.ds.data(), qt, dk.data(), rows, cols, sh.D);   // dK += dSᵀ Q
+  // dK, dV of key block kb of kv head hk (written out), over the query heads of the group and
+  // the query blocks that see the block. With dq_group ([group, Tq, D] float, this kv head's
+  // query heads) it also accumulates dQ and writes dbias: the single-pass schedule.
+  auto key_block = [&](BwdTile<T, Acc>& tile, int64_t b, int64_t hk, int64_t kb, Acc* lse,
+                       Acc* ds, Acc* dk, Acc* dv, Acc* dq_group) {
+    const int64_t j0 = kb * kBlockK, cols = std::min(kBlockK, sh.Tk - j0);
+    const int64_t qlim = q_limit(p.mask, sh, b), klim = k_limit(p.mask, sh, b);
+    std::fill(dk, dk + kBlockK * sh.D, Acc(0));
+    std::fill(dv, dv + kBlockK * sh.Dv, Acc(0));
+    const Acc* kt = kt_all.at(b, hk, kb);
+    const Acc* vt = vt_all.at(b, hk, kb);
+    for (int64_t h = hk * sh.group(); j0 < klim && h < (hk + 1) * sh.group(); ++h) {
+      for (int64_t qb = 0; qb < nqb; ++qb) {
+        const int64_t i0 = qb * kBlockQ, rows = std::min(kBlockQ, sh.Tq - i0);
+        if (i0 >= qlim) break;
+        const RowRange keys = block_keys(p.mask, i0, i0 + rows, klim);
+        if (keys.end <= j0 || keys.begin >= j0 + cols) continue;
+        const Acc* qt = q_all.at(b, h, qb);
+        const Acc* dot = do_all.at(b, h, qb);
+        float* dbias_rows = (dq_group && p.dbias)
+                                ? p.dbias + ((b * sh.H + h) * sh.Tq + i0) * sh.Tk : nullptr;
+        load_row_stats(b, h, i0, rows, lse, ds);
+        tile.run(b, h, i0, rows, j0, cols, qlim, klim, qt, kt, dot, vt, lse, ds, dbias_rows);
+        tile_pt_a(tile.pd.data(), dot, dv, rows, cols, sh.Dv);  // dV += Pdᵀ dO
+        tile_pt_a(tile.ds.data(), qt, dk, rows, cols, sh.D);   // dK += dSᵀ Q
+        if (dq_group) {  // dQ += dS K
+          Acc* dq = dq_group + ((h - hk * sh.group()) * sh.Tq + i0) * sh.D;
+          tile_p_b(tile.ds.data(), k_all.at(b, hk, kb), dq, rows, cols, sh.D);
         }
       }
-      T* dkp = static_cast<T*>(p.dk);
-      T* dvp = static_cast<T*>(p.dv);
-      for (int64_t c = 0; c < cols; ++c) {
-        T* dkr = dkp + b * sh.k_stride[0] + (j0 + c) * sh.k_stride[1] + hk * sh.k_stride[2];
-        T* dvr = dvp + b * sh.v_stride[0] + (j0 + c) * sh.v_stride[1] + hk * sh.v_stride[2];
-        for (int64_t e = 0; e < sh.D; ++e) store<Acc>(dkr + e, dk[c * sh.D + e] * scale);
-        for (int64_t e = 0; e < sh.Dv; ++e) store<Acc>(dvr + e, dv[c * sh.Dv + e]);
+    }
+    T* dkp = static_cast<T*>(p.dk);
+    T* dvp = static_cast<T*>(p.dv);
+    for (int64_t c = 0; c < cols; ++c) {
+      T* dkr = dkp + b * sh.k_stride[0] + (j0 + c) * sh.k_stride[1] + hk * sh.k_stride[2];
+      T* dvr = dvp + b * sh.v_stride[0] + (j0 + c) * sh.v_stride[1] + hk * sh.v_stride[2];
+      for (int64_t e = 0; e < sh.D; ++e) store<Acc>(dkr + e, dk[c * sh.D + e] * scale);
+      for (int64_t e = 0; e < sh.Dv; ++e) store<Acc>(dvr + e, dv[c * sh.Dv + e]);
+    }
+  };
+  auto store_dq = [&](const Acc* dq, int64_t b, int64_t h, int64_t i0, int64_t rows) {
+    T* dqp = static_cast<T*>(p.dq);
+    for (int64_t r = 0; r < rows; ++r) {
+      T* dst = dqp + b * sh.q_stride[0] + (i0 + r) * sh.q_stride[1] + h * sh.q_stride[2];
+      for (int64_t e = 0; e < sh.D; ++e) store<Acc>(dst + e, dq[r * sh.D + e] * scale);
+    }
+  };
+
+  if (sh.B * sh.Hkv >= 2 * threads) {
+    // Single pass, one unit per (b, kv head): enough units to keep every thread busy, and each
+    // owns dK, dV, dQ and dbias of its heads, so S and dP are computed once per tile.
+    parallel_for(sh.B * sh.Hkv, tile_cost * nqb * nkb * sh.group(), [&](int64_t begin, int64_t end) {
+      BwdTile<T, Acc> tile(p);
+      std::vector<Acc> lse(kBlockQ), ds(kBlockQ), dk(kBlockK * sh.D), dv(kBlockK * sh.Dv);
+      std::vector<Acc> dq(sh.group() * sh.Tq * sh.D);
+      for (int64_t u = begin; u < end; ++u) {
+        const int64_t hk = u % sh.Hkv, b = u / sh.Hkv;
+        std::fill(dq.begin(), dq.end(), Acc(0));
+        if (p.dbias) {
+          float* first = p.dbias + (b * sh.H + hk * sh.group()) * sh.Tq * sh.Tk;
+          std::fill(first, first + sh.group() * sh.Tq * sh.Tk, 0.f);
+        }
+        for (int64_t kb = 0; kb < nkb; ++kb)
+          key_block(tile, b, hk, kb, lse.data(), ds.data(), dk.data(), dv.data(), dq.data());
+        for (int64_t g = 0; g < sh.group(); ++g)
+          store_dq(dq.data() + g * sh.Tq * sh.D, b, hk * sh.group() + g, 0, sh.Tq);
       }
+    });
+    return;
+  }
+
+  // Otherwise two passes that parallelize over blocks too. Pass 1: dK, dV per key block.
+  parallel_for(sh.B * sh.Hkv * nkb, tile_cost * nqb * sh.group(), [&](int64_t begin, int64_t end) {
+    BwdTile<T, Acc> tile(p);
+    std::vector<Acc> lse(kBlockQ), ds(kBlockQ), dk(kBlockK * sh.D), dv(kBlockK * sh.Dv);
+    for (int64_t u = begin; u < end; ++u) {
+      const int64_t kb = u % nkb, hk = (u / nkb) % sh.Hkv, b = u / (nkb * sh.Hkv);
+      key_block(tile, b, hk, kb, lse.data(), ds.data(), dk.data(), dv.data(), nullptr);
     }
   });
 
@@ -592,11 +646,7 @@ void bwd_impl(const FlashBwdParams& p, const ParallelFor& parallel_for) {
                  vt_all.at(b, hk, kb), lse.data(), ds.data(), dbias_rows);
         tile_p_b(tile.ds.data(), k_all.at(b, hk, kb), dq.data(), rows, cols, sh.D);  // dQ += dS K
       }
-      T* dqp = static_cast<T*>(p.dq);
-      for (int64_t r = 0; r < rows; ++r) {
-        T* dst = dqp + b * sh.q_stride[0] + (i0 + r) * sh.q_stride[1] + h * sh.q_stride[2];
-        for (int64_t e = 0; e < sh.D; ++e) store<Acc>(dst + e, dq[r * sh.D + e] * scale);
-      }
+      store_dq(dq.data(), b, h, i0, rows);
     }
   });
 }
@@ -620,12 +670,13 @@ void FA_CONCAT(flash_fwd_cpu, FA_CPU_ISA)(const FlashFwdParams& p, const Paralle
   }
 }
 
-void FA_CONCAT(flash_bwd_cpu, FA_CPU_ISA)(const FlashBwdParams& p, const ParallelFor& pf) {
+void FA_CONCAT(flash_bwd_cpu, FA_CPU_ISA)(const FlashBwdParams& p, const ParallelFor& pf,
+                                          int threads) {
   switch (p.dtype) {
-    case DType::kFloat32: return bwd_impl<float, float>(p, pf);
-    case DType::kFloat64: return bwd_impl<double, double>(p, pf);
-    case DType::kFloat16: return bwd_impl<F16, float>(p, pf);
-    case DType::kBFloat16: return bwd_impl<BF16, float>(p, pf);
+    case DType::kFloat32: return bwd_impl<float, float>(p, pf, threads);
+    case DType::kFloat64: return bwd_impl<double, double>(p, pf, threads);
+    case DType::kFloat16: return bwd_impl<F16, float>(p, pf, threads);
+    case DType::kBFloat16: return bwd_impl<BF16, float>(p, pf, threads);
   }
 }
 

@@ -18,7 +18,9 @@ using ParallelFor =
 void flash_fwd_cpu(const FlashFwdParams& params, const ParallelFor& parallel_for);
 
 // Backward by recomputation: writes dq, dk, dv (and dbias when non-null) in full.
-void flash_bwd_cpu(const FlashBwdParams& params, const ParallelFor& parallel_for);
+// num_threads (of parallel_for) picks the schedule: one pass per (batch, kv head) when there are
+// enough of those for every thread, else two passes that also split the sequence.
+void flash_bwd_cpu(const FlashBwdParams& params, const ParallelFor& parallel_for, int num_threads);
 
 }  // namespace flashattn
 

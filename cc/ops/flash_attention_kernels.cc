@@ -308,7 +308,8 @@ struct Launcher<CPUDevice> {
     flashattn::flash_fwd_cpu(p, CpuParallelFor(ctx));
   }
   static void Bwd(OpKernelContext* ctx, flashattn::FlashBwdParams& p) {
-    flashattn::flash_bwd_cpu(p, CpuParallelFor(ctx));
+    flashattn::flash_bwd_cpu(p, CpuParallelFor(ctx),
+                             ctx->device()->tensorflow_cpu_worker_threads()->num_threads);
   }
 };
 

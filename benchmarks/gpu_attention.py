@@ -1,0 +1,114 @@
+"""GPU benchmark through TensorFlow: tf_flashattn vs keras.ops.dot_product_attention (TensorFlow
+backend, with and without XLA) on the FlashAttention benchmark shapes: 16k tokens (B*T = 16384),
+hidden 2048 (H = 2048 / D), T from 512 to 16384, D in {64, 128, 256}, causal and not, bfloat16.
+
+FLOPs (FlashAttention count): forward 4*B*H*T*T*D, halved when causal; backward 2.5x forward.
+Our backward is timed alone (the gradient op on saved output and log-sum-exp); Keras' backward
+is (forward+backward) - forward. Writes JSON lines to stdout and to the file given as argv[1].
+Run in the same device call as ../shared/device/anchors_torch.py (see benchmarks/gpu_run.sh).
+"""
+import json
+import os
+import sys
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import keras  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+import tf_flashattn as fa  # noqa: E402
+from tf_flashattn import _ops  # noqa: E402
+
+DIM = 2048
+SIZES = [int(x) for x in os.environ.get("BENCH_T", "512,1024,2048,4096,8192,16384").split(",")]
+HEAD_DIMS = [int(x) for x in os.environ.get("BENCH_D", "64,128,256").split(",")]
+KERAS = os.environ.get("BENCH_KERAS", "1") == "1"
+
+
+def bench(fn, reps=20, warmup=3):
+    for _ in range(warmup):
+        r = fn()
+    _sync(r)
+    t = time.perf_counter()
+    for _ in range(reps):
+        r = fn()
+    _sync(r)
+    return (time.perf_counter() - t) / reps * 1e3
+
+
+def _sync(r):
+    r = tf.nest.flatten(r)
+    float(tf.reduce_sum(tf.cast(r[0][..., :1], tf.float32)))
+
+
+def our_steps(q, k, v, causal):
+    lib = _ops.load()
+    fwd = tf.function(lambda: fa.dot_product_attention(q, k, v, is_causal=causal, return_lse=True))
+    out, lse = fwd()
+    do = tf.random.normal(out.shape, dtype=out.dtype)
+    empty_b, empty_i, empty_m = tf.zeros([0], q.dtype), tf.zeros([0], tf.int32), tf.zeros([0], tf.bool)
+    attrs = dict(scale=float(q.shape[-1]) ** -0.5, causal=causal)
+
+    @tf.function
+    def bwd():
+        return lib.flash_attn_flash_attention_grad(
+            q, k, v, empty_m, empty_b, empty_i, empty_i, empty_m, empty_m, tf.zeros([2], tf.int64),
+            out, lse, do, tf.zeros([0], tf.float32), **attrs)[:3]
+    return (lambda: fwd()[0]), bwd
+
+
+def keras_steps(q, k, v, causal, jit):
+    fwd = tf.function(lambda: keras.ops.dot_product_attention(q, k, v, is_causal=causal),
+                      jit_compile=jit)
+
+    @tf.function(jit_compile=jit)
+    def fwd_bwd():
+        with tf.GradientTape() as tape:
+            tape.watch([q, k, v])
+            o = keras.ops.dot_product_attention(q, k, v, is_causal=causal)
+            loss = tf.reduce_sum(tf.cast(o, tf.float32))
+        return tape.gradient(loss, [q, k, v])
+    return fwd, fwd_bwd
+
+
+def main():
+    rows = []
+    out_path = sys.argv[1] if len(sys.argv) > 1 else None
+    for D in HEAD_DIMS:
+        H = DIM // D
+        for T in SIZES:
+            B = max(1, 16384 // T)
+            for causal in (False, True):
+                with tf.device("/GPU:0"):
+                    q, k, v = (tf.random.normal([B, T, H, D], dtype=tf.bfloat16) for _ in range(3))
+                    fl = 4 * B * H * T * T * D / (2 if causal else 1)
+                    f, b = our_steps(q, k, v, causal)
+                    fms, bms = bench(f), bench(b)
+                    rows.append(dict(impl="tf_flashattn", D=D, T=T, B=B, H=H, causal=causal,
+                                     fwd_ms=round(fms, 4), fwd_tflops=round(fl / fms / 1e9, 1),
+                                     bwd_ms=round(bms, 4),
+                                     bwd_tflops=round(2.5 * fl / bms / 1e9, 1)))
+                    print(json.dumps(rows[-1]), flush=True)
+                    for jit in ((False, True) if KERAS else ()):
+                        name = "keras_xla" if jit else "keras"
+                        try:
+                            kf, kfb = keras_steps(q, k, v, causal, jit)
+                            kfms = bench(kf, reps=5)
+                            kbms = max(bench(kfb, reps=5) - kfms, 1e-6)
+                            r = dict(impl=name, D=D, T=T, B=B, H=H, causal=causal,
+                                     fwd_ms=round(kfms, 4), fwd_tflops=round(fl / kfms / 1e9, 1),
+                                     bwd_ms=round(kbms, 4),
+                                     bwd_tflops=round(2.5 * fl / kbms / 1e9, 1))
+                        except Exception as e:  # out of memory at long T, typically
+                            r = dict(impl=name, D=D, T=T, B=B, H=H, causal=causal,
+                                     error=type(e).__name__ + ": " + str(e)[:100])
+                        rows.append(r)
+                        print(json.dumps(r), flush=True)
+                    del q, k, v
+    if out_path:
+        with open(out_path, "w") as fh:
+            json.dump(rows, fh, indent=0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,152 @@
+"""Serves completions from the SavedModel that examples/train_char_lm.py exports.
+
+Loads the SavedModel in this fresh process (no Keras model code, no training
+script: only `import tf_flashattn`, which registers the FlashAttn> ops the
+graph uses) and answers over plain HTTP on localhost:
+
+    python examples/serve.py --model-dir char_lm_savedmodel --port 8000
+    curl 'localhost:8000/complete?prompt=import%20&max_tokens=200'
+    curl -X POST localhost:8000/complete \\
+         -d '{"prompt": "class ", "max_tokens": 200, "temperature": 0.7, "seed": 1}'
+
+Replies are JSON: {"prompt": ..., "completion": ..., "seconds": ...}.
+`--prompt TEXT` prints one completion and exits instead of serving.
+"""
+
+import argparse
+import json
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler
+from http.server import ThreadingHTTPServer
+from urllib.parse import parse_qs
+from urllib.parse import urlparse
+
+import tensorflow as tf
+
+# Registers the FlashAttn> ops. Without this import, tf.saved_model.load fails
+# with "Op type not registered 'FlashAttn>FlashAttention'".
+import tf_flashattn  # noqa: F401
+
+MAX_TOKENS = 2000
+
+
+class Completer:
+    """Wraps the SavedModel's `generate` endpoint (one call at a time)."""
+
+    def __init__(self, model_dir):
+        self._model = tf.saved_model.load(model_dir)
+        self._lock = threading.Lock()
+
+    def complete(self, prompt, max_tokens=200, temperature=0.8, seed=0):
+        prompt_bytes = prompt.encode("utf-8") or b"\n"
+        max_tokens = max(0, min(int(max_tokens), MAX_TOKENS))
+        with self._lock:
+            out = self._model.generate(
+                tf.constant(list(prompt_bytes), tf.int32),
+                tf.constant(max_tokens, tf.int32),
+                tf.constant(float(temperature), tf.float32),
+                tf.constant([int(seed), 0], tf.int64),
+            )
+        return bytes(out.numpy().astype("uint8").tolist()).decode("utf-8", errors="replace")
+
+
+def make_handler(completer):
+    class Handler(BaseHTTPRequestHandler):
+        def _reply(self, status, payload):
+            body = json.dumps(payload).encode("utf-8")
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def _complete(self, params):
+            try:
+                prompt = str(params.get("prompt", ""))
+                start = time.time()
+                completion = completer.complete(
+                    prompt,
+                    max_tokens=params.get("max_tokens", 200),
+                    temperature=params.get("temperature", 0.8),
+                    seed=params.get("seed", 0),
+                )
+            except (TypeError, ValueError) as e:
+                self._reply(400, {"error": str(e)})
+                return
+            self._reply(
+                200,
+                {
+                    "prompt": prompt,
+                    "completion": completion,
+                    "seconds": round(time.time() - start, 3),
+                },
+            )
+
+        def do_GET(self):
+            url = urlparse(self.path)
+            if url.path == "/complete":
+                query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+                self._complete(query)
+            elif url.path == "/":
+                self._reply(
+                    200,
+                    {
+                        "usage": "GET /complete?prompt=...&max_tokens=200&temperature=0.8"
+                        "&seed=0, or POST /complete with the same fields as JSON"
+                    },
+                )
+            else:
+                self._reply(404, {"error": f"no such path {url.path!r}"})
+
+        def do_POST(self):
+            if urlparse(self.path).path != "/complete":
+                self._reply(404, {"error": f"no such path {self.path!r}"})
+                return
+            length = int(self.headers.get("Content-Length", 0))
+            try:
+                params = json.loads(self.rfile.read(length) or b"{}")
+            except json.JSONDecodeError as e:
+                self._reply(400, {"error": f"body is not JSON: {e}"})
+                return
+            if not isinstance(params, dict):
+                self._reply(400, {"error": "body must be a JSON object"})
+                return
+            self._complete(params)
+
+    return Handler
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--model-dir", default="char_lm_savedmodel")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--prompt", help="print one completion of this prompt and exit")
+    p.add_argument("--max-tokens", type=int, default=200)
+    p.add_argument("--temperature", type=float, default=0.8)
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+
+    completer = Completer(args.model_dir)
+    if args.prompt is not None:
+        text = completer.complete(args.prompt, args.max_tokens, args.temperature, args.seed)
+        print(args.prompt + text)
+        return 0
+    server = ThreadingHTTPServer((args.host, args.port), make_handler(completer))
+    url = f"http://{args.host}:{server.server_address[1]}/complete"
+    print(f"serving {args.model_dir} on {url}", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

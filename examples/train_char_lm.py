@@ -1,0 +1,366 @@
+"""Trains a byte-level decoder-only transformer built from FlashMultiHeadAttention.
+
+Default run (CPU, no network, a few minutes on 2 cores): trains on the Python
+standard library's own source files with `model.fit` (progress bar, validation
+bits per byte), samples some text, and exports a SavedModel that
+examples/serve.py serves over HTTP:
+
+    python examples/train_char_lm.py
+    python examples/serve.py            # then: curl 'localhost:8000/complete?prompt=def%20'
+
+Any text file or folder instead of the standard library:
+
+    python examples/train_char_lm.py --data my_corpus.txt
+    python examples/train_char_lm.py --data ~/src/project --pattern '*.md'
+
+On a GPU, longer contexts and a bigger model in bfloat16:
+
+    python examples/train_char_lm.py --seq-len 4096 --dim 512 --heads 8 --layers 8 \\
+        --batch-size 8 --steps 2000 --dropout 0.1 --dtype mixed_bfloat16
+
+Tokens are bytes (vocabulary 256), so the validation loss in bits is bits per
+byte. The model: byte embedding + learned positions, `--layers` pre-norm blocks
+(causal FlashMultiHeadAttention, GELU MLP), final norm and a float32 output
+projection; `--dropout` turns on attention dropout (the op's fused dropout)
+and residual dropout.
+"""
+
+import argparse
+import fnmatch
+import math
+import os
+import random
+import sys
+import time
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+import tf_flashattn
+
+VOCAB = 256
+
+
+# ---------------------------------------------------------------------------
+# Data.
+
+
+def _is_text(path):
+    with open(path, "rb") as f:
+        return b"\0" not in f.read(4096)
+
+
+def list_files(root, pattern, skip_dirs=()):
+    """Sorted text files under `root` (or [root] for a file) matching `pattern`."""
+    if os.path.isfile(root):
+        return [root]
+    if not os.path.isdir(root):
+        raise SystemExit(f"--data {root!r} is neither a file nor a folder")
+    files = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d not in skip_dirs)
+        for name in sorted(filenames):
+            path = os.path.join(dirpath, name)
+            if fnmatch.fnmatch(name, pattern) and os.path.isfile(path) and _is_text(path):
+                files.append(path)
+    if not files:
+        raise SystemExit(f"no files matching {pattern!r} under {root!r}")
+    return files
+
+
+def load_corpus(args):
+    """Returns (train_bytes, val_bytes) as uint8 arrays: whole files held out
+    for validation (5% of the bytes), so validation text is never trained on."""
+    if args.data is None:
+        root = os.path.dirname(os.__file__)  # the standard library's sources
+        skip = {"site-packages", "dist-packages", "test", "tests", "idlelib", "__pycache__"}
+        files = list_files(root, "*.py", skip)
+    else:
+        files = list_files(os.path.expanduser(args.data), args.pattern)
+    random.Random(args.seed).shuffle(files)
+    chunks, total = [], 0
+    for path in files:
+        with open(path, "rb") as f:
+            chunks.append(f.read())
+        total += len(chunks[-1])
+        if total >= args.max_bytes:
+            break
+    if len(chunks) == 1:  # one file: hold out its tail
+        data = chunks[0]
+        cut = int(len(data) * 0.95)
+        train, val = data[:cut], data[cut:]
+    else:
+        val_chunks, val_size = [], 0
+        while chunks and val_size < 0.05 * total:
+            val_chunks.append(chunks.pop())
+            val_size += len(val_chunks[-1])
+        train, val = b"\n".join(chunks), b"\n".join(val_chunks)
+    need = args.seq_len + 2
+    if len(train) < need or len(val) < need:
+        raise SystemExit(
+            f"corpus too small for --seq-len {args.seq_len}: {len(train)} train and "
+            f"{len(val)} validation bytes"
+        )
+    print(
+        f"corpus: {len(train):,} train bytes, {len(val):,} validation bytes "
+        f"({len(files)} files found)"
+    )
+    return np.frombuffer(train, np.uint8), np.frombuffer(val, np.uint8)
+
+
+def windows(data, seq_len, batch_size, seed):
+    """Endless batches of random windows: inputs [B, T] int32, targets the next bytes."""
+    corpus = tf.constant(data)
+    high = len(data) - seq_len - 1
+
+    def window(start):
+        chunk = tf.cast(corpus[start : start + seq_len + 1], tf.int32)
+        return chunk[:-1], chunk[1:]
+
+    starts = tf.data.Dataset.random(seed=seed).map(
+        lambda r: tf.cast(tf.math.floormod(r, high), tf.int32)
+    )
+    return (
+        starts.map(window, num_parallel_calls=tf.data.AUTOTUNE)
+        .batch(batch_size, drop_remainder=True)
+        .prefetch(tf.data.AUTOTUNE)
+    )
+
+
+# ---------------------------------------------------------------------------
+# Model.
+
+
+@keras.saving.register_keras_serializable(package="char_lm")
+class PositionEmbedding(keras.layers.Layer):
+    """Adds a learned embedding of each position (up to `max_len`)."""
+
+    def __init__(self, max_len, **kwargs):
+        super().__init__(**kwargs)
+        self.max_len = max_len
+
+    def build(self, input_shape):
+        self.table = self.add_weight(
+            shape=(self.max_len, input_shape[-1]),
+            initializer=keras.initializers.RandomNormal(stddev=0.02),
+            name="table",
+        )
+
+    def call(self, x):
+        length = keras.ops.shape(x)[1]
+        return x + keras.ops.cast(self.table[:length], x.dtype)
+
+    def get_config(self):
+        return dict(super().get_config(), max_len=self.max_len)
+
+
+def build_model(
+    seq_len,
+    dim=128,
+    heads=4,
+    layers=2,
+    dropout=0.1,
+    attention_cls=None,
+):
+    """The decoder-only transformer: [B, T] bytes -> [B, T, 256] float32 logits.
+
+    `attention_cls` defaults to FlashMultiHeadAttention; the benchmark passes
+    keras.layers.MultiHeadAttention to time the same model with Keras' layer.
+    """
+    attention_cls = attention_cls or tf_flashattn.FlashMultiHeadAttention
+    tokens = keras.Input((None,), dtype="int32", name="tokens")
+    x = keras.layers.Embedding(VOCAB, dim, name="embed")(tokens)
+    x = PositionEmbedding(seq_len, name="positions")(x)
+    x = keras.layers.Dropout(dropout)(x)
+    for i in range(layers):
+        h = keras.layers.LayerNormalization(epsilon=1e-5, name=f"block{i}_norm1")(x)
+        h = attention_cls(
+            num_heads=heads,
+            key_dim=dim // heads,
+            dropout=dropout,
+            name=f"block{i}_attention",
+        )(h, h, use_causal_mask=True)
+        x = x + keras.layers.Dropout(dropout)(h)
+        h = keras.layers.LayerNormalization(epsilon=1e-5, name=f"block{i}_norm2")(x)
+        h = keras.layers.Dense(4 * dim, activation="gelu", name=f"block{i}_mlp_in")(h)
+        h = keras.layers.Dense(dim, name=f"block{i}_mlp_out")(h)
+        x = x + keras.layers.Dropout(dropout)(h)
+    x = keras.layers.LayerNormalization(epsilon=1e-5, name="final_norm")(x)
+    logits = keras.layers.Dense(VOCAB, dtype="float32", name="logits")(x)
+    return keras.Model(tokens, logits, name="char_lm")
+
+
+def bits_per_byte(y_true, y_pred):
+    """Cross-entropy in bits: with byte tokens, bits per byte."""
+    nats = keras.losses.sparse_categorical_crossentropy(y_true, y_pred, from_logits=True)
+    return nats / math.log(2.0)
+
+
+def compile_model(model, lr, steps, jit_compile="auto"):
+    schedule = keras.optimizers.schedules.CosineDecay(
+        0.0, decay_steps=max(steps, 1), warmup_target=lr, warmup_steps=max(steps // 20, 1)
+    )
+    model.compile(
+        optimizer=keras.optimizers.AdamW(schedule, weight_decay=0.01, clipnorm=1.0),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=[bits_per_byte],
+        jit_compile=jit_compile,
+    )
+
+
+# ---------------------------------------------------------------------------
+# Sampling and export.
+
+
+def make_generate(model, seq_len):
+    """A tf.function sampling `num_tokens` bytes after `prompt` (int32 [P], P >= 1).
+
+    Each step runs the model on the last `seq_len` bytes and samples the next
+    byte at `temperature` (0: greedy) from the stateless `seed` [2]. The whole
+    loop is one graph, so the exported SavedModel serves it as is.
+    """
+
+    @tf.function(
+        input_signature=[
+            tf.TensorSpec([None], tf.int32, name="prompt"),
+            tf.TensorSpec([], tf.int32, name="num_tokens"),
+            tf.TensorSpec([], tf.float32, name="temperature"),
+            tf.TensorSpec([2], tf.int64, name="seed"),
+        ]
+    )
+    def generate(prompt, num_tokens, temperature, seed):
+        def step(i, tokens):
+            context = tokens[-seq_len:][None]
+            logits = model(context, training=False)[0, -1]  # [256] float32
+            sampled = tf.random.stateless_categorical(
+                logits[None] / tf.maximum(temperature, 1e-6),
+                1,
+                seed=seed + tf.stack([tf.constant(0, tf.int64), tf.cast(i, tf.int64)]),
+                dtype=tf.int32,
+            )[0, 0]
+            greedy = tf.argmax(logits, output_type=tf.int32)
+            next_token = tf.where(temperature > 0.0, sampled, greedy)
+            return i + 1, tf.concat([tokens, next_token[None]], axis=0)
+
+        _, tokens = tf.while_loop(
+            lambda i, tokens: i < num_tokens,
+            step,
+            [tf.constant(0), prompt],
+            shape_invariants=[tf.TensorShape([]), tf.TensorShape([None])],
+        )
+        return tokens[tf.shape(prompt)[0] :]
+
+    return generate
+
+
+def sample(generate, prompt, num_tokens, temperature, seed):
+    prompt_bytes = prompt.encode("utf-8") or b"\n"
+    out = generate(
+        tf.constant(list(prompt_bytes), tf.int32),
+        tf.constant(num_tokens, tf.int32),
+        tf.constant(temperature, tf.float32),
+        tf.constant([seed, 0], tf.int64),
+    )
+    return bytes(out.numpy().astype(np.uint8).tolist()).decode("utf-8", errors="replace")
+
+
+def export(model, generate, path):
+    """SavedModel with two endpoints: `serve` (tokens [B, T] -> logits
+    [B, T, 256]) and `generate` (as make_generate). Loading it needs
+    `import tf_flashattn` first (it registers the FlashAttn> ops)."""
+    archive = keras.export.ExportArchive()
+    archive.track(model)
+    archive.add_endpoint(
+        "serve",
+        lambda tokens: model(tokens, training=False),
+        input_signature=[tf.TensorSpec([None, None], tf.int32, name="tokens")],
+    )
+    archive.add_endpoint("generate", generate)
+    archive.write_out(path, verbose=False)
+
+
+# ---------------------------------------------------------------------------
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--data", help="text file or folder (default: the Python standard library)")
+    p.add_argument("--pattern", default="*", help="file-name pattern inside a --data folder")
+    p.add_argument("--max-bytes", type=int, default=16_000_000, help="read at most this much text")
+    p.add_argument("--seq-len", type=int, default=256, help="context length (bytes)")
+    p.add_argument("--dim", type=int, default=128)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument(
+        "--dropout", type=float, default=0.0, help="attention and residual dropout (0.1: long runs)"
+    )
+    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--steps", type=int, default=800, help="training steps in all")
+    p.add_argument("--epochs", type=int, default=2, help="--steps split into this many epochs")
+    p.add_argument("--val-steps", type=int, default=20)
+    p.add_argument("--lr", type=float, default=3e-3)
+    p.add_argument(
+        "--dtype",
+        default="float32",
+        choices=["float32", "mixed_bfloat16", "mixed_float16"],
+        help="Keras dtype policy (mixed_bfloat16 on a GPU)",
+    )
+    p.add_argument("--prompt", default="def ", help="prompt of the sample printed at the end")
+    p.add_argument("--sample-len", type=int, default=300)
+    p.add_argument("--temperature", type=float, default=0.8)
+    p.add_argument("--export-dir", default="char_lm_savedmodel")
+    p.add_argument("--seed", type=int, default=0)
+    return p.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    keras.utils.set_random_seed(args.seed)
+    keras.config.set_dtype_policy(args.dtype)
+    train, val = load_corpus(args)
+
+    model = build_model(args.seq_len, args.dim, args.heads, args.layers, args.dropout)
+    compile_model(model, args.lr, args.steps)
+    print(
+        f"model: {model.count_params():,} parameters, {args.layers} layers, dim {args.dim}, "
+        f"{args.heads} heads, context {args.seq_len}, dtype policy {args.dtype}, "
+        f"op backends {tf_flashattn.backends()}"
+    )
+    epochs = max(1, min(args.epochs, args.steps))
+    start = time.time()
+    model.fit(
+        windows(train, args.seq_len, args.batch_size, args.seed),
+        epochs=epochs,
+        steps_per_epoch=args.steps // epochs,
+        validation_data=windows(val, args.seq_len, args.batch_size, args.seed + 1),
+        validation_steps=args.val_steps,
+        shuffle=False,  # the windows are already random
+    )
+    seconds = time.time() - start
+    tokens = epochs * (args.steps // epochs) * args.batch_size * args.seq_len
+    print(f"trained {tokens:,} tokens in {seconds:.0f} s ({tokens / seconds:,.0f} tokens/s)")
+    result = model.evaluate(
+        windows(val, args.seq_len, args.batch_size, args.seed + 2),
+        steps=args.val_steps,
+        return_dict=True,
+        verbose=0,
+    )
+    print(f"validation: {result['bits_per_byte']:.3f} bits per byte")
+
+    generate = make_generate(model, args.seq_len)
+    text = sample(generate, args.prompt, args.sample_len, args.temperature, args.seed)
+    print(f"--- sample (temperature {args.temperature}) ---\n{args.prompt}{text}\n---")
+
+    export(model, generate, args.export_dir)
+    print(
+        f"exported SavedModel to {args.export_dir}\n"
+        f"serve it: python examples/serve.py --model-dir {args.export_dir}"
+    )
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(0 if main() else 1)
