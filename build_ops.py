@@ -23,7 +23,9 @@ CPU_ISA_FLAGS = {
     "avx512": ["-mavx512f", "-mavx512vl", "-mavx2", "-mfma", "-mf16c"],
 }
 CPU_MULTI_ISA = {"cc/kernels/flash_cpu.cc"}
-CUDA_KERNEL_SOURCES = []
+CUDA_KERNEL_SOURCES = ["cc/kernels/flash_fwd.cu", "cc/kernels/flash_bwd.cu",
+                       "cc/kernels/flash_bwd_dq.cu", "cc/kernels/flash_fwd_simt.cu",
+                       "cc/kernels/flash_bwd_simt.cu"]
 # TensorFlow op definitions and kernel glue.
 OP_SOURCES = ["cc/ops/flash_attention_ops.cc", "cc/ops/flash_attention_kernels.cc"]
 HEADERS = ["cc/kernels/flash_params.h", "cc/kernels/flash_cpu.h", "cc/kernels/flash_cuda.h",
@@ -90,8 +92,7 @@ def build(output, build_dir=None, jobs=None, verbose=True):
         for a in CUDA_ARCHS:
             gencode += ["-gencode", f"arch=compute_{a},code=sm_{a}"]
         for src in CUDA_KERNEL_SOURCES:
-            cmds.append([nvcc, "-std=c++17", "-O3", "-Xcompiler", "-fPIC", "-I.", "--use_fast_math",
-                         "-Xptxas=-O3", *gencode, "-c", src, "-o", obj(src)])
+            cmds.append([nvcc, "-std=c++17", "-O3", "-Xcompiler", "-fPIC", "-I.", "-Xptxas=-O3", *gencode, "-c", src, "-o", obj(src)])
     # Longest jobs first (nvcc) so the two cores stay busy.
     cmds.sort(key=lambda c: 0 if c[0] == nvcc else 1)
     with concurrent.futures.ThreadPoolExecutor(jobs) as pool:

@@ -22,7 +22,8 @@ from tf_flashattn import _ops  # noqa: E402
 DIM = 2048
 SIZES = [int(x) for x in os.environ.get("BENCH_T", "512,1024,2048,4096,8192,16384").split(",")]
 HEAD_DIMS = [int(x) for x in os.environ.get("BENCH_D", "64,128,256").split(",")]
-KERAS = os.environ.get("BENCH_KERAS", "1") == "1"
+# Head dims at which Keras (TensorFlow, with and without XLA) is timed too ("" for none).
+KERAS_D = [int(x) for x in os.environ.get("BENCH_KERAS_D", "64,128,256").split(",") if x]
 
 
 def bench(fn, reps=20, warmup=3):
@@ -89,7 +90,7 @@ def main():
                                      bwd_ms=round(bms, 4),
                                      bwd_tflops=round(2.5 * fl / bms / 1e9, 1)))
                     print(json.dumps(rows[-1]), flush=True)
-                    for jit in ((False, True) if KERAS else ()):
+                    for jit in ((False, True) if D in KERAS_D else ()):
                         name = "keras_xla" if jit else "keras"
                         try:
                             kf, kfb = keras_steps(q, k, v, causal, jit)

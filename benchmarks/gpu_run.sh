@@ -10,13 +10,14 @@ export PYTHONPATH=$PWD:$PYTHONPATH PYTHONUNBUFFERED=1 TF_CPP_MIN_LOG_LEVEL=2
 what=${1:-all}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader | tee $OUT/gpu.txt
 if [[ $what == tests || $what == all ]]; then
-  python3 -m pytest -x -q tests/test_gpu.py -p no:cacheprovider 2>&1 | tail -25 | tee $OUT/gpu_tests.log
+  TF_FORCE_GPU_ALLOW_GROWTH=true python3 -m pytest -q tests/test_gpu.py -p no:cacheprovider \
+    -n ${JOBS:-4} 2>&1 | tail -25 | tee $OUT/gpu_tests.log
 fi
 if [[ $what == memory || $what == all ]]; then
   python3 benchmarks/gpu_memory.py 2>&1 | tail -8 | tee $OUT/gpu_memory.log
 fi
 if [[ $what == bench || $what == all ]]; then
-  python3 benchmarks/gpu_attention.py $OUT/ours.json > $OUT/ours.log 2>&1
+  BENCH_KERAS_D=${BENCH_KERAS_D:-128} python3 benchmarks/gpu_attention.py $OUT/ours.json > $OUT/ours.log 2>&1
   tail -3 $OUT/ours.log
   python3 .device-tf/anchors_torch.py $OUT/anchors.json > $OUT/anchors.log 2>&1
   tail -2 $OUT/anchors.log

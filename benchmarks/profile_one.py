@@ -1,0 +1,23 @@
+"""One forward and one backward launch of our kernels (for ncu / compute-sanitizer on the GPU machine).
+  python3 benchmarks/profile_one.py [T] [D] [causal] [dtype] [extra features: bias,mask,dropout,...]"""
+import sys, os, torch
+sys.path.insert(0, os.path.dirname(__file__))
+from kernel_harness_check import Harness, make_inputs, run_ours, DEV
+
+T = int(sys.argv[1]) if len(sys.argv) > 1 else 4096
+D = int(sys.argv[2]) if len(sys.argv) > 2 else 128
+causal = bool(int(sys.argv[3])) if len(sys.argv) > 3 else False
+dt = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[sys.argv[4] if len(sys.argv) > 4 else "bf16"]
+feats = sys.argv[5].split(",") if len(sys.argv) > 5 else []
+c = dict(B=1, Tq=T, Tk=T, H=2048 // D, D=D, causal=causal)
+if "bias" in feats: c["bias"] = (1, 1)
+if "mask" in feats: c["mask"] = (1, 0)
+if "dropout" in feats: c["dropout"] = 0.1
+if "det" in feats: c["deterministic"] = True
+if "gqa" in feats: c["Hkv"] = c["H"] // 4
+h = Harness(".harness_build/libflash_harness.so")
+g = torch.Generator(device=DEV); g.manual_seed(0)
+t = make_inputs(c, dt, g)
+run_ours(h, c, t)
+torch.cuda.synchronize()
+print("ok", {k: bool(torch.isfinite(t[k]).all()) for k in ("o", "dq", "dk", "dv")})

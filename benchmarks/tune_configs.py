@@ -1,0 +1,35 @@
+"""Times tile configurations of a tuning build (-DFA_TUNING: FA_FWD_CFG / FA_BWD_CFG select
+variants at run time) on one shape, after checking each variant's numerics on two cases.
+  python3 benchmarks/tune_configs.py [D] [T]"""
+import os, sys, json, torch
+sys.path.insert(0, os.path.dirname(__file__))
+import triton.testing as tt
+from kernel_harness_check import Harness, make_inputs, run_ours, check_numerics, CASES, DEV
+
+D = int(sys.argv[1]) if len(sys.argv) > 1 else 128
+T = int(sys.argv[2]) if len(sys.argv) > 2 else 16384
+h = Harness(".harness_build/libflash_harness.so")
+cases = [c for c in CASES if c["name"] in ("d128_causal_ragged", "big_d128", "gqa_mqa_lengths", "basic", "d256_kvcache", "big_d64_1024")]
+CF = {64: ((3,), (5,)), 128: ((1,), (1, 3, 4)), 256: ((4,), (6,))}[D]
+for var, vals in (("FA_FWD_CFG", CF[0]), ("FA_BWD_CFG", CF[1])):
+    for v in vals:
+        os.environ[var] = str(v)
+        rows = check_numerics(h, (torch.bfloat16,), cases, open(os.devnull, "w"))
+        print(var, v, "numerics", "PASS" if all(r["ok"] for r in rows) else "FAIL " + str([r["case"] for r in rows if not r["ok"]]))
+        os.environ.pop(var)
+for causal in (False, True):
+    c = dict(B=1, Tq=T, Tk=T, H=2048 // D, D=D, causal=causal)
+    g = torch.Generator(device=DEV); g.manual_seed(0)
+    t = make_inputs(c, torch.bfloat16, g)
+    run_ours(h, c, t)
+    fl = 4 * T * T * (2048 // D) * D / (2 if causal else 1)
+    for var, vals in (("FA_FWD_CFG", (0,) + CF[0]), ("FA_BWD_CFG", (0,) + CF[1])):
+        for v in vals:
+            os.environ[var] = str(v)
+            if var == "FA_FWD_CFG":
+                ms = tt.do_bench(lambda: h.fwd(c, t), warmup=25, rep=100, return_mode="median")
+                print(f"D={D} T={T} causal={causal} {var}={v} fwd {fl / ms / 1e9:.1f} TFLOP/s ({ms:.3f} ms)")
+            else:
+                ms = tt.do_bench(lambda: h.bwd(c, t), warmup=25, rep=100, return_mode="median")
+                print(f"D={D} T={T} causal={causal} {var}={v} bwd {2.5 * fl / ms / 1e9:.1f} TFLOP/s ({ms:.3f} ms)")
+            os.environ.pop(var)

@@ -1,0 +1,621 @@
+// FlashAttention-2 backward on tensor cores (float16 / bfloat16), and the backward launcher.
+//
+// Pre-pass: Dsum = rowsum(dO ∘ O) - d_lse and lse2 = log2e · lse, [B, H, Tq] float32 (workspace).
+// Main kernel: one CTA per (key tile of BKb keys, kv head hk, batch b); K and V of the tile stay
+// in shared memory, dK and dV accumulate in registers. For every query head h of the group and
+// every query tile (BQb rows) that sees the key tile (Q, dO, lse, Dsum through shared memory):
+//   Sᵀ = K Qᵀ, dPdᵀ = V dOᵀ                          (phase A, mma; [keys, queries])
+//   P = 2^(z - log2e·lse) (z = log2e·logit), Z = dropout keep / (1 - rate) or 0
+//   dlogit = P ∘ (dPd ∘ Z - Dsum)   (written to dbias when asked)
+//   dS = dlogit ∘ softcap'          Pd = P ∘ Z    -> 16-bit [keys, queries]: dS to shared memory
+//                                   (for phase C), Pd/dS kept in registers for phase B when
+//                                   each warp owns the same keys in both phases (kRegP)
+//   dV += Pdᵀ dO,  dK += dSᵀ Q                       (phase B, mma, registers)
+//   dQacc[b, h, rows] += dS K                          (phase C, mma + float32 atomics)
+// After: dK *= scale, written with dV; a last kernel writes dQ = scale · dQacc.
+// Deterministic mode skips phase C and computes dQ per query tile without atomics
+// (flash_bwd_dq.cu).
+#include "cc/kernels/flash_cuda.h"
+
+#include <cstdlib>
+
+#include "cc/kernels/flash_cuda_common.cuh"
+#include "cc/kernels/flash_cuda_internal.h"
+
+namespace flashattn {
+namespace cuda {
+
+struct BwdArgs {
+  FlashBwdParams p;
+  const float* dsum;  // [B, H, Tq]
+  const float* lse2;  // [B, H, Tq] log2e * lse
+  float* dq_acc;      // [B, H, Tq, HD] or null (deterministic: no phase C)
+  bool vec;
+};
+
+template <int HD, int BKb, int BQb, int NW, int QST>
+struct BwdCfg {
+  static constexpr int kThreads = NW * 32;
+  static constexpr int cmin(int a, int b) { return a < b ? a : b; }
+  // phase A: Sᵀ [BKb, BQb]; warps A_WM x A_WN, each AM m16 x AN n8 tiles
+  static constexpr int A_WM = cmin(NW, BKb / 16), A_WN = NW / A_WM;
+  static constexpr int AM = BKb / 16 / A_WM, AN = BQb / 8 / A_WN;
+  // phase B: dK, dV [BKb, HD]
+  static constexpr int B_WM = cmin(NW, BKb / 16), B_WN = NW / B_WM;
+  static constexpr int BM = BKb / 16 / B_WM, BN = HD / 8 / B_WN;
+  // phase C: dQ [BQb, HD], in chunks of CC n8 tiles
+  static constexpr int C_WM = cmin(NW, BQb / 16), C_WN = NW / C_WM;
+  static constexpr int CM = BQb / 16 / C_WM, CN = HD / 8 / C_WN, CC = cmin(CN, 8);
+  static_assert(AN % 2 == 0 && BN % 2 == 0 && CC % 2 == 0 && CN % CC == 0, "tile shapes");
+  // Phase B can take Pd/dS straight from phase A's registers when each warp owns the same keys
+  // (all queries) in both phases.
+  static constexpr bool kRegP = A_WN == 1 && B_WN == 1 && AM == BM;
+  using KTile = STile<BKb, HD>;
+  using QTile = STile<BQb, HD>;
+  using PTile = STile<BKb, BQb>;
+  template <typename T>
+  static constexpr size_t smem() {
+    return (2 * KTile::kElems + QST * 2 * QTile::kElems + (kRegP ? 1 : 2) * PTile::kElems) * sizeof(T) +
+           QST * 2 * BQb * sizeof(float);
+  }
+};
+
+template <typename T, int HD, int BKb, int BQb, int NW, int QST, bool GEN>
+__global__ void __launch_bounds__(NW * 32) flash_bwd_kernel(const BwdArgs args) {
+  using Cfg = BwdCfg<HD, BKb, BQb, NW, QST>;
+  using KTile = typename Cfg::KTile;
+  using QTile = typename Cfg::QTile;
+  using PTile = typename Cfg::PTile;
+  constexpr int NT = Cfg::kThreads;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  T* sK = reinterpret_cast<T*>(smem_raw);   // [BKb, HD]
+  T* sV = sK + KTile::kElems;                // [BKb, HD]
+  T* sQ = sV + KTile::kElems;                // QST x [BQb, HD]
+  T* sdO = sQ + QST * QTile::kElems;         // QST x [BQb, HD]
+  T* sP = sdO + QST * QTile::kElems;         // [BKb, BQb]  Pd (dropped P), unless kRegP
+  T* sdS = sP + (Cfg::kRegP ? 0 : PTile::kElems);  // [BKb, BQb]  dS
+  float* sL = reinterpret_cast<float*>(sdS + PTile::kElems);  // QST x [BQb] log2e * lse
+  float* sDs = sL + QST * BQb;                                // QST x [BQb] Dsum
+
+  const FlashBwdParams& p = args.p;
+  const AttnShape& sh = p.shape;
+  const int64_t j0 = static_cast<int64_t>(blockIdx.x) * BKb;
+  const int64_t hk = blockIdx.y, b = blockIdx.z;
+  const int64_t G = sh.H / sh.Hkv;
+  const int64_t qlim = q_limit(p.mask, sh, b), klim = k_limit(p.mask, sh, b);
+  const int nqb = static_cast<int>((sh.Tq + BQb - 1) / BQb);  // int: the host checks G * nqb < 2^31
+  const int total = static_cast<int>(G) * nqb;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
+  const T* q = static_cast<const T*>(p.q);
+  const T* k = static_cast<const T*>(p.k);
+  const T* v = static_cast<const T*>(p.v);
+  const T* d_o = static_cast<const T*>(p.d_o);
+  const int D = static_cast<int>(sh.D), Dv = static_cast<int>(sh.Dv);
+
+  // Work unit u = (h - hk*G) * nqb + qb; valid when the query tile sees some key of this tile.
+  auto next_valid = [&](int u) -> int {
+    if (j0 >= klim) return total;
+    for (; u < total; ++u) {
+      const int64_t i0 = static_cast<int64_t>(u % nqb) * BQb;
+      if (i0 >= qlim) {  // later tiles of this head are past qlim too
+        u = (u / nqb + 1) * nqb - 1;
+        continue;
+      }
+      int64_t kb, ke;
+      block_keys(p.mask, i0, (i0 + BQb < qlim ? i0 + BQb : qlim) - 1, klim, &kb, &ke);
+      if (kb < j0 + BKb && ke > j0 && ke > kb) return u;
+    }
+    return total;
+  };
+  auto load_query_side = [&](int u, int stage) {
+    const int64_t h = hk * G + u / nqb, i0 = static_cast<int64_t>(u % nqb) * BQb;
+    load_tile<T, BQb, HD, NT>(sQ + stage * QTile::kElems, q, sh.q_stride, b, h, i0, sh.Tq, D, args.vec);
+    load_tile<T, BQb, HD, NT>(sdO + stage * QTile::kElems, d_o, sh.o_stride, b, h, i0, sh.Tq, Dv,
+                              args.vec);
+    // Asynchronous too: a plain load here would hold its warp for a global-memory latency.
+    for (int r = tid; r < BQb; r += NT) {
+      const int64_t i = i0 + r;
+      const bool in = i < sh.Tq;
+      const int64_t row = (b * sh.H + h) * sh.Tq + (in ? i : 0);
+      cp_async4(sL + stage * BQb + r, args.lse2 + row, in);
+      cp_async4(sDs + stage * BQb + r, args.dsum + row, in);
+    }
+  };
+
+  float dk[Cfg::BM][Cfg::BN][4], dv[Cfg::BM][Cfg::BN][4];
+#pragma unroll
+  for (int mt = 0; mt < Cfg::BM; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < Cfg::BN; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dk[mt][nt][e] = dv[mt][nt][e] = 0.f;
+
+  const float sl2 = p.score.scale * kLog2e;
+  // Padded head-dim columns (zeros) are computed rather than skipped: no runtime guards.
+  constexpr int ksteps = HD / 16, dvsteps = HD / 16;
+  const bool dropout = p.dropout.rate > 0.f;
+
+  int u = next_valid(0);
+  if (u < total) {
+    load_tile<T, BKb, HD, NT>(sK, k, sh.k_stride, b, hk, j0, sh.Tk, D, args.vec);
+    load_tile<T, BKb, HD, NT>(sV, v, sh.v_stride, b, hk, j0, sh.Tk, Dv, args.vec);
+    load_query_side(u, 0);
+    cp_async_commit();
+  }
+  int n = 0;
+  while (u < total) {
+    const int un = next_valid(u + 1);
+    const int64_t h = hk * G + u / nqb, i0 = static_cast<int64_t>(u % nqb) * BQb;
+    const int st = QST == 2 ? (n & 1) : 0;
+    cp_async_wait<0>();
+    __syncthreads();  // stage st landed; all warps are done with the previous unit
+    if (QST == 2 && un < total) {
+      load_query_side(un, st ^ 1);
+      cp_async_commit();
+    }
+    const T* cQ = sQ + st * QTile::kElems;
+    const T* cdO = sdO + st * QTile::kElems;
+    const float* cL = sL + st * BQb;
+    const float* cDs = sDs + st * BQb;
+
+    // ---- phase A: Sᵀ = K Qᵀ and dPdᵀ = V dOᵀ, then P, dS into shared memory ----------------
+    uint32_t pP[Cfg::AM][Cfg::AN / 2][4], pS[Cfg::AM][Cfg::AN / 2][4];  // Pd, dS as 16-bit pairs
+    {
+      const int wm = warp % Cfg::A_WM, wn = warp / Cfg::A_WM;
+      const int kr0 = wm * Cfg::AM * 16, qc0 = wn * Cfg::AN * 8;
+      float sacc[Cfg::AM][Cfg::AN][4], dpacc[Cfg::AM][Cfg::AN][4];
+#pragma unroll
+      for (int mt = 0; mt < Cfg::AM; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < Cfg::AN; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) sacc[mt][nt][e] = dpacc[mt][nt][e] = 0.f;
+#pragma unroll
+      for (int kk = 0; kk < HD / 16; ++kk) {
+        if (kk < ksteps) {
+          uint32_t a[Cfg::AM][4];
+#pragma unroll
+          for (int mt = 0; mt < Cfg::AM; ++mt)
+            ldsm_x4(a[mt], sK + KTile::off(kr0 + mt * 16 + (lane & 15), kk * 16 + (lane >> 4) * 8));
+#pragma unroll
+          for (int nt2 = 0; nt2 < Cfg::AN / 2; ++nt2) {
+            uint32_t bb[4];
+            ldsm_x4(bb, cQ + QTile::off(qc0 + nt2 * 16 + (lane & 7) + (lane >> 4) * 8,
+                                        kk * 16 + ((lane >> 3) & 1) * 8));
+#pragma unroll
+            for (int mt = 0; mt < Cfg::AM; ++mt) {
+              Elem<T>::mma(sacc[mt][2 * nt2], a[mt], bb);
+              Elem<T>::mma(sacc[mt][2 * nt2 + 1], a[mt], bb + 2);
+            }
+          }
+        }
+        if (kk < dvsteps) {
+          uint32_t a[Cfg::AM][4];
+#pragma unroll
+          for (int mt = 0; mt < Cfg::AM; ++mt)
+            ldsm_x4(a[mt], sV + KTile::off(kr0 + mt * 16 + (lane & 15), kk * 16 + (lane >> 4) * 8));
+#pragma unroll
+          for (int nt2 = 0; nt2 < Cfg::AN / 2; ++nt2) {
+            uint32_t bb[4];
+            ldsm_x4(bb, cdO + QTile::off(qc0 + nt2 * 16 + (lane & 7) + (lane >> 4) * 8,
+                                         kk * 16 + ((lane >> 3) & 1) * 8));
+#pragma unroll
+            for (int mt = 0; mt < Cfg::AM; ++mt) {
+              Elem<T>::mma(dpacc[mt][2 * nt2], a[mt], bb);
+              Elem<T>::mma(dpacc[mt][2 * nt2 + 1], a[mt], bb + 2);
+            }
+          }
+        }
+      }
+      // Element-wise: sacc <- Pd = P Z, dpacc <- dS (see the header comment).
+      if (!GEN) {
+        if (tile_in_range(p.mask, i0, BQb, j0, BKb, qlim, klim)) {
+#pragma unroll
+          for (int mt = 0; mt < Cfg::AM; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < Cfg::AN; ++nt)
+#pragma unroll
+              for (int e = 0; e < 4; ++e) {
+                const int ql = qc0 + nt * 8 + 2 * tq + (e & 1);
+                const float pv = fast_exp2(fmaf(sacc[mt][nt][e], sl2, -cL[ql]));
+                dpacc[mt][nt][e] = pv * (dpacc[mt][nt][e] - cDs[ql]);
+                sacc[mt][nt][e] = pv;
+              }
+        } else {  // causal/window/length limits cross the tile: mask by index
+#pragma unroll
+          for (int nt = 0; nt < Cfg::AN; ++nt)
+#pragma unroll
+            for (int c = 0; c < 2; ++c) {
+              const int ql = qc0 + nt * 8 + 2 * tq + c;
+              const RowInfo ri = row_info(p.mask, sh, b, i0 + ql, qlim, klim);
+              const int64_t lo = ri.ok ? ri.kb - j0 : 0, hi = ri.ok ? ri.ke - j0 : 0;
+#pragma unroll
+              for (int mt = 0; mt < Cfg::AM; ++mt)
+#pragma unroll
+                for (int r = 0; r < 2; ++r) {
+                  const int jl = kr0 + mt * 16 + g + 8 * r;
+                  const int e = 2 * r + c;
+                  const float pv = (jl >= lo && jl < hi) ? fast_exp2(fmaf(sacc[mt][nt][e], sl2, -cL[ql])) : 0.f;
+                  dpacc[mt][nt][e] = pv * (dpacc[mt][nt][e] - cDs[ql]);
+                  sacc[mt][nt][e] = pv;
+                }
+            }
+        }
+      } else {
+#pragma unroll
+        for (int mt = 0; mt < Cfg::AM; ++mt)
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+            const int jl = kr0 + mt * 16 + g + 8 * r;  // key within the tile
+            const int64_t j = j0 + jl;
+#pragma unroll
+            for (int nt = 0; nt < Cfg::AN; ++nt)
+#pragma unroll
+              for (int c = 0; c < 2; ++c) {
+                const int ql = qc0 + nt * 8 + 2 * tq + c;  // query within the tile
+                const int64_t i = i0 + ql;
+                const int e = 2 * r + c;
+                float dcap = 1.f;
+                const RowInfo ri = row_info(p.mask, sh, b, i, qlim, klim);
+                const float z = score_elem<T>(sacc[mt][nt][e], p.mask, p.score, sh, b, h, i, j, ri, &dcap);
+                const float pv = z == neg_inf() ? 0.f : fast_exp2(z - cL[ql]);
+                float zf = 1.f;
+                if (dropout) zf = dropout_keep(p.dropout, b, h, i, j) ? p.dropout.keep_scale : 0.f;
+                const float dlogit = pv * (dpacc[mt][nt][e] * zf - cDs[ql]);
+                if (p.dbias && i < sh.Tq && j < sh.Tk)
+                  p.dbias[((b * sh.H + h) * sh.Tq + i) * sh.Tk + j] = dlogit;
+                sacc[mt][nt][e] = pv * zf;
+                dpacc[mt][nt][e] = dlogit * dcap;
+              }
+          }
+      }
+      // 16-bit pairs, in A-fragment order: pk[mt][ks][2 * (nt & 1) + r] holds n-tile nt = 2 ks + (nt & 1).
+#pragma unroll
+      for (int mt = 0; mt < Cfg::AM; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < Cfg::AN; ++nt)
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+            pP[mt][nt >> 1][2 * (nt & 1) + r] = Elem<T>::pack(sacc[mt][nt][2 * r], sacc[mt][nt][2 * r + 1]);
+            pS[mt][nt >> 1][2 * (nt & 1) + r] = Elem<T>::pack(dpacc[mt][nt][2 * r], dpacc[mt][nt][2 * r + 1]);
+            const int jl = kr0 + mt * 16 + g + 8 * r, qe = qc0 + nt * 8 + 2 * tq;
+            *reinterpret_cast<uint32_t*>(sdS + PTile::off(jl, qe)) = pS[mt][nt >> 1][2 * (nt & 1) + r];
+            if (!Cfg::kRegP)
+              *reinterpret_cast<uint32_t*>(sP + PTile::off(jl, qe)) = pP[mt][nt >> 1][2 * (nt & 1) + r];
+          }
+    }
+
+    // ---- phase B: dV += Pdᵀ dO, dK += dSᵀ Q (A = [key][query] in registers or shared memory,
+    // B = [query][d] tiles through ldmatrix.trans) ---------------------------------------------
+    if (!Cfg::kRegP) __syncthreads();
+    {
+      const int wm = warp % Cfg::B_WM, wn = warp / Cfg::B_WM;
+      const int kr0 = wm * Cfg::BM * 16, dc0 = wn * Cfg::BN * 8;
+#pragma unroll
+      for (int ks = 0; ks < BQb / 16; ++ks) {
+        uint32_t ap[Cfg::BM][4], ad[Cfg::BM][4];
+#pragma unroll
+        for (int mt = 0; mt < Cfg::BM; ++mt) {
+          if (Cfg::kRegP) {
+#pragma unroll
+            for (int x = 0; x < 4; ++x) {
+              ap[mt][x] = pP[mt < Cfg::AM ? mt : 0][ks < Cfg::AN / 2 ? ks : 0][x];
+              ad[mt][x] = pS[mt < Cfg::AM ? mt : 0][ks < Cfg::AN / 2 ? ks : 0][x];
+            }
+          } else {
+            ldsm_x4(ap[mt], sP + PTile::off(kr0 + mt * 16 + (lane & 15), ks * 16 + (lane >> 4) * 8));
+            ldsm_x4(ad[mt], sdS + PTile::off(kr0 + mt * 16 + (lane & 15), ks * 16 + (lane >> 4) * 8));
+          }
+        }
+#pragma unroll
+        for (int nt2 = 0; nt2 < Cfg::BN / 2; ++nt2) {
+          const int n0 = dc0 + nt2 * 16;
+          const int row = ks * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, col = n0 + (lane >> 4) * 8;
+          if (true) {  // n0 < Dv (zero padding beyond)
+            uint32_t bb[4];
+            ldsm_x4_t(bb, cdO + QTile::off(row, col));
+#pragma unroll
+            for (int mt = 0; mt < Cfg::BM; ++mt) {
+              Elem<T>::mma(dv[mt][2 * nt2], ap[mt], bb);
+              Elem<T>::mma(dv[mt][2 * nt2 + 1], ap[mt], bb + 2);
+            }
+          }
+          if (true) {  // n0 < D
+            uint32_t bb[4];
+            ldsm_x4_t(bb, cQ + QTile::off(row, col));
+#pragma unroll
+            for (int mt = 0; mt < Cfg::BM; ++mt) {
+              Elem<T>::mma(dk[mt][2 * nt2], ad[mt], bb);
+              Elem<T>::mma(dk[mt][2 * nt2 + 1], ad[mt], bb + 2);
+            }
+          }
+        }
+      }
+    }
+    if (Cfg::kRegP) __syncthreads();  // sdS complete before phase C
+
+    // ---- phase C: dQacc += dS K (A = dS from the [key][query] tile via ldmatrix.trans) ------
+    if (args.dq_acc) {
+      const int wm = warp % Cfg::C_WM, wn = warp / Cfg::C_WM;
+      const int qr0 = wm * Cfg::CM * 16, dc0 = wn * Cfg::CN * 8;
+      float* dq_rows = args.dq_acc + ((b * sh.H + h) * sh.Tq) * HD;
+#pragma unroll
+      for (int ch = 0; ch < Cfg::CN / Cfg::CC; ++ch) {
+        const int nb = dc0 + ch * Cfg::CC * 8;
+        float acc[Cfg::CM][Cfg::CC][4];
+#pragma unroll
+        for (int mt = 0; mt < Cfg::CM; ++mt)
+#pragma unroll
+          for (int nt = 0; nt < Cfg::CC; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[mt][nt][e] = 0.f;
+#pragma unroll
+        for (int ks = 0; ks < BKb / 16; ++ks) {
+          uint32_t a[Cfg::CM][4];
+#pragma unroll
+          for (int mt = 0; mt < Cfg::CM; ++mt)
+            ldsm_x4_t(a[mt], sdS + PTile::off(ks * 16 + (lane & 7) + (lane >> 4) * 8,
+                                              qr0 + mt * 16 + ((lane >> 3) & 1) * 8));
+#pragma unroll
+          for (int nt2 = 0; nt2 < Cfg::CC / 2; ++nt2) {
+            const int n0 = nb + nt2 * 16;
+            if (true) {  // n0 < D
+              uint32_t bb[4];
+              ldsm_x4_t(bb, sK + KTile::off(ks * 16 + (lane & 7) + ((lane >> 3) & 1) * 8,
+                                            n0 + (lane >> 4) * 8));
+#pragma unroll
+              for (int mt = 0; mt < Cfg::CM; ++mt) {
+                Elem<T>::mma(acc[mt][2 * nt2], a[mt], bb);
+                Elem<T>::mma(acc[mt][2 * nt2 + 1], a[mt], bb + 2);
+              }
+            }
+          }
+        }
+#pragma unroll
+        for (int mt = 0; mt < Cfg::CM; ++mt)
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+            const int64_t i = i0 + qr0 + mt * 16 + g + 8 * r;
+            if (i >= sh.Tq) continue;
+            float* dst = dq_rows + i * HD;
+#pragma unroll
+            for (int nt = 0; nt < Cfg::CC; ++nt) {
+              const int d = nb + nt * 8 + 2 * tq;
+              {  // columns past D land in the padding of dQacc
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+                atomicAdd(reinterpret_cast<float2*>(dst + d), make_float2(acc[mt][nt][2 * r], acc[mt][nt][2 * r + 1]));
+#else
+                atomicAdd(dst + d, acc[mt][nt][2 * r]);
+                atomicAdd(dst + d + 1, acc[mt][nt][2 * r + 1]);
+#endif
+              }
+            }
+          }
+      }
+    }
+
+    if (QST == 1) {
+      __syncthreads();  // everyone is done with stage 0 and sP/sdS
+      if (un < total) {
+        load_query_side(un, 0);
+        cp_async_commit();
+      }
+    }
+    u = un;
+    ++n;
+  }
+
+  // dK = scale · Σ dSᵀ Q, dV = Σ Pdᵀ dO: every key row of the tile is written (0 if unseen).
+  {
+    const int wm = warp % Cfg::B_WM, wn = warp / Cfg::B_WM;
+    const int kr0 = wm * Cfg::BM * 16, dc0 = wn * Cfg::BN * 8;
+    T* dkp = static_cast<T*>(p.dk);
+    T* dvp = static_cast<T*>(p.dv);
+    const float scale = p.score.scale;
+#pragma unroll
+    for (int mt = 0; mt < Cfg::BM; ++mt)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int64_t j = j0 + kr0 + mt * 16 + g + 8 * r;
+        if (j >= sh.Tk) continue;
+        T* dkr = dkp + b * sh.k_stride[0] + j * sh.k_stride[1] + hk * sh.k_stride[2];
+        T* dvr = dvp + b * sh.v_stride[0] + j * sh.v_stride[1] + hk * sh.v_stride[2];
+#pragma unroll
+        for (int nt = 0; nt < Cfg::BN; ++nt) {
+          const int d = dc0 + nt * 8 + 2 * tq;
+          if (args.vec) {
+            if (d < D)
+              *reinterpret_cast<uint32_t*>(dkr + d) =
+                  Elem<T>::pack(dk[mt][nt][2 * r] * scale, dk[mt][nt][2 * r + 1] * scale);
+            if (d < Dv)
+              *reinterpret_cast<uint32_t*>(dvr + d) = Elem<T>::pack(dv[mt][nt][2 * r], dv[mt][nt][2 * r + 1]);
+          } else {
+            if (d < D) dkr[d] = Elem<T>::from_f(dk[mt][nt][2 * r] * scale);
+            if (d + 1 < D) dkr[d + 1] = Elem<T>::from_f(dk[mt][nt][2 * r + 1] * scale);
+            if (d < Dv) dvr[d] = Elem<T>::from_f(dv[mt][nt][2 * r]);
+            if (d + 1 < Dv) dvr[d + 1] = Elem<T>::from_f(dv[mt][nt][2 * r + 1]);
+          }
+        }
+      }
+  }
+}
+
+// Dsum[b, h, i] = Σ_e dO[b, i, h, e] · O[b, i, h, e] - d_lse[b, h, i] and lse2 = log2e · lse:
+// one warp per row.
+template <typename T>
+__global__ void bwd_dsum_kernel(const FlashBwdParams p, float* dsum, float* lse2) {
+  const AttnShape& sh = p.shape;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  const int lane = threadIdx.x & 31;
+  if (row >= sh.B * sh.H * sh.Tq) return;
+  const int64_t i = row % sh.Tq, h = (row / sh.Tq) % sh.H, b = row / (sh.Tq * sh.H);
+  const int64_t off = b * sh.o_stride[0] + i * sh.o_stride[1] + h * sh.o_stride[2];
+  const T* o = static_cast<const T*>(p.o) + off;
+  const T* d_o = static_cast<const T*>(p.d_o) + off;
+  float acc = 0.f;
+  for (int64_t e = lane; e < sh.Dv; e += 32) acc += Elem<T>::to_f(o[e]) * Elem<T>::to_f(d_o[e]);
+#pragma unroll
+  for (int s = 16; s > 0; s >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, s);
+  if (lane == 0) {
+    dsum[row] = p.d_lse ? acc - p.d_lse[row] : acc;
+    if (lse2) lse2[row] = p.lse[row] * kLog2e;
+  }
+}
+
+// dQ[b, i, h, d] = scale · dQacc[b, h, i, d].
+template <typename T>
+__global__ void bwd_dq_convert_kernel(const FlashBwdParams p, const float* dq_acc, int hd) {
+  const AttnShape& sh = p.shape;
+  const int64_t n = sh.B * sh.H * sh.Tq * sh.D;
+  for (int64_t x = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; x < n;
+       x += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t d = x % sh.D, row = x / sh.D;
+    const int64_t i = row % sh.Tq, h = (row / sh.Tq) % sh.H, b = row / (sh.Tq * sh.H);
+    static_cast<T*>(p.dq)[b * sh.q_stride[0] + i * sh.q_stride[1] + h * sh.q_stride[2] + d] =
+        Elem<T>::from_f(p.score.scale * dq_acc[row * hd + d]);
+  }
+}
+
+// ONLY: -1 instantiates the general and the index-masked kernel and picks at run time; 0 / 1
+// instantiates only that one (the caller has checked).
+template <typename T, int HD, int BKb, int BQb, int NW, int QST, int ONLY = -1>
+cudaError_t launch_bwd(const BwdArgs& args, cudaStream_t stream) {
+  using Cfg = BwdCfg<HD, BKb, BQb, NW, QST>;
+  const FlashBwdParams& p = args.p;
+  const bool gen = ONLY == -1 ? needs_general(p.mask, p.score, p.dropout, p.dbias) : ONLY == 1;
+  auto kernel = gen ? flash_bwd_kernel<T, HD, BKb, BQb, NW, QST, ONLY != 0>
+                    : flash_bwd_kernel<T, HD, BKb, BQb, NW, QST, ONLY == 1>;
+  const size_t smem = Cfg::template smem<T>();
+  cudaError_t err =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  if (err != cudaSuccess) return err;
+  const AttnShape& s = args.p.shape;
+  if (s.Hkv > 65535 || s.B > 65535 || (s.H / s.Hkv) * ((s.Tq + BQb - 1) / BQb) >= (int64_t(1) << 31))
+    return cudaErrorInvalidValue;
+  dim3 grid(static_cast<unsigned>((s.Tk + BKb - 1) / BKb), static_cast<unsigned>(s.Hkv),
+            static_cast<unsigned>(s.B));
+  kernel<<<grid, Cfg::kThreads, smem, stream>>>(args);
+  return cudaGetLastError();
+}
+
+// Tile configurations: keys x queries per step, warps, Q/dO stages. Shared memory <= 91 KiB
+// (fits sm_86 / sm_89) except the HD 128 and HD 256 index-masked kernels on devices with
+// >= 210 KiB per SM (sm_90): more keys per CTA and 8 warps halve the dQ atomics and the Q/dO
+// reloads (158 / 153 KiB, one CTA per SM). Measured on the H200 at T = 16k (bf16, TFLOP/s):
+// HD 64: 64x64x4w 175 -> 128x64x8w 197; HD 128: 64x64x4w 178, 128x64x8w 214;
+// HD 256: 32x32x4w 107 -> 64x64x8w 163.
+template <typename T>
+cudaError_t bwd_tc(const BwdArgs& args, int hd, bool big_smem, cudaStream_t stream) {
+  const FlashBwdParams& p = args.p;
+  const bool gen = needs_general(p.mask, p.score, p.dropout, p.dbias);
+  switch (hd) {
+    case 64: return launch_bwd<T, 64, 128, 64, 8, 2>(args, stream);  // 91 KiB
+    case 128:
+#ifdef FA_TUNING  // experiments: FA_BWD_CFG=1 (64x64, 4 warps, Q/dO double-buffered), 3 (128x64, 8 warps, 1 stage)
+      if (getenv("FA_BWD_CFG") && atoi(getenv("FA_BWD_CFG")) == 1) return launch_bwd<T, 128, 64, 64, 4, 2>(args, stream);
+      if (getenv("FA_BWD_CFG") && atoi(getenv("FA_BWD_CFG")) == 3) return launch_bwd<T, 128, 128, 64, 8, 1>(args, stream);
+      if (getenv("FA_BWD_CFG") && atoi(getenv("FA_BWD_CFG")) == 4) return launch_bwd<T, 128, 64, 64, 4, 1>(args, stream);
+#endif
+      if (!gen && big_smem) return launch_bwd<T, 128, 128, 64, 8, 2, 0>(args, stream);
+      return launch_bwd<T, 128, 64, 64, 4, 1>(args, stream);
+    case 256:
+      if (!gen && big_smem) return launch_bwd<T, 256, 64, 64, 8, 1, 0>(args, stream);  // 153 KiB
+      return launch_bwd<T, 256, 32, 32, 4, 1>(args, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+template <typename T>
+cudaError_t bwd_dsum(const FlashBwdParams& p, float* dsum, float* lse2, cudaStream_t stream) {
+  const int64_t rows = p.shape.B * p.shape.H * p.shape.Tq;
+  bwd_dsum_kernel<T><<<static_cast<unsigned>((rows + 7) / 8), 256, 0, stream>>>(p, dsum, lse2);
+  return cudaGetLastError();
+}
+
+static bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0; }
+
+static size_t dsum_floats(const AttnShape& s) {
+  return static_cast<size_t>((s.B * s.H * s.Tq + 63) / 64 * 64);  // keeps dQacc 256-byte aligned
+}
+
+// Row arrays (Dsum, lse2) in the workspace exist for the tensor-core path (both modes).
+static bool uses_tc(const FlashBwdParams& p) {
+  return p.dtype == DType::kFloat16 || p.dtype == DType::kBFloat16;
+}
+
+static bool uses_dq_acc(const FlashBwdParams& p) {
+  return !p.deterministic && (p.dtype == DType::kFloat16 || p.dtype == DType::kBFloat16);
+}
+
+}  // namespace cuda
+
+size_t flash_bwd_workspace_bytes(const FlashBwdParams& p) {
+  const AttnShape& s = p.shape;
+  size_t floats = cuda::dsum_floats(s) * (cuda::uses_tc(p) ? 2 : 1);
+  if (cuda::uses_dq_acc(p))
+    floats += static_cast<size_t>(s.B * s.H * s.Tq) *
+              static_cast<size_t>(cuda::head_dim_bucket(s.D > s.Dv ? s.D : s.Dv));
+  return floats * sizeof(float);
+}
+
+cudaError_t flash_bwd_cuda(const FlashBwdParams& p, cudaStream_t stream) {
+  bool big_smem = false;
+  cudaError_t err = cuda::check_device(&big_smem);
+  if (err != cudaSuccess) return err;
+  const AttnShape& s = p.shape;
+  if (s.Hkv <= 0 || s.H % s.Hkv != 0 || s.D > 256 || s.Dv > 256) return cudaErrorInvalidValue;
+  if (p.dtype == DType::kFloat64) return cudaErrorNotSupported;
+  if (p.dbias && s.B * s.H * s.Tq * s.Tk > 0) {
+    err = cudaMemsetAsync(p.dbias, 0, static_cast<size_t>(s.B * s.H * s.Tq * s.Tk) * sizeof(float), stream);
+    if (err != cudaSuccess) return err;
+  }
+  if (s.B == 0 || s.H == 0 || (s.Tq == 0 && s.Tk == 0)) return cudaSuccess;
+  if (p.workspace == nullptr && s.Tq > 0) return cudaErrorInvalidValue;  // Tq == 0: no rows to keep
+  float* dsum = p.workspace;
+  float* lse2 = cuda::uses_tc(p) ? p.workspace + cuda::dsum_floats(s) : nullptr;
+  if (s.Tq > 0) {
+    if (p.dtype == DType::kFloat32) err = cuda::bwd_dsum<float>(p, dsum, nullptr, stream);
+    else if (p.dtype == DType::kFloat16) err = cuda::bwd_dsum<__half>(p, dsum, lse2, stream);
+    else err = cuda::bwd_dsum<__nv_bfloat16>(p, dsum, lse2, stream);
+    if (err != cudaSuccess) return err;
+  }
+  if (p.dtype == DType::kFloat32) {
+    if (s.Tq > 0 && (err = cuda::bwd_dq_simt(p, dsum, stream)) != cudaSuccess) return err;
+    if (s.Tk > 0) return cuda::bwd_dkdv_simt(p, dsum, stream);
+    return cudaSuccess;
+  }
+  const int hd = cuda::head_dim_bucket(s.D > s.Dv ? s.D : s.Dv);
+  const bool vec = s.D % 8 == 0 && s.Dv % 8 == 0 && s.q_stride[0] % 8 == 0 && s.q_stride[1] % 8 == 0 &&
+                   s.q_stride[2] % 8 == 0 && s.k_stride[0] % 8 == 0 && s.k_stride[1] % 8 == 0 &&
+                   s.k_stride[2] % 8 == 0 && s.v_stride[0] % 8 == 0 && s.v_stride[1] % 8 == 0 &&
+                   s.v_stride[2] % 8 == 0 && s.o_stride[0] % 8 == 0 && s.o_stride[1] % 8 == 0 &&
+                   s.o_stride[2] % 8 == 0 && cuda::aligned16(p.q) && cuda::aligned16(p.k) &&
+                   cuda::aligned16(p.v) && cuda::aligned16(p.d_o) && cuda::aligned16(p.dk) &&
+                   cuda::aligned16(p.dv);
+  cuda::BwdArgs args{p, dsum, lse2, nullptr, vec};
+  if (cuda::uses_dq_acc(p)) {
+    args.dq_acc = p.workspace + 2 * cuda::dsum_floats(s);
+    const size_t n = static_cast<size_t>(s.B * s.H * s.Tq) * hd;
+    if (n > 0 && (err = cudaMemsetAsync(args.dq_acc, 0, n * sizeof(float), stream)) != cudaSuccess) return err;
+  } else {
+    args.p.dbias = nullptr;  // written by bwd_dq_tc
+  }
+  if (s.Tk > 0) {
+    err = p.dtype == DType::kFloat16 ? cuda::bwd_tc<__half>(args, hd, big_smem, stream)
+                                     : cuda::bwd_tc<__nv_bfloat16>(args, hd, big_smem, stream);
+    if (err != cudaSuccess) return err;
+  }
+  if (s.Tq == 0) return cudaSuccess;
+  if (!args.dq_acc) return cuda::bwd_dq_tc(p, dsum, lse2, vec && cuda::aligned16(p.dq), hd, stream);
+  if (s.Tk == 0) {  // nothing was accumulated: dQ = 0
+  }
+  const int64_t n = s.B * s.H * s.Tq * s.D;
+  const unsigned blocks = static_cast<unsigned>(n / 256 + 1 < 65536 * 16 ? n / 256 + 1 : 65536 * 16);
+  if (p.dtype == DType::kFloat16)
+    cuda::bwd_dq_convert_kernel<__half><<<blocks, 256, 0, stream>>>(p, args.dq_acc, hd);
+  else
+    cuda::bwd_dq_convert_kernel<__nv_bfloat16><<<blocks, 256, 0, stream>>>(p, args.dq_acc, hd);
+  return cudaGetLastError();
+}
+
+}  // namespace flashattn

@@ -1,0 +1,36 @@
+// CUDA FlashAttention launchers. No framework headers: a params struct in, a CUDA status out.
+// Compiles with g++ given the CUDA include dir (only cuda_runtime_api types are used).
+//
+// Dtypes: float16 and bfloat16 run on tensor cores (mma.sync m16n8k16, float32 accumulation);
+// float32 runs a full-precision SIMT kernel; float64 returns cudaErrorNotSupported.
+// Needs compute capability >= 8.0 (cudaErrorUnsupportedPtxVersion-style error otherwise:
+// the launchers return cudaErrorInvalidDeviceFunction on older GPUs without launching).
+#ifndef TF_FLASHATTN_KERNELS_FLASH_CUDA_H_
+#define TF_FLASHATTN_KERNELS_FLASH_CUDA_H_
+
+#include <cstddef>
+
+#include <cuda_runtime_api.h>
+
+#include "cc/kernels/flash_params.h"
+
+namespace flashattn {
+
+// Forward: writes o [B, Tq, H, Dv] and lse [B, H, Tq] (natural log, -inf for rows with no key).
+cudaError_t flash_fwd_cuda(const FlashFwdParams& params, cudaStream_t stream);
+
+// Bytes of device workspace flash_bwd_cuda needs for these params (shape, dtype and
+// deterministic flag are read). The caller allocates at least this many bytes, 256-byte
+// aligned, and sets params.workspace to it. Layout (float32):
+//   [B, H, Tq] (+pad)   D = rowsum(dO * O) - d_lse
+//   [B, H, Tq] (+pad)   log2(e) * lse           (float16 / bfloat16 only)
+//   [B, H, Tq, Dpad]    dQ accumulator          (float16 / bfloat16, non-deterministic mode only)
+size_t flash_bwd_workspace_bytes(const FlashBwdParams& params);
+
+// Backward by recomputation: writes dq, dk, dv in full and dbias when non-null.
+// params.deterministic: bitwise reproducible (no floating-point atomics).
+cudaError_t flash_bwd_cuda(const FlashBwdParams& params, cudaStream_t stream);
+
+}  // namespace flashattn
+
+#endif  // TF_FLASHATTN_KERNELS_FLASH_CUDA_H_

@@ -1,0 +1,255 @@
+// Device helpers shared by the CUDA FlashAttention kernels (flash_fwd*.cu, flash_bwd*.cu):
+// element types, tensor-core mma.sync / ldmatrix / cp.async wrappers, shared-memory tile
+// addressing and the score function (scale, soft-cap, bias, masks) shared by forward and
+// backward. No framework headers.
+#ifndef TF_FLASHATTN_KERNELS_FLASH_CUDA_COMMON_CUH_
+#define TF_FLASHATTN_KERNELS_FLASH_CUDA_COMMON_CUH_
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "cc/kernels/flash_params.h"
+
+namespace flashattn {
+namespace cuda {
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+__device__ __forceinline__ float neg_inf() { return -__int_as_float(0x7f800000); }
+
+// ---- element types --------------------------------------------------------------------
+template <typename T> struct Elem;
+template <> struct Elem<__half> {
+  static __device__ __forceinline__ float to_f(__half x) { return __half2float(x); }
+  static __device__ __forceinline__ __half from_f(float x) { return __float2half_rn(x); }
+  // Two floats into one 32-bit register, a in the low half (the lower column index).
+  static __device__ __forceinline__ uint32_t pack(float a, float b) {
+    __half2 h = __floats2half2_rn(a, b);
+    return *reinterpret_cast<uint32_t*>(&h);
+  }
+  // c[16x8] += a[16x16] * b[16x8], fp16 operands, fp32 accumulators.
+  static __device__ __forceinline__ void mma(float c[4], const uint32_t a[4], const uint32_t b[2]) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  }
+};
+template <> struct Elem<__nv_bfloat16> {
+  static __device__ __forceinline__ float to_f(__nv_bfloat16 x) { return __bfloat162float(x); }
+  static __device__ __forceinline__ __nv_bfloat16 from_f(float x) { return __float2bfloat16_rn(x); }
+  static __device__ __forceinline__ uint32_t pack(float a, float b) {
+    __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+    return *reinterpret_cast<uint32_t*>(&h);
+  }
+  static __device__ __forceinline__ void mma(float c[4], const uint32_t a[4], const uint32_t b[2]) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  }
+};
+template <> struct Elem<float> {
+  static __device__ __forceinline__ float to_f(float x) { return x; }
+  static __device__ __forceinline__ float from_f(float x) { return x; }
+};
+
+// ---- PTX wrappers -------------------------------------------------------------------------
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+// 16-byte global->shared copy; writes zeros when !pred (src-size 0: nothing is read).
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool pred) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(smem)),
+               "l"(gmem), "r"(pred ? 16 : 0));
+}
+// 4-byte global->shared copy (zero when !pred).
+__device__ __forceinline__ void cp_async4(void* smem, const void* gmem, bool pred) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(smem)), "l"(gmem),
+               "r"(pred ? 4 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+// Four 8x8 b16 matrices; lane l gives the row address of matrix l/8, row l%8.
+__device__ __forceinline__ void ldsm_x4(uint32_t r[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+__device__ __forceinline__ void ldsm_x4_t(uint32_t r[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+
+// ---- shared-memory tiles ------------------------------------------------------------------
+// A [ROWS, COLS] tile of 16-bit elements. Each row is padded by one 16-byte chunk, so that
+// ldmatrix's 8 rows (stride COLS*2 + 16 bytes) hit 8 distinct bank groups. (An XOR swizzle saves
+// the padding but costs integer instructions per ldmatrix address; padding keeps addresses
+// linear, so unrolled loops use immediate offsets.)
+template <int ROWS, int COLS>
+struct STile {
+  static constexpr bool kSwizzle = false;
+  static constexpr int kStride = kSwizzle ? COLS : COLS + 8;
+  static constexpr int kElems = ROWS * kStride;
+  // Element offset of (r, c); c's chunk (c / 8) is swizzled, c % 8 kept.
+  static __device__ __forceinline__ int off(int r, int c) {
+    if (kSwizzle) return r * COLS + ((((c >> 3) ^ (r & 7))) << 3) + (c & 7);
+    return r * kStride + c;
+  }
+};
+
+// Scalar fallback of load_tile for one 8-element chunk (odd head dims, unaligned strides):
+// out of line, so the hot 16-byte path stays small.
+template <typename T>
+__device__ __noinline__ void load_chunk_scalar(T* dst, const T* row, bool row_ok, int col, int n) {
+  alignas(16) T tmp[8];
+#pragma unroll
+  for (int e = 0; e < 8; ++e) tmp[e] = (row_ok && col + e < n) ? row[col + e] : Elem<T>::from_f(0.f);
+  *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(tmp);
+}
+
+// Loads rows [t0, t0 + ROWS) of head h of x ([B, T, heads, n], strides st) into a tile, as
+// COLS columns: columns >= n and rows >= t_end are zero. vec: n % 8 == 0, strides % 8 == 0 and
+// a 16-byte aligned base, so 16-byte cp.async copies are used; otherwise scalar loads.
+// Thread tid copies chunks (row r0 + it * RPI, column c0) for it = 0, 1, ...
+template <typename T, int ROWS, int COLS, int NTHREADS>
+__device__ __forceinline__ void load_tile(T* tile, const T* x, const int64_t st[3], int64_t b,
+                                          int64_t h, int64_t t0, int64_t t_end, int n, bool vec) {
+  using Tile = STile<ROWS, COLS>;
+  constexpr int kCPR = COLS / 8;            // chunks per row
+  static_assert(NTHREADS % kCPR == 0, "threads must cover whole rows");
+  constexpr int RPI = NTHREADS / kCPR;      // rows per iteration
+  constexpr int kIters = (ROWS + RPI - 1) / RPI;
+  const int r0 = threadIdx.x / kCPR, c0 = (threadIdx.x % kCPR) * 8;
+  const int64_t rows_left = t_end - t0;     // rows r < rows_left exist
+  const T* src = x + b * st[0] + h * st[2] + t0 * st[1] + static_cast<int64_t>(r0) * st[1] + c0;
+  const int64_t step = static_cast<int64_t>(RPI) * st[1];
+  const bool col_ok = c0 < n;
+#pragma unroll
+  for (int it = 0; it < kIters; ++it) {
+    const int r = r0 + it * RPI;
+    if (ROWS % RPI != 0 && r >= ROWS) break;
+    T* dst = tile + Tile::off(r, c0);
+    const bool ok = r < rows_left;
+    if (vec) {
+      cp_async16(dst, ok && col_ok ? src + it * step : x, ok && col_ok);
+    } else {
+      load_chunk_scalar(dst, ok ? src + it * step - c0 : x, ok, c0, n);
+    }
+  }
+}
+
+// Fast 2^x (MUFU.EX2, denormals flushed); 2^-inf = 0.
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// ---- scores -------------------------------------------------------------------------------
+// Per-batch limits from the lengths (as the CPU kernel).
+__device__ __forceinline__ int64_t q_limit(const MaskParams& m, const AttnShape& s, int64_t b) {
+  if (!m.q_lengths) return s.Tq;
+  const int64_t v = m.q_lengths[b];
+  return v < 0 ? 0 : (v > s.Tq ? s.Tq : v);
+}
+__device__ __forceinline__ int64_t k_limit(const MaskParams& m, const AttnShape& s, int64_t b) {
+  if (!m.k_lengths) return s.Tk;
+  const int64_t v = m.k_lengths[b];
+  return v < 0 ? 0 : (v > s.Tk ? s.Tk : v);
+}
+
+// What one query row sees: keys [kb, ke) (causal/window/lengths) and row validity.
+struct RowInfo {
+  int64_t kb, ke;
+  bool ok;
+};
+__device__ __forceinline__ RowInfo row_info(const MaskParams& m, const AttnShape& s, int64_t b,
+                                            int64_t i, int64_t qlim, int64_t klim) {
+  RowInfo r;
+  r.ok = i < qlim && (!m.q_valid || m.q_valid[b * s.Tq + i]);
+  r.kb = m.key_begin(i);
+  const int64_t ke = m.key_end(i, klim);
+  r.ke = ke < klim ? ke : klim;
+  return r;
+}
+
+// The logit of element (i, j) in base-2 units (log2e * (softcap(scale * acc) + bias)), or -inf
+// where masked. dcap receives d softcap(x)/dx = 1 - tanh^2 (1 without soft-cap).
+template <typename T>
+__device__ __forceinline__ float score_elem(float acc, const MaskParams& m, const ScoreParams& sp,
+                                            const AttnShape& s, int64_t b, int64_t h, int64_t i,
+                                            int64_t j, const RowInfo& ri, float* dcap) {
+  bool ok = ri.ok && j >= ri.kb && j < ri.ke;
+  if (ok && m.k_valid) ok = m.k_valid[b * s.Tk + j];
+  if (ok && m.mask)
+    ok = m.mask[b * m.mask_stride[0] + h * m.mask_stride[1] + i * m.mask_stride[2] +
+                j * m.mask_stride[3]];
+  float x = acc * sp.scale;
+  float d = 1.f;
+  if (sp.softcap != 0.f) {
+    const float t = tanhf(x / sp.softcap);
+    x = sp.softcap * t;
+    d = 1.f - t * t;
+  }
+  if (ok && sp.bias) {
+    const T* bias = static_cast<const T*>(sp.bias);
+    x += Elem<T>::to_f(bias[b * sp.bias_stride[0] + h * sp.bias_stride[1] +
+                             i * sp.bias_stride[2] + j * sp.bias_stride[3]]);
+  }
+  if (dcap) *dcap = d;
+  return ok ? x * kLog2e : neg_inf();
+}
+
+// True when the run needs the general per-element path: element masks, bias, soft-cap,
+// dropout, dbias or a non-positive scale. Otherwise only causal/window/lengths mask, by index.
+inline bool needs_general(const MaskParams& m, const ScoreParams& sp, const DropoutParams& dp,
+                          const float* dbias) {
+  return m.mask || m.q_valid || m.k_valid || sp.bias || sp.softcap != 0.f || !(sp.scale > 0.f) ||
+         dp.rate > 0.f || dbias;
+}
+
+// True when every element of the tile rows [i0, i0+rows) x keys [j0, j0+cols) is inside the
+// causal/window/length limits (index masks only). key_begin/key_end are non-decreasing in the
+// row, so the corners decide.
+__device__ __forceinline__ bool tile_in_range(const MaskParams& m, int64_t i0, int rows, int64_t j0,
+                                              int cols, int64_t qlim, int64_t klim) {
+  if (i0 + rows > qlim || j0 + cols > klim) return false;
+  if (m.key_begin(i0 + rows - 1) > j0) return false;
+  if (m.key_end(i0, klim) < j0 + cols) return false;
+  return true;
+}
+
+// Keys [begin, end) that rows [i0, i_last] can see (union), clipped to [0, klim).
+__device__ __forceinline__ void block_keys(const MaskParams& m, int64_t i0, int64_t i_last,
+                                           int64_t klim, int64_t* begin, int64_t* end) {
+  int64_t kb = m.key_begin(i0);
+  int64_t ke = m.key_end(i_last, klim);
+  if (ke > klim) ke = klim;
+  if (ke < kb) ke = kb;
+  *begin = kb;
+  *end = ke;
+}
+
+__device__ __forceinline__ float warp_quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+__device__ __forceinline__ float warp_quad_sum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+}  // namespace cuda
+}  // namespace flashattn
+
+#endif  // TF_FLASHATTN_KERNELS_FLASH_CUDA_COMMON_CUH_

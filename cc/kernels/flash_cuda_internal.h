@@ -1,0 +1,33 @@
+// Internal launchers shared between the CUDA translation units (not part of the public API).
+#ifndef TF_FLASHATTN_KERNELS_FLASH_CUDA_INTERNAL_H_
+#define TF_FLASHATTN_KERNELS_FLASH_CUDA_INTERNAL_H_
+
+#include <cuda_runtime_api.h>
+
+#include "cc/kernels/flash_params.h"
+
+namespace flashattn {
+namespace cuda {
+
+// Returns cudaSuccess when the current device is sm_80 or newer (cached per device); big_smem
+// (optional) tells whether an SM has >= 210 KiB of shared memory (sm_80, sm_90).
+cudaError_t check_device(bool* big_smem = nullptr);
+
+// Padded head dim the tensor-core kernels use: 64, 128 or 256 (0: too large).
+inline int head_dim_bucket(int64_t d) { return d <= 64 ? 64 : d <= 128 ? 128 : d <= 256 ? 256 : 0; }
+
+// float32 / any dtype, SIMT, full float32 arithmetic (flash_fwd_simt.cu).
+cudaError_t fwd_simt(const FlashFwdParams& p, cudaStream_t stream);
+// dQ (and dbias when non-null) per query row, no atomics (flash_bwd_simt.cu). dsum: [B, H, Tq].
+cudaError_t bwd_dq_simt(const FlashBwdParams& p, const float* dsum, cudaStream_t stream);
+// dQ (and dbias when non-null) on tensor cores without atomics, for float16 / bfloat16
+// (flash_bwd_dq.cu). lse2: [B, H, Tq] log2e * lse; hd: head_dim_bucket(max(D, Dv)).
+cudaError_t bwd_dq_tc(const FlashBwdParams& p, const float* dsum, const float* lse2, bool vec, int hd,
+                      cudaStream_t stream);
+// dK, dV per key row, no atomics (flash_bwd_simt.cu).
+cudaError_t bwd_dkdv_simt(const FlashBwdParams& p, const float* dsum, cudaStream_t stream);
+
+}  // namespace cuda
+}  // namespace flashattn
+
+#endif  // TF_FLASHATTN_KERNELS_FLASH_CUDA_INTERNAL_H_

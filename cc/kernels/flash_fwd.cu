@@ -1,0 +1,395 @@
+// FlashAttention-2 forward on tensor cores (float16 / bfloat16), and the forward launcher.
+//
+// One CTA of NW warps per (query tile of BQ rows, head h, batch b). Warp w owns rows
+// [w*16*MT, (w+1)*16*MT) of the tile. K/V tiles of BK keys stream through shared memory by
+// cp.async, double-buffered (STAGES = 2: tile t+1 loads during tile t) or single-buffered
+// (STAGES = 1: V(t) loads during Q·K(t)ᵀ, K(t+1) during P·V(t)). Shared-memory rows are padded
+// by 16 bytes (conflict-free ldmatrix, linear addresses). Per key tile:
+//   S = Q Kᵀ                            (mma m16n8k16, fp32 accumulators in registers)
+//   z = log2e * logit(S)                (GEN kernels: full score function per element;
+//                                        others: scale * log2e folded into exp2, -inf by index
+//                                        only on tiles crossing causal/window/length limits)
+//   m' = max(m, rowmax z);  P = 2^(z - m');  α = 2^(m - m')
+//   ℓ = α ℓ + rowsum P;  O = α O + dropout(P) V       (P converted to 16 bits in registers)
+// and at the end O /= ℓ, lse = ln2 * (m + log2 ℓ) (rows with ℓ = 0: O = 0, lse = -inf).
+// The head dim is padded with zeros to HD ∈ {64, 128, 256}.
+#include "cc/kernels/flash_cuda.h"
+
+#include <cstdlib>
+
+#include "cc/kernels/flash_cuda_common.cuh"
+#include "cc/kernels/flash_cuda_internal.h"
+
+namespace flashattn {
+namespace cuda {
+
+struct FwdArgs {
+  FlashFwdParams p;
+  bool vec;  // 16-byte loads/stores are legal (see load_tile)
+};
+
+template <typename T, int HD, int MT, int BK, int NW, int STAGES>
+struct FwdCfg {
+  static constexpr int kWarps = NW, kThreads = NW * 32;
+  static constexpr int BQ = 16 * MT * kWarps;
+  using QTile = STile<BQ, HD>;
+  using KTile = STile<BK, HD>;
+  static constexpr size_t kSmem = (QTile::kElems + 2 * STAGES * KTile::kElems) * sizeof(T);
+};
+
+template <typename T, int HD, int MT, int BK, int NW, int STAGES, bool GEN>
+__global__ void __launch_bounds__(NW * 32) flash_fwd_kernel(const FwdArgs args) {
+  using Cfg = FwdCfg<T, HD, MT, BK, NW, STAGES>;
+  constexpr int NT = NW * 32;
+  using QTile = typename Cfg::QTile;
+  using KTile = typename Cfg::KTile;
+  constexpr int BQ = Cfg::BQ;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  T* sQ = reinterpret_cast<T*>(smem_raw);  // [BQ, HD]
+  T* sK = sQ + QTile::kElems;               // STAGES x [BK, HD]
+  T* sV = sK + STAGES * KTile::kElems;      // STAGES x [BK, HD]
+
+  const FlashFwdParams& p = args.p;
+  const AttnShape& sh = p.shape;
+  // Causal-like tiles do unequal work: start the long ones (high query index) first.
+  const bool reverse = p.mask.causal || p.mask.window_right >= 0;
+  const int64_t qb = reverse ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+  const int64_t h = blockIdx.y, b = blockIdx.z, hk = h / (sh.H / sh.Hkv);
+  const int64_t i0 = qb * BQ;
+  const int64_t qlim = q_limit(p.mask, sh, b), klim = k_limit(p.mask, sh, b);
+  int64_t kbeg = 0, kend = 0;
+  if (i0 < qlim) block_keys(p.mask, i0, (i0 + BQ < qlim ? i0 + BQ : qlim) - 1, klim, &kbeg, &kend);
+  const int64_t jstart = kbeg - kbeg % BK;
+  const int ntiles = kend > kbeg ? static_cast<int>((kend - jstart + BK - 1) / BK) : 0;
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
+  const int wr0 = warp * 16 * MT;
+  const T* q = static_cast<const T*>(p.q);
+  const T* k = static_cast<const T*>(p.k);
+  const T* v = static_cast<const T*>(p.v);
+
+  float o[MT][HD / 8][4];  // O accumulator: rows wr0 + mt*16 + g (+8), cols nd*8 + 2tq (+1)
+  float mrow[MT][2], lrow[MT][2];  // running max (base 2) and this thread's partial row sum
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int nd = 0; nd < HD / 8; ++nd)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[mt][nd][e] = 0.f;
+    mrow[mt][0] = mrow[mt][1] = neg_inf();
+    lrow[mt][0] = lrow[mt][1] = 0.f;
+  }
+
+  if (ntiles > 0) {
+    load_tile<T, BQ, HD, NT>(sQ, q, sh.q_stride, b, h, i0, sh.Tq, static_cast<int>(sh.D), args.vec);
+    load_tile<T, BK, HD, NT>(sK, k, sh.k_stride, b, hk, jstart, sh.Tk, static_cast<int>(sh.D), args.vec);
+    if (STAGES == 2)
+      load_tile<T, BK, HD, NT>(sV, v, sh.v_stride, b, hk, jstart, sh.Tk, static_cast<int>(sh.Dv), args.vec);
+    cp_async_commit();
+  }
+  const float sl2 = p.score.scale * kLog2e;
+  // Head-dim k-steps and output tiles past D / Dv are computed on the zero padding (no runtime
+  // guards: they cost the compiler address rematerialization around every ldmatrix).
+  constexpr int ksteps = HD / 16, dvsteps = HD / 16;
+  const bool dropout = p.dropout.rate > 0.f;
+
+  for (int t = 0; t < ntiles; ++t) {
+    const int64_t j0 = jstart + static_cast<int64_t>(t) * BK;
+    // Pipeline. STAGES == 2: K(t+1), V(t+1) stream in during all of tile t. STAGES == 1 (one K
+    // and one V buffer): V(t) streams in during S = Q K(t)ᵀ and the softmax, K(t+1) during P V(t).
+    const int st = STAGES == 2 ? (t & 1) : 0;
+    cp_async_wait<0>();
+    __syncthreads();  // K(t) (and V(t)) landed; every warp is done with tile t-1
+    if (STAGES == 2) {
+      if (t + 1 < ntiles) {
+        load_tile<T, BK, HD, NT>(sK + (st ^ 1) * KTile::kElems, k, sh.k_stride, b, hk, j0 + BK, sh.Tk,
+                                  static_cast<int>(sh.D), args.vec);
+        load_tile<T, BK, HD, NT>(sV + (st ^ 1) * KTile::kElems, v, sh.v_stride, b, hk, j0 + BK, sh.Tk,
+                                  static_cast<int>(sh.Dv), args.vec);
+        cp_async_commit();
+      }
+    } else {
+      load_tile<T, BK, HD, NT>(sV, v, sh.v_stride, b, hk, j0, sh.Tk, static_cast<int>(sh.Dv), args.vec);
+      cp_async_commit();
+    }
+    const T* cK = sK + st * KTile::kElems;
+    const T* cV = sV + st * KTile::kElems;
+
+    // S[BQ, BK] = Q Kᵀ: A = Q (row-major [q][d]), B = K stored [key][d] (= col-major Kᵀ).
+    float s[MT][BK / 8][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < BK / 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[mt][nt][e] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; ++kk) {
+      if (kk < ksteps) {
+        uint32_t a[MT][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+          ldsm_x4(a[mt], sQ + QTile::off(wr0 + mt * 16 + (lane & 15), kk * 16 + (lane >> 4) * 8));
+#pragma unroll
+        for (int nt2 = 0; nt2 < BK / 16; ++nt2) {
+          uint32_t bb[4];
+          ldsm_x4(bb, cK + KTile::off(nt2 * 16 + (lane & 7) + (lane >> 4) * 8,
+                                      kk * 16 + ((lane >> 3) & 1) * 8));
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            Elem<T>::mma(s[mt][2 * nt2], a[mt], bb);
+            Elem<T>::mma(s[mt][2 * nt2 + 1], a[mt], bb + 2);
+          }
+        }
+      }
+    }
+
+    // Scores. GEN: z = log2e * logit by the full score function (mul = 1). Otherwise S stays raw
+    // (scale folded into exp2 through mul) and only tiles crossing the causal/window/length
+    // limits get -inf where j is outside [key_begin(i), key_end(i)) or i >= qlim.
+    float mul = sl2;
+    if (!GEN) {
+      if (!tile_in_range(p.mask, i0, BQ, j0, BK, qlim, klim)) {
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+            const int64_t i = i0 + wr0 + mt * 16 + g + 8 * r;
+            const RowInfo ri = row_info(p.mask, sh, b, i, qlim, klim);
+            const int64_t lo = ri.ok ? ri.kb - j0 : 0, hi = ri.ok ? ri.ke - j0 : 0;
+#pragma unroll
+            for (int nt = 0; nt < BK / 8; ++nt)
+#pragma unroll
+              for (int c = 0; c < 2; ++c) {
+                const int jl = nt * 8 + 2 * tq + c;
+                if (jl < lo || jl >= hi) s[mt][nt][2 * r + c] = neg_inf();
+              }
+          }
+      }
+    } else {
+      mul = 1.f;
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const int64_t i = i0 + wr0 + mt * 16 + g + 8 * r;
+          const RowInfo ri = row_info(p.mask, sh, b, i, qlim, klim);
+#pragma unroll
+          for (int nt = 0; nt < BK / 8; ++nt)
+#pragma unroll
+            for (int c = 0; c < 2; ++c) {
+              const int64_t j = j0 + nt * 8 + 2 * tq + c;
+              s[mt][nt][2 * r + c] =
+                  score_elem<T>(s[mt][nt][2 * r + c], p.mask, p.score, sh, b, h, i, j, ri, nullptr);
+            }
+        }
+    }
+
+    // Online softmax (base 2). The row max is reduced over the 4 threads of a quad.
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        float mx = neg_inf();
+#pragma unroll
+        for (int nt = 0; nt < BK / 8; ++nt)
+          mx = fmaxf(mx, fmaxf(s[mt][nt][2 * r], s[mt][nt][2 * r + 1]));
+        mx = warp_quad_max(mx) * mul;
+        const float mnew = fmaxf(mrow[mt][r], mx);
+        const float muse = mnew == neg_inf() ? 0.f : mnew;  // row with nothing visible yet
+        const float alpha = fast_exp2(mrow[mt][r] - muse);
+        mrow[mt][r] = mnew;
+        float sum = 0.f;
+#pragma unroll
+        for (int nt = 0; nt < BK / 8; ++nt)
+#pragma unroll
+          for (int c = 0; c < 2; ++c) {
+            const float pv = fast_exp2(fmaf(s[mt][nt][2 * r + c], mul, -muse));
+            s[mt][nt][2 * r + c] = pv;
+            sum += pv;
+          }
+        lrow[mt][r] = lrow[mt][r] * alpha + sum;
+#pragma unroll
+        for (int nd = 0; nd < HD / 8; ++nd) {
+          o[mt][nd][2 * r] *= alpha;
+          o[mt][nd][2 * r + 1] *= alpha;
+        }
+      }
+
+    // Dropout on P after the row sum: P_ij *= keep(b, h, i, j) / (1 - rate).
+    if (GEN && dropout) {
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const int64_t i = i0 + wr0 + mt * 16 + g + 8 * r;
+#pragma unroll
+          for (int nt = 0; nt < BK / 8; ++nt) {
+            const int64_t j = j0 + nt * 8 + 2 * tq;  // even: j and j+1 share one Philox call
+            uint32_t w[4];
+            dropout_words(p.dropout, b, h, i, j, w);
+#pragma unroll
+            for (int c = 0; c < 2; ++c)
+              s[mt][nt][2 * r + c] *=
+                  w[(j + c) & 3] >= p.dropout.threshold ? p.dropout.keep_scale : 0.f;
+          }
+        }
+    }
+
+    if (STAGES == 1) {
+      cp_async_wait<0>();
+      __syncthreads();  // V(t) landed; every warp is done with K(t)
+      if (t + 1 < ntiles) {
+        load_tile<T, BK, HD, NT>(sK, k, sh.k_stride, b, hk, j0 + BK, sh.Tk, static_cast<int>(sh.D), args.vec);
+        cp_async_commit();
+      }
+    }
+    // O += P V: A = P from registers (two n8 accumulator tiles form one k16 A fragment),
+    // B = V stored [key][d] (row-major K x N) through ldmatrix.trans.
+#pragma unroll
+    for (int ks = 0; ks < BK / 16; ++ks) {
+      uint32_t a[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        a[mt][0] = Elem<T>::pack(s[mt][2 * ks][0], s[mt][2 * ks][1]);
+        a[mt][1] = Elem<T>::pack(s[mt][2 * ks][2], s[mt][2 * ks][3]);
+        a[mt][2] = Elem<T>::pack(s[mt][2 * ks + 1][0], s[mt][2 * ks + 1][1]);
+        a[mt][3] = Elem<T>::pack(s[mt][2 * ks + 1][2], s[mt][2 * ks + 1][3]);
+      }
+#pragma unroll
+      for (int nd2 = 0; nd2 < HD / 16; ++nd2) {
+        if (nd2 < dvsteps) {
+          uint32_t bb[4];
+          ldsm_x4_t(bb, cV + KTile::off(ks * 16 + (lane & 7) + ((lane >> 3) & 1) * 8,
+                                        nd2 * 16 + (lane >> 4) * 8));
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            Elem<T>::mma(o[mt][2 * nd2], a[mt], bb);
+            Elem<T>::mma(o[mt][2 * nd2 + 1], a[mt], bb + 2);
+          }
+        }
+      }
+    }
+  }
+
+  // Epilogue: O /= ℓ, lse = ln2 (m + log2 ℓ).
+  T* out = static_cast<T*>(p.o);
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float l = warp_quad_sum(lrow[mt][r]);
+      const int64_t i = i0 + wr0 + mt * 16 + g + 8 * r;
+      const bool any = l > 0.f || l != l;
+      const float inv = any ? 1.f / l : 0.f;
+      if (i < sh.Tq) {
+        T* dst = out + b * sh.o_stride[0] + i * sh.o_stride[1] + h * sh.o_stride[2];
+#pragma unroll
+        for (int nd = 0; nd < HD / 8; ++nd) {
+          const int col = nd * 8 + 2 * tq;
+          if (args.vec) {
+            if (col < sh.Dv)
+              *reinterpret_cast<uint32_t*>(dst + col) =
+                  Elem<T>::pack(o[mt][nd][2 * r] * inv, o[mt][nd][2 * r + 1] * inv);
+          } else {
+            if (col < sh.Dv) dst[col] = Elem<T>::from_f(o[mt][nd][2 * r] * inv);
+            if (col + 1 < sh.Dv) dst[col + 1] = Elem<T>::from_f(o[mt][nd][2 * r + 1] * inv);
+          }
+        }
+        if (tq == 0)
+          p.lse[(b * sh.H + h) * sh.Tq + i] = any ? (mrow[mt][r] + log2f(l)) * kLn2 : neg_inf();
+      }
+    }
+}
+
+template <typename T, int HD, int MT, int BK, int NW, int STAGES, bool GEN>
+cudaError_t launch_fwd(const FlashFwdParams& p, bool vec, cudaStream_t stream) {
+  using Cfg = FwdCfg<T, HD, MT, BK, NW, STAGES>;
+  auto kernel = flash_fwd_kernel<T, HD, MT, BK, NW, STAGES, GEN>;
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(Cfg::kSmem));
+  if (err != cudaSuccess) return err;
+  const int64_t nqb = (p.shape.Tq + Cfg::BQ - 1) / Cfg::BQ;
+  if (p.shape.H > 65535 || p.shape.B > 65535) return cudaErrorInvalidValue;
+  dim3 grid(static_cast<unsigned>(nqb), static_cast<unsigned>(p.shape.H),
+            static_cast<unsigned>(p.shape.B));
+  FwdArgs args{p, vec};
+  kernel<<<grid, Cfg::kThreads, Cfg::kSmem, stream>>>(args);
+  return cudaGetLastError();
+}
+
+// Tile configurations. Index-masked kernels: 4 warps x 32 rows (MT = 2: K/V fragments reused
+// over two m-tiles); general kernels (element masks, bias, soft-cap, dropout): 8 warps x 16 rows,
+// fewer registers. HD 128: single K/V buffers (70 KiB) measured faster than double (104 KiB) on
+// the H200 (320 vs 310 TFLOP/s at T = 16k).
+template <typename T>
+cudaError_t fwd_tc(const FlashFwdParams& p, bool vec, bool big_smem, cudaStream_t stream) {
+  const bool gen = needs_general(p.mask, p.score, p.dropout, nullptr);
+  switch (head_dim_bucket(p.shape.D > p.shape.Dv ? p.shape.D : p.shape.Dv)) {
+    case 64:
+#ifdef FA_TUNING  // FA_FWD_CFG=3: single buffer
+      if (!gen && getenv("FA_FWD_CFG") && atoi(getenv("FA_FWD_CFG")) == 3)
+        return launch_fwd<T, 64, 2, 64, 4, 1, false>(p, vec, stream);
+#endif
+      return gen ? launch_fwd<T, 64, 1, 64, 8, 1, true>(p, vec, stream)
+                 : launch_fwd<T, 64, 2, 64, 4, 2, false>(p, vec, stream);
+    case 128:
+#ifdef FA_TUNING  // FA_FWD_CFG=1: double buffer
+      if (!gen && getenv("FA_FWD_CFG") && atoi(getenv("FA_FWD_CFG")) == 1)
+        return launch_fwd<T, 128, 2, 64, 4, 2, false>(p, vec, stream);
+#endif
+      return gen ? launch_fwd<T, 128, 1, 64, 8, 1, true>(p, vec, stream)
+                 : launch_fwd<T, 128, 2, 64, 4, 1, false>(p, vec, stream);
+    case 256:
+#ifdef FA_TUNING  // FA_FWD_CFG=4: 8 warps x 16 rows (101 KiB)
+      if (!gen && big_smem && getenv("FA_FWD_CFG") && atoi(getenv("FA_FWD_CFG")) == 4)
+        return launch_fwd<T, 256, 1, 32, 8, 1, false>(p, vec, stream);
+#endif
+      return gen ? launch_fwd<T, 256, 1, 32, 4, 1, true>(p, vec, stream)
+                 : launch_fwd<T, 256, 1, 32, 4, 1, false>(p, vec, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+static bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0; }
+
+cudaError_t check_device(bool* big_smem) {
+  static int cached[64] = {0};  // 0 unknown, 1 ok, 2 too old; +4: >= 210 KiB shared memory per SM
+  int dev = 0;
+  cudaError_t err = cudaGetDevice(&dev);
+  if (err != cudaSuccess) return err;
+  int c = dev < 64 ? cached[dev] : 0;
+  if (c == 0) {
+    int major = 0, smem_sm = 0;
+    err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&smem_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev);
+    if (err != cudaSuccess) return err;
+    c = (major >= 8 ? 1 : 2) + (smem_sm >= 210 * 1024 ? 4 : 0);
+    if (dev < 64) cached[dev] = c;
+  }
+  if (big_smem) *big_smem = (c & 4) != 0;
+  return (c & 3) == 1 ? cudaSuccess : cudaErrorInvalidDeviceFunction;
+}
+
+}  // namespace cuda
+
+cudaError_t flash_fwd_cuda(const FlashFwdParams& p, cudaStream_t stream) {
+  bool big_smem = false;
+  cudaError_t err = cuda::check_device(&big_smem);
+  if (err != cudaSuccess) return err;
+  const AttnShape& s = p.shape;
+  if (s.B == 0 || s.Tq == 0 || s.H == 0) return cudaSuccess;
+  if (s.Hkv <= 0 || s.H % s.Hkv != 0 || s.D > 256 || s.Dv > 256) return cudaErrorInvalidValue;
+  if (p.dtype == DType::kFloat32) return cuda::fwd_simt(p, stream);
+  if (p.dtype == DType::kFloat64) return cudaErrorNotSupported;
+  const bool vec = s.D % 8 == 0 && s.Dv % 8 == 0 && s.q_stride[0] % 8 == 0 && s.q_stride[1] % 8 == 0 &&
+                   s.q_stride[2] % 8 == 0 && s.k_stride[0] % 8 == 0 && s.k_stride[1] % 8 == 0 &&
+                   s.k_stride[2] % 8 == 0 && s.v_stride[0] % 8 == 0 && s.v_stride[1] % 8 == 0 &&
+                   s.v_stride[2] % 8 == 0 && s.o_stride[0] % 8 == 0 && s.o_stride[1] % 8 == 0 &&
+                   s.o_stride[2] % 8 == 0 && cuda::aligned16(p.q) && cuda::aligned16(p.k) &&
+                   cuda::aligned16(p.v) && cuda::aligned16(p.o);
+  if (p.dtype == DType::kFloat16) return cuda::fwd_tc<__half>(p, vec, big_smem, stream);
+  return cuda::fwd_tc<__nv_bfloat16>(p, vec, big_smem, stream);
+}
+
+}  // namespace flashattn
