@@ -92,9 +92,14 @@ def compare(q, k, v, dtype, allowed=None, bias=None, softcap=None, keep=None, kw
         e_base_g = [max_err(a, b) for a, b in zip(b_g, r_g)]
     else:  # no unfused baseline for this feature: a fixed per-dtype budget
         e_base, e_base_g = FLOOR[dtype] * 4, [FLOOR[dtype] * 8] * len(e_g)
-    assert e_out <= 2 * e_base + FLOOR[dtype], (e_out, e_base)
-    for eg, eb in zip(e_g, e_base_g):
-        assert eg <= 3 * eb + FLOOR[dtype] * 4, (e_g, e_base_g)
+    # The floor scales with the magnitude of the reference (float32 sums over thousands of rows
+    # differ from cuBLAS' summation order by a few ulps of the result, not of 1).
+    def floor(ref):
+        return FLOOR[dtype] * max(1.0, float(np.abs(ref.numpy()).max()))
+
+    assert e_out <= 2 * e_base + floor(r_out), (e_out, e_base)
+    for eg, eb, rg in zip(e_g, e_base_g, r_g):
+        assert eg <= 3 * eb + 4 * floor(rg), (e_g, e_base_g)
     return out
 
 
