@@ -109,9 +109,12 @@ def build(output, build_dir=None, jobs=None, verbose=True):
     link += [*link_flags, "-lpthread", "-ldl", "-lrt"]
     _run(link)
     backends = ["CPU"] + (["CUDA (sm_" + ", sm_".join(CUDA_ARCHS) + ")"] if cuda else [])
-    with open(os.path.join(os.path.dirname(output), "_build_info.py"), "w") as f:
-        f.write("# Written by build_ops.py.\n")
-        f.write(f"TF_VERSION = {tf_version!r}\nBACKENDS = {backends!r}\n")
+    # Beside the library, and in the source package (an editable install copies only the
+    # library back into the source tree).
+    for pkg_dir in {os.path.dirname(os.path.abspath(output)), os.path.join(ROOT, "tf_flashattn")}:
+        with open(os.path.join(pkg_dir, "_build_info.py"), "w") as f:
+            f.write("# Written by build_ops.py.\n")
+            f.write(f"TF_VERSION = {tf_version!r}\nBACKENDS = {backends!r}\n")
     if verbose:
         why = "" if cuda else (" (CUDA skipped: nvcc not found)" if not nvcc else "")
         print(f"tf_flashattn: built backends {', '.join(backends)}{why} against TensorFlow "

@@ -1,7 +1,7 @@
 """tf_flashattn: FlashAttention ops for TensorFlow and Keras.
 
 Set-up (builds the op library against the installed TensorFlow, then installs):
-    pip install --no-build-isolation -e .
+    pip install --no-build-isolation -v -e .
 """
 import os
 import sys

@@ -33,5 +33,9 @@ def load():
 
 def backends():
     """The backends the installed library was built with, e.g. ['CPU', 'CUDA (...)']."""
-    from tf_flashattn import _build_info
+    try:
+        from tf_flashattn import _build_info
+    except ImportError:
+        raise ImportError("tf_flashattn's build information is missing: rebuild with "
+                          "pip install --no-build-isolation -v -e .") from None
     return list(_build_info.BACKENDS)
