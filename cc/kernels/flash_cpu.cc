@@ -27,6 +27,7 @@ namespace {
 
 constexpr int64_t kBlockQ = 128;  // query rows per tile
 constexpr int64_t kBlockK = 64;  // keys per tile (compile-time: the inner loops vectorize)
+constexpr int64_t kKeyChunk = 4;  // key blocks per sweep over the queries in the backward
 
 // ---- storage types ----------------------------------------------------------------------
 struct BF16 {
@@ -543,42 +544,50 @@ void bwd_impl(const FlashBwdParams& p, const ParallelFor& parallel_for, int thre
   };
   const int64_t tile_cost = kBlockQ * kBlockK * (2 * sh.D + 2 * sh.Dv + 30);
 
-  // dK, dV of key block kb of kv head hk (written out), over the query heads of the group and
-  // the query blocks that see the block. With dq_group ([group, Tq, D] float, this kv head's
-  // query heads) it also accumulates dQ and writes dbias: the single-pass schedule.
-  auto key_block = [&](BwdTile<T, Acc>& tile, int64_t b, int64_t hk, int64_t kb, Acc* lse,
-                       Acc* ds, Acc* dk, Acc* dv, Acc* dq_group) {
-    const int64_t j0 = kb * kBlockK, cols = std::min(kBlockK, sh.Tk - j0);
+  // dK, dV of key blocks [kb0, kb1) of kv head hk (written out), over the query heads of the
+  // group and the query blocks that see them. dk/dv hold (kb1 - kb0) blocks. With dq_group
+  // ([group, Tq, D] float, this kv head's query heads) it also accumulates dQ and writes dbias:
+  // the single-pass schedule. Several key blocks per sweep keep each query tile (Q, dO, dQ) in
+  // cache across them.
+  auto key_blocks = [&](BwdTile<T, Acc>& tile, int64_t b, int64_t hk, int64_t kb0, int64_t kb1,
+                        Acc* lse, Acc* ds, Acc* dk, Acc* dv, Acc* dq_group) {
     const int64_t qlim = q_limit(p.mask, sh, b), klim = k_limit(p.mask, sh, b);
-    std::fill(dk, dk + kBlockK * sh.D, Acc(0));
-    std::fill(dv, dv + kBlockK * sh.Dv, Acc(0));
-    const Acc* kt = kt_all.at(b, hk, kb);
-    const Acc* vt = vt_all.at(b, hk, kb);
-    for (int64_t h = hk * sh.group(); j0 < klim && h < (hk + 1) * sh.group(); ++h) {
+    std::fill(dk, dk + (kb1 - kb0) * kBlockK * sh.D, Acc(0));
+    std::fill(dv, dv + (kb1 - kb0) * kBlockK * sh.Dv, Acc(0));
+    for (int64_t h = hk * sh.group(); kb0 * kBlockK < klim && h < (hk + 1) * sh.group(); ++h) {
       for (int64_t qb = 0; qb < nqb; ++qb) {
         const int64_t i0 = qb * kBlockQ, rows = std::min(kBlockQ, sh.Tq - i0);
         if (i0 >= qlim) break;
         const RowRange keys = block_keys(p.mask, i0, i0 + rows, klim);
-        if (keys.end <= j0 || keys.begin >= j0 + cols) continue;
         const Acc* qt = q_all.at(b, h, qb);
         const Acc* dot = do_all.at(b, h, qb);
         float* dbias_rows = (dq_group && p.dbias)
                                 ? p.dbias + ((b * sh.H + h) * sh.Tq + i0) * sh.Tk : nullptr;
-        load_row_stats(b, h, i0, rows, lse, ds);
-        tile.run(b, h, i0, rows, j0, cols, qlim, klim, qt, kt, dot, vt, lse, ds, dbias_rows);
-        tile_pt_a(tile.pd.data(), dot, dv, rows, cols, sh.Dv);  // dV += Pdᵀ dO
-        tile_pt_a(tile.ds.data(), qt, dk, rows, cols, sh.D);   // dK += dSᵀ Q
-        if (dq_group) {  // dQ += dS K
-          Acc* dq = dq_group + ((h - hk * sh.group()) * sh.Tq + i0) * sh.D;
-          tile_p_b(tile.ds.data(), k_all.at(b, hk, kb), dq, rows, cols, sh.D);
+        bool stats = false;
+        for (int64_t kb = kb0; kb < kb1; ++kb) {
+          const int64_t j0 = kb * kBlockK, cols = std::min(kBlockK, sh.Tk - j0);
+          if (keys.end <= j0 || keys.begin >= j0 + cols) continue;
+          if (!stats) load_row_stats(b, h, i0, rows, lse, ds);
+          stats = true;
+          Acc* dkb = dk + (kb - kb0) * kBlockK * sh.D;
+          Acc* dvb = dv + (kb - kb0) * kBlockK * sh.Dv;
+          tile.run(b, h, i0, rows, j0, cols, qlim, klim, qt, kt_all.at(b, hk, kb), dot,
+                   vt_all.at(b, hk, kb), lse, ds, dbias_rows);
+          tile_pt_a(tile.pd.data(), dot, dvb, rows, cols, sh.Dv);  // dV += Pdᵀ dO
+          tile_pt_a(tile.ds.data(), qt, dkb, rows, cols, sh.D);   // dK += dSᵀ Q
+          if (dq_group) {  // dQ += dS K
+            Acc* dq = dq_group + ((h - hk * sh.group()) * sh.Tq + i0) * sh.D;
+            tile_p_b(tile.ds.data(), k_all.at(b, hk, kb), dq, rows, cols, sh.D);
+          }
         }
       }
     }
     T* dkp = static_cast<T*>(p.dk);
     T* dvp = static_cast<T*>(p.dv);
-    for (int64_t c = 0; c < cols; ++c) {
-      T* dkr = dkp + b * sh.k_stride[0] + (j0 + c) * sh.k_stride[1] + hk * sh.k_stride[2];
-      T* dvr = dvp + b * sh.v_stride[0] + (j0 + c) * sh.v_stride[1] + hk * sh.v_stride[2];
+    for (int64_t j = kb0 * kBlockK; j < std::min(kb1 * kBlockK, sh.Tk); ++j) {
+      const int64_t c = j - kb0 * kBlockK;
+      T* dkr = dkp + b * sh.k_stride[0] + j * sh.k_stride[1] + hk * sh.k_stride[2];
+      T* dvr = dvp + b * sh.v_stride[0] + j * sh.v_stride[1] + hk * sh.v_stride[2];
       for (int64_t e = 0; e < sh.D; ++e) store<Acc>(dkr + e, dk[c * sh.D + e] * scale);
       for (int64_t e = 0; e < sh.Dv; ++e) store<Acc>(dvr + e, dv[c * sh.Dv + e]);
     }
@@ -596,7 +605,8 @@ void bwd_impl(const FlashBwdParams& p, const ParallelFor& parallel_for, int thre
     // owns dK, dV, dQ and dbias of its heads, so S and dP are computed once per tile.
     parallel_for(sh.B * sh.Hkv, tile_cost * nqb * nkb * sh.group(), [&](int64_t begin, int64_t end) {
       BwdTile<T, Acc> tile(p);
-      std::vector<Acc> lse(kBlockQ), ds(kBlockQ), dk(kBlockK * sh.D), dv(kBlockK * sh.Dv);
+      std::vector<Acc> lse(kBlockQ), ds(kBlockQ);
+      std::vector<Acc> dk(kKeyChunk * kBlockK * sh.D), dv(kKeyChunk * kBlockK * sh.Dv);
       std::vector<Acc> dq(sh.group() * sh.Tq * sh.D);
       for (int64_t u = begin; u < end; ++u) {
         const int64_t hk = u % sh.Hkv, b = u / sh.Hkv;
@@ -605,8 +615,9 @@ void bwd_impl(const FlashBwdParams& p, const ParallelFor& parallel_for, int thre
           float* first = p.dbias + (b * sh.H + hk * sh.group()) * sh.Tq * sh.Tk;
           std::fill(first, first + sh.group() * sh.Tq * sh.Tk, 0.f);
         }
-        for (int64_t kb = 0; kb < nkb; ++kb)
-          key_block(tile, b, hk, kb, lse.data(), ds.data(), dk.data(), dv.data(), dq.data());
+        for (int64_t kb = 0; kb < nkb; kb += kKeyChunk)
+          key_blocks(tile, b, hk, kb, std::min(nkb, kb + kKeyChunk), lse.data(), ds.data(),
+                     dk.data(), dv.data(), dq.data());
         for (int64_t g = 0; g < sh.group(); ++g)
           store_dq(dq.data() + g * sh.Tq * sh.D, b, hk * sh.group() + g, 0, sh.Tq);
       }
@@ -620,7 +631,7 @@ void bwd_impl(const FlashBwdParams& p, const ParallelFor& parallel_for, int thre
     std::vector<Acc> lse(kBlockQ), ds(kBlockQ), dk(kBlockK * sh.D), dv(kBlockK * sh.Dv);
     for (int64_t u = begin; u < end; ++u) {
       const int64_t kb = u % nkb, hk = (u / nkb) % sh.Hkv, b = u / (nkb * sh.Hkv);
-      key_block(tile, b, hk, kb, lse.data(), ds.data(), dk.data(), dv.data(), nullptr);
+      key_blocks(tile, b, hk, kb, kb + 1, lse.data(), ds.data(), dk.data(), dv.data(), nullptr);
     }
   });
 
