@@ -116,7 +116,10 @@ def build(output, build_dir=None, jobs=None, verbose=True):
             f.write("# Written by build_ops.py.\n")
             f.write(f"TF_VERSION = {tf_version!r}\nBACKENDS = {backends!r}\n")
     if verbose:
-        why = "" if cuda else (" (CUDA skipped: nvcc not found)" if not nvcc else "")
+        why = ""
+        if not cuda:
+            why = (" (CUDA skipped: TF_FLASHATTN_CUDA=0)" if os.environ.get("TF_FLASHATTN_CUDA") == "0"
+                   else " (CUDA skipped: nvcc not found)" if not nvcc else " (no CUDA sources)")
         print(f"tf_flashattn: built backends {', '.join(backends)}{why} against TensorFlow "
               f"{tf_version} in {time.time() - start:.1f}s -> {output}", flush=True)
     return backends
