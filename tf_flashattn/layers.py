@@ -163,8 +163,105 @@ def fused_attention(
     return tf.where(empty, mean_value, output)
 
 
+class _FlashLayer:
+    """What both layers share: `call` with its fallback to Keras, and the fused core.
+
+    A subclass names the Keras attributes that differ between the two Keras layers
+    (`_flash_scale`, `_flash_window`, `_flash_dropout`, `_flash_use_gate`), says when
+    a call must take Keras' path (`_fallback_reason`), and gives the projections
+    around the core (`_fused_call`).
+    """
+
+    def _seed_generator(self):
+        return getattr(self._dropout_layer, "seed_generator", None)
+
+    def _fused(self, query, key, value, *, attention_mask, use_causal_mask, training,
+               query_mask=None, key_mask=None, sliding_window=None):
+        """The op on projected heads: query [B, T, Hq, h], key [B, S, Hkv, h],
+        value [B, S, Hkv, hv] -> [B, T, Hq, hv]."""
+        return fused_attention(
+            query,
+            key,
+            value,
+            scale=self._flash_scale(),
+            query_mask=query_mask,
+            key_mask=key_mask,
+            attention_mask=attention_mask,
+            is_causal=use_causal_mask,
+            sliding_window=sliding_window,
+            dropout_rate=self._flash_dropout(),
+            seed_generator=self._seed_generator(),
+            training=training,
+            uniform_empty_rows=self._flash_dropout() == 0.0,
+        )
+
+    def _project_and_attend(self, query, value, key, query_mask, value_mask,
+                            key_mask, attention_mask, training, use_causal_mask):
+        """Projections, the fused core on O(N) masks, the gate and the output."""
+        if self._flash_use_gate():
+            gate = self._gate_dense(query)  # [B, T, Hq, hv]
+        query = self._query_dense(query)  # [B, T, Hq, h]
+        key = self._key_dense(key)  # [B, S, Hkv, h]
+        value = self._value_dense(value)  # [B, S, Hkv, hv]
+        output = self._fused(
+            query,
+            key,
+            value,
+            attention_mask=attention_mask,
+            use_causal_mask=use_causal_mask,
+            training=training,
+            query_mask=_and_masks(query_mask),
+            key_mask=_and_masks(value_mask, key_mask),
+            sliding_window=self._flash_window(),
+        )
+        if self._flash_use_gate():
+            output = keras.ops.multiply(output, gate)
+        return self._output_dense(output)
+
+    def call(
+        self,
+        query,
+        value,
+        key=None,
+        query_mask=None,
+        value_mask=None,
+        key_mask=None,
+        attention_mask=None,
+        return_attention_scores=False,
+        training=None,
+        use_causal_mask=False,
+    ):
+        keras_path = type(self)._compute_attention is not self._flash_class._compute_attention
+        reason = self._fallback_reason(query, value, key, return_attention_scores)
+        name = self._flash_class.__name__
+        if reason is not None:
+            _warn_once(
+                (name, reason),
+                f"{name}: {reason}; using Keras' materializing attention for such calls.",
+            )
+        if keras_path or reason is not None:
+            return super().call(
+                query,
+                value,
+                key=key,
+                query_mask=query_mask,
+                value_mask=value_mask,
+                key_mask=key_mask,
+                attention_mask=attention_mask,
+                return_attention_scores=return_attention_scores,
+                training=training,
+                use_causal_mask=use_causal_mask,
+            )
+        return self._fused_call(query, value, value if key is None else key, query_mask,
+                                value_mask, key_mask, attention_mask, training,
+                                use_causal_mask)
+
+
+_SCORES_REASON = "return_attention_scores=True materializes the [B, H, T, S] scores"
+
+
 @keras.saving.register_keras_serializable(package="tf_flashattn")
-class FlashMultiHeadAttention(keras.layers.MultiHeadAttention):
+class FlashMultiHeadAttention(_FlashLayer, keras.layers.MultiHeadAttention):
     """`keras.layers.MultiHeadAttention` with a fused, O(N)-memory core.
 
     Same arguments, weights and config as `keras.layers.MultiHeadAttention`
@@ -177,12 +274,21 @@ class FlashMultiHeadAttention(keras.layers.MultiHeadAttention):
         # The op has no XLA kernel: keep Keras' jit_compile="auto" off.
         self.supports_jit = False
 
+    def _flash_scale(self):
+        return self._inverse_sqrt_key_dim
+
+    def _flash_window(self):
+        return self._sliding_window
+
+    def _flash_dropout(self):
+        return self._dropout
+
+    def _flash_use_gate(self):
+        return self._use_gate
+
     def _fallback_reason(self, query, value, key, return_attention_scores):
         if return_attention_scores:
-            return (
-                "return_attention_scores=True materializes the [B, H, T, S] "
-                "scores"
-            )
+            return _SCORES_REASON
         ranks = {len(query.shape), len(value.shape)}
         if key is not None:
             ranks.add(len(key.shape))
@@ -198,84 +304,19 @@ class FlashMultiHeadAttention(keras.layers.MultiHeadAttention):
             )
         return None
 
-    def call(
-        self,
-        query,
-        value,
-        key=None,
-        query_mask=None,
-        value_mask=None,
-        key_mask=None,
-        attention_mask=None,
-        return_attention_scores=False,
-        training=None,
-        use_causal_mask=False,
-    ):
-        keras_path = (
-            type(self)._compute_attention
-            is not FlashMultiHeadAttention._compute_attention
-        )
-        reason = self._fallback_reason(
-            query, value, key, return_attention_scores
-        )
-        if reason is not None:
-            _warn_once(
-                ("FlashMultiHeadAttention", reason),
-                f"FlashMultiHeadAttention: {reason}; using Keras' "
-                "materializing attention for such calls.",
-            )
-        if keras_path or reason is not None:
-            return super().call(
-                query,
-                value,
-                key=key,
-                query_mask=query_mask,
-                value_mask=value_mask,
-                key_mask=key_mask,
-                attention_mask=attention_mask,
-                return_attention_scores=return_attention_scores,
-                training=training,
-                use_causal_mask=use_causal_mask,
-            )
-        if key is None:
-            key = value
+    def _fused_call(self, query, value, key, query_mask, value_mask, key_mask,
+                    attention_mask, training, use_causal_mask):
         # Like Keras: the query mask is read from the tensor, and the input
         # masks are cleared so that the projections do not propagate them.
         query_mask = keras_backend.get_keras_mask(query)
-        keras_backend.set_keras_mask(query, None)
-        keras_backend.set_keras_mask(value, None)
-        keras_backend.set_keras_mask(key, None)
-
-        if self._use_gate:
-            gate = self._gate_dense(query)  # [B, T, N, Dv]
-        query = self._query_dense(query)  # [B, T, N, key_dim]
-        key = self._key_dense(key)  # [B, S, N, key_dim]
-        value = self._value_dense(value)  # [B, S, N, value_dim]
-
-        attention_output = fused_attention(
-            query,
-            key,
-            value,
-            scale=self._inverse_sqrt_key_dim,
-            query_mask=_and_masks(query_mask),
-            key_mask=_and_masks(value_mask, key_mask),
-            attention_mask=attention_mask,
-            is_causal=use_causal_mask,
-            sliding_window=self._sliding_window,
-            dropout_rate=self._dropout,
-            seed_generator=self._seed_generator(),
-            training=training,
-            uniform_empty_rows=self._dropout == 0.0,
-        )
-        if self._use_gate:
-            attention_output = keras.ops.multiply(attention_output, gate)
-        attention_output = self._output_dense(attention_output)
+        for t in (query, value, key):
+            keras_backend.set_keras_mask(t, None)
+        output = self._project_and_attend(query, value, key, query_mask, value_mask,
+                                          key_mask, attention_mask, training,
+                                          use_causal_mask)
         if query_mask is not None:
-            keras_backend.set_keras_mask(attention_output, query_mask)
-        return attention_output
-
-    def _seed_generator(self):
-        return getattr(self._dropout_layer, "seed_generator", None)
+            keras_backend.set_keras_mask(output, query_mask)
+        return output
 
     def _compute_attention(
         self,
@@ -306,23 +347,16 @@ class FlashMultiHeadAttention(keras.layers.MultiHeadAttention):
                 return_attention_scores=return_attention_scores,
                 use_causal_mask=use_causal_mask,
             )
-        output = fused_attention(
-            query,
-            key,
-            value,
-            scale=self._inverse_sqrt_key_dim,
-            attention_mask=attention_mask,
-            is_causal=use_causal_mask,
-            dropout_rate=self._dropout,
-            seed_generator=self._seed_generator(),
-            training=training,
-            uniform_empty_rows=self._dropout == 0.0,
-        )
+        output = self._fused(query, key, value, attention_mask=attention_mask,
+                             use_causal_mask=use_causal_mask, training=training)
         return output, None
 
 
+FlashMultiHeadAttention._flash_class = FlashMultiHeadAttention
+
+
 @keras.saving.register_keras_serializable(package="tf_flashattn")
-class FlashGroupQueryAttention(keras.layers.GroupQueryAttention):
+class FlashGroupQueryAttention(_FlashLayer, keras.layers.GroupQueryAttention):
     """`keras.layers.GroupQueryAttention` with a fused core that reads each
     key/value head in place for its group of query heads (never repeated).
 
@@ -334,83 +368,34 @@ class FlashGroupQueryAttention(keras.layers.GroupQueryAttention):
         super().__init__(*args, **kwargs)
         self.supports_jit = False
 
-    def call(
-        self,
-        query,
-        value,
-        key=None,
-        query_mask=None,
-        value_mask=None,
-        key_mask=None,
-        attention_mask=None,
-        return_attention_scores=False,
-        training=None,
-        use_causal_mask=False,
-    ):
-        keras_path = (
-            type(self)._compute_attention
-            is not FlashGroupQueryAttention._compute_attention
-        )
-        reason = None
+    def _flash_scale(self):
+        return self._inverse_sqrt_head_dim
+
+    def _flash_window(self):
+        return self.sliding_window
+
+    def _flash_dropout(self):
+        return self.dropout
+
+    def _flash_use_gate(self):
+        return self.use_gate
+
+    def _fallback_reason(self, query, value, key, return_attention_scores):
         if return_attention_scores:
-            reason = (
-                "return_attention_scores=True materializes the [B, H, T, S] "
-                "scores"
-            )
-        elif self.head_dim > MAX_HEAD_DIM:
-            reason = (
+            return _SCORES_REASON
+        if self.head_dim > MAX_HEAD_DIM:
+            return (
                 f"head dims above {MAX_HEAD_DIM} (head_dim={self.head_dim}) "
                 "are not fused"
             )
-        if reason is not None:
-            _warn_once(
-                ("FlashGroupQueryAttention", reason),
-                f"FlashGroupQueryAttention: {reason}; using Keras' "
-                "materializing attention for such calls.",
-            )
-        if keras_path or reason is not None:
-            return super().call(
-                query,
-                value,
-                key=key,
-                query_mask=query_mask,
-                value_mask=value_mask,
-                key_mask=key_mask,
-                attention_mask=attention_mask,
-                return_attention_scores=return_attention_scores,
-                training=training,
-                use_causal_mask=use_causal_mask,
-            )
+        return None
+
+    def _fused_call(self, query, value, key, query_mask, value_mask, key_mask,
+                    attention_mask, training, use_causal_mask):
         self._return_attention_scores = False
-        if key is None:
-            key = value
-        if self.use_gate:
-            gate = self._gate_dense(query)  # [B, T, Hq, head_dim]
-        query = self._query_dense(query)  # [B, T, Hq, head_dim]
-        key = self._key_dense(key)  # [B, S, Hkv, head_dim]
-        value = self._value_dense(value)  # [B, S, Hkv, head_dim]
-
-        output = fused_attention(
-            query,
-            key,
-            value,
-            scale=self._inverse_sqrt_head_dim,
-            query_mask=_and_masks(query_mask),
-            key_mask=_and_masks(value_mask, key_mask),
-            attention_mask=attention_mask,
-            is_causal=use_causal_mask,
-            sliding_window=self.sliding_window,
-            dropout_rate=self.dropout,
-            seed_generator=self._seed_generator(),
-            training=training,
-            uniform_empty_rows=self.dropout == 0.0,
-        )
-        if self.use_gate:
-            output = keras.ops.multiply(output, gate)
-        return self._output_dense(output)
-
-    def _seed_generator(self):
-        return getattr(self._dropout_layer, "seed_generator", None)
+        return self._project_and_attend(query, value, key, query_mask, value_mask,
+                                        key_mask, attention_mask, training,
+                                        use_causal_mask)
 
     def _compute_attention(
         self,
@@ -432,16 +417,9 @@ class FlashGroupQueryAttention(keras.layers.GroupQueryAttention):
                 training=training,
                 use_causal_mask=use_causal_mask,
             )
-        output = fused_attention(
-            query,
-            key,
-            value,
-            scale=self._inverse_sqrt_head_dim,
-            attention_mask=attention_mask,
-            is_causal=use_causal_mask,
-            dropout_rate=self.dropout,
-            seed_generator=self._seed_generator(),
-            training=training,
-            uniform_empty_rows=self.dropout == 0.0,
-        )
+        output = self._fused(query, key, value, attention_mask=attention_mask,
+                             use_causal_mask=use_causal_mask, training=training)
         return output, None
+
+
+FlashGroupQueryAttention._flash_class = FlashGroupQueryAttention
