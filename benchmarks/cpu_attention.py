@@ -74,9 +74,14 @@ def main():
     ap.add_argument("--max-t", type=int, default=32768)
     ap.add_argument("--skip-largest", action="store_true")
     args = ap.parse_args()
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True).stdout.strip()
-    print(f"# CPU benchmark, {datetime.date.today()}, commit {commit}, {os.cpu_count()} cores, "
+    # The commit of the tf_flashattn actually imported (an editable install may point elsewhere).
+    pkg = os.path.dirname(os.path.abspath(fa.__file__))
+    commit = subprocess.run(["git", "-C", pkg, "rev-parse", "--short", "HEAD"],
+                            capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "-C", pkg, "status", "--porcelain", "--untracked-files=no"],
+                           capture_output=True, text=True).stdout.strip()
+    print(f"# CPU benchmark, {datetime.date.today()}, tf_flashattn from {pkg} at commit {commit}"
+          f"{' (with uncommitted changes)' if dirty else ''}, {os.cpu_count()} cores, "
           f"TensorFlow {tf.__version__}, B={B} H={H} D={D} float32")
     print("FLOPs: forward 4*B*H*T*T*D, backward 2.5x forward\n")
     print("| T | ours fwd ms | keras fwd ms | fwd speed-up | ours fwd+bwd ms | keras fwd+bwd ms"

@@ -372,7 +372,15 @@ BAD_CALLS = [
     (dict(k=(2, 5, 2, 9)), "same head_dim"),
     (dict(q=(2, 5, 3, 8)), "multiple of num_kv_heads"),
     (dict(q=(2, 5, 2, 300), k=(2, 7, 2, 300), v=(2, 7, 2, 300)), "must be in [1, 256]"),
-    (dict(v=(2, 6, 2, 8)), "value must have shape"),
+    (dict(v=(2, 6, 2, 8)), "`value` must have the key_len (dim 1) of `key`, 7"),
+    (dict(k=(3, 7, 2, 8), v=(3, 7, 2, 8)), "`key` must have the batch (dim 0) of `query`, 2"),
+    (dict(v=(2, 7, 1, 8)), "`value` must have the num_kv_heads (dim 2) of `key`, 2"),
+    (dict(attn_logits_soft_cap=0.0), "`attn_logits_soft_cap` must be a positive number"),
+    (dict(attn_logits_soft_cap=True), "`attn_logits_soft_cap` must be a Python number"),
+    (dict(scale=tf.constant(0.5)), "`scale` must be a Python number"),
+    (dict(key_lengths=[2.9, 3.0]), "`key_lengths` must be an integer tensor"),
+    (dict(sliding_window=True), "`sliding_window` must be"),
+    (dict(sliding_window=(-2, 3)), "`sliding_window` must be"),
     (dict(mask=np.ones((2, 2, 5, 3), bool)), "`mask` of shape"),
     (dict(bias=np.ones((3, 1, 1, 7), np.float32)), "`bias` of shape"),
     (dict(query_lengths=[1, 9]), "query_lengths[1] = 9 is out of range [0, 5]"),
@@ -396,6 +404,19 @@ def test_errors_name_the_argument(call, message):
     with pytest.raises((ValueError, tf.errors.InvalidArgumentError)) as e:
         fa.dot_product_attention(q, k, v, **call)
     assert message in str(e.value)
+
+
+def test_positional_arguments_match_keras():
+    """The 8th positional argument is Keras' flash_attention, the 9th the soft cap."""
+    rng = np.random.default_rng(12)
+    q = rand(rng, 1, 4, 1, 8) * 3
+    plain = fa.dot_product_attention(q, q, q)
+    np.testing.assert_array_equal(
+        fa.dot_product_attention(q, q, q, None, None, None, False, True).numpy(), plain.numpy())
+    capped = fa.dot_product_attention(q, q, q, None, None, None, False, None, 1.0)
+    np.testing.assert_array_equal(
+        capped.numpy(), fa.dot_product_attention(q, q, q, attn_logits_soft_cap=1.0).numpy())
+    assert np.abs(capped.numpy() - plain.numpy()).max() > 1e-3
 
 
 def test_op_level_errors_in_graph_with_unknown_shapes():
@@ -423,3 +444,22 @@ def test_jit_compile_gives_a_clear_error():
 
     with pytest.raises(ValueError, match="jit_compile=False"):
         f(q)
+
+
+@pytest.mark.parametrize("schedule", ["single_pass", "two_pass"])
+def test_both_cpu_backward_schedules(schedule):
+    """The CPU backward makes one pass per (batch, kv head) when B*Hkv >= 2 * threads, else two
+    passes; size the batch from this machine's core count so both run here, with a broadcast
+    bias (dbias), dropout, GQA and a causal mask."""
+    import os
+    b = max(2, os.cpu_count() or 2) if schedule == "single_pass" else 1
+    hkv, h = (2, 4) if schedule == "single_pass" else (1, 2)
+    rng = np.random.default_rng(b)
+    tq, tk = 70, 150
+    q, k, v = rand(rng, b, tq, h, 24), rand(rng, b, tk, hkv, 24), rand(rng, b, tk, hkv, 24)
+    bias = rand(rng, 1, h, tq, tk)
+    seed, rate = [5, 6], 0.2
+    keep = dropout_keep_mask(seed, b, h, tq, tk, rate)
+    allowed = allowed_mask(b, h, tq, tk, is_causal=True, causal_offset=tk - tq)
+    check(q, k, v, bias=bias, keep=keep, allowed=allowed, dropout_rate=rate, seed=seed,
+          is_causal=True, causal_offset=tk - tq)

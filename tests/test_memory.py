@@ -30,6 +30,7 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_forward_backward_at_32k_stays_o_n():
     T = 32768
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")

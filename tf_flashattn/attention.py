@@ -59,23 +59,49 @@ def _seed_tensor(seed):
 def _window(sliding_window):
     if sliding_window is None:
         return -1, -1
-    if isinstance(sliding_window, int):
-        left = right = sliding_window
-    else:
-        try:
-            left, right = sliding_window
-        except (TypeError, ValueError):
-            raise ValueError("`sliding_window` must be None, an int w (keys within w positions "
-                             f"of the diagonal), or a pair (left, right); got {sliding_window!r}.")
-    left = -1 if left is None else int(left)
-    right = -1 if right is None else int(right)
-    if left < -1 or right < -1:
-        raise ValueError(f"`sliding_window` sizes must be >= 0 or None; got {sliding_window!r}.")
-    return left, right
+    bad = ValueError("`sliding_window` must be None, an int w >= 0 (keys within w positions of "
+                     f"the diagonal), or a pair (left, right) of such ints or None; got "
+                     f"{sliding_window!r}.")
+    pair = (sliding_window, sliding_window) if isinstance(sliding_window, int) else sliding_window
+    try:
+        left, right = pair
+    except (TypeError, ValueError):
+        raise bad from None
+    for w in (left, right):
+        if w is not None and (isinstance(w, bool) or not isinstance(w, int) or w < 0):
+            raise bad
+    return (-1 if left is None else left), (-1 if right is None else right)
+
+
+def _number(x, name):
+    """A Python number for an op attribute (tensors cannot be attributes)."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)) and not (
+            hasattr(x, "dtype") and getattr(x, "shape", None) == () and not tf.is_tensor(x)):
+        raise ValueError(f"`{name}` must be a Python number (it becomes an attribute of the op); "
+                         f"got {x!r}.")
+    return float(x)
+
+
+def _lengths(x, name):
+    t = tf.convert_to_tensor(x)
+    if not t.dtype.is_integer:
+        raise ValueError(f"`{name}` must be an integer tensor of shape [batch]; got dtype "
+                         f"{t.dtype.name}.")
+    return tf.cast(t, tf.int32)
+
+
+def _check_same(a, b, dim, name, what, other):
+    if a.shape.rank is None or b.shape.rank is None:
+        return
+    x, y = a.shape[dim], b.shape[dim]
+    if x is not None and y is not None and x != y:
+        raise ValueError(f"`{name}` must have the {what} (dim {dim}) of `{other}`, {x}; got shape "
+                         f"{b.shape} against {a.shape}.")
 
 
 def dot_product_attention(query, key, value, bias=None, mask=None, scale=None, is_causal=False,
-                          attn_logits_soft_cap=None, *, dropout_rate=0.0, seed=None,
+                          flash_attention=None, attn_logits_soft_cap=None, *, dropout_rate=0.0,
+                          seed=None,
                           sliding_window=None, query_lengths=None, key_lengths=None,
                           query_mask=None, key_mask=None, causal_offset=0, return_lse=False,
                           name=None):
@@ -96,7 +122,10 @@ def dot_product_attention(query, key, value, bias=None, mask=None, scale=None, i
       mask: optional boolean mask broadcastable to `[B, H, Tq, Tk]`, True = attend (as Keras).
       scale: softmax scale; default 1/sqrt(D).
       is_causal: query i sees keys j <= i + causal_offset (Keras' convention with offset 0).
-      attn_logits_soft_cap: optional soft cap c > 0.
+      flash_attention: accepted for compatibility with Keras' signature (None, True or False);
+        the computation is always the fused one.
+      attn_logits_soft_cap: optional soft cap c > 0. (Keras' TensorFlow backend ignores this
+        argument; the JAX backend documents another formula. Ours is c * tanh(s / c).)
       dropout_rate: dropout on the attention probabilities, fused; needs `seed`.
       seed: int tensor of shape [2] (or a scalar): the dropout mask is a pure function of
         (seed, batch, head, row, column) (Philox), regenerated in the backward, never stored.
@@ -137,6 +166,10 @@ def dot_product_attention(query, key, value, bias=None, mask=None, scale=None, i
         if query.shape[3] is not None and key.shape[3] is not None and query.shape[3] != key.shape[3]:
             raise ValueError(f"`query` and `key` must have the same head_dim (last dim); got "
                              f"{query.shape} and {key.shape}.")
+        _check_same(query, key, 0, "key", "batch", "query")
+        _check_same(query, value, 0, "value", "batch", "query")
+        _check_same(key, value, 1, "value", "key_len", "key")
+        _check_same(key, value, 2, "value", "num_kv_heads", "key")
         h, hkv = _static_dim(query, 2), _static_dim(key, 2)
         if h is not None and hkv is not None and (hkv == 0 or h % hkv):
             raise ValueError(f"num_heads of `query` ({h}) must be a multiple of num_kv_heads of "
@@ -145,6 +178,7 @@ def dot_product_attention(query, key, value, bias=None, mask=None, scale=None, i
             if head_dim is None:
                 raise ValueError("`scale` must be given when the head_dim of `key` is not static.")
             scale = 1.0 / math.sqrt(head_dim)
+        scale = _number(scale, "scale")
         full = [_static_dim(query, 0), h, _static_dim(query, 1), _static_dim(key, 1)]
 
         if mask is None:
@@ -153,8 +187,8 @@ def dot_product_attention(query, key, value, bias=None, mask=None, scale=None, i
             mask_t = _to_rank4(tf.cast(tf.convert_to_tensor(mask), tf.bool), "mask", full)
         bias_t = _absent(dtype) if bias is None else _to_rank4(
             tf.cast(tf.convert_to_tensor(bias), dtype), "bias", full)
-        ql = _absent(tf.int32) if query_lengths is None else tf.cast(query_lengths, tf.int32)
-        kl = _absent(tf.int32) if key_lengths is None else tf.cast(key_lengths, tf.int32)
+        ql = _absent(tf.int32) if query_lengths is None else _lengths(query_lengths, "query_lengths")
+        kl = _absent(tf.int32) if key_lengths is None else _lengths(key_lengths, "key_lengths")
         qv = _absent(tf.bool) if query_mask is None else tf.cast(query_mask, tf.bool)
         kv = _absent(tf.bool) if key_mask is None else tf.cast(key_mask, tf.bool)
         for t, nm, want in ((ql, "query_lengths", 1), (kl, "key_lengths", 1),
@@ -164,21 +198,23 @@ def dot_product_attention(query, key, value, bias=None, mask=None, scale=None, i
                 shape = "[batch]" if want == 1 else "[batch, length]"
                 raise ValueError(f"`{nm}` must have shape {shape}; got {t.shape}.")
 
-        dropout_rate = float(dropout_rate)
+        dropout_rate = _number(dropout_rate, "dropout_rate")
         if not 0.0 <= dropout_rate < 1.0:
             raise ValueError(f"`dropout_rate` must be in [0, 1); got {dropout_rate}.")
         if dropout_rate > 0.0 and seed is None:
             raise ValueError("`dropout_rate` > 0 needs a `seed` (an int tensor of shape [2]), "
                              "so the backward can regenerate the same dropout mask.")
         seed_t = tf.zeros([2], tf.int64) if seed is None else _seed_tensor(seed)
-        cap = 0.0 if attn_logits_soft_cap is None else float(attn_logits_soft_cap)
-        if cap < 0.0 or not math.isfinite(cap):
-            raise ValueError(f"`attn_logits_soft_cap` must be a positive number or None; got "
-                             f"{attn_logits_soft_cap}.")
+        cap = 0.0
+        if attn_logits_soft_cap is not None:
+            cap = _number(attn_logits_soft_cap, "attn_logits_soft_cap")
+            if not (cap > 0.0 and math.isfinite(cap)):
+                raise ValueError(f"`attn_logits_soft_cap` must be a positive number or None; got "
+                                 f"{attn_logits_soft_cap!r}.")
         left, right = _window(sliding_window)
         out, lse = lib.flash_attn_flash_attention(
             query, key, value, mask_t, bias_t, ql, kl, qv, kv, seed_t,
-            scale=float(scale), softcap=cap, causal=bool(is_causal),
+            scale=scale, softcap=cap, causal=bool(is_causal),
             causal_offset=int(causal_offset), window_left=left, window_right=right,
             dropout_rate=dropout_rate)
         return (out, lse) if return_lse else out

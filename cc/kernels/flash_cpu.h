@@ -14,6 +14,9 @@ namespace flashattn {
 using ParallelFor =
     std::function<void(int64_t n, int64_t cost_per_unit, const std::function<void(int64_t, int64_t)>& fn)>;
 
+// Whether this processor runs the CPU kernels (they need AVX2, FMA and F16C).
+bool flash_cpu_supported();
+
 // Forward: writes o [B, Tq, H, Dv] and lse [B, H, Tq] for every row (0 / -inf where masked).
 void flash_fwd_cpu(const FlashFwdParams& params, const ParallelFor& parallel_for);
 

@@ -15,6 +15,11 @@ bool HasAvx512() {
 }
 }  // namespace
 
+bool flash_cpu_supported() {
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+         __builtin_cpu_supports("f16c");
+}
+
 void flash_fwd_cpu(const FlashFwdParams& p, const ParallelFor& pf) {
   HasAvx512() ? flash_fwd_cpu_avx512(p, pf) : flash_fwd_cpu_avx2(p, pf);
 }

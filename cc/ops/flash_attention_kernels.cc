@@ -302,12 +302,21 @@ class FlashAttentionGradOp : public OpKernel {
 };
 
 // ---- CPU ----------------------------------------------------------------------------------
+Status CheckCpu() {
+  if (flashattn::flash_cpu_supported()) return ::tensorflow::OkStatus();
+  return ::tensorflow::errors::Unimplemented(
+      "tf_flashattn's CPU kernels need a processor with AVX2, FMA and F16C (x86-64 since 2013); "
+      "this one lacks them");
+}
+
 template <>
 struct Launcher<CPUDevice> {
   static void Fwd(OpKernelContext* ctx, const flashattn::FlashFwdParams& p) {
+    OP_REQUIRES_OK(ctx, CheckCpu());
     flashattn::flash_fwd_cpu(p, CpuParallelFor(ctx));
   }
   static void Bwd(OpKernelContext* ctx, flashattn::FlashBwdParams& p) {
+    OP_REQUIRES_OK(ctx, CheckCpu());
     flashattn::flash_bwd_cpu(p, CpuParallelFor(ctx),
                              ctx->device()->tensorflow_cpu_worker_threads()->num_threads);
   }
