@@ -78,8 +78,8 @@ def main():
     pkg = os.path.dirname(os.path.abspath(fa.__file__))
     commit = subprocess.run(["git", "-C", pkg, "rev-parse", "--short", "HEAD"],
                             capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run(["git", "-C", pkg, "status", "--porcelain", "--untracked-files=no"],
-                           capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "-C", pkg, "status", "--porcelain", "--untracked-files=no",
+                            "--", "../cc", "."], capture_output=True, text=True).stdout.strip()
     print(f"# CPU benchmark, {datetime.date.today()}, tf_flashattn from {pkg} at commit {commit}"
           f"{' (with uncommitted changes)' if dirty else ''}, {os.cpu_count()} cores, "
           f"TensorFlow {tf.__version__}, B={B} H={H} D={D} float32")
