@@ -191,12 +191,18 @@ def dot_product_attention(query, key, value, bias=None, mask=None, scale=None, i
         kl = _absent(tf.int32) if key_lengths is None else _lengths(key_lengths, "key_lengths")
         qv = _absent(tf.bool) if query_mask is None else tf.cast(query_mask, tf.bool)
         kv = _absent(tf.bool) if key_mask is None else tf.cast(key_mask, tf.bool)
-        for t, nm, want in ((ql, "query_lengths", 1), (kl, "key_lengths", 1),
-                            (qv, "query_mask", 2), (kv, "key_mask", 2)):
-            if t.shape.rank is not None and t.shape.rank != want and not (
-                    t.shape.rank == 1 and t.shape[0] == 0):
-                shape = "[batch]" if want == 1 else "[batch, length]"
-                raise ValueError(f"`{nm}` must have shape {shape}; got {t.shape}.")
+        given = {"query_lengths": query_lengths, "key_lengths": key_lengths,
+                 "query_mask": query_mask, "key_mask": key_mask}
+        for t, nm, want in ((ql, "query_lengths", [full[0]]), (kl, "key_lengths", [full[0]]),
+                            (qv, "query_mask", [full[0], full[2]]),
+                            (kv, "key_mask", [full[0], full[3]])):
+            if given[nm] is None or t.shape.rank is None:
+                continue
+            if t.shape.rank != len(want) or any(
+                    a is not None and b is not None and a != b for a, b in zip(t.shape, want)):
+                shape = "[batch]" if len(want) == 1 else "[batch, length]"
+                want_s = ", ".join("?" if w is None else str(w) for w in want)
+                raise ValueError(f"`{nm}` must have shape {shape} = [{want_s}]; got {t.shape}.")
 
         dropout_rate = _number(dropout_rate, "dropout_rate")
         if not 0.0 <= dropout_rate < 1.0:
