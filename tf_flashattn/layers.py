@@ -167,10 +167,13 @@ class _FlashLayer:
     """What both layers share: `call` with its fallback to Keras, and the fused core.
 
     A subclass names the Keras attributes that differ between the two Keras layers
-    (`_flash_scale`, `_flash_window`, `_flash_dropout`, `_flash_use_gate`), says when
-    a call must take Keras' path (`_fallback_reason`), and gives the projections
-    around the core (`_fused_call`).
+    (`_FLASH_ATTRS`: scale, window, dropout, use_gate), says when a call must take
+    Keras' path (`_fallback_reason`), and gives the projections around the core
+    (`_fused_call`).
     """
+
+    def _flash_attr(self, name):
+        return getattr(self, self._FLASH_ATTRS[name])
 
     def _seed_generator(self):
         return getattr(self._dropout_layer, "seed_generator", None)
@@ -183,22 +186,22 @@ class _FlashLayer:
             query,
             key,
             value,
-            scale=self._flash_scale(),
+            scale=self._flash_attr("scale"),
             query_mask=query_mask,
             key_mask=key_mask,
             attention_mask=attention_mask,
             is_causal=use_causal_mask,
             sliding_window=sliding_window,
-            dropout_rate=self._flash_dropout(),
+            dropout_rate=self._flash_attr("dropout"),
             seed_generator=self._seed_generator(),
             training=training,
-            uniform_empty_rows=self._flash_dropout() == 0.0,
+            uniform_empty_rows=self._flash_attr("dropout") == 0.0,
         )
 
     def _project_and_attend(self, query, value, key, query_mask, value_mask,
                             key_mask, attention_mask, training, use_causal_mask):
         """Projections, the fused core on O(N) masks, the gate and the output."""
-        if self._flash_use_gate():
+        if self._flash_attr("use_gate"):
             gate = self._gate_dense(query)  # [B, T, Hq, hv]
         query = self._query_dense(query)  # [B, T, Hq, h]
         key = self._key_dense(key)  # [B, S, Hkv, h]
@@ -212,9 +215,9 @@ class _FlashLayer:
             training=training,
             query_mask=_and_masks(query_mask),
             key_mask=_and_masks(value_mask, key_mask),
-            sliding_window=self._flash_window(),
+            sliding_window=self._flash_attr("window"),
         )
-        if self._flash_use_gate():
+        if self._flash_attr("use_gate"):
             output = keras.ops.multiply(output, gate)
         return self._output_dense(output)
 
@@ -274,17 +277,9 @@ class FlashMultiHeadAttention(_FlashLayer, keras.layers.MultiHeadAttention):
         # The op has no XLA kernel: keep Keras' jit_compile="auto" off.
         self.supports_jit = False
 
-    def _flash_scale(self):
-        return self._inverse_sqrt_key_dim
-
-    def _flash_window(self):
-        return self._sliding_window
-
-    def _flash_dropout(self):
-        return self._dropout
-
-    def _flash_use_gate(self):
-        return self._use_gate
+    # Where this Keras layer keeps what _FlashLayer needs.
+    _FLASH_ATTRS = dict(scale="_inverse_sqrt_key_dim", window="_sliding_window",
+                        dropout="_dropout", use_gate="_use_gate")
 
     def _fallback_reason(self, query, value, key, return_attention_scores):
         if return_attention_scores:
@@ -368,17 +363,8 @@ class FlashGroupQueryAttention(_FlashLayer, keras.layers.GroupQueryAttention):
         super().__init__(*args, **kwargs)
         self.supports_jit = False
 
-    def _flash_scale(self):
-        return self._inverse_sqrt_head_dim
-
-    def _flash_window(self):
-        return self.sliding_window
-
-    def _flash_dropout(self):
-        return self.dropout
-
-    def _flash_use_gate(self):
-        return self.use_gate
+    _FLASH_ATTRS = dict(scale="_inverse_sqrt_head_dim", window="sliding_window",
+                        dropout="dropout", use_gate="use_gate")
 
     def _fallback_reason(self, query, value, key, return_attention_scores):
         if return_attention_scores:
