@@ -141,6 +141,21 @@ def test_equal_to_keras_over_mask_combinations(
         np.testing.assert_array_equal(keras_backend.get_keras_mask(got), qm)
 
 
+def _assert_variant_equals_keras(kind, kwargs, seed, causal):
+    """Keras' layer and ours, same weights and Keras masks: the same output."""
+    query, value, key = _inputs(seed=seed)
+    qm, vm, _, _ = _masks(seed=seed)
+    ref, ours = _make_pair(kind, (query.shape, value.shape, key.shape), **kwargs)
+    expected = _call_with_keras_masks(
+        ref, query, value, key, qm, vm, None, use_causal_mask=causal
+    )
+    got = _call_with_keras_masks(
+        ours, query, value, key, qm, vm, None, use_causal_mask=causal
+    )
+    assert got.shape == expected.shape
+    np.testing.assert_allclose(got, expected, atol=ATOL, rtol=1e-5)
+
+
 @pytest.mark.parametrize(
     "kwargs",
     [
@@ -156,17 +171,7 @@ def test_equal_to_keras_over_mask_combinations(
 )
 @pytest.mark.parametrize("causal", [False, True])
 def test_mha_projection_variants_equal_keras(kwargs, causal):
-    query, value, key = _inputs(seed=1)
-    qm, vm, _, _ = _masks(seed=1)
-    ref, ours = _make_pair("mha", (query.shape, value.shape, key.shape), **kwargs)
-    expected = _call_with_keras_masks(
-        ref, query, value, key, qm, vm, None, use_causal_mask=causal
-    )
-    got = _call_with_keras_masks(
-        ours, query, value, key, qm, vm, None, use_causal_mask=causal
-    )
-    assert got.shape == expected.shape
-    np.testing.assert_allclose(got, expected, atol=ATOL, rtol=1e-5)
+    _assert_variant_equals_keras("mha", kwargs, seed=1, causal=causal)
 
 
 @pytest.mark.parametrize(
@@ -180,16 +185,7 @@ def test_mha_projection_variants_equal_keras(kwargs, causal):
     ids=lambda kw: ",".join(f"{k}={v}" for k, v in kw.items()),
 )
 def test_gqa_variants_equal_keras(kwargs):
-    query, value, key = _inputs(seed=2)
-    qm, vm, _, _ = _masks(seed=2)
-    ref, ours = _make_pair("gqa", (query.shape, value.shape, key.shape), **kwargs)
-    expected = _call_with_keras_masks(
-        ref, query, value, key, qm, vm, None, use_causal_mask=True
-    )
-    got = _call_with_keras_masks(
-        ours, query, value, key, qm, vm, None, use_causal_mask=True
-    )
-    np.testing.assert_allclose(got, expected, atol=ATOL, rtol=1e-5)
+    _assert_variant_equals_keras("gqa", kwargs, seed=2, causal=True)
 
 
 @pytest.mark.parametrize("kind", ["mha", "gqa"])

@@ -5,6 +5,7 @@ the FlashAttention op: the [B, H, Tq, Tk] score matrix is never written to memor
 """
 import math
 
+import numpy as np
 import tensorflow as tf
 
 from tf_flashattn import _ops
@@ -75,8 +76,8 @@ def _window(sliding_window):
 
 def _number(x, name):
     """A Python number for an op attribute (tensors cannot be attributes)."""
-    if isinstance(x, bool) or not isinstance(x, (int, float)) and not (
-            hasattr(x, "dtype") and getattr(x, "shape", None) == () and not tf.is_tensor(x)):
+    numpy_scalar = isinstance(x, (np.generic, np.ndarray)) and np.shape(x) == ()
+    if isinstance(x, bool) or not (isinstance(x, (int, float)) or numpy_scalar):
         raise ValueError(f"`{name}` must be a Python number (it becomes an attribute of the op); "
                          f"got {x!r}.")
     return float(x)

@@ -172,6 +172,11 @@ class _FlashLayer:
     (`_fused_call`).
     """
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # The op has no XLA kernel: keep Keras' jit_compile="auto" off.
+        self.supports_jit = False
+
     def _flash_attr(self, name):
         return getattr(self, self._FLASH_ATTRS[name])
 
@@ -272,11 +277,6 @@ class FlashMultiHeadAttention(_FlashLayer, keras.layers.MultiHeadAttention):
     `flash_attention` is accepted for compatibility and otherwise ignored.
     """
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        # The op has no XLA kernel: keep Keras' jit_compile="auto" off.
-        self.supports_jit = False
-
     # Where this Keras layer keeps what _FlashLayer needs.
     _FLASH_ATTRS = dict(scale="_inverse_sqrt_key_dim", window="_sliding_window",
                         dropout="_dropout", use_gate="_use_gate")
@@ -358,10 +358,6 @@ class FlashGroupQueryAttention(_FlashLayer, keras.layers.GroupQueryAttention):
     Same arguments, weights and config as the Keras layer; masks, dropout and
     the `return_attention_scores=True` fallback as in the module docstring.
     """
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.supports_jit = False
 
     _FLASH_ATTRS = dict(scale="_inverse_sqrt_head_dim", window="sliding_window",
                         dropout="dropout", use_gate="use_gate")
