@@ -9,6 +9,16 @@ import tensorflow as tf
 M64 = (1 << 64) - 1
 
 
+def rand(rng, *shape, dtype=tf.float32):
+    """Fresh standard-normal inputs (never zeros) of the given shape and dtype."""
+    return tf.cast(tf.constant(rng.standard_normal(shape)), dtype)
+
+
+def f32_scale(d):
+    """1/sqrt(d) as the op's float32 scale attribute holds it, for the reference."""
+    return float(np.float32(1.0 / np.sqrt(d)))
+
+
 def philox_key(seed):
     """Seed (two int64) -> the two 32-bit Philox key words (same recipe as flash_params.h)."""
     s0, s1 = (int(x) & M64 for x in seed)

@@ -7,18 +7,9 @@ import pytest
 import tensorflow as tf
 
 import tf_flashattn as fa
-from reference import allowed_mask, dropout_keep_mask, reference_attention
+from reference import allowed_mask, dropout_keep_mask, f32_scale, rand, reference_attention
 
 SIZES = [1, 17, 113, 203, 256, 1000]
-
-
-def rand(rng, *shape, dtype=tf.float32):
-    return tf.cast(tf.constant(rng.standard_normal(shape)), dtype)
-
-
-def f32_scale(d):
-    # The op's scale attribute is float32; the reference gets the same number.
-    return float(np.float32(1.0 / np.sqrt(d)))
 
 
 def run_both(q, k, v, *, bias=None, keep=None, allowed=None, softcap=None, loss_w=None,

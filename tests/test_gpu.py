@@ -14,17 +14,13 @@ import pytest
 import tensorflow as tf
 
 import tf_flashattn as fa
-from reference import allowed_mask, dropout_keep_mask, reference_attention
+from reference import allowed_mask, dropout_keep_mask, f32_scale, rand, reference_attention
 
 pytestmark = pytest.mark.gpu
 if not tf.config.list_physical_devices("GPU"):
     pytest.skip("no GPU", allow_module_level=True)
 
 FLOOR = {tf.float16: 2e-3, tf.bfloat16: 1.5e-2, tf.float32: 1e-5}
-
-
-def rand(rng, *shape, dtype=tf.float32):
-    return tf.cast(tf.constant(rng.standard_normal(shape)), dtype)
 
 
 def poison():
@@ -51,7 +47,7 @@ def compare(q, k, v, dtype, allowed=None, bias=None, softcap=None, keep=None, kw
             keras_ok=True):
     """ours(GPU) vs float64 reference, and vs the same-precision unfused baseline."""
     kw = dict(kw or {})
-    scale = float(np.float32(1.0 / np.sqrt(q.shape[-1])))
+    scale = f32_scale(q.shape[-1])
     rng = np.random.default_rng(0)
     qd, kd, vd = (tf.cast(t, dtype) for t in (q, k, v))
     bd = None if bias is None else tf.cast(bias, dtype)
@@ -211,7 +207,7 @@ def test_dropout_matches_reference_and_cpu(dtype):
     gpu = compare(q, k, v, dtype, allowed=allowed, keep=keep, kw=kw)
     with tf.device("/CPU:0"):
         cpu = fa.dot_product_attention(*(tf.cast(t, dtype) for t in (q, k, v)),
-                                       scale=float(np.float32(1 / 8)), **kw)
+                                       scale=f32_scale(64), **kw)
     # Same mask on both devices: the outputs agree to rounding (a different mask would not).
     assert max_err(gpu, cpu) <= 4 * FLOOR[dtype] + 1e-6
 
@@ -222,7 +218,7 @@ def test_lse_output():
     with tf.device("/GPU:0"):
         _, lse = fa.dot_product_attention(q, k, v, return_lse=True, is_causal=True,
                                           query_lengths=[100, 203])
-    _, ref = reference_attention(q, k, v, scale=float(np.float32(1 / 8)),
+    _, ref = reference_attention(q, k, v, scale=f32_scale(64),
                                  allowed=allowed_mask(B, H, TQ, TK, is_causal=True,
                                                       query_lengths=[100, 203]))
     ref = ref.numpy()
