@@ -68,6 +68,7 @@ class Harness:
             iv[28:32] = list(t["bias"].stride())
         iv[32], iv[33] = c.get("seed", (1234, 5678))
         iv[34] = int(c.get("deterministic", False))
+        iv[35] = int(c.get("tf32", False))
         fv = [c.get("scale", 1.0 / math.sqrt(D)), c.get("softcap", 0.0), c.get("dropout", 0.0), 0.0]
         ptr = lambda name: t[name].data_ptr() if t.get(name) is not None else 0
         ptrs = [ptr(n) for n in ("q", "k", "v", "o", "lse", "mask", "bias", "qlen", "klen", "qvalid",

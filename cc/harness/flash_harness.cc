@@ -9,7 +9,8 @@
 // iv (int64[40]):  0 dtype (0 f32, 1 f16, 2 bf16), 1 B, 2 Tq, 3 Tk, 4 H, 5 Hkv, 6 D, 7 Dv,
 //                  8-10 q strides (batch, time, head), 11-13 k, 14-16 v, 17-19 o (and dO),
 //                  20 causal, 21 causal_offset, 22 window_left, 23 window_right,
-//                  24-27 mask strides, 28-31 bias strides, 32 seed0, 33 seed1, 34 deterministic
+//                  24-27 mask strides, 28-31 bias strides, 32 seed0, 33 seed1, 34 deterministic,
+//                  35 allow_tf32
 // fv (double[4]):  0 scale, 1 softcap, 2 dropout rate
 // ptrs (uint64[20]): 0 q, 1 k, 2 v, 3 o, 4 lse, 5 mask, 6 bias, 7 q_lengths, 8 k_lengths,
 //                  9 q_valid, 10 k_valid, 11 dO, 12 dq, 13 dk, 14 dv, 15 dbias, 16 workspace,
@@ -65,6 +66,7 @@ void fill_common(P* p, const int64_t* iv, const double* fv, const uint64_t* ptrs
   p->q = reinterpret_cast<const void*>(ptrs[0]);
   p->k = reinterpret_cast<const void*>(ptrs[1]);
   p->v = reinterpret_cast<const void*>(ptrs[2]);
+  p->allow_tf32 = iv[35] != 0;
 }
 
 FlashBwdParams make_bwd(const int64_t* iv, const double* fv, const uint64_t* ptrs) {

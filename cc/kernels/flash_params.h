@@ -89,6 +89,7 @@ struct FlashFwdParams {
   const void* v = nullptr;  // [B, Tk, Hkv, Dv]
   void* o = nullptr;        // [B, Tq, H, Dv]
   float* lse = nullptr;     // [B, H, Tq]
+  bool allow_tf32 = false;  // CUDA float32: TF32 tensor cores (TensorFlow's TF32 setting)
 };
 
 struct FlashBwdParams {
@@ -110,6 +111,7 @@ struct FlashBwdParams {
   float* dbias = nullptr;      // [B, H, Tq, Tk] contiguous float32 (dL/d(score)), or null
   float* workspace = nullptr;  // device scratch for the CUDA backward (see flash_cuda.h)
   bool deterministic = false;  // CUDA: no order-dependent atomics (bitwise reproducible)
+  bool allow_tf32 = false;     // CUDA float32: TF32 tensor cores (TensorFlow's TF32 setting)
 };
 
 // ---------------------------------------------------------------------------------------
