@@ -1,20 +1,50 @@
 #!/usr/bin/env bash
-# Builds the CUDA kernels and the ctypes harness into $OUTDIR/libflash_harness.so.
-#   ARCHS="80 86 89 90" (default) or e.g. ARCHS=90 for a quick build; JOBS=2 parallel nvcc.
+# Builds the CUDA kernels and the pybind11 harness module `flash_harness` (cc/harness/flash_harness.cc)
+# for the python3 on PATH into $OUTDIR/flash_harness<EXT_SUFFIX> (e.g. .cpython-312-x86_64-linux-gnu.so).
+# No TensorFlow; cudart linked statically. Needs nvcc, g++, and pybind11 + Python headers for python3.
+#   ARCHS="80 86 89 90" (default) or e.g. ARCHS=90 for a quick build; JOBS parallel nvcc (default nproc);
+#   NVCC (default /usr/local/cuda/bin/nvcc); PYTHON (default python3); NVCC_EXTRA (e.g. -DFA_TUNING);
+#   HARNESS_ONLY=1: reuse the kernel objects already in $OUTDIR (compile only missing ones), rebuild
+#   the module (they must be for the same ARCHS / NVCC_EXTRA).
 # Run from the repository root. Prints the wall time of the whole build.
+#
+# On the GPU machine (python3 with torch and pybind11):
+#   bash benchmarks/build_harness.sh && python3 benchmarks/kernel_harness_check.py
+#   (quick: ARCHS=90 bash benchmarks/build_harness.sh && python3 benchmarks/kernel_harness_check.py --quick)
+# Without a GPU, the module still imports and checks its arguments:
+#   ARCHS=90 bash benchmarks/build_harness.sh
+#   PYTHONPATH=.harness_build python3 -c "import flash_harness, numpy as np; flash_harness.fwd(*[np.zeros((1, 1, 1, 8), np.float32)] * 5, scale=1.0)"
+#   -> ValueError: q: expected a CUDA device tensor, got a tensor on DLPack device type 1 (CPU)
 set -euo pipefail
 OUTDIR=${OUTDIR:-.harness_build}
 ARCHS=${ARCHS:-"80 86 89 90"}
-JOBS=${JOBS:-2}
+JOBS=${JOBS:-$(nproc)}
 NVCC=${NVCC:-/usr/local/cuda/bin/nvcc}
+CUDA_HOME=${CUDA_HOME:-$(dirname "$(dirname "$NVCC")")}
+PYTHON=${PYTHON:-python3}
+PYINC=$("$PYTHON" -m pybind11 --includes) || { echo "pybind11 is missing for $PYTHON (pip install pybind11)" >&2; exit 1; }
+EXT=$("$PYTHON" -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))")
 mkdir -p "$OUTDIR"
 GENCODE=""
 for a in $ARCHS; do GENCODE="$GENCODE -gencode arch=compute_$a,code=sm_$a"; done
+SOURCES=$(ls cc/kernels/flash_fwd*.cu cc/kernels/flash_bwd*.cu)
+OBJS=""
+for f in $SOURCES; do OBJS="$OBJS $OUTDIR/$(basename "$f" .cu).o"; done
 start=$(date +%s)
-ls cc/kernels/flash_fwd*.cu cc/kernels/flash_bwd*.cu | xargs -P "$JOBS" -I{} sh -c \
-  "$NVCC -std=c++17 -O3 -I. -Xcompiler -fPIC $GENCODE ${NVCC_EXTRA:-} -c {} -o $OUTDIR/\$(basename {} .cu).o"
-g++ -std=c++17 -O2 -fPIC -I. -I/usr/local/cuda/include -c cc/harness/flash_harness.cc -o "$OUTDIR/flash_harness.o"
-g++ -shared -o "$OUTDIR/libflash_harness.so" "$OUTDIR"/*.o -L/usr/local/cuda/lib64 \
+BUILD=$SOURCES
+if [[ ${HARNESS_ONLY:-0} == 1 ]]; then
+  BUILD=""
+  for f in $SOURCES; do [[ -f $OUTDIR/$(basename "$f" .cu).o ]] || BUILD="$BUILD $f"; done
+fi
+if [[ -n ${BUILD// /} ]]; then
+  echo $BUILD | tr ' ' '\n' | xargs -P "$JOBS" -I{} sh -c \
+    "$NVCC -std=c++17 -O3 -I. -Xcompiler -fPIC $GENCODE ${NVCC_EXTRA:-} -c {} -o $OUTDIR/\$(basename {} .cu).o"
+fi
+g++ -std=c++17 -O2 -fPIC -fvisibility=hidden -I. -I"$CUDA_HOME/include" $PYINC \
+  -c cc/harness/flash_harness.cc -o "$OUTDIR/flash_harness.o"
+rm -f "$OUTDIR/libflash_harness.so"  # the former ctypes library
+# shellcheck disable=SC2086
+g++ -shared -o "$OUTDIR/flash_harness$EXT" "$OUTDIR/flash_harness.o" $OBJS -L"$CUDA_HOME/lib64" \
   -Wl,--exclude-libs,libcudart_static.a -lcudart_static -ldl -lrt -lpthread -static-libstdc++ -static-libgcc
 end=$(date +%s)
-echo "build of [$ARCHS] took $((end - start)) s -> $OUTDIR/libflash_harness.so"
+echo "build of [$ARCHS] took $((end - start)) s -> $OUTDIR/flash_harness$EXT"

@@ -1,9 +1,11 @@
 """Kernel-level check and benchmark of the CUDA FlashAttention kernels, without TensorFlow.
 
-Runs on the GPU machine (python3 with torch), over .harness_build/libflash_harness.so built here by
-benchmarks/build_harness.sh (ctypes, raw device pointers from torch tensors):
+Runs on the GPU machine (python3 with torch and pybind11), over the pybind11 module flash_harness
+(cc/harness/flash_harness.cc) that benchmarks/build_harness.sh builds there into .harness_build for
+that python3; torch tensors are passed to it directly (DLPack):
 
-  python3 benchmarks/kernel_harness_check.py [--lib PATH] [--out DIR] [--quick] [--no-bench]
+  bash benchmarks/build_harness.sh    # ARCHS=90 for a quicker build on an H100/H200
+  python3 benchmarks/kernel_harness_check.py [--lib DIR] [--out DIR] [--quick] [--no-bench] [--no-check]
 
 1. Numerics: every feature (scale, soft-cap, causal + offset, window, lengths, q/k valid, dense
    mask, bias + dbias, GQA, dropout, d_lse, D != Dv, odd D, fully masked rows), float16 / bfloat16 /
@@ -16,7 +18,6 @@ benchmarks/build_harness.sh (ctypes, raw device pointers from torch tensors):
    causal; bwd 2.5x fwd).
 """
 import argparse
-import ctypes
 import json
 import math
 import os
@@ -27,76 +28,54 @@ import torch
 import torch.nn.functional as F
 
 DEV = torch.device("cuda")
-DTYPE_ID = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
 
 
 class Harness:
+    """The pybind11 module `flash_harness` (cc/harness/flash_harness.cc), imported from `path`: the
+    build directory (default .harness_build) or a file in it. Torch tensors go in directly (DLPack)."""
+
     def __init__(self, path):
-        self.lib = ctypes.CDLL(path)
-        for name in ("fa_fwd", "fa_bwd"):
-            getattr(self.lib, name).restype = ctypes.c_int
-        self.lib.fa_bwd_workspace_bytes.restype = ctypes.c_longlong
-        self.lib.fa_error_string.restype = ctypes.c_char_p
+        d = path if os.path.isdir(path) else os.path.dirname(path)
+        d = os.path.abspath(d or ".")
+        sys.path.insert(0, d)
+        try:
+            import flash_harness
+        except ImportError as e:
+            raise ImportError(f"no flash_harness module for this python in {d} "
+                              f"(build it with: bash benchmarks/build_harness.sh): {e}") from e
+        finally:
+            sys.path.remove(d)
+        self.m = flash_harness
 
     @staticmethod
-    def _arrays(iv, fv, ptrs):
-        return ((ctypes.c_int64 * 40)(*iv), (ctypes.c_double * 4)(*fv), (ctypes.c_uint64 * 20)(*ptrs))
-
-    def check(self, err, what):
-        if err != 0:
-            raise RuntimeError(f"{what}: {self.lib.fa_error_string(err).decode()}")
-
-    def config(self, c, t):
-        """iv, fv, ptrs for case c and its tensors t (dict)."""
-        q, k, v, o = t["q"], t["k"], t["v"], t["o"]
-        B, Tq, H, D = q.shape
-        Tk, Hkv, Dv = k.shape[1], k.shape[2], v.shape[3]
-        iv = [0] * 40
-        iv[0] = DTYPE_ID[q.dtype]
-        iv[1:8] = [B, Tq, Tk, H, Hkv, D, Dv]
-        iv[8:11] = [q.stride(0), q.stride(1), q.stride(2)]
-        iv[11:14] = [k.stride(0), k.stride(1), k.stride(2)]
-        iv[14:17] = [v.stride(0), v.stride(1), v.stride(2)]
-        iv[17:20] = [o.stride(0), o.stride(1), o.stride(2)]
-        iv[20] = int(c.get("causal", False))
-        iv[21] = c.get("offset", 0)
-        iv[22] = c.get("wl", -1)
-        iv[23] = c.get("wr", -1)
-        if t.get("mask") is not None:
-            iv[24:28] = list(t["mask"].stride())
-        if t.get("bias") is not None:
-            iv[28:32] = list(t["bias"].stride())
-        iv[32], iv[33] = c.get("seed", (1234, 5678))
-        iv[34] = int(c.get("deterministic", False))
-        iv[35] = int(c.get("tf32", False))
-        fv = [c.get("scale", 1.0 / math.sqrt(D)), c.get("softcap", 0.0), c.get("dropout", 0.0), 0.0]
-        ptr = lambda name: t[name].data_ptr() if t.get(name) is not None else 0
-        ptrs = [ptr(n) for n in ("q", "k", "v", "o", "lse", "mask", "bias", "qlen", "klen", "qvalid",
-                                 "kvalid", "do", "dq", "dk", "dv", "dbias", "ws", "dlse")]
-        ptrs.append(torch.cuda.current_stream().cuda_stream)
-        ptrs.append(0)
-        return iv, fv, ptrs
+    def options(c, t):
+        """Keyword arguments shared by fwd / bwd / bwd_workspace_bytes for case c and its tensors t."""
+        return dict(scale=c.get("scale", 1.0 / math.sqrt(t["q"].shape[3])), softcap=c.get("softcap", 0.0),
+                    causal=bool(c.get("causal", False)), causal_offset=c.get("offset", 0),
+                    window_left=c.get("wl", -1), window_right=c.get("wr", -1), mask=t.get("mask"),
+                    bias=t.get("bias"), q_lengths=t.get("qlen"), k_lengths=t.get("klen"),
+                    q_valid=t.get("qvalid"), k_valid=t.get("kvalid"), dropout=c.get("dropout", 0.0),
+                    seed=tuple(c.get("seed", (1234, 5678))), allow_tf32=bool(c.get("tf32", False)))
 
     def fwd(self, c, t):
-        a = self._arrays(*self.config(c, t))
-        self.check(self.lib.fa_fwd(*a), "fwd")
+        self.m.fwd(t["q"], t["k"], t["v"], t["o"], t["lse"], stream=torch.cuda.current_stream().cuda_stream,
+                   **self.options(c, t))
 
     def ws_bytes(self, c, t):
-        return self.lib.fa_bwd_workspace_bytes(*self._arrays(*self.config(c, t)))
+        return self.m.bwd_workspace_bytes(t["q"], t["k"], t["v"], deterministic=bool(c.get("deterministic", False)),
+                                          **self.options(c, t))
 
     def bwd(self, c, t):
-        a = self._arrays(*self.config(c, t))
-        self.check(self.lib.fa_bwd(*a), "bwd")
+        self.m.bwd(t["q"], t["k"], t["v"], t["o"], t["lse"], t["do"], t["dq"], t["dk"], t["dv"],
+                   dbias=t.get("dbias"), workspace=t.get("ws"), d_lse=t.get("dlse"),
+                   deterministic=bool(c.get("deterministic", False)),
+                   stream=torch.cuda.current_stream().cuda_stream, **self.options(c, t))
 
     def dropout_keep(self, c, B, H, Tq, Tk, D):
         """Keep mask [B, H, Tq, Tk] from the shared Philox code (host)."""
-        iv = [0] * 40
-        iv[1:8] = [B, Tq, Tk, H, H, D, D]
-        iv[32], iv[33] = c.get("seed", (1234, 5678))
-        fv = [1.0, 0.0, c["dropout"], 0.0]
-        out = (ctypes.c_uint8 * (B * H * Tq * Tk))()
-        self.lib.fa_dropout_mask((ctypes.c_int64 * 40)(*iv), (ctypes.c_double * 4)(*fv), out)
-        return torch.frombuffer(bytearray(out), dtype=torch.uint8).view(B, H, Tq, Tk).bool()
+        out = torch.empty((B, H, Tq, Tk), dtype=torch.uint8)
+        self.m.dropout_mask(B, H, Tq, Tk, c["dropout"], tuple(c.get("seed", (1234, 5678))), out=out)
+        return out.bool()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -351,7 +330,7 @@ def bench(h, log, quick):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--lib", default=".harness_build/libflash_harness.so")
+    ap.add_argument("--lib", default=".harness_build", help="directory of the built flash_harness module")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--no-bench", action="store_true")

@@ -15,7 +15,7 @@ if "mask" in feats: c["mask"] = (1, 0)
 if "dropout" in feats: c["dropout"] = 0.1
 if "det" in feats: c["deterministic"] = True
 if "gqa" in feats: c["Hkv"] = c["H"] // 4
-h = Harness(".harness_build/libflash_harness.so")
+h = Harness(os.environ.get("HARNESS_DIR", ".harness_build"))
 g = torch.Generator(device=DEV); g.manual_seed(0)
 t = make_inputs(c, dt, g)
 run_ours(h, c, t)

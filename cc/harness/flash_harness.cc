@@ -1,125 +1,697 @@
-// Kernel-level harness: a plain C ABI over the CUDA launchers (cc/kernels/flash_cuda.h), called
-// from Python through ctypes with raw device pointers (torch's tensor.data_ptr()), so the kernels
-// can be checked and timed against PyTorch on the same buffers without TensorFlow.
-// (A C ABI instead of pybind11: the .so is built on a machine whose Python differs from the GPU
-// machine's python3.12; ctypes needs no Python headers.)
+// Kernel-level harness: the pybind11 module `flash_harness` over the CUDA launchers
+// (cc/kernels/flash_cuda.h). Tensors come in through DLPack (any object with __dlpack__, e.g. a
+// torch CUDA tensor, or a "dltensor" capsule), so the kernels can be checked and timed against
+// PyTorch on the same buffers in one process, without TensorFlow.
 //
-// Build: see benchmarks/build_harness.sh. Used by benchmarks/kernel_harness_check.py.
+// Build: bash benchmarks/build_harness.sh (-> .harness_build/flash_harness<EXT_SUFFIX>).
+// Used by benchmarks/kernel_harness_check.py, profile_one.py, tune_configs.py.
 //
-// iv (int64[40]):  0 dtype (0 f32, 1 f16, 2 bf16), 1 B, 2 Tq, 3 Tk, 4 H, 5 Hkv, 6 D, 7 Dv,
-//                  8-10 q strides (batch, time, head), 11-13 k, 14-16 v, 17-19 o (and dO),
-//                  20 causal, 21 causal_offset, 22 window_left, 23 window_right,
-//                  24-27 mask strides, 28-31 bias strides, 32 seed0, 33 seed1, 34 deterministic,
-//                  35 allow_tf32
-// fv (double[4]):  0 scale, 1 softcap, 2 dropout rate
-// ptrs (uint64[20]): 0 q, 1 k, 2 v, 3 o, 4 lse, 5 mask, 6 bias, 7 q_lengths, 8 k_lengths,
-//                  9 q_valid, 10 k_valid, 11 dO, 12 dq, 13 dk, 14 dv, 15 dbias, 16 workspace,
-//                  17 d_lse, 18 stream
+//   fwd(q, k, v, o, lse, *, scale, softcap=0, causal=False, causal_offset=0, window_left=-1,
+//       window_right=-1, mask=None, bias=None, q_lengths=None, k_lengths=None, q_valid=None,
+//       k_valid=None, dropout=0.0, seed=(1234, 5678), allow_tf32=False, stream=0)
+//   bwd(q, k, v, o, lse, d_o, dq, dk, dv, *, <the same options>, dbias=None, workspace=None,
+//       d_lse=None, deterministic=False, stream=0)
+//   bwd_workspace_bytes(q, k, v, *, <the same options>, deterministic=False) -> int
+//   dropout_mask(B, H, Tq, Tk, rate, seed, out=None) -> bytearray [B, H, Tq, Tk] (1 keep, 0 drop),
+//       or fills `out` (host uint8/bool, B*H*Tq*Tk elements, compact) and returns it
+//
+// Layouts and dtypes as in cc/kernels/flash_params.h: q [B, Tq, H, D], k [B, Tk, Hkv, D],
+// v [B, Tk, Hkv, Dv], o / d_o [B, Tq, H, Dv] (float32 / float16 / bfloat16, one dtype; the last
+// dim contiguous, other strides free; d_o, dq, dk, dv share the strides of o, q, k, v),
+// lse / d_lse [B, H, Tq] float32 compact, mask [B, H, Tq, Tk] bool and bias [B, H, Tq, Tk]
+// (q's dtype), each dim either full or 1 (broadcast), q_lengths / k_lengths [B] int32,
+// q_valid [B, Tq] / k_valid [B, Tk] bool compact, dbias [B, H, Tq, Tk] float32 compact,
+// workspace float32 compact, at least bwd_workspace_bytes, 256-byte aligned.
+// `stream` is a cudaStream_t as an integer (torch.cuda.current_stream().cuda_stream; 0: the
+// legacy default stream). The launch runs on the tensors' device; the caller orders the work
+// (the capsules are requested with stream=-1: no synchronization by the producer).
+//
+// DLPack: the module borrows the tensors. A capsule is read, never consumed (not renamed to
+// "used_dltensor", its deleter not called): the capsule, held until the call returns, stays
+// responsible for the DLManagedTensor, and the caller's reference keeps the producer alive.
+// The structs below are written from the DLPack specification (https://dmlc.github.io/dlpack).
+#include <Python.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <deque>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include <cuda_runtime_api.h>
 
 #include "cc/kernels/flash_cuda.h"
 
+namespace py = pybind11;
+
 namespace {
 
-using namespace flashattn;
+// ---------------------------------------------------------------------------------------------
+// DLPack ABI (C layout).
+namespace dlpack {
+
+enum : int32_t { kCPU = 1, kCUDA = 2, kCUDAHost = 3, kCUDAManaged = 13 };
+enum : uint8_t { kInt = 0, kUInt = 1, kFloat = 2, kBfloat = 4, kBool = 6 };
+
+struct Device {
+  int32_t device_type;  // DLDeviceType (a C enum: int-sized)
+  int32_t device_id;
+};
+
+struct DataType {
+  uint8_t code;
+  uint8_t bits;
+  uint16_t lanes;
+};
+
+struct Tensor {
+  void* data;
+  Device device;
+  int32_t ndim;
+  DataType dtype;
+  int64_t* shape;
+  int64_t* strides;  // in elements; NULL: compact row-major
+  uint64_t byte_offset;
+};
+
+struct ManagedTensor {  // capsule "dltensor"
+  Tensor dl_tensor;
+  void* manager_ctx;
+  void (*deleter)(ManagedTensor*);
+};
+
+struct Version {
+  uint32_t major;
+  uint32_t minor;
+};
+
+struct ManagedTensorVersioned {  // capsule "dltensor_versioned" (DLPack >= 1.0)
+  Version version;
+  void* manager_ctx;
+  void (*deleter)(ManagedTensorVersioned*);
+  uint64_t flags;
+  Tensor dl_tensor;
+};
+
+constexpr uint64_t kFlagReadOnly = 1;
+
+static_assert(sizeof(Device) == 8 && sizeof(DataType) == 4, "DLPack layout");
+static_assert(offsetof(Tensor, device) == 8 && offsetof(Tensor, ndim) == 16 &&
+                  offsetof(Tensor, dtype) == 20 && offsetof(Tensor, shape) == 24 &&
+                  offsetof(Tensor, strides) == 32 && offsetof(Tensor, byte_offset) == 40 &&
+                  sizeof(Tensor) == 48,
+              "DLTensor layout");
+static_assert(offsetof(ManagedTensor, manager_ctx) == 48 && offsetof(ManagedTensor, deleter) == 56,
+              "DLManagedTensor layout");
+static_assert(offsetof(ManagedTensorVersioned, flags) == 24 &&
+                  offsetof(ManagedTensorVersioned, dl_tensor) == 32,
+              "DLManagedTensorVersioned layout");
+
+}  // namespace dlpack
+
+const char* device_name(int32_t t) {
+  switch (t) {
+    case dlpack::kCPU: return "CPU";
+    case dlpack::kCUDA: return "CUDA";
+    case dlpack::kCUDAHost: return "CUDA host (pinned)";
+    case 4: return "OpenCL";
+    case 7: return "Vulkan";
+    case 8: return "Metal";
+    case 10: return "ROCm";
+    case dlpack::kCUDAManaged: return "CUDA managed";
+    default: return "other";
+  }
+}
+
+std::string dtype_name(const dlpack::DataType& d) {
+  std::string s;
+  switch (d.code) {
+    case dlpack::kInt: s = "int" + std::to_string(d.bits); break;
+    case dlpack::kUInt: s = "uint" + std::to_string(d.bits); break;
+    case dlpack::kFloat: s = "float" + std::to_string(d.bits); break;
+    case dlpack::kBfloat: s = "bfloat" + std::to_string(d.bits); break;
+    case dlpack::kBool: s = d.bits == 8 ? "bool" : "bool" + std::to_string(d.bits); break;
+    default: s = "dtype(code=" + std::to_string(d.code) + ", bits=" + std::to_string(d.bits) + ")";
+  }
+  if (d.lanes != 1) s += "x" + std::to_string(d.lanes);
+  return s;
+}
+
+std::string shape_str(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+[[noreturn]] void fail(const std::string& name, const std::string& msg) {
+  throw py::value_error(name + ": " + msg);
+}
+
+// A borrowed tensor: what the DLTensor says, plus the capsule that owns it for the call.
+struct View {
+  std::string name;
+  py::object capsule;  // keeps the DLManagedTensor alive (its destructor calls the deleter)
+  char* ptr = nullptr;  // data + byte_offset
+  dlpack::DataType dtype{0, 0, 0};
+  int32_t device_type = 0, device_id = 0;
+  bool read_only = false;
+  std::vector<int64_t> shape, strides;  // element strides; size-1 dims normalized (see below)
+
+  int64_t ndim() const { return static_cast<int64_t>(shape.size()); }
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int64_t x : shape) n *= x;
+    return n;
+  }
+};
+
+// Borrows obj (an object with __dlpack__, or a "dltensor" / "dltensor_versioned" capsule).
+// cuda: a CUDA tensor is expected (checked up front through __dlpack_device__ when present).
+View borrow(py::handle obj, const std::string& name, bool cuda = true) {
+  View v;
+  v.name = name;
+  py::object cap;
+  if (PyCapsule_CheckExact(obj.ptr())) {
+    cap = py::reinterpret_borrow<py::object>(obj);
+  } else if (py::hasattr(obj, "__dlpack__")) {
+    int32_t dev_type = -1;
+    if (py::hasattr(obj, "__dlpack_device__")) {
+      try {
+        py::tuple d = obj.attr("__dlpack_device__")();
+        dev_type = d[0].cast<int32_t>();
+      } catch (py::error_already_set& e) {
+        fail(name, std::string("__dlpack_device__() failed: ") + e.what());
+      }
+      if (cuda && dev_type != dlpack::kCUDA && dev_type != dlpack::kCUDAManaged)
+        fail(name, std::string("expected a CUDA device tensor, got a tensor on DLPack device type ") +
+                       std::to_string(dev_type) + " (" + device_name(dev_type) + ")");
+    }
+    try {
+      // stream=-1: the producer synchronizes nothing; the caller orders the work on `stream`.
+      // (Host tensors: stream must be None.)
+      cap = cuda && dev_type >= 0 ? obj.attr("__dlpack__")(py::arg("stream") = -1)
+                                  : obj.attr("__dlpack__")();
+    } catch (py::error_already_set& e) {
+      fail(name, std::string("__dlpack__() failed: ") + e.what());
+    }
+  } else {
+    throw py::type_error(name + ": expected a DLPack tensor (an object with __dlpack__, e.g. a "
+                         "torch CUDA tensor) or a \"dltensor\" capsule, got " +
+                         std::string(py::str(py::type::of(obj).attr("__name__"))));
+  }
+  const dlpack::Tensor* t = nullptr;
+  PyObject* c = cap.ptr();
+  if (PyCapsule_IsValid(c, "dltensor")) {
+    auto* m = static_cast<dlpack::ManagedTensor*>(PyCapsule_GetPointer(c, "dltensor"));
+    t = &m->dl_tensor;
+  } else if (PyCapsule_IsValid(c, "dltensor_versioned")) {
+    auto* m = static_cast<dlpack::ManagedTensorVersioned*>(
+        PyCapsule_GetPointer(c, "dltensor_versioned"));
+    if (m->version.major != 1)
+      fail(name, "unsupported DLPack major version " + std::to_string(m->version.major));
+    t = &m->dl_tensor;
+    v.read_only = (m->flags & dlpack::kFlagReadOnly) != 0;
+  } else if (PyCapsule_CheckExact(c)) {
+    const char* n = PyCapsule_GetName(c);
+    PyErr_Clear();
+    fail(name, std::string("expected a capsule named \"dltensor\", got one named \"") +
+                   (n ? n : "(null)") + "\"" +
+                   (n && std::strncmp(n, "used_", 5) == 0 ? " (already consumed)" : ""));
+  } else {
+    throw py::type_error(name + ": __dlpack__() did not return a capsule");
+  }
+  v.capsule = std::move(cap);
+  v.ptr = static_cast<char*>(t->data) + t->byte_offset;
+  v.dtype = t->dtype;
+  v.device_type = t->device.device_type;
+  v.device_id = t->device.device_id;
+  if (t->ndim < 0 || (t->ndim > 0 && t->shape == nullptr)) fail(name, "malformed DLTensor");
+  v.shape.assign(t->shape, t->shape + t->ndim);
+  v.strides.resize(t->ndim);
+  // Size-1 dims: any stride addresses the same element, and producers differ (torch exports 1).
+  // They get the compact stride of the dims inside them, which keeps the kernels' alignment
+  // checks (strides % 8) as for a compact tensor.
+  int64_t inner = 1;
+  for (int64_t d = t->ndim - 1; d >= 0; --d) {
+    const int64_t st = t->strides ? t->strides[d] : inner;
+    v.strides[d] = v.shape[d] == 1 ? inner : st;
+    inner = v.shape[d] == 1 ? inner : v.strides[d] * v.shape[d];
+  }
+  return v;
+}
+
+// -------------------------------------------------------------------------------------------
+// Checks.
+enum class Kind { kFloat, kBool, kInt32, kFloat32, kByte };
+
+flashattn::DType float_dtype(const View& v) {
+  const auto& d = v.dtype;
+  if (d.lanes == 1) {
+    if (d.code == dlpack::kFloat && d.bits == 32) return flashattn::DType::kFloat32;
+    if (d.code == dlpack::kFloat && d.bits == 16) return flashattn::DType::kFloat16;
+    if (d.code == dlpack::kBfloat && d.bits == 16) return flashattn::DType::kBFloat16;
+  }
+  fail(v.name, "expected dtype float32, float16 or bfloat16, got " + dtype_name(d));
+}
+
+void check_kind(const View& v, Kind k) {
+  const auto& d = v.dtype;
+  bool ok = d.lanes == 1;
+  const char* want = "";
+  switch (k) {
+    case Kind::kFloat: float_dtype(v); return;
+    case Kind::kBool:  // torch exports bool as kDLBool/8; older producers as uint8
+      ok = ok && d.bits == 8 && (d.code == dlpack::kBool || d.code == dlpack::kUInt);
+      want = "bool";
+      break;
+    case Kind::kByte:
+      ok = ok && d.bits == 8 && (d.code == dlpack::kBool || d.code == dlpack::kUInt);
+      want = "uint8 or bool";
+      break;
+    case Kind::kInt32:
+      ok = ok && d.code == dlpack::kInt && d.bits == 32;
+      want = "int32";
+      break;
+    case Kind::kFloat32:
+      ok = ok && d.code == dlpack::kFloat && d.bits == 32;
+      want = "float32";
+      break;
+  }
+  if (!ok) fail(v.name, std::string("expected dtype ") + want + ", got " + dtype_name(d));
+}
+
+void check_cuda(const View& v) {
+  if (v.device_type != dlpack::kCUDA && v.device_type != dlpack::kCUDAManaged)
+    fail(v.name, std::string("expected a CUDA device tensor, got a tensor on DLPack device type ") +
+                     std::to_string(v.device_type) + " (" + device_name(v.device_type) + ")");
+}
+
+void check_writable(const View& v) {
+  if (v.read_only) fail(v.name, "is read-only (DLPack flag), but it is an output");
+}
+
+// Shape equal to `want` (named dims for the message, e.g. "[B, Tq, H, D]").
+void check_shape(const View& v, const std::vector<int64_t>& want, const char* dims) {
+  if (v.shape != want)
+    fail(v.name, std::string("expected shape ") + dims + " = " + shape_str(want) + ", got " +
+                     shape_str(v.shape));
+}
+
+bool is_compact(const View& v) {
+  int64_t inner = 1;
+  for (int64_t d = v.ndim() - 1; d >= 0; --d) {
+    if (v.shape[d] != 1 && v.strides[d] != inner) return false;
+    inner *= v.shape[d];
+  }
+  return true;
+}
+
+void check_compact(const View& v) {
+  if (!is_compact(v))
+    fail(v.name, "must be compact (row-major contiguous), got strides " + shape_str(v.strides) +
+                     " for shape " + shape_str(v.shape));
+}
+
+void check_last_contiguous(const View& v) {
+  if (v.shape.back() > 1 && v.strides.back() != 1)
+    fail(v.name, "the last (head) dim must be contiguous (stride 1), got strides " +
+                     shape_str(v.strides));
+}
+
+// `v` (dq, dk, dv, d_o) is addressed with the strides of `ref` (q, k, v, o).
+void check_same_strides(const View& v, const View& ref) {
+  for (int64_t d = 0; d < v.ndim(); ++d)
+    if (v.shape[d] > 1 && v.strides[d] != ref.strides[d])
+      fail(v.name, "must have the strides of " + ref.name + " " + shape_str(ref.strides) +
+                       ", got " + shape_str(v.strides));
+}
+
+void copy3(int64_t dst[3], const View& v) {
+  for (int x = 0; x < 3; ++x) dst[x] = v.strides[x];
+}
+
+// mask / bias: rank 4, each dim full or 1 (broadcast: stride 0).
+void broadcast_strides(const View& v, const int64_t full[4], int64_t out[4]) {
+  const std::vector<int64_t> f(full, full + 4);
+  if (v.ndim() != 4)
+    fail(v.name, "must be rank 4 and broadcastable to [B, H, Tq, Tk] = " + shape_str(f) +
+                     ", got shape " + shape_str(v.shape));
+  for (int d = 0; d < 4; ++d) {
+    if (v.shape[d] != 1 && v.shape[d] != full[d])
+      fail(v.name, "shape " + shape_str(v.shape) + " does not broadcast to [B, H, Tq, Tk] = " +
+                       shape_str(f) + " (dim " + std::to_string(d) + ")");
+    out[d] = v.shape[d] == 1 ? 0 : v.strides[d];
+  }
+}
+
+// -------------------------------------------------------------------------------------------
+// Arguments shared by fwd / bwd / bwd_workspace_bytes.
+struct Options {
+  double scale = 1.0, softcap = 0.0;
+  bool causal = false;
+  int64_t causal_offset = 0, window_left = -1, window_right = -1;
+  py::object mask, bias, q_lengths, k_lengths, q_valid, k_valid;
+  double dropout = 0.0;
+  std::pair<int64_t, int64_t> seed{1234, 5678};
+  bool allow_tf32 = false;
+};
+
+#define FA_OPTION_PARAMS                                                                       \
+  double scale, double softcap, bool causal, int64_t causal_offset, int64_t window_left,       \
+      int64_t window_right, py::object mask, py::object bias, py::object q_lengths,            \
+      py::object k_lengths, py::object q_valid, py::object k_valid, double dropout,            \
+      std::pair<int64_t, int64_t> seed, bool allow_tf32
+#define FA_OPTION_VALUES                                                                       \
+  Options{scale,     softcap,   causal,  causal_offset, window_left, window_right, mask, bias, \
+          q_lengths, k_lengths, q_valid, k_valid,       dropout,     seed,         allow_tf32}
+#define FA_OPTION_ARGS                                                                         \
+  py::kw_only(), py::arg("scale"), py::arg("softcap") = 0.0, py::arg("causal") = false,        \
+      py::arg("causal_offset") = 0, py::arg("window_left") = -1, py::arg("window_right") = -1, \
+      py::arg("mask") = py::none(), py::arg("bias") = py::none(),                              \
+      py::arg("q_lengths") = py::none(), py::arg("k_lengths") = py::none(),                    \
+      py::arg("q_valid") = py::none(), py::arg("k_valid") = py::none(),                        \
+      py::arg("dropout") = 0.0, py::arg("seed") = std::pair<int64_t, int64_t>(1234, 5678),     \
+      py::arg("allow_tf32") = false
+
+// Borrowed views of one call; they live until the launch returned (a deque: references to
+// its elements stay valid as views are added).
+struct Call {
+  std::deque<View> views;
+  int device = -1;
+
+  const View& add(py::handle obj, const char* name) {
+    views.push_back(borrow(obj, name));
+    View& v = views.back();
+    check_cuda(v);
+    if (device < 0) device = v.device_id;
+    else if (v.device_id != device)
+      fail(name, "is on CUDA device " + std::to_string(v.device_id) + ", but " + views[0].name +
+                     " is on device " + std::to_string(device));
+    return v;
+  }
+};
+
+// `v` has the dtype of q.
+void check_dtype_of_q(const View& v, const View& q) {
+  if (float_dtype(v) != float_dtype(q))
+    fail(v.name, "dtype " + dtype_name(v.dtype) + " differs from q's " + dtype_name(q.dtype));
+}
 
 template <typename P>
-void fill_common(P* p, const int64_t* iv, const double* fv, const uint64_t* ptrs) {
-  p->dtype = static_cast<DType>(iv[0]);
-  AttnShape& s = p->shape;
-  s.B = iv[1]; s.Tq = iv[2]; s.Tk = iv[3]; s.H = iv[4]; s.Hkv = iv[5]; s.D = iv[6]; s.Dv = iv[7];
-  for (int x = 0; x < 3; ++x) {
-    s.q_stride[x] = iv[8 + x];
-    s.k_stride[x] = iv[11 + x];
-    s.v_stride[x] = iv[14 + x];
-    s.o_stride[x] = iv[17 + x];
+void fill_common(P* p, Call* call, py::handle q_, py::handle k_, py::handle v_, const Options& o) {
+  const View& q = call->add(q_, "q");
+  const View& k = call->add(k_, "k");
+  const View& v = call->add(v_, "v");
+  p->dtype = float_dtype(q);
+  check_dtype_of_q(k, q);
+  check_dtype_of_q(v, q);
+  if (q.ndim() != 4) fail("q", "expected rank 4 [B, Tq, H, D], got shape " + shape_str(q.shape));
+  if (k.ndim() != 4) fail("k", "expected rank 4 [B, Tk, Hkv, D], got shape " + shape_str(k.shape));
+  if (v.ndim() != 4) fail("v", "expected rank 4 [B, Tk, Hkv, Dv], got shape " + shape_str(v.shape));
+  flashattn::AttnShape& s = p->shape;
+  s.B = q.shape[0]; s.Tq = q.shape[1]; s.H = q.shape[2]; s.D = q.shape[3];
+  s.Tk = k.shape[1]; s.Hkv = k.shape[2]; s.Dv = v.shape[3];
+  check_shape(k, {s.B, s.Tk, s.Hkv, s.D}, "[B, Tk, Hkv, D]");
+  check_shape(v, {s.B, s.Tk, s.Hkv, s.Dv}, "[B, Tk, Hkv, Dv]");
+  if (s.Hkv <= 0 ? s.H != 0 : s.H % s.Hkv != 0)
+    fail("k", "the number of query heads H = " + std::to_string(s.H) +
+                  " must be a multiple of the number of key/value heads Hkv = " + std::to_string(s.Hkv));
+  for (const View* t : {&q, &k, &v}) check_last_contiguous(*t);
+  copy3(s.q_stride, q);
+  copy3(s.k_stride, k);
+  copy3(s.v_stride, v);
+  p->q = q.ptr;
+  p->k = k.ptr;
+  p->v = v.ptr;
+
+  flashattn::MaskParams& m = p->mask;
+  m.causal = o.causal;
+  m.causal_offset = o.causal_offset;
+  if (o.window_left < -1 || o.window_right < -1)
+    throw py::value_error("window_left and window_right must be >= 0 (or -1 for unbounded), got " +
+                          std::to_string(o.window_left) + " and " + std::to_string(o.window_right));
+  m.window_left = o.window_left;
+  m.window_right = o.window_right;
+  const int64_t full[4] = {s.B, s.H, s.Tq, s.Tk};
+  if (!o.mask.is_none()) {
+    const View& t = call->add(o.mask, "mask");
+    check_kind(t, Kind::kBool);
+    broadcast_strides(t, full, m.mask_stride);
+    m.mask = reinterpret_cast<const bool*>(t.ptr);
   }
-  MaskParams& m = p->mask;
-  m.causal = iv[20] != 0;
-  m.causal_offset = iv[21];
-  m.window_left = iv[22];
-  m.window_right = iv[23];
-  m.mask = reinterpret_cast<const bool*>(ptrs[5]);
-  for (int x = 0; x < 4; ++x) {
-    m.mask_stride[x] = iv[24 + x];
-    p->score.bias_stride[x] = iv[28 + x];
+  if (!o.bias.is_none()) {
+    const View& t = call->add(o.bias, "bias");
+    check_dtype_of_q(t, q);
+    broadcast_strides(t, full, p->score.bias_stride);
+    p->score.bias = t.ptr;
   }
-  m.q_lengths = reinterpret_cast<const int32_t*>(ptrs[7]);
-  m.k_lengths = reinterpret_cast<const int32_t*>(ptrs[8]);
-  m.q_valid = reinterpret_cast<const bool*>(ptrs[9]);
-  m.k_valid = reinterpret_cast<const bool*>(ptrs[10]);
-  p->score.scale = static_cast<float>(fv[0]);
-  p->score.softcap = static_cast<float>(fv[1]);
-  p->score.bias = reinterpret_cast<const void*>(ptrs[6]);
-  DropoutParams& dp = p->dropout;
-  dp.rate = static_cast<float>(fv[2]);
+  if (!o.q_lengths.is_none()) {
+    const View& t = call->add(o.q_lengths, "q_lengths");
+    check_kind(t, Kind::kInt32);
+    check_shape(t, {s.B}, "[B]");
+    check_compact(t);
+    m.q_lengths = reinterpret_cast<const int32_t*>(t.ptr);
+  }
+  if (!o.k_lengths.is_none()) {
+    const View& t = call->add(o.k_lengths, "k_lengths");
+    check_kind(t, Kind::kInt32);
+    check_shape(t, {s.B}, "[B]");
+    check_compact(t);
+    m.k_lengths = reinterpret_cast<const int32_t*>(t.ptr);
+  }
+  if (!o.q_valid.is_none()) {
+    const View& t = call->add(o.q_valid, "q_valid");
+    check_kind(t, Kind::kBool);
+    check_shape(t, {s.B, s.Tq}, "[B, Tq]");
+    check_compact(t);
+    m.q_valid = reinterpret_cast<const bool*>(t.ptr);
+  }
+  if (!o.k_valid.is_none()) {
+    const View& t = call->add(o.k_valid, "k_valid");
+    check_kind(t, Kind::kBool);
+    check_shape(t, {s.B, s.Tk}, "[B, Tk]");
+    check_compact(t);
+    m.k_valid = reinterpret_cast<const bool*>(t.ptr);
+  }
+
+  p->score.scale = static_cast<float>(o.scale);
+  p->score.softcap = static_cast<float>(o.softcap);
+  if (!(o.dropout >= 0.0 && o.dropout < 1.0))
+    throw py::value_error("dropout must be in [0, 1), got " + std::to_string(o.dropout));
+  flashattn::DropoutParams& dp = p->dropout;
+  dp.rate = static_cast<float>(o.dropout);
   if (dp.rate > 0.f) {
     const double t = std::floor(static_cast<double>(dp.rate) * 4294967296.0);
     dp.threshold = static_cast<uint32_t>(std::min(t, 4294967295.0));
     dp.keep_scale = 1.f / (1.f - dp.rate);
-    dropout_key_from_seed(iv[32], iv[33], dp.key);
+    flashattn::dropout_key_from_seed(o.seed.first, o.seed.second, dp.key);
   }
-  p->q = reinterpret_cast<const void*>(ptrs[0]);
-  p->k = reinterpret_cast<const void*>(ptrs[1]);
-  p->v = reinterpret_cast<const void*>(ptrs[2]);
-  p->allow_tf32 = iv[35] != 0;
+  p->allow_tf32 = o.allow_tf32;
 }
 
-FlashBwdParams make_bwd(const int64_t* iv, const double* fv, const uint64_t* ptrs) {
-  FlashBwdParams p;
-  fill_common(&p, iv, fv, ptrs);
-  p.o = reinterpret_cast<const void*>(ptrs[3]);
-  p.lse = reinterpret_cast<const float*>(ptrs[4]);
-  p.d_o = reinterpret_cast<const void*>(ptrs[11]);
-  p.dq = reinterpret_cast<void*>(ptrs[12]);
-  p.dk = reinterpret_cast<void*>(ptrs[13]);
-  p.dv = reinterpret_cast<void*>(ptrs[14]);
-  p.dbias = reinterpret_cast<float*>(ptrs[15]);
-  p.workspace = reinterpret_cast<float*>(ptrs[16]);
-  p.d_lse = reinterpret_cast<const float*>(ptrs[17]);
-  p.deterministic = iv[34] != 0;
-  return p;
+// o / d_o [B, Tq, H, Dv]; lse / d_lse [B, H, Tq] float32 compact.
+const View& add_o(Call* call, py::handle obj, const char* name, const flashattn::AttnShape& s) {
+  const View& t = call->add(obj, name);
+  check_dtype_of_q(t, call->views[0]);
+  check_shape(t, {s.B, s.Tq, s.H, s.Dv}, "[B, Tq, H, Dv]");
+  check_last_contiguous(t);
+  return t;
+}
+
+const View& add_rows(Call* call, py::handle obj, const char* name, const flashattn::AttnShape& s) {
+  const View& t = call->add(obj, name);
+  check_kind(t, Kind::kFloat32);
+  check_shape(t, {s.B, s.H, s.Tq}, "[B, H, Tq]");
+  check_compact(t);
+  return t;
+}
+
+// Sets the tensors' device current for the launch, restores the previous one after.
+struct DeviceGuard {
+  int prev = -1;
+  bool changed = false;
+  explicit DeviceGuard(int dev) {
+    cudaError_t e = cudaGetDevice(&prev);
+    if (e == cudaSuccess && prev != dev) {
+      e = cudaSetDevice(dev);
+      changed = e == cudaSuccess;
+    }
+    if (e != cudaSuccess)
+      throw std::runtime_error(std::string("CUDA device ") + std::to_string(dev) + ": " +
+                               cudaGetErrorString(e));
+  }
+  ~DeviceGuard() {
+    if (changed) cudaSetDevice(prev);
+  }
+};
+
+void check_cuda_status(cudaError_t err, const char* what) {
+  if (err != cudaSuccess)
+    throw std::runtime_error(std::string(what) + ": " + cudaGetErrorName(err) + ": " +
+                             cudaGetErrorString(err));
+}
+
+cudaStream_t as_stream(uintptr_t s) { return reinterpret_cast<cudaStream_t>(s); }
+
+// -------------------------------------------------------------------------------------------
+void fwd(py::handle q, py::handle k, py::handle v, py::handle o, py::handle lse, FA_OPTION_PARAMS,
+         uintptr_t stream) {
+  flashattn::FlashFwdParams p;
+  Call call;
+  fill_common(&p, &call, q, k, v, FA_OPTION_VALUES);
+  const View& to = add_o(&call, o, "o", p.shape);
+  check_writable(to);
+  for (int x = 0; x < 3; ++x) p.shape.o_stride[x] = to.strides[x];
+  const View& tl = add_rows(&call, lse, "lse", p.shape);
+  check_writable(tl);
+  p.o = to.ptr;
+  p.lse = reinterpret_cast<float*>(tl.ptr);
+  DeviceGuard guard(call.device);
+  check_cuda_status(flashattn::flash_fwd_cuda(p, as_stream(stream)), "fwd");
+}
+
+// q, k, v and the options: what bwd_workspace_bytes reads.
+void make_bwd(flashattn::FlashBwdParams* p, Call* call, py::handle q, py::handle k, py::handle v,
+              const Options& opt, bool deterministic) {
+  fill_common(p, call, q, k, v, opt);
+  p->deterministic = deterministic;
+}
+
+size_t bwd_workspace_bytes(py::handle q, py::handle k, py::handle v, FA_OPTION_PARAMS,
+                           bool deterministic) {
+  flashattn::FlashBwdParams p;
+  Call call;
+  make_bwd(&p, &call, q, k, v, FA_OPTION_VALUES, deterministic);
+  return flashattn::flash_bwd_workspace_bytes(p);
+}
+
+void bwd(py::handle q, py::handle k, py::handle v, py::handle o, py::handle lse, py::handle d_o,
+         py::handle dq, py::handle dk, py::handle dv, FA_OPTION_PARAMS, py::object dbias,
+         py::object workspace, py::object d_lse, bool deterministic, uintptr_t stream) {
+  flashattn::FlashBwdParams p;
+  Call call;
+  make_bwd(&p, &call, q, k, v, FA_OPTION_VALUES, deterministic);
+  const flashattn::AttnShape& s = p.shape;
+  const View& tq = call.views[0];
+  const View& tk = call.views[1];
+  const View& tv = call.views[2];
+  const View& to = add_o(&call, o, "o", s);
+  for (int x = 0; x < 3; ++x) p.shape.o_stride[x] = to.strides[x];
+  p.o = to.ptr;
+  p.lse = reinterpret_cast<const float*>(add_rows(&call, lse, "lse", s).ptr);
+  const View& tdo = add_o(&call, d_o, "d_o", s);
+  check_same_strides(tdo, to);
+  p.d_o = tdo.ptr;
+  struct Grad { py::handle obj; const char* name; const View* like; void** out; };
+  const Grad grads[3] = {{dq, "dq", &tq, &p.dq}, {dk, "dk", &tk, &p.dk}, {dv, "dv", &tv, &p.dv}};
+  for (const Grad& g : grads) {
+    const View& t = call.add(g.obj, g.name);
+    check_writable(t);
+    check_dtype_of_q(t, tq);
+    if (t.shape != g.like->shape)
+      fail(g.name, "expected the shape of " + g.like->name + " " + shape_str(g.like->shape) +
+                       ", got " + shape_str(t.shape));
+    check_same_strides(t, *g.like);
+    *g.out = t.ptr;
+  }
+  if (!dbias.is_none()) {
+    const View& t = call.add(dbias, "dbias");
+    check_writable(t);
+    check_kind(t, Kind::kFloat32);
+    check_shape(t, {s.B, s.H, s.Tq, s.Tk}, "[B, H, Tq, Tk]");
+    check_compact(t);
+    p.dbias = reinterpret_cast<float*>(t.ptr);
+  }
+  if (!d_lse.is_none()) p.d_lse = reinterpret_cast<const float*>(add_rows(&call, d_lse, "d_lse", s).ptr);
+  const size_t need = flashattn::flash_bwd_workspace_bytes(p);
+  if (!workspace.is_none()) {
+    const View& t = call.add(workspace, "workspace");
+    check_writable(t);
+    check_kind(t, Kind::kFloat32);
+    check_compact(t);
+    if (static_cast<size_t>(t.numel()) * 4 < need)
+      fail("workspace", "has " + std::to_string(t.numel() * 4) + " bytes, needs " +
+                            std::to_string(need) + " (bwd_workspace_bytes)");
+    if (reinterpret_cast<uintptr_t>(t.ptr) % 256 != 0) fail("workspace", "must be 256-byte aligned");
+    p.workspace = reinterpret_cast<float*>(t.ptr);
+  } else if (need > 0) {
+    throw py::value_error("workspace: required, " + std::to_string(need) +
+                          " bytes (bwd_workspace_bytes), float32");
+  }
+  DeviceGuard guard(call.device);
+  check_cuda_status(flashattn::flash_bwd_cuda(p, as_stream(stream)), "bwd");
+}
+
+// Host keep mask [B, H, Tq, Tk] (1 keep, 0 drop) from the shared Philox code.
+py::object dropout_mask(int64_t B, int64_t H, int64_t Tq, int64_t Tk, double rate,
+                        std::pair<int64_t, int64_t> seed, py::object out) {
+  if (B < 0 || H < 0 || Tq < 0 || Tk < 0) throw py::value_error("dropout_mask: negative size");
+  if (!(rate >= 0.0 && rate < 1.0))
+    throw py::value_error("dropout_mask: rate must be in [0, 1), got " + std::to_string(rate));
+  const int64_t n = B * H * Tq * Tk;
+  flashattn::DropoutParams dp;
+  dp.rate = static_cast<float>(rate);
+  if (dp.rate > 0.f) {
+    const double t = std::floor(static_cast<double>(dp.rate) * 4294967296.0);
+    dp.threshold = static_cast<uint32_t>(std::min(t, 4294967295.0));
+    dp.keep_scale = 1.f / (1.f - dp.rate);
+    flashattn::dropout_key_from_seed(seed.first, seed.second, dp.key);
+  }
+  py::object result;
+  uint8_t* dst = nullptr;
+  View view;
+  if (out.is_none()) {
+    PyObject* ba = PyByteArray_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(n));
+    if (!ba) throw py::error_already_set();
+    result = py::reinterpret_steal<py::object>(ba);
+    dst = reinterpret_cast<uint8_t*>(PyByteArray_AsString(ba));
+  } else {
+    view = borrow(out, "out", /*cuda=*/false);
+    if (view.device_type != dlpack::kCPU && view.device_type != dlpack::kCUDAHost)
+      fail("out", std::string("expected a host (CPU) tensor, got DLPack device type ") +
+                      std::to_string(view.device_type) + " (" + device_name(view.device_type) + ")");
+    check_writable(view);
+    check_kind(view, Kind::kByte);
+    check_compact(view);
+    if (view.numel() != n)
+      fail("out", "expected " + std::to_string(n) + " elements (B*H*Tq*Tk), got shape " +
+                      shape_str(view.shape));
+    result = out;
+    dst = reinterpret_cast<uint8_t*>(view.ptr);
+  }
+  int64_t x = 0;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 0; i < Tq; ++i)
+        for (int64_t j = 0; j < Tk; ++j) dst[x++] = flashattn::dropout_keep(dp, b, h, i, j) ? 1 : 0;
+  return result;
 }
 
 }  // namespace
 
-extern "C" {
-
-int fa_fwd(const int64_t* iv, const double* fv, const uint64_t* ptrs) {
-  FlashFwdParams p;
-  fill_common(&p, iv, fv, ptrs);
-  p.o = reinterpret_cast<void*>(ptrs[3]);
-  p.lse = reinterpret_cast<float*>(ptrs[4]);
-  return static_cast<int>(flash_fwd_cuda(p, reinterpret_cast<cudaStream_t>(ptrs[18])));
+PYBIND11_MODULE(flash_harness, m) {
+  m.doc() = "FlashAttention CUDA launchers over DLPack tensors (kernel harness, no TensorFlow). "
+            "See cc/harness/flash_harness.cc.";
+  m.def("fwd", &fwd, "Forward: writes o [B, Tq, H, Dv] and lse [B, H, Tq].", py::arg("q"),
+        py::arg("k"), py::arg("v"), py::arg("o"), py::arg("lse"), FA_OPTION_ARGS,
+        py::arg("stream") = 0);
+  m.def("bwd", &bwd, "Backward: writes dq, dk, dv (and dbias when given).", py::arg("q"),
+        py::arg("k"), py::arg("v"), py::arg("o"), py::arg("lse"), py::arg("d_o"), py::arg("dq"),
+        py::arg("dk"), py::arg("dv"), FA_OPTION_ARGS, py::arg("dbias") = py::none(),
+        py::arg("workspace") = py::none(), py::arg("d_lse") = py::none(),
+        py::arg("deterministic") = false, py::arg("stream") = 0);
+  m.def("bwd_workspace_bytes", &bwd_workspace_bytes,
+        "Bytes of float32 device workspace bwd needs for these tensors and options.", py::arg("q"),
+        py::arg("k"), py::arg("v"), FA_OPTION_ARGS, py::arg("deterministic") = false);
+  m.def("dropout_mask", &dropout_mask,
+        "Host keep mask [B, H, Tq, Tk] (1 keep, 0 drop): a bytearray, or written into `out`.",
+        py::arg("B"), py::arg("H"), py::arg("Tq"), py::arg("Tk"), py::arg("rate"),
+        py::arg("seed") = std::pair<int64_t, int64_t>(1234, 5678), py::arg("out") = py::none());
 }
-
-long long fa_bwd_workspace_bytes(const int64_t* iv, const double* fv, const uint64_t* ptrs) {
-  return static_cast<long long>(flash_bwd_workspace_bytes(make_bwd(iv, fv, ptrs)));
-}
-
-int fa_bwd(const int64_t* iv, const double* fv, const uint64_t* ptrs) {
-  const FlashBwdParams p = make_bwd(iv, fv, ptrs);
-  return static_cast<int>(flash_bwd_cuda(p, reinterpret_cast<cudaStream_t>(ptrs[18])));
-}
-
-// Host: keep mask [B, H, Tq, Tk] (1 keep, 0 drop) for the reference, from the shared Philox code.
-int fa_dropout_mask(const int64_t* iv, const double* fv, uint8_t* out) {
-  FlashFwdParams p;
-  uint64_t ptrs[20] = {0};
-  fill_common(&p, iv, fv, ptrs);
-  const AttnShape& s = p.shape;
-  int64_t x = 0;
-  for (int64_t b = 0; b < s.B; ++b)
-    for (int64_t h = 0; h < s.H; ++h)
-      for (int64_t i = 0; i < s.Tq; ++i)
-        for (int64_t j = 0; j < s.Tk; ++j) out[x++] = dropout_keep(p.dropout, b, h, i, j) ? 1 : 0;
-  return 0;
-}
-
-const char* fa_error_string(int err) { return cudaGetErrorString(static_cast<cudaError_t>(err)); }
-
-}  // extern "C"
