@@ -48,27 +48,34 @@ class Harness:
         self.m = flash_harness
 
     @staticmethod
-    def options(c, t):
+    def tensors(t, *names):
+        """t[name] for each name, detached (torch refuses DLPack export of tensors requiring grad; the
+        reference may set requires_grad on t["bias"]), or None where absent."""
+        return [t[n].detach() if t.get(n) is not None else None for n in names]
+
+    @classmethod
+    def options(cls, c, t):
         """Keyword arguments shared by fwd / bwd / bwd_workspace_bytes for case c and its tensors t."""
+        mask, bias, qlen, klen, qvalid, kvalid = cls.tensors(t, "mask", "bias", "qlen", "klen", "qvalid", "kvalid")
         return dict(scale=c.get("scale", 1.0 / math.sqrt(t["q"].shape[3])), softcap=c.get("softcap", 0.0),
                     causal=bool(c.get("causal", False)), causal_offset=c.get("offset", 0),
-                    window_left=c.get("wl", -1), window_right=c.get("wr", -1), mask=t.get("mask"),
-                    bias=t.get("bias"), q_lengths=t.get("qlen"), k_lengths=t.get("klen"),
-                    q_valid=t.get("qvalid"), k_valid=t.get("kvalid"), dropout=c.get("dropout", 0.0),
-                    seed=tuple(c.get("seed", (1234, 5678))), allow_tf32=bool(c.get("tf32", False)))
+                    window_left=c.get("wl", -1), window_right=c.get("wr", -1), mask=mask, bias=bias,
+                    q_lengths=qlen, k_lengths=klen, q_valid=qvalid, k_valid=kvalid,
+                    dropout=c.get("dropout", 0.0), seed=tuple(c.get("seed", (1234, 5678))),
+                    allow_tf32=bool(c.get("tf32", False)))
 
     def fwd(self, c, t):
-        self.m.fwd(t["q"], t["k"], t["v"], t["o"], t["lse"], stream=torch.cuda.current_stream().cuda_stream,
+        self.m.fwd(*self.tensors(t, "q", "k", "v", "o", "lse"), stream=torch.cuda.current_stream().cuda_stream,
                    **self.options(c, t))
 
     def ws_bytes(self, c, t):
-        return self.m.bwd_workspace_bytes(t["q"], t["k"], t["v"], deterministic=bool(c.get("deterministic", False)),
-                                          **self.options(c, t))
+        return self.m.bwd_workspace_bytes(*self.tensors(t, "q", "k", "v"),
+                                          deterministic=bool(c.get("deterministic", False)), **self.options(c, t))
 
     def bwd(self, c, t):
-        self.m.bwd(t["q"], t["k"], t["v"], t["o"], t["lse"], t["do"], t["dq"], t["dk"], t["dv"],
-                   dbias=t.get("dbias"), workspace=t.get("ws"), d_lse=t.get("dlse"),
-                   deterministic=bool(c.get("deterministic", False)),
+        dbias, ws, dlse = self.tensors(t, "dbias", "ws", "dlse")
+        self.m.bwd(*self.tensors(t, "q", "k", "v", "o", "lse", "do", "dq", "dk", "dv"), dbias=dbias, workspace=ws,
+                   d_lse=dlse, deterministic=bool(c.get("deterministic", False)),
                    stream=torch.cuda.current_stream().cuda_stream, **self.options(c, t))
 
     def dropout_keep(self, c, B, H, Tq, Tk, D):
