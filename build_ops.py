@@ -25,7 +25,8 @@ CPU_ISA_FLAGS = {
 CPU_MULTI_ISA = {"cc/kernels/flash_cpu.cc"}
 CUDA_KERNEL_SOURCES = ["cc/kernels/flash_fwd.cu", "cc/kernels/flash_bwd.cu",
                        "cc/kernels/flash_bwd_dq.cu", "cc/kernels/flash_fwd_simt.cu",
-                       "cc/kernels/flash_bwd_simt.cu"]
+                       "cc/kernels/flash_bwd_simt.cu", "cc/kernels/flash_fwd_tf32.cu",
+                       "cc/kernels/flash_bwd_tf32.cu"]
 # TensorFlow op definitions and kernel glue.
 OP_SOURCES = ["cc/ops/flash_attention_ops.cc", "cc/ops/flash_attention_kernels.cc"]
 HEADERS = ["cc/kernels/flash_params.h", "cc/kernels/flash_cpu.h", "cc/kernels/flash_cuda.h",

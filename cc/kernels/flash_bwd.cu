@@ -544,7 +544,8 @@ static bool uses_tc(const FlashBwdParams& p) {
 }
 
 static bool uses_dq_acc(const FlashBwdParams& p) {
-  return !p.deterministic && (p.dtype == DType::kFloat16 || p.dtype == DType::kBFloat16);
+  return !p.deterministic && (p.dtype == DType::kFloat16 || p.dtype == DType::kBFloat16 ||
+                              (p.dtype == DType::kFloat32 && p.allow_tf32));
 }
 
 }  // namespace cuda
@@ -580,6 +581,9 @@ cudaError_t flash_bwd_cuda(const FlashBwdParams& p, cudaStream_t stream) {
     if (err != cudaSuccess) return err;
   }
   if (p.dtype == DType::kFloat32) {
+    if (p.allow_tf32)  // TF32 tensor cores (flash_bwd_tf32.cu); dQacc after Dsum in the workspace
+      return cuda::bwd_tf32(p, dsum, cuda::uses_dq_acc(p) ? p.workspace + cuda::dsum_floats(s) : nullptr,
+                            big_smem, stream);
     if (s.Tq > 0 && (err = cuda::bwd_dq_simt(p, dsum, stream)) != cudaSuccess) return err;
     if (s.Tk > 0) return cuda::bwd_dkdv_simt(p, dsum, stream);
     return cudaSuccess;

@@ -2,7 +2,8 @@
 // Compiles with g++ given the CUDA include dir (only cuda_runtime_api types are used).
 //
 // Dtypes: float16 and bfloat16 run on tensor cores (mma.sync m16n8k16, float32 accumulation);
-// float32 runs a full-precision SIMT kernel; float64 returns cudaErrorNotSupported.
+// float32 runs on TF32 tensor cores (mma.sync m16n8k8, inputs rounded to tf32) when
+// params.allow_tf32, else a full-precision SIMT kernel; float64 returns cudaErrorNotSupported.
 // Needs compute capability >= 8.0 (cudaErrorUnsupportedPtxVersion-style error otherwise:
 // the launchers return cudaErrorInvalidDeviceFunction on older GPUs without launching).
 #ifndef TF_FLASHATTN_KERNELS_FLASH_CUDA_H_
@@ -25,6 +26,8 @@ cudaError_t flash_fwd_cuda(const FlashFwdParams& params, cudaStream_t stream);
 //   [B, H, Tq] (+pad)   D = rowsum(dO * O) - d_lse
 //   [B, H, Tq] (+pad)   log2(e) * lse           (float16 / bfloat16 only)
 //   [B, H, Tq, Dpad]    dQ accumulator          (float16 / bfloat16, non-deterministic mode only)
+// float32 with allow_tf32 (TF32 tensor cores), non-deterministic mode: D, then the dQ accumulator
+// [B, H, Tq, Dpad] (no lse2 rows); otherwise float32 needs D only.
 size_t flash_bwd_workspace_bytes(const FlashBwdParams& params);
 
 // Backward by recomputation: writes dq, dk, dv in full and dbias when non-null.

@@ -91,45 +91,52 @@ __device__ __forceinline__ void ldsm_x4_t(uint32_t r[4], const void* p) {
 }
 
 // ---- shared-memory tiles ------------------------------------------------------------------
-// A [ROWS, COLS] tile of 16-bit elements. Each row is padded by one 16-byte chunk, so that
-// ldmatrix's 8 rows (stride COLS*2 + 16 bytes) hit 8 distinct bank groups. (An XOR swizzle saves
-// the padding but costs integer instructions per ldmatrix address; padding keeps addresses
-// linear, so unrolled loops use immediate offsets.)
-template <int ROWS, int COLS>
+// A [ROWS, COLS] tile of ESIZE-byte elements (2: float16 / bfloat16, 4: float32 for the TF32
+// kernels). Each row is padded by one 16-byte chunk (kChunk elements), so that ldmatrix's 8 rows
+// (stride COLS*ESIZE + 16 bytes) hit 8 distinct bank groups. (An XOR swizzle saves the padding
+// but costs integer instructions per ldmatrix address; padding keeps addresses linear, so
+// unrolled loops use immediate offsets.)
+template <int ROWS, int COLS, int ESIZE = 2>
 struct STile {
   static constexpr bool kSwizzle = false;
-  static constexpr int kStride = kSwizzle ? COLS : COLS + 8;
+  static constexpr int kChunk = 16 / ESIZE;  // elements per 16-byte chunk
+  static constexpr int kStride = kSwizzle ? COLS : COLS + kChunk;
   static constexpr int kElems = ROWS * kStride;
-  // Element offset of (r, c); c's chunk (c / 8) is swizzled, c % 8 kept.
+  // Element offset of (r, c); c's chunk (c / kChunk) is swizzled, c % kChunk kept.
   static __device__ __forceinline__ int off(int r, int c) {
-    if (kSwizzle) return r * COLS + ((((c >> 3) ^ (r & 7))) << 3) + (c & 7);
+    if (kSwizzle) {
+      if (ESIZE == 2) return r * COLS + ((((c >> 3) ^ (r & 7))) << 3) + (c & 7);
+      return r * COLS + ((((c >> 2) ^ (r & 7))) << 2) + (c & 3);
+    }
     return r * kStride + c;
   }
 };
 
-// Scalar fallback of load_tile for one 8-element chunk (odd head dims, unaligned strides):
-// out of line, so the hot 16-byte path stays small.
+// Scalar fallback of load_tile for one 16-byte chunk (8 16-bit or 4 float elements; odd head
+// dims, unaligned strides): out of line, so the hot 16-byte path stays small.
 template <typename T>
 __device__ __noinline__ void load_chunk_scalar(T* dst, const T* row, bool row_ok, int col, int n) {
-  alignas(16) T tmp[8];
+  constexpr int kChunk = 16 / sizeof(T);
+  alignas(16) T tmp[kChunk];
 #pragma unroll
-  for (int e = 0; e < 8; ++e) tmp[e] = (row_ok && col + e < n) ? row[col + e] : Elem<T>::from_f(0.f);
+  for (int e = 0; e < kChunk; ++e) tmp[e] = (row_ok && col + e < n) ? row[col + e] : Elem<T>::from_f(0.f);
   *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(tmp);
 }
 
 // Loads rows [t0, t0 + ROWS) of head h of x ([B, T, heads, n], strides st) into a tile, as
-// COLS columns: columns >= n and rows >= t_end are zero. vec: n % 8 == 0, strides % 8 == 0 and
-// a 16-byte aligned base, so 16-byte cp.async copies are used; otherwise scalar loads.
+// COLS columns: columns >= n and rows >= t_end are zero. vec: n, strides % (16 / sizeof(T)) == 0
+// and a 16-byte aligned base, so 16-byte cp.async copies are used; otherwise scalar loads.
 // Thread tid copies chunks (row r0 + it * RPI, column c0) for it = 0, 1, ...
 template <typename T, int ROWS, int COLS, int NTHREADS>
 __device__ __forceinline__ void load_tile(T* tile, const T* x, const int64_t st[3], int64_t b,
                                           int64_t h, int64_t t0, int64_t t_end, int n, bool vec) {
-  using Tile = STile<ROWS, COLS>;
-  constexpr int kCPR = COLS / 8;            // chunks per row
+  using Tile = STile<ROWS, COLS, sizeof(T)>;
+  constexpr int kChunk = Tile::kChunk;
+  constexpr int kCPR = COLS / kChunk;       // chunks per row
   static_assert(NTHREADS % kCPR == 0, "threads must cover whole rows");
   constexpr int RPI = NTHREADS / kCPR;      // rows per iteration
   constexpr int kIters = (ROWS + RPI - 1) / RPI;
-  const int r0 = threadIdx.x / kCPR, c0 = (threadIdx.x % kCPR) * 8;
+  const int r0 = threadIdx.x / kCPR, c0 = (threadIdx.x % kCPR) * kChunk;
   const int64_t rows_left = t_end - t0;     // rows r < rows_left exist
   const T* src = x + b * st[0] + h * st[2] + t0 * st[1] + static_cast<int64_t>(r0) * st[1] + c0;
   const int64_t step = static_cast<int64_t>(RPI) * st[1];
@@ -145,6 +152,48 @@ __device__ __forceinline__ void load_tile(T* tile, const T* x, const int64_t st[
     } else {
       load_chunk_scalar(dst, ok ? src + it * step - c0 : x, ok, c0, n);
     }
+  }
+}
+
+// ---- TF32 (float32 inputs on tensor cores, flash_fwd_tf32.cu / flash_bwd_tf32.cu) ---------
+// float -> tf32 bit pattern, rounded to nearest (ties away), low 13 mantissa bits zero.
+__device__ __forceinline__ uint32_t to_tf32(float x) {
+  uint32_t u;
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(u) : "f"(x));
+  return u;
+}
+// c[16x8] += a[16x8] * b[8x8], tf32 operands, fp32 accumulators. With g = lane / 4, t = lane % 4:
+// a0 (g, t), a1 (g+8, t), a2 (g, t+4), a3 (g+8, t+4); b0 (k t, n g), b1 (k t+4, n g);
+// c0 (g, 2t), c1 (g, 2t+1), c2 (g+8, 2t), c3 (g+8, 2t+1).
+__device__ __forceinline__ void mma_tf32(float c[4], const uint32_t a[4], const uint32_t b[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+// Rounds to tf32, in place, the chunks of a float tile that this thread copied with
+// load_tile<float, ROWS, COLS, NTHREADS> (same chunk assignment), after cp_async_wait: a
+// thread sees its own cp.async writes without a barrier, so no extra __syncthreads is needed.
+template <int ROWS, int COLS, int NTHREADS>
+__device__ __forceinline__ void round_tile_tf32(float* tile) {
+  using Tile = STile<ROWS, COLS, 4>;
+  constexpr int kCPR = COLS / 4;
+  static_assert(NTHREADS % kCPR == 0, "threads must cover whole rows");
+  constexpr int RPI = NTHREADS / kCPR;
+  constexpr int kIters = (ROWS + RPI - 1) / RPI;
+  const int r0 = threadIdx.x / kCPR, c0 = (threadIdx.x % kCPR) * 4;
+#pragma unroll
+  for (int it = 0; it < kIters; ++it) {
+    const int r = r0 + it * RPI;
+    if (ROWS % RPI != 0 && r >= ROWS) break;
+    float4* p = reinterpret_cast<float4*>(tile + Tile::off(r, c0));
+    float4 x = *p;
+    x.x = __uint_as_float(to_tf32(x.x));
+    x.y = __uint_as_float(to_tf32(x.y));
+    x.z = __uint_as_float(to_tf32(x.z));
+    x.w = __uint_as_float(to_tf32(x.w));
+    *p = x;
   }
 }
 

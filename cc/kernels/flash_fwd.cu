@@ -380,7 +380,7 @@ cudaError_t flash_fwd_cuda(const FlashFwdParams& p, cudaStream_t stream) {
   const AttnShape& s = p.shape;
   if (s.B == 0 || s.Tq == 0 || s.H == 0) return cudaSuccess;
   if (s.Hkv <= 0 || s.H % s.Hkv != 0 || s.D > 256 || s.Dv > 256) return cudaErrorInvalidValue;
-  if (p.dtype == DType::kFloat32) return cuda::fwd_simt(p, stream);
+  if (p.dtype == DType::kFloat32) return p.allow_tf32 ? cuda::fwd_tf32(p, stream) : cuda::fwd_simt(p, stream);
   if (p.dtype == DType::kFloat64) return cudaErrorNotSupported;
   const bool vec = s.D % 8 == 0 && s.Dv % 8 == 0 && s.q_stride[0] % 8 == 0 && s.q_stride[1] % 8 == 0 &&
                    s.q_stride[2] % 8 == 0 && s.k_stride[0] % 8 == 0 && s.k_stride[1] % 8 == 0 &&

@@ -1,0 +1,313 @@
+// FlashAttention-2 forward for float32 inputs on TF32 tensor cores (params.allow_tf32).
+//
+// Same schedule as flash_fwd.cu: one CTA of NW warps per (query tile of BQ = 16 MT NW rows,
+// head h, batch b), warp w owns rows [16 MT w, 16 MT (w+1)); K/V tiles of BK keys stream through
+// shared memory (single K and V buffer: V(t) loads during Q·K(t)ᵀ and the softmax, K(t+1) during
+// P·V(t)). Shared-memory tiles are float32 [rows][HD + 4] (16-byte padding: stride ≡ 4 mod 32
+// words, so ldmatrix rows and the 32-bit loads below are bank-conflict free). After each
+// cp.async group lands, every thread rounds the chunks it copied to tf32 in place (cvt.rna), so
+// the fragments need no conversion. Per key tile, with mma.sync m16n8k8 tf32 (fp32 accumulators):
+//   S = Q Kᵀ       A = Q [q][d] through ldmatrix x4 (a 8x8 b16 matrix = 8 rows of 4 floats, so
+//                  thread (g, t) gets the float at (row g, col t): exactly the tf32 A layout);
+//                  B = K [key][d] (= col-major Kᵀ), ldmatrix x4 = two n8 tiles.
+//   z, m, P, ℓ     as flash_fwd.cu (GEN: score_elem per element; else scale folded into exp2)
+//   O += P V       A = P from the S accumulators without shuffles: the k index of the k8 step is
+//                  permuted (A col t <-> key 2t, A col t+4 <-> key 2t+1), so a = {c0, c2, c1, c3}
+//                  of one n8 accumulator tile; B = V rows 2t and 2t+1 (col g) by 32-bit loads.
+// Epilogue: O /= ℓ, lse = ln2 (m + log2 ℓ) (ℓ = 0: O = 0, lse = -inf). Head dims are padded with
+// zeros to HD ∈ {64, 128, 256}.
+#include "cc/kernels/flash_cuda_common.cuh"
+#include "cc/kernels/flash_cuda_internal.h"
+
+namespace flashattn {
+namespace cuda {
+
+struct Tf32FwdArgs {
+  FlashFwdParams p;
+  bool vec;  // 16-byte loads (D, Dv, strides % 4 == 0, aligned bases)
+};
+
+template <int HD, int MT, int BK, int NW>
+struct Tf32FwdCfg {
+  static constexpr int kThreads = NW * 32, BQ = 16 * MT * NW;
+  using QTile = STile<BQ, HD, 4>;
+  using KTile = STile<BK, HD, 4>;
+  static constexpr size_t kSmem = (QTile::kElems + 2 * KTile::kElems) * sizeof(float);
+};
+
+// q [B, Tq, H, D], k [B, Tk, Hkv, D], v [B, Tk, Hkv, Dv] float32 -> o [B, Tq, H, Dv], lse [B, H, Tq].
+template <int HD, int MT, int BK, int NW, bool GEN>
+__global__ void __launch_bounds__(NW * 32) flash_fwd_tf32_kernel(const Tf32FwdArgs args) {
+  using Cfg = Tf32FwdCfg<HD, MT, BK, NW>;
+  using QTile = typename Cfg::QTile;
+  using KTile = typename Cfg::KTile;
+  constexpr int NT = Cfg::kThreads, BQ = Cfg::BQ;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  float* sQ = reinterpret_cast<float*>(smem_raw);  // [BQ, HD + 4]
+  float* sK = sQ + QTile::kElems;                   // [BK, HD + 4]
+  float* sV = sK + KTile::kElems;                   // [BK, HD + 4]
+  const uint32_t* uV = reinterpret_cast<const uint32_t*>(sV);
+
+  const FlashFwdParams& p = args.p;
+  const AttnShape& sh = p.shape;
+  const bool reverse = p.mask.causal || p.mask.window_right >= 0;  // long tiles first
+  const int64_t qb = reverse ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+  const int64_t h = blockIdx.y, b = blockIdx.z, hk = h / (sh.H / sh.Hkv);
+  const int64_t i0 = qb * BQ;
+  const int64_t qlim = q_limit(p.mask, sh, b), klim = k_limit(p.mask, sh, b);
+  int64_t kbeg = 0, kend = 0;
+  if (i0 < qlim) block_keys(p.mask, i0, (i0 + BQ < qlim ? i0 + BQ : qlim) - 1, klim, &kbeg, &kend);
+  const int64_t jstart = kbeg - kbeg % BK;
+  const int ntiles = kend > kbeg ? static_cast<int>((kend - jstart + BK - 1) / BK) : 0;
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
+  const int wr0 = warp * 16 * MT;
+  const float* q = static_cast<const float*>(p.q);
+  const float* k = static_cast<const float*>(p.k);
+  const float* v = static_cast<const float*>(p.v);
+  const int D = static_cast<int>(sh.D), Dv = static_cast<int>(sh.Dv);
+
+  float o[MT][HD / 8][4];  // rows wr0 + 16 mt + g (+8), cols 8 nd + 2 tq (+1)
+  float mrow[MT][2], lrow[MT][2];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int nd = 0; nd < HD / 8; ++nd)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[mt][nd][e] = 0.f;
+    mrow[mt][0] = mrow[mt][1] = neg_inf();
+    lrow[mt][0] = lrow[mt][1] = 0.f;
+  }
+
+  if (ntiles > 0) {
+    load_tile<float, BQ, HD, NT>(sQ, q, sh.q_stride, b, h, i0, sh.Tq, D, args.vec);
+    load_tile<float, BK, HD, NT>(sK, k, sh.k_stride, b, hk, jstart, sh.Tk, D, args.vec);
+    cp_async_commit();
+  }
+  const float sl2 = p.score.scale * kLog2e;
+  const bool dropout = p.dropout.rate > 0.f;
+
+  for (int t = 0; t < ntiles; ++t) {
+    const int64_t j0 = jstart + static_cast<int64_t>(t) * BK;
+    cp_async_wait<0>();
+    if (t == 0) round_tile_tf32<BQ, HD, NT>(sQ);
+    round_tile_tf32<BK, HD, NT>(sK);
+    __syncthreads();  // K(t) landed and rounded; every warp is done with V(t-1)
+    load_tile<float, BK, HD, NT>(sV, v, sh.v_stride, b, hk, j0, sh.Tk, Dv, args.vec);
+    cp_async_commit();
+
+    // S[BQ, BK] = Q Kᵀ.
+    float s[MT][BK / 8][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < BK / 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[mt][nt][e] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < HD / 8; ++kk) {
+      uint32_t a[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+        ldsm_x4(a[mt], sQ + QTile::off(wr0 + mt * 16 + (lane & 15), kk * 8 + (lane >> 4) * 4));
+#pragma unroll
+      for (int nt2 = 0; nt2 < BK / 16; ++nt2) {
+        uint32_t bb[4];  // {b0, b1} of keys nt2*16 + [0, 8), then of [8, 16)
+        ldsm_x4(bb, sK + KTile::off(nt2 * 16 + (lane & 7) + (lane >> 4) * 8, kk * 8 + ((lane >> 3) & 1) * 4));
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          mma_tf32(s[mt][2 * nt2], a[mt], bb);
+          mma_tf32(s[mt][2 * nt2 + 1], a[mt], bb + 2);
+        }
+      }
+    }
+
+    float mul = sl2;
+    if (!GEN) {
+      if (!tile_in_range(p.mask, i0, BQ, j0, BK, qlim, klim)) {
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+            const int64_t i = i0 + wr0 + mt * 16 + g + 8 * r;
+            const RowInfo ri = row_info(p.mask, sh, b, i, qlim, klim);
+            const int64_t lo = ri.ok ? ri.kb - j0 : 0, hi = ri.ok ? ri.ke - j0 : 0;
+#pragma unroll
+            for (int nt = 0; nt < BK / 8; ++nt)
+#pragma unroll
+              for (int c = 0; c < 2; ++c) {
+                const int jl = nt * 8 + 2 * tq + c;
+                if (jl < lo || jl >= hi) s[mt][nt][2 * r + c] = neg_inf();
+              }
+          }
+      }
+    } else {
+      mul = 1.f;
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const int64_t i = i0 + wr0 + mt * 16 + g + 8 * r;
+          const RowInfo ri = row_info(p.mask, sh, b, i, qlim, klim);
+#pragma unroll
+          for (int nt = 0; nt < BK / 8; ++nt)
+#pragma unroll
+            for (int c = 0; c < 2; ++c) {
+              const int64_t j = j0 + nt * 8 + 2 * tq + c;
+              s[mt][nt][2 * r + c] =
+                  score_elem<float>(s[mt][nt][2 * r + c], p.mask, p.score, sh, b, h, i, j, ri, nullptr);
+            }
+        }
+    }
+
+    // Online softmax (base 2), row max over the quad.
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        float mx = neg_inf();
+#pragma unroll
+        for (int nt = 0; nt < BK / 8; ++nt) mx = fmaxf(mx, fmaxf(s[mt][nt][2 * r], s[mt][nt][2 * r + 1]));
+        mx = warp_quad_max(mx) * mul;
+        const float mnew = fmaxf(mrow[mt][r], mx);
+        const float muse = mnew == neg_inf() ? 0.f : mnew;
+        const float alpha = fast_exp2(mrow[mt][r] - muse);
+        mrow[mt][r] = mnew;
+        float sum = 0.f;
+#pragma unroll
+        for (int nt = 0; nt < BK / 8; ++nt)
+#pragma unroll
+          for (int c = 0; c < 2; ++c) {
+            const float pv = fast_exp2(fmaf(s[mt][nt][2 * r + c], mul, -muse));
+            s[mt][nt][2 * r + c] = pv;
+            sum += pv;
+          }
+        lrow[mt][r] = lrow[mt][r] * alpha + sum;
+#pragma unroll
+        for (int nd = 0; nd < HD / 8; ++nd) {
+          o[mt][nd][2 * r] *= alpha;
+          o[mt][nd][2 * r + 1] *= alpha;
+        }
+      }
+
+    if (GEN && dropout) {
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const int64_t i = i0 + wr0 + mt * 16 + g + 8 * r;
+#pragma unroll
+          for (int nt = 0; nt < BK / 8; ++nt) {
+            const int64_t j = j0 + nt * 8 + 2 * tq;  // even: j, j+1 share one Philox call
+            uint32_t w[4];
+            dropout_words(p.dropout, b, h, i, j, w);
+#pragma unroll
+            for (int c = 0; c < 2; ++c)
+              s[mt][nt][2 * r + c] *= w[(j + c) & 3] >= p.dropout.threshold ? p.dropout.keep_scale : 0.f;
+          }
+        }
+    }
+
+    cp_async_wait<0>();
+    round_tile_tf32<BK, HD, NT>(sV);
+    __syncthreads();  // V(t) landed and rounded; every warp is done with K(t)
+    if (t + 1 < ntiles) {
+      load_tile<float, BK, HD, NT>(sK, k, sh.k_stride, b, hk, j0 + BK, sh.Tk, D, args.vec);
+      cp_async_commit();
+    }
+
+    // O += P V, k8 step ks = keys [8 ks, 8 ks + 8) in the order 2t, 2t+1 (see the header).
+#pragma unroll
+    for (int ks = 0; ks < BK / 8; ++ks) {
+      uint32_t a[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        a[mt][0] = to_tf32(s[mt][ks][0]);
+        a[mt][1] = to_tf32(s[mt][ks][2]);
+        a[mt][2] = to_tf32(s[mt][ks][1]);
+        a[mt][3] = to_tf32(s[mt][ks][3]);
+      }
+      const uint32_t* v0 = uV + KTile::off(ks * 8 + 2 * tq, g);
+#pragma unroll
+      for (int nd = 0; nd < HD / 8; ++nd) {
+        uint32_t bb[2] = {v0[nd * 8], v0[KTile::kStride + nd * 8]};
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) mma_tf32(o[mt][nd], a[mt], bb);
+      }
+    }
+  }
+
+  float* out = static_cast<float*>(p.o);
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float l = warp_quad_sum(lrow[mt][r]);
+      const int64_t i = i0 + wr0 + mt * 16 + g + 8 * r;
+      const bool any = l > 0.f || l != l;
+      const float inv = any ? 1.f / l : 0.f;
+      if (i < sh.Tq) {
+        float* dst = out + b * sh.o_stride[0] + i * sh.o_stride[1] + h * sh.o_stride[2];
+#pragma unroll
+        for (int nd = 0; nd < HD / 8; ++nd) {
+          const int col = nd * 8 + 2 * tq;
+          if (args.vec) {
+            if (col < Dv)
+              *reinterpret_cast<float2*>(dst + col) = make_float2(o[mt][nd][2 * r] * inv, o[mt][nd][2 * r + 1] * inv);
+          } else {
+            if (col < Dv) dst[col] = o[mt][nd][2 * r] * inv;
+            if (col + 1 < Dv) dst[col + 1] = o[mt][nd][2 * r + 1] * inv;
+          }
+        }
+        if (tq == 0) p.lse[(b * sh.H + h) * sh.Tq + i] = any ? (mrow[mt][r] + log2f(l)) * kLn2 : neg_inf();
+      }
+    }
+}
+
+template <int HD, int MT, int BK, int NW, bool GEN>
+static cudaError_t launch_fwd_tf32(const Tf32FwdArgs& args, cudaStream_t stream) {
+  using Cfg = Tf32FwdCfg<HD, MT, BK, NW>;
+  auto kernel = flash_fwd_tf32_kernel<HD, MT, BK, NW, GEN>;
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(Cfg::kSmem));
+  if (err != cudaSuccess) return err;
+  const AttnShape& s = args.p.shape;
+  if (s.H > 65535 || s.B > 65535) return cudaErrorInvalidValue;
+  dim3 grid(static_cast<unsigned>((s.Tq + Cfg::BQ - 1) / Cfg::BQ), static_cast<unsigned>(s.H),
+            static_cast<unsigned>(s.B));
+  kernel<<<grid, Cfg::kThreads, Cfg::kSmem, stream>>>(args);
+  return cudaGetLastError();
+}
+
+static bool aligned16_tf32(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0; }
+
+// Tile configurations (shared memory <= 99 KiB, so they run on sm_86 / sm_89 too):
+// index-masked kernels 4 warps x 32 rows (K/V fragments reused over two m-tiles), general ones
+// 8 warps x 16 rows (fewer registers for the per-element score function).
+//   HD 64:  BQ 128, BK 64: 68 KiB      HD 128: BQ 128, BK 32: 99 KiB (101376 B, the sm_86 limit)
+//   HD 256: BQ 64,  BK 16: 97.5 KiB
+cudaError_t fwd_tf32(const FlashFwdParams& p, cudaStream_t stream) {
+  const AttnShape& s = p.shape;
+  const bool vec = s.D % 4 == 0 && s.Dv % 4 == 0 && s.q_stride[0] % 4 == 0 && s.q_stride[1] % 4 == 0 &&
+                   s.q_stride[2] % 4 == 0 && s.k_stride[0] % 4 == 0 && s.k_stride[1] % 4 == 0 &&
+                   s.k_stride[2] % 4 == 0 && s.v_stride[0] % 4 == 0 && s.v_stride[1] % 4 == 0 &&
+                   s.v_stride[2] % 4 == 0 && s.o_stride[0] % 4 == 0 && s.o_stride[1] % 4 == 0 &&
+                   s.o_stride[2] % 4 == 0 && aligned16_tf32(p.q) && aligned16_tf32(p.k) &&
+                   aligned16_tf32(p.v) && aligned16_tf32(p.o);
+  const Tf32FwdArgs args{p, vec};
+  const bool gen = needs_general(p.mask, p.score, p.dropout, nullptr);
+  switch (head_dim_bucket(s.D > s.Dv ? s.D : s.Dv)) {
+    case 64:
+      return gen ? launch_fwd_tf32<64, 1, 64, 8, true>(args, stream) : launch_fwd_tf32<64, 2, 64, 4, false>(args, stream);
+    case 128:
+      return gen ? launch_fwd_tf32<128, 1, 32, 8, true>(args, stream)
+                 : launch_fwd_tf32<128, 2, 32, 4, false>(args, stream);
+    case 256:
+      return gen ? launch_fwd_tf32<256, 1, 16, 4, true>(args, stream)
+                 : launch_fwd_tf32<256, 1, 16, 4, false>(args, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace cuda
+}  // namespace flashattn
