@@ -11,7 +11,10 @@ that python3; torch tensors are passed to it directly (DLPack):
    mask, bias + dbias, GQA, dropout, d_lse, D != Dv, odd D, fully masked rows), float16 / bfloat16 /
    float32, against a float64 reference computed by torch on the GPU; the same reference run in
    the input precision (unfused torch) gives the error bar: ours <= 2x (forward) / 3x (gradients)
-   of that error plus a small floor. Outputs are poisoned with NaN before each run.
+   of that error plus a small floor. Outputs are poisoned with NaN before each run. dtype "tf32":
+   float32 inputs with allow_tf32 (TF32 tensor-core kernels), error bar from torch float32 with
+   torch.backends.cuda.matmul.allow_tf32 = True; "float32" rows are the full-precision SIMT path.
+   --dtypes tf32 --cases d128,gqa runs a subset.
 2. Deterministic mode: the backward twice, bitwise equal.
 3. Speed: forward / backward TFLOP/s against torch SDPA's FlashAttention-2 and cuDNN backends in
    the same process (FLOPs as in the FlashAttention benchmark: fwd 4 B H Tq Tk D, halved when
@@ -203,6 +206,11 @@ def err(a, ref):
     return float(da.max()), float(da.norm() / max(float(ref[fin].norm()), 1e-30))
 
 
+# Cases also run in deterministic mode (bitwise repeat checked), for every dtype / for tf32 only.
+DET_CASES = ("valid_mask_bias", "dropout_all", "d128_causal_ragged", "basic")
+TF32_DET_CASES = ("d256_kvcache", "d59_dv111", "softcap_bias_dlse", "gqa_mqa_lengths", "d192_gqa_window",
+                  "d32_t1", "d80_tk1", "empty_rows", "tf32_d128_window")
+
 CASES = [
     dict(name="basic", B=2, Tq=256, Tk=256, H=4, D=64),
     dict(name="d128_causal_ragged", B=1, Tq=203, Tk=1023, H=2, D=128, causal=True),
@@ -223,6 +231,11 @@ CASES = [
     dict(name="empty_rows", B=2, Tq=64, Tk=64, H=2, D=64, causal=True, offset=-20),
     dict(name="big_d128", B=1, Tq=4096, Tk=4096, H=4, D=128, causal=True),
     dict(name="big_d64_1024", B=2, Tq=1024, Tk=4096, H=4, D=64),
+    # Shapes that stress the TF32 tiles (BK 16/32/64, 16-row m-tiles, column splits at HD 256).
+    dict(name="tf32_d128_window", B=2, Tq=1023, Tk=1024, H=3, D=128, wl=300, causal=True, offset=1),
+    dict(name="tf32_d256_gqa_dropout", B=1, Tq=203, Tk=113, H=4, Hkv=2, D=256, Dv=200, dropout=0.2, dlse=True),
+    dict(name="tf32_d17_t1", B=2, Tq=17, Tk=1, H=2, D=17, Dv=9),
+    dict(name="tf32_d64_bias_bcast_mask", B=2, Tq=113, Tk=203, H=2, D=64, bias=(0, 0), mask=(0, 1), kvalid=True),
 ]
 
 
@@ -231,10 +244,14 @@ def check_numerics(h, dtypes, cases, log):
     gen = torch.Generator(device=DEV)
     gen.manual_seed(0)
     for c in cases:
-        for dt in dtypes:
-            for det in ((False, True) if dt != torch.float32 else (False,)):
-                c2 = dict(c, deterministic=det)
-                if det and c["name"] not in ("valid_mask_bias", "dropout_all", "d128_causal_ragged", "basic"):
+        for dt_name in dtypes:
+            # "tf32": float32 tensors with allow_tf32 (TF32 tensor cores); its error bar is torch's
+            # float32 reference with TF32 matmuls (torch.backends.cuda.matmul.allow_tf32 = True).
+            tf32 = dt_name == "tf32"
+            dt = torch.float32 if tf32 else dt_name
+            for det in ((False, True) if dt != torch.float32 or tf32 else (False,)):
+                c2 = dict(c, deterministic=det, tf32=tf32)
+                if det and c["name"] not in DET_CASES and not (tf32 and c["name"] in TF32_DET_CASES):
                     continue
                 t = make_inputs(c2, dt, gen)
                 keep = None
@@ -243,8 +260,17 @@ def check_numerics(h, dtypes, cases, log):
                 run_ours(h, c2, t)
                 torch.cuda.synchronize()
                 ref = reference(c2, t, torch.float64, keep)
-                low = reference(c2, t, dt, keep) if dt != torch.float32 else None
-                row = {"case": c["name"], "dtype": str(dt).split(".")[-1], "det": det}
+                low = None
+                if tf32:
+                    prev = torch.backends.cuda.matmul.allow_tf32
+                    torch.backends.cuda.matmul.allow_tf32 = True
+                    try:
+                        low = reference(c2, t, torch.float32, keep)
+                    finally:
+                        torch.backends.cuda.matmul.allow_tf32 = prev
+                elif dt != torch.float32:
+                    low = reference(c2, t, dt, keep)
+                row = {"case": c["name"], "dtype": "tf32" if tf32 else str(dt).split(".")[-1], "det": det}
                 ok = True
                 for name in ("o", "lse", "dq", "dk", "dv", "dbias"):
                     if name not in ref:
@@ -253,7 +279,7 @@ def check_numerics(h, dtypes, cases, log):
                     e_ours = err(mine, ref[name])
                     e_low = err(low[name], ref[name]) if low is not None else (0.0, 0.0)
                     fac = 2.0 if name in ("o", "lse") else 3.0
-                    floor = {torch.float32: 2e-4, torch.float16: 2e-3, torch.bfloat16: 1e-2}[dt]
+                    floor = 1e-3 if tf32 else {torch.float32: 2e-4, torch.float16: 2e-3, torch.bfloat16: 1e-2}[dt]
                     if name == "dbias":
                         floor *= 0.1
                     bound = fac * e_low[0] + floor * max(1.0, float(ref[name][torch.isfinite(ref[name])].abs().max()) if bool(torch.isfinite(ref[name]).any()) else 1.0)
@@ -277,12 +303,12 @@ def check_numerics(h, dtypes, cases, log):
     return rows
 
 
-def bench(h, log, quick):
+def bench(h, log, quick, extra_only=False):
     import triton.testing as tt
     from torch.nn.attention import sdpa_kernel, SDPBackend
     rows = []
     shapes = []
-    for D in (64, 128, 256):
+    for D in (() if extra_only else (64, 128, 256)):
         Hh = 2048 // D
         for T in ((16384,) if quick else (4096, 16384)):
             for causal in (False, True):
@@ -317,18 +343,20 @@ def bench(h, log, quick):
         rows.append(r)
         print("BENCH " + json.dumps(r), file=log, flush=True)
         del t, qh, kh, vh
-    # deterministic backward and float32, one shape each
+    # deterministic backward, float32 (SIMT) and float32 on TF32 tensor cores (D 128, T 16k)
     extra = []
-    for (dt, det, T) in ((torch.bfloat16, True, 4096), (torch.float32, False, 4096)):
-        c = dict(B=1, Tq=T, Tk=T, H=16, D=128, causal=False, deterministic=det)
+    for (dt, det, T, tf32, causal) in ((torch.bfloat16, True, 4096, False, False), (torch.float32, False, 4096, False, False),
+                                       (torch.float32, False, 16384, True, False), (torch.float32, False, 16384, True, True),
+                                       (torch.float32, True, 16384, True, False)):
+        c = dict(B=1, Tq=T, Tk=T, H=16, D=128, causal=causal, deterministic=det, tf32=tf32)
         gen = torch.Generator(device=DEV)
         gen.manual_seed(2)
         t = make_inputs(c, dt, gen)
         run_ours(h, c, t)
-        fl = 4 * T * T * 16 * 128
+        fl = 4 * T * T * 16 * 128 / (2 if causal else 1)
         fms = tt.do_bench(lambda: h.fwd(c, t), warmup=5, rep=50, return_mode="median")
         bms = tt.do_bench(lambda: h.bwd(c, t), warmup=5, rep=50, return_mode="median")
-        e = dict(dtype=str(dt), det=det, T=T, fwd_tflops=round(fl / fms / 1e9, 1),
+        e = dict(dtype="tf32" if tf32 else str(dt), det=det, T=T, D=128, causal=causal, fwd_tflops=round(fl / fms / 1e9, 1),
                  bwd_tflops=round(2.5 * fl / bms / 1e9, 1))
         extra.append(e)
         print("BENCH " + json.dumps(e), file=log, flush=True)
@@ -340,6 +368,10 @@ def main():
     ap.add_argument("--lib", default=".harness_build", help="directory of the built flash_harness module")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--dtypes", default="bf16,fp16,fp32,tf32",
+                    help="comma list of bf16, fp16, fp32 (SIMT), tf32 (float32 on TF32 tensor cores)")
+    ap.add_argument("--cases", default="", help="comma list of substrings of case names (default: all)")
+    ap.add_argument("--tf32-bench-only", action="store_true", help="only the float32 / tf32 timing rows")
     ap.add_argument("--no-bench", action="store_true")
     ap.add_argument("--no-check", action="store_true")
     args = ap.parse_args()
@@ -349,11 +381,14 @@ def main():
     res = {}
     t0 = time.time()
     if not args.no_check:
-        res["numerics"] = check_numerics(h, (torch.bfloat16, torch.float16, torch.float32), CASES, log)
+        names = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "tf32": "tf32"}
+        dts = tuple(names[x] for x in args.dtypes.split(","))
+        cases = [c for c in CASES if not args.cases or any(x in c["name"] for x in args.cases.split(","))]
+        res["numerics"] = check_numerics(h, dts, cases, log)
         print(f"numerics: {sum(r['ok'] for r in res['numerics'])}/{len(res['numerics'])} pass "
               f"({time.time() - t0:.0f} s)", flush=True)
     if not args.no_bench:
-        res["bench"], res["bench_extra"] = bench(h, log, args.quick)
+        res["bench"], res["bench_extra"] = bench(h, log, args.quick, args.tf32_bench_only)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "kernel_harness_check.json"), "w") as f:
         json.dump(res, f, indent=1)

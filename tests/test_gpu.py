@@ -2,7 +2,12 @@
 low-precision error judged against the same-precision unfused TensorFlow attention, every
 feature, dropout masks equal to the CPU kernel's, determinism, unwritten-output poisoning.
 
+float32 runs twice: "tf32" with TensorFlow's TF32 setting on (its default; the op then uses TF32
+tensor cores, and the unfused baseline's matmuls use TF32 too) and "float32" with
+tf.config.experimental.enable_tensor_float_32_execution(False) (full float32 accuracy).
+
 On the lent H200: benchmarks/gpu_check.sh runs this file (see its header)."""
+import contextlib
 import os
 import subprocess
 import sys
@@ -20,7 +25,27 @@ pytestmark = pytest.mark.gpu
 if not tf.config.list_physical_devices("GPU"):
     pytest.skip("no GPU", allow_module_level=True)
 
-FLOOR = {tf.float16: 2e-3, tf.bfloat16: 1.5e-2, tf.float32: 1e-5}
+TF32 = "tf32"  # float32 with TF32 on (a dtype parameter of the tests below)
+FLOOR = {tf.float16: 2e-3, tf.bfloat16: 1.5e-2, tf.float32: 1e-5, TF32: 2e-3}
+
+
+def dtype_id(d):
+    return d if d == TF32 else d.name
+
+
+@contextlib.contextmanager
+def precision(dtype):
+    """Yields the tensor dtype of a test dtype; float32 runs with TF32 off, TF32 with it on
+    (restored after)."""
+    if dtype not in (tf.float32, TF32):
+        yield dtype
+        return
+    prev = tf.config.experimental.tensor_float_32_execution_enabled()
+    tf.config.experimental.enable_tensor_float_32_execution(dtype == TF32)
+    try:
+        yield tf.float32
+    finally:
+        tf.config.experimental.enable_tensor_float_32_execution(prev)
 
 
 def poison():
@@ -45,7 +70,13 @@ def max_err(a, b):
 
 def compare(q, k, v, dtype, allowed=None, bias=None, softcap=None, keep=None, kw=None,
             keras_ok=True):
-    """ours(GPU) vs float64 reference, and vs the same-precision unfused baseline."""
+    """ours(GPU) vs float64 reference, and vs the same-precision unfused baseline (for TF32: the
+    unfused float32 attention with TF32 matmuls)."""
+    with precision(dtype) as tdtype:
+        return _compare(q, k, v, dtype, tdtype, allowed, bias, softcap, keep, kw, keras_ok)
+
+
+def _compare(q, k, v, fdtype, dtype, allowed, bias, softcap, keep, kw, keras_ok):
     kw = dict(kw or {})
     scale = f32_scale(q.shape[-1])
     rng = np.random.default_rng(0)
@@ -87,11 +118,11 @@ def compare(q, k, v, dtype, allowed=None, bias=None, softcap=None, keep=None, kw
         e_base = max_err(b_out, r_out)
         e_base_g = [max_err(a, b) for a, b in zip(b_g, r_g)]
     else:  # no unfused baseline for this feature: a fixed per-dtype budget
-        e_base, e_base_g = FLOOR[dtype] * 4, [FLOOR[dtype] * 8] * len(e_g)
+        e_base, e_base_g = FLOOR[fdtype] * 4, [FLOOR[fdtype] * 8] * len(e_g)
     # The floor scales with the magnitude of the reference (float32 sums over thousands of rows
     # differ from cuBLAS' summation order by a few ulps of the result, not of 1).
     def floor(ref):
-        return FLOOR[dtype] * max(1.0, float(np.abs(ref.numpy()).max()))
+        return FLOOR[fdtype] * max(1.0, float(np.abs(ref.numpy()).max()))
 
     assert e_out <= 2 * e_base + floor(r_out), (e_out, e_base)
     for eg, eb, rg in zip(e_g, e_base_g, r_g):
@@ -99,11 +130,11 @@ def compare(q, k, v, dtype, allowed=None, bias=None, softcap=None, keep=None, kw
     return out
 
 
-DTYPES = [tf.float16, tf.bfloat16, tf.float32]
+DTYPES = [tf.float16, tf.bfloat16, tf.float32, TF32]
 SIZES = [1, 17, 113, 203, 1023, 1024, 4096]
 
 
-@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("tq,tk", [(a, b) for a in SIZES for b in SIZES
                                    if a * b <= 1024 * 4096])
 def test_sizes(tq, tk, dtype):
@@ -112,7 +143,7 @@ def test_sizes(tq, tk, dtype):
     compare(q, k, v, dtype)
 
 
-@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("d", [32, 59, 64, 80, 111, 128, 192, 256])
 def test_head_dims(d, dtype):
     rng = np.random.default_rng(d)
@@ -121,19 +152,35 @@ def test_head_dims(d, dtype):
             kw=dict(is_causal=True))
 
 
-@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
 def test_value_dim_differs(dtype):
     rng = np.random.default_rng(1)
     q, k, v = rand(rng, 2, 100, 4, 64), rand(rng, 2, 130, 4, 64), rand(rng, 2, 130, 4, 40)
     compare(q, k, v, dtype)
 
 
+@pytest.mark.parametrize("dtype", [tf.bfloat16, TF32], ids=dtype_id)
 @pytest.mark.parametrize("ratio", [2, 4, 8])
-def test_gqa(ratio):
+def test_gqa(ratio, dtype):
     rng = np.random.default_rng(ratio)
     q, k, v = rand(rng, 2, 150, 2 * ratio, 64), rand(rng, 2, 170, 2, 64), rand(rng, 2, 170, 2, 64)
-    compare(q, k, v, tf.bfloat16, allowed=allowed_mask(2, 2 * ratio, 150, 170, is_causal=True),
+    compare(q, k, v, dtype, allowed=allowed_mask(2, 2 * ratio, 150, 170, is_causal=True),
             kw=dict(is_causal=True))
+
+
+@pytest.mark.parametrize("dtype", [tf.float32, TF32], ids=dtype_id)
+@pytest.mark.parametrize("d,dv", [(128, 128), (256, 200), (59, 111)])
+def test_float32_gqa_dropout_shapes(d, dv, dtype):
+    """Odd sizes with GQA, lengths, window, bias and dropout together at several head dims."""
+    rng = np.random.default_rng(d + dv)
+    q, k, v = rand(rng, 2, 113, 4, d), rand(rng, 2, 203, 2, d), rand(rng, 2, 203, 2, dv)
+    seed, rate = [5, 9], 0.1
+    keep = dropout_keep_mask(seed, 2, 4, 113, 203, rate)
+    kw = dict(dropout_rate=rate, seed=seed, is_causal=True, causal_offset=90,
+              sliding_window=(64, None), key_lengths=[203, 150])
+    allowed = allowed_mask(2, 4, 113, 203, is_causal=True, causal_offset=90, window=(64, -1),
+                           key_lengths=[203, 150])
+    compare(q, k, v, dtype, allowed=allowed, keep=keep, bias=rand(rng, 1, 4, 113, 203), kw=kw)
 
 
 B, TQ, TK, H = 2, 203, 333, 4
@@ -169,7 +216,7 @@ def _feature(name, rng):
     return kw, allowed
 
 
-@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("name", list(FEATURES))
 def test_features(name, dtype):
     rng = np.random.default_rng(len(name))
@@ -180,7 +227,7 @@ def test_features(name, dtype):
     assert np.all(tf.cast(out, tf.float32).numpy()[dead] == 0)
 
 
-@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("bias_shape", [(B, H, TQ, TK), (1, 1, TQ, TK), (B, 1, 1, TK)])
 def test_bias_with_gradient(bias_shape, dtype):
     rng = np.random.default_rng(sum(bias_shape))
@@ -189,14 +236,14 @@ def test_bias_with_gradient(bias_shape, dtype):
             allowed=allowed_mask(B, H, TQ, TK, is_causal=True))
 
 
-@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
 def test_softcap(dtype):
     rng = np.random.default_rng(3)
     q, k, v = rand(rng, B, TQ, H, 64) * 3, rand(rng, B, TK, 2, 64) * 3, rand(rng, B, TK, 2, 64)
     compare(q, k, v, dtype, softcap=4.0)
 
 
-@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
 def test_dropout_matches_reference_and_cpu(dtype):
     rng = np.random.default_rng(4)
     q, k, v = rand(rng, B, TQ, H, 64), rand(rng, B, TK, 2, 64), rand(rng, B, TK, 2, 64)
@@ -206,16 +253,17 @@ def test_dropout_matches_reference_and_cpu(dtype):
     allowed = allowed_mask(B, H, TQ, TK, is_causal=True)
     gpu = compare(q, k, v, dtype, allowed=allowed, keep=keep, kw=kw)
     with tf.device("/CPU:0"):
-        cpu = fa.dot_product_attention(*(tf.cast(t, dtype) for t in (q, k, v)),
-                                       scale=f32_scale(64), **kw)
+        cpu = fa.dot_product_attention(*(tf.cast(t, tf.float32 if dtype == TF32 else dtype)
+                                         for t in (q, k, v)), scale=f32_scale(64), **kw)
     # Same mask on both devices: the outputs agree to rounding (a different mask would not).
     assert max_err(gpu, cpu) <= 4 * FLOOR[dtype] + 1e-6
 
 
-def test_lse_output():
+@pytest.mark.parametrize("dtype", [tf.float32, TF32], ids=dtype_id)
+def test_lse_output(dtype):
     rng = np.random.default_rng(6)
     q, k, v = rand(rng, B, TQ, H, 64), rand(rng, B, TK, 2, 64), rand(rng, B, TK, 2, 64)
-    with tf.device("/GPU:0"):
+    with precision(dtype), tf.device("/GPU:0"):
         _, lse = fa.dot_product_attention(q, k, v, return_lse=True, is_causal=True,
                                           query_lengths=[100, 203])
     _, ref = reference_attention(q, k, v, scale=f32_scale(64),
@@ -224,16 +272,21 @@ def test_lse_output():
     ref = ref.numpy()
     np.testing.assert_array_equal(np.isneginf(lse.numpy()), np.isneginf(ref))
     fin = np.isfinite(ref)
-    np.testing.assert_allclose(lse.numpy()[fin], ref[fin], atol=1e-4, rtol=1e-5)
+    tol = 1e-4 if dtype == tf.float32 else 5e-3  # TF32: 10-bit mantissa products
+    np.testing.assert_allclose(lse.numpy()[fin], ref[fin], atol=tol, rtol=tol / 10)
 
 
 DETERMINISM = textwrap.dedent("""
+    import sys
     import numpy as np, tensorflow as tf, tf_flashattn as fa
     tf.config.experimental.enable_op_determinism()
+    tf.config.experimental.enable_tensor_float_32_execution(True)  # float32: the TF32 kernels
+    dt, d = {"bfloat16": (tf.bfloat16, 128), "float32": (tf.float32, 128),
+             "float32_d256": (tf.float32, 256)}[sys.argv[1]]
     rng = np.random.default_rng(0)
-    q, k, v = (tf.constant(rng.standard_normal(s), tf.bfloat16) for s in
-               [(2, 1500, 8, 128), (2, 1700, 2, 128), (2, 1700, 2, 128)])
-    bias = tf.constant(rng.standard_normal((1, 8, 1500, 1700)), tf.bfloat16)
+    q, k, v = (tf.constant(rng.standard_normal(s), dt) for s in
+               [(2, 1500, 8, d), (2, 1700, 2, d), (2, 1700, 2, d)])
+    bias = tf.constant(rng.standard_normal((1, 8, 1500, 1700)), dt)
     def run():
         with tf.device('/GPU:0'), tf.GradientTape() as t:
             t.watch([q, k, v, bias])
@@ -248,7 +301,8 @@ DETERMINISM = textwrap.dedent("""
 """)
 
 
-def test_deterministic_mode_is_bitwise_reproducible():
-    res = subprocess.run([sys.executable, "-c", DETERMINISM], capture_output=True, text=True,
+@pytest.mark.parametrize("which", ["bfloat16", "float32", "float32_d256"])
+def test_deterministic_mode_is_bitwise_reproducible(which):
+    res = subprocess.run([sys.executable, "-c", DETERMINISM, which], capture_output=True, text=True,
                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"), timeout=600)
     assert "BITWISE" in res.stdout, res.stdout + res.stderr[-3000:]

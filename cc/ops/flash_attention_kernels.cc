@@ -22,6 +22,7 @@
 
 #include "cc/kernels/flash_cuda.h"
 #include "tensorflow/core/util/determinism.h"
+#include "tsl/platform/tensor_float_32_utils.h"
 #endif
 
 namespace tf_flashattn {
@@ -380,6 +381,9 @@ struct Launcher<GPUDevice> {
   static void Fwd(OpKernelContext* ctx, const flashattn::FlashFwdParams& params) {
     cudaStream_t stream = ctx->eigen_device<GPUDevice>().stream();
     flashattn::FlashFwdParams p = params;
+    // float32: TF32 tensor cores when TensorFlow's TF32 setting is on (its matmuls follow it too:
+    // tf.config.experimental.enable_tensor_float_32_execution).
+    p.allow_tf32 = p.dtype == flashattn::DType::kFloat32 && ::tsl::tensor_float_32_execution_enabled();
     Tensor q_len, k_len;
     OP_REQUIRES_OK(ctx, LengthsToDevice(ctx, stream, &p.mask, &q_len, &k_len));
     OP_REQUIRES_OK(ctx, CudaStatus(flashattn::flash_fwd_cuda(p, stream), "FlashAttention forward"));
@@ -389,6 +393,7 @@ struct Launcher<GPUDevice> {
     Tensor q_len, k_len, workspace;
     OP_REQUIRES_OK(ctx, LengthsToDevice(ctx, stream, &p.mask, &q_len, &k_len));
     p.deterministic = ::tensorflow::OpDeterminismRequired();
+    p.allow_tf32 = p.dtype == flashattn::DType::kFloat32 && ::tsl::tensor_float_32_execution_enabled();
     const size_t bytes = flashattn::flash_bwd_workspace_bytes(p);
     OP_REQUIRES_OK(ctx, ctx->allocate_temp(::tensorflow::DT_FLOAT,
                                            TensorShape({static_cast<int64_t>((bytes + 3) / 4)}),
