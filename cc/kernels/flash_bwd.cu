@@ -33,18 +33,20 @@ struct BwdArgs {
   bool vec;
 };
 
-template <int HD, int BKb, int BQb, int NW, int QST>
+// Warp layouts: AWM / BWM warps along the keys in phases A / B, CWM along the queries in phase C
+// (0: as many as the tile allows, up to NW); the other warps split the other dimension.
+template <int HD, int BKb, int BQb, int NW, int QST, int AWM = 0, int BWM = 0, int CWM = 0>
 struct BwdCfg {
   static constexpr int kThreads = NW * 32;
   static constexpr int cmin(int a, int b) { return a < b ? a : b; }
   // phase A: Sᵀ [BKb, BQb]; warps A_WM x A_WN, each AM m16 x AN n8 tiles
-  static constexpr int A_WM = cmin(NW, BKb / 16), A_WN = NW / A_WM;
+  static constexpr int A_WM = AWM ? AWM : cmin(NW, BKb / 16), A_WN = NW / A_WM;
   static constexpr int AM = BKb / 16 / A_WM, AN = BQb / 8 / A_WN;
   // phase B: dK, dV [BKb, HD]
-  static constexpr int B_WM = cmin(NW, BKb / 16), B_WN = NW / B_WM;
+  static constexpr int B_WM = BWM ? BWM : cmin(NW, BKb / 16), B_WN = NW / B_WM;
   static constexpr int BM = BKb / 16 / B_WM, BN = HD / 8 / B_WN;
   // phase C: dQ [BQb, HD], in chunks of CC n8 tiles
-  static constexpr int C_WM = cmin(NW, BQb / 16), C_WN = NW / C_WM;
+  static constexpr int C_WM = CWM ? CWM : cmin(NW, BQb / 16), C_WN = NW / C_WM;
   static constexpr int CM = BQb / 16 / C_WM, CN = HD / 8 / C_WN, CC = cmin(CN, 8);
   static_assert(AN % 2 == 0 && BN % 2 == 0 && CC % 2 == 0 && CN % CC == 0, "tile shapes");
   // Phase B can take Pd/dS straight from phase A's registers when each warp owns the same keys
@@ -60,9 +62,9 @@ struct BwdCfg {
   }
 };
 
-template <typename T, int HD, int BKb, int BQb, int NW, int QST, bool GEN>
+template <typename T, int HD, int BKb, int BQb, int NW, int QST, bool GEN, int AWM, int BWM, int CWM>
 __global__ void __launch_bounds__(NW * 32) flash_bwd_kernel(const BwdArgs args) {
-  using Cfg = BwdCfg<HD, BKb, BQb, NW, QST>;
+  using Cfg = BwdCfg<HD, BKb, BQb, NW, QST, AWM, BWM, CWM>;
   using KTile = typename Cfg::KTile;
   using QTile = typename Cfg::QTile;
   using PTile = typename Cfg::PTile;
@@ -81,10 +83,9 @@ __global__ void __launch_bounds__(NW * 32) flash_bwd_kernel(const BwdArgs args) 
   const AttnShape& sh = p.shape;
   const int64_t j0 = static_cast<int64_t>(blockIdx.x) * BKb;
   const int64_t hk = blockIdx.y, b = blockIdx.z;
-  const int64_t G = sh.H / sh.Hkv;
   const int64_t qlim = q_limit(p.mask, sh, b), klim = k_limit(p.mask, sh, b);
-  const int nqb = static_cast<int>((sh.Tq + BQb - 1) / BQb);  // int: the host checks G * nqb < 2^31
-  const int total = static_cast<int>(G) * nqb;
+  const int nqb = static_cast<int>((sh.Tq + BQb - 1) / BQb);  // int: the host checks nqb < 2^31
+  const int G = static_cast<int>(sh.H / sh.Hkv);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
   const T* q = static_cast<const T*>(p.q);
   const T* k = static_cast<const T*>(p.k);
@@ -92,23 +93,46 @@ __global__ void __launch_bounds__(NW * 32) flash_bwd_kernel(const BwdArgs args) 
   const T* d_o = static_cast<const T*>(p.d_o);
   const int D = static_cast<int>(sh.D), Dv = static_cast<int>(sh.Dv);
 
-  // Work unit u = (h - hk*G) * nqb + qb; valid when the query tile sees some key of this tile.
-  auto next_valid = [&](int u) -> int {
-    if (j0 >= klim) return total;
-    for (; u < total; ++u) {
-      const int64_t i0 = static_cast<int64_t>(u % nqb) * BQb;
-      if (i0 >= qlim) {  // later tiles of this head are past qlim too
-        u = (u / nqb + 1) * nqb - 1;
-        continue;
-      }
-      int64_t kb, ke;
-      block_keys(p.mask, i0, (i0 + BQb < qlim ? i0 + BQb : qlim) - 1, klim, &kb, &ke);
-      if (kb < j0 + BKb && ke > j0 && ke > kb) return u;
-    }
-    return total;
+  // Query tiles that see this key tile. key_begin / key_end are non-decreasing in the row, so
+  // "i0 < qlim and key_begin(i0) < j0 + BKb" holds for a prefix [0, qb_hi) of the tiles and
+  // "min(key_end(last row), klim) > j0" for a suffix: candidates [qb_lo, qb_hi), found by
+  // bisection once per CTA; tile_sees() then drops tiles whose rows see no key at all.
+  auto last_row_end = [&](int qb) -> int64_t {
+    const int64_t i_last = (static_cast<int64_t>(qb) * BQb + BQb < qlim ? static_cast<int64_t>(qb) * BQb + BQb : qlim) - 1;
+    const int64_t ke = p.mask.key_end(i_last, klim);
+    return ke < klim ? ke : klim;
   };
-  auto load_query_side = [&](int u, int stage) {
-    const int64_t h = hk * G + u / nqb, i0 = static_cast<int64_t>(u % nqb) * BQb;
+  int qb_hi = 0, qb_lo = 0;
+  {
+    int l = 0, r = nqb;
+    while (l < r) {
+      const int m = (l + r) >> 1;
+      const int64_t i0 = static_cast<int64_t>(m) * BQb;
+      if (i0 < qlim && p.mask.key_begin(i0) < j0 + BKb) l = m + 1; else r = m;
+    }
+    qb_hi = l;
+    r = qb_hi;
+    l = 0;
+    while (l < r) {
+      const int m = (l + r) >> 1;
+      if (last_row_end(m) > j0) r = m; else l = m + 1;
+    }
+    qb_lo = l;
+  }
+  auto tile_sees = [&](int qb) -> bool {
+    return last_row_end(qb) > p.mask.key_begin(static_cast<int64_t>(qb) * BQb);
+  };
+  // Work units (hl, qb): query head hk * G + hl, query tile qb. Moves (hl, qb) to the first
+  // valid unit at or after it (hl == G: none left).
+  auto seek = [&](int& hl, int& qb) {
+    while (hl < G) {
+      if (qb >= qb_hi) { ++hl; qb = qb_lo; continue; }
+      if (tile_sees(qb)) return;
+      ++qb;
+    }
+  };
+  auto load_query_side = [&](int hl, int qb, int stage) {
+    const int64_t h = hk * G + hl, i0 = static_cast<int64_t>(qb) * BQb;
     load_tile<T, BQb, HD, NT>(sQ + stage * QTile::kElems, q, sh.q_stride, b, h, i0, sh.Tq, D, args.vec);
     load_tile<T, BQb, HD, NT>(sdO + stage * QTile::kElems, d_o, sh.o_stride, b, h, i0, sh.Tq, Dv,
                               args.vec);
@@ -135,22 +159,24 @@ __global__ void __launch_bounds__(NW * 32) flash_bwd_kernel(const BwdArgs args) 
   constexpr int ksteps = HD / 16, dvsteps = HD / 16;
   const bool dropout = p.dropout.rate > 0.f;
 
-  int u = next_valid(0);
-  if (u < total) {
+  int hl = 0, qb = qb_lo;
+  seek(hl, qb);
+  if (hl < G) {
     load_tile<T, BKb, HD, NT>(sK, k, sh.k_stride, b, hk, j0, sh.Tk, D, args.vec);
     load_tile<T, BKb, HD, NT>(sV, v, sh.v_stride, b, hk, j0, sh.Tk, Dv, args.vec);
-    load_query_side(u, 0);
+    load_query_side(hl, qb, 0);
     cp_async_commit();
   }
   int n = 0;
-  while (u < total) {
-    const int un = next_valid(u + 1);
-    const int64_t h = hk * G + u / nqb, i0 = static_cast<int64_t>(u % nqb) * BQb;
+  while (hl < G) {
+    int hl_n = hl, qb_n = qb + 1;  // the next unit
+    seek(hl_n, qb_n);
+    const int64_t h = hk * G + hl, i0 = static_cast<int64_t>(qb) * BQb;
     const int st = QST == 2 ? (n & 1) : 0;
     cp_async_wait<0>();
     __syncthreads();  // stage st landed; all warps are done with the previous unit
-    if (QST == 2 && un < total) {
-      load_query_side(un, st ^ 1);
+    if (QST == 2 && hl_n < G) {
+      load_query_side(hl_n, qb_n, st ^ 1);
       cp_async_commit();
     }
     const T* cQ = sQ + st * QTile::kElems;
@@ -377,18 +403,17 @@ __global__ void __launch_bounds__(NW * 32) flash_bwd_kernel(const BwdArgs args) 
           for (int r = 0; r < 2; ++r) {
             const int64_t i = i0 + qr0 + mt * 16 + g + 8 * r;
             if (i >= sh.Tq) continue;
-            float* dst = dq_rows + i * HD;
+            // One pointer per row, constant offsets per n-tile (immediates in the atomics); columns
+            // past D land in the padding of dQacc.
+            float* dst = dq_rows + i * HD + (nb + 2 * tq);
 #pragma unroll
             for (int nt = 0; nt < Cfg::CC; ++nt) {
-              const int d = nb + nt * 8 + 2 * tq;
-              {  // columns past D land in the padding of dQacc
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-                atomicAdd(reinterpret_cast<float2*>(dst + d), make_float2(acc[mt][nt][2 * r], acc[mt][nt][2 * r + 1]));
+              atomicAdd(reinterpret_cast<float2*>(dst + nt * 8), make_float2(acc[mt][nt][2 * r], acc[mt][nt][2 * r + 1]));
 #else
-                atomicAdd(dst + d, acc[mt][nt][2 * r]);
-                atomicAdd(dst + d + 1, acc[mt][nt][2 * r + 1]);
+              atomicAdd(dst + nt * 8, acc[mt][nt][2 * r]);
+              atomicAdd(dst + nt * 8 + 1, acc[mt][nt][2 * r + 1]);
 #endif
-              }
             }
           }
       }
@@ -396,12 +421,13 @@ __global__ void __launch_bounds__(NW * 32) flash_bwd_kernel(const BwdArgs args) 
 
     if (QST == 1) {
       __syncthreads();  // everyone is done with stage 0 and sP/sdS
-      if (un < total) {
-        load_query_side(un, 0);
+      if (hl_n < G) {
+        load_query_side(hl_n, qb_n, 0);
         cp_async_commit();
       }
     }
-    u = un;
+    hl = hl_n;
+    qb = qb_n;
     ++n;
   }
 
@@ -478,19 +504,19 @@ __global__ void bwd_dq_convert_kernel(const FlashBwdParams p, const float* dq_ac
 
 // ONLY: -1 instantiates the general and the index-masked kernel and picks at run time; 0 / 1
 // instantiates only that one (the caller has checked).
-template <typename T, int HD, int BKb, int BQb, int NW, int QST, int ONLY = -1>
+template <typename T, int HD, int BKb, int BQb, int NW, int QST, int ONLY = -1, int AWM = 0, int BWM = 0, int CWM = 0>
 cudaError_t launch_bwd(const BwdArgs& args, cudaStream_t stream) {
-  using Cfg = BwdCfg<HD, BKb, BQb, NW, QST>;
+  using Cfg = BwdCfg<HD, BKb, BQb, NW, QST, AWM, BWM, CWM>;
   const FlashBwdParams& p = args.p;
   const bool gen = ONLY == -1 ? needs_general(p.mask, p.score, p.dropout, p.dbias) : ONLY == 1;
-  auto kernel = gen ? flash_bwd_kernel<T, HD, BKb, BQb, NW, QST, ONLY != 0>
-                    : flash_bwd_kernel<T, HD, BKb, BQb, NW, QST, ONLY == 1>;
+  auto kernel = gen ? flash_bwd_kernel<T, HD, BKb, BQb, NW, QST, ONLY != 0, AWM, BWM, CWM>
+                    : flash_bwd_kernel<T, HD, BKb, BQb, NW, QST, ONLY == 1, AWM, BWM, CWM>;
   const size_t smem = Cfg::template smem<T>();
   cudaError_t err =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   if (err != cudaSuccess) return err;
   const AttnShape& s = args.p.shape;
-  if (s.Hkv > 65535 || s.B > 65535 || (s.H / s.Hkv) * ((s.Tq + BQb - 1) / BQb) >= (int64_t(1) << 31))
+  if (s.Hkv > 65535 || s.B > 65535 || (s.Tq + BQb - 1) / BQb >= (int64_t(1) << 31) - 1)
     return cudaErrorInvalidValue;
   dim3 grid(static_cast<unsigned>((s.Tk + BKb - 1) / BKb), static_cast<unsigned>(s.Hkv),
             static_cast<unsigned>(s.B));
@@ -515,10 +541,18 @@ cudaError_t bwd_tc(const BwdArgs& args, int hd, bool big_smem, cudaStream_t stre
       if (getenv("FA_BWD_CFG") && atoi(getenv("FA_BWD_CFG")) == 1) return launch_bwd<T, 128, 64, 64, 4, 2>(args, stream);
       if (getenv("FA_BWD_CFG") && atoi(getenv("FA_BWD_CFG")) == 3) return launch_bwd<T, 128, 128, 64, 8, 1>(args, stream);
       if (getenv("FA_BWD_CFG") && atoi(getenv("FA_BWD_CFG")) == 4) return launch_bwd<T, 128, 64, 64, 4, 1>(args, stream);
+      // 5: phase A 4x2 warps (P through shared memory); 6: FlashAttention-2's layouts (A 4x2, B 4x2,
+      // C 2x4); 7: phase C 2x4 only.
+      if (!gen && big_smem && getenv("FA_BWD_CFG") && atoi(getenv("FA_BWD_CFG")) == 5) return launch_bwd<T, 128, 128, 64, 8, 2, 0, 4, 8, 4>(args, stream);
+      if (!gen && big_smem && getenv("FA_BWD_CFG") && atoi(getenv("FA_BWD_CFG")) == 6) return launch_bwd<T, 128, 128, 64, 8, 2, 0, 4, 4, 2>(args, stream);
+      if (!gen && big_smem && getenv("FA_BWD_CFG") && atoi(getenv("FA_BWD_CFG")) == 7) return launch_bwd<T, 128, 128, 64, 8, 2, 0, 8, 8, 2>(args, stream);
 #endif
       if (!gen && big_smem) return launch_bwd<T, 128, 128, 64, 8, 2, 0>(args, stream);
       return launch_bwd<T, 128, 64, 64, 4, 1>(args, stream);
     case 256:
+#ifdef FA_TUNING  // FA_BWD_CFG=8: phase C 2x4 warps
+      if (!gen && big_smem && getenv("FA_BWD_CFG") && atoi(getenv("FA_BWD_CFG")) == 8) return launch_bwd<T, 256, 64, 64, 8, 1, 0, 4, 4, 2>(args, stream);
+#endif
       if (!gen && big_smem) return launch_bwd<T, 256, 64, 64, 8, 1, 0>(args, stream);  // 153 KiB
       return launch_bwd<T, 256, 32, 32, 4, 1>(args, stream);
     default: return cudaErrorInvalidValue;

@@ -69,6 +69,10 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool pr
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(smem)),
                "l"(gmem), "r"(pred ? 16 : 0));
 }
+// 16-byte global->shared copy, always taken.
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(smem)), "l"(gmem));
+}
 // 4-byte global->shared copy (zero when !pred).
 __device__ __forceinline__ void cp_async4(void* smem, const void* gmem, bool pred) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(smem)), "l"(gmem),
@@ -137,20 +141,31 @@ __device__ __forceinline__ void load_tile(T* tile, const T* x, const int64_t st[
   constexpr int RPI = NTHREADS / kCPR;      // rows per iteration
   constexpr int kIters = (ROWS + RPI - 1) / RPI;
   const int r0 = threadIdx.x / kCPR, c0 = (threadIdx.x % kCPR) * kChunk;
-  const int64_t rows_left = t_end - t0;     // rows r < rows_left exist
-  const T* src = x + b * st[0] + h * st[2] + t0 * st[1] + static_cast<int64_t>(r0) * st[1] + c0;
+  const int64_t rows_left = t_end - t0 - r0;  // this thread's chunk it exists when it * RPI < rows_left
+  const T* src = x + b * st[0] + h * st[2] + (t0 + r0) * st[1] + c0;
   const int64_t step = static_cast<int64_t>(RPI) * st[1];
-  const bool col_ok = c0 < n;
+  T* dst = tile + Tile::off(r0, c0);
+  constexpr int kDstStep = RPI * Tile::kStride;
+  // The vec test sits outside the unrolled loops, so the 16-byte path is straight-line code with
+  // strength-reduced addresses (a branch per chunk cost ~30 instructions per chunk).
+  if (vec) {
+    const bool col_ok = c0 < n;
+    if (col_ok && rows_left > static_cast<int64_t>(kIters - 1) * RPI && (ROWS % RPI == 0 || r0 + (kIters - 1) * RPI < ROWS)) {
 #pragma unroll
-  for (int it = 0; it < kIters; ++it) {
-    const int r = r0 + it * RPI;
-    if (ROWS % RPI != 0 && r >= ROWS) break;
-    T* dst = tile + Tile::off(r, c0);
-    const bool ok = r < rows_left;
-    if (vec) {
-      cp_async16(dst, ok && col_ok ? src + it * step : x, ok && col_ok);
+      for (int it = 0; it < kIters; ++it) cp_async16(dst + it * kDstStep, src + it * step);  // full tile
     } else {
-      load_chunk_scalar(dst, ok ? src + it * step - c0 : x, ok, c0, n);
+#pragma unroll
+      for (int it = 0; it < kIters; ++it) {
+        if (ROWS % RPI != 0 && r0 + it * RPI >= ROWS) break;
+        const bool ok = col_ok && it * RPI < rows_left;
+        cp_async16(dst + it * kDstStep, ok ? src + it * step : x, ok);
+      }
+    }
+  } else {
+    for (int it = 0; it < kIters; ++it) {
+      if (ROWS % RPI != 0 && r0 + it * RPI >= ROWS) break;
+      const bool ok = it * RPI < rows_left;
+      load_chunk_scalar(dst + it * kDstStep, ok ? src + it * step - c0 : x, ok, c0, n);
     }
   }
 }
