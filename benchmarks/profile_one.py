@@ -1,5 +1,5 @@
 """One forward and one backward launch of our kernels (for ncu / compute-sanitizer on the GPU machine).
-  python3 benchmarks/profile_one.py [T] [D] [causal] [dtype] [extra features: bias,mask,dropout,...]"""
+  python3 benchmarks/profile_one.py [T] [D] [causal] [dtype] [extra features: bias,mask,dropout,det,gqa,tf32]"""
 import sys, os, torch
 sys.path.insert(0, os.path.dirname(__file__))
 from kernel_harness_check import Harness, make_inputs, run_ours, DEV
@@ -15,6 +15,7 @@ if "mask" in feats: c["mask"] = (1, 0)
 if "dropout" in feats: c["dropout"] = 0.1
 if "det" in feats: c["deterministic"] = True
 if "gqa" in feats: c["Hkv"] = c["H"] // 4
+if "tf32" in feats: c["tf32"] = True  # with dtype fp32: the TF32 tensor-core kernels
 h = Harness(os.environ.get("HARNESS_DIR", ".harness_build"))
 g = torch.Generator(device=DEV); g.manual_seed(0)
 t = make_inputs(c, dt, g)
