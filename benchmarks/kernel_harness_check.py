@@ -52,9 +52,10 @@ class Harness:
 
     @staticmethod
     def tensors(t, *names):
-        """t[name] for each name, detached (torch refuses DLPack export of tensors requiring grad; the
-        reference may set requires_grad on t["bias"]), or None where absent."""
-        return [t[n].detach() if t.get(n) is not None else None for n in names]
+        """t[name] for each name (None where absent), detached where it requires grad: torch refuses DLPack
+        export of those, and the reference may set requires_grad on t["bias"]."""
+        xs = [t.get(n) for n in names]
+        return [x.detach() if x is not None and x.requires_grad else x for x in xs]
 
     @classmethod
     def options(cls, c, t):

@@ -173,33 +173,40 @@ struct View {
 };
 
 // Borrows obj (an object with __dlpack__, or a "dltensor" / "dltensor_versioned" capsule).
-// cuda: a CUDA tensor is expected (checked up front through __dlpack_device__ when present).
+// cuda: a CUDA tensor is expected (checked by the caller on the DLTensor's device).
 View borrow(py::handle obj, const std::string& name, bool cuda = true) {
   View v;
   v.name = name;
   py::object cap;
+  py::object fn;
   if (PyCapsule_CheckExact(obj.ptr())) {
     cap = py::reinterpret_borrow<py::object>(obj);
-  } else if (py::hasattr(obj, "__dlpack__")) {
-    int32_t dev_type = -1;
-    if (py::hasattr(obj, "__dlpack_device__")) {
-      try {
-        py::tuple d = obj.attr("__dlpack_device__")();
-        dev_type = d[0].cast<int32_t>();
-      } catch (py::error_already_set& e) {
-        fail(name, std::string("__dlpack_device__() failed: ") + e.what());
-      }
-      if (cuda && dev_type != dlpack::kCUDA && dev_type != dlpack::kCUDAManaged)
-        fail(name, std::string("expected a CUDA device tensor, got a tensor on DLPack device type ") +
-                       std::to_string(dev_type) + " (" + device_name(dev_type) + ")");
-    }
-    try {
+  } else if (!(fn = py::getattr(obj, "__dlpack__", py::none())).is_none()) {
+    if (cuda) {
       // stream=-1: the producer synchronizes nothing; the caller orders the work on `stream`.
-      // (Host tensors: stream must be None.)
-      cap = cuda && dev_type >= 0 ? obj.attr("__dlpack__")(py::arg("stream") = -1)
-                                  : obj.attr("__dlpack__")();
-    } catch (py::error_already_set& e) {
-      fail(name, std::string("__dlpack__() failed: ") + e.what());
+      // (No __dlpack_device__ call up front: it costs as much as __dlpack__ itself in torch.)
+      try {
+        cap = fn(py::arg("stream") = -1);
+      } catch (py::error_already_set& e) {
+        // Host producers may refuse a stream (stream must be None there): say where it is.
+        const std::string what = e.what();
+        int32_t dev_type = -1;
+        try {
+          py::tuple d = obj.attr("__dlpack_device__")();
+          dev_type = d[0].cast<int32_t>();
+        } catch (const std::exception&) {  // no (usable) __dlpack_device__: the first error says it
+        }
+        if (dev_type >= 0 && dev_type != dlpack::kCUDA && dev_type != dlpack::kCUDAManaged)
+          fail(name, std::string("expected a CUDA device tensor, got a tensor on DLPack device type ") +
+                         std::to_string(dev_type) + " (" + device_name(dev_type) + ")");
+        fail(name, "__dlpack__(stream=-1) failed: " + what);
+      }
+    } else {
+      try {
+        cap = fn();  // host tensors: stream must be None
+      } catch (py::error_already_set& e) {
+        fail(name, std::string("__dlpack__() failed: ") + e.what());
+      }
     }
   } else {
     throw py::type_error(name + ": expected a DLPack tensor (an object with __dlpack__, e.g. a "
