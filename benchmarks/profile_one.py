@@ -1,5 +1,6 @@
 """One forward and one backward launch of our kernels (for ncu / compute-sanitizer on the GPU machine).
-  python3 benchmarks/profile_one.py [T] [D] [causal] [dtype] [extra features: bias,mask,dropout,det,gqa,tf32]"""
+  python3 benchmarks/profile_one.py [T] [D] [causal] [dtype] [extra features: bias,mask,dropout,det,gqa,tf32]
+The flash_harness module comes from $HARNESS_DIR (default .harness_build: bash benchmarks/build_harness.sh)."""
 import sys, os, torch
 sys.path.insert(0, os.path.dirname(__file__))
 from kernel_harness_check import Harness, make_inputs, run_ours, DEV

@@ -1,6 +1,7 @@
 """Times tile configurations of a tuning build (-DFA_TUNING: FA_FWD_CFG / FA_BWD_CFG select
 variants at run time) on one shape, after checking each variant's numerics on two cases.
-  python3 benchmarks/tune_configs.py [D] [T]"""
+  python3 benchmarks/tune_configs.py [D] [T]
+Build: NVCC_EXTRA=-DFA_TUNING bash benchmarks/build_harness.sh (module from $HARNESS_DIR, default .harness_build)."""
 import os, sys, json, torch
 sys.path.insert(0, os.path.dirname(__file__))
 import triton.testing as tt
