@@ -590,8 +590,9 @@ template <int HD, int NW, int BK>
 static cudaError_t launch_dq_tf32(const Tf32BwdArgs& args, cudaStream_t stream) {
   using Cfg = Tf32DqCfg<HD, NW, BK>;
   const FlashBwdParams& p = args.p;
-  const bool gen = needs_general(p.mask, p.score, p.dropout, p.dbias);
-  auto kernel = gen ? flash_bwd_dq_tf32_kernel<HD, NW, BK, true> : flash_bwd_dq_tf32_kernel<HD, NW, BK, false>;
+  // The general kernel only (it handles every case): deterministic mode is rare enough that the
+  // index-masked variant is not worth its compile time.
+  auto kernel = flash_bwd_dq_tf32_kernel<HD, NW, BK, true>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(Cfg::kSmem));
   if (err != cudaSuccess) return err;
