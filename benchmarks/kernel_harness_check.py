@@ -280,9 +280,16 @@ def check_numerics(h, dtypes, cases, log):
                     e_ours = err(mine, ref[name])
                     e_low = err(low[name], ref[name]) if low is not None else (0.0, 0.0)
                     fac = 2.0 if name in ("o", "lse") else 3.0
-                    floor = 1e-3 if tf32 else {torch.float32: 2e-4, torch.float16: 2e-3, torch.bfloat16: 1e-2}[dt]
+                    floor = {torch.float32: 2e-4, torch.float16: 2e-3, torch.bfloat16: 1e-2}[dt]
                     if name == "dbias":
                         floor *= 0.1
+                    if tf32:
+                        # torch's TF32 reference is no reliable error bar: cuBLAS runs some shapes
+                        # (k = 1, some backward products) in full float32, and a gradient that is 0
+                        # in exact arithmetic (Tk = 1: dS = P (dP - Dsum) with P = 1) is left with
+                        # the TF32 error of dP - Dsum summed over the queries. Fixed floors sized for
+                        # a 10-bit mantissa instead (a layout bug gives O(1) errors).
+                        floor = {"o": 2e-3, "lse": 2e-3, "dbias": 1e-2}.get(name, 1.5e-2)
                     bound = fac * e_low[0] + floor * max(1.0, float(ref[name][torch.isfinite(ref[name])].abs().max()) if bool(torch.isfinite(ref[name]).any()) else 1.0)
                     good = e_ours[0] <= bound
                     ok &= good

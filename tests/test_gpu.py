@@ -26,7 +26,9 @@ if not tf.config.list_physical_devices("GPU"):
     pytest.skip("no GPU", allow_module_level=True)
 
 TF32 = "tf32"  # float32 with TF32 on (a dtype parameter of the tests below)
-FLOOR = {tf.float16: 2e-3, tf.bfloat16: 1.5e-2, tf.float32: 1e-5, TF32: 2e-3}
+# TF32: TensorFlow's unfused float32 baseline does not run every product on TF32 (e.g. k = 1), so
+# the floor carries the 10-bit-mantissa error (gradients get 4x the floor).
+FLOOR = {tf.float16: 2e-3, tf.bfloat16: 1.5e-2, tf.float32: 1e-5, TF32: 4e-3}
 
 
 def dtype_id(d):
