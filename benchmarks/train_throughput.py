@@ -185,9 +185,13 @@ def main(argv=None):
     p.add_argument(
         "--max-context",
         action="store_true",
-        help="also find the longest context each layer trains at (batch 1, doubling from 1024)",
+        help="also find the longest context each layer trains at (batch 1, doubling from --max-context-start)",
     )
     p.add_argument("--max-context-limit", type=int, default=1 << 18)
+    p.add_argument("--max-context-start", type=int, default=1024,
+                   help="first context of the --max-context doubling (e.g. one the rows showed trains)")
+    p.add_argument("--skip-rows", action="store_true",
+                   help="with --max-context: only the longest-context search, no throughput rows")
     p.add_argument("--repeats", type=int, help="measurements per layer, best kept; 3 (CPU), 1 (GPU)")
     p.add_argument("--timeout", type=int, default=600, help="seconds per measurement")
     p.add_argument("--json", help="also write the results to this file")
@@ -227,7 +231,7 @@ def main(argv=None):
     )
 
     rows, results = [], []
-    for context in contexts:
+    for context in [] if args.skip_rows else contexts:
         batch = max(1, tokens_per_step // context)
         pair = {}
         for _ in range(args.repeats or (1 if gpu else 3)):
@@ -241,13 +245,14 @@ def main(argv=None):
                 ):
                     pair[name] = r
         rows.append((pair.get("keras", {"context": context}), pair.get("flash", pair.get("keras"))))
-    print()
-    print(table(rows))
+    if rows:
+        print()
+        print(table(rows))
 
     if args.max_context:
         longest = []
         for name in names:
-            best, context, stop = None, 1024, ""
+            best, context, stop = None, args.max_context_start, ""
             while context <= args.max_context_limit:
                 cfg = dict(base, attention=name, context=context, batch=1, warmup=1, steps=1)
                 r = run(cfg, args.timeout)
