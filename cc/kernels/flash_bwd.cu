@@ -467,8 +467,10 @@ __global__ void __launch_bounds__(NW * 32) flash_bwd_kernel(const BwdArgs args) 
 }
 
 // Dsum[b, h, i] = Σ_e dO[b, i, h, e] · O[b, i, h, e] - d_lse[b, h, i] and lse2 = log2e · lse:
-// one warp per row.
-template <typename T>
+// one warp per row. TF32 (float32 with allow_tf32): dO is rounded to tf32 as the dP = dO Vᵀ
+// products see it, so that Dsum = Σ_j P_ij dP_ij holds to float32 rounding instead of to tf32
+// rounding (dS = P (dP - Dsum) cancels; with one key, dS is exactly 0 and so is dK).
+template <typename T, bool kTf32 = false>
 __global__ void bwd_dsum_kernel(const FlashBwdParams p, float* dsum, float* lse2) {
   const AttnShape& sh = p.shape;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
@@ -479,7 +481,11 @@ __global__ void bwd_dsum_kernel(const FlashBwdParams p, float* dsum, float* lse2
   const T* o = static_cast<const T*>(p.o) + off;
   const T* d_o = static_cast<const T*>(p.d_o) + off;
   float acc = 0.f;
-  for (int64_t e = lane; e < sh.Dv; e += 32) acc += Elem<T>::to_f(o[e]) * Elem<T>::to_f(d_o[e]);
+  for (int64_t e = lane; e < sh.Dv; e += 32) {
+    float g = Elem<T>::to_f(d_o[e]);
+    if (kTf32) g = __uint_as_float(to_tf32(g));
+    acc += Elem<T>::to_f(o[e]) * g;
+  }
 #pragma unroll
   for (int s = 16; s > 0; s >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, s);
   if (lane == 0) {
@@ -559,10 +565,10 @@ cudaError_t bwd_tc(const BwdArgs& args, int hd, bool big_smem, cudaStream_t stre
   }
 }
 
-template <typename T>
+template <typename T, bool kTf32 = false>
 cudaError_t bwd_dsum(const FlashBwdParams& p, float* dsum, float* lse2, cudaStream_t stream) {
   const int64_t rows = p.shape.B * p.shape.H * p.shape.Tq;
-  bwd_dsum_kernel<T><<<static_cast<unsigned>((rows + 7) / 8), 256, 0, stream>>>(p, dsum, lse2);
+  bwd_dsum_kernel<T, kTf32><<<static_cast<unsigned>((rows + 7) / 8), 256, 0, stream>>>(p, dsum, lse2);
   return cudaGetLastError();
 }
 
@@ -609,7 +615,9 @@ cudaError_t flash_bwd_cuda(const FlashBwdParams& p, cudaStream_t stream) {
   float* dsum = p.workspace;
   float* lse2 = cuda::uses_tc(p) ? p.workspace + cuda::dsum_floats(s) : nullptr;
   if (s.Tq > 0) {
-    if (p.dtype == DType::kFloat32) err = cuda::bwd_dsum<float>(p, dsum, nullptr, stream);
+    if (p.dtype == DType::kFloat32)
+      err = p.allow_tf32 ? cuda::bwd_dsum<float, true>(p, dsum, nullptr, stream)
+                         : cuda::bwd_dsum<float>(p, dsum, nullptr, stream);
     else if (p.dtype == DType::kFloat16) err = cuda::bwd_dsum<__half>(p, dsum, lse2, stream);
     else err = cuda::bwd_dsum<__nv_bfloat16>(p, dsum, lse2, stream);
     if (err != cudaSuccess) return err;
