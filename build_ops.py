@@ -27,10 +27,14 @@ CUDA_KERNEL_SOURCES = ["cc/kernels/flash_fwd.cu", "cc/kernels/flash_bwd.cu",
                        "cc/kernels/flash_bwd_dq.cu", "cc/kernels/flash_fwd_simt.cu",
                        "cc/kernels/flash_bwd_simt.cu", "cc/kernels/flash_fwd_tf32.cu",
                        "cc/kernels/flash_bwd_tf32.cu"]
-# TensorFlow op definitions and kernel glue.
-OP_SOURCES = ["cc/ops/flash_attention_ops.cc", "cc/ops/flash_attention_kernels.cc"]
+# TensorFlow op definitions, kernel glue and the XLA lowering (custom calls through the XLA FFI).
+OP_SOURCES = ["cc/ops/flash_attention_ops.cc", "cc/ops/flash_attention_kernels.cc",
+              "cc/ops/flash_attention_xla.cc"]
 HEADERS = ["cc/kernels/flash_params.h", "cc/kernels/flash_cpu.h", "cc/kernels/flash_cuda.h",
-           "cc/kernels/flash_cuda_common.cuh", "cc/kernels/flash_cuda_internal.h"]
+           "cc/kernels/flash_cuda_common.cuh", "cc/kernels/flash_cuda_internal.h",
+           "cc/ops/flash_attention_common.h"]
+# Third-party headers that TensorFlow's XLA headers include, shipped in its include/external.
+XLA_EXTERNAL_INCLUDES = ["external/highwayhash", "external/farmhash_archive/src"]
 
 CUDA_ARCHS = ["80", "86", "89", "90"]
 CXX_FLAGS = ["-std=c++17", "-O3", "-fPIC", "-Wno-deprecated-declarations"]
@@ -86,8 +90,9 @@ def build(output, build_dir=None, jobs=None, verbose=True):
                          "-o", obj(src, isa)])
             objs.append(obj(src, isa))
     op_defs = ["-DGOOGLE_CUDA=1", "-I" + os.path.join(tf_inc, "third_party/gpus/cuda/include")] if cuda else []
+    xla_inc = ["-I" + os.path.join(tf_inc, d) for d in XLA_EXTERNAL_INCLUDES]
     for src in OP_SOURCES:
-        cmds.append(["g++", *CXX_FLAGS, "-I.", *compile_flags, *op_defs, "-c", src, "-o", obj(src)])
+        cmds.append(["g++", *CXX_FLAGS, "-I.", *compile_flags, *xla_inc, *op_defs, "-c", src, "-o", obj(src)])
     if cuda:
         gencode = []
         for a in CUDA_ARCHS:
@@ -107,7 +112,8 @@ def build(output, build_dir=None, jobs=None, verbose=True):
         # TensorFlow's CUDA stubs instead.
         link += ["-L" + os.path.join(cuda_home, "lib64"), "-l:libcudart_static.a",
                  "-Wl,--exclude-libs,libcudart_static.a"]
-    link += [*link_flags, "-lpthread", "-ldl", "-lrt"]
+    # libtensorflow_cc holds the tf2xla registry (XlaOpKernel, XlaOpRegistrar) the XLA lowering uses.
+    link += [*link_flags, "-l:libtensorflow_cc.so.2", "-lpthread", "-ldl", "-lrt"]
     _run(link)
     backends = ["CPU"] + (["CUDA (sm_" + ", sm_".join(CUDA_ARCHS) + ")"] if cuda else [])
     # Beside the library, and in the source package (an editable install copies only the

@@ -428,17 +428,6 @@ def test_op_level_errors_in_graph_with_unknown_shapes():
         f(tf.ones([1, 3, 1, 4]), tf.ones([2, 3, 1, 4]), tf.ones([2, 3, 1, 4]))
 
 
-def test_jit_compile_gives_a_clear_error():
-    q = tf.ones([1, 4, 1, 8])
-
-    @tf.function(jit_compile=True)
-    def f(q):
-        return fa.dot_product_attention(q, q, q)
-
-    with pytest.raises(ValueError, match="jit_compile=False"):
-        f(q)
-
-
 @pytest.mark.parametrize("schedule", ["single_pass", "two_pass"])
 def test_both_cpu_backward_schedules(schedule):
     """The CPU backward makes one pass per (batch, kv head) when B*Hkv >= 2 * threads, else two

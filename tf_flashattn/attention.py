@@ -146,7 +146,6 @@ def dot_product_attention(query, key, value, bias=None, mask=None, scale=None, i
       The output `[B, Tq, H, Dv]`, and the log-sum-exp if `return_lse`.
     """
     lib = _ops.load()
-    _check_not_xla()
     with tf.name_scope(name or "flash_attention"):
         query = tf.convert_to_tensor(query)
         key = tf.convert_to_tensor(key)
@@ -225,20 +224,6 @@ def dot_product_attention(query, key, value, bias=None, mask=None, scale=None, i
             causal_offset=int(causal_offset), window_left=left, window_right=right,
             dropout_rate=dropout_rate)
         return (out, lse) if return_lse else out
-
-
-def _check_not_xla():
-    """XLA cannot compile a custom op: fail at trace time with the fix, not deep inside XLA."""
-    from tensorflow.python.framework import ops
-    from tensorflow.python.ops import control_flow_util
-    graph = ops.get_default_graph()
-    if not tf.executing_eagerly() and control_flow_util.GraphOrParentsInXlaContext(graph):
-        raise ValueError(
-            "tf_flashattn.dot_product_attention cannot run inside an XLA-compiled function "
-            "(tf.function(jit_compile=True), or a Keras model compiled with jit_compile=True): "
-            "its ops have no XLA kernel. Drop jit_compile=True around the attention (Keras: "
-            "model.compile(..., jit_compile=False); the tf_flashattn layers set "
-            "supports_jit = False so jit_compile='auto' already does this).")
 
 
 def _result_dtype(*dtypes):

@@ -174,7 +174,9 @@ class _FlashLayer:
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        # The op has no XLA kernel: keep Keras' jit_compile="auto" off.
+        # Keeps Keras' jit_compile="auto" (XLA on GPU machines) off for now: the op's XLA lowering
+        # (a custom call, cc/ops/flash_attention_xla.cc) is tested on XLA:CPU but not yet on a
+        # GPU. Setting layer.supports_jit = True lets Keras compile the model with XLA.
         self.supports_jit = False
 
     def _flash_attr(self, name):

@@ -1,8 +1,8 @@
 // TensorFlow kernels of FlashAttn>FlashAttention and FlashAttn>FlashAttentionGrad.
 //
 // The one place that turns tensors into the kernels' params structs (cc/kernels/flash_params.h)
-// and the kernels' status into TensorFlow errors. Every input check lives in FillCommon and
-// names the argument and the shape it expects.
+// and the kernels' status into TensorFlow errors. Every input check lives in FillShapes
+// (flash_attention_common.h, shared with the XLA lowering) or FillCommon and names the argument.
 #if GOOGLE_CUDA
 #define EIGEN_USE_GPU  // before any Eigen header: makes Eigen::GpuDevice complete
 #endif
@@ -12,6 +12,7 @@
 
 #include "cc/kernels/flash_cpu.h"
 #include "cc/kernels/flash_params.h"
+#include "cc/ops/flash_attention_common.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/tensor_shape.h"
@@ -40,168 +41,35 @@ using CPUDevice = Eigen::ThreadPoolDevice;
 
 namespace {
 
-template <typename T> flashattn::DType DTypeOf();
-template <> flashattn::DType DTypeOf<float>() { return flashattn::DType::kFloat32; }
-template <> flashattn::DType DTypeOf<double>() { return flashattn::DType::kFloat64; }
-template <> flashattn::DType DTypeOf<Eigen::half>() { return flashattn::DType::kFloat16; }
-template <> flashattn::DType DTypeOf<Eigen::bfloat16>() { return flashattn::DType::kBFloat16; }
+bool Absent(const Tensor& t) { return ::tf_flashattn::Absent(t.shape()); }
 
-constexpr int64_t kMaxHeadDim = 256;
-
-// Attributes shared by the forward and the gradient op.
-struct Attrs {
-  float scale = 1.f, softcap = 0.f, dropout_rate = 0.f;
-  bool causal = false;
-  int64_t causal_offset = 0, window_left = -1, window_right = -1;
-
-  Status Read(OpKernelConstruction* c) {
-    TF_RETURN_IF_ERROR(c->GetAttr("scale", &scale));
-    TF_RETURN_IF_ERROR(c->GetAttr("softcap", &softcap));
-    TF_RETURN_IF_ERROR(c->GetAttr("dropout_rate", &dropout_rate));
-    TF_RETURN_IF_ERROR(c->GetAttr("causal", &causal));
-    TF_RETURN_IF_ERROR(c->GetAttr("causal_offset", &causal_offset));
-    TF_RETURN_IF_ERROR(c->GetAttr("window_left", &window_left));
-    TF_RETURN_IF_ERROR(c->GetAttr("window_right", &window_right));
-    if (!std::isfinite(scale)) return InvalidArgument("scale must be finite, got ", scale);
-    if (!(softcap >= 0.f) || !std::isfinite(softcap))
-      return InvalidArgument("softcap (attn_logits_soft_cap) must be a finite value >= 0, got ",
-                             softcap);
-    if (!(dropout_rate >= 0.f && dropout_rate < 1.f))
-      return InvalidArgument("dropout_rate must be in [0, 1), got ", dropout_rate);
-    if (window_left < -1 || window_right < -1)
-      return InvalidArgument("window_left and window_right must be >= 0 (or -1 for unbounded), got ",
-                             window_left, " and ", window_right);
-    return ::tensorflow::OkStatus();
-  }
-};
-
-bool Absent(const Tensor& t) { return t.dims() == 1 && t.dim_size(0) == 0; }
-
-// Validates an optional tensor broadcastable to [B, H, Tq, Tk] and returns its element strides
-// (0 along broadcast dims).
-Status BroadcastStrides(const Tensor& t, const char* name, const int64_t full[4],
-                        int64_t strides[4]) {
-  const std::string expected = ::tensorflow::strings::StrCat(
-      "[", full[0], ", ", full[1], ", ", full[2], ", ", full[3], "]");
-  if (t.dims() != 4)
-    return InvalidArgument(name, " must be rank 4 and broadcastable to [batch, num_heads, "
-                           "query_len, key_len] = ", expected, ", got shape ",
-                           t.shape().DebugString());
-  int64_t stride = 1;
-  for (int d = 3; d >= 0; --d) {
-    const int64_t n = t.dim_size(d);
-    if (n != 1 && n != full[d])
-      return InvalidArgument(name, " of shape ", t.shape().DebugString(),
-                             " does not broadcast to [batch, num_heads, query_len, key_len] = ",
-                             expected, " (dim ", d, " is ", n, ")");
-    strides[d] = (n == 1) ? 0 : stride;
-    stride *= n;
-  }
-  return ::tensorflow::OkStatus();
-}
-
-Status CheckLengths(const Tensor& t, const char* name, int64_t b, int64_t limit,
-                    const int32_t** out) {
-  *out = nullptr;
-  if (Absent(t)) return ::tensorflow::OkStatus();
-  if (t.dims() != 1 || t.dim_size(0) != b)
-    return InvalidArgument(name, " must have shape [batch] = [", b, "], got ",
-                           t.shape().DebugString());
-  const auto v = t.flat<int32_t>();
-  for (int64_t i = 0; i < b; ++i) {
-    if (v(i) < 0 || v(i) > limit)
-      return InvalidArgument(name, "[", i, "] = ", v(i), " is out of range [0, ", limit, "]");
-  }
-  *out = v.data();
-  return ::tensorflow::OkStatus();
-}
-
-Status CheckValid(const Tensor& t, const char* name, int64_t b, int64_t len, const bool** out) {
-  *out = nullptr;
-  if (Absent(t)) return ::tensorflow::OkStatus();
-  if (t.dims() != 2 || t.dim_size(0) != b || t.dim_size(1) != len)
-    return InvalidArgument(name, " must have shape [batch, length] = [", b, ", ", len, "], got ",
-                           t.shape().DebugString());
-  *out = t.flat<bool>().data();
-  return ::tensorflow::OkStatus();
-}
-
-// Checks inputs 0..9 (query, key, value, mask, bias, query_lengths, key_lengths, query_valid,
-// key_valid, seed) and fills the parts of the params that the two directions share.
+// Checks inputs 0..9 (FillShapes) and fills the params' data pointers, range-checks the lengths
+// (host memory) and derives the Philox key from the seed.
 template <typename Params>
 Status FillCommon(OpKernelContext* ctx, const Attrs& attrs, Params* p) {
-  const Tensor& q = ctx->input(0);  // [B, Tq, H, D]
-  const Tensor& k = ctx->input(1);  // [B, Tk, Hkv, D]
-  const Tensor& v = ctx->input(2);  // [B, Tk, Hkv, Dv]
-  if (q.dims() != 4)
-    return InvalidArgument("query must be rank 4 [batch, query_len, num_heads, head_dim], got ",
-                           q.shape().DebugString());
-  if (k.dims() != 4)
-    return InvalidArgument("key must be rank 4 [batch, key_len, num_kv_heads, head_dim], got ",
-                           k.shape().DebugString());
-  if (v.dims() != 4)
-    return InvalidArgument("value must be rank 4 [batch, key_len, num_kv_heads, value_dim], got ",
-                           v.shape().DebugString());
-  flashattn::AttnShape& s = p->shape;
-  s.B = q.dim_size(0); s.Tq = q.dim_size(1); s.H = q.dim_size(2); s.D = q.dim_size(3);
-  s.Tk = k.dim_size(1); s.Hkv = k.dim_size(2); s.Dv = v.dim_size(3);
-  if (k.dim_size(0) != s.B || k.dim_size(3) != s.D)
-    return InvalidArgument("key must have shape [batch, key_len, num_kv_heads, head_dim] = [", s.B,
-                           ", key_len, num_kv_heads, ", s.D, "] to match query ",
-                           q.shape().DebugString(), ", got ", k.shape().DebugString());
-  if (v.dim_size(0) != s.B || v.dim_size(1) != s.Tk || v.dim_size(2) != s.Hkv)
-    return InvalidArgument("value must have shape [batch, key_len, num_kv_heads, value_dim] = [",
-                           s.B, ", ", s.Tk, ", ", s.Hkv, ", value_dim] to match key ",
-                           k.shape().DebugString(), ", got ", v.shape().DebugString());
-  if (s.D < 1 || s.D > kMaxHeadDim)
-    return InvalidArgument("head_dim (last dim of query and key) must be in [1, ", kMaxHeadDim,
-                           "], got ", s.D);
-  if (s.Dv < 1 || s.Dv > kMaxHeadDim)
-    return InvalidArgument("value_dim (last dim of value) must be in [1, ", kMaxHeadDim,
-                           "], got ", s.Dv);
-  if (s.Hkv == 0 ? s.H != 0 : s.H % s.Hkv != 0)
-    return InvalidArgument("num_heads of query (", s.H, ") must be a multiple of num_kv_heads of "
-                           "key and value (", s.Hkv, ")");
-  s.q_stride[2] = s.D; s.q_stride[1] = s.H * s.D; s.q_stride[0] = s.Tq * s.H * s.D;
-  s.k_stride[2] = s.D; s.k_stride[1] = s.Hkv * s.D; s.k_stride[0] = s.Tk * s.Hkv * s.D;
-  s.v_stride[2] = s.Dv; s.v_stride[1] = s.Hkv * s.Dv; s.v_stride[0] = s.Tk * s.Hkv * s.Dv;
-  s.o_stride[2] = s.Dv; s.o_stride[1] = s.H * s.Dv; s.o_stride[0] = s.Tq * s.H * s.Dv;
-
-  const int64_t full[4] = {s.B, s.H, s.Tq, s.Tk};
-  flashattn::MaskParams& m = p->mask;
-  m.causal = attrs.causal;
-  m.causal_offset = attrs.causal_offset;
-  m.window_left = attrs.window_left;
-  m.window_right = attrs.window_right;
-  const Tensor& mask = ctx->input(3);
-  if (!Absent(mask)) {
-    TF_RETURN_IF_ERROR(BroadcastStrides(mask, "mask", full, m.mask_stride));
-    m.mask = mask.flat<bool>().data();
+  const TensorShape* shapes[10];
+  for (int i = 0; i < 10; ++i) shapes[i] = &ctx->input(i).shape();
+  TF_RETURN_IF_ERROR(FillShapes(shapes, attrs, p));
+  if (!Absent(ctx->input(3))) p->mask.mask = ctx->input(3).flat<bool>().data();
+  if (!Absent(ctx->input(4))) p->score.bias = ctx->input(4).data();
+  const char* names[2] = {"query_lengths", "key_lengths"};
+  const int64_t limits[2] = {p->shape.Tq, p->shape.Tk};
+  const int32_t** lengths[2] = {&p->mask.q_lengths, &p->mask.k_lengths};
+  for (int x = 0; x < 2; ++x) {
+    const Tensor& t = ctx->input(5 + x);
+    if (Absent(t)) continue;
+    const auto v = t.flat<int32_t>();
+    for (int64_t i = 0; i < v.size(); ++i) {
+      if (v(i) < 0 || v(i) > limits[x])
+        return InvalidArgument(names[x], "[", i, "] = ", v(i), " is out of range [0, ", limits[x], "]");
+    }
+    *lengths[x] = v.data();
   }
-  const Tensor& bias = ctx->input(4);
-  flashattn::ScoreParams& sc = p->score;
-  sc.scale = attrs.scale;
-  sc.softcap = attrs.softcap;
-  if (!Absent(bias)) {
-    TF_RETURN_IF_ERROR(BroadcastStrides(bias, "bias", full, sc.bias_stride));
-    sc.bias = bias.data();
-  }
-  TF_RETURN_IF_ERROR(CheckLengths(ctx->input(5), "query_lengths", s.B, s.Tq, &m.q_lengths));
-  TF_RETURN_IF_ERROR(CheckLengths(ctx->input(6), "key_lengths", s.B, s.Tk, &m.k_lengths));
-  TF_RETURN_IF_ERROR(CheckValid(ctx->input(7), "query_mask", s.B, s.Tq, &m.q_valid));
-  TF_RETURN_IF_ERROR(CheckValid(ctx->input(8), "key_mask", s.B, s.Tk, &m.k_valid));
-
-  const Tensor& seed = ctx->input(9);
-  if (seed.dims() != 1 || seed.dim_size(0) != 2)
-    return InvalidArgument("seed must have shape [2] (int64), got ", seed.shape().DebugString());
-  flashattn::DropoutParams& dp = p->dropout;
-  dp.rate = attrs.dropout_rate;
-  if (dp.rate > 0.f) {
-    const double t = std::floor(static_cast<double>(dp.rate) * 4294967296.0);
-    dp.threshold = static_cast<uint32_t>(std::min(t, 4294967295.0));
-    dp.keep_scale = 1.f / (1.f - dp.rate);
-    const auto sv = seed.flat<int64_t>();
-    flashattn::dropout_key_from_seed(sv(0), sv(1), dp.key);
+  if (!Absent(ctx->input(7))) p->mask.q_valid = ctx->input(7).flat<bool>().data();
+  if (!Absent(ctx->input(8))) p->mask.k_valid = ctx->input(8).flat<bool>().data();
+  if (p->dropout.rate > 0.f) {
+    const auto sv = ctx->input(9).flat<int64_t>();
+    flashattn::dropout_key_from_seed(sv(0), sv(1), p->dropout.key);
   }
   return ::tensorflow::OkStatus();
 }

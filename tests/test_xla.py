@@ -1,0 +1,200 @@
+"""The XLA lowering (cc/ops/flash_attention_xla.cc): inside tf.function(jit_compile=True) the ops
+become XLA custom calls running the same kernels; on this CPU-only machine, XLA:CPU.
+
+Each case runs the forward and the gradients of a random loss eagerly (TensorFlow kernels) and
+under jit_compile=True, and requires them to agree (same kernel, so float32 agrees to rounding of
+the ops around it), and checks the XLA result against the float64 reference once more."""
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tf_flashattn as fa
+from reference import allowed_mask, dropout_keep_mask, f32_scale, rand, reference_attention
+
+
+def _loss_and_grads(q, k, v, bias, w, wl, kw):
+    watched = [q, k, v] + ([bias] if bias is not None else [])
+    with tf.GradientTape() as tape:
+        tape.watch(watched)
+        out, lse = fa.dot_product_attention(q, k, v, bias=bias, return_lse=True, **kw)
+        loss = tf.reduce_sum(tf.cast(out, tf.float32) * w)
+        if wl is not None:
+            loss += tf.reduce_sum(tf.where(tf.math.is_finite(lse), lse, 0.0) * wl)
+    return (out, lse) + tuple(tape.gradient(loss, watched))
+
+
+def _run(q, k, v, bias=None, with_lse=False, **kw):
+    rng = np.random.default_rng(11)
+    w = tf.constant(rng.standard_normal((q.shape[0], q.shape[1], q.shape[2], v.shape[3])), tf.float32)
+    wl = tf.constant(rng.standard_normal((q.shape[0], q.shape[2], q.shape[1])), tf.float32) if with_lse else None
+    eager = _loss_and_grads(q, k, v, bias, w, wl, kw)
+    xla = tf.function(lambda q, k, v, b: _loss_and_grads(q, k, v, b, w, wl, kw),
+                      jit_compile=True)(q, k, v, bias)
+    return eager, xla
+
+
+def _hlo(fn, *args):
+    return tf.function(fn, jit_compile=True).experimental_get_compiler_ir(*args)(stage="hlo")
+
+
+def test_the_op_becomes_one_custom_call_per_direction():
+    rng = np.random.default_rng(0)
+    q, k, v = rand(rng, 1, 8, 2, 16), rand(rng, 1, 8, 2, 16), rand(rng, 1, 8, 2, 16)
+
+    def f(q, k, v):
+        with tf.GradientTape() as t:
+            t.watch([q, k, v])
+            o = fa.dot_product_attention(q, k, v, is_causal=True)
+            loss = tf.reduce_sum(o * o)
+        return t.gradient(loss, [q, k, v])
+
+    hlo = _hlo(f, q, k, v)
+    assert hlo.count('custom_call_target="tf_flashattn_fwd"') == 1, hlo
+    assert hlo.count('custom_call_target="tf_flashattn_bwd"') == 1, hlo
+
+
+CASES = {
+    "plain_odd_sizes": dict(shape=(2, 37, 4, 40, 53, 4, 24), kw=dict()),
+    "causal_gqa": dict(shape=(2, 113, 4, 64, 203, 2, 64), kw=dict(is_causal=True)),
+    "window_softcap_lse": dict(shape=(1, 65, 2, 32, 65, 1, 32),
+                               kw=dict(sliding_window=(5, 3), attn_logits_soft_cap=2.0), lse=True),
+    "lengths_and_masks": dict(shape=(3, 17, 2, 16, 33, 2, 16),
+                              kw=dict(query_lengths=[17, 5, 0], key_lengths=[33, 1, 20])),
+    "bias_dense_mask": dict(shape=(2, 19, 2, 8, 23, 2, 8), kw=dict(), bias=(2, 1, 19, 23), mask=True),
+    "dropout": dict(shape=(2, 33, 4, 32, 47, 2, 32), kw=dict(dropout_rate=0.2, seed=[5, 6], is_causal=True)),
+    "kv_cache_offset": dict(shape=(1, 7, 2, 16, 40, 2, 16), kw=dict(is_causal=True, causal_offset=33)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_jit_compile_equals_eager(name):
+    c = CASES[name]
+    B, Tq, H, D, Tk, Hkv, Dv = c["shape"]
+    rng = np.random.default_rng(len(name))
+    q, k, v = rand(rng, B, Tq, H, D), rand(rng, B, Tk, Hkv, D), rand(rng, B, Tk, Hkv, Dv)
+    kw = dict(c["kw"])
+    bias = None
+    if "bias" in c:
+        bias = tf.constant(rng.standard_normal(c["bias"]), tf.float32)
+    if c.get("mask"):
+        kw["mask"] = tf.constant(rng.random((B, 1, Tq, Tk)) > 0.3)
+    eager, xla = _run(q, k, v, bias=bias, with_lse=c.get("lse", False), **kw)
+    assert len(eager) == len(xla)
+    for i, (a, b) in enumerate(zip(eager, xla)):
+        a, b = a.numpy(), b.numpy()
+        np.testing.assert_array_equal(np.isneginf(a), np.isneginf(b))
+        fin = np.isfinite(a)
+        np.testing.assert_allclose(b[fin], a[fin], rtol=2e-5, atol=2e-5, err_msg=f"result {i}")
+    if "dropout_rate" not in kw and "mask" not in kw and bias is None:
+        # And against the float64 reference (the eager path is tested against it elsewhere too).
+        allowed = allowed_mask(B, H, Tq, Tk, is_causal=kw.get("is_causal", False),
+                               causal_offset=kw.get("causal_offset", 0),
+                               window=kw.get("sliding_window", (-1, -1)),
+                               query_lengths=kw.get("query_lengths"),
+                               key_lengths=kw.get("key_lengths"))
+        ref, _ = reference_attention(q, k, v, scale=f32_scale(D), allowed=allowed,
+                                     softcap=kw.get("attn_logits_soft_cap"))
+        np.testing.assert_allclose(xla[0].numpy(), ref.numpy(), rtol=2e-4, atol=2e-4)
+
+
+def test_jit_dropout_is_the_philox_mask_of_the_seed():
+    rng = np.random.default_rng(3)
+    q, k, v = rand(rng, 1, 21, 2, 16), rand(rng, 1, 30, 2, 16), rand(rng, 1, 30, 2, 16)
+    rate, seed = 0.3, [11, -4]
+
+    @tf.function(jit_compile=True)
+    def f(q, k, v, seed):
+        return fa.dot_product_attention(q, k, v, dropout_rate=rate, seed=seed)
+
+    out = f(q, k, v, tf.constant(seed, tf.int64))
+    keep = dropout_keep_mask(seed, 1, 2, 21, 30, rate)
+    ref, _ = reference_attention(q, k, v, scale=f32_scale(16), keep=keep, dropout_rate=rate)
+    np.testing.assert_allclose(out.numpy(), ref.numpy(), rtol=2e-4, atol=2e-4)
+    other = f(q, k, v, tf.constant([11, -5], tf.int64))
+    assert np.abs(other.numpy() - out.numpy()).max() > 1e-3
+
+
+@pytest.mark.parametrize("dtype", [tf.float16, tf.bfloat16, tf.float64])
+def test_jit_compile_other_dtypes(dtype):
+    rng = np.random.default_rng(5)
+    q, k, v = (tf.cast(rand(rng, 2, 29, 2, 24), dtype) for _ in range(3))
+
+    def f(q, k, v):
+        with tf.GradientTape() as t:
+            t.watch([q, k, v])
+            o = fa.dot_product_attention(q, k, v, is_causal=True)
+            loss = tf.reduce_sum(tf.cast(o, tf.float32) ** 2)
+        return [o] + t.gradient(loss, [q, k, v])
+
+    eager = f(q, k, v)
+    xla = tf.function(f, jit_compile=True)(q, k, v)
+    tol = {tf.float16: 2e-3, tf.bfloat16: 2e-2, tf.float64: 1e-10}[dtype]
+    for a, b in zip(eager, xla):
+        assert b.dtype == dtype
+        np.testing.assert_allclose(tf.cast(b, tf.float64).numpy(), tf.cast(a, tf.float64).numpy(),
+                                   rtol=tol, atol=tol)
+
+
+def test_jit_compile_shape_errors_name_the_argument():
+    """Unknown static shapes get past the Python checks; XLA's compile-time checks (FillShapes,
+    shared with the TensorFlow kernels) then name the argument."""
+    spec = tf.TensorSpec([None, None, None, None], tf.float32)
+
+    @tf.function(jit_compile=True, input_signature=[spec] * 3)
+    def f(q, k, v):
+        return fa.dot_product_attention(q, k, v, scale=1.0)
+
+    with pytest.raises(tf.errors.InvalidArgumentError, match="multiple of num_kv_heads"):
+        f(tf.ones([1, 3, 3, 4]), tf.ones([1, 3, 2, 4]), tf.ones([1, 3, 2, 4]))
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"head_dim .* must be in \[1, 256\]"):
+        f(tf.ones([1, 3, 1, 257]), tf.ones([1, 3, 1, 257]), tf.ones([1, 3, 1, 4]))
+
+
+def test_keras_model_compiled_with_xla_trains():
+    """A Keras model calling the op, compiled with jit_compile=True, fits (loss goes down)."""
+    keras.utils.set_random_seed(1)
+
+    class Attn(keras.layers.Layer):
+        def build(self, shape):
+            self.proj = self.add_weight(shape=(shape[-1], 3 * shape[-1]), initializer="glorot_uniform")
+
+        def call(self, x):
+            B, T, C = tf.shape(x)[0], x.shape[1], x.shape[2]
+            qkv = tf.reshape(tf.matmul(x, self.proj), [B, T, 3, 2, C // 2])
+            o = fa.dot_product_attention(qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2], is_causal=True)
+            return tf.reshape(o, [B, T, C])
+
+    x = np.random.default_rng(0).standard_normal((16, 12, 8)).astype("float32")
+    y = np.cumsum(x, axis=1) / 4
+    model = keras.Sequential([keras.Input((12, 8)), Attn(), keras.layers.Dense(8)])
+    model.compile(keras.optimizers.Adam(0.01), "mse", jit_compile=True)
+    hist = model.fit(x, y, epochs=20, batch_size=8, verbose=0)
+    assert model.jit_compile
+    assert hist.history["loss"][-1] < 0.9 * hist.history["loss"][0]
+
+
+def test_flash_layer_under_keras_xla_equals_eager():
+    """FlashMultiHeadAttention with supports_jit switched on: Keras compiles it with XLA, and
+    predictions and one training step equal the non-XLA model's."""
+    keras.utils.set_random_seed(2)
+
+    def build():
+        inp = keras.Input((10, 16))
+        att = fa.FlashMultiHeadAttention(num_heads=2, key_dim=8)
+        att.supports_jit = True
+        out = att(inp, inp, use_causal_mask=True)
+        return keras.Model(inp, keras.layers.Dense(4)(out))
+
+    x = np.random.default_rng(1).standard_normal((4, 10, 16)).astype("float32")
+    y = np.random.default_rng(2).standard_normal((4, 10, 4)).astype("float32")
+    a, b = build(), build()
+    b.set_weights(a.get_weights())
+    a.compile(keras.optimizers.SGD(0.1), "mse", jit_compile=True)
+    b.compile(keras.optimizers.SGD(0.1), "mse", jit_compile=False)
+    np.testing.assert_allclose(a.predict(x, verbose=0), b.predict(x, verbose=0), rtol=1e-5, atol=1e-5)
+    la, lb = a.train_on_batch(x, y), b.train_on_batch(x, y)
+    assert a.jit_compile and not b.jit_compile
+    np.testing.assert_allclose(la, lb, rtol=1e-5)
+    for wa, wb in zip(a.get_weights(), b.get_weights()):
+        np.testing.assert_allclose(wa, wb, rtol=1e-4, atol=1e-5)
