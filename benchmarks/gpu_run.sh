@@ -10,7 +10,7 @@ export PYTHONPATH=$PWD:$PYTHONPATH PYTHONUNBUFFERED=1 TF_CPP_MIN_LOG_LEVEL=2
 what=${1:-all}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader | tee $OUT/gpu.txt
 if [[ $what == tests || $what == all ]]; then
-  TF_FORCE_GPU_ALLOW_GROWTH=true python3 -m pytest -q tests/test_gpu.py -p no:cacheprovider \
+  TF_FORCE_GPU_ALLOW_GROWTH=true python3 -m pytest -q tests/test_gpu.py tests/test_xla.py -p no:cacheprovider \
     -n ${JOBS:-4} 2>&1 | tail -25 | tee $OUT/gpu_tests.log
 fi
 if [[ $what == memory || $what == all ]]; then

@@ -1,5 +1,6 @@
 """The XLA lowering (cc/ops/flash_attention_xla.cc): inside tf.function(jit_compile=True) the ops
-become XLA custom calls running the same kernels; on this CPU-only machine, XLA:CPU.
+become XLA custom calls running the same kernels: XLA:CPU on a CPU-only machine (CI), XLA:GPU
+where TensorFlow sees a GPU (benchmarks/gpu_run.sh tests runs this file there too).
 
 Each case runs the forward and the gradients of a random loss eagerly (TensorFlow kernels) and
 under jit_compile=True, and requires them to agree (same kernel, so float32 agrees to rounding of
@@ -127,8 +128,10 @@ def test_jit_compile_other_dtypes(dtype):
             loss = tf.reduce_sum(tf.cast(o, tf.float32) ** 2)
         return [o] + t.gradient(loss, [q, k, v])
 
-    eager = f(q, k, v)
-    xla = tf.function(f, jit_compile=True)(q, k, v)
+    # float64 runs on the CPU only (on a GPU machine XLA:GPU would refuse it, by design).
+    with tf.device("/CPU:0" if dtype == tf.float64 else None):
+        eager = f(q, k, v)
+        xla = tf.function(f, jit_compile=True)(q, k, v)
     tol = {tf.float16: 2e-3, tf.bfloat16: 2e-2, tf.float64: 1e-10}[dtype]
     for a, b in zip(eager, xla):
         assert b.dtype == dtype
