@@ -32,6 +32,7 @@ OP_SOURCES = ["cc/ops/flash_attention_ops.cc", "cc/ops/flash_attention_kernels.c
               "cc/ops/flash_attention_xla.cc"]
 HEADERS = ["cc/kernels/flash_params.h", "cc/kernels/flash_cpu.h", "cc/kernels/flash_cuda.h",
            "cc/kernels/flash_cuda_common.cuh", "cc/kernels/flash_cuda_internal.h",
+           "cc/kernels/flash_fwd_tile.cuh", "cc/kernels/flash_bwd_tile.cuh",
            "cc/ops/flash_attention_common.h"]
 # Third-party headers that TensorFlow's XLA headers include, shipped in its include/external.
 XLA_EXTERNAL_INCLUDES = ["external/highwayhash", "external/farmhash_archive/src"]

@@ -412,11 +412,14 @@ def test_positional_arguments_match_keras():
     assert np.abs(capped.numpy() - plain.numpy()).max() > 1e-3
 
 
-def test_op_level_errors_in_graph_with_unknown_shapes():
-    """Checks the C++ validation, which the Python wrapper cannot do for dynamic shapes."""
+@pytest.mark.parametrize("jit", [False, True], ids=["kernel", "xla"])
+def test_op_level_errors_in_graph_with_unknown_shapes(jit):
+    """Checks the C++ validation, which the Python wrapper cannot do for dynamic shapes: the
+    TensorFlow kernel's at run time, or (jit_compile=True) the XLA lowering's at compile time;
+    both are FillShapes (cc/ops/flash_attention_common.h)."""
     spec = tf.TensorSpec([None, None, None, None], tf.float32)
 
-    @tf.function(input_signature=[spec, spec, spec])
+    @tf.function(input_signature=[spec, spec, spec], jit_compile=jit)
     def f(q, k, v):
         return fa.dot_product_attention(q, k, v, scale=1.0)
 

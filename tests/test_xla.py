@@ -139,21 +139,6 @@ def test_jit_compile_other_dtypes(dtype):
                                    rtol=tol, atol=tol)
 
 
-def test_jit_compile_shape_errors_name_the_argument():
-    """Unknown static shapes get past the Python checks; XLA's compile-time checks (FillShapes,
-    shared with the TensorFlow kernels) then name the argument."""
-    spec = tf.TensorSpec([None, None, None, None], tf.float32)
-
-    @tf.function(jit_compile=True, input_signature=[spec] * 3)
-    def f(q, k, v):
-        return fa.dot_product_attention(q, k, v, scale=1.0)
-
-    with pytest.raises(tf.errors.InvalidArgumentError, match="multiple of num_kv_heads"):
-        f(tf.ones([1, 3, 3, 4]), tf.ones([1, 3, 2, 4]), tf.ones([1, 3, 2, 4]))
-    with pytest.raises(tf.errors.InvalidArgumentError, match=r"head_dim .* must be in \[1, 256\]"):
-        f(tf.ones([1, 3, 1, 257]), tf.ones([1, 3, 1, 257]), tf.ones([1, 3, 1, 4]))
-
-
 def test_keras_model_compiled_with_xla_trains():
     """A Keras model calling the op, compiled with jit_compile=True, fits (loss goes down)."""
     keras.utils.set_random_seed(1)

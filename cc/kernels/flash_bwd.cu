@@ -20,6 +20,7 @@
 #include <cstdlib>
 
 #include "cc/kernels/flash_cuda_common.cuh"
+#include "cc/kernels/flash_bwd_tile.cuh"
 #include "cc/kernels/flash_cuda_internal.h"
 
 namespace flashattn {
@@ -93,44 +94,7 @@ __global__ void __launch_bounds__(NW * 32) flash_bwd_kernel(const BwdArgs args) 
   const T* d_o = static_cast<const T*>(p.d_o);
   const int D = static_cast<int>(sh.D), Dv = static_cast<int>(sh.Dv);
 
-  // Query tiles that see this key tile. key_begin / key_end are non-decreasing in the row, so
-  // "i0 < qlim and key_begin(i0) < j0 + BKb" holds for a prefix [0, qb_hi) of the tiles and
-  // "min(key_end(last row), klim) > j0" for a suffix: candidates [qb_lo, qb_hi), found by
-  // bisection once per CTA; tile_sees() then drops tiles whose rows see no key at all.
-  auto last_row_end = [&](int qb) -> int64_t {
-    const int64_t i_last = (static_cast<int64_t>(qb) * BQb + BQb < qlim ? static_cast<int64_t>(qb) * BQb + BQb : qlim) - 1;
-    const int64_t ke = p.mask.key_end(i_last, klim);
-    return ke < klim ? ke : klim;
-  };
-  int qb_hi = 0, qb_lo = 0;
-  {
-    int l = 0, r = nqb;
-    while (l < r) {
-      const int m = (l + r) >> 1;
-      const int64_t i0 = static_cast<int64_t>(m) * BQb;
-      if (i0 < qlim && p.mask.key_begin(i0) < j0 + BKb) l = m + 1; else r = m;
-    }
-    qb_hi = l;
-    r = qb_hi;
-    l = 0;
-    while (l < r) {
-      const int m = (l + r) >> 1;
-      if (last_row_end(m) > j0) r = m; else l = m + 1;
-    }
-    qb_lo = l;
-  }
-  auto tile_sees = [&](int qb) -> bool {
-    return last_row_end(qb) > p.mask.key_begin(static_cast<int64_t>(qb) * BQb);
-  };
-  // Work units (hl, qb): query head hk * G + hl, query tile qb. Moves (hl, qb) to the first
-  // valid unit at or after it (hl == G: none left).
-  auto seek = [&](int& hl, int& qb) {
-    while (hl < G) {
-      if (qb >= qb_hi) { ++hl; qb = qb_lo; continue; }
-      if (tile_sees(qb)) return;
-      ++qb;
-    }
-  };
+  const KeyTileUnits<BQb> units(p.mask, nqb, qlim, klim, j0, BKb, G);
   auto load_query_side = [&](int hl, int qb, int stage) {
     const int64_t h = hk * G + hl, i0 = static_cast<int64_t>(qb) * BQb;
     load_tile<T, BQb, HD, NT>(sQ + stage * QTile::kElems, q, sh.q_stride, b, h, i0, sh.Tq, D, args.vec);
@@ -159,8 +123,8 @@ __global__ void __launch_bounds__(NW * 32) flash_bwd_kernel(const BwdArgs args) 
   constexpr int ksteps = HD / 16, dvsteps = HD / 16;
   const bool dropout = p.dropout.rate > 0.f;
 
-  int hl = 0, qb = qb_lo;
-  seek(hl, qb);
+  int hl = 0, qb = units.lo;
+  units.seek(hl, qb);
   if (hl < G) {
     load_tile<T, BKb, HD, NT>(sK, k, sh.k_stride, b, hk, j0, sh.Tk, D, args.vec);
     load_tile<T, BKb, HD, NT>(sV, v, sh.v_stride, b, hk, j0, sh.Tk, Dv, args.vec);
@@ -170,7 +134,7 @@ __global__ void __launch_bounds__(NW * 32) flash_bwd_kernel(const BwdArgs args) 
   int n = 0;
   while (hl < G) {
     int hl_n = hl, qb_n = qb + 1;  // the next unit
-    seek(hl_n, qb_n);
+    units.seek(hl_n, qb_n);
     const int64_t h = hk * G + hl, i0 = static_cast<int64_t>(qb) * BQb;
     const int st = QST == 2 ? (n & 1) : 0;
     cp_async_wait<0>();
@@ -234,67 +198,11 @@ __global__ void __launch_bounds__(NW * 32) flash_bwd_kernel(const BwdArgs args) 
         }
       }
       // Element-wise: sacc <- Pd = P Z, dpacc <- dS (see the header comment).
-      if (!GEN) {
-        if (tile_in_range(p.mask, i0, BQb, j0, BKb, qlim, klim)) {
+      const bool in_range = !GEN && tile_in_range(p.mask, i0, BQb, j0, BKb, qlim, klim);
 #pragma unroll
-          for (int mt = 0; mt < Cfg::AM; ++mt)
-#pragma unroll
-            for (int nt = 0; nt < Cfg::AN; ++nt)
-#pragma unroll
-              for (int e = 0; e < 4; ++e) {
-                const int ql = qc0 + nt * 8 + 2 * tq + (e & 1);
-                const float pv = fast_exp2(fmaf(sacc[mt][nt][e], sl2, -cL[ql]));
-                dpacc[mt][nt][e] = pv * (dpacc[mt][nt][e] - cDs[ql]);
-                sacc[mt][nt][e] = pv;
-              }
-        } else {  // causal/window/length limits cross the tile: mask by index
-#pragma unroll
-          for (int nt = 0; nt < Cfg::AN; ++nt)
-#pragma unroll
-            for (int c = 0; c < 2; ++c) {
-              const int ql = qc0 + nt * 8 + 2 * tq + c;
-              const RowInfo ri = row_info(p.mask, sh, b, i0 + ql, qlim, klim);
-              const int64_t lo = ri.ok ? ri.kb - j0 : 0, hi = ri.ok ? ri.ke - j0 : 0;
-#pragma unroll
-              for (int mt = 0; mt < Cfg::AM; ++mt)
-#pragma unroll
-                for (int r = 0; r < 2; ++r) {
-                  const int jl = kr0 + mt * 16 + g + 8 * r;
-                  const int e = 2 * r + c;
-                  const float pv = (jl >= lo && jl < hi) ? fast_exp2(fmaf(sacc[mt][nt][e], sl2, -cL[ql])) : 0.f;
-                  dpacc[mt][nt][e] = pv * (dpacc[mt][nt][e] - cDs[ql]);
-                  sacc[mt][nt][e] = pv;
-                }
-            }
-        }
-      } else {
-#pragma unroll
-        for (int mt = 0; mt < Cfg::AM; ++mt)
-#pragma unroll
-          for (int r = 0; r < 2; ++r) {
-            const int jl = kr0 + mt * 16 + g + 8 * r;  // key within the tile
-            const int64_t j = j0 + jl;
-#pragma unroll
-            for (int nt = 0; nt < Cfg::AN; ++nt)
-#pragma unroll
-              for (int c = 0; c < 2; ++c) {
-                const int ql = qc0 + nt * 8 + 2 * tq + c;  // query within the tile
-                const int64_t i = i0 + ql;
-                const int e = 2 * r + c;
-                float dcap = 1.f;
-                const RowInfo ri = row_info(p.mask, sh, b, i, qlim, klim);
-                const float z = score_elem<T>(sacc[mt][nt][e], p.mask, p.score, sh, b, h, i, j, ri, &dcap);
-                const float pv = z == neg_inf() ? 0.f : fast_exp2(z - cL[ql]);
-                float zf = 1.f;
-                if (dropout) zf = dropout_keep(p.dropout, b, h, i, j) ? p.dropout.keep_scale : 0.f;
-                const float dlogit = pv * (dpacc[mt][nt][e] * zf - cDs[ql]);
-                if (p.dbias && i < sh.Tq && j < sh.Tk)
-                  p.dbias[((b * sh.H + h) * sh.Tq + i) * sh.Tk + j] = dlogit;
-                sacc[mt][nt][e] = pv * zf;
-                dpacc[mt][nt][e] = dlogit * dcap;
-              }
-          }
-      }
+      for (int mt = 0; mt < Cfg::AM; ++mt)
+        bwd_tile_probs<T, Cfg::AN, GEN>(sacc[mt], dpacc[mt], p, b, h, i0, j0, kr0 + mt * 16, cL, cDs,
+                                        sl2, in_range, qlim, klim, dropout, true, g, tq);
       // 16-bit pairs, in A-fragment order: pk[mt][ks][2 * (nt & 1) + r] holds n-tile nt = 2 ks + (nt & 1).
 #pragma unroll
       for (int mt = 0; mt < Cfg::AM; ++mt)
@@ -397,25 +305,7 @@ __global__ void __launch_bounds__(NW * 32) flash_bwd_kernel(const BwdArgs args) 
             }
           }
         }
-#pragma unroll
-        for (int mt = 0; mt < Cfg::CM; ++mt)
-#pragma unroll
-          for (int r = 0; r < 2; ++r) {
-            const int64_t i = i0 + qr0 + mt * 16 + g + 8 * r;
-            if (i >= sh.Tq) continue;
-            // One pointer per row, constant offsets per n-tile (immediates in the atomics); columns
-            // past D land in the padding of dQacc.
-            float* dst = dq_rows + i * HD + (nb + 2 * tq);
-#pragma unroll
-            for (int nt = 0; nt < Cfg::CC; ++nt) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-              atomicAdd(reinterpret_cast<float2*>(dst + nt * 8), make_float2(acc[mt][nt][2 * r], acc[mt][nt][2 * r + 1]));
-#else
-              atomicAdd(dst + nt * 8, acc[mt][nt][2 * r]);
-              atomicAdd(dst + nt * 8 + 1, acc[mt][nt][2 * r + 1]);
-#endif
-            }
-          }
+        dq_accumulate<Cfg::CM, Cfg::CC, HD>(dq_rows, acc, i0, qr0, nb, sh.Tq, g, tq);
       }
     }
 

@@ -26,6 +26,7 @@
 // Head dims are padded with zeros to HD ∈ {64, 128, 256}. HD 256 needs >= 210 KiB of shared
 // memory per SM (sm_90); elsewhere it takes the full-precision SIMT kernels.
 #include "cc/kernels/flash_cuda_common.cuh"
+#include "cc/kernels/flash_bwd_tile.cuh"
 #include "cc/kernels/flash_cuda_internal.h"
 
 namespace flashattn {
@@ -83,7 +84,6 @@ __global__ void __launch_bounds__(NW * 32) flash_bwd_tf32_kernel(const Tf32BwdAr
   const int64_t G = sh.H / sh.Hkv;
   const int64_t qlim = q_limit(p.mask, sh, b), klim = k_limit(p.mask, sh, b);
   const int nqb = static_cast<int>((sh.Tq + BQb - 1) / BQb);  // the host checks G * nqb < 2^31
-  const int total = static_cast<int>(G) * nqb;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
   const float* q = static_cast<const float*>(p.q);
   const float* k = static_cast<const float*>(p.k);
@@ -93,22 +93,9 @@ __global__ void __launch_bounds__(NW * 32) flash_bwd_tf32_kernel(const Tf32BwdAr
   const uint32_t* uK = reinterpret_cast<const uint32_t*>(sK);
   const uint32_t* udS = reinterpret_cast<const uint32_t*>(sdS);
 
-  auto next_valid = [&](int u) -> int {
-    if (j0 >= klim) return total;
-    for (; u < total; ++u) {
-      const int64_t i0 = static_cast<int64_t>(u % nqb) * BQb;
-      if (i0 >= qlim) {
-        u = (u / nqb + 1) * nqb - 1;
-        continue;
-      }
-      int64_t kb, ke;
-      block_keys(p.mask, i0, (i0 + BQb < qlim ? i0 + BQb : qlim) - 1, klim, &kb, &ke);
-      if (kb < j0 + BKb && ke > j0 && ke > kb) return u;
-    }
-    return total;
-  };
-  auto load_query_side = [&](int u, int stage) {
-    const int64_t h = hk * G + u / nqb, i0 = static_cast<int64_t>(u % nqb) * BQb;
+  const KeyTileUnits<BQb> units(p.mask, nqb, qlim, klim, j0, BKb, static_cast<int>(G));
+  auto load_query_side = [&](int hl, int qb, int stage) {
+    const int64_t h = hk * G + hl, i0 = static_cast<int64_t>(qb) * BQb;
     load_tile<float, BQb, HD, NT>(sQ + stage * QTile::kElems, q, sh.q_stride, b, h, i0, sh.Tq, D, args.vec);
     load_tile<float, BQb, HD, NT>(sdO + stage * QTile::kElems, d_o, sh.o_stride, b, h, i0, sh.Tq, Dv, args.vec);
     for (int r = tid; r < BQb; r += NT) {
@@ -136,17 +123,19 @@ __global__ void __launch_bounds__(NW * 32) flash_bwd_tf32_kernel(const Tf32BwdAr
   const bool dropout = p.dropout.rate > 0.f;
   const int kr0 = warp * 16;
 
-  int u = next_valid(0);
-  if (u < total) {
+  int hl = 0, qb = units.lo;
+  units.seek(hl, qb);
+  if (hl < G) {
     load_tile<float, BKb, HD, NT>(sK, k, sh.k_stride, b, hk, j0, sh.Tk, D, args.vec);
     load_tile<float, BKb, HD, NT>(sV, v, sh.v_stride, b, hk, j0, sh.Tk, Dv, args.vec);
-    load_query_side(u, 0);
+    load_query_side(hl, qb, 0);
     cp_async_commit();
   }
   int n = 0;
-  while (u < total) {
-    const int un = next_valid(u + 1);
-    const int64_t h = hk * G + u / nqb, i0 = static_cast<int64_t>(u % nqb) * BQb;
+  while (hl < G) {
+    int hl_n = hl, qb_n = qb + 1;  // the next unit
+    units.seek(hl_n, qb_n);
+    const int64_t h = hk * G + hl, i0 = static_cast<int64_t>(qb) * BQb;
     const int st = QST == 2 ? (n & 1) : 0;
     cp_async_wait<0>();
     if (n == 0) {
@@ -155,8 +144,8 @@ __global__ void __launch_bounds__(NW * 32) flash_bwd_tf32_kernel(const Tf32BwdAr
     }
     finish_query_side(st);
     __syncthreads();  // stage st landed and rounded; all warps are done with the previous unit
-    if (QST == 2 && un < total) {
-      load_query_side(un, st ^ 1);
+    if (QST == 2 && hl_n < G) {
+      load_query_side(hl_n, qb_n, st ^ 1);
       cp_async_commit();
     }
     const float* cQ = sQ + st * QTile::kElems;
@@ -189,62 +178,10 @@ __global__ void __launch_bounds__(NW * 32) flash_bwd_tf32_kernel(const Tf32BwdAr
         mma_tf32(dpacc[2 * nt2 + 1], av, bo + 2);
       }
     }
-    // Element-wise: sacc <- Pd = P Z, dpacc <- dS. Element e of n8 tile nt: key kr0 + g + 8 (e / 2),
-    // query 8 nt + 2 tq + e % 2.
-    if (!GEN) {
-      if (tile_in_range(p.mask, i0, BQb, j0, BKb, qlim, klim)) {
-#pragma unroll
-        for (int nt = 0; nt < Cfg::AN; ++nt)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int ql = nt * 8 + 2 * tq + (e & 1);
-            const float pv = fast_exp2(fmaf(sacc[nt][e], sl2, -cL[ql]));
-            dpacc[nt][e] = pv * (dpacc[nt][e] - cDs[ql]);
-            sacc[nt][e] = pv;
-          }
-      } else {
-#pragma unroll
-        for (int nt = 0; nt < Cfg::AN; ++nt)
-#pragma unroll
-          for (int c = 0; c < 2; ++c) {
-            const int ql = nt * 8 + 2 * tq + c;
-            const RowInfo ri = row_info(p.mask, sh, b, i0 + ql, qlim, klim);
-            const int64_t lo = ri.ok ? ri.kb - j0 : 0, hi = ri.ok ? ri.ke - j0 : 0;
-#pragma unroll
-            for (int r = 0; r < 2; ++r) {
-              const int jl = kr0 + g + 8 * r;
-              const int e = 2 * r + c;
-              const float pv = (jl >= lo && jl < hi) ? fast_exp2(fmaf(sacc[nt][e], sl2, -cL[ql])) : 0.f;
-              dpacc[nt][e] = pv * (dpacc[nt][e] - cDs[ql]);
-              sacc[nt][e] = pv;
-            }
-          }
-      }
-    } else {
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const int64_t j = j0 + kr0 + g + 8 * r;
-#pragma unroll
-        for (int nt = 0; nt < Cfg::AN; ++nt)
-#pragma unroll
-          for (int c = 0; c < 2; ++c) {
-            const int ql = nt * 8 + 2 * tq + c;
-            const int64_t i = i0 + ql;
-            const int e = 2 * r + c;
-            float dcap = 1.f;
-            const RowInfo ri = row_info(p.mask, sh, b, i, qlim, klim);
-            const float z = score_elem<float>(sacc[nt][e], p.mask, p.score, sh, b, h, i, j, ri, &dcap);
-            const float pv = z == neg_inf() ? 0.f : fast_exp2(z - cL[ql]);
-            float zf = 1.f;
-            if (dropout) zf = dropout_keep(p.dropout, b, h, i, j) ? p.dropout.keep_scale : 0.f;
-            const float dlogit = pv * (dpacc[nt][e] * zf - cDs[ql]);
-            if (p.dbias && split == 0 && i < sh.Tq && j < sh.Tk)
-              p.dbias[((b * sh.H + h) * sh.Tq + i) * sh.Tk + j] = dlogit;
-            sacc[nt][e] = pv * zf;
-            dpacc[nt][e] = dlogit * dcap;
-          }
-      }
-    }
+    // Element-wise: sacc <- Pd = P Z, dpacc <- dS (flash_bwd_tile.cuh; dbias from split 0 only).
+    bwd_tile_probs<float, Cfg::AN, GEN>(sacc, dpacc, p, b, h, i0, j0, kr0, cL, cDs, sl2,
+                                        !GEN && tile_in_range(p.mask, i0, BQb, j0, BKb, qlim, klim),
+                                        qlim, klim, dropout, split == 0, g, tq);
     // To tf32 bit patterns; dS into shared memory for phase C.
     uint32_t pP[Cfg::AN][4], pS[Cfg::AN][4];
 #pragma unroll
@@ -314,35 +251,19 @@ __global__ void __launch_bounds__(NW * 32) flash_bwd_tf32_kernel(const Tf32BwdAr
             for (int mt = 0; mt < Cfg::CM; ++mt) mma_tf32(acc[mt][nt], a[mt], bk);
           }
         }
-#pragma unroll
-        for (int mt = 0; mt < Cfg::CM; ++mt)
-#pragma unroll
-          for (int r = 0; r < 2; ++r) {
-            const int64_t i = i0 + qr0 + mt * 16 + g + 8 * r;
-            if (i >= sh.Tq) continue;
-            float* dst = dq_rows + i * HD;
-#pragma unroll
-            for (int nt = 0; nt < Cfg::CC; ++nt) {
-              const int d = nb + nt * 8 + 2 * tq;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-              atomicAdd(reinterpret_cast<float2*>(dst + d), make_float2(acc[mt][nt][2 * r], acc[mt][nt][2 * r + 1]));
-#else
-              atomicAdd(dst + d, acc[mt][nt][2 * r]);
-              atomicAdd(dst + d + 1, acc[mt][nt][2 * r + 1]);
-#endif
-            }
-          }
+        dq_accumulate<Cfg::CM, Cfg::CC, HD>(dq_rows, acc, i0, qr0, nb, sh.Tq, g, tq);
       }
     }
 
     if (QST == 1) {
       __syncthreads();  // everyone is done with stage 0 and sdS
-      if (un < total) {
-        load_query_side(un, 0);
+      if (hl_n < G) {
+        load_query_side(hl_n, qb_n, 0);
         cp_async_commit();
       }
     }
-    u = un;
+    hl = hl_n;
+    qb = qb_n;
     ++n;
   }
 

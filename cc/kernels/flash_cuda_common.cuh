@@ -31,6 +31,10 @@ template <> struct Elem<__half> {
     __half2 h = __floats2half2_rn(a, b);
     return *reinterpret_cast<uint32_t*>(&h);
   }
+  // Two adjacent elements with one 4-byte store (dst 4-byte aligned).
+  static __device__ __forceinline__ void store2(__half* dst, float a, float b) {
+    *reinterpret_cast<uint32_t*>(dst) = pack(a, b);
+  }
   // c[16x8] += a[16x16] * b[16x8], fp16 operands, fp32 accumulators.
   static __device__ __forceinline__ void mma(float c[4], const uint32_t a[4], const uint32_t b[2]) {
     asm volatile(
@@ -47,6 +51,9 @@ template <> struct Elem<__nv_bfloat16> {
     __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
     return *reinterpret_cast<uint32_t*>(&h);
   }
+  static __device__ __forceinline__ void store2(__nv_bfloat16* dst, float a, float b) {
+    *reinterpret_cast<uint32_t*>(dst) = pack(a, b);
+  }
   static __device__ __forceinline__ void mma(float c[4], const uint32_t a[4], const uint32_t b[2]) {
     asm volatile(
         "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
@@ -58,6 +65,10 @@ template <> struct Elem<__nv_bfloat16> {
 template <> struct Elem<float> {
   static __device__ __forceinline__ float to_f(float x) { return x; }
   static __device__ __forceinline__ float from_f(float x) { return x; }
+  // Two adjacent elements with one 8-byte store (dst 8-byte aligned).
+  static __device__ __forceinline__ void store2(float* dst, float a, float b) {
+    *reinterpret_cast<float2*>(dst) = make_float2(a, b);
+  }
 };
 
 // ---- PTX wrappers -------------------------------------------------------------------------

@@ -18,6 +18,7 @@
 // zeros to HD ∈ {64, 128, 256}.
 #include "cc/kernels/flash_cuda_common.cuh"
 #include "cc/kernels/flash_cuda_internal.h"
+#include "cc/kernels/flash_fwd_tile.cuh"
 
 namespace flashattn {
 namespace cuda {
@@ -84,7 +85,6 @@ __global__ void __launch_bounds__(NW * 32) flash_fwd_tf32_kernel(const Tf32FwdAr
     load_tile<float, BK, HD, NT>(sK, k, sh.k_stride, b, hk, jstart, sh.Tk, D, args.vec);
     cp_async_commit();
   }
-  const float sl2 = p.score.scale * kLog2e;
   const bool dropout = p.dropout.rate > 0.f;
 
   for (int t = 0; t < ntiles; ++t) {
@@ -122,91 +122,9 @@ __global__ void __launch_bounds__(NW * 32) flash_fwd_tf32_kernel(const Tf32FwdAr
       }
     }
 
-    float mul = sl2;
-    if (!GEN) {
-      if (!tile_in_range(p.mask, i0, BQ, j0, BK, qlim, klim)) {
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-          for (int r = 0; r < 2; ++r) {
-            const int64_t i = i0 + wr0 + mt * 16 + g + 8 * r;
-            const RowInfo ri = row_info(p.mask, sh, b, i, qlim, klim);
-            const int64_t lo = ri.ok ? ri.kb - j0 : 0, hi = ri.ok ? ri.ke - j0 : 0;
-#pragma unroll
-            for (int nt = 0; nt < BK / 8; ++nt)
-#pragma unroll
-              for (int c = 0; c < 2; ++c) {
-                const int jl = nt * 8 + 2 * tq + c;
-                if (jl < lo || jl >= hi) s[mt][nt][2 * r + c] = neg_inf();
-              }
-          }
-      }
-    } else {
-      mul = 1.f;
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          const int64_t i = i0 + wr0 + mt * 16 + g + 8 * r;
-          const RowInfo ri = row_info(p.mask, sh, b, i, qlim, klim);
-#pragma unroll
-          for (int nt = 0; nt < BK / 8; ++nt)
-#pragma unroll
-            for (int c = 0; c < 2; ++c) {
-              const int64_t j = j0 + nt * 8 + 2 * tq + c;
-              s[mt][nt][2 * r + c] =
-                  score_elem<float>(s[mt][nt][2 * r + c], p.mask, p.score, sh, b, h, i, j, ri, nullptr);
-            }
-        }
-    }
-
-    // Online softmax (base 2), row max over the quad.
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        float mx = neg_inf();
-#pragma unroll
-        for (int nt = 0; nt < BK / 8; ++nt) mx = fmaxf(mx, fmaxf(s[mt][nt][2 * r], s[mt][nt][2 * r + 1]));
-        mx = warp_quad_max(mx) * mul;
-        const float mnew = fmaxf(mrow[mt][r], mx);
-        const float muse = mnew == neg_inf() ? 0.f : mnew;
-        const float alpha = fast_exp2(mrow[mt][r] - muse);
-        mrow[mt][r] = mnew;
-        float sum = 0.f;
-#pragma unroll
-        for (int nt = 0; nt < BK / 8; ++nt)
-#pragma unroll
-          for (int c = 0; c < 2; ++c) {
-            const float pv = fast_exp2(fmaf(s[mt][nt][2 * r + c], mul, -muse));
-            s[mt][nt][2 * r + c] = pv;
-            sum += pv;
-          }
-        lrow[mt][r] = lrow[mt][r] * alpha + sum;
-#pragma unroll
-        for (int nd = 0; nd < HD / 8; ++nd) {
-          o[mt][nd][2 * r] *= alpha;
-          o[mt][nd][2 * r + 1] *= alpha;
-        }
-      }
-
-    if (GEN && dropout) {
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          const int64_t i = i0 + wr0 + mt * 16 + g + 8 * r;
-#pragma unroll
-          for (int nt = 0; nt < BK / 8; ++nt) {
-            const int64_t j = j0 + nt * 8 + 2 * tq;  // even: j, j+1 share one Philox call
-            uint32_t w[4];
-            dropout_words(p.dropout, b, h, i, j, w);
-#pragma unroll
-            for (int c = 0; c < 2; ++c)
-              s[mt][nt][2 * r + c] *= w[(j + c) & 3] >= p.dropout.threshold ? p.dropout.keep_scale : 0.f;
-          }
-        }
-    }
+    const float mul = fwd_tile_scores<float, MT, BK / 8, GEN>(s, p, b, h, i0, BQ, i0 + wr0, j0, qlim, klim, g, tq);
+    fwd_online_softmax(s, o, mrow, lrow, mul);
+    if (GEN && dropout) fwd_tile_dropout(s, p.dropout, b, h, i0 + wr0, j0, g, tq);
 
     cp_async_wait<0>();
     round_tile_tf32<BK, HD, NT>(sV);
@@ -237,31 +155,7 @@ __global__ void __launch_bounds__(NW * 32) flash_fwd_tf32_kernel(const Tf32FwdAr
     }
   }
 
-  float* out = static_cast<float*>(p.o);
-#pragma unroll
-  for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const float l = warp_quad_sum(lrow[mt][r]);
-      const int64_t i = i0 + wr0 + mt * 16 + g + 8 * r;
-      const bool any = l > 0.f || l != l;
-      const float inv = any ? 1.f / l : 0.f;
-      if (i < sh.Tq) {
-        float* dst = out + b * sh.o_stride[0] + i * sh.o_stride[1] + h * sh.o_stride[2];
-#pragma unroll
-        for (int nd = 0; nd < HD / 8; ++nd) {
-          const int col = nd * 8 + 2 * tq;
-          if (args.vec) {
-            if (col < Dv)
-              *reinterpret_cast<float2*>(dst + col) = make_float2(o[mt][nd][2 * r] * inv, o[mt][nd][2 * r + 1] * inv);
-          } else {
-            if (col < Dv) dst[col] = o[mt][nd][2 * r] * inv;
-            if (col + 1 < Dv) dst[col + 1] = o[mt][nd][2 * r + 1] * inv;
-          }
-        }
-        if (tq == 0) p.lse[(b * sh.H + h) * sh.Tq + i] = any ? (mrow[mt][r] + log2f(l)) * kLn2 : neg_inf();
-      }
-    }
+  fwd_epilogue<float>(o, mrow, lrow, p, b, h, i0 + wr0, args.vec, g, tq);
 }
 
 template <int HD, int MT, int BK, int NW, bool GEN>

@@ -372,14 +372,17 @@ ffi::Error CudaError(cudaError_t e, const char* what) {
                     std::string("tf_flashattn ") + what + ": " + cudaGetErrorString(e));
 }
 
+// The two seed words, from device memory (one stream synchronization; only with dropout on).
+ffi::Error ReadSeedCuda(cudaStream_t stream, const void* seed, int64_t out[2]) {
+  cudaError_t e = cudaMemcpyAsync(out, seed, 2 * sizeof(int64_t), cudaMemcpyDeviceToHost, stream);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
+  return CudaError(e, "reading the dropout seed");
+}
+
 ffi::Error FwdCuda(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingRets rets,
                    TF_FLASHATTN_FFI_ATTR_PARAMS) {
   const CallAttrs ca = MakeAttrs(TF_FLASHATTN_FFI_ATTR_ARGS);
-  auto read_seed = [stream](const void* seed, int64_t out[2]) {
-    cudaError_t e = cudaMemcpyAsync(out, seed, 2 * sizeof(int64_t), cudaMemcpyDeviceToHost, stream);
-    if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
-    return CudaError(e, "reading the dropout seed");
-  };
+  auto read_seed = [stream](const void* seed, int64_t out[2]) { return ReadSeedCuda(stream, seed, out); };
   flashattn::FlashFwdParams p;
   std::vector<ffi::AnyBuffer> bufs;
   ffi::Error err = FillFromBuffers(args, ca, &p, &bufs, read_seed);
@@ -393,11 +396,7 @@ ffi::Error FwdCuda(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingR
 ffi::Error BwdCuda(cudaStream_t stream, ffi::ScratchAllocator scratch, ffi::RemainingArgs args,
                    ffi::RemainingRets rets, TF_FLASHATTN_FFI_ATTR_PARAMS) {
   const CallAttrs ca = MakeAttrs(TF_FLASHATTN_FFI_ATTR_ARGS);
-  auto read_seed = [stream](const void* seed, int64_t out[2]) {
-    cudaError_t e = cudaMemcpyAsync(out, seed, 2 * sizeof(int64_t), cudaMemcpyDeviceToHost, stream);
-    if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
-    return CudaError(e, "reading the dropout seed");
-  };
+  auto read_seed = [stream](const void* seed, int64_t out[2]) { return ReadSeedCuda(stream, seed, out); };
   flashattn::FlashBwdParams p;
   std::vector<ffi::AnyBuffer> bufs;
   ffi::Error err = FillFromBuffers(args, ca, &p, &bufs, read_seed);

@@ -1,0 +1,166 @@
+// The element-wise step of the backward, shared by the 16-bit (flash_bwd.cu) and the TF32
+// (flash_bwd_tf32.cu) key-tile kernels. Both hold Sᵀ = K Qᵀ and dPdᵀ = V dOᵀ of a warp in mma
+// accumulator fragments of the same layout: for one m16 tile whose keys start at kr0 (within the
+// key tile j0), element [nt][e] is key kr0 + g + 8 (e / 2), query nt*8 + 2 tq + e % 2 (within the
+// query tile i0). No framework headers.
+#ifndef TF_FLASHATTN_KERNELS_FLASH_BWD_TILE_CUH_
+#define TF_FLASHATTN_KERNELS_FLASH_BWD_TILE_CUH_
+
+#include "cc/kernels/flash_cuda_common.cuh"
+
+namespace flashattn {
+namespace cuda {
+
+// The work units of a key-tile CTA: (hl, qb) = query head hk * G + hl of the kv head's group,
+// query tile qb (rows [qb * BQb, qb * BQb + BQb)); only tiles that see some key of
+// [j0, j0 + BKb). key_begin / key_end are non-decreasing in the row, so "i0 < qlim and
+// key_begin(i0) < j0 + BKb" holds for a prefix [0, hi) of the tiles and
+// "min(key_end(last row), klim) > j0" for a suffix: the candidates [lo, hi) are found by
+// bisection once per CTA (no divide per unit); sees() then drops tiles whose rows see no key.
+template <int BQb>
+struct KeyTileUnits {
+  const MaskParams& m;
+  int64_t qlim, klim;
+  int G, lo = 0, hi = 0;
+
+  __device__ __forceinline__ KeyTileUnits(const MaskParams& mask, int nqb, int64_t qlim_,
+                                          int64_t klim_, int64_t j0, int BKb, int G_)
+      : m(mask), qlim(qlim_), klim(klim_), G(G_) {
+    int l = 0, r = nqb;
+    while (l < r) {
+      const int mid = (l + r) >> 1;
+      const int64_t i0 = static_cast<int64_t>(mid) * BQb;
+      if (i0 < qlim && m.key_begin(i0) < j0 + BKb) l = mid + 1; else r = mid;
+    }
+    hi = l;
+    l = 0;
+    r = hi;
+    while (l < r) {
+      const int mid = (l + r) >> 1;
+      if (last_row_end(mid) > j0) r = mid; else l = mid + 1;
+    }
+    lo = l;
+  }
+  // min(key_end(last row of tile qb), klim).
+  __device__ __forceinline__ int64_t last_row_end(int qb) const {
+    const int64_t end = static_cast<int64_t>(qb) * BQb + BQb;
+    const int64_t ke = m.key_end((end < qlim ? end : qlim) - 1, klim);
+    return ke < klim ? ke : klim;
+  }
+  __device__ __forceinline__ bool sees(int qb) const {
+    return last_row_end(qb) > m.key_begin(static_cast<int64_t>(qb) * BQb);
+  }
+  // Moves (hl, qb) to the first valid unit at or after it (hl == G: none left).
+  __device__ __forceinline__ void seek(int& hl, int& qb) const {
+    while (hl < G) {
+      if (qb >= hi) {
+        ++hl;
+        qb = lo;
+        continue;
+      }
+      if (sees(qb)) return;
+      ++qb;
+    }
+  }
+};
+
+// dQacc += acc for the [CM m16 x CC n8] accumulator tile of query rows i0 + qr0 + ... and
+// columns nb + ... of dq_rows ([Tq, HD] float32 of one (b, h)); rows past Tq are skipped. One row
+// pointer per row and constant offsets per n-tile (immediates in the atomics); float2 atomics
+// on sm_90.
+template <int CM, int CC, int HD>
+__device__ __forceinline__ void dq_accumulate(float* dq_rows, const float (&acc)[CM][CC][4],
+                                              int64_t i0, int qr0, int nb, int64_t Tq, int g,
+                                              int tq) {
+#pragma unroll
+  for (int mt = 0; mt < CM; ++mt)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int64_t i = i0 + qr0 + mt * 16 + g + 8 * r;
+      if (i >= Tq) continue;
+      float* dst = dq_rows + i * HD + (nb + 2 * tq);
+#pragma unroll
+      for (int nt = 0; nt < CC; ++nt) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+        atomicAdd(reinterpret_cast<float2*>(dst + nt * 8), make_float2(acc[mt][nt][2 * r], acc[mt][nt][2 * r + 1]));
+#else
+        atomicAdd(dst + nt * 8, acc[mt][nt][2 * r]);
+        atomicAdd(dst + nt * 8 + 1, acc[mt][nt][2 * r + 1]);
+#endif
+      }
+    }
+}
+
+// s <- Pd = P Z and dp <- dS = P (dPd Z - Dsum) softcap', with P = 2^(z - log2e lse) (z the
+// base-2 logit) and Z = keep / (1 - rate) or 0 (dropout) or 1. cL / cDs: log2e lse and Dsum of
+// the tile's queries. GEN: the full score function per element (dlogit to dbias when
+// write_dbias); otherwise s is the raw product (scale * log2e = sl2 applied here) and only tiles
+// not in_range (crossing causal/window/length limits) are masked, by index.
+template <typename T, int AN, bool GEN>
+__device__ __forceinline__ void bwd_tile_probs(float (&s)[AN][4], float (&dp)[AN][4],
+                                               const FlashBwdParams& p, int64_t b, int64_t h,
+                                               int64_t i0, int64_t j0, int kr0, const float* cL,
+                                               const float* cDs, float sl2, bool in_range,
+                                               int64_t qlim, int64_t klim, bool dropout,
+                                               bool write_dbias, int g, int tq) {
+  const AttnShape& sh = p.shape;
+  if (!GEN) {
+    if (in_range) {
+#pragma unroll
+      for (int nt = 0; nt < AN; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int ql = nt * 8 + 2 * tq + (e & 1);
+          const float pv = fast_exp2(fmaf(s[nt][e], sl2, -cL[ql]));
+          dp[nt][e] = pv * (dp[nt][e] - cDs[ql]);
+          s[nt][e] = pv;
+        }
+    } else {  // causal/window/length limits cross the tile: mask by index
+#pragma unroll
+      for (int nt = 0; nt < AN; ++nt)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          const int ql = nt * 8 + 2 * tq + c;
+          const RowInfo ri = row_info(p.mask, sh, b, i0 + ql, qlim, klim);
+          const int64_t lo = ri.ok ? ri.kb - j0 : 0, hi = ri.ok ? ri.ke - j0 : 0;
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+            const int jl = kr0 + g + 8 * r;
+            const int e = 2 * r + c;
+            const float pv = (jl >= lo && jl < hi) ? fast_exp2(fmaf(s[nt][e], sl2, -cL[ql])) : 0.f;
+            dp[nt][e] = pv * (dp[nt][e] - cDs[ql]);
+            s[nt][e] = pv;
+          }
+        }
+    }
+  } else {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int64_t j = j0 + kr0 + g + 8 * r;  // key
+#pragma unroll
+      for (int nt = 0; nt < AN; ++nt)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          const int ql = nt * 8 + 2 * tq + c;  // query within the tile
+          const int64_t i = i0 + ql;
+          const int e = 2 * r + c;
+          float dcap = 1.f;
+          const RowInfo ri = row_info(p.mask, sh, b, i, qlim, klim);
+          const float z = score_elem<T>(s[nt][e], p.mask, p.score, sh, b, h, i, j, ri, &dcap);
+          const float pv = z == neg_inf() ? 0.f : fast_exp2(z - cL[ql]);
+          float zf = 1.f;
+          if (dropout) zf = dropout_keep(p.dropout, b, h, i, j) ? p.dropout.keep_scale : 0.f;
+          const float dlogit = pv * (dp[nt][e] * zf - cDs[ql]);
+          if (write_dbias && p.dbias && i < sh.Tq && j < sh.Tk)
+            p.dbias[((b * sh.H + h) * sh.Tq + i) * sh.Tk + j] = dlogit;
+          s[nt][e] = pv * zf;
+          dp[nt][e] = dlogit * dcap;
+        }
+    }
+  }
+}
+
+}  // namespace cuda
+}  // namespace flashattn
+
+#endif  // TF_FLASHATTN_KERNELS_FLASH_BWD_TILE_CUH_
