@@ -391,52 +391,8 @@ __global__ void __launch_bounds__(NW * 32, 1) flash_bwd_dq_tf32_kernel(const Tf3
     }
 
     // Element-wise: s <- dS (row = query g (+8), column = key 8 nt + 2 tq (+1)).
-    if (!GEN) {
-      if (tile_in_range(p.mask, i0, BQ, j0, BK, qlim, klim)) {
-#pragma unroll
-        for (int nt = 0; nt < BK / 8; ++nt)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const float pv = fast_exp2(fmaf(s[nt][e], sl2, -lse2r[e >> 1]));
-            s[nt][e] = pv * (dp[nt][e] - dsr[e >> 1]);
-          }
-      } else {
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          const RowInfo ri = row_info(p.mask, sh, b, i0 + wr0 + g + 8 * r, qlim, klim);
-          const int64_t lo = ri.ok ? ri.kb - j0 : 0, hi = ri.ok ? ri.ke - j0 : 0;
-#pragma unroll
-          for (int nt = 0; nt < BK / 8; ++nt)
-#pragma unroll
-            for (int c = 0; c < 2; ++c) {
-              const int jl = nt * 8 + 2 * tq + c, e = 2 * r + c;
-              const float pv = (jl >= lo && jl < hi) ? fast_exp2(fmaf(s[nt][e], sl2, -lse2r[r])) : 0.f;
-              s[nt][e] = pv * (dp[nt][e] - dsr[r]);
-            }
-        }
-      }
-    } else {
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const int64_t i = i0 + wr0 + g + 8 * r;
-        const RowInfo ri = row_info(p.mask, sh, b, i, qlim, klim);
-#pragma unroll
-        for (int nt = 0; nt < BK / 8; ++nt)
-#pragma unroll
-          for (int c = 0; c < 2; ++c) {
-            const int64_t j = j0 + nt * 8 + 2 * tq + c;
-            const int e = 2 * r + c;
-            float dcap = 1.f;
-            const float z = score_elem<float>(s[nt][e], p.mask, p.score, sh, b, h, i, j, ri, &dcap);
-            const float pv = z == neg_inf() ? 0.f : fast_exp2(z - lse2r[r]);
-            float zf = 1.f;
-            if (dropout) zf = dropout_keep(p.dropout, b, h, i, j) ? p.dropout.keep_scale : 0.f;
-            const float dlogit = pv * (dp[nt][e] * zf - dsr[r]);
-            if (p.dbias && i < sh.Tq && j < sh.Tk) p.dbias[((b * sh.H + h) * sh.Tq + i) * sh.Tk + j] = dlogit;
-            s[nt][e] = dlogit * dcap;
-          }
-      }
-    }
+    dq_tile_dscores<float, BK / 8, GEN>(s, dp, p, b, h, i0, BQ, i0 + wr0, j0, lse2r, dsr, sl2, qlim, klim,
+                                      dropout, g, tq);
 
     // dQ += dS K: k8 step ks = keys 8 ks + {2t, 2t+1}; A = {c0, c2, c1, c3} of n8 tile ks.
 #pragma unroll

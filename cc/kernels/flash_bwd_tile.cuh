@@ -160,6 +160,66 @@ __device__ __forceinline__ void bwd_tile_probs(float (&s)[AN][4], float (&dp)[AN
   }
 }
 
+// The same step in the query-row orientation of the deterministic dQ kernels (flash_bwd_dq.cu,
+// flash_bwd_tf32.cu): s (S = Q Kᵀ of one m16 tile of rows row0 + g (+8), keys j0 + nt*8 + 2 tq
+// (+1)) <- dS, from dp (dPd = dO Vᵀ); lse2r / dsr: log2e lse and Dsum of this thread's two rows.
+// The CTA's query tile is [i0, i0 + BQ), the key tile [j0, j0 + NT * 8).
+template <typename T, int NT, bool GEN>
+__device__ __forceinline__ void dq_tile_dscores(float (&s)[NT][4], const float (&dp)[NT][4],
+                                                const FlashBwdParams& p, int64_t b, int64_t h,
+                                                int64_t i0, int BQ, int64_t row0, int64_t j0,
+                                                const float (&lse2r)[2], const float (&dsr)[2],
+                                                float sl2, int64_t qlim, int64_t klim,
+                                                bool dropout, int g, int tq) {
+  const AttnShape& sh = p.shape;
+  if (!GEN) {
+    if (tile_in_range(p.mask, i0, BQ, j0, NT * 8, qlim, klim)) {
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float pv = fast_exp2(fmaf(s[nt][e], sl2, -lse2r[e >> 1]));
+          s[nt][e] = pv * (dp[nt][e] - dsr[e >> 1]);
+        }
+    } else {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const RowInfo ri = row_info(p.mask, sh, b, row0 + g + 8 * r, qlim, klim);
+        const int64_t lo = ri.ok ? ri.kb - j0 : 0, hi = ri.ok ? ri.ke - j0 : 0;
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+          for (int c = 0; c < 2; ++c) {
+            const int jl = nt * 8 + 2 * tq + c, e = 2 * r + c;
+            const float pv = (jl >= lo && jl < hi) ? fast_exp2(fmaf(s[nt][e], sl2, -lse2r[r])) : 0.f;
+            s[nt][e] = pv * (dp[nt][e] - dsr[r]);
+          }
+      }
+    }
+  } else {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int64_t i = row0 + g + 8 * r;
+      const RowInfo ri = row_info(p.mask, sh, b, i, qlim, klim);
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          const int64_t j = j0 + nt * 8 + 2 * tq + c;
+          const int e = 2 * r + c;
+          float dcap = 1.f;
+          const float z = score_elem<T>(s[nt][e], p.mask, p.score, sh, b, h, i, j, ri, &dcap);
+          const float pv = z == neg_inf() ? 0.f : fast_exp2(z - lse2r[r]);
+          float zf = 1.f;
+          if (dropout) zf = dropout_keep(p.dropout, b, h, i, j) ? p.dropout.keep_scale : 0.f;
+          const float dlogit = pv * (dp[nt][e] * zf - dsr[r]);
+          if (p.dbias && i < sh.Tq && j < sh.Tk) p.dbias[((b * sh.H + h) * sh.Tq + i) * sh.Tk + j] = dlogit;
+          s[nt][e] = dlogit * dcap;
+        }
+    }
+  }
+}
+
 }  // namespace cuda
 }  // namespace flashattn
 
