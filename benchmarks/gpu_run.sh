@@ -16,7 +16,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader | tee
 if [[ $what == harness ]]; then
   NVCC_EXTRA=-DFA_TUNING ARCHS=90 bash benchmarks/build_harness.sh 2>&1 | tail -2
   python3 benchmarks/kernel_harness_check.py --out $OUT > $OUT/harness.log 2>&1; tail -40 $OUT/harness.log
-  for D in 128 256; do python3 benchmarks/tune_configs.py $D 16384 2>&1 | grep -v Warn | tee -a $OUT/tune.log; done
+  for D in 64 128 256; do python3 benchmarks/tune_configs.py $D 16384 2>&1 | grep -v Warn | tee -a $OUT/tune.log; done
   bash benchmarks/sanitize.sh > $OUT/sanitize.log 2>&1; tail -20 $OUT/sanitize.log
   exit 0
 fi

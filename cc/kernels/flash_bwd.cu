@@ -431,7 +431,11 @@ cudaError_t bwd_tc(const BwdArgs& args, int hd, bool big_smem, cudaStream_t stre
   const FlashBwdParams& p = args.p;
   const bool gen = needs_general(p.mask, p.score, p.dropout, p.dbias);
   switch (hd) {
-    case 64: return launch_bwd<T, 64, 128, 64, 8, 2>(args, stream);  // 91 KiB
+    case 64:
+#ifdef FA_TUNING  // FA_BWD_CFG=9: 128 keys x 128 queries, FlashAttention-2's layouts
+      if (!gen && big_smem && getenv("FA_BWD_CFG") && atoi(getenv("FA_BWD_CFG")) == 9) return launch_bwd<T, 64, 128, 128, 8, 2, 0, 4, 4, 2>(args, stream);
+#endif
+      return launch_bwd<T, 64, 128, 64, 8, 2>(args, stream);  // 91 KiB
     case 128:
 #ifdef FA_TUNING  // experiments: FA_BWD_CFG=1 (64x64, 4 warps, Q/dO double-buffered), 3 (128x64, 8 warps, 1 stage)
       if (getenv("FA_BWD_CFG") && atoi(getenv("FA_BWD_CFG")) == 1) return launch_bwd<T, 128, 64, 64, 4, 2>(args, stream);

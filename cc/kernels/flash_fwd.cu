@@ -227,9 +227,11 @@ cudaError_t fwd_tc(const FlashFwdParams& p, bool vec, bool big_smem, cudaStream_
       return gen ? launch_fwd<T, 128, 1, 64, 8, 1, true>(p, vec, stream)
                  : launch_fwd<T, 128, 2, 64, 4, 1, false>(p, vec, stream);
     case 256:
-#ifdef FA_TUNING  // FA_FWD_CFG=4: 8 warps x 16 rows (101 KiB)
+#ifdef FA_TUNING  // FA_FWD_CFG=4: 8 warps x 16 rows (101 KiB); 5: same with 64-key tiles (135 KiB)
       if (!gen && big_smem && getenv("FA_FWD_CFG") && atoi(getenv("FA_FWD_CFG")) == 4)
         return launch_fwd<T, 256, 1, 32, 8, 1, false>(p, vec, stream);
+      if (!gen && big_smem && getenv("FA_FWD_CFG") && atoi(getenv("FA_FWD_CFG")) == 5)
+        return launch_fwd<T, 256, 1, 64, 8, 1, false>(p, vec, stream);
 #endif
       return gen ? launch_fwd<T, 256, 1, 32, 4, 1, true>(p, vec, stream)
                  : launch_fwd<T, 256, 1, 32, 4, 1, false>(p, vec, stream);
