@@ -3,8 +3,9 @@ backend, with and without XLA) on the FlashAttention benchmark shapes: 16k token
 hidden 2048 (H = 2048 / D), T from 512 to 16384, D in {64, 128, 256}, causal and not, bfloat16.
 
 FLOPs (FlashAttention count): forward 4*B*H*T*T*D, halved when causal; backward 2.5x forward.
-Our backward is timed alone (the gradient op on saved output and log-sum-exp); Keras' backward
-is (forward+backward) - forward. Writes JSON lines to stdout and to the file given as argv[1].
+Our backward is timed alone (the gradient op on saved output and log-sum-exp); Keras' backward,
+and ours inside XLA ("tf_flashattn_xla", at the head dims where Keras runs), is
+(forward+backward) - forward. Writes JSON lines to stdout and to the file given as argv[1].
 Run in the same device call as ../shared/device/anchors_torch.py (see benchmarks/gpu_run.sh).
 """
 import json
@@ -58,18 +59,24 @@ def our_steps(q, k, v, causal):
     return (lambda: fwd()[0]), bwd
 
 
-def keras_steps(q, k, v, causal, jit):
-    fwd = tf.function(lambda: keras.ops.dot_product_attention(q, k, v, is_causal=causal),
-                      jit_compile=jit)
+def xla_steps(attention, q, k, v, causal, jit):
+    """Forward and forward+backward of `attention` (Keras', or ours inside XLA as custom calls)."""
+    fwd = tf.function(lambda: attention(q, k, v, is_causal=causal), jit_compile=jit)
     do = tf.random.normal(q.shape, dtype=q.dtype)  # a random dO, as ours gets: no shortcut
 
     @tf.function(jit_compile=jit)
     def fwd_bwd():
         with tf.GradientTape() as tape:
             tape.watch([q, k, v])
-            o = keras.ops.dot_product_attention(q, k, v, is_causal=causal)
+            o = attention(q, k, v, is_causal=causal)
         return tape.gradient(o, [q, k, v], output_gradients=do)
     return fwd, fwd_bwd
+
+
+IMPLS = {"keras": (keras.ops.dot_product_attention, False),
+         "keras_xla": (keras.ops.dot_product_attention, True),
+         # Ours inside XLA (the op's custom calls): should match the plain op's speed.
+         "tf_flashattn_xla": (fa.dot_product_attention, True)}
 
 
 def main():
@@ -90,9 +97,9 @@ def main():
                                      bwd_ms=round(bms, 4),
                                      bwd_tflops=round(2.5 * fl / bms / 1e9, 1)))
                     print(json.dumps(rows[-1]), flush=True)
-                    for jit in ((False, True) if D in KERAS_D else ()):
-                        name = "keras_xla" if jit else "keras"
-                        if B * H * T * T >= 2**31:
+                    for name in (IMPLS if D in KERAS_D else ()):
+                        attention, jit = IMPLS[name]
+                        if name.startswith("keras") and B * H * T * T >= 2**31:
                             # TensorFlow's own GPU kernels fail past 2^31 logits (seen on the H200:
                             # CUDA_ERROR_ILLEGAL_ADDRESS at B=2, H=16, T=8192), which poisons the
                             # CUDA context for the rest of the run.
@@ -101,7 +108,7 @@ def main():
                             print(json.dumps(rows[-1]), flush=True)
                             continue
                         try:
-                            kf, kfb = keras_steps(q, k, v, causal, jit)
+                            kf, kfb = xla_steps(attention, q, k, v, causal, jit)
                             kfms = bench(kf, reps=5)
                             kbms = max(bench(kfb, reps=5) - kfms, 1e-6)
                             r = dict(impl=name, D=D, T=T, B=B, H=H, causal=causal,
