@@ -315,6 +315,23 @@ __device__ __forceinline__ void block_keys(const MaskParams& m, int64_t i0, int6
   *end = ke;
 }
 
+// The key tiles that the query tile [i0, i0 + BQ) of batch b visits (forward and dQ kernels):
+// the keys any of its rows sees (causal/window/lengths), in tiles of BK from jstart (a multiple of
+// BK); ntiles = 0 when there are none. qlim / klim: the batch's query and key length limits.
+template <int BQ, int BK>
+struct QueryTileKeys {
+  int64_t qlim, klim, jstart = 0;
+  int ntiles = 0;
+  __device__ __forceinline__ QueryTileKeys(const MaskParams& m, const AttnShape& sh, int64_t b,
+                                           int64_t i0)
+      : qlim(q_limit(m, sh, b)), klim(k_limit(m, sh, b)) {
+    int64_t kbeg = 0, kend = 0;
+    if (i0 < qlim) block_keys(m, i0, (i0 + BQ < qlim ? i0 + BQ : qlim) - 1, klim, &kbeg, &kend);
+    jstart = kbeg - kbeg % BK;
+    ntiles = kend > kbeg ? static_cast<int>((kend - jstart + BK - 1) / BK) : 0;
+  }
+};
+
 __device__ __forceinline__ float warp_quad_max(float x) {
   x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
   return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));

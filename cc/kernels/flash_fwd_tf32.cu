@@ -55,11 +55,9 @@ __global__ void __launch_bounds__(NW * 32) flash_fwd_tf32_kernel(const Tf32FwdAr
   const int64_t qb = reverse ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
   const int64_t h = blockIdx.y, b = blockIdx.z, hk = h / (sh.H / sh.Hkv);
   const int64_t i0 = qb * BQ;
-  const int64_t qlim = q_limit(p.mask, sh, b), klim = k_limit(p.mask, sh, b);
-  int64_t kbeg = 0, kend = 0;
-  if (i0 < qlim) block_keys(p.mask, i0, (i0 + BQ < qlim ? i0 + BQ : qlim) - 1, klim, &kbeg, &kend);
-  const int64_t jstart = kbeg - kbeg % BK;
-  const int ntiles = kend > kbeg ? static_cast<int>((kend - jstart + BK - 1) / BK) : 0;
+  const QueryTileKeys<BQ, BK> keys(p.mask, sh, b, i0);
+  const int64_t qlim = keys.qlim, klim = keys.klim, jstart = keys.jstart;
+  const int ntiles = keys.ntiles;
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
   const int wr0 = warp * 16 * MT;
