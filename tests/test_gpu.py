@@ -6,7 +6,7 @@ float32 runs twice: "tf32" with TensorFlow's TF32 setting on (its default; the o
 tensor cores, and the unfused baseline's matmuls use TF32 too) and "float32" with
 tf.config.experimental.enable_tensor_float_32_execution(False) (full float32 accuracy).
 
-On the lent H200: benchmarks/gpu_check.sh runs this file (see its header)."""
+On the lent H200: `bash benchmarks/gpu_run.sh tests` runs this file (see its header)."""
 import contextlib
 import os
 import subprocess
@@ -308,3 +308,58 @@ def test_deterministic_mode_is_bitwise_reproducible(which):
     res = subprocess.run([sys.executable, "-c", DETERMINISM, which], capture_output=True, text=True,
                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"), timeout=600)
     assert "BITWISE" in res.stdout, res.stdout + res.stderr[-3000:]
+
+
+# ---- offsets past 2^31 elements (int64 addressing) ---------------------------------------------
+def _fwd_bwd(q, k, v, do, **kw):
+    with tf.GradientTape() as tape:
+        tape.watch([q, k, v])
+        o = fa.dot_product_attention(q, k, v, **kw)
+    return [o] + tape.gradient(o, [q, k, v], output_gradients=do)
+
+
+def _assert_same(a, b, what):
+    a, b = tf.cast(a, tf.float32).numpy(), tf.cast(b, tf.float32).numpy()
+    assert np.all(np.isfinite(a)), what
+    np.testing.assert_allclose(a, b, rtol=1e-2, atol=1e-2, err_msg=what)
+
+
+def test_query_side_past_2_to_31_elements():
+    """q, dO, O, dQ of 2^31 + 8192 elements (bf16, 4 GiB each): the last rows, past element 2^31,
+    give what the same rows give alone. dO is zero except there, so dK / dV come from them only."""
+    D, tail = 128, 64
+    T = (1 << 31) // D + tail
+    with tf.device("/GPU:0"):
+        q = tf.random.normal([1, T, 1, D], dtype=tf.bfloat16, seed=1)
+        k = tf.random.normal([1, 64, 1, D], dtype=tf.bfloat16, seed=2)
+        v = tf.random.normal([1, 64, 1, D], dtype=tf.bfloat16, seed=3)
+        do_tail = tf.random.normal([1, tail, 1, D], dtype=tf.bfloat16, seed=4)
+        do = tf.concat([tf.zeros([1, T - tail, 1, D], tf.bfloat16), do_tail], axis=1)
+        big = _fwd_bwd(q, k, v, do)
+        small = _fwd_bwd(q[:, -tail:], k, v, do_tail)
+    _assert_same(big[0][:, -tail:], small[0], "output")
+    _assert_same(big[1][:, -tail:], small[1], "dq")
+    _assert_same(big[2], small[2], "dk")
+    _assert_same(big[3], small[3], "dv")
+
+
+def test_key_side_past_2_to_31_elements():
+    """K, V, dK, dV of 2^31 + 8192 elements: 64 queries aligned to the last keys (causal with
+    offset Tk - Tq, a window of 64 keys) see only keys past element 2^31, and give what the same
+    keys give alone."""
+    D, tq, window = 128, 64, 63
+    T = (1 << 31) // D + tq
+    near = tq + window  # the keys the queries can see: the last `near`
+    with tf.device("/GPU:0"):
+        q = tf.random.normal([1, tq, 1, D], dtype=tf.bfloat16, seed=5)
+        k = tf.random.normal([1, T, 1, D], dtype=tf.bfloat16, seed=6)
+        v = tf.random.normal([1, T, 1, D], dtype=tf.bfloat16, seed=7)
+        do = tf.random.normal([1, tq, 1, D], dtype=tf.bfloat16, seed=8)
+        big = _fwd_bwd(q, k, v, do, is_causal=True, causal_offset=T - tq, sliding_window=(window, 0))
+        small = _fwd_bwd(q, k[:, -near:], v[:, -near:], do, is_causal=True,
+                         causal_offset=near - tq, sliding_window=(window, 0))
+    _assert_same(big[0], small[0], "output")
+    _assert_same(big[1], small[1], "dq")
+    _assert_same(big[2][:, -near:], small[2], "dk")
+    _assert_same(big[3][:, -near:], small[3], "dv")
+    assert float(tf.reduce_max(tf.abs(tf.cast(big[2][:, :-near], tf.float32)))) == 0.0  # unseen keys
