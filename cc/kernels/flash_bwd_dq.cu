@@ -60,13 +60,7 @@ __global__ void __launch_bounds__(NW * 32) flash_bwd_dq_kernel(const DqArgs args
 
   // This thread's two rows: i0 + wr0 + g (+8).
   float lse2r[2], dsr[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int64_t i = i0 + wr0 + g + 8 * r;
-    const int64_t row = (b * sh.H + h) * sh.Tq + i;
-    lse2r[r] = i < sh.Tq ? args.lse2[row] : 0.f;
-    dsr[r] = i < sh.Tq ? args.dsum[row] : 0.f;
-  }
+  dq_row_stats(args.lse2, 1.f, args.dsum, sh, b, h, i0 + wr0, g, lse2r, dsr);
   float dq[HD / 8][4];
 #pragma unroll
   for (int nd = 0; nd < HD / 8; ++nd)

@@ -53,15 +53,8 @@ __global__ void __launch_bounds__(256) bwd_dq_simt_kernel(const FlashBwdParams p
   const T* k = static_cast<const T*>(p.k);
   const T* v = static_cast<const T*>(p.v);
   const T* d_o = static_cast<const T*>(p.d_o);
-  for (int x = threadIdx.x; x < kBRows * D; x += blockDim.x) {
-    const int64_t r = i0 + x / D;
-    sQ[x] = r < sh.Tq ? Elem<T>::to_f(q[b * sh.q_stride[0] + r * sh.q_stride[1] + h * sh.q_stride[2] + x % D]) : 0.f;
-  }
-  for (int x = threadIdx.x; x < kBRows * Dv; x += blockDim.x) {
-    const int64_t r = i0 + x / Dv;
-    sdO[x] = r < sh.Tq ? Elem<T>::to_f(d_o[b * sh.o_stride[0] + r * sh.o_stride[1] + h * sh.o_stride[2] + x % Dv])
-                       : 0.f;
-  }
+  load_rows_f32(sQ, D, q, sh.q_stride, b, h, i0, kBRows, sh.Tq, D);
+  load_rows_f32(sdO, Dv, d_o, sh.o_stride, b, h, i0, kBRows, sh.Tq, Dv);
   int64_t kbeg = 0, kend = 0;
   if (i0 < qlim) block_keys(p.mask, i0, (i0 + kBRows < qlim ? i0 + kBRows : qlim) - 1, klim, &kbeg, &kend);
   const RowInfo ri = row_info(p.mask, sh, b, i, qlim, klim);
@@ -73,16 +66,8 @@ __global__ void __launch_bounds__(256) bwd_dq_simt_kernel(const FlashBwdParams p
   for (int c = 0; c < 8; ++c) dq[c] = 0.f;
   for (int64_t j0 = kbeg - kbeg % kBTile; j0 < kend; j0 += kBTile) {
     __syncthreads();
-    for (int x = threadIdx.x; x < kBTile * D; x += blockDim.x) {
-      const int64_t j = j0 + x / D;
-      sK[(x / D) * (D + 1) + x % D] =
-          j < sh.Tk ? Elem<T>::to_f(k[b * sh.k_stride[0] + j * sh.k_stride[1] + hk * sh.k_stride[2] + x % D]) : 0.f;
-    }
-    for (int x = threadIdx.x; x < kBTile * Dv; x += blockDim.x) {
-      const int64_t j = j0 + x / Dv;
-      sV[(x / Dv) * (Dv + 1) + x % Dv] =
-          j < sh.Tk ? Elem<T>::to_f(v[b * sh.v_stride[0] + j * sh.v_stride[1] + hk * sh.v_stride[2] + x % Dv]) : 0.f;
-    }
+    load_rows_f32(sK, D + 1, k, sh.k_stride, b, hk, j0, kBTile, sh.Tk, D);
+    load_rows_f32(sV, Dv + 1, v, sh.v_stride, b, hk, j0, kBTile, sh.Tk, Dv);
     __syncthreads();
     const int64_t j = j0 + lane;
     float acc = 0.f, dpd = 0.f;
@@ -125,14 +110,8 @@ __global__ void __launch_bounds__(256) bwd_dkdv_simt_kernel(const FlashBwdParams
   const T* k = static_cast<const T*>(p.k);
   const T* v = static_cast<const T*>(p.v);
   const T* d_o = static_cast<const T*>(p.d_o);
-  for (int x = threadIdx.x; x < kBRows * D; x += blockDim.x) {
-    const int64_t r = j0 + x / D;
-    sKr[x] = r < sh.Tk ? Elem<T>::to_f(k[b * sh.k_stride[0] + r * sh.k_stride[1] + hk * sh.k_stride[2] + x % D]) : 0.f;
-  }
-  for (int x = threadIdx.x; x < kBRows * Dv; x += blockDim.x) {
-    const int64_t r = j0 + x / Dv;
-    sVr[x] = r < sh.Tk ? Elem<T>::to_f(v[b * sh.v_stride[0] + r * sh.v_stride[1] + hk * sh.v_stride[2] + x % Dv]) : 0.f;
-  }
+  load_rows_f32(sKr, D, k, sh.k_stride, b, hk, j0, kBRows, sh.Tk, D);
+  load_rows_f32(sVr, Dv, v, sh.v_stride, b, hk, j0, kBRows, sh.Tk, Dv);
   float dk[8], dv[8];
 #pragma unroll
   for (int c = 0; c < 8; ++c) dk[c] = dv[c] = 0.f;
@@ -142,17 +121,8 @@ __global__ void __launch_bounds__(256) bwd_dkdv_simt_kernel(const FlashBwdParams
       block_keys(p.mask, q0, (q0 + kBTile < qlim ? q0 + kBTile : qlim) - 1, klim, &kb, &ke);
       if (ke <= kb || ke <= j0 || kb >= j0 + kBRows) continue;
       __syncthreads();
-      for (int x = threadIdx.x; x < kBTile * D; x += blockDim.x) {
-        const int64_t r = q0 + x / D;
-        sQ[(x / D) * (D + 1) + x % D] =
-            r < sh.Tq ? Elem<T>::to_f(q[b * sh.q_stride[0] + r * sh.q_stride[1] + h * sh.q_stride[2] + x % D]) : 0.f;
-      }
-      for (int x = threadIdx.x; x < kBTile * Dv; x += blockDim.x) {
-        const int64_t r = q0 + x / Dv;
-        sdO[(x / Dv) * (Dv + 1) + x % Dv] =
-            r < sh.Tq ? Elem<T>::to_f(d_o[b * sh.o_stride[0] + r * sh.o_stride[1] + h * sh.o_stride[2] + x % Dv])
-                      : 0.f;
-      }
+      load_rows_f32(sQ, D + 1, q, sh.q_stride, b, h, q0, kBTile, sh.Tq, D);
+      load_rows_f32(sdO, Dv + 1, d_o, sh.o_stride, b, h, q0, kBTile, sh.Tq, Dv);
       for (int x = threadIdx.x; x < kBTile; x += blockDim.x) {
         const int64_t r = q0 + x;
         sL[x] = r < sh.Tq ? p.lse[(b * sh.H + h) * sh.Tq + r] * kLog2e : 0.f;

@@ -334,13 +334,7 @@ __global__ void __launch_bounds__(NW * 32, 1) flash_bwd_dq_tf32_kernel(const Tf3
   const bool dropout = p.dropout.rate > 0.f;
 
   float lse2r[2], dsr[2];  // rows i0 + wr0 + g (+8)
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int64_t i = i0 + wr0 + g + 8 * r;
-    const int64_t row = (b * sh.H + h) * sh.Tq + i;
-    lse2r[r] = i < sh.Tq ? p.lse[row] * kLog2e : 0.f;
-    dsr[r] = i < sh.Tq ? args.dsum[row] : 0.f;
-  }
+  dq_row_stats(p.lse, kLog2e, args.dsum, sh, b, h, i0 + wr0, g, lse2r, dsr);
   float dq[HD / 8][4];
 #pragma unroll
   for (int nd = 0; nd < HD / 8; ++nd)

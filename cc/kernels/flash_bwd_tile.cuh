@@ -160,6 +160,21 @@ __device__ __forceinline__ void bwd_tile_probs(float (&s)[AN][4], float (&dp)[AN
   }
 }
 
+// log2e * lse and Dsum of this thread's two rows row0 + g (+8) of head h in the dQ kernels (0
+// past Tq). lse_scale: log2e for a natural-log lse, 1 for one already in base 2.
+__device__ __forceinline__ void dq_row_stats(const float* lse, float lse_scale, const float* dsum,
+                                             const AttnShape& sh, int64_t b, int64_t h,
+                                             int64_t row0, int g, float (&lse2r)[2],
+                                             float (&dsr)[2]) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int64_t i = row0 + g + 8 * r;
+    const int64_t row = (b * sh.H + h) * sh.Tq + i;
+    lse2r[r] = i < sh.Tq ? lse[row] * lse_scale : 0.f;
+    dsr[r] = i < sh.Tq ? dsum[row] : 0.f;
+  }
+}
+
 // The same step in the query-row orientation of the deterministic dQ kernels (flash_bwd_dq.cu,
 // flash_bwd_tf32.cu): s (S = Q Kᵀ of one m16 tile of rows row0 + g (+8), keys j0 + nt*8 + 2 tq
 // (+1)) <- dS, from dp (dPd = dO Vᵀ); lse2r / dsr: log2e lse and Dsum of this thread's two rows.

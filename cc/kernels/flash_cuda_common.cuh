@@ -223,6 +223,20 @@ __device__ __forceinline__ void round_tile_tf32(float* tile) {
   }
 }
 
+// Rows [t0, t0 + rows) of head h of x ([B, T, heads, n], strides st) as float32 into dst, row
+// stride ld (n, or n + 1 against bank conflicts), zero for rows >= t_end; every thread of the
+// CTA takes part (the SIMT kernels' tile loads).
+template <typename T>
+__device__ __forceinline__ void load_rows_f32(float* dst, int ld, const T* x, const int64_t st[3],
+                                              int64_t b, int64_t h, int64_t t0, int rows,
+                                              int64_t t_end, int n) {
+  for (int idx = threadIdx.x; idx < rows * n; idx += blockDim.x) {
+    const int r = idx / n, c = idx % n;
+    const int64_t t = t0 + r;
+    dst[r * ld + c] = t < t_end ? Elem<T>::to_f(x[b * st[0] + t * st[1] + h * st[2] + c]) : 0.f;
+  }
+}
+
 // Fast 2^x (MUFU.EX2, denormals flushed); 2^-inf = 0.
 __device__ __forceinline__ float fast_exp2(float x) {
   float y;

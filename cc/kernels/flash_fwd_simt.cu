@@ -34,11 +34,7 @@ __global__ void __launch_bounds__(256) fwd_simt_kernel(const FlashFwdParams p) {
 
   int64_t kbeg = 0, kend = 0;
   if (i0 < qlim) block_keys(p.mask, i0, (i0 + kSimtRows < qlim ? i0 + kSimtRows : qlim) - 1, klim, &kbeg, &kend);
-  for (int x = threadIdx.x; x < kSimtRows * D; x += blockDim.x) {
-    const int64_t r = i0 + x / D;
-    sQ[x] = r < sh.Tq ? Elem<T>::to_f(q[b * sh.q_stride[0] + r * sh.q_stride[1] + h * sh.q_stride[2] + x % D])
-                      : 0.f;
-  }
+  load_rows_f32(sQ, D, q, sh.q_stride, b, h, i0, kSimtRows, sh.Tq, D);
   const RowInfo ri = row_info(p.mask, sh, b, i, qlim, klim);
   float o[8];
 #pragma unroll
@@ -46,16 +42,8 @@ __global__ void __launch_bounds__(256) fwd_simt_kernel(const FlashFwdParams p) {
   float m = neg_inf(), l = 0.f;
   for (int64_t j0 = kbeg - kbeg % kSimtKeys; j0 < kend; j0 += kSimtKeys) {
     __syncthreads();  // previous tile consumed (and sQ written, first time)
-    for (int x = threadIdx.x; x < kSimtKeys * D; x += blockDim.x) {
-      const int64_t j = j0 + x / D;
-      sK[(x / D) * (D + 1) + x % D] =
-          j < sh.Tk ? Elem<T>::to_f(k[b * sh.k_stride[0] + j * sh.k_stride[1] + hk * sh.k_stride[2] + x % D]) : 0.f;
-    }
-    for (int x = threadIdx.x; x < kSimtKeys * Dv; x += blockDim.x) {
-      const int64_t j = j0 + x / Dv;
-      sV[x] = j < sh.Tk ? Elem<T>::to_f(v[b * sh.v_stride[0] + j * sh.v_stride[1] + hk * sh.v_stride[2] + x % Dv])
-                        : 0.f;
-    }
+    load_rows_f32(sK, D + 1, k, sh.k_stride, b, hk, j0, kSimtKeys, sh.Tk, D);
+    load_rows_f32(sV, Dv, v, sh.v_stride, b, hk, j0, kSimtKeys, sh.Tk, Dv);
     __syncthreads();
     const int64_t j = j0 + lane;
     float acc = 0.f;
