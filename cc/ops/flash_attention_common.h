@@ -169,6 +169,28 @@ Status FillShapes(const TensorShape* const in[10], const Attrs& attrs, Params* p
 }
 
 
+// Checks the gradient op's inputs 10..13 (output, lse, d_output, d_lse) against the shape that
+// FillShapes read from query/key/value.
+inline Status CheckGradShapes(const TensorShape& output, const TensorShape& lse,
+                              const TensorShape& d_output, const TensorShape& d_lse,
+                              const flashattn::AttnShape& s) {
+  const TensorShape o_shape({s.B, s.Tq, s.H, s.Dv});
+  const TensorShape lse_shape({s.B, s.H, s.Tq});
+  if (output != o_shape)
+    return InvalidArgument("output must have shape ", o_shape.DebugString(), ", got ",
+                           output.DebugString());
+  if (lse != lse_shape)
+    return InvalidArgument("lse must have shape ", lse_shape.DebugString(), ", got ",
+                           lse.DebugString());
+  if (d_output != o_shape)
+    return InvalidArgument("d_output must have shape ", o_shape.DebugString(), ", got ",
+                           d_output.DebugString());
+  if (!Absent(d_lse) && d_lse != lse_shape)
+    return InvalidArgument("d_lse must have shape ", lse_shape.DebugString(), " or [0], got ",
+                           d_lse.DebugString());
+  return ::tensorflow::OkStatus();
+}
+
 }  // namespace tf_flashattn
 
 #endif  // TF_FLASHATTN_OPS_FLASH_ATTENTION_COMMON_H_

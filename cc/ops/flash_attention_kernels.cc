@@ -128,21 +128,9 @@ class FlashAttentionGradOp : public OpKernel {
     p.dtype = DTypeOf<T>();
     OP_REQUIRES_OK(ctx, FillCommon(ctx, attrs_, &p));
     const flashattn::AttnShape& s = p.shape;
-    const TensorShape o_shape({s.B, s.Tq, s.H, s.Dv});
-    const TensorShape lse_shape({s.B, s.H, s.Tq});
-    OP_REQUIRES(ctx, ctx->input(10).shape() == o_shape,
-                InvalidArgument("output must have shape ", o_shape.DebugString(), ", got ",
-                                ctx->input(10).shape().DebugString()));
-    OP_REQUIRES(ctx, ctx->input(11).shape() == lse_shape,
-                InvalidArgument("lse must have shape ", lse_shape.DebugString(), ", got ",
-                                ctx->input(11).shape().DebugString()));
-    OP_REQUIRES(ctx, ctx->input(12).shape() == o_shape,
-                InvalidArgument("d_output must have shape ", o_shape.DebugString(), ", got ",
-                                ctx->input(12).shape().DebugString()));
+    OP_REQUIRES_OK(ctx, CheckGradShapes(ctx->input(10).shape(), ctx->input(11).shape(),
+                                        ctx->input(12).shape(), ctx->input(13).shape(), s));
     const Tensor& d_lse = ctx->input(13);
-    OP_REQUIRES(ctx, Absent(d_lse) || d_lse.shape() == lse_shape,
-                InvalidArgument("d_lse must have shape ", lse_shape.DebugString(),
-                                " or [0], got ", d_lse.shape().DebugString()));
     Tensor *dq = nullptr, *dk = nullptr, *dv = nullptr, *dbias = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, ctx->input(0).shape(), &dq));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(1, ctx->input(1).shape(), &dk));

@@ -86,22 +86,7 @@ class FlashAttentionXlaOp : public XlaOpKernel {
     typename std::conditional<kGrad, flashattn::FlashBwdParams, flashattn::FlashFwdParams>::type p;
     OP_REQUIRES_OK(ctx, FillShapes(ptrs, attrs_, &p));
     const flashattn::AttnShape& s = p.shape;
-    const TensorShape o_shape({s.B, s.Tq, s.H, s.Dv});
-    const TensorShape lse_shape({s.B, s.H, s.Tq});
-    if (kGrad) {
-      OP_REQUIRES(ctx, shapes[10] == o_shape,
-                  InvalidArgument("output must have shape ", o_shape.DebugString(), ", got ",
-                                  shapes[10].DebugString()));
-      OP_REQUIRES(ctx, shapes[11] == lse_shape,
-                  InvalidArgument("lse must have shape ", lse_shape.DebugString(), ", got ",
-                                  shapes[11].DebugString()));
-      OP_REQUIRES(ctx, shapes[12] == o_shape,
-                  InvalidArgument("d_output must have shape ", o_shape.DebugString(), ", got ",
-                                  shapes[12].DebugString()));
-      OP_REQUIRES(ctx, Absent(shapes[13]) || shapes[13] == lse_shape,
-                  InvalidArgument("d_lse must have shape ", lse_shape.DebugString(),
-                                  " or [0], got ", shapes[13].DebugString()));
-    }
+    if (kGrad) OP_REQUIRES_OK(ctx, CheckGradShapes(shapes[10], shapes[11], shapes[12], shapes[13], s));
     const ::tensorflow::DataType dt = ctx->input_type(0);
     const bool gpu = gpu_;
     OP_REQUIRES(ctx, !(gpu && dt == ::tensorflow::DT_DOUBLE),
@@ -124,7 +109,7 @@ class FlashAttentionXlaOp : public XlaOpKernel {
       outs = {shape(t, shapes[0]), shape(t, shapes[1]), shape(t, shapes[2]),
               shape(xla::F32, with_bias ? TensorShape({s.B, s.H, s.Tq, s.Tk}) : TensorShape({0}))};
     } else {
-      outs = {shape(t, o_shape), shape(xla::F32, lse_shape)};
+      outs = {shape(t, TensorShape({s.B, s.Tq, s.H, s.Dv})), shape(xla::F32, TensorShape({s.B, s.H, s.Tq}))};
     }
     xla::XlaOp call = xla::CustomCall(
         ctx->builder(), kGrad ? kGradTarget : kFwdTarget, operands,
