@@ -448,3 +448,29 @@ def test_both_cpu_backward_schedules(schedule):
     allowed = allowed_mask(b, h, tq, tk, is_causal=True, causal_offset=tk - tq)
     check(q, k, v, bias=bias, keep=keep, allowed=allowed, dropout_rate=rate, seed=seed,
           is_causal=True, causal_offset=tk - tq)
+
+
+@pytest.mark.parametrize("jit", [False, True], ids=["kernel", "xla"])
+def test_gradient_op_checks_its_saved_inputs(jit):
+    """The gradient op's output / lse / d_output / d_lse shapes are checked (CheckGradShapes),
+    by the TensorFlow kernel and by the XLA lowering alike."""
+    from tf_flashattn import _ops
+    lib = _ops.load()
+    q = tf.ones([1, 4, 2, 8])
+    e_b, e_i, e_m = tf.zeros([0]), tf.zeros([0], tf.int32), tf.zeros([0], tf.bool)
+    good_o, good_lse = tf.ones([1, 4, 2, 8]), tf.zeros([1, 2, 4])
+    spec = tf.TensorSpec(None, tf.float32)
+
+    @tf.function(jit_compile=jit, input_signature=[spec] * 4)
+    def grad(o, lse, do, d_lse):
+        return lib.flash_attn_flash_attention_grad(q, q, q, e_m, e_b, e_i, e_i, e_m, e_m,
+                                                   tf.zeros([2], tf.int64), o, lse, do, d_lse,
+                                                   scale=1.0)[0]
+
+    grad(good_o, good_lse, good_o, e_b)  # accepted
+    for args, message in (((tf.ones([1, 4, 2, 7]), good_lse, good_o, e_b), "output must have shape"),
+                          ((good_o, tf.zeros([1, 4, 2]), good_o, e_b), "lse must have shape"),
+                          ((good_o, good_lse, tf.ones([1, 3, 2, 8]), e_b), "d_output must have shape"),
+                          ((good_o, good_lse, good_o, tf.zeros([2, 4])), "d_lse must have shape")):
+        with pytest.raises(tf.errors.InvalidArgumentError, match=message):
+            grad(*args)
