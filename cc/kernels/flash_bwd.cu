@@ -17,8 +17,6 @@
 // (flash_bwd_dq.cu).
 #include "cc/kernels/flash_cuda.h"
 
-#include <cstdlib>
-
 #include "cc/kernels/flash_cuda_common.cuh"
 #include "cc/kernels/flash_bwd_tile.cuh"
 #include "cc/kernels/flash_cuda_internal.h"
@@ -201,8 +199,9 @@ __global__ void __launch_bounds__(NW * 32) flash_bwd_kernel(const BwdArgs args) 
       const bool in_range = !GEN && tile_in_range(p.mask, i0, BQb, j0, BKb, qlim, klim);
 #pragma unroll
       for (int mt = 0; mt < Cfg::AM; ++mt)
-        bwd_tile_probs<T, Cfg::AN, GEN>(sacc[mt], dpacc[mt], p, b, h, i0, j0, kr0 + mt * 16, cL, cDs,
-                                        sl2, in_range, qlim, klim, dropout, true, g, tq);
+        bwd_tile_probs<T, Cfg::AN, GEN>(sacc[mt], dpacc[mt], p, b, h, i0 + qc0, j0, kr0 + mt * 16,
+                                        cL + qc0, cDs + qc0, sl2, in_range, qlim, klim, dropout, true,
+                                        g, tq);
       // 16-bit pairs, in A-fragment order: pk[mt][ks][2 * (nt & 1) + r] holds n-tile nt = 2 ks + (nt & 1).
 #pragma unroll
       for (int mt = 0; mt < Cfg::AM; ++mt)
@@ -420,40 +419,36 @@ cudaError_t launch_bwd(const BwdArgs& args, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-// Tile configurations: keys x queries per step, warps, Q/dO stages. Shared memory <= 91 KiB
-// (fits sm_86 / sm_89) except the HD 128 and HD 256 index-masked kernels on devices with
-// >= 210 KiB per SM (sm_90): more keys per CTA and 8 warps halve the dQ atomics and the Q/dO
-// reloads (158 / 153 KiB, one CTA per SM). Measured on the H200 at T = 16k (bf16, TFLOP/s):
-// HD 64: 64x64x4w 175 -> 128x64x8w 197; HD 128: 64x64x4w 178, 128x64x8w 214;
-// HD 256: 32x32x4w 107 -> 64x64x8w 163.
+// Tile configurations: keys x queries per step, warps, Q/dO stages, warp layouts. Shared memory
+// <= 91 KiB (fits sm_86 / sm_89) except the index-masked kernels on devices with >= 210 KiB per
+// SM (sm_90): more keys per CTA and 8 warps halve the dQ atomics and the Q/dO reloads (one CTA
+// per SM). Measured on the H200 at T = 16k (bf16, TFLOP/s, 2026-11-29, tune_configs.py):
+// HD 64: 128x64 (8 warps, A 8x1) 212 -> 128x128 with FlashAttention-2's layouts (A 4x2, B 4x2,
+// C 2x4) 237; HD 128: 64x64x4w 178, 128x64 (A 8x1) 235 -> FlashAttention-2's layouts 263;
+// HD 256: 32x32x4w 107 -> 64x64x8w 178.
+// FA_TUNING builds select other variants at run time with FA_BWD_CFG (tune_configs.py): 2 the
+// former default; 10, 11 other layouts (HD 128); 8 FlashAttention-2's layouts (HD 256).
 template <typename T>
 cudaError_t bwd_tc(const BwdArgs& args, int hd, bool big_smem, cudaStream_t stream) {
   const FlashBwdParams& p = args.p;
-  const bool gen = needs_general(p.mask, p.score, p.dropout, p.dbias);
+  const bool idx = !needs_general(p.mask, p.score, p.dropout, p.dbias) && big_smem;
+#ifdef FA_TUNING
+  const int tune = idx ? tuning_cfg("FA_BWD_CFG") : 0;
+#endif
   switch (hd) {
     case 64:
-#ifdef FA_TUNING  // FA_BWD_CFG=9: 128 keys x 128 queries, FlashAttention-2's layouts
-      if (!gen && big_smem && getenv("FA_BWD_CFG") && atoi(getenv("FA_BWD_CFG")) == 9) return launch_bwd<T, 64, 128, 128, 8, 2, 0, 4, 4, 2>(args, stream);
-#endif
+      FA_TUNE(2, launch_bwd<T, 64, 128, 64, 8, 2, 0>(args, stream));
+      if (idx) return launch_bwd<T, 64, 128, 128, 8, 2, 0, 4, 4, 2>(args, stream);  // 160 KiB
       return launch_bwd<T, 64, 128, 64, 8, 2>(args, stream);  // 91 KiB
     case 128:
-#ifdef FA_TUNING  // experiments: FA_BWD_CFG=1 (64x64, 4 warps, Q/dO double-buffered), 3 (128x64, 8 warps, 1 stage)
-      if (getenv("FA_BWD_CFG") && atoi(getenv("FA_BWD_CFG")) == 1) return launch_bwd<T, 128, 64, 64, 4, 2>(args, stream);
-      if (getenv("FA_BWD_CFG") && atoi(getenv("FA_BWD_CFG")) == 3) return launch_bwd<T, 128, 128, 64, 8, 1>(args, stream);
-      if (getenv("FA_BWD_CFG") && atoi(getenv("FA_BWD_CFG")) == 4) return launch_bwd<T, 128, 64, 64, 4, 1>(args, stream);
-      // 5: phase A 4x2 warps (P through shared memory); 6: FlashAttention-2's layouts (A 4x2, B 4x2,
-      // C 2x4); 7: phase C 2x4 only.
-      if (!gen && big_smem && getenv("FA_BWD_CFG") && atoi(getenv("FA_BWD_CFG")) == 5) return launch_bwd<T, 128, 128, 64, 8, 2, 0, 4, 8, 4>(args, stream);
-      if (!gen && big_smem && getenv("FA_BWD_CFG") && atoi(getenv("FA_BWD_CFG")) == 6) return launch_bwd<T, 128, 128, 64, 8, 2, 0, 4, 4, 2>(args, stream);
-      if (!gen && big_smem && getenv("FA_BWD_CFG") && atoi(getenv("FA_BWD_CFG")) == 7) return launch_bwd<T, 128, 128, 64, 8, 2, 0, 8, 8, 2>(args, stream);
-#endif
-      if (!gen && big_smem) return launch_bwd<T, 128, 128, 64, 8, 2, 0>(args, stream);
+      FA_TUNE(2, launch_bwd<T, 128, 128, 64, 8, 2, 0>(args, stream));
+      FA_TUNE(10, launch_bwd<T, 128, 128, 64, 8, 2, 0, 4, 4, 4>(args, stream));
+      FA_TUNE(11, launch_bwd<T, 128, 128, 64, 8, 2, 0, 2, 4, 2>(args, stream));
+      if (idx) return launch_bwd<T, 128, 128, 64, 8, 2, 0, 4, 4, 2>(args, stream);  // 160 KiB
       return launch_bwd<T, 128, 64, 64, 4, 1>(args, stream);
     case 256:
-#ifdef FA_TUNING  // FA_BWD_CFG=8: phase C 2x4 warps
-      if (!gen && big_smem && getenv("FA_BWD_CFG") && atoi(getenv("FA_BWD_CFG")) == 8) return launch_bwd<T, 256, 64, 64, 8, 1, 0, 4, 4, 2>(args, stream);
-#endif
-      if (!gen && big_smem) return launch_bwd<T, 256, 64, 64, 8, 1, 0>(args, stream);  // 153 KiB
+      FA_TUNE(8, launch_bwd<T, 256, 64, 64, 8, 1, 0, 2, 2, 2>(args, stream));
+      if (idx) return launch_bwd<T, 256, 64, 64, 8, 1, 0>(args, stream);  // 153 KiB
       return launch_bwd<T, 256, 32, 32, 4, 1>(args, stream);
     default: return cudaErrorInvalidValue;
   }

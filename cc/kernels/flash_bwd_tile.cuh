@@ -92,8 +92,9 @@ __device__ __forceinline__ void dq_accumulate(float* dq_rows, const float (&acc)
 }
 
 // s <- Pd = P Z and dp <- dS = P (dPd Z - Dsum) softcap', with P = 2^(z - log2e lse) (z the
-// base-2 logit) and Z = keep / (1 - rate) or 0 (dropout) or 1. cL / cDs: log2e lse and Dsum of
-// the tile's queries. GEN: the full score function per element (dlogit to dbias when
+// base-2 logit) and Z = keep / (1 - rate) or 0 (dropout) or 1. The warp's queries start at i0
+// (a warp that owns queries [qc0, ...) of the CTA's tile passes i0 + qc0, and cL / cDs offset by
+// qc0 too); cL / cDs: log2e lse and Dsum of those queries. GEN: the full score function per element (dlogit to dbias when
 // write_dbias); otherwise s is the raw product (scale * log2e = sl2 applied here) and only tiles
 // not in_range (crossing causal/window/length limits) are masked, by index.
 template <typename T, int AN, bool GEN>

@@ -4,6 +4,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstdlib>
+
 #include "cc/kernels/flash_params.h"
 
 namespace flashattn {
@@ -15,6 +17,21 @@ cudaError_t check_device(bool* big_smem = nullptr);
 
 // Padded head dim the tensor-core kernels use: 64, 128 or 256 (0: too large).
 inline int head_dim_bucket(int64_t d) { return d <= 64 ? 64 : d <= 128 ? 128 : d <= 256 ? 256 : 0; }
+
+// Tuning builds (-DFA_TUNING, benchmarks/tune_configs.py) pick other tile configurations at run
+// time: tuning_cfg(var) reads the environment variable var (0 when unset), and
+// FA_TUNE(n, launch) returns launch when it is n. Normal builds neither read the environment nor
+// instantiate the variants.
+#ifdef FA_TUNING
+inline int tuning_cfg(const char* var) {
+  const char* v = getenv(var);
+  return v ? atoi(v) : 0;
+}
+#define FA_TUNE(n, ...) \
+  if (tune == (n)) return __VA_ARGS__
+#else
+#define FA_TUNE(n, ...)
+#endif
 
 // float32 / any dtype, SIMT, full float32 arithmetic (flash_fwd_simt.cu).
 cudaError_t fwd_simt(const FlashFwdParams& p, cudaStream_t stream);

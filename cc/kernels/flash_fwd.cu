@@ -15,8 +15,6 @@
 // The head dim is padded with zeros to HD ∈ {64, 128, 256}.
 #include "cc/kernels/flash_cuda.h"
 
-#include <cstdlib>
-
 #include "cc/kernels/flash_cuda_common.cuh"
 #include "cc/kernels/flash_cuda_internal.h"
 #include "cc/kernels/flash_fwd_tile.cuh"
@@ -203,36 +201,33 @@ cudaError_t launch_fwd(const FlashFwdParams& p, bool vec, cudaStream_t stream) {
 }
 
 // Tile configurations. Index-masked kernels: 4 warps x 32 rows (MT = 2: K/V fragments reused
-// over two m-tiles); general kernels (element masks, bias, soft-cap, dropout): 8 warps x 16 rows,
-// fewer registers. HD 128: single K/V buffers (70 KiB) measured faster than double (104 KiB) on
-// the H200 (320 vs 310 TFLOP/s at T = 16k).
+// over two m-tiles), except HD 256 on sm_90 (8 warps x 16 rows, 64-key tiles, 135 KiB: 248 -> 258
+// TFLOP/s at T = 16k on the H200); general kernels (element masks, bias, soft-cap, dropout):
+// 8 warps x 16 rows, fewer registers. HD 128: single K/V buffers (70 KiB) measured faster than
+// double (104 KiB) on the H200 (320 vs 310 TFLOP/s at T = 16k).
+// FA_TUNING builds select other variants at run time with FA_FWD_CFG (tune_configs.py): 1 double
+// buffer (HD 128), 3 single buffer (HD 64), 4 HD 256 8 warps x 32 keys, 6 the former HD 256 default.
 template <typename T>
 cudaError_t fwd_tc(const FlashFwdParams& p, bool vec, bool big_smem, cudaStream_t stream) {
   const bool gen = needs_general(p.mask, p.score, p.dropout, nullptr);
+#ifdef FA_TUNING
+  const int tune = !gen && big_smem ? tuning_cfg("FA_FWD_CFG") : 0;
+#endif
   switch (head_dim_bucket(p.shape.D > p.shape.Dv ? p.shape.D : p.shape.Dv)) {
     case 64:
-#ifdef FA_TUNING  // FA_FWD_CFG=3: single buffer
-      if (!gen && getenv("FA_FWD_CFG") && atoi(getenv("FA_FWD_CFG")) == 3)
-        return launch_fwd<T, 64, 2, 64, 4, 1, false>(p, vec, stream);
-#endif
+      FA_TUNE(3, launch_fwd<T, 64, 2, 64, 4, 1, false>(p, vec, stream));
       return gen ? launch_fwd<T, 64, 1, 64, 8, 1, true>(p, vec, stream)
                  : launch_fwd<T, 64, 2, 64, 4, 2, false>(p, vec, stream);
     case 128:
-#ifdef FA_TUNING  // FA_FWD_CFG=1: double buffer
-      if (!gen && getenv("FA_FWD_CFG") && atoi(getenv("FA_FWD_CFG")) == 1)
-        return launch_fwd<T, 128, 2, 64, 4, 2, false>(p, vec, stream);
-#endif
+      FA_TUNE(1, launch_fwd<T, 128, 2, 64, 4, 2, false>(p, vec, stream));
       return gen ? launch_fwd<T, 128, 1, 64, 8, 1, true>(p, vec, stream)
                  : launch_fwd<T, 128, 2, 64, 4, 1, false>(p, vec, stream);
     case 256:
-#ifdef FA_TUNING  // FA_FWD_CFG=4: 8 warps x 16 rows (101 KiB); 5: same with 64-key tiles (135 KiB)
-      if (!gen && big_smem && getenv("FA_FWD_CFG") && atoi(getenv("FA_FWD_CFG")) == 4)
-        return launch_fwd<T, 256, 1, 32, 8, 1, false>(p, vec, stream);
-      if (!gen && big_smem && getenv("FA_FWD_CFG") && atoi(getenv("FA_FWD_CFG")) == 5)
-        return launch_fwd<T, 256, 1, 64, 8, 1, false>(p, vec, stream);
-#endif
-      return gen ? launch_fwd<T, 256, 1, 32, 4, 1, true>(p, vec, stream)
-                 : launch_fwd<T, 256, 1, 32, 4, 1, false>(p, vec, stream);
+      FA_TUNE(4, launch_fwd<T, 256, 1, 32, 8, 1, false>(p, vec, stream));
+      FA_TUNE(6, launch_fwd<T, 256, 1, 32, 4, 1, false>(p, vec, stream));
+      if (gen) return launch_fwd<T, 256, 1, 32, 4, 1, true>(p, vec, stream);
+      return big_smem ? launch_fwd<T, 256, 1, 64, 8, 1, false>(p, vec, stream)
+                      : launch_fwd<T, 256, 1, 32, 4, 1, false>(p, vec, stream);
     default: return cudaErrorInvalidValue;
   }
 }
