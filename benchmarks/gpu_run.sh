@@ -32,15 +32,22 @@ fi
 . .device-tf/env.sh
 export PYTHONPATH=$PWD:$PYTHONPATH TF_CPP_MIN_LOG_LEVEL=2
 if has tests; then
+  # In parallel, then one at a time the tests that take most of the GPU (4 GiB tensors past 2^31
+  # elements) or start their own TensorFlow process (determinism): run next to the others they
+  # ran out of memory at start-up (seen on the H200).
+  serial="deterministic or past_2_to_31"
   TF_FORCE_GPU_ALLOW_GROWTH=true python3 -m pytest -q tests/test_gpu.py tests/test_xla.py -p no:cacheprovider \
-    -n ${JOBS:-8} 2>&1 | tail -25 | tee $OUT/gpu_tests.log
+    -n ${JOBS:-8} -k "not ($serial)" ${PYTEST_ARGS:-} > $OUT/gpu_tests.log 2>&1
+  TF_FORCE_GPU_ALLOW_GROWTH=true python3 -m pytest -q tests/test_gpu.py -p no:cacheprovider \
+    -k "$serial" ${PYTEST_ARGS:-} >> $OUT/gpu_tests.log 2>&1
+  grep -E "^(FAILED|ERROR)|^E  " $OUT/gpu_tests.log | head -40; grep -E "passed|failed" $OUT/gpu_tests.log
 fi
 if has memory; then
   python3 benchmarks/gpu_memory.py 2>&1 | tail -8 | tee $OUT/gpu_memory.log
 fi
 if has train; then
-  python3 benchmarks/train_throughput.py --flash-xla 2>&1 | grep -v "^WARNING\|^I0000\|^W0000" \
-    | tee $OUT/train_flash_xla.log | tail -8
+  python3 benchmarks/train_throughput.py 2>&1 | grep -v "^WARNING\|^I0000\|^W0000" \
+    | tee $OUT/train.log | tail -8
 fi
 if has bench; then
   BENCH_KERAS_D=${BENCH_KERAS_D:-128} python3 benchmarks/gpu_attention.py $OUT/ours.json > $OUT/ours.log 2>&1

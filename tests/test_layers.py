@@ -415,7 +415,7 @@ def test_config_identical_to_keras(kind):
         ref = keras.layers.GroupQueryAttention(name="att", **kwargs)
         ours = FlashGroupQueryAttention(name="att", **kwargs)
     assert ours.get_config() == ref.get_config()
-    assert ours.supports_jit is False
+    assert ours.supports_jit is True  # the op has an XLA lowering (tests/test_xla.py)
     # Positional arguments as Keras takes them.
     positional = (2, 4, 6) if kind == "mha" else (4, 4, 2)
     ref_cls = keras.layers.MultiHeadAttention if kind == "mha" else keras.layers.GroupQueryAttention

@@ -14,6 +14,19 @@ import tf_flashattn as fa
 from reference import allowed_mask, dropout_keep_mask, f32_scale, rand, reference_attention
 
 
+GPU = bool(tf.config.list_physical_devices("GPU"))
+
+
+@pytest.fixture(autouse=True)
+def _full_float32():
+    """float32 in full precision (TF32 off) so that results can be held to float32 tolerances on
+    GPU machines too (TF32 is on by default there); test_jit_tf32_equals_eager covers TF32."""
+    before = tf.config.experimental.tensor_float_32_execution_enabled()
+    tf.config.experimental.enable_tensor_float_32_execution(False)
+    yield
+    tf.config.experimental.enable_tensor_float_32_execution(before)
+
+
 def _loss_and_grads(q, k, v, bias, w, wl, kw):
     watched = [q, k, v] + ([bias] if bias is not None else [])
     with tf.GradientTape() as tape:
@@ -99,6 +112,22 @@ def test_jit_compile_equals_eager(name):
         np.testing.assert_allclose(xla[0].numpy(), ref.numpy(), rtol=2e-4, atol=2e-4)
 
 
+@pytest.mark.skipif(not GPU, reason="TF32 exists on GPUs only")
+def test_jit_tf32_equals_eager():
+    """float32 with TF32 on: the XLA:GPU custom call runs the TF32 kernels like the eager op
+    (same kernel, so the results agree to the rounding of the ops around it)."""
+    rng = np.random.default_rng(9)
+    q, k, v = rand(rng, 2, 113, 4, 64), rand(rng, 2, 203, 2, 64), rand(rng, 2, 203, 2, 64)
+    tf.config.experimental.enable_tensor_float_32_execution(True)
+    eager, xla = _run(q, k, v, is_causal=True)
+    for i, (a, b) in enumerate(zip(eager, xla)):
+        np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-4, atol=1e-4, err_msg=f"result {i}")
+    ref, _ = reference_attention(q, k, v, scale=f32_scale(64),
+                                 allowed=allowed_mask(2, 4, 113, 203, is_causal=True))
+    err = np.abs(xla[0].numpy() - ref.numpy()).max()
+    assert 0 < err < 5e-3, err  # TF32 products (10-bit mantissa): not float32-exact, not wrong
+
+
 def test_jit_dropout_is_the_philox_mask_of_the_seed():
     rng = np.random.default_rng(3)
     q, k, v = rand(rng, 1, 21, 2, 16), rand(rng, 1, 30, 2, 16), rand(rng, 1, 30, 2, 16)
@@ -163,14 +192,14 @@ def test_keras_model_compiled_with_xla_trains():
 
 
 def test_flash_layer_under_keras_xla_equals_eager():
-    """FlashMultiHeadAttention with supports_jit switched on: Keras compiles it with XLA, and
+    """FlashMultiHeadAttention (supports_jit is True): Keras compiles it with XLA, and
     predictions and one training step equal the non-XLA model's."""
     keras.utils.set_random_seed(2)
 
     def build():
         inp = keras.Input((10, 16))
         att = fa.FlashMultiHeadAttention(num_heads=2, key_dim=8)
-        att.supports_jit = True
+        assert att.supports_jit
         out = att(inp, inp, use_causal_mask=True)
         return keras.Model(inp, keras.layers.Dense(4)(out))
 

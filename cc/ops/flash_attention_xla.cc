@@ -106,8 +106,25 @@ class FlashAttentionXlaOp : public XlaOpKernel {
     std::vector<xla::Shape> outs;
     if (kGrad) {
       const bool with_bias = !Absent(shapes[4]);
+      // The CUDA backward's workspace (Dsum, lse2, dQ accumulator) is a fifth result that XLA
+      // allocates with the others: its size depends on shapes and flags known here. (The FFI
+      // scratch allocator returned no memory under TensorFlow's XLA launch on the H200.)
+      int64_t ws_bytes = 0;
+#if GOOGLE_CUDA
+      if (gpu) {
+        flashattn::FlashBwdParams wp;
+        wp.shape = s;
+        wp.dtype = dt == ::tensorflow::DT_HALF       ? flashattn::DType::kFloat16
+                   : dt == ::tensorflow::DT_BFLOAT16 ? flashattn::DType::kBFloat16
+                                                     : flashattn::DType::kFloat32;
+        wp.deterministic = deterministic;
+        wp.allow_tf32 = allow_tf32;
+        ws_bytes = static_cast<int64_t>(flashattn::flash_bwd_workspace_bytes(wp));
+      }
+#endif
       outs = {shape(t, shapes[0]), shape(t, shapes[1]), shape(t, shapes[2]),
-              shape(xla::F32, with_bias ? TensorShape({s.B, s.H, s.Tq, s.Tk}) : TensorShape({0}))};
+              shape(xla::F32, with_bias ? TensorShape({s.B, s.H, s.Tq, s.Tk}) : TensorShape({0})),
+              shape(xla::U8, TensorShape({ws_bytes}))};
     } else {
       outs = {shape(t, TensorShape({s.B, s.Tq, s.H, s.Dv})), shape(xla::F32, TensorShape({s.B, s.H, s.Tq}))};
     }
@@ -116,8 +133,7 @@ class FlashAttentionXlaOp : public XlaOpKernel {
         xla::ShapeUtil::MakeTupleShape(outs), FfiAttributes(attrs_, deterministic, allow_tf32),
         /*has_side_effect=*/false, /*output_operand_aliasing=*/{}, /*literal=*/nullptr,
         xla::CustomCallSchedule::SCHEDULE_NONE, xla::CustomCallApiVersion::API_VERSION_TYPED_FFI);
-    for (int i = 0; i < static_cast<int>(outs.size()); ++i)
-      ctx->SetOutput(i, xla::GetTupleElement(call, i));
+    for (int i = 0; i < (kGrad ? 4 : 2); ++i) ctx->SetOutput(i, xla::GetTupleElement(call, i));
   }
 
  private:
@@ -195,10 +211,11 @@ ffi::Error FillFromBuffers(const ffi::RemainingArgs& args, const CallAttrs& ca, 
   return ffi::Error::Success();
 }
 
-// The gradient's extra arguments (output, lse, d_output, d_lse) and results (dq, dk, dv, dbias).
+// The gradient's extra arguments (output, lse, d_output, d_lse) and results (dq, dk, dv, dbias,
+// then the workspace: u8[bytes], empty on the CPU).
 ffi::Error FillGrad(const std::vector<ffi::AnyBuffer>& in, const ffi::RemainingRets& rets,
                     flashattn::FlashBwdParams* p, bool* empty) {
-  if (in.size() != static_cast<size_t>(kGradInputs) || rets.size() != 4)
+  if (in.size() != static_cast<size_t>(kGradInputs) || rets.size() != 5)
     return ffi::Error(ffi::ErrorCode::kInvalidArgument, "tf_flashattn: bad gradient custom call");
   p->o = in[10].untyped_data();
   p->lse = static_cast<const float*>(in[11].untyped_data());
@@ -378,8 +395,8 @@ ffi::Error FwdCuda(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingR
   return CudaError(flashattn::flash_fwd_cuda(p, stream), "forward");
 }
 
-ffi::Error BwdCuda(cudaStream_t stream, ffi::ScratchAllocator scratch, ffi::RemainingArgs args,
-                   ffi::RemainingRets rets, TF_FLASHATTN_FFI_ATTR_PARAMS) {
+ffi::Error BwdCuda(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingRets rets,
+                   TF_FLASHATTN_FFI_ATTR_PARAMS) {
   const CallAttrs ca = MakeAttrs(TF_FLASHATTN_FFI_ATTR_ARGS);
   auto read_seed = [stream](const void* seed, int64_t out[2]) { return ReadSeedCuda(stream, seed, out); };
   flashattn::FlashBwdParams p;
@@ -391,12 +408,11 @@ ffi::Error BwdCuda(cudaStream_t stream, ffi::ScratchAllocator scratch, ffi::Rema
   p.deterministic = ca.deterministic;
   p.allow_tf32 = ca.allow_tf32;
   const size_t bytes = flashattn::flash_bwd_workspace_bytes(p);
-  if (bytes > 0) {
-    std::optional<void*> ws = scratch.Allocate(bytes, 256);
-    if (!ws.has_value())
-      return ffi::Error(ffi::ErrorCode::kResourceExhausted, "tf_flashattn: no backward workspace");
-    p.workspace = static_cast<float*>(*ws);
-  }
+  auto ws = rets.get<ffi::AnyBuffer>(4);
+  if (!ws.has_value()) return ws.error();
+  if ((*ws)->size_bytes() < bytes)
+    return ffi::Error(ffi::ErrorCode::kInternal, "tf_flashattn: backward workspace too small");
+  if (bytes > 0) p.workspace = static_cast<float*>((*ws)->untyped_data());
   if (empty && !p.dbias) return ffi::Error::Success();
   return CudaError(flashattn::flash_bwd_cuda(p, stream), "backward");
 }
@@ -405,8 +421,8 @@ XLA_FFI_DEFINE_HANDLER(kFwdCuda, FwdCuda,
                        ffi::Ffi::Bind().Ctx<ffi::PlatformStream<cudaStream_t>>().RemainingArgs()
                            .RemainingRets() TF_FLASHATTN_FFI_ATTRS);
 XLA_FFI_DEFINE_HANDLER(kBwdCuda, BwdCuda,
-                       ffi::Ffi::Bind().Ctx<ffi::PlatformStream<cudaStream_t>>()
-                           .Ctx<ffi::ScratchAllocator>().RemainingArgs().RemainingRets()
+                       ffi::Ffi::Bind().Ctx<ffi::PlatformStream<cudaStream_t>>().RemainingArgs()
+                           .RemainingRets()
                            TF_FLASHATTN_FFI_ATTRS);
 XLA_FFI_REGISTER_HANDLER(ffi::GetXlaFfiApi(), kFwdTarget, "CUDA", kFwdCuda);
 XLA_FFI_REGISTER_HANDLER(ffi::GetXlaFfiApi(), kGradTarget, "CUDA", kBwdCuda);
