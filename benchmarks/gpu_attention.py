@@ -6,6 +6,12 @@ FLOPs (FlashAttention count): forward 4*B*H*T*T*D, halved when causal; backward 
 Our backward is timed alone (the gradient op on saved output and log-sum-exp); Keras' backward,
 and ours inside XLA ("tf_flashattn_xla", at the head dims where Keras runs), is
 (forward+backward) - forward. Writes JSON lines to stdout and to the file given as argv[1].
+
+Each timed call is one tf.function running the attention INNER times (default 8) on INNER
+different query tensors (distinct, so XLA cannot merge them), and the time per attention is the
+call's time / INNER: the host's per-call dispatch (a few hundred microseconds through TensorFlow)
+would otherwise dominate the short sequences, where the kernels take about as long. (Runs before
+2026-11-30 timed one attention per call.)
 Run in the same device call as ../shared/device/anchors_torch.py (see benchmarks/gpu_run.sh).
 """
 import json
@@ -25,9 +31,11 @@ SIZES = [int(x) for x in os.environ.get("BENCH_T", "512,1024,2048,4096,8192,1638
 HEAD_DIMS = [int(x) for x in os.environ.get("BENCH_D", "64,128,256").split(",")]
 # Head dims at which Keras (TensorFlow, with and without XLA) is timed too ("" for none).
 KERAS_D = [int(x) for x in os.environ.get("BENCH_KERAS_D", "64,128,256").split(",") if x]
+INNER = int(os.environ.get("BENCH_INNER", "8"))
 
 
-def bench(fn, reps=20, warmup=3):
+def bench(fn, reps=10, warmup=2):
+    """Milliseconds per attention: fn runs INNER of them."""
     for _ in range(warmup):
         r = fn()
     _sync(r)
@@ -35,41 +43,48 @@ def bench(fn, reps=20, warmup=3):
     for _ in range(reps):
         r = fn()
     _sync(r)
-    return (time.perf_counter() - t) / reps * 1e3
+    return (time.perf_counter() - t) / reps / INNER * 1e3
 
 
 def _sync(r):
-    r = tf.nest.flatten(r)
-    float(tf.reduce_sum(tf.cast(r[0][..., :1], tf.float32)))
+    for x in tf.nest.flatten(r):
+        float(tf.reduce_sum(tf.cast(x[..., :1], tf.float32)))
 
 
-def our_steps(q, k, v, causal):
+def our_steps(qs, k, v, causal):
+    """Forward (INNER calls) and the gradient op alone (INNER calls on saved outputs)."""
     lib = _ops.load()
-    fwd = tf.function(lambda: fa.dot_product_attention(q, k, v, is_causal=causal, return_lse=True))
-    out, lse = fwd()
-    do = tf.random.normal(out.shape, dtype=out.dtype)
-    empty_b, empty_i, empty_m = tf.zeros([0], q.dtype), tf.zeros([0], tf.int32), tf.zeros([0], tf.bool)
-    attrs = dict(scale=float(q.shape[-1]) ** -0.5, causal=causal)
+    fwd = tf.function(lambda: [fa.dot_product_attention(q, k, v, is_causal=causal, return_lse=True)
+                               for q in qs])
+    saved = fwd()
+    do = tf.random.normal(saved[0][0].shape, dtype=saved[0][0].dtype)
+    q0 = qs[0]
+    empty_b, empty_i, empty_m = tf.zeros([0], q0.dtype), tf.zeros([0], tf.int32), tf.zeros([0], tf.bool)
+    attrs = dict(scale=float(q0.shape[-1]) ** -0.5, causal=causal)
 
     @tf.function
     def bwd():
-        return lib.flash_attn_flash_attention_grad(
+        return [lib.flash_attn_flash_attention_grad(
             q, k, v, empty_m, empty_b, empty_i, empty_i, empty_m, empty_m, tf.zeros([2], tf.int64),
-            out, lse, do, tf.zeros([0], tf.float32), **attrs)[:3]
-    return (lambda: fwd()[0]), bwd
+            out, lse, do, tf.zeros([0], tf.float32), **attrs)[:3] for q, (out, lse) in zip(qs, saved)]
+    return (lambda: [o for o, _ in fwd()]), bwd
 
 
-def xla_steps(attention, q, k, v, causal, jit):
-    """Forward and forward+backward of `attention` (Keras', or ours inside XLA as custom calls)."""
-    fwd = tf.function(lambda: attention(q, k, v, is_causal=causal), jit_compile=jit)
-    do = tf.random.normal(q.shape, dtype=q.dtype)  # a random dO, as ours gets: no shortcut
+def xla_steps(attention, qs, k, v, causal, jit):
+    """Forward and forward+backward of `attention` (Keras', or ours inside XLA as custom calls),
+    INNER of each per call."""
+    fwd = tf.function(lambda: [attention(q, k, v, is_causal=causal) for q in qs], jit_compile=jit)
+    do = tf.random.normal(qs[0].shape, dtype=qs[0].dtype)  # a random dO, as ours gets: no shortcut
 
     @tf.function(jit_compile=jit)
     def fwd_bwd():
-        with tf.GradientTape() as tape:
-            tape.watch([q, k, v])
-            o = attention(q, k, v, is_causal=causal)
-        return tape.gradient(o, [q, k, v], output_gradients=do)
+        grads = []
+        for q in qs:
+            with tf.GradientTape() as tape:
+                tape.watch([q, k, v])
+                o = attention(q, k, v, is_causal=causal)
+            grads.append(tape.gradient(o, [q, k, v], output_gradients=do))
+        return grads
     return fwd, fwd_bwd
 
 
@@ -88,9 +103,10 @@ def main():
             B = max(1, 16384 // T)
             for causal in (False, True):
                 with tf.device("/GPU:0"):
-                    q, k, v = (tf.random.normal([B, T, H, D], dtype=tf.bfloat16) for _ in range(3))
+                    qs = [tf.random.normal([B, T, H, D], dtype=tf.bfloat16) for _ in range(INNER)]
+                    k, v = (tf.random.normal([B, T, H, D], dtype=tf.bfloat16) for _ in range(2))
                     fl = 4 * B * H * T * T * D / (2 if causal else 1)
-                    f, b = our_steps(q, k, v, causal)
+                    f, b = our_steps(qs, k, v, causal)
                     fms, bms = bench(f), bench(b)
                     rows.append(dict(impl="tf_flashattn", D=D, T=T, B=B, H=H, causal=causal,
                                      fwd_ms=round(fms, 4), fwd_tflops=round(fl / fms / 1e9, 1),
@@ -108,9 +124,9 @@ def main():
                             print(json.dumps(rows[-1]), flush=True)
                             continue
                         try:
-                            kf, kfb = xla_steps(attention, q, k, v, causal, jit)
-                            kfms = bench(kf, reps=5)
-                            kbms = max(bench(kfb, reps=5) - kfms, 1e-6)
+                            kf, kfb = xla_steps(attention, qs, k, v, causal, jit)
+                            kfms = bench(kf, reps=3)
+                            kbms = max(bench(kfb, reps=3) - kfms, 1e-6)
                             r = dict(impl=name, D=D, T=T, B=B, H=H, causal=causal,
                                      fwd_ms=round(kfms, 4), fwd_tflops=round(fl / kfms / 1e9, 1),
                                      bwd_ms=round(kbms, 4),
@@ -120,7 +136,7 @@ def main():
                                      error=type(e).__name__ + ": " + str(e)[:100])
                         rows.append(r)
                         print(json.dumps(r), flush=True)
-                    del q, k, v
+                    del qs, k, v
     if out_path:
         with open(out_path, "w") as fh:
             json.dump(rows, fh, indent=0)

@@ -1,5 +1,7 @@
-"""Plots TFLOP/s against T from the GPU benchmark's JSON lines (benchmarks/results/*.jsonl/json).
-    python benchmarks/plot_gpu.py out.png results/a.jsonl [results/b.json ...]"""
+"""Plots TFLOP/s against T from one GPU benchmark call: our rows (benchmarks/gpu_attention.py) and
+the anchors (anchors_torch.py), JSON lists or JSON lines. One panel per direction and head dim;
+solid lines not causal, dashed causal. PyTorch's "efficient" and "math" backends are left out.
+    python benchmarks/plot_gpu.py out.png results/ours.json results/anchors.json"""
 import json
 import sys
 
@@ -8,32 +10,39 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+NAMES = {"tf_flashattn": "tf_flashattn", "tf_flashattn_xla": "tf_flashattn (XLA)",
+         "flash2": "PyTorch FlashAttention-2", "cudnn": "PyTorch cuDNN", "keras": "Keras (TF)",
+         "keras_xla": "Keras (TF, XLA)"}
+
 
 def load(path):
     text = open(path).read().strip()
     return json.loads(text) if text.startswith("[") else [json.loads(l) for l in text.splitlines()]
 
 
-rows = [r for p in sys.argv[2:] for r in load(p) if "error" not in r]
-fig, axes = plt.subplots(2, 2, figsize=(12, 8), sharex=True)
-for col, causal in enumerate((False, True)):
+rows = [r for p in sys.argv[2:] for r in load(p)
+        if "error" not in r and r.get("impl", r.get("backend")) in NAMES]
+dims = sorted({r["D"] for r in rows})
+fig, axes = plt.subplots(2, len(dims), figsize=(5 * len(dims), 8), squeeze=False)
+colors = {name: f"C{i}" for i, name in enumerate(NAMES)}
+for col, D in enumerate(dims):
     for row, key in enumerate(("fwd_tflops", "bwd_tflops")):
         ax = axes[row][col]
         series = {}
         for r in rows:
-            if r["causal"] != causal:
-                continue
-            name = f"{r.get('impl', r.get('backend'))} D={r['D']}"
-            T = r.get("T", r.get("N"))
-            series.setdefault(name, {})[T] = r[key]
-        for name, pts in sorted(series.items()):
+            if r["D"] == D and key in r:
+                series.setdefault((r.get("impl", r.get("backend")), r["causal"]), {})[r.get("T", r.get("N"))] = r[key]
+        for (name, causal), pts in sorted(series.items()):
             ts = sorted(pts)
-            ax.plot(ts, [pts[t] for t in ts], marker="o", label=name)
+            ax.plot(ts, [pts[t] for t in ts], marker="o", ms=3, color=colors[name],
+                    linestyle="--" if causal else "-",
+                    label=f"{NAMES[name]}{' causal' if causal else ''}")
         ax.set_xscale("log", base=2)
-        ax.set_title(f"{'backward' if row else 'forward'}, {'causal' if causal else 'not causal'}")
+        ax.set_title(f"{'backward' if row else 'forward'}, D = {D}")
         ax.set_ylabel("TFLOP/s (bf16, H200)")
         ax.set_xlabel("T (B = 16384 / T, H = 2048 / D)")
         ax.grid(True, alpha=0.3)
-axes[0][0].legend(fontsize=7)
+for ax in axes[0]:
+    ax.legend(fontsize=7)
 fig.tight_layout()
-fig.savefig(sys.argv[1], dpi=110)
+fig.savefig(sys.argv[1], dpi=100)
