@@ -3,6 +3,8 @@
 # (e.g. `bash benchmarks/gpu_run.sh tune,tests`):
 #   harness   no TensorFlow needed: kernel harness (pybind11, built there with nvcc) numerics +
 #             speed vs torch SDPA in one process, tile-configuration timings, compute-sanitizer (~4 min)
+#   profile   no TensorFlow needed (after harness or tune built the harness in the same lease): ncu
+#             of our backward and FlashAttention-2's at T=4096 D=128 bf16, side by side (~1 min)
 #   tune      no TensorFlow needed: the harness build, tile-configuration timings (numerics of each
 #             variant first) and compute-sanitizer over the index-masked bf16 kernels (~2 min)
 # After TensorFlow was brought over (../shared/device/README.md), carrying .device-tf/env.sh and the
@@ -28,7 +30,19 @@ if has harness || has tune; then
   else QUICK=1 bash benchmarks/sanitize.sh > $OUT/sanitize.log 2>&1; fi
   tail -20 $OUT/sanitize.log
 fi
-[[ $what == harness || $what == tune || $what == harness,tune ]] && exit 0
+if has profile; then
+  [[ -f .harness_build/flash_harness.cpython-312-x86_64-linux-gnu.so ]] || \
+    NVCC_EXTRA=-DFA_TUNING ARCHS=90 bash benchmarks/build_harness.sh 2>&1 | tail -1
+  SECTIONS="--section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
+    --section WarpStateStats --section SchedulerStats --section InstructionStats --section Occupancy \
+    --section LaunchStats"
+  ncu --clock-control none --kernel-name regex:flash_bwd_kernel --launch-count 1 $SECTIONS \
+    python3 benchmarks/profile_one.py 4096 128 0 bf16 > $OUT/ncu_ours_bwd.txt 2>&1
+  ncu --clock-control none --kernel-name regex:flash_bwd_dq_dk_dv --launch-count 1 $SECTIONS \
+    python3 benchmarks/profile_fa2.py 4096 128 0 > $OUT/ncu_fa2_bwd.txt 2>&1
+  for f in ours fa2; do echo "== $f"; grep -E "Duration|Executed Ipc Active|Issue Slots Busy|Executed Instructions  |Registers Per|Achieved Occupancy|Stall|L1/TEX Hit|Mem Busy" $OUT/ncu_${f}_bwd.txt | head -24; done
+fi
+[[ ,$what, != *,tests,* && ,$what, != *,memory,* && ,$what, != *,train,* && ,$what, != *,bench,* && $what != all ]] && exit 0
 . .device-tf/env.sh
 export PYTHONPATH=$PWD:$PYTHONPATH TF_CPP_MIN_LOG_LEVEL=2
 if has tests; then
