@@ -4,6 +4,7 @@
 #   harness   no TensorFlow needed: kernel harness (pybind11, built there with nvcc) numerics +
 #             speed vs torch SDPA in one process, tile-configuration timings, compute-sanitizer (~4 min)
 #   profile   no TensorFlow needed (after harness or tune built the harness in the same lease): ncu
+#             (PROFILE_CFG: the FA_BWD_CFG tuning variant of ours to profile, default 0)
 #             of our backward and FlashAttention-2's at T=4096 D=128 bf16, side by side (~1 min)
 #   tune      no TensorFlow needed: the harness build, tile-configuration timings (numerics of each
 #             variant first) and compute-sanitizer over the index-masked bf16 kernels (~2 min)
@@ -35,12 +36,13 @@ if has profile; then
     NVCC_EXTRA=-DFA_TUNING ARCHS=90 bash benchmarks/build_harness.sh 2>&1 | tail -1
   SECTIONS="--section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
     --section WarpStateStats --section SchedulerStats --section InstructionStats --section Occupancy \
-    --section LaunchStats"
-  ncu --clock-control none --kernel-name regex:flash_bwd_kernel --launch-count 1 $SECTIONS \
+    --section LaunchStats --metrics regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio"
+  FA_BWD_CFG=${PROFILE_CFG:-0} ncu --clock-control none --kernel-name regex:flash_bwd_kernel --launch-count 1 $SECTIONS \
     python3 benchmarks/profile_one.py 4096 128 0 bf16 > $OUT/ncu_ours_bwd.txt 2>&1
   ncu --clock-control none --kernel-name regex:flash_bwd_dq_dk_dv --launch-count 1 $SECTIONS \
     python3 benchmarks/profile_fa2.py 4096 128 0 > $OUT/ncu_fa2_bwd.txt 2>&1
-  for f in ours fa2; do echo "== $f"; grep -E "Duration|Executed Ipc Active|Issue Slots Busy|Executed Instructions  |Registers Per|Achieved Occupancy|Stall|L1/TEX Hit|Mem Busy" $OUT/ncu_${f}_bwd.txt | head -24; done
+  for f in ours fa2; do echo "== $f"; grep -E "Duration|Executed Ipc Active|Issue Slots Busy|Executed Instructions  |Registers Per|L2 Cache Throughput|Mem Busy" $OUT/ncu_${f}_bwd.txt | head -24
+    grep -E "issue_stalled" $OUT/ncu_${f}_bwd.txt | awk '$NF > 0.1' | sed 's/smsp__average_warps_issue_stalled_//; s/_per_issue_active.ratio//'; done
 fi
 has tests || has memory || has train || has bench || exit 0  # the rest needs TensorFlow
 . .device-tf/env.sh

@@ -28,8 +28,15 @@ struct BwdArgs {
   FlashBwdParams p;
   const float* dsum;  // [B, H, Tq]
   const float* lse2;  // [B, H, Tq] log2e * lse
-  float* dq_acc;      // [B, H, Tq, HD] or null (deterministic: no phase C)
+  float* dq_acc;      // [B, H, tq_pad, HD] in fragment order (dq_accumulate_frag), or null
+                      // (deterministic: no phase C)
+  int64_t tq_pad;     // Tq rounded up to kDqRowPad
   bool vec;
+};
+
+// Where phase C of a configuration puts dQacc elements (dq_accumulate_frag), for the convert kernel.
+struct DqFragLayout {
+  int bq, threads, c_wm, cm, cn, cc;
 };
 
 // Warp layouts: AWM / BWM warps along the keys in phases A / B, CWM along the queries in phase C
@@ -99,12 +106,14 @@ __global__ void __launch_bounds__(NW * 32) flash_bwd_kernel(const BwdArgs args) 
     load_tile<T, BQb, HD, NT>(sdO + stage * QTile::kElems, d_o, sh.o_stride, b, h, i0, sh.Tq, Dv,
                               args.vec);
     // Asynchronous too: a plain load here would hold its warp for a global-memory latency.
+    // (one pass when the CTA has a thread per row: no loop for the compiler to unroll)
     for (int r = tid; r < BQb; r += NT) {
       const int64_t i = i0 + r;
       const bool in = i < sh.Tq;
       const int64_t row = (b * sh.H + h) * sh.Tq + (in ? i : 0);
       cp_async4(sL + stage * BQb + r, args.lse2 + row, in);
       cp_async4(sDs + stage * BQb + r, args.dsum + row, in);
+      if (NT >= BQb) break;
     }
   };
 
@@ -271,7 +280,7 @@ __global__ void __launch_bounds__(NW * 32) flash_bwd_kernel(const BwdArgs args) 
     if (args.dq_acc) {
       const int wm = warp % Cfg::C_WM, wn = warp / Cfg::C_WM;
       const int qr0 = wm * Cfg::CM * 16, dc0 = wn * Cfg::CN * 8;
-      float* dq_rows = args.dq_acc + ((b * sh.H + h) * sh.Tq) * HD;
+      float* dq_tile = args.dq_acc + ((b * sh.H + h) * args.tq_pad + i0) * HD;  // [BQb * HD]
 #pragma unroll
       for (int ch = 0; ch < Cfg::CN / Cfg::CC; ++ch) {
         const int nb = dc0 + ch * Cfg::CC * 8;
@@ -304,7 +313,7 @@ __global__ void __launch_bounds__(NW * 32) flash_bwd_kernel(const BwdArgs args) 
             }
           }
         }
-        dq_accumulate<Cfg::CM, Cfg::CC, HD>(dq_rows, acc, i0, qr0, nb, sh.Tq, g, tq);
+        dq_accumulate_frag<Cfg::CM, Cfg::CC, NT>(dq_tile + ch * (Cfg::CM * Cfg::CC * NT * 4), acc);
       }
     }
 
@@ -383,25 +392,46 @@ __global__ void bwd_dsum_kernel(const FlashBwdParams p, float* dsum, float* lse2
   }
 }
 
-// dQ[b, i, h, d] = scale · dQacc[b, h, i, d].
+// dQ[b, i, h, d] = scale · dQacc, dQacc in fragment order (dq_accumulate_frag with layout L):
+// one float4 (a thread's 2 rows x 2 columns of one n8 tile) per step.
 template <typename T>
-__global__ void bwd_dq_convert_kernel(const FlashBwdParams p, const float* dq_acc, int hd) {
+__global__ void bwd_dq_frag_convert_kernel(const FlashBwdParams p, const float* dq_acc, int hd, int64_t tq_pad,
+                                           DqFragLayout L) {
   const AttnShape& sh = p.shape;
-  const int64_t n = sh.B * sh.H * sh.Tq * sh.D;
-  for (int64_t x = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; x < n;
+  const int64_t n4 = sh.B * sh.H * tq_pad * hd / 4, tiles_per_bh = tq_pad / L.bq;
+  const int tile4 = L.bq * hd / 4;
+  for (int64_t x = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; x < n4;
        x += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t d = x % sh.D, row = x / sh.D;
-    const int64_t i = row % sh.Tq, h = (row / sh.Tq) % sh.H, b = row / (sh.Tq * sh.H);
-    static_cast<T*>(p.dq)[b * sh.q_stride[0] + i * sh.q_stride[1] + h * sh.q_stride[2] + d] =
-        Elem<T>::from_f(p.score.scale * dq_acc[row * hd + d]);
+    const int64_t tile = x / tile4;  // (b * H + h) * tiles_per_bh + query tile
+    const int w = static_cast<int>(x % tile4);
+    const int t = w % L.threads, vi = w / L.threads;
+    const int nt = vi % L.cc, mt = (vi / L.cc) % L.cm, ch = vi / (L.cc * L.cm);
+    const int warp = t >> 5, g = (t & 31) >> 2, tq = t & 3;
+    const int row = (warp % L.c_wm) * L.cm * 16 + mt * 16 + g;
+    const int col = (warp / L.c_wm) * L.cn * 8 + ch * L.cc * 8 + nt * 8 + 2 * tq;
+    if (col >= sh.D) continue;
+    const int64_t bh = tile / tiles_per_bh, h = bh % sh.H, b = bh / sh.H;
+    const int64_t i0 = (tile % tiles_per_bh) * L.bq + row;
+    const float4 v = reinterpret_cast<const float4*>(dq_acc)[x];
+    const float vals[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int64_t i = i0 + 8 * r;
+      if (i >= sh.Tq) continue;
+      T* dst = static_cast<T*>(p.dq) + b * sh.q_stride[0] + i * sh.q_stride[1] + h * sh.q_stride[2] + col;
+      dst[0] = Elem<T>::from_f(p.score.scale * vals[2 * r]);
+      if (col + 1 < sh.D) dst[1] = Elem<T>::from_f(p.score.scale * vals[2 * r + 1]);
+    }
   }
 }
 
 // ONLY: -1 instantiates the general and the index-masked kernel and picks at run time; 0 / 1
 // instantiates only that one (the caller has checked).
 template <typename T, int HD, int BKb, int BQb, int NW, int QST, int ONLY = -1, int AWM = 0, int BWM = 0, int CWM = 0>
-cudaError_t launch_bwd(const BwdArgs& args, cudaStream_t stream) {
+cudaError_t launch_bwd(const BwdArgs& args, cudaStream_t stream, DqFragLayout* layout) {
   using Cfg = BwdCfg<HD, BKb, BQb, NW, QST, AWM, BWM, CWM>;
+  static_assert(kDqRowPad % BQb == 0, "dQacc row padding");
+  *layout = DqFragLayout{BQb, Cfg::kThreads, Cfg::C_WM, Cfg::CM, Cfg::CN, Cfg::CC};
   const FlashBwdParams& p = args.p;
   const bool gen = ONLY == -1 ? needs_general(p.mask, p.score, p.dropout, p.dbias) : ONLY == 1;
   auto kernel = gen ? flash_bwd_kernel<T, HD, BKb, BQb, NW, QST, ONLY != 0, AWM, BWM, CWM>
@@ -424,14 +454,13 @@ cudaError_t launch_bwd(const BwdArgs& args, cudaStream_t stream) {
 // SM (sm_90): more keys per CTA and 8 warps halve the dQ atomics and the Q/dO reloads (one CTA
 // per SM). Measured on the H200 at T = 16k (bf16, TFLOP/s, 2026-11-29, tune_configs.py):
 // HD 64: 128x64 (8 warps, A 8x1) 212 -> 128x128 with FlashAttention-2's layouts (A 4x2, B 4x2,
-// C 2x4) 237; HD 128: 64x64x4w 178, 128x64 (A 8x1) 235 -> FlashAttention-2's layouts 263;
-// HD 256: 32x32x4w 107 -> 64x64x8w 178.
+// C 2x4) 237 -> dQ warps 4x2 248; HD 128: 64x64x4w 178, 128x64 (A 8x1) 235 -> FlashAttention-2's
+// layouts 263 (64x64 tiles with 4 warps, two CTAs per SM: 192); HD 256: 32x32x4w 107 -> 64x64x8w
+// 182 -> layouts 2x2 188. Scalar dQ atomics instead of float2: 221 vs 269 at HD 128.
 // FA_TUNING builds select other variants at run time with FA_BWD_CFG (tune_configs.py): 2 the
-// former default; 10, 11 other layouts (HD 128); 12 dQ 4x2 warps (HD 64), 64x64 tiles with 4
-// warps in 2x2 layouts, two CTAs per SM (HD 128); 8 FlashAttention-2's layouts (HD 256;
-// 184.5 vs 178.9 TFLOP/s at T = 16k, not yet the default: not run through the GPU tests).
+// first 8-warp defaults; 10, 11 other layouts (HD 128); 12 and 8 the former defaults of HD 64 / 256.
 template <typename T>
-cudaError_t bwd_tc(const BwdArgs& args, int hd, bool big_smem, cudaStream_t stream) {
+cudaError_t bwd_tc(const BwdArgs& args, int hd, bool big_smem, cudaStream_t stream, DqFragLayout* layout) {
   const FlashBwdParams& p = args.p;
   const bool idx = !needs_general(p.mask, p.score, p.dropout, p.dbias) && big_smem;
 #ifdef FA_TUNING
@@ -439,21 +468,20 @@ cudaError_t bwd_tc(const BwdArgs& args, int hd, bool big_smem, cudaStream_t stre
 #endif
   switch (hd) {
     case 64:
-      FA_TUNE(2, launch_bwd<T, 64, 128, 64, 8, 2, 0>(args, stream));
-      FA_TUNE(12, launch_bwd<T, 64, 128, 128, 8, 2, 0, 4, 4, 4>(args, stream));
-      if (idx) return launch_bwd<T, 64, 128, 128, 8, 2, 0, 4, 4, 2>(args, stream);  // 160 KiB
-      return launch_bwd<T, 64, 128, 64, 8, 2>(args, stream);  // 91 KiB
+      FA_TUNE(2, launch_bwd<T, 64, 128, 64, 8, 2, 0>(args, stream, layout));
+      FA_TUNE(12, launch_bwd<T, 64, 128, 128, 8, 2, 0, 4, 4, 2>(args, stream, layout));
+      if (idx) return launch_bwd<T, 64, 128, 128, 8, 2, 0, 4, 4, 4>(args, stream, layout);  // 160 KiB
+      return launch_bwd<T, 64, 128, 64, 8, 2>(args, stream, layout);  // 91 KiB
     case 128:
-      FA_TUNE(2, launch_bwd<T, 128, 128, 64, 8, 2, 0>(args, stream));
-      FA_TUNE(10, launch_bwd<T, 128, 128, 64, 8, 2, 0, 4, 4, 4>(args, stream));
-      FA_TUNE(11, launch_bwd<T, 128, 128, 64, 8, 2, 0, 2, 4, 2>(args, stream));
-      FA_TUNE(12, launch_bwd<T, 128, 64, 64, 4, 2, 0, 2, 2, 2>(args, stream));  // 112 KiB: 2 CTAs/SM
-      if (idx) return launch_bwd<T, 128, 128, 64, 8, 2, 0, 4, 4, 2>(args, stream);  // 160 KiB
-      return launch_bwd<T, 128, 64, 64, 4, 1>(args, stream);
+      FA_TUNE(2, launch_bwd<T, 128, 128, 64, 8, 2, 0>(args, stream, layout));
+      FA_TUNE(10, launch_bwd<T, 128, 128, 64, 8, 2, 0, 4, 4, 4>(args, stream, layout));
+      FA_TUNE(11, launch_bwd<T, 128, 128, 64, 8, 2, 0, 2, 4, 2>(args, stream, layout));
+      if (idx) return launch_bwd<T, 128, 128, 64, 8, 2, 0, 4, 4, 2>(args, stream, layout);  // 160 KiB
+      return launch_bwd<T, 128, 64, 64, 4, 1>(args, stream, layout);
     case 256:
-      FA_TUNE(8, launch_bwd<T, 256, 64, 64, 8, 1, 0, 2, 2, 2>(args, stream));
-      if (idx) return launch_bwd<T, 256, 64, 64, 8, 1, 0>(args, stream);  // 153 KiB
-      return launch_bwd<T, 256, 32, 32, 4, 1>(args, stream);
+      FA_TUNE(8, launch_bwd<T, 256, 64, 64, 8, 1, 0>(args, stream, layout));
+      if (idx) return launch_bwd<T, 256, 64, 64, 8, 1, 0, 2, 2, 2>(args, stream, layout);  // 153 KiB
+      return launch_bwd<T, 256, 32, 32, 4, 1>(args, stream, layout);
     default: return cudaErrorInvalidValue;
   }
 }
@@ -476,6 +504,9 @@ static bool uses_tc(const FlashBwdParams& p) {
   return p.dtype == DType::kFloat16 || p.dtype == DType::kBFloat16;
 }
 
+// dQacc rows per (b, h): Tq padded so that every query tile owns a whole block.
+static int64_t dq_rows_padded(const AttnShape& s) { return (s.Tq + kDqRowPad - 1) / kDqRowPad * kDqRowPad; }
+
 static bool uses_dq_acc(const FlashBwdParams& p) {
   return !p.deterministic && (p.dtype == DType::kFloat16 || p.dtype == DType::kBFloat16 ||
                               (p.dtype == DType::kFloat32 && p.allow_tf32));
@@ -487,7 +518,7 @@ size_t flash_bwd_workspace_bytes(const FlashBwdParams& p) {
   const AttnShape& s = p.shape;
   size_t floats = cuda::dsum_floats(s) * (cuda::uses_tc(p) ? 2 : 1);
   if (cuda::uses_dq_acc(p))
-    floats += static_cast<size_t>(s.B * s.H * s.Tq) *
+    floats += static_cast<size_t>(s.B * s.H * cuda::dq_rows_padded(s)) *
               static_cast<size_t>(cuda::head_dim_bucket(s.D > s.Dv ? s.D : s.Dv));
   return floats * sizeof(float);
 }
@@ -531,29 +562,30 @@ cudaError_t flash_bwd_cuda(const FlashBwdParams& p, cudaStream_t stream) {
                    s.o_stride[2] % 8 == 0 && cuda::aligned16(p.q) && cuda::aligned16(p.k) &&
                    cuda::aligned16(p.v) && cuda::aligned16(p.d_o) && cuda::aligned16(p.dk) &&
                    cuda::aligned16(p.dv);
-  cuda::BwdArgs args{p, dsum, lse2, nullptr, vec};
+  cuda::BwdArgs args{p, dsum, lse2, nullptr, cuda::dq_rows_padded(s), vec};
   if (cuda::uses_dq_acc(p)) {
     args.dq_acc = p.workspace + 2 * cuda::dsum_floats(s);
-    const size_t n = static_cast<size_t>(s.B * s.H * s.Tq) * hd;
+    const size_t n = static_cast<size_t>(s.B * s.H * args.tq_pad) * hd;
     if (n > 0 && (err = cudaMemsetAsync(args.dq_acc, 0, n * sizeof(float), stream)) != cudaSuccess) return err;
   } else {
     args.p.dbias = nullptr;  // written by bwd_dq_tc
   }
+  // With no keys nothing is accumulated; any complete layout then writes dQ = 0 (4 warps x 16 rows).
+  cuda::DqFragLayout layout{64, 128, 4, 1, hd / 8, hd / 8 < 8 ? hd / 8 : 8};
   if (s.Tk > 0) {
-    err = p.dtype == DType::kFloat16 ? cuda::bwd_tc<__half>(args, hd, big_smem, stream)
-                                     : cuda::bwd_tc<__nv_bfloat16>(args, hd, big_smem, stream);
+    err = p.dtype == DType::kFloat16 ? cuda::bwd_tc<__half>(args, hd, big_smem, stream, &layout)
+                                     : cuda::bwd_tc<__nv_bfloat16>(args, hd, big_smem, stream, &layout);
     if (err != cudaSuccess) return err;
   }
   if (s.Tq == 0) return cudaSuccess;
   if (!args.dq_acc) return cuda::bwd_dq_tc(p, dsum, lse2, vec && cuda::aligned16(p.dq), hd, stream);
-  if (s.Tk == 0) {  // nothing was accumulated: dQ = 0
-  }
-  const int64_t n = s.B * s.H * s.Tq * s.D;
-  const unsigned blocks = static_cast<unsigned>(n / 256 + 1 < 65536 * 16 ? n / 256 + 1 : 65536 * 16);
+  const int64_t n4 = s.B * s.H * args.tq_pad * hd / 4;
+  const unsigned blocks = static_cast<unsigned>(n4 / 256 + 1 < 65536 * 16 ? n4 / 256 + 1 : 65536 * 16);
   if (p.dtype == DType::kFloat16)
-    cuda::bwd_dq_convert_kernel<__half><<<blocks, 256, 0, stream>>>(p, args.dq_acc, hd);
+    cuda::bwd_dq_frag_convert_kernel<__half><<<blocks, 256, 0, stream>>>(p, args.dq_acc, hd, args.tq_pad, layout);
   else
-    cuda::bwd_dq_convert_kernel<__nv_bfloat16><<<blocks, 256, 0, stream>>>(p, args.dq_acc, hd);
+    cuda::bwd_dq_frag_convert_kernel<__nv_bfloat16><<<blocks, 256, 0, stream>>>(p, args.dq_acc, hd, args.tq_pad,
+                                                                                layout);
   return cudaGetLastError();
 }
 

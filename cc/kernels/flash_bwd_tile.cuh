@@ -47,7 +47,10 @@ struct KeyTileUnits {
     const int64_t ke = m.key_end((end < qlim ? end : qlim) - 1, klim);
     return ke < klim ? ke : klim;
   }
+  // Without a left window edge every row starts at key 0, and last_row_end grows with qb, so
+  // every qb >= lo (last_row_end(qb) > j0 >= 0) sees the key tile.
   __device__ __forceinline__ bool sees(int qb) const {
+    if (m.window_left < 0) return true;
     return last_row_end(qb) > m.key_begin(static_cast<int64_t>(qb) * BQb);
   }
   // Moves (hl, qb) to the first valid unit at or after it (hl == G: none left).
@@ -72,13 +75,17 @@ template <int CM, int CC, int HD>
 __device__ __forceinline__ void dq_accumulate(float* dq_rows, const float (&acc)[CM][CC][4],
                                               int64_t i0, int qr0, int nb, int64_t Tq, int g,
                                               int tq) {
+  // 32-bit offsets inside the tile (rows < 2^31 / HD of it); one 64-bit base per call.
+  float* tile = dq_rows + i0 * HD + (nb + 2 * tq);
+  const int64_t left = Tq - i0;
+  const int rows = left < (int64_t(1) << 30) ? static_cast<int>(left) : (1 << 30);
 #pragma unroll
   for (int mt = 0; mt < CM; ++mt)
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const int64_t i = i0 + qr0 + mt * 16 + g + 8 * r;
-      if (i >= Tq) continue;
-      float* dst = dq_rows + i * HD + (nb + 2 * tq);
+      const int i = qr0 + mt * 16 + g + 8 * r;
+      if (i >= rows) continue;
+      float* dst = tile + i * HD;
 #pragma unroll
       for (int nt = 0; nt < CC; ++nt) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -88,6 +95,31 @@ __device__ __forceinline__ void dq_accumulate(float* dq_rows, const float (&acc)
         atomicAdd(dst + nt * 8 + 1, acc[mt][nt][2 * r + 1]);
 #endif
       }
+    }
+}
+
+// dQacc += acc in fragment order (the 16-bit kernels): a query tile's [BQb, HD] block of dQacc
+// holds, for chunk ch, n8 tile (mt, nt) and thread t, the 4 accumulator elements at
+// ((ch * CM * CC + mt * CC + nt) * NT + t) * 4, so each atomic of a warp covers 512 contiguous
+// bytes (the row-major tile takes 8 rows of 32 bytes per atomic). bwd_dq_frag_convert_kernel
+// (flash_bwd.cu) reads it back. Rows past Tq land in the padding rows
+// of the last tile (dQacc rows are padded to a multiple of kDqRowPad).
+constexpr int kDqRowPad = 128;
+template <int CM, int CC, int NT>
+__device__ __forceinline__ void dq_accumulate_frag(float* chunk, const float (&acc)[CM][CC][4]) {
+  float* dst = chunk + threadIdx.x * 4;
+#pragma unroll
+  for (int mt = 0; mt < CM; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < CC; ++nt) {
+      float* d = dst + (mt * CC + nt) * NT * 4;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+      atomicAdd(reinterpret_cast<float4*>(d),
+                make_float4(acc[mt][nt][0], acc[mt][nt][1], acc[mt][nt][2], acc[mt][nt][3]));
+#else
+#pragma unroll
+      for (int e = 0; e < 4; ++e) atomicAdd(d + e, acc[mt][nt][e]);
+#endif
     }
 }
 

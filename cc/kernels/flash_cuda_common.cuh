@@ -313,6 +313,7 @@ inline bool needs_general(const MaskParams& m, const ScoreParams& sp, const Drop
 __device__ __forceinline__ bool tile_in_range(const MaskParams& m, int64_t i0, int rows, int64_t j0,
                                               int cols, int64_t qlim, int64_t klim) {
   if (i0 + rows > qlim || j0 + cols > klim) return false;
+  if (!m.causal && m.window_left < 0 && m.window_right < 0) return true;  // lengths only
   if (m.key_begin(i0 + rows - 1) > j0) return false;
   if (m.key_end(i0, klim) < j0 + cols) return false;
   return true;
