@@ -97,6 +97,15 @@ IMPLS = {"keras": (keras.ops.dot_product_attention, False),
 def main():
     rows = []
     out_path = sys.argv[1] if len(sys.argv) > 1 else None
+
+    def emit(r):
+        """Prints a row and rewrites the JSON file, so a run cut short keeps what it measured."""
+        rows.append(r)
+        print(json.dumps(r), flush=True)
+        if out_path:
+            with open(out_path, "w") as fh:
+                json.dump(rows, fh, indent=0)
+
     for D in HEAD_DIMS:
         H = DIM // D
         for T in SIZES:
@@ -108,20 +117,17 @@ def main():
                     fl = 4 * B * H * T * T * D / (2 if causal else 1)
                     f, b = our_steps(qs, k, v, causal)
                     fms, bms = bench(f), bench(b)
-                    rows.append(dict(impl="tf_flashattn", D=D, T=T, B=B, H=H, causal=causal,
-                                     fwd_ms=round(fms, 4), fwd_tflops=round(fl / fms / 1e9, 1),
-                                     bwd_ms=round(bms, 4),
-                                     bwd_tflops=round(2.5 * fl / bms / 1e9, 1)))
-                    print(json.dumps(rows[-1]), flush=True)
+                    emit(dict(impl="tf_flashattn", D=D, T=T, B=B, H=H, causal=causal,
+                              fwd_ms=round(fms, 4), fwd_tflops=round(fl / fms / 1e9, 1),
+                              bwd_ms=round(bms, 4), bwd_tflops=round(2.5 * fl / bms / 1e9, 1)))
                     for name in (IMPLS if D in KERAS_D else ()):
                         attention, jit = IMPLS[name]
                         if name.startswith("keras") and B * H * T * T >= 2**31:
                             # TensorFlow's own GPU kernels fail past 2^31 logits (seen on the H200:
                             # CUDA_ERROR_ILLEGAL_ADDRESS at B=2, H=16, T=8192), which poisons the
                             # CUDA context for the rest of the run.
-                            rows.append(dict(impl=name, D=D, T=T, B=B, H=H, causal=causal,
-                                             error="skipped: B*H*T*T >= 2^31 logits"))
-                            print(json.dumps(rows[-1]), flush=True)
+                            emit(dict(impl=name, D=D, T=T, B=B, H=H, causal=causal,
+                                      error="skipped: B*H*T*T >= 2^31 logits"))
                             continue
                         try:
                             kf, kfb = xla_steps(attention, qs, k, v, causal, jit)
@@ -134,12 +140,8 @@ def main():
                         except Exception as e:  # out of memory at long T, typically
                             r = dict(impl=name, D=D, T=T, B=B, H=H, causal=causal,
                                      error=type(e).__name__ + ": " + str(e)[:100])
-                        rows.append(r)
-                        print(json.dumps(r), flush=True)
+                        emit(r)
                     del qs, k, v
-    if out_path:
-        with open(out_path, "w") as fh:
-            json.dump(rows, fh, indent=0)
 
 
 if __name__ == "__main__":

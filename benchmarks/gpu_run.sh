@@ -12,8 +12,9 @@
 # op library built here (tf_flashattn/_tf_flashattn_ops*.so + tf_flashattn/_build_info.py):
 #   tests     tests/test_gpu.py + tests/test_xla.py (XLA:GPU) (~2 min)
 #   memory    O(N) memory at T=131072
-#   train     training throughput, both layers under Keras' XLA (~4 min)
-#   bench     all shapes vs Keras (+XLA), then anchors_torch.py (~7 min)
+#   train     training throughput, both layers under Keras' XLA (more than 140 s per context: give it a call)
+#   bench     anchors_torch.py (~70 s), then all shapes vs Keras (+XLA) (~7.5 min on 2026-11-29: fits
+#             one call only alone; BENCH_D=64,256 / BENCH_D=128 splits it over two calls, anchors in each)
 set -uo pipefail
 what=${1:-all}
 export PYTHONUNBUFFERED=1
@@ -66,8 +67,9 @@ if has train; then
     | tee $OUT/train.log | tail -8
 fi
 if has bench; then
-  BENCH_KERAS_D=${BENCH_KERAS_D:-128} python3 benchmarks/gpu_attention.py $OUT/ours.json > $OUT/ours.log 2>&1
-  tail -3 $OUT/ours.log
+  # Anchors first: a run cut short still has them next to the rows it wrote (written row by row).
   python3 .device-tf/anchors_torch.py $OUT/anchors.json > $OUT/anchors.log 2>&1
   tail -2 $OUT/anchors.log
+  BENCH_KERAS_D=${BENCH_KERAS_D:-128} python3 benchmarks/gpu_attention.py $OUT/ours.json > $OUT/ours.log 2>&1
+  tail -3 $OUT/ours.log
 fi

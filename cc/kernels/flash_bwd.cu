@@ -11,8 +11,10 @@
 //                                   (for phase C), Pd/dS kept in registers for phase B when
 //                                   each warp owns the same keys in both phases (kRegP)
 //   dV += Pdᵀ dO,  dK += dSᵀ Q                       (phase B, mma, registers)
-//   dQacc[b, h, rows] += dS K                          (phase C, mma + float32 atomics)
-// After: dK *= scale, written with dV; a last kernel writes dQ = scale · dQacc.
+//   dQacc[b, h, rows] += dS K                          (phase C, mma + float32 atomics, the
+//                                                       tile's block in fragment order)
+// After: dK *= scale, written with dV; a last kernel writes dQ = scale · dQacc
+// (bwd_dq_frag_convert_kernel).
 // Deterministic mode skips phase C and computes dQ per query tile without atomics
 // (flash_bwd_dq.cu).
 #include "cc/kernels/flash_cuda.h"
