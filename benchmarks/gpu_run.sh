@@ -12,7 +12,8 @@
 # op library built here (tf_flashattn/_tf_flashattn_ops*.so + tf_flashattn/_build_info.py):
 #   tests     tests/test_gpu.py + tests/test_xla.py (XLA:GPU) (~2 min)
 #   memory    O(N) memory at T=131072
-#   train     training throughput, both layers under Keras' XLA (more than 140 s per context: give it a call)
+#   train     training throughput, both layers under Keras' XLA (more than 140 s per context: give it a
+#             call; TRAIN_ARGS="--contexts 16384" etc. splits it)
 #   bench     anchors_torch.py (~70 s), then all shapes vs Keras (+XLA) (~7.5 min on 2026-11-29: fits
 #             one call only alone; BENCH_D=64,256 / BENCH_D=128 splits it over two calls, anchors in each)
 set -uo pipefail
@@ -63,7 +64,7 @@ if has memory; then
   python3 benchmarks/gpu_memory.py 2>&1 | tail -8 | tee $OUT/gpu_memory.log
 fi
 if has train; then
-  python3 benchmarks/train_throughput.py 2>&1 | grep -v "^WARNING\|^I0000\|^W0000" \
+  python3 benchmarks/train_throughput.py ${TRAIN_ARGS:-} 2>&1 | grep -v "^WARNING\|^I0000\|^W0000" \
     | tee $OUT/train.log | tail -8
 fi
 if has bench; then
