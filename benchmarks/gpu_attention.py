@@ -11,7 +11,9 @@ Each timed call is one tf.function running the attention INNER times (default 8)
 different query tensors (distinct, so XLA cannot merge them), and the time per attention is the
 call's time / INNER: the host's per-call dispatch (a few hundred microseconds through TensorFlow)
 would otherwise dominate the short sequences, where the kernels take about as long. (Runs before
-2026-11-30 timed one attention per call.)
+the fourth H200 round of 2026-11-29 timed one attention per call.)
+Environment: BENCH_T, BENCH_D (shapes), BENCH_KERAS_D (head dims with the comparisons),
+BENCH_IMPLS (which comparisons: keras,keras_xla,tf_flashattn_xla), BENCH_INNER.
 Run in the same device call as ../shared/device/anchors_torch.py (see benchmarks/gpu_run.sh).
 """
 import json
@@ -93,6 +95,9 @@ IMPLS = {"keras": (keras.ops.dot_product_attention, False),
          # Ours inside XLA (the op's custom calls): should match the plain op's speed.
          "tf_flashattn_xla": (fa.dot_product_attention, True)}
 
+# Which of IMPLS run next to ours (at the head dims in KERAS_D); each compiles with XLA per shape.
+BENCH_IMPLS = [x for x in os.environ.get("BENCH_IMPLS", ",".join(IMPLS)).split(",") if x]
+assert set(BENCH_IMPLS) <= set(IMPLS), f"BENCH_IMPLS: unknown {set(BENCH_IMPLS) - set(IMPLS)}"
 
 def main():
     rows = []
@@ -120,7 +125,7 @@ def main():
                     emit(dict(impl="tf_flashattn", D=D, T=T, B=B, H=H, causal=causal,
                               fwd_ms=round(fms, 4), fwd_tflops=round(fl / fms / 1e9, 1),
                               bwd_ms=round(bms, 4), bwd_tflops=round(2.5 * fl / bms / 1e9, 1)))
-                    for name in (IMPLS if D in KERAS_D else ()):
+                    for name in (BENCH_IMPLS if D in KERAS_D else ()):
                         attention, jit = IMPLS[name]
                         if name.startswith("keras") and B * H * T * T >= 2**31:
                             # TensorFlow's own GPU kernels fail past 2^31 logits (seen on the H200:
