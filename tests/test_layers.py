@@ -400,6 +400,35 @@ def test_head_dim_above_op_limit_falls_back_to_keras(kind, monkeypatch):
     np.testing.assert_allclose(got, ref(query, value, use_causal_mask=True), atol=ATOL)
 
 
+@pytest.mark.parametrize("kind", ["mha", "gqa"])
+def test_subclass_overriding_compute_attention_gets_the_fused_core(kind, monkeypatch):
+    """Keras' extension point: a subclass that overrides _compute_attention and calls super()
+    takes Keras' call path; the core it reaches through super() is the op, with Keras' result."""
+
+    def doubled(base):
+        class Doubled(base):
+            def _compute_attention(self, query, key, value, *args, **kwargs):
+                output, scores = super()._compute_attention(query, key, value, *args, **kwargs)
+                return output * 2.0, scores
+
+        return Doubled
+
+    query, value, _ = _inputs(seed=21)
+    if kind == "mha":
+        ref = doubled(keras.layers.MultiHeadAttention)(**_kwargs(kind))
+        ours = doubled(FlashMultiHeadAttention)(**_kwargs(kind))
+    else:
+        ref = doubled(keras.layers.GroupQueryAttention)(**_kwargs(kind))
+        ours = doubled(FlashGroupQueryAttention)(**_kwargs(kind))
+    ref.build(query.shape, value.shape)
+    ours.build(query.shape, value.shape)
+    ours.set_weights(ref.get_weights())
+    spy = _Spy(monkeypatch)
+    got = ours(query, value, use_causal_mask=True)
+    assert len(spy.calls) == 1
+    np.testing.assert_allclose(got, ref(query, value, use_causal_mask=True), atol=ATOL)
+
+
 # ---------------------------------------------------------------------------
 # Config, serialization, export.
 

@@ -206,6 +206,19 @@ class _FlashLayer:
             uniform_empty_rows=self._flash_attr("dropout") == 0.0,
         )
 
+    def _fused_or_keras(self, use_keras, query, key, value, attention_mask, training,
+                        use_causal_mask, **keras_kwargs):
+        """Both layers' `_compute_attention` (Keras' override point): Keras' own core where
+        `use_keras`, otherwise the fused one. Returns (output, None) as Keras does without
+        scores."""
+        if use_keras:
+            return super(self._flash_class, self)._compute_attention(
+                query, key, value, attention_mask=attention_mask, training=training,
+                use_causal_mask=use_causal_mask, **keras_kwargs)
+        output = self._fused(query, key, value, attention_mask=attention_mask,
+                             use_causal_mask=use_causal_mask, training=training)
+        return output, None
+
     def _project_and_attend(self, query, value, key, query_mask, value_mask,
                             key_mask, attention_mask, training, use_causal_mask):
         """Projections, the fused core on O(N) masks, the gate and the output."""
@@ -330,24 +343,15 @@ class FlashMultiHeadAttention(_FlashLayer, keras.layers.MultiHeadAttention):
         asked for. Shapes as in Keras: query [B, T, N, key_dim], key
         [B, S, N, key_dim], value [B, S, N, value_dim], attention_mask
         broadcastable to [B, T, S]."""
-        if (
+        use_keras = (
             return_attention_scores
             or len(query.shape) != 4
             or tuple(self._attention_axes) != (1,)
             or max(query.shape[-1], value.shape[-1]) > MAX_HEAD_DIM
-        ):
-            return super()._compute_attention(
-                query,
-                key,
-                value,
-                attention_mask=attention_mask,
-                training=training,
-                return_attention_scores=return_attention_scores,
-                use_causal_mask=use_causal_mask,
-            )
-        output = self._fused(query, key, value, attention_mask=attention_mask,
-                             use_causal_mask=use_causal_mask, training=training)
-        return output, None
+        )
+        return self._fused_or_keras(use_keras, query, key, value, attention_mask, training,
+                                    use_causal_mask,
+                                    return_attention_scores=return_attention_scores)
 
 
 FlashMultiHeadAttention._flash_class = FlashMultiHeadAttention
@@ -393,18 +397,9 @@ class FlashGroupQueryAttention(_FlashLayer, keras.layers.GroupQueryAttention):
     ):
         """Keras' override point: fused unless scores are asked for.
         query [B, T, Hq, h], key/value [B, S, Hkv or Hq, h]."""
-        if self._return_attention_scores or self.head_dim > MAX_HEAD_DIM:
-            return super()._compute_attention(
-                query,
-                key,
-                value,
-                attention_mask=attention_mask,
-                training=training,
-                use_causal_mask=use_causal_mask,
-            )
-        output = self._fused(query, key, value, attention_mask=attention_mask,
-                             use_causal_mask=use_causal_mask, training=training)
-        return output, None
+        use_keras = self._return_attention_scores or self.head_dim > MAX_HEAD_DIM
+        return self._fused_or_keras(use_keras, query, key, value, attention_mask, training,
+                                    use_causal_mask)
 
 
 FlashGroupQueryAttention._flash_class = FlashGroupQueryAttention
