@@ -3,11 +3,12 @@
 # (e.g. `bash benchmarks/gpu_run.sh tune,tests`):
 #   harness   no TensorFlow needed: kernel harness (pybind11, built there with nvcc) numerics +
 #             speed vs torch SDPA in one process, tile-configuration timings, compute-sanitizer (~4 min)
-#   profile   no TensorFlow needed (after harness or tune built the harness in the same lease): ncu
-#             (PROFILE_CFG: the FA_BWD_CFG tuning variant of ours to profile, default 0)
-#             of our backward and FlashAttention-2's at T=4096 D=128 bf16, side by side (~1 min)
-#   tune      no TensorFlow needed: the harness build, tile-configuration timings (numerics of each
-#             variant first) and compute-sanitizer over the index-masked bf16 kernels (~2 min)
+#   profile   no TensorFlow needed (builds the harness unless tune/harness did in the lease): ncu of
+#             our backward and FlashAttention-2's at T=4096 D=128 bf16, side by side, with stall
+#             reasons (~1 min); PROFILE_DIR=fwd|bwd, PROFILE_D, PROFILE_T, PROFILE_CFG (our variant)
+#   tune      no TensorFlow needed: the harness build, tile-configuration timings at T=16384 (D=64,
+#             128, 256) and T=512 (D=64, 128), numerics of each variant first, and compute-sanitizer
+#             over the index-masked bf16 kernels (~2.5 min)
 # After TensorFlow was brought over (../shared/device/README.md), carrying .device-tf/env.sh and the
 # op library built here (tf_flashattn/_tf_flashattn_ops*.so + tf_flashattn/_build_info.py):
 #   tests     tests/test_gpu.py + tests/test_xla.py (XLA:GPU) (~2 min)
@@ -29,6 +30,7 @@ if has harness; then
 fi
 if has harness || has tune; then
   for D in 64 128 256; do python3 benchmarks/tune_configs.py $D 16384 2>&1 | grep -v Warn | tee -a $OUT/tune.log; done
+  for D in 64 128; do python3 benchmarks/tune_configs.py $D 512 2>&1 | grep -v Warn | tee -a $OUT/tune.log; done
   if has harness; then bash benchmarks/sanitize.sh > $OUT/sanitize.log 2>&1
   else QUICK=1 bash benchmarks/sanitize.sh > $OUT/sanitize.log 2>&1; fi
   tail -20 $OUT/sanitize.log
@@ -39,12 +41,18 @@ if has profile; then
   SECTIONS="--section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
     --section WarpStateStats --section SchedulerStats --section InstructionStats --section Occupancy \
     --section LaunchStats --metrics regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio"
-  FA_BWD_CFG=${PROFILE_CFG:-0} ncu --clock-control none --kernel-name regex:flash_bwd_kernel --launch-count 1 $SECTIONS \
-    python3 benchmarks/profile_one.py 4096 128 0 bf16 > $OUT/ncu_ours_bwd.txt 2>&1
-  ncu --clock-control none --kernel-name regex:flash_bwd_dq_dk_dv --launch-count 1 $SECTIONS \
-    python3 benchmarks/profile_fa2.py 4096 128 0 > $OUT/ncu_fa2_bwd.txt 2>&1
-  for f in ours fa2; do echo "== $f"; grep -E "Duration|Executed Ipc Active|Issue Slots Busy|Executed Instructions  |Registers Per|L2 Cache Throughput|Mem Busy" $OUT/ncu_${f}_bwd.txt | head -24
-    grep -E "issue_stalled" $OUT/ncu_${f}_bwd.txt | awk '$NF > 0.1' | sed 's/smsp__average_warps_issue_stalled_//; s/_per_issue_active.ratio//'; done
+  # PROFILE_DIR fwd|bwd (default bwd), PROFILE_D (default 128), PROFILE_T (default 4096); ours with
+  # FA_FWD_CFG / FA_BWD_CFG = PROFILE_CFG.
+  dir=${PROFILE_DIR:-bwd}; pd=${PROFILE_D:-128}; pt=${PROFILE_T:-4096}
+  fa2=$([[ $dir == bwd ]] && echo flash_bwd_dq_dk_dv || echo flash_fwd_kernel)
+  FA_FWD_CFG=${PROFILE_CFG:-0} FA_BWD_CFG=${PROFILE_CFG:-0} ncu --clock-control none \
+    --kernel-name regex:flash_${dir}_kernel --launch-count 1 $SECTIONS \
+    python3 benchmarks/profile_one.py $pt $pd 0 bf16 > $OUT/ncu_ours_$dir.txt 2>&1
+  ncu --clock-control none --kernel-name regex:$fa2 --launch-count 1 $SECTIONS \
+    python3 benchmarks/profile_fa2.py $pt $pd 0 > $OUT/ncu_fa2_$dir.txt 2>&1
+  for f in ours fa2; do echo "== $f $dir D=$pd T=$pt"
+    grep -E "Duration|Executed Ipc Active|Issue Slots Busy|Executed Instructions  |Registers Per|L2 Cache Throughput|Mem Busy" $OUT/ncu_${f}_$dir.txt | head -24
+    grep -E "issue_stalled" $OUT/ncu_${f}_$dir.txt | awk '$NF > 0.1' | sed 's/smsp__average_warps_issue_stalled_//; s/_per_issue_active.ratio//'; done
 fi
 has tests || has memory || has train || has bench || exit 0  # the rest needs TensorFlow
 . .device-tf/env.sh

@@ -11,7 +11,8 @@ D = int(sys.argv[1]) if len(sys.argv) > 1 else 128
 T = int(sys.argv[2]) if len(sys.argv) > 2 else 16384
 h = Harness(os.environ.get("HARNESS_DIR", ".harness_build"))
 cases = [c for c in CASES if c["name"] in ("d128_causal_ragged", "big_d128", "gqa_mqa_lengths", "basic", "d256_kvcache", "big_d64_1024")]
-CF = {64: ((), (12,)), 128: ((), (10,)), 256: ((), (8,))}[D]  # variants besides the default (0)
+# Variants besides the default (0); at short T (B = 16384 / T) the forward's small-tile variants.
+CF = {64: ((5, 7) if T < 4096 else (), (12,)), 128: ((5,) if T < 4096 else (), (10,)), 256: ((), (8,))}[D]
 for var, vals in (("FA_FWD_CFG", (0,) + CF[0]), ("FA_BWD_CFG", (0,) + CF[1])):
     for v in vals:
         os.environ[var] = str(v)
@@ -19,11 +20,11 @@ for var, vals in (("FA_FWD_CFG", (0,) + CF[0]), ("FA_BWD_CFG", (0,) + CF[1])):
         print(var, v, "numerics", "PASS" if all(r["ok"] for r in rows) else "FAIL " + str([r["case"] for r in rows if not r["ok"]]))
         os.environ.pop(var)
 for causal in (False, True):
-    c = dict(B=1, Tq=T, Tk=T, H=2048 // D, D=D, causal=causal)
+    c = dict(B=max(1, 16384 // T), Tq=T, Tk=T, H=2048 // D, D=D, causal=causal)
     g = torch.Generator(device=DEV); g.manual_seed(0)
     t = make_inputs(c, torch.bfloat16, g)
     run_ours(h, c, t)
-    fl = 4 * T * T * (2048 // D) * D / (2 if causal else 1)
+    fl = 4 * c["B"] * T * T * (2048 // D) * D / (2 if causal else 1)
     for var, vals in (("FA_FWD_CFG", (0,) + CF[0]), ("FA_BWD_CFG", (0,) + CF[1])):
         for v in vals:
             os.environ[var] = str(v)

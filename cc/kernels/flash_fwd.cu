@@ -206,7 +206,9 @@ cudaError_t launch_fwd(const FlashFwdParams& p, bool vec, cudaStream_t stream) {
 // 8 warps x 16 rows, fewer registers. HD 128: single K/V buffers (70 KiB) measured faster than
 // double (104 KiB) on the H200 (320 vs 310 TFLOP/s at T = 16k).
 // FA_TUNING builds select other variants at run time with FA_FWD_CFG (tune_configs.py): 1 double
-// buffer (HD 128), 3 single buffer (HD 64), 4 HD 256 8 warps x 32 keys, 6 the former HD 256 default.
+// buffer (HD 128), 3 single buffer (HD 64), 4 HD 256 8 warps x 32 keys, 6 the former HD 256 default;
+// 5 one m-tile per warp (64-query tiles: more CTAs, fewer registers, for short sequences; HD 64 /
+// 128), 7 one m-tile per warp with 8 warps (HD 64). Not yet measured (2026-11-29).
 template <typename T>
 cudaError_t fwd_tc(const FlashFwdParams& p, bool vec, bool big_smem, cudaStream_t stream) {
   const bool gen = needs_general(p.mask, p.score, p.dropout, nullptr);
@@ -216,10 +218,13 @@ cudaError_t fwd_tc(const FlashFwdParams& p, bool vec, bool big_smem, cudaStream_
   switch (head_dim_bucket(p.shape.D > p.shape.Dv ? p.shape.D : p.shape.Dv)) {
     case 64:
       FA_TUNE(3, launch_fwd<T, 64, 2, 64, 4, 1, false>(p, vec, stream));
+      FA_TUNE(5, launch_fwd<T, 64, 1, 64, 4, 2, false>(p, vec, stream));
+      FA_TUNE(7, launch_fwd<T, 64, 1, 64, 8, 2, false>(p, vec, stream));
       return gen ? launch_fwd<T, 64, 1, 64, 8, 1, true>(p, vec, stream)
                  : launch_fwd<T, 64, 2, 64, 4, 2, false>(p, vec, stream);
     case 128:
       FA_TUNE(1, launch_fwd<T, 128, 2, 64, 4, 2, false>(p, vec, stream));
+      FA_TUNE(5, launch_fwd<T, 128, 1, 64, 4, 1, false>(p, vec, stream));
       return gen ? launch_fwd<T, 128, 1, 64, 8, 1, true>(p, vec, stream)
                  : launch_fwd<T, 128, 2, 64, 4, 1, false>(p, vec, stream);
     case 256:
