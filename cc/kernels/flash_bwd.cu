@@ -458,7 +458,8 @@ cudaError_t launch_bwd(const BwdArgs& args, cudaStream_t stream, DqFragLayout* l
 // HD 64: 128x64 (8 warps, A 8x1) 212 -> 128x128 with FlashAttention-2's layouts (A 4x2, B 4x2,
 // C 2x4) 237 -> dQ warps 4x2 248; HD 128: 64x64x4w 178, 128x64 (A 8x1) 235 -> FlashAttention-2's
 // layouts 263 (64x64 tiles with 4 warps, two CTAs per SM: 192); HD 256: 32x32x4w 107 -> 64x64x8w
-// 182 -> layouts 2x2 188. Scalar dQ atomics instead of float2: 221 vs 269 at HD 128.
+// 182 -> layouts 2x2 188. Scalar dQ atomics instead of float2: 221 vs 269 at HD 128. With the dQ
+// accumulator in fragment order (dq_accumulate_frag): HD 64 273, HD 128 303, HD 256 224.
 // FA_TUNING builds select other variants at run time with FA_BWD_CFG (tune_configs.py): 2 the
 // first 8-warp defaults; 10, 11 other layouts (HD 128); 12 and 8 the former defaults of HD 64 / 256.
 template <typename T>
