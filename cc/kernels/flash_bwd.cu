@@ -57,6 +57,9 @@ struct BwdCfg {
   static constexpr int C_WM = CWM ? CWM : cmin(NW, BQb / 16), C_WN = NW / C_WM;
   static constexpr int CM = BQb / 16 / C_WM, CN = HD / 8 / C_WN, CC = cmin(CN, 8);
   static_assert(AN % 2 == 0 && BN % 2 == 0 && CC % 2 == 0 && CN % CC == 0, "tile shapes");
+  // Every warp layout covers its tile once (dq_accumulate_frag's block is exactly BQb x HD).
+  static_assert(A_WM * A_WN == NW && B_WM * B_WN == NW && C_WM * C_WN == NW, "warp layouts");
+  static_assert(CM * CN * 128 * NW == BQb * HD, "dQ block");
   // Phase B can take Pd/dS straight from phase A's registers when each warp owns the same keys
   // (all queries) in both phases.
   static constexpr bool kRegP = A_WN == 1 && B_WN == 1 && AM == BM;
@@ -568,6 +571,7 @@ cudaError_t flash_bwd_cuda(const FlashBwdParams& p, cudaStream_t stream) {
   cuda::BwdArgs args{p, dsum, lse2, nullptr, cuda::dq_rows_padded(s), vec};
   if (cuda::uses_dq_acc(p)) {
     args.dq_acc = p.workspace + 2 * cuda::dsum_floats(s);
+    if (!cuda::aligned16(args.dq_acc)) return cudaErrorMisalignedAddress;  // float4 atomics
     const size_t n = static_cast<size_t>(s.B * s.H * args.tq_pad) * hd;
     if (n > 0 && (err = cudaMemsetAsync(args.dq_acc, 0, n * sizeof(float), stream)) != cudaSuccess) return err;
   } else {

@@ -25,9 +25,11 @@ cudaError_t flash_fwd_cuda(const FlashFwdParams& params, cudaStream_t stream);
 // aligned, and sets params.workspace to it. Layout (float32):
 //   [B, H, Tq] (+pad)   D = rowsum(dO * O) - d_lse
 //   [B, H, Tq] (+pad)   log2(e) * lse           (float16 / bfloat16 only)
-//   [B, H, Tq, Dpad]    dQ accumulator          (float16 / bfloat16, non-deterministic mode only)
+//   [B, H, Tq128, Dpad] dQ accumulator          (float16 / bfloat16, non-deterministic mode only;
+//                                                Tq128: Tq rounded up to 128, each query tile's
+//                                                block in the kernel's fragment order)
 // float32 with allow_tf32 (TF32 tensor cores), non-deterministic mode: D, then the dQ accumulator
-// [B, H, Tq, Dpad] (no lse2 rows); otherwise float32 needs D only.
+// [B, H, Tq, Dpad] row-major (no lse2 rows); otherwise float32 needs D only.
 size_t flash_bwd_workspace_bytes(const FlashBwdParams& params);
 
 // Backward by recomputation: writes dq, dk, dv in full and dbias when non-null.
