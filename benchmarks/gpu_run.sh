@@ -42,10 +42,10 @@ if has profile; then
     --section WarpStateStats --section SchedulerStats --section InstructionStats --section Occupancy \
     --section LaunchStats --metrics regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio"
   # PROFILE_DIR fwd|bwd (default bwd), PROFILE_D (default 128), PROFILE_T (default 4096); ours with
-  # FA_FWD_CFG / FA_BWD_CFG = PROFILE_CFG.
+  # that direction's variant (FA_FWD_CFG or FA_BWD_CFG) = PROFILE_CFG.
   dir=${PROFILE_DIR:-bwd}; pd=${PROFILE_D:-128}; pt=${PROFILE_T:-4096}
   fa2=$([[ $dir == bwd ]] && echo flash_bwd_dq_dk_dv || echo flash_fwd_kernel)
-  FA_FWD_CFG=${PROFILE_CFG:-0} FA_BWD_CFG=${PROFILE_CFG:-0} ncu --clock-control none \
+  env "FA_${dir^^}_CFG=${PROFILE_CFG:-0}" ncu --clock-control none \
     --kernel-name regex:flash_${dir}_kernel --launch-count 1 $SECTIONS \
     python3 benchmarks/profile_one.py $pt $pd 0 bf16 > $OUT/ncu_ours_$dir.txt 2>&1
   ncu --clock-control none --kernel-name regex:$fa2 --launch-count 1 $SECTIONS \
