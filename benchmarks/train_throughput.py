@@ -37,6 +37,7 @@ LAYERS = {"keras": "keras.layers.MultiHeadAttention", "flash": "FlashMultiHeadAt
 
 def worker(cfg):
     """Measures one (attention, context) configuration; returns a dict."""
+    started = time.perf_counter()
     import numpy as np
     import tensorflow as tf
 
@@ -71,8 +72,10 @@ def worker(cfg):
         rng = np.random.default_rng(0)
         data = rng.integers(0, 256, size=(cfg["batch"], cfg["context"] + 1)).astype("int32")
         x, y = data[:, :-1], data[:, 1:]
+        imported = time.perf_counter()
         for _ in range(cfg["warmup"]):
             model.train_on_batch(x, y)
+        warmed = time.perf_counter()
         if gpu:
             tf.config.experimental.reset_memory_stats("GPU:0")
         times = []
@@ -92,6 +95,9 @@ def worker(cfg):
         loss=float(np.asarray(loss).reshape(-1)[0]),
         jit=bool(model.jit_compile),
         device=_device_name(tf),
+        # Where the measurement's wall time went: start-up + model build, warm-up (tracing, XLA).
+        setup_s=round(imported - started, 1),
+        warmup_s=round(warmed - imported, 1),
     )
     if gpu:
         result["peak_gib"] = tf.config.experimental.get_memory_info("GPU:0")["peak"] / 2**30
