@@ -13,8 +13,11 @@ call's time / INNER: the host's per-call dispatch (a few hundred microseconds th
 would otherwise dominate the short sequences, where the kernels take about as long. (Runs before
 the fourth H200 round of 2026-11-29 timed one attention per call.)
 Environment: BENCH_T, BENCH_D (shapes), BENCH_KERAS_D (head dims with the comparisons),
-BENCH_IMPLS (which comparisons: keras,keras_xla,tf_flashattn_xla), BENCH_INNER.
-Run in the same device call as ../shared/device/anchors_torch.py (see benchmarks/gpu_run.sh).
+BENCH_IMPLS (which comparisons: keras,keras_xla,tf_flashattn_xla), BENCH_INNER, BENCH_OURS=0 (only
+the comparisons: `gpu_run.sh bench` on two GPUs runs them on the second GPU while ours and the
+anchors run on the first). Each row records `wall_s`, the seconds it took (tracing, XLA
+compilation and timing). Run in the same device call as ../shared/device/anchors_torch.py (see
+benchmarks/gpu_run.sh).
 """
 import json
 import os
@@ -34,6 +37,7 @@ HEAD_DIMS = [int(x) for x in os.environ.get("BENCH_D", "64,128,256").split(",")]
 # Head dims at which Keras (TensorFlow, with and without XLA) is timed too ("" for none).
 KERAS_D = [int(x) for x in os.environ.get("BENCH_KERAS_D", "64,128,256").split(",") if x]
 INNER = int(os.environ.get("BENCH_INNER", "8"))
+OURS = os.environ.get("BENCH_OURS", "1") != "0"
 
 
 def bench(fn, reps=10, warmup=2):
@@ -120,12 +124,16 @@ def main():
                     qs = [tf.random.normal([B, T, H, D], dtype=tf.bfloat16) for _ in range(INNER)]
                     k, v = (tf.random.normal([B, T, H, D], dtype=tf.bfloat16) for _ in range(2))
                     fl = 4 * B * H * T * T * D / (2 if causal else 1)
-                    f, b = our_steps(qs, k, v, causal)
-                    fms, bms = bench(f), bench(b)
-                    emit(dict(impl="tf_flashattn", D=D, T=T, B=B, H=H, causal=causal,
-                              fwd_ms=round(fms, 4), fwd_tflops=round(fl / fms / 1e9, 1),
-                              bwd_ms=round(bms, 4), bwd_tflops=round(2.5 * fl / bms / 1e9, 1)))
+                    started = time.perf_counter()
+                    if OURS:
+                        f, b = our_steps(qs, k, v, causal)
+                        fms, bms = bench(f), bench(b)
+                        emit(dict(impl="tf_flashattn", D=D, T=T, B=B, H=H, causal=causal,
+                                  fwd_ms=round(fms, 4), fwd_tflops=round(fl / fms / 1e9, 1),
+                                  bwd_ms=round(bms, 4), bwd_tflops=round(2.5 * fl / bms / 1e9, 1),
+                                  wall_s=round(time.perf_counter() - started, 1)))
                     for name in (BENCH_IMPLS if D in KERAS_D else ()):
+                        started = time.perf_counter()
                         attention, jit = IMPLS[name]
                         if name.startswith("keras") and B * H * T * T >= 2**31:
                             # TensorFlow's own GPU kernels fail past 2^31 logits (seen on the H200:
@@ -141,7 +149,8 @@ def main():
                             r = dict(impl=name, D=D, T=T, B=B, H=H, causal=causal,
                                      fwd_ms=round(kfms, 4), fwd_tflops=round(fl / kfms / 1e9, 1),
                                      bwd_ms=round(kbms, 4),
-                                     bwd_tflops=round(2.5 * fl / kbms / 1e9, 1))
+                                     bwd_tflops=round(2.5 * fl / kbms / 1e9, 1),
+                                     wall_s=round(time.perf_counter() - started, 1))
                         except Exception as e:  # out of memory at long T, typically
                             r = dict(impl=name, D=D, T=T, B=B, H=H, causal=causal,
                                      error=type(e).__name__ + ": " + str(e)[:100])

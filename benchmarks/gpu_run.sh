@@ -15,8 +15,9 @@
 #   memory    O(N) memory at T=131072
 #   train     training throughput, both layers under Keras' XLA (more than 140 s per context: give it a
 #             call; TRAIN_ARGS="--contexts 16384" etc. splits it)
-#   bench     anchors_torch.py (~70 s), then all shapes vs Keras (+XLA) (~7.5 min on 2026-11-29: fits
-#             one call only alone; BENCH_D=64,256 / BENCH_D=128 splits it over two calls, anchors in each)
+#   bench     anchors_torch.py (~70 s), then all shapes vs Keras (+XLA): more than 600 s on one GPU
+#             (2026-11-29, cut at D=128 T=4096); on nvidia-h200-x2 Keras' rows run on the second GPU
+#             meanwhile. One GPU: BENCH_D=64,256 / BENCH_D=128 splits it over two calls.
 set -uo pipefail
 what=${1:-all}
 export PYTHONUNBUFFERED=1
@@ -56,7 +57,7 @@ if has profile; then
 fi
 has tests || has memory || has train || has bench || exit 0  # the rest needs TensorFlow
 . .device-tf/env.sh
-export PYTHONPATH=$PWD:$PYTHONPATH TF_CPP_MIN_LOG_LEVEL=2
+export PYTHONPATH=$PWD:${PYTHONPATH:-} TF_CPP_MIN_LOG_LEVEL=2
 if has tests; then
   # In parallel, then one at a time the tests that take most of the GPU (4 GiB tensors past 2^31
   # elements) or start their own TensorFlow process (determinism): run next to the others they
@@ -77,8 +78,19 @@ if has train; then
 fi
 if has bench; then
   # Anchors first: a run cut short still has them next to the rows it wrote (written row by row).
+  # On two GPUs (kind nvidia-h200-x2) Keras' rows (the slow part: XLA compiles per shape) run on
+  # the second GPU meanwhile, and ours and the anchors share the first, one after the other: the
+  # whole table then fits one call (on one GPU it took more than 600 s on 2026-11-29).
+  if [[ $(nvidia-smi -L | wc -l) -ge 2 ]]; then
+    CUDA_VISIBLE_DEVICES=1 BENCH_OURS=0 BENCH_IMPLS=${BENCH_IMPLS:-keras,keras_xla} timeout 560 \
+      env BENCH_KERAS_D=${BENCH_KERAS_D:-128} python3 benchmarks/gpu_attention.py $OUT/keras.json \
+      > $OUT/keras.log 2>&1 &
+    keras_pid=$!
+    export CUDA_VISIBLE_DEVICES=0 BENCH_KERAS_D=""
+  fi
   python3 .device-tf/anchors_torch.py $OUT/anchors.json > $OUT/anchors.log 2>&1
   tail -2 $OUT/anchors.log
-  BENCH_KERAS_D=${BENCH_KERAS_D:-128} python3 benchmarks/gpu_attention.py $OUT/ours.json > $OUT/ours.log 2>&1
+  BENCH_KERAS_D=${BENCH_KERAS_D-128} python3 benchmarks/gpu_attention.py $OUT/ours.json > $OUT/ours.log 2>&1
   tail -3 $OUT/ours.log
+  if [[ -n ${keras_pid:-} ]]; then wait $keras_pid; tail -3 $OUT/keras.log; fi
 fi
