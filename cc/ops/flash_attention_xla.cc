@@ -100,9 +100,17 @@ class FlashAttentionXlaOp : public XlaOpKernel {
     std::vector<xla::XlaOp> operands(n);
     for (int i = 0; i < n; ++i) operands[i] = ctx->Input(i);
     const xla::PrimitiveType t = ctx->input_xla_type(0);
+    // Every operand and result is pinned to the row-major (descending) layout the kernels read
+    // and write: a custom call without layout constraints lets XLA's layout assignment hand it
+    // any layout its producers or users prefer (e.g. a dot's {3,1,2,0}), and the FFI buffer
+    // carries no layout, so the kernels would read a permuted buffer as row-major. (Seen on the
+    // H200: a model with the layers, compiled by XLA, trained to a different loss at context
+    // 16384 while the op alone was right.) With the constraints XLA inserts copies instead.
     auto shape = [](xla::PrimitiveType type, const TensorShape& ts) {
-      return xla::ShapeUtil::MakeShape(type, ts.dim_sizes());
+      return xla::ShapeUtil::MakeShapeWithDescendingLayout(type, ts.dim_sizes());
     };
+    std::vector<xla::Shape> operand_shapes(n);
+    for (int i = 0; i < n; ++i) operand_shapes[i] = shape(ctx->input_xla_type(i), shapes[i]);
     std::vector<xla::Shape> outs;
     if (kGrad) {
       const bool with_bias = !Absent(shapes[4]);
@@ -128,9 +136,10 @@ class FlashAttentionXlaOp : public XlaOpKernel {
     } else {
       outs = {shape(t, TensorShape({s.B, s.Tq, s.H, s.Dv})), shape(xla::F32, TensorShape({s.B, s.H, s.Tq}))};
     }
-    xla::XlaOp call = xla::CustomCall(
+    xla::XlaOp call = xla::CustomCallWithLayout(
         ctx->builder(), kGrad ? kGradTarget : kFwdTarget, operands,
-        xla::ShapeUtil::MakeTupleShape(outs), FfiAttributes(attrs_, deterministic, allow_tf32),
+        xla::ShapeUtil::MakeTupleShape(outs), operand_shapes,
+        FfiAttributes(attrs_, deterministic, allow_tf32),
         /*has_side_effect=*/false, /*output_operand_aliasing=*/{}, /*literal=*/nullptr,
         xla::CustomCallSchedule::SCHEDULE_NONE, xla::CustomCallApiVersion::API_VERSION_TYPED_FFI);
     for (int i = 0; i < (kGrad ? 4 : 2); ++i) ctx->SetOutput(i, xla::GetTupleElement(call, i));
