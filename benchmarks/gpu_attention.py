@@ -13,7 +13,8 @@ call's time / INNER: the host's per-call dispatch (a few hundred microseconds th
 would otherwise dominate the short sequences, where the kernels take about as long. (Runs before
 the fourth H200 round of 2026-11-29 timed one attention per call.)
 Environment: BENCH_T, BENCH_D (shapes), BENCH_KERAS_D (head dims with the comparisons),
-BENCH_IMPLS (which comparisons: keras,keras_xla,tf_flashattn_xla), BENCH_INNER, BENCH_OURS=0 (only
+BENCH_IMPLS (which comparisons: keras,keras_xla,tf_flashattn_xla), BENCH_INNER, BENCH_HIDDEN and
+BENCH_TOKENS (2048 and 16384; smaller for a smoke test on the CPU), BENCH_OURS=0 (only
 the comparisons: `gpu_run.sh bench` on two GPUs runs them on the second GPU while ours and the
 anchors run on the first). Each row records `wall_s`, the seconds it took (tracing, XLA
 compilation and timing). Run in the same device call as ../shared/device/anchors_torch.py (see
@@ -31,7 +32,8 @@ import tensorflow as tf  # noqa: E402
 import tf_flashattn as fa  # noqa: E402
 from tf_flashattn import _ops  # noqa: E402
 
-DIM = 2048
+DIM = int(os.environ.get("BENCH_HIDDEN", "2048"))  # H = DIM / D
+TOKENS = int(os.environ.get("BENCH_TOKENS", "16384"))  # B = TOKENS / T (smaller: a CPU smoke test)
 SIZES = [int(x) for x in os.environ.get("BENCH_T", "512,1024,2048,4096,8192,16384").split(",")]
 HEAD_DIMS = [int(x) for x in os.environ.get("BENCH_D", "64,128,256").split(",")]
 # Head dims at which Keras (TensorFlow, with and without XLA) is timed too ("" for none).
@@ -78,19 +80,24 @@ def our_steps(qs, k, v, causal):
 
 def xla_steps(attention, qs, k, v, causal, jit):
     """Forward and forward+backward of `attention` (Keras', or ours inside XLA as custom calls),
-    INNER of each per call."""
-    fwd = tf.function(lambda: [attention(q, k, v, is_causal=causal) for q in qs], jit_compile=jit)
+    INNER of each per call. With XLA, one attention is compiled (a tf.function with jit_compile
+    taking the query) and the outer tf.function calls it INNER times: XLA compiles one attention
+    per shape instead of INNER copies (the compilations made the one-GPU table overrun 600 s)."""
     do = tf.random.normal(qs[0].shape, dtype=qs[0].dtype)  # a random dO, as ours gets: no shortcut
 
-    @tf.function(jit_compile=jit)
-    def fwd_bwd():
-        grads = []
-        for q in qs:
-            with tf.GradientTape() as tape:
-                tape.watch([q, k, v])
-                o = attention(q, k, v, is_causal=causal)
-            grads.append(tape.gradient(o, [q, k, v], output_gradients=do))
-        return grads
+    def one_fwd(q):
+        return attention(q, k, v, is_causal=causal)
+
+    def one_fwd_bwd(q):
+        with tf.GradientTape() as tape:
+            tape.watch([q, k, v])
+            o = attention(q, k, v, is_causal=causal)
+        return tape.gradient(o, [q, k, v], output_gradients=do)
+
+    one_fwd, one_fwd_bwd = (tf.function(f, jit_compile=True) if jit else f
+                            for f in (one_fwd, one_fwd_bwd))
+    fwd = tf.function(lambda: [one_fwd(q) for q in qs])
+    fwd_bwd = tf.function(lambda: [one_fwd_bwd(q) for q in qs])
     return fwd, fwd_bwd
 
 
@@ -118,7 +125,7 @@ def main():
     for D in HEAD_DIMS:
         H = DIM // D
         for T in SIZES:
-            B = max(1, 16384 // T)
+            B = max(1, TOKENS // T)
             for causal in (False, True):
                 with tf.device("/GPU:0"):
                     qs = [tf.random.normal([B, T, H, D], dtype=tf.bfloat16) for _ in range(INNER)]
