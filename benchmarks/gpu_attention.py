@@ -160,7 +160,8 @@ def main():
                                      wall_s=round(time.perf_counter() - started, 1))
                         except Exception as e:  # out of memory at long T, typically
                             r = dict(impl=name, D=D, T=T, B=B, H=H, causal=causal,
-                                     error=type(e).__name__ + ": " + str(e)[:100])
+                                     error=type(e).__name__ + ": " + str(e)[:100],
+                                     wall_s=round(time.perf_counter() - started, 1))
                         emit(r)
                     del qs, k, v
 

@@ -18,8 +18,9 @@
 #   xlacheck  one training step of the example model with XLA vs without (our layer and Keras'), at
 #             contexts 4096 and 16384, and the layouts XLA gave our custom calls (~2 min)
 #   bench     anchors_torch.py (~70 s), then all shapes vs Keras (+XLA): more than 600 s on one GPU
-#             (2026-11-29, cut at D=128 T=4096); on nvidia-h200-x2 Keras' rows run on the second GPU
-#             meanwhile. One GPU: BENCH_D=64,256 / BENCH_D=128 splits it over two calls.
+#             on 2026-11-29 (cut at D=128 T=4096) when XLA compiled 8 attentions per shape (now
+#             one); BENCH_SPLIT=1 on nvidia-h200-x2 runs Keras' rows on the second GPU meanwhile;
+#             BENCH_D=64,256 / BENCH_D=128 splits it over two calls.
 set -uo pipefail
 what=${1:-all}
 export PYTHONUNBUFFERED=1
@@ -82,21 +83,24 @@ if has train; then
   python3 benchmarks/train_throughput.py ${TRAIN_ARGS:-} 2>&1 | grep -v "^WARNING\|^I0000\|^W0000" \
     | tee $OUT/train.log | tail -8
 fi
-if has bench; then
+if has bench; then (
   # Anchors first: a run cut short still has them next to the rows it wrote (written row by row).
-  # On two GPUs (kind nvidia-h200-x2) Keras' rows (the slow part: XLA compiles per shape) run on
-  # the second GPU meanwhile, and ours and the anchors share the first, one after the other: the
-  # whole table then fits one call (on one GPU it took more than 600 s on 2026-11-29).
-  if [[ $(nvidia-smi -L | wc -l) -ge 2 ]]; then
-    CUDA_VISIBLE_DEVICES=1 BENCH_OURS=0 BENCH_IMPLS=${BENCH_IMPLS:-keras,keras_xla} timeout 560 \
-      env BENCH_KERAS_D=${BENCH_KERAS_D:-128} python3 benchmarks/gpu_attention.py $OUT/keras.json \
-      > $OUT/keras.log 2>&1 &
+  # BENCH_SPLIT=1 on two GPUs (kind nvidia-h200-x2): Keras' rows run on the second GPU meanwhile
+  # (their XLA compilations share the host's cores with our timing), and ours and the anchors
+  # share the first, one after the other. Default: all on one GPU.
+  keras_d=${BENCH_KERAS_D-128}
+  if [[ ${BENCH_SPLIT:-0} == 1 && $(nvidia-smi -L | wc -l) -ge 2 ]]; then
+    CUDA_VISIBLE_DEVICES=1 BENCH_OURS=0 BENCH_KERAS_D=$keras_d timeout -k 10 560 \
+      python3 benchmarks/gpu_attention.py $OUT/keras.json > $OUT/keras.log 2>&1 &
     keras_pid=$!
-    export CUDA_VISIBLE_DEVICES=0 BENCH_KERAS_D=""
+    export CUDA_VISIBLE_DEVICES=0
+    keras_d=""
   fi
   python3 .device-tf/anchors_torch.py $OUT/anchors.json > $OUT/anchors.log 2>&1
   tail -2 $OUT/anchors.log
-  BENCH_KERAS_D=${BENCH_KERAS_D-128} python3 benchmarks/gpu_attention.py $OUT/ours.json > $OUT/ours.log 2>&1
+  BENCH_KERAS_D=$keras_d python3 benchmarks/gpu_attention.py $OUT/ours.json > $OUT/ours.log 2>&1
   tail -3 $OUT/ours.log
-  if [[ -n ${keras_pid:-} ]]; then wait $keras_pid; tail -3 $OUT/keras.log; fi
-fi
+  if [[ -n ${keras_pid:-} ]]; then
+    wait $keras_pid; echo "Keras rows on GPU 1: exit status $?"; tail -3 $OUT/keras.log
+  fi
+) fi
