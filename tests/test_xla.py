@@ -105,6 +105,38 @@ def test_custom_calls_pin_every_operand_and_result_to_row_major():
         assert descending(line.split(" custom-call(")[0].split(" = ", 1)[1]), line
 
 
+@pytest.mark.parametrize("batch", [1, 3])
+def test_jit_with_transposed_and_projected_operands_equals_eager(batch):
+    """Operands XLA would rather keep in another layout (a transpose's result, which layout
+    assignment can turn into a layout change, and dots whose preferred output layouts depend on
+    the shape) and results consumed by a transpose and a dot: under jit_compile the custom calls
+    must still see and produce row-major buffers, so forward and gradients equal eager ones."""
+    rng = np.random.default_rng(batch)
+    T, H, D, C = 48, 4, 16, 24
+    x = rand(rng, batch, H, T, D)  # [B, H, T, D]: the op takes [B, T, H, D]
+    y = rand(rng, batch, T, C)
+    wk, wv = rand(rng, C, H, D), rand(rng, C, H, D)
+    wo = rand(rng, H, D, C)
+    w1, w2 = rand(rng, batch, T, C), rand(rng, batch, H, D, T)  # random linear loss weights
+
+    def f(x, y, wk, wv, wo):
+        with tf.GradientTape() as tape:
+            tape.watch([x, y, wk, wv, wo])
+            q = tf.transpose(x, [0, 2, 1, 3])
+            k = tf.einsum("btc,chd->bthd", y, wk) * 0.2
+            v = tf.einsum("btc,chd->bthd", y, wv)
+            o = fa.dot_product_attention(q, k, v, is_causal=True)  # [B, T, H, D]
+            out = tf.einsum("bthd,hdc->btc", o, wo)
+            loss = tf.reduce_sum(out * w1) + tf.reduce_sum(tf.transpose(o, [0, 2, 3, 1]) * w2)
+        return [out] + tape.gradient(loss, [x, y, wk, wv, wo])
+
+    args = (x, y, wk, wv, wo)
+    eager = f(*args)
+    xla = tf.function(f, jit_compile=True)(*args)
+    for i, (a, b) in enumerate(zip(eager, xla)):
+        np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-4, atol=1e-4, err_msg=f"result {i}")
+
+
 CASES = {
     "plain_odd_sizes": dict(shape=(2, 37, 4, 40, 53, 4, 24), kw=dict()),
     "causal_gqa": dict(shape=(2, 113, 4, 64, 203, 2, 64), kw=dict(is_causal=True)),
