@@ -311,9 +311,30 @@ def check_numerics(h, dtypes, cases, log):
     return rows
 
 
-def bench(h, log, quick, extra_only=False):
+def torch_sdpa_ms(t, causal, names=("flash", "cudnn")):
+    """Milliseconds of PyTorch's SDPA backends (flash: FlashAttention-2, cudnn) on the inputs of
+    make_inputs: {name}_fwd_ms, {name}_bwd_ms (or {name}_error)."""
     import triton.testing as tt
     from torch.nn.attention import sdpa_kernel, SDPBackend
+    backends = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}
+    r = {}
+    qh, kh, vh = (x.permute(0, 2, 1, 3).contiguous().requires_grad_() for x in (t["q"], t["k"], t["v"]))
+    for name in names:
+        try:
+            with sdpa_kernel(backends[name]):
+                f = lambda: F.scaled_dot_product_attention(qh, kh, vh, is_causal=causal)
+                o = f()
+                r[f"{name}_fwd_ms"] = tt.do_bench(f, warmup=25, rep=100, return_mode="median")
+                do = torch.randn_like(o)
+                fb = lambda: torch.autograd.grad(o, (qh, kh, vh), do, retain_graph=True)
+                r[f"{name}_bwd_ms"] = tt.do_bench(fb, warmup=25, rep=100, return_mode="median")
+        except Exception as e:  # noqa
+            r[f"{name}_error"] = str(e)[:100]
+    return r
+
+
+def bench(h, log, quick, extra_only=False):
+    import triton.testing as tt
     rows = []
     shapes = []
     for D in (() if extra_only else (64, 128, 256)):
@@ -331,18 +352,7 @@ def bench(h, log, quick, extra_only=False):
         r = dict(B=B, T=T, H=H, D=D, causal=causal)
         r["ours_fwd_ms"] = tt.do_bench(lambda: h.fwd(c, t), warmup=25, rep=100, return_mode="median")
         r["ours_bwd_ms"] = tt.do_bench(lambda: h.bwd(c, t), warmup=25, rep=100, return_mode="median")
-        qh, kh, vh = (x.permute(0, 2, 1, 3).contiguous().requires_grad_() for x in (t["q"], t["k"], t["v"]))
-        for name, be in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
-            try:
-                with sdpa_kernel(be):
-                    f = lambda: F.scaled_dot_product_attention(qh, kh, vh, is_causal=causal)
-                    o = f()
-                    r[f"{name}_fwd_ms"] = tt.do_bench(f, warmup=25, rep=100, return_mode="median")
-                    do = torch.randn_like(o)
-                    fb = lambda: torch.autograd.grad(o, (qh, kh, vh), do, retain_graph=True)
-                    r[f"{name}_bwd_ms"] = tt.do_bench(fb, warmup=25, rep=100, return_mode="median")
-            except Exception as e:  # noqa
-                r[f"{name}_error"] = str(e)[:100]
+        r.update(torch_sdpa_ms(t, causal))
         for k in list(r):
             if k.endswith("_fwd_ms"):
                 r[k.replace("_ms", "_tflops")] = round(fl / r[k] / 1e9, 1)
@@ -350,7 +360,7 @@ def bench(h, log, quick, extra_only=False):
                 r[k.replace("_ms", "_tflops")] = round(2.5 * fl / r[k] / 1e9, 1)
         rows.append(r)
         print("BENCH " + json.dumps(r), file=log, flush=True)
-        del t, qh, kh, vh
+        del t
     # deterministic backward, float32 (SIMT) and float32 on TF32 tensor cores (D 128, T 16k)
     extra = []
     for (dt, det, T, tf32, causal) in ((torch.bfloat16, True, 4096, False, False), (torch.float32, False, 4096, False, False),

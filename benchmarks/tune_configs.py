@@ -5,7 +5,7 @@ Build: NVCC_EXTRA=-DFA_TUNING bash benchmarks/build_harness.sh (module from $HAR
 import os, sys, json, torch
 sys.path.insert(0, os.path.dirname(__file__))
 import triton.testing as tt
-from kernel_harness_check import Harness, make_inputs, run_ours, check_numerics, CASES, DEV
+from kernel_harness_check import Harness, make_inputs, run_ours, check_numerics, torch_sdpa_ms, CASES, DEV
 
 D = int(sys.argv[1]) if len(sys.argv) > 1 else 128
 T = int(sys.argv[2]) if len(sys.argv) > 2 else 16384
@@ -35,3 +35,10 @@ for causal in (False, True):
                 ms = tt.do_bench(lambda: h.bwd(c, t), warmup=25, rep=100, return_mode="median")
                 print(f"D={D} T={T} causal={causal} {var}={v} bwd {2.5 * fl / ms / 1e9:.1f} TFLOP/s ({ms:.3f} ms)")
             os.environ.pop(var)
+    # FlashAttention-2 on the same inputs, same process: the kernel-level ratio (the op adds
+    # TensorFlow's per-call costs on top).
+    fa2 = torch_sdpa_ms(t, causal, names=("flash",))
+    if "flash_fwd_ms" in fa2:
+        print(f"D={D} T={T} causal={causal} FA2 fwd {fl / fa2['flash_fwd_ms'] / 1e9:.1f} TFLOP/s "
+              f"({fa2['flash_fwd_ms']:.3f} ms) bwd {2.5 * fl / fa2['flash_bwd_ms'] / 1e9:.1f} TFLOP/s "
+              f"({fa2['flash_bwd_ms']:.3f} ms)")
