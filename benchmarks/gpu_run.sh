@@ -15,6 +15,9 @@
 #   memory    O(N) memory at T=131072
 #   train     training throughput, both layers under Keras' XLA (more than 140 s per context: give it a
 #             call; TRAIN_ARGS="--contexts 16384" etc. splits it)
+#   maxctx    the longest-context check under XLA, short form: ours at MAXCTX_FLASH (default 262144)
+#             and Keras' layer at MAXCTX_KERAS (default 32768, where it ran out of memory before),
+#             batch 1, one warm-up and one timed step each (~2-3 min)
 #   xlacheck  one training step of the example model with XLA vs without (our layer and Keras'), at
 #             contexts 4096 and 16384, and the layouts XLA gave our custom calls (~2 min)
 #   bench     anchors_torch.py (~70 s), then all shapes vs Keras (+XLA): more than 600 s on one GPU
@@ -58,7 +61,7 @@ if has profile; then
     grep -E "Duration|Executed Ipc Active|Issue Slots Busy|Executed Instructions  |Registers Per|L2 Cache Throughput|Mem Busy" $OUT/ncu_${f}_$dir.txt | head -24
     grep -E "issue_stalled" $OUT/ncu_${f}_$dir.txt | awk '$NF > 0.1' | sed 's/smsp__average_warps_issue_stalled_//; s/_per_issue_active.ratio//'; done
 fi
-has tests || has memory || has train || has bench || has xlacheck || exit 0  # the rest needs TensorFlow
+has tests || has memory || has train || has bench || has xlacheck || has maxctx || exit 0  # the rest needs TensorFlow
 . .device-tf/env.sh
 export PYTHONPATH=$PWD:${PYTHONPATH:-} TF_CPP_MIN_LOG_LEVEL=2
 if has tests; then
@@ -71,6 +74,13 @@ if has tests; then
   TF_FORCE_GPU_ALLOW_GROWTH=true python3 -m pytest -q tests/test_gpu.py -p no:cacheprovider \
     -k "$serial" ${PYTEST_ARGS:-} >> $OUT/gpu_tests.log 2>&1
   grep -E "^(FAILED|ERROR)|^E  " $OUT/gpu_tests.log | head -40; grep -E "passed|failed" $OUT/gpu_tests.log
+fi
+if has maxctx; then
+  for lc in flash:${MAXCTX_FLASH:-262144} keras:${MAXCTX_KERAS:-32768}; do
+    python3 benchmarks/train_throughput.py --max-context --skip-rows --only ${lc%%:*} \
+      --max-context-start ${lc#*:} --max-context-limit ${lc#*:} 2>&1 \
+      | grep -v "^WARNING\|^I0000\|^W0000" | tee -a $OUT/maxctx.log | tail -4
+  done
 fi
 if has xlacheck; then
   python3 benchmarks/xla_model_check.py --contexts ${XLACHECK_CONTEXTS:-4096 16384} --dump /tmp/xla_dump 2>&1 \
