@@ -260,17 +260,23 @@ def test_keras_model_compiled_with_xla_trains():
     assert hist.history["loss"][-1] < 0.9 * hist.history["loss"][0]
 
 
+LAYERS = {"mha": lambda: fa.FlashMultiHeadAttention(num_heads=2, key_dim=8),
+          "gqa": lambda: fa.FlashGroupQueryAttention(head_dim=8, num_query_heads=4,
+                                                     num_key_value_heads=2)}
+
+
+@pytest.mark.parametrize("layer", sorted(LAYERS))
 @pytest.mark.parametrize("batch,length", [(4, 10), (1, 96)])
-def test_flash_layer_under_keras_xla_equals_eager(batch, length):
-    """FlashMultiHeadAttention (supports_jit is True): Keras compiles it with XLA, and
-    predictions and one training step equal the non-XLA model's. Batch 1 too, as the example model
-    at context 16384 that trained wrong under XLA:GPU on the H200 (XLA:CPU gives custom calls
-    row-major layouts anyway: this case guards the GPU, where tests/test_xla.py runs too)."""
+def test_flash_layer_under_keras_xla_equals_eager(batch, length, layer):
+    """Both layers (supports_jit is True): Keras compiles them with XLA, and predictions and one
+    training step equal the non-XLA model's. Batch 1 too, as the example model at context 16384
+    that trained wrong under XLA:GPU on the H200 (XLA:CPU gives custom calls row-major layouts
+    anyway: this case guards the GPU, where tests/test_xla.py runs too)."""
     keras.utils.set_random_seed(2)
 
     def build():
         inp = keras.Input((length, 16))
-        att = fa.FlashMultiHeadAttention(num_heads=2, key_dim=8)
+        att = LAYERS[layer]()
         assert att.supports_jit
         out = att(inp, inp, use_causal_mask=True)
         return keras.Model(inp, keras.layers.Dense(4)(out))
