@@ -137,6 +137,22 @@ def test_jit_with_transposed_and_projected_operands_equals_eager(batch):
         np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-4, atol=1e-4, err_msg=f"result {i}")
 
 
+def test_dynamic_dimension_under_jit_names_the_argument():
+    """tf.boolean_mask inside jit_compile gives a bounded-dynamic dimension (f32[1,<=8,2,16]): the
+    kernels need static shapes, and the error names the argument that has one."""
+    rng = np.random.default_rng(3)
+    q = rand(rng, 1, 8, 2, 16)
+    keep = tf.constant([True, False] * 4)
+
+    @tf.function(jit_compile=True)
+    def f(q, keep):
+        k = tf.boolean_mask(q, keep, axis=1)
+        return fa.dot_product_attention(q, k, k)
+
+    with pytest.raises(tf.errors.UnimplementedError, match="`key` has a dynamic dimension"):
+        f(q, keep)
+
+
 CASES = {
     "plain_odd_sizes": dict(shape=(2, 37, 4, 40, 53, 4, 24), kw=dict()),
     "causal_gqa": dict(shape=(2, 113, 4, 64, 203, 2, 64), kw=dict(is_causal=True)),

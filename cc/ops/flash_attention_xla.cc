@@ -11,8 +11,8 @@
 // lengths are not range-checked at run time (the kernels clamp them to [0, length]); on the GPU,
 // a nonzero dropout rate reads the two seed words back to the host (one stream synchronization).
 #include <atomic>
+#include <charconv>
 #include <condition_variable>
-#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -51,21 +51,29 @@ using ::tensorflow::XlaOpKernelContext;
 
 constexpr int kFwdInputs = 10;   // query .. seed
 constexpr int kGradInputs = 14;  // + output, lse, d_output, d_lse
+constexpr const char* kInputNames[kGradInputs] = {
+    "query", "key", "value", "mask", "bias", "query_lengths", "key_lengths", "query_valid",
+    "key_valid", "seed", "output", "lse", "d_output", "d_lse"};
 constexpr char kFwdTarget[] = "tf_flashattn_fwd";
 constexpr char kGradTarget[] = "tf_flashattn_bwd";
 
 // ---- compile time ------------------------------------------------------------------------
+// A float in the MLIR attribute text, independent of the process's locale (snprintf's "%e"
+// would print a decimal comma after setlocale(LC_NUMERIC, ...), which the parser rejects).
+std::string SciFloat(float x) {
+  char buf[48];
+  const std::to_chars_result r = std::to_chars(buf, buf + sizeof(buf), x, std::chars_format::scientific, 9);
+  return std::string(buf, r.ptr);
+}
+
 // MLIR attribute dictionary of the custom call (typed FFI attributes, decoded by name below).
 std::string FfiAttributes(const Attrs& a, bool deterministic, bool allow_tf32) {
-  char buf[512];
-  std::snprintf(buf, sizeof(buf),
-                "{scale = %.9e : f32, softcap = %.9e : f32, dropout_rate = %.9e : f32, "
-                "causal = %d : i64, causal_offset = %lld : i64, window_left = %lld : i64, "
-                "window_right = %lld : i64, deterministic = %d : i64, allow_tf32 = %d : i64}",
-                a.scale, a.softcap, a.dropout_rate, a.causal ? 1 : 0,
-                static_cast<long long>(a.causal_offset), static_cast<long long>(a.window_left),
-                static_cast<long long>(a.window_right), deterministic ? 1 : 0, allow_tf32 ? 1 : 0);
-  return buf;
+  auto i64 = [](const char* name, long long v) { return std::string(name) + " = " + std::to_string(v) + " : i64"; };
+  return "{scale = " + SciFloat(a.scale) + " : f32, softcap = " + SciFloat(a.softcap) +
+         " : f32, dropout_rate = " + SciFloat(a.dropout_rate) + " : f32, " + i64("causal", a.causal ? 1 : 0) +
+         ", " + i64("causal_offset", a.causal_offset) + ", " + i64("window_left", a.window_left) + ", " +
+         i64("window_right", a.window_right) + ", " + i64("deterministic", deterministic ? 1 : 0) + ", " +
+         i64("allow_tf32", allow_tf32 ? 1 : 0) + "}";
 }
 
 template <bool kGrad>
@@ -81,7 +89,18 @@ class FlashAttentionXlaOp : public XlaOpKernel {
     constexpr int n = kGrad ? kGradInputs : kFwdInputs;
     std::vector<TensorShape> shapes(n);
     const TensorShape* ptrs[kFwdInputs];
-    for (int i = 0; i < n; ++i) shapes[i] = ctx->InputShape(i);
+    for (int i = 0; i < n; ++i) {
+      // The kernels take static shapes: a bounded-dynamic dimension (its static size an upper
+      // bound) would make them attend to the padding.
+      const absl::StatusOr<xla::Shape> xs = ctx->InputXlaShape(i);
+      OP_REQUIRES_OK(ctx, xs.status());
+      OP_REQUIRES(ctx, !xs->is_dynamic(),
+                  ::tensorflow::errors::Unimplemented(
+                      "tf_flashattn: `", kInputNames[i], "` has a dynamic dimension under XLA (",
+                      xs->ToString(),
+                      "); the op needs static shapes inside jit_compile"));
+      shapes[i] = ctx->InputShape(i);
+    }
     for (int i = 0; i < kFwdInputs; ++i) ptrs[i] = &shapes[i];
     typename std::conditional<kGrad, flashattn::FlashBwdParams, flashattn::FlashFwdParams>::type p;
     OP_REQUIRES_OK(ctx, FillShapes(ptrs, attrs_, &p));
@@ -385,8 +404,10 @@ ffi::Error CudaError(cudaError_t e, const char* what) {
 }
 
 // The two seed words, from device memory (one stream synchronization; only with dropout on).
+// The synchronization is legal because the handlers do not declare the command-buffer trait:
+// XLA never captures them into a CUDA graph. (cudaMemcpyDefault: any seed buffer location.)
 ffi::Error ReadSeedCuda(cudaStream_t stream, const void* seed, int64_t out[2]) {
-  cudaError_t e = cudaMemcpyAsync(out, seed, 2 * sizeof(int64_t), cudaMemcpyDeviceToHost, stream);
+  cudaError_t e = cudaMemcpyAsync(out, seed, 2 * sizeof(int64_t), cudaMemcpyDefault, stream);
   if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
   return CudaError(e, "reading the dropout seed");
 }
