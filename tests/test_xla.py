@@ -137,6 +137,20 @@ def test_jit_with_transposed_and_projected_operands_equals_eager(batch):
         np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-4, atol=1e-4, err_msg=f"result {i}")
 
 
+@pytest.mark.parametrize("shape", [(0, 5, 2, 8, 7, 2, 8), (2, 0, 2, 8, 7, 2, 8), (2, 5, 2, 8, 0, 1, 8)],
+                         ids=["no_batch", "no_queries", "no_keys"])
+def test_jit_empty_sizes_equal_eager(shape):
+    """Zero-size batches and sequences under jit_compile: the same (empty or zero) outputs and
+    gradients as the eager op (XLA does not zero its buffers: every element must be written)."""
+    B, Tq, H, D, Tk, Hkv, Dv = shape
+    rng = np.random.default_rng(sum(shape))
+    q, k, v = rand(rng, B, Tq, H, D), rand(rng, B, Tk, Hkv, D), rand(rng, B, Tk, Hkv, Dv)
+    eager, xla = _run(q, k, v, with_lse=True)
+    for i, (a, b) in enumerate(zip(eager, xla)):
+        assert a.shape == b.shape, i
+        np.testing.assert_array_equal(b.numpy(), a.numpy(), err_msg=f"result {i}")
+
+
 def test_dynamic_dimension_under_jit_names_the_argument():
     """tf.boolean_mask inside jit_compile gives a bounded-dynamic dimension (f32[1,<=8,2,16]): the
     kernels need static shapes, and the error names the argument that has one."""
