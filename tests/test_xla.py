@@ -248,18 +248,19 @@ def test_jit_dropout_is_the_philox_mask_of_the_seed():
 def test_jit_compile_other_dtypes(dtype):
     rng = np.random.default_rng(5)
     q, k, v = (tf.cast(rand(rng, 2, 29, 2, 24), dtype) for _ in range(3))
+    bias = tf.cast(rand(rng, 1, 2, 29, 29), dtype)  # broadcast over the batch: dbias sums it
 
-    def f(q, k, v):
+    def f(q, k, v, bias):
         with tf.GradientTape() as t:
-            t.watch([q, k, v])
-            o = fa.dot_product_attention(q, k, v, is_causal=True)
+            t.watch([q, k, v, bias])
+            o = fa.dot_product_attention(q, k, v, bias=bias, is_causal=True)
             loss = tf.reduce_sum(tf.cast(o, tf.float32) ** 2)
-        return [o] + t.gradient(loss, [q, k, v])
+        return [o] + t.gradient(loss, [q, k, v, bias])
 
     # float64 runs on the CPU only (on a GPU machine XLA:GPU would refuse it, by design).
     with tf.device("/CPU:0" if dtype == tf.float64 else None):
-        eager = f(q, k, v)
-        xla = tf.function(f, jit_compile=True)(q, k, v)
+        eager = f(q, k, v, bias)
+        xla = tf.function(f, jit_compile=True)(q, k, v, bias)
     tol = {tf.float16: 2e-3, tf.bfloat16: 2e-2, tf.float64: 1e-10}[dtype]
     for a, b in zip(eager, xla):
         assert b.dtype == dtype
