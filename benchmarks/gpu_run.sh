@@ -15,6 +15,9 @@
 #   memory    O(N) memory at T=131072
 #   train     training throughput, both layers under Keras' XLA (more than 140 s per context: give it a
 #             call; TRAIN_ARGS="--contexts 16384" etc. splits it)
+#   oldbuild  the XLA layout tests against an older op library carried in .device-tf/old/ (a copy
+#             of the tf_flashattn package with its .so; e71678f's: custom calls without layout
+#             constraints), to show whether they catch the old behaviour on this GPU (~1 min)
 #   maxctx    the longest-context check under XLA, short form: ours at MAXCTX_FLASH (default 262144)
 #             and Keras' layer at MAXCTX_KERAS (default 32768, where it ran out of memory before),
 #             batch 1, one warm-up and one timed step each (~2-3 min)
@@ -61,7 +64,7 @@ if has profile; then
     grep -E "Duration|Executed Ipc Active|Issue Slots Busy|Executed Instructions  |Registers Per|L2 Cache Throughput|Mem Busy" $OUT/ncu_${f}_$dir.txt | head -24
     grep -E "issue_stalled" $OUT/ncu_${f}_$dir.txt | awk '$NF > 0.1' | sed 's/smsp__average_warps_issue_stalled_//; s/_per_issue_active.ratio//'; done
 fi
-has tests || has memory || has train || has bench || has xlacheck || has maxctx || exit 0  # the rest needs TensorFlow
+has tests || has memory || has train || has bench || has xlacheck || has maxctx || has oldbuild || exit 0  # the rest needs TensorFlow
 . .device-tf/env.sh
 export PYTHONPATH=$PWD:${PYTHONPATH:-} TF_CPP_MIN_LOG_LEVEL=2
 if has tests; then
@@ -74,6 +77,14 @@ if has tests; then
   TF_FORCE_GPU_ALLOW_GROWTH=true python3 -m pytest -q tests/test_gpu.py -p no:cacheprovider \
     -k "$serial" ${PYTEST_ARGS:-} >> $OUT/gpu_tests.log 2>&1
   grep -E "^(FAILED|ERROR)|^E  " $OUT/gpu_tests.log | head -40; grep -E "passed|failed" $OUT/gpu_tests.log
+fi
+if has oldbuild; then
+  # From another directory, so that the old package on PYTHONPATH wins over the repository's.
+  (cd /tmp && PYTHONPATH=$OLDPWD/.device-tf/old:$PYTHONPATH python3 -c \
+     "import tf_flashattn; print('package:', tf_flashattn.__file__)" 2>&1 | tail -1
+   PYTHONPATH=$OLDPWD/.device-tf/old:$PYTHONPATH python3 -m pytest -q $OLDPWD/tests/test_xla.py \
+     -p no:cacheprovider -k "transposed or layer_under or pin_every or dynamic" > $OUT/oldbuild.log 2>&1
+   grep -E "^(FAILED|ERROR)|passed|failed" $OUT/oldbuild.log)
 fi
 if has maxctx; then
   for lc in flash:${MAXCTX_FLASH:-262144} keras:${MAXCTX_KERAS:-32768}; do
