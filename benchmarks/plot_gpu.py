@@ -2,10 +2,11 @@
 the anchors (anchors_torch.py), JSON lists or JSON lines. One panel per direction and head dim;
 solid lines not causal, dashed causal. PyTorch's "efficient" and "math" backends are left out.
     python benchmarks/plot_gpu.py out.png results/ours.json results/anchors.json"""
-import json
 import sys
 
 import matplotlib
+
+from results_table import load  # JSON list or JSON lines
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -13,11 +14,6 @@ import matplotlib.pyplot as plt  # noqa: E402
 NAMES = {"tf_flashattn": "tf_flashattn", "tf_flashattn_xla": "tf_flashattn (XLA)",
          "flash2": "PyTorch FlashAttention-2", "cudnn": "PyTorch cuDNN", "keras": "Keras (TF)",
          "keras_xla": "Keras (TF, XLA)"}
-
-
-def load(path):
-    text = open(path).read().strip()
-    return json.loads(text) if text.startswith("[") else [json.loads(l) for l in text.splitlines()]
 
 
 rows = [r for p in sys.argv[2:] for r in load(p)

@@ -72,7 +72,7 @@ def worker(cfg):
         rng = np.random.default_rng(0)
         data = rng.integers(0, 256, size=(cfg["batch"], cfg["context"] + 1)).astype("int32")
         x, y = data[:, :-1], data[:, 1:]
-        imported = time.perf_counter()
+        built = time.perf_counter()
         for _ in range(cfg["warmup"]):
             model.train_on_batch(x, y)
         warmed = time.perf_counter()
@@ -96,8 +96,8 @@ def worker(cfg):
         jit=bool(model.jit_compile),
         device=_device_name(tf),
         # Where the measurement's wall time went: start-up + model build, warm-up (tracing, XLA).
-        setup_s=round(imported - started, 1),
-        warmup_s=round(warmed - imported, 1),
+        setup_s=round(built - started, 1),
+        warmup_s=round(warmed - built, 1),
     )
     if gpu:
         result["peak_gib"] = tf.config.experimental.get_memory_info("GPU:0")["peak"] / 2**30
