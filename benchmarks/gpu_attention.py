@@ -5,7 +5,8 @@ hidden 2048 (H = 2048 / D), T from 512 to 16384, D in {64, 128, 256}, causal and
 FLOPs (FlashAttention count): forward 4*B*H*T*T*D, halved when causal; backward 2.5x forward.
 Our backward is timed alone (the gradient op on saved output and log-sum-exp); Keras' backward,
 and ours inside XLA ("tf_flashattn_xla", at the head dims where Keras runs), is
-(forward+backward) - forward. Writes JSON lines to stdout and to the file given as argv[1].
+(forward+backward) - forward. Prints a JSON line per row and rewrites the file given as argv[1]
+(a JSON list) after each row.
 
 Each timed call is one tf.function running the attention INNER times (default 8) on INNER
 different query tensors (distinct, so XLA cannot merge them), and the time per attention is the
@@ -82,7 +83,7 @@ def xla_steps(attention, qs, k, v, causal, jit):
     """Forward and forward+backward of `attention` (Keras', or ours inside XLA as custom calls),
     INNER of each per call. With XLA, one attention is compiled (a tf.function with jit_compile
     taking the query) and the outer tf.function calls it INNER times: XLA compiles one attention
-    per shape instead of INNER copies (the compilations made the one-GPU table overrun 600 s)."""
+    per shape instead of INNER copies (most likely why the one-GPU table overran 600 s)."""
     do = tf.random.normal(qs[0].shape, dtype=qs[0].dtype)  # a random dO, as ours gets: no shortcut
 
     def one_fwd(q):
@@ -109,6 +110,7 @@ IMPLS = {"keras": (keras.ops.dot_product_attention, False),
 # Which of IMPLS run next to ours (at the head dims in KERAS_D); each compiles with XLA per shape.
 BENCH_IMPLS = [x for x in os.environ.get("BENCH_IMPLS", ",".join(IMPLS)).split(",") if x]
 assert set(BENCH_IMPLS) <= set(IMPLS), f"BENCH_IMPLS: unknown {set(BENCH_IMPLS) - set(IMPLS)}"
+
 
 def main():
     rows = []
