@@ -21,6 +21,7 @@ anchors run on the first). Each row records `wall_s`, the seconds it took (traci
 compilation and timing). Run in the same device call as ../shared/device/anchors_torch.py (see
 benchmarks/gpu_run.sh).
 """
+import contextlib
 import json
 import os
 import sys
@@ -103,9 +104,35 @@ def xla_steps(attention, qs, k, v, causal, jit):
 
 
 IMPLS = {"keras": (keras.ops.dot_product_attention, False),
+         # Keras without XLA with Grappler's constant folding off: the same ops, but the causal
+         # mask is computed on every call instead of folded into a constant (see _folding).
+         "keras_nofold": (keras.ops.dot_product_attention, False),
          "keras_xla": (keras.ops.dot_product_attention, True),
          # Ours inside XLA (the op's custom calls): should match the plain op's speed.
          "tf_flashattn_xla": (fa.dot_product_attention, True)}
+
+# Keras' causal path without XLA builds a [B, H, T, S] boolean mask from tf.ones_like(logits),
+# which Grappler's constant folding turns into a constant on the host before the first run: on the
+# H200's host 36, 64 and 134 s per traced function at T = 512, 1024 and 2048 (D = 128; sixth round
+# of 2026-11-29), doubling with T, so the table could not finish in 600 s. Causal "keras" rows
+# above FOLD_MAX_T are skipped (with that reason in the row); "keras_nofold" times the same
+# attention with constant folding off at every T, and the rows where both ran show what that
+# costs Keras' run time.
+FOLD_MAX_T = int(os.environ.get("BENCH_FOLD_MAX_T", "1024"))
+
+
+@contextlib.contextmanager
+def _folding(on):
+    """Grappler's constant folding on or off while functions are first run and timed (the setting
+    is read when a function is instantiated: it stays until the rows are timed)."""
+    saved = tf.config.optimizer.get_experimental_options()
+    tf.config.optimizer.set_experimental_options({"constant_folding": on})
+    try:
+        yield
+    finally:
+        tf.config.optimizer.set_experimental_options(
+            {"constant_folding": saved.get("constant_folding", True)})
+
 
 # Which of IMPLS run next to ours (at the head dims in KERAS_D); each compiles with XLA per shape.
 BENCH_IMPLS = [x for x in os.environ.get("BENCH_IMPLS", ",".join(IMPLS)).split(",") if x]
@@ -151,10 +178,16 @@ def main():
                             emit(dict(impl=name, D=D, T=T, B=B, H=H, causal=causal,
                                       error="skipped: B*H*T*T >= 2^31 logits"))
                             continue
+                        if name == "keras" and causal and T > FOLD_MAX_T:
+                            emit(dict(impl=name, D=D, T=T, B=B, H=H, causal=causal,
+                                      error=f"skipped: T > BENCH_FOLD_MAX_T={FOLD_MAX_T} (Grappler "
+                                      "folds the causal mask for minutes; see keras_nofold)"))
+                            continue
                         try:
-                            kf, kfb = xla_steps(attention, qs, k, v, causal, jit)
-                            kfms = bench(kf, reps=3)
-                            kbms = max(bench(kfb, reps=3) - kfms, 1e-6)
+                            with _folding(name != "keras_nofold"):
+                                kf, kfb = xla_steps(attention, qs, k, v, causal, jit)
+                                kfms = bench(kf, reps=3)
+                                kbms = max(bench(kfb, reps=3) - kfms, 1e-6)
                             r = dict(impl=name, D=D, T=T, B=B, H=H, causal=causal,
                                      fwd_ms=round(kfms, 4), fwd_tflops=round(fl / kfms / 1e9, 1),
                                      bwd_ms=round(kbms, 4),

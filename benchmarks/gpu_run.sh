@@ -23,9 +23,12 @@
 #             batch 1, one warm-up and one timed step each (~2-3 min)
 #   xlacheck  one training step of the example model with XLA vs without (our layer and Keras'), at
 #             contexts 4096 and 16384, and the layouts XLA gave our custom calls (~2 min)
-#   bench     anchors_torch.py (~70 s), then all shapes vs Keras (+XLA): more than 600 s on one GPU
-#             on 2026-11-29 (cut at D=128 T=4096) when XLA compiled 8 attentions per shape (now
-#             one); BENCH_SPLIT=1 on nvidia-h200-x2 runs Keras' rows on the second GPU meanwhile;
+#   bench     anchors_torch.py (~70 s), then all shapes, Keras' rows at D=128 (BENCH_KERAS_D):
+#             with BENCH_IMPLS=keras,keras_nofold,keras_xla about 5-6 min (estimated from the
+#             sixth round's rows). It overran 600 s twice: Keras' causal rows without XLA spent
+#             36/64/134 s in Grappler's constant folding at T=512/1024/2048 (doubling with T), so
+#             causal "keras" rows stop at BENCH_FOLD_MAX_T (1024) and keras_nofold covers every T.
+#             BENCH_SPLIT=1 on nvidia-h200-x2 runs Keras' rows on the second GPU meanwhile;
 #             BENCH_D=64,256 / BENCH_D=128 splits it over two calls.
 set -uo pipefail
 what=${1:-all}

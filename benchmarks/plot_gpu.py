@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 NAMES = {"tf_flashattn": "tf_flashattn", "tf_flashattn_xla": "tf_flashattn (XLA)",
          "flash2": "PyTorch FlashAttention-2", "cudnn": "PyTorch cuDNN", "keras": "Keras (TF)",
-         "keras_xla": "Keras (TF, XLA)"}
+         "keras_nofold": "Keras (TF, no constant folding)", "keras_xla": "Keras (TF, XLA)"}
 
 
 rows = [r for p in sys.argv[2:] for r in load(p)
