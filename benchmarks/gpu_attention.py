@@ -13,8 +13,10 @@ different query tensors (distinct, so XLA cannot merge them), and the time per a
 call's time / INNER: the host's per-call dispatch (a few hundred microseconds through TensorFlow)
 would otherwise dominate the short sequences, where the kernels take about as long. (Runs before
 the fourth H200 round of 2026-11-29 timed one attention per call.)
-Environment: BENCH_T, BENCH_D (shapes), BENCH_KERAS_D (head dims with the comparisons),
-BENCH_IMPLS (which comparisons: keras,keras_xla,tf_flashattn_xla), BENCH_INNER, BENCH_HIDDEN and
+Ours runs first at every shape, then the comparisons (a call cut short keeps our whole table).
+Environment: BENCH_T, BENCH_D (shapes), BENCH_KERAS_D (head dims with the comparisons, in that
+order), BENCH_IMPLS (which comparisons: keras,keras_nofold,keras_xla,tf_flashattn_xla),
+BENCH_FOLD_MAX (see FOLD_MAX), BENCH_INNER, BENCH_HIDDEN and
 BENCH_TOKENS (2048 and 16384; smaller for a smoke test on the CPU), BENCH_OURS=0 (only
 the comparisons: `gpu_run.sh bench` on two GPUs runs them on the second GPU while ours and the
 anchors run on the first). Each row records `wall_s`, the seconds it took (tracing, XLA
@@ -113,12 +115,13 @@ IMPLS = {"keras": (keras.ops.dot_product_attention, False),
 
 # Keras' causal path without XLA builds a [B, H, T, S] boolean mask from tf.ones_like(logits),
 # which Grappler's constant folding turns into a constant on the host before the first run: on the
-# H200's host 36, 64 and 134 s per traced function at T = 512, 1024 and 2048 (D = 128; sixth round
-# of 2026-11-29), doubling with T, so the table could not finish in 600 s. Causal "keras" rows
-# above FOLD_MAX_T are skipped (with that reason in the row); "keras_nofold" times the same
-# attention with constant folding off at every T, and the rows where both ran show what that
+# H200's host 36, 64 and 134 s per traced function at T = 512, 1024 and 2048 (D = 128, so
+# B*H*T*T = 2^27, 2^28, 2^29 mask elements; sixth round of 2026-11-29): the cost follows the mask's
+# size, and the table could not finish in 600 s. Causal "keras" rows whose mask has more than
+# FOLD_MAX elements are skipped (with that reason in the row); "keras_nofold" times the same
+# attention with constant folding off everywhere, and the rows where both ran show what that
 # costs Keras' run time.
-FOLD_MAX_T = int(os.environ.get("BENCH_FOLD_MAX_T", "1024"))
+FOLD_MAX = int(os.environ.get("BENCH_FOLD_MAX", str(2**27)))
 
 
 @contextlib.contextmanager
@@ -139,6 +142,30 @@ BENCH_IMPLS = [x for x in os.environ.get("BENCH_IMPLS", ",".join(IMPLS)).split("
 assert set(BENCH_IMPLS) <= set(IMPLS), f"BENCH_IMPLS: unknown {set(BENCH_IMPLS) - set(IMPLS)}"
 
 
+def _inputs(D, T):
+    """The shape's B and H and INNER random queries with one K and V (bf16, on the GPU)."""
+    H, B = DIM // D, max(1, TOKENS // T)
+    with tf.device("/GPU:0"):
+        qs = [tf.random.normal([B, T, H, D], dtype=tf.bfloat16) for _ in range(INNER)]
+        k, v = (tf.random.normal([B, T, H, D], dtype=tf.bfloat16) for _ in range(2))
+    return B, H, qs, k, v
+
+
+def _timed_row(name, D, T, B, H, causal, steps, reps):
+    """Times steps() = (forward, backward-or-forward+backward) and returns the row."""
+    fl = 4 * B * H * T * T * D / (2 if causal else 1)
+    started = time.perf_counter()
+    f, b = steps()
+    fms = bench(f, reps=reps)
+    bms = bench(b, reps=reps)
+    if name != "tf_flashattn":  # theirs: (forward+backward) - forward
+        bms = max(bms - fms, 1e-6)
+    return dict(impl=name, D=D, T=T, B=B, H=H, causal=causal,
+                fwd_ms=round(fms, 4), fwd_tflops=round(fl / fms / 1e9, 1),
+                bwd_ms=round(bms, 4), bwd_tflops=round(2.5 * fl / bms / 1e9, 1),
+                wall_s=round(time.perf_counter() - started, 1))
+
+
 def main():
     rows = []
     out_path = sys.argv[1] if len(sys.argv) > 1 else None
@@ -151,53 +178,44 @@ def main():
             with open(out_path, "w") as fh:
                 json.dump(rows, fh, indent=0)
 
-    for D in HEAD_DIMS:
-        H = DIM // D
+    # Pass 1, ours at every shape (about 35 s on the H200), so that a call cut short still has the
+    # whole table against the anchors; pass 2, the comparisons, head dims in BENCH_KERAS_D's order.
+    shapes = [(D, T, causal) for D in HEAD_DIMS for T in SIZES for causal in (False, True)]
+    if OURS:
+        for D, T, causal in shapes:
+            B, H, qs, k, v = _inputs(D, T)
+            emit(_timed_row("tf_flashattn", D, T, B, H, causal,
+                            lambda: our_steps(qs, k, v, causal), reps=10))
+            del qs, k, v
+    for D in KERAS_D:
         for T in SIZES:
-            B = max(1, TOKENS // T)
             for causal in (False, True):
-                with tf.device("/GPU:0"):
-                    qs = [tf.random.normal([B, T, H, D], dtype=tf.bfloat16) for _ in range(INNER)]
-                    k, v = (tf.random.normal([B, T, H, D], dtype=tf.bfloat16) for _ in range(2))
-                    fl = 4 * B * H * T * T * D / (2 if causal else 1)
+                H, B = DIM // D, max(1, TOKENS // T)
+                for name in BENCH_IMPLS:
+                    attention, jit = IMPLS[name]
+                    skip = None
+                    if name.startswith("keras") and B * H * T * T >= 2**31:
+                        # TensorFlow's own GPU kernels fail past 2^31 logits (seen on the H200:
+                        # CUDA_ERROR_ILLEGAL_ADDRESS at B=2, H=16, T=8192), which poisons the
+                        # CUDA context for the rest of the run.
+                        skip = "skipped: B*H*T*T >= 2^31 logits"
+                    elif name == "keras" and causal and B * H * T * T > FOLD_MAX:
+                        skip = (f"skipped: B*H*T*T > BENCH_FOLD_MAX={FOLD_MAX} (Grappler folds the "
+                                "causal mask for minutes; see keras_nofold)")
+                    if skip:
+                        emit(dict(impl=name, D=D, T=T, B=B, H=H, causal=causal, error=skip))
+                        continue
+                    B, H, qs, k, v = _inputs(D, T)
                     started = time.perf_counter()
-                    if OURS:
-                        f, b = our_steps(qs, k, v, causal)
-                        fms, bms = bench(f), bench(b)
-                        emit(dict(impl="tf_flashattn", D=D, T=T, B=B, H=H, causal=causal,
-                                  fwd_ms=round(fms, 4), fwd_tflops=round(fl / fms / 1e9, 1),
-                                  bwd_ms=round(bms, 4), bwd_tflops=round(2.5 * fl / bms / 1e9, 1),
-                                  wall_s=round(time.perf_counter() - started, 1)))
-                    for name in (BENCH_IMPLS if D in KERAS_D else ()):
-                        started = time.perf_counter()
-                        attention, jit = IMPLS[name]
-                        if name.startswith("keras") and B * H * T * T >= 2**31:
-                            # TensorFlow's own GPU kernels fail past 2^31 logits (seen on the H200:
-                            # CUDA_ERROR_ILLEGAL_ADDRESS at B=2, H=16, T=8192), which poisons the
-                            # CUDA context for the rest of the run.
-                            emit(dict(impl=name, D=D, T=T, B=B, H=H, causal=causal,
-                                      error="skipped: B*H*T*T >= 2^31 logits"))
-                            continue
-                        if name == "keras" and causal and T > FOLD_MAX_T:
-                            emit(dict(impl=name, D=D, T=T, B=B, H=H, causal=causal,
-                                      error=f"skipped: T > BENCH_FOLD_MAX_T={FOLD_MAX_T} (Grappler "
-                                      "folds the causal mask for minutes; see keras_nofold)"))
-                            continue
-                        try:
-                            with _folding(name != "keras_nofold"):
-                                kf, kfb = xla_steps(attention, qs, k, v, causal, jit)
-                                kfms = bench(kf, reps=3)
-                                kbms = max(bench(kfb, reps=3) - kfms, 1e-6)
-                            r = dict(impl=name, D=D, T=T, B=B, H=H, causal=causal,
-                                     fwd_ms=round(kfms, 4), fwd_tflops=round(fl / kfms / 1e9, 1),
-                                     bwd_ms=round(kbms, 4),
-                                     bwd_tflops=round(2.5 * fl / kbms / 1e9, 1),
-                                     wall_s=round(time.perf_counter() - started, 1))
-                        except Exception as e:  # out of memory at long T, typically
-                            r = dict(impl=name, D=D, T=T, B=B, H=H, causal=causal,
-                                     error=type(e).__name__ + ": " + str(e)[:100],
-                                     wall_s=round(time.perf_counter() - started, 1))
-                        emit(r)
+                    try:
+                        with _folding(name != "keras_nofold"):
+                            r = _timed_row(name, D, T, B, H, causal,
+                                           lambda: xla_steps(attention, qs, k, v, causal, jit), reps=3)
+                    except Exception as e:  # out of memory at long T, typically
+                        r = dict(impl=name, D=D, T=T, B=B, H=H, causal=causal,
+                                 error=type(e).__name__ + ": " + str(e)[:100],
+                                 wall_s=round(time.perf_counter() - started, 1))
+                    emit(r)
                     del qs, k, v
 
 
