@@ -1,0 +1,62 @@
+"""The GPU benchmark script, smoke-tested on the CPU at tiny sizes: a device call is too scarce to
+find out there that a row is missing or mislabelled."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope="module")
+def bench_rows(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench") / "ours.json"
+    env = dict(os.environ, BENCH_TOKENS="512", BENCH_HIDDEN="64", BENCH_T="64,256",
+               BENCH_D="32,16", BENCH_KERAS_D="16", BENCH_INNER="2",
+               BENCH_IMPLS="keras,keras_nofold,keras_xla", BENCH_FOLD_MAX=str(8 * 4 * 64 * 64))
+    subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "gpu_attention.py"), str(out)],
+                   check=True, env=env, cwd=ROOT, capture_output=True, timeout=600)
+    return json.loads(out.read_text()), out
+
+
+def test_bench_writes_every_row_with_its_shape(bench_rows):
+    rows, _ = bench_rows
+    ours = [r for r in rows if r["impl"] == "tf_flashattn"]
+    # Ours first, at every shape; then the comparisons at BENCH_KERAS_D only.
+    assert [(r["D"], r["T"], r["causal"]) for r in ours] == [
+        (D, T, c) for D in (32, 16) for T in (64, 256) for c in (False, True)]
+    assert rows[:len(ours)] == ours
+    theirs = rows[len(ours):]
+    assert [(r["impl"], r["T"], r["causal"]) for r in theirs] == [
+        (name, T, c) for T in (64, 256) for c in (False, True)
+        for name in ("keras", "keras_nofold", "keras_xla")]
+    for r in rows:
+        assert (r["H"], r["B"]) == (64 // r["D"], 512 // r["T"]), r
+        if "error" not in r:
+            assert r["fwd_ms"] > 0 and r["bwd_ms"] > 0 and r["wall_s"] >= 0, r
+
+
+def test_bench_skips_folded_causal_keras_rows_above_the_limit(bench_rows):
+    rows, _ = bench_rows
+    skipped = {(r["T"], r["causal"]) for r in rows if "error" in r}
+    # B*H*T*T: 8*4*64*64 at T=64 (the limit itself: timed), 2*4*256*256 at T=256 (above: skipped).
+    assert skipped == {(256, True)}
+    (row,) = [r for r in rows if "error" in r]
+    assert row["impl"] == "keras" and "BENCH_FOLD_MAX" in row["error"]
+
+
+def test_results_table_has_a_line_per_shape(bench_rows, tmp_path):
+    _, ours = bench_rows
+    anchors = tmp_path / "anchors.json"
+    anchors.write_text("[]")
+    table = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "results_table.py"),
+                            str(anchors), str(ours)], check=True, capture_output=True, text=True,
+                           cwd=os.path.join(ROOT, "benchmarks")).stdout.splitlines()
+    assert len(table) == 2 + 8
+    assert table[0].count("|") == table[1].count("|") == table[2].count("|")
+    # D=16, T=256, causal: Keras skipped, the no-folding and XLA rows timed.
+    last = [c.strip() for c in table[-1].strip("|").split("|")]
+    assert last[:3] == ["16", "256", "yes"] and last[8] == "skipped"
+    assert last[9] != "-" and last[10] != "-"
