@@ -23,14 +23,15 @@
 #             batch 1, one warm-up and one timed step each (~2-3 min)
 #   xlacheck  one training step of the example model with XLA vs without (our layer and Keras'), at
 #             contexts 4096 and 16384, and the layouts XLA gave our custom calls (~2 min)
-#   bench     anchors_torch.py (~70 s), ours at all shapes (~35 s), then the comparisons at
-#             D=128,64,256 (BENCH_KERAS_D): with BENCH_IMPLS=keras,keras_nofold,keras_xla about
-#             8 min in all (estimated from the sixth round's rows). It overran 600 s twice: Keras'
-#             causal rows without XLA spent 36/64/134 s in Grappler's constant folding at
-#             T=512/1024/2048 (D=128), so causal "keras" rows stop at BENCH_FOLD_MAX mask
-#             elements (2^27) and keras_nofold covers every shape.
-#             BENCH_SPLIT=1 on nvidia-h200-x2 runs Keras' rows on the second GPU meanwhile;
-#             BENCH_D=64,256 / BENCH_D=128 splits it over two calls.
+#   bench     anchors_torch.py (~75 s), ours at all shapes (~35 s), then the comparisons
+#             (BENCH_IMPLS, default keras,keras_nofold,keras_xla) at D=128,64,256 (BENCH_KERAS_D,
+#             only head dims in BENCH_D): about 7-8 min in all, estimated from the sixth round's
+#             rows (D=256's XLA compilations never measured). It overran 600 s twice: Keras' causal
+#             rows without XLA spent 36/64/134 s in Grappler's constant folding at T=512/1024/2048
+#             (D=128), so causal "keras" rows run only up to BENCH_FOLD_MAX mask elements (2^26:
+#             D=256, T=512) and keras_nofold covers every shape. BENCH_SPLIT=1 on nvidia-h200-x2
+#             runs the comparisons on the second GPU meanwhile; BENCH_D=128 then BENCH_D=64,256
+#             splits it over two calls.
 set -uo pipefail
 what=${1:-all}
 export PYTHONUNBUFFERED=1
@@ -114,6 +115,7 @@ if has bench; then (
   # (their XLA compilations share the host's cores with our timing), and ours and the anchors
   # share the first, one after the other. Default: all on one GPU.
   keras_d=${BENCH_KERAS_D-128,64,256}
+  export BENCH_IMPLS=${BENCH_IMPLS-keras,keras_nofold,keras_xla}
   if [[ ${BENCH_SPLIT:-0} == 1 && $(nvidia-smi -L | wc -l) -ge 2 ]]; then
     CUDA_VISIBLE_DEVICES=1 BENCH_OURS=0 BENCH_KERAS_D=$keras_d timeout -k 10 560 \
       python3 benchmarks/gpu_attention.py $OUT/keras.json > $OUT/keras.log 2>&1 &

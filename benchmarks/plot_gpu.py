@@ -26,7 +26,7 @@ for col, D in enumerate(dims):
         ax = axes[row][col]
         series = {}
         for r in rows:
-            if r["D"] == D and key in r:
+            if r["D"] == D and r.get(key) is not None:
                 series.setdefault((r.get("impl", r.get("backend")), r["causal"]), {})[r.get("T", r.get("N"))] = r[key]
         for (name, causal), pts in sorted(series.items()):
             ts = sorted(pts)

@@ -19,7 +19,8 @@ def fmt(r):
         return "-"
     if "error" in r:
         return "skipped" if r["error"].startswith("skipped") else "error"
-    return f"{r['fwd_tflops']:.1f} / {r['bwd_tflops']:.1f}"
+    bwd = r.get("bwd_tflops")  # None: (forward+backward) - forward was not positive
+    return f"{r['fwd_tflops']:.1f} / " + (f"{bwd:.1f}" if bwd is not None else "-")
 
 
 def ratio(a, b):
