@@ -122,9 +122,10 @@ class FlashAttentionXlaOp : public XlaOpKernel {
     // Every operand and result is pinned to the row-major (descending) layout the kernels read
     // and write: a custom call without layout constraints lets XLA's layout assignment hand it
     // any layout its producers or users prefer (e.g. a dot's {3,1,2,0}), and the FFI buffer
-    // carries no layout, so the kernels would read a permuted buffer as row-major. (The likely
-    // cause of what the H200 showed: a model with the layers, compiled by XLA, trained to a
-    // different loss at context 16384 while the op alone was right.) With the constraints XLA
+    // carries no layout, so the kernels would read a permuted buffer as row-major. (On the H200,
+    // without the constraints, a model with the layers compiled by XLA trained to a different
+    // loss at context 16384 while the op alone was right, and tests/test_xla.py's transposed-
+    // operand and layer-under-XLA tests fail; with them both are right.) With the constraints XLA
     // inserts copies instead.
     auto shape = [](xla::PrimitiveType type, const TensorShape& ts) {
       return xla::ShapeUtil::MakeShapeWithDescendingLayout(type, ts.dim_sizes());
