@@ -384,6 +384,12 @@ BAD_CALLS = [
     (dict(seed=[1, 2, 3], dropout_rate=0.1), "`seed` must be a scalar or have shape [2]"),
     (dict(dtype=tf.int32), "must be float16, bfloat16, float32 or float64"),
     (dict(sliding_window="x"), "`sliding_window` must be"),
+    # int64 lengths past int32 saturate (before: wrapped modulo 2^32, 2^32 + 3 read as 3).
+    (dict(key_lengths=np.array([2**32 + 3, 3], np.int64)), "key_lengths[0] = 2147483647 is out of"),
+    (dict(query_lengths=np.array([1, -2**32 + 2], np.int64)), "query_lengths[1] = -2147483648 is"),
+    (dict(is_causal=True, causal_offset=1.7), "`causal_offset` must be a Python int"),
+    (dict(is_causal=True, causal_offset="2"), "`causal_offset` must be a Python int"),
+    (dict(is_causal=True, causal_offset=True), "`causal_offset` must be a Python int"),
 ]
 
 
@@ -397,6 +403,57 @@ def test_errors_name_the_argument(call, message):
     with pytest.raises((ValueError, tf.errors.InvalidArgumentError)) as e:
         fa.dot_product_attention(q, k, v, **call)
     assert message in str(e.value)
+
+
+def test_integer_like_arguments_accept_numpy_and_eager_scalars():
+    rng = np.random.default_rng(0)
+    q, k, v = (tf.constant(rng.standard_normal((2, 5, 2, 8)), tf.float32) for _ in range(3))
+    want = fa.dot_product_attention(q, k, v, is_causal=True, causal_offset=1, sliding_window=2)
+    for off, win in ((np.int64(1), np.int32(2)), (tf.constant(1), (np.int64(2), 2))):
+        got = fa.dot_product_attention(q, k, v, is_causal=True, causal_offset=off,
+                                       sliding_window=win)
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+def test_symbolic_causal_offset_names_the_argument():
+    q = tf.ones((1, 4, 1, 8))
+
+    @tf.function
+    def f(offset):
+        return fa.dot_product_attention(q, q, q, is_causal=True, causal_offset=offset)
+
+    with pytest.raises(ValueError, match="`causal_offset` must be a Python int.*key_lengths"):
+        f(tf.constant(2))
+
+
+@pytest.mark.parametrize("name", ["query", "key", "mask", "key_lengths"])
+def test_ragged_and_sparse_inputs_name_the_argument(name):
+    q = tf.ones((2, 3, 1, 8))
+    args = dict(query=q, key=q, value=q)
+    ragged = tf.RaggedTensor.from_row_lengths(tf.ones((5, 1, 8)), [2, 3])
+    if name in ("query", "key"):
+        args[name] = ragged
+    elif name == "mask":
+        args[name] = tf.sparse.from_dense(tf.ones((2, 1, 3, 3), tf.bool))
+    else:
+        args[name] = tf.RaggedTensor.from_row_lengths([3, 3], [1, 1])
+    with pytest.raises(TypeError, match=f"`{name}` must be a dense tensor"):
+        fa.dot_product_attention(**args)
+
+
+def test_second_order_gradient_raises_a_clear_error():
+    """First-order gradients only: differentiating the gradient must fail loudly, not give a
+    wrong or missing (None) result."""
+    rng = np.random.default_rng(0)
+    q, k, v = (tf.constant(rng.standard_normal((1, 4, 1, 8)), tf.float32) for _ in range(3))
+    with tf.GradientTape() as outer:
+        outer.watch(q)
+        with tf.GradientTape() as inner:
+            inner.watch(q)
+            loss = tf.reduce_sum(fa.dot_product_attention(q, k, v) ** 2)
+        penalty = tf.reduce_sum(inner.gradient(loss, q) ** 2)
+    with pytest.raises(NotImplementedError, match="first-order gradients only"):
+        outer.gradient(penalty, q)
 
 
 def test_positional_arguments_match_keras():

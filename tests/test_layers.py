@@ -689,3 +689,32 @@ def test_example_train_export_and_serve(tmp_path):
         server.wait(timeout=60)
     assert len(reply["completion"].encode()) == 12
     assert reply["completion"].startswith("br"), reply  # learned the sentence
+
+
+@pytest.mark.parametrize("kind", ["mha", "gqa"])
+@pytest.mark.parametrize("name,shape,message", [
+    ("value_mask", (B, S - 1), "`value_mask` must have shape [batch, value_len] = [2, 9]"),
+    ("key_mask", (B, S + 1), "`key_mask` must have shape [batch, key_len] = [2, 9]"),
+    ("query_mask", (B, T - 1), "`query_mask` must have shape [batch, query_len] = [2, 6]"),
+    ("attention_mask", (B, T, S - 1), "`attention_mask` must broadcast to [batch, query_len, "
+                                      "key_len] = [2, 6, 9]"),
+    ("attention_mask", (B + 1, T, S), "`attention_mask` must broadcast"),
+])
+def test_wrong_mask_shapes_name_the_layer_argument(kind, name, shape, message):
+    """The op would report its own argument (`key_mask` for a bad `value_mask`) and reshaped
+    shapes; the layers name what the caller passed."""
+    query, value, _ = _inputs()
+    layer = FlashMultiHeadAttention(**MHA_KWARGS) if kind == "mha" else \
+        FlashGroupQueryAttention(**GQA_KWARGS)
+    with pytest.raises(ValueError) as e:
+        layer(query, value, **{name: np.ones(shape, bool)})
+    assert message in str(e.value) and type(layer).__name__ in str(e.value)
+
+
+@pytest.mark.parametrize("shape", [(T, S), (B, T, S), (B, 1, S), (1, T, S), (B, 2, T, S)])
+def test_legal_attention_mask_shapes_pass_the_check(shape):
+    query, value, _ = _inputs()
+    ref, ours = _make_pair("mha", [query.shape, value.shape], **MHA_KWARGS)
+    mask = _rng(3).random(shape) > 0.3
+    np.testing.assert_allclose(ours(query, value, attention_mask=mask),
+                               ref(query, value, attention_mask=mask), atol=ATOL)

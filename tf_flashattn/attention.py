@@ -63,15 +63,30 @@ def _window(sliding_window):
     bad = ValueError("`sliding_window` must be None, an int w >= 0 (keys within w positions of "
                      f"the diagonal), or a pair (left, right) of such ints or None; got "
                      f"{sliding_window!r}.")
-    pair = (sliding_window, sliding_window) if isinstance(sliding_window, int) else sliding_window
+    integral = (int, np.integer)
+    pair = ((sliding_window, sliding_window) if isinstance(sliding_window, integral)
+            else sliding_window)
     try:
         left, right = pair
     except (TypeError, ValueError):
         raise bad from None
     for w in (left, right):
-        if w is not None and (isinstance(w, bool) or not isinstance(w, int) or w < 0):
+        if w is not None and (isinstance(w, (bool, np.bool_)) or not isinstance(w, integral)
+                              or w < 0):
             raise bad
-    return (-1 if left is None else left), (-1 if right is None else right)
+    return (-1 if left is None else int(left)), (-1 if right is None else int(right))
+
+
+def _offset(x):
+    """causal_offset as a Python int (it becomes an attribute of the op)."""
+    if isinstance(x, tf.Tensor) and x.shape.rank == 0 and x.dtype.is_integer and hasattr(x, "numpy"):
+        x = x.numpy()  # an eager scalar: its value is known now
+    if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, np.integer)):
+        raise ValueError(
+            f"`causal_offset` must be a Python int (it becomes an attribute of the op, fixed when "
+            f"a tf.function is traced); got {x!r}. For an offset known only at run time, express "
+            f"it with `key_lengths` / `query_lengths` or a dense `mask` instead.")
+    return int(x)
 
 
 def _number(x, name):
@@ -84,11 +99,26 @@ def _number(x, name):
 
 
 def _lengths(x, name):
-    t = tf.convert_to_tensor(x)
+    t = tf.convert_to_tensor(_dense(x, name))
     if not t.dtype.is_integer:
         raise ValueError(f"`{name}` must be an integer tensor of shape [batch]; got dtype "
                          f"{t.dtype.name}.")
+    if t.dtype.size > 4 or t.dtype.is_unsigned:
+        # Saturate instead of wrapping modulo 2^32: a length past int32 stays out of range and is
+        # reported by the op (under XLA: clamped to [0, T], as every out-of-range length).
+        t = tf.minimum(t, tf.cast(2**31 - 1, t.dtype))
+        if not t.dtype.is_unsigned:
+            t = tf.maximum(t, tf.cast(-2**31, t.dtype))
     return tf.cast(t, tf.int32)
+
+
+def _dense(x, name):
+    """x, unless it is a ragged or sparse tensor: those are refused by name."""
+    if isinstance(x, (tf.RaggedTensor, tf.SparseTensor)):
+        raise TypeError(f"`{name}` must be a dense tensor; got a {type(x).__name__} (pad it, e.g. "
+                        f"with .to_tensor(), and pass the lengths as `query_lengths` / "
+                        f"`key_lengths`).")
+    return x
 
 
 def _check_same(a, b, dim, name, what, other):
@@ -121,7 +151,7 @@ def dot_product_attention(query, key, value, bias=None, mask=None, scale=None, i
       bias: optional additive logit bias broadcastable to `[B, H, Tq, Tk]` (its gradient is
         returned; the backward then holds one float32 [B, H, Tq, Tk] tensor).
       mask: optional boolean mask broadcastable to `[B, H, Tq, Tk]`, True = attend (as Keras).
-      scale: softmax scale; default 1/sqrt(D).
+      scale: softmax scale, a Python number; default 1/sqrt(D) (then D must be static).
       is_causal: query i sees keys j <= i + causal_offset (Keras' convention with offset 0).
       flash_attention: accepted for compatibility with Keras' signature (None, True or False);
         the computation is always the fused one.
@@ -135,21 +165,23 @@ def dot_product_attention(query, key, value, bias=None, mask=None, scale=None, i
       query_lengths, key_lengths: optional int32 `[B]`: rows/keys at or past the length are padding.
       query_mask, key_mask: optional boolean `[B, Tq]` / `[B, Tk]` padding masks, True = valid.
         Lengths and these masks are O(N) inputs: nothing of size Tq x Tk is built.
-      causal_offset: diagonal offset of the causal mask and window; `Tk - Tq` gives the KV-cache
-        (bottom-right) convention.
+      causal_offset: diagonal offset of the causal mask and window (a Python int); `Tk - Tq` gives
+        the KV-cache (bottom-right) convention.
       return_lse: also return the log-sum-exp of the logits per row, float32 `[B, H, Tq]`.
 
     A row that sees no key at all (fully masked) gives output 0 and zero gradients, never NaN.
     This differs on purpose from Keras, which gives such a row the uniform average of the values.
+    First-order gradients only: differentiating the gradient (gradient penalties, Hessian-vector
+    products, forward-mode autodiff) raises NotImplementedError.
 
     Returns:
       The output `[B, Tq, H, Dv]`, and the log-sum-exp if `return_lse`.
     """
     lib = _ops.load()
     with tf.name_scope(name or "flash_attention"):
-        query = tf.convert_to_tensor(query)
-        key = tf.convert_to_tensor(key)
-        value = tf.convert_to_tensor(value)
+        query = tf.convert_to_tensor(_dense(query, "query"))
+        key = tf.convert_to_tensor(_dense(key, "key"))
+        value = tf.convert_to_tensor(_dense(value, "value"))
         dtype = tf.as_dtype(_result_dtype(query.dtype, key.dtype, value.dtype))
         if dtype not in _FLOAT_DTYPES:
             raise ValueError(f"`query`, `key` and `value` must be float16, bfloat16, float32 or "
@@ -184,13 +216,15 @@ def dot_product_attention(query, key, value, bias=None, mask=None, scale=None, i
         if mask is None:
             mask_t = _absent(tf.bool)
         else:
-            mask_t = _to_rank4(tf.cast(tf.convert_to_tensor(mask), tf.bool), "mask", full)
+            mask_t = _to_rank4(tf.cast(tf.convert_to_tensor(_dense(mask, "mask")), tf.bool),
+                               "mask", full)
         bias_t = _absent(dtype) if bias is None else _to_rank4(
-            tf.cast(tf.convert_to_tensor(bias), dtype), "bias", full)
+            tf.cast(tf.convert_to_tensor(_dense(bias, "bias")), dtype), "bias", full)
         ql = _absent(tf.int32) if query_lengths is None else _lengths(query_lengths, "query_lengths")
         kl = _absent(tf.int32) if key_lengths is None else _lengths(key_lengths, "key_lengths")
-        qv = _absent(tf.bool) if query_mask is None else tf.cast(query_mask, tf.bool)
-        kv = _absent(tf.bool) if key_mask is None else tf.cast(key_mask, tf.bool)
+        qv = _absent(tf.bool) if query_mask is None else tf.cast(
+            _dense(query_mask, "query_mask"), tf.bool)
+        kv = _absent(tf.bool) if key_mask is None else tf.cast(_dense(key_mask, "key_mask"), tf.bool)
         given = {"query_lengths": query_lengths, "key_lengths": key_lengths,
                  "query_mask": query_mask, "key_mask": key_mask}
         for t, nm, want in ((ql, "query_lengths", [full[0]]), (kl, "key_lengths", [full[0]]),
@@ -218,12 +252,22 @@ def dot_product_attention(query, key, value, bias=None, mask=None, scale=None, i
                 raise ValueError(f"`attn_logits_soft_cap` must be a positive number or None; got "
                                  f"{attn_logits_soft_cap!r}.")
         left, right = _window(sliding_window)
+        causal_offset = _offset(causal_offset)
         out, lse = lib.flash_attn_flash_attention(
             query, key, value, mask_t, bias_t, ql, kl, qv, kv, seed_t,
             scale=scale, softcap=cap, causal=bool(is_causal),
-            causal_offset=int(causal_offset), window_left=left, window_right=right,
+            causal_offset=causal_offset, window_left=left, window_right=right,
             dropout_rate=dropout_rate)
         return (out, lse) if return_lse else out
+
+
+@tf.RegisterGradient("FlashAttn>FlashAttentionGrad")
+def _flash_attention_grad_grad(op, *grads):
+    raise NotImplementedError(
+        "tf_flashattn.dot_product_attention has first-order gradients only: differentiating its "
+        "gradient (a gradient penalty, a Hessian-vector product, or forward-mode autodiff such as "
+        "tf.autodiff.ForwardAccumulator, which TensorFlow builds from double backprop) is not "
+        "implemented. Use keras.ops.dot_product_attention for that computation.")
 
 
 def _result_dtype(*dtypes):

@@ -67,6 +67,42 @@ def _dense_mask_4d(attention_mask):
     return mask
 
 
+def _check_call_masks(layer, query, value, key, query_mask, value_mask, key_mask,
+                      attention_mask):
+    """Static shape checks of a call's masks, named as the caller named them (the op would
+    report its own argument names and the reshaped shapes)."""
+    def dims(x):
+        shape = getattr(x, "shape", None)
+        return None if shape is None else tf.TensorShape(shape)
+
+    q, v, k = dims(query), dims(value), dims(key)
+    if q is None or v is None or k is None or None in (q.rank, v.rank, k.rank):
+        return
+    batch, t_len, s_len = q[0], q[1], k[1]
+    for mask, name, want, what in (
+            (query_mask, "query_mask", [batch, t_len], "query_len"),
+            (value_mask, "value_mask", [v[0], v[1]], "value_len"),
+            (key_mask, "key_mask", [k[0], s_len], "key_len")):
+        m = dims(mask)
+        if m is None or m.rank is None:
+            continue
+        if m.rank != 2 or any(a is not None and b is not None and a != b for a, b in zip(m, want)):
+            want_s = ", ".join("?" if w is None else str(w) for w in want)
+            raise ValueError(f"{layer}: `{name}` must have shape [batch, {what}] = [{want_s}]; "
+                             f"got {tuple(m)}.")
+    m = dims(attention_mask)
+    if m is None or m.rank is None:
+        return
+    want = [(-1, s_len, "key_len"), (-2, t_len, "query_len")] + (
+        [(0, batch, "batch")] if m.rank >= 3 else [])
+    bad = m.rank < 2 or m.rank > 4 or any(
+        m[d] is not None and n is not None and m[d] not in (1, n) for d, n, _ in want)
+    if bad:
+        raise ValueError(f"{layer}: `attention_mask` must broadcast to [batch, query_len, key_len] "
+                         f"= [{batch}, {t_len}, {s_len}] (or have shape [batch, num_heads, "
+                         f"query_len, key_len]); got {tuple(m)}.")
+
+
 def _and_masks(*masks):
     """Logical AND of the given [B, S] masks (None entries skipped)."""
     result = None
@@ -276,9 +312,11 @@ class _FlashLayer:
                 training=training,
                 use_causal_mask=use_causal_mask,
             )
-        return self._fused_call(query, value, value if key is None else key, query_mask,
-                                value_mask, key_mask, attention_mask, training,
-                                use_causal_mask)
+        key = value if key is None else key
+        _check_call_masks(name, query, value, key, query_mask, value_mask, key_mask,
+                          attention_mask)
+        return self._fused_call(query, value, key, query_mask, value_mask, key_mask,
+                                attention_mask, training, use_causal_mask)
 
 
 _SCORES_REASON = "return_attention_scores=True materializes the [B, H, T, S] scores"
