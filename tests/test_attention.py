@@ -390,6 +390,9 @@ BAD_CALLS = [
     (dict(is_causal=True, causal_offset=1.7), "`causal_offset` must be a Python int"),
     (dict(is_causal=True, causal_offset="2"), "`causal_offset` must be a Python int"),
     (dict(is_causal=True, causal_offset=True), "`causal_offset` must be a Python int"),
+    (dict(is_causal=True, causal_offset=np.array([1])), "`causal_offset` must be a Python int"),
+    (dict(sliding_window=(True, 2)), "`sliding_window` must be"),
+    (dict(sliding_window=np.float32(2)), "`sliding_window` must be"),
 ]
 
 
@@ -409,7 +412,8 @@ def test_integer_like_arguments_accept_numpy_and_eager_scalars():
     rng = np.random.default_rng(0)
     q, k, v = (tf.constant(rng.standard_normal((2, 5, 2, 8)), tf.float32) for _ in range(3))
     want = fa.dot_product_attention(q, k, v, is_causal=True, causal_offset=1, sliding_window=2)
-    for off, win in ((np.int64(1), np.int32(2)), (tf.constant(1), (np.int64(2), 2))):
+    for off, win in ((np.int64(1), np.int32(2)), (tf.constant(1), (np.int64(2), 2)),
+                     (np.array(1), tf.constant(2))):
         got = fa.dot_product_attention(q, k, v, is_causal=True, causal_offset=off,
                                        sliding_window=win)
         np.testing.assert_array_equal(got.numpy(), want.numpy())

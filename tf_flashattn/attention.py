@@ -63,30 +63,39 @@ def _window(sliding_window):
     bad = ValueError("`sliding_window` must be None, an int w >= 0 (keys within w positions of "
                      f"the diagonal), or a pair (left, right) of such ints or None; got "
                      f"{sliding_window!r}.")
-    integral = (int, np.integer)
-    pair = ((sliding_window, sliding_window) if isinstance(sliding_window, integral)
-            else sliding_window)
+    sliding_window = _int_like(sliding_window)
+    pair = (sliding_window, sliding_window) if isinstance(sliding_window, int) else sliding_window
     try:
-        left, right = pair
+        left, right = (_int_like(w) for w in pair)
     except (TypeError, ValueError):
         raise bad from None
     for w in (left, right):
-        if w is not None and (isinstance(w, (bool, np.bool_)) or not isinstance(w, integral)
-                              or w < 0):
+        if w is not None and (isinstance(w, bool) or not isinstance(w, int) or w < 0):
             raise bad
-    return (-1 if left is None else int(left)), (-1 if right is None else int(right))
+    return (-1 if left is None else left), (-1 if right is None else right)
+
+
+def _int_like(x):
+    """x as a Python int if it is an integer scalar whose value is known now (a Python or numpy
+    integer, a 0-d integer array, an eager integer scalar tensor); otherwise x unchanged."""
+    if isinstance(x, tf.Tensor) and x.shape.rank == 0 and x.dtype.is_integer and hasattr(x, "numpy"):
+        x = x.numpy()
+    if isinstance(x, np.ndarray) and x.shape == () and np.issubdtype(x.dtype, np.integer):
+        x = x.item()
+    if isinstance(x, np.integer):
+        x = int(x)
+    return x
 
 
 def _offset(x):
     """causal_offset as a Python int (it becomes an attribute of the op)."""
-    if isinstance(x, tf.Tensor) and x.shape.rank == 0 and x.dtype.is_integer and hasattr(x, "numpy"):
-        x = x.numpy()  # an eager scalar: its value is known now
-    if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, np.integer)):
+    x = _int_like(x)
+    if isinstance(x, bool) or not isinstance(x, int):
         raise ValueError(
             f"`causal_offset` must be a Python int (it becomes an attribute of the op, fixed when "
             f"a tf.function is traced); got {x!r}. For an offset known only at run time, express "
             f"it with `key_lengths` / `query_lengths` or a dense `mask` instead.")
-    return int(x)
+    return x
 
 
 def _number(x, name):
