@@ -9,7 +9,11 @@ graph uses) and answers over plain HTTP on localhost:
     curl -X POST localhost:8000/complete \\
          -d '{"prompt": "class ", "max_tokens": 200, "temperature": 0.7, "seed": 1}'
 
-Replies are JSON: {"prompt": ..., "completion": ..., "seconds": ...}.
+Replies are JSON: {"prompt": ..., "completion": ..., "seconds": ...}. Fields:
+`prompt` a string (default "": the completion starts a new line), `max_tokens`
+an integer in [0, 2000] (default 200), `temperature` in [0, 100] (default 0.8;
+0 = greedy), `seed` an integer (default 0). Anything else gets a 400 naming
+the field.
 `--prompt TEXT` prints one completion and exits instead of serving.
 """
 
@@ -30,6 +34,29 @@ import tensorflow as tf
 import tf_flashattn  # noqa: F401
 
 MAX_TOKENS = 2000
+MAX_BODY = 1 << 20  # bytes of a POST body
+
+
+def _number(params, name, default, kind, low, high):
+    """params[name] (JSON number or query-string text) as `kind` within [low, high], or a
+    ValueError naming the field."""
+    value = params.get(name, default)
+    try:
+        if isinstance(value, bool):
+            raise ValueError
+        if kind is int:
+            if isinstance(value, float):
+                if not value.is_integer():  # also inf and NaN
+                    raise ValueError
+            value = int(value)
+        else:
+            value = float(value)
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"`{name}` must be {'an integer' if kind is int else 'a number'}; got "
+                         f"{params.get(name)!r}") from None
+    if not low <= value <= high:  # NaN fails too
+        raise ValueError(f"`{name}` must be in [{low}, {high}]; got {value!r}")
+    return value
 
 
 class Completer:
@@ -40,8 +67,7 @@ class Completer:
         self._lock = threading.Lock()
 
     def complete(self, prompt, max_tokens=200, temperature=0.8, seed=0):
-        prompt_bytes = prompt.encode("utf-8") or b"\n"
-        max_tokens = max(0, min(int(max_tokens), MAX_TOKENS))
+        prompt_bytes = prompt.encode("utf-8") or b"\n"  # an empty prompt starts a new line
         with self._lock:
             out = self._model.generate(
                 tf.constant(list(prompt_bytes), tf.int32),
@@ -54,6 +80,7 @@ class Completer:
 
 def make_handler(completer):
     class Handler(BaseHTTPRequestHandler):
+        timeout = 10  # seconds without data before a request's socket read gives up
         def _reply(self, status, payload):
             body = json.dumps(payload).encode("utf-8")
             self.send_response(status)
@@ -64,15 +91,15 @@ def make_handler(completer):
 
         def _complete(self, params):
             try:
-                prompt = str(params.get("prompt", ""))
+                prompt = params.get("prompt", "")
+                if not isinstance(prompt, str):
+                    raise ValueError(f"`prompt` must be a string; got {prompt!r}")
+                max_tokens = _number(params, "max_tokens", 200, int, 0, MAX_TOKENS)
+                temperature = _number(params, "temperature", 0.8, float, 0.0, 100.0)
+                seed = _number(params, "seed", 0, int, -(2**63), 2**63 - 1)
                 start = time.time()
-                completion = completer.complete(
-                    prompt,
-                    max_tokens=params.get("max_tokens", 200),
-                    temperature=params.get("temperature", 0.8),
-                    seed=params.get("seed", 0),
-                )
-            except (TypeError, ValueError) as e:
+                completion = completer.complete(prompt, max_tokens, temperature, seed)
+            except ValueError as e:
                 self._reply(400, {"error": str(e)})
                 return
             self._reply(
@@ -87,7 +114,11 @@ def make_handler(completer):
         def do_GET(self):
             url = urlparse(self.path)
             if url.path == "/complete":
-                query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+                try:
+                    query = {k: v[-1] for k, v in parse_qs(url.query, errors="strict").items()}
+                except UnicodeDecodeError as e:
+                    self._reply(400, {"error": f"query string is not UTF-8: {e}"})
+                    return
                 self._complete(query)
             elif url.path == "/":
                 self._reply(
@@ -104,11 +135,23 @@ def make_handler(completer):
             if urlparse(self.path).path != "/complete":
                 self._reply(404, {"error": f"no such path {self.path!r}"})
                 return
-            length = int(self.headers.get("Content-Length", 0))
+            if self.headers.get("Transfer-Encoding"):
+                self._reply(400, {"error": "send the body with a Content-Length, not chunked"})
+                return
             try:
-                params = json.loads(self.rfile.read(length) or b"{}")
-            except json.JSONDecodeError as e:
-                self._reply(400, {"error": f"body is not JSON: {e}"})
+                length = int(self.headers.get("Content-Length", 0))
+                if not 0 <= length <= MAX_BODY:
+                    raise ValueError
+            except ValueError:
+                self._reply(400, {"error": f"Content-Length must be an integer in [0, {MAX_BODY}]"})
+                return
+            try:
+                params = json.loads(self.rfile.read(length).decode("utf-8") or "{}")
+            except (UnicodeDecodeError, ValueError) as e:  # JSONDecodeError is a ValueError
+                self._reply(400, {"error": f"body is not UTF-8 JSON: {e}"})
+                return
+            except TimeoutError:
+                self._reply(400, {"error": "body shorter than its Content-Length"})
                 return
             if not isinstance(params, dict):
                 self._reply(400, {"error": "body must be a JSON object"})

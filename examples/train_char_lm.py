@@ -82,20 +82,23 @@ def load_corpus(args):
     chunks, total = [], 0
     for path in files:
         with open(path, "rb") as f:
-            chunks.append(f.read())
+            chunks.append(f.read(args.max_bytes - total))
         total += len(chunks[-1])
         if total >= args.max_bytes:
             break
-    if len(chunks) == 1:  # one file: hold out its tail
-        data = chunks[0]
-        cut = int(len(data) * 0.95)
-        train, val = data[:cut], data[cut:]
-    else:
-        val_chunks, val_size = [], 0
-        while chunks and val_size < 0.05 * total:
-            val_chunks.append(chunks.pop())
-            val_size += len(val_chunks[-1])
-        train, val = b"\n".join(chunks), b"\n".join(val_chunks)
+    # Hold out about 5 %: whole files from the end of the shuffled list while they fit in 5 % of
+    # the text, then the tail of the next one (a single large file cannot swallow the split).
+    budget = total * 0.05
+    val_chunks = []
+    while len(chunks) > 1 and len(chunks[-1]) <= budget:
+        budget -= len(chunks[-1])
+        val_chunks.append(chunks.pop())
+    if budget >= 1:
+        last = chunks.pop()
+        cut = len(last) - int(budget)
+        chunks.append(last[:cut])
+        val_chunks.append(last[cut:])
+    train, val = b"\n".join(chunks), b"\n".join(val_chunks)
     need = args.seq_len + 2
     if len(train) < need or len(val) < need:
         raise SystemExit(
@@ -283,23 +286,30 @@ def export(model, generate, path):
 # ---------------------------------------------------------------------------
 
 
+def _positive(text):
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer; got {value}")
+    return value
+
+
 def parse_args(argv=None):
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("--data", help="text file or folder (default: the Python standard library)")
     p.add_argument("--pattern", default="*", help="file-name pattern inside a --data folder")
-    p.add_argument("--max-bytes", type=int, default=16_000_000, help="read at most this much text")
-    p.add_argument("--seq-len", type=int, default=256, help="context length (bytes)")
+    p.add_argument("--max-bytes", type=_positive, default=16_000_000, help="read at most this much text")
+    p.add_argument("--seq-len", type=_positive, default=256, help="context length (bytes)")
     p.add_argument("--dim", type=int, default=128)
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--layers", type=int, default=2)
     p.add_argument(
         "--dropout", type=float, default=0.0, help="attention and residual dropout (0.1: long runs)"
     )
-    p.add_argument("--batch-size", type=int, default=16)
-    p.add_argument("--steps", type=int, default=800, help="training steps in all")
-    p.add_argument("--epochs", type=int, default=2, help="--steps split into this many epochs")
+    p.add_argument("--batch-size", type=_positive, default=16)
+    p.add_argument("--steps", type=_positive, default=800, help="training steps in all")
+    p.add_argument("--epochs", type=_positive, default=2, help="--steps split into this many epochs")
     p.add_argument("--val-steps", type=int, default=20)
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument(

@@ -684,6 +684,31 @@ def test_example_train_export_and_serve(tmp_path):
         body = {"prompt": "the quick ", "max_tokens": 12, "temperature": 0}
         request = urllib.request.Request(url, data=json.dumps(body).encode())
         reply = json.loads(urllib.request.urlopen(request, timeout=120).read())
+        # Bad requests get a 400 naming the problem (before: some crashed the handler, some hung,
+        # some were answered from the wrong prompt).
+        import http.client
+        from urllib.parse import urlparse
+
+        where = urlparse(url)
+        bad = [(b'{"prompt": "\xff\xfe"}', {}, "UTF-8"),
+               (b'{"prompt": "x", "max_tokens": 1e400}', {}, "`max_tokens`"),
+               (b'{"prompt": "x", "max_tokens": -1}', {}, "`max_tokens` must be in"),
+               (b'{"prompt": null}', {}, "`prompt` must be a string"),
+               (b'{"temperature": NaN}', {}, "`temperature`"),
+               (b"{}", {"Content-Length": "abc"}, "Content-Length"),
+               (b"{}", {"Content-Length": "-5"}, "Content-Length")]
+        for data, headers, message in bad:
+            conn = http.client.HTTPConnection(where.hostname, where.port, timeout=60)
+            conn.putrequest("POST", where.path)
+            conn.putheader("Content-Length", headers.get("Content-Length", str(len(data))))
+            conn.endheaders(data)
+            answer = conn.getresponse()
+            text = answer.read().decode()
+            conn.close()
+            assert answer.status == 400 and message in text, (data, answer.status, text)
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(url + "?prompt=%ff%fe", timeout=60)
+        assert e.value.code == 400
     finally:
         server.terminate()
         server.wait(timeout=60)
@@ -718,3 +743,23 @@ def test_legal_attention_mask_shapes_pass_the_check(shape):
     mask = _rng(3).random(shape) > 0.3
     np.testing.assert_allclose(ours(query, value, attention_mask=mask),
                                ref(query, value, attention_mask=mask), atol=ATOL)
+
+
+def test_example_holds_out_about_five_percent(tmp_path):
+    """A folder with one large and one small file: the validation split is about 5 % of the
+    text whichever file the shuffle puts last (before: the whole large file could be held out)."""
+    sys.path.insert(0, os.path.join(_REPO, "examples"))
+    try:
+        import train_char_lm
+    finally:
+        sys.path.pop(0)
+    (tmp_path / "big.txt").write_text("abcdefghij" * 1000)
+    (tmp_path / "small.txt").write_text("klmnopqrst" * 40)
+    for seed in range(4):
+        args = train_char_lm.parse_args(["--data", str(tmp_path), "--seq-len", "64",
+                                         "--seed", str(seed)])
+        train, val = train_char_lm.load_corpus(args)
+        assert 0.04 < len(val) / (len(train) + len(val)) < 0.06, (seed, len(train), len(val))
+    for flag in ("--steps", "--epochs", "--seq-len", "--batch-size"):  # 0 trained forever
+        with pytest.raises(SystemExit):
+            train_char_lm.parse_args([flag, "0"])
