@@ -130,6 +130,17 @@ def _dense(x, name):
     return x
 
 
+def shape_fits(shape, want):
+    """Whether a static shape (rank known) can be `want`; None on either side is unknown."""
+    return shape.rank == len(want) and all(
+        a is None or b is None or a == b for a, b in zip(shape, want))
+
+
+def dims_text(dims):
+    """[2, ?, 9] for [2, None, 9]."""
+    return "[" + ", ".join("?" if d is None else str(d) for d in dims) + "]"
+
+
 def _check_same(a, b, dim, name, what, other):
     if a.shape.rank is None or b.shape.rank is None:
         return
@@ -241,11 +252,10 @@ def dot_product_attention(query, key, value, bias=None, mask=None, scale=None, i
                             (kv, "key_mask", [full[0], full[3]])):
             if given[nm] is None or t.shape.rank is None:
                 continue
-            if t.shape.rank != len(want) or any(
-                    a is not None and b is not None and a != b for a, b in zip(t.shape, want)):
+            if not shape_fits(t.shape, want):
                 shape = "[batch]" if len(want) == 1 else "[batch, length]"
-                want_s = ", ".join("?" if w is None else str(w) for w in want)
-                raise ValueError(f"`{nm}` must have shape {shape} = [{want_s}]; got {t.shape}.")
+                raise ValueError(f"`{nm}` must have shape {shape} = {dims_text(want)}; got "
+                                 f"{t.shape}.")
 
         dropout_rate = _number(dropout_rate, "dropout_rate")
         if not 0.0 <= dropout_rate < 1.0:

@@ -42,7 +42,9 @@ import keras
 import tensorflow as tf
 from keras.src import backend as keras_backend
 
+from tf_flashattn.attention import dims_text
 from tf_flashattn.attention import dot_product_attention
+from tf_flashattn.attention import shape_fits
 
 # Largest head dim the op takes; larger ones take Keras' path.
 MAX_HEAD_DIM = 256
@@ -86,10 +88,9 @@ def _check_call_masks(layer, query, value, key, query_mask, value_mask, key_mask
         m = dims(mask)
         if m is None or m.rank is None:
             continue
-        if m.rank != 2 or any(a is not None and b is not None and a != b for a, b in zip(m, want)):
-            want_s = ", ".join("?" if w is None else str(w) for w in want)
-            raise ValueError(f"{layer}: `{name}` must have shape [batch, {what}] = [{want_s}]; "
-                             f"got {tuple(m)}.")
+        if not shape_fits(m, want):
+            raise ValueError(f"{layer}: `{name}` must have shape [batch, {what}] = "
+                             f"{dims_text(want)}; got {tuple(m)}.")
     m = dims(attention_mask)
     if m is None or m.rank is None:
         return
