@@ -143,9 +143,14 @@ BENCH_IMPLS = [x for x in os.environ.get("BENCH_IMPLS", ",".join(IMPLS)).split("
 assert set(BENCH_IMPLS) <= set(IMPLS), f"BENCH_IMPLS: unknown {set(BENCH_IMPLS) - set(IMPLS)}"
 
 
+def _batch_heads(D, T):
+    """B and H of the benchmark shape at head dim D and length T (B*T tokens, H*D hidden)."""
+    return max(1, TOKENS // T), DIM // D
+
+
 def _inputs(D, T):
     """The shape's B and H and INNER random queries with one K and V (bf16, on the GPU)."""
-    H, B = DIM // D, max(1, TOKENS // T)
+    B, H = _batch_heads(D, T)
     with tf.device("/GPU:0"):
         qs = [tf.random.normal([B, T, H, D], dtype=tf.bfloat16) for _ in range(INNER)]
         k, v = (tf.random.normal([B, T, H, D], dtype=tf.bfloat16) for _ in range(2))
@@ -199,7 +204,7 @@ def main():
     for D in KERAS_D:
         for T in SIZES:
             for causal in (False, True):
-                H, B = DIM // D, max(1, TOKENS // T)
+                B, H = _batch_heads(D, T)
                 for name in BENCH_IMPLS:
                     attention, jit = IMPLS[name]
                     skip = None

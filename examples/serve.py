@@ -81,6 +81,7 @@ class Completer:
 def make_handler(completer):
     class Handler(BaseHTTPRequestHandler):
         timeout = 10  # seconds without data before a request's socket read gives up
+
         def _reply(self, status, payload):
             body = json.dumps(payload).encode("utf-8")
             self.send_response(status)
