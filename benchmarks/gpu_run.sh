@@ -56,9 +56,11 @@ if has profile; then
   SECTIONS="--section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
     --section WarpStateStats --section SchedulerStats --section InstructionStats --section Occupancy \
     --section LaunchStats --metrics regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio"
-  # PROFILE_DIR fwd|bwd (default bwd), PROFILE_D (default 128), PROFILE_T (default 4096); ours with
+  # PROFILE_DIR fwd|bwd (default bwd), PROFILE_D (default 128), PROFILE_T (default 4096), PROFILE_B
+  # (default 16384 / PROFILE_T, as in the benchmark); ours with
   # that direction's variant (FA_FWD_CFG or FA_BWD_CFG) = PROFILE_CFG.
   dir=${PROFILE_DIR:-bwd}; pd=${PROFILE_D:-128}; pt=${PROFILE_T:-4096}
+  export PROFILE_B=${PROFILE_B:-$(( 16384 / pt > 0 ? 16384 / pt : 1 ))}  # the benchmark's 16k tokens
   fa2=$([[ $dir == bwd ]] && echo flash_bwd_dq_dk_dv || echo flash_fwd_kernel)
   env "FA_${dir^^}_CFG=${PROFILE_CFG:-0}" ncu --clock-control none \
     --kernel-name regex:flash_${dir}_kernel --launch-count 1 $SECTIONS \

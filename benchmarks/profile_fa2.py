@@ -1,6 +1,7 @@
 """One forward and one backward of PyTorch's FlashAttention-2 SDPA backend (the anchor), for ncu
-next to benchmarks/profile_one.py on the same shape (B = 1, H = 2048 / D, bf16).
+next to benchmarks/profile_one.py on the same shape (B from $PROFILE_B, default 1; H = 2048 / D; bf16).
   python3 benchmarks/profile_fa2.py [T] [D] [causal]"""
+import os
 import sys
 
 import torch
@@ -9,7 +10,8 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 T = int(sys.argv[1]) if len(sys.argv) > 1 else 4096
 D = int(sys.argv[2]) if len(sys.argv) > 2 else 128
 causal = bool(int(sys.argv[3])) if len(sys.argv) > 3 else False
-q, k, v = (torch.randn(1, 2048 // D, T, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+B = int(os.environ.get("PROFILE_B", "1"))
+q, k, v = (torch.randn(B, 2048 // D, T, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
            for _ in range(3))
 with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
     o = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)

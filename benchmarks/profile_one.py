@@ -1,6 +1,7 @@
 """One forward and one backward launch of our kernels (for ncu / compute-sanitizer on the GPU machine).
   python3 benchmarks/profile_one.py [T] [D] [causal] [dtype] [extra features: bias,mask,dropout,det,gqa,tf32]
-The flash_harness module comes from $HARNESS_DIR (default .harness_build: bash benchmarks/build_harness.sh)."""
+The flash_harness module comes from $HARNESS_DIR (default .harness_build: bash benchmarks/build_harness.sh).
+Batch from $PROFILE_B (default 1; the benchmark shapes have B = 16384 / T)."""
 import sys, os, torch
 sys.path.insert(0, os.path.dirname(__file__))
 from kernel_harness_check import Harness, make_inputs, run_ours, DEV
@@ -10,7 +11,7 @@ D = int(sys.argv[2]) if len(sys.argv) > 2 else 128
 causal = bool(int(sys.argv[3])) if len(sys.argv) > 3 else False
 dt = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[sys.argv[4] if len(sys.argv) > 4 else "bf16"]
 feats = sys.argv[5].split(",") if len(sys.argv) > 5 else []
-c = dict(B=1, Tq=T, Tk=T, H=2048 // D, D=D, causal=causal)
+c = dict(B=int(os.environ.get("PROFILE_B", "1")), Tq=T, Tk=T, H=2048 // D, D=D, causal=causal)
 if "bias" in feats: c["bias"] = (1, 1)
 if "mask" in feats: c["mask"] = (1, 0)
 if "dropout" in feats: c["dropout"] = 0.1
