@@ -64,12 +64,12 @@ if has profile; then
   fa2=$([[ $dir == bwd ]] && echo flash_bwd_dq_dk_dv || echo flash_fwd_kernel)
   env "FA_${dir^^}_CFG=${PROFILE_CFG:-0}" ncu --clock-control none \
     --kernel-name regex:flash_${dir}_kernel --launch-count 1 $SECTIONS \
-    python3 benchmarks/profile_one.py $pt $pd 0 bf16 > $OUT/ncu_ours_$dir.txt 2>&1
+    python3 benchmarks/profile_one.py $pt $pd 0 bf16 > $OUT/ncu_ours_${dir}_D${pd}_T${pt}.txt 2>&1
   ncu --clock-control none --kernel-name regex:$fa2 --launch-count 1 $SECTIONS \
-    python3 benchmarks/profile_fa2.py $pt $pd 0 > $OUT/ncu_fa2_$dir.txt 2>&1
+    python3 benchmarks/profile_fa2.py $pt $pd 0 > $OUT/ncu_fa2_${dir}_D${pd}_T${pt}.txt 2>&1
   for f in ours fa2; do echo "== $f $dir D=$pd T=$pt"
-    grep -E "Duration|Executed Ipc Active|Issue Slots Busy|Executed Instructions  |Registers Per|L2 Cache Throughput|Mem Busy" $OUT/ncu_${f}_$dir.txt | head -24
-    grep -E "issue_stalled" $OUT/ncu_${f}_$dir.txt | awk '$NF > 0.1' | sed 's/smsp__average_warps_issue_stalled_//; s/_per_issue_active.ratio//'; done
+    grep -E "Duration|Executed Ipc Active|Issue Slots Busy|Executed Instructions  |Registers Per|L2 Cache Throughput|Mem Busy" $OUT/ncu_${f}_${dir}_D${pd}_T${pt}.txt | head -24
+    grep -E "issue_stalled" $OUT/ncu_${f}_${dir}_D${pd}_T${pt}.txt | awk '$NF > 0.1' | sed 's/smsp__average_warps_issue_stalled_//; s/_per_issue_active.ratio//'; done
 fi
 has tests || has memory || has train || has bench || has xlacheck || has maxctx || has oldbuild || exit 0  # the rest needs TensorFlow
 . .device-tf/env.sh

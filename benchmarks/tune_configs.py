@@ -12,7 +12,7 @@ T = int(sys.argv[2]) if len(sys.argv) > 2 else 16384
 h = Harness(os.environ.get("HARNESS_DIR", ".harness_build"))
 cases = [c for c in CASES if c["name"] in ("d128_causal_ragged", "big_d128", "gqa_mqa_lengths", "basic", "d256_kvcache", "big_d64_1024")]
 # Variants besides the default (0); at short T (B = 16384 / T) the forward's small-tile variants.
-CF = {64: ((5, 7) if T < 4096 else (), (12,)), 128: ((5,) if T < 4096 else (), (10,)), 256: ((), (8,))}[D]
+CF = {64: ((5, 7) if T < 4096 else (), (12,)), 128: ((5,) if T < 4096 else (), (10,)), 256: ((4, 6, 8, 9), (8, 13))}[D]
 for var, vals in (("FA_FWD_CFG", (0,) + CF[0]), ("FA_BWD_CFG", (0,) + CF[1])):
     for v in vals:
         os.environ[var] = str(v)

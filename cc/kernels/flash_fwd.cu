@@ -181,7 +181,9 @@ __global__ void __launch_bounds__(NW * 32) flash_fwd_kernel(const FwdArgs args) 
     }
   }
 
-  fwd_epilogue<T>(o, mrow, lrow, p, b, h, i0 + wr0, args.vec, g, tq);
+  // O leaves through this warp's rows of the Q tile (only this warp read them).
+  fwd_epilogue<T, MT, HD / 8, QTile::kStride>(o, mrow, lrow, p, b, h, i0 + wr0, args.vec, g, tq,
+                                             sQ + QTile::off(wr0, 0));
 }
 
 template <typename T, int HD, int MT, int BK, int NW, int STAGES, bool GEN>
@@ -201,14 +203,18 @@ cudaError_t launch_fwd(const FlashFwdParams& p, bool vec, cudaStream_t stream) {
 }
 
 // Tile configurations. Index-masked kernels: 4 warps x 32 rows (MT = 2: K/V fragments reused
-// over two m-tiles), except HD 256 on sm_90 (8 warps x 16 rows, 64-key tiles, 135 KiB: 248 -> 258
-// TFLOP/s at T = 16k on the H200); general kernels (element masks, bias, soft-cap, dropout):
-// 8 warps x 16 rows, fewer registers. HD 128: single K/V buffers (70 KiB) measured faster than
-// double (104 KiB) on the H200 (320 vs 310 TFLOP/s at T = 16k).
+// over two m-tiles), except HD 256 (4 warps x 16 rows; on sm_90 64-key tiles, about 101 KiB, two
+// CTAs per SM, FlashAttention-2's choice for H100-class GPUs: 262.6 -> 270.0 TFLOP/s at T = 16k on
+// the H200 against the former 8 warps x 16 rows, 135 KiB, one CTA per SM); general kernels
+// (element masks, bias, soft-cap, dropout): 8 warps x 16 rows, fewer registers. HD 128: single
+// K/V buffers (70 KiB) measured faster than double (104 KiB) on the H200 (320 vs 310 TFLOP/s at
+// T = 16k).
 // FA_TUNING builds select other variants at run time with FA_FWD_CFG (tune_configs.py): 1 double
-// buffer (HD 128), 3 single buffer (HD 64), 4 HD 256 8 warps x 32 keys, 6 the former HD 256 default;
-// 5 one m-tile per warp (64-query tiles: more CTAs, fewer registers, for short sequences; HD 64 /
-// 128), 7 one m-tile per warp with 8 warps (HD 64). Not yet measured (2026-11-29).
+// buffer (HD 128), 3 single buffer (HD 64), 4 HD 256 8 warps x 32 keys, 6 HD 256 4 warps x 32
+// keys (the default without sm_90's shared memory), 8 the former HD 256 default on sm_90, 9 HD 256
+// 4 warps with double-buffered 32-key tiles; 5 one m-tile per warp (64-query tiles: more CTAs,
+// fewer registers, for short sequences; HD 64 / 128), 7 one m-tile per warp with 8 warps (HD 64).
+// At T = 512 on the H200 (seventh round) 5 is slower not causal and about equal causal.
 template <typename T>
 cudaError_t fwd_tc(const FlashFwdParams& p, bool vec, bool big_smem, cudaStream_t stream) {
   const bool gen = needs_general(p.mask, p.score, p.dropout, nullptr);
@@ -230,8 +236,10 @@ cudaError_t fwd_tc(const FlashFwdParams& p, bool vec, bool big_smem, cudaStream_
     case 256:
       FA_TUNE(4, launch_fwd<T, 256, 1, 32, 8, 1, false>(p, vec, stream));
       FA_TUNE(6, launch_fwd<T, 256, 1, 32, 4, 1, false>(p, vec, stream));
+      FA_TUNE(8, launch_fwd<T, 256, 1, 64, 8, 1, false>(p, vec, stream));
+      FA_TUNE(9, launch_fwd<T, 256, 1, 32, 4, 2, false>(p, vec, stream));
       if (gen) return launch_fwd<T, 256, 1, 32, 4, 1, true>(p, vec, stream);
-      return big_smem ? launch_fwd<T, 256, 1, 64, 8, 1, false>(p, vec, stream)
+      return big_smem ? launch_fwd<T, 256, 1, 64, 4, 1, false>(p, vec, stream)
                       : launch_fwd<T, 256, 1, 32, 4, 1, false>(p, vec, stream);
     default: return cudaErrorInvalidValue;
   }

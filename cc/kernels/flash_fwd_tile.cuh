@@ -122,23 +122,35 @@ __device__ __forceinline__ void fwd_tile_dropout(float (&s)[MT][NT][4], const Dr
 
 // Epilogue: O /= ℓ into o [B, Tq, H, Dv] (rows past Tq skipped), lse = ln2 (m + log2 ℓ); rows
 // with ℓ = 0 (nothing visible) give O = 0 and lse = -inf. vec: pairs of elements are stored
-// with one aligned store.
-template <typename T, int MT, int ND>
+// with one aligned store. With `stage` (16-bit T and vec only): the warp's 16 * MT rows
+// [16 * MT, ND * 8] (row stride STRIDE elements; shared memory only this warp reads, i.e. its
+// own rows of the Q tile) take O first, then go out in 16-byte stores, lanes along a row: whole
+// 32-byte sectors, where a quad's fragment stores cover 16 bytes of a row (half a sector).
+template <typename T, int MT, int ND, int STRIDE = 0>
 __device__ __forceinline__ void fwd_epilogue(const float (&o)[MT][ND][4], const float (&mrow)[MT][2],
                                              const float (&lrow)[MT][2], const FlashFwdParams& p,
                                              int64_t b, int64_t h, int64_t row0, bool vec, int g,
-                                             int tq) {
+                                             int tq, T* stage = nullptr) {
+  static_assert(STRIDE == 0 || sizeof(T) == 2, "staged epilogue: 16-bit types");
   const AttnShape& sh = p.shape;
   T* out = static_cast<T*>(p.o);
+  const bool staged = STRIDE > 0 && vec && stage != nullptr;
+  if (staged) __syncwarp();  // every lane done reading its Q rows
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const float l = warp_quad_sum(lrow[mt][r]);
-      const int64_t i = row0 + mt * 16 + g + 8 * r;
+      const int row = mt * 16 + g + 8 * r;
+      const int64_t i = row0 + row;
       const bool any = l > 0.f || l != l;
       const float inv = any ? 1.f / l : 0.f;
-      if (i < sh.Tq) {
+      if (staged) {
+#pragma unroll
+        for (int nd = 0; nd < ND; ++nd)
+          Elem<T>::store2(stage + row * STRIDE + nd * 8 + 2 * tq, o[mt][nd][2 * r] * inv,
+                          o[mt][nd][2 * r + 1] * inv);
+      } else if (i < sh.Tq) {
         T* dst = out + b * sh.o_stride[0] + i * sh.o_stride[1] + h * sh.o_stride[2];
 #pragma unroll
         for (int nd = 0; nd < ND; ++nd) {
@@ -150,10 +162,25 @@ __device__ __forceinline__ void fwd_epilogue(const float (&o)[MT][ND][4], const 
             if (col + 1 < sh.Dv) dst[col + 1] = Elem<T>::from_f(o[mt][nd][2 * r + 1] * inv);
           }
         }
-        if (tq == 0)
-          p.lse[(b * sh.H + h) * sh.Tq + i] = any ? (mrow[mt][r] + log2f(l)) * kLn2 : neg_inf();
       }
+      if (tq == 0 && i < sh.Tq)
+        p.lse[(b * sh.H + h) * sh.Tq + i] = any ? (mrow[mt][r] + log2f(l)) * kLn2 : neg_inf();
     }
+  if (!staged) return;
+  __syncwarp();
+  constexpr int kChunks = ND;  // 16-byte chunks per row: ND * 8 elements of 2 bytes
+  static_assert(16 * MT * kChunks % 32 == 0, "whole passes of the warp");
+  const int lane = g * 4 + tq;
+#pragma unroll
+  for (int it = 0; it < 16 * MT * kChunks / 32; ++it) {
+    const int c = it * 32 + lane;
+    const int row = c / kChunks, col = (c % kChunks) * 8;
+    const int64_t i = row0 + row;
+    // vec: Dv % 8 == 0, so a chunk is wholly inside or wholly past Dv.
+    if (i < sh.Tq && col < sh.Dv)
+      *reinterpret_cast<uint4*>(out + b * sh.o_stride[0] + i * sh.o_stride[1] + h * sh.o_stride[2] + col) =
+          *reinterpret_cast<const uint4*>(stage + row * STRIDE + col);
+  }
 }
 
 }  // namespace cuda
