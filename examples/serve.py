@@ -162,19 +162,38 @@ def make_handler(completer):
     return Handler
 
 
-def main(argv=None):
-    p = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    p.add_argument("--model-dir", default="char_lm_savedmodel")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--prompt", help="print one completion of this prompt and exit")
-    p.add_argument("--max-tokens", type=int, default=200)
-    p.add_argument("--temperature", type=float, default=0.8)
-    p.add_argument("--seed", type=int, default=0)
-    args = p.parse_args(argv)
+def _tokens(text):
+    value = int(text)
+    if not 0 <= value <= MAX_TOKENS:
+        raise argparse.ArgumentTypeError(f"must be in [0, {MAX_TOKENS}]; got {value}")
+    return value
 
+
+class _Help(argparse.RawDescriptionHelpFormatter):
+    """The module docstring as written; each option's default after its help."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if action.option_strings and action.default not in (None, argparse.SUPPRESS):
+            shown = repr(action.default) if isinstance(action.default, str) else action.default
+            text += f" (default: {shown})"
+        return text
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=_Help)
+    p.add_argument("--model-dir", default="char_lm_savedmodel", help="the exported SavedModel")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    p.add_argument("--port", type=int, default=8000, help="port to listen on (0: any free one)")
+    p.add_argument("--prompt", help="print one completion of this prompt and exit")
+    p.add_argument("--max-tokens", type=_tokens, default=200, help="bytes to generate (with --prompt)")
+    p.add_argument("--temperature", type=float, default=0.8, help="sampling temperature (with --prompt)")
+    p.add_argument("--seed", type=int, default=0, help="sampling seed (with --prompt)")
+    return p.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
     completer = Completer(args.model_dir)
     if args.prompt is not None:
         text = completer.complete(args.prompt, args.max_tokens, args.temperature, args.seed)

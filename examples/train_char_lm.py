@@ -293,25 +293,34 @@ def _positive(text):
     return value
 
 
+class _Help(argparse.RawDescriptionHelpFormatter):
+    """The module docstring as written; each option's default after its help."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if action.option_strings and action.default not in (None, argparse.SUPPRESS):
+            shown = repr(action.default) if isinstance(action.default, str) else action.default
+            text += f" (default: {shown})"
+        return text
+
+
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=_Help)
     p.add_argument("--data", help="text file or folder (default: the Python standard library)")
     p.add_argument("--pattern", default="*", help="file-name pattern inside a --data folder")
     p.add_argument("--max-bytes", type=_positive, default=16_000_000, help="read at most this much text")
     p.add_argument("--seq-len", type=_positive, default=256, help="context length (bytes)")
-    p.add_argument("--dim", type=int, default=128)
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--dim", type=int, default=128, help="model width")
+    p.add_argument("--heads", type=int, default=4, help="attention heads per layer")
+    p.add_argument("--layers", type=int, default=2, help="transformer blocks")
     p.add_argument(
         "--dropout", type=float, default=0.0, help="attention and residual dropout (0.1: long runs)"
     )
-    p.add_argument("--batch-size", type=_positive, default=16)
+    p.add_argument("--batch-size", type=_positive, default=16, help="sequences per step")
     p.add_argument("--steps", type=_positive, default=800, help="training steps in all")
     p.add_argument("--epochs", type=_positive, default=2, help="--steps split into this many epochs")
-    p.add_argument("--val-steps", type=int, default=20)
-    p.add_argument("--lr", type=float, default=3e-3)
+    p.add_argument("--val-steps", type=int, default=20, help="validation batches after each epoch")
+    p.add_argument("--lr", type=float, default=3e-3, help="peak learning rate")
     p.add_argument(
         "--dtype",
         default="float32",
@@ -319,10 +328,10 @@ def parse_args(argv=None):
         help="Keras dtype policy (mixed_bfloat16 on a GPU)",
     )
     p.add_argument("--prompt", default="def ", help="prompt of the sample printed at the end")
-    p.add_argument("--sample-len", type=int, default=300)
-    p.add_argument("--temperature", type=float, default=0.8)
-    p.add_argument("--export-dir", default="char_lm_savedmodel")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--sample-len", type=int, default=300, help="bytes of that sample")
+    p.add_argument("--temperature", type=float, default=0.8, help="sampling temperature")
+    p.add_argument("--export-dir", default="char_lm_savedmodel", help="where the SavedModel goes")
+    p.add_argument("--seed", type=int, default=0, help="seed of the data order, weights and sample")
     return p.parse_args(argv)
 
 

@@ -745,14 +745,40 @@ def test_legal_attention_mask_shapes_pass_the_check(shape):
                                ref(query, value, attention_mask=mask), atol=ATOL)
 
 
+def _example(name):
+    sys.path.insert(0, os.path.join(_REPO, "examples"))
+    try:
+        return __import__(name)
+    finally:
+        sys.path.pop(0)
+
+
+@pytest.mark.parametrize("name, shown, bad", [
+    ("train_char_lm", ["--seq-len", "context length (bytes) (default: 256)", "(default: 'def ')"],
+     ["--steps", "0"]),
+    ("serve", ["--max-tokens", "(default: 200)", "(default: 'char_lm_savedmodel')"],
+     ["--max-tokens", "2001"]),
+])
+def test_example_help_shows_defaults_and_refuses_bad_values(name, shown, bad, capsys):
+    """--help lists every option with its default; an out-of-range value is an argparse error
+    naming the option (serve's --max-tokens had no range check; the HTTP field had)."""
+    module = _example(name)
+    with pytest.raises(SystemExit) as e:
+        module.parse_args(["--help"])
+    assert e.value.code == 0
+    text = capsys.readouterr().out
+    for s in shown:
+        assert s in " ".join(text.split()), (s, text)
+    assert "None" not in text  # options without a default say nothing, not "(default: None)"
+    with pytest.raises(SystemExit) as e:
+        module.parse_args(bad)
+    assert e.value.code == 2 and bad[0] in capsys.readouterr().err
+
+
 def test_example_holds_out_about_five_percent(tmp_path):
     """A folder with one large and one small file: the validation split is about 5 % of the
     text whichever file the shuffle puts last (before: the whole large file could be held out)."""
-    sys.path.insert(0, os.path.join(_REPO, "examples"))
-    try:
-        import train_char_lm
-    finally:
-        sys.path.pop(0)
+    train_char_lm = _example("train_char_lm")
     (tmp_path / "big.txt").write_text("abcdefghij" * 1000)
     (tmp_path / "small.txt").write_text("klmnopqrst" * 40)
     for seed in range(4):
