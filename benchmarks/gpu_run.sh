@@ -5,7 +5,8 @@
 #             speed vs torch SDPA in one process, tile-configuration timings, compute-sanitizer (~4 min)
 #   profile   no TensorFlow needed (builds the harness unless tune/harness did in the lease): ncu of
 #             our backward and FlashAttention-2's at T=4096 D=128 bf16, side by side, with stall
-#             reasons (~1 min); PROFILE_DIR=fwd|bwd, PROFILE_D, PROFILE_T, PROFILE_CFG (our variant)
+#             reasons (~1 min); PROFILE_DIR=fwd|bwd, PROFILE_D, PROFILE_T, PROFILE_B (default
+#             16384 / PROFILE_T), PROFILE_CFG (our variant)
 #   tune      no TensorFlow needed: the harness build, tile-configuration timings at T=16384 (D=64,
 #             128, 256) and T=512 (D=64, 128), numerics of each variant first, and compute-sanitizer
 #             over the index-masked bf16 kernels (~2.5 min)
@@ -61,11 +62,11 @@ if has profile; then
   # that direction's variant (FA_FWD_CFG or FA_BWD_CFG) = PROFILE_CFG.
   dir=${PROFILE_DIR:-bwd}; pd=${PROFILE_D:-128}; pt=${PROFILE_T:-4096}
   export PROFILE_B=${PROFILE_B:-$(( 16384 / pt > 0 ? 16384 / pt : 1 ))}  # the benchmark's 16k tokens
-  fa2=$([[ $dir == bwd ]] && echo flash_bwd_dq_dk_dv || echo flash_fwd_kernel)
+  fa2=$([[ $dir == bwd ]] && echo flash_bwd_dq_dk_dv || echo 'flash_fwd_(splitkv_)?kernel')
   env "FA_${dir^^}_CFG=${PROFILE_CFG:-0}" ncu --clock-control none \
     --kernel-name regex:flash_${dir}_kernel --launch-count 1 $SECTIONS \
     python3 benchmarks/profile_one.py $pt $pd 0 bf16 > $OUT/ncu_ours_${dir}_D${pd}_T${pt}.txt 2>&1
-  ncu --clock-control none --kernel-name regex:$fa2 --launch-count 1 $SECTIONS \
+  ncu --clock-control none --kernel-name "regex:$fa2" --launch-count 1 $SECTIONS \
     python3 benchmarks/profile_fa2.py $pt $pd 0 > $OUT/ncu_fa2_${dir}_D${pd}_T${pt}.txt 2>&1
   for f in ours fa2; do echo "== $f $dir D=$pd T=$pt"
     grep -E "Duration|Executed Ipc Active|Issue Slots Busy|Executed Instructions  |Registers Per|L2 Cache Throughput|Mem Busy" $OUT/ncu_${f}_${dir}_D${pd}_T${pt}.txt | head -24

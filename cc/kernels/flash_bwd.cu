@@ -463,7 +463,7 @@ cudaError_t launch_bwd(const BwdArgs& args, cudaStream_t stream, DqFragLayout* l
 // layouts 263 (64x64 tiles with 4 warps, two CTAs per SM: 192); HD 256: 32x32x4w 107 -> 64x64x8w
 // 182 -> layouts 2x2 188. Scalar dQ atomics instead of float2: 221 vs 269 at HD 128. With the dQ
 // accumulator in fragment order (dq_accumulate_frag): HD 64 273, HD 128 303, HD 256 224; HD 256
-// with double-buffered Q/dO tiles (217 KiB, as FlashAttention-2 on H100-class GPUs) 240.
+// with double-buffered Q and dO tiles (217 KiB; FlashAttention-2 double-buffers Q only, 176 KiB) 240.
 // FA_TUNING builds select other variants at run time with FA_BWD_CFG (tune_configs.py): 2 the
 // first 8-warp defaults; 10, 11 other layouts (HD 128); 12 the former default of HD 64; 8 and 13
 // former defaults of HD 256 (13: one Q/dO stage).
@@ -478,17 +478,17 @@ cudaError_t bwd_tc(const BwdArgs& args, int hd, bool big_smem, cudaStream_t stre
     case 64:
       FA_TUNE(2, launch_bwd<T, 64, 128, 64, 8, 2, 0>(args, stream, layout));
       FA_TUNE(12, launch_bwd<T, 64, 128, 128, 8, 2, 0, 4, 4, 2>(args, stream, layout));
-      if (idx) return launch_bwd<T, 64, 128, 128, 8, 2, 0, 4, 4, 4>(args, stream, layout);  // 160 KiB
+      if (idx) return launch_bwd<T, 64, 128, 128, 8, 2, 0, 4, 4, 4>(args, stream, layout);  // 178 KiB
       return launch_bwd<T, 64, 128, 64, 8, 2>(args, stream, layout);  // 91 KiB
     case 128:
       FA_TUNE(2, launch_bwd<T, 128, 128, 64, 8, 2, 0>(args, stream, layout));
       FA_TUNE(10, launch_bwd<T, 128, 128, 64, 8, 2, 0, 4, 4, 4>(args, stream, layout));
       FA_TUNE(11, launch_bwd<T, 128, 128, 64, 8, 2, 0, 2, 4, 2>(args, stream, layout));
-      if (idx) return launch_bwd<T, 128, 128, 64, 8, 2, 0, 4, 4, 2>(args, stream, layout);  // 160 KiB
+      if (idx) return launch_bwd<T, 128, 128, 64, 8, 2, 0, 4, 4, 2>(args, stream, layout);  // 173 KiB
       return launch_bwd<T, 128, 64, 64, 4, 1>(args, stream, layout);
     case 256:
       FA_TUNE(8, launch_bwd<T, 256, 64, 64, 8, 1, 0>(args, stream, layout));
-      FA_TUNE(13, launch_bwd<T, 256, 64, 64, 8, 1, 0, 2, 2, 2>(args, stream, layout));  // 153 KiB
+      FA_TUNE(13, launch_bwd<T, 256, 64, 64, 8, 1, 0, 2, 2, 2>(args, stream, layout));  // 150 KiB
       if (idx) return launch_bwd<T, 256, 64, 64, 8, 2, 0, 2, 2, 2>(args, stream, layout);  // 217 KiB
       return launch_bwd<T, 256, 32, 32, 4, 1>(args, stream, layout);
     default: return cudaErrorInvalidValue;

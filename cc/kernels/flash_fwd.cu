@@ -203,18 +203,20 @@ cudaError_t launch_fwd(const FlashFwdParams& p, bool vec, cudaStream_t stream) {
 }
 
 // Tile configurations. Index-masked kernels: 4 warps x 32 rows (MT = 2: K/V fragments reused
-// over two m-tiles), except HD 256 (4 warps x 16 rows; on sm_90 64-key tiles, about 101 KiB, two
+// over two m-tiles), except HD 256 (4 warps x 16 rows; on sm_90 64-key tiles, 99 KiB, two
 // CTAs per SM, FlashAttention-2's choice for H100-class GPUs: 262.6 -> 270.0 TFLOP/s at T = 16k on
-// the H200 against the former 8 warps x 16 rows, 135 KiB, one CTA per SM); general kernels
+// the H200 against the former 8 warps x 16 rows, 132 KiB, one CTA per SM); general kernels
 // (element masks, bias, soft-cap, dropout): 8 warps x 16 rows, fewer registers. HD 128: single
-// K/V buffers (70 KiB) measured faster than double (104 KiB) on the H200 (320 vs 310 TFLOP/s at
+// K/V buffers (68 KiB) measured faster than double (102 KiB) on the H200 (320 vs 310 TFLOP/s at
 // T = 16k).
 // FA_TUNING builds select other variants at run time with FA_FWD_CFG (tune_configs.py): 1 double
 // buffer (HD 128), 3 single buffer (HD 64), 4 HD 256 8 warps x 32 keys, 6 HD 256 4 warps x 32
 // keys (the default without sm_90's shared memory), 8 the former HD 256 default on sm_90, 9 HD 256
 // 4 warps with double-buffered 32-key tiles; 5 one m-tile per warp (64-query tiles: more CTAs,
 // fewer registers, for short sequences; HD 64 / 128), 7 one m-tile per warp with 8 warps (HD 64).
-// At T = 512 on the H200 (seventh round) 5 is slower not causal and about equal causal.
+// At T = 512 on the H200 (seventh round, harness) 5 is slower not causal (HD 128: 245.5 vs 283.4)
+// and faster causal (HD 64: 164.1 vs 147.1, FA2 154.7; HD 128: 183.3 vs 177.8): a candidate
+// for short causal sequences, not yet timed at other lengths or through TensorFlow.
 template <typename T>
 cudaError_t fwd_tc(const FlashFwdParams& p, bool vec, bool big_smem, cudaStream_t stream) {
   const bool gen = needs_general(p.mask, p.score, p.dropout, nullptr);
