@@ -32,6 +32,8 @@ import tensorflow as tf
 # Registers the FlashAttn> ops. Without this import, tf.saved_model.load fails
 # with "Op type not registered 'FlashAttn>FlashAttention'".
 import tf_flashattn  # noqa: F401
+from _cli import HelpWithDefaults
+from _cli import int_in
 
 MAX_TOKENS = 2000
 MAX_BODY = 1 << 20  # bytes of a POST body
@@ -162,31 +164,13 @@ def make_handler(completer):
     return Handler
 
 
-def _tokens(text):
-    value = int(text)
-    if not 0 <= value <= MAX_TOKENS:
-        raise argparse.ArgumentTypeError(f"must be in [0, {MAX_TOKENS}]; got {value}")
-    return value
-
-
-class _Help(argparse.RawDescriptionHelpFormatter):
-    """The module docstring as written; each option's default after its help."""
-
-    def _get_help_string(self, action):
-        text = action.help or ""
-        if action.option_strings and action.default not in (None, argparse.SUPPRESS):
-            shown = repr(action.default) if isinstance(action.default, str) else action.default
-            text += f" (default: {shown})"
-        return text
-
-
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=_Help)
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=HelpWithDefaults)
     p.add_argument("--model-dir", default="char_lm_savedmodel", help="the exported SavedModel")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on")
     p.add_argument("--port", type=int, default=8000, help="port to listen on (0: any free one)")
     p.add_argument("--prompt", help="print one completion of this prompt and exit")
-    p.add_argument("--max-tokens", type=_tokens, default=200, help="bytes to generate (with --prompt)")
+    p.add_argument("--max-tokens", type=int_in(0, MAX_TOKENS), default=200, help="bytes to generate (with --prompt)")
     p.add_argument("--temperature", type=float, default=0.8, help="sampling temperature (with --prompt)")
     p.add_argument("--seed", type=int, default=0, help="sampling seed (with --prompt)")
     return p.parse_args(argv)

@@ -38,6 +38,8 @@ import numpy as np
 import tensorflow as tf
 
 import tf_flashattn
+from _cli import HelpWithDefaults
+from _cli import int_in
 
 VOCAB = 256
 
@@ -286,39 +288,21 @@ def export(model, generate, path):
 # ---------------------------------------------------------------------------
 
 
-def _positive(text):
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer; got {value}")
-    return value
-
-
-class _Help(argparse.RawDescriptionHelpFormatter):
-    """The module docstring as written; each option's default after its help."""
-
-    def _get_help_string(self, action):
-        text = action.help or ""
-        if action.option_strings and action.default not in (None, argparse.SUPPRESS):
-            shown = repr(action.default) if isinstance(action.default, str) else action.default
-            text += f" (default: {shown})"
-        return text
-
-
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=_Help)
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=HelpWithDefaults)
     p.add_argument("--data", help="text file or folder (default: the Python standard library)")
     p.add_argument("--pattern", default="*", help="file-name pattern inside a --data folder")
-    p.add_argument("--max-bytes", type=_positive, default=16_000_000, help="read at most this much text")
-    p.add_argument("--seq-len", type=_positive, default=256, help="context length (bytes)")
+    p.add_argument("--max-bytes", type=int_in(1), default=16_000_000, help="read at most this much text")
+    p.add_argument("--seq-len", type=int_in(1), default=256, help="context length (bytes)")
     p.add_argument("--dim", type=int, default=128, help="model width")
     p.add_argument("--heads", type=int, default=4, help="attention heads per layer")
     p.add_argument("--layers", type=int, default=2, help="transformer blocks")
     p.add_argument(
         "--dropout", type=float, default=0.0, help="attention and residual dropout (0.1: long runs)"
     )
-    p.add_argument("--batch-size", type=_positive, default=16, help="sequences per step")
-    p.add_argument("--steps", type=_positive, default=800, help="training steps in all")
-    p.add_argument("--epochs", type=_positive, default=2, help="--steps split into this many epochs")
+    p.add_argument("--batch-size", type=int_in(1), default=16, help="sequences per step")
+    p.add_argument("--steps", type=int_in(1), default=800, help="training steps in all")
+    p.add_argument("--epochs", type=int_in(1), default=2, help="--steps split into this many epochs")
     p.add_argument("--val-steps", type=int, default=20, help="validation batches after each epoch")
     p.add_argument("--lr", type=float, default=3e-3, help="peak learning rate")
     p.add_argument(
