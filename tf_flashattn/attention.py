@@ -108,7 +108,7 @@ def _number(x, name):
 
 
 def _lengths(x, name):
-    t = tf.convert_to_tensor(_dense(x, name))
+    t = _tensor(x, name)
     if not t.dtype.is_integer:
         raise ValueError(f"`{name}` must be an integer tensor of shape [batch]; got dtype "
                          f"{t.dtype.name}.")
@@ -121,13 +121,13 @@ def _lengths(x, name):
     return tf.cast(t, tf.int32)
 
 
-def _dense(x, name):
-    """x, unless it is a ragged or sparse tensor: those are refused by name."""
+def _tensor(x, name):
+    """x as a dense tf.Tensor; ragged and sparse tensors are refused by name."""
     if isinstance(x, (tf.RaggedTensor, tf.SparseTensor)):
         raise TypeError(f"`{name}` must be a dense tensor; got a {type(x).__name__} (pad it, e.g. "
                         f"with .to_tensor(), and pass the lengths as `query_lengths` / "
                         f"`key_lengths`).")
-    return x
+    return tf.convert_to_tensor(x)
 
 
 def shape_fits(shape, want):
@@ -199,9 +199,9 @@ def dot_product_attention(query, key, value, bias=None, mask=None, scale=None, i
     """
     lib = _ops.load()
     with tf.name_scope(name or "flash_attention"):
-        query = tf.convert_to_tensor(_dense(query, "query"))
-        key = tf.convert_to_tensor(_dense(key, "key"))
-        value = tf.convert_to_tensor(_dense(value, "value"))
+        query = _tensor(query, "query")
+        key = _tensor(key, "key")
+        value = _tensor(value, "value")
         dtype = tf.as_dtype(_result_dtype(query.dtype, key.dtype, value.dtype))
         if dtype not in _FLOAT_DTYPES:
             raise ValueError(f"`query`, `key` and `value` must be float16, bfloat16, float32 or "
@@ -236,15 +236,14 @@ def dot_product_attention(query, key, value, bias=None, mask=None, scale=None, i
         if mask is None:
             mask_t = _absent(tf.bool)
         else:
-            mask_t = _to_rank4(tf.cast(tf.convert_to_tensor(_dense(mask, "mask")), tf.bool),
-                               "mask", full)
+            mask_t = _to_rank4(tf.cast(_tensor(mask, "mask"), tf.bool), "mask", full)
         bias_t = _absent(dtype) if bias is None else _to_rank4(
-            tf.cast(tf.convert_to_tensor(_dense(bias, "bias")), dtype), "bias", full)
+            tf.cast(_tensor(bias, "bias"), dtype), "bias", full)
         ql = _absent(tf.int32) if query_lengths is None else _lengths(query_lengths, "query_lengths")
         kl = _absent(tf.int32) if key_lengths is None else _lengths(key_lengths, "key_lengths")
         qv = _absent(tf.bool) if query_mask is None else tf.cast(
-            _dense(query_mask, "query_mask"), tf.bool)
-        kv = _absent(tf.bool) if key_mask is None else tf.cast(_dense(key_mask, "key_mask"), tf.bool)
+            _tensor(query_mask, "query_mask"), tf.bool)
+        kv = _absent(tf.bool) if key_mask is None else tf.cast(_tensor(key_mask, "key_mask"), tf.bool)
         given = {"query_lengths": query_lengths, "key_lengths": key_lengths,
                  "query_mask": query_mask, "key_mask": key_mask}
         for t, nm, want in ((ql, "query_lengths", [full[0]]), (kl, "key_lengths", [full[0]]),
