@@ -26,8 +26,8 @@
 #             contexts 4096 and 16384, and the layouts XLA gave our custom calls (~2 min)
 #   bench     anchors_torch.py (~75 s), ours at all shapes (~35 s), then the comparisons
 #             (BENCH_IMPLS, default keras,keras_nofold,keras_xla) at D=128,64,256 (BENCH_KERAS_D,
-#             only head dims in BENCH_D): about 7-8 min in all, estimated from the sixth round's
-#             rows (D=256's XLA compilations never measured). It overran 600 s twice: Keras' causal
+#             only head dims in BENCH_D): 392.7 s in all on the H200 (2026-11-29, seventh round;
+#             Keras under XLA 191 s of it). It overran 600 s before: Keras' causal
 #             rows without XLA spent 36/64/134 s in Grappler's constant folding at T=512/1024/2048
 #             (D=128), so causal "keras" rows run only up to BENCH_FOLD_MAX mask elements (2^26:
 #             D=256, T=512) and keras_nofold covers every shape. BENCH_SPLIT=1 on nvidia-h200-x2
@@ -62,15 +62,16 @@ if has profile; then
   # that direction's variant (FA_FWD_CFG or FA_BWD_CFG) = PROFILE_CFG.
   dir=${PROFILE_DIR:-bwd}; pd=${PROFILE_D:-128}; pt=${PROFILE_T:-4096}
   export PROFILE_B=${PROFILE_B:-$(( 16384 / pt > 0 ? 16384 / pt : 1 ))}  # the benchmark's 16k tokens
+  tag=${dir}_D${pd}_T${pt}
   fa2=$([[ $dir == bwd ]] && echo flash_bwd_dq_dk_dv || echo 'flash_fwd_(splitkv_)?kernel')
   env "FA_${dir^^}_CFG=${PROFILE_CFG:-0}" ncu --clock-control none \
     --kernel-name regex:flash_${dir}_kernel --launch-count 1 $SECTIONS \
-    python3 benchmarks/profile_one.py $pt $pd 0 bf16 > $OUT/ncu_ours_${dir}_D${pd}_T${pt}.txt 2>&1
+    python3 benchmarks/profile_one.py $pt $pd 0 bf16 > $OUT/ncu_ours_$tag.txt 2>&1
   ncu --clock-control none --kernel-name "regex:$fa2" --launch-count 1 $SECTIONS \
-    python3 benchmarks/profile_fa2.py $pt $pd 0 > $OUT/ncu_fa2_${dir}_D${pd}_T${pt}.txt 2>&1
+    python3 benchmarks/profile_fa2.py $pt $pd 0 > $OUT/ncu_fa2_$tag.txt 2>&1
   for f in ours fa2; do echo "== $f $dir D=$pd T=$pt"
-    grep -E "Duration|Executed Ipc Active|Issue Slots Busy|Executed Instructions  |Registers Per|L2 Cache Throughput|Mem Busy" $OUT/ncu_${f}_${dir}_D${pd}_T${pt}.txt | head -24
-    grep -E "issue_stalled" $OUT/ncu_${f}_${dir}_D${pd}_T${pt}.txt | awk '$NF > 0.1' | sed 's/smsp__average_warps_issue_stalled_//; s/_per_issue_active.ratio//'; done
+    grep -E "Duration|Executed Ipc Active|Issue Slots Busy|Executed Instructions  |Registers Per|L2 Cache Throughput|Mem Busy" $OUT/ncu_${f}_$tag.txt | head -24
+    grep -E "issue_stalled" $OUT/ncu_${f}_$tag.txt | awk '$NF > 0.1' | sed 's/smsp__average_warps_issue_stalled_//; s/_per_issue_active.ratio//'; done
 fi
 has tests || has memory || has train || has bench || has xlacheck || has maxctx || has oldbuild || exit 0  # the rest needs TensorFlow
 . .device-tf/env.sh
