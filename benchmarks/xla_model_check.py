@@ -1,9 +1,10 @@
 """One training step of the example model compiled with XLA against the same step without XLA.
 
-A diagnostic for the GPU: at context 16384 (batch 1) the example model with
-FlashMultiHeadAttention trained to a different loss under XLA than without it
-(results/2026-11-29-s5-gpu/xla_16384_diagnosis.txt), while the op alone under
-XLA at that shape matched. For each context this builds the model of
+A diagnostic for the GPU (`bash benchmarks/gpu_run.sh xlacheck`): whether a
+whole model with our layer computes the same step under XLA as without it (a
+fault in how XLA hands buffers to our custom calls once made the example model
+train to a different loss at context 16384 while the op alone matched). For
+each context this builds the model of
 examples/train_char_lm.py (the GPU configuration of train_throughput.py) with
 our layer and with Keras' layer from the same seed, computes the loss and the
 gradient of every weight in one `tf.function` with and without
