@@ -38,6 +38,11 @@ HEADERS = ["cc/kernels/flash_params.h", "cc/kernels/flash_cpu.h", "cc/kernels/fl
 XLA_EXTERNAL_INCLUDES = ["external/highwayhash", "external/farmhash_archive/src"]
 
 CUDA_ARCHS = ["80", "86", "89", "90"]
+# TF_FLASHATTN_CUDA_ARCHS="90" (space or comma separated) builds fewer targets, e.g. for a quick
+# build for one GPU; the default builds all of CUDA_ARCHS.
+_ARCHS_ENV = os.environ.get("TF_FLASHATTN_CUDA_ARCHS", "").replace(",", " ").split()
+if _ARCHS_ENV:
+    CUDA_ARCHS = _ARCHS_ENV
 CXX_FLAGS = ["-std=c++17", "-O3", "-fPIC", "-Wno-deprecated-declarations"]
 # fp-contract: let the tile products use fused multiply-adds.
 CPU_KERNEL_FLAGS = ["-ffp-contract=fast"]

@@ -384,9 +384,10 @@ BAD_CALLS = [
     (dict(seed=[1, 2, 3], dropout_rate=0.1), "`seed` must be a scalar or have shape [2]"),
     (dict(dtype=tf.int32), "must be float16, bfloat16, float32 or float64"),
     (dict(sliding_window="x"), "`sliding_window` must be"),
-    # int64 lengths past int32 saturate (before: wrapped modulo 2^32, 2^32 + 3 read as 3).
-    (dict(key_lengths=np.array([2**32 + 3, 3], np.int64)), "key_lengths[0] = 2147483647 is out of"),
-    (dict(query_lengths=np.array([1, -2**32 + 2], np.int64)), "query_lengths[1] = -2147483648 is"),
+    # Lengths given from NumPy are checked in Python with their own values (not wrapped modulo
+    # 2^32: 2^32 + 3 is not read as 3); symbolic ones by the kernel, see the test below.
+    (dict(key_lengths=np.array([2**32 + 3, 3], np.int64)), "key_lengths[0] = 4294967299 is out of"),
+    (dict(query_lengths=np.array([1, -2**32 + 2], np.int64)), "query_lengths[1] = -4294967294 is"),
     (dict(is_causal=True, causal_offset=1.7), "`causal_offset` must be a Python int"),
     (dict(is_causal=True, causal_offset="2"), "`causal_offset` must be a Python int"),
     (dict(is_causal=True, causal_offset=True), "`causal_offset` must be a Python int"),
@@ -535,3 +536,19 @@ def test_gradient_op_checks_its_saved_inputs(jit):
                           ((good_o, good_lse, good_o, tf.zeros([2, 4])), "d_lse must have shape")):
         with pytest.raises(tf.errors.InvalidArgumentError, match=message):
             grad(*args)
+
+
+def test_lengths_not_on_the_host_are_checked_by_the_cpu_kernel():
+    # Symbolic lengths (inside tf.function) reach the op unchecked in Python; the CPU kernel
+    # reports them, int64 values saturated (not wrapped modulo 2^32) on the way to int32.
+    q = tf.ones((2, 5, 2, 8))
+    k = tf.ones((2, 7, 2, 8))
+    f = tf.function(lambda kl: fa.dot_product_attention(q, k, k, key_lengths=kl))
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match=r"key_lengths\[0\] = 2147483647 is out of range \[0, 7\]"):
+        f(tf.constant([2**32 + 3, 3], tf.int64))
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match=r"key_lengths\[1\] = -1 is out of range \[0, 7\]"):
+        f(tf.constant([3, -1], tf.int64))
+    np.testing.assert_allclose(f(tf.constant([7, 3], tf.int64)).numpy(),
+                               fa.dot_product_attention(q, k, k, key_lengths=[7, 3]).numpy())

@@ -15,8 +15,36 @@ _ATTRS = ("scale", "softcap", "causal", "causal_offset", "window_left", "window_
           "dropout_rate")
 
 
+_ABSENT_EAGER = {}
+
+
+def _absent_seed():
+    """The seed input when there is no dropout (never read): zeros, made once per device eagerly."""
+    if not tf.executing_eagerly():
+        return tf.zeros([2], tf.int64)
+    key = ("seed", _eager_device())
+    t = _ABSENT_EAGER.get(key)
+    if t is None:
+        t = _ABSENT_EAGER[key] = tf.zeros([2], tf.int64)
+    return t
+
+
 def _absent(dtype):
-    return tf.zeros([0], dtype)
+    """The [0]-shaped placeholder of an absent optional input. Eagerly, one tensor per (dtype,
+    device) is made once and reused: a new one per call would cost an op (and a copy to the
+    GPU) at every call."""
+    if not tf.executing_eagerly():
+        return tf.zeros([0], dtype)
+    key = (dtype, _eager_device())
+    t = _ABSENT_EAGER.get(key)
+    if t is None:
+        t = _ABSENT_EAGER[key] = tf.zeros([0], dtype)
+    return t
+
+
+def _eager_device():
+    from tensorflow.python.eager import context
+    return context.context().device_name
 
 
 def _static_dim(t, i):
@@ -107,7 +135,28 @@ def _number(x, name):
     return float(x)
 
 
-def _lengths(x, name):
+def _host_values(x):
+    """x's values as a NumPy array when they are on the host already (a Python sequence, a NumPy
+    array, an eager tensor in CPU memory); None otherwise (reading a GPU tensor would wait for
+    the GPU)."""
+    if isinstance(x, (list, tuple, np.ndarray, np.generic, int)):
+        return np.asarray(x)
+    if isinstance(x, tf.Tensor) and hasattr(x, "numpy") and x.device.endswith("CPU:0"):
+        return x.numpy()
+    return None
+
+
+def _lengths(x, name, limit):
+    """Lengths as int32. Values already on the host are range-checked here against `limit` (the
+    static query_len / key_len): the CUDA kernels clamp lengths to [0, limit] instead of
+    reporting them, so that a call never waits for the GPU."""
+    values = _host_values(x) if limit is not None else None
+    if values is not None and values.size and np.issubdtype(values.dtype, np.integer):
+        bad = np.flatnonzero((values < 0) | (values > limit))
+        if bad.size:
+            i = int(bad[0])
+            raise ValueError(f"{name}[{i}] = {values.reshape(-1)[i]} is out of range [0, "
+                             f"{limit}] (`{name}` counts positions along its axis).")
     t = _tensor(x, name)
     if not t.dtype.is_integer:
         raise ValueError(f"`{name}` must be an integer tensor of shape [batch]; got dtype "
@@ -183,6 +232,9 @@ def dot_product_attention(query, key, value, bias=None, mask=None, scale=None, i
       sliding_window: None, an int w, or (left, right): row i sees keys in
         [i + causal_offset - left, i + causal_offset + right]; None in a pair = unbounded.
       query_lengths, key_lengths: optional int32 `[B]`: rows/keys at or past the length are padding.
+        A length outside [0, length of its axis] is an error where it can be seen without waiting
+        for the GPU (values given from Python or NumPy, or on the CPU); on the GPU and under XLA
+        it is clamped to that range.
       query_mask, key_mask: optional boolean `[B, Tq]` / `[B, Tk]` padding masks, True = valid.
         Lengths and these masks are O(N) inputs: nothing of size Tq x Tk is built.
       causal_offset: diagonal offset of the causal mask and window (a Python int); `Tk - Tq` gives
@@ -239,8 +291,10 @@ def dot_product_attention(query, key, value, bias=None, mask=None, scale=None, i
             mask_t = _to_rank4(tf.cast(_tensor(mask, "mask"), tf.bool), "mask", full)
         bias_t = _absent(dtype) if bias is None else _to_rank4(
             tf.cast(_tensor(bias, "bias"), dtype), "bias", full)
-        ql = _absent(tf.int32) if query_lengths is None else _lengths(query_lengths, "query_lengths")
-        kl = _absent(tf.int32) if key_lengths is None else _lengths(key_lengths, "key_lengths")
+        ql = _absent(tf.int32) if query_lengths is None else _lengths(
+            query_lengths, "query_lengths", full[2])
+        kl = _absent(tf.int32) if key_lengths is None else _lengths(
+            key_lengths, "key_lengths", full[3])
         qv = _absent(tf.bool) if query_mask is None else tf.cast(
             _tensor(query_mask, "query_mask"), tf.bool)
         kv = _absent(tf.bool) if key_mask is None else tf.cast(_tensor(key_mask, "key_mask"), tf.bool)
@@ -262,7 +316,7 @@ def dot_product_attention(query, key, value, bias=None, mask=None, scale=None, i
         if dropout_rate > 0.0 and seed is None:
             raise ValueError("`dropout_rate` > 0 needs a `seed` (an int tensor of shape [2]), "
                              "so the backward can regenerate the same dropout mask.")
-        seed_t = tf.zeros([2], tf.int64) if seed is None else _seed_tensor(seed)
+        seed_t = _absent_seed() if seed is None else _seed_tensor(seed)
         cap = 0.0
         if attn_logits_soft_cap is not None:
             cap = _number(attn_logits_soft_cap, "attn_logits_soft_cap")

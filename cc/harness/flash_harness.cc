@@ -40,8 +40,11 @@
 #include <cstdint>
 #include <cstring>
 #include <deque>
+#include <map>
+#include <mutex>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -411,6 +414,27 @@ void check_dtype_of_q(const View& v, const View& q) {
     fail(v.name, "dtype " + dtype_name(v.dtype) + " differs from q's " + dtype_name(q.dtype));
 }
 
+// The kernels read the dropout seed from device memory (no host round trip in the ops). The
+// harness keeps one small device buffer per (device, seed), made on first use; a synchronous
+// copy then, none afterwards.
+const int64_t* device_seed(std::pair<int64_t, int64_t> seed) {
+  static std::mutex mu;
+  static std::map<std::tuple<int, int64_t, int64_t>, int64_t*> buffers;
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) throw std::runtime_error("cudaGetDevice failed");
+  std::lock_guard<std::mutex> lock(mu);
+  int64_t*& buf = buffers[std::make_tuple(dev, seed.first, seed.second)];
+  if (buf == nullptr) {
+    const int64_t host[2] = {seed.first, seed.second};
+    if (cudaMalloc(reinterpret_cast<void**>(&buf), sizeof(host)) != cudaSuccess ||
+        cudaMemcpy(buf, host, sizeof(host), cudaMemcpyHostToDevice) != cudaSuccess) {
+      buf = nullptr;
+      throw std::runtime_error("could not place the dropout seed in device memory");
+    }
+  }
+  return buf;
+}
+
 template <typename P>
 void fill_common(P* p, Call* call, py::handle q_, py::handle k_, py::handle v_, const Options& o) {
   const View& q = call->add(q_, "q");
@@ -498,7 +522,7 @@ void fill_common(P* p, Call* call, py::handle q_, py::handle k_, py::handle v_, 
     const double t = std::floor(static_cast<double>(dp.rate) * 4294967296.0);
     dp.threshold = static_cast<uint32_t>(std::min(t, 4294967295.0));
     dp.keep_scale = 1.f / (1.f - dp.rate);
-    flashattn::dropout_key_from_seed(o.seed.first, o.seed.second, dp.key);
+    dp.seed = device_seed(o.seed);
   }
   p->allow_tf32 = o.allow_tf32;
 }
@@ -649,8 +673,9 @@ py::object dropout_mask(int64_t B, int64_t H, int64_t Tq, int64_t Tk, double rat
     const double t = std::floor(static_cast<double>(dp.rate) * 4294967296.0);
     dp.threshold = static_cast<uint32_t>(std::min(t, 4294967295.0));
     dp.keep_scale = 1.f / (1.f - dp.rate);
-    flashattn::dropout_key_from_seed(seed.first, seed.second, dp.key);
   }
+  const int64_t host_seed[2] = {seed.first, seed.second};
+  dp.seed = host_seed;  // the host-side Philox below reads it
   py::object result;
   uint8_t* dst = nullptr;
   View view;

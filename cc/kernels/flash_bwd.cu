@@ -443,7 +443,7 @@ cudaError_t launch_bwd(const BwdArgs& args, cudaStream_t stream, DqFragLayout* l
                     : flash_bwd_kernel<T, HD, BKb, BQb, NW, QST, ONLY == 1, AWM, BWM, CWM>;
   const size_t smem = Cfg::template smem<T>();
   cudaError_t err =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+      set_dynamic_smem(kernel, static_cast<int>(smem));
   if (err != cudaSuccess) return err;
   const AttnShape& s = args.p.shape;
   if (s.Hkv > 65535 || s.B > 65535 || (s.Tq + BQb - 1) / BQb >= (int64_t(1) << 31) - 1)

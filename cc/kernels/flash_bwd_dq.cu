@@ -153,7 +153,7 @@ static cudaError_t launch_dq(const DqArgs& args, cudaStream_t stream) {
   const bool gen = needs_general(p.mask, p.score, p.dropout, p.dbias);
   auto kernel = gen ? flash_bwd_dq_kernel<T, HD, NW, BK, true> : flash_bwd_dq_kernel<T, HD, NW, BK, false>;
   const size_t smem = Cfg::template smem<T>();
-  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  cudaError_t err = set_dynamic_smem(kernel, static_cast<int>(smem));
   if (err != cudaSuccess) return err;
   const AttnShape& s = p.shape;
   if (s.H > 65535 || s.B > 65535) return cudaErrorInvalidValue;

@@ -161,8 +161,7 @@ template <typename T>
 static cudaError_t launch_dq(const FlashBwdParams& p, const float* dsum, cudaStream_t stream) {
   const AttnShape& s = p.shape;
   const size_t smem = sizeof(float) * (kBRows * (s.D + s.Dv) + kBTile * (s.D + 1 + s.Dv + 1));
-  cudaError_t err = cudaFuncSetAttribute(bwd_dq_simt_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(smem));
+  cudaError_t err = set_dynamic_smem(bwd_dq_simt_kernel<T>, static_cast<int>(smem));
   if (err != cudaSuccess) return err;
   dim3 grid(static_cast<unsigned>((s.Tq + kBRows - 1) / kBRows), static_cast<unsigned>(s.H),
             static_cast<unsigned>(s.B));
@@ -185,8 +184,7 @@ cudaError_t bwd_dkdv_simt(const FlashBwdParams& p, const float* dsum, cudaStream
   if (p.dtype != DType::kFloat32) return cudaErrorNotSupported;
   if (s.Hkv > 65535 || s.B > 65535) return cudaErrorInvalidValue;
   const size_t smem = sizeof(float) * (kBRows * (s.D + s.Dv) + kBTile * (s.D + 1 + s.Dv + 1) + 2 * kBTile);
-  cudaError_t err = cudaFuncSetAttribute(bwd_dkdv_simt_kernel<float>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  cudaError_t err = set_dynamic_smem(bwd_dkdv_simt_kernel<float>, static_cast<int>(smem));
   if (err != cudaSuccess) return err;
   dim3 grid(static_cast<unsigned>((s.Tk + kBRows - 1) / kBRows), static_cast<unsigned>(s.Hkv),
             static_cast<unsigned>(s.B));

@@ -442,8 +442,7 @@ static cudaError_t launch_bwd_tf32(const Tf32BwdArgs& args, cudaStream_t stream)
   const bool gen = ONLY == -1 ? needs_general(p.mask, p.score, p.dropout, p.dbias) : ONLY == 1;
   auto kernel = gen ? flash_bwd_tf32_kernel<HD, BKb, BQb, NW, QST, NSPLIT, ONLY != 0>
                     : flash_bwd_tf32_kernel<HD, BKb, BQb, NW, QST, NSPLIT, ONLY == 1>;
-  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(Cfg::kSmem));
+  cudaError_t err = set_dynamic_smem(kernel, static_cast<int>(Cfg::kSmem));
   if (err != cudaSuccess) return err;
   const AttnShape& s = p.shape;
   if (s.Hkv > 65535 || s.B > 65535 || (s.H / s.Hkv) * ((s.Tq + BQb - 1) / BQb) >= (int64_t(1) << 31) ||
@@ -462,8 +461,7 @@ static cudaError_t launch_dq_tf32(const Tf32BwdArgs& args, cudaStream_t stream) 
   // The general kernel only (it handles every case): deterministic mode is rare enough that the
   // index-masked variant is not worth its compile time.
   auto kernel = flash_bwd_dq_tf32_kernel<HD, NW, BK, true>;
-  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(Cfg::kSmem));
+  cudaError_t err = set_dynamic_smem(kernel, static_cast<int>(Cfg::kSmem));
   if (err != cudaSuccess) return err;
   const AttnShape& s = p.shape;
   if (s.H > 65535 || s.B > 65535) return cudaErrorInvalidValue;

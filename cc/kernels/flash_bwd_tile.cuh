@@ -167,6 +167,8 @@ __device__ __forceinline__ void bwd_tile_probs(float (&s)[AN][4], float (&dp)[AN
         }
     }
   } else {
+    uint32_t key[2] = {0, 0};  // Philox key, read from the device seed once per tile
+    if (dropout) dropout_key(p.dropout, key);
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const int64_t j = j0 + kr0 + g + 8 * r;  // key
@@ -182,7 +184,7 @@ __device__ __forceinline__ void bwd_tile_probs(float (&s)[AN][4], float (&dp)[AN
           const float z = score_elem<T>(s[nt][e], p.mask, p.score, sh, b, h, i, j, ri, &dcap);
           const float pv = z == neg_inf() ? 0.f : fast_exp2(z - cL[ql]);
           float zf = 1.f;
-          if (dropout) zf = dropout_keep(p.dropout, b, h, i, j) ? p.dropout.keep_scale : 0.f;
+          if (dropout) zf = dropout_keep_key(p.dropout, key, b, h, i, j) ? p.dropout.keep_scale : 0.f;
           const float dlogit = pv * (dp[nt][e] * zf - cDs[ql]);
           if (write_dbias && p.dbias && i < sh.Tq && j < sh.Tk)
             p.dbias[((b * sh.H + h) * sh.Tq + i) * sh.Tk + j] = dlogit;
@@ -245,6 +247,8 @@ __device__ __forceinline__ void dq_tile_dscores(float (&s)[NT][4], const float (
       }
     }
   } else {
+    uint32_t key[2] = {0, 0};  // Philox key, read from the device seed once per tile
+    if (dropout) dropout_key(p.dropout, key);
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const int64_t i = row0 + g + 8 * r;
@@ -259,7 +263,7 @@ __device__ __forceinline__ void dq_tile_dscores(float (&s)[NT][4], const float (
           const float z = score_elem<T>(s[nt][e], p.mask, p.score, sh, b, h, i, j, ri, &dcap);
           const float pv = z == neg_inf() ? 0.f : fast_exp2(z - lse2r[r]);
           float zf = 1.f;
-          if (dropout) zf = dropout_keep(p.dropout, b, h, i, j) ? p.dropout.keep_scale : 0.f;
+          if (dropout) zf = dropout_keep_key(p.dropout, key, b, h, i, j) ? p.dropout.keep_scale : 0.f;
           const float dlogit = pv * (dp[nt][e] * zf - dsr[r]);
           if (p.dbias && i < sh.Tq && j < sh.Tk) p.dbias[((b * sh.H + h) * sh.Tq + i) * sh.Tk + j] = dlogit;
           s[nt][e] = dlogit * dcap;

@@ -239,9 +239,11 @@ template <typename Acc>
 void dropout_scales(const DropoutParams& dp, int64_t b, int64_t h, int64_t row, int64_t j0,
                     int64_t n, Acc* z) {
   const Acc ks = static_cast<Acc>(dp.keep_scale);
+  uint32_t key[2];
+  dropout_key(dp, key);
   for (int64_t c = 0; c < n; c += 4) {
     uint32_t w[4];
-    dropout_words(dp, b, h, row, j0 + c, w);
+    dropout_words_key(key, b, h, row, j0 + c, w);
     for (int64_t i = 0; i < 4 && c + i < n; ++i) z[c + i] = w[i] >= dp.threshold ? ks : Acc(0);
   }
 }

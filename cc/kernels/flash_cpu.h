@@ -18,7 +18,12 @@ using ParallelFor =
 bool flash_cpu_supported();
 
 // Forward: writes o [B, Tq, H, Dv] and lse [B, H, Tq] for every row (0 / -inf where masked).
-void flash_fwd_cpu(const FlashFwdParams& params, const ParallelFor& parallel_for);
+// Few query rows (params.decode, flash_cpu.cc: decode path) take the decoding path: the query
+// heads of a GQA group together, K and V read once per kv head, and the keys split across
+// threads when B x Hkv is too small for num_threads (0: std::thread::hardware_concurrency()).
+// The split count depends on the shape and num_threads only: results are deterministic.
+void flash_fwd_cpu(const FlashFwdParams& params, const ParallelFor& parallel_for,
+                   int num_threads = 0);
 
 // Backward by recomputation: writes dq, dk, dv (and dbias when non-null) in full.
 // num_threads (of parallel_for) picks the schedule: one pass per (batch, kv head) when there are

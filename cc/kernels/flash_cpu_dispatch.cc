@@ -3,9 +3,9 @@
 
 namespace flashattn {
 
-void flash_fwd_cpu_avx2(const FlashFwdParams& p, const ParallelFor& pf);
+void flash_fwd_cpu_avx2(const FlashFwdParams& p, const ParallelFor& pf, int threads);
 void flash_bwd_cpu_avx2(const FlashBwdParams& p, const ParallelFor& pf, int threads);
-void flash_fwd_cpu_avx512(const FlashFwdParams& p, const ParallelFor& pf);
+void flash_fwd_cpu_avx512(const FlashFwdParams& p, const ParallelFor& pf, int threads);
 void flash_bwd_cpu_avx512(const FlashBwdParams& p, const ParallelFor& pf, int threads);
 
 namespace {
@@ -20,8 +20,8 @@ bool flash_cpu_supported() {
          __builtin_cpu_supports("f16c");
 }
 
-void flash_fwd_cpu(const FlashFwdParams& p, const ParallelFor& pf) {
-  HasAvx512() ? flash_fwd_cpu_avx512(p, pf) : flash_fwd_cpu_avx2(p, pf);
+void flash_fwd_cpu(const FlashFwdParams& p, const ParallelFor& pf, int threads) {
+  HasAvx512() ? flash_fwd_cpu_avx512(p, pf, threads) : flash_fwd_cpu_avx2(p, pf, threads);
 }
 
 void flash_bwd_cpu(const FlashBwdParams& p, const ParallelFor& pf, int threads) {

@@ -17,7 +17,15 @@
 
 namespace flashattn {
 
+// Bytes of device workspace flash_fwd_cuda needs for these params (the decoding path's partial
+// results; 0 when it does not apply). Depends on the shape, dtype and the params' fields only,
+// not on the device (the XLA lowering computes it at compile time). The caller allocates at
+// least this many bytes, 256-byte aligned, and sets params.workspace.
+size_t flash_fwd_workspace_bytes(const FlashFwdParams& params);
+
 // Forward: writes o [B, Tq, H, Dv] and lse [B, H, Tq] (natural log, -inf for rows with no key).
+// No host synchronization: every pointer in params is device memory (the dropout seed and the
+// lengths included), and launch settings are cached per device.
 cudaError_t flash_fwd_cuda(const FlashFwdParams& params, cudaStream_t stream);
 
 // Bytes of device workspace flash_bwd_cuda needs for these params (shape, dtype and

@@ -5,6 +5,9 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdlib>
+#include <mutex>
+#include <map>
+#include <utility>
 
 #include "cc/kernels/flash_params.h"
 
@@ -14,6 +17,25 @@ namespace cuda {
 // Returns cudaSuccess when the current device is sm_80 or newer (cached per device); big_smem
 // (optional) tells whether an SM has >= 210 KiB of shared memory (sm_80, sm_90).
 cudaError_t check_device(bool* big_smem = nullptr);
+
+// Makes `kernel`'s dynamic shared-memory limit at least `bytes` on the current device. The limit
+// belongs to the device's context, so it is raised once (and again only for a larger size):
+// a cudaFuncSetAttribute at every launch costs host time at every call of the op.
+template <typename Kernel>
+cudaError_t set_dynamic_smem(Kernel kernel, int bytes) {
+  static std::mutex mu;
+  static std::map<std::pair<const void*, int>, int> limit;  // (kernel, device) -> bytes set
+  int dev = 0;
+  cudaError_t err = cudaGetDevice(&dev);
+  if (err != cudaSuccess) return err;
+  const auto key = std::make_pair(reinterpret_cast<const void*>(kernel), dev);
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = limit.find(key);
+  if (it != limit.end() && it->second >= bytes) return cudaSuccess;
+  err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  if (err == cudaSuccess) limit[key] = bytes;
+  return err;
+}
 
 // Padded head dim the tensor-core kernels use: 64, 128 or 256 (0: too large).
 inline int head_dim_bucket(int64_t d) { return d <= 64 ? 64 : d <= 128 ? 128 : d <= 256 ? 256 : 0; }

@@ -190,8 +190,7 @@ template <typename T, int HD, int MT, int BK, int NW, int STAGES, bool GEN>
 cudaError_t launch_fwd(const FlashFwdParams& p, bool vec, cudaStream_t stream) {
   using Cfg = FwdCfg<T, HD, MT, BK, NW, STAGES>;
   auto kernel = flash_fwd_kernel<T, HD, MT, BK, NW, STAGES, GEN>;
-  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(Cfg::kSmem));
+  cudaError_t err = set_dynamic_smem(kernel, static_cast<int>(Cfg::kSmem));
   if (err != cudaSuccess) return err;
   const int64_t nqb = (p.shape.Tq + Cfg::BQ - 1) / Cfg::BQ;
   if (p.shape.H > 65535 || p.shape.B > 65535) return cudaErrorInvalidValue;
@@ -268,6 +267,8 @@ cudaError_t check_device(bool* big_smem) {
 }
 
 }  // namespace cuda
+
+size_t flash_fwd_workspace_bytes(const FlashFwdParams&) { return 0; }
 
 cudaError_t flash_fwd_cuda(const FlashFwdParams& p, cudaStream_t stream) {
   bool big_smem = false;

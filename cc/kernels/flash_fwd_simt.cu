@@ -88,8 +88,7 @@ cudaError_t fwd_simt(const FlashFwdParams& p, cudaStream_t stream) {
   dim3 grid(static_cast<unsigned>((s.Tq + kSimtRows - 1) / kSimtRows), static_cast<unsigned>(s.H),
             static_cast<unsigned>(s.B));
   if (p.dtype != DType::kFloat32) return cudaErrorNotSupported;
-  cudaError_t err = cudaFuncSetAttribute(fwd_simt_kernel<float>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(smem));
+  cudaError_t err = set_dynamic_smem(fwd_simt_kernel<float>, static_cast<int>(smem));
   if (err != cudaSuccess) return err;
   fwd_simt_kernel<float><<<grid, 256, smem, stream>>>(p);
   return cudaGetLastError();

@@ -160,8 +160,7 @@ template <int HD, int MT, int BK, int NW, bool GEN>
 static cudaError_t launch_fwd_tf32(const Tf32FwdArgs& args, cudaStream_t stream) {
   using Cfg = Tf32FwdCfg<HD, MT, BK, NW>;
   auto kernel = flash_fwd_tf32_kernel<HD, MT, BK, NW, GEN>;
-  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(Cfg::kSmem));
+  cudaError_t err = set_dynamic_smem(kernel, static_cast<int>(Cfg::kSmem));
   if (err != cudaSuccess) return err;
   const AttnShape& s = args.p.shape;
   if (s.H > 65535 || s.B > 65535) return cudaErrorInvalidValue;

@@ -103,6 +103,8 @@ template <int MT, int NT>
 __device__ __forceinline__ void fwd_tile_dropout(float (&s)[MT][NT][4], const DropoutParams& dp,
                                                  int64_t b, int64_t h, int64_t row0, int64_t j0,
                                                  int g, int tq) {
+  uint32_t key[2];
+  dropout_key(dp, key);  // from the device seed, once per tile
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -112,7 +114,7 @@ __device__ __forceinline__ void fwd_tile_dropout(float (&s)[MT][NT][4], const Dr
       for (int nt = 0; nt < NT; ++nt) {
         const int64_t j = j0 + nt * 8 + 2 * tq;
         uint32_t w[4];
-        dropout_words(dp, b, h, i, j, w);
+        dropout_words_key(key, b, h, i, j, w);
 #pragma unroll
         for (int c = 0; c < 2; ++c)
           s[mt][nt][2 * r + c] *= w[(j + c) & 3] >= dp.threshold ? dp.keep_scale : 0.f;

@@ -75,7 +75,9 @@ struct DropoutParams {
   float rate = 0.f;              // probability of dropping; 0: off
   uint32_t threshold = 0;        // drop when philox word < threshold (= rate * 2^32)
   float keep_scale = 1.f;        // 1 / (1 - rate)
-  uint32_t key[2] = {0, 0};      // Philox key derived from the int64[2] seed
+  // The int64[2] seed, in the memory of the device that runs the kernel (CUDA: device memory,
+  // read by the kernels, so no host round trip; CPU: host memory). Required when rate > 0.
+  const int64_t* seed = nullptr;
 };
 
 struct FlashFwdParams {
@@ -90,6 +92,14 @@ struct FlashFwdParams {
   void* o = nullptr;        // [B, Tq, H, Dv]
   float* lse = nullptr;     // [B, H, Tq]
   bool allow_tf32 = false;  // CUDA float32: TF32 tensor cores (TensorFlow's TF32 setting)
+  // Decoding path (few query rows, keys split across blocks / threads, partial results merged by
+  // their log-sum-exp). decode: 0 chosen from the shape, 1 forced on (where it applies), -1 off.
+  // num_splits: 0 chosen from the shape and the machine, n >= 1 forced (decode path only).
+  int decode = 0;
+  int num_splits = 0;
+  // CUDA: device scratch of at least flash_fwd_workspace_bytes(params) bytes, 256-byte aligned
+  // (flash_cuda.h); may be null when that is 0.
+  void* workspace = nullptr;
 };
 
 struct FlashBwdParams {
@@ -139,25 +149,8 @@ FA_HD void philox4x32_10(uint32_t ctr[4], uint32_t k0, uint32_t k1) {
   }
 }
 
-// The four Philox words for columns 4*(col/4) .. 4*(col/4)+3 of row `row`.
-FA_HD void dropout_words(const DropoutParams& dp, int64_t b, int64_t h, int64_t row,
-                         int64_t col, uint32_t out[4]) {
-  out[0] = static_cast<uint32_t>(col >> 2);
-  out[1] = static_cast<uint32_t>(row);
-  out[2] = static_cast<uint32_t>(h);
-  out[3] = static_cast<uint32_t>(b);
-  philox4x32_10(out, dp.key[0], dp.key[1]);
-}
-
-FA_HD bool dropout_keep(const DropoutParams& dp, int64_t b, int64_t h, int64_t row,
-                        int64_t col) {
-  uint32_t w[4];
-  dropout_words(dp, b, h, row, col, w);
-  return w[col & 3] >= dp.threshold;
-}
-
-// Seed (two int64 words) to Philox key; host side.
-inline void dropout_key_from_seed(int64_t s0, int64_t s1, uint32_t key[2]) {
+// Seed (two int64 words) to Philox key.
+FA_HD void dropout_key_from_seed(int64_t s0, int64_t s1, uint32_t key[2]) {
   uint64_t x = static_cast<uint64_t>(s0) ^ (static_cast<uint64_t>(s1) * 0x9E3779B97F4A7C15ull +
                                              0x632BE59BD9B4E019ull);
   // splitmix64 finalizer, so nearby seeds give unrelated keys.
@@ -166,6 +159,50 @@ inline void dropout_key_from_seed(int64_t s0, int64_t s1, uint32_t key[2]) {
   x ^= x >> 31;
   key[0] = static_cast<uint32_t>(x);
   key[1] = static_cast<uint32_t>(x >> 32);
+}
+
+// The Philox key of dp's seed. On the device the two words are read through the read-only
+// cache; callers inside a tile loop see the loads and the arithmetic hoisted or merged by the
+// compiler (nothing writes the seed), so it costs about one key derivation per tile.
+FA_HD void dropout_key(const DropoutParams& dp, uint32_t key[2]) {
+#if defined(__CUDA_ARCH__)
+  dropout_key_from_seed(__ldg(reinterpret_cast<const long long*>(dp.seed)),
+                        __ldg(reinterpret_cast<const long long*>(dp.seed) + 1), key);
+#else
+  dropout_key_from_seed(dp.seed[0], dp.seed[1], key);
+#endif
+}
+
+// The four Philox words for columns 4*(col/4) .. 4*(col/4)+3 of row `row`, under `key`.
+FA_HD void dropout_words_key(const uint32_t key[2], int64_t b, int64_t h, int64_t row,
+                             int64_t col, uint32_t out[4]) {
+  out[0] = static_cast<uint32_t>(col >> 2);
+  out[1] = static_cast<uint32_t>(row);
+  out[2] = static_cast<uint32_t>(h);
+  out[3] = static_cast<uint32_t>(b);
+  philox4x32_10(out, key[0], key[1]);
+}
+
+FA_HD void dropout_words(const DropoutParams& dp, int64_t b, int64_t h, int64_t row,
+                         int64_t col, uint32_t out[4]) {
+  uint32_t key[2];
+  dropout_key(dp, key);
+  dropout_words_key(key, b, h, row, col, out);
+}
+
+// Whether element (b, h, row, col) is kept, under dp's key (from dropout_key).
+FA_HD bool dropout_keep_key(const DropoutParams& dp, const uint32_t key[2], int64_t b, int64_t h,
+                            int64_t row, int64_t col) {
+  uint32_t w[4];
+  dropout_words_key(key, b, h, row, col, w);
+  return w[col & 3] >= dp.threshold;
+}
+
+FA_HD bool dropout_keep(const DropoutParams& dp, int64_t b, int64_t h, int64_t row,
+                        int64_t col) {
+  uint32_t key[2];
+  dropout_key(dp, key);
+  return dropout_keep_key(dp, key, b, h, row, col);
 }
 
 }  // namespace flashattn

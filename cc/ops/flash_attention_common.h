@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "cc/kernels/flash_params.h"
@@ -188,6 +190,30 @@ inline Status CheckGradShapes(const TensorShape& output, const TensorShape& lse,
   if (!Absent(d_lse) && d_lse != lse_shape)
     return InvalidArgument("d_lse must have shape ", lse_shape.DebugString(), " or [0], got ",
                            d_lse.DebugString());
+  return ::tensorflow::OkStatus();
+}
+
+// The decoding path's settings from the environment (for tests and benchmarks; the defaults
+// choose from the shape): TF_FLASHATTN_DECODE = auto (default) | on | off,
+// TF_FLASHATTN_DECODE_SPLITS = 0 (chosen from the shape and the machine) or n >= 1 (forced).
+// Read at each call (two getenv calls), so a test can switch them between calls.
+inline Status ReadDecodeSettings(flashattn::FlashFwdParams* p) {
+  const char* mode = std::getenv("TF_FLASHATTN_DECODE");
+  if (mode != nullptr && *mode != '\0') {
+    if (std::strcmp(mode, "auto") == 0) p->decode = 0;
+    else if (std::strcmp(mode, "on") == 0) p->decode = 1;
+    else if (std::strcmp(mode, "off") == 0) p->decode = -1;
+    else return InvalidArgument("TF_FLASHATTN_DECODE must be auto, on or off; got '", mode, "'");
+  }
+  const char* splits = std::getenv("TF_FLASHATTN_DECODE_SPLITS");
+  if (splits != nullptr && *splits != '\0') {
+    char* end = nullptr;
+    const long n = std::strtol(splits, &end, 10);
+    if (*end != '\0' || n < 0 || n > 1024)
+      return InvalidArgument("TF_FLASHATTN_DECODE_SPLITS must be an integer in [0, 1024]; got '",
+                             splits, "'");
+    p->num_splits = static_cast<int>(n);
+  }
   return ::tensorflow::OkStatus();
 }
 

@@ -43,10 +43,12 @@ namespace {
 
 bool Absent(const Tensor& t) { return ::tf_flashattn::Absent(t.shape()); }
 
-// Checks inputs 0..9 (FillShapes) and fills the params' data pointers, range-checks the lengths
-// (host memory) and derives the Philox key from the seed.
+// Checks inputs 0..9 (FillShapes) and fills the params' data pointers. Every input lives in the
+// memory of the kernel's device, so nothing here waits for the GPU: the CUDA kernels read the
+// lengths and the dropout seed in device memory. check_lengths (CPU: the lengths are host memory)
+// range-checks the lengths; the CUDA kernels clamp them to [0, length] instead (documented).
 template <typename Params>
-Status FillCommon(OpKernelContext* ctx, const Attrs& attrs, Params* p) {
+Status FillCommon(OpKernelContext* ctx, const Attrs& attrs, bool check_lengths, Params* p) {
   const TensorShape* shapes[10];
   for (int i = 0; i < 10; ++i) shapes[i] = &ctx->input(i).shape();
   TF_RETURN_IF_ERROR(FillShapes(shapes, attrs, p));
@@ -59,7 +61,7 @@ Status FillCommon(OpKernelContext* ctx, const Attrs& attrs, Params* p) {
     const Tensor& t = ctx->input(5 + x);
     if (Absent(t)) continue;
     const auto v = t.flat<int32_t>();
-    for (int64_t i = 0; i < v.size(); ++i) {
+    for (int64_t i = 0; check_lengths && i < v.size(); ++i) {
       if (v(i) < 0 || v(i) > limits[x])
         return InvalidArgument(names[x], "[", i, "] = ", v(i), " is out of range [0, ", limits[x], "]");
     }
@@ -67,10 +69,7 @@ Status FillCommon(OpKernelContext* ctx, const Attrs& attrs, Params* p) {
   }
   if (!Absent(ctx->input(7))) p->mask.q_valid = ctx->input(7).flat<bool>().data();
   if (!Absent(ctx->input(8))) p->mask.k_valid = ctx->input(8).flat<bool>().data();
-  if (p->dropout.rate > 0.f) {
-    const auto sv = ctx->input(9).flat<int64_t>();
-    flashattn::dropout_key_from_seed(sv(0), sv(1), p->dropout.key);
-  }
+  if (p->dropout.rate > 0.f) p->dropout.seed = ctx->input(9).flat<int64_t>().data();
   return ::tensorflow::OkStatus();
 }
 
@@ -97,7 +96,8 @@ class FlashAttentionOp : public OpKernel {
   void Compute(OpKernelContext* ctx) override {
     flashattn::FlashFwdParams p;
     p.dtype = DTypeOf<T>();
-    OP_REQUIRES_OK(ctx, FillCommon(ctx, attrs_, &p));
+    OP_REQUIRES_OK(ctx, FillCommon(ctx, attrs_, Launcher<Device>::kCheckLengths, &p));
+    OP_REQUIRES_OK(ctx, ReadDecodeSettings(&p));
     const flashattn::AttnShape& s = p.shape;
     Tensor* out = nullptr;
     Tensor* lse = nullptr;
@@ -126,7 +126,7 @@ class FlashAttentionGradOp : public OpKernel {
   void Compute(OpKernelContext* ctx) override {
     flashattn::FlashBwdParams p;
     p.dtype = DTypeOf<T>();
-    OP_REQUIRES_OK(ctx, FillCommon(ctx, attrs_, &p));
+    OP_REQUIRES_OK(ctx, FillCommon(ctx, attrs_, Launcher<Device>::kCheckLengths, &p));
     const flashattn::AttnShape& s = p.shape;
     OP_REQUIRES_OK(ctx, CheckGradShapes(ctx->input(10).shape(), ctx->input(11).shape(),
                                         ctx->input(12).shape(), ctx->input(13).shape(), s));
@@ -168,6 +168,7 @@ Status CheckCpu() {
 
 template <>
 struct Launcher<CPUDevice> {
+  static constexpr bool kCheckLengths = true;  // host memory: out-of-range lengths are errors
   static void Fwd(OpKernelContext* ctx, const flashattn::FlashFwdParams& p) {
     OP_REQUIRES_OK(ctx, CheckCpu());
     flashattn::flash_fwd_cpu(p, CpuParallelFor(ctx));
@@ -210,44 +211,32 @@ Status CudaStatus(cudaError_t err, const char* what) {
   return ::tensorflow::errors::Internal(what, " failed: ", cudaGetErrorString(err));
 }
 
-// The lengths live in host memory (they are range-checked there); the kernels read them on the
-// device, so they are copied over on the op's stream.
-Status LengthsToDevice(OpKernelContext* ctx, cudaStream_t stream, flashattn::MaskParams* m,
-                       Tensor* q_dev, Tensor* k_dev) {
-  const int32_t* host[2] = {m->q_lengths, m->k_lengths};
-  Tensor* dev[2] = {q_dev, k_dev};
-  const int32_t** out[2] = {&m->q_lengths, &m->k_lengths};
-  const int64_t b = ctx->input(0).dim_size(0);
-  for (int i = 0; i < 2; ++i) {
-    if (host[i] == nullptr) continue;
-    TF_RETURN_IF_ERROR(ctx->allocate_temp(::tensorflow::DT_INT32, TensorShape({b}), dev[i]));
-    int32_t* d = dev[i]->flat<int32_t>().data();
-    TF_RETURN_IF_ERROR(CudaStatus(
-        cudaMemcpyAsync(d, host[i], b * sizeof(int32_t), cudaMemcpyHostToDevice, stream),
-        "copying the lengths to the GPU"));
-    *out[i] = d;
-  }
-  return ::tensorflow::OkStatus();
-}
-
 }  // namespace
 
 template <>
 struct Launcher<GPUDevice> {
+  // The lengths stay in device memory (no copy to the host, which would wait for the GPU); the
+  // kernels clamp them to [0, length].
+  static constexpr bool kCheckLengths = false;
   static void Fwd(OpKernelContext* ctx, const flashattn::FlashFwdParams& params) {
     cudaStream_t stream = ctx->eigen_device<GPUDevice>().stream();
     flashattn::FlashFwdParams p = params;
     // float32: TF32 tensor cores when TensorFlow's TF32 setting is on (its matmuls follow it too:
     // tf.config.experimental.enable_tensor_float_32_execution).
     p.allow_tf32 = p.dtype == flashattn::DType::kFloat32 && ::tsl::tensor_float_32_execution_enabled();
-    Tensor q_len, k_len;
-    OP_REQUIRES_OK(ctx, LengthsToDevice(ctx, stream, &p.mask, &q_len, &k_len));
+    Tensor workspace;
+    const size_t bytes = flashattn::flash_fwd_workspace_bytes(p);
+    if (bytes > 0) {
+      OP_REQUIRES_OK(ctx, ctx->allocate_temp(::tensorflow::DT_FLOAT,
+                                             TensorShape({static_cast<int64_t>((bytes + 3) / 4)}),
+                                             &workspace));
+      p.workspace = workspace.flat<float>().data();
+    }
     OP_REQUIRES_OK(ctx, CudaStatus(flashattn::flash_fwd_cuda(p, stream), "FlashAttention forward"));
   }
   static void Bwd(OpKernelContext* ctx, flashattn::FlashBwdParams& p) {
     cudaStream_t stream = ctx->eigen_device<GPUDevice>().stream();
-    Tensor q_len, k_len, workspace;
-    OP_REQUIRES_OK(ctx, LengthsToDevice(ctx, stream, &p.mask, &q_len, &k_len));
+    Tensor workspace;
     p.deterministic = ::tensorflow::OpDeterminismRequired();
     p.allow_tf32 = p.dtype == flashattn::DType::kFloat32 && ::tsl::tensor_float_32_execution_enabled();
     const size_t bytes = flashattn::flash_bwd_workspace_bytes(p);
@@ -259,20 +248,15 @@ struct Launcher<GPUDevice> {
   }
 };
 
+// Every input in device memory: the lengths and the seed too (the kernels read them there).
 #define REGISTER_GPU(T)                                                                    \
   REGISTER_KERNEL_BUILDER(Name("FlashAttn>FlashAttention")                                 \
                               .Device(::tensorflow::DEVICE_GPU)                            \
-                              .TypeConstraint<T>("T")                                      \
-                              .HostMemory("query_lengths")                                 \
-                              .HostMemory("key_lengths")                                   \
-                              .HostMemory("seed"),                                         \
+                              .TypeConstraint<T>("T"),                                     \
                           FlashAttentionOp<GPUDevice, T>);                                 \
   REGISTER_KERNEL_BUILDER(Name("FlashAttn>FlashAttentionGrad")                             \
                               .Device(::tensorflow::DEVICE_GPU)                            \
-                              .TypeConstraint<T>("T")                                      \
-                              .HostMemory("query_lengths")                                 \
-                              .HostMemory("key_lengths")                                   \
-                              .HostMemory("seed"),                                         \
+                              .TypeConstraint<T>("T"),                                     \
                           FlashAttentionGradOp<GPUDevice, T>);
 
 REGISTER_GPU(float)

@@ -7,9 +7,10 @@
 // Compile time (tf2xla): the shapes are checked by the same FillShapes as the TensorFlow kernels
 // (every error names the argument); attributes, TensorFlow's determinism and TF32 settings go
 // into the custom call's attributes. Run time (FFI handler): the params are filled again from
-// the buffers' shapes, and the data pointers set. Differences from the TensorFlow kernels: the
-// lengths are not range-checked at run time (the kernels clamp them to [0, length]); on the GPU,
-// a nonzero dropout rate reads the two seed words back to the host (one stream synchronization).
+// the buffers' shapes, and the data pointers set. No handler waits for the device: the CUDA
+// kernels read the lengths and the dropout seed in device memory. As with the TensorFlow kernels
+// on the GPU, the lengths are not range-checked at run time (the kernels clamp them to
+// [0, length]); on the CPU the TensorFlow kernel reports them, this lowering clamps them too.
 #include <atomic>
 #include <charconv>
 #include <condition_variable>
@@ -133,7 +134,7 @@ class FlashAttentionXlaOp : public XlaOpKernel {
     std::vector<xla::Shape> operand_shapes(n);
     for (int i = 0; i < n; ++i) operand_shapes[i] = shape(ctx->input_xla_type(i), shapes[i]);
     std::vector<xla::Shape> outs;
-    if (kGrad) {
+    if constexpr (kGrad) {
       const bool with_bias = !Absent(shapes[4]);
       // The CUDA backward's workspace (Dsum, lse2, dQ accumulator) is a fifth result that XLA
       // allocates with the others: its size depends on shapes and flags known here. (The FFI
@@ -155,7 +156,21 @@ class FlashAttentionXlaOp : public XlaOpKernel {
               shape(xla::F32, with_bias ? TensorShape({s.B, s.H, s.Tq, s.Tk}) : TensorShape({0})),
               shape(xla::U8, TensorShape({ws_bytes}))};
     } else {
-      outs = {shape(t, TensorShape({s.B, s.Tq, s.H, s.Dv})), shape(xla::F32, TensorShape({s.B, s.H, s.Tq}))};
+      // The CUDA forward's workspace (the decoding path's partial results), a third result.
+      int64_t ws_bytes = 0;
+#if GOOGLE_CUDA
+      if (gpu) {
+        flashattn::FlashFwdParams wp = p;
+        wp.dtype = dt == ::tensorflow::DT_HALF       ? flashattn::DType::kFloat16
+                   : dt == ::tensorflow::DT_BFLOAT16 ? flashattn::DType::kBFloat16
+                                                     : flashattn::DType::kFloat32;
+        wp.allow_tf32 = allow_tf32;
+        OP_REQUIRES_OK(ctx, ReadDecodeSettings(&wp));
+        ws_bytes = static_cast<int64_t>(flashattn::flash_fwd_workspace_bytes(wp));
+      }
+#endif
+      outs = {shape(t, TensorShape({s.B, s.Tq, s.H, s.Dv})), shape(xla::F32, TensorShape({s.B, s.H, s.Tq})),
+              shape(xla::U8, TensorShape({ws_bytes}))};
     }
     xla::XlaOp call = xla::CustomCallWithLayout(
         ctx->builder(), kGrad ? kGradTarget : kFwdTarget, operands,
@@ -201,11 +216,11 @@ TensorShape ShapeOf(const ffi::AnyBuffer& b) {
   return ts;
 }
 
-// Fills the params shared by both directions from the first 10 arguments; the seed's two words
-// are read by `read_seed` (host memory on the CPU, a device copy on the GPU).
-template <typename Params, typename ReadSeed>
+// Fills the params shared by both directions from the first 10 arguments (every pointer in the
+// memory of the handler's device, the seed's too: the kernels read it there).
+template <typename Params>
 ffi::Error FillFromBuffers(const ffi::RemainingArgs& args, const CallAttrs& ca, Params* p,
-                           std::vector<ffi::AnyBuffer>* bufs, const ReadSeed& read_seed) {
+                           std::vector<ffi::AnyBuffer>* bufs) {
   for (size_t i = 0; i < args.size(); ++i) {
     auto b = args.get<ffi::AnyBuffer>(i);
     if (!b.has_value()) return b.error();
@@ -232,12 +247,7 @@ ffi::Error FillFromBuffers(const ffi::RemainingArgs& args, const CallAttrs& ca, 
   p->mask.k_lengths = static_cast<const int32_t*>(data(6));
   p->mask.q_valid = static_cast<const bool*>(data(7));
   p->mask.k_valid = static_cast<const bool*>(data(8));
-  if (p->dropout.rate > 0.f) {
-    int64_t seed[2] = {0, 0};
-    err = read_seed(in[9].untyped_data(), seed);
-    if (err.failure()) return err;
-    flashattn::dropout_key_from_seed(seed[0], seed[1], p->dropout.key);
-  }
+  if (p->dropout.rate > 0.f) p->dropout.seed = static_cast<const int64_t*>(in[9].untyped_data());
   return ffi::Error::Success();
 }
 
@@ -267,8 +277,9 @@ ffi::Error FillGrad(const std::vector<ffi::AnyBuffer>& in, const ffi::RemainingR
   return ffi::Error::Success();
 }
 
+// The forward's results: output, lse, then the workspace (u8[bytes], empty on the CPU).
 ffi::Error FwdOutputs(const ffi::RemainingRets& rets, flashattn::FlashFwdParams* p, bool* empty) {
-  if (rets.size() != 2)
+  if (rets.size() != 3)
     return ffi::Error(ffi::ErrorCode::kInvalidArgument, "tf_flashattn: bad forward custom call");
   auto o = rets.get<ffi::AnyBuffer>(0);
   if (!o.has_value()) return o.error();
@@ -344,11 +355,6 @@ flashattn::ParallelFor PoolParallelFor(ffi::ThreadPool* pool, int64_t* threads) 
   };
 }
 
-ffi::Error ReadSeedHost(const void* seed, int64_t out[2]) {
-  std::memcpy(out, seed, 2 * sizeof(int64_t));
-  return ffi::Error::Success();
-}
-
 ffi::Error CpuCheck() {
   if (flashattn::flash_cpu_supported()) return ffi::Error::Success();
   return ffi::Error(ffi::ErrorCode::kUnimplemented,
@@ -360,11 +366,12 @@ ffi::Error FwdHost(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::Remaining
   const CallAttrs ca = MakeAttrs(TF_FLASHATTN_FFI_ATTR_ARGS);
   flashattn::FlashFwdParams p;
   std::vector<ffi::AnyBuffer> bufs;
-  ffi::Error err = FillFromBuffers(args, ca, &p, &bufs, ReadSeedHost);
+  ffi::Error err = FillFromBuffers(args, ca, &p, &bufs);
   if (err.failure()) return err;
   bool empty = false;
   if ((err = FwdOutputs(rets, &p, &empty)).failure() || empty) return err;
   if ((err = CpuCheck()).failure()) return err;
+  if ((err = ToFfi(ReadDecodeSettings(&p))).failure()) return err;
   int64_t threads = 1;
   flashattn::flash_fwd_cpu(p, PoolParallelFor(&pool, &threads));
   return ffi::Error::Success();
@@ -375,7 +382,7 @@ ffi::Error BwdHost(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::Remaining
   const CallAttrs ca = MakeAttrs(TF_FLASHATTN_FFI_ATTR_ARGS);
   flashattn::FlashBwdParams p;
   std::vector<ffi::AnyBuffer> bufs;
-  ffi::Error err = FillFromBuffers(args, ca, &p, &bufs, ReadSeedHost);
+  ffi::Error err = FillFromBuffers(args, ca, &p, &bufs);
   if (err.failure()) return err;
   bool empty = false;
   if ((err = FillGrad(bufs, rets, &p, &empty)).failure()) return err;
@@ -404,36 +411,32 @@ ffi::Error CudaError(cudaError_t e, const char* what) {
                     std::string("tf_flashattn ") + what + ": " + cudaGetErrorString(e));
 }
 
-// The two seed words, from device memory (one stream synchronization; only with dropout on).
-// The synchronization is legal because the handlers do not declare the command-buffer trait:
-// XLA never captures them into a CUDA graph. (cudaMemcpyDefault: any seed buffer location.)
-ffi::Error ReadSeedCuda(cudaStream_t stream, const void* seed, int64_t out[2]) {
-  cudaError_t e = cudaMemcpyAsync(out, seed, 2 * sizeof(int64_t), cudaMemcpyDefault, stream);
-  if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
-  return CudaError(e, "reading the dropout seed");
-}
-
 ffi::Error FwdCuda(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingRets rets,
                    TF_FLASHATTN_FFI_ATTR_PARAMS) {
   const CallAttrs ca = MakeAttrs(TF_FLASHATTN_FFI_ATTR_ARGS);
-  auto read_seed = [stream](const void* seed, int64_t out[2]) { return ReadSeedCuda(stream, seed, out); };
   flashattn::FlashFwdParams p;
   std::vector<ffi::AnyBuffer> bufs;
-  ffi::Error err = FillFromBuffers(args, ca, &p, &bufs, read_seed);
+  ffi::Error err = FillFromBuffers(args, ca, &p, &bufs);
   if (err.failure()) return err;
   bool empty = false;
   if ((err = FwdOutputs(rets, &p, &empty)).failure() || empty) return err;
   p.allow_tf32 = ca.allow_tf32;
+  if ((err = ToFfi(ReadDecodeSettings(&p))).failure()) return err;
+  const size_t bytes = flashattn::flash_fwd_workspace_bytes(p);
+  auto ws = rets.get<ffi::AnyBuffer>(2);
+  if (!ws.has_value()) return ws.error();
+  if ((*ws)->size_bytes() < bytes)
+    return ffi::Error(ffi::ErrorCode::kInternal, "tf_flashattn: forward workspace too small");
+  if (bytes > 0) p.workspace = (*ws)->untyped_data();
   return CudaError(flashattn::flash_fwd_cuda(p, stream), "forward");
 }
 
 ffi::Error BwdCuda(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingRets rets,
                    TF_FLASHATTN_FFI_ATTR_PARAMS) {
   const CallAttrs ca = MakeAttrs(TF_FLASHATTN_FFI_ATTR_ARGS);
-  auto read_seed = [stream](const void* seed, int64_t out[2]) { return ReadSeedCuda(stream, seed, out); };
   flashattn::FlashBwdParams p;
   std::vector<ffi::AnyBuffer> bufs;
-  ffi::Error err = FillFromBuffers(args, ca, &p, &bufs, read_seed);
+  ffi::Error err = FillFromBuffers(args, ca, &p, &bufs);
   if (err.failure()) return err;
   bool empty = false;
   if ((err = FillGrad(bufs, rets, &p, &empty)).failure()) return err;
