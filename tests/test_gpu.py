@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 
 import keras
 import numpy as np
@@ -366,3 +367,74 @@ def test_key_side_past_2_to_31_elements():
     _assert_same(big[2][:, -near:], small[2], "dk")
     _assert_same(big[3][:, -near:], small[3], "dv")
     assert float(tf.reduce_max(tf.abs(tf.cast(big[2][:, :-near], tf.float32)))) == 0.0  # unseen keys
+
+
+# ---- asynchronous execution -------------------------------------------------------------------
+def _host_and_total_ms(fn, calls=10):
+    """(host ms per call, total ms per call) over `calls` calls of fn in a row, read back once."""
+    for _ in range(2):
+        fn()
+    tf.test.experimental.sync_devices()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        out = fn()
+    t1 = time.perf_counter()
+    tf.test.experimental.sync_devices()
+    del out
+    t2 = time.perf_counter()
+    return (t1 - t0) / calls * 1e3, (t2 - t0) / calls * 1e3
+
+
+def _long_call_inputs():
+    # One forward is several milliseconds of GPU work on an H100/H200 (about 2.2 TFLOP), so the
+    # GPU's time dwarfs the host's when the call does not wait for the GPU.
+    rng = np.random.default_rng(11)
+    shape = (1, 16384, 16, 128)
+    q, k, v = (tf.constant(rng.standard_normal(shape).astype("float32"), tf.bfloat16)
+               for _ in range(3))
+    return tf.Variable(q), k, v
+
+
+@pytest.mark.parametrize("case", ["graph", "graph_lengths_dropout", "eager", "xla_dropout_grad",
+                                  "graph_grad_dropout"])
+def test_calls_do_not_wait_for_the_gpu(case):
+    """A call returns to the host long before its GPU work ends (the host would otherwise wait at
+    every call: an op that copies a GPU tensor to the host, e.g. a HostMemory seed or lengths
+    input, or a stream synchronization in a custom call, makes each call as slow on the host as
+    on the GPU)."""
+    qv, k, v = _long_call_inputs()
+    gen = keras.random.SeedGenerator(3)  # its state lives on the GPU
+    lengths = tf.constant([16000], tf.int32)
+    drop = "dropout" in case
+
+    def attn():
+        kw = dict(dropout_rate=0.1, seed=tf.cast(gen.next(), tf.int64)) if drop else {}
+        if "lengths" in case:
+            kw["key_lengths"] = lengths
+        return fa.dot_product_attention(qv, k, v, **kw)
+
+    def grad():
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(tf.cast(attn(), tf.float32))
+        return tape.gradient(loss, qv)
+
+    body = grad if "grad" in case else attn
+    fn = {"graph": tf.function, "eager": lambda f: f,
+          "xla": lambda f: tf.function(f, jit_compile=True)}[case.split("_")[0]](body)
+    host, total = _host_and_total_ms(fn)
+    assert host < 0.3 * total, (
+        f"{case}: the host spent {host:.2f} ms per call of {total:.2f} ms: the call waits for "
+        f"the GPU")
+
+
+def test_out_of_range_lengths_are_clamped_on_the_gpu():
+    """On the GPU the lengths are not read back to the host for a range check: a length past the
+    axis counts as the whole axis and a negative one as 0 (the same rule as under XLA)."""
+    rng = np.random.default_rng(5)
+    q, k, v = (tf.constant(rng.standard_normal((2, 9, 2, 16)).astype("float32")) for _ in range(3))
+    f = tf.function(lambda ql, kl: fa.dot_product_attention(q, k, v, query_lengths=ql,
+                                                            key_lengths=kl))
+    out = f(tf.constant([12, -3]), tf.constant([100, 4]))
+    want = f(tf.constant([9, 0]), tf.constant([9, 4]))
+    np.testing.assert_array_equal(out.numpy(), want.numpy())
+    assert np.all(out.numpy()[1] == 0)  # no valid query row in batch 1
