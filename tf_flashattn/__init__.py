@@ -18,6 +18,11 @@ except ImportError as e:  # not built yet: calls raise the same message
     warnings.warn(str(e))
 
 from tf_flashattn.layers import FlashGroupQueryAttention, FlashMultiHeadAttention  # noqa: E402
+# Keras-wide / KerasHub-wide switch; importing it patches nothing (see keras_integration).
+from tf_flashattn.keras_integration import disable_flash_attention  # noqa: E402
+from tf_flashattn.keras_integration import enable_flash_attention  # noqa: E402
+from tf_flashattn.keras_integration import is_flash_attention_enabled  # noqa: E402
 
 __all__ = ["dot_product_attention", "backends", "FlashMultiHeadAttention",
-           "FlashGroupQueryAttention"]
+           "FlashGroupQueryAttention", "enable_flash_attention", "disable_flash_attention",
+           "is_flash_attention_enabled"]
