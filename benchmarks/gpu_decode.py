@@ -1,0 +1,115 @@
+"""Decoding through TensorFlow: one attention call per step, as a serving loop makes it.
+
+A decode step attends Tq new query rows per sequence (1, or a few with speculative decoding) to a
+cache of Tk keys and values. The work is reading K and V once, so the figure is bandwidth:
+
+    K+V bytes = 2 * B * Tk * Hkv * D * (2 bytes for bf16 / fp16),  GB/s = bytes / time per call
+
+Ours (`tf_flashattn.dot_product_attention` in a tf.function) against Keras'
+`keras.ops.dot_product_attention` compiled by XLA (`jit_compile=True`, what Keras gives on a GPU),
+each called once per step with a different query (N steps in a row, the result read back once):
+host overheads count, as they do for a server. The kernels' own GPU time, against PyTorch's
+FlashAttention-2 and cuDNN, comes from the kernel harness (`kernel_harness_check.py --decode`).
+
+    python benchmarks/gpu_decode.py [--json out.json] [--steps 50] [--dtypes bfloat16,float16]
+        [--shapes 8x8192x32x8,...] [--tq 1,4,16] [--impls ours,keras_xla]
+
+Shapes are BxTkxHxHkv with D = 128; the defaults are the decoding issue's four shapes plus
+Tk = 1024 and 2048. On the CPU it runs small shapes (a smoke test of the script).
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+DEFAULT_SHAPES = "8x8192x32x8,8x32768x32x8,1x131072x32x8,64x4096x32x32,8x1024x32x8,8x2048x32x8"
+
+
+def sync():
+    import tensorflow as tf
+    tf.test.experimental.sync_devices()
+
+
+def per_call_us(fn, qs, steps, repeats=3):
+    """Median over repeats of the time per call of `steps` calls in a row (one query each)."""
+    for q in qs[:2]:
+        fn(q)
+    sync()
+    times = []
+    for _ in range(repeats):
+        sync()
+        t0 = time.perf_counter()
+        for i in range(steps):
+            out = fn(qs[i % len(qs)])
+        sync()
+        times.append((time.perf_counter() - t0) / steps * 1e6)
+        del out
+    return statistics.median(times)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--shapes", help=f"BxTkxHxHkv list (default {DEFAULT_SHAPES})")
+    p.add_argument("--tq", default="1,4,16")
+    p.add_argument("--dtypes", default="bfloat16,float16")
+    p.add_argument("--dim", type=int, default=128)
+    p.add_argument("--steps", type=int, default=50)
+    p.add_argument("--impls", default="ours,keras_xla")
+    p.add_argument("--json")
+    args = p.parse_args(argv)
+
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    import tf_flashattn as fa
+
+    gpu = bool(tf.config.list_physical_devices("GPU"))
+    shapes = args.shapes or (DEFAULT_SHAPES if gpu else "2x512x8x2")
+    rows = []
+    print("| dtype | B | Tk | H/Hkv | Tq | impl | us/call | K+V GB/s |")
+    print("|---|---:|---:|---|---:|---|---:|---:|")
+    rng = np.random.default_rng(0)
+    for dname in args.dtypes.split(","):
+        dtype = tf.as_dtype(dname)
+        for spec in shapes.split(","):
+            b, tk, h, hkv = (int(x) for x in spec.split("x"))
+            d = args.dim
+            k = tf.cast(tf.random.normal([b, tk, hkv, d], seed=1), dtype)
+            v = tf.cast(tf.random.normal([b, tk, hkv, d], seed=2), dtype)
+            kv_bytes = 2 * b * tk * hkv * d * dtype.size
+            for tq in (int(x) for x in args.tq.split(",")):
+                qs = [tf.constant(rng.standard_normal((b, tq, h, d)).astype("float32"), dtype)
+                      for _ in range(4)]
+                impls = {
+                    "ours": tf.function(lambda q: fa.dot_product_attention(q, k, v)),
+                    "keras_xla": tf.function(lambda q: keras.ops.dot_product_attention(q, k, v),
+                                             jit_compile=True),
+                }
+                for name in args.impls.split(","):
+                    row = dict(dtype=dname, B=b, Tk=tk, H=h, Hkv=hkv, D=d, Tq=tq, impl=name,
+                               kv_bytes=kv_bytes)
+                    try:
+                        us = per_call_us(impls[name], qs, args.steps)
+                        row.update(us=us, gbps=kv_bytes / us / 1e3)
+                        cells = f"{us:.1f} | {row['gbps']:.0f}"
+                    except Exception as e:  # noqa: BLE001 (e.g. out of memory: keep going)
+                        row["error"] = f"{type(e).__name__}: {str(e)[:200]}"
+                        cells = "error | "
+                    rows.append(row)
+                    print(f"| {dname} | {b} | {tk} | {h}/{hkv} | {tq} | {name} | {cells} |",
+                          flush=True)
+                    if args.json:
+                        with open(args.json + ".tmp", "w") as f:
+                            json.dump(rows, f, indent=1)
+                        os.replace(args.json + ".tmp", args.json)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
