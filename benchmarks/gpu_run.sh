@@ -24,6 +24,20 @@
 #             batch 1, one warm-up and one timed step each (~2-3 min)
 #   xlacheck  one training step of the example model with XLA vs without (our layer and Keras'), at
 #             contexts 4096 and 16384, and the layouts XLA gave our custom calls (~2 min)
+#   async     host time per call (benchmarks/host_overhead.py), the short-sequence rows one call per
+#             step (BENCH_INNER=1, T=512,1024) and the example model's training step at contexts 1024
+#             and 4096 (without XLA; under XLA with dropout 0.1), each for this build ("after") and
+#             for the older package in .device-tf/old ("before": a copy of tf_flashattn, examples
+#             and benchmarks with its .so), one after the other in the same call (~5 min)
+#   decode    decoding through TensorFlow, one call per step: ours vs Keras under XLA
+#             (benchmarks/gpu_decode.py, ~2 min)
+#   kerashub  a KerasHub Llama (8 layers, dim 2048, 16/4 heads, mixed_bfloat16, XLA) trained with and
+#             without enable_flash_attention() at 4096 and 16384 (benchmarks/kerashub_train.py);
+#             needs the keras-hub wheels carried in .whl (KERASHUB_ARGS adds arguments)
+#   generate  the example's generate, cached vs recomputing, at context 8192 (model dim 1024, 16
+#             heads, 8 layers, bf16; benchmarks/generate_throughput.py)
+#   hdecode   no TensorFlow needed: the kernel harness's decoding checks and timings against
+#             FlashAttention-2 and cuDNN (kernel_harness_check.py --decode)
 #   bench     anchors_torch.py (~75 s), ours at all shapes (~35 s), then the comparisons
 #             (BENCH_IMPLS, default keras,keras_nofold,keras_xla) at D=128,64,256 (BENCH_KERAS_D,
 #             only head dims in BENCH_D): 392.7 s in all on the H200 (2026-11-29, seventh round;
@@ -73,7 +87,14 @@ if has profile; then
     grep -E "Duration|Executed Ipc Active|Issue Slots Busy|Executed Instructions  |Registers Per|L2 Cache Throughput|Mem Busy" $OUT/ncu_${f}_$tag.txt | head -24
     grep -E "issue_stalled" $OUT/ncu_${f}_$tag.txt | awk '$NF > 0.1' | sed 's/smsp__average_warps_issue_stalled_//; s/_per_issue_active.ratio//'; done
 fi
-has tests || has memory || has train || has bench || has xlacheck || has maxctx || has oldbuild || exit 0  # the rest needs TensorFlow
+if has hdecode; then
+  [[ -f .harness_build/flash_harness.cpython-312-x86_64-linux-gnu.so ]] || \
+    ARCHS=90 bash benchmarks/build_harness.sh 2>&1 | tail -2
+  python3 benchmarks/kernel_harness_check.py --decode --out $OUT > $OUT/harness_decode.log 2>&1
+  tail -60 $OUT/harness_decode.log
+fi
+has tests || has memory || has train || has bench || has xlacheck || has maxctx || has oldbuild || \
+  has async || has decode || has kerashub || has generate || exit 0  # the rest needs TensorFlow
 . .device-tf/env.sh
 export PYTHONPATH=$PWD:${PYTHONPATH:-} TF_CPP_MIN_LOG_LEVEL=2
 if has tests; then
@@ -94,6 +115,35 @@ if has oldbuild; then
    PYTHONPATH=$OLDPWD/.device-tf/old:$PYTHONPATH python3 -m pytest -q $OLDPWD/tests/test_xla.py \
      -p no:cacheprovider -k "transposed or layer_under or pin_every or dynamic" > $OUT/oldbuild.log 2>&1
    grep -E "^(FAILED|ERROR)|passed|failed" $OUT/oldbuild.log)
+fi
+if has async; then
+  quiet() { grep -v "^WARNING\|^I0000\|^W0000\|^E0000"; }
+  for build in after before; do
+    if [[ $build == before ]]; then dir=$PWD/.device-tf/old; else dir=$PWD; fi
+    (cd $dir && export PYTHONPATH=$dir:$PYTHONPATH
+     echo "== $build: $(python3 -c 'import tf_flashattn; print(tf_flashattn.__file__)' 2>/dev/null)"
+     python3 benchmarks/host_overhead.py --label $build --json $OUT/host_overhead_$build.json 2>&1 | quiet
+     BENCH_INNER=1 BENCH_T=512,1024 BENCH_KERAS_D= python3 benchmarks/gpu_attention.py \
+       $OUT/short_rows_$build.json 2>&1 | quiet | tail -6
+     python3 benchmarks/train_throughput.py --only flash --contexts 1024 4096 --flash-no-xla --steps 6 \
+       --json $OUT/train_noxla_$build.json 2>&1 | quiet | tail -3
+     python3 benchmarks/train_throughput.py --only flash --contexts 1024 4096 --dropout 0.1 --steps 6 \
+       --json $OUT/train_xla_dropout_$build.json 2>&1 | quiet | tail -3) 2>&1 | tee -a $OUT/async.log
+  done
+fi
+if has decode; then
+  python3 benchmarks/gpu_decode.py --json $OUT/gpu_decode.json ${DECODE_ARGS:-} 2>&1 \
+    | grep -v "^WARNING\|^I0000\|^W0000" | tee $OUT/gpu_decode.log | tail -80
+fi
+if has kerashub; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl \
+    && export PYTHONPATH=$PYTHONPATH:/tmp/site
+  python3 benchmarks/kerashub_train.py --json $OUT/kerashub_train.json ${KERASHUB_ARGS:-} 2>&1 \
+    | grep -v "^WARNING\|^I0000\|^W0000" | tee $OUT/kerashub_train.log | tail -12
+fi
+if has generate; then
+  python3 benchmarks/generate_throughput.py ${GENERATE_ARGS:---context 8192 --dim 1024 --heads 16 --layers 8 --dtype bfloat16} \
+    --json $OUT/generate.json 2>&1 | grep -v "^WARNING\|^I0000\|^W0000" | tee $OUT/generate.log | tail -10
 fi
 if has maxctx; then
   for lc in flash:${MAXCTX_FLASH:-262144} keras:${MAXCTX_KERAS:-32768}; do
