@@ -1,12 +1,14 @@
 """tf_flashattn: FlashAttention ops for TensorFlow and Keras.
 
-Set-up (builds the op library against the installed TensorFlow, then installs):
-    pip install --no-build-isolation -v -e .
+Set-up, in a fresh virtual environment (installs TensorFlow, Keras and the test dependencies, and
+builds the op library against the TensorFlow pinned in pyproject.toml):
+    pip install -v -e ".[test]"
+Rebuild in place after changing cc/: python build_ops.py
 """
 import os
 import sys
 
-from setuptools import Extension, find_packages, setup
+from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -27,7 +29,6 @@ class BuildOps(build_ext):
 
 setup(
     name="tf_flashattn",
-    packages=find_packages(include=["tf_flashattn", "tf_flashattn.*"]),
     ext_modules=[Extension("tf_flashattn._tf_flashattn_ops", sources=ALL_SOURCES,
                            depends=build_ops.HEADERS)],
     cmdclass={"build_ext": BuildOps},

@@ -1,8 +1,12 @@
-"""The Bazel BUILD file and setup.py/build_ops.py build the same sources."""
+"""The build (the Bazel BUILD file and setup.py/build_ops.py build the same sources) and the
+README's set-up, snippets and links."""
 import glob
 import os
 import re
+import subprocess
 import sys
+
+import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -42,3 +46,102 @@ def test_built_library_has_the_backends_this_machine_can_build():
     assert "CPU" in backends
     if build_ops.find_nvcc() and build_ops.CUDA_KERNEL_SOURCES:
         assert any(b.startswith("CUDA") for b in backends), backends
+
+
+# ---------------------------------------------------------------------------------------------
+# The README: its set-up commands are what CI runs, its snippets run, its links resolve.
+
+README = os.path.join(ROOT, "README.md")
+# A ```python block may be preceded by one of these notes (the test honours them):
+#   <!-- snippet: not run (reason) -->                 the block is not run
+#   <!-- snippet: needs tf_flashattn.NAME -->          skipped while the package lacks NAME
+_BLOCK = re.compile(r"(?:<!-- snippet: (?P<note>[^>]*?) -->\n)?```(?P<lang>\w*)\n(?P<code>.*?)```",
+                    re.S)
+
+
+def readme_blocks(lang):
+    text = open(README).read()
+    return [(m.group("note") or "", m.group("code")) for m in _BLOCK.finditer(text)
+            if m.group("lang") == lang]
+
+
+def readme_set_up_commands():
+    """The commands of the README's first bash block (the set-up), comments stripped."""
+    _, code = readme_blocks("bash")[0]
+    return [line.split("  #")[0].strip() for line in code.splitlines() if line.strip()]
+
+
+def test_readme_set_up_is_install_then_tests():
+    commands = readme_set_up_commands()
+    assert len(commands) == 2, commands
+    assert commands[0].startswith("pip install ") and "[test]" in commands[0], commands
+    assert commands[1].startswith("python -m pytest"), commands
+
+
+def test_ci_runs_the_readme_set_up_commands_in_a_fresh_venv():
+    ci = open(os.path.join(ROOT, ".ci", "run")).read()
+    lines = [line.strip() for line in ci.splitlines() if not line.strip().startswith("#")]
+    assert any(re.search(r"-m venv ", line) for line in lines), "CI must create a fresh venv"
+    for command in readme_set_up_commands():
+        # As written in the README, as a whole command of its own (timed by CI's helper `t`).
+        assert any(re.fullmatch(r"(t )?" + re.escape(command), line) for line in lines), command
+    assert any("examples/train_char_lm.py" in line for line in lines)
+
+
+PY_BLOCKS = readme_blocks("python")
+
+
+def test_readme_has_python_snippets_with_known_notes():
+    assert len(PY_BLOCKS) >= 4
+    for note, _ in PY_BLOCKS:
+        assert note == "" or note.startswith("not run (") or re.fullmatch(
+            r"needs tf_flashattn\.\w+", note), note
+
+
+@pytest.mark.parametrize("index", range(len(PY_BLOCKS)))
+def test_readme_python_snippet_runs(index, tmp_path):
+    import tf_flashattn
+    note, code = PY_BLOCKS[index]
+    if note.startswith("not run"):
+        pytest.skip(note)
+    needs = re.fullmatch(r"needs tf_flashattn\.(\w+)", note)
+    if needs and not hasattr(tf_flashattn, needs.group(1)):
+        pytest.skip(f"the README documents tf_flashattn.{needs.group(1)}, not in the package yet")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [ROOT] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]),
+        TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES=os.environ.get("CUDA_VISIBLE_DEVICES", ""))
+    res = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True,
+                         text=True, timeout=600)
+    assert res.returncode == 0, f"README snippet {index} failed:\n{code}\n{res.stderr[-3000:]}"
+
+
+def _linked_paths(path, text):
+    """Relative paths the document links to or names in backticks, resolved against its folder."""
+    here = os.path.dirname(path)
+    found = set(re.findall(r"\]\(([^)#\s]+)\)", text))
+    found |= set(re.findall(r"`((?:benchmarks|examples|tests|cc|tf_flashattn|results)/[\w./-]*)",
+                            text))
+    resolved = set()
+    for p in found:
+        if "://" in p:
+            continue
+        for base in (here, ROOT):
+            if os.path.exists(os.path.join(base, p)):
+                break
+        else:
+            resolved.add(p)
+    return resolved
+
+
+@pytest.mark.parametrize("doc", ["README.md", "benchmarks/RESULTS.md"])
+def test_docs_name_only_files_that_exist(doc):
+    path = os.path.join(ROOT, doc)
+    assert _linked_paths(path, open(path).read()) == set()
+
+
+def test_results_folders_are_all_cited():
+    """RESULTS.md holds the current figures: a results folder it does not cite is a leftover."""
+    text = open(os.path.join(ROOT, "benchmarks", "RESULTS.md")).read()
+    results = os.path.join(ROOT, "benchmarks", "results")
+    for name in sorted(os.listdir(results)):
+        assert f"results/{name}" in text, name
