@@ -36,9 +36,11 @@ rank other than 3), head dims above 256 and subclasses that override
 warn once per process.
 """
 
+import types
 import warnings
 
 import keras
+import numpy as np
 import tensorflow as tf
 from keras.src import backend as keras_backend
 
@@ -200,6 +202,114 @@ def fused_attention(
     return tf.where(empty, mean_value, output)
 
 
+# ---------------------------------------------------------------------------
+# KV cache helpers.
+
+
+def _cache_index(index, name):
+    """`cache_update_index` as a Python int when its value is known when the call is traced (a
+    Python or NumPy integer, an eager tensor, a graph constant), otherwise as an int32 scalar
+    tensor (e.g. a `tf.while_loop` counter)."""
+    if isinstance(index, bool) or isinstance(index, (float, np.floating)):
+        raise ValueError(f"{name}: `cache_update_index` must be an integer scalar; got {index!r}.")
+    if isinstance(index, (int, np.integer)):
+        value = int(index)
+    else:
+        if isinstance(index, (tf.RaggedTensor, tf.SparseTensor)):
+            raise ValueError(f"{name}: `cache_update_index` must be an integer scalar; got a "
+                             f"{type(index).__name__}.")
+        t = tf.convert_to_tensor(index)
+        if not t.dtype.is_integer or t.shape.rank not in (0, None):
+            raise ValueError(f"{name}: `cache_update_index` must be an integer scalar; got "
+                             f"dtype {t.dtype.name}, shape {t.shape}.")
+        static = tf.get_static_value(t)
+        if static is None:
+            return tf.cast(tf.reshape(t, []), tf.int32)
+        value = int(static)
+    if value < 0:
+        raise ValueError(f"{name}: `cache_update_index` must be >= 0; got {value}.")
+    return value
+
+
+def _write_cache(cache, key, value, index, name):
+    """Writes key and value [B, Sn, Hkv, D] at positions [index, index + Sn) of the cache
+    [B, 2, S, Hkv, D]. Returns the new cache and the filled lengths [B] (index + Sn).
+
+    A gather and a select over the cache's positions rather than a scatter or a pad: static
+    shapes (so it compiles under XLA with a symbolic index) and the same ops on every device and
+    dtype. An index past the cache is an error from the graph (not reported under XLA, where
+    asserts are dropped: positions past the cache are then not written)."""
+    block = tf.stack([key, value], axis=1)  # [B, 2, Sn, Hkv, D]
+    s_max, s_new = tf.shape(cache)[2], tf.shape(block)[2]
+    static_s, static_new = cache.shape[2], block.shape[2]
+    end = index + s_new
+    checks = []
+    if isinstance(index, int) and static_s is not None and static_new is not None:
+        if index + static_new > static_s:
+            raise ValueError(f"{name}: the {static_new} new key/value positions at "
+                             f"`cache_update_index` {index} do not fit in the cache of length "
+                             f"{static_s} (cache shape {tuple(cache.shape)}).")
+    else:
+        checks.append(tf.debugging.assert_less_equal(
+            end, s_max, message=f"{name}: `cache_update_index` + the number of new positions "
+                                f"exceeds the cache length (dim 2 of `cache`)"))
+    with tf.control_dependencies(checks):
+        positions = tf.range(s_max)
+    source = tf.clip_by_value(positions - index, 0, tf.maximum(s_new - 1, 0))
+    spread = tf.gather(block, source, axis=2)  # [B, 2, S, Hkv, D]
+    inside = tf.logical_and(positions >= index, positions < end)
+    new_cache = tf.where(tf.reshape(inside, [1, 1, -1, 1, 1]), spread, cache)
+    lengths = tf.fill(tf.shape(cache)[:1], tf.cast(end, tf.int32))
+    return new_cache, lengths
+
+
+def _filled_mean(value, lengths, groups, dtype):
+    """Mean of value [B, S, Hkv, Dv] over the filled keys (j < lengths[b]; all S when lengths is
+    None), repeated for each query head of a group: [B, 1, Hq, Dv] in `dtype`."""
+    v = tf.cast(value, tf.float32)
+    if lengths is None:
+        mean = tf.reduce_mean(v, axis=1, keepdims=True)
+    else:
+        valid = tf.range(tf.shape(v)[1])[None, :] < lengths[:, None]  # [B, S]
+        total = tf.reduce_sum(tf.where(valid[:, :, None, None], v, 0.0), axis=1, keepdims=True)
+        count = tf.cast(tf.maximum(lengths, 1), tf.float32)[:, None, None, None]
+        mean = total / count
+    if groups > 1:
+        mean = tf.repeat(mean, groups, axis=2)
+    return tf.cast(mean, dtype)
+
+
+def _merge_lse(out1, lse1, out2, lse2):
+    """Attention over two disjoint key sets, each normalized on its own (outputs [B, T, H, Dv],
+    log-sum-exps [B, H, T]), merged into the attention over their union (the log-sum-exp merge
+    of the online softmax). Rows empty in both give 0 and -inf."""
+    top = tf.stop_gradient(tf.maximum(lse1, lse2))  # the result does not depend on it
+    top = tf.where(tf.math.is_finite(top), top, 0.0)
+    w1, w2 = tf.exp(lse1 - top), tf.exp(lse2 - top)
+    total = w1 + w2
+    lse = top + tf.math.log(total)
+
+    def rows(w):  # [B, H, T] -> [B, T, H, 1]
+        return tf.transpose(w, [0, 2, 1])[..., None]
+
+    out = tf.math.divide_no_nan(rows(w1) * tf.cast(out1, tf.float32)
+                                + rows(w2) * tf.cast(out2, tf.float32), rows(total))
+    return tf.cast(out, out1.dtype), lse
+
+
+def _positions_mask(t_len, s_len, offset, causal, window):
+    """Bool [T, S]: query i (at position offset + i) may see key j (causal: j <= offset + i;
+    Keras window w: |offset + i - j| < w)."""
+    rows = offset + tf.range(t_len)[:, None]
+    cols = tf.range(s_len)[None, :]
+    mask = tf.ones([t_len, s_len], tf.bool)
+    if causal:
+        mask = tf.logical_and(mask, cols <= rows)
+    if window is not None:
+        mask = tf.logical_and(mask, tf.abs(rows - cols) < window)
+    return mask
+
+
 class _FlashLayer:
     """What both layers share: `call` with its fallback to Keras, and the fused core.
 
@@ -291,10 +401,17 @@ class _FlashLayer:
         return_attention_scores=False,
         training=None,
         use_causal_mask=False,
+        cache=None,
+        cache_update_index=None,
     ):
         keras_path = type(self)._compute_attention is not self._flash_class._compute_attention
-        reason = self._fallback_reason(query, value, key, return_attention_scores)
         name = self._flash_class.__name__
+        if cache is not None or cache_update_index is not None:
+            return self._cached_call(
+                query, value, key, query_mask, value_mask, key_mask, attention_mask,
+                return_attention_scores, training, use_causal_mask, cache, cache_update_index,
+                keras_path)
+        reason = self._fallback_reason(query, value, key, return_attention_scores)
         if reason is not None:
             _warn_once(
                 (name, reason),
@@ -318,6 +435,217 @@ class _FlashLayer:
                           attention_mask)
         return self._fused_call(query, value, key, query_mask, value_mask, key_mask,
                                 attention_mask, training, use_causal_mask)
+
+
+    # -----------------------------------------------------------------------
+    # KV cache (the form of KerasHub's CachedMultiHeadAttention).
+
+    def compute_output_spec(self, query, value, key=None, query_mask=None, value_mask=None,
+                            key_mask=None, attention_mask=None, return_attention_scores=False,
+                            training=None, use_causal_mask=False, cache=None,
+                            cache_update_index=None):
+        spec = super().compute_output_spec(
+            query, value, key=key, query_mask=query_mask, value_mask=value_mask,
+            key_mask=key_mask, attention_mask=attention_mask,
+            return_attention_scores=return_attention_scores, training=training,
+            use_causal_mask=use_causal_mask)
+        if cache is None:
+            return spec
+        cache_spec = keras.KerasTensor(cache.shape, dtype=cache.dtype)
+        return (*spec, cache_spec) if isinstance(spec, tuple) else (spec, cache_spec)
+
+    def _cached_call(self, query, value, key, query_mask, value_mask, key_mask, attention_mask,
+                     return_attention_scores, training, use_causal_mask, cache, index,
+                     keras_path):
+        """`call` with `cache` [B, 2, S, Hkv, D] (keys and values stacked): writes the projected
+        key/value of this call at [index, index + Sn) (nothing when index is None), attends the
+        query (query i at position index + i) over the filled keys, returns
+        (output[, scores], new_cache)."""
+        name = self._flash_class.__name__
+        if cache is None:
+            raise ValueError(f"{name}: `cache_update_index` needs a `cache`; got cache=None, "
+                             f"cache_update_index={index!r}.")
+        if isinstance(cache, (tf.RaggedTensor, tf.SparseTensor)):
+            raise ValueError(f"{name}: `cache` must be a dense tensor; got a "
+                             f"{type(cache).__name__}.")
+        key = value if key is None else key
+        ranks = {len(t.shape) for t in (query, value, key)}
+        if ranks != {3} or tuple(getattr(self, "_attention_axes", None) or (1,)) != (1,):
+            raise ValueError(f"{name}: a `cache` needs inputs of rank 3 [batch, length, "
+                             f"features] and the default attention_axes; got query "
+                             f"{tuple(query.shape)}, value {tuple(value.shape)}.")
+        kv_heads, head_dim = self._cache_layout()
+        cache = tf.convert_to_tensor(cache)
+        want = [query.shape[0], 2, None, kv_heads, head_dim]
+        if not cache.dtype.is_floating or not shape_fits(cache.shape, want):
+            raise ValueError(f"{name}: `cache` must be a float tensor of shape [batch, 2, "
+                             f"max_len, num_kv_heads, head_dim] = {dims_text(want)} (keys and "
+                             f"values stacked on dim 1); got {cache.dtype.name} "
+                             f"{tuple(cache.shape)}.")
+        if index is not None:
+            index = _cache_index(index, name)
+        query_mask = self._take_query_mask(query, value, key, query_mask)
+        # The key masks and the attention mask cover the cache (key_len = its max_len).
+        cached_keys = types.SimpleNamespace(
+            shape=tf.TensorShape([cache.shape[0], cache.shape[2], None]))
+        _check_call_masks(f"{name} (with a cache, key_len is the cache's max_len, dim 2)",
+                          query, cached_keys, cached_keys, query_mask, value_mask, key_mask,
+                          attention_mask)
+
+        use_gate = self._flash_attr("use_gate")
+        if use_gate:
+            gate = self._gate_dense(query)
+        query_heads = self._query_dense(query)  # [B, T, Hq, D]
+        if index is None:  # a fixed cache (e.g. cross-attention): attend over all of it
+            new_cache, lengths = cache, None
+            new_keys = new_values = None
+        else:
+            new_keys = tf.cast(self._key_dense(key), cache.dtype)  # [B, Sn, Hkv, D]
+            new_values = tf.cast(self._value_dense(value), cache.dtype)
+            new_cache, lengths = _write_cache(cache, new_keys, new_values, index, name)
+        keys, values = new_cache[:, 0], new_cache[:, 1]
+        key_mask = _and_masks(value_mask, key_mask)
+        query_mask = _and_masks(query_mask)
+
+        reason = self._fallback_reason(query, value, key, return_attention_scores)
+        if reason is not None:
+            _warn_once((name, reason),
+                       f"{name}: {reason}; using Keras' materializing attention for such calls.")
+        scores = None
+        if keras_path or reason is not None:
+            output, scores = self._cached_materialized(
+                query_heads, keys, values, index, lengths, query_mask, key_mask,
+                attention_mask, use_causal_mask, training, return_attention_scores)
+        else:
+            output = self._cached_fused(query_heads, keys, values, new_keys, new_values, index,
+                                        lengths, query_mask, key_mask, attention_mask,
+                                        use_causal_mask, training)
+        if use_gate:
+            output = keras.ops.multiply(output, gate)
+        output = self._output_dense(output)
+        if query_mask is not None and self._flash_class is FlashMultiHeadAttention:
+            keras_backend.set_keras_mask(output, query_mask)
+        if return_attention_scores:
+            return output, scores, new_cache
+        return output, new_cache
+
+    def _cached_fused(self, query, keys, values, new_keys, new_values, index, lengths,
+                      query_mask, key_mask, attention_mask, causal, training):
+        """The cached call's core on the op. The unfilled tail is cut by `key_lengths`; causality
+        needs the query's position `index`, which the op takes only as a Python int
+        (`causal_offset`). So:
+
+        - index known when traced (prefill at 0, Python loops): is_causal with causal_offset=index;
+        - symbolic index, one query row (a decode step): key_lengths = index + 1 is exactly the
+          causal mask; a sliding window becomes an O(S) key_mask;
+        - symbolic index, T > 1 rows, causal: two calls merged by their log-sum-exps, the prefix
+          [0, index) unmasked and the new block causally against itself (still O(N));
+        - symbolic index, T > 1, with a sliding window or (causal) with an `attention_mask`: a
+          dense [T, S] mask of the positions, the only case that builds one.
+        """
+        rate = float(self._flash_attr("dropout")) if training else 0.0
+        scale = self._flash_attr("scale")
+        window = self._flash_attr("window")
+        dense = None if attention_mask is None else _dense_mask_4d(attention_mask)
+        offset = 0 if index is None else index
+        uniform = self._flash_attr("dropout") == 0.0 and (
+            query_mask is not None or key_mask is not None or dense is not None
+            or window is not None)
+
+        def run(k, v, *, need_lse, key_lengths=None, key_mask=None, mask=None, is_causal=False,
+                causal_offset=0, sliding_window=None):
+            seed = None
+            if rate > 0.0:
+                seed = tf.cast(self._seed_generator().next(), tf.int64)
+            result = dot_product_attention(
+                query, k, v, mask=mask, scale=scale, is_causal=is_causal,
+                causal_offset=causal_offset, sliding_window=sliding_window,
+                key_lengths=key_lengths, query_mask=query_mask, key_mask=key_mask,
+                dropout_rate=rate, seed=seed, return_lse=need_lse)
+            return result if need_lse else (result, None)
+
+        s_len = tf.shape(keys)[1]
+        if isinstance(offset, int):
+            op_window = None if window is None else (window - 1, window - 1)
+            output, lse = run(keys, values, need_lse=uniform, key_lengths=lengths,
+                              key_mask=key_mask, mask=dense, is_causal=causal,
+                              causal_offset=offset, sliding_window=op_window)
+        elif query.shape[1] == 1:
+            row_lengths = tf.minimum(lengths, offset + 1) if causal else lengths
+            if window is not None:
+                near = tf.abs(tf.range(s_len) - offset) < window  # [S]
+                near = tf.broadcast_to(near[None], [tf.shape(keys)[0], s_len])
+                key_mask = _and_masks(key_mask, near)
+            output, lse = run(keys, values, need_lse=uniform, key_lengths=row_lengths,
+                              key_mask=key_mask, mask=dense)
+        elif not causal and window is None:
+            output, lse = run(keys, values, need_lse=uniform, key_lengths=lengths,
+                              key_mask=key_mask, mask=dense)
+        elif window is None and dense is None:
+            prefix = tf.fill(tf.shape(lengths), offset)
+            out1, lse1 = run(keys, values, need_lse=True, key_lengths=prefix, key_mask=key_mask)
+            block_mask = None if key_mask is None else tf.slice(
+                key_mask, [0, offset], [-1, tf.shape(new_keys)[1]])
+            out2, lse2 = run(new_keys, new_values, need_lse=True, key_mask=block_mask,
+                             is_causal=True)
+            output, lse = _merge_lse(out1, lse1, out2, lse2)
+        else:
+            positions = _positions_mask(tf.shape(query)[1], s_len, offset, causal, window)
+            mask = positions[None, None]
+            if dense is not None:
+                mask = tf.logical_and(mask, dense)
+            output, lse = run(keys, values, need_lse=uniform, key_lengths=lengths,
+                              key_mask=key_mask, mask=mask)
+        if not uniform:
+            return output
+        # Rows that see no key: the mean of the filled values (what the layer without a cache
+        # gives on the sequence so far), as in `fused_attention`.
+        empty = tf.equal(tf.stop_gradient(lse), float("-inf"))
+        empty = tf.expand_dims(tf.transpose(empty, [0, 2, 1]), -1)  # [B, T, H, 1]
+        fill = _filled_mean(values, lengths, query.shape[2] // values.shape[2], output.dtype)
+        return tf.where(empty, fill, output)
+
+    def _cached_materialized(self, query, keys, values, index, lengths, query_mask, key_mask,
+                             attention_mask, causal, training, return_attention_scores):
+        """The cached call on `_compute_attention` (Keras' materializing core, or a subclass's)
+        with a dense [B, T, S] mask of the filled, visible positions. Rows with no visible key
+        get the same values as on the fused path."""
+        batch, t_len, s_len = tf.shape(query)[0], tf.shape(query)[1], tf.shape(keys)[1]
+        offset = 0 if index is None else index
+        mask = _positions_mask(t_len, s_len, offset, causal, self._flash_attr("window"))[None]
+        if lengths is not None:
+            mask = tf.logical_and(mask, tf.range(s_len)[None, None, :] < lengths[:, None, None])
+        if key_mask is not None:
+            mask = tf.logical_and(mask, key_mask[:, None, :])
+        if query_mask is not None:
+            mask = tf.logical_and(mask, query_mask[:, :, None])
+        mask = tf.broadcast_to(mask, [batch, t_len, s_len])
+        if attention_mask is not None:
+            user = tf.cast(attention_mask, tf.bool)
+            if user.shape.rank == 4:
+                mask = mask[:, None]
+            mask = tf.logical_and(mask, user)
+        groups = query.shape[2] // keys.shape[2]
+        if self._flash_class is FlashGroupQueryAttention:
+            if groups > 1:  # Keras' GroupQueryAttention repeats before its core
+                keys = tf.repeat(keys, groups, axis=2)
+                values_rep = tf.repeat(values, groups, axis=2)
+            else:
+                values_rep = values
+            self._return_attention_scores = return_attention_scores
+            output, scores = self._compute_attention(query, keys, values_rep,
+                                                     attention_mask=mask, training=training)
+        else:
+            output, scores = self._compute_attention(query, keys, values, mask, training,
+                                                     return_attention_scores)
+        mask4 = mask if mask.shape.rank == 4 else mask[:, None]
+        empty = tf.logical_not(tf.reduce_any(mask4, axis=-1))  # [B, N or 1, T]
+        empty = tf.expand_dims(tf.transpose(empty, [0, 2, 1]), -1)  # [B, T, N or 1, 1]
+        if self._flash_attr("dropout") == 0.0:
+            fill = _filled_mean(values, lengths, groups, output.dtype)
+        else:
+            fill = tf.zeros([], output.dtype)
+        return tf.where(empty, fill, output), scores
 
 
 _SCORES_REASON = "return_attention_scores=True materializes the [B, H, T, S] scores"
@@ -354,13 +682,25 @@ class FlashMultiHeadAttention(_FlashLayer, keras.layers.MultiHeadAttention):
             )
         return None
 
-    def _fused_call(self, query, value, key, query_mask, value_mask, key_mask,
-                    attention_mask, training, use_causal_mask):
+    def _cache_layout(self):
+        """(num_kv_heads, head_dim) of the cache."""
+        if self._key_dim != self._value_dim:
+            raise ValueError(f"FlashMultiHeadAttention: a `cache` stacks keys and values, so "
+                             f"key_dim and value_dim must be equal; got key_dim={self._key_dim}, "
+                             f"value_dim={self._value_dim}.")
+        return self._num_heads, self._key_dim
+
+    def _take_query_mask(self, query, value, key, query_mask):
         # Like Keras: the query mask is read from the tensor, and the input
         # masks are cleared so that the projections do not propagate them.
         query_mask = keras_backend.get_keras_mask(query)
         for t in (query, value, key):
             keras_backend.set_keras_mask(t, None)
+        return query_mask
+
+    def _fused_call(self, query, value, key, query_mask, value_mask, key_mask,
+                    attention_mask, training, use_causal_mask):
+        query_mask = self._take_query_mask(query, value, key, query_mask)
         output = self._project_and_attend(query, value, key, query_mask, value_mask,
                                           key_mask, attention_mask, training,
                                           use_causal_mask)
@@ -417,6 +757,13 @@ class FlashGroupQueryAttention(_FlashLayer, keras.layers.GroupQueryAttention):
                 "are not fused"
             )
         return None
+
+    def _cache_layout(self):
+        """(num_kv_heads, head_dim) of the cache."""
+        return self.num_key_value_heads, self.head_dim
+
+    def _take_query_mask(self, query, value, key, query_mask):
+        return query_mask
 
     def _fused_call(self, query, value, key, query_mask, value_mask, key_mask,
                     attention_mask, training, use_causal_mask):

@@ -1,0 +1,374 @@
+"""KV cache of FlashMultiHeadAttention / FlashGroupQueryAttention (KerasHub's
+CachedMultiHeadAttention form: `cache` [B, 2, S, Hkv, D], `cache_update_index`, returns
+(output, new_cache)).
+
+The reference is Keras' own layer (keras.layers.MultiHeadAttention / GroupQueryAttention with
+the same weights) run without a cache: on the whole sequence (causal: each row sees only the
+past, so its output cannot depend on later tokens) or on the sequence so far (not causal).
+"""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import keras
+from keras.src import backend as keras_backend
+
+from tf_flashattn import layers as flash_layers
+from tf_flashattn.layers import FlashGroupQueryAttention
+from tf_flashattn.layers import FlashMultiHeadAttention
+
+B, L, F, S_MAX = 2, 11, 16, 13  # batch, sequence, features, cache length
+ATOL = 2e-6
+CHUNKS = [3, 4, 1, 3]  # a prefill and then blocks of several sizes, 11 positions in all
+
+
+def _x(seed=0, length=L):
+    return np.random.default_rng(seed).normal(size=(B, length, F)).astype("float32")
+
+
+def _pair(kind, **extra):
+    """(keras_layer, flash_layer) with the same weights; the cache layout (Hkv, D)."""
+    if kind == "mha":
+        kwargs, layout = dict(num_heads=2, key_dim=4), (2, 4)
+        ref, ours = keras.layers.MultiHeadAttention, FlashMultiHeadAttention
+    else:
+        kwargs, layout = dict(head_dim=4, num_query_heads=4, num_key_value_heads=2), (2, 4)
+        ref, ours = keras.layers.GroupQueryAttention, FlashGroupQueryAttention
+    kwargs.update(extra)
+    ref, ours = ref(**kwargs), ours(**kwargs)
+    x = _x()
+    ref(x, x)
+    ours(x, x)
+    ours.set_weights(ref.get_weights())
+    return ref, ours, layout
+
+
+def _empty_cache(layout, dtype="float32", s_max=S_MAX):
+    return tf.zeros((B, 2, s_max) + layout, dtype)
+
+
+def _expected(ref, x, start, end, causal, **masks):
+    """Rows [start, end) of Keras' layer without a cache on the sequence so far."""
+    return ref(x[:, :end], x[:, :end], use_causal_mask=causal, **masks).numpy()[:, start:end]
+
+
+class _Spy:
+    """Records the keyword arguments of each op call made by the layers."""
+
+    def __init__(self, monkeypatch):
+        self.calls = []
+        real = flash_layers.dot_product_attention
+
+        def spy(query, key, value, **kwargs):
+            self.calls.append(dict(kwargs, key_len=key.shape[1], query_len=query.shape[1]))
+            return real(query, key, value, **kwargs)
+
+        monkeypatch.setattr(flash_layers, "dot_product_attention", spy)
+
+
+# ---------------------------------------------------------------------------
+# Prefill + decode steps equal the layer without a cache.
+
+
+@pytest.mark.parametrize("kind", ["mha", "gqa"])
+@pytest.mark.parametrize("causal", [True, False])
+def test_prefill_then_decode_loop_in_tf_function_equals_uncached(kind, causal):
+    """Prefill 5 positions (index 0, static), then decode the other 6 one per step inside one
+    tf.function's tf.while_loop: the index is a loop variable (symbolic)."""
+    ref, ours, layout = _pair(kind)
+    x = _x(1)
+    prefill = 5
+    out0, cache = ours(x[:, :prefill], x[:, :prefill], use_causal_mask=causal,
+                       cache=_empty_cache(layout), cache_update_index=0)
+
+    @tf.function
+    def decode(x, cache):
+        def body(i, cache, outputs):
+            token = x[:, i : i + 1]
+            token.set_shape([B, 1, F])
+            out, cache = ours(token, token, use_causal_mask=causal, cache=cache,
+                              cache_update_index=i)
+            return i + 1, cache, outputs.write(i - prefill, out[:, 0])
+
+        _, cache, outputs = tf.while_loop(
+            lambda i, *_: i < L, body,
+            [tf.constant(prefill), cache, tf.TensorArray(tf.float32, size=L - prefill)])
+        return tf.transpose(outputs.stack(), [1, 0, 2]), cache
+
+    steps, cache = decode(tf.constant(x), cache)
+    got = np.concatenate([out0.numpy(), steps.numpy()], axis=1)
+    if causal:
+        want = ref(x, x, use_causal_mask=True).numpy()
+    else:
+        want = np.concatenate([_expected(ref, x, 0, prefill, False)] + [
+            _expected(ref, x, i, i + 1, False) for i in range(prefill, L)], axis=1)
+    np.testing.assert_allclose(got, want, atol=ATOL)
+    # The cache holds the projected keys and values of the 11 positions, zeros after them.
+    keys = ours._key_dense(x).numpy()
+    values = ours._value_dense(x).numpy()
+    np.testing.assert_allclose(cache[:, 0, :L], keys, atol=1e-6)
+    np.testing.assert_allclose(cache[:, 1, :L], values, atol=1e-6)
+    assert not np.any(cache.numpy()[:, :, L:])
+
+
+@pytest.mark.parametrize("kind", ["mha", "gqa"])
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("window", [None, 3])
+@pytest.mark.parametrize("index_kind", ["python", "symbolic_any_length", "symbolic_one_row"])
+def test_blocks_of_several_rows_equal_uncached(kind, causal, window, index_kind):
+    """Blocks of 3, 4, 1 and 3 rows, with the index a Python int, or a symbolic scalar in a
+    tf.function whose block length is unknown (the log-sum-exp merge / dense-mask paths) or,
+    for the 1-row block, static 1 (the lengths-only path)."""
+    extra = {} if window is None else dict(sliding_window=window)
+    ref, ours, layout = _pair(kind, **extra)
+    x = _x(2)
+
+    def symbolic(rows):
+        @tf.function(input_signature=[tf.TensorSpec([B, rows, F]),
+                                      tf.TensorSpec((B, 2, S_MAX) + layout),
+                                      tf.TensorSpec([], tf.int32)])
+        def call(xt, cache, index):
+            return ours(xt, xt, use_causal_mask=causal, cache=cache, cache_update_index=index)
+
+        return call
+
+    any_rows, one_row = symbolic(None), symbolic(1)
+    cache, start = _empty_cache(layout), 0
+    for n in CHUNKS:
+        xt = x[:, start : start + n]
+        if index_kind == "python":
+            out, cache = ours(xt, xt, use_causal_mask=causal, cache=cache,
+                              cache_update_index=start)
+        else:
+            call = one_row if (n == 1 and index_kind == "symbolic_one_row") else any_rows
+            out, cache = call(xt, cache, tf.constant(start))
+        np.testing.assert_allclose(out, _expected(ref, x, start, start + n, causal),
+                                   atol=ATOL, err_msg=f"block at {start}")
+        start += n
+
+
+@pytest.mark.parametrize("kind", ["mha", "gqa"])
+@pytest.mark.parametrize("symbolic", [False, True])
+def test_padding_masks_over_the_cache_equal_uncached(kind, symbolic):
+    """key_mask / value_mask [B, S_max] and attention_mask [B, T, S_max] cover the cache; query
+    masks the new rows. Rows left with no key get the mean of the filled values, as the layer
+    without a cache gives on the sequence so far."""
+    ref, ours, layout = _pair(kind)
+    x = _x(3)
+    rng = np.random.default_rng(4)
+    key_mask = rng.random((B, S_MAX)) > 0.3
+    key_mask[1, :] = False  # batch 1 sees no key at all
+    value_mask = np.ones((B, S_MAX), bool)
+    value_mask[0, 2] = False
+    attention_mask = rng.random((B, L, S_MAX)) > 0.2
+    query_mask = np.ones((B, L), bool)
+    query_mask[0, 4] = False
+
+    def call(xt, cache, index, qm, am):
+        if kind == "mha":  # MHA reads the query mask from the tensor (Keras mask propagation)
+            xt = tf.identity(xt)
+            keras_backend.set_keras_mask(xt, qm)
+            return ours(xt, xt, use_causal_mask=True, cache=cache, cache_update_index=index,
+                        value_mask=value_mask, key_mask=key_mask, attention_mask=am)
+        return ours(xt, xt, use_causal_mask=True, cache=cache, cache_update_index=index,
+                    query_mask=qm, value_mask=value_mask, key_mask=key_mask, attention_mask=am)
+
+    if symbolic:
+        call = tf.function(call)
+    cache, start = _empty_cache(layout), 0
+    for n in CHUNKS:
+        xt = tf.constant(x[:, start : start + n])
+        qm = tf.constant(query_mask[:, start : start + n])
+        index = tf.constant(start) if symbolic else start
+        out, cache = call(xt, cache, index, qm, attention_mask[:, start : start + n])
+        end = start + n
+        masks = dict(value_mask=value_mask[:, :end], key_mask=key_mask[:, :end],
+                     attention_mask=attention_mask[:, :end, :end])
+        qx = tf.constant(x[:, :end])
+        if kind == "mha":
+            keras_backend.set_keras_mask(qx, tf.constant(query_mask[:, :end]))
+        want = ref(qx, tf.constant(x[:, :end]), use_causal_mask=True, query_mask=query_mask[:, :end],
+                   **masks).numpy()[:, start:end]
+        np.testing.assert_allclose(out, want, atol=ATOL, err_msg=f"block at {start}")
+        start = end
+
+
+@pytest.mark.parametrize("kind", ["mha", "gqa"])
+def test_fixed_cache_attends_over_all_of_it(kind):
+    """cache_update_index=None (KerasHub: cross-attention against a fixed cache): the cache is
+    used as is, not written, and the output equals the uncached layer on the cached inputs."""
+    ref, ours, layout = _pair(kind)
+    x, memory = _x(5), _x(6, length=S_MAX)
+    cache = tf.stack([ours._key_dense(memory), ours._value_dense(memory)], axis=1)
+    out, same = ours(x, x, cache=cache)
+    assert same is cache
+    np.testing.assert_allclose(out, ref(x, memory), atol=ATOL)
+
+
+@pytest.mark.parametrize("kind", ["mha", "gqa"])
+def test_scores_with_a_cache_take_keras_path(kind):
+    """return_attention_scores=True with a cache: (output, scores, cache), Keras' materializing
+    core on the filled positions; the scores of unfilled positions are 0."""
+    ref, ours, layout = _pair(kind)
+    x = _x(7)
+    cache = _empty_cache(layout)
+    out, scores, cache = ours(x[:, :6], x[:, :6], use_causal_mask=True, cache=cache,
+                              cache_update_index=0, return_attention_scores=True)
+    out2, scores2, cache = ours(x[:, 6:7], x[:, 6:7], use_causal_mask=True, cache=cache,
+                                cache_update_index=6, return_attention_scores=True)
+    want, want_scores = ref(x[:, :7], x[:, :7], use_causal_mask=True,
+                            return_attention_scores=True)
+    np.testing.assert_allclose(np.concatenate([out, out2], 1), want, atol=ATOL)
+    np.testing.assert_allclose(scores2[..., :7], want_scores[:, :, 6:7], atol=ATOL)
+    assert not np.any(scores2.numpy()[..., 7:])
+
+
+def test_ops_arguments_per_path(monkeypatch):
+    """Prefill at a Python index: is_causal with causal_offset, lengths, no dense mask. A decode
+    step at a symbolic index: key_lengths only. A symbolic block of several rows: two calls
+    (prefix by length, block causal), no dense mask. A dense mask only with a window there."""
+    _, ours, layout = _pair("mha")
+    x = _x(8)
+    spy = _Spy(monkeypatch)
+    _, cache = ours(x[:, :4], x[:, :4], use_causal_mask=True, cache=_empty_cache(layout),
+                    cache_update_index=2)  # a non-zero static index
+    (call,) = spy.calls
+    assert call["is_causal"] and call["causal_offset"] == 2 and call["mask"] is None
+    np.testing.assert_array_equal(call["key_lengths"], [6, 6])
+    assert call["key_len"] == S_MAX
+
+    @tf.function(input_signature=[tf.TensorSpec([B, None, F]),
+                                  tf.TensorSpec((B, 2, S_MAX) + layout),
+                                  tf.TensorSpec([], tf.int32)])
+    def block(xt, cache, index):
+        return ours(xt, xt, use_causal_mask=True, cache=cache, cache_update_index=index)
+
+    @tf.function(input_signature=[tf.TensorSpec([B, 1, F]),
+                                  tf.TensorSpec((B, 2, S_MAX) + layout),
+                                  tf.TensorSpec([], tf.int32)])
+    def step(xt, cache, index):
+        return ours(xt, xt, use_causal_mask=True, cache=cache, cache_update_index=index)
+
+    spy.calls.clear()
+    step(x[:, 6:7], cache, tf.constant(6))
+    (call,) = spy.calls
+    assert not call["is_causal"] and call["mask"] is None and call["key_lengths"] is not None
+    spy.calls.clear()
+    block(x[:, 6:9], cache, tf.constant(6))
+    prefix, new = spy.calls
+    assert prefix["key_len"] == S_MAX and not prefix["is_causal"] and prefix["mask"] is None
+    assert new["key_len"] is None and new["is_causal"] and new["mask"] is None
+
+    _, windowed, _ = _pair("mha", sliding_window=3)
+    spy.calls.clear()
+    tf.function(lambda xt, c, i: windowed(xt, xt, use_causal_mask=True, cache=c,
+                                          cache_update_index=i))(x[:, :3], cache, tf.constant(6))
+    (call,) = spy.calls
+    assert call["mask"] is not None and call["mask"].shape[-2:] == (3, S_MAX)
+
+
+def test_xla_decode_step():
+    """A decode step and a symbolic block under jit_compile (the cache write is a gather and a
+    select: static shapes)."""
+    ref, ours, layout = _pair("gqa")
+    x = _x(9)
+
+    @tf.function(jit_compile=True)
+    def call(xt, cache, index):
+        return ours(xt, xt, use_causal_mask=True, cache=cache, cache_update_index=index)
+
+    out0, cache = call(x[:, :4], _empty_cache(layout), tf.constant(0))
+    out1, cache = call(x[:, 4:5], cache, tf.constant(4))
+    want = ref(x[:, :5], x[:, :5], use_causal_mask=True).numpy()
+    np.testing.assert_allclose(np.concatenate([out0, out1], 1), want, atol=ATOL)
+
+
+def test_bfloat16_cache_under_mixed_precision():
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    try:
+        ref, ours, layout = _pair("mha")
+        x = _x(10)
+        cache = _empty_cache(layout, "bfloat16")
+        out0, cache = ours(x[:, :6], x[:, :6], use_causal_mask=True, cache=cache,
+                           cache_update_index=0)
+        out1, cache = tf.function(lambda xt, c, i: ours(
+            xt, xt, use_causal_mask=True, cache=c, cache_update_index=i))(
+            x[:, 6:7], cache, tf.constant(6))
+        assert cache.dtype == tf.bfloat16 and out1.dtype == tf.bfloat16
+        want = ref(x[:, :7], x[:, :7], use_causal_mask=True)
+        got = tf.concat([out0, out1], 1)
+        np.testing.assert_allclose(tf.cast(got, tf.float32), tf.cast(want, tf.float32),
+                                   atol=3e-2)
+    finally:
+        keras.config.set_dtype_policy(previous)
+
+
+def test_functional_model_with_cache_inputs():
+    """compute_output_spec returns (output, cache): a functional decoding model works."""
+    _, ours, layout = _pair("mha")
+    tokens = keras.Input((1, F), batch_size=B)
+    cache_in = keras.Input((2, S_MAX) + layout, batch_size=B)
+    index = keras.Input((), batch_size=None, dtype="int32")
+    out, cache_out = ours(tokens, tokens, cache=cache_in, cache_update_index=index[0],
+                          use_causal_mask=True)
+    assert tuple(cache_out.shape) == (B, 2, S_MAX) + layout
+    assert tuple(out.shape) == (B, 1, F)
+
+
+def test_training_with_dropout_runs_and_inference_is_deterministic():
+    _, ours, layout = _pair("gqa", dropout=0.5)
+    x = _x(11)
+    cache = _empty_cache(layout)
+    a, _ = ours(x[:, :5], x[:, :5], use_causal_mask=True, cache=cache, cache_update_index=0,
+                training=True)
+    b, _ = ours(x[:, :5], x[:, :5], use_causal_mask=True, cache=cache, cache_update_index=0,
+                training=False)
+    c, _ = ours(x[:, :5], x[:, :5], use_causal_mask=True, cache=cache, cache_update_index=0)
+    assert np.all(np.isfinite(a)) and not np.allclose(a, b)
+    np.testing.assert_array_equal(b, c)
+
+
+# ---------------------------------------------------------------------------
+# Errors name the argument.
+
+
+@pytest.mark.parametrize("call_kwargs, message", [
+    (dict(cache_update_index=0), "`cache_update_index` needs a `cache`"),
+    (dict(cache=np.zeros((B, 2, S_MAX, 3, 4), "float32"), cache_update_index=0),
+     "`cache` must be a float tensor of shape [batch, 2, max_len, num_kv_heads, head_dim] = "
+     "[2, 2, ?, 2, 4]"),
+    (dict(cache=np.zeros((B, S_MAX, 2, 4), "float32"), cache_update_index=0), "`cache` must be"),
+    (dict(cache=np.zeros((B, 2, S_MAX, 2, 4), "float32"), cache_update_index=11),
+     "do not fit in the cache of length 13"),
+    (dict(cache=np.zeros((B, 2, S_MAX, 2, 4), "float32"), cache_update_index=-1),
+     "`cache_update_index` must be >= 0"),
+    (dict(cache=np.zeros((B, 2, S_MAX, 2, 4), "float32"), cache_update_index=1.0),
+     "`cache_update_index` must be an integer scalar"),
+    (dict(cache=np.zeros((B, 2, S_MAX, 2, 4), "float32"), cache_update_index=0,
+          value_mask=np.ones((B, 3), bool)),
+     "`value_mask` must have shape [batch, value_len] = [2, 13]"),
+    (dict(cache=np.zeros((B, 2, S_MAX, 2, 4), "float32"), cache_update_index=0,
+          attention_mask=np.ones((B, 3, 3), bool)), "`attention_mask` must broadcast"),
+])
+def test_errors_name_the_argument(call_kwargs, message):
+    _, ours, _ = _pair("mha")
+    x = _x(12)[:, :3]
+    with pytest.raises(ValueError) as e:
+        ours(x, x, **call_kwargs)
+    assert message in str(e.value) and "FlashMultiHeadAttention" in str(e.value)
+
+
+def test_symbolic_index_past_the_cache_is_an_error():
+    _, ours, layout = _pair("gqa")
+    x = _x(13)[:, :3]
+    call = tf.function(lambda xt, c, i: ours(xt, xt, cache=c, cache_update_index=i))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="exceeds the cache length"):
+        call(x, _empty_cache(layout), tf.constant(S_MAX - 2))
+
+
+def test_mha_cache_needs_equal_key_and_value_dims():
+    layer = FlashMultiHeadAttention(num_heads=2, key_dim=4, value_dim=6)
+    x = _x(14)[:, :3]
+    with pytest.raises(ValueError, match="key_dim and value_dim must be equal"):
+        layer(x, x, cache=tf.zeros((B, 2, S_MAX, 2, 4)), cache_update_index=0)
