@@ -36,9 +36,11 @@ What is replaced in Keras (3.15):
   layers already call `keras.ops.dot_product_attention` with their `flash_attention` setting
   (`None` by default and after `keras.config.enable_flash_attention()`, `False` after
   `keras.config.disable_flash_attention()` or `flash_attention=False`), so they take the op
-  without further change. With `dropout > 0` or `return_attention_scores=True` Keras computes
-  the attention itself (no call to `dot_product_attention`); `tf_flashattn.FlashMultiHeadAttention`
-  fuses dropout too.
+  without further change. A layer with `dropout > 0` called in inference (`training` false or
+  None: its dropout does nothing) takes that same branch through the replaced
+  `_compute_attention` (Keras would compute it unfused, with the same result). In training with
+  `dropout > 0`, and with `return_attention_scores=True`, Keras computes the attention itself
+  (no call to `dot_product_attention`); `tf_flashattn.FlashMultiHeadAttention` fuses dropout.
 
 What is replaced in KerasHub (0.32), when it is installed (`enable_flash_attention(keras_hub=False)`
 leaves it alone):
@@ -336,7 +338,8 @@ def _patch_keras():
     for cls in (mha_module.MultiHeadAttention, gqa_module.GroupedQueryAttention):
         _set(cls, "_compute_attention_mask",
              _recording_method(cls.__dict__["_compute_attention_mask"], _keras_mask_structure))
-        _set(cls, "_compute_attention", _attention_method(cls.__dict__["_compute_attention"], None))
+        _set(cls, "_compute_attention",
+             _attention_method(cls.__dict__["_compute_attention"], None, keras_layer=True))
 
 
 def _patch_keras_hub():
@@ -667,9 +670,13 @@ def _pending_stack():
     return stack
 
 
-def _attention_method(original, recipe):
+def _attention_method(original, recipe, keras_layer=False):
     """Wraps an attention layer's `_compute_attention`: finds the structure recorded for its
-    `attention_mask` and offers it to the one `dot_product_attention` call made inside."""
+    `attention_mask` and offers it to the one `dot_product_attention` call made inside.
+
+    `keras_layer` (Keras' MultiHeadAttention / GroupedQueryAttention): a layer with dropout > 0
+    called in inference (`training` false or None, so its dropout does nothing) takes Keras'
+    fused branch too, instead of Keras' materializing one (same result)."""
     signature = inspect.signature(original)
 
     @functools.wraps(original)
@@ -688,23 +695,61 @@ def _attention_method(original, recipe):
             structure, changed = recipe(self, full, structure)
             if changed is not full:
                 bound.arguments["attention_mask"] = changed["attention_mask"]
-        slot = [structure]
+        # [structure, rows with no key give 0 (Keras' softmax path) instead of uniform]
+        slot = [structure, False]
         stack = _pending_stack()
         stack.append(slot)
         try:
+            if keras_layer and _keras_inference_with_dropout(self, arguments):
+                # Keras' path for this layer is its softmax one: empty rows give 0 there.
+                slot[1] = True
+                return _keras_fused_branch(self, arguments)
             return original(*bound.args, **bound.kwargs)
         finally:
             stack.pop()
     return method
 
 
+def _keras_dropout(layer):
+    return getattr(layer, "_dropout", getattr(layer, "dropout", 0.0)) or 0.0
+
+
+def _keras_inference_with_dropout(layer, arguments):
+    return (_keras_dropout(layer) > 0.0
+            and not arguments.get("training")
+            and not arguments.get("return_attention_scores")
+            and not getattr(layer, "_return_attention_scores", False)
+            and (layer._flash_attention is None or layer._flash_attention)
+            and len(arguments["query"].shape) == 4
+            and tuple(getattr(layer, "_attention_axes", None) or (1,)) == (1,))
+
+
+def _keras_fused_branch(layer, arguments):
+    """What Keras' MultiHeadAttention / GroupedQueryAttention `_compute_attention` does when it
+    uses `dot_product_attention` (its dropout-free branch), for an inference call."""
+    from keras.src import ops
+    mask = arguments.get("attention_mask")
+    if mask is not None:
+        for _ in range(4 - len(mask.shape)):
+            mask = ops.expand_dims(mask, axis=-3)
+        mask = ops.cast(mask, dtype="bool")
+    scale = getattr(layer, "_inverse_sqrt_key_dim", getattr(layer, "_inverse_sqrt_head_dim", None))
+    output = ops.dot_product_attention(
+        query=arguments["query"], key=arguments["key"], value=arguments["value"], bias=None,
+        mask=mask, scale=scale, is_causal=bool(arguments.get("use_causal_mask")),
+        flash_attention=layer._flash_attention)
+    return output, None
+
+
 def _take_pending():
+    """(structure or None, whether rows with no key give 0) for this dot_product_attention
+    call; the structure is handed out once."""
     stack = _pending_stack()
     if not stack:
-        return None
+        return None, False
     slot = stack[-1]
     structure, slot[0] = slot[0], None
-    return structure
+    return structure, slot[1]
 
 
 # --------------------------------------------------------------------------------------------
@@ -750,7 +795,7 @@ def _flash_dpa(query, key, value, bias=None, mask=None, scale=None, is_causal=Fa
                flash_attention=None, attn_logits_soft_cap=None):
     """Keras' TensorFlow `dot_product_attention`, computed by the FlashAttention op for
     `flash_attention` True or None (replaced by tf_flashattn.enable_flash_attention())."""
-    structure = _take_pending()
+    structure, zero_empty_rows = _take_pending()
     if flash_attention is not None and not flash_attention:
         return _keras_dpa(query, key, value, bias=bias, mask=mask, scale=scale,
                           is_causal=is_causal, flash_attention=flash_attention,
@@ -769,7 +814,7 @@ def _flash_dpa(query, key, value, bias=None, mask=None, scale=None, is_causal=Fa
     if args is None:
         args = dict(mask=plan["mask"], is_causal=bool(is_causal))
     from tf_flashattn.attention import dot_product_attention
-    may_have_empty_rows = any(args.get(name) is not None for name in
+    may_have_empty_rows = not zero_empty_rows and any(args.get(name) is not None for name in
                               ("mask", "key_mask", "query_mask", "key_lengths", "sliding_window")
                               ) or args.get("causal_offset", 0) < 0
     result = dot_product_attention(query, key, value, bias=plan["bias"], scale=plan["scale"],
