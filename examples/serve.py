@@ -15,6 +15,10 @@ an integer in [0, 2000] (default 200), `temperature` in [0, 100] (default 0.8;
 0 = greedy), `seed` an integer (default 0). Anything else gets a 400 naming
 the field.
 `--prompt TEXT` prints one completion and exits instead of serving.
+
+Each completion is one call of the SavedModel's `generate` endpoint: the
+prompt is run once through the model into a KV cache per attention layer, then
+one byte per step against the cache (a tf.while_loop in the graph).
 """
 
 import argparse

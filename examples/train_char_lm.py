@@ -23,6 +23,10 @@ byte. The model: byte embedding + learned positions, `--layers` pre-norm blocks
 (causal FlashMultiHeadAttention, GELU MLP), final norm and a float32 output
 projection; `--dropout` turns on attention dropout (the op's fused dropout)
 and residual dropout.
+
+Sampling (`make_generate`, also the SavedModel's `generate` endpoint) runs the
+prompt through the model once, filling a KV cache in each attention layer, and
+then one byte per step against the cache, the whole loop in one graph.
 """
 
 import argparse
@@ -152,9 +156,15 @@ class PositionEmbedding(keras.layers.Layer):
             name="table",
         )
 
-    def call(self, x):
+    def call(self, x, start=0):
+        """x [B, T, dim] gets the embeddings of positions [start, start + T) (`start` may be a
+        tensor: the position of the first new token when decoding from a KV cache)."""
         length = keras.ops.shape(x)[1]
-        return x + keras.ops.cast(self.table[:length], x.dtype)
+        if isinstance(start, int) and start == 0:
+            table = self.table[:length]
+        else:
+            table = keras.ops.slice(self.table, [start, 0], [length, self.table.shape[1]])
+        return x + keras.ops.cast(table, x.dtype)
 
     def get_config(self):
         return dict(super().get_config(), max_len=self.max_len)
@@ -218,34 +228,146 @@ def compile_model(model, lr, steps, jit_compile="auto"):
 # Sampling and export.
 
 
-def make_generate(model, seq_len):
-    """A tf.function sampling `num_tokens` bytes after `prompt` (int32 [P], P >= 1).
+def _attention_layers(model):
+    """The model's attention layers, block0_attention, block1_attention, ..."""
+    layers = []
+    while any(layer.name == f"block{len(layers)}_attention" for layer in model.layers):
+        layers.append(model.get_layer(f"block{len(layers)}_attention"))
+    return layers
 
-    Each step runs the model on the last `seq_len` bytes and samples the next
-    byte at `temperature` (0: greedy) from the stateless `seed` [2]. The whole
-    loop is one graph, so the exported SavedModel serves it as is.
+
+def forward_cached(model, tokens, caches, index):
+    """The model of `build_model` on tokens [B, T] at positions [index, index + T), reading
+    and extending a KV cache per block: returns (logits [B, T, 256], new caches).
+
+    The same layers as `model(tokens, training=False)` in the same order (dropout is the
+    identity at inference); each attention writes its keys and values at `index` into its
+    cache [B, 2, seq_len, heads, head_dim] and attends over positions [0, index + T). `index`
+    is a Python int (prefill: 0) or an int32 scalar tensor (a decode step in a loop)."""
+    layer = model.get_layer
+    x = layer("embed")(tokens)
+    x = layer("positions")(x, start=index)
+    new_caches = []
+    for i, cache in enumerate(caches):
+        h = layer(f"block{i}_norm1")(x)
+        h, cache = layer(f"block{i}_attention")(
+            h, h, use_causal_mask=True, cache=cache, cache_update_index=index)
+        new_caches.append(cache)
+        x = x + h
+        h = layer(f"block{i}_norm2")(x)
+        h = layer(f"block{i}_mlp_out")(layer(f"block{i}_mlp_in")(h))
+        x = x + h
+    x = layer("final_norm")(x)
+    return layer("logits")(x), new_caches
+
+
+def _next_token(logits, i, temperature, seed):
+    """Byte i of the output from logits [256] float32: sampled at `temperature` from the
+    stateless seed (seed + [0, i]), or the argmax when temperature is 0."""
+    sampled = tf.random.stateless_categorical(
+        logits[None] / tf.maximum(temperature, 1e-6),
+        1,
+        seed=seed + tf.stack([tf.constant(0, tf.int64), tf.cast(i, tf.int64)]),
+        dtype=tf.int32,
+    )[0, 0]
+    greedy = tf.argmax(logits, output_type=tf.int32)
+    return tf.where(temperature > 0.0, sampled, greedy)
+
+
+_GENERATE_SIGNATURE = [
+    tf.TensorSpec([None], tf.int32, name="prompt"),
+    tf.TensorSpec([], tf.int32, name="num_tokens"),
+    tf.TensorSpec([], tf.float32, name="temperature"),
+    tf.TensorSpec([2], tf.int64, name="seed"),
+]
+
+
+def make_generate(model, seq_len, cached=True):
+    """A tf.function sampling `num_tokens` bytes after `prompt` (int32 [P], P >= 1) at
+    `temperature` (0: greedy) from the stateless `seed` [2]. The whole loop is one graph
+    (a tf.while_loop), so the exported SavedModel serves it as is.
+
+    cached=True: the prompt (its last `seq_len` bytes) is run once through the model, filling
+    a KV cache per block (prefill); then each step runs only the new byte, attending over the
+    cache. When the cache is full (`seq_len` positions), the last `seq_len // 2` bytes are
+    run again into an emptied cache and decoding goes on from there, so the model always sees
+    at least half its context.
+
+    cached=False: each step runs the model on the last `seq_len` bytes (the loop before the
+    KV cache, kept as the reference and for the benchmark): cost per byte grows with the context.
+
+    Both give the same bytes (greedy; the same samples up to float rounding) while
+    P + num_tokens <= seq_len + 1; past that, cached=False slides its window one byte per step
+    and cached=True moves it by half a context at a time.
     """
+    if not cached:
+        return _make_recompute_generate(model, seq_len)
+    attention = _attention_layers(model)
+    if not attention or not all(
+        isinstance(a, tf_flashattn.FlashMultiHeadAttention) for a in attention
+    ):
+        raise ValueError(
+            "make_generate(cached=True) needs the model's attention layers to be "
+            "tf_flashattn.FlashMultiHeadAttention (they hold the KV cache); use cached=False "
+            "for other layers"
+        )
+    cache_shape = [1, 2, seq_len, attention[0].num_heads, attention[0].key_dim]
+    cache_dtype = attention[0].compute_dtype
+    keep = max(1, seq_len // 2)
 
-    @tf.function(
-        input_signature=[
-            tf.TensorSpec([None], tf.int32, name="prompt"),
-            tf.TensorSpec([], tf.int32, name="num_tokens"),
-            tf.TensorSpec([], tf.float32, name="temperature"),
-            tf.TensorSpec([2], tf.int64, name="seed"),
-        ]
-    )
+    def prefill(context):
+        """context [P] (P <= seq_len) into emptied caches: (logits of the last byte, caches)."""
+        caches = [tf.zeros(cache_shape, cache_dtype) for _ in attention]
+        logits, caches = forward_cached(model, context[None], caches, 0)
+        return logits[0, -1], caches
+
+    @tf.function(input_signature=_GENERATE_SIGNATURE)
+    def generate(prompt, num_tokens, temperature, seed):
+        context = prompt[-seq_len:]
+        logits, caches = prefill(context)
+
+        def step(i, tokens, logits, filled, caches):
+            token = _next_token(logits, i, temperature, seed)
+            tokens = tf.concat([tokens, token[None]], axis=0)
+
+            def decode():  # the new byte at position `filled`
+                new_logits, new_caches = forward_cached(model, token[None, None], caches, filled)
+                return new_logits[0, -1], new_caches, filled + 1
+
+            def refill():  # the cache is full: keep the last `keep` bytes
+                new_logits, new_caches = prefill(tokens[-keep:])
+                return new_logits, new_caches, tf.constant(keep)
+
+            def advance():
+                return tf.cond(filled < seq_len, decode, refill)
+
+            # The last byte's logits are never needed: skip that step.
+            logits, caches, filled = tf.cond(
+                i + 1 < num_tokens, advance, lambda: (logits, caches, filled))
+            return i + 1, tokens, logits, filled, caches
+
+        _, tokens, _, _, _ = tf.while_loop(
+            lambda i, *_: i < num_tokens,
+            step,
+            [tf.constant(0), prompt, logits, tf.shape(context)[0], caches],
+            shape_invariants=[tf.TensorShape([]), tf.TensorShape([None]), logits.shape,
+                              tf.TensorShape([]), [c.shape for c in caches]],
+        )
+        return tokens[tf.shape(prompt)[0] :]
+
+    return generate
+
+
+def _make_recompute_generate(model, seq_len):
+    """make_generate(cached=False): the model on the whole (last `seq_len` bytes of the)
+    context for every new byte."""
+
+    @tf.function(input_signature=_GENERATE_SIGNATURE)
     def generate(prompt, num_tokens, temperature, seed):
         def step(i, tokens):
             context = tokens[-seq_len:][None]
             logits = model(context, training=False)[0, -1]  # [256] float32
-            sampled = tf.random.stateless_categorical(
-                logits[None] / tf.maximum(temperature, 1e-6),
-                1,
-                seed=seed + tf.stack([tf.constant(0, tf.int64), tf.cast(i, tf.int64)]),
-                dtype=tf.int32,
-            )[0, 0]
-            greedy = tf.argmax(logits, output_type=tf.int32)
-            next_token = tf.where(temperature > 0.0, sampled, greedy)
+            next_token = _next_token(logits, i, temperature, seed)
             return i + 1, tf.concat([tokens, next_token[None]], axis=0)
 
         _, tokens = tf.while_loop(
@@ -272,7 +394,7 @@ def sample(generate, prompt, num_tokens, temperature, seed):
 
 def export(model, generate, path):
     """SavedModel with two endpoints: `serve` (tokens [B, T] -> logits
-    [B, T, 256]) and `generate` (as make_generate). Loading it needs
+    [B, T, 256]) and `generate` (make_generate's loop: main passes the cached one). Loading it needs
     `import tf_flashattn` first (it registers the FlashAttn> ops)."""
     archive = keras.export.ExportArchive()
     archive.track(model)

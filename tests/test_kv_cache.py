@@ -7,6 +7,12 @@ the same weights) run without a cache: on the whole sequence (causal: each row s
 past, so its output cannot depend on later tokens) or on the sequence so far (not causal).
 """
 
+import json
+import os
+import subprocess
+import sys
+import urllib.request
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -372,3 +378,133 @@ def test_mha_cache_needs_equal_key_and_value_dims():
     x = _x(14)[:, :3]
     with pytest.raises(ValueError, match="key_dim and value_dim must be equal"):
         layer(x, x, cache=tf.zeros((B, 2, S_MAX, 2, 4)), cache_update_index=0)
+
+
+# ---------------------------------------------------------------------------
+# The example's generate (examples/train_char_lm.py), its SavedModel and serve.py.
+
+_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SEQ = 24  # the tiny model's context
+
+
+def _lm():
+    sys.path.insert(0, os.path.join(_REPO, "examples"))
+    try:
+        import train_char_lm
+    finally:
+        sys.path.pop(0)
+    return train_char_lm
+
+
+@pytest.fixture(scope="module")
+def tiny_lm():
+    """An untrained 2-block model whose weights are spread (std ~0.3) so that its logits have
+    no near-ties: greedy choices then do not hinge on float rounding."""
+    lm = _lm()
+    keras.utils.set_random_seed(0)
+    model = lm.build_model(SEQ, dim=32, heads=2, layers=2, dropout=0.0)
+    rng = np.random.default_rng(0)
+    model.set_weights([w + 0.3 * rng.normal(size=w.shape).astype(w.dtype)
+                       for w in model.get_weights()])
+    return lm, model
+
+
+def _run(generate, prompt, n, temperature=0.0, seed=0):
+    return generate(tf.constant(list(prompt), tf.int32), tf.constant(n, tf.int32),
+                    tf.constant(temperature, tf.float32),
+                    tf.constant([seed, 0], tf.int64)).numpy()
+
+
+def test_example_forward_cached_equals_the_model(tiny_lm):
+    """Prefill of 7 bytes, then 10 single-byte steps at a symbolic position: the logits equal
+    the model's on the whole sequence (positions embedded at the right offsets)."""
+    lm, model = tiny_lm
+    tokens = np.random.default_rng(1).integers(0, 256, size=(1, 17)).astype("int32")
+    want = model(tokens, training=False).numpy()
+    caches = [tf.zeros([1, 2, SEQ, 2, 16]) for _ in range(2)]
+    logits, caches = lm.forward_cached(model, tokens[:, :7], caches, 0)
+    got = [logits.numpy()]
+    step = tf.function(lambda t, c, i: lm.forward_cached(model, t, c, i))
+    for i in range(7, 17):
+        logits, caches = step(tokens[:, i : i + 1], caches, tf.constant(i))
+        got.append(logits.numpy())
+    np.testing.assert_allclose(np.concatenate(got, axis=1), want, atol=1e-4, rtol=1e-5)
+
+
+def test_example_cached_generate_equals_recompute_loop(tiny_lm):
+    """Greedy (and seeded sampling) of the cached loop equal the recompute-everything loop while
+    the prompt and the output fit in the context (P + N <= SEQ + 1)."""
+    lm, model = tiny_lm
+    cached = lm.make_generate(model, SEQ)
+    recompute = lm.make_generate(model, SEQ, cached=False)
+    prompt = b"def f(x):"
+    for n in (0, 1, 2, SEQ + 1 - len(prompt)):
+        out = _run(cached, prompt, n)
+        np.testing.assert_array_equal(out, _run(recompute, prompt, n), err_msg=f"n={n}")
+        assert len(out) == n
+    assert len(set(out.tolist())) > 3  # not a constant stream
+    np.testing.assert_array_equal(_run(cached, prompt, 12, 0.8, 5),
+                                  _run(recompute, prompt, 12, 0.8, 5))
+    # A prompt longer than the context: both condition on its last SEQ bytes.
+    long_prompt = bytes(range(40, 40 + SEQ + 9))
+    np.testing.assert_array_equal(_run(cached, long_prompt, 1), _run(recompute, long_prompt, 1))
+
+
+def test_example_cached_generate_past_the_context(tiny_lm):
+    """Past the context the cached loop keeps the last SEQ // 2 bytes and goes on: equal to a
+    plain Python loop running the model on that window."""
+    lm, model = tiny_lm
+    prompt, n = b"import os\n", 3 * SEQ
+    out = _run(lm.make_generate(model, SEQ), prompt, n)
+    tokens, start = list(prompt), 0
+    for _ in range(n):
+        logits = model(np.array([tokens[start:]], "int32"), training=False)[0, -1]
+        tokens.append(int(np.argmax(logits)))
+        if len(tokens) - start > SEQ:
+            start = len(tokens) - SEQ // 2
+    np.testing.assert_array_equal(out, tokens[len(prompt):])
+
+
+def test_example_cached_generate_needs_flash_layers():
+    lm = _lm()
+    model = lm.build_model(8, dim=8, heads=2, layers=1, dropout=0.0,
+                           attention_cls=keras.layers.MultiHeadAttention)
+    with pytest.raises(ValueError, match="cached=False"):
+        lm.make_generate(model, 8)
+    assert len(_run(lm.make_generate(model, 8, cached=False), b"ab", 3)) == 3
+
+
+def test_example_savedmodel_and_serve_run_the_cached_loop(tiny_lm, tmp_path):
+    """export() writes the cached loop as `generate`; reloaded here, and served by serve.py in a
+    fresh process (only `import tf_flashattn`), it answers what the recompute loop gives."""
+    lm, model = tiny_lm
+    path = str(tmp_path / "lm")
+    lm.export(model, lm.make_generate(model, SEQ), path)
+    prompt = b"class A:"
+    want = _run(lm.make_generate(model, SEQ, cached=False), prompt, 12)
+    loaded = tf.saved_model.load(path)
+    np.testing.assert_array_equal(_run(loaded.generate, prompt, 12), want)
+    # Past the context the two loops differ (the cached one moves its window by SEQ // 2): the
+    # SavedModel's is the cached one.
+    past = _run(loaded.generate, prompt, 2 * SEQ)
+    np.testing.assert_array_equal(past, _run(lm.make_generate(model, SEQ), prompt, 2 * SEQ))
+    assert not np.array_equal(past, _run(lm.make_generate(model, SEQ, cached=False), prompt,
+                                         2 * SEQ))
+
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [_REPO, env.get("PYTHONPATH")]))
+    server = subprocess.Popen(
+        [sys.executable, os.path.join(_REPO, "examples", "serve.py"), "--model-dir", path,
+         "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+    try:
+        line = server.stdout.readline()
+        assert "serving" in line, line
+        url = line.split()[-1]
+        body = json.dumps({"prompt": prompt.decode(), "max_tokens": 12, "temperature": 0})
+        reply = json.loads(urllib.request.urlopen(
+            urllib.request.Request(url, data=body.encode()), timeout=120).read())
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+    assert reply["completion"] == bytes(want.astype(np.uint8).tolist()).decode(
+        "utf-8", errors="replace")
