@@ -1,0 +1,233 @@
+"""KerasHub models with tf_flashattn.enable_flash_attention(), against KerasHub's own path.
+
+Backbones are built from small configs (random weights, nothing downloaded), run in float32 on
+a batch with right padding, once as KerasHub runs them on TensorFlow (unfused, dense masks) and
+once enabled. With it enabled the traced model must contain the FlashAttention op with the mask
+structure as O(N) arguments (no dense mask), the outputs on non-padded positions and the
+gradients of every weight must equal KerasHub's, and greedy generate() must give the same
+tokens (through the KV cache, whose decode steps have a traced cache index).
+"""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+keras_hub = pytest.importorskip("keras_hub")
+import keras  # noqa: E402
+
+import tf_flashattn  # noqa: E402
+
+B, T, VOCAB, LAYERS = 2, 8, 40, 2
+WINDOW = 3  # small enough to matter at T = 8
+CAP = 1.0  # attention logit soft cap, small enough to matter
+
+M = keras_hub.models
+COMMON = dict(vocabulary_size=VOCAB, num_layers=LAYERS, hidden_dim=16, intermediate_dim=32)
+
+# name: (backbone factory, expected (window_left, window_right) per layer, soft cap)
+MODELS = {
+    "llama": (lambda: M.LlamaBackbone(num_query_heads=4, num_key_value_heads=2, **COMMON),
+              [(-1, -1)] * LAYERS, 0.0),
+    "mistral": (lambda: M.MistralBackbone(num_query_heads=4, num_key_value_heads=2,
+                                          sliding_window=WINDOW, **COMMON),
+                [(WINDOW - 1, -1)] * LAYERS, 0.0),
+    "mixtral": (lambda: M.MixtralBackbone(num_query_heads=4, num_key_value_heads=2,
+                                          num_experts=4, top_k=2, sliding_window=WINDOW,
+                                          **COMMON),
+                [(WINDOW - 1, -1)] * LAYERS, 0.0),
+    # Gemma 2: soft-capped logits, sliding window on every other layer.
+    "gemma2": (lambda: M.GemmaBackbone(num_query_heads=4, num_key_value_heads=2, head_dim=8,
+                                       query_head_dim_normalize=False, use_post_ffw_norm=True,
+                                       use_post_attention_norm=True, attention_logit_soft_cap=CAP,
+                                       final_logit_soft_cap=30.0,
+                                       use_sliding_window_attention=True,
+                                       sliding_window_size=WINDOW, **COMMON),
+               [(WINDOW - 1, WINDOW - 1), (-1, -1)], CAP),
+    "gemma3": (lambda: M.Gemma3Backbone(image_size=16, num_query_heads=4, num_key_value_heads=2,
+                                        head_dim=8, attention_logit_soft_cap=CAP,
+                                        use_sliding_window_attention=True,
+                                        sliding_window_size=WINDOW, **COMMON),
+               [(WINDOW - 1, WINDOW - 1)] * LAYERS, CAP),
+    "qwen": (lambda: M.QwenBackbone(num_query_heads=4, num_key_value_heads=2,
+                                    use_sliding_window_attention=True,
+                                    sliding_window_size=WINDOW, **COMMON),
+             [(WINDOW - 1, WINDOW - 1)] * LAYERS, 0.0),
+    "qwen3": (lambda: M.Qwen3Backbone(num_query_heads=4, num_key_value_heads=2, head_dim=8,
+                                      sliding_window_size=WINDOW, **COMMON),
+              [(WINDOW - 1, WINDOW - 1)] * LAYERS, 0.0),
+    "qwen_moe": (lambda: M.QwenMoeBackbone(num_query_heads=4, num_key_value_heads=2,
+                                           moe_intermediate_dim=8,
+                                           shared_expert_intermediate_dim=16, num_experts=2,
+                                           top_k=1, use_sliding_window_attention=True,
+                                           sliding_window_size=WINDOW, **COMMON),
+                 [(WINDOW - 1, WINDOW - 1)] * LAYERS, 0.0),
+    "qwen3_moe": (lambda: M.Qwen3MoeBackbone(num_query_heads=4, num_key_value_heads=2,
+                                             moe_intermediate_dim=8, num_experts=2, top_k=1,
+                                             head_dim=8, sliding_window_size=WINDOW,
+                                             **COMMON),
+                  [(WINDOW - 1, WINDOW - 1)] * LAYERS, 0.0),
+    "phi3": (lambda: M.Phi3Backbone(num_query_heads=4, num_key_value_heads=2, **COMMON),
+             [(-1, -1)] * LAYERS, 0.0),
+    "gpt2": (lambda: M.GPT2Backbone(num_heads=2, dropout=0.0, max_sequence_length=16, **COMMON),
+             [(-1, -1)] * LAYERS, 0.0),
+    "gpt_neo_x": (lambda: M.GPTNeoXBackbone(num_heads=2, max_sequence_length=16, **COMMON),
+                  [(-1, -1)] * LAYERS, 0.0),
+}
+
+
+@pytest.fixture(autouse=True)
+def _always_disabled_after():
+    yield
+    tf_flashattn.disable_flash_attention()
+
+
+def _inputs(seed=0):
+    rng = np.random.default_rng(seed)
+    token_ids = rng.integers(1, VOCAB, size=(B, T)).astype("int32")
+    padding = np.ones((B, T), "int32")
+    padding[1, 5:] = 0  # right padding, as KerasHub's preprocessors produce
+    token_ids[1, 5:] = 0
+    return {"token_ids": tf.constant(token_ids), "padding_mask": tf.constant(padding)}
+
+
+def _forward_and_gradients(backbone, inputs):
+    """Backbone output, and the gradients of a loss over non-padded positions only."""
+    valid = tf.cast(inputs["padding_mask"], "float32")[..., None]
+    with tf.GradientTape() as tape:
+        out = backbone(inputs)
+        weights = tf.random.stateless_normal(tf.shape(out), seed=[3, 4])
+        loss = tf.reduce_sum(out * valid * weights)
+    grads = tape.gradient(loss, backbone.trainable_variables)
+    return out, [None if g is None else tf.convert_to_tensor(g) for g in grads]
+
+
+def _graph_nodes(concrete):
+    """NodeDefs of a concrete function's graph and of every function in its library (loop
+    bodies)."""
+    graph_def = concrete.graph.as_graph_def()
+    return list(graph_def.node) + [n for f in graph_def.library.function for n in f.node_def]
+
+
+def _assert_close_grads(grads, ref_grads, name):
+    """Each gradient within 1e-4 of its own largest entry, plus 1e-6 of the largest gradient
+    entry of the model: some gradients are zero up to rounding (a key bias under softmax,
+    a router whose top-k weights are renormalized) and are float noise on both sides."""
+    assert len(grads) == len(ref_grads) > 0
+    largest = max(float(np.abs(r).max()) for r in ref_grads if r is not None)
+    for g, r in zip(grads, ref_grads):
+        assert (g is None) == (r is None), name
+        if r is None:
+            continue
+        scale = float(np.abs(r).max())
+        np.testing.assert_allclose(g, r, rtol=1e-4, atol=1e-4 * scale + 1e-6 * largest,
+                                   err_msg=name)
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_backbone_equals_kerashub(name):
+    factory, windows, cap = MODELS[name]
+    keras.utils.set_random_seed(0)
+    backbone = factory()
+    inputs = _inputs()
+    ref_out, ref_grads = tf.function(_forward_and_gradients)(backbone, inputs)
+    with tf_flashattn.enable_flash_attention():
+        fn = tf.function(_forward_and_gradients)
+        out, grads = fn(backbone, inputs)
+        graph = fn.get_concrete_function(backbone, inputs).graph
+    valid = inputs["padding_mask"].numpy().astype(bool)
+    np.testing.assert_allclose(np.asarray(out)[valid], np.asarray(ref_out)[valid],
+                               atol=2e-5, rtol=1e-5)
+    _assert_close_grads(grads, ref_grads, name)
+
+    ops = [op for op in graph.get_operations() if op.type == "FlashAttn>FlashAttention"]
+    assert len(ops) == LAYERS
+    got = sorted((op.get_attr("window_left"), op.get_attr("window_right")) for op in ops)
+    assert got == sorted(windows)
+    for op in ops:
+        mask, key_mask = op.inputs[3], op.inputs[8]
+        assert mask.shape.as_list() == [0], "a dense mask reached the op"
+        assert key_mask.shape.as_list() == [B, T], "the padding mask did not reach the op"
+        assert op.get_attr("causal") and op.get_attr("causal_offset") == 0
+        assert op.get_attr("softcap") == pytest.approx(cap)
+    assert [op for op in graph.get_operations() if op.type == "FlashAttn>FlashAttentionGrad"]
+
+
+# name: (CausalLM class, backbone name)
+CAUSAL_LMS = {
+    "llama": M.LlamaCausalLM,  # decode steps: key_lengths from the traced cache index
+    "gemma2": M.GemmaCausalLM,  # soft cap; window with a traced index: the dense mask
+    "mistral": M.MistralCausalLM,
+    "gpt2": M.GPT2CausalLM,  # Keras' MultiHeadAttention with a KV cache
+}
+
+
+@pytest.mark.parametrize("name", list(CAUSAL_LMS))
+def test_greedy_generate_same_tokens(name):
+    keras.utils.set_random_seed(1)
+    lm = CAUSAL_LMS[name](backbone=MODELS[name][0](), preprocessor=None)
+    lm.compile(sampler="greedy")
+    rng = np.random.default_rng(2)
+    length = 12
+    token_ids = np.zeros((B, length), "int32")
+    padding = np.zeros((B, length), bool)
+    for row, prompt in enumerate((4, 3)):
+        token_ids[row, :prompt] = rng.integers(1, VOCAB, size=prompt)
+        padding[row, :prompt] = True
+    inputs = {"token_ids": token_ids, "padding_mask": padding}
+    reference = lm.generate(inputs, stop_token_ids=None)["token_ids"]
+    with tf_flashattn.enable_flash_attention():
+        lm.generate_function = None  # retrace under the replaced functions
+        tokens = lm.generate(inputs, stop_token_ids=None)["token_ids"]
+        concrete = lm.generate_function.get_concrete_function(
+            {k: tf.constant(v) for k, v in inputs.items()}, None)
+    lm.generate_function = None
+    np.testing.assert_array_equal(tokens, reference)
+    assert (tokens[:, 4:] != 0).any()  # something was generated
+    nodes = [n for n in _graph_nodes(concrete) if n.op == "FlashAttn>FlashAttention"]
+    # Prefill (the cache seeding pass) and the decode loop body, each layer.
+    assert len(nodes) == 2 * LAYERS
+
+
+def test_kv_cache_decode_step_equals_kerashub():
+    """One KV-cache decode step with a traced cache index, logits compared directly: Llama uses
+    key_lengths = index + 1 (no dense mask), Gemma 2's windowed layer the dense mask."""
+    for name, cls in (("llama", M.LlamaCausalLM), ("gemma2", M.GemmaCausalLM)):
+        keras.utils.set_random_seed(3)
+        lm = cls(backbone=MODELS[name][0](), preprocessor=None)
+        token_ids = tf.constant(np.random.default_rng(4).integers(1, VOCAB, (B, 10)), "int32")
+
+        def step(index):
+            _, cache = lm._build_cache(token_ids)
+            logits, _, _ = lm.call_with_cache(token_ids[:, 6:7], cache, index)
+            return logits
+
+        reference = tf.function(step)(tf.constant(6))
+        with tf_flashattn.enable_flash_attention():
+            fn = tf.function(step)
+            logits = fn(tf.constant(6))
+            ops = [op for op in fn.get_concrete_function(tf.constant(6)).graph.get_operations()
+                   if op.type == "FlashAttn>FlashAttention"]
+        np.testing.assert_allclose(logits, reference, atol=2e-5, rtol=1e-5, err_msg=name)
+        decode = [op for op in ops if op.inputs[0].shape[1] == 1]
+        assert len(decode) == LAYERS
+        for op in decode:
+            uses_lengths = op.inputs[6].shape.as_list() == [B]
+            dense = op.inputs[3].shape.rank == 4
+            windowed = name == "gemma2" and op.get_attr("softcap") and dense
+            assert uses_lengths or windowed, (name, op.name)
+
+
+def test_keras_mha_flash_attention_argument_equals_default():
+    """Keras' own MultiHeadAttention with flash_attention=True equals its default path."""
+    rng = np.random.default_rng(5)
+    x = tf.constant(rng.normal(size=(B, T, 16)).astype("float32"))
+    padding = tf.constant(_inputs()["padding_mask"].numpy().astype(bool))
+    keras.utils.set_random_seed(6)
+    default = keras.layers.MultiHeadAttention(num_heads=2, key_dim=8)
+    reference = default(x, x, value_mask=padding, use_causal_mask=True)
+    with tf_flashattn.enable_flash_attention():
+        flash = keras.layers.MultiHeadAttention(num_heads=2, key_dim=8, flash_attention=True)
+        flash(x, x)
+        flash.set_weights(default.get_weights())
+        out = flash(x, x, value_mask=padding, use_causal_mask=True)
+    np.testing.assert_allclose(out, reference, atol=2e-5)
