@@ -26,7 +26,7 @@ CPU_MULTI_ISA = {"cc/kernels/flash_cpu.cc"}
 CUDA_KERNEL_SOURCES = ["cc/kernels/flash_fwd.cu", "cc/kernels/flash_bwd.cu",
                        "cc/kernels/flash_bwd_dq.cu", "cc/kernels/flash_fwd_simt.cu",
                        "cc/kernels/flash_bwd_simt.cu", "cc/kernels/flash_fwd_tf32.cu",
-                       "cc/kernels/flash_bwd_tf32.cu"]
+                       "cc/kernels/flash_bwd_tf32.cu", "cc/kernels/flash_decode.cu"]
 # TensorFlow op definitions, kernel glue and the XLA lowering (custom calls through the XLA FFI).
 OP_SOURCES = ["cc/ops/flash_attention_ops.cc", "cc/ops/flash_attention_kernels.cc",
               "cc/ops/flash_attention_xla.cc"]

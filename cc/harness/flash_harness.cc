@@ -8,7 +8,14 @@
 //
 //   fwd(q, k, v, o, lse, *, scale, softcap=0, causal=False, causal_offset=0, window_left=-1,
 //       window_right=-1, mask=None, bias=None, q_lengths=None, k_lengths=None, q_valid=None,
-//       k_valid=None, dropout=0.0, seed=(1234, 5678), allow_tf32=False, stream=0)
+//       k_valid=None, dropout=0.0, seed=(1234, 5678), allow_tf32=False, decode=0, num_splits=0,
+//       workspace=None, stream=0)
+//     decode: -1 off, 0 auto, 1 on (the decoding path, flash_decode.cu); num_splits: 0 auto, n
+//     forced; workspace: any dtype, compact, 256-byte aligned, >= fwd_workspace_bytes bytes, or
+//     None (an internal per-device buffer, grown on demand)
+//   fwd_workspace_bytes(q, k, v, *, <the same options>, decode=0, num_splits=0) -> int
+//   decode_plan(q, k, v, *, <the same options>, decode=0, num_splits=0) -> dict (splits, warps,
+//       stages, ... that the decoding path would launch on the tensors' device)
 //   bwd(q, k, v, o, lse, d_o, dq, dk, dv, *, <the same options>, dbias=None, workspace=None,
 //       d_lse=None, deterministic=False, stream=0)
 //   bwd_workspace_bytes(q, k, v, *, <the same options>, deterministic=False) -> int
@@ -51,6 +58,7 @@
 #include <cuda_runtime_api.h>
 
 #include "cc/kernels/flash_cuda.h"
+#include "cc/kernels/flash_cuda_internal.h"  // decode_plan
 
 namespace py = pybind11;
 
@@ -572,11 +580,46 @@ void check_cuda_status(cudaError_t err, const char* what) {
 cudaStream_t as_stream(uintptr_t s) { return reinterpret_cast<cudaStream_t>(s); }
 
 // -------------------------------------------------------------------------------------------
+// The forward's decoding-path settings: FlashFwdParams.decode (-1 off, 0 auto, 1 on) and
+// num_splits (0 auto, n >= 1 forced).
+void set_decode(flashattn::FlashFwdParams* p, int decode, int num_splits) {
+  if (decode < -1 || decode > 1)
+    throw py::value_error("decode must be -1 (off), 0 (auto) or 1 (on), got " + std::to_string(decode));
+  if (num_splits < 0)
+    throw py::value_error("num_splits must be >= 0 (0: chosen from the shape), got " +
+                          std::to_string(num_splits));
+  p->decode = decode;
+  p->num_splits = num_splits;
+}
+
+// fwd's workspace when the caller passes none: one device buffer per device, grown on demand
+// (cudaFree / cudaMalloc, which synchronize the device), never shrunk. One stream at a time.
+void* fwd_scratch(size_t bytes) {
+  static std::mutex mu;
+  static std::map<int, std::pair<void*, size_t>> buffers;
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) throw std::runtime_error("cudaGetDevice failed");
+  std::lock_guard<std::mutex> lock(mu);
+  std::pair<void*, size_t>& buf = buffers[dev];
+  if (buf.second < bytes) {
+    if (buf.first != nullptr) cudaFree(buf.first);
+    buf = {nullptr, 0};
+    if (cudaMalloc(&buf.first, bytes) != cudaSuccess) {
+      buf.first = nullptr;
+      throw std::runtime_error("could not allocate " + std::to_string(bytes) +
+                               " bytes of forward workspace");
+    }
+    buf.second = bytes;
+  }
+  return buf.first;
+}
+
 void fwd(py::handle q, py::handle k, py::handle v, py::handle o, py::handle lse, FA_OPTION_PARAMS,
-         uintptr_t stream) {
+         int decode, int num_splits, py::object workspace, uintptr_t stream) {
   flashattn::FlashFwdParams p;
   Call call;
   fill_common(&p, &call, q, k, v, FA_OPTION_VALUES);
+  set_decode(&p, decode, num_splits);
   const View& to = add_o(&call, o, "o", p.shape);
   check_writable(to);
   for (int x = 0; x < 3; ++x) p.shape.o_stride[x] = to.strides[x];
@@ -584,8 +627,56 @@ void fwd(py::handle q, py::handle k, py::handle v, py::handle o, py::handle lse,
   check_writable(tl);
   p.o = to.ptr;
   p.lse = reinterpret_cast<float*>(tl.ptr);
+  const size_t need = flashattn::flash_fwd_workspace_bytes(p);
+  if (!workspace.is_none()) {
+    const View& t = call.add(workspace, "workspace");
+    check_writable(t);
+    check_compact(t);
+    const size_t have = static_cast<size_t>(t.numel()) * ((t.dtype.bits * t.dtype.lanes + 7) / 8);
+    if (have < need)
+      fail("workspace", "has " + std::to_string(have) + " bytes, needs " + std::to_string(need) +
+                            " (fwd_workspace_bytes)");
+    if (reinterpret_cast<uintptr_t>(t.ptr) % 256 != 0) fail("workspace", "must be 256-byte aligned");
+    p.workspace = t.ptr;
+  }
   DeviceGuard guard(call.device);
+  if (workspace.is_none() && need > 0) p.workspace = fwd_scratch(need);
   check_cuda_status(flashattn::flash_fwd_cuda(p, as_stream(stream)), "fwd");
+}
+
+size_t fwd_workspace_bytes(py::handle q, py::handle k, py::handle v, FA_OPTION_PARAMS, int decode,
+                           int num_splits) {
+  flashattn::FlashFwdParams p;
+  Call call;
+  fill_common(&p, &call, q, k, v, FA_OPTION_VALUES);
+  set_decode(&p, decode, num_splits);
+  return flashattn::flash_fwd_workspace_bytes(p);
+}
+
+// What the forward's decoding path would launch for these tensors on their device (with a
+// workspace): {"applies": bool, "splits", "warps", "stages", "smem_bytes", "ctas_per_sm", "sms",
+// "head_dim_bucket", "row_tiles", "ctas"}.
+py::dict decode_plan(py::handle q, py::handle k, py::handle v, FA_OPTION_PARAMS, int decode,
+                     int num_splits) {
+  flashattn::FlashFwdParams p;
+  Call call;
+  fill_common(&p, &call, q, k, v, FA_OPTION_VALUES);
+  set_decode(&p, decode, num_splits);
+  DeviceGuard guard(call.device);
+  flashattn::cuda::DecodePlan plan;
+  check_cuda_status(flashattn::cuda::decode_plan(p, &plan), "decode_plan");
+  py::dict d;
+  d["applies"] = plan.applies;
+  d["splits"] = plan.splits;
+  d["warps"] = plan.warps;
+  d["stages"] = plan.stages;
+  d["smem_bytes"] = plan.smem_bytes;
+  d["ctas_per_sm"] = plan.ctas_per_sm;
+  d["sms"] = plan.sms;
+  d["head_dim_bucket"] = plan.head_dim_bucket;
+  d["row_tiles"] = plan.row_tiles;
+  d["ctas"] = plan.ctas;
+  return d;
 }
 
 // q, k, v and the options: what bwd_workspace_bytes reads.
@@ -713,7 +804,18 @@ PYBIND11_MODULE(flash_harness, m) {
             "See cc/harness/flash_harness.cc.";
   m.def("fwd", &fwd, "Forward: writes o [B, Tq, H, Dv] and lse [B, H, Tq].", py::arg("q"),
         py::arg("k"), py::arg("v"), py::arg("o"), py::arg("lse"), FA_OPTION_ARGS,
+        py::arg("decode") = 0, py::arg("num_splits") = 0, py::arg("workspace") = py::none(),
         py::arg("stream") = 0);
+  m.def("fwd_workspace_bytes", &fwd_workspace_bytes,
+        "Bytes of device workspace fwd needs for these tensors and options (the decoding path's "
+        "partial results; 0 when it does not split).",
+        py::arg("q"), py::arg("k"), py::arg("v"), FA_OPTION_ARGS, py::arg("decode") = 0,
+        py::arg("num_splits") = 0);
+  m.def("decode_plan", &decode_plan,
+        "What fwd's decoding path would launch on the tensors' device: a dict (applies, splits, "
+        "warps, stages, smem_bytes, ctas_per_sm, sms, head_dim_bucket, row_tiles, ctas).",
+        py::arg("q"), py::arg("k"), py::arg("v"), FA_OPTION_ARGS, py::arg("decode") = 0,
+        py::arg("num_splits") = 0);
   m.def("bwd", &bwd, "Backward: writes dq, dk, dv (and dbias when given).", py::arg("q"),
         py::arg("k"), py::arg("v"), py::arg("o"), py::arg("lse"), py::arg("d_o"), py::arg("dq"),
         py::arg("dk"), py::arg("dv"), FA_OPTION_ARGS, py::arg("dbias") = py::none(),

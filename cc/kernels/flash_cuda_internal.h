@@ -55,6 +55,21 @@ inline int tuning_cfg(const char* var) {
 #define FA_TUNE(n, ...)
 #endif
 
+// Decoding path (flash_decode.cu): whether flash_fwd_cuda takes it for these params (decode
+// setting, dtype, no dropout, head dims, Tq <= 16 unless forced), and its launcher (uses
+// params.workspace for several splits, falls back to one split when it is null).
+bool decode_applies(const FlashFwdParams& p);
+cudaError_t fwd_decode(const FlashFwdParams& p, cudaStream_t stream);
+// What fwd_decode would launch on the current device (for the kernel harness and tuning):
+// applies = decode_applies(p); splits as chosen when a workspace is given (without one: 1).
+struct DecodePlan {
+  bool applies = false;
+  int splits = 0, warps = 0, stages = 0, smem_bytes = 0, ctas_per_sm = 0, sms = 0;
+  int head_dim_bucket = 0;
+  int64_t row_tiles = 0, ctas = 0;
+};
+cudaError_t decode_plan(const FlashFwdParams& p, DecodePlan* plan);
+
 // float32 / any dtype, SIMT, full float32 arithmetic (flash_fwd_simt.cu).
 cudaError_t fwd_simt(const FlashFwdParams& p, cudaStream_t stream);
 // dQ (and dbias when non-null) per query row, no atomics (flash_bwd_simt.cu). dsum: [B, H, Tq].

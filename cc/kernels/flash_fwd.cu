@@ -268,8 +268,6 @@ cudaError_t check_device(bool* big_smem) {
 
 }  // namespace cuda
 
-size_t flash_fwd_workspace_bytes(const FlashFwdParams&) { return 0; }
-
 cudaError_t flash_fwd_cuda(const FlashFwdParams& p, cudaStream_t stream) {
   bool big_smem = false;
   cudaError_t err = cuda::check_device(&big_smem);
@@ -277,6 +275,7 @@ cudaError_t flash_fwd_cuda(const FlashFwdParams& p, cudaStream_t stream) {
   const AttnShape& s = p.shape;
   if (s.B == 0 || s.Tq == 0 || s.H == 0) return cudaSuccess;
   if (s.Hkv <= 0 || s.H % s.Hkv != 0 || s.D > 256 || s.Dv > 256) return cudaErrorInvalidValue;
+  if (cuda::decode_applies(p)) return cuda::fwd_decode(p, stream);  // few query rows (flash_decode.cu)
   if (p.dtype == DType::kFloat32) return p.allow_tf32 ? cuda::fwd_tf32(p, stream) : cuda::fwd_simt(p, stream);
   if (p.dtype == DType::kFloat64) return cudaErrorNotSupported;
   const bool vec = s.D % 8 == 0 && s.Dv % 8 == 0 && s.q_stride[0] % 8 == 0 && s.q_stride[1] % 8 == 0 &&

@@ -1,0 +1,999 @@
+// Decoding path of the CUDA forward (flash-decoding, issue 14): a few query rows per sequence
+// (one new token, or a few with speculative decoding) against a long cache of keys and values.
+// The work is reading K and V once, so everything here is arranged for memory bandwidth.
+//
+// When (decode_applies): params.decode = 1 (forced), or 0 (auto) and Tq <= 16; float16, bfloat16
+// or float32; no dropout (decoding is inference: with dropout > 0 the tiled kernels, which
+// implement it, run instead); head dims up to 256, any (not only powers of two); any strides.
+// Every mask kind is kept: causal with causal_offset (bottom-right for a KV cache), window
+// left/right, q/k lengths (clamped to [0, T]), q/k valid, the dense mask and the bias (broadcast
+// by strides), soft-cap and scale.
+//
+// Work split. The query heads of a GQA group share their K and V, so they are processed
+// together: for batch b and kv head hk, the R = G * Tq rows (G = H / Hkv) are ordered
+// query-major, row r = i * G + (h - hk * G), and cut into row tiles of RT rows (RT = 16, one m16
+// tile of the tensor cores; RT = 8 for float32). One CTA per (batch, kv head, row tile, split):
+// the keys its rows see ([kbeg, kend), the union over the rows of the causal / window / length
+// limits), in tiles of 16 keys from kbeg rounded down, are cut into `splits` contiguous runs of
+// whole tiles, one per CTA; inside a CTA warp w takes tiles w, w + nw, w + 2 nw, ... of its run.
+// Each warp streams its tiles through its own ring of `stages` shared-memory buffers (K and V
+// tiles [16, HD], 16-byte cp.async copies, stages - 1 tiles in flight, warp-level
+// synchronization only) and keeps an online softmax over its keys (base 2):
+//   S = Q Kᵀ       16-bit: mma m16n8k16, Q fragments in registers (HD <= 128), fp32 accumulators;
+//                  float32: FMA on CUDA cores, a lane per (key, half of the head dim)
+//   z = log2e * logit(S)           score_elem (scale, soft-cap, bias, masks), or by index only
+//   m' = max(m, rowmax z);  P = 2^(z - m');  ℓ = 2^(m - m') ℓ + rowsum P;  O = 2^(m - m') O + P V
+// The warps' states meet in shared memory: m = max_w m_w, ℓ = Σ_w 2^(m_w - m) ℓ_w, O likewise.
+// One split: O / ℓ and lse = ln2 (m + log2 ℓ) go to o and lse directly. Several: each CTA writes
+// its (O / ℓ, lse) in float32 to the workspace and a merge kernel combines a row's splits in a
+// fixed order, by the log-sum-exp (deterministic, no atomics):
+//   lse = log Σ_s e^(lse_s),  O = Σ_s e^(lse_s - lse) O_s.
+// A row that sees no key gets O = 0 and lse = -inf, as in the tiled kernels.
+//
+// Splits: a forced params.num_splits (clamped to 256 and to the key tiles of Tk), else chosen
+// from the shape and the GPU (SM count and CTAs per SM, queried once per device and cached):
+// with base = B * Hkv * row tiles CTAs per split, the s minimizing
+// waves(base * s) * (bytes of K and V per CTA + a fixed cost per CTA) (+ the merge when s > 1).
+// flash_fwd_workspace_bytes bounds s from the shape alone (XLA asks at compile time): no split
+// when base >= 512, else at most ceil(1024 / base), 256 and the key tiles of Tk.
+//
+// Shared memory per CTA: the Q tile, nw warps x stages x (K tile, V tile), the warps' (m, ℓ);
+// rows padded by one 16-byte chunk (conflict-free ldmatrix). The warp count (4, fewer for large
+// head dims where shared memory is small) and the stages (2 to 4) are chosen per GPU so that two
+// CTAs fit on an SM where they can (H100/H200: HD 128 bf16 4 warps x 3 stages, 107 KiB).
+// Loads: 16-byte cp.async when q, k, v are 16-byte aligned with D, Dv and their strides multiples
+// of 8 (float32: 4) elements; element loads otherwise. Head dims are padded with zeros to
+// HD in {64, 128, 256} (float32: {128, 256}); rows outside [kbeg, kend) are zero-filled, so a
+// cache's unfilled tail is never read.
+#include "cc/kernels/flash_cuda.h"
+
+#include <climits>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <tuple>
+#include <type_traits>
+
+#include "cc/kernels/flash_cuda_common.cuh"
+#include "cc/kernels/flash_cuda_internal.h"
+#include "cc/kernels/flash_fwd_tile.cuh"
+
+namespace flashattn {
+namespace cuda {
+namespace {
+
+constexpr int kDecKeys = 16;         // keys per warp tile (the k16 of P V)
+constexpr int kDecRowsTc = 16;       // rows per CTA, tensor-core kernel (one m16 tile)
+constexpr int kDecRowsSimt = 8;      // rows per CTA, float32 kernel
+constexpr int kDecMaxWarps = 4;
+constexpr int kDecMaxStages = 4;
+constexpr int64_t kDecAutoMaxTq = 16;        // decode = 0: the decoding path up to this Tq
+constexpr int kDecMaxSplits = 256;
+constexpr int64_t kDecNoSplitBase = 512;     // CTAs without splitting that need no split
+constexpr int64_t kDecSplitCtaCap = 1024;    // at most about this many CTAs from splitting
+// Split cost model (bytes of K and V that one CTA reads in the same time, at full occupancy):
+// a CTA's fixed cost (Q load, pipeline fill, epilogue) and the merge kernel's.
+constexpr double kDecCtaCost = 32768.0;
+constexpr double kDecMergeCost = 65536.0;
+
+// One query row of a CTA (float32 kernel, in shared memory): its head, position, visible keys.
+struct RowMeta {
+  int64_t kb, ke, i, h;
+  int ok;
+  int pad;
+};
+
+// Shared-memory layout of a CTA with nw warps and ns stages. ESIZE: element bytes of Q / K / V.
+//   [ROWS, LD] Q tile | nw x ns x ([16, LD] K, [16, LD] V) | [nw, ROWS, 2] (m, ℓ) | [ROWS] RowMeta
+// After the main loop the rings hold the warps' outputs [nw, ROWS, LDC] float32.
+template <int HD, int ESIZE, int ROWS>
+struct DecSmem {
+  static constexpr int kLd = HD + 16 / ESIZE;  // tile row stride (elements)
+  static constexpr int kLdc = HD + 8;          // combine buffer row stride (floats)
+  static constexpr size_t kQBytes = static_cast<size_t>(ROWS) * kLd * ESIZE;
+  static constexpr size_t kStageBytes = static_cast<size_t>(2) * kDecKeys * kLd * ESIZE;
+  static_assert(kQBytes % 16 == 0 && kStageBytes % 16 == 0, "16-byte aligned regions");
+  static_assert(static_cast<size_t>(ROWS) * kLdc * 4 <= kStageBytes,
+                "a warp's output fits in one stage of its ring");
+  __host__ __device__ static constexpr size_t ml_off(int nw, int ns) {
+    return kQBytes + static_cast<size_t>(nw) * ns * kStageBytes;
+  }
+  __host__ __device__ static constexpr size_t meta_off(int nw, int ns) {
+    return (ml_off(nw, ns) + static_cast<size_t>(nw) * ROWS * 2 * sizeof(float) + 15) / 16 * 16;
+  }
+  __host__ __device__ static constexpr size_t bytes(int nw, int ns) {
+    return meta_off(nw, ns) + ROWS * sizeof(RowMeta);
+  }
+};
+
+struct DecodeArgs {
+  FlashFwdParams p;
+  float* ws_o;    // [splits, B, H, Tq, dvp] float32: each split's O / ℓ (splits > 1)
+  float* ws_lse;  // [splits, B, H, Tq] float32: each split's lse (natural log)
+  int splits;     // CTAs per (batch, kv head, row tile)
+  int row_tiles;  // ceil(G * Tq / rows per CTA)
+  int stages;     // ring buffers per warp, 2 .. 7
+  int dvp;        // Dv rounded up to 4
+  bool vec_in;    // 16-byte loads of q, k, v
+  bool vec_out;   // 4-element stores of o
+  bool gen;       // element masks, bias, soft-cap or scale <= 0: score_elem per element
+};
+
+// ---- device helpers ---------------------------------------------------------------------
+
+// cp.async.wait_group with a run-time count (n <= 7; the stage count is chosen at run time).
+__device__ __forceinline__ void cp_async_wait_dyn(int n) {
+  switch (n) {
+    case 0: cp_async_wait<0>(); break;
+    case 1: cp_async_wait<1>(); break;
+    case 2: cp_async_wait<2>(); break;
+    case 3: cp_async_wait<3>(); break;
+    case 4: cp_async_wait<4>(); break;
+    case 5: cp_async_wait<5>(); break;
+    case 6: cp_async_wait<6>(); break;
+    default: cp_async_wait<0>(); break;
+  }
+}
+
+// Four adjacent elements of o (4-element aligned: vec_out).
+__device__ __forceinline__ void store4(__half* dst, float a, float b, float c, float d) {
+  *reinterpret_cast<uint2*>(dst) = make_uint2(Elem<__half>::pack(a, b), Elem<__half>::pack(c, d));
+}
+__device__ __forceinline__ void store4(__nv_bfloat16* dst, float a, float b, float c, float d) {
+  *reinterpret_cast<uint2*>(dst) =
+      make_uint2(Elem<__nv_bfloat16>::pack(a, b), Elem<__nv_bfloat16>::pack(c, d));
+}
+__device__ __forceinline__ void store4(float* dst, float a, float b, float c, float d) {
+  *reinterpret_cast<float4*>(dst) = make_float4(a, b, c, d);
+}
+
+// What a CTA works on: blockIdx.x = ((b * Hkv + hk) * row_tiles + row tile) * splits + split.
+struct DecBlock {
+  int64_t b, hk, row0;     // batch, kv head, first row of the tile
+  int split;
+  int64_t qlim, klim;      // the batch's length limits
+  int64_t kbeg, kend;      // keys some row of the tile sees
+  int64_t kin_lo, kin_hi;  // keys every row of the tile sees (causal / window / lengths)
+  int64_t jstart;          // first key of tile 0: kbeg rounded down to kDecKeys
+  int64_t t_lo, t_hi;      // this split's key tiles [t_lo, t_hi)
+};
+
+__device__ __forceinline__ DecBlock dec_block(const DecodeArgs& a, int rows) {
+  const FlashFwdParams& p = a.p;
+  const AttnShape& sh = p.shape;
+  DecBlock k;
+  int64_t id = blockIdx.x;
+  k.split = static_cast<int>(id % a.splits);
+  id /= a.splits;
+  const int64_t rt = id % a.row_tiles;
+  id /= a.row_tiles;
+  k.hk = id % sh.Hkv;
+  k.b = id / sh.Hkv;
+  k.row0 = rt * rows;
+  k.qlim = q_limit(p.mask, sh, k.b);
+  k.klim = k_limit(p.mask, sh, k.b);
+  const int64_t G = sh.H / sh.Hkv, R = G * sh.Tq;
+  const int64_t i_lo = k.row0 / G;
+  int64_t i_hi = ((k.row0 + rows < R ? k.row0 + rows : R) - 1) / G;
+  if (i_hi > k.qlim - 1) i_hi = k.qlim - 1;
+  k.kbeg = k.kend = k.kin_lo = k.kin_hi = k.jstart = k.t_lo = k.t_hi = 0;
+  if (i_lo <= i_hi) {
+    // key_begin / key_end do not decrease with the row: the first and last rows bound the rest.
+    block_keys(p.mask, i_lo, i_hi, k.klim, &k.kbeg, &k.kend);
+    k.kin_lo = p.mask.key_begin(i_hi);
+    k.kin_hi = p.mask.key_end(i_lo, k.klim);
+    if (k.kend > k.kbeg) {
+      k.jstart = k.kbeg - k.kbeg % kDecKeys;
+      const int64_t total = (k.kend - k.jstart + kDecKeys - 1) / kDecKeys;
+      k.t_lo = total * k.split / a.splits;
+      k.t_hi = total * (k.split + 1) / a.splits;
+    }
+  }
+  return k;
+}
+
+// Keys j0 .. j0 + 15 of kv head hk of x ([B, Tk, Hkv, n], strides st) into a [16, LD] tile (one
+// warp): rows outside [lo, hi) become zero; columns >= n are not written (zero from the start).
+template <typename T, int HD, int LD>
+__device__ __forceinline__ void dec_load_kv(T* dst, const T* x, const int64_t st[3], int64_t b,
+                                            int64_t hk, int64_t j0, int64_t lo, int64_t hi, int n,
+                                            bool vec, int lane) {
+  constexpr int kChunk = 16 / sizeof(T), kCpr = HD / kChunk;  // elements per chunk, chunks per row
+  static_assert(kDecKeys * kCpr % 32 == 0, "whole passes of the warp");
+  const T* base = x + b * st[0] + hk * st[2];
+  if (vec) {
+    const int nc = n / kChunk;
+#pragma unroll
+    for (int it = 0; it < kDecKeys * kCpr / 32; ++it) {
+      const int idx = it * 32 + lane, r = idx / kCpr, c = idx % kCpr;
+      if (c < nc) {
+        const int64_t t = j0 + r;
+        const bool ok = t >= lo && t < hi;
+        cp_async16(dst + r * LD + c * kChunk, ok ? base + t * st[1] + c * kChunk : x, ok);
+      }
+    }
+  } else {
+    for (int idx = lane; idx < kDecKeys * n; idx += 32) {
+      const int r = idx / n, c = idx - r * n;
+      const int64_t t = j0 + r;
+      dst[r * LD + c] = t >= lo && t < hi ? base[t * st[1] + c] : Elem<T>::from_f(0.f);
+    }
+  }
+}
+
+// The CTA's query rows into the [ROWS, LD] Q tile (all threads): tile row r is row0 + r of the
+// group, i.e. q[b, i, hk * G + g] with (i, g) = divmod(row0 + r, G); zero past the R rows and
+// past D (columns up to HD).
+template <typename T, int HD, int ROWS, int LD>
+__device__ __forceinline__ void dec_load_q(T* sq, const FlashFwdParams& p, int64_t b, int64_t hk,
+                                           int64_t row0, bool vec) {
+  const AttnShape& sh = p.shape;
+  const T* q = static_cast<const T*>(p.q);
+  const int64_t G = sh.H / sh.Hkv, R = G * sh.Tq;
+  const int D = static_cast<int>(sh.D);
+  constexpr int kChunk = 16 / sizeof(T), kCpr = HD / kChunk;
+  if (vec) {
+    const int nc = D / kChunk;
+    for (int idx = threadIdx.x; idx < ROWS * kCpr; idx += blockDim.x) {
+      const int r = idx / kCpr, c = idx % kCpr;
+      T* d = sq + r * LD + c * kChunk;
+      const int64_t row = row0 + r;
+      if (c < nc) {
+        const bool ok = row < R;
+        const int64_t i = ok ? row / G : 0, h = ok ? hk * G + row % G : 0;
+        cp_async16(d, ok ? q + b * sh.q_stride[0] + i * sh.q_stride[1] + h * sh.q_stride[2] + c * kChunk : q,
+                   ok);
+      } else {
+        *reinterpret_cast<uint4*>(d) = make_uint4(0u, 0u, 0u, 0u);
+      }
+    }
+  } else {
+    for (int idx = threadIdx.x; idx < ROWS * HD; idx += blockDim.x) {
+      const int r = idx / HD, c = idx % HD;
+      const int64_t row = row0 + r;
+      T x = Elem<T>::from_f(0.f);
+      if (row < R && c < D)
+        x = q[b * sh.q_stride[0] + (row / G) * sh.q_stride[1] + (hk * G + row % G) * sh.q_stride[2] + c];
+      sq[r * LD + c] = x;
+    }
+  }
+}
+
+// Zeroes this warp's ring (the head-dim padding columns that the loads never write).
+__device__ __forceinline__ void dec_zero_ring(void* ring, size_t bytes, int lane) {
+  uint4* r = static_cast<uint4*>(ring);
+  for (size_t x = lane; x < bytes / 16; x += 32) r[x] = make_uint4(0u, 0u, 0u, 0u);
+}
+
+// The CTA's epilogue, all threads: merges the nw warps' states (buf [nw, rows, ldc] float32
+// outputs, ml [nw, rows, 2] running max (base 2) and sum) per row, then writes O / ℓ and the lse
+// to o and lse (one split) or to the workspace (several). Rows past the lengths or not q_valid
+// get O = 0 and lse = -inf.
+template <typename T>
+__device__ __forceinline__ void dec_finish(const DecodeArgs& a, const DecBlock& blk, const float* buf,
+                                           const float* ml, int nw, int rows, int ldc) {
+  const FlashFwdParams& p = a.p;
+  const AttnShape& sh = p.shape;
+  const int64_t G = sh.H / sh.Hkv, R = G * sh.Tq;
+  const int Dv = static_cast<int>(sh.Dv);
+  const int nc = Dv > 0 ? (Dv + 3) / 4 : 1;  // 4-column items per row (one, for the lse, at Dv 0)
+  for (int it = threadIdx.x; it < rows * nc; it += blockDim.x) {
+    const int row = it / nc, c = (it - row * nc) * 4;
+    const int64_t r = blk.row0 + row;
+    if (r >= R) continue;
+    const int64_t i = r / G, h = blk.hk * G + r % G;
+    float m = neg_inf();
+    for (int w = 0; w < nw; ++w) m = fmaxf(m, ml[(w * rows + row) * 2]);
+    const float muse = m == neg_inf() ? 0.f : m;
+    float l = 0.f, acc[4] = {0.f, 0.f, 0.f, 0.f};
+    for (int w = 0; w < nw; ++w) {
+      const float wt = fast_exp2(ml[(w * rows + row) * 2] - muse);
+      l = fmaf(wt, ml[(w * rows + row) * 2 + 1], l);
+      if (c < Dv) {
+        const float4 x = *reinterpret_cast<const float4*>(buf + static_cast<size_t>(w * rows + row) * ldc + c);
+        acc[0] = fmaf(wt, x.x, acc[0]);
+        acc[1] = fmaf(wt, x.y, acc[1]);
+        acc[2] = fmaf(wt, x.z, acc[2]);
+        acc[3] = fmaf(wt, x.w, acc[3]);
+      }
+    }
+    const bool ok = i < blk.qlim && (!p.mask.q_valid || p.mask.q_valid[blk.b * sh.Tq + i]);
+    if (!ok) l = 0.f;
+    const bool any = l > 0.f || l != l;
+    const float inv = any ? 1.f / l : 0.f;
+    const float lse = any ? (m + log2f(l)) * kLn2 : neg_inf();
+    if (a.splits == 1) {
+      if (c < Dv) {
+        T* dst = static_cast<T*>(p.o) + blk.b * sh.o_stride[0] + i * sh.o_stride[1] + h * sh.o_stride[2] + c;
+        if (a.vec_out) {
+          store4(dst, acc[0] * inv, acc[1] * inv, acc[2] * inv, acc[3] * inv);
+        } else {
+          for (int e = 0; e < 4 && c + e < Dv; ++e) dst[e] = Elem<T>::from_f(acc[e] * inv);
+        }
+      }
+      if (c == 0) p.lse[(blk.b * sh.H + h) * sh.Tq + i] = lse;
+    } else {
+      const int64_t x = ((static_cast<int64_t>(blk.split) * sh.B + blk.b) * sh.H + h) * sh.Tq + i;
+      if (c < Dv)
+        *reinterpret_cast<float4*>(a.ws_o + x * a.dvp + c) =
+            make_float4(acc[0] * inv, acc[1] * inv, acc[2] * inv, acc[3] * inv);
+      if (c == 0) a.ws_lse[x] = lse;
+    }
+  }
+}
+
+// ---- float16 / bfloat16: tensor cores ------------------------------------------------------
+// Warp layout of S and O (m16n8 accumulators, g = lane / 4, tq = lane % 4): element [nt][e] is
+// tile row g + 8 (e / 2), column nt * 8 + 2 tq + e % 2 (a key of the tile for S, a head-dim
+// column for O).
+template <typename T, int HD>
+__global__ void __launch_bounds__(kDecMaxWarps * 32) decode_tc_kernel(const DecodeArgs a) {
+  using L = DecSmem<HD, 2, kDecRowsTc>;
+  constexpr int RT = kDecRowsTc, KT = kDecKeys, LD = L::kLd, ND = HD / 8;
+  constexpr bool kQRegs = HD <= 128;  // Q fragments in registers (HD 256: read from shared memory)
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const FlashFwdParams& p = a.p;
+  const AttnShape& sh = p.shape;
+  const int nw = blockDim.x >> 5, ns = a.stages;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tq = lane & 3;
+  const DecBlock blk = dec_block(a, RT);
+  const int64_t G = sh.H / sh.Hkv, R = G * sh.Tq;
+  const int D = static_cast<int>(sh.D), Dv = static_cast<int>(sh.Dv);
+  const T* k = static_cast<const T*>(p.k);
+  const T* v = static_cast<const T*>(p.v);
+  constexpr int kSlot = 2 * KT * LD;  // elements per stage: K tile, then V tile
+  T* sQ = reinterpret_cast<T*>(smem_raw);                                        // [RT, LD]
+  T* ring = reinterpret_cast<T*>(smem_raw + L::kQBytes) + static_cast<size_t>(warp) * ns * kSlot;
+  float* sML = reinterpret_cast<float*>(smem_raw + L::ml_off(nw, ns));          // [nw, RT, 2]
+
+  if (D < HD || Dv < HD) dec_zero_ring(ring, static_cast<size_t>(ns) * kSlot * sizeof(T), lane);
+  __syncwarp();
+  dec_load_q<T, HD, RT, LD>(sQ, p, blk.b, blk.hk, blk.row0, a.vec_in);
+  cp_async_commit();
+
+  // This thread's rows g and g + 8: head, position and visible keys.
+  int64_t hr[2], ir[2];
+  RowInfo ri[2];
+#pragma unroll
+  for (int x = 0; x < 2; ++x) {
+    const int64_t row = blk.row0 + g + 8 * x;
+    const bool in = row < R;
+    ir[x] = in ? row / G : 0;
+    hr[x] = in ? blk.hk * G + row % G : 0;
+    ri[x] = in ? row_info(p.mask, sh, blk.b, ir[x], blk.qlim, blk.klim) : RowInfo{0, 0, false};
+  }
+
+  // This warp's key tiles: t_lo + warp + u * nw, u < nu; tile u in slot u % ns.
+  const int64_t mine = blk.t_hi - blk.t_lo - warp;
+  const int nu = mine > 0 ? static_cast<int>((mine + nw - 1) / nw) : 0;
+  int ld_u = 0, ld_slot = 0;
+  auto issue = [&]() {  // the next tile into the next slot; an empty group past the last tile
+    if (ld_u < nu) {
+      const int64_t j0 = blk.jstart + (blk.t_lo + warp + static_cast<int64_t>(ld_u) * nw) * KT;
+      T* sk = ring + ld_slot * kSlot;
+      dec_load_kv<T, HD, LD>(sk, k, sh.k_stride, blk.b, blk.hk, j0, blk.kbeg, blk.kend, D, a.vec_in, lane);
+      dec_load_kv<T, HD, LD>(sk + KT * LD, v, sh.v_stride, blk.b, blk.hk, j0, blk.kbeg, blk.kend, Dv,
+                             a.vec_in, lane);
+    }
+    cp_async_commit();
+    ++ld_u;
+    ld_slot = ld_slot + 1 == ns ? 0 : ld_slot + 1;
+  };
+  for (int x = 0; x < ns - 1; ++x) issue();
+  cp_async_wait_dyn(ns - 1);  // this thread's Q copies (the oldest group) landed ...
+  __syncthreads();            // ... and every thread's
+  uint32_t qa[kQRegs ? HD / 16 : 1][4];
+  if (kQRegs) {
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; ++kk)
+      ldsm_x4(qa[kQRegs ? kk : 0], sQ + (lane & 15) * LD + kk * 16 + (lane >> 4) * 8);
+  }
+
+  float o[1][ND][4];
+  float mrow[1][2] = {{neg_inf(), neg_inf()}}, lrow[1][2] = {{0.f, 0.f}};
+#pragma unroll
+  for (int nd = 0; nd < ND; ++nd)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) o[0][nd][e] = 0.f;
+  const float scale_log2 = p.score.scale * kLog2e;
+
+  int slot = 0;
+  for (int u = 0; u < nu; ++u) {
+    issue();                    // tile u + ns - 1, into the slot that tile u - 1 used
+    cp_async_wait_dyn(ns - 1);  // tile u landed (this lane's copies) ...
+    __syncwarp();               // ... and the other lanes'
+    const T* sk = ring + slot * kSlot;
+    const T* sv = sk + KT * LD;
+    const int64_t j0 = blk.jstart + (blk.t_lo + warp + static_cast<int64_t>(u) * nw) * KT;
+
+    // S [16 rows, 16 keys] = Q Kᵀ: A = Q [row][d], B = K stored [key][d] (col-major Kᵀ).
+    float s[1][2][4];
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[0][nt][e] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; ++kk) {
+      uint32_t af[4], bb[4];
+      if (kQRegs) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) af[e] = qa[kQRegs ? kk : 0][e];
+      } else {
+        ldsm_x4(af, sQ + (lane & 15) * LD + kk * 16 + (lane >> 4) * 8);
+      }
+      ldsm_x4(bb, sk + ((lane & 7) + (lane >> 4) * 8) * LD + kk * 16 + ((lane >> 3) & 1) * 8);
+      Elem<T>::mma(s[0][0], af, bb);
+      Elem<T>::mma(s[0][1], af, bb + 2);
+    }
+
+    // Scores: the full score function per element, or -inf by index where the tile crosses a
+    // row's limits (the scale is then folded into the softmax's exp2).
+    float mul = 1.f;
+    if (a.gen) {
+#pragma unroll
+      for (int x = 0; x < 2; ++x)
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+          for (int c = 0; c < 2; ++c)
+            s[0][nt][2 * x + c] = score_elem<T>(s[0][nt][2 * x + c], p.mask, p.score, sh, blk.b, hr[x], ir[x],
+                                                j0 + nt * 8 + 2 * tq + c, ri[x], nullptr);
+    } else {
+      mul = scale_log2;
+      if (!(j0 >= blk.kin_lo && j0 + KT <= blk.kin_hi)) {
+#pragma unroll
+        for (int x = 0; x < 2; ++x) {
+          const int64_t lo = ri[x].ok ? ri[x].kb - j0 : 0, hi = ri[x].ok ? ri[x].ke - j0 : 0;
+#pragma unroll
+          for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+            for (int c = 0; c < 2; ++c) {
+              const int jl = nt * 8 + 2 * tq + c;
+              if (jl < lo || jl >= hi) s[0][nt][2 * x + c] = neg_inf();
+            }
+        }
+      }
+    }
+    fwd_online_softmax<1, 2, ND>(s, o, mrow, lrow, mul);
+
+    // O += P V: A = P (the two n8 score tiles form one k16 fragment), B = V [key][d] through
+    // ldmatrix.trans.
+    uint32_t pa[4];
+    pa[0] = Elem<T>::pack(s[0][0][0], s[0][0][1]);
+    pa[1] = Elem<T>::pack(s[0][0][2], s[0][0][3]);
+    pa[2] = Elem<T>::pack(s[0][1][0], s[0][1][1]);
+    pa[3] = Elem<T>::pack(s[0][1][2], s[0][1][3]);
+#pragma unroll
+    for (int nd2 = 0; nd2 < HD / 16; ++nd2) {
+      uint32_t bb[4];
+      ldsm_x4_t(bb, sv + ((lane & 7) + ((lane >> 3) & 1) * 8) * LD + nd2 * 16 + (lane >> 4) * 8);
+      Elem<T>::mma(o[0][2 * nd2], pa, bb);
+      Elem<T>::mma(o[0][2 * nd2 + 1], pa, bb + 2);
+    }
+    __syncwarp();  // every lane is done with this slot before it is refilled
+    slot = slot + 1 == ns ? 0 : slot + 1;
+  }
+
+  cp_async_wait<0>();
+  __syncthreads();  // every warp is done with its ring: the rings take the warps' outputs
+  float* buf = reinterpret_cast<float*>(smem_raw + L::kQBytes);  // [nw, RT, kLdc]
+#pragma unroll
+  for (int x = 0; x < 2; ++x) {
+    const int row = g + 8 * x;
+    const float l = warp_quad_sum(lrow[0][x]);
+    float* dst = buf + static_cast<size_t>(warp * RT + row) * L::kLdc;
+#pragma unroll
+    for (int nd = 0; nd < ND; ++nd)
+      *reinterpret_cast<float2*>(dst + nd * 8 + 2 * tq) = make_float2(o[0][nd][2 * x], o[0][nd][2 * x + 1]);
+    if (tq == 0) {
+      sML[(warp * RT + row) * 2] = mrow[0][x];
+      sML[(warp * RT + row) * 2 + 1] = l;
+    }
+  }
+  __syncthreads();
+  dec_finish<T>(a, blk, buf, sML, nw, RT, L::kLdc);
+}
+
+// ---- float32: CUDA cores ---------------------------------------------------------------------
+// Scores: lane (kk = lane % 16, half = lane / 16) dots key kk with the 8 rows over the head-dim
+// chunks 8c + 4 half .. + 3 (float4), then one shuffle adds the halves. P V: lane owns head-dim
+// columns lane + 32 cc.
+template <int HD>
+__global__ void __launch_bounds__(kDecMaxWarps * 32) decode_simt_kernel(const DecodeArgs a) {
+  using L = DecSmem<HD, 4, kDecRowsSimt>;
+  constexpr int RT = kDecRowsSimt, KT = kDecKeys, LD = L::kLd, NC = HD / 32;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const FlashFwdParams& p = a.p;
+  const AttnShape& sh = p.shape;
+  const int nw = blockDim.x >> 5, ns = a.stages;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const DecBlock blk = dec_block(a, RT);
+  const int64_t G = sh.H / sh.Hkv, R = G * sh.Tq;
+  const int D = static_cast<int>(sh.D), Dv = static_cast<int>(sh.Dv);
+  const float* k = static_cast<const float*>(p.k);
+  const float* v = static_cast<const float*>(p.v);
+  constexpr int kSlot = 2 * KT * LD;
+  float* sQ = reinterpret_cast<float*>(smem_raw);  // [RT, LD]
+  float* ring = reinterpret_cast<float*>(smem_raw + L::kQBytes) + static_cast<size_t>(warp) * ns * kSlot;
+  float* sML = reinterpret_cast<float*>(smem_raw + L::ml_off(nw, ns));
+  RowMeta* meta = reinterpret_cast<RowMeta*>(smem_raw + L::meta_off(nw, ns));  // [RT]
+
+  if (D < HD || Dv < HD) dec_zero_ring(ring, static_cast<size_t>(ns) * kSlot * sizeof(float), lane);
+  __syncwarp();
+  dec_load_q<float, HD, RT, LD>(sQ, p, blk.b, blk.hk, blk.row0, a.vec_in);
+  cp_async_commit();
+  if (threadIdx.x < RT) {
+    const int64_t row = blk.row0 + threadIdx.x;
+    RowMeta mt{0, 0, 0, 0, 0, 0};
+    if (row < R) {
+      mt.i = row / G;
+      mt.h = blk.hk * G + row % G;
+      const RowInfo ri = row_info(p.mask, sh, blk.b, mt.i, blk.qlim, blk.klim);
+      mt.kb = ri.kb;
+      mt.ke = ri.ke;
+      mt.ok = ri.ok ? 1 : 0;
+    }
+    meta[threadIdx.x] = mt;
+  }
+
+  const int64_t mine = blk.t_hi - blk.t_lo - warp;
+  const int nu = mine > 0 ? static_cast<int>((mine + nw - 1) / nw) : 0;
+  int ld_u = 0, ld_slot = 0;
+  auto issue = [&]() {
+    if (ld_u < nu) {
+      const int64_t j0 = blk.jstart + (blk.t_lo + warp + static_cast<int64_t>(ld_u) * nw) * KT;
+      float* sk = ring + ld_slot * kSlot;
+      dec_load_kv<float, HD, LD>(sk, k, sh.k_stride, blk.b, blk.hk, j0, blk.kbeg, blk.kend, D, a.vec_in, lane);
+      dec_load_kv<float, HD, LD>(sk + KT * LD, v, sh.v_stride, blk.b, blk.hk, j0, blk.kbeg, blk.kend, Dv,
+                                 a.vec_in, lane);
+    }
+    cp_async_commit();
+    ++ld_u;
+    ld_slot = ld_slot + 1 == ns ? 0 : ld_slot + 1;
+  };
+  for (int x = 0; x < ns - 1; ++x) issue();
+  cp_async_wait_dyn(ns - 1);
+  __syncthreads();  // Q and the row metadata are in place
+
+  const int kk = lane & 15, half = lane >> 4;
+  const int dchunks = (D + 7) / 8;  // 8-column chunks (one float4 per half); the padding is zero
+  float m[RT], l[RT], o[RT][NC];
+#pragma unroll
+  for (int r = 0; r < RT; ++r) {
+    m[r] = neg_inf();
+    l[r] = 0.f;
+#pragma unroll
+    for (int cc = 0; cc < NC; ++cc) o[r][cc] = 0.f;
+  }
+
+  int slot = 0;
+  for (int u = 0; u < nu; ++u) {
+    issue();
+    cp_async_wait_dyn(ns - 1);
+    __syncwarp();
+    const float* sk = ring + slot * kSlot;
+    const float* sv = sk + KT * LD;
+    const int64_t j0 = blk.jstart + (blk.t_lo + warp + static_cast<int64_t>(u) * nw) * KT;
+
+    float acc[RT];
+#pragma unroll
+    for (int r = 0; r < RT; ++r) acc[r] = 0.f;
+    const float* krow = sk + kk * LD + 4 * half;
+#pragma unroll 2
+    for (int c = 0; c < dchunks; ++c) {
+      const float4 kv = *reinterpret_cast<const float4*>(krow + 8 * c);
+#pragma unroll
+      for (int r = 0; r < RT; ++r) {
+        const float4 qv = *reinterpret_cast<const float4*>(sQ + r * LD + 8 * c + 4 * half);
+        acc[r] = fmaf(qv.x, kv.x, fmaf(qv.y, kv.y, fmaf(qv.z, kv.z, fmaf(qv.w, kv.w, acc[r]))));
+      }
+    }
+    // z = log2e * logit for key j0 + kk (both halves hold it), online softmax over the 16 keys.
+    float pz[RT];
+#pragma unroll
+    for (int r = 0; r < RT; ++r) {
+      const float x = acc[r] + __shfl_xor_sync(0xffffffffu, acc[r], 16);
+      const RowMeta& mt = meta[r];
+      const RowInfo ri{mt.kb, mt.ke, mt.ok != 0};
+      const float z = score_elem<float>(x, p.mask, p.score, sh, blk.b, mt.h, mt.i, j0 + kk, ri, nullptr);
+      float mx = z;
+#pragma unroll
+      for (int off = 8; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+      const float mnew = fmaxf(m[r], mx);
+      const float muse = mnew == neg_inf() ? 0.f : mnew;
+      const float alpha = exp2f(m[r] - muse);
+      const float e = exp2f(z - muse);
+      float sum = e;
+#pragma unroll
+      for (int off = 8; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+      l[r] = l[r] * alpha + sum;
+      m[r] = mnew;
+#pragma unroll
+      for (int cc = 0; cc < NC; ++cc) o[r][cc] *= alpha;
+      pz[r] = e;
+    }
+    // O += P V
+#pragma unroll 4
+    for (int j = 0; j < KT; ++j) {
+      float vv[NC];
+#pragma unroll
+      for (int cc = 0; cc < NC; ++cc) vv[cc] = sv[j * LD + lane + 32 * cc];
+#pragma unroll
+      for (int r = 0; r < RT; ++r) {
+        const float pj = __shfl_sync(0xffffffffu, pz[r], j);
+#pragma unroll
+        for (int cc = 0; cc < NC; ++cc) o[r][cc] = fmaf(pj, vv[cc], o[r][cc]);
+      }
+    }
+    __syncwarp();
+    slot = slot + 1 == ns ? 0 : slot + 1;
+  }
+
+  cp_async_wait<0>();
+  __syncthreads();
+  float* buf = reinterpret_cast<float*>(smem_raw + L::kQBytes);  // [nw, RT, kLdc]
+#pragma unroll
+  for (int r = 0; r < RT; ++r) {
+#pragma unroll
+    for (int cc = 0; cc < NC; ++cc) buf[static_cast<size_t>(warp * RT + r) * L::kLdc + lane + 32 * cc] = o[r][cc];
+    if (lane == 0) {
+      sML[(warp * RT + r) * 2] = m[r];
+      sML[(warp * RT + r) * 2 + 1] = l[r];
+    }
+  }
+  __syncthreads();
+  dec_finish<float>(a, blk, buf, sML, nw, RT, L::kLdc);
+}
+
+// ---- merge of the splits ---------------------------------------------------------------------
+// One warp per row (b, h, i) = row index (b * H + h) * Tq + i (the lse order): splits in order.
+template <typename T>
+__global__ void __launch_bounds__(128) decode_merge_kernel(const DecodeArgs a) {
+  const FlashFwdParams& p = a.p;
+  const AttnShape& sh = p.shape;
+  const int64_t nrows = sh.B * sh.H * sh.Tq;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * 4 + (threadIdx.x >> 5);
+  const int lane = threadIdx.x & 31;
+  if (row >= nrows) return;
+  const int64_t i = row % sh.Tq, bh = row / sh.Tq, h = bh % sh.H, b = bh / sh.H;
+  const float* ls = a.ws_lse + row;  // split s at ls[s * nrows]
+  float m = neg_inf();
+  for (int s = 0; s < a.splits; ++s) {
+    const float x = ls[s * nrows];
+    m = x > m || x != x ? x : m;  // a NaN sticks
+  }
+  const bool any = m != neg_inf();
+  float lse = neg_inf();
+  if (any) {
+    float l = 0.f;
+    for (int s = 0; s < a.splits; ++s) l += exp2f((ls[s * nrows] - m) * kLog2e);
+    lse = m + logf(l);
+  }
+  T* dst = static_cast<T*>(p.o) + b * sh.o_stride[0] + i * sh.o_stride[1] + h * sh.o_stride[2];
+  const int Dv = static_cast<int>(sh.Dv);
+  for (int c = lane * 4; c < Dv; c += 128) {
+    float acc[4] = {0.f, 0.f, 0.f, 0.f};
+    if (any) {
+      for (int s = 0; s < a.splits; ++s) {
+        const float wt = exp2f((ls[s * nrows] - lse) * kLog2e);
+        const float4 x = *reinterpret_cast<const float4*>(a.ws_o + (s * nrows + row) * a.dvp + c);
+        acc[0] = fmaf(wt, x.x, acc[0]);
+        acc[1] = fmaf(wt, x.y, acc[1]);
+        acc[2] = fmaf(wt, x.z, acc[2]);
+        acc[3] = fmaf(wt, x.w, acc[3]);
+      }
+    }
+    if (a.vec_out) {
+      store4(dst + c, acc[0], acc[1], acc[2], acc[3]);
+    } else {
+      for (int e = 0; e < 4 && c + e < Dv; ++e) dst[c + e] = Elem<T>::from_f(acc[e]);
+    }
+  }
+  if (lane == 0) p.lse[row] = lse;
+}
+
+// ---- host side ---------------------------------------------------------------------------------
+
+struct DevInfo {
+  int sms = 0, smem_block = 0, smem_sm = 0;  // SMs, opt-in shared memory per CTA and per SM
+};
+
+// The current device's figures, queried once per device.
+cudaError_t dec_device_info(DevInfo* out) {
+  static std::mutex mu;
+  static std::map<int, DevInfo> cache;
+  int dev = 0;
+  cudaError_t err = cudaGetDevice(&dev);
+  if (err != cudaSuccess) return err;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache.find(dev);
+  if (it != cache.end()) {
+    *out = it->second;
+    return cudaSuccess;
+  }
+  DevInfo d;
+  err = cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, dev);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&d.smem_block, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&d.smem_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev);
+  if (err != cudaSuccess) return err;
+  cache[dev] = d;
+  *out = d;
+  return cudaSuccess;
+}
+
+// CTAs of `kernel` per SM with this block size and shared memory, once per (kernel, device, size).
+int dec_ctas_per_sm(const void* kernel, int threads, size_t smem) {
+  static std::mutex mu;
+  static std::map<std::tuple<const void*, int, int, size_t>, int> cache;
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return 1;
+  const auto key = std::make_tuple(kernel, dev, threads, smem);
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  int n = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, smem) != cudaSuccess) {
+    cudaGetLastError();  // not sticky; count one
+    n = 1;
+  }
+  if (n < 1) n = 1;
+  cache[key] = n;
+  return n;
+}
+
+struct DecCfg {
+  int warps, stages;
+  size_t smem;
+};
+
+// Warps and stages for this GPU: the most stages (up to kDecMaxStages) with 4 warps and two CTAs
+// per SM, else one CTA per SM, else fewer warps.
+template <int HD, int ESIZE, int ROWS>
+DecCfg dec_config(const DevInfo& di) {
+  using L = DecSmem<HD, ESIZE, ROWS>;
+#ifdef FA_TUNING
+  const int tw = tuning_cfg("FA_DECODE_WARPS"), ts = tuning_cfg("FA_DECODE_STAGES");
+  if (tw >= 1 && tw <= kDecMaxWarps && ts >= 2 && ts <= 7 && L::bytes(tw, ts) <= static_cast<size_t>(di.smem_block))
+    return {tw, ts, L::bytes(tw, ts)};
+#endif
+  for (int nw = kDecMaxWarps; nw >= 1; nw /= 2)
+    for (int per_sm = 2; per_sm >= 1; --per_sm) {
+      size_t budget = static_cast<size_t>(di.smem_sm) / per_sm;
+      budget = budget > 1024 ? budget - 1024 : 0;  // the runtime's reserve per CTA
+      if (budget > static_cast<size_t>(di.smem_block)) budget = di.smem_block;
+      for (int ns = kDecMaxStages; ns >= 2; --ns)
+        if (L::bytes(nw, ns) <= budget) return {nw, ns, L::bytes(nw, ns)};
+    }
+  return {1, 2, L::bytes(1, 2)};
+}
+
+// Splits geometry from the shape only (shared with flash_fwd_workspace_bytes).
+struct DecGeom {
+  int rows;           // rows per CTA
+  int64_t row_tiles;  // ceil(G * Tq / rows)
+  int64_t base;       // CTAs per split: B * Hkv * row_tiles
+  int64_t tiles;      // key tiles of Tk
+  int cap;            // most splits: the forced count, or the auto bound
+};
+
+DecGeom dec_geom(const FlashFwdParams& p) {
+  const AttnShape& s = p.shape;
+  DecGeom g;
+  g.rows = p.dtype == DType::kFloat32 ? kDecRowsSimt : kDecRowsTc;
+  const int64_t R = s.H / s.Hkv * s.Tq;
+  g.row_tiles = (R + g.rows - 1) / g.rows;
+  g.base = s.B * s.Hkv * g.row_tiles;
+  g.tiles = (s.Tk + kDecKeys - 1) / kDecKeys;
+  int64_t cap;
+  if (p.num_splits >= 1) {
+    cap = p.num_splits;
+  } else {
+    cap = g.base >= kDecNoSplitBase || g.base <= 0 ? 1 : (kDecSplitCtaCap + g.base - 1) / g.base;
+  }
+  if (cap > kDecMaxSplits) cap = kDecMaxSplits;
+  if (cap > g.tiles) cap = g.tiles;
+  g.cap = cap < 1 ? 1 : static_cast<int>(cap);
+  return g;
+}
+
+// Workspace layout for `splits`: ws_o [splits, B, H, Tq, dvp], then (256-byte aligned) ws_lse.
+size_t dec_ws_o_bytes(const AttnShape& s, int splits) {
+  const int64_t dvp = (s.Dv + 3) / 4 * 4;
+  const size_t b = static_cast<size_t>(splits) * s.B * s.H * s.Tq * dvp * sizeof(float);
+  return (b + 255) / 256 * 256;
+}
+size_t dec_ws_bytes(const AttnShape& s, int splits) {
+  if (splits <= 1) return 0;
+  return dec_ws_o_bytes(s, splits) + static_cast<size_t>(splits) * s.B * s.H * s.Tq * sizeof(float);
+}
+
+// The split count minimizing the modelled time (see the top of the file), at most cap.
+int dec_choose_splits(const DecGeom& g, int slots, double bytes_per_tile) {
+  int best = 1;
+  double best_cost = 0.0;
+  for (int s = 1; s <= g.cap; ++s) {
+    const int64_t waves = (g.base * s + slots - 1) / slots;
+    const int64_t tiles = (g.tiles + s - 1) / s;
+    const double cost = static_cast<double>(waves) * (static_cast<double>(tiles) * bytes_per_tile + kDecCtaCost) +
+                        (s > 1 ? kDecMergeCost : 0.0);
+    if (s == 1 || cost < best_cost) {
+      best = s;
+      best_cost = cost;
+    }
+  }
+  return best;
+}
+
+bool aligned_to(const void* ptr, size_t n) { return reinterpret_cast<uintptr_t>(ptr) % n == 0; }
+
+// What dec_launch runs for these params on this device (the kernel's shared-memory limit is
+// raised on the way: the occupancy query needs it).
+struct DecPlan {
+  void (*kernel)(DecodeArgs);
+  DecCfg cfg;
+  DecGeom geom;
+  int splits, ctas_per_sm;
+};
+
+template <typename T, int HD>
+cudaError_t dec_plan(const FlashFwdParams& p, const DevInfo& di, DecPlan* plan) {
+  constexpr bool kTc = !std::is_same<T, float>::value;
+  constexpr int ESIZE = sizeof(T), ROWS = kTc ? kDecRowsTc : kDecRowsSimt;
+  if constexpr (kTc) {
+    plan->kernel = decode_tc_kernel<T, HD>;
+  } else {
+    plan->kernel = decode_simt_kernel<HD>;
+  }
+  plan->cfg = dec_config<HD, ESIZE, ROWS>(di);
+  cudaError_t err = set_dynamic_smem(plan->kernel, static_cast<int>(plan->cfg.smem));
+  if (err != cudaSuccess) return err;
+  plan->ctas_per_sm = dec_ctas_per_sm(reinterpret_cast<const void*>(plan->kernel), plan->cfg.warps * 32,
+                                      plan->cfg.smem);
+  plan->geom = dec_geom(p);
+  plan->splits = 1;
+  if (p.num_splits >= 1) {
+    plan->splits = plan->geom.cap;
+  } else if (plan->geom.cap > 1) {
+    const int slots = di.sms * plan->ctas_per_sm;
+    plan->splits = dec_choose_splits(plan->geom, slots > 0 ? slots : 1,
+                                     static_cast<double>(kDecKeys) * (p.shape.D + p.shape.Dv) * ESIZE);
+  }
+  return cudaSuccess;
+}
+
+template <typename T, int HD>
+cudaError_t dec_launch(const FlashFwdParams& p, const DevInfo& di, cudaStream_t stream) {
+  constexpr int ESIZE = sizeof(T);
+  const AttnShape& s = p.shape;
+  DecPlan plan;
+  cudaError_t err = dec_plan<T, HD>(p, di, &plan);
+  if (err != cudaSuccess) return err;
+  const DecCfg& cfg = plan.cfg;
+  const DecGeom& geom = plan.geom;
+  const int threads = cfg.warps * 32;
+  const int splits = p.workspace == nullptr ? 1 : plan.splits;
+
+  // Vector access: 16-byte loads of q, k, v; 4-element stores of o.
+  constexpr int kVec = 16 / ESIZE;
+  const bool vec_in = s.D % kVec == 0 && s.Dv % kVec == 0 && s.q_stride[0] % kVec == 0 &&
+                      s.q_stride[1] % kVec == 0 && s.q_stride[2] % kVec == 0 && s.k_stride[0] % kVec == 0 &&
+                      s.k_stride[1] % kVec == 0 && s.k_stride[2] % kVec == 0 && s.v_stride[0] % kVec == 0 &&
+                      s.v_stride[1] % kVec == 0 && s.v_stride[2] % kVec == 0 && aligned_to(p.q, 16) &&
+                      aligned_to(p.k, 16) && aligned_to(p.v, 16);
+  const bool vec_out = s.Dv % 4 == 0 && s.o_stride[0] % 4 == 0 && s.o_stride[1] % 4 == 0 &&
+                       s.o_stride[2] % 4 == 0 && aligned_to(p.o, 4 * ESIZE);
+
+  DecodeArgs a;
+  a.p = p;
+  a.splits = splits;
+  a.row_tiles = static_cast<int>(geom.row_tiles);
+  a.stages = cfg.stages;
+  a.dvp = static_cast<int>((s.Dv + 3) / 4 * 4);
+  a.vec_in = vec_in;
+  a.vec_out = vec_out;
+  a.gen = needs_general(p.mask, p.score, p.dropout, nullptr);
+  a.ws_o = splits > 1 ? static_cast<float*>(p.workspace) : nullptr;
+  a.ws_lse = splits > 1 ? reinterpret_cast<float*>(static_cast<char*>(p.workspace) + dec_ws_o_bytes(s, splits))
+                        : nullptr;
+  const int64_t ctas = geom.base * splits;
+  const int64_t merge_ctas = (s.B * s.H * s.Tq + 3) / 4;
+  if (ctas > INT_MAX || merge_ctas > INT_MAX || geom.row_tiles > INT_MAX) return cudaErrorInvalidValue;
+  plan.kernel<<<static_cast<unsigned>(ctas), threads, cfg.smem, stream>>>(a);
+  err = cudaGetLastError();
+  if (err != cudaSuccess || splits == 1) return err;
+  decode_merge_kernel<T><<<static_cast<unsigned>(merge_ctas), 128, 0, stream>>>(a);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+bool decode_applies(const FlashFwdParams& p) {
+  const AttnShape& s = p.shape;
+  if (p.decode < 0 || p.dtype == DType::kFloat64 || p.dropout.rate > 0.f) return false;
+  if (s.Hkv <= 0 || s.H % s.Hkv != 0 || s.D > 256 || s.Dv > 256 || s.D < 0 || s.Dv < 0) return false;
+  return p.decode == 1 || s.Tq <= kDecAutoMaxTq;
+}
+
+namespace {
+// Calls f.template operator()<T, HD>() for the params' dtype and head-dim bucket.
+template <typename F>
+cudaError_t dec_dispatch(const FlashFwdParams& p, F&& f) {
+  const int64_t d = p.shape.D > p.shape.Dv ? p.shape.D : p.shape.Dv;
+  switch (p.dtype) {
+    case DType::kFloat32:
+      return d <= 128 ? f.template operator()<float, 128>() : f.template operator()<float, 256>();
+    case DType::kFloat16:
+      switch (head_dim_bucket(d)) {
+        case 64: return f.template operator()<__half, 64>();
+        case 128: return f.template operator()<__half, 128>();
+        default: return f.template operator()<__half, 256>();
+      }
+    case DType::kBFloat16:
+      switch (head_dim_bucket(d)) {
+        case 64: return f.template operator()<__nv_bfloat16, 64>();
+        case 128: return f.template operator()<__nv_bfloat16, 128>();
+        default: return f.template operator()<__nv_bfloat16, 256>();
+      }
+    default: return cudaErrorNotSupported;
+  }
+}
+
+struct LaunchFn {
+  const FlashFwdParams& p;
+  const DevInfo& di;
+  cudaStream_t stream;
+  template <typename T, int HD>
+  cudaError_t operator()() const { return dec_launch<T, HD>(p, di, stream); }
+};
+
+struct PlanFn {
+  const FlashFwdParams& p;
+  const DevInfo& di;
+  DecodePlan* out;
+  template <typename T, int HD>
+  cudaError_t operator()() const {
+    DecPlan plan;
+    const cudaError_t err = dec_plan<T, HD>(p, di, &plan);
+    if (err != cudaSuccess) return err;
+    out->applies = true;
+    out->splits = plan.splits;
+    out->warps = plan.cfg.warps;
+    out->stages = plan.cfg.stages;
+    out->smem_bytes = static_cast<int>(plan.cfg.smem);
+    out->ctas_per_sm = plan.ctas_per_sm;
+    out->sms = di.sms;
+    out->row_tiles = plan.geom.row_tiles;
+    out->ctas = plan.geom.base * plan.splits;
+    out->head_dim_bucket = HD;
+    return cudaSuccess;
+  }
+};
+}  // namespace
+
+cudaError_t fwd_decode(const FlashFwdParams& p, cudaStream_t stream) {
+  DevInfo di;
+  cudaError_t err = dec_device_info(&di);
+  if (err != cudaSuccess) return err;
+  return dec_dispatch(p, LaunchFn{p, di, stream});
+}
+
+cudaError_t decode_plan(const FlashFwdParams& p, DecodePlan* plan) {
+  *plan = DecodePlan();
+  if (!decode_applies(p)) return cudaSuccess;
+  cudaError_t err = check_device();
+  if (err != cudaSuccess) return err;
+  DevInfo di;
+  err = dec_device_info(&di);
+  if (err != cudaSuccess) return err;
+  return dec_dispatch(p, PlanFn{p, di, plan});
+}
+
+}  // namespace cuda
+
+size_t flash_fwd_workspace_bytes(const FlashFwdParams& p) {
+  const AttnShape& s = p.shape;
+  if (!cuda::decode_applies(p) || s.B <= 0 || s.Tq <= 0 || s.H <= 0) return 0;
+  return cuda::dec_ws_bytes(s, cuda::dec_geom(p).cap);
+}
+
+}  // namespace flashattn
