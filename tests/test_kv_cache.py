@@ -76,9 +76,17 @@ class _Spy:
 # Prefill + decode steps equal the layer without a cache.
 
 
+@pytest.fixture(params=["scatter", "select"])
+def cache_write(request, monkeypatch):
+    """Both ways `_write_cache` writes: the scatter (CPU, float32 on GPU) and the select (a GPU
+    with a float16 / bfloat16 cache)."""
+    monkeypatch.setattr(flash_layers, "_scatter_writes", lambda dtype: request.param == "scatter")
+    return request.param
+
+
 @pytest.mark.parametrize("kind", ["mha", "gqa"])
 @pytest.mark.parametrize("causal", [True, False])
-def test_prefill_then_decode_loop_in_tf_function_equals_uncached(kind, causal):
+def test_prefill_then_decode_loop_in_tf_function_equals_uncached(kind, causal, cache_write):
     """Prefill 5 positions (index 0, static), then decode the other 6 one per step inside one
     tf.function's tf.while_loop: the index is a loop variable (symbolic)."""
     ref, ours, layout = _pair(kind)
@@ -121,7 +129,7 @@ def test_prefill_then_decode_loop_in_tf_function_equals_uncached(kind, causal):
 @pytest.mark.parametrize("causal", [True, False])
 @pytest.mark.parametrize("window", [None, 3])
 @pytest.mark.parametrize("index_kind", ["python", "symbolic_any_length", "symbolic_one_row"])
-def test_blocks_of_several_rows_equal_uncached(kind, causal, window, index_kind):
+def test_blocks_of_several_rows_equal_uncached(kind, causal, window, index_kind, cache_write):
     """Blocks of 3, 4, 1 and 3 rows, with the index a Python int, or a symbolic scalar in a
     tf.function whose block length is unknown (the log-sum-exp merge / dense-mask paths) or,
     for the 1-row block, static 1 (the lengths-only path)."""
@@ -273,7 +281,7 @@ def test_ops_arguments_per_path(monkeypatch):
     assert call["mask"] is not None and call["mask"].shape[-2:] == (3, S_MAX)
 
 
-def test_xla_decode_step():
+def test_xla_decode_step(cache_write):
     """A decode step and a symbolic block under jit_compile (the cache write is a gather and a
     select: static shapes)."""
     ref, ours, layout = _pair("gqa")
@@ -289,7 +297,7 @@ def test_xla_decode_step():
     np.testing.assert_allclose(np.concatenate([out0, out1], 1), want, atol=ATOL)
 
 
-def test_bfloat16_cache_under_mixed_precision():
+def test_bfloat16_cache_under_mixed_precision(cache_write):
     previous = keras.config.dtype_policy()
     keras.config.set_dtype_policy("mixed_bfloat16")
     try:

@@ -235,10 +235,12 @@ def _write_cache(cache, key, value, index, name):
     """Writes key and value [B, Sn, Hkv, D] at positions [index, index + Sn) of the cache
     [B, 2, S, Hkv, D]. Returns the new cache and the filled lengths [B] (index + Sn).
 
-    A gather and a select over the cache's positions rather than a scatter or a pad: static
-    shapes (so it compiles under XLA with a symbolic index) and the same ops on every device and
-    dtype. An index past the cache is an error from the graph (not reported under XLA, where
-    asserts are dropped: positions past the cache are then not written)."""
+    A scatter (`tf.tensor_scatter_nd_update`, which TensorFlow runs in place when nothing else
+    holds the old cache) where its kernel exists for the dtype on every device present; else (a
+    GPU with a float16 / bfloat16 cache: TensorFlow has no GPU scatter for them) a select over
+    the positions, element-wise on any device. Both have static shapes, so they compile under
+    XLA with a symbolic index. An index past the cache is an error from the graph (not reported
+    under XLA, where asserts are dropped: positions past the cache are then not written)."""
     block = tf.stack([key, value], axis=1)  # [B, 2, Sn, Hkv, D]
     s_max, s_new = tf.shape(cache)[2], tf.shape(block)[2]
     static_s, static_new = cache.shape[2], block.shape[2]
@@ -255,12 +257,36 @@ def _write_cache(cache, key, value, index, name):
                                 f"exceeds the cache length (dim 2 of `cache`)"))
     with tf.control_dependencies(checks):
         positions = tf.range(s_max)
-    source = tf.clip_by_value(positions - index, 0, tf.maximum(s_new - 1, 0))
-    spread = tf.gather(block, source, axis=2)  # [B, 2, S, Hkv, D]
-    inside = tf.logical_and(positions >= index, positions < end)
-    new_cache = tf.where(tf.reshape(inside, [1, 1, -1, 1, 1]), spread, cache)
+    if _scatter_writes(cache.dtype):
+        batch = tf.shape(block)[0]
+        grid = tf.meshgrid(tf.range(batch), tf.range(2), index + tf.range(s_new), indexing="ij")
+        new_cache = tf.tensor_scatter_nd_update(cache, tf.stack(grid, axis=-1), block)
+    else:
+        if static_new == 1:  # a decode step: the select broadcasts the one new position
+            spread = block
+        else:
+            source = tf.clip_by_value(positions - index, 0, tf.maximum(s_new - 1, 0))
+            spread = tf.gather(block, source, axis=2)  # [B, 2, S, Hkv, D]
+        inside = tf.logical_and(positions >= index, positions < end)
+        new_cache = tf.where(tf.reshape(inside, [1, 1, -1, 1, 1]), spread, cache)
     lengths = tf.fill(tf.shape(cache)[:1], tf.cast(end, tf.int32))
     return new_cache, lengths
+
+
+def _scatter_writes(dtype):
+    """Whether `_write_cache` scatters: TensorFlow's GPU TensorScatterUpdate has no float16 or
+    bfloat16 kernel (it would run on the CPU, copying the cache there and back)."""
+    return dtype in (tf.float32, tf.float64) or not tf.config.list_logical_devices("GPU")
+
+
+def _split_cache(cache):
+    """(keys, values) [B, S, Hkv, D] of a cache [B, 2, S, Hkv, D]. With a batch of 1 (static)
+    they are slices along the first dim of a reshape, which TensorFlow hands out without
+    copying (the cache is read once per step, by the op); otherwise strided copies."""
+    if cache.shape[0] == 1:
+        pairs = tf.reshape(cache, tf.concat([[2], tf.shape(cache)[2:]], axis=0))
+        return pairs[0:1], pairs[1:2]
+    return cache[:, 0], cache[:, 1]
 
 
 def _filled_mean(value, lengths, groups, dtype):
@@ -503,7 +529,7 @@ class _FlashLayer:
             new_keys = tf.cast(self._key_dense(key), cache.dtype)  # [B, Sn, Hkv, D]
             new_values = tf.cast(self._value_dense(value), cache.dtype)
             new_cache, lengths = _write_cache(cache, new_keys, new_values, index, name)
-        keys, values = new_cache[:, 0], new_cache[:, 1]
+        keys, values = _split_cache(new_cache)
         key_mask = _and_masks(value_mask, key_mask)
         query_mask = _and_masks(query_mask)
 
