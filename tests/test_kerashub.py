@@ -72,7 +72,12 @@ MODELS = {
              [(-1, -1)] * LAYERS, 0.0),
     "gpt_neo_x": (lambda: M.GPTNeoXBackbone(num_heads=2, max_sequence_length=16, **COMMON),
                   [(-1, -1)] * LAYERS, 0.0),
+    # An encoder (keras_hub.layers.TransformerEncoder on Keras' MultiHeadAttention), not causal,
+    # with its default dropout 0.1 (inactive in inference).
+    "bert": (lambda: M.BertBackbone(num_heads=2, max_sequence_length=16, **COMMON),
+             [(-1, -1)] * LAYERS, 0.0),
 }
+CAUSAL = {name: name != "bert" for name in MODELS}
 
 
 @pytest.fixture(autouse=True)
@@ -87,14 +92,21 @@ def _inputs(seed=0):
     padding = np.ones((B, T), "int32")
     padding[1, 5:] = 0  # right padding, as KerasHub's preprocessors produce
     token_ids[1, 5:] = 0
-    return {"token_ids": tf.constant(token_ids), "padding_mask": tf.constant(padding)}
+    return {"token_ids": tf.constant(token_ids), "padding_mask": tf.constant(padding),
+            "segment_ids": tf.zeros((B, T), "int32")}
+
+
+def _model_inputs(backbone, inputs):
+    return {name: inputs[name] for name in backbone.input}
 
 
 def _forward_and_gradients(backbone, inputs):
     """Backbone output, and the gradients of a loss over non-padded positions only."""
     valid = tf.cast(inputs["padding_mask"], "float32")[..., None]
     with tf.GradientTape() as tape:
-        out = backbone(inputs)
+        out = backbone(_model_inputs(backbone, inputs))
+        if isinstance(out, dict):
+            out = out["sequence_output"]
         weights = tf.random.stateless_normal(tf.shape(out), seed=[3, 4])
         loss = tf.reduce_sum(out * valid * weights)
     grads = tape.gradient(loss, backbone.trainable_variables)
@@ -147,25 +159,56 @@ def test_backbone_equals_kerashub(name):
         mask, key_mask = op.inputs[3], op.inputs[8]
         assert mask.shape.as_list() == [0], "a dense mask reached the op"
         assert key_mask.shape.as_list() == [B, T], "the padding mask did not reach the op"
-        assert op.get_attr("causal") and op.get_attr("causal_offset") == 0
+        assert op.get_attr("causal") == CAUSAL[name] and op.get_attr("causal_offset") == 0
         assert op.get_attr("softcap") == pytest.approx(cap)
     assert [op for op in graph.get_operations() if op.type == "FlashAttn>FlashAttentionGrad"]
 
 
-# name: (CausalLM class, backbone name)
+def test_backbone_under_xla_and_eagerly(monkeypatch):
+    """The same comparison for Llama compiled with XLA (jit_compile=True: Keras' default on a
+    GPU), and run eagerly, where the structure must reach the op too."""
+    keras.utils.set_random_seed(0)
+    backbone = MODELS["llama"][0]()
+    inputs = _inputs()
+    valid = inputs["padding_mask"].numpy().astype(bool)
+    ref_out, ref_grads = tf.function(_forward_and_gradients, jit_compile=True)(backbone, inputs)
+    seen = []
+    original = tf_flashattn.attention.dot_product_attention
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs)
+        return original(*args, **kwargs)
+
+    with tf_flashattn.enable_flash_attention():
+        out, grads = tf.function(_forward_and_gradients, jit_compile=True)(backbone, inputs)
+        np.testing.assert_allclose(np.asarray(out)[valid], np.asarray(ref_out)[valid], atol=2e-5,
+                                   rtol=1e-5)
+        _assert_close_grads(grads, ref_grads, "llama xla")
+        monkeypatch.setattr(tf_flashattn.attention, "dot_product_attention", spy)
+        eager = backbone(_model_inputs(backbone, inputs))
+    np.testing.assert_allclose(np.asarray(eager)[valid], np.asarray(ref_out)[valid], atol=2e-5,
+                               rtol=1e-5)
+    assert len(seen) == LAYERS
+    for kwargs in seen:
+        assert kwargs["mask"] is None and kwargs["key_mask"] is not None and kwargs["is_causal"]
+
+
+# name: CausalLM class (the backbone from MODELS), XLA
 CAUSAL_LMS = {
-    "llama": M.LlamaCausalLM,  # decode steps: key_lengths from the traced cache index
-    "gemma2": M.GemmaCausalLM,  # soft cap; window with a traced index: the dense mask
-    "mistral": M.MistralCausalLM,
-    "gpt2": M.GPT2CausalLM,  # Keras' MultiHeadAttention with a KV cache
+    "llama": (M.LlamaCausalLM, False),  # decode steps: key_lengths from the traced cache index
+    # soft cap; window with a traced index: the dense mask; under XLA
+    "gemma2": (M.GemmaCausalLM, True),
+    "mistral": (M.MistralCausalLM, False),
+    "gpt2": (M.GPT2CausalLM, False),  # Keras' MultiHeadAttention with a KV cache
 }
 
 
 @pytest.mark.parametrize("name", list(CAUSAL_LMS))
 def test_greedy_generate_same_tokens(name):
     keras.utils.set_random_seed(1)
-    lm = CAUSAL_LMS[name](backbone=MODELS[name][0](), preprocessor=None)
-    lm.compile(sampler="greedy")
+    cls, jit_compile = CAUSAL_LMS[name]
+    lm = cls(backbone=MODELS[name][0](), preprocessor=None)
+    lm.compile(sampler="greedy", jit_compile=jit_compile)
     rng = np.random.default_rng(2)
     length = 12
     token_ids = np.zeros((B, length), "int32")
@@ -231,3 +274,38 @@ def test_keras_mha_flash_attention_argument_equals_default():
         flash.set_weights(default.get_weights())
         out = flash(x, x, value_mask=padding, use_causal_mask=True)
     np.testing.assert_allclose(out, reference, atol=2e-5)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not tf.config.list_physical_devices("GPU"), reason="no GPU")
+def test_gpu_mixed_bfloat16_llama(monkeypatch):
+    """On a GPU, with Keras' mixed_bfloat16 policy and XLA: the op runs on the GPU, with the
+    structure (no dense mask), and the outputs agree with KerasHub's to bfloat16 accuracy."""
+    devices = []
+    original = tf_flashattn.attention.dot_product_attention
+
+    def spy(*args, **kwargs):
+        out = original(*args, **kwargs)
+        devices.append((out[0] if isinstance(out, tuple) else out).device)
+        assert kwargs["mask"] is None and kwargs["key_mask"] is not None
+        return out
+
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    try:
+        keras.utils.set_random_seed(0)
+        backbone = M.LlamaBackbone(vocabulary_size=VOCAB, num_layers=LAYERS, hidden_dim=256,
+                                   intermediate_dim=512, num_query_heads=4, num_key_value_heads=2)
+        inputs = _inputs()
+        valid = inputs["padding_mask"].numpy().astype(bool)
+        inputs = _model_inputs(backbone, inputs)
+        reference = tf.function(backbone, jit_compile=True)(inputs)
+        with tf_flashattn.enable_flash_attention():
+            out = tf.function(backbone, jit_compile=True)(inputs)
+            monkeypatch.setattr(tf_flashattn.attention, "dot_product_attention", spy)
+            backbone(inputs)  # eagerly: where the op ran
+    finally:
+        keras.config.set_dtype_policy("float32")
+    assert len(devices) == LAYERS and all("GPU" in d for d in devices), devices
+    ref = np.asarray(tf.cast(reference, "float32"))[valid]
+    got = np.asarray(tf.cast(out, "float32"))[valid]
+    assert np.abs(got - ref).max() <= 0.05 * np.abs(ref).max()

@@ -101,8 +101,10 @@ window and padding paths. The design:
    always exact.
 
 Keras' MultiHeadAttention / GroupQueryAttention are handled the same way: `_compute_attention_mask`
-records query/value/key padding masks, `use_causal_mask` and `sliding_window` (|i - j| < w), and a
-custom `attention_mask` is passed on as a dense mask (the caller built it).
+records query/value/key padding masks, `use_causal_mask` and `sliding_window` (|i - j| < w); a
+custom `attention_mask` is passed on as a dense mask (the caller built it), unless it is itself a
+recorded one (KerasHub's `TransformerEncoder` (BERT, ...) and `TransformerDecoder` cross-attention
+pass the merged padding mask, which becomes the key mask).
 
 Where the op cannot serve a call (head dim above 256 or not static without a `scale`, float64
 with a GPU, a non-float dtype, a mask or bias that does not broadcast or has an unknown rank or a
