@@ -516,3 +516,24 @@ def test_example_savedmodel_and_serve_run_the_cached_loop(tiny_lm, tmp_path):
         server.wait(timeout=60)
     assert reply["completion"] == bytes(want.astype(np.uint8).tolist()).decode(
         "utf-8", errors="replace")
+
+
+def test_generate_throughput_benchmark_runs(tmp_path, capsys):
+    """benchmarks/generate_throughput.py at toy size: both loops timed in one run, JSON written
+    (random weights: no training)."""
+    sys.path.insert(0, os.path.join(_REPO, "benchmarks"))
+    try:
+        import generate_throughput
+    finally:
+        sys.path.pop(0)
+    out = tmp_path / "g.json"
+    result = generate_throughput.main(["--context", "32", "--dim", "16", "--heads", "2",
+                                       "--layers", "1", "--tokens", "8", "--repeats", "1",
+                                       "--json", str(out)])
+    assert json.loads(out.read_text()) == result
+    for mode in ("cached", "recompute"):
+        assert result["modes"][mode]["tokens_per_s"] > 0
+    assert result["prompt_len"] == 32 - 8 + 1 and 0 <= result["leading_bytes_equal"] <= 8
+    assert "| cached |" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        generate_throughput.parse_args(["--modes", "fast"])

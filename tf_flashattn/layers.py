@@ -34,6 +34,27 @@ gradients match Keras everywhere, padded rows included.
 rank other than 3), head dims above 256 and subclasses that override
 `_compute_attention` take Keras' own materializing path; all but the last
 warn once per process.
+
+KV cache (for decoding; the form of KerasHub's `CachedMultiHeadAttention`):
+`call(query, value, ..., cache=cache, cache_update_index=index)` with `cache`
+[B, 2, S_max, num_kv_heads, head_dim] (keys and values stacked on dim 1; for
+`FlashMultiHeadAttention` num_kv_heads = num_heads and key_dim must equal
+value_dim) returns `(output, new_cache)` (`(output, scores, new_cache)` with
+`return_attention_scores=True`). The projected key/value of the call's `value`
+/ `key` are written at positions [index, index + S_new); query row i is at
+position index + i and attends over the filled positions [0, index + S_new),
+cut by the op's `key_lengths` (never a [T, S] mask). `use_causal_mask` then
+means key j <= index + i: with `index` known when traced (a Python int, e.g. 0
+for the prefill) that is the op's `causal_offset`; with a symbolic index (a
+`tf.while_loop` counter), one query row needs nothing beyond the lengths, and
+blocks of several rows take two op calls (the prefix [0, index) by length, the
+new block causally against itself) merged by their log-sum-exps. Only a
+sliding window (or an `attention_mask` with `use_causal_mask`) on a block of
+several rows at a symbolic index builds a dense [T, S_max] mask. Masks with a
+cache cover it: `value_mask` / `key_mask` [B, S_max], `attention_mask`
+[B, T, S_max]. `cache_update_index=None` uses the cache as is (cross-attention
+against fixed keys). The output equals the layer without a cache on the
+sequence so far, rows with no key included (the mean of the filled values).
 """
 
 import types
