@@ -96,7 +96,9 @@ window and padding paths. The design:
    KV-cache decoding: `key_lengths = c + 1`) instead of the dense mask. The dense mask tensor the
    caller built is then unused: inside a `tf.function` (`fit`, `predict`, `generate`) TensorFlow
    prunes the ops that build it, so it is never computed; run eagerly it is still computed by
-   the caller (the op does not read it). Whenever any step is unsure (a window with a traced
+   the caller (the op does not read it). Gemma's and Gemma 3's attention layers read the mask
+   themselves after the attention (to zero rows that attend to nothing), so for them KerasHub's
+   mask is still computed, for that elementwise reduction only. Whenever any step is unsure (a window with a traced
    offset, shapes that disagree, a custom attention mask) the dense mask is passed, which is
    always exact.
 
