@@ -2,9 +2,11 @@
 // (one new token, or a few with speculative decoding) against a long cache of keys and values.
 // The work is reading K and V once, so everything here is arranged for memory bandwidth.
 //
-// When (decode_applies): params.decode = 1 (forced), or 0 (auto) and Tq <= 16; float16, bfloat16
-// or float32; no dropout (decoding is inference: with dropout > 0 the tiled kernels, which
-// implement it, run instead); head dims up to 256, any (not only powers of two); any strides.
+// When (decode_applies): params.decode = 1 (forced: any Tq, though each 16-row tile then reads K
+// and V again, from L2), or 0 (auto) and Tq <= 16; float16, bfloat16 or float32 (full float32 FMA
+// whatever allow_tf32 says: decoding is bound by memory, not arithmetic); no dropout (decoding is
+// inference: with dropout > 0 the tiled kernels, which implement it, run instead); head dims up
+// to 256, any (not only powers of two); any strides.
 // Every mask kind is kept: causal with causal_offset (bottom-right for a KV cache), window
 // left/right, q/k lengths (clamped to [0, T]), q/k valid, the dense mask and the bias (broadcast
 // by strides), soft-cap and scale.
