@@ -163,10 +163,13 @@ def test_blocks_of_several_rows_equal_uncached(kind, causal, window, index_kind,
 
 @pytest.mark.parametrize("kind", ["mha", "gqa"])
 @pytest.mark.parametrize("symbolic", [False, True])
-def test_padding_masks_over_the_cache_equal_uncached(kind, symbolic):
+@pytest.mark.parametrize("variant", ["padding_only", "attention_mask", "scores"])
+def test_padding_masks_over_the_cache_equal_uncached(kind, symbolic, variant):
     """key_mask / value_mask [B, S_max] and attention_mask [B, T, S_max] cover the cache; query
     masks the new rows. Rows left with no key get the mean of the filled values, as the layer
-    without a cache gives on the sequence so far."""
+    without a cache gives on the sequence so far. Padding only at a symbolic index takes the
+    log-sum-exp merge for the blocks of several rows, an attention_mask the dense path, scores
+    Keras' materializing core."""
     ref, ours, layout = _pair(kind)
     x = _x(3)
     rng = np.random.default_rng(4)
@@ -174,37 +177,57 @@ def test_padding_masks_over_the_cache_equal_uncached(kind, symbolic):
     key_mask[1, :] = False  # batch 1 sees no key at all
     value_mask = np.ones((B, S_MAX), bool)
     value_mask[0, 2] = False
-    attention_mask = rng.random((B, L, S_MAX)) > 0.2
+    attention_mask = None
+    if variant != "padding_only":
+        attention_mask = rng.random((B, L, S_MAX)) > 0.2
     query_mask = np.ones((B, L), bool)
     query_mask[0, 4] = False
+    scores = variant == "scores"
 
     def call(xt, cache, index, qm, am):
+        kwargs = dict(use_causal_mask=True, cache=cache, cache_update_index=index,
+                      value_mask=value_mask, key_mask=key_mask, attention_mask=am,
+                      return_attention_scores=scores)
         if kind == "mha":  # MHA reads the query mask from the tensor (Keras mask propagation)
             xt = tf.identity(xt)
             keras_backend.set_keras_mask(xt, qm)
-            return ours(xt, xt, use_causal_mask=True, cache=cache, cache_update_index=index,
-                        value_mask=value_mask, key_mask=key_mask, attention_mask=am)
-        return ours(xt, xt, use_causal_mask=True, cache=cache, cache_update_index=index,
-                    query_mask=qm, value_mask=value_mask, key_mask=key_mask, attention_mask=am)
+        else:
+            kwargs["query_mask"] = qm
+        result = ours(xt, xt, **kwargs)
+        return (result[0], result[2]) if scores else result
 
     if symbolic:
         call = tf.function(call)
     cache, start = _empty_cache(layout), 0
     for n in CHUNKS:
-        xt = tf.constant(x[:, start : start + n])
-        qm = tf.constant(query_mask[:, start : start + n])
-        index = tf.constant(start) if symbolic else start
-        out, cache = call(xt, cache, index, qm, attention_mask[:, start : start + n])
         end = start + n
-        masks = dict(value_mask=value_mask[:, :end], key_mask=key_mask[:, :end],
-                     attention_mask=attention_mask[:, :end, :end])
+        xt = tf.constant(x[:, start:end])
+        qm = tf.constant(query_mask[:, start:end])
+        index = tf.constant(start) if symbolic else start
+        am = None if attention_mask is None else attention_mask[:, start:end]
+        out, cache = call(xt, cache, index, qm, am)
+        masks = dict(value_mask=value_mask[:, :end], key_mask=key_mask[:, :end])
+        if attention_mask is not None:
+            masks["attention_mask"] = attention_mask[:, :end, :end]
         qx = tf.constant(x[:, :end])
         if kind == "mha":
             keras_backend.set_keras_mask(qx, tf.constant(query_mask[:, :end]))
-        want = ref(qx, tf.constant(x[:, :end]), use_causal_mask=True, query_mask=query_mask[:, :end],
-                   **masks).numpy()[:, start:end]
+        want = ref(qx, tf.constant(x[:, :end]), use_causal_mask=True,
+                   query_mask=query_mask[:, :end], **masks).numpy()[:, start:end]
         np.testing.assert_allclose(out, want, atol=ATOL, err_msg=f"block at {start}")
         start = end
+
+
+@pytest.mark.parametrize("kind", ["mha", "gqa"])
+def test_gate_with_a_cache(kind):
+    ref, ours, layout = _pair(kind, use_gate=True)
+    x = _x(15)
+    out0, cache = ours(x[:, :6], x[:, :6], use_causal_mask=True, cache=_empty_cache(layout),
+                       cache_update_index=0)
+    out1, _ = ours(x[:, 6:7], x[:, 6:7], use_causal_mask=True, cache=cache,
+                   cache_update_index=tf.Variable(6))
+    np.testing.assert_allclose(np.concatenate([out0, out1], 1),
+                               ref(x[:, :7], x[:, :7], use_causal_mask=True), atol=ATOL)
 
 
 @pytest.mark.parametrize("kind", ["mha", "gqa"])
@@ -220,21 +243,23 @@ def test_fixed_cache_attends_over_all_of_it(kind):
 
 
 @pytest.mark.parametrize("kind", ["mha", "gqa"])
-def test_scores_with_a_cache_take_keras_path(kind):
+@pytest.mark.parametrize("causal", [True, False])
+def test_scores_with_a_cache_take_keras_path(kind, causal):
     """return_attention_scores=True with a cache: (output, scores, cache), Keras' materializing
     core on the filled positions; the scores of unfilled positions are 0."""
     ref, ours, layout = _pair(kind)
     x = _x(7)
     cache = _empty_cache(layout)
-    out, scores, cache = ours(x[:, :6], x[:, :6], use_causal_mask=True, cache=cache,
+    out, scores, cache = ours(x[:, :6], x[:, :6], use_causal_mask=causal, cache=cache,
                               cache_update_index=0, return_attention_scores=True)
-    out2, scores2, cache = ours(x[:, 6:7], x[:, 6:7], use_causal_mask=True, cache=cache,
+    out2, scores2, cache = ours(x[:, 6:7], x[:, 6:7], use_causal_mask=causal, cache=cache,
                                 cache_update_index=6, return_attention_scores=True)
-    want, want_scores = ref(x[:, :7], x[:, :7], use_causal_mask=True,
+    want, want_scores = ref(x[:, :7], x[:, :7], use_causal_mask=causal,
                             return_attention_scores=True)
-    np.testing.assert_allclose(np.concatenate([out, out2], 1), want, atol=ATOL)
+    np.testing.assert_allclose(out2, want[:, 6:], atol=ATOL)
+    np.testing.assert_allclose(out, _expected(ref, x, 0, 6, causal), atol=ATOL)
     np.testing.assert_allclose(scores2[..., :7], want_scores[:, :, 6:7], atol=ATOL)
-    assert not np.any(scores2.numpy()[..., 7:])
+    assert not np.any(scores.numpy()[..., 6:]) and not np.any(scores2.numpy()[..., 7:])
 
 
 def test_ops_arguments_per_path(monkeypatch):
