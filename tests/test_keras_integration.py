@@ -58,6 +58,16 @@ def flash():
         tf_flashattn.disable_flash_attention()
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _full_float32():
+    """On a GPU, float32 comparisons in full precision (TensorFlow's TF32 default would round
+    both sides' matmuls differently); no effect on the CPU."""
+    before = tf.config.experimental.tensor_float_32_execution_enabled()
+    tf.config.experimental.enable_tensor_float_32_execution(False)
+    yield
+    tf.config.experimental.enable_tensor_float_32_execution(before)
+
+
 @pytest.fixture(autouse=True)
 def _always_disabled_after():
     yield
@@ -467,3 +477,14 @@ def test_eager_layer_call_uses_structure(flash, monkeypatch):
     tf_flashattn.disable_flash_attention()
     np.testing.assert_allclose(reference, layer(x, x, value_mask=padding, use_causal_mask=True),
                                atol=ATOL)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not tf.config.list_physical_devices("GPU"), reason="no GPU")
+def test_float64_with_gpu_falls_back(flash):
+    """The op has no float64 GPU kernel: Keras' own computation runs there, with a warning."""
+    q, k, v = (tf.cast(t, "float64") for t in _qkv(seed=8))
+    ref = keras.ops.dot_product_attention(q, k, v, is_causal=True, flash_attention=False)
+    with pytest.warns(UserWarning, match="float64 with a GPU"):
+        out = keras.ops.dot_product_attention(q, k, v, is_causal=True)
+    np.testing.assert_allclose(out, ref, atol=1e-12)
