@@ -49,7 +49,7 @@ def _device_name(tf):
 
 def _commit():
     try:
-        return subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"],
+        return subprocess.run(["git", "-C", REPO, "describe", "--always", "--dirty"],
                               capture_output=True, text=True, timeout=10).stdout.strip() or None
     except (OSError, subprocess.SubprocessError):
         return None
