@@ -259,10 +259,7 @@ def _ops_result(q, k, v, kwargs, flash_attention=None):
 @pytest.mark.parametrize("case", OPS_CASES)
 def test_ops_dot_product_attention_equals_keras(case):
     shape, kwargs = _ops_case(case)
-    q, k, v = _qkv(**shape)
-    if shape["h"] != shape["hkv"]:
-        # Keras repeats K/V for GQA itself; give it the same tensors.
-        pass
+    q, k, v = _qkv(**shape)  # GQA (4 query heads, 2 key/value heads) unless the case says
     ref_out, ref_grads = _ops_result(q, k, v, kwargs)
     with pytest.raises(ValueError, match="not supported in tensorflow"):
         keras.ops.dot_product_attention(q, k, v, flash_attention=True, **kwargs)

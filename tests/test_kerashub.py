@@ -224,7 +224,7 @@ def test_backbone_under_xla_and_eagerly(monkeypatch):
         assert kwargs["mask"] is None and kwargs["key_mask"] is not None and kwargs["is_causal"]
 
 
-# name: CausalLM class (the backbone from MODELS), XLA
+# name: (CausalLM class around the backbone of MODELS[name], jit_compile)
 CAUSAL_LMS = {
     "llama": (M.LlamaCausalLM, False),  # decode steps: key_lengths from the traced cache index
     # soft cap; window with a traced index: the dense mask; under XLA

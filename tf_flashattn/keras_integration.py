@@ -34,13 +34,16 @@ What is replaced in Keras (3.15):
   `_compute_attention_mask` (records which padding masks, causal flag and window the dense
   mask it returns was made of) and `_compute_attention` (hands that record to the op). These
   layers already call `keras.ops.dot_product_attention` with their `flash_attention` setting
-  (`None` by default and after `keras.config.enable_flash_attention()`, `False` after
-  `keras.config.disable_flash_attention()` or `flash_attention=False`), so they take the op
-  without further change. A layer with `dropout > 0` called in inference (`training` false or
-  None: its dropout does nothing) takes that same branch through the replaced
-  `_compute_attention` (Keras would compute it unfused, with the same result). In training with
-  `dropout > 0`, and with `return_attention_scores=True`, Keras computes the attention itself
-  (no call to `dot_product_attention`); `tf_flashattn.FlashMultiHeadAttention` fuses dropout.
+  (`None` by default and after `keras.config.enable_flash_attention()`, `True` with
+  `flash_attention=True`, `False` for layers built after `keras.config.disable_flash_attention()`;
+  Keras takes `flash_attention or keras.config.is_flash_attention_enabled()`, so a layer's own
+  `flash_attention=False` counts only then), so they take the op without further change. A
+  layer with `dropout > 0` called in inference (`training` false or None: its dropout does
+  nothing) takes that same branch through the replaced `_compute_attention` (Keras would
+  compute it unfused, with the same result; rows that see no key give 0 there, as in Keras'
+  unfused path). In training with `dropout > 0`, and with `return_attention_scores=True`,
+  Keras computes the attention itself (no call to `dot_product_attention`);
+  `tf_flashattn.FlashMultiHeadAttention` fuses dropout.
 
 What is replaced in KerasHub (0.32), when it is installed (`enable_flash_attention(keras_hub=False)`
 leaves it alone):
@@ -98,9 +101,9 @@ window and padding paths. The design:
    prunes the ops that build it, so it is never computed; run eagerly it is still computed by
    the caller (the op does not read it). Gemma's and Gemma 3's attention layers read the mask
    themselves after the attention (to zero rows that attend to nothing), so for them KerasHub's
-   mask is still computed, for that elementwise reduction only. Whenever any step is unsure (a window with a traced
-   offset, shapes that disagree, a custom attention mask) the dense mask is passed, which is
-   always exact.
+   mask is still computed, for that elementwise reduction only. Whenever any step is unsure (a
+   window with a traced offset, shapes that disagree, a custom attention mask) the dense mask is
+   passed, which is always exact.
 
 Keras' MultiHeadAttention / GroupQueryAttention are handled the same way: `_compute_attention_mask`
 records query/value/key padding masks, `use_causal_mask` and `sliding_window` (|i - j| < w); a
@@ -113,10 +116,10 @@ with a GPU, a non-float dtype, a mask or bias that does not broadcast or has an 
 non-boolean mask, a `scale` or soft cap that is a traced tensor, query heads not a multiple of
 key/value heads), Keras' own computation runs (with the soft cap applied when one is given) and a
 warning is issued once per reason. Results on rows that see at least one key equal Keras' up to
-float rounding; rows that see none get the uniform average of the values, as in Keras.
+float rounding; rows that see none get the uniform average of the values, as in Keras' fused
+path (the op alone would give 0 there).
 """
 
-import contextlib
 import functools
 import importlib
 import importlib.util
@@ -290,7 +293,8 @@ def _set(owner, name, replacement):
 def _restore():
     while _patches:
         owner, name, original, replacement = _patches.pop()
-        current = owner.__dict__.get(name) if isinstance(owner, type) else getattr(owner, name, None)
+        current = (owner.__dict__.get(name) if isinstance(owner, type)
+                   else getattr(owner, name, None))
         if current is not replacement:
             warnings.warn(f"tf_flashattn.disable_flash_attention(): {_qualname(owner)}.{name} was "
                           f"replaced by someone else since enable; putting the original back "
@@ -577,7 +581,8 @@ def _keras_mask_structure(self, arguments, calls, result):
     window = getattr(self, "_sliding_window", getattr(self, "sliding_window", None))
     structure = _Structure(
         query_mask=as_bool(arguments.get("query_mask")),
-        key_mask=_and_bool(as_bool(arguments.get("value_mask")), as_bool(arguments.get("key_mask"))),
+        key_mask=_and_bool(as_bool(arguments.get("value_mask")),
+                           as_bool(arguments.get("key_mask"))),
         causal=bool(arguments.get("use_causal_mask")),
         window=None if window is None else (window - 1, window - 1))
     custom = arguments.get("attention_mask")
