@@ -277,7 +277,8 @@ def _write_cache(cache, key, value, index, name):
             end, s_max, message=f"{name}: `cache_update_index` + the number of new positions "
                                 f"exceeds the cache length (dim 2 of `cache`)"))
     with tf.control_dependencies(checks):
-        positions = tf.range(s_max)
+        block = tf.identity(block)
+    positions = tf.range(s_max)
     if _scatter_writes(cache.dtype):
         batch = tf.shape(block)[0]
         grid = tf.meshgrid(tf.range(batch), tf.range(2), index + tf.range(s_new), indexing="ij")
