@@ -102,8 +102,14 @@ if has tests; then
   # elements) or start their own TensorFlow process (determinism): run next to the others they
   # ran out of memory at start-up (seen on the H200).
   serial="deterministic or past_2_to_31"
-  TF_FORCE_GPU_ALLOW_GROWTH=true python3 -m pytest -q tests/test_gpu.py tests/test_xla.py -p no:cacheprovider \
-    -n ${JOBS:-8} -k "not ($serial)" ${PYTEST_ARGS:-} > $OUT/gpu_tests.log 2>&1
+  # GPU_TESTS_EXTRA: more test files run the same way (e.g. the Keras-wide and KerasHub tests,
+  # which need keras-hub: carry .whl, see kerashub below).
+  if [[ -n ${GPU_TESTS_EXTRA:-} ]]; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl \
+      && export PYTHONPATH=$PYTHONPATH:/tmp/site
+  fi
+  TF_FORCE_GPU_ALLOW_GROWTH=true python3 -m pytest -q tests/test_gpu.py tests/test_xla.py tests/test_gpu_decode.py \
+    ${GPU_TESTS_EXTRA:-} -p no:cacheprovider -n ${JOBS:-8} -k "not ($serial)" ${PYTEST_ARGS:-} > $OUT/gpu_tests.log 2>&1
   TF_FORCE_GPU_ALLOW_GROWTH=true python3 -m pytest -q tests/test_gpu.py -p no:cacheprovider \
     -k "$serial" ${PYTEST_ARGS:-} >> $OUT/gpu_tests.log 2>&1
   grep -E "^(FAILED|ERROR)|^E  " $OUT/gpu_tests.log | head -40; grep -E "passed|failed" $OUT/gpu_tests.log
@@ -136,7 +142,7 @@ if has decode; then
     | grep -v "^WARNING\|^I0000\|^W0000" | tee $OUT/gpu_decode.log | tail -80
 fi
 if has kerashub; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl \
+  [[ -d /tmp/site/keras_hub ]] || python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl \
     && export PYTHONPATH=$PYTHONPATH:/tmp/site
   python3 benchmarks/kerashub_train.py --json $OUT/kerashub_train.json ${KERASHUB_ARGS:-} 2>&1 \
     | grep -v "^WARNING\|^I0000\|^W0000" | tee $OUT/kerashub_train.log | tail -12
