@@ -256,10 +256,12 @@ def _write_cache(cache, key, value, index, name):
     """Writes key and value [B, Sn, Hkv, D] at positions [index, index + Sn) of the cache
     [B, 2, S, Hkv, D]. Returns the new cache and the filled lengths [B] (index + Sn).
 
-    A scatter (`tf.tensor_scatter_nd_update`, which TensorFlow runs in place when nothing else
-    holds the old cache) where its kernel exists for the dtype on every device present; else (a
-    GPU with a float16 / bfloat16 cache: TensorFlow has no GPU scatter for them) a select over
-    the positions, element-wise on any device. Both have static shapes, so they compile under
+    A scatter (`tf.tensor_scatter_nd_update`) where its kernel exists for the dtype on every
+    device present; else (a GPU with a float16 / bfloat16 cache: TensorFlow has no GPU scatter
+    for them) a select over the positions, element-wise on any device. Either way the new cache
+    is a new tensor: TensorFlow may forward the old buffer to the scatter, but in the example's
+    decode loop it copies (a memcpy of the cache per layer and step, measured on the CPU); the
+    select reads the cache and writes it once. Both have static shapes, so they compile under
     XLA with a symbolic index. An index past the cache is an error from the graph (not reported
     under XLA, where asserts are dropped: positions past the cache are then not written)."""
     block = tf.stack([key, value], axis=1)  # [B, 2, Sn, Hkv, D]
