@@ -19,7 +19,9 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <thread>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace flashattn {
@@ -445,6 +447,356 @@ void fwd_impl(const FlashFwdParams& p, const ParallelFor& parallel_for) {
   });
 }
 
+// ---- decode path ----------------------------------------------------------------------------
+// Few query rows (decoding against a KV cache: Tq = 1, or a few with speculative decoding). The
+// tiled forward above spends such calls on O(N) work: it converts and transposes all of K and V
+// (a copy as large as the cache), then every query head reads its kv head's tiles again. Here the
+// G = H / Hkv query heads of a group and their Tq rows (R = G * Tq rows) meet each key block
+// together, so K and V are read once per kv head, from the input, a block of kBlockK keys at a
+// time (staged: K converted to float and transposed with in-register tile transposes, V
+// converted; a block stays in L1/L2 for both products). Per block and kv head:
+//   S = Q Kᵀ (the tile product), masks / soft-cap / bias (finish_scores, shared with the tiled
+//   path), the online softmax of kLanes rows at a time (their maxima and sums from one vector fold,
+//   their rescaling factors from one vector exp), dropout (dropout_scales, the same Philox draws),
+//   O += P V (the tile product).
+// Work units are (batch, chunk of kv heads, key split); a unit walks its key blocks and, per
+// block, its kv heads: one key's K (or V) rows of all kv heads are adjacent in memory (often one
+// 4 KiB page), so the heads after the first find their pages in the TLB. When the batch gives too
+// few units for the threads, the keys are split (flash-decoding): each split keeps its own
+// (m, ℓ, O) per row and a second pass merges them in split order with the log-sum-exp,
+//   m = max_s m_s,  ℓ = Σ_s ℓ_s e^{m_s - m},  O = Σ_s O_s e^{m_s - m} / ℓ,  lse = m + log ℓ.
+// No atomics and a fixed order: the result depends on the shape and the split count only.
+constexpr int64_t kDecodeAutoTq = 16;   // decode = 0 (auto): the decode path for Tq <= this
+constexpr int64_t kDecodeMaxTq = 64;    // decode = 1 (forced on) applies for Tq <= this
+constexpr int64_t kMinSplitBlocks = 4;  // an automatic split gets at least this many key blocks
+constexpr int64_t kDecodeStateFloats = int64_t{1} << 17;  // Q + O floats of a unit's heads (L2)
+
+// Shuffles between two vectors x, y that swap, in every block of 2W lanes, x's upper W lanes
+// with y's lower W lanes: lane l of the first result is fold_lo<W>(l) of the pair (x then y, as
+// __builtin_shufflevector numbers them), lane l of the second fold_hi<W>(l).
+template <int W>
+constexpr int fold_lo(int l) {
+  return (l % (2 * W)) < W ? (l / (2 * W)) * 2 * W + l % (2 * W)
+                           : kLanes + (l / (2 * W)) * 2 * W + l % (2 * W) - W;
+}
+template <int W>
+constexpr int fold_hi(int l) {
+  return (l % (2 * W)) < W ? (l / (2 * W)) * 2 * W + W + l % (2 * W)
+                           : kLanes + (l / (2 * W)) * 2 * W + l % (2 * W);
+}
+using LaneSeq = std::make_integer_sequence<int, kLanes>;
+
+template <int W, int... L>
+inline void swap_blocks(VecF& x, VecF& y, std::integer_sequence<int, L...>) {
+  const VecF a = x, b = y;
+  x = __builtin_shufflevector(a, b, fold_lo<W>(L)...);
+  y = __builtin_shufflevector(a, b, fold_hi<W>(L)...);
+}
+
+// In-register transpose of a kLanes x kLanes tile (v[i] = row i): level W swaps the off-diagonal
+// W x W blocks of every 2W x 2W block, then the levels below transpose each block.
+template <int W>
+inline void transpose_tile(VecF* v) {
+  for (int i = 0; i < kLanes; ++i)
+    if (!(i & W)) swap_blocks<W>(v[i], v[i + W], LaneSeq{});
+  if constexpr (W > 1) transpose_tile<W / 2>(v);
+}
+
+// Reduces each of v[0..2W) over its lanes with op, kLanes vectors at once: afterwards lane i of
+// v[0] is op over the lanes of the original v[i]. (The transpose's shuffles, then op.)
+template <int W, typename Op>
+inline void fold_rows(VecF* v, Op op) {
+  for (int i = 0; i < W; ++i) {
+    VecF x = v[i], y = v[i + W];
+    swap_blocks<W>(x, y, LaneSeq{});
+    v[i] = op(x, y);
+  }
+  if constexpr (W > 1) fold_rows<W / 2>(v, op);
+}
+
+inline VecF splat(float x) { return VecF{} + x; }
+// NaN-propagating lane-wise max (a NaN lane stays NaN).
+inline VecF nan_max_vec(VecF a, VecF b) { return ((b > a) | (b != b)) ? b : a; }
+
+// exp of every lane: exp_sub's polynomial on vectors (same operations, same results).
+inline VecF exp_vec(VecF v) {
+  VecF t = v < splat(-87.0f) ? splat(-87.0f) : v;
+  t = t > splat(88.0f) ? splat(88.0f) : t;
+  const VecF k = (t * 1.44269504088896341f + 12582912.f) - 12582912.f;  // round(t / ln2)
+  const VecF r = (t - k * 0.693145751953125f) - k * 1.42860682030941723212e-6f;
+  VecF p = splat(1.f / 5040.f);
+  p = p * r + 1.f / 720.f;
+  p = p * r + 1.f / 120.f;
+  p = p * r + 1.f / 24.f;
+  p = p * r + 1.f / 6.f;
+  p = p * r + 0.5f;
+  p = p * r + 1.f;
+  p = p * r + 1.f;
+  const VecI bits = (__builtin_convertvector(k, VecI) + 127) << 23;
+  VecF scale;
+  std::memcpy(&scale, &bits, sizeof(scale));
+  VecF e = p * scale;
+  e = v < splat(-87.0f) ? splat(0.f) : e;
+  e = v > splat(88.0f) ? splat(std::numeric_limits<float>::infinity()) : e;
+  return v != v ? v : e;
+}
+
+// Online-softmax step of rows [0, rows) of s ([rows, kBlockK]: logits in, P = exp(S - m_new)
+// out) with their running maxima m and sums ℓ (float arrays padded to a multiple of kLanes;
+// padding: m = -inf, ℓ = 0). alpha[r] = e^{m_old - m_new}, the factor for row r's O (0 while the
+// row has seen nothing). ℓ sums P before dropout. Returns whether any row has seen a key.
+inline bool softmax_rows(float* s, int64_t rows, float* m, float* l, float* alpha) {
+  const float ninf = -std::numeric_limits<float>::infinity();
+  bool seen = false;
+  for (int64_t r0 = 0; r0 < rows; r0 += kLanes) {
+    const int64_t n = std::min<int64_t>(kLanes, rows - r0);
+    VecF v[kLanes];
+    for (int i = 0; i < kLanes; ++i) {
+      v[i] = splat(ninf);
+      if (i >= n) continue;
+      const float* sr = s + (r0 + i) * kBlockK;
+      for (int64_t c = 0; c < kBlockK; c += kLanes) v[i] = nan_max_vec(v[i], load_vec(sr + c));
+    }
+    fold_rows<kLanes / 2>(v, nan_max_vec);
+    const VecF m_old = load_vec(m + r0), m_new = nan_max_vec(m_old, v[0]);
+    const VecF a = m_old == splat(ninf) ? splat(0.f) : exp_vec(m_old - m_new);
+    for (int i = 0; i < kLanes; ++i) {
+      v[i] = VecF{};
+      if (i >= n) continue;
+      float* sr = s + (r0 + i) * kBlockK;
+      if (m_new[i] == ninf) {  // nothing visible yet in this row
+        std::fill(sr, sr + kBlockK, 0.f);
+        continue;
+      }
+      seen = true;
+      exp_sub(sr, kBlockK, m_new[i]);  // masked and padding columns give 0
+      for (int64_t c = 0; c < kBlockK; c += kLanes) v[i] += load_vec(sr + c);
+    }
+    fold_rows<kLanes / 2>(v, [](VecF x, VecF y) { return x + y; });
+    store_vec(l + r0, load_vec(l + r0) * a + v[0]);
+    store_vec(m + r0, m_new);
+    store_vec(alpha + r0, a);
+  }
+  return seen;
+}
+
+inline bool softmax_rows(double* s, int64_t rows, double* m, double* l, double* alpha) {
+  const double ninf = -std::numeric_limits<double>::infinity();
+  bool seen = false;
+  for (int64_t r = 0; r < rows; ++r) {
+    double* sr = s + r * kBlockK;
+    const double mx = nan_max(m[r], row_max(sr, kBlockK));
+    alpha[r] = m[r] == ninf ? 0.0 : std::exp(m[r] - mx);
+    if (mx == ninf) {
+      std::fill(sr, sr + kBlockK, 0.0);
+      continue;
+    }
+    seen = true;
+    exp_sub(sr, kBlockK, mx);
+    l[r] = l[r] * alpha[r] + row_sum(sr, kBlockK);
+    m[r] = mx;
+  }
+  return seen;
+}
+
+// kLanes values of a row of T from p as floats (n < kLanes: the first n, zeros after).
+template <typename T>
+inline VecF load_row_vec(const T* p, int64_t n) {
+  if constexpr (std::is_same<T, float>::value) {
+    if (n >= kLanes) return load_vec(p);
+  }
+  float tmp[kLanes];
+  for (int e = 0; e < kLanes; ++e) tmp[e] = e < n ? load<float>(p + e) : 0.f;
+  return load_vec(tmp);
+}
+
+// kt [dp, kBlockK] = rows [j0, j0 + cols) of kv head hk of x ([B, T, heads, n] with strides) as
+// Acc, transposed; zero past cols and past n. float: kLanes x kLanes tiles transposed in registers.
+template <typename T, typename Acc>
+void stage_kt(const T* x, const int64_t stride[3], int64_t b, int64_t hk, int64_t j0,
+              int64_t cols, int64_t n, int64_t dp, Acc* kt) {
+  if constexpr (std::is_same<Acc, float>::value) {
+    const T* src = x + b * stride[0] + j0 * stride[1] + hk * stride[2];
+    for (int64_t c0 = 0; c0 < kBlockK; c0 += kLanes) {
+      for (int64_t d0 = 0; d0 < dp; d0 += kLanes) {
+        VecF t[kLanes];
+        for (int i = 0; i < kLanes; ++i)
+          t[i] = c0 + i < cols ? load_row_vec(src + (c0 + i) * stride[1] + d0, n - d0) : VecF{};
+        transpose_tile<kLanes / 2>(t);
+        for (int i = 0; i < kLanes; ++i) store_vec(kt + (d0 + i) * kBlockK + c0, t[i]);
+      }
+    }
+  } else {
+    (void)dp;  // == n
+    load_rows_t(x, stride, b, hk, j0, cols, n, kt);
+  }
+}
+
+// Whether the decode path runs (p.decode: 0 auto, 1 on, -1 off).
+inline bool use_decode(const FlashFwdParams& p) {
+  if (p.decode < 0) return false;
+  return p.shape.Tq <= (p.decode > 0 ? kDecodeMaxTq : kDecodeAutoTq);
+}
+
+// How the decode path cuts the work: units of (batch, chunk of hc kv heads, key split). Chunks:
+// as many heads as keep the unit's Q and O within kDecodeStateFloats. Splits: p.num_splits when
+// forced (at most one per key block), else enough units for about four per thread, no split
+// shorter than kMinSplitBlocks key blocks. With few keys and few units, finer head chunks.
+struct DecodePlan {
+  int64_t hc = 1, nhc = 1, splits = 1;
+};
+
+inline DecodePlan decode_plan(const FlashFwdParams& p, int threads) {
+  const AttnShape& sh = p.shape;
+  DecodePlan pl;
+  const int64_t per_head = std::max<int64_t>(1, sh.group() * sh.Tq * (sh.D + sh.Dv));
+  pl.hc = std::max<int64_t>(1, std::min<int64_t>(sh.Hkv, kDecodeStateFloats / per_head));
+  pl.nhc = (sh.Hkv + pl.hc - 1) / pl.hc;
+  const int64_t nkb = std::max<int64_t>(1, (sh.Tk + kBlockK - 1) / kBlockK);
+  const int64_t base = sh.B * pl.nhc;
+  if (p.num_splits > 0) {
+    pl.splits = std::min<int64_t>(p.num_splits, nkb);
+  } else if (base < 4 * threads) {
+    pl.splits = std::max<int64_t>(
+        1, std::min<int64_t>((4 * threads + base - 1) / base, nkb / kMinSplitBlocks));
+  }
+  if (base * pl.splits < 2 * threads && pl.nhc < sh.Hkv) {
+    pl.nhc = std::min<int64_t>(sh.Hkv, (2 * threads + sh.B * pl.splits - 1) / (sh.B * pl.splits));
+    pl.hc = (sh.Hkv + pl.nhc - 1) / pl.nhc;
+    pl.nhc = (sh.Hkv + pl.hc - 1) / pl.hc;
+  }
+  return pl;
+}
+
+template <typename T, typename Acc>
+void fwd_decode(const FlashFwdParams& p, const ParallelFor& parallel_for, int threads) {
+  const AttnShape& sh = p.shape;
+  const int64_t G = sh.group(), R = G * sh.Tq;
+  if (sh.B == 0 || sh.Hkv == 0 || R == 0) return;
+  const DecodePlan pl = decode_plan(p, threads);
+  const int64_t S = pl.splits, HC = pl.hc;
+  const int64_t units = sh.B * pl.nhc * S;
+  const T* q = static_cast<const T*>(p.q);
+  const T* k = static_cast<const T*>(p.k);
+  const T* v = static_cast<const T*>(p.v);
+  T* o = static_cast<T*>(p.o);
+  const Acc neg_inf = -std::numeric_limits<Acc>::infinity();
+  constexpr int64_t lanes = std::is_same<Acc, float>::value ? kLanes : 1;
+  const int64_t dp = (sh.D + lanes - 1) / lanes * lanes;  // head dim of Q and Kᵀ, zero padded
+  const int64_t Rp = (R + lanes - 1) / lanes * lanes;     // rows of m, ℓ, alpha, padded
+  // Partial states of the splits (S > 1), per (unit, head of the chunk, row): O unnormalized
+  // [.., Dv], m and ℓ.
+  const int64_t part_rows = S > 1 ? units * HC * R : 0;
+  std::vector<Acc> part_o(part_rows * sh.Dv), part_m(part_rows), part_l(part_rows);
+  const int64_t cost = (sh.Tk / S + 1) * HC * (R * (sh.D + sh.Dv) * 2 + R * 20 + (sh.D + sh.Dv) * 4);
+
+  // Output row r of kv head hk (query head hk * G + r / Tq, row r % Tq) from its unnormalized
+  // state: O / ℓ and lse = m + log ℓ, or 0 and -inf for a row that saw no key.
+  auto write_row = [&](int64_t b, int64_t hk, int64_t r, const Acc* out, Acc mx, Acc sum) {
+    const int64_t h = hk * G + r / sh.Tq, i = r % sh.Tq;
+    const bool any = sum > Acc(0) || sum != sum;
+    const Acc inv = any ? Acc(1) / sum : Acc(0);
+    T* dst = o + b * sh.o_stride[0] + i * sh.o_stride[1] + h * sh.o_stride[2];
+    for (int64_t e = 0; e < sh.Dv; ++e) store<Acc>(dst + e, out[e] * inv);
+    p.lse[(b * sh.H + h) * sh.Tq + i] =
+        any ? static_cast<float>(mx + std::log(sum)) : -std::numeric_limits<float>::infinity();
+  };
+
+  parallel_for(units, cost, [&](int64_t begin, int64_t end) {
+    std::vector<Acc> qt(HC * R * dp), acc(HC * R * sh.Dv), m(HC * Rp), l(HC * Rp), alpha(Rp);
+    std::vector<Acc> s(Rp * kBlockK, Acc(0)), z(kBlockK), kt(dp * kBlockK), vb(kBlockK * sh.Dv);
+    for (int64_t u = begin; u < end; ++u) {
+      const int64_t split = u % S, chunk = (u / S) % pl.nhc, b = u / (S * pl.nhc);
+      const int64_t hk0 = chunk * HC, nh = std::min(HC, sh.Hkv - hk0);
+      const int64_t qlim = q_limit(p.mask, sh, b), klim = k_limit(p.mask, sh, b);
+      std::fill(acc.begin(), acc.end(), Acc(0));
+      std::fill(m.begin(), m.end(), neg_inf);
+      std::fill(l.begin(), l.end(), Acc(0));
+      // Key blocks any row of the batch may see, cut into S contiguous parts.
+      const int64_t rows_seen = std::min(qlim, sh.Tq);
+      const RowRange keys = rows_seen > 0 ? block_keys(p.mask, 0, rows_seen, klim) : RowRange{0, 0};
+      const int64_t kb_lo = keys.begin / kBlockK;
+      const int64_t nb = keys.end > keys.begin ? (keys.end + kBlockK - 1) / kBlockK - kb_lo : 0;
+      const int64_t kb0 = kb_lo + nb * split / S, kb1 = kb_lo + nb * (split + 1) / S;
+      for (int64_t hl = 0; hl < nh && kb1 > kb0; ++hl) {  // Q rows of the chunk, width dp
+        for (int64_t g = 0; g < G; ++g) {
+          for (int64_t i = 0; i < sh.Tq; ++i) {
+            Acc* dst = qt.data() + (hl * R + g * sh.Tq + i) * dp;
+            load_rows(q, sh.q_stride, b, (hk0 + hl) * G + g, i, 1, sh.D, dst);
+            std::fill(dst + sh.D, dst + dp, Acc(0));
+          }
+        }
+      }
+      for (int64_t kb = kb0; kb < kb1; ++kb) {
+        const int64_t j0 = kb * kBlockK, cols = std::min(kBlockK, sh.Tk - j0);
+        for (int64_t hl = 0; hl < nh; ++hl) {
+          const int64_t hk = hk0 + hl;
+          Acc* ah = acc.data() + hl * R * sh.Dv;
+          Acc* mh = m.data() + hl * Rp;
+          stage_kt(k, sh.k_stride, b, hk, j0, cols, sh.D, dp, kt.data());
+          gemm(qt.data() + hl * R * dp, dp, 1, kt.data(), kBlockK, s.data(), kBlockK, R, dp,
+               kBlockK, false);  // S = Q Kᵀ
+          for (int64_t g = 0; g < G; ++g)
+            finish_scores<T, Acc>(p.mask, p.score, b, hk * G + g, sh.Tq, sh.Tk, 0, sh.Tq, j0, cols,
+                                  qlim, klim, s.data() + g * sh.Tq * kBlockK, nullptr);
+          if (!softmax_rows(s.data(), R, mh, l.data() + hl * Rp, alpha.data())) continue;
+          for (int64_t r = 0; r < R; ++r) {
+            if (mh[r] == neg_inf) continue;  // nothing seen yet: P and O are 0
+            if (p.dropout.rate > 0.f) {
+              Acc* sr = s.data() + r * kBlockK;
+              dropout_scales(p.dropout, b, hk * G + r / sh.Tq, r % sh.Tq, j0, cols, z.data());
+              for (int64_t c = 0; c < cols; ++c) sr[c] *= z[c];
+            }
+            if (alpha[r] != Acc(1)) {
+              Acc* ar = ah + r * sh.Dv;
+              for (int64_t e = 0; e < sh.Dv; ++e) ar[e] *= alpha[r];
+            }
+          }
+          load_rows(v, sh.v_stride, b, hk, j0, cols, sh.Dv, vb.data());
+          gemm(s.data(), kBlockK, 1, vb.data(), sh.Dv, ah, sh.Dv, R, cols, sh.Dv, true);  // O += P V
+        }
+      }
+      for (int64_t hl = 0; hl < nh; ++hl) {
+        const Acc* ah = acc.data() + hl * R * sh.Dv;
+        const Acc* mh = m.data() + hl * Rp;
+        const Acc* lh = l.data() + hl * Rp;
+        if (S == 1) {
+          for (int64_t r = 0; r < R; ++r) write_row(b, hk0 + hl, r, ah + r * sh.Dv, mh[r], lh[r]);
+          continue;
+        }
+        const int64_t row0 = (u * HC + hl) * R;
+        std::copy(ah, ah + R * sh.Dv, part_o.begin() + row0 * sh.Dv);
+        std::copy(mh, mh + R, part_m.begin() + row0);
+        std::copy(lh, lh + R, part_l.begin() + row0);
+      }
+    }
+  });
+  if (S == 1) return;
+
+  // Merge, per (b, kv head, row), the S partial states in split order.
+  parallel_for(sh.B * sh.Hkv * R, S * (sh.Dv * 3 + 30), [&](int64_t begin, int64_t end) {
+    std::vector<Acc> out(sh.Dv);
+    for (int64_t x = begin; x < end; ++x) {
+      const int64_t r = x % R, hk = (x / R) % sh.Hkv, b = x / (R * sh.Hkv);
+      const int64_t u0 = (b * pl.nhc + hk / HC) * S, hl = hk % HC;  // unit of split 0
+      auto row = [&](int64_t t) { return ((u0 + t) * HC + hl) * R + r; };
+      Acc mx = neg_inf;
+      for (int64_t t = 0; t < S; ++t) mx = nan_max(mx, part_m[row(t)]);
+      std::fill(out.begin(), out.end(), Acc(0));
+      Acc sum = 0;
+      for (int64_t t = 0; t < S && mx != neg_inf; ++t) {
+        const Acc ms = part_m[row(t)];
+        if (ms == neg_inf) continue;  // the split saw no key of this row
+        const Acc w = std::exp(ms - mx);
+        sum += part_l[row(t)] * w;
+        const Acc* po = part_o.data() + row(t) * sh.Dv;
+        for (int64_t e = 0; e < sh.Dv; ++e) out[e] += po[e] * w;
+      }
+      write_row(b, hk, r, out.data(), mx, sum);
+    }
+  });
+}
+
 // ---- backward ----------------------------------------------------------------------------
 // Recomputes one tile: on exit s holds P (0 where masked), ds holds dS = P ∘ (dP - D) with the
 // soft-cap derivative applied (dL/d(q·k·scale)), and, when dbias_tile is non-null, dL/d(logit).
@@ -674,7 +1026,17 @@ void bwd_impl(const FlashBwdParams& p, const ParallelFor& parallel_for, int thre
 #define FA_CONCAT2(a, b) a##_##b
 #define FA_CONCAT(a, b) FA_CONCAT2(a, b)
 
-void FA_CONCAT(flash_fwd_cpu, FA_CPU_ISA)(const FlashFwdParams& p, const ParallelFor& pf) {
+void FA_CONCAT(flash_fwd_cpu, FA_CPU_ISA)(const FlashFwdParams& p, const ParallelFor& pf,
+                                          int threads) {
+  if (threads <= 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  if (use_decode(p)) {
+    switch (p.dtype) {
+      case DType::kFloat32: return fwd_decode<float, float>(p, pf, threads);
+      case DType::kFloat64: return fwd_decode<double, double>(p, pf, threads);
+      case DType::kFloat16: return fwd_decode<F16, float>(p, pf, threads);
+      case DType::kBFloat16: return fwd_decode<BF16, float>(p, pf, threads);
+    }
+  }
   switch (p.dtype) {
     case DType::kFloat32: return fwd_impl<float, float>(p, pf);
     case DType::kFloat64: return fwd_impl<double, double>(p, pf);
