@@ -473,7 +473,11 @@ void fwd_impl(const FlashFwdParams& p, const ParallelFor& parallel_for) {
 constexpr int64_t kDecodeAutoTq = 64;
 constexpr int64_t kDecodeMaxTq = 256;  // decode = 1 (forced on) applies for Tq <= this
 constexpr int64_t kMinSplitBlocks = 4;  // an automatic split gets at least this many key blocks
-constexpr int64_t kDecodeStateFloats = int64_t{1} << 17;  // Q + O floats of a unit's heads (L2)
+// Floats a unit's kv heads may hold: Q and O of their rows plus one staged K/V block (4 MiB, beyond
+// L2: chunks of all kv heads measured faster than chunks that fit L2, e.g. 32 kv heads at D = 128,
+// Tq = 1: 195 vs 260 cycles per key and head with 16-head chunks, since whole rows of K and V are
+// then read in one sequential run).
+constexpr int64_t kDecodeChunkFloats = int64_t{1} << 20;
 
 // Shuffles between two vectors x, y that swap, in every block of 2W lanes, x's upper W lanes
 // with y's lower W lanes: lane l of the first result is fold_lo<W>(l) of the pair (x then y, as
@@ -614,25 +618,45 @@ inline VecF load_row_vec(const T* p, int64_t n) {
   return load_vec(tmp);
 }
 
-// kt [dp, kBlockK] = rows [j0, j0 + cols) of kv head hk of x ([B, T, heads, n] with strides) as
-// Acc, transposed; zero past cols and past n. float: kLanes x kLanes tiles transposed in registers.
+// Stages key block [j0, j0 + cols) of kv heads [hk0, hk0 + nh) for both products, as Acc:
+//   kt [nh, dp, kBlockK]: K transposed (zero past cols and past D); float: kLanes x kLanes tiles
+//                         transposed in registers;
+//   vb [nh, kBlockK, Dv]: V.
+// Both walk the block key by key, every kv head of a key before the next key: one key's rows of
+// all kv heads are adjacent in memory ([B, T, Hkv, D]), so the block is read as a few long
+// sequential runs (about 1.5x the bandwidth of reading it head by head, which jumps to another
+// row, often another 4 KiB page, every D values).
 template <typename T, typename Acc>
-void stage_kt(const T* x, const int64_t stride[3], int64_t b, int64_t hk, int64_t j0,
-              int64_t cols, int64_t n, int64_t dp, Acc* kt) {
+void stage_block(const T* k, const T* v, const AttnShape& sh, int64_t b, int64_t hk0, int64_t nh,
+                 int64_t j0, int64_t cols, int64_t dp, Acc* kt, Acc* vb) {
+  const T* ks = k + b * sh.k_stride[0] + j0 * sh.k_stride[1] + hk0 * sh.k_stride[2];
   if constexpr (std::is_same<Acc, float>::value) {
-    const T* src = x + b * stride[0] + j0 * stride[1] + hk * stride[2];
     for (int64_t c0 = 0; c0 < kBlockK; c0 += kLanes) {
-      for (int64_t d0 = 0; d0 < dp; d0 += kLanes) {
-        VecF t[kLanes];
-        for (int i = 0; i < kLanes; ++i)
-          t[i] = c0 + i < cols ? load_row_vec(src + (c0 + i) * stride[1] + d0, n - d0) : VecF{};
-        transpose_tile<kLanes / 2>(t);
-        for (int i = 0; i < kLanes; ++i) store_vec(kt + (d0 + i) * kBlockK + c0, t[i]);
+      for (int64_t hl = 0; hl < nh; ++hl) {
+        for (int64_t d0 = 0; d0 < dp; d0 += kLanes) {
+          VecF t[kLanes];
+          for (int i = 0; i < kLanes; ++i) {
+            t[i] = c0 + i < cols ? load_row_vec(ks + (c0 + i) * sh.k_stride[1] +
+                                                    hl * sh.k_stride[2] + d0, sh.D - d0)
+                                 : VecF{};
+          }
+          transpose_tile<kLanes / 2>(t);
+          Acc* dst = kt + (hl * dp + d0) * kBlockK + c0;
+          for (int i = 0; i < kLanes; ++i) store_vec(dst + i * kBlockK, t[i]);
+        }
       }
     }
   } else {
-    (void)dp;  // == n
-    load_rows_t(x, stride, b, hk, j0, cols, n, kt);
+    for (int64_t hl = 0; hl < nh; ++hl)
+      load_rows_t(k, sh.k_stride, b, hk0 + hl, j0, cols, sh.D, kt + hl * dp * kBlockK);
+  }
+  const T* vs = v + b * sh.v_stride[0] + j0 * sh.v_stride[1] + hk0 * sh.v_stride[2];
+  for (int64_t j = 0; j < cols; ++j) {
+    for (int64_t hl = 0; hl < nh; ++hl) {
+      const T* src = vs + j * sh.v_stride[1] + hl * sh.v_stride[2];
+      Acc* dst = vb + (hl * kBlockK + j) * sh.Dv;
+      for (int64_t e = 0; e < sh.Dv; ++e) dst[e] = load<Acc>(src + e);
+    }
   }
 }
 
@@ -643,9 +667,10 @@ inline bool use_decode(const FlashFwdParams& p) {
 }
 
 // How the decode path cuts the work: units of (batch, chunk of hc kv heads, key split). Chunks:
-// as many heads as keep the unit's Q and O within kDecodeStateFloats. Splits: p.num_splits when
-// forced (at most one per key block), else enough units for about four per thread, no split
-// shorter than kMinSplitBlocks key blocks. With few keys and few units, finer head chunks.
+// as many heads as keep the unit's Q, O and staged block within kDecodeChunkFloats. Splits:
+// p.num_splits when forced (at most one per key block), else enough units for about four per
+// thread, no split shorter than kMinSplitBlocks key blocks. With few keys and few units, finer
+// head chunks.
 struct DecodePlan {
   int64_t hc = 1, nhc = 1, splits = 1;
 };
@@ -653,8 +678,8 @@ struct DecodePlan {
 inline DecodePlan decode_plan(const FlashFwdParams& p, int threads) {
   const AttnShape& sh = p.shape;
   DecodePlan pl;
-  const int64_t per_head = std::max<int64_t>(1, sh.group() * sh.Tq * (sh.D + sh.Dv));
-  pl.hc = std::max<int64_t>(1, std::min<int64_t>(sh.Hkv, kDecodeStateFloats / per_head));
+  const int64_t per_head = (sh.group() * sh.Tq + kBlockK) * (sh.D + sh.Dv + kLanes);
+  pl.hc = std::max<int64_t>(1, std::min<int64_t>(sh.Hkv, kDecodeChunkFloats / per_head));
   pl.nhc = (sh.Hkv + pl.hc - 1) / pl.hc;
   const int64_t nkb = std::max<int64_t>(1, (sh.Tk + kBlockK - 1) / kBlockK);
   const int64_t base = sh.B * pl.nhc;
@@ -708,7 +733,8 @@ void fwd_decode(const FlashFwdParams& p, const ParallelFor& parallel_for, int th
 
   parallel_for(units, cost, [&](int64_t begin, int64_t end) {
     std::vector<Acc> qt(HC * R * dp), acc(HC * R * sh.Dv), m(HC * Rp), l(HC * Rp), alpha(Rp);
-    std::vector<Acc> s(Rp * kBlockK, Acc(0)), z(kBlockK), kt(dp * kBlockK), vb(kBlockK * sh.Dv);
+    std::vector<Acc> s(Rp * kBlockK, Acc(0)), z(kBlockK), kt(HC * dp * kBlockK),
+        vb(HC * kBlockK * sh.Dv);
     for (int64_t u = begin; u < end; ++u) {
       const int64_t split = u % S, chunk = (u / S) % pl.nhc, b = u / (S * pl.nhc);
       const int64_t hk0 = chunk * HC, nh = std::min(HC, sh.Hkv - hk0);
@@ -733,13 +759,13 @@ void fwd_decode(const FlashFwdParams& p, const ParallelFor& parallel_for, int th
       }
       for (int64_t kb = kb0; kb < kb1; ++kb) {
         const int64_t j0 = kb * kBlockK, cols = std::min(kBlockK, sh.Tk - j0);
+        stage_block(k, v, sh, b, hk0, nh, j0, cols, dp, kt.data(), vb.data());
         for (int64_t hl = 0; hl < nh; ++hl) {
           const int64_t hk = hk0 + hl;
           Acc* ah = acc.data() + hl * R * sh.Dv;
           Acc* mh = m.data() + hl * Rp;
-          stage_kt(k, sh.k_stride, b, hk, j0, cols, sh.D, dp, kt.data());
-          gemm(qt.data() + hl * R * dp, dp, 1, kt.data(), kBlockK, s.data(), kBlockK, R, dp,
-               kBlockK, false);  // S = Q Kᵀ
+          gemm(qt.data() + hl * R * dp, dp, 1, kt.data() + hl * dp * kBlockK, kBlockK, s.data(),
+               kBlockK, R, dp, kBlockK, false);  // S = Q Kᵀ
           for (int64_t g = 0; g < G; ++g)
             finish_scores<T, Acc>(p.mask, p.score, b, hk * G + g, sh.Tq, sh.Tk, 0, sh.Tq, j0, cols,
                                   qlim, klim, s.data() + g * sh.Tq * kBlockK, nullptr);
@@ -756,8 +782,8 @@ void fwd_decode(const FlashFwdParams& p, const ParallelFor& parallel_for, int th
               for (int64_t e = 0; e < sh.Dv; ++e) ar[e] *= alpha[r];
             }
           }
-          load_rows(v, sh.v_stride, b, hk, j0, cols, sh.Dv, vb.data());
-          gemm(s.data(), kBlockK, 1, vb.data(), sh.Dv, ah, sh.Dv, R, cols, sh.Dv, true);  // O += P V
+          gemm(s.data(), kBlockK, 1, vb.data() + hl * kBlockK * sh.Dv, sh.Dv, ah, sh.Dv, R, cols,
+               sh.Dv, true);  // O += P V
         }
       }
       for (int64_t hl = 0; hl < nh; ++hl) {
