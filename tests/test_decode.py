@@ -77,6 +77,8 @@ SHAPES = {
     "tq13_gqa4_tk63": (2, 13, 8, 2, 63, 48, 48),
     "tq16_gqa4_dv72": (2, 16, 8, 2, 257, 64, 72),
     "tq16_mha_d256": (1, 16, 2, 2, 191, 256, 256),
+    "tq64_gqa4_auto_limit": (1, 64, 4, 1, 150, 32, 32),  # the largest Tq auto sends to decode
+    "tq100_forced_only": (1, 100, 4, 1, 150, 32, 32),  # auto: tiled; on: decode (up to 256)
 }
 
 

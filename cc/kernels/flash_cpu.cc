@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <immintrin.h>
 #include <limits>
 #include <thread>
 #include <type_traits>
@@ -608,10 +609,34 @@ inline bool softmax_rows(double* s, int64_t rows, double* m, double* l, double* 
 }
 
 // kLanes values of a row of T from p as floats (n < kLanes: the first n, zeros after).
+typedef uint16_t VecU16 __attribute__((vector_size(kLanes * sizeof(uint16_t))));
+typedef uint32_t VecU32 __attribute__((vector_size(kLanes * sizeof(uint32_t))));
 template <typename T>
 inline VecF load_row_vec(const T* p, int64_t n) {
-  if constexpr (std::is_same<T, float>::value) {
-    if (n >= kLanes) return load_vec(p);
+  if (n >= kLanes) {
+    if constexpr (std::is_same<T, float>::value) return load_vec(p);
+    if constexpr (std::is_same<T, BF16>::value) {  // bfloat16: the upper half of a float32
+      VecU16 h;
+      std::memcpy(&h, p, sizeof(h));
+      const VecU32 w = __builtin_convertvector(h, VecU32) << 16;
+      VecF f;
+      std::memcpy(&f, &w, sizeof(f));
+      return f;
+    }
+    if constexpr (std::is_same<T, F16>::value) {  // F16C (GCC converts _Float16 vectors by lane)
+      VecF f;
+#if defined(__AVX512F__)
+      __m256i h;
+      std::memcpy(&h, p, sizeof(h));
+      const __m512 x = _mm512_cvtph_ps(h);
+#else
+      __m128i h;
+      std::memcpy(&h, p, sizeof(h));
+      const __m256 x = _mm256_cvtph_ps(h);
+#endif
+      std::memcpy(&f, &x, sizeof(f));
+      return f;
+    }
   }
   float tmp[kLanes];
   for (int e = 0; e < kLanes; ++e) tmp[e] = e < n ? load<float>(p + e) : 0.f;
@@ -655,7 +680,10 @@ void stage_block(const T* k, const T* v, const AttnShape& sh, int64_t b, int64_t
     for (int64_t hl = 0; hl < nh; ++hl) {
       const T* src = vs + j * sh.v_stride[1] + hl * sh.v_stride[2];
       Acc* dst = vb + (hl * kBlockK + j) * sh.Dv;
-      for (int64_t e = 0; e < sh.Dv; ++e) dst[e] = load<Acc>(src + e);
+      int64_t e = 0;
+      if constexpr (std::is_same<Acc, float>::value)
+        for (; e + kLanes <= sh.Dv; e += kLanes) store_vec(dst + e, load_row_vec(src + e, kLanes));
+      for (; e < sh.Dv; ++e) dst[e] = load<Acc>(src + e);
     }
   }
 }
