@@ -28,7 +28,8 @@
 #             step (BENCH_INNER=1, T=512,1024) and the example model's training step at contexts 1024
 #             and 4096 (without XLA; under XLA with dropout 0.1), each for this build ("after") and
 #             for the older package in .device-tf/old ("before": a copy of tf_flashattn, examples
-#             and benchmarks with its .so), one after the other in the same call (~5 min)
+#             and benchmarks with its .so), one after the other in the same call (~5 min);
+#             ASYNC_PARTS=overhead or train runs one half
 #   decode    decoding through TensorFlow, one call per step: ours vs Keras under XLA
 #             (benchmarks/gpu_decode.py, ~2 min)
 #   kerashub  a KerasHub Llama (8 layers, dim 2048, 16/4 heads, mixed_bfloat16, XLA) trained with and
@@ -128,13 +129,18 @@ if has async; then
     if [[ $build == before ]]; then dir=$PWD/.device-tf/old; else dir=$PWD; fi
     (cd $dir && export PYTHONPATH=$dir:$PYTHONPATH
      echo "== $build: $(python3 -c 'import tf_flashattn; print(tf_flashattn.__file__)' 2>/dev/null)"
-     python3 benchmarks/host_overhead.py --label $build --json $OUT/host_overhead_$build.json 2>&1 | quiet
-     BENCH_INNER=1 BENCH_T=512,1024 BENCH_KERAS_D= python3 benchmarks/gpu_attention.py \
-       $OUT/short_rows_$build.json 2>&1 | quiet | tail -6
-     python3 benchmarks/train_throughput.py --only flash --contexts 1024 4096 --flash-no-xla --steps 6 \
-       --json $OUT/train_noxla_$build.json 2>&1 | quiet | tail -3
-     python3 benchmarks/train_throughput.py --only flash --contexts 1024 4096 --dropout 0.1 --steps 6 \
-       --json $OUT/train_xla_dropout_$build.json 2>&1 | quiet | tail -3) 2>&1 | tee -a $OUT/async.log
+     if [[ ${ASYNC_PARTS:-overhead,train} == *overhead* ]]; then
+       python3 benchmarks/host_overhead.py --label $build --calls 10 --repeats 2 \
+         --json $OUT/host_overhead_$build.json 2>&1 | quiet
+       BENCH_INNER=1 BENCH_T=512,1024 BENCH_KERAS_D= python3 benchmarks/gpu_attention.py \
+         $OUT/short_rows_$build.json 2>&1 | quiet | tail -6
+     fi
+     if [[ ${ASYNC_PARTS:-overhead,train} == *train* ]]; then
+       python3 benchmarks/train_throughput.py --only flash --contexts 1024 4096 --flash-no-xla --steps 6 \
+         --json $OUT/train_noxla_$build.json 2>&1 | quiet | tail -3
+       python3 benchmarks/train_throughput.py --only flash --contexts 1024 4096 --dropout 0.1 --steps 6 \
+         --json $OUT/train_xla_dropout_$build.json 2>&1 | quiet | tail -3
+     fi) 2>&1 | tee -a $OUT/async.log
   done
 fi
 if has decode; then

@@ -427,14 +427,22 @@ def test_calls_do_not_wait_for_the_gpu(case):
         f"the GPU")
 
 
-def test_out_of_range_lengths_are_clamped_on_the_gpu():
-    """On the GPU the lengths are not read back to the host for a range check: a length past the
-    axis counts as the whole axis and a negative one as 0 (the same rule as under XLA)."""
+def test_out_of_range_lengths_are_errors_on_the_gpu():
+    """The lengths are host-memory inputs on the GPU too (int32 tensors live on the host in
+    TensorFlow): they are range-checked there, without waiting for the GPU, and reach the kernels
+    through pinned memory."""
     rng = np.random.default_rng(5)
     q, k, v = (tf.constant(rng.standard_normal((2, 9, 2, 16)).astype("float32")) for _ in range(3))
     f = tf.function(lambda ql, kl: fa.dot_product_attention(q, k, v, query_lengths=ql,
                                                             key_lengths=kl))
-    out = f(tf.constant([12, -3]), tf.constant([100, 4]))
-    want = f(tf.constant([9, 0]), tf.constant([9, 4]))
-    np.testing.assert_array_equal(out.numpy(), want.numpy())
-    assert np.all(out.numpy()[1] == 0)  # no valid query row in batch 1
+    with tf.device("/GPU:0"):
+        with pytest.raises(tf.errors.InvalidArgumentError, match=r"query_lengths\[0\] = 12 is out"):
+            f(tf.constant([12, 3]), tf.constant([9, 4]))
+        with pytest.raises(tf.errors.InvalidArgumentError, match=r"key_lengths\[1\] = -1 is out"):
+            f(tf.constant([9, 3]), tf.constant([9, -1]))
+        out = f(tf.constant([9, 0]), tf.constant([9, 4]))
+    want = reference_attention(*(tf.cast(t, tf.float64) for t in (q, k, v)), scale=0.25,
+                               allowed=allowed_mask(2, 2, 9, 9, query_lengths=[9, 0],
+                                                    key_lengths=[9, 4]))[0]
+    assert "GPU" in out.device
+    np.testing.assert_allclose(out.numpy(), want.numpy(), atol=2e-3)

@@ -147,9 +147,9 @@ def _host_values(x):
 
 
 def _lengths(x, name, limit):
-    """Lengths as int32. Values already on the host are range-checked here against `limit` (the
-    static query_len / key_len): the CUDA kernels clamp lengths to [0, limit] instead of
-    reporting them, so that a call never waits for the GPU."""
+    """Lengths as int32. Values given from Python or NumPy (or eager tensors on the CPU) are
+    range-checked here against `limit` (the static query_len / key_len), before any op runs;
+    the op checks the others (under XLA the kernels clamp them)."""
     values = _host_values(x) if limit is not None else None
     if values is not None and values.size and np.issubdtype(values.dtype, np.integer):
         bad = np.flatnonzero((values < 0) | (values > limit))
@@ -232,9 +232,9 @@ def dot_product_attention(query, key, value, bias=None, mask=None, scale=None, i
       sliding_window: None, an int w, or (left, right): row i sees keys in
         [i + causal_offset - left, i + causal_offset + right]; None in a pair = unbounded.
       query_lengths, key_lengths: optional int32 `[B]`: rows/keys at or past the length are padding.
-        A length outside [0, length of its axis] is an error where it can be seen without waiting
-        for the GPU (values given from Python or NumPy, or on the CPU); on the GPU and under XLA
-        it is clamped to that range.
+        A length outside [0, length of its axis] is an error (the lengths are host-memory
+        inputs, checked without waiting for the GPU); under XLA, where the values are not seen
+        before the kernel runs, it is clamped to that range.
       query_mask, key_mask: optional boolean `[B, Tq]` / `[B, Tk]` padding masks, True = valid.
         Lengths and these masks are O(N) inputs: nothing of size Tq x Tk is built.
       causal_offset: diagonal offset of the causal mask and window (a Python int); `Tk - Tq` gives

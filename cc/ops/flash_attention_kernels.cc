@@ -8,7 +8,12 @@
 #endif
 
 #include <cmath>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "cc/kernels/flash_cpu.h"
 #include "cc/kernels/flash_params.h"
@@ -43,12 +48,12 @@ namespace {
 
 bool Absent(const Tensor& t) { return ::tf_flashattn::Absent(t.shape()); }
 
-// Checks inputs 0..9 (FillShapes) and fills the params' data pointers. Every input lives in the
-// memory of the kernel's device, so nothing here waits for the GPU: the CUDA kernels read the
-// lengths and the dropout seed in device memory. check_lengths (CPU: the lengths are host memory)
-// range-checks the lengths; the CUDA kernels clamp them to [0, length] instead (documented).
+// Checks inputs 0..9 (FillShapes) and fills the params' data pointers, range-checks the lengths
+// (host memory on every device) and points the dropout seed at input 9 (the kernel device's
+// memory: the CUDA kernels derive the Philox key from it on the GPU). Nothing here waits for the
+// GPU.
 template <typename Params>
-Status FillCommon(OpKernelContext* ctx, const Attrs& attrs, bool check_lengths, Params* p) {
+Status FillCommon(OpKernelContext* ctx, const Attrs& attrs, Params* p) {
   const TensorShape* shapes[10];
   for (int i = 0; i < 10; ++i) shapes[i] = &ctx->input(i).shape();
   TF_RETURN_IF_ERROR(FillShapes(shapes, attrs, p));
@@ -61,7 +66,7 @@ Status FillCommon(OpKernelContext* ctx, const Attrs& attrs, bool check_lengths, 
     const Tensor& t = ctx->input(5 + x);
     if (Absent(t)) continue;
     const auto v = t.flat<int32_t>();
-    for (int64_t i = 0; check_lengths && i < v.size(); ++i) {
+    for (int64_t i = 0; i < v.size(); ++i) {
       if (v(i) < 0 || v(i) > limits[x])
         return InvalidArgument(names[x], "[", i, "] = ", v(i), " is out of range [0, ", limits[x], "]");
     }
@@ -96,7 +101,7 @@ class FlashAttentionOp : public OpKernel {
   void Compute(OpKernelContext* ctx) override {
     flashattn::FlashFwdParams p;
     p.dtype = DTypeOf<T>();
-    OP_REQUIRES_OK(ctx, FillCommon(ctx, attrs_, Launcher<Device>::kCheckLengths, &p));
+    OP_REQUIRES_OK(ctx, FillCommon(ctx, attrs_, &p));
     OP_REQUIRES_OK(ctx, ReadDecodeSettings(&p));
     const flashattn::AttnShape& s = p.shape;
     Tensor* out = nullptr;
@@ -126,7 +131,7 @@ class FlashAttentionGradOp : public OpKernel {
   void Compute(OpKernelContext* ctx) override {
     flashattn::FlashBwdParams p;
     p.dtype = DTypeOf<T>();
-    OP_REQUIRES_OK(ctx, FillCommon(ctx, attrs_, Launcher<Device>::kCheckLengths, &p));
+    OP_REQUIRES_OK(ctx, FillCommon(ctx, attrs_, &p));
     const flashattn::AttnShape& s = p.shape;
     OP_REQUIRES_OK(ctx, CheckGradShapes(ctx->input(10).shape(), ctx->input(11).shape(),
                                         ctx->input(12).shape(), ctx->input(13).shape(), s));
@@ -168,7 +173,6 @@ Status CheckCpu() {
 
 template <>
 struct Launcher<CPUDevice> {
-  static constexpr bool kCheckLengths = true;  // host memory: out-of-range lengths are errors
   static void Fwd(OpKernelContext* ctx, const flashattn::FlashFwdParams& p) {
     OP_REQUIRES_OK(ctx, CheckCpu());
     flashattn::flash_fwd_cpu(p, CpuParallelFor(ctx));
@@ -211,20 +215,124 @@ Status CudaStatus(cudaError_t err, const char* what) {
   return ::tensorflow::errors::Internal(what, " failed: ", cudaGetErrorString(err));
 }
 
+// Host-to-device copies that never wait for the GPU. The lengths are HostMemory inputs: int32
+// tensors live in host memory in TensorFlow, and an input declared in device memory would make
+// TensorFlow copy them over itself, in a graph with a copy whose completion waits for everything
+// queued on the GPU before it (measured on the H200: a tf.function call then took as long on the
+// host as on the GPU). The producer's host memory may be pageable, and a cudaMemcpyAsync from
+// pageable memory may wait for the stream too, so the bytes are first copied into a ring of
+// pinned memory; a region is reused once the copy that read it has completed (an event per copy),
+// and the host waits only if 4 MiB of staged bytes are still queued.
+class PinnedStaging {
+ public:
+  cudaError_t CopyToDevice(void* dst, const void* src, size_t bytes, cudaStream_t stream) {
+    if (bytes == 0) return cudaSuccess;
+    const size_t n = (bytes + 255) / 256 * 256;
+    if (n > kCapacity) return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (buf_ == nullptr) {
+      cudaError_t err = cudaHostAlloc(reinterpret_cast<void**>(&buf_), kCapacity, cudaHostAllocPortable);
+      if (err != cudaSuccess) { buf_ = nullptr; return err; }
+    }
+    size_t off = 0;
+    cudaError_t err = Reserve(n, &off);
+    if (err != cudaSuccess) return err;
+    std::memcpy(buf_ + off, src, bytes);
+    err = cudaMemcpyAsync(dst, buf_ + off, bytes, cudaMemcpyHostToDevice, stream);
+    cudaEvent_t ev = nullptr;
+    if (err == cudaSuccess) err = NewEvent(&ev);
+    if (err == cudaSuccess) err = cudaEventRecord(ev, stream);
+    if (err != cudaSuccess) {
+      if (ev) cudaEventDestroy(ev);
+      cudaStreamSynchronize(stream);  // an error path: nothing may still read the region
+      return err;
+    }
+    pending_.push_back({off, off + n, ev});
+    head_ = off + n;
+    return cudaSuccess;
+  }
+
+ private:
+  static constexpr size_t kCapacity = size_t{4} << 20;
+  struct Region { size_t begin, end; cudaEvent_t done; };
+
+  cudaError_t NewEvent(cudaEvent_t* ev) {
+    if (!free_events_.empty()) { *ev = free_events_.back(); free_events_.pop_back(); return cudaSuccess; }
+    return cudaEventCreateWithFlags(ev, cudaEventDisableTiming);
+  }
+  void PopFront() {
+    free_events_.push_back(pending_.front().done);
+    pending_.pop_front();
+  }
+  // Frees the regions whose copies completed, then finds n free bytes after head_ (or from 0),
+  // waiting for the oldest copies only while the ring is full.
+  cudaError_t Reserve(size_t n, size_t* off) {
+    while (!pending_.empty() && cudaEventQuery(pending_.front().done) == cudaSuccess) PopFront();
+    for (;;) {
+      if (pending_.empty()) { head_ = 0; *off = 0; return cudaSuccess; }
+      const size_t tail = pending_.front().begin;  // oldest bytes still in use
+      if (head_ > tail) {            // used: [tail, head_)
+        if (head_ + n <= kCapacity) { *off = head_; return cudaSuccess; }
+        if (n <= tail) { *off = 0; return cudaSuccess; }
+      } else if (head_ + n <= tail) {  // used: [tail, end) and [0, head_)
+        *off = head_;
+        return cudaSuccess;
+      }
+      cudaError_t err = cudaEventSynchronize(pending_.front().done);
+      if (err != cudaSuccess) return err;
+      PopFront();
+    }
+  }
+
+  std::mutex mu_;
+  char* buf_ = nullptr;
+  size_t head_ = 0;
+  std::deque<Region> pending_;
+  std::vector<cudaEvent_t> free_events_;
+};
+
+// One ring per device (its events belong to that device); they live for the process.
+PinnedStaging& Staging() {
+  static std::mutex mu;
+  static std::map<int, PinnedStaging*> rings;
+  int dev = 0;
+  cudaGetDevice(&dev);
+  std::lock_guard<std::mutex> lock(mu);
+  PinnedStaging*& ring = rings[dev];
+  if (ring == nullptr) ring = new PinnedStaging();
+  return *ring;
+}
+
+// The lengths (host memory, range-checked in FillCommon) to device memory on the op's stream.
+Status LengthsToDevice(OpKernelContext* ctx, cudaStream_t stream, flashattn::MaskParams* m,
+                       Tensor* q_dev, Tensor* k_dev) {
+  const int32_t* host[2] = {m->q_lengths, m->k_lengths};
+  Tensor* dev[2] = {q_dev, k_dev};
+  const int32_t** out[2] = {&m->q_lengths, &m->k_lengths};
+  const int64_t b = ctx->input(0).dim_size(0);
+  for (int i = 0; i < 2; ++i) {
+    if (host[i] == nullptr) continue;
+    TF_RETURN_IF_ERROR(ctx->allocate_temp(::tensorflow::DT_INT32, TensorShape({b}), dev[i]));
+    int32_t* d = dev[i]->flat<int32_t>().data();
+    TF_RETURN_IF_ERROR(CudaStatus(Staging().CopyToDevice(d, host[i], b * sizeof(int32_t), stream),
+                                  "copying the lengths to the GPU"));
+    *out[i] = d;
+  }
+  return ::tensorflow::OkStatus();
+}
+
 }  // namespace
 
 template <>
 struct Launcher<GPUDevice> {
-  // The lengths stay in device memory (no copy to the host, which would wait for the GPU); the
-  // kernels clamp them to [0, length].
-  static constexpr bool kCheckLengths = false;
   static void Fwd(OpKernelContext* ctx, const flashattn::FlashFwdParams& params) {
     cudaStream_t stream = ctx->eigen_device<GPUDevice>().stream();
     flashattn::FlashFwdParams p = params;
     // float32: TF32 tensor cores when TensorFlow's TF32 setting is on (its matmuls follow it too:
     // tf.config.experimental.enable_tensor_float_32_execution).
     p.allow_tf32 = p.dtype == flashattn::DType::kFloat32 && ::tsl::tensor_float_32_execution_enabled();
-    Tensor workspace;
+    Tensor q_len, k_len, workspace;
+    OP_REQUIRES_OK(ctx, LengthsToDevice(ctx, stream, &p.mask, &q_len, &k_len));
     const size_t bytes = flashattn::flash_fwd_workspace_bytes(p);
     if (bytes > 0) {
       OP_REQUIRES_OK(ctx, ctx->allocate_temp(::tensorflow::DT_FLOAT,
@@ -236,7 +344,8 @@ struct Launcher<GPUDevice> {
   }
   static void Bwd(OpKernelContext* ctx, flashattn::FlashBwdParams& p) {
     cudaStream_t stream = ctx->eigen_device<GPUDevice>().stream();
-    Tensor workspace;
+    Tensor q_len, k_len, workspace;
+    OP_REQUIRES_OK(ctx, LengthsToDevice(ctx, stream, &p.mask, &q_len, &k_len));
     p.deterministic = ::tensorflow::OpDeterminismRequired();
     p.allow_tf32 = p.dtype == flashattn::DType::kFloat32 && ::tsl::tensor_float_32_execution_enabled();
     const size_t bytes = flashattn::flash_bwd_workspace_bytes(p);
@@ -248,15 +357,20 @@ struct Launcher<GPUDevice> {
   }
 };
 
-// Every input in device memory: the lengths and the seed too (the kernels read them there).
+// The lengths in host memory (see PinnedStaging); the seed, like every other input, in device
+// memory (the kernels read it there: no copy to the host, which would wait for the GPU).
 #define REGISTER_GPU(T)                                                                    \
   REGISTER_KERNEL_BUILDER(Name("FlashAttn>FlashAttention")                                 \
                               .Device(::tensorflow::DEVICE_GPU)                            \
-                              .TypeConstraint<T>("T"),                                     \
+                              .TypeConstraint<T>("T")                                      \
+                              .HostMemory("query_lengths")                                 \
+                              .HostMemory("key_lengths"),                                  \
                           FlashAttentionOp<GPUDevice, T>);                                 \
   REGISTER_KERNEL_BUILDER(Name("FlashAttn>FlashAttentionGrad")                             \
                               .Device(::tensorflow::DEVICE_GPU)                            \
-                              .TypeConstraint<T>("T"),                                     \
+                              .TypeConstraint<T>("T")                                      \
+                              .HostMemory("query_lengths")                                 \
+                              .HostMemory("key_lengths"),                                  \
                           FlashAttentionGradOp<GPUDevice, T>);
 
 REGISTER_GPU(float)

@@ -8,9 +8,9 @@
 // (every error names the argument); attributes, TensorFlow's determinism and TF32 settings go
 // into the custom call's attributes. Run time (FFI handler): the params are filled again from
 // the buffers' shapes, and the data pointers set. No handler waits for the device: the CUDA
-// kernels read the lengths and the dropout seed in device memory. As with the TensorFlow kernels
-// on the GPU, the lengths are not range-checked at run time (the kernels clamp them to
-// [0, length]); on the CPU the TensorFlow kernel reports them, this lowering clamps them too.
+// kernels read the lengths and the dropout seed in device memory. Unlike the TensorFlow kernels,
+// which check the lengths on the host, the lowering does not range-check them at run time (that
+// would need their values on the host): the kernels clamp them to [0, length].
 #include <atomic>
 #include <charconv>
 #include <condition_variable>
