@@ -351,3 +351,32 @@ def test_bad_settings_are_refused(monkeypatch):
     monkeypatch.setenv("TF_FLASHATTN_DECODE_SPLITS", "-2")
     with pytest.raises(tf.errors.InvalidArgumentError, match="TF_FLASHATTN_DECODE_SPLITS"):
         fa.dot_product_attention(q, q, q)
+
+
+# ---- the AVX2 build (flash_cpu.cc is compiled once per instruction set) -----------------------
+@pytest.mark.parametrize("name", ["tq2_gqa8_d40_dv24", "tq16_gqa4_dv72", "tq1_mqa8_b1_long"])
+def test_avx2_build_matches(name, mode, monkeypatch):
+    """TF_FLASHATTN_CPU_ISA=avx2 runs the AVX2 build (8-lane tile transposes, folds and
+    conversions) where the processor would pick AVX-512: same reference, same tolerance."""
+    b, tq, h, hkv, tk, d, dv = SHAPES[name]
+    rng = _rng("avx2" + name)
+    for dtype, tol in ((tf.float32, 2e-5), (tf.bfloat16, 3e-2), (tf.float16, 4e-3)):
+        q, k, v = (tf.cast(tf.constant(rng.standard_normal(s)), dtype)
+                   for s in ((b, tq, h, d), (b, tk, hkv, d), (b, tk, hkv, dv)))
+        key_lengths = [tk - 5] + [tk] * (b - 1)
+        ref, ref_lse = (x.numpy() for x in reference_attention(
+            q, k, v, scale=f32_scale(d), allowed=allowed_mask(b, h, tq, tk, key_lengths=key_lengths)))
+        outs = {}
+        for isa in ("avx2", "auto"):
+            monkeypatch.setenv("TF_FLASHATTN_CPU_ISA", isa)
+            outs[isa] = _run_modes(mode, ["on_1", "on_3"], q, k, v, scale=f32_scale(d),
+                                   key_lengths=key_lengths)
+        for isa, res in outs.items():
+            for m, (out, lse) in res.items():
+                np.testing.assert_allclose(out, ref, rtol=tol, atol=tol, err_msg=(isa, m))
+                _check_lse(lse, ref_lse, 2e-5)
+                np.testing.assert_allclose(out, outs["auto"][m][0], rtol=tol, atol=tol)
+        if dtype == tf.float32:  # the switch took effect: 8- and 16-lane sums round differently
+            assert any(not (np.array_equal(outs["avx2"][m][0], outs["auto"][m][0]) and
+                            np.array_equal(outs["avx2"][m][1], outs["auto"][m][1]))
+                       for m in outs["auto"])

@@ -454,17 +454,18 @@ void fwd_impl(const FlashFwdParams& p, const ParallelFor& parallel_for) {
 // (a copy as large as the cache), then every query head reads its kv head's tiles again. Here the
 // G = H / Hkv query heads of a group and their Tq rows (R = G * Tq rows) meet each key block
 // together, so K and V are read once per kv head, from the input, a block of kBlockK keys at a
-// time (staged: K converted to float and transposed with in-register tile transposes, V
-// converted; a block stays in L1/L2 for both products). Per block and kv head:
+// time. Work units are (batch, chunk of kv heads, key split), a chunk being all kv heads unless
+// their state passes kDecodeChunkFloats. Per key block a unit stages K (converted to float,
+// transposed by in-register tile transposes) and V (converted) of all its kv heads key by key
+// (stage_block): one key's rows of all kv heads are adjacent in memory, so the cache is read in
+// long sequential runs. Then, per kv head:
 //   S = Q Kᵀ (the tile product), masks / soft-cap / bias (finish_scores, shared with the tiled
 //   path), the online softmax of kLanes rows at a time (their maxima and sums from one vector fold,
 //   their rescaling factors from one vector exp), dropout (dropout_scales, the same Philox draws),
 //   O += P V (the tile product).
-// Work units are (batch, chunk of kv heads, key split); a unit walks its key blocks and, per
-// block, its kv heads: one key's K (or V) rows of all kv heads are adjacent in memory (often one
-// 4 KiB page), so the heads after the first find their pages in the TLB. When the batch gives too
-// few units for the threads, the keys are split (flash-decoding): each split keeps its own
-// (m, ℓ, O) per row and a second pass merges them in split order with the log-sum-exp,
+// When the batch gives too few units for the threads, the keys are split (flash-decoding): each
+// split keeps its own (m, ℓ, O) per row and a second pass merges them in split order with the
+// log-sum-exp,
 //   m = max_s m_s,  ℓ = Σ_s ℓ_s e^{m_s - m},  O = Σ_s O_s e^{m_s - m} / ℓ,  lse = m + log ℓ.
 // No atomics and a fixed order: the result depends on the shape and the split count only.
 // decode = 0 (auto) takes this path for Tq <= kDecodeAutoTq: on the 2-core test machine it beat
@@ -527,7 +528,7 @@ inline VecF splat(float x) { return VecF{} + x; }
 // NaN-propagating lane-wise max (a NaN lane stays NaN).
 inline VecF nan_max_vec(VecF a, VecF b) { return ((b > a) | (b != b)) ? b : a; }
 
-// exp of every lane: exp_sub's polynomial on vectors (same operations, same results).
+// exp of every lane: exp_sub's polynomial on vectors (the same operations).
 inline VecF exp_vec(VecF v) {
   VecF t = v < splat(-87.0f) ? splat(-87.0f) : v;
   t = t > splat(88.0f) ? splat(88.0f) : t;
