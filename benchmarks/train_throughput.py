@@ -138,6 +138,8 @@ def _cell(r, key, fmt):
         return "OOM"
     if "error" in r:
         return "error"
+    if key not in r:  # not measured (--only the other layer)
+        return "-"
     return fmt.format(r[key])
 
 
@@ -263,6 +265,9 @@ def main(argv=None):
                 ):
                     pair[name] = r
         rows.append((pair.get("keras", {"context": context}), pair.get("flash", pair.get("keras"))))
+        if args.json:  # after every context: a table problem or a later timeout loses nothing
+            with open(args.json, "w") as f:
+                json.dump(results, f, indent=1)
     if rows:
         print()
         print(table(rows))

@@ -86,3 +86,17 @@ def test_folding_is_restored_after_an_exception():
             assert tf.config.optimizer.get_experimental_options()["constant_folding"] is False
             raise RuntimeError("a row failed")
     assert tf.config.optimizer.get_experimental_options().get("constant_folding", True) == before
+
+
+def test_train_throughput_table_with_one_layer_measured():
+    """`--only flash` leaves the Keras column unmeasured: the table shows '-' there (it raised a
+    KeyError before, after the measurements, losing them)."""
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    import train_throughput
+    flash = dict(context=1024, batch=16, dtype="mixed_bfloat16", device="GPU", tokens_per_s=2.5e5,
+                 loss=5.0, jit=False, peak_gib=4.9)
+    text = train_throughput.table([({"context": 1024}, flash)])
+    row = text.splitlines()[-1]
+    assert "| - | 250,000 | n/a |" in row and "5.0000" in row
+    keras_only = dict(flash, tokens_per_s=1e5)
+    assert "| 100,000 | 100,000 | 1.00x |" in train_throughput.table([(keras_only, keras_only)])

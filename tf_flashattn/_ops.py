@@ -17,7 +17,7 @@ def load():
     if not paths:
         raise ImportError(
             "tf_flashattn's op library is not built. From the repository root run:\n"
-            "    pip install --no-build-isolation -e .")
+            "    pip install -v -e .        (or, to rebuild in place: python build_ops.py)")
     try:
         from tf_flashattn import _build_info
         built_for = _build_info.TF_VERSION
@@ -26,7 +26,7 @@ def load():
     if built_for not in ("unknown", tf.__version__):
         raise ImportError(
             f"tf_flashattn's op library was built against TensorFlow {built_for}, but TensorFlow "
-            f"{tf.__version__} is installed; rebuild: pip install --no-build-isolation -e .")
+            f"{tf.__version__} is installed; rebuild: pip install -v -e . (or python build_ops.py)")
     _lib = tf.load_op_library(paths[-1])
     return _lib
 
@@ -37,5 +37,5 @@ def backends():
         from tf_flashattn import _build_info
     except ImportError:
         raise ImportError("tf_flashattn's build information is missing: rebuild with "
-                          "pip install --no-build-isolation -v -e .") from None
+                          "pip install -v -e . (or python build_ops.py)") from None
     return list(_build_info.BACKENDS)

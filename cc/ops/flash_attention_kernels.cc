@@ -175,7 +175,8 @@ template <>
 struct Launcher<CPUDevice> {
   static void Fwd(OpKernelContext* ctx, const flashattn::FlashFwdParams& p) {
     OP_REQUIRES_OK(ctx, CheckCpu());
-    flashattn::flash_fwd_cpu(p, CpuParallelFor(ctx));
+    flashattn::flash_fwd_cpu(p, CpuParallelFor(ctx),
+                             ctx->device()->tensorflow_cpu_worker_threads()->num_threads);
   }
   static void Bwd(OpKernelContext* ctx, flashattn::FlashBwdParams& p) {
     OP_REQUIRES_OK(ctx, CheckCpu());

@@ -373,7 +373,8 @@ ffi::Error FwdHost(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::Remaining
   if ((err = CpuCheck()).failure()) return err;
   if ((err = ToFfi(ReadDecodeSettings(&p))).failure()) return err;
   int64_t threads = 1;
-  flashattn::flash_fwd_cpu(p, PoolParallelFor(&pool, &threads));
+  const flashattn::ParallelFor pf = PoolParallelFor(&pool, &threads);
+  flashattn::flash_fwd_cpu(p, pf, static_cast<int>(threads));
   return ffi::Error::Success();
 }
 
