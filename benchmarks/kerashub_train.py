@@ -22,6 +22,8 @@ import subprocess
 import sys
 import time
 
+from _train_steps import timed_train_steps
+
 
 def worker(cfg):
     started = time.perf_counter()
@@ -53,16 +55,7 @@ def worker(cfg):
         x = {"token_ids": tokens[:, :-1], "padding_mask": np.ones((batch, ctx), bool)}
         y = tokens[:, 1:]
         built = time.perf_counter()
-        for _ in range(cfg["warmup"]):
-            model.train_on_batch(x, y)
-        warmed = time.perf_counter()
-        if gpu:
-            tf.config.experimental.reset_memory_stats("GPU:0")
-        times = []
-        for _ in range(cfg["steps"]):
-            t = time.perf_counter()
-            loss = model.train_on_batch(x, y)
-            times.append(time.perf_counter() - t)
+        warmup_s, times, loss = timed_train_steps(model, x, y, cfg["warmup"], cfg["steps"], gpu)
         # Whether our op is in the traced model (the check that enable_flash_attention() should
         # pass, and the run without it should fail).
         spec = {n: tf.TensorSpec(a.shape, a.dtype) for n, a in x.items()}
@@ -75,7 +68,7 @@ def worker(cfg):
     result = dict(cfg, oom=False, tokens_per_s=batch * ctx / float(np.median(times)),
                   seconds_per_step=float(np.median(times)),
                   loss=float(np.asarray(loss).reshape(-1)[0]), jit=bool(model.jit_compile),
-                  setup_s=round(built - started, 1), warmup_s=round(warmed - built, 1),
+                  setup_s=round(built - started, 1), warmup_s=round(warmup_s, 1),
                   has_flash_op="FlashAttn>FlashAttention" in graph_ops)
     if gpu:
         result["peak_gib"] = tf.config.experimental.get_memory_info("GPU:0")["peak"] / 2**30

@@ -29,6 +29,8 @@ import subprocess
 import sys
 import time
 
+from _train_steps import timed_train_steps
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXAMPLES = os.path.join(os.path.dirname(HERE), "examples")
 
@@ -73,16 +75,7 @@ def worker(cfg):
         data = rng.integers(0, 256, size=(cfg["batch"], cfg["context"] + 1)).astype("int32")
         x, y = data[:, :-1], data[:, 1:]
         built = time.perf_counter()
-        for _ in range(cfg["warmup"]):
-            model.train_on_batch(x, y)
-        warmed = time.perf_counter()
-        if gpu:
-            tf.config.experimental.reset_memory_stats("GPU:0")
-        times = []
-        for _ in range(cfg["steps"]):
-            start = time.perf_counter()
-            loss = model.train_on_batch(x, y)  # returns a number: waits for the step
-            times.append(time.perf_counter() - start)
+        warmup_s, times, loss = timed_train_steps(model, x, y, cfg["warmup"], cfg["steps"], gpu)
     except tf.errors.OpError as e:
         if "RESOURCE_EXHAUSTED" in str(e) or isinstance(e, tf.errors.ResourceExhaustedError):
             return dict(cfg, oom=True)
@@ -97,7 +90,7 @@ def worker(cfg):
         device=_device_name(tf),
         # Where the measurement's wall time went: start-up + model build, warm-up (tracing, XLA).
         setup_s=round(built - started, 1),
-        warmup_s=round(warmed - built, 1),
+        warmup_s=round(warmup_s, 1),
     )
     if gpu:
         result["peak_gib"] = tf.config.experimental.get_memory_info("GPU:0")["peak"] / 2**30

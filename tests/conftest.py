@@ -3,3 +3,18 @@ import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture
+def full_float32():
+    """Full float32 matmuls for the test (restored after). On a GPU TensorFlow's float32 matmuls
+    default to TF32 (about 1e-3 relative error), which would round the two sides of a tight
+    float32 comparison differently; no effect on the CPU."""
+    import tensorflow as tf
+    before = tf.config.experimental.tensor_float_32_execution_enabled()
+    tf.config.experimental.enable_tensor_float_32_execution(False)
+    yield
+    tf.config.experimental.enable_tensor_float_32_execution(before)

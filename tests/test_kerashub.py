@@ -80,14 +80,9 @@ MODELS = {
 CAUSAL = {name: name != "bert" for name in MODELS}
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _full_float32():
-    """On a GPU, float32 comparisons in full precision (TensorFlow's TF32 default would round
-    both sides' matmuls differently); no effect on the CPU."""
-    before = tf.config.experimental.tensor_float_32_execution_enabled()
-    tf.config.experimental.enable_tensor_float_32_execution(False)
-    yield
-    tf.config.experimental.enable_tensor_float_32_execution(before)
+@pytest.fixture(autouse=True)
+def _full_float32(full_float32):
+    """Float32 comparisons in full precision on a GPU (conftest.full_float32)."""
 
 
 @pytest.fixture(autouse=True)

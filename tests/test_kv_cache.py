@@ -25,14 +25,8 @@ from tf_flashattn.layers import FlashMultiHeadAttention
 
 
 @pytest.fixture(autouse=True)
-def _full_float32():
-    """On a GPU TensorFlow's float32 matmuls (the projections around the attention) default to
-    TF32, about 1e-3 relative error; the comparisons here are tighter, so they run in full
-    float32 (the setting is restored after each test)."""
-    prev = tf.config.experimental.tensor_float_32_execution_enabled()
-    tf.config.experimental.enable_tensor_float_32_execution(False)
-    yield
-    tf.config.experimental.enable_tensor_float_32_execution(prev)
+def _full_float32(full_float32):
+    """Float32 comparisons in full precision on a GPU (conftest.full_float32)."""
 
 B, L, F, S_MAX = 2, 11, 16, 13  # batch, sequence, features, cache length
 ATOL = 2e-6

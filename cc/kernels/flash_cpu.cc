@@ -171,6 +171,21 @@ void tile_pt_a(const Acc* p, const Acc* a, Acc* out, int64_t rows, int64_t cols,
   gemm(p, 1, kBlockK, a, n, out, n, cols, rows, n, true);  // Pᵀ by strides
 }
 
+// e^r for r in [-ln2/2, ln2/2]: degree-7 Taylor, on a float or on every lane of a vector (the
+// same operations, so exp_sub and exp_vec agree bit for bit).
+template <typename T>
+inline T exp_taylor7(T r) {
+  T p = T{} + 1.f / 5040.f;
+  p = p * r + 1.f / 720.f;
+  p = p * r + 1.f / 120.f;
+  p = p * r + 1.f / 24.f;
+  p = p * r + 1.f / 6.f;
+  p = p * r + 0.5f;
+  p = p * r + 1.f;
+  p = p * r + 1.f;
+  return p;
+}
+
 // x[c] = exp(x[c] - sub) for c < n. float32: a branch-free polynomial the compiler vectorizes
 // (Cody-Waite reduction, degree-7 Taylor on [-ln2/2, ln2/2], ~1 ulp); exp(-inf) = 0, NaN stays.
 inline void exp_sub(float* x, int64_t n, float sub) {
@@ -179,14 +194,7 @@ inline void exp_sub(float* x, int64_t n, float sub) {
     const float t = std::min(std::max(v, -87.0f), 88.0f);
     const float k = (t * 1.44269504088896341f + 12582912.f) - 12582912.f;  // round(t / ln2)
     const float r = (t - k * 0.693145751953125f) - k * 1.42860682030941723212e-6f;
-    float p = 1.f / 5040.f;
-    p = p * r + 1.f / 720.f;
-    p = p * r + 1.f / 120.f;
-    p = p * r + 1.f / 24.f;
-    p = p * r + 1.f / 6.f;
-    p = p * r + 0.5f;
-    p = p * r + 1.f;
-    p = p * r + 1.f;
+    const float p = exp_taylor7(r);
     const int32_t bits = (static_cast<int32_t>(k) + 127) << 23;
     float scale;
     std::memcpy(&scale, &bits, 4);
@@ -534,14 +542,7 @@ inline VecF exp_vec(VecF v) {
   t = t > splat(88.0f) ? splat(88.0f) : t;
   const VecF k = (t * 1.44269504088896341f + 12582912.f) - 12582912.f;  // round(t / ln2)
   const VecF r = (t - k * 0.693145751953125f) - k * 1.42860682030941723212e-6f;
-  VecF p = splat(1.f / 5040.f);
-  p = p * r + 1.f / 720.f;
-  p = p * r + 1.f / 120.f;
-  p = p * r + 1.f / 24.f;
-  p = p * r + 1.f / 6.f;
-  p = p * r + 0.5f;
-  p = p * r + 1.f;
-  p = p * r + 1.f;
+  const VecF p = exp_taylor7(r);
   const VecI bits = (__builtin_convertvector(k, VecI) + 127) << 23;
   VecF scale;
   std::memcpy(&scale, &bits, sizeof(scale));
