@@ -552,3 +552,34 @@ def test_lengths_not_on_the_host_are_checked_by_the_cpu_kernel():
         f(tf.constant([3, -1], tf.int64))
     np.testing.assert_allclose(f(tf.constant([7, 3], tf.int64)).numpy(),
                                fa.dot_product_attention(q, k, k, key_lengths=[7, 3]).numpy())
+
+
+def test_repeated_eager_calls_take_the_cached_path_with_their_own_settings():
+    """Eager calls without optional tensors reuse their checked attributes by signature: each
+    setting still counts (causal, window, offset, soft-cap, scale), shapes and dtypes are part of
+    the key, and a call that fails its checks is never cached."""
+    from tf_flashattn import attention
+    rng = np.random.default_rng(8)
+    q, k, v = (tf.constant(rng.standard_normal((2, 6, 2, 8)), tf.float32) for _ in range(3))
+    attention._EAGER_CALLS.clear()
+    settings = [dict(), dict(is_causal=True), dict(is_causal=True, causal_offset=2),
+                dict(sliding_window=1), dict(attn_logits_soft_cap=0.5), dict(scale=0.9)]
+    first = [fa.dot_product_attention(q, k, v, **kw).numpy() for kw in settings]
+    assert len(attention._EAGER_CALLS) == len(settings)
+    again = [fa.dot_product_attention(q, k, v, **kw).numpy() for kw in settings]
+    for a, b in zip(first, again):
+        np.testing.assert_array_equal(a, b)
+    for i in range(len(first)):
+        for j in range(i):
+            assert not np.allclose(first[i], first[j]), (settings[i], settings[j])
+    out, lse = fa.dot_product_attention(q, k, v, is_causal=True, return_lse=True)
+    np.testing.assert_array_equal(out.numpy(), first[1])
+    assert lse.shape == (2, 2, 6)
+    q64 = tf.cast(q, tf.float64)  # another dtype: another entry, its own result dtype
+    assert fa.dot_product_attention(q64, tf.cast(k, tf.float64), tf.cast(v, tf.float64)).dtype == tf.float64
+    n = len(attention._EAGER_CALLS)
+    with pytest.raises(ValueError, match="head_dim"):
+        fa.dot_product_attention(q, tf.ones((2, 6, 2, 4)), v)
+    with pytest.raises(ValueError, match="head_dim"):
+        fa.dot_product_attention(q, tf.ones((2, 6, 2, 4)), v)
+    assert len(attention._EAGER_CALLS) == n == len(settings) + 1  # float64 cached, failures not

@@ -18,6 +18,30 @@ _ATTRS = ("scale", "softcap", "causal", "causal_offset", "window_left", "window_
 _ABSENT_EAGER = {}
 
 
+# Eager calls without optional tensor inputs, by signature: their attributes and absent-input
+# placeholders, so that a repeated eager call (a decoding loop run eagerly, say) skips the Python
+# checks, which cost several times the op's own dispatch.
+_EAGER_CALLS = {}
+
+
+def _eager_signature(query, key, value, *settings):
+    """A hashable key of an eager call's inputs (same-dtype eager tensors) and Python settings,
+    or None when the call must take the checked path."""
+    eager = tf.__internal__.EagerTensor if hasattr(tf, "__internal__") else None
+    if eager is None or not all(type(t) is type(query) and isinstance(t, eager)
+                                for t in (query, key, value)):
+        return None
+    if not query.dtype == key.dtype == value.dtype:
+        return None
+    sig = (tuple(query.shape), tuple(key.shape), tuple(value.shape), query.dtype,
+           _eager_device()) + tuple((type(x), x) for x in settings)
+    try:
+        hash(sig)
+    except TypeError:  # e.g. a list for sliding_window: the checked path
+        return None
+    return sig
+
+
 def _absent_seed():
     """The seed input when there is no dropout (never read): zeros, made once per device eagerly."""
     if not tf.executing_eagerly():
@@ -250,6 +274,17 @@ def dot_product_attention(query, key, value, bias=None, mask=None, scale=None, i
       The output `[B, Tq, H, Dv]`, and the log-sum-exp if `return_lse`.
     """
     lib = _ops.load()
+    sig = None
+    if (tf.executing_eagerly() and bias is None and mask is None and seed is None
+            and query_lengths is None and key_lengths is None and query_mask is None
+            and key_mask is None):
+        sig = _eager_signature(query, key, value, scale, is_causal, attn_logits_soft_cap,
+                               dropout_rate, sliding_window, causal_offset)
+        cached = _EAGER_CALLS.get(sig) if sig is not None else None
+        if cached is not None:  # checked before: the same shapes, dtypes and settings
+            attrs, absent = cached
+            out, lse = lib.flash_attn_flash_attention(query, key, value, *absent, **attrs)
+            return (out, lse) if return_lse else out
     with tf.name_scope(name or "flash_attention"):
         query = _tensor(query, "query")
         key = _tensor(key, "key")
@@ -325,11 +360,14 @@ def dot_product_attention(query, key, value, bias=None, mask=None, scale=None, i
                                  f"{attn_logits_soft_cap!r}.")
         left, right = _window(sliding_window)
         causal_offset = _offset(causal_offset)
-        out, lse = lib.flash_attn_flash_attention(
-            query, key, value, mask_t, bias_t, ql, kl, qv, kv, seed_t,
-            scale=scale, softcap=cap, causal=bool(is_causal),
-            causal_offset=causal_offset, window_left=left, window_right=right,
-            dropout_rate=dropout_rate)
+        attrs = dict(scale=scale, softcap=cap, causal=bool(is_causal), causal_offset=causal_offset,
+                     window_left=left, window_right=right, dropout_rate=dropout_rate)
+        absent = (mask_t, bias_t, ql, kl, qv, kv, seed_t)
+        if sig is not None:
+            if len(_EAGER_CALLS) >= 256:
+                _EAGER_CALLS.clear()
+            _EAGER_CALLS[sig] = (attrs, absent)
+        out, lse = lib.flash_attn_flash_attention(query, key, value, *absent, **attrs)
         return (out, lse) if return_lse else out
 
 
