@@ -265,6 +265,8 @@ def dot_product_attention(query, key, value, bias=None, mask=None, scale=None, i
         the KV-cache (bottom-right) convention.
       return_lse: also return the log-sum-exp of the logits per row, float32 `[B, H, Tq]`.
 
+    Masked keys must hold finite values: their value rows are multiplied by a zero probability,
+    so a NaN or infinity at a masked or padded position can make the output NaN.
     A row that sees no key at all (fully masked) gives output 0 and zero gradients, never NaN.
     This differs on purpose from Keras, which gives such a row the uniform average of the values.
     First-order gradients only: differentiating the gradient (gradient penalties, Hessian-vector
