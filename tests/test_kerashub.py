@@ -335,3 +335,46 @@ def test_gpu_mixed_bfloat16_llama(monkeypatch):
     ref = np.asarray(tf.cast(reference, "float32"))[valid]
     got = np.asarray(tf.cast(out, "float32"))[valid]
     assert np.abs(got - ref).max() <= 0.05 * np.abs(ref).max()
+
+
+@pytest.mark.parametrize("name", ["llama", "gemma2"])
+def test_fit_trains_the_same_weights(name, monkeypatch):
+    """`fit` itself (Keras' train_function, XLA when jit_compile) with the op: two identical
+    CausalLMs trained for a few steps on padded batches end with the same losses and weights, and
+    only the enabled run put the op into its traced steps."""
+    from tf_flashattn import _ops
+    lib = _ops.load()
+    calls = []
+    op = lib.flash_attn_flash_attention
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return op(*args, **kwargs)
+
+    monkeypatch.setattr(lib, "flash_attn_flash_attention", counted)
+    rng = np.random.default_rng(5)
+    token_ids = rng.integers(1, VOCAB, size=(4, T + 1)).astype("int32")
+    padding = np.ones((4, T), bool)
+    padding[1, 5:] = padding[3, 6:] = False  # right padding
+    x = {"token_ids": token_ids[:, :-1] * padding, "padding_mask": padding}
+    y, weights = token_ids[:, 1:], padding.astype("float32")
+
+    def train():
+        keras.utils.set_random_seed(3)
+        lm = CAUSAL_LMS[name][0](backbone=MODELS[name][0](), preprocessor=None)
+        lm.compile(optimizer=keras.optimizers.SGD(0.1),
+                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                   jit_compile=CAUSAL_LMS[name][1])
+        history = lm.fit(x, y, sample_weight=weights, batch_size=2, epochs=2, shuffle=False,
+                         verbose=0)
+        return history.history["loss"], [w.numpy() for w in lm.weights]
+
+    ref_loss, ref_w = train()
+    assert not calls
+    with tf_flashattn.enable_flash_attention():
+        loss, w = train()
+    assert len(calls) >= LAYERS  # traced into the train step (once per layer per trace)
+    np.testing.assert_allclose(loss, ref_loss, rtol=1e-5, atol=1e-6)
+    for a, b in zip(w, ref_w):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+    assert ref_loss[1] < ref_loss[0]  # it trained
