@@ -27,9 +27,7 @@ _EAGER_CALLS = {}
 def _eager_signature(query, key, value, *settings):
     """A hashable key of an eager call's inputs (same-dtype eager tensors) and Python settings,
     or None when the call must take the checked path."""
-    eager = tf.__internal__.EagerTensor if hasattr(tf, "__internal__") else None
-    if eager is None or not all(type(t) is type(query) and isinstance(t, eager)
-                                for t in (query, key, value)):
+    if not all(isinstance(t, tf.__internal__.EagerTensor) for t in (query, key, value)):
         return None
     if not query.dtype == key.dtype == value.dtype:
         return None
@@ -42,27 +40,16 @@ def _eager_signature(query, key, value, *settings):
     return sig
 
 
-def _absent_seed():
-    """The seed input when there is no dropout (never read): zeros, made once per device eagerly."""
+def _absent(dtype, size=0):
+    """The placeholder of an absent optional input: zeros of shape [size] ([0]; the seed without
+    dropout, never read: [2]). Eagerly, one tensor per (dtype, size, device) is made once and
+    reused: a new one per call would cost an op (and a copy to the GPU) at every call."""
     if not tf.executing_eagerly():
-        return tf.zeros([2], tf.int64)
-    key = ("seed", _eager_device())
+        return tf.zeros([size], dtype)
+    key = (dtype, size, _eager_device())
     t = _ABSENT_EAGER.get(key)
     if t is None:
-        t = _ABSENT_EAGER[key] = tf.zeros([2], tf.int64)
-    return t
-
-
-def _absent(dtype):
-    """The [0]-shaped placeholder of an absent optional input. Eagerly, one tensor per (dtype,
-    device) is made once and reused: a new one per call would cost an op (and a copy to the
-    GPU) at every call."""
-    if not tf.executing_eagerly():
-        return tf.zeros([0], dtype)
-    key = (dtype, _eager_device())
-    t = _ABSENT_EAGER.get(key)
-    if t is None:
-        t = _ABSENT_EAGER[key] = tf.zeros([0], dtype)
+        t = _ABSENT_EAGER[key] = tf.zeros([size], dtype)
     return t
 
 
@@ -353,7 +340,7 @@ def dot_product_attention(query, key, value, bias=None, mask=None, scale=None, i
         if dropout_rate > 0.0 and seed is None:
             raise ValueError("`dropout_rate` > 0 needs a `seed` (an int tensor of shape [2]), "
                              "so the backward can regenerate the same dropout mask.")
-        seed_t = _absent_seed() if seed is None else _seed_tensor(seed)
+        seed_t = _absent(tf.int64, 2) if seed is None else _seed_tensor(seed)
         cap = 0.0
         if attn_logits_soft_cap is not None:
             cap = _number(attn_logits_soft_cap, "attn_logits_soft_cap")
