@@ -17,12 +17,10 @@ markdown table: tokens/s, peak GPU memory, last loss, and whether the traced ste
 """
 import argparse
 import json
-import os
-import subprocess
 import sys
 import time
 
-from _train_steps import timed_train_steps
+from _train_common import cell, run_worker, timed_train_steps
 
 
 def worker(cfg):
@@ -76,27 +74,8 @@ def worker(cfg):
 
 
 def run(cfg, timeout):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    try:
-        proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker",
-                               json.dumps(cfg)], capture_output=True, text=True, timeout=timeout,
-                              env=env)
-    except subprocess.TimeoutExpired:
-        return dict(cfg, error=f"timed out after {timeout} s")
-    for line in reversed(proc.stdout.splitlines()):
-        if line.startswith("RESULT "):
-            return json.loads(line[len("RESULT "):])
-    oom = any(w in proc.stderr for w in ("RESOURCE_EXHAUSTED", "out of memory", "OOM"))
-    tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-    return dict(cfg, oom=oom, error=" | ".join(tail)[-300:])
-
-
-def cell(r, key, fmt):
-    if r.get("oom"):
-        return "OOM"
-    if "error" in r:
-        return "error"
-    return fmt.format(r[key])
+    """Measures `worker(cfg)` in a fresh process; returns its dict (or an error)."""
+    return run_worker(__file__, cfg, timeout)
 
 
 def main(argv=None):

@@ -25,11 +25,10 @@ Prints a markdown table.
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 
-from _train_steps import timed_train_steps
+from _train_common import cell, run_worker, timed_train_steps
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXAMPLES = os.path.join(os.path.dirname(HERE), "examples")
@@ -106,38 +105,12 @@ def _device_name(tf):
 
 
 def run(cfg, timeout):
-    """Runs `worker(cfg)` in a fresh process; returns its dict (or an error)."""
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    try:
-        proc = subprocess.run(
-            [sys.executable, os.path.abspath(__file__), "--worker", json.dumps(cfg)],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            env=env,
-        )
-    except subprocess.TimeoutExpired:
-        return dict(cfg, error=f"timed out after {timeout} s")
-    for line in reversed(proc.stdout.splitlines()):
-        if line.startswith("RESULT "):
-            return json.loads(line[len("RESULT ") :])
-    tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-    oom = any(w in proc.stderr for w in ("RESOURCE_EXHAUSTED", "out of memory", "OOM"))
-    return dict(cfg, oom=oom, error=" | ".join(tail)[-300:])
-
-
-def _cell(r, key, fmt):
-    if r.get("oom"):
-        return "OOM"
-    if "error" in r:
-        return "error"
-    if key not in r:  # not measured (--only the other layer)
-        return "-"
-    return fmt.format(r[key])
+    """Measures `worker(cfg)` in a fresh process; returns its dict (or an error)."""
+    return run_worker(__file__, cfg, timeout)
 
 
 def _peak(r):
-    return _cell(r, "peak_gib", "{:.1f}") if "peak_gib" in r or r.get("oom") else "-"
+    return cell(r, "peak_gib", "{:.1f}") if "peak_gib" in r or r.get("oom") else "-"
 
 
 def table(rows):
@@ -154,11 +127,11 @@ def table(rows):
         device = flash_r.get("device") or keras_r.get("device") or "?"
         lines.append(
             f"| {device} | {flash_r['context']} | {flash_r['batch']} | {flash_r['dtype']} "
-            f"| {_cell(keras_r, 'tokens_per_s', '{:,.0f}')} "
-            f"| {_cell(flash_r, 'tokens_per_s', '{:,.0f}')} | {speedup} "
+            f"| {cell(keras_r, 'tokens_per_s', '{:,.0f}')} "
+            f"| {cell(flash_r, 'tokens_per_s', '{:,.0f}')} | {speedup} "
             f"| {_peak(keras_r)} | {_peak(flash_r)} "
             f"| {keras_r.get('jit', '?')} / {flash_r.get('jit', '?')} "
-            f"| {_cell(keras_r, 'loss', '{:.4f}')} / {_cell(flash_r, 'loss', '{:.4f}')} |"
+            f"| {cell(keras_r, 'loss', '{:.4f}')} / {cell(flash_r, 'loss', '{:.4f}')} |"
         )
     return "\n".join(lines)
 
