@@ -18,3 +18,11 @@ def full_float32():
     tf.config.experimental.enable_tensor_float_32_execution(False)
     yield
     tf.config.experimental.enable_tensor_float_32_execution(before)
+
+
+@pytest.fixture
+def flash_disabled_after():
+    """tf_flashattn.enable_flash_attention() undone after the test, whatever it left."""
+    yield
+    import tf_flashattn
+    tf_flashattn.disable_flash_attention()

@@ -58,15 +58,14 @@ def flash():
         tf_flashattn.disable_flash_attention()
 
 
-@pytest.fixture(autouse=True)
-def _full_float32(full_float32):
-    """Float32 comparisons in full precision on a GPU (conftest.full_float32)."""
+# Float32 comparisons in full precision on a GPU (conftest).
+pytestmark = pytest.mark.usefixtures("full_float32")
 
 
 @pytest.fixture(autouse=True)
-def _always_disabled_after():
+def _always_disabled_after(flash_disabled_after):
+    """The switch undone (conftest), then Keras' own flash setting back at its default (None)."""
     yield
-    tf_flashattn.disable_flash_attention()
     keras.config.enable_flash_attention()  # Keras' default (None)
 
 

@@ -80,15 +80,8 @@ MODELS = {
 CAUSAL = {name: name != "bert" for name in MODELS}
 
 
-@pytest.fixture(autouse=True)
-def _full_float32(full_float32):
-    """Float32 comparisons in full precision on a GPU (conftest.full_float32)."""
-
-
-@pytest.fixture(autouse=True)
-def _always_disabled_after():
-    yield
-    tf_flashattn.disable_flash_attention()
+# Float32 comparisons in full precision on a GPU; the switch undone after every test (conftest).
+pytestmark = pytest.mark.usefixtures("full_float32", "flash_disabled_after")
 
 
 def _inputs(seed=0):

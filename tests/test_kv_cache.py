@@ -24,9 +24,8 @@ from tf_flashattn.layers import FlashGroupQueryAttention
 from tf_flashattn.layers import FlashMultiHeadAttention
 
 
-@pytest.fixture(autouse=True)
-def _full_float32(full_float32):
-    """Float32 comparisons in full precision on a GPU (conftest.full_float32)."""
+# Float32 comparisons in full precision on a GPU (conftest.full_float32).
+pytestmark = pytest.mark.usefixtures("full_float32")
 
 B, L, F, S_MAX = 2, 11, 16, 13  # batch, sequence, features, cache length
 ATOL = 2e-6
