@@ -161,9 +161,9 @@ FA_HD void dropout_key_from_seed(int64_t s0, int64_t s1, uint32_t key[2]) {
   key[1] = static_cast<uint32_t>(x >> 32);
 }
 
-// The Philox key of dp's seed. On the device the two words are read through the read-only
-// cache; callers inside a tile loop see the loads and the arithmetic hoisted or merged by the
-// compiler (nothing writes the seed), so it costs about one key derivation per tile.
+// The Philox key of dp's seed (on the device, read through the read-only cache). The tile
+// functions derive it once per tile and pass it to dropout_words_key / dropout_keep_key;
+// dropout_words and dropout_keep derive it at every call (the SIMT kernels, host-side masks).
 FA_HD void dropout_key(const DropoutParams& dp, uint32_t key[2]) {
 #if defined(__CUDA_ARCH__)
   dropout_key_from_seed(__ldg(reinterpret_cast<const long long*>(dp.seed)),
