@@ -17,22 +17,26 @@ import time
 ROOT = os.path.dirname(os.path.abspath(__file__))
 
 # Kernels: no TensorFlow headers. flash_cpu.cc is compiled once per instruction set below.
-CPU_KERNEL_SOURCES = ["cc/kernels/flash_cpu.cc", "cc/kernels/flash_cpu_dispatch.cc"]
+CPU_KERNEL_SOURCES = ["cc/kernels/cpu/flash_cpu.cc", "cc/kernels/cpu/flash_cpu_dispatch.cc"]
 CPU_ISA_FLAGS = {
     "avx2": ["-mavx2", "-mfma", "-mf16c"],
     "avx512": ["-mavx512f", "-mavx512vl", "-mavx2", "-mfma", "-mf16c"],
 }
-CPU_MULTI_ISA = {"cc/kernels/flash_cpu.cc"}
-CUDA_KERNEL_SOURCES = ["cc/kernels/flash_fwd.cu", "cc/kernels/flash_bwd.cu",
-                       "cc/kernels/flash_bwd_dq.cu", "cc/kernels/flash_fwd_simt.cu",
-                       "cc/kernels/flash_bwd_simt.cu", "cc/kernels/flash_fwd_tf32.cu",
-                       "cc/kernels/flash_bwd_tf32.cu", "cc/kernels/flash_decode.cu"]
+CPU_MULTI_ISA = {"cc/kernels/cpu/flash_cpu.cc"}
+CUDA_KERNEL_SOURCES = ["cc/kernels/flash_cuda_dispatch.cu", "cc/kernels/sm80/flash_fwd.cu", "cc/kernels/sm80/flash_bwd.cu",
+                       "cc/kernels/sm80/flash_bwd_dq.cu", "cc/kernels/sm80/flash_fwd_simt.cu",
+                       "cc/kernels/sm80/flash_bwd_simt.cu", "cc/kernels/sm80/flash_fwd_tf32.cu",
+                       "cc/kernels/sm80/flash_bwd_tf32.cu", "cc/kernels/sm80/flash_decode.cu"]
+# Hopper-only kernels (cc/kernels/sm90/, wgmma / TMA): compiled for sm_90a alone, and only when
+# "90" is among CUDA_ARCHS; the other sources then see FA_HAS_SM90=1 (the dispatch in
+# cc/kernels/flash_cuda_dispatch.cu takes them on compute capability 9.x).
+SM90_KERNEL_SOURCES = []
 # TensorFlow op definitions, kernel glue and the XLA lowering (custom calls through the XLA FFI).
 OP_SOURCES = ["cc/ops/flash_attention_ops.cc", "cc/ops/flash_attention_kernels.cc",
               "cc/ops/flash_attention_xla.cc"]
-HEADERS = ["cc/kernels/flash_params.h", "cc/kernels/flash_cpu.h", "cc/kernels/flash_cuda.h",
-           "cc/kernels/flash_cuda_common.cuh", "cc/kernels/flash_cuda_internal.h",
-           "cc/kernels/flash_fwd_tile.cuh", "cc/kernels/flash_bwd_tile.cuh",
+HEADERS = ["cc/kernels/common/flash_params.h", "cc/kernels/cpu/flash_cpu.h", "cc/kernels/flash_cuda.h",
+           "cc/kernels/common/flash_cuda_common.cuh", "cc/kernels/common/flash_cuda_internal.h",
+           "cc/kernels/sm80/flash_fwd_tile.cuh", "cc/kernels/sm80/flash_bwd_tile.cuh",
            "cc/ops/flash_attention_common.h"]
 # Third-party headers that TensorFlow's XLA headers include, shipped in its include/external.
 XLA_EXTERNAL_INCLUDES = ["external/highwayhash", "external/farmhash_archive/src"]
@@ -103,15 +107,21 @@ def build(output, build_dir=None, jobs=None, verbose=True):
         gencode = []
         for a in CUDA_ARCHS:
             gencode += ["-gencode", f"arch=compute_{a},code=sm_{a}"]
+        nvcc_flags = [nvcc, "-std=c++17", "-O3", "-Xcompiler", "-fPIC", "-I.", "-Xptxas=-O3"]
+        sm90 = SM90_KERNEL_SOURCES if "90" in CUDA_ARCHS else []
+        has_sm90 = ["-DFA_HAS_SM90=1"] if sm90 else []
         for src in CUDA_KERNEL_SOURCES:
-            cmds.append([nvcc, "-std=c++17", "-O3", "-Xcompiler", "-fPIC", "-I.", "-Xptxas=-O3", *gencode, "-c", src, "-o", obj(src)])
+            cmds.append([*nvcc_flags, *gencode, *has_sm90, "-c", src, "-o", obj(src)])
+        for src in sm90:
+            cmds.append([*nvcc_flags, "-gencode", "arch=compute_90a,code=sm_90a", *has_sm90, "-c", src,
+                         "-o", obj(src)])
     # Longest jobs first (nvcc) so the two cores stay busy.
     cmds.sort(key=lambda c: 0 if c[0] == nvcc else 1)
     with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
         for cmd, secs in zip(cmds, pool.map(_run, cmds)):
             if verbose:
                 print(f"  compiled {cmd[cmd.index('-c') + 1]} in {secs:.1f}s", flush=True)
-    objs += [obj(s) for s in OP_SOURCES + (CUDA_KERNEL_SOURCES if cuda else [])]
+    objs += [obj(s) for s in OP_SOURCES + (CUDA_KERNEL_SOURCES + sm90 if cuda else [])]
     link = ["g++", "-shared", "-o", output, *objs]
     if cuda:
         # cudart goes in statically BEFORE TensorFlow's flags; after them the linker would take

@@ -27,7 +27,7 @@ EXT=$("$PYTHON" -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX
 mkdir -p "$OUTDIR"
 GENCODE=""
 for a in $ARCHS; do GENCODE="$GENCODE -gencode arch=compute_$a,code=sm_$a"; done
-SOURCES=$(ls cc/kernels/*.cu)
+SOURCES=$(ls cc/kernels/*.cu cc/kernels/*/*.cu)
 OBJS=""
 for f in $SOURCES; do OBJS="$OBJS $OUTDIR/$(basename "$f" .cu).o"; done
 start=$(date +%s)

@@ -20,7 +20,7 @@ that python3; torch tensors are passed to it directly (DLPack):
    the same process (FLOPs as in the FlashAttention benchmark: fwd 4 B H Tq Tk D, halved when
    causal; bwd 2.5x fwd).
 
---decode runs only the decoding path's section (issue 14, cc/kernels/flash_decode.cu), about a
+--decode runs only the decoding path's section (issue 14, cc/kernels/sm80/flash_decode.cu), about a
 minute on an H200:
   python3 benchmarks/kernel_harness_check.py --decode [--dtypes bf16,fp16,fp32,tf32] [--cases dec_g4]
       [--quick] [--no-check] [--no-bench] [--out DIR]
@@ -410,7 +410,7 @@ def bench(h, log, quick, extra_only=False):
 
 
 # ---------------------------------------------------------------------------------------------
-# Decoding path (issue 14, cc/kernels/flash_decode.cu): a few query rows against many keys, the
+# Decoding path (issue 14, cc/kernels/sm80/flash_decode.cu): a few query rows against many keys, the
 # keys split across CTAs and the splits merged by their log-sum-exp.
 
 # (decode, num_splits) runs of each case: the decoding path unsplit, with forced splits (2 and 5,

@@ -26,15 +26,28 @@ def test_build_and_setup_name_the_same_sources():
 
 def test_every_source_file_is_built():
     on_disk = {os.path.relpath(p, ROOT) for ext in ("cc", "cu")
-               for p in glob.glob(os.path.join(ROOT, "cc", "*", "*." + ext))}
+               for p in glob.glob(os.path.join(ROOT, "cc", "**", "*." + ext), recursive=True)}
     on_disk = {p for p in on_disk if not p.startswith("cc/harness/")}
     listed = set(build_ops.CPU_KERNEL_SOURCES + build_ops.CUDA_KERNEL_SOURCES +
-                 build_ops.OP_SOURCES)
+                 build_ops.SM90_KERNEL_SOURCES + build_ops.OP_SOURCES)
     assert on_disk == listed
 
 
+def test_kernels_are_laid_out_per_target():
+    """cc/kernels/: the public CUDA header and the one dispatch point at the top, every other
+    file in a target's folder (cpu, sm80, sm90) or in common/; Hopper-only sources in sm90/."""
+    top = {os.path.basename(p) for p in glob.glob(os.path.join(ROOT, "cc", "kernels", "*"))
+           if os.path.isfile(p)}
+    assert top == {"flash_cuda.h", "flash_cuda_dispatch.cu"}
+    folders = {os.path.basename(p) for p in glob.glob(os.path.join(ROOT, "cc", "kernels", "*"))
+               if os.path.isdir(p)}
+    assert folders <= {"common", "cpu", "sm80", "sm90"}, folders
+    assert all(s.startswith("cc/kernels/sm90/") for s in build_ops.SM90_KERNEL_SOURCES)
+    assert not any(s.startswith("cc/kernels/sm90/") for s in build_ops.CUDA_KERNEL_SOURCES)
+
+
 def test_kernels_include_no_tensorflow_header():
-    for path in glob.glob(os.path.join(ROOT, "cc", "kernels", "*")):
+    for path in glob.glob(os.path.join(ROOT, "cc", "kernels", "**", "*.*"), recursive=True):
         text = open(path).read()
         assert not re.search(r'#include\s*[<"](tensorflow|tsl|xla|third_party)/', text), path
 

@@ -22,7 +22,7 @@
 //   dropout_mask(B, H, Tq, Tk, rate, seed, out=None) -> bytearray [B, H, Tq, Tk] (1 keep, 0 drop),
 //       or fills `out` (host uint8/bool, B*H*Tq*Tk elements, compact) and returns it
 //
-// Layouts and dtypes as in cc/kernels/flash_params.h: q [B, Tq, H, D], k [B, Tk, Hkv, D],
+// Layouts and dtypes as in cc/kernels/common/flash_params.h: q [B, Tq, H, D], k [B, Tk, Hkv, D],
 // v [B, Tk, Hkv, Dv], o / d_o [B, Tq, H, Dv] (float32 / float16 / bfloat16, one dtype; the last
 // dim contiguous, other strides free; d_o, dq, dk, dv share the strides of o, q, k, v),
 // lse / d_lse [B, H, Tq] float32 compact, mask [B, H, Tq, Tk] bool and bias [B, H, Tq, Tk]
@@ -58,7 +58,7 @@
 #include <cuda_runtime_api.h>
 
 #include "cc/kernels/flash_cuda.h"
-#include "cc/kernels/flash_cuda_internal.h"  // decode_plan
+#include "cc/kernels/common/flash_cuda_internal.h"  // decode_plan
 
 namespace py = pybind11;
 

@@ -13,7 +13,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "cc/kernels/flash_params.h"
+#include "cc/kernels/common/flash_params.h"
 
 namespace flashattn {
 

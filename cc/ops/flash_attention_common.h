@@ -10,7 +10,7 @@
 #include <cstring>
 #include <string>
 
-#include "cc/kernels/flash_params.h"
+#include "cc/kernels/common/flash_params.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor_shape.h"
 

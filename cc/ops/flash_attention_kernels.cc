@@ -1,6 +1,6 @@
 // TensorFlow kernels of FlashAttn>FlashAttention and FlashAttn>FlashAttentionGrad.
 //
-// The one place that turns tensors into the kernels' params structs (cc/kernels/flash_params.h)
+// The one place that turns tensors into the kernels' params structs (cc/kernels/common/flash_params.h)
 // and the kernels' status into TensorFlow errors. Every input check lives in FillShapes
 // (flash_attention_common.h, shared with the XLA lowering) or FillCommon and names the argument.
 #if GOOGLE_CUDA
@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "cc/kernels/flash_cpu.h"
-#include "cc/kernels/flash_params.h"
+#include "cc/kernels/cpu/flash_cpu.h"
+#include "cc/kernels/common/flash_params.h"
 #include "cc/ops/flash_attention_common.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"

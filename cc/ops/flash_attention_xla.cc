@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 
-#include "cc/kernels/flash_cpu.h"
-#include "cc/kernels/flash_params.h"
+#include "cc/kernels/cpu/flash_cpu.h"
+#include "cc/kernels/common/flash_params.h"
 #include "cc/ops/flash_attention_common.h"
 #include "tensorflow/compiler/tf2xla/xla_op_kernel.h"
 #include "tensorflow/compiler/tf2xla/xla_op_registry.h"

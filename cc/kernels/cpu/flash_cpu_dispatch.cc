@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "cc/kernels/flash_cpu.h"
+#include "cc/kernels/cpu/flash_cpu.h"
 
 namespace flashattn {
 

@@ -15,9 +15,9 @@
 // The head dim is padded with zeros to HD ∈ {64, 128, 256}.
 #include "cc/kernels/flash_cuda.h"
 
-#include "cc/kernels/flash_cuda_common.cuh"
-#include "cc/kernels/flash_cuda_internal.h"
-#include "cc/kernels/flash_fwd_tile.cuh"
+#include "cc/kernels/common/flash_cuda_common.cuh"
+#include "cc/kernels/common/flash_cuda_internal.h"
+#include "cc/kernels/sm80/flash_fwd_tile.cuh"
 
 namespace flashattn {
 namespace cuda {
@@ -246,46 +246,11 @@ cudaError_t fwd_tc(const FlashFwdParams& p, bool vec, bool big_smem, cudaStream_
   }
 }
 
-static bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0; }
-
-cudaError_t check_device(bool* big_smem) {
-  static int cached[64] = {0};  // 0 unknown, 1 ok, 2 too old; +4: >= 210 KiB shared memory per SM
-  int dev = 0;
-  cudaError_t err = cudaGetDevice(&dev);
-  if (err != cudaSuccess) return err;
-  int c = dev < 64 ? cached[dev] : 0;
-  if (c == 0) {
-    int major = 0, smem_sm = 0;
-    err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&smem_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev);
-    if (err != cudaSuccess) return err;
-    c = (major >= 8 ? 1 : 2) + (smem_sm >= 210 * 1024 ? 4 : 0);
-    if (dev < 64) cached[dev] = c;
-  }
-  if (big_smem) *big_smem = (c & 4) != 0;
-  return (c & 3) == 1 ? cudaSuccess : cudaErrorInvalidDeviceFunction;
+// The fp16 / bf16 forward of this target (the dispatch in flash_cuda_dispatch.cu calls it).
+cudaError_t fwd_tc(const FlashFwdParams& p, bool vec, bool big_smem, cudaStream_t stream) {
+  return p.dtype == DType::kFloat16 ? fwd_tc<__half>(p, vec, big_smem, stream)
+                                    : fwd_tc<__nv_bfloat16>(p, vec, big_smem, stream);
 }
 
 }  // namespace cuda
-
-cudaError_t flash_fwd_cuda(const FlashFwdParams& p, cudaStream_t stream) {
-  bool big_smem = false;
-  cudaError_t err = cuda::check_device(&big_smem);
-  if (err != cudaSuccess) return err;
-  const AttnShape& s = p.shape;
-  if (s.B == 0 || s.Tq == 0 || s.H == 0) return cudaSuccess;
-  if (s.Hkv <= 0 || s.H % s.Hkv != 0 || s.D > 256 || s.Dv > 256) return cudaErrorInvalidValue;
-  if (cuda::decode_applies(p)) return cuda::fwd_decode(p, stream);  // few query rows (flash_decode.cu)
-  if (p.dtype == DType::kFloat32) return p.allow_tf32 ? cuda::fwd_tf32(p, stream) : cuda::fwd_simt(p, stream);
-  if (p.dtype == DType::kFloat64) return cudaErrorNotSupported;
-  const bool vec = s.D % 8 == 0 && s.Dv % 8 == 0 && s.q_stride[0] % 8 == 0 && s.q_stride[1] % 8 == 0 &&
-                   s.q_stride[2] % 8 == 0 && s.k_stride[0] % 8 == 0 && s.k_stride[1] % 8 == 0 &&
-                   s.k_stride[2] % 8 == 0 && s.v_stride[0] % 8 == 0 && s.v_stride[1] % 8 == 0 &&
-                   s.v_stride[2] % 8 == 0 && s.o_stride[0] % 8 == 0 && s.o_stride[1] % 8 == 0 &&
-                   s.o_stride[2] % 8 == 0 && cuda::aligned16(p.q) && cuda::aligned16(p.k) &&
-                   cuda::aligned16(p.v) && cuda::aligned16(p.o);
-  if (p.dtype == DType::kFloat16) return cuda::fwd_tc<__half>(p, vec, big_smem, stream);
-  return cuda::fwd_tc<__nv_bfloat16>(p, vec, big_smem, stream);
-}
-
 }  // namespace flashattn

@@ -9,9 +9,9 @@
 //   dS = dlogit ∘ softcap'
 //   dQ += dS K      (dS converted to 16 bits in registers as the A operand, K via ldmatrix.trans)
 // and at the end dQ *= scale. Shared memory: Q, dO [BQ, HD], K, V [BK, HD], rows padded 16 B.
-#include "cc/kernels/flash_cuda_common.cuh"
-#include "cc/kernels/flash_bwd_tile.cuh"
-#include "cc/kernels/flash_cuda_internal.h"
+#include "cc/kernels/common/flash_cuda_common.cuh"
+#include "cc/kernels/sm80/flash_bwd_tile.cuh"
+#include "cc/kernels/common/flash_cuda_internal.h"
 
 namespace flashattn {
 namespace cuda {

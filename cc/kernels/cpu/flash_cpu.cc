@@ -13,7 +13,7 @@
 // with dP = dropout(dO Vᵀ), dS = P ∘ (dP - D) (times the soft-cap derivative).
 // Two passes recompute S twice but need no atomics and are deterministic.
 // All accumulation is in float32 (float64 for float64 inputs).
-#include "cc/kernels/flash_cpu.h"
+#include "cc/kernels/cpu/flash_cpu.h"
 
 #include <algorithm>
 #include <cmath>

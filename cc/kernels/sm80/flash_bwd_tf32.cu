@@ -25,9 +25,9 @@
 // as in phase B), so the summation order is fixed.
 // Head dims are padded with zeros to HD ∈ {64, 128, 256}. HD 256 needs >= 210 KiB of shared
 // memory per SM (sm_90); elsewhere it takes the full-precision SIMT kernels.
-#include "cc/kernels/flash_cuda_common.cuh"
-#include "cc/kernels/flash_bwd_tile.cuh"
-#include "cc/kernels/flash_cuda_internal.h"
+#include "cc/kernels/common/flash_cuda_common.cuh"
+#include "cc/kernels/sm80/flash_bwd_tile.cuh"
+#include "cc/kernels/common/flash_cuda_internal.h"
 
 namespace flashattn {
 namespace cuda {

@@ -6,8 +6,8 @@
 //   m' = max(m, max_l z_l), p_l = 2^(z_l - m'), ℓ = 2^(m - m') ℓ + Σ_l p_l
 //   O[d] = 2^(m - m') O[d] + Σ_l dropout(p_l) V[j0 + l, d]  (lane owns d = lane + 32 c)
 // then O /= ℓ and lse = ln2 (m + log2 ℓ).
-#include "cc/kernels/flash_cuda_common.cuh"
-#include "cc/kernels/flash_cuda_internal.h"
+#include "cc/kernels/common/flash_cuda_common.cuh"
+#include "cc/kernels/common/flash_cuda_internal.h"
 
 namespace flashattn {
 namespace cuda {

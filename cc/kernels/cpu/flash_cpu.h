@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <functional>
 
-#include "cc/kernels/flash_params.h"
+#include "cc/kernels/common/flash_params.h"
 
 namespace flashattn {
 

@@ -11,7 +11,7 @@
 
 #include <cstdint>
 
-#include "cc/kernels/flash_params.h"
+#include "cc/kernels/common/flash_params.h"
 
 namespace flashattn {
 namespace cuda {

@@ -56,9 +56,9 @@
 #include <tuple>
 #include <type_traits>
 
-#include "cc/kernels/flash_cuda_common.cuh"
-#include "cc/kernels/flash_cuda_internal.h"
-#include "cc/kernels/flash_fwd_tile.cuh"
+#include "cc/kernels/common/flash_cuda_common.cuh"
+#include "cc/kernels/common/flash_cuda_internal.h"
+#include "cc/kernels/sm80/flash_fwd_tile.cuh"
 
 namespace flashattn {
 namespace cuda {

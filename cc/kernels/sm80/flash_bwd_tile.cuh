@@ -6,7 +6,7 @@
 #ifndef TF_FLASHATTN_KERNELS_FLASH_BWD_TILE_CUH_
 #define TF_FLASHATTN_KERNELS_FLASH_BWD_TILE_CUH_
 
-#include "cc/kernels/flash_cuda_common.cuh"
+#include "cc/kernels/common/flash_cuda_common.cuh"
 
 namespace flashattn {
 namespace cuda {

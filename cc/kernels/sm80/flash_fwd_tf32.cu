@@ -16,9 +16,9 @@
 //                  of one n8 accumulator tile; B = V rows 2t and 2t+1 (col g) by 32-bit loads.
 // Epilogue: O /= ℓ, lse = ln2 (m + log2 ℓ) (ℓ = 0: O = 0, lse = -inf). Head dims are padded with
 // zeros to HD ∈ {64, 128, 256}.
-#include "cc/kernels/flash_cuda_common.cuh"
-#include "cc/kernels/flash_cuda_internal.h"
-#include "cc/kernels/flash_fwd_tile.cuh"
+#include "cc/kernels/common/flash_cuda_common.cuh"
+#include "cc/kernels/common/flash_cuda_internal.h"
+#include "cc/kernels/sm80/flash_fwd_tile.cuh"
 
 namespace flashattn {
 namespace cuda {

@@ -8,8 +8,8 @@
 // dK/dV kernel: 8 warps per CTA, warp w owns key j = j0 + w of kv head hk; for every query head of
 // the group and every query tile of 32 rows that sees the keys, lane l handles row i = q0 + l:
 //   dV[d] += Σ_l P_l Z_l dO[i, d],   dK[d] += Σ_l dS_l Q[i, d],   dK *= scale at the end.
-#include "cc/kernels/flash_cuda_common.cuh"
-#include "cc/kernels/flash_cuda_internal.h"
+#include "cc/kernels/common/flash_cuda_common.cuh"
+#include "cc/kernels/common/flash_cuda_internal.h"
 
 namespace flashattn {
 namespace cuda {

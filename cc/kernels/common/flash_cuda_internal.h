@@ -4,12 +4,13 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <mutex>
 #include <map>
 #include <utility>
 
-#include "cc/kernels/flash_params.h"
+#include "cc/kernels/common/flash_params.h"
 
 namespace flashattn {
 namespace cuda {
@@ -35,6 +36,18 @@ cudaError_t set_dynamic_smem(Kernel kernel, int bytes) {
   err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
   if (err == cudaSuccess) limit[key] = bytes;
   return err;
+}
+
+inline bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0; }
+
+// Whether q, k, v and o (strides from shape) can move in 16-byte vectors of 16-bit elements:
+// every stride and head dim a multiple of 8 elements, every base pointer 16-byte aligned.
+inline bool vec8(const AttnShape& s, const void* q, const void* k, const void* v, const void* o) {
+  bool ok = s.D % 8 == 0 && s.Dv % 8 == 0;
+  for (int i = 0; i < 3; ++i)
+    ok = ok && s.q_stride[i] % 8 == 0 && s.k_stride[i] % 8 == 0 && s.v_stride[i] % 8 == 0 &&
+         s.o_stride[i] % 8 == 0;
+  return ok && aligned16(q) && aligned16(k) && aligned16(v) && aligned16(o);
 }
 
 // Padded head dim the tensor-core kernels use: 64, 128 or 256 (0: too large).
@@ -69,6 +82,14 @@ struct DecodePlan {
   int64_t row_tiles = 0, ctas = 0;
 };
 cudaError_t decode_plan(const FlashFwdParams& p, DecodePlan* plan);
+
+// The sm_80 family's kernels (cc/kernels/sm80/), which run on every GPU from sm_80 on.
+// Forward on tensor cores for float16 / bfloat16 (flash_fwd.cu); vec: see vec8.
+cudaError_t fwd_tc(const FlashFwdParams& p, bool vec, bool big_smem, cudaStream_t stream);
+// Backward for every dtype but float64 (flash_bwd.cu), and its workspace size
+// (see flash_bwd_workspace_bytes).
+cudaError_t bwd(const FlashBwdParams& p, bool big_smem, cudaStream_t stream);
+size_t bwd_workspace_bytes(const FlashBwdParams& p);
 
 // float32 / any dtype, SIMT, full float32 arithmetic (flash_fwd_simt.cu).
 cudaError_t fwd_simt(const FlashFwdParams& p, cudaStream_t stream);

@@ -19,9 +19,9 @@
 // (flash_bwd_dq.cu).
 #include "cc/kernels/flash_cuda.h"
 
-#include "cc/kernels/flash_cuda_common.cuh"
-#include "cc/kernels/flash_bwd_tile.cuh"
-#include "cc/kernels/flash_cuda_internal.h"
+#include "cc/kernels/common/flash_cuda_common.cuh"
+#include "cc/kernels/sm80/flash_bwd_tile.cuh"
+#include "cc/kernels/common/flash_cuda_internal.h"
 
 namespace flashattn {
 namespace cuda {
@@ -502,8 +502,6 @@ cudaError_t bwd_dsum(const FlashBwdParams& p, float* dsum, float* lse2, cudaStre
   return cudaGetLastError();
 }
 
-static bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0; }
-
 static size_t dsum_floats(const AttnShape& s) {
   return static_cast<size_t>((s.B * s.H * s.Tq + 63) / 64 * 64);  // keeps dQacc 256-byte aligned
 }
@@ -521,24 +519,19 @@ static bool uses_dq_acc(const FlashBwdParams& p) {
                               (p.dtype == DType::kFloat32 && p.allow_tf32));
 }
 
-}  // namespace cuda
-
-size_t flash_bwd_workspace_bytes(const FlashBwdParams& p) {
+size_t bwd_workspace_bytes(const FlashBwdParams& p) {
   const AttnShape& s = p.shape;
-  size_t floats = cuda::dsum_floats(s) * (cuda::uses_tc(p) ? 2 : 1);
-  if (cuda::uses_dq_acc(p))
-    floats += static_cast<size_t>(s.B * s.H * cuda::dq_rows_padded(s)) *
-              static_cast<size_t>(cuda::head_dim_bucket(s.D > s.Dv ? s.D : s.Dv));
+  size_t floats = dsum_floats(s) * (uses_tc(p) ? 2 : 1);
+  if (uses_dq_acc(p))
+    floats += static_cast<size_t>(s.B * s.H * dq_rows_padded(s)) *
+              static_cast<size_t>(head_dim_bucket(s.D > s.Dv ? s.D : s.Dv));
   return floats * sizeof(float);
 }
 
-cudaError_t flash_bwd_cuda(const FlashBwdParams& p, cudaStream_t stream) {
-  bool big_smem = false;
-  cudaError_t err = cuda::check_device(&big_smem);
-  if (err != cudaSuccess) return err;
+// This target's backward (all dtypes but float64), after flash_bwd_cuda's checks.
+cudaError_t bwd(const FlashBwdParams& p, bool big_smem, cudaStream_t stream) {
   const AttnShape& s = p.shape;
-  if (s.Hkv <= 0 || s.H % s.Hkv != 0 || s.D > 256 || s.Dv > 256) return cudaErrorInvalidValue;
-  if (p.dtype == DType::kFloat64) return cudaErrorNotSupported;
+  cudaError_t err = cudaSuccess;
   if (p.dbias && s.B * s.H * s.Tq * s.Tk > 0) {
     err = cudaMemsetAsync(p.dbias, 0, static_cast<size_t>(s.B * s.H * s.Tq * s.Tk) * sizeof(float), stream);
     if (err != cudaSuccess) return err;
@@ -546,57 +539,53 @@ cudaError_t flash_bwd_cuda(const FlashBwdParams& p, cudaStream_t stream) {
   if (s.B == 0 || s.H == 0 || (s.Tq == 0 && s.Tk == 0)) return cudaSuccess;
   if (p.workspace == nullptr && s.Tq > 0) return cudaErrorInvalidValue;  // Tq == 0: no rows to keep
   float* dsum = p.workspace;
-  float* lse2 = cuda::uses_tc(p) ? p.workspace + cuda::dsum_floats(s) : nullptr;
+  float* lse2 = uses_tc(p) ? p.workspace + dsum_floats(s) : nullptr;
   if (s.Tq > 0) {
     if (p.dtype == DType::kFloat32)
-      err = p.allow_tf32 ? cuda::bwd_dsum<float, true>(p, dsum, nullptr, stream)
-                         : cuda::bwd_dsum<float>(p, dsum, nullptr, stream);
-    else if (p.dtype == DType::kFloat16) err = cuda::bwd_dsum<__half>(p, dsum, lse2, stream);
-    else err = cuda::bwd_dsum<__nv_bfloat16>(p, dsum, lse2, stream);
+      err = p.allow_tf32 ? bwd_dsum<float, true>(p, dsum, nullptr, stream)
+                         : bwd_dsum<float>(p, dsum, nullptr, stream);
+    else if (p.dtype == DType::kFloat16) err = bwd_dsum<__half>(p, dsum, lse2, stream);
+    else err = bwd_dsum<__nv_bfloat16>(p, dsum, lse2, stream);
     if (err != cudaSuccess) return err;
   }
   if (p.dtype == DType::kFloat32) {
     if (p.allow_tf32)  // TF32 tensor cores (flash_bwd_tf32.cu); dQacc after Dsum in the workspace
-      return cuda::bwd_tf32(p, dsum, cuda::uses_dq_acc(p) ? p.workspace + cuda::dsum_floats(s) : nullptr,
+      return bwd_tf32(p, dsum, uses_dq_acc(p) ? p.workspace + dsum_floats(s) : nullptr,
                             big_smem, stream);
-    if (s.Tq > 0 && (err = cuda::bwd_dq_simt(p, dsum, stream)) != cudaSuccess) return err;
-    if (s.Tk > 0) return cuda::bwd_dkdv_simt(p, dsum, stream);
+    if (s.Tq > 0 && (err = bwd_dq_simt(p, dsum, stream)) != cudaSuccess) return err;
+    if (s.Tk > 0) return bwd_dkdv_simt(p, dsum, stream);
     return cudaSuccess;
   }
-  const int hd = cuda::head_dim_bucket(s.D > s.Dv ? s.D : s.Dv);
-  const bool vec = s.D % 8 == 0 && s.Dv % 8 == 0 && s.q_stride[0] % 8 == 0 && s.q_stride[1] % 8 == 0 &&
-                   s.q_stride[2] % 8 == 0 && s.k_stride[0] % 8 == 0 && s.k_stride[1] % 8 == 0 &&
-                   s.k_stride[2] % 8 == 0 && s.v_stride[0] % 8 == 0 && s.v_stride[1] % 8 == 0 &&
-                   s.v_stride[2] % 8 == 0 && s.o_stride[0] % 8 == 0 && s.o_stride[1] % 8 == 0 &&
-                   s.o_stride[2] % 8 == 0 && cuda::aligned16(p.q) && cuda::aligned16(p.k) &&
-                   cuda::aligned16(p.v) && cuda::aligned16(p.d_o) && cuda::aligned16(p.dk) &&
-                   cuda::aligned16(p.dv);
-  cuda::BwdArgs args{p, dsum, lse2, nullptr, cuda::dq_rows_padded(s), vec};
-  if (cuda::uses_dq_acc(p)) {
-    args.dq_acc = p.workspace + 2 * cuda::dsum_floats(s);
-    if (!cuda::aligned16(args.dq_acc)) return cudaErrorMisalignedAddress;  // float4 atomics
+  const int hd = head_dim_bucket(s.D > s.Dv ? s.D : s.Dv);
+  const bool vec = vec8(p.shape, p.q, p.k, p.v, p.o) && aligned16(p.d_o) && aligned16(p.dk) &&
+                   aligned16(p.dv);
+  BwdArgs args{p, dsum, lse2, nullptr, dq_rows_padded(s), vec};
+  if (uses_dq_acc(p)) {
+    args.dq_acc = p.workspace + 2 * dsum_floats(s);
+    if (!aligned16(args.dq_acc)) return cudaErrorMisalignedAddress;  // float4 atomics
     const size_t n = static_cast<size_t>(s.B * s.H * args.tq_pad) * hd;
     if (n > 0 && (err = cudaMemsetAsync(args.dq_acc, 0, n * sizeof(float), stream)) != cudaSuccess) return err;
   } else {
     args.p.dbias = nullptr;  // written by bwd_dq_tc
   }
   // With no keys nothing is accumulated; any complete layout then writes dQ = 0 (4 warps x 16 rows).
-  cuda::DqFragLayout layout{64, 128, 4, 1, hd / 8, hd / 8 < 8 ? hd / 8 : 8};
+  DqFragLayout layout{64, 128, 4, 1, hd / 8, hd / 8 < 8 ? hd / 8 : 8};
   if (s.Tk > 0) {
-    err = p.dtype == DType::kFloat16 ? cuda::bwd_tc<__half>(args, hd, big_smem, stream, &layout)
-                                     : cuda::bwd_tc<__nv_bfloat16>(args, hd, big_smem, stream, &layout);
+    err = p.dtype == DType::kFloat16 ? bwd_tc<__half>(args, hd, big_smem, stream, &layout)
+                                     : bwd_tc<__nv_bfloat16>(args, hd, big_smem, stream, &layout);
     if (err != cudaSuccess) return err;
   }
   if (s.Tq == 0) return cudaSuccess;
-  if (!args.dq_acc) return cuda::bwd_dq_tc(p, dsum, lse2, vec && cuda::aligned16(p.dq), hd, stream);
+  if (!args.dq_acc) return bwd_dq_tc(p, dsum, lse2, vec && aligned16(p.dq), hd, stream);
   const int64_t n4 = s.B * s.H * args.tq_pad * hd / 4;
   const unsigned blocks = static_cast<unsigned>(n4 / 256 + 1 < 65536 * 16 ? n4 / 256 + 1 : 65536 * 16);
   if (p.dtype == DType::kFloat16)
-    cuda::bwd_dq_frag_convert_kernel<__half><<<blocks, 256, 0, stream>>>(p, args.dq_acc, hd, args.tq_pad, layout);
+    bwd_dq_frag_convert_kernel<__half><<<blocks, 256, 0, stream>>>(p, args.dq_acc, hd, args.tq_pad, layout);
   else
-    cuda::bwd_dq_frag_convert_kernel<__nv_bfloat16><<<blocks, 256, 0, stream>>>(p, args.dq_acc, hd, args.tq_pad,
+    bwd_dq_frag_convert_kernel<__nv_bfloat16><<<blocks, 256, 0, stream>>>(p, args.dq_acc, hd, args.tq_pad,
                                                                                 layout);
   return cudaGetLastError();
 }
 
+}  // namespace cuda
 }  // namespace flashattn

@@ -1,0 +1,65 @@
+// The one dispatch point of the CUDA kernels: flash_fwd_cuda / flash_bwd_cuda (flash_cuda.h)
+// check the device and the shape, then pick the target's kernels:
+//   few query rows (any GPU)            -> sm80/flash_decode.cu (flash-decoding, key splits)
+//   float32                             -> sm80/flash_fwd_tf32.cu (allow_tf32) or sm80/flash_fwd_simt.cu
+//   float16 / bfloat16                  -> sm80/flash_fwd.cu (mma.sync, cp.async; sm_80 and newer)
+// Backward: sm80/flash_bwd.cu for every dtype. Per-target folders: cpu/ (the CPU kernels, own
+// dispatch in cpu/flash_cpu_dispatch.cc), sm80/ (every GPU from sm_80 on), sm90/ (Hopper-only
+// kernels); shared pieces (params, Philox, masking rules, launch helpers) in common/.
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include "cc/kernels/common/flash_cuda_internal.h"
+#include "cc/kernels/common/flash_params.h"
+#include "cc/kernels/flash_cuda.h"
+
+namespace flashattn {
+namespace cuda {
+
+cudaError_t check_device(bool* big_smem) {
+  static int cached[64] = {0};  // 0 unknown, 1 ok, 2 too old; +4: >= 210 KiB shared memory per SM
+  int dev = 0;
+  cudaError_t err = cudaGetDevice(&dev);
+  if (err != cudaSuccess) return err;
+  int c = dev < 64 ? cached[dev] : 0;
+  if (c == 0) {
+    int major = 0, smem_sm = 0;
+    err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&smem_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev);
+    if (err != cudaSuccess) return err;
+    c = (major >= 8 ? 1 : 2) + (smem_sm >= 210 * 1024 ? 4 : 0);
+    if (dev < 64) cached[dev] = c;
+  }
+  if (big_smem) *big_smem = (c & 4) != 0;
+  return (c & 3) == 1 ? cudaSuccess : cudaErrorInvalidDeviceFunction;
+}
+
+}  // namespace cuda
+
+cudaError_t flash_fwd_cuda(const FlashFwdParams& p, cudaStream_t stream) {
+  bool big_smem = false;
+  cudaError_t err = cuda::check_device(&big_smem);
+  if (err != cudaSuccess) return err;
+  const AttnShape& s = p.shape;
+  if (s.B == 0 || s.Tq == 0 || s.H == 0) return cudaSuccess;
+  if (s.Hkv <= 0 || s.H % s.Hkv != 0 || s.D > 256 || s.Dv > 256) return cudaErrorInvalidValue;
+  if (cuda::decode_applies(p)) return cuda::fwd_decode(p, stream);  // few query rows
+  if (p.dtype == DType::kFloat32) return p.allow_tf32 ? cuda::fwd_tf32(p, stream) : cuda::fwd_simt(p, stream);
+  if (p.dtype == DType::kFloat64) return cudaErrorNotSupported;
+  return cuda::fwd_tc(p, cuda::vec8(s, p.q, p.k, p.v, p.o), big_smem, stream);
+}
+
+size_t flash_bwd_workspace_bytes(const FlashBwdParams& p) { return cuda::bwd_workspace_bytes(p); }
+
+cudaError_t flash_bwd_cuda(const FlashBwdParams& p, cudaStream_t stream) {
+  bool big_smem = false;
+  cudaError_t err = cuda::check_device(&big_smem);
+  if (err != cudaSuccess) return err;
+  const AttnShape& s = p.shape;
+  if (s.Hkv <= 0 || s.H % s.Hkv != 0 || s.D > 256 || s.Dv > 256) return cudaErrorInvalidValue;
+  if (p.dtype == DType::kFloat64) return cudaErrorNotSupported;
+  return cuda::bwd(p, big_smem, stream);
+}
+
+}  // namespace flashattn
