@@ -18,7 +18,9 @@ TensorFlow itself costs per call.
     python benchmarks/host_overhead.py --cases graph_fwd,xla_fwd_bwd_dropout   # a subset
 
 Cases: {graph, eager, xla} x {fwd, fwd_bwd}, plus causal, dropout 0.1 (the seed from a Keras
-SeedGenerator, whose state lives on the GPU), key_lengths (a [B] GPU tensor), key_mask ([B, T]) and
+SeedGenerator, whose state lives on the GPU, through tf_flashattn.next_seed as our layers take it;
+`fwd_dropout_keras_next` through Keras' own next(), and `control_keras_next` the matmul control
+followed by next() alone: in eager mode Keras' next() waits for the GPU by itself), key_lengths (a [B] GPU tensor), key_mask ([B, T]) and
 a dense [B, 1, T, T] mask. The shape is the asynchronous-execution issue's: bf16 q, k, v of
 [B, T, H, D] = [1, 16384, 16, 128]. Distinct inputs per call position keep TensorFlow's graph
 optimizer from merging calls (each call is its own function call anyway). Runs on the CPU too
@@ -104,9 +106,18 @@ def build_cases(seq, batch=1, heads=16, dim=128):
             loss = tf.reduce_sum(tf.cast(mm(), tf.float32))
         return tape.gradient(loss, aw)
 
-    def dropout(kw_fn):
-        # The seed as Keras layers make it: SeedGenerator.next(), state on the GPU.
-        return lambda: kw_fn(dropout_rate=0.1, seed=tf.cast(seed_gen.next(), tf.int64))()
+    def dropout(kw_fn, keras_next=False):
+        # The seed as our layers make it: tf_flashattn.next_seed(generator) (Keras' next() in a
+        # graph; in eager mode the same seeds without Keras' per-call host-to-GPU copy), the
+        # generator's state on the GPU; keras_next: Keras' own SeedGenerator.next().
+        def seed():
+            return tf.cast(seed_gen.next(), tf.int64) if keras_next else tf_flashattn.next_seed(seed_gen)
+        return lambda: kw_fn(dropout_rate=0.1, seed=seed())()
+
+    def keras_next():  # the matmul control, then Keras' SeedGenerator.next() alone
+        out = mm()
+        seed_gen.next()
+        return out
 
     raw = {
         "fwd": fwd(),
@@ -114,6 +125,7 @@ def build_cases(seq, batch=1, heads=16, dim=128):
         "fwd_causal": fwd(is_causal=True),
         "fwd_bwd_causal": fwd_bwd(is_causal=True),
         "fwd_dropout": dropout(fwd),
+        "fwd_dropout_keras_next": dropout(fwd, keras_next=True),
         "fwd_bwd_dropout": dropout(fwd_bwd),
         "fwd_key_lengths": fwd(key_lengths=key_lengths),
         "fwd_bwd_key_lengths": fwd_bwd(key_lengths=key_lengths),
@@ -121,6 +133,7 @@ def build_cases(seq, batch=1, heads=16, dim=128):
         "fwd_dense_mask": fwd(mask=dense),
         "control_fwd": mm,
         "control_fwd_bwd": mm_bwd,
+        "control_keras_next": keras_next,
     }
     cases = {}
     for name, f in raw.items():

@@ -583,3 +583,25 @@ def test_repeated_eager_calls_take_the_cached_path_with_their_own_settings():
     with pytest.raises(ValueError, match="head_dim"):
         fa.dot_product_attention(q, tf.ones((2, 6, 2, 4)), v)
     assert len(attention._EAGER_CALLS) == n == len(settings) + 1  # float64 cached, failures not
+
+
+def test_eager_dropout_calls_take_the_cached_path_with_their_own_seed():
+    """An int64 [2] eager seed rides the cached path: each call uses its own seed (not the one
+    cached with the first call), equal to the checked path's output for that seed; a seed of
+    another form (a Python list, int32) takes the checked path."""
+    from tf_flashattn import attention
+    rng = np.random.default_rng(9)
+    q, k, v = (tf.constant(rng.standard_normal((1, 16, 2, 8)), tf.float32) for _ in range(3))
+    seeds = [tf.constant([5, i], tf.int64) for i in range(3)]
+    attention._EAGER_CALLS.clear()
+    got = [fa.dot_product_attention(q, k, v, dropout_rate=0.5, seed=s).numpy() for s in seeds]
+    assert len(attention._EAGER_CALLS) == 1
+    assert not np.allclose(got[0], got[1]) and not np.allclose(got[1], got[2])
+    for s, g in zip(seeds, got):  # the checked path (a graph call) with the same seed
+        want = tf.function(lambda s: fa.dot_product_attention(q, k, v, dropout_rate=0.5, seed=s))(s)
+        np.testing.assert_array_equal(g, want.numpy())
+        np.testing.assert_array_equal(
+            g, fa.dot_product_attention(q, k, v, dropout_rate=0.5, seed=[5, int(s[1])]).numpy())
+    assert len(attention._EAGER_CALLS) == 1  # the list seeds took the checked path
+    np.testing.assert_array_equal(fa.dot_product_attention(q, k, v).numpy(),
+                                  fa.dot_product_attention(q, k, v, dropout_rate=0.0).numpy())

@@ -396,7 +396,8 @@ def _long_call_inputs():
 
 
 @pytest.mark.parametrize("case", ["graph", "graph_lengths_dropout", "eager", "xla_dropout_grad",
-                                  "graph_grad_dropout"])
+                                  "graph_grad_dropout", "eager_dropout_next_seed",
+                                  "eager_layer_dropout"])
 def test_calls_do_not_wait_for_the_gpu(case):
     """A call returns to the host long before its GPU work ends (the host would otherwise wait at
     every call: an op that copies a GPU tensor to the host, e.g. a HostMemory seed or lengths
@@ -407,11 +408,24 @@ def test_calls_do_not_wait_for_the_gpu(case):
     lengths = tf.constant([16000], tf.int32)
     drop = "dropout" in case
 
+    # Eager code takes its seeds through fa.next_seed: Keras' own gen.next() copies host
+    # constants to the GPU state at every eager call (see test_keras_next_waits_in_eager_mode).
+    next_seed = fa.next_seed if case.startswith("eager") else (lambda g: tf.cast(g.next(), tf.int64))
+
     def attn():
-        kw = dict(dropout_rate=0.1, seed=tf.cast(gen.next(), tf.int64)) if drop else {}
+        kw = dict(dropout_rate=0.1, seed=next_seed(gen)) if drop else {}
         if "lengths" in case:
             kw["key_lengths"] = lengths
         return fa.dot_product_attention(qv, k, v, **kw)
+
+    if case == "eager_layer_dropout":  # the layer's own seed generator, training=True
+        layer = fa.FlashMultiHeadAttention(num_heads=16, key_dim=128, dropout=0.1,
+                                           dtype="bfloat16")
+        x = tf.cast(tf.reshape(qv, [1, 16384, 2048]), tf.bfloat16)
+        layer(x[:, :128], x[:, :128])
+
+        def attn():  # noqa: F811
+            return layer(x, x, training=True)
 
     def grad():
         with tf.GradientTape() as tape:
@@ -425,6 +439,25 @@ def test_calls_do_not_wait_for_the_gpu(case):
     assert host < 0.3 * total, (
         f"{case}: the host spent {host:.2f} ms per call of {total:.2f} ms: the call waits for "
         f"the GPU")
+
+
+def test_keras_next_waits_in_eager_mode():
+    """Why eager code should take fa.next_seed: Keras' SeedGenerator.next() waits for the GPU in
+    eager mode (its host-made increment is copied to the GPU state). If this starts failing,
+    Keras no longer waits, and fa.next_seed could become gen.next() again."""
+    qv, k, v = _long_call_inputs()
+    gen = keras.random.SeedGenerator(3)
+
+    def keras_next():
+        out = fa.dot_product_attention(qv, k, v)
+        gen.next()
+        return out
+
+    host, total = _host_and_total_ms(keras_next)
+    assert host > 0.5 * total, (host, total)
+    a, b = keras.random.SeedGenerator(9), keras.random.SeedGenerator(9)
+    for _ in range(3):
+        np.testing.assert_array_equal(a.next().numpy(), fa.next_seed(b).numpy())
 
 
 def test_out_of_range_lengths_are_errors_on_the_gpu():

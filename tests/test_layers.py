@@ -19,6 +19,7 @@ import pytest
 import tensorflow as tf
 from keras.src import backend as keras_backend
 
+import tf_flashattn as fa
 from tf_flashattn import layers as flash_layers
 from tf_flashattn.layers import FlashGroupQueryAttention
 from tf_flashattn.layers import FlashMultiHeadAttention
@@ -789,3 +790,40 @@ def test_example_holds_out_about_five_percent(tmp_path):
     for flag in ("--steps", "--epochs", "--seq-len", "--batch-size"):  # 0 trained forever
         with pytest.raises(SystemExit):
             train_char_lm.parse_args([flag, "0"])
+
+
+def test_next_seed_gives_keras_seeds_from_a_cached_increment():
+    """fa.next_seed(gen) = gen.next() (the same seeds, the generator advanced the same way), in
+    eager mode and in a tf.function, and the eager increment is made once per device (Keras'
+    next() makes host constants at every eager call, which a GPU state must then wait for)."""
+    from tf_flashattn import seeds
+    a, b = keras.random.SeedGenerator(11), keras.random.SeedGenerator(11)
+    got = [fa.next_seed(b) for _ in range(3)]
+    assert all(s.dtype == tf.int64 and s.shape == (2,) for s in got)
+    np.testing.assert_array_equal(np.stack([s.numpy() for s in got]),
+                                  np.stack([a.next().numpy() for _ in range(3)]))
+    increments = dict(seeds._INCREMENTS)
+    fa.next_seed(b)
+    a.next()
+    assert seeds._INCREMENTS == increments  # no new increment per call
+    f = tf.function(lambda: fa.next_seed(b))
+    np.testing.assert_array_equal(f().numpy(), a.next().numpy())
+    np.testing.assert_array_equal(f().numpy(), a.next().numpy())
+    np.testing.assert_array_equal(b.state.value.numpy(), a.state.value.numpy())
+
+
+def test_layer_dropout_seeds_advance_like_keras():
+    """The layer takes its dropout seeds through next_seed: two training calls drop differently,
+    and a layer rebuilt with the same seed repeats them."""
+    def make():
+        return fa.FlashMultiHeadAttention(num_heads=2, key_dim=8, dropout=0.5, seed=21)
+    x = tf.constant(np.random.default_rng(0).standard_normal((1, 12, 16)).astype("float32"))
+    l1, l2 = make(), make()
+    l1(x, x)
+    l2(x, x)
+    l2.set_weights(l1.get_weights())
+    y1 = [l1(x, x, training=True).numpy() for _ in range(2)]
+    y2 = [l2(x, x, training=True).numpy() for _ in range(2)]
+    assert not np.allclose(y1[0], y1[1])
+    np.testing.assert_array_equal(y1[0], y2[0])
+    np.testing.assert_array_equal(y1[1], y2[1])

@@ -7,6 +7,7 @@ Importing this package registers the `FlashAttn>*` ops, which a SavedModel that 
 from tf_flashattn import _ops
 from tf_flashattn._ops import backends
 from tf_flashattn.attention import dot_product_attention
+from tf_flashattn.seeds import next_seed
 
 __version__ = "0.1.0"
 
@@ -23,6 +24,6 @@ from tf_flashattn.keras_integration import disable_flash_attention  # noqa: E402
 from tf_flashattn.keras_integration import enable_flash_attention  # noqa: E402
 from tf_flashattn.keras_integration import is_flash_attention_enabled  # noqa: E402
 
-__all__ = ["dot_product_attention", "backends", "FlashMultiHeadAttention",
+__all__ = ["dot_product_attention", "backends", "next_seed", "FlashMultiHeadAttention",
            "FlashGroupQueryAttention", "enable_flash_attention", "disable_flash_attention",
            "is_flash_attention_enabled"]

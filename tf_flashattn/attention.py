@@ -264,14 +264,20 @@ def dot_product_attention(query, key, value, bias=None, mask=None, scale=None, i
     """
     lib = _ops.load()
     sig = None
-    if (tf.executing_eagerly() and bias is None and mask is None and seed is None
-            and query_lengths is None and key_lengths is None and query_mask is None
-            and key_mask is None):
+    # A seed may come along as an int64 [2] eager tensor (what next_seed gives): it is the one
+    # tensor input that changes from call to call of a training loop.
+    eager_seed = (seed is not None and isinstance(seed, tf.__internal__.EagerTensor)
+                  and seed.dtype == tf.int64 and tuple(seed.shape) == (2,))
+    if (tf.executing_eagerly() and bias is None and mask is None
+            and (seed is None or eager_seed) and query_lengths is None and key_lengths is None
+            and query_mask is None and key_mask is None):
         sig = _eager_signature(query, key, value, scale, is_causal, attn_logits_soft_cap,
-                               dropout_rate, sliding_window, causal_offset)
+                               dropout_rate, sliding_window, causal_offset, seed is not None)
         cached = _EAGER_CALLS.get(sig) if sig is not None else None
         if cached is not None:  # checked before: the same shapes, dtypes and settings
             attrs, absent = cached
+            if seed is not None:
+                absent = absent[:-1] + (seed,)
             out, lse = lib.flash_attn_flash_attention(query, key, value, *absent, **attrs)
             return (out, lse) if return_lse else out
     with tf.name_scope(name or "flash_attention"):

@@ -68,6 +68,7 @@ from keras.src import backend as keras_backend
 from tf_flashattn.attention import dims_text
 from tf_flashattn.attention import dot_product_attention
 from tf_flashattn.attention import shape_fits
+from tf_flashattn.seeds import next_seed
 
 # Largest head dim the op takes; larger ones take Keras' path.
 MAX_HEAD_DIM = 256
@@ -185,7 +186,7 @@ def fused_attention(
     seed = None
     if training and dropout_rate > 0.0:
         rate = float(dropout_rate)
-        seed = tf.cast(seed_generator.next(), tf.int64)
+        seed = next_seed(seed_generator)  # no host wait in eager mode
     # Causal alone never empties a row (row i always sees key 0).
     may_have_empty_rows = uniform_empty_rows and (
         query_mask is not None
@@ -606,7 +607,7 @@ class _FlashLayer:
                 causal_offset=0, sliding_window=None):
             seed = None
             if rate > 0.0:
-                seed = tf.cast(self._seed_generator().next(), tf.int64)
+                seed = next_seed(self._seed_generator())
             result = dot_product_attention(
                 query, k, v, mask=mask, scale=scale, is_causal=is_causal,
                 causal_offset=causal_offset, sliding_window=sliding_window,

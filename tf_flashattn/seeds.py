@@ -1,0 +1,48 @@
+"""Dropout seeds from a Keras `SeedGenerator` without making the host wait for the GPU.
+
+`keras.random.SeedGenerator.next()` (Keras 3, TensorFlow backend) returns a copy of its state and
+adds `[0, 1]` to it. In eager mode the `[0, 1]` (and the `* 1` of the copy) are host tensors made
+at every call; the state lives on the GPU, so each call copies them host-to-GPU, and TensorFlow
+finishes such a copy only after the work already queued on the GPU: the host waits for the GPU at
+every call. Inside a `tf.function` or under XLA the same constants are part of the graph and
+nothing waits.
+
+`next_seed(generator)` gives the same seeds (the state before the call; the state then advanced by
+`[0, 1]`, as `next(ordered=True)` does) from increments made once per device and kept there.
+"""
+import threading
+
+import tensorflow as tf
+
+_INCREMENTS = {}
+_LOCK = threading.Lock()
+
+
+def _increment(variable):
+    """[0, 1] in the state's dtype, on the state's device, made once (the one host-to-GPU copy)."""
+    key = (variable.device, variable.dtype)
+    inc = _INCREMENTS.get(key)
+    if inc is None:
+        with _LOCK, tf.device(variable.device):
+            inc = _INCREMENTS.get(key)
+            if inc is None:
+                inc = tf.identity(tf.constant([0, 1], variable.dtype))
+                _INCREMENTS[key] = inc
+    return inc
+
+
+def next_seed(seed_generator):
+    """The next seed of `seed_generator` (a `keras.random.SeedGenerator`) as an int64 tensor of
+    shape [2], equal to `seed_generator.next()`, and advances the generator the same way.
+
+    Use it for the `seed` of `dot_product_attention(..., dropout_rate=r, seed=...)` in eager
+    code: Keras' own `next()` makes the host wait for the GPU at every eager call (see the module
+    docstring). In a `tf.function` or under XLA it is `next()` itself.
+    """
+    if not tf.executing_eagerly():
+        return tf.cast(seed_generator.next(), tf.int64)
+    state = seed_generator.state  # a keras.Variable holding [2] integers
+    var = getattr(state, "value", state)  # the backend variable
+    seed = tf.identity(var)  # a copy: the state changes below
+    var.assign_add(_increment(var))
+    return tf.cast(seed, tf.int64)
