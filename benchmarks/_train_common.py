@@ -54,3 +54,38 @@ def cell(r, key, fmt):
     if key not in r:
         return "-"
     return fmt.format(r[key])
+
+
+def timed_fit(model, x, y, warmup, steps, gpu, on_warm=None):
+    """`model.fit` for `warmup + steps` steps on the batch (x, y) repeated (one epoch,
+    steps_per_epoch), timing each step from batch end to batch end. A callback that overrides
+    `on_train_batch_end` makes Keras call it synchronously with the step's logs converted to
+    numbers, so each end time follows its step's completion. Returns (seconds to the end of the
+    warm-up: tracing, compilation and the warm-up steps; [seconds of each timed step]; the loss
+    Keras reports at the last step (the mean over the epoch, as `fit` logs it); the first step's
+    loss). On a GPU the peak-memory counter is reset after the warm-up, so the peak is the timed
+    steps'. `on_warm()` is called then too (e.g. to start a profiler)."""
+    import keras
+    import tensorflow as tf
+
+    ends, losses = [], []
+
+    class Timer(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            losses.append(float(logs["loss"]))
+            ends.append(time.perf_counter())
+            if batch == warmup - 1:
+                if gpu:
+                    tf.config.experimental.reset_memory_stats("GPU:0")
+                if on_warm:
+                    on_warm()
+                ends[-1] = time.perf_counter()
+
+    if warmup == 0 and gpu:
+        tf.config.experimental.reset_memory_stats("GPU:0")
+    data = tf.data.Dataset.from_tensors((x, y)).repeat()
+    start = time.perf_counter()
+    model.fit(data, epochs=1, steps_per_epoch=warmup + steps, callbacks=[Timer()], verbose=0)
+    marks = [start] + ends
+    times = [b - a for a, b in zip(marks[warmup:], marks[warmup + 1:])]
+    return marks[warmup] - start, times, losses[-1], losses[0]

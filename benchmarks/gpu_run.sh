@@ -7,6 +7,12 @@
 #             our backward and FlashAttention-2's at T=4096 D=128 bf16, side by side, with stall
 #             reasons (~1 min); PROFILE_DIR=fwd|bwd, PROFILE_D, PROFILE_T, PROFILE_B (default
 #             16384 / PROFILE_T), PROFILE_CFG (our variant)
+#   sm90      no TensorFlow needed: the Hopper forward (cc/kernels/sm90/): harness build (ARCHS=90),
+#             ptxas report and cuobjdump -sass counts (HGMMA, UTMALDG, SYNCS, setmaxnreg) of its object,
+#             then benchmarks/sm90_check.py's phases, each in its own process under a timeout (building-
+#             block self-tests, numerics vs float64 / same-precision torch / our sm80 forward, TFLOP/s vs
+#             sm80, FlashAttention-2 and cuDNN), and compute-sanitizer memcheck of small cases (~4 min).
+#             Files: OUT/sm90_summary.log and OUT/sm90.tar.gz (logs and JSON)
 #   tune      no TensorFlow needed: the harness build, tile-configuration timings at T=16384 (D=64,
 #             128, 256) and T=512 (D=64, 128), numerics of each variant first, and compute-sanitizer
 #             over the index-masked bf16 kernels (~2.5 min)
@@ -32,13 +38,22 @@
 #             ASYNC_PARTS=overhead or train runs one half
 #   decode    decoding through TensorFlow, one call per step: ours vs Keras under XLA
 #             (benchmarks/gpu_decode.py, ~2 min)
-#   kerashub  a KerasHub Llama (8 layers, dim 2048, 16/4 heads, mixed_bfloat16, XLA) trained with and
-#             without enable_flash_attention() at 4096 and 16384 (benchmarks/kerashub_train.py);
-#             needs the keras-hub wheels carried in .whl (KERASHUB_ARGS adds arguments)
+#   kerashub  a KerasHub Llama (8 layers, dim 2048, 16/4 heads, mixed_bfloat16, XLA) trained with
+#             `fit` with and without enable_flash_attention() (benchmarks/kerashub_train.py); needs
+#             the keras-hub wheels carried in .whl; KERASHUB_ARGS adds arguments. KERASHUB_PARTS,
+#             comma-separated (default main):
+#               main    contexts 4096 and 16384, both (~4 min; kerashub_train.{log,json})
+#               maxctx  the longest context each trains at, batch 1, 270 s budget: Keras at 8192,
+#                       ours doubling from 32768 (~4.5 min; kerashub_maxctx.{log,json})
+#               diag    the 0.64x at 4096: the op alone (no mask / key_lengths / key_mask), the
+#                       model with keras / flash / flash_lengths under XLA, keras / flash without
+#                       XLA, and an nsys kernel summary of flash and flash_lengths when nsys exists
+#                       (~6-7 min; kerashub_diag.log, kerashub_diag.tgz)
 #   generate  the example's generate, cached vs recomputing, at context 8192 (model dim 1024, 16
 #             heads, 8 layers, bf16; benchmarks/generate_throughput.py)
 #   hdecode   no TensorFlow needed: the kernel harness's decoding checks and timings against
-#             FlashAttention-2 and cuDNN (kernel_harness_check.py --decode)
+#             FlashAttention-2 and cuDNN (kernel_harness_check.py --decode); HDECODE_SWEEP=1: the
+#             decoding kernel's variants instead (tuning build, benchmarks/decode_sweep.py)
 #   bench     anchors_torch.py (~75 s), ours at all shapes (~35 s), then the comparisons
 #             (BENCH_IMPLS, default keras,keras_nofold,keras_xla) at D=128,64,256 (BENCH_KERAS_D,
 #             only head dims in BENCH_D): 392.7 s in all on the H200 (2026-11-29, seventh round;
@@ -55,6 +70,34 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader | tee
 has() { [[ ,$what, == *,$1,* || $what == all ]]; }
 if has harness || has tune; then
   NVCC_EXTRA=-DFA_TUNING ARCHS=90 bash benchmarks/build_harness.sh 2>&1 | tail -2
+fi
+if [[ $what == *sm90* ]]; then (
+  d=$OUT/sm90; mkdir -p $d
+  hb=${SM90_OUTDIR:-.harness_build_sm90}
+  OUTDIR=$hb ARCHS=90 bash benchmarks/build_harness.sh > $d/build.log 2>&1; echo "build rc=$?" | tee -a $d/build.log
+  tail -1 $d/build.log
+  /usr/local/cuda/bin/nvcc -std=c++17 -O3 -I. -Xcompiler -fPIC -gencode arch=compute_90a,code=sm_90a \
+    -DFA_HAS_SM90=1 -Xptxas -v -c cc/kernels/sm90/flash_fwd_sm90.cu -o /tmp/sm90_ptxas.o > $d/ptxas.log 2>&1
+  grep -E "registers|spill|warning" $d/ptxas.log | sort | uniq -c | head -12
+  obj=$hb/flash_fwd_sm90.o
+  { echo "== $obj: elf"; cuobjdump -lelf $obj
+    cuobjdump -sass $obj > $d/sm90.sass 2>&1
+    for ins in HGMMA UTMALDG UTMAPF SYNCS USETMAXREG WARPGROUP HMMA LDL STL; do
+      echo "$ins $(grep -c "$ins" $d/sm90.sass)"; done
+    echo "== per kernel HGMMA count"; awk '/Function :/{f=$3} /HGMMA/{n[f]++} END{for(k in n) print n[k], k}' $d/sm90.sass
+    echo "== sm80 objects carry no sm_90a:"; cuobjdump -lelf $hb/flash_fwd.o; } > $d/sass_counts.txt 2>&1
+  gzip -f $d/sm90.sass
+  cat $d/sass_counts.txt | head -20
+  for ph in selftest:60 numerics:150 bench:200; do
+    timeout -k 5 ${ph#*:} python3 benchmarks/sm90_check.py --phase ${ph%%:*} --lib $hb --out $d > $d/${ph%%:*}.log 2>&1
+    echo "phase ${ph%%:*} rc=$?" | tee -a $d/${ph%%:*}.log
+    grep -E "SELFTEST|^FAIL|numerics:|TFLOP|^ +[0-9]+ |NOT taken|Error|error" $d/${ph%%:*}.log | head -60
+  done
+  timeout -k 5 120 compute-sanitizer --tool memcheck --print-limit 20 python3 benchmarks/sm90_check.py \
+    --phase sanitize --lib $hb > $d/memcheck.log 2>&1; echo "memcheck rc=$?" | tee -a $d/memcheck.log
+  grep -E "ERROR SUMMARY|Invalid|^FAIL|^PASS" $d/memcheck.log | head -12
+) 2>&1 | tee $OUT/sm90_summary.log
+  tar -C $OUT -czf $OUT/sm90.tar.gz sm90 && rm -rf $OUT/sm90
 fi
 if has harness; then
   python3 benchmarks/kernel_harness_check.py --out $OUT > $OUT/harness.log 2>&1; tail -40 $OUT/harness.log
@@ -88,7 +131,15 @@ if has profile; then
     grep -E "Duration|Executed Ipc Active|Issue Slots Busy|Executed Instructions  |Registers Per|L2 Cache Throughput|Mem Busy" $OUT/ncu_${f}_$tag.txt | head -24
     grep -E "issue_stalled" $OUT/ncu_${f}_$tag.txt | awk '$NF > 0.1' | sed 's/smsp__average_warps_issue_stalled_//; s/_per_issue_active.ratio//'; done
 fi
-if has hdecode; then
+if has hdecode && [[ ${HDECODE_SWEEP:-0} == 1 ]]; then
+  # The decoding kernel's variants (tuning build) against FA2 and cuDNN: benchmarks/decode_sweep.py
+  # (DECODE_SWEEP_ARGS, e.g. --quick), instead of kernel_harness_check.py --decode (~2.5 min).
+  [[ -f .harness_build/tune/flash_harness.cpython-312-x86_64-linux-gnu.so ]] || \
+    NVCC_EXTRA=-DFA_TUNING ARCHS=90 OUTDIR=.harness_build/tune bash benchmarks/build_harness.sh 2>&1 | tail -2
+  python3 benchmarks/decode_sweep.py --lib .harness_build/tune --out $OUT ${DECODE_SWEEP_ARGS:-} \
+    > $OUT/decode_sweep.out 2>&1
+  grep -v "^|---" $OUT/decode_sweep.out | tail -150
+elif has hdecode; then
   [[ -f .harness_build/flash_harness.cpython-312-x86_64-linux-gnu.so ]] || \
     ARCHS=90 bash benchmarks/build_harness.sh 2>&1 | tail -2
   python3 benchmarks/kernel_harness_check.py --decode --out $OUT > $OUT/harness_decode.log 2>&1
@@ -150,8 +201,51 @@ fi
 if has kerashub; then
   [[ -d /tmp/site/keras_hub ]] || python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl \
     && export PYTHONPATH=$PYTHONPATH:/tmp/site
-  python3 benchmarks/kerashub_train.py --json $OUT/kerashub_train.json ${KERASHUB_ARGS:-} 2>&1 \
-    | grep -v "^WARNING\|^I0000\|^W0000" | tee $OUT/kerashub_train.log | tail -12
+  quiet() { grep -v "^WARNING\|^I0000\|^W0000\|^E0000"; }
+  parts=${KERASHUB_PARTS:-main}
+  if [[ ,$parts, == *,main,* ]]; then
+    python3 benchmarks/kerashub_train.py --contexts 4096,16384 --json $OUT/kerashub_train.json \
+      ${KERASHUB_ARGS:-} 2>&1 | quiet | tee $OUT/kerashub_train.log | tail -12
+  fi
+  if [[ ,$parts, == *,maxctx,* ]]; then
+    python3 benchmarks/kerashub_train.py --max-context-only --max-context-start keras=8192,flash=32768 \
+      --max-context-limit keras=8192,flash=131072 --max-context-known keras=4096,flash=16384 \
+      --max-context-budget 270 --json $OUT/kerashub_maxctx.json ${KERASHUB_ARGS:-} 2>&1 | quiet \
+      | tee $OUT/kerashub_maxctx.log | tail -12
+  fi
+  if [[ ,$parts, == *,diag,* ]]; then
+    d=/tmp/kerashub_diag; mkdir -p $d
+    { python3 benchmarks/kerashub_train.py --contexts 4096 --variants keras,flash,flash_lengths \
+        --op-paths --steps 4 --json $d/xla.json ${KERASHUB_ARGS:-} 2>&1 | quiet
+      echo "== without XLA (--jit false)"
+      python3 benchmarks/kerashub_train.py --contexts 4096 --variants keras,flash --jit false \
+        --steps 3 --json $d/nojit.json ${KERASHUB_ARGS:-} 2>&1 | quiet
+      if command -v nsys >/dev/null; then
+        for v in flash flash_lengths; do
+          echo "== nsys: top GPU kernels of 3 timed steps, $v at 4096"
+          timeout 240 nsys profile -t cuda --capture-range=cudaProfilerApi --capture-range-end=stop \
+            -f true -o $d/nsys_$v python3 benchmarks/kerashub_train.py --contexts 4096 \
+            --variants $v --warmup 2 --steps 3 --profile --json $d/nsys_$v.json > $d/nsys_$v.out 2>&1
+          nsys stats -q -r cuda_gpu_kern_sum -f csv -o $d/kern_$v $d/nsys_$v.nsys-rep > /dev/null 2>&1
+          python3 - $d/kern_${v}_cuda_gpu_kern_sum.csv <<'PY'
+import csv, sys
+try:
+    rows = list(csv.DictReader(open(sys.argv[1])))
+except OSError as e:
+    sys.exit(f"  no kernel summary ({e})")
+total = sum(float(r["Total Time (ns)"]) for r in rows) or 1.0
+print(f"  all kernels {total / 1e6:.1f} ms")
+for r in rows[:15]:
+    t = float(r["Total Time (ns)"])
+    print(f"  {t / 1e6:8.1f} ms {100 * t / total:5.1f}% x{r['Instances']:>5} {r['Name'][:110]}")
+PY
+        done
+      else
+        echo "== nsys not found: no kernel summary"
+      fi
+    } 2>&1 | tee $OUT/kerashub_diag.log | tail -60
+    rm -f $d/*.sqlite $d/*.nsys-rep; tar czf $OUT/kerashub_diag.tgz -C /tmp kerashub_diag
+  fi
 fi
 if has generate; then
   python3 benchmarks/generate_throughput.py ${GENERATE_ARGS:---context 8192 --dim 1024 --heads 16 --layers 8 --dtype bfloat16} \

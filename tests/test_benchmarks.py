@@ -100,3 +100,77 @@ def test_train_throughput_table_with_one_layer_measured():
     assert "| - | 250,000 | n/a |" in row and "5.0000" in row
     keras_only = dict(flash, tokens_per_s=1e5)
     assert "| 100,000 | 100,000 | 1.00x |" in train_throughput.table([(keras_only, keras_only)])
+
+
+def _kerashub_train():
+    pytest.importorskip("keras_hub")
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    try:
+        import kerashub_train
+    finally:
+        sys.path.pop(0)
+    return kerashub_train
+
+
+def test_kerashub_train_fit_smoke(tmp_path):
+    """kerashub_train.py at a tiny size on the CPU under XLA: `fit` runs for each variant in its
+    own process, the losses agree (same weights and data), our op is in the traced step exactly
+    when enabled (the key-length branch only for flash_lengths), and the table has its row."""
+    _kerashub_train()
+    out = tmp_path / "kh.json"
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "benchmarks", "kerashub_train.py"), "--contexts", "64",
+         "--layers", "1", "--dim", "64", "--heads", "4", "--kv-heads", "2", "--vocab", "100",
+         "--dtype", "float32", "--tokens-per-step", "128", "--warmup", "1", "--steps", "2",
+         "--jit", "true", "--variants", "keras,flash,flash_lengths", "--json", str(out)],
+        env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = {r["variant"]: r for r in json.loads(out.read_text())}
+    assert set(rows) == {"keras", "flash", "flash_lengths"}
+    for name, r in rows.items():
+        assert "error" not in r, r
+        assert r["jit"] is True and r["batch"] == 2 and r["tokens_per_s"] > 0, r
+        assert len(r["step_seconds"]) == 2, r
+        assert r["has_flash_op"] == (name != "keras"), r
+        assert r["has_flash_grad"] == (name != "keras"), r
+        assert r["key_lengths_branch"] == (name == "flash_lengths"), r
+        assert r["loss"] == pytest.approx(rows["keras"]["loss"], rel=1e-4), r
+        assert r["first_loss"] == pytest.approx(rows["keras"]["first_loss"], rel=1e-4), r
+    table = [line for line in proc.stdout.splitlines() if line.startswith("|")]
+    assert len(table) == 3 and table[0].count("|") == table[1].count("|") == table[2].count("|")
+    assert table[2].startswith("| 64 | 2 |") and "no / yes / yes (lengths)" in table[2]
+
+
+def test_kerashub_train_max_context_search(monkeypatch):
+    """The longest-context search without processes: doubling while tries train, halving after a
+    first out-of-memory try (not down to a context known to train), the limit and the budget."""
+    kt = _kerashub_train()
+    tried = []
+
+    def fake(fits):
+        def run(cfg, timeout):
+            tried.append((cfg["variant"], cfg["context"]))
+            assert cfg["batch"] == 1 and cfg["probe"]
+            if cfg["context"] <= fits[cfg["variant"]]:
+                return dict(cfg, tokens_per_s=1.0, seconds_per_step=1.0)
+            return dict(cfg, oom=True)
+        return run
+
+    monkeypatch.setattr(kt, "run", fake({"keras": 8192, "flash": 65536}))
+    got = kt.max_context({}, ["keras", "flash"], {"keras": 8192, "flash": 32768},
+                         {"keras": 8192}, 1e9, 10, [], log=lambda s: None,
+                         floor={"keras": 4096, "flash": 16384})
+    assert got == {"keras": 8192, "flash": 65536}
+    assert tried == [("keras", 8192), ("flash", 32768), ("flash", 65536), ("flash", 131072)]
+    tried.clear()
+    monkeypatch.setattr(kt, "run", fake({"keras": 2048, "flash": 16384}))
+    got = kt.max_context({}, ["keras", "flash"], {"keras": 8192, "flash": 65536}, {}, 1e9, 10, [],
+                         log=lambda s: None, floor={"flash": 16384})
+    assert got == {"keras": 2048, "flash": 16384}
+    assert tried == [("keras", 8192), ("keras", 4096), ("keras", 2048), ("flash", 65536),
+                     ("flash", 32768)]
+    tried.clear()
+    lines = []
+    got = kt.max_context({}, ["flash"], {"flash": 4096}, {}, 30.0, 10, [], log=lines.append)
+    assert got == {"flash": None} and tried == [] and "budget" in lines[-1]
