@@ -73,7 +73,7 @@ if has harness || has tune; then
 fi
 if [[ $what == *sm90* ]]; then (
   d=$OUT/sm90; mkdir -p $d
-  hb=${SM90_OUTDIR:-.harness_build_sm90}
+  hb=${SM90_OUTDIR:-/tmp/hb_sm90}
   OUTDIR=$hb ARCHS=90 bash benchmarks/build_harness.sh > $d/build.log 2>&1; echo "build rc=$?" | tee -a $d/build.log
   tail -1 $d/build.log
   /usr/local/cuda/bin/nvcc -std=c++17 -O3 -I. -Xcompiler -fPIC -gencode arch=compute_90a,code=sm_90a \

@@ -67,7 +67,12 @@ namespace {
 constexpr int kDecKeys = 16;         // keys per warp tile (the k16 of P V)
 constexpr int kDecRowsTc = 16;       // rows per CTA, tensor-core kernel (one m16 tile)
 constexpr int kDecRowsSimt = 8;      // rows per CTA, float32 kernel
-constexpr int kDecMaxWarps = 4;
+constexpr int kDecMaxWarps = 4;     // the automatic configuration's warps per CTA
+#ifdef FA_TUNING
+constexpr int kDecLaunchWarps = 8;   // tuning builds: FA_DECODE_WARPS up to 8
+#else
+constexpr int kDecLaunchWarps = kDecMaxWarps;
+#endif
 constexpr int kDecMaxStages = 4;
 constexpr int64_t kDecAutoMaxTq = 16;        // decode = 0: the decoding path up to this Tq
 constexpr int kDecMaxSplits = 256;
@@ -97,14 +102,16 @@ struct DecSmem {
   static_assert(kQBytes % 16 == 0 && kStageBytes % 16 == 0, "16-byte aligned regions");
   static_assert(static_cast<size_t>(ROWS) * kLdc * 4 <= kStageBytes,
                 "a warp's output fits in one stage of its ring");
-  __host__ __device__ static constexpr size_t ml_off(int nw, int ns) {
-    return kQBytes + static_cast<size_t>(nw) * ns * kStageBytes;
+  // qn: Q tiles at the start (1; nw in the tuning builds' warp-unit mode, a Q tile per warp).
+  __host__ __device__ static constexpr size_t ring_off(int qn = 1) { return static_cast<size_t>(qn) * kQBytes; }
+  __host__ __device__ static constexpr size_t ml_off(int nw, int ns, int qn = 1) {
+    return ring_off(qn) + static_cast<size_t>(nw) * ns * kStageBytes;
   }
-  __host__ __device__ static constexpr size_t meta_off(int nw, int ns) {
-    return (ml_off(nw, ns) + static_cast<size_t>(nw) * ROWS * 2 * sizeof(float) + 15) / 16 * 16;
+  __host__ __device__ static constexpr size_t meta_off(int nw, int ns, int qn = 1) {
+    return (ml_off(nw, ns, qn) + static_cast<size_t>(nw) * ROWS * 2 * sizeof(float) + 15) / 16 * 16;
   }
-  __host__ __device__ static constexpr size_t bytes(int nw, int ns) {
-    return meta_off(nw, ns) + ROWS * sizeof(RowMeta);
+  __host__ __device__ static constexpr size_t bytes(int nw, int ns, int qn = 1) {
+    return meta_off(nw, ns, qn) + ROWS * sizeof(RowMeta);
   }
 };
 
@@ -150,6 +157,9 @@ __device__ __forceinline__ void store4(float* dst, float a, float b, float c, fl
 }
 
 // What a CTA works on: blockIdx.x = ((b * Hkv + hk) * row_tiles + row tile) * splits + split.
+// (Tuning builds' warp-unit mode: what a warp works on, id = blockIdx.x * warps + warp =
+// ((b * splits + split) * row_tiles + row tile) * Hkv + hk: the warps of a CTA take neighbouring
+// kv heads of the same keys.)
 struct DecBlock {
   int64_t b, hk, row0;     // batch, kv head, first row of the tile
   int split;
@@ -160,17 +170,26 @@ struct DecBlock {
   int64_t t_lo, t_hi;      // this split's key tiles [t_lo, t_hi)
 };
 
-__device__ __forceinline__ DecBlock dec_block(const DecodeArgs& a, int rows) {
+__device__ __forceinline__ DecBlock dec_block(const DecodeArgs& a, int rows, int64_t id, bool hk_fast = false) {
   const FlashFwdParams& p = a.p;
   const AttnShape& sh = p.shape;
   DecBlock k;
-  int64_t id = blockIdx.x;
-  k.split = static_cast<int>(id % a.splits);
-  id /= a.splits;
-  const int64_t rt = id % a.row_tiles;
-  id /= a.row_tiles;
-  k.hk = id % sh.Hkv;
-  k.b = id / sh.Hkv;
+  int64_t rt;
+  if (hk_fast) {
+    k.hk = id % sh.Hkv;
+    id /= sh.Hkv;
+    rt = id % a.row_tiles;
+    id /= a.row_tiles;
+    k.split = static_cast<int>(id % a.splits);
+    k.b = id / a.splits;
+  } else {
+    k.split = static_cast<int>(id % a.splits);
+    id /= a.splits;
+    rt = id % a.row_tiles;
+    id /= a.row_tiles;
+    k.hk = id % sh.Hkv;
+    k.b = id / sh.Hkv;
+  }
   k.row0 = rt * rows;
   k.qlim = q_limit(p.mask, sh, k.b);
   k.klim = k_limit(p.mask, sh, k.b);
@@ -194,12 +213,33 @@ __device__ __forceinline__ DecBlock dec_block(const DecodeArgs& a, int rows) {
   return k;
 }
 
+// 16-byte copies with an L2 hint (tuning builds' variants): HINT 1 prefetches the 256-byte L2
+// segment around the address, 2 marks the line evict-first (K and V are read once), 0 none.
+template <int HINT>
+__device__ __forceinline__ void dec_cp16(void* smem, const void* gmem, bool pred, uint64_t policy) {
+  if constexpr (HINT == 1) {
+    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(smem_addr(smem)), "l"(gmem),
+                 "r"(pred ? 16 : 0));
+  } else if constexpr (HINT == 2) {
+    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(smem_addr(smem)),
+                 "l"(gmem), "r"(pred ? 16 : 0), "l"(policy));
+  } else {
+    cp_async16(smem, gmem, pred);
+  }
+}
+template <int HINT>
+__device__ __forceinline__ uint64_t dec_l2_policy() {
+  uint64_t pol = 0;
+  if constexpr (HINT == 2) asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
+  return pol;
+}
+
 // Keys j0 .. j0 + 15 of kv head hk of x ([B, Tk, Hkv, n], strides st) into a [16, LD] tile (one
 // warp): rows outside [lo, hi) become zero; columns >= n are not written (zero from the start).
-template <typename T, int HD, int LD>
+template <typename T, int HD, int LD, int HINT = 0>
 __device__ __forceinline__ void dec_load_kv(T* dst, const T* x, const int64_t st[3], int64_t b,
                                             int64_t hk, int64_t j0, int64_t lo, int64_t hi, int n,
-                                            bool vec, int lane) {
+                                            bool vec, int lane, uint64_t policy = 0) {
   constexpr int kChunk = 16 / sizeof(T), kCpr = HD / kChunk;  // elements per chunk, chunks per row
   static_assert(kDecKeys * kCpr % 32 == 0, "whole passes of the warp");
   const T* base = x + b * st[0] + hk * st[2];
@@ -211,7 +251,7 @@ __device__ __forceinline__ void dec_load_kv(T* dst, const T* x, const int64_t st
       if (c < nc) {
         const int64_t t = j0 + r;
         const bool ok = t >= lo && t < hi;
-        cp_async16(dst + r * LD + c * kChunk, ok ? base + t * st[1] + c * kChunk : x, ok);
+        dec_cp16<HINT>(dst + r * LD + c * kChunk, ok ? base + t * st[1] + c * kChunk : x, ok, policy);
       }
     }
   } else {
@@ -223,12 +263,12 @@ __device__ __forceinline__ void dec_load_kv(T* dst, const T* x, const int64_t st
   }
 }
 
-// The CTA's query rows into the [ROWS, LD] Q tile (all threads): tile row r is row0 + r of the
+// The CTA's query rows into the [ROWS, LD] Q tile (threads tid of nthr): tile row r is row0 + r of the
 // group, i.e. q[b, i, hk * G + g] with (i, g) = divmod(row0 + r, G); zero past the R rows and
 // past D (columns up to HD).
 template <typename T, int HD, int ROWS, int LD>
 __device__ __forceinline__ void dec_load_q(T* sq, const FlashFwdParams& p, int64_t b, int64_t hk,
-                                           int64_t row0, bool vec) {
+                                           int64_t row0, bool vec, int tid, int nthr) {
   const AttnShape& sh = p.shape;
   const T* q = static_cast<const T*>(p.q);
   const int64_t G = sh.H / sh.Hkv, R = G * sh.Tq;
@@ -236,7 +276,7 @@ __device__ __forceinline__ void dec_load_q(T* sq, const FlashFwdParams& p, int64
   constexpr int kChunk = 16 / sizeof(T), kCpr = HD / kChunk;
   if (vec) {
     const int nc = D / kChunk;
-    for (int idx = threadIdx.x; idx < ROWS * kCpr; idx += blockDim.x) {
+    for (int idx = tid; idx < ROWS * kCpr; idx += nthr) {
       const int r = idx / kCpr, c = idx % kCpr;
       T* d = sq + r * LD + c * kChunk;
       const int64_t row = row0 + r;
@@ -250,7 +290,7 @@ __device__ __forceinline__ void dec_load_q(T* sq, const FlashFwdParams& p, int64
       }
     }
   } else {
-    for (int idx = threadIdx.x; idx < ROWS * HD; idx += blockDim.x) {
+    for (int idx = tid; idx < ROWS * HD; idx += nthr) {
       const int r = idx / HD, c = idx % HD;
       const int64_t row = row0 + r;
       T x = Elem<T>::from_f(0.f);
@@ -267,19 +307,19 @@ __device__ __forceinline__ void dec_zero_ring(void* ring, size_t bytes, int lane
   for (size_t x = lane; x < bytes / 16; x += 32) r[x] = make_uint4(0u, 0u, 0u, 0u);
 }
 
-// The CTA's epilogue, all threads: merges the nw warps' states (buf [nw, rows, ldc] float32
+// The CTA's epilogue, threads tid of nthr: merges the nw warps' states (buf [nw, rows, ldc] float32
 // outputs, ml [nw, rows, 2] running max (base 2) and sum) per row, then writes O / ℓ and the lse
 // to o and lse (one split) or to the workspace (several). Rows past the lengths or not q_valid
 // get O = 0 and lse = -inf.
 template <typename T>
 __device__ __forceinline__ void dec_finish(const DecodeArgs& a, const DecBlock& blk, const float* buf,
-                                           const float* ml, int nw, int rows, int ldc) {
+                                           const float* ml, int nw, int rows, int ldc, int tid, int nthr) {
   const FlashFwdParams& p = a.p;
   const AttnShape& sh = p.shape;
   const int64_t G = sh.H / sh.Hkv, R = G * sh.Tq;
   const int Dv = static_cast<int>(sh.Dv);
   const int nc = Dv > 0 ? (Dv + 3) / 4 : 1;  // 4-column items per row (one, for the lse, at Dv 0)
-  for (int it = threadIdx.x; it < rows * nc; it += blockDim.x) {
+  for (int it = tid; it < rows * nc; it += nthr) {
     const int row = it / nc, c = (it - row * nc) * 4;
     const int64_t r = blk.row0 + row;
     if (r >= R) continue;
@@ -324,12 +364,49 @@ __device__ __forceinline__ void dec_finish(const DecodeArgs& a, const DecBlock& 
   }
 }
 
+// A warp's ring of ns stages (each a [16, LD] K tile, then a [16, LD] V tile): issue() copies the
+// warp's next key tile, tile t0 + u * stride of the CTA's keys (u = 0 .. nu - 1), into the next
+// slot and commits a group (an empty one past the last tile), so that after an issue
+// cp_async_wait_dyn(ns - 1) means the oldest tile has landed; tile u sits in slot u % ns.
+template <typename T, int HD, int LD, int HINT = 0>
+struct DecKvRing {
+  T* ring;
+  const T* k;
+  const T* v;
+  const AttnShape& sh;
+  const DecBlock& blk;
+  int64_t t0;
+  int stride, nu, ns, D, Dv;
+  bool vec;
+  int lane;
+  uint64_t policy;
+  int u = 0, slot = 0;
+  __device__ __forceinline__ void issue() {
+    if (u < nu) {
+      const int64_t j0 = blk.jstart + (t0 + static_cast<int64_t>(u) * stride) * kDecKeys;
+      T* sk = ring + slot * (2 * kDecKeys * LD);
+      dec_load_kv<T, HD, LD, HINT>(sk, k, sh.k_stride, blk.b, blk.hk, j0, blk.kbeg, blk.kend, D, vec, lane,
+                                   policy);
+      dec_load_kv<T, HD, LD, HINT>(sk + kDecKeys * LD, v, sh.v_stride, blk.b, blk.hk, j0, blk.kbeg, blk.kend, Dv,
+                                   vec, lane, policy);
+    }
+    cp_async_commit();
+    ++u;
+    slot = slot + 1 == ns ? 0 : slot + 1;
+  }
+};
+
 // ---- float16 / bfloat16: tensor cores ------------------------------------------------------
 // Warp layout of S and O (m16n8 accumulators, g = lane / 4, tq = lane % 4): element [nt][e] is
 // tile row g + 8 (e / 2), column nt * 8 + 2 tq + e % 2 (a key of the tile for S, a head-dim
 // column for O).
-template <typename T, int HD>
-__global__ void __launch_bounds__(kDecMaxWarps * 32) decode_tc_kernel(const DecodeArgs a) {
+// MODE (tuning builds' variants; 0 otherwise): bit 0, warp units: each warp is a unit of its own
+// (see DecBlock), with its own Q tile, walking every key tile of its split, and finishes alone;
+// bits 1-2: the L2 hint of the K / V copies (dec_cp16).
+template <typename T, int HD, int MODE = 0>
+__global__ void __launch_bounds__(kDecLaunchWarps * 32) decode_tc_kernel(const DecodeArgs a) {
+  constexpr bool kUnits = (MODE & 1) != 0;
+  constexpr int kHint = MODE >> 1;
   using L = DecSmem<HD, 2, kDecRowsTc>;
   constexpr int RT = kDecRowsTc, KT = kDecKeys, LD = L::kLd, ND = HD / 8;
   constexpr bool kQRegs = HD <= 128;  // Q fragments in registers (HD 256: read from shared memory)
@@ -338,19 +415,27 @@ __global__ void __launch_bounds__(kDecMaxWarps * 32) decode_tc_kernel(const Deco
   const AttnShape& sh = p.shape;
   const int nw = blockDim.x >> 5, ns = a.stages;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tq = lane & 3;
-  const DecBlock blk = dec_block(a, RT);
   const int64_t G = sh.H / sh.Hkv, R = G * sh.Tq;
+  // Warp units: unit blockIdx.x * nw + warp of B * Hkv * row_tiles * splits (past the end: idle).
+  const int64_t unit = static_cast<int64_t>(blockIdx.x) * nw + warp;
+  const bool active = !kUnits || unit < sh.B * sh.Hkv * a.row_tiles * a.splits;
+  const DecBlock blk = kUnits ? dec_block(a, RT, active ? unit : 0, true) : dec_block(a, RT, blockIdx.x);
   const int D = static_cast<int>(sh.D), Dv = static_cast<int>(sh.Dv);
   const T* k = static_cast<const T*>(p.k);
   const T* v = static_cast<const T*>(p.v);
   constexpr int kSlot = 2 * KT * LD;  // elements per stage: K tile, then V tile
-  T* sQ = reinterpret_cast<T*>(smem_raw);                                        // [RT, LD]
-  T* ring = reinterpret_cast<T*>(smem_raw + L::kQBytes) + static_cast<size_t>(warp) * ns * kSlot;
-  float* sML = reinterpret_cast<float*>(smem_raw + L::ml_off(nw, ns));          // [nw, RT, 2]
+  const int qn = kUnits ? nw : 1;                                                 // Q tiles
+  T* sQ = reinterpret_cast<T*>(smem_raw + (kUnits ? warp * L::kQBytes : 0));     // [RT, LD]
+  T* ring = reinterpret_cast<T*>(smem_raw + L::ring_off(qn)) + static_cast<size_t>(warp) * ns * kSlot;
+  float* sML = reinterpret_cast<float*>(smem_raw + L::ml_off(nw, ns, qn));      // [nw, RT, 2]
 
   if (D < HD || Dv < HD) dec_zero_ring(ring, static_cast<size_t>(ns) * kSlot * sizeof(T), lane);
   __syncwarp();
-  dec_load_q<T, HD, RT, LD>(sQ, p, blk.b, blk.hk, blk.row0, a.vec_in);
+  if (kUnits) {
+    dec_load_q<T, HD, RT, LD>(sQ, p, blk.b, blk.hk, blk.row0, a.vec_in, lane, 32);
+  } else {
+    dec_load_q<T, HD, RT, LD>(sQ, p, blk.b, blk.hk, blk.row0, a.vec_in, threadIdx.x, blockDim.x);
+  }
   cp_async_commit();
 
   // This thread's rows g and g + 8: head, position and visible keys.
@@ -365,23 +450,14 @@ __global__ void __launch_bounds__(kDecMaxWarps * 32) decode_tc_kernel(const Deco
     ri[x] = in ? row_info(p.mask, sh, blk.b, ir[x], blk.qlim, blk.klim) : RowInfo{0, 0, false};
   }
 
-  // This warp's key tiles: t_lo + warp + u * nw, u < nu; tile u in slot u % ns.
-  const int64_t mine = blk.t_hi - blk.t_lo - warp;
-  const int nu = mine > 0 ? static_cast<int>((mine + nw - 1) / nw) : 0;
-  int ld_u = 0, ld_slot = 0;
-  auto issue = [&]() {  // the next tile into the next slot; an empty group past the last tile
-    if (ld_u < nu) {
-      const int64_t j0 = blk.jstart + (blk.t_lo + warp + static_cast<int64_t>(ld_u) * nw) * KT;
-      T* sk = ring + ld_slot * kSlot;
-      dec_load_kv<T, HD, LD>(sk, k, sh.k_stride, blk.b, blk.hk, j0, blk.kbeg, blk.kend, D, a.vec_in, lane);
-      dec_load_kv<T, HD, LD>(sk + KT * LD, v, sh.v_stride, blk.b, blk.hk, j0, blk.kbeg, blk.kend, Dv,
-                             a.vec_in, lane);
-    }
-    cp_async_commit();
-    ++ld_u;
-    ld_slot = ld_slot + 1 == ns ? 0 : ld_slot + 1;
-  };
-  for (int x = 0; x < ns - 1; ++x) issue();
+  // This warp's key tiles: t_lo + warp + u * nw, u < nu (warp units: t_lo + u); tile u in slot u % ns.
+  const int64_t t0 = kUnits ? blk.t_lo : blk.t_lo + warp;
+  const int tstride = kUnits ? 1 : nw;
+  const int64_t mine = active ? blk.t_hi - t0 : 0;
+  const int nu = mine > 0 ? static_cast<int>((mine + tstride - 1) / tstride) : 0;
+  DecKvRing<T, HD, LD, kHint> kv{ring, k, v, sh, blk, t0, tstride, nu, ns, D, Dv, a.vec_in, lane,
+                                 dec_l2_policy<kHint>()};
+  for (int x = 0; x < ns - 1; ++x) kv.issue();
   cp_async_wait_dyn(ns - 1);  // this thread's Q copies (the oldest group) landed ...
   __syncthreads();            // ... and every thread's
   uint32_t qa[kQRegs ? HD / 16 : 1][4];
@@ -401,12 +477,12 @@ __global__ void __launch_bounds__(kDecMaxWarps * 32) decode_tc_kernel(const Deco
 
   int slot = 0;
   for (int u = 0; u < nu; ++u) {
-    issue();                    // tile u + ns - 1, into the slot that tile u - 1 used
+    kv.issue();                 // tile u + ns - 1, into the slot that tile u - 1 used
     cp_async_wait_dyn(ns - 1);  // tile u landed (this lane's copies) ...
     __syncwarp();               // ... and the other lanes'
     const T* sk = ring + slot * kSlot;
     const T* sv = sk + KT * LD;
-    const int64_t j0 = blk.jstart + (blk.t_lo + warp + static_cast<int64_t>(u) * nw) * KT;
+    const int64_t j0 = blk.jstart + (t0 + static_cast<int64_t>(u) * tstride) * KT;
 
     // S [16 rows, 16 keys] = Q Kᵀ: A = Q [row][d], B = K stored [key][d] (col-major Kᵀ).
     float s[1][2][4];
@@ -478,7 +554,7 @@ __global__ void __launch_bounds__(kDecMaxWarps * 32) decode_tc_kernel(const Deco
 
   cp_async_wait<0>();
   __syncthreads();  // every warp is done with its ring: the rings take the warps' outputs
-  float* buf = reinterpret_cast<float*>(smem_raw + L::kQBytes);  // [nw, RT, kLdc]
+  float* buf = reinterpret_cast<float*>(smem_raw + L::ring_off(qn));  // [nw, RT, kLdc]
 #pragma unroll
   for (int x = 0; x < 2; ++x) {
     const int row = g + 8 * x;
@@ -492,8 +568,15 @@ __global__ void __launch_bounds__(kDecMaxWarps * 32) decode_tc_kernel(const Deco
       sML[(warp * RT + row) * 2 + 1] = l;
     }
   }
-  __syncthreads();
-  dec_finish<T>(a, blk, buf, sML, nw, RT, L::kLdc);
+  if (kUnits) {
+    __syncwarp();
+    if (active)
+      dec_finish<T>(a, blk, buf + static_cast<size_t>(warp) * RT * L::kLdc, sML + warp * RT * 2, 1, RT, L::kLdc,
+                    lane, 32);
+  } else {
+    __syncthreads();
+    dec_finish<T>(a, blk, buf, sML, nw, RT, L::kLdc, threadIdx.x, blockDim.x);
+  }
 }
 
 // ---- float32: CUDA cores ---------------------------------------------------------------------
@@ -501,7 +584,7 @@ __global__ void __launch_bounds__(kDecMaxWarps * 32) decode_tc_kernel(const Deco
 // chunks 8c + 4 half .. + 3 (float4), then one shuffle adds the halves. P V: lane owns head-dim
 // columns lane + 32 cc.
 template <int HD>
-__global__ void __launch_bounds__(kDecMaxWarps * 32) decode_simt_kernel(const DecodeArgs a) {
+__global__ void __launch_bounds__(kDecLaunchWarps * 32) decode_simt_kernel(const DecodeArgs a) {
   using L = DecSmem<HD, 4, kDecRowsSimt>;
   constexpr int RT = kDecRowsSimt, KT = kDecKeys, LD = L::kLd, NC = HD / 32;
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -509,7 +592,7 @@ __global__ void __launch_bounds__(kDecMaxWarps * 32) decode_simt_kernel(const De
   const AttnShape& sh = p.shape;
   const int nw = blockDim.x >> 5, ns = a.stages;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const DecBlock blk = dec_block(a, RT);
+  const DecBlock blk = dec_block(a, RT, blockIdx.x);
   const int64_t G = sh.H / sh.Hkv, R = G * sh.Tq;
   const int D = static_cast<int>(sh.D), Dv = static_cast<int>(sh.Dv);
   const float* k = static_cast<const float*>(p.k);
@@ -522,7 +605,7 @@ __global__ void __launch_bounds__(kDecMaxWarps * 32) decode_simt_kernel(const De
 
   if (D < HD || Dv < HD) dec_zero_ring(ring, static_cast<size_t>(ns) * kSlot * sizeof(float), lane);
   __syncwarp();
-  dec_load_q<float, HD, RT, LD>(sQ, p, blk.b, blk.hk, blk.row0, a.vec_in);
+  dec_load_q<float, HD, RT, LD>(sQ, p, blk.b, blk.hk, blk.row0, a.vec_in, threadIdx.x, blockDim.x);
   cp_async_commit();
   if (threadIdx.x < RT) {
     const int64_t row = blk.row0 + threadIdx.x;
@@ -540,20 +623,8 @@ __global__ void __launch_bounds__(kDecMaxWarps * 32) decode_simt_kernel(const De
 
   const int64_t mine = blk.t_hi - blk.t_lo - warp;
   const int nu = mine > 0 ? static_cast<int>((mine + nw - 1) / nw) : 0;
-  int ld_u = 0, ld_slot = 0;
-  auto issue = [&]() {
-    if (ld_u < nu) {
-      const int64_t j0 = blk.jstart + (blk.t_lo + warp + static_cast<int64_t>(ld_u) * nw) * KT;
-      float* sk = ring + ld_slot * kSlot;
-      dec_load_kv<float, HD, LD>(sk, k, sh.k_stride, blk.b, blk.hk, j0, blk.kbeg, blk.kend, D, a.vec_in, lane);
-      dec_load_kv<float, HD, LD>(sk + KT * LD, v, sh.v_stride, blk.b, blk.hk, j0, blk.kbeg, blk.kend, Dv,
-                                 a.vec_in, lane);
-    }
-    cp_async_commit();
-    ++ld_u;
-    ld_slot = ld_slot + 1 == ns ? 0 : ld_slot + 1;
-  };
-  for (int x = 0; x < ns - 1; ++x) issue();
+  DecKvRing<float, HD, LD> kv{ring, k, v, sh, blk, blk.t_lo + warp, nw, nu, ns, D, Dv, a.vec_in, lane, 0};
+  for (int x = 0; x < ns - 1; ++x) kv.issue();
   cp_async_wait_dyn(ns - 1);
   __syncthreads();  // Q and the row metadata are in place
 
@@ -570,7 +641,7 @@ __global__ void __launch_bounds__(kDecMaxWarps * 32) decode_simt_kernel(const De
 
   int slot = 0;
   for (int u = 0; u < nu; ++u) {
-    issue();
+    kv.issue();
     cp_async_wait_dyn(ns - 1);
     __syncwarp();
     const float* sk = ring + slot * kSlot;
@@ -644,7 +715,7 @@ __global__ void __launch_bounds__(kDecMaxWarps * 32) decode_simt_kernel(const De
     }
   }
   __syncthreads();
-  dec_finish<float>(a, blk, buf, sML, nw, RT, L::kLdc);
+  dec_finish<float>(a, blk, buf, sML, nw, RT, L::kLdc, threadIdx.x, blockDim.x);
 }
 
 // ---- merge of the splits ---------------------------------------------------------------------
@@ -746,18 +817,14 @@ int dec_ctas_per_sm(const void* kernel, int threads, size_t smem) {
 struct DecCfg {
   int warps, stages;
   size_t smem;
+  int mode = 0;  // decode_tc_kernel's MODE (tuning builds; 0 otherwise)
 };
 
 // Warps and stages for this GPU: the most stages (up to kDecMaxStages) with 4 warps and two CTAs
 // per SM, else one CTA per SM, else fewer warps.
 template <int HD, int ESIZE, int ROWS>
-DecCfg dec_config(const DevInfo& di) {
+DecCfg dec_config_auto(const DevInfo& di) {
   using L = DecSmem<HD, ESIZE, ROWS>;
-#ifdef FA_TUNING
-  const int tw = tuning_cfg("FA_DECODE_WARPS"), ts = tuning_cfg("FA_DECODE_STAGES");
-  if (tw >= 1 && tw <= kDecMaxWarps && ts >= 2 && ts <= 7 && L::bytes(tw, ts) <= static_cast<size_t>(di.smem_block))
-    return {tw, ts, L::bytes(tw, ts)};
-#endif
   for (int nw = kDecMaxWarps; nw >= 1; nw /= 2)
     for (int per_sm = 2; per_sm >= 1; --per_sm) {
       size_t budget = static_cast<size_t>(di.smem_sm) / per_sm;
@@ -767,6 +834,34 @@ DecCfg dec_config(const DevInfo& di) {
         if (L::bytes(nw, ns) <= budget) return {nw, ns, L::bytes(nw, ns)};
     }
   return {1, 2, L::bytes(1, 2)};
+}
+
+// Tuning builds (benchmarks/decode_sweep.py): FA_DECODE_WARPS (1-8) and FA_DECODE_STAGES (2-7)
+// set both; FA_DECODE_MODE (HD 128, 16-bit: 1 warp units, 2 / 4 the L2 prefetch / evict-first
+// hint, 3 / 5 warp units with the hint), FA_DECODE_CTAS=1 (shared memory padded so that one
+// CTA fits on an SM) apply with them or with the automatic choice.
+template <int HD, int ESIZE, int ROWS>
+DecCfg dec_config(const DevInfo& di) {
+#ifdef FA_TUNING
+  using L = DecSmem<HD, ESIZE, ROWS>;
+  const int tw = tuning_cfg("FA_DECODE_WARPS"), ts = tuning_cfg("FA_DECODE_STAGES");
+  int tm = tuning_cfg("FA_DECODE_MODE");
+  if (tm < 0 || tm > 5 || HD != 128 || ESIZE != 2) tm = 0;
+  DecCfg c{0, 0, 0, tm};
+  if (tw >= 1 && tw <= kDecLaunchWarps && ts >= 2 && ts <= 7) {
+    c.warps = tw;
+    c.stages = ts;
+  } else {
+    const DecCfg d = dec_config_auto<HD, ESIZE, ROWS>(di);
+    c.warps = d.warps;
+    c.stages = d.stages;
+  }
+  c.smem = L::bytes(c.warps, c.stages, (tm & 1) ? c.warps : 1);
+  if (tuning_cfg("FA_DECODE_CTAS") == 1 && c.smem <= static_cast<size_t>(di.smem_sm) / 2)
+    c.smem = static_cast<size_t>(di.smem_sm) / 2 + 1024;  // two no longer fit
+  if (c.smem <= static_cast<size_t>(di.smem_block)) return c;
+#endif
+  return dec_config_auto<HD, ESIZE, ROWS>(di);
 }
 
 // Splits geometry from the shape only (shared with flash_fwd_workspace_bytes).
@@ -826,6 +921,11 @@ int dec_choose_splits(const DecGeom& g, int slots, double bytes_per_tile) {
   return best;
 }
 
+// CTAs for `units` units of work (one per CTA, or one per warp in the warp-unit mode).
+int64_t dec_ctas(int64_t units, const DecCfg& cfg) {
+  return (cfg.mode & 1) ? (units + cfg.warps - 1) / cfg.warps : units;
+}
+
 bool aligned_to(const void* ptr, size_t n) { return reinterpret_cast<uintptr_t>(ptr) % n == 0; }
 
 // What dec_launch runs for these params on this device (the kernel's shared-memory limit is
@@ -847,6 +947,18 @@ cudaError_t dec_plan(const FlashFwdParams& p, const DevInfo& di, DecPlan* plan) 
     plan->kernel = decode_simt_kernel<HD>;
   }
   plan->cfg = dec_config<HD, ESIZE, ROWS>(di);
+#ifdef FA_TUNING
+  if constexpr (kTc && HD == 128) {
+    switch (plan->cfg.mode) {
+      case 1: plan->kernel = decode_tc_kernel<T, HD, 1>; break;
+      case 2: plan->kernel = decode_tc_kernel<T, HD, 2>; break;
+      case 3: plan->kernel = decode_tc_kernel<T, HD, 3>; break;
+      case 4: plan->kernel = decode_tc_kernel<T, HD, 4>; break;
+      case 5: plan->kernel = decode_tc_kernel<T, HD, 5>; break;
+      default: break;
+    }
+  }
+#endif
   cudaError_t err = set_dynamic_smem(plan->kernel, static_cast<int>(plan->cfg.smem));
   if (err != cudaSuccess) return err;
   plan->ctas_per_sm = dec_ctas_per_sm(reinterpret_cast<const void*>(plan->kernel), plan->cfg.warps * 32,
@@ -856,7 +968,8 @@ cudaError_t dec_plan(const FlashFwdParams& p, const DevInfo& di, DecPlan* plan) 
   if (p.num_splits >= 1) {
     plan->splits = plan->geom.cap;
   } else if (plan->geom.cap > 1) {
-    const int slots = di.sms * plan->ctas_per_sm;
+    // Warp units: the model's CTAs are warps, its slots the warps that fit.
+    const int slots = di.sms * plan->ctas_per_sm * ((plan->cfg.mode & 1) ? plan->cfg.warps : 1);
     plan->splits = dec_choose_splits(plan->geom, slots > 0 ? slots : 1,
                                      static_cast<double>(kDecKeys) * (p.shape.D + p.shape.Dv) * ESIZE);
   }
@@ -897,7 +1010,7 @@ cudaError_t dec_launch(const FlashFwdParams& p, const DevInfo& di, cudaStream_t 
   a.ws_o = splits > 1 ? static_cast<float*>(p.workspace) : nullptr;
   a.ws_lse = splits > 1 ? reinterpret_cast<float*>(static_cast<char*>(p.workspace) + dec_ws_o_bytes(s, splits))
                         : nullptr;
-  const int64_t ctas = geom.base * splits;
+  const int64_t ctas = dec_ctas(geom.base * splits, cfg);
   const int64_t merge_ctas = (s.B * s.H * s.Tq + 3) / 4;
   if (ctas > INT_MAX || merge_ctas > INT_MAX || geom.row_tiles > INT_MAX) return cudaErrorInvalidValue;
   plan.kernel<<<static_cast<unsigned>(ctas), threads, cfg.smem, stream>>>(a);
@@ -965,7 +1078,7 @@ struct PlanFn {
     out->ctas_per_sm = plan.ctas_per_sm;
     out->sms = di.sms;
     out->row_tiles = plan.geom.row_tiles;
-    out->ctas = plan.geom.base * plan.splits;
+    out->ctas = dec_ctas(plan.geom.base * plan.splits, plan.cfg);
     out->head_dim_bucket = HD;
     return cudaSuccess;
   }

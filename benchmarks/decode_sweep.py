@@ -1,0 +1,229 @@
+"""Variants of the decoding kernel (cc/kernels/sm80/flash_decode.cu, tuning builds) against
+FlashAttention-2 and cuDNN in one process, on the GPU: which configuration closes the gap at the
+issue-14 bar shapes (bf16, D = 128, Tq = 1) and what it does at Tq = 4 and 16.
+
+Needs the harness built with -DFA_TUNING (the variants are picked at run time through the
+environment, FA_DECODE_WARPS / _STAGES / _MODE / _CTAS, read at every call):
+  NVCC_EXTRA=-DFA_TUNING ARCHS=90 OUTDIR=.harness_build/tune bash benchmarks/build_harness.sh
+  python3 benchmarks/decode_sweep.py --lib .harness_build/tune [--out DIR] [--quick]
+(or HDECODE_SWEEP=1 bash benchmarks/gpu_run.sh hdecode). For each variant, first the numerics of the
+decoding path (kernel_harness_check.check_decode on the head-dim-128 cases, bf16 and fp16: forced
+splits 1/2/5, auto, decode auto and off, against the float64 reference); a variant that fails is
+not timed. Then each variant at each shape with its automatic split count and a few forced ones,
+CUDA-event GPU time with the L2 emptied before each call (kernel_harness_check.gpu_time_us), K+V
+GB/s against FA2 and cuDNN (torch SDPA) on the same K/V. Two layout diagnostics at the bar shapes:
+FA2 on our [B, Tk, Hkv, D] layout (a strided view) and ours on FA2's [B, Hkv, Tk, D] layout.
+Prints a table per shape and the best variant; JSON in OUT/decode_sweep.json.
+"""
+import argparse
+import json
+import math
+import os
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import kernel_harness_check as khc  # noqa: E402
+
+ENV = ("FA_DECODE_WARPS", "FA_DECODE_STAGES", "FA_DECODE_MODE", "FA_DECODE_CTAS")
+
+# name -> (environment, forced split counts to time besides auto). MODE: 1 warp units (each warp
+# its own (batch, kv head, split), the warps of a CTA on neighbouring kv heads of the same keys,
+# a Q tile per warp), 2 cp.async with the L2::256B prefetch hint, 4 with an L2 evict-first
+# policy, 3 / 5 warp units with that hint. CTAS=1: one CTA per SM (shared memory padded).
+# Shared memory, bf16 HD 128: Q tile 4.25 KiB, a stage (K + V tile of 16 keys) 8.5 KiB per warp.
+SPLITS = (2, 4, 8)
+SPLITS_UNITS = (8, 16, 32)
+VARIANTS = [
+    ("auto", {}, SPLITS),                                              # 4 warps x 3 stages, 2 CTAs/SM
+    ("w4s2", dict(FA_DECODE_WARPS=4, FA_DECODE_STAGES=2), SPLITS),     # 2 CTAs/SM, less in flight
+    ("w4s4", dict(FA_DECODE_WARPS=4, FA_DECODE_STAGES=4), SPLITS),     # 1 CTA/SM
+    ("w2s4", dict(FA_DECODE_WARPS=2, FA_DECODE_STAGES=4), (4, 8, 16)),  # 3 CTAs/SM
+    ("w2s6", dict(FA_DECODE_WARPS=2, FA_DECODE_STAGES=6), (4, 8, 16)),  # 2 CTAs/SM
+    ("w8s2", dict(FA_DECODE_WARPS=8, FA_DECODE_STAGES=2), (2, 4)),     # 1 CTA/SM, 8 warps
+    ("w8s3", dict(FA_DECODE_WARPS=8, FA_DECODE_STAGES=3), (2, 4)),     # 1 CTA/SM, 8 warps
+    ("w4s3_1cta", dict(FA_DECODE_CTAS=1), SPLITS),                     # as auto, 1 CTA/SM
+    ("pf256", dict(FA_DECODE_MODE=2), SPLITS),
+    ("evict_first", dict(FA_DECODE_MODE=4), SPLITS),
+    ("units_w4s2", dict(FA_DECODE_MODE=1, FA_DECODE_WARPS=4, FA_DECODE_STAGES=2), SPLITS_UNITS),  # 2 CTAs/SM
+    ("units_w4s3", dict(FA_DECODE_MODE=1, FA_DECODE_WARPS=4, FA_DECODE_STAGES=3), SPLITS_UNITS),  # 1 CTA/SM
+    ("units_w8s2", dict(FA_DECODE_MODE=1, FA_DECODE_WARPS=8, FA_DECODE_STAGES=2), SPLITS_UNITS),  # 1 CTA/SM
+    ("units_w4s2_pf256", dict(FA_DECODE_MODE=3, FA_DECODE_WARPS=4, FA_DECODE_STAGES=2), SPLITS_UNITS),
+]
+QUICK = ("auto", "w4s2", "w8s2", "pf256", "units_w4s2")
+
+# (B, Tk, H, Hkv, Tq): the four bar shapes at Tq = 1, then Tq 4 and 16 at the first.
+SHAPES = [(8, 8192, 32, 8, 1), (8, 32768, 32, 8, 1), (1, 131072, 32, 8, 1), (64, 4096, 32, 32, 1),
+          (8, 8192, 32, 8, 4), (8, 8192, 32, 8, 16)]
+BAR = SHAPES[:4]
+
+# Head-dim-128 cases of the decode numerics (the variants apply to HD 128 only), plus one whose
+# warp units leave warps idle in the last CTA.
+CHECK_CASES = [c for c in khc.DECODE_CASES if 64 < max(c["D"], c.get("Dv", c["D"])) <= 128]
+CHECK_CASES.append(dict(name="dec_units_tail", B=3, Tq=1, Tk=777, H=12, Hkv=3, D=128, klen=True))
+
+
+def set_variant(env):
+    for k in ENV:
+        os.environ.pop(k, None)
+    for k, v in env.items():
+        os.environ[k] = str(v)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lib", default=".harness_build/tune", help="harness built with -DFA_TUNING")
+    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--quick", action="store_true", help=f"variants {QUICK} only")
+    ap.add_argument("--variants", default="", help="comma list of variant names (default: all)")
+    ap.add_argument("--no-check", action="store_true")
+    args = ap.parse_args()
+    print(torch.__version__, torch.cuda.get_device_name(), flush=True)
+    h = khc.Harness(os.path.abspath(args.lib))
+    variants = [v for v in VARIANTS if (not args.quick or v[0] in QUICK)
+                and (not args.variants or v[0] in args.variants.split(","))]
+    t_start = time.time()
+    log = open(os.path.join(args.out, "decode_sweep.log"), "w")
+    res = dict(variants={n: e for n, e, _ in variants}, checks={}, rows=[], anchors=[])
+
+    # Is this a tuning build? FA_DECODE_WARPS=2 must show in the plan.
+    gen = torch.Generator(device=khc.DEV)
+    gen.manual_seed(1)
+    probe_c = dict(B=1, Tq=1, Tk=4096, H=8, Hkv=2, D=128)
+    probe_t = {n: torch.randn(1, s, x, 128, generator=gen, device=khc.DEV, dtype=torch.bfloat16)
+               for n, s, x in (("q", 1, 8), ("k", 4096, 2), ("v", 4096, 2))}
+    set_variant(dict(FA_DECODE_WARPS=2, FA_DECODE_STAGES=2))
+    if h.decode_plan(probe_c, probe_t)["warps"] != 2:
+        sys.exit(f"{args.lib}: not a tuning build (FA_DECODE_WARPS ignored); build with NVCC_EXTRA=-DFA_TUNING")
+
+    ok_variants = []
+    for name, env, _ in variants:
+        set_variant(env)
+        if args.no_check:
+            ok_variants.append(name)
+            continue
+        t0 = time.time()
+        rows = khc.check_decode(h, ["bf16", "fp16"], CHECK_CASES, log)
+        bad = [f"{r['case']}/{r['dtype']}" for r in rows if not r["ok"]]
+        res["checks"][name] = dict(n=len(rows), failed=bad)
+        print(f"numerics {name:<18} {len(rows) - len(bad)}/{len(rows)} pass ({time.time() - t0:.0f} s)"
+              + (f" FAILED: {bad}" if bad else ""), flush=True)
+        if not bad:
+            ok_variants.append(name)
+
+    D = 128
+    dt = torch.bfloat16
+    for (B, Tk, H, Hkv, Tq) in SHAPES:
+        gen = torch.Generator(device=khc.DEV)
+        gen.manual_seed(5)
+        k = torch.randn(B, Tk, Hkv, D, generator=gen, device=khc.DEV, dtype=dt)
+        v = torch.randn(B, Tk, Hkv, D, generator=gen, device=khc.DEV, dtype=dt)
+        q = torch.randn(B, Tq, H, D, generator=gen, device=khc.DEV, dtype=dt)
+        kh, vh = k.permute(0, 2, 1, 3).contiguous(), v.permute(0, 2, 1, 3).contiguous()
+        qh = q.permute(0, 2, 1, 3).contiguous()
+        kv_bytes = 2 * B * Tk * Hkv * D * k.element_size()
+        shape = dict(B=B, Tk=Tk, H=H, Hkv=Hkv, Tq=Tq)
+        anchor = dict(shape)
+        set_variant({})
+        c = dict(B=B, Tq=Tq, Tk=Tk, H=H, Hkv=Hkv, D=D)
+        t = {"q": q, "k": k, "v": v}
+        khc.run_decode(h, c, t)
+        ref_o = t["o"].float()
+        for nm in ("flash", "cudnn"):
+            try:
+                fn, mode = khc.sdpa_call(nm, qh, kh, vh)
+                anchor[f"{nm}_us"] = khc.gpu_time_us(fn)
+                anchor[f"{nm}_gqa"] = mode
+                anchor[f"{nm}_maxdiff"] = float((fn().permute(0, 2, 1, 3).float() - ref_o).abs().max())
+            except Exception as e:  # noqa: BLE001
+                anchor[f"{nm}_error"] = f"{type(e).__name__}: {str(e)[:120]}"
+        if (B, Tk, H, Hkv, Tq) in BAR:
+            # Layout diagnostics: FA2 reading our [B, Tk, Hkv, D] K/V (strided views), ours reading FA2's.
+            try:
+                fn, _ = khc.sdpa_call("flash", qh, k.permute(0, 2, 1, 3), v.permute(0, 2, 1, 3))
+                anchor["flash_btHd_us"] = khc.gpu_time_us(fn)
+            except Exception as e:  # noqa: BLE001
+                anchor["flash_btHd_error"] = f"{type(e).__name__}: {str(e)[:120]}"
+            t_bh = {"q": q, "k": kh.permute(0, 2, 1, 3), "v": vh.permute(0, 2, 1, 3)}
+            khc.run_decode(h, c, t_bh)
+            anchor["ours_bhtd_us"] = khc.gpu_time_us(lambda: h.fwd(c, t_bh))
+            anchor["ours_bhtd_maxdiff"] = float((t_bh["o"].float() - ref_o).abs().max())
+            del t_bh
+        for x in ("flash", "cudnn", "flash_btHd", "ours_bhtd"):
+            if f"{x}_us" in anchor:
+                anchor[f"{x}_gbs"] = kv_bytes / anchor[f"{x}_us"] / 1e3
+        res["anchors"].append(anchor)
+        print("ANCHOR " + json.dumps(anchor), file=log, flush=True)
+        for name, env, splits in variants:
+            if name not in ok_variants:
+                continue
+            set_variant(env)
+            for sp in (0,) + tuple(splits):
+                c_sp = dict(c, splits=sp)
+                t_sp = {"q": q, "k": k, "v": v}
+                plan = h.decode_plan(c_sp, t_sp)
+                khc.run_decode(h, c_sp, t_sp)
+                diff = float((t_sp["o"].float() - ref_o).abs().max())
+                us = khc.gpu_time_us(lambda: h.fwd(c_sp, t_sp), reps=20)
+                r = dict(shape, variant=name, forced=sp, splits=plan["splits"], warps=plan["warps"],
+                         stages=plan["stages"], smem=plan["smem_bytes"], ctas_per_sm=plan["ctas_per_sm"],
+                         ctas=plan["ctas"], us=us, gbs=kv_bytes / us / 1e3, maxdiff_vs_auto=diff)
+                for nm in ("flash", "cudnn"):
+                    if f"{nm}_us" in anchor:
+                        r[f"vs_{nm}"] = anchor[f"{nm}_us"] / us
+                res["rows"].append(r)
+                print("SWEEP " + json.dumps(r), file=log, flush=True)
+                del t_sp
+        del k, v, q, kh, vh, qh, t
+        torch.cuda.empty_cache()
+    set_variant({})
+
+    # Tables.
+    f = lambda x, fmt="{:.0f}": fmt.format(x) if x is not None else "-"  # noqa: E731
+    for a in res["anchors"]:
+        key = (a["B"], a["Tk"], a["H"], a["Hkv"], a["Tq"])
+        print(f"\n== B={key[0]} Tk={key[1]} H/Hkv={key[2]}/{key[3]} Tq={key[4]} bf16 D=128: "
+              f"FA2 {f(a.get('flash_us'), '{:.1f}')} us ({f(a.get('flash_gbs'))} GB/s, {a.get('flash_gqa', '-')}), "
+              f"cuDNN {f(a.get('cudnn_us'), '{:.1f}')} us ({f(a.get('cudnn_gbs'))} GB/s)"
+              + (f"; FA2 on [B,Tk,Hkv,D] {f(a.get('flash_btHd_gbs'))} GB/s, ours (auto) on [B,Hkv,Tk,D] "
+                 f"{f(a.get('ours_bhtd_gbs'))} GB/s" if "ours_bhtd_us" in a else ""))
+        print("| variant | forced | splits | warps x stages | smem KiB | CTAs/SM | CTAs | us | GB/s | /FA2 | /cuDNN |")
+        print("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+        rows = [r for r in res["rows"] if (r["B"], r["Tk"], r["H"], r["Hkv"], r["Tq"]) == key]
+        for r in rows:
+            print(f"| {r['variant']} | {r['forced'] or 'auto'} | {r['splits']} | {r['warps']}x{r['stages']} | "
+                  f"{r['smem'] / 1024:.1f} | {r['ctas_per_sm']} | {r['ctas']} | {r['us']:.1f} | {r['gbs']:.0f} | "
+                  f"{f(r.get('vs_flash'), '{:.2f}')} | {f(r.get('vs_cudnn'), '{:.2f}')} |")
+        if rows:
+            best = min(rows, key=lambda r: r["us"])
+            print(f"best: {best['variant']} splits {best['splits']}: {best['gbs']:.0f} GB/s = "
+                  f"{f(best.get('vs_flash'), '{:.2f}')}x FA2")
+    # One variant for all bar shapes: geometric mean of us / FA2 us with the variant's automatic
+    # splits, and with its best forced count per shape.
+    print("\nvariant summary at the bar shapes (Tq = 1): ours/FA2 bandwidth per shape, auto splits [best split]; "
+          "min over shapes; geomean")
+    summ = []
+    for name, _, _ in variants:
+        auto, best = [], []
+        for key in BAR:
+            rows = [r for r in res["rows"] if (r["B"], r["Tk"], r["H"], r["Hkv"], r["Tq"]) == key
+                    and r["variant"] == name and "vs_flash" in r]
+            if not rows:
+                continue
+            auto.append([r for r in rows if r["forced"] == 0][0]["vs_flash"])
+            best.append(max(rows, key=lambda r: r["vs_flash"])["vs_flash"])
+        if len(auto) == len(BAR):
+            gm = math.exp(sum(math.log(x) for x in auto) / len(auto))
+            summ.append((name, auto, best, gm))
+            print(f"  {name:<18} " + " ".join(f"{a:.2f}[{b:.2f}]" for a, b in zip(auto, best))
+                  + f"  min {min(auto):.2f}  geomean {gm:.2f}" + ("  BAR MET" if min(auto) >= 0.9 else ""))
+    res["summary"] = [dict(variant=n, auto=a, best=b, geomean=g) for n, a, b, g in summ]
+    with open(os.path.join(args.out, "decode_sweep.json"), "w") as fh:
+        json.dump(res, fh, indent=1)
+    print(f"decode sweep: {time.time() - t_start:.0f} s", flush=True)
+
+
+if __name__ == "__main__":
+    main()
