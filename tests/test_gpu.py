@@ -231,6 +231,50 @@ def test_features(name, dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
+@pytest.mark.parametrize("d", [64, 128, 256])
+@pytest.mark.parametrize("masks", ["key", "query", "both"])
+def test_padding_masks_with_causal_on_the_index_path(masks, d, dtype):
+    """[B, T] validity masks are handled by the index-masked (fast) kernels, per key / per row:
+    with causal limits and lengths, every head dim bucket and dtype, forward and gradients
+    against the float64 reference."""
+    rng = np.random.default_rng(d + len(masks))
+    q, k, v = rand(rng, B, TQ, H, d), rand(rng, B, TK, 2, d), rand(rng, B, TK, 2, d)
+    kw = dict(is_causal=True, causal_offset=TK - TQ, key_lengths=[333, 290])
+    if masks in ("key", "both"):
+        kw["key_mask"] = rng.random((B, TK)) > 0.3
+    if masks in ("query", "both"):
+        kw["query_mask"] = rng.random((B, TQ)) > 0.2
+    allowed = allowed_mask(B, H, TQ, TK, is_causal=True, causal_offset=TK - TQ,
+                           key_lengths=kw["key_lengths"], query_mask=kw.get("query_mask"),
+                           key_mask=kw.get("key_mask"))
+    compare(q, k, v, dtype, allowed=allowed, kw=kw)
+
+
+@pytest.mark.parametrize("d", [64, 128, 256])
+def test_all_true_key_mask_is_bitwise_no_mask(d):
+    """An all-true [B, Tk] key mask (Keras' padding mask of an unpadded batch) gives bitwise the
+    output and gradients of no mask: the index-masked kernels run for both (the general
+    kernels' per-element score function rounds differently)."""
+    rng = np.random.default_rng(d)
+    q, k, v = (tf.constant(rand(rng, 2, 700, 4, d), tf.bfloat16) for _ in range(3))
+    w = tf.constant(rng.standard_normal((2, 700, 4, d)), tf.bfloat16)
+    with tf.device("/GPU:0"):
+        res = []
+        for km in (None, tf.ones((2, 700), tf.bool)):
+            with tf.GradientTape() as tape:
+                tape.watch([q, k, v])
+                out = fa.dot_product_attention(q, k, v, is_causal=True, key_mask=km)
+                loss = tf.reduce_sum(tf.cast(out * w, tf.float32))
+            res.append([out] + tape.gradient(loss, [q, k, v]))
+    (out0, dq0, dk0, dv0), (out1, dq1, dk1, dv1) = [[tf.cast(t, tf.float32).numpy() for t in r]
+                                                    for r in res]
+    for a, b in ((out0, out1), (dk0, dk1), (dv0, dv1)):  # no atomics: bitwise
+        np.testing.assert_array_equal(a, b)
+    # dQ is summed with float32 atomics in no fixed order: equal up to that order.
+    np.testing.assert_allclose(dq0, dq1, rtol=0, atol=1e-2 * np.abs(dq0).max())
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("bias_shape", [(B, H, TQ, TK), (1, 1, TQ, TK), (B, 1, 1, TK)])
 def test_bias_with_gradient(bias_shape, dtype):
     rng = np.random.default_rng(sum(bias_shape))

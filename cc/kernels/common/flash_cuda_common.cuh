@@ -299,19 +299,31 @@ __device__ __forceinline__ float score_elem(float acc, const MaskParams& m, cons
   return ok ? x * kLog2e : neg_inf();
 }
 
-// True when the run needs the general per-element path: element masks, bias, soft-cap,
-// dropout, dbias or a non-positive scale. Otherwise only causal/window/lengths mask, by index.
+// True when the run needs the general per-element path: a dense mask, bias, soft-cap, dropout,
+// dbias or a non-positive scale, and the [B, Tq] / [B, Tk] validity masks unless the caller's
+// index path takes them (valid_by_index: the tiled kernels do, see key_visible; the decoding
+// path does not). Otherwise only causal/window/lengths mask, by index.
 inline bool needs_general(const MaskParams& m, const ScoreParams& sp, const DropoutParams& dp,
-                          const float* dbias) {
-  return m.mask || m.q_valid || m.k_valid || sp.bias || sp.softcap != 0.f || !(sp.scale > 0.f) ||
-         dp.rate > 0.f || dbias;
+                          const float* dbias, bool valid_by_index = false) {
+  return m.mask || (!valid_by_index && (m.q_valid || m.k_valid)) || sp.bias ||
+         sp.softcap != 0.f || !(sp.scale > 0.f) || dp.rate > 0.f || dbias;
+}
+
+// Key j of batch b passes the [B, Tk] validity mask (true without one). The index path's masking
+// loops (tiles not tile_in_range) check it per key, row_info checks the [B, Tq] one per row:
+// a padding mask from Keras (all true in most training batches) then costs a byte load per key
+// of a tile instead of the general kernels.
+__device__ __forceinline__ bool key_visible(const MaskParams& m, const AttnShape& s, int64_t b,
+                                            int64_t j) {
+  return !m.k_valid || m.k_valid[b * s.Tk + j];
 }
 
 // True when every element of the tile rows [i0, i0+rows) x keys [j0, j0+cols) is inside the
-// causal/window/length limits (index masks only). key_begin/key_end are non-decreasing in the
-// row, so the corners decide.
+// causal/window/length limits and no validity mask applies (index masks only). key_begin /
+// key_end are non-decreasing in the row, so the corners decide.
 __device__ __forceinline__ bool tile_in_range(const MaskParams& m, int64_t i0, int rows, int64_t j0,
                                               int cols, int64_t qlim, int64_t klim) {
+  if (m.q_valid || m.k_valid) return false;
   if (i0 + rows > qlim || j0 + cols > klim) return false;
   if (!m.causal && m.window_left < 0 && m.window_right < 0) return true;  // lengths only
   if (m.key_begin(i0 + rows - 1) > j0) return false;

@@ -438,7 +438,7 @@ cudaError_t launch_bwd(const BwdArgs& args, cudaStream_t stream, DqFragLayout* l
   static_assert(kDqRowPad % BQb == 0, "dQacc row padding");
   *layout = DqFragLayout{BQb, Cfg::kThreads, Cfg::C_WM, Cfg::CM, Cfg::CN, Cfg::CC};
   const FlashBwdParams& p = args.p;
-  const bool gen = ONLY == -1 ? needs_general(p.mask, p.score, p.dropout, p.dbias) : ONLY == 1;
+  const bool gen = ONLY == -1 ? needs_general(p.mask, p.score, p.dropout, p.dbias, true) : ONLY == 1;
   auto kernel = gen ? flash_bwd_kernel<T, HD, BKb, BQb, NW, QST, ONLY != 0, AWM, BWM, CWM>
                     : flash_bwd_kernel<T, HD, BKb, BQb, NW, QST, ONLY == 1, AWM, BWM, CWM>;
   const size_t smem = Cfg::template smem<T>();
@@ -470,7 +470,7 @@ cudaError_t launch_bwd(const BwdArgs& args, cudaStream_t stream, DqFragLayout* l
 template <typename T>
 cudaError_t bwd_tc(const BwdArgs& args, int hd, bool big_smem, cudaStream_t stream, DqFragLayout* layout) {
   const FlashBwdParams& p = args.p;
-  const bool idx = !needs_general(p.mask, p.score, p.dropout, p.dbias) && big_smem;
+  const bool idx = !needs_general(p.mask, p.score, p.dropout, p.dbias, true) && big_smem;
 #ifdef FA_TUNING
   const int tune = idx ? tuning_cfg("FA_BWD_CFG") : 0;
 #endif

@@ -150,7 +150,7 @@ template <typename T, int HD, int NW, int BK>
 static cudaError_t launch_dq(const DqArgs& args, cudaStream_t stream) {
   using Cfg = DqCfg<HD, NW, BK>;
   const FlashBwdParams& p = args.p;
-  const bool gen = needs_general(p.mask, p.score, p.dropout, p.dbias);
+  const bool gen = needs_general(p.mask, p.score, p.dropout, p.dbias, true);
   auto kernel = gen ? flash_bwd_dq_kernel<T, HD, NW, BK, true> : flash_bwd_dq_kernel<T, HD, NW, BK, false>;
   const size_t smem = Cfg::template smem<T>();
   cudaError_t err = set_dynamic_smem(kernel, static_cast<int>(smem));

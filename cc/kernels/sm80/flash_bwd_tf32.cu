@@ -439,7 +439,7 @@ template <int HD, int BKb, int BQb, int NW, int QST, int NSPLIT, int ONLY = -1>
 static cudaError_t launch_bwd_tf32(const Tf32BwdArgs& args, cudaStream_t stream) {
   using Cfg = Tf32BwdCfg<HD, BKb, BQb, NW, QST, NSPLIT>;
   const FlashBwdParams& p = args.p;
-  const bool gen = ONLY == -1 ? needs_general(p.mask, p.score, p.dropout, p.dbias) : ONLY == 1;
+  const bool gen = ONLY == -1 ? needs_general(p.mask, p.score, p.dropout, p.dbias, true) : ONLY == 1;
   auto kernel = gen ? flash_bwd_tf32_kernel<HD, BKb, BQb, NW, QST, NSPLIT, ONLY != 0>
                     : flash_bwd_tf32_kernel<HD, BKb, BQb, NW, QST, NSPLIT, ONLY == 1>;
   cudaError_t err = set_dynamic_smem(kernel, static_cast<int>(Cfg::kSmem));
@@ -507,7 +507,7 @@ cudaError_t bwd_tf32(const FlashBwdParams& p, const float* dsum, float* dq_acc, 
     args.p.dbias = nullptr;  // written by the dQ kernel
   }
   if (s.Tk > 0) {
-    const bool gen = needs_general(p.mask, p.score, p.dropout, args.p.dbias);
+    const bool gen = needs_general(p.mask, p.score, p.dropout, args.p.dbias, true);
     switch (hd) {
       case 64: err = launch_bwd_tf32<64, 64, 64, 4, 1, 1>(args, stream); break;
       case 128:

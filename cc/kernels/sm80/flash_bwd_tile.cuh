@@ -148,7 +148,7 @@ __device__ __forceinline__ void bwd_tile_probs(float (&s)[AN][4], float (&dp)[AN
           dp[nt][e] = pv * (dp[nt][e] - cDs[ql]);
           s[nt][e] = pv;
         }
-    } else {  // causal/window/length limits cross the tile: mask by index
+    } else {  // causal/window/length limits cross the tile, or validity masks: mask by index
 #pragma unroll
       for (int nt = 0; nt < AN; ++nt)
 #pragma unroll
@@ -160,7 +160,8 @@ __device__ __forceinline__ void bwd_tile_probs(float (&s)[AN][4], float (&dp)[AN
           for (int r = 0; r < 2; ++r) {
             const int jl = kr0 + g + 8 * r;
             const int e = 2 * r + c;
-            const float pv = (jl >= lo && jl < hi) ? fast_exp2(fmaf(s[nt][e], sl2, -cL[ql])) : 0.f;
+            const bool vis = jl >= lo && jl < hi && key_visible(p.mask, sh, b, j0 + jl);
+            const float pv = vis ? fast_exp2(fmaf(s[nt][e], sl2, -cL[ql])) : 0.f;
             dp[nt][e] = pv * (dp[nt][e] - cDs[ql]);
             s[nt][e] = pv;
           }
@@ -241,7 +242,8 @@ __device__ __forceinline__ void dq_tile_dscores(float (&s)[NT][4], const float (
 #pragma unroll
           for (int c = 0; c < 2; ++c) {
             const int jl = nt * 8 + 2 * tq + c, e = 2 * r + c;
-            const float pv = (jl >= lo && jl < hi) ? fast_exp2(fmaf(s[nt][e], sl2, -lse2r[r])) : 0.f;
+            const bool vis = jl >= lo && jl < hi && key_visible(p.mask, sh, b, j0 + jl);
+            const float pv = vis ? fast_exp2(fmaf(s[nt][e], sl2, -lse2r[r])) : 0.f;
             s[nt][e] = pv * (dp[nt][e] - dsr[r]);
           }
       }

@@ -218,7 +218,7 @@ cudaError_t launch_fwd(const FlashFwdParams& p, bool vec, cudaStream_t stream) {
 // for short causal sequences, not yet timed at other lengths or through TensorFlow.
 template <typename T>
 cudaError_t fwd_tc(const FlashFwdParams& p, bool vec, bool big_smem, cudaStream_t stream) {
-  const bool gen = needs_general(p.mask, p.score, p.dropout, nullptr);
+  const bool gen = needs_general(p.mask, p.score, p.dropout, nullptr, true);
 #ifdef FA_TUNING
   const int tune = !gen && big_smem ? tuning_cfg("FA_FWD_CFG") : 0;
 #endif

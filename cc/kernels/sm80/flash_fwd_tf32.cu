@@ -186,7 +186,7 @@ cudaError_t fwd_tf32(const FlashFwdParams& p, cudaStream_t stream) {
                    s.o_stride[2] % 4 == 0 && aligned16_tf32(p.q) && aligned16_tf32(p.k) &&
                    aligned16_tf32(p.v) && aligned16_tf32(p.o);
   const Tf32FwdArgs args{p, vec};
-  const bool gen = needs_general(p.mask, p.score, p.dropout, nullptr);
+  const bool gen = needs_general(p.mask, p.score, p.dropout, nullptr, true);
   switch (head_dim_bucket(s.D > s.Dv ? s.D : s.Dv)) {
     case 64:
       return gen ? launch_fwd_tf32<64, 1, 64, 8, true>(args, stream) : launch_fwd_tf32<64, 2, 64, 4, false>(args, stream);

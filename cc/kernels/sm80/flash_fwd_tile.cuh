@@ -14,7 +14,8 @@ namespace cuda {
 // Scores of one key tile in place. GEN: s becomes z = log2e * logit by the full score function
 // and the result is 1. Otherwise s stays raw (the caller's exp2 applies the returned factor
 // scale * log2e) and only tiles crossing the causal/window/length limits get -inf where the key
-// is outside [key_begin(i), key_end(i)) or the row is past qlim. The CTA's query tile is
+// is outside [key_begin(i), key_end(i)) or masked by the validity masks, or the row is past qlim
+// or invalid. The CTA's query tile is
 // [i0, i0 + BQ); this warp's rows start at row0; the key tile at j0.
 template <typename T, int MT, int NT, bool GEN>
 __device__ __forceinline__ float fwd_tile_scores(float (&s)[MT][NT][4], const FlashFwdParams& p,
@@ -36,7 +37,8 @@ __device__ __forceinline__ float fwd_tile_scores(float (&s)[MT][NT][4], const Fl
 #pragma unroll
             for (int c = 0; c < 2; ++c) {
               const int jl = nt * 8 + 2 * tq + c;
-              if (jl < lo || jl >= hi) s[mt][nt][2 * r + c] = neg_inf();
+              if (jl < lo || jl >= hi || !key_visible(p.mask, sh, b, j0 + jl))
+                s[mt][nt][2 * r + c] = neg_inf();
             }
         }
     }
