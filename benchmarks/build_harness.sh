@@ -27,7 +27,15 @@ EXT=$("$PYTHON" -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX
 mkdir -p "$OUTDIR"
 GENCODE=""
 for a in $ARCHS; do GENCODE="$GENCODE -gencode arch=compute_$a,code=sm_$a"; done
-SOURCES=$(ls cc/kernels/*.cu cc/kernels/*/*.cu)
+# Hopper-only sources (cc/kernels/sm90/) are built for sm_90a alone, and only when 90 is in ARCHS;
+# everything (the harness too) then sees FA_HAS_SM90=1, as in build_ops.py.
+SM90_SOURCES=""
+HAS_SM90=""
+if [[ " $ARCHS " == *" 90 "* ]]; then
+  SM90_SOURCES=$(ls cc/kernels/sm90/*.cu 2>/dev/null || true)
+  [[ -n $SM90_SOURCES ]] && HAS_SM90=-DFA_HAS_SM90=1
+fi
+SOURCES="$(ls cc/kernels/*.cu cc/kernels/*/*.cu | grep -v '^cc/kernels/sm90/') $SM90_SOURCES"
 OBJS=""
 for f in $SOURCES; do OBJS="$OBJS $OUTDIR/$(basename "$f" .cu).o"; done
 start=$(date +%s)
@@ -37,10 +45,12 @@ if [[ ${HARNESS_ONLY:-0} == 1 ]]; then
   for f in $SOURCES; do [[ -f $OUTDIR/$(basename "$f" .cu).o ]] || BUILD="$BUILD $f"; done
 fi
 if [[ -n ${BUILD// /} ]]; then
+  SM90_GENCODE="-gencode arch=compute_90a,code=sm_90a"
   echo $BUILD | tr ' ' '\n' | xargs -P "$JOBS" -I{} sh -c \
-    "$NVCC -std=c++17 -O3 -I. -Xcompiler -fPIC $GENCODE ${NVCC_EXTRA:-} -c {} -o $OUTDIR/\$(basename {} .cu).o"
+    "case {} in cc/kernels/sm90/*) G='$SM90_GENCODE';; *) G='$GENCODE';; esac; \
+     $NVCC -std=c++17 -O3 -I. -Xcompiler -fPIC \$G $HAS_SM90 ${NVCC_EXTRA:-} -c {} -o $OUTDIR/\$(basename {} .cu).o"
 fi
-g++ -std=c++17 -O2 -fPIC -fvisibility=hidden -I. -I"$CUDA_HOME/include" $PYINC \
+g++ -std=c++17 -O2 -fPIC -fvisibility=hidden -I. -I"$CUDA_HOME/include" $PYINC $HAS_SM90 \
   -c cc/harness/flash_harness.cc -o "$OUTDIR/flash_harness.o"
 rm -f "$OUTDIR/libflash_harness.so"  # the former ctypes library
 # shellcheck disable=SC2086

@@ -21,6 +21,8 @@
 //   bwd_workspace_bytes(q, k, v, *, <the same options>, deterministic=False) -> int
 //   dropout_mask(B, H, Tq, Tk, rate, seed, out=None) -> bytearray [B, H, Tq, Tk] (1 keep, 0 drop),
 //       or fills `out` (host uint8/bool, B*H*Tq*Tk elements, compact) and returns it
+//   sm90_info() -> dict(compiled, enabled, fwd_launches); set_sm90(mode) (1 on, 0 off, -1 env);
+//   sm90_selftest() -> list of dicts (Hopper building blocks, cc/kernels/sm90/flash_fwd_sm90.cu)
 //
 // Layouts and dtypes as in cc/kernels/common/flash_params.h: q [B, Tq, H, D], k [B, Tk, Hkv, D],
 // v [B, Tk, Hkv, Dv], o / d_o [B, Tq, H, Dv] (float32 / float16 / bfloat16, one dtype; the last
@@ -799,6 +801,58 @@ py::object dropout_mask(int64_t B, int64_t H, int64_t Tq, int64_t Tk, double rat
 
 }  // namespace
 
+// ---------------------------------------------------------------------------------------------
+// The Hopper path (cc/kernels/sm90/; present when built with FA_HAS_SM90, i.e. ARCHS has 90).
+namespace {
+
+py::dict sm90_info() {
+  py::dict d;
+#if FA_HAS_SM90
+  d["compiled"] = true;
+  d["enabled"] = flashattn::cuda::sm90::enabled();
+  d["fwd_launches"] = flashattn::cuda::sm90::fwd_launches();
+#else
+  d["compiled"] = false;
+  d["enabled"] = false;
+  d["fwd_launches"] = 0;
+#endif
+  return d;
+}
+
+void set_sm90(int mode) {
+#if FA_HAS_SM90
+  flashattn::cuda::sm90::set_enabled(mode);
+#else
+  if (mode > 0) throw py::value_error("set_sm90: this harness was built without the sm90 kernels");
+#endif
+}
+
+py::list sm90_selftest() {
+  py::list out;
+#if FA_HAS_SM90
+  const char* names[] = {"tma_load_swizzled_tile", "wgmma_ss_kmajor", "wgmma_rs_mnmajor",
+                         "wgmma_rs_mnmajor_swapped_lbo_sbo", "wgmma_rs_n64"};
+  for (int i = 0; i < 5; ++i) {
+    char msg[512] = {0};
+    double err = 0;
+    int rc;
+    {
+      py::gil_scoped_release nogil;
+      rc = flashattn::cuda::sm90::selftest(i, &err, msg, sizeof(msg));
+    }
+    py::dict d;
+    d["name"] = names[i];
+    d["result"] = rc == 1 ? "pass" : rc == 0 ? "FAIL" : "not run";
+    d["max_err"] = err;
+    d["detail"] = std::string(msg);
+    out.append(d);
+  }
+#endif
+  return out;
+}
+
+}  // namespace
+
 PYBIND11_MODULE(flash_harness, m) {
   m.doc() = "FlashAttention CUDA launchers over DLPack tensors (kernel harness, no TensorFlow). "
             "See cc/harness/flash_harness.cc.";
@@ -828,4 +882,11 @@ PYBIND11_MODULE(flash_harness, m) {
         "Host keep mask [B, H, Tq, Tk] (1 keep, 0 drop): a bytearray, or written into `out`.",
         py::arg("B"), py::arg("H"), py::arg("Tq"), py::arg("Tk"), py::arg("rate"),
         py::arg("seed") = std::pair<int64_t, int64_t>(1234, 5678), py::arg("out") = py::none());
+  m.def("sm90_info", &sm90_info,
+        "The Hopper forward: dict(compiled, enabled (TF_FLASHATTN_SM90 / set_sm90), fwd_launches).");
+  m.def("set_sm90", &set_sm90, "Hopper forward switch: 1 on, 0 off (sm80 kernels), -1 back to the "
+        "environment (TF_FLASHATTN_SM90).", py::arg("mode"));
+  m.def("sm90_selftest", &sm90_selftest,
+        "Hopper building blocks one at a time (TMA tile load, wgmma forms): a list of dicts "
+        "(name, result pass / FAIL / not run, max_err, detail); empty without the sm90 kernels.");
 }

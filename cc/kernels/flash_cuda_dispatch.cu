@@ -2,6 +2,9 @@
 // check the device and the shape, then pick the target's kernels:
 //   few query rows (any GPU)            -> sm80/flash_decode.cu (flash-decoding, key splits)
 //   float32                             -> sm80/flash_fwd_tf32.cu (allow_tf32) or sm80/flash_fwd_simt.cu
+//   float16 / bfloat16, compute 9.0, D == Dv in {64, 128}, causal or no mask, no dropout / bias /
+//     soft-cap (sm90::fwd_applies), TF_FLASHATTN_SM90 not 0, FA_HAS_SM90 builds
+//                                       -> sm90/flash_fwd_sm90.cu (wgmma, TMA, warp specialization)
 //   float16 / bfloat16                  -> sm80/flash_fwd.cu (mma.sync, cp.async; sm_80 and newer)
 // Backward: sm80/flash_bwd.cu for every dtype. Per-target folders: cpu/ (the CPU kernels, own
 // dispatch in cpu/flash_cpu_dispatch.cc), sm80/ (every GPU from sm_80 on), sm90/ (Hopper-only
@@ -47,6 +50,14 @@ cudaError_t flash_fwd_cuda(const FlashFwdParams& p, cudaStream_t stream) {
   if (cuda::decode_applies(p)) return cuda::fwd_decode(p, stream);  // few query rows
   if (p.dtype == DType::kFloat32) return p.allow_tf32 ? cuda::fwd_tf32(p, stream) : cuda::fwd_simt(p, stream);
   if (p.dtype == DType::kFloat64) return cudaErrorNotSupported;
+#if FA_HAS_SM90
+  // Hopper (sm90/flash_fwd_sm90.cu) where it applies and TF_FLASHATTN_SM90 is not 0; it answers
+  // cudaErrorNotSupported when it cannot make its tensor maps, and sm80 takes over.
+  if (cuda::sm90::enabled() && cuda::sm90::fwd_applies(p)) {
+    err = cuda::sm90::fwd(p, stream);
+    if (err != cudaErrorNotSupported) return err;
+  }
+#endif
   return cuda::fwd_tc(p, cuda::vec8(s, p.q, p.k, p.v, p.o), big_smem, stream);
 }
 

@@ -110,6 +110,30 @@ cudaError_t fwd_tf32(const FlashFwdParams& p, cudaStream_t stream);
 cudaError_t bwd_tf32(const FlashBwdParams& p, const float* dsum, float* dq_acc, bool big_smem,
                      cudaStream_t stream);
 
+// Hopper-only kernels (cc/kernels/sm90/, compiled for sm_90a alone; declared always, defined
+// only in builds with FA_HAS_SM90 = 1).
+namespace sm90 {
+// Whether the sm_90a forward (flash_fwd_sm90.cu) takes these params: compute capability 9.0,
+// float16 / bfloat16, D == Dv in {64, 128}, no mask but causal, no dropout / bias / soft-cap,
+// 16-byte aligned tensors and strides.
+bool fwd_applies(const FlashFwdParams& p);
+// Its launcher; cudaErrorNotSupported when the tensor maps cannot be made (the caller falls back).
+cudaError_t fwd(const FlashFwdParams& p, cudaStream_t stream);
+// The switch: TF_FLASHATTN_SM90=0 in the environment turns the sm90 path off (read once);
+// set_enabled(0 / 1) overrides it in this process, set_enabled(-1) goes back to the environment.
+bool enabled();
+void set_enabled(int mode);
+// Launches of the sm90 forward so far in this process (to check which path ran).
+int64_t fwd_launches();
+// Self-test of the building blocks, one at a time (which: 0 TMA load into a 128-byte-swizzled
+// tile, 1 wgmma m64n128k16 with both operands K-major in shared memory, 2 wgmma m64n128k16 with A
+// from registers and B MN-major (the P V form), 3 the same with LBO / SBO swapped (diagnostic: one
+// of 2 and 3 should pass), 4 wgmma m64n64k16 register-A form (D = 64)). Runs on the current device
+// (synchronizes); returns 1 pass, 0 fail, -1 could not run; max_err and msg (msg_len bytes, NUL-
+// terminated) say more.
+int selftest(int which, double* max_err, char* msg, int msg_len);
+}  // namespace sm90
+
 }  // namespace cuda
 }  // namespace flashattn
 

@@ -1,0 +1,658 @@
+// Hopper-native FlashAttention forward (sm_90a only), a first prototype: float16 / bfloat16,
+// D == Dv in {64, 128}, no mask but causal (any causal_offset: row i sees keys j <= i + offset),
+// no dropout / bias / soft-cap, GQA allowed; q/k/v any strides that are multiples of 8 elements
+// (16 bytes, what TMA needs). The dispatch (flash_cuda_dispatch.cu) takes it through
+// fwd_applies() and falls back to sm80/flash_fwd.cu otherwise. Untested on a GPU at the time of
+// writing: sm90_selftest() (below, exposed by the kernel harness) checks the building blocks one
+// at a time so that a failure says which one.
+//
+// Building blocks: hand-written inline PTX (sm90_ptx.cuh), not CuTe/CUTLASS. The pieces this
+// kernel needs are few (mbarrier, one TMA load form, one descriptor form, two wgmma shapes,
+// setmaxnreg), each a few lines; headers-only CUTLASS would add ~seconds-to-minutes of template
+// compile time per instantiation on the 2-core build machine and a 20 MB include tree to carry to
+// the GPU machine, and hide the layouts that this first version must get right by reading. The
+// tensor maps come from the driver's cuTensorMapEncodeTiled through cudaGetDriverEntryPointByVersion
+// (no link against libcuda; cudart is static); they are encoded on the host at every call (a few
+// microseconds, no synchronization) and passed as __grid_constant__ kernel parameters.
+//
+// Design (FlashAttention-3's, simplified):
+//   CTA = 3 warpgroups (384 threads): warpgroup 0 is the producer (one thread issues TMA; the
+//   group gives its registers away with setmaxnreg.dec to 24), warpgroups 1 and 2 are consumers
+//   (setmaxnreg.inc to 240), each owning 64 of the CTA's kBr = 128 query rows.
+//   Shared memory: Q tile [128 x D] (loaded once), and a kStages = 2 ring of K and V tiles
+//   [kBc = 128 keys x D], all 128-byte swizzled (D / 64 panels of 64 columns). Barriers:
+//   q_full; full[s] (producer's arrive.expect_tx + TMA bytes), empty[s] (256 consumer arrivals).
+//   D = 128: 32 KiB Q + 2 x (32 + 32) KiB K/V = 160 KiB (+1 KiB alignment, barriers).
+//   Per key tile, each consumer warpgroup:
+//     S = Q K^T        8 (D/16) wgmma m64n128k16, both operands from shared memory (K-major)
+//     online softmax   S * scale * log2e, row max over the quad, m, l, O *= 2^(m_old - m_new)
+//     P (registers)    S's accumulators repacked as the A fragments of m64k16 (16-bit pairs)
+//     O += P V         8 (kBc/16) wgmma m64nDk16, A = P from registers, B = V (MN-major, transposed
+//                      by the instruction)
+//     release the stage (arrive on empty[s]).
+//   Epilogue: O / l straight from registers to o [B, Tq, H, Dv]; lse = ln2 (m + log2 l), -inf and
+//   O = 0 for rows that see no key (as sm80/flash_fwd_tile.cuh does).
+//   Registers per consumer thread (D = 128): S 64 + O 64 + P 32 floats/words + row state.
+//   Causal: the grid's query tiles run longest first; tiles past the diagonal are not loaded, only
+//   tiles crossing it (or Tk) are masked element-wise.
+// Not yet here (issue 16): the two consumer warpgroups' ping-pong schedule (named barriers), the
+// softmax / next-tile QK^T overlap inside a warpgroup, O stored through shared memory by TMA,
+// a persistent grid with a causal-balancing tile scheduler, and every feature beyond causal.
+#include <cuda.h>
+#include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "cc/kernels/common/flash_cuda_internal.h"
+#include "cc/kernels/common/flash_params.h"
+#include "cc/kernels/sm90/sm90_ptx.cuh"
+
+namespace flashattn {
+namespace cuda {
+namespace sm90 {
+namespace {
+
+constexpr int kBr = 128;      // query rows per CTA (64 per consumer warpgroup)
+constexpr int kBc = 128;      // keys per K/V tile
+constexpr int kStages = 2;    // K/V ring depth
+constexpr int kConsumers = 2; // consumer warpgroups
+constexpr int kThreads = 128 * (1 + kConsumers);
+constexpr int kProducerRegs = 24;
+constexpr int kConsumerRegs = 240;
+static_assert(128 * kProducerRegs + 128 * kConsumers * kConsumerRegs <= 65536, "register file");
+
+template <int D>
+struct SmemLayout {
+  static constexpr int kQBytes = kBr * D * 2;
+  static constexpr int kKVBytes = kBc * D * 2;
+  static constexpr int kQ = 0;
+  static constexpr int kK = kQ + kQBytes;                     // + stage * kKVBytes
+  static constexpr int kV = kK + kStages * kKVBytes;          // + stage * kKVBytes
+  static constexpr int kBars = kV + kStages * kKVBytes;       // q_full, full[kStages], empty[kStages]
+  static constexpr int kBytes = kBars + 8 * (1 + 2 * kStages);
+  static constexpr int kAlloc = kBytes + 1024;                // slack to align the base to 1024
+};
+
+__device__ __forceinline__ float ex2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+template <typename T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi);
+template <>
+__device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+template <>
+__device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi) {
+  __half2 v = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+
+template <typename T, int D>
+__device__ __forceinline__ void wgmma_pv(float (&o)[D / 2], const uint32_t (&a)[4], uint64_t desc) {
+  if constexpr (D == 128) wgmma_rs_m64n128k16_tb(WgmmaType<T>{}, o, a, desc, 1);
+  else wgmma_rs_m64n64k16_tb(WgmmaType<T>{}, o, a, desc, 1);
+}
+
+// Keys visible to row i: [0, key_end(i)) (causal: j <= i + offset; always j < Tk).
+__device__ __forceinline__ int64_t key_end(int64_t i, int64_t tk, bool causal, int64_t off) {
+  int64_t hi = tk;
+  if (causal && i + off + 1 < hi) hi = i + off + 1;
+  return hi < 0 ? 0 : hi;
+}
+
+// q [B, Tq, H, D], k [B, Tk, Hkv, D], v [B, Tk, Hkv, D] through tm_q / tm_k / tm_v (rank 4:
+// d, head, time, batch; boxes {64, 1, 128, 1}); o [B, Tq, H, D] and lse [B, H, Tq] from p.
+// Grid (ceil(Tq / kBr), H, B).
+template <typename T, int D>
+__global__ void __launch_bounds__(kThreads, 1)
+    flash_fwd_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
+                          const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ FlashFwdParams p) {
+  using L = SmemLayout<D>;
+  extern __shared__ uint8_t smem_raw[];
+  const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
+  const uint32_t q_full = base + L::kBars;
+  const uint32_t full0 = q_full + 8, empty0 = q_full + 8 * (1 + kStages);
+
+  const AttnShape& sh = p.shape;
+  const int64_t Tq = sh.Tq, Tk = sh.Tk;
+  const bool causal = p.mask.causal;
+  const int64_t off = p.mask.causal_offset;
+  const int m_block = gridDim.x - 1 - blockIdx.x;  // longest causal rows first
+  const int h = blockIdx.y, b = blockIdx.z;
+  const int hkv = h / static_cast<int>(sh.H / sh.Hkv);
+  const int64_t m0 = static_cast<int64_t>(m_block) * kBr;
+  const int64_t last_row = (m0 + kBr < Tq ? m0 + kBr : Tq) - 1;
+  const int64_t kend_cta = key_end(last_row, Tk, causal, off);
+  const int n_tiles = static_cast<int>((kend_cta + kBc - 1) / kBc);
+
+  const int wg = threadIdx.x / 128;
+  if (threadIdx.x == 0) {
+    mbar_init(q_full, 1);
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(full0 + 8 * s, 1);
+      mbar_init(empty0 + 8 * s, 128 * kConsumers);
+    }
+    mbar_fence_init();
+  }
+  __syncthreads();
+
+  if (wg == 0) {
+    // ---- Producer warpgroup: one thread issues every TMA load. ----
+    setmaxnreg_dec<kProducerRegs>();
+    if (threadIdx.x == 0 && n_tiles > 0) {
+      tma_prefetch_map(&tm_k);
+      tma_prefetch_map(&tm_v);
+      mbar_arrive_expect_tx(q_full, L::kQBytes);
+#pragma unroll
+      for (int j = 0; j < D / 64; ++j)
+        tma_load_4d(base + L::kQ + j * kBr * 128, &tm_q, q_full, 64 * j, h, static_cast<int>(m0), b);
+      for (int n = 0; n < n_tiles; ++n) {
+        const int s = n % kStages;
+        if (n >= kStages) mbar_wait(empty0 + 8 * s, ((n / kStages) - 1) & 1);
+        const uint32_t bar = full0 + 8 * s;
+        mbar_arrive_expect_tx(bar, 2 * L::kKVBytes);
+#pragma unroll
+        for (int j = 0; j < D / 64; ++j) {
+          tma_load_4d(base + L::kK + s * L::kKVBytes + j * kBc * 128, &tm_k, bar, 64 * j, hkv, n * kBc, b);
+          tma_load_4d(base + L::kV + s * L::kKVBytes + j * kBc * 128, &tm_v, bar, 64 * j, hkv, n * kBc, b);
+        }
+      }
+    }
+    return;
+  }
+
+  // ---- Consumer warpgroups: 64 query rows each. ----
+  setmaxnreg_inc<kConsumerRegs>();
+  const int c = wg - 1;
+  const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  const int64_t row[2] = {m0 + c * 64 + warp * 16 + g, m0 + c * 64 + warp * 16 + g + 8};
+  const int64_t kend[2] = {key_end(row[0], Tk, causal, off), key_end(row[1], Tk, causal, off)};
+  const float scale_log2 = p.score.scale * 1.4426950408889634f;
+
+  float o[D / 2];
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+
+  if (n_tiles > 0) mbar_wait(q_full, 0);
+  const uint32_t q_tile = base + L::kQ + c * 64 * 128;  // this warpgroup's 64 rows in each panel
+  for (int n = 0; n < n_tiles; ++n) {
+    const int s = n % kStages;
+    mbar_wait(full0 + 8 * s, (n / kStages) & 1);
+    const uint32_t k_tile = base + L::kK + s * L::kKVBytes;
+    const uint32_t v_tile = base + L::kV + s * L::kKVBytes;
+
+    // S = Q K^T: [64 x kBc], contraction over D in k16 steps.
+    float sacc[kBc / 2];
+    wgmma_fence();
+#pragma unroll
+    for (int k = 0; k < D / 16; ++k) {
+      const uint32_t koff = (k % 4) * 32;  // k16 step within the 128-byte row
+      const uint64_t da = wgmma_desc(q_tile + (k / 4) * kBr * 128 + koff, 16, 1024);
+      const uint64_t db = wgmma_desc(k_tile + (k / 4) * kBc * 128 + koff, 16, 1024);
+      wgmma_ss_m64n128k16(WgmmaType<T>{}, sacc, da, db, k > 0);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_regs(sacc);
+
+    // Mask keys past Tk or past the causal diagonal (only tiles that cross either).
+    const int64_t n0 = static_cast<int64_t>(n) * kBc;
+    const bool need_mask = n0 + kBc > Tk || (causal && n0 + kBc - 1 > m0 + off);
+#pragma unroll
+    for (int i = 0; i < kBc / 2; ++i) {
+      float x = sacc[i] * scale_log2;
+      if (need_mask) {
+        const int64_t col = n0 + 8 * (i / 4) + 2 * t + (i & 1);
+        if (col >= kend[(i / 2) & 1]) x = -INFINITY;
+      }
+      sacc[i] = x;
+    }
+    // Online softmax, per row half h2 (rows g and g + 8 of this warp).
+#pragma unroll
+    for (int h2 = 0; h2 < 2; ++h2) {
+      float mx = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < kBc / 8; ++j) mx = fmaxf(mx, fmaxf(sacc[4 * j + 2 * h2], sacc[4 * j + 2 * h2 + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float m_new = fmaxf(m[h2], mx);
+      const float m_use = m_new == -INFINITY ? 0.f : m_new;  // rows with nothing visible yet
+      const float alpha = ex2(m[h2] - m_use);
+      m[h2] = m_new;
+      float sum = 0.f;
+#pragma unroll
+      for (int j = 0; j < kBc / 8; ++j) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const float pv = ex2(sacc[4 * j + 2 * h2 + e] - m_use);
+          sacc[4 * j + 2 * h2 + e] = pv;
+          sum += pv;
+        }
+      }
+      l[h2] = l[h2] * alpha + sum;  // this thread's partial sum; the quad reduces at the end
+#pragma unroll
+      for (int j = 0; j < D / 8; ++j) {
+        o[4 * j + 2 * h2] *= alpha;
+        o[4 * j + 2 * h2 + 1] *= alpha;
+      }
+    }
+    // P as the A fragments of m64k16: k16 step kk covers S columns 16kk .. 16kk + 15.
+    uint32_t pa[kBc / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < kBc / 16; ++kk) {
+      pa[kk][0] = pack2<T>(sacc[8 * kk + 0], sacc[8 * kk + 1]);
+      pa[kk][1] = pack2<T>(sacc[8 * kk + 2], sacc[8 * kk + 3]);
+      pa[kk][2] = pack2<T>(sacc[8 * kk + 4], sacc[8 * kk + 5]);
+      pa[kk][3] = pack2<T>(sacc[8 * kk + 6], sacc[8 * kk + 7]);
+    }
+    // O += P V: contraction over the tile's keys in k16 steps (16 rows of V = 2048 bytes).
+    fence_regs(o);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kBc / 16; ++kk)
+      wgmma_pv<T, D>(o, pa[kk], wgmma_desc(v_tile + kk * 16 * 128, kBc * 128, 1024));
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_regs(o);
+    mbar_arrive(empty0 + 8 * s);  // this thread is done reading stage s
+  }
+
+  // Epilogue: O / l into o [B, Tq, H, D]; lse [B, H, Tq].
+  T* out = static_cast<T*>(p.o);
+#pragma unroll
+  for (int h2 = 0; h2 < 2; ++h2) {
+    float lt = l[h2];
+    lt += __shfl_xor_sync(0xffffffffu, lt, 1);
+    lt += __shfl_xor_sync(0xffffffffu, lt, 2);
+    const float inv = lt > 0.f ? 1.f / lt : 0.f;
+    const int64_t i = row[h2];
+    if (i < Tq) {
+      T* orow = out + b * sh.o_stride[0] + i * sh.o_stride[1] + h * sh.o_stride[2];
+#pragma unroll
+      for (int j = 0; j < D / 8; ++j)
+        *reinterpret_cast<uint32_t*>(orow + 8 * j + 2 * t) =
+            pack2<T>(o[4 * j + 2 * h2] * inv, o[4 * j + 2 * h2 + 1] * inv);
+      if (t == 0)
+        p.lse[(static_cast<int64_t>(b) * sh.H + h) * Tq + i] =
+            lt > 0.f ? (m[h2] + log2f(lt)) * 0.6931471805599453f : -INFINITY;
+    }
+  }
+}
+
+// ---- Host side ---------------------------------------------------------------------------------
+PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
+  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) !=
+            cudaSuccess ||
+        q != cudaDriverEntryPointSuccess)
+      f = nullptr;
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
+  }();
+  return fn;
+}
+
+// Rank-4 map over a [B, T, Hx, Dx] 16-bit tensor with element strides st = {batch, time, head}
+// (the last dim contiguous): dims (d, head, time, batch), box {64, 1, rows, 1}, 128-byte swizzle,
+// out-of-bounds elements read as zero.
+bool encode_map(CUtensorMap* map, DType dt, const void* ptr, int64_t B, int64_t T, int64_t Hx, int64_t Dx,
+                const int64_t st[3], int rows) {
+  auto fn = encode_fn();
+  if (!fn) return false;
+  cuuint64_t dims[4] = {static_cast<cuuint64_t>(Dx), static_cast<cuuint64_t>(Hx), static_cast<cuuint64_t>(T),
+                        static_cast<cuuint64_t>(B)};
+  // Byte strides of dims 1..3; a size-1 dim gets the compact stride (its stride is never used, but
+  // must be a valid multiple of 16).
+  const int64_t want[3] = {st[2], st[1], st[0]};
+  cuuint64_t strides[3];
+  int64_t compact = Dx * 2;
+  for (int i = 0; i < 3; ++i) {
+    const int64_t s = dims[i + 1] == 1 ? compact : want[i] * 2;
+    strides[i] = static_cast<cuuint64_t>(s);
+    compact = s * static_cast<int64_t>(dims[i + 1]);
+  }
+  cuuint32_t box[4] = {64, 1, static_cast<cuuint32_t>(rows), 1};
+  cuuint32_t estr[4] = {1, 1, 1, 1};
+  const CUresult r = fn(map, dt == DType::kBFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+                        4, const_cast<void*>(ptr), dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                        CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return r == CUDA_SUCCESS;
+}
+
+std::atomic<int64_t> g_launches{0};
+std::atomic<int> g_override{-1};
+
+bool device_is_sm90() {
+  static int cached[64] = {0};  // 0 unknown, 1 yes, 2 no
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return false;
+  int c = dev < 64 ? cached[dev] : 0;
+  if (c == 0) {
+    int major = 0, minor = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
+      return false;
+    c = (major == 9 && minor == 0) ? 1 : 2;  // sm_90a machine code runs on 9.0 only
+    if (dev < 64) cached[dev] = c;
+  }
+  return c == 1;
+}
+
+template <typename T, int D>
+cudaError_t launch(const FlashFwdParams& p, cudaStream_t stream) {
+  const AttnShape& s = p.shape;
+  CUtensorMap tq, tk, tv;
+  if (!encode_map(&tq, p.dtype, p.q, s.B, s.Tq, s.H, D, s.q_stride, kBr) ||
+      !encode_map(&tk, p.dtype, p.k, s.B, s.Tk, s.Hkv, D, s.k_stride, kBc) ||
+      !encode_map(&tv, p.dtype, p.v, s.B, s.Tk, s.Hkv, D, s.v_stride, kBc))
+    return cudaErrorNotSupported;  // the dispatch falls back to sm80
+  auto kernel = flash_fwd_sm90_kernel<T, D>;
+  const int smem = SmemLayout<D>::kAlloc;
+  cudaError_t err = set_dynamic_smem(kernel, smem);
+  if (err != cudaSuccess) return err;
+  const dim3 grid(static_cast<unsigned>((s.Tq + kBr - 1) / kBr), static_cast<unsigned>(s.H),
+                  static_cast<unsigned>(s.B));
+  kernel<<<grid, kThreads, smem, stream>>>(tq, tk, tv, p);
+  err = cudaGetLastError();
+  if (err == cudaSuccess) g_launches.fetch_add(1, std::memory_order_relaxed);
+  return err;
+}
+
+}  // namespace
+
+bool enabled() {
+  const int o = g_override.load(std::memory_order_relaxed);
+  if (o >= 0) return o != 0;
+  static const bool env_on = [] {
+    const char* v = getenv("TF_FLASHATTN_SM90");
+    return !(v && v[0] == '0' && v[1] == '\0');
+  }();
+  return env_on;
+}
+
+void set_enabled(int mode) { g_override.store(mode < 0 ? -1 : (mode ? 1 : 0), std::memory_order_relaxed); }
+
+int64_t fwd_launches() { return g_launches.load(std::memory_order_relaxed); }
+
+bool fwd_applies(const FlashFwdParams& p) {
+  const AttnShape& s = p.shape;
+  if (p.dtype != DType::kFloat16 && p.dtype != DType::kBFloat16) return false;
+  if (s.D != s.Dv || (s.D != 128 && s.D != 64)) return false;
+  if (s.Tk <= 0 || s.Tq <= 0 || s.Tq > (1ll << 31) - kBr || s.Tk > (1ll << 31) - kBc) return false;
+  if (s.H > 65535 || s.B > 65535 || s.Hkv <= 0 || s.H % s.Hkv != 0) return false;
+  const MaskParams& m = p.mask;
+  if (m.window_left >= 0 || m.window_right >= 0 || m.mask || m.q_lengths || m.k_lengths || m.q_valid ||
+      m.k_valid)
+    return false;
+  if (p.score.softcap != 0.f || p.score.bias || p.dropout.rate > 0.f) return false;
+  // TMA: 16-byte aligned bases and strides (o is written with 4-byte stores: vec8 covers it too).
+  if (!vec8(s, p.q, p.k, p.v, p.o)) return false;
+  for (int i = 0; i < 3; ++i)
+    if (s.q_stride[i] < 0 || s.k_stride[i] < 0 || s.v_stride[i] < 0) return false;
+  return device_is_sm90();
+}
+
+cudaError_t fwd(const FlashFwdParams& p, cudaStream_t stream) {
+  const bool bf16 = p.dtype == DType::kBFloat16;
+  if (p.shape.D == 128) return bf16 ? launch<__nv_bfloat16, 128>(p, stream) : launch<__half, 128>(p, stream);
+  return bf16 ? launch<__nv_bfloat16, 64>(p, stream) : launch<__half, 64>(p, stream);
+}
+
+// ---- Self-test of the building blocks --------------------------------------------------------
+namespace {
+
+// Test 0: two TMA boxes {64, 1, 128, 1} (both column panels of rows t0 .. t0+127 of head h, batch
+// b) of a [B, T, H, 128] bfloat16 tensor into one swizzled tile, read back through swz128_offset.
+// out [128, 128] float32.
+__global__ void selftest_tma_kernel(const __grid_constant__ CUtensorMap tm, float* out, int h, int t0, int b) {
+  extern __shared__ uint8_t smem_raw[];
+  const uint32_t raw = smem_u32(smem_raw);
+  const uint32_t base = (raw + 1023u) & ~1023u;
+  const uint32_t bar = base + 128 * 128 * 2;
+  if (threadIdx.x == 0) {
+    mbar_init(bar, 1);
+    mbar_fence_init();
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    mbar_arrive_expect_tx(bar, 128 * 128 * 2);
+    for (int j = 0; j < 2; ++j) tma_load_4d(base + j * 128 * 128, &tm, bar, 64 * j, h, t0, b);
+  }
+  mbar_wait(bar, 0);
+  const uint8_t* tile = smem_raw + (base - raw);
+  for (int i = threadIdx.x; i < 128 * 128; i += blockDim.x) {
+    const int r = i / 128, col = i % 128;
+    out[i] = __bfloat162float(*reinterpret_cast<const __nv_bfloat16*>(tile + swz128_offset(128, r, col)));
+  }
+}
+
+// Tests 1-4: one warpgroup, operands stored into swizzled tiles by ordinary stores.
+//   mode 1: C [64, 128] = A [64, 128] B^T, B [128 (n), 128 (k)]: wgmma_ss, both K-major.
+//   mode 2 / 3: C [64, N] = A [64, 128] V, V [128 (k), N]: A from registers, V MN-major
+//     (mode 3 with LBO and SBO swapped). mode 4: N = 64.
+template <int N>
+__global__ void selftest_wgmma_kernel(const __nv_bfloat16* a, const __nv_bfloat16* bm, float* c, int mode) {
+  extern __shared__ uint8_t smem_raw[];
+  const uint32_t raw = smem_u32(smem_raw);
+  const uint32_t base = (raw + 1023u) & ~1023u;
+  uint8_t* tile = smem_raw + (base - raw);
+  const uint32_t a_tile = base, b_tile = base + 64 * 128 * 2;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  for (int i = tid; i < 64 * 128; i += 128)
+    *reinterpret_cast<__nv_bfloat16*>(tile + swz128_offset(64, i / 128, i % 128)) = a[i];
+  const int brow = 128, bcols = mode == 1 ? 128 : N;  // B tile: rows x cols (row-major in gmem)
+  for (int i = tid; i < brow * bcols; i += 128)
+    *reinterpret_cast<__nv_bfloat16*>(tile + 64 * 128 * 2 + swz128_offset(brow, i / bcols, i % bcols)) = bm[i];
+  fence_proxy_async();
+  __syncthreads();
+  float acc[N / 2];
+#pragma unroll
+  for (int i = 0; i < N / 2; ++i) acc[i] = 0.f;
+  if (mode == 1) {
+    if constexpr (N == 128) {
+      wgmma_fence();
+#pragma unroll
+      for (int k = 0; k < 8; ++k)
+        wgmma_ss_m64n128k16(WgmmaType<__nv_bfloat16>{}, acc,
+                            wgmma_desc(a_tile + (k / 4) * 64 * 128 + (k % 4) * 32, 16, 1024),
+                            wgmma_desc(b_tile + (k / 4) * 128 * 128 + (k % 4) * 32, 16, 1024), k > 0);
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_regs(acc);
+    }
+  } else {
+    const int r0 = warp * 16 + g;
+    uint32_t pa[8][4];
+    auto pk = [&](int r, int k) {
+      __nv_bfloat162 v = __halves2bfloat162(a[r * 128 + k], a[r * 128 + k + 1]);
+      return *reinterpret_cast<uint32_t*>(&v);
+    };
+#pragma unroll
+    for (int kk = 0; kk < 8; ++kk) {
+      pa[kk][0] = pk(r0, 16 * kk + 2 * t);
+      pa[kk][1] = pk(r0 + 8, 16 * kk + 2 * t);
+      pa[kk][2] = pk(r0, 16 * kk + 2 * t + 8);
+      pa[kk][3] = pk(r0 + 8, 16 * kk + 2 * t + 8);
+    }
+    const uint32_t lbo = mode == 3 ? 1024 : 128 * 128, sbo = mode == 3 ? 128 * 128 : 1024;
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 8; ++kk) {
+      if constexpr (N == 128) wgmma_rs_m64n128k16_tb(WgmmaType<__nv_bfloat16>{}, acc, pa[kk], wgmma_desc(b_tile + kk * 2048, lbo, sbo), 1);
+      else wgmma_rs_m64n64k16_tb(WgmmaType<__nv_bfloat16>{}, acc, pa[kk], wgmma_desc(b_tile + kk * 2048, lbo, sbo), 1);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_regs(acc);
+  }
+#pragma unroll
+  for (int i = 0; i < N / 2; ++i) {
+    const int r = warp * 16 + g + 8 * ((i / 2) & 1), col = 8 * (i / 4) + 2 * t + (i & 1);
+    c[r * N + col] = acc[i];
+  }
+}
+
+// Small exact values (multiples of 1/8 in [-0.75, 0.75]): bfloat16 holds them and float32 sums them
+// exactly, so the tests compare with a tight tolerance.
+float test_value(int i, int j, int salt) { return static_cast<float>(((i * 7 + j * 3 + salt) % 13) - 6) * 0.125f; }
+
+uint16_t to_bf16_bits(float x) {  // exact for the values above
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+struct DeviceBuffers {
+  std::vector<void*> ptrs;
+  void* alloc(size_t bytes) {
+    void* p = nullptr;
+    if (cudaMalloc(&p, bytes) != cudaSuccess) return nullptr;
+    ptrs.push_back(p);
+    return p;
+  }
+  ~DeviceBuffers() {
+    for (void* p : ptrs) cudaFree(p);
+  }
+};
+
+}  // namespace
+
+int selftest(int which, double* max_err, char* msg, int msg_len) {
+  auto say = [&](const char* fmt, auto... args) {
+    if (msg && msg_len > 0) std::snprintf(msg, msg_len, fmt, args...);
+  };
+  *max_err = 0.0;
+  int dev = 0, major = 0, minor = 0;
+  cudaGetDevice(&dev);
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+  if (major != 9 || minor != 0) {
+    say("needs compute capability 9.0, this device is %d.%d", major, minor);
+    return -1;
+  }
+  DeviceBuffers buf;
+  cudaError_t err = cudaSuccess;
+  if (which == 0) {
+    const int B = 2, T = 200, H = 3, D = 128, h = 2, t0 = 128, b = 1;
+    std::vector<uint16_t> x(static_cast<size_t>(B) * T * H * D);
+    auto val = [&](int bb, int tt, int hh, int dd) { return static_cast<float>((bb * 7 + tt * 3 + hh * 5 + dd) % 256 - 128); };
+    for (int bb = 0; bb < B; ++bb)
+      for (int tt = 0; tt < T; ++tt)
+        for (int hh = 0; hh < H; ++hh)
+          for (int dd = 0; dd < D; ++dd) x[((static_cast<size_t>(bb) * T + tt) * H + hh) * D + dd] = to_bf16_bits(val(bb, tt, hh, dd));
+    void* dx = buf.alloc(x.size() * 2);
+    float* dout = static_cast<float*>(buf.alloc(128 * 128 * 4));
+    if (!dx || !dout) { say("cudaMalloc failed"); return -1; }
+    cudaMemcpy(dx, x.data(), x.size() * 2, cudaMemcpyHostToDevice);
+    cudaMemset(dout, 0xff, 128 * 128 * 4);  // NaN
+    CUtensorMap tm;
+    const int64_t st[3] = {static_cast<int64_t>(T) * H * D, H * D, D};
+    if (!encode_map(&tm, DType::kBFloat16, dx, B, T, H, D, st, 128)) {
+      say("cuTensorMapEncodeTiled failed (or no driver entry point)");
+      return -1;
+    }
+    const int smem = 128 * 128 * 2 + 8 + 1024;
+    err = cudaFuncSetAttribute(selftest_tma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (err == cudaSuccess) {
+      selftest_tma_kernel<<<1, 128, smem>>>(tm, dout, h, t0, b);
+      err = cudaDeviceSynchronize();
+    }
+    if (err != cudaSuccess) { say("kernel failed: %s", cudaGetErrorString(err)); return 0; }
+    std::vector<float> out(128 * 128);
+    cudaMemcpy(out.data(), dout, out.size() * 4, cudaMemcpyDeviceToHost);
+    int bad = 0, first = -1;
+    for (int r = 0; r < 128; ++r)
+      for (int col = 0; col < 128; ++col) {
+        const float want = t0 + r < T ? val(b, t0 + r, h, col) : 0.f;  // rows past T: zero fill
+        const float got = out[r * 128 + col];
+        const double e = std::fabs(static_cast<double>(got) - want);
+        if (!(e == 0.0)) {
+          if (first < 0) first = r * 128 + col;
+          ++bad;
+          *max_err = std::isnan(e) ? INFINITY : std::max(*max_err, e);
+        }
+      }
+    if (bad) {
+      const int r = first / 128, col = first % 128;
+      say("%d of 16384 elements differ; first at row %d col %d: got %g want %g", bad, r, col, out[first],
+          t0 + r < T ? val(b, t0 + r, h, col) : 0.f);
+      return 0;
+    }
+    say("TMA 2 x {64,1,128,1} boxes, 128B swizzle, rows %d..%d zero-filled past T=%d: exact", T, t0 + 127, T);
+    return 1;
+  }
+  if (which < 1 || which > 4) { say("no test %d", which); return -1; }
+  const int N = which == 4 ? 64 : 128;
+  const int bcols = which == 1 ? 128 : N;
+  std::vector<uint16_t> a(64 * 128), bm(128 * bcols);
+  std::vector<float> af(a.size()), bf(bm.size());
+  for (int i = 0; i < 64; ++i)
+    for (int k = 0; k < 128; ++k) a[i * 128 + k] = to_bf16_bits(af[i * 128 + k] = test_value(i, k, 1));
+  for (int i = 0; i < 128; ++i)
+    for (int j = 0; j < bcols; ++j) bm[i * bcols + j] = to_bf16_bits(bf[i * bcols + j] = test_value(i, j * 5, 4));
+  std::vector<double> ref(64 * N, 0.0);
+  for (int i = 0; i < 64; ++i)
+    for (int n = 0; n < N; ++n) {
+      double sacc = 0;
+      for (int k = 0; k < 128; ++k)
+        sacc += static_cast<double>(af[i * 128 + k]) * (which == 1 ? bf[n * 128 + k] : bf[k * bcols + n]);
+      ref[i * N + n] = sacc;
+    }
+  void* da = buf.alloc(a.size() * 2);
+  void* db = buf.alloc(bm.size() * 2);
+  float* dc = static_cast<float*>(buf.alloc(64 * N * 4));
+  if (!da || !db || !dc) { say("cudaMalloc failed"); return -1; }
+  cudaMemcpy(da, a.data(), a.size() * 2, cudaMemcpyHostToDevice);
+  cudaMemcpy(db, bm.data(), bm.size() * 2, cudaMemcpyHostToDevice);
+  cudaMemset(dc, 0xff, 64 * N * 4);
+  const int smem = 64 * 128 * 2 + 128 * 128 * 2 + 1024;
+  auto run = [&](auto kernel) {
+    cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (e != cudaSuccess) return e;
+    kernel<<<1, 128, smem>>>(static_cast<const __nv_bfloat16*>(da), static_cast<const __nv_bfloat16*>(db), dc, which);
+    return cudaDeviceSynchronize();
+  };
+  err = N == 128 ? run(selftest_wgmma_kernel<128>) : run(selftest_wgmma_kernel<64>);
+  if (err != cudaSuccess) { say("kernel failed: %s", cudaGetErrorString(err)); return 0; }
+  std::vector<float> c(64 * N);
+  cudaMemcpy(c.data(), dc, c.size() * 4, cudaMemcpyDeviceToHost);
+  int bad = 0, first = -1;
+  for (int i = 0; i < 64 * N; ++i) {
+    const double e = std::fabs(c[i] - ref[i]);
+    if (!(e <= 1e-3)) {
+      if (first < 0) first = i;
+      ++bad;
+      *max_err = std::isnan(e) ? INFINITY : std::max(*max_err, e);
+    }
+  }
+  const char* what[] = {"", "wgmma m64n128k16 SS, A and B K-major (S = Q K^T form)",
+                        "wgmma m64n128k16 RS, B MN-major, LBO = panel, SBO = 1024 (O += P V form)",
+                        "wgmma m64n128k16 RS, B MN-major, LBO/SBO swapped (diagnostic)",
+                        "wgmma m64n64k16 RS, B MN-major (D = 64 P V form)"};
+  if (bad) {
+    say("%s: %d of %d differ; first at (%d, %d): got %g want %g", what[which], bad, 64 * N, first / N, first % N,
+        c[first], ref[first]);
+    return 0;
+  }
+  say("%s: exact (64 x %d, K = 128)", what[which], N);
+  return 1;
+}
+
+}  // namespace sm90
+}  // namespace cuda
+}  // namespace flashattn
