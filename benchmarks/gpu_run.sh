@@ -49,8 +49,11 @@
 #                       model with keras / flash / flash_lengths under XLA, keras / flash without
 #                       XLA, and an nsys kernel summary of flash and flash_lengths when nsys exists
 #                       (~6-7 min; kerashub_diag.log, kerashub_diag.tgz)
-#   generate  the example's generate, cached vs recomputing, at context 8192 (model dim 1024, 16
-#             heads, 8 layers, bf16; benchmarks/generate_throughput.py)
+#   generate  the example's generate at context 8192 (model dim 1024, 16 heads, 8 layers, bf16;
+#             benchmarks/generate_throughput.py): the KV-cached loop with its decode steps under
+#             XLA, the same loop without XLA, and the recompute loop; then both loops greedily
+#             on a float32 copy (TF32 off) for the bf16 divergence check (GENERATE_ARGS replaces
+#             the arguments)
 #   hdecode   no TensorFlow needed: the kernel harness's decoding checks and timings against
 #             FlashAttention-2 and cuDNN (kernel_harness_check.py --decode); HDECODE_SWEEP=1: the
 #             decoding kernel's variants instead (tuning build, benchmarks/decode_sweep.py)
@@ -248,8 +251,9 @@ PY
   fi
 fi
 if has generate; then
-  python3 benchmarks/generate_throughput.py ${GENERATE_ARGS:---context 8192 --dim 1024 --heads 16 --layers 8 --dtype bfloat16} \
-    --json $OUT/generate.json 2>&1 | grep -v "^WARNING\|^I0000\|^W0000" | tee $OUT/generate.log | tail -10
+  python3 benchmarks/generate_throughput.py ${GENERATE_ARGS:---context 8192 --dim 1024 --heads 16 --layers 8 \
+    --dtype bf16 --tokens 128 --repeats 2 --check-float32} \
+    --json $OUT/generate.json 2>&1 | grep -v "^WARNING\|^I0000\|^W0000" | tee $OUT/generate.log | tail -16
 fi
 if has maxctx; then
   for lc in flash:${MAXCTX_FLASH:-262144} keras:${MAXCTX_KERAS:-32768}; do

@@ -242,8 +242,10 @@ def forward_cached(model, tokens, caches, index):
 
     The same layers as `model(tokens, training=False)` in the same order (dropout is the
     identity at inference); each attention writes its keys and values at `index` into its
-    cache [B, 2, seq_len, heads, head_dim] and attends over positions [0, index + T). `index`
-    is a Python int (prefill: 0) or an int32 scalar tensor (a decode step in a loop)."""
+    cache and attends over positions [0, index + T). A cache is what the layer takes: keys and
+    values stacked, [B, 2, seq_len, heads, head_dim], or a pair (keys, values) of
+    [B, seq_len, heads, head_dim] (make_generate's: XLA reads those without copying them).
+    `index` is a Python int (prefill: 0) or an int32 scalar tensor (a decode step in a loop)."""
     layer = model.get_layer
     x = layer("embed")(tokens)
     x = layer("positions")(x, start=index)
@@ -263,13 +265,22 @@ def forward_cached(model, tokens, caches, index):
 
 def _next_token(logits, i, temperature, seed):
     """Byte i of the output from logits [256] float32: sampled at `temperature` from the
-    stateless seed (seed + [0, i]), or the argmax when temperature is 0."""
-    sampled = tf.random.stateless_categorical(
-        logits[None] / tf.maximum(temperature, 1e-6),
-        1,
+    stateless seed (seed + [0, i]), or the argmax when temperature is 0.
+
+    Sampling is the Gumbel-max trick on Philox bits (`stateless_uniform` with
+    alg="philox" and dtype uint32): TensorFlow's kernels and XLA draw the same bits, and the
+    bits become uniforms in (0, 1) exactly, so the XLA-compiled decode loop and the recompute
+    loop (no XLA) sample alike. (`stateless_categorical` draws differently under XLA, and
+    does not compile there with an int64 seed.)"""
+    bits = tf.random.stateless_uniform(
+        [VOCAB],
         seed=seed + tf.stack([tf.constant(0, tf.int64), tf.cast(i, tf.int64)]),
-        dtype=tf.int32,
-    )[0, 0]
+        minval=None, maxval=None, dtype=tf.uint32, alg="philox",
+    )
+    # (k + 0.5) / 2^23 for the top 23 bits k: exact in float32, never 0 or 1.
+    uniform = (tf.cast(tf.bitwise.right_shift(bits, 9), tf.float32) + 0.5) * (1.0 / (1 << 23))
+    gumbel = -tf.math.log(-tf.math.log(uniform))
+    sampled = tf.argmax(logits / tf.maximum(temperature, 1e-6) + gumbel, output_type=tf.int32)
     greedy = tf.argmax(logits, output_type=tf.int32)
     return tf.where(temperature > 0.0, sampled, greedy)
 
@@ -282,16 +293,24 @@ _GENERATE_SIGNATURE = [
 ]
 
 
-def make_generate(model, seq_len, cached=True):
+def make_generate(model, seq_len, cached=True, jit_compile=True):
     """A tf.function sampling `num_tokens` bytes after `prompt` (int32 [P], P >= 1) at
-    `temperature` (0: greedy) from the stateless `seed` [2]. The whole loop is one graph
-    (a tf.while_loop), so the exported SavedModel serves it as is.
+    `temperature` (0: greedy) from the stateless `seed` [2]. The whole loop is one graph,
+    so the exported SavedModel serves it as is.
 
     cached=True: the prompt (its last `seq_len` bytes) is run once through the model, filling
     a KV cache per block (prefill); then each step runs only the new byte, attending over the
     cache. When the cache is full (`seq_len` positions), the last `seq_len // 2` bytes are
     run again into an emptied cache and decoding goes on from there, so the model always sees
     at least half its context.
+
+    jit_compile=True (with cached=True): the decode steps between two prefills run as one
+    XLA-compiled loop (`decode_steps`, a nested `tf.function(jit_compile=True)` of static
+    shapes, compiled once per model and cache size), which XLA runs as one launch: it updates
+    each layer's cache in place (a dynamic-update-slice of the new position on the loop-carried
+    buffer) and runs each step's kernels without TensorFlow's per-op executor. The prefill (any
+    prompt length) stays outside XLA. jit_compile=False: the same loop in plain TensorFlow,
+    each op through the executor and each cache write a scatter or a select over the cache.
 
     cached=False: each step runs the model on the last `seq_len` bytes (the loop before the
     KV cache, kept as the reference and for the benchmark): cost per byte grows with the context.
@@ -311,50 +330,67 @@ def make_generate(model, seq_len, cached=True):
             "tf_flashattn.FlashMultiHeadAttention (they hold the KV cache); use cached=False "
             "for other layers"
         )
-    cache_shape = [1, 2, seq_len, attention[0].num_heads, attention[0].key_dim]
+    cache_shape = [1, seq_len, attention[0].num_heads, attention[0].key_dim]
     cache_dtype = attention[0].compute_dtype
     keep = max(1, seq_len // 2)
 
     def prefill(context):
-        """context [P] (P <= seq_len) into emptied caches: (logits of the last byte, caches)."""
-        caches = [tf.zeros(cache_shape, cache_dtype) for _ in attention]
+        """context [P] (P <= seq_len) into emptied caches, a (keys, values) pair per block:
+        (logits of the last byte, caches)."""
+        caches = [(tf.zeros(cache_shape, cache_dtype), tf.zeros(cache_shape, cache_dtype))
+                  for _ in attention]
         logits, caches = forward_cached(model, context[None], caches, 0)
         return logits[0, -1], caches
 
+    # At most seq_len bytes per run of decode_steps: it starts with >= 1 filled position.
+    chunk_len = seq_len + 1
+
+    @tf.function(jit_compile=jit_compile, autograph=False)
+    def decode_steps(logits, caches, filled, start, num_tokens, temperature, seed):
+        """From the logits of the byte at `filled - 1` and the caches filled up to `filled`:
+        bytes start, start + 1, ... of the output, each decoded into the caches at the next
+        position while the output wants more and the cache has room. Returns (bytes [chunk_len]
+        int32, how many were made): at least one; the last one is not run through the model
+        (the output is complete, or the cache is full and the caller refills it)."""
+
+        def more(j, out, logits, filled, caches):
+            return tf.logical_and(start + j + 1 < num_tokens, filled < seq_len)
+
+        def step(j, out, logits, filled, caches):
+            token = _next_token(logits, start + j, temperature, seed)
+            out = tf.tensor_scatter_nd_update(out, [[j]], token[None])
+            new_logits, caches = forward_cached(model, token[None, None], caches, filled)
+            return j + 1, out, new_logits[0, -1], filled + 1, caches
+
+        out = tf.zeros([chunk_len], tf.int32)
+        j, out, logits, _, _ = tf.while_loop(
+            more, step, [tf.constant(0), out, logits, filled, caches],
+            maximum_iterations=seq_len)
+        token = _next_token(logits, start + j, temperature, seed)
+        return tf.tensor_scatter_nd_update(out, [[j]], token[None]), j + 1
+
     @tf.function(input_signature=_GENERATE_SIGNATURE)
     def generate(prompt, num_tokens, temperature, seed):
-        context = prompt[-seq_len:]
-        logits, caches = prefill(context)
+        def run(i, tokens, context):
+            logits, caches = prefill(context)
+            out, made = decode_steps(logits, caches, tf.shape(context)[0], i, num_tokens,
+                                     temperature, seed)
+            tokens = tf.concat([tokens, out[:made]], axis=0)
+            # When more bytes are wanted the cache is full: refill it with the last `keep`.
+            return i + made, tokens, tokens[-keep:]
 
-        def step(i, tokens, logits, filled, caches):
-            token = _next_token(logits, i, temperature, seed)
-            tokens = tf.concat([tokens, token[None]], axis=0)
-
-            def decode():  # the new byte at position `filled`
-                new_logits, new_caches = forward_cached(model, token[None, None], caches, filled)
-                return new_logits[0, -1], new_caches, filled + 1
-
-            def refill():  # the cache is full: keep the last `keep` bytes
-                new_logits, new_caches = prefill(tokens[-keep:])
-                return new_logits, new_caches, tf.constant(keep)
-
-            def advance():
-                return tf.cond(filled < seq_len, decode, refill)
-
-            # The last byte's logits are never needed: skip that step.
-            logits, caches, filled = tf.cond(
-                i + 1 < num_tokens, advance, lambda: (logits, caches, filled))
-            return i + 1, tokens, logits, filled, caches
-
-        _, tokens, _, _, _ = tf.while_loop(
+        _, tokens, _ = tf.while_loop(
             lambda i, *_: i < num_tokens,
-            step,
-            [tf.constant(0), prompt, logits, tf.shape(context)[0], caches],
-            shape_invariants=[tf.TensorShape([]), tf.TensorShape([None]), logits.shape,
-                              tf.TensorShape([]), [c.shape for c in caches]],
+            run,
+            [tf.constant(0), prompt, prompt[-seq_len:]],
+            shape_invariants=[tf.TensorShape([]), tf.TensorShape([None]),
+                              tf.TensorShape([None])],
         )
         return tokens[tf.shape(prompt)[0] :]
 
+    # For tests and benchmarks: the compiled decode loop (its HLO, its time alone).
+    generate.prefill = prefill
+    generate.decode_steps = decode_steps
     return generate
 
 

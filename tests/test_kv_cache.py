@@ -9,6 +9,7 @@ past, so its output cannot depend on later tokens) or on the sequence so far (no
 
 import json
 import os
+import re
 import subprocess
 import sys
 import urllib.request
@@ -311,8 +312,8 @@ def test_ops_arguments_per_path(monkeypatch):
 
 
 def test_xla_decode_step(cache_write):
-    """A decode step and a symbolic block under jit_compile (the cache write is a gather and a
-    select: static shapes)."""
+    """A decode step and a symbolic block under jit_compile (the cache write is a
+    dynamic-update-slice there, whichever way `_write_cache` writes outside XLA)."""
     ref, ours, layout = _pair("gqa")
     x = _x(9)
 
@@ -324,6 +325,118 @@ def test_xla_decode_step(cache_write):
     out1, cache = call(x[:, 4:5], cache, tf.constant(4))
     want = ref(x[:, :5], x[:, :5], use_causal_mask=True).numpy()
     np.testing.assert_allclose(np.concatenate([out0, out1], 1), want, atol=ATOL)
+
+
+def _pair_cache(layout, dtype="float32", s_max=S_MAX):
+    return (tf.zeros((B, s_max) + layout, dtype), tf.zeros((B, s_max) + layout, dtype))
+
+
+@pytest.mark.parametrize("kind", ["mha", "gqa"])
+@pytest.mark.parametrize("compiled", ["graph", "xla"])
+def test_pair_cache_equals_uncached_and_stacked(kind, compiled, cache_write):
+    """The cache as a pair (keys, values) [B, S, Hkv, D]: prefill of 4 (Python index), a block of
+    3 and then single rows at a symbolic index, in a tf.function or under XLA: outputs equal
+    Keras' layer without a cache, and the pair holds what the stacked cache holds."""
+    ref, ours, layout = _pair(kind)
+    x = _x(15)
+    call = tf.function(lambda xt, c, i: ours(xt, xt, use_causal_mask=True, cache=c,
+                                             cache_update_index=i),
+                       jit_compile=(compiled == "xla"))
+    out, cache = ours(x[:, :4], x[:, :4], use_causal_mask=True, cache=_pair_cache(layout),
+                      cache_update_index=0)
+    _, stacked = ours(x[:, :4], x[:, :4], use_causal_mask=True, cache=_empty_cache(layout),
+                      cache_update_index=0)
+    assert isinstance(cache, tuple) and len(cache) == 2
+    outs, start = [out.numpy()], 4
+    for n in (3, 1, 1, 1):
+        out, cache = call(x[:, start : start + n], cache, tf.constant(start))
+        _, stacked = call(x[:, start : start + n], stacked, tf.constant(start))
+        outs.append(out.numpy())
+        start += n
+    want = ref(x[:, :start], x[:, :start], use_causal_mask=True).numpy()
+    np.testing.assert_allclose(np.concatenate(outs, 1), want, atol=ATOL)
+    np.testing.assert_array_equal(cache[0].numpy(), stacked[:, 0].numpy())
+    np.testing.assert_array_equal(cache[1].numpy(), stacked[:, 1].numpy())
+    assert not np.any(cache[0].numpy()[:, start:]) and not np.any(cache[1].numpy()[:, start:])
+
+
+@pytest.mark.parametrize("cache, message", [
+    ((np.zeros((B, S_MAX, 2, 4), "float32"),) * 3, "must be a pair (keys, values)"),
+    ((np.zeros((B, S_MAX, 3, 4), "float32"),) * 2, "[2, ?, 2, 4]"),
+    ((np.zeros((B, S_MAX, 2, 4), "float32"), np.zeros((B, S_MAX - 1, 2, 4), "float32")),
+     "two float tensors of one dtype and shape"),
+])
+def test_pair_cache_errors(cache, message):
+    _, ours, _ = _pair("mha")
+    x = _x(16)[:, :3]
+    with pytest.raises(ValueError) as e:
+        ours(x, x, cache=cache, cache_update_index=0)
+    assert message in str(e.value)
+
+
+def _cache_shaped_ops(hlo, shape):
+    """(opcode, in the entry computation, for a fusion its computation's root opcode) of the
+    instructions of `hlo` (optimized HLO text) whose result has `shape`, outside fusions."""
+    roots, found, computation, entry = {}, [], None, False
+    fused = set(re.findall(r"calls=%([\w.-]+)", hlo))
+    for line in hlo.splitlines():
+        head = re.match(r"(ENTRY )?%(\S+) .*\{$", line)
+        if head:
+            computation, entry = head.group(2), bool(head.group(1))
+            continue
+        m = re.match(r"\s*(ROOT )?%\S+ = (\S+) ([\w-]+)\(", line)
+        if not m:
+            continue
+        if m.group(1):
+            roots[computation] = m.group(3)
+        if m.group(2).split("{")[0] == shape:
+            called = re.search(r"calls=%([\w.-]+)", line)
+            found.append((m.group(3), entry, called.group(1) if called else None, computation))
+    return [(op, entry, roots.get(called) if called else None)
+            for op, entry, called, comp in found if comp not in fused]
+
+
+def test_xla_decode_loop_writes_the_cache_in_place():
+    """A decode loop compiled by XLA (the example's form: a pair cache carried by a
+    tf.while_loop) updates the cache with dynamic-update-slices only: inside the loop no
+    instruction of the cache's shape copies, selects, scatters or slices it, and the op's
+    custom call reads the updated buffers as they are. (The stacked cache's halves would be
+    slices: copies of the whole cache per step.)"""
+    _, ours, layout = _pair("gqa")
+    x = tf.constant(_x(17))
+
+    @tf.function(jit_compile=True)
+    def decode(cache, start):
+        def body(i, cache, total):
+            token = tf.gather(x, [i % L], axis=1)
+            out, cache = ours(token, token, use_causal_mask=True, cache=cache,
+                              cache_update_index=i)
+            return i + 1, cache, total + tf.reduce_sum(out)
+
+        _, cache, total = tf.while_loop(lambda i, *_: i < S_MAX, body,
+                                        [start, cache, tf.constant(0.0)])
+        return cache, total
+
+    cache = _pair_cache(layout)
+    hlo = decode.experimental_get_compiler_ir(cache, tf.constant(2))(stage="optimized_hlo")
+    shape = "f32[%d,%d,%d,%d]" % ((B, S_MAX) + layout)
+    ops = _cache_shaped_ops(hlo, shape)
+    assert ops, hlo
+    in_loop = [(op, root) for op, entry, root in ops if not entry]
+    writes = [op for op, root in in_loop
+              if op == "dynamic-update-slice" or (op == "fusion" and root ==
+                                                  "dynamic-update-slice")]
+    assert len(writes) == 2, in_loop  # keys and values, once per step
+    others = [(op, root) for op, root in in_loop
+              if (op, root) not in (("dynamic-update-slice", None),
+                                    ("fusion", "dynamic-update-slice"))
+              and op not in ("parameter", "get-tuple-element", "tuple")]
+    assert not others, others
+    # The results agree with the same loop outside XLA.
+    got, total = decode(cache, tf.constant(2))
+    want, want_total = tf.function(decode.python_function)(cache, tf.constant(2))
+    np.testing.assert_allclose(got[0], want[0], atol=1e-6)
+    np.testing.assert_allclose(total, want_total, rtol=1e-5)
 
 
 def test_bfloat16_cache_under_mixed_precision(cache_write):
@@ -468,11 +581,13 @@ def test_example_forward_cached_equals_the_model(tiny_lm):
     np.testing.assert_allclose(np.concatenate(got, axis=1), want, atol=1e-4, rtol=1e-5)
 
 
-def test_example_cached_generate_equals_recompute_loop(tiny_lm):
-    """Greedy (and seeded sampling) of the cached loop equal the recompute-everything loop while
-    the prompt and the output fit in the context (P + N <= SEQ + 1)."""
+@pytest.mark.parametrize("jit_compile", [True, False])
+def test_example_cached_generate_equals_recompute_loop(tiny_lm, jit_compile):
+    """Greedy (and seeded sampling) of the cached loop, its decode steps compiled by XLA or not,
+    equal the recompute-everything loop (never XLA) while the prompt and the output fit in the
+    context (P + N <= SEQ + 1)."""
     lm, model = tiny_lm
-    cached = lm.make_generate(model, SEQ)
+    cached = lm.make_generate(model, SEQ, jit_compile=jit_compile)
     recompute = lm.make_generate(model, SEQ, cached=False)
     prompt = b"def f(x):"
     for n in (0, 1, 2, SEQ + 1 - len(prompt)):
@@ -480,8 +595,10 @@ def test_example_cached_generate_equals_recompute_loop(tiny_lm):
         np.testing.assert_array_equal(out, _run(recompute, prompt, n), err_msg=f"n={n}")
         assert len(out) == n
     assert len(set(out.tolist())) > 3  # not a constant stream
-    np.testing.assert_array_equal(_run(cached, prompt, 12, 0.8, 5),
-                                  _run(recompute, prompt, 12, 0.8, 5))
+    sampled = _run(cached, prompt, 12, 0.8, 5)
+    np.testing.assert_array_equal(sampled, _run(recompute, prompt, 12, 0.8, 5))
+    assert not np.array_equal(sampled, _run(cached, prompt, 12))  # sampling is not greedy
+    assert not np.array_equal(sampled, _run(cached, prompt, 12, 0.8, 6))  # the seed counts
     # A prompt longer than the context: both condition on its last SEQ bytes.
     long_prompt = bytes(range(40, 40 + SEQ + 9))
     np.testing.assert_array_equal(_run(cached, long_prompt, 1), _run(recompute, long_prompt, 1))
@@ -502,6 +619,28 @@ def test_example_cached_generate_past_the_context(tiny_lm):
     np.testing.assert_array_equal(out, tokens[len(prompt):])
 
 
+def test_example_decode_steps_write_the_caches_in_place(tiny_lm):
+    """make_generate's XLA-compiled decode loop: inside it each block's (keys, values) caches
+    change only by dynamic-update-slices (no per-step copy, select or slice of a cache), and it
+    is one XLA computation with the loop inside."""
+    lm, model = tiny_lm
+    generate = lm.make_generate(model, SEQ)
+    logits, caches = tf.function(generate.prefill)(tf.constant(list(b"def f(x):"), tf.int32))
+    args = (logits, caches, tf.constant(9), tf.constant(0), tf.constant(5), tf.constant(0.0),
+            tf.constant([0, 0], tf.int64))
+    hlo = generate.decode_steps.experimental_get_compiler_ir(*args)(stage="optimized_hlo")
+    assert " while(" in hlo
+    ops = _cache_shaped_ops(hlo, "f32[1,%d,2,16]" % SEQ)
+    in_loop = [(op, root) for op, entry, root in ops if not entry]
+    writes = [x for x in in_loop if "dynamic-update-slice" in x]
+    assert len(writes) == 2 * len(caches), in_loop  # keys and values of each block
+    assert all(op in ("parameter", "get-tuple-element", "tuple") for op, root in in_loop
+               if (op, root) not in writes), in_loop
+    out, made = generate.decode_steps(*args)
+    assert int(made) == 5
+    np.testing.assert_array_equal(out[:5], _run(generate, b"def f(x):", 5))
+
+
 def test_example_cached_generate_needs_flash_layers():
     lm = _lm()
     model = lm.build_model(8, dim=8, heads=2, layers=1, dropout=0.0,
@@ -517,6 +656,9 @@ def test_example_savedmodel_and_serve_run_the_cached_loop(tiny_lm, tmp_path):
     lm, model = tiny_lm
     path = str(tmp_path / "lm")
     lm.export(model, lm.make_generate(model, SEQ), path)
+    # The decode steps are saved as an XLA-compiled function (compiled again when served).
+    with open(os.path.join(path, "saved_model.pb"), "rb") as f:
+        assert b"_XlaMustCompile" in f.read()
     prompt = b"class A:"
     want = _run(lm.make_generate(model, SEQ, cached=False), prompt, 12)
     loaded = tf.saved_model.load(path)
@@ -560,9 +702,24 @@ def test_generate_throughput_benchmark_runs(tmp_path, capsys):
                                        "--layers", "1", "--tokens", "8", "--repeats", "1",
                                        "--json", str(out)])
     assert json.loads(out.read_text()) == result
-    for mode in ("cached", "recompute"):
+    for mode in ("cached", "cached_noxla", "recompute"):
         assert result["modes"][mode]["tokens_per_s"] > 0
+    for mode in ("cached", "cached_noxla"):
+        assert result["modes"][mode]["decode_step_ms"] > 0
+        assert 0 <= result["modes"][mode]["leading_bytes_equal"] <= 8
     assert result["prompt_len"] == 32 - 8 + 1 and 0 <= result["leading_bytes_equal"] <= 8
     assert "| cached |" in capsys.readouterr().out
     with pytest.raises(SystemExit):
         generate_throughput.parse_args(["--modes", "fast"])
+    # The float32 check of a bf16 run (the H200's): both float32 loops agree.
+    try:
+        result = generate_throughput.main(["--context", "32", "--dim", "16", "--heads", "2",
+                                           "--layers", "1", "--tokens", "8", "--repeats", "1",
+                                           "--dtype", "bf16", "--modes", "cached,recompute",
+                                           "--check-float32", "--json", ""])
+        assert keras.config.dtype_policy().name == "mixed_bfloat16"  # restored after the check
+    finally:
+        keras.config.set_dtype_policy("float32")
+    check = result["float32_check"]
+    assert check["float32_cached_vs_recompute"] == 8, check
+    assert 0 <= check["cached_vs_float32_cached"] <= 8

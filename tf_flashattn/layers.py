@@ -40,7 +40,11 @@ KV cache (for decoding; the form of KerasHub's `CachedMultiHeadAttention`):
 [B, 2, S_max, num_kv_heads, head_dim] (keys and values stacked on dim 1; for
 `FlashMultiHeadAttention` num_kv_heads = num_heads and key_dim must equal
 value_dim) returns `(output, new_cache)` (`(output, scores, new_cache)` with
-`return_attention_scores=True`). The projected key/value of the call's `value`
+`return_attention_scores=True`). `cache` may also be a pair (keys, values) of
+[B, S_max, num_kv_heads, head_dim] each (new_cache is then a pair): the op reads
+them as they are, where the stacked form's halves are copies under XLA (a decode
+loop compiled with XLA then copies no cache per step: it writes the new
+positions in place). The projected key/value of the call's `value`
 / `key` are written at positions [index, index + S_new); query row i is at
 position index + i and attends over the filled positions [0, index + S_new),
 cut by the op's `key_lengths` (never a [T, S] mask). `use_causal_mask` then
@@ -64,6 +68,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 from keras.src import backend as keras_backend
+from tensorflow.compiler.tf2xla.python.xla import dynamic_update_slice as _xla_dynamic_update_slice
+from tensorflow.python.ops import control_flow_util
 
 from tf_flashattn.attention import dims_text
 from tf_flashattn.attention import dot_product_attention
@@ -254,48 +260,78 @@ def _cache_index(index, name):
 
 
 def _write_cache(cache, key, value, index, name):
-    """Writes key and value [B, Sn, Hkv, D] at positions [index, index + Sn) of the cache
-    [B, 2, S, Hkv, D]. Returns the new cache and the filled lengths [B] (index + Sn).
+    """Writes key and value [B, Sn, Hkv, D] at positions [index, index + Sn) of the cache:
+    [B, 2, S, Hkv, D] (keys and values stacked), or a pair (key cache, value cache) of
+    [B, S, Hkv, D] each. Returns the new cache (of the same form) and the filled lengths [B]
+    (index + Sn).
 
-    A scatter (`tf.tensor_scatter_nd_update`) where its kernel exists for the dtype on every
+    Under XLA (traced inside `tf.function(jit_compile=True)`): a dynamic-update-slice of the new
+    positions, which XLA applies in place to the cache's buffer when the old cache has no other
+    use (a loop-carried cache in a decode loop): each step writes only the new rows. Outside
+    XLA: a scatter (`tf.tensor_scatter_nd_update`) where its kernel exists for the dtype on every
     device present; else (a GPU with a float16 / bfloat16 cache: TensorFlow has no GPU scatter
     for them) a select over the positions, element-wise on any device. Either way the new cache
-    is a new tensor: TensorFlow may forward the old buffer to the scatter, but in the example's
-    decode loop it copies (a memcpy of the cache per layer and step, measured on the CPU); the
-    select reads the cache and writes it once. Both have static shapes, so they compile under
-    XLA with a symbolic index. An index past the cache is an error from the graph (not reported
-    under XLA, where asserts are dropped: positions past the cache are then not written)."""
+    is then a new tensor: TensorFlow may forward the old buffer to the scatter, but in the
+    example's decode loop it copies (a memcpy of the cache per layer and step, measured on the
+    CPU); the select reads the cache and writes it once. An index past the cache is an error
+    from the graph; under XLA asserts are dropped and the dynamic-update-slice clamps the start
+    so that the new positions end at the cache's end (they overwrite its last positions)."""
+    if isinstance(cache, tuple):
+        key_cache, value_cache = cache
+        new_keys, lengths = _write_rows(key_cache, key, index, 1, key_cache.shape, name)
+        new_values, _ = _write_rows(value_cache, value, index, 1, key_cache.shape, name)
+        return (new_keys, new_values), lengths
     block = tf.stack([key, value], axis=1)  # [B, 2, Sn, Hkv, D]
-    s_max, s_new = tf.shape(cache)[2], tf.shape(block)[2]
-    static_s, static_new = cache.shape[2], block.shape[2]
+    return _write_rows(cache, block, index, 2, cache.shape, name)
+
+
+def _write_rows(buffer, rows, index, axis, cache_shape, name):
+    """`rows` written into `buffer` at [index, index + Sn) along `axis` (the positions axis of
+    both; every other dim of `rows` spans the buffer's). Returns (new buffer, lengths [B])."""
+    s_max, s_new = tf.shape(buffer)[axis], tf.shape(rows)[axis]
+    static_s, static_new = buffer.shape[axis], rows.shape[axis]
     end = index + s_new
     checks = []
     if isinstance(index, int) and static_s is not None and static_new is not None:
         if index + static_new > static_s:
             raise ValueError(f"{name}: the {static_new} new key/value positions at "
                              f"`cache_update_index` {index} do not fit in the cache of length "
-                             f"{static_s} (cache shape {tuple(cache.shape)}).")
+                             f"{static_s} (cache shape {tuple(cache_shape)}).")
     else:
         checks.append(tf.debugging.assert_less_equal(
             end, s_max, message=f"{name}: `cache_update_index` + the number of new positions "
-                                f"exceeds the cache length (dim 2 of `cache`)"))
+                                f"exceeds the cache length (dim {axis} of `cache`)"))
     with tf.control_dependencies(checks):
-        block = tf.identity(block)
+        rows = tf.identity(rows)
+    rank = rows.shape.rank
     positions = tf.range(s_max)
-    if _scatter_writes(cache.dtype):
-        batch = tf.shape(block)[0]
-        grid = tf.meshgrid(tf.range(batch), tf.range(2), index + tf.range(s_new), indexing="ij")
-        new_cache = tf.tensor_scatter_nd_update(cache, tf.stack(grid, axis=-1), block)
+    if _in_xla_context():
+        start = [0] * rank
+        start[axis] = tf.cast(index, tf.int32)
+        new_buffer = _xla_dynamic_update_slice(buffer, rows, tf.stack(start))
+    elif _scatter_writes(buffer.dtype):
+        # Index tuples over the dims up to the positions axis: [B, (2,) Sn, axis + 1].
+        ranges = [tf.range(tf.shape(rows)[d]) for d in range(axis)] + [index + tf.range(s_new)]
+        grid = tf.meshgrid(*ranges, indexing="ij")
+        new_buffer = tf.tensor_scatter_nd_update(buffer, tf.stack(grid, axis=-1), rows)
     else:
         if static_new == 1:  # a decode step: the select broadcasts the one new position
-            spread = block
+            spread = rows
         else:
             source = tf.clip_by_value(positions - index, 0, tf.maximum(s_new - 1, 0))
-            spread = tf.gather(block, source, axis=2)  # [B, 2, S, Hkv, D]
+            spread = tf.gather(rows, source, axis=axis)  # the buffer's shape
         inside = tf.logical_and(positions >= index, positions < end)
-        new_cache = tf.where(tf.reshape(inside, [1, 1, -1, 1, 1]), spread, cache)
-    lengths = tf.fill(tf.shape(cache)[:1], tf.cast(end, tf.int32))
-    return new_cache, lengths
+        shape = [1] * rank
+        shape[axis] = -1
+        new_buffer = tf.where(tf.reshape(inside, shape), spread, buffer)
+    lengths = tf.fill(tf.shape(buffer)[:1], tf.cast(end, tf.int32))
+    return new_buffer, lengths
+
+
+def _in_xla_context():
+    """Whether the graph being built is compiled by XLA (inside `tf.function(jit_compile=True)`
+    or an XLA compilation context)."""
+    return control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())
 
 
 def _scatter_writes(dtype):
@@ -305,9 +341,13 @@ def _scatter_writes(dtype):
 
 
 def _split_cache(cache):
-    """(keys, values) [B, S, Hkv, D] of a cache [B, 2, S, Hkv, D]. With a batch of 1 (static)
-    they are slices along the first dim of a reshape, which TensorFlow hands out without
-    copying (the cache is read once per step, by the op); otherwise strided copies."""
+    """(keys, values) [B, S, Hkv, D] of a cache [B, 2, S, Hkv, D] (or of a pair: as they are).
+    With a batch of 1 (static) they are slices along the first dim of a reshape, which
+    TensorFlow hands out without copying (the cache is read once per step, by the op);
+    otherwise strided copies. Under XLA both are copies (XLA gives a custom call no views of a
+    buffer): a pair avoids them."""
+    if isinstance(cache, tuple):
+        return cache
     if cache.shape[0] == 1:
         pairs = tf.reshape(cache, tf.concat([[2], tf.shape(cache)[2:]], axis=0))
         return pairs[0:1], pairs[1:2]
@@ -502,7 +542,10 @@ class _FlashLayer:
             use_causal_mask=use_causal_mask)
         if cache is None:
             return spec
-        cache_spec = keras.KerasTensor(cache.shape, dtype=cache.dtype)
+        if isinstance(cache, (tuple, list)):
+            cache_spec = tuple(keras.KerasTensor(c.shape, dtype=c.dtype) for c in cache)
+        else:
+            cache_spec = keras.KerasTensor(cache.shape, dtype=cache.dtype)
         return (*spec, cache_spec) if isinstance(spec, tuple) else (spec, cache_spec)
 
     def _cached_call(self, query, value, key, query_mask, value_mask, key_mask, attention_mask,
@@ -526,20 +569,25 @@ class _FlashLayer:
                              f"features] and the default attention_axes; got query "
                              f"{tuple(query.shape)}, value {tuple(value.shape)}.")
         kv_heads, head_dim = self._cache_layout()
-        cache = tf.convert_to_tensor(cache)
-        want = [query.shape[0], 2, None, kv_heads, head_dim]
-        if not cache.dtype.is_floating or not shape_fits(cache.shape, want):
-            raise ValueError(f"{name}: `cache` must be a float tensor of shape [batch, 2, "
-                             f"max_len, num_kv_heads, head_dim] = {dims_text(want)} (keys and "
-                             f"values stacked on dim 1); got {cache.dtype.name} "
-                             f"{tuple(cache.shape)}.")
+        if isinstance(cache, (tuple, list)):
+            cache = self._check_cache_pair(cache, query, kv_heads, head_dim)
+            batch_len = [cache[0].shape[0], cache[0].shape[1]]
+        else:
+            cache = tf.convert_to_tensor(cache)
+            want = [query.shape[0], 2, None, kv_heads, head_dim]
+            if not cache.dtype.is_floating or not shape_fits(cache.shape, want):
+                raise ValueError(f"{name}: `cache` must be a float tensor of shape [batch, 2, "
+                                 f"max_len, num_kv_heads, head_dim] = {dims_text(want)} (keys "
+                                 f"and values stacked on dim 1), or a pair (keys, values) of "
+                                 f"[batch, max_len, num_kv_heads, head_dim]; got "
+                                 f"{cache.dtype.name} {tuple(cache.shape)}.")
+            batch_len = [cache.shape[0], cache.shape[2]]
         if index is not None:
             index = _cache_index(index, name)
         query_mask = self._take_query_mask(query, value, key, query_mask)
         # The key masks and the attention mask cover the cache (key_len = its max_len).
-        cached_keys = types.SimpleNamespace(
-            shape=tf.TensorShape([cache.shape[0], cache.shape[2], None]))
-        _check_call_masks(f"{name} (with a cache, key_len is the cache's max_len, dim 2)",
+        cached_keys = types.SimpleNamespace(shape=tf.TensorShape(batch_len + [None]))
+        _check_call_masks(f"{name} (with a cache, key_len is the cache's max_len)",
                           query, cached_keys, cached_keys, query_mask, value_mask, key_mask,
                           attention_mask)
 
@@ -551,8 +599,9 @@ class _FlashLayer:
             new_cache, lengths = cache, None
             new_keys = new_values = None
         else:
-            new_keys = tf.cast(self._key_dense(key), cache.dtype)  # [B, Sn, Hkv, D]
-            new_values = tf.cast(self._value_dense(value), cache.dtype)
+            dtype = (cache[0] if isinstance(cache, tuple) else cache).dtype
+            new_keys = tf.cast(self._key_dense(key), dtype)  # [B, Sn, Hkv, D]
+            new_values = tf.cast(self._value_dense(value), dtype)
             new_cache, lengths = _write_cache(cache, new_keys, new_values, index, name)
         keys, values = _split_cache(new_cache)
         key_mask = _and_masks(value_mask, key_mask)
@@ -579,6 +628,26 @@ class _FlashLayer:
         if return_attention_scores:
             return output, scores, new_cache
         return output, new_cache
+
+    def _check_cache_pair(self, cache, query, kv_heads, head_dim):
+        """A cache given as (keys, values): both dense float tensors of one dtype and shape
+        [B, S, Hkv, D]. Returns them as a tuple of tensors."""
+        name = self._flash_class.__name__
+        if len(cache) != 2:
+            raise ValueError(f"{name}: a `cache` given as a sequence must be a pair (keys, "
+                             f"values); got {len(cache)} items.")
+        if any(isinstance(c, (tf.RaggedTensor, tf.SparseTensor)) for c in cache):
+            raise ValueError(f"{name}: `cache` must hold dense tensors.")
+        keys, values = (tf.convert_to_tensor(c) for c in cache)
+        want = [query.shape[0], None, kv_heads, head_dim]
+        if (not keys.dtype.is_floating or keys.dtype != values.dtype
+                or not shape_fits(keys.shape, want) or not shape_fits(values.shape, want)
+                or not keys.shape.is_compatible_with(values.shape)):
+            raise ValueError(f"{name}: a `cache` pair (keys, values) must hold two float tensors "
+                             f"of one dtype and shape [batch, max_len, num_kv_heads, head_dim] = "
+                             f"{dims_text(want)}; got {keys.dtype.name} {tuple(keys.shape)} and "
+                             f"{values.dtype.name} {tuple(values.shape)}.")
+        return keys, values
 
     def _cached_fused(self, query, keys, values, new_keys, new_values, index, lengths,
                       query_mask, key_mask, attention_mask, causal, training):
