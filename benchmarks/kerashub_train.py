@@ -11,16 +11,12 @@ step: the mean over the epoch).
 
     python benchmarks/kerashub_train.py                          # GPU: contexts 4096 and 16384
     python benchmarks/kerashub_train.py --max-context-only       # the longest context each trains at
-    python benchmarks/kerashub_train.py --contexts 4096 --variants keras,flash,flash_lengths \\
-        --op-paths                                               # the 0.64x diagnosis (see below)
+    python benchmarks/kerashub_train.py --contexts 4096 --op-paths   # the op alone, by mask form
     python benchmarks/kerashub_train.py --contexts 256 --layers 2 --dim 256 --heads 4 --kv-heads 2 \\
         --vocab 1000 --dtype float32 --tokens-per-step 512 --steps 2   # CPU smoke test
 
-Variants: `keras` (KerasHub's own attention), `flash` (enable_flash_attention(), as shipped: the
-padding mask reaches the op as `key_mask`, an element mask, which puts the CUDA kernels on their
-general (element-masked) path), `flash_lengths` (the same with the experimental
-`keras_integration.KEY_MASK_AS_LENGTHS = True`: a prefix padding mask, such as this benchmark's
-all-True one, reaches the op as key lengths, so the kernels stay on their index-only path).
+Variants: `keras` (KerasHub's own attention), `flash` (enable_flash_attention(): KerasHub's
+padding mask reaches the op as `key_mask`, with the causal structure as `is_causal`).
 
 The longest context (`--max-context`, after the table, or `--max-context-only`): batch 1, one
 step per try (its time includes compilation), each try in a fresh process, doubling from
@@ -47,7 +43,7 @@ import time
 
 from _train_common import cell, run_worker, timed_fit
 
-VARIANTS = ("keras", "flash", "flash_lengths")
+VARIANTS = ("keras", "flash")
 
 
 def _graph_ops(concrete):
@@ -85,14 +81,12 @@ def worker(cfg):
     import keras_hub
 
     import tf_flashattn
-    from tf_flashattn import keras_integration
 
     keras.config.set_dtype_policy(cfg["dtype"])
     keras.utils.set_random_seed(0)
     variant = cfg["variant"]
     if variant != "keras":
         tf_flashattn.enable_flash_attention()
-        keras_integration.KEY_MASK_AS_LENGTHS = variant == "flash_lengths"
     gpu = bool(tf.config.list_physical_devices("GPU"))
     profiler = _profiler_calls() if cfg.get("profile") and gpu else None
     try:
@@ -119,8 +113,8 @@ def worker(cfg):
             profiler[1]()
         peak = (tf.config.experimental.get_memory_info("GPU:0")["peak"] / 2**30 if gpu else None)
         # Whether our op is in the traced step (what enable_flash_attention() should give, and
-        # the run without it should not), and whether the key-length branch was traced.
-        types, names = (set(), set()) if cfg.get("probe") else _graph_ops(
+        # the run without it should not).
+        types, _ = (set(), set()) if cfg.get("probe") else _graph_ops(
             tf.function(model.train_step).get_concrete_function(spec))
     except tf.errors.OpError as e:
         if isinstance(e, tf.errors.ResourceExhaustedError) or "RESOURCE_EXHAUSTED" in str(e):
@@ -132,8 +126,7 @@ def worker(cfg):
                   jit=bool(model.jit_compile), setup_s=round(built - started, 1),
                   warmup_s=round(warmup_s, 1), wall_s=round(time.perf_counter() - started, 1),
                   has_flash_op=None if cfg.get("probe") else "FlashAttn>FlashAttention" in types,
-                  has_flash_grad="FlashAttn>FlashAttentionGrad" in types,
-                  key_lengths_branch=any("flash_key_mask_as_lengths" in n for n in names))
+                  has_flash_grad="FlashAttn>FlashAttentionGrad" in types)
     if peak is not None:
         result["peak_gib"] = peak
     if cfg.get("profile"):
@@ -145,7 +138,6 @@ def op_paths_worker(cfg):
     """The op alone at the model's attention shape, forward + backward under XLA: milliseconds per
     call for K/V repeated to the query heads (as KerasHub passes them) or not, and the padding as
     nothing, key_lengths or an all-True key_mask."""
-    import numpy as np
     import tensorflow as tf
 
     import tf_flashattn
@@ -224,9 +216,7 @@ def table(base, contexts, variants, rows):
         op = []
         for v in variants:
             x = r[v]
-            op.append("-" if "has_flash_op" not in x else
-                      ("yes" + (" (lengths)" if x.get("key_lengths_branch") else ""))
-                      if x["has_flash_op"] else "no")
+            op.append("-" if "has_flash_op" not in x else "yes" if x["has_flash_op"] else "no")
         cells.append(" / ".join(op))
         cells.append(" / ".join(cell(r[v], "warmup_s", "{:.0f}") if "warmup_s" not in r[v] else
                                 f"{r[v]['setup_s'] + r[v]['warmup_s']:.0f}" for v in variants))

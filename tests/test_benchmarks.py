@@ -115,7 +115,7 @@ def _kerashub_train():
 def test_kerashub_train_fit_smoke(tmp_path):
     """kerashub_train.py at a tiny size on the CPU under XLA: `fit` runs for each variant in its
     own process, the losses agree (same weights and data), our op is in the traced step exactly
-    when enabled (the key-length branch only for flash_lengths), and the table has its row."""
+    when enabled, and the table has its row."""
     _kerashub_train()
     out = tmp_path / "kh.json"
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
@@ -123,23 +123,22 @@ def test_kerashub_train_fit_smoke(tmp_path):
         [sys.executable, os.path.join(ROOT, "benchmarks", "kerashub_train.py"), "--contexts", "64",
          "--layers", "1", "--dim", "64", "--heads", "4", "--kv-heads", "2", "--vocab", "100",
          "--dtype", "float32", "--tokens-per-step", "128", "--warmup", "1", "--steps", "2",
-         "--jit", "true", "--variants", "keras,flash,flash_lengths", "--json", str(out)],
+         "--jit", "true", "--variants", "keras,flash", "--json", str(out)],
         env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     rows = {r["variant"]: r for r in json.loads(out.read_text())}
-    assert set(rows) == {"keras", "flash", "flash_lengths"}
+    assert set(rows) == {"keras", "flash"}
     for name, r in rows.items():
         assert "error" not in r, r
         assert r["jit"] is True and r["batch"] == 2 and r["tokens_per_s"] > 0, r
         assert len(r["step_seconds"]) == 2, r
         assert r["has_flash_op"] == (name != "keras"), r
         assert r["has_flash_grad"] == (name != "keras"), r
-        assert r["key_lengths_branch"] == (name == "flash_lengths"), r
         assert r["loss"] == pytest.approx(rows["keras"]["loss"], rel=1e-4), r
         assert r["first_loss"] == pytest.approx(rows["keras"]["first_loss"], rel=1e-4), r
     table = [line for line in proc.stdout.splitlines() if line.startswith("|")]
     assert len(table) == 3 and table[0].count("|") == table[1].count("|") == table[2].count("|")
-    assert table[2].startswith("| 64 | 2 |") and "no / yes / yes (lengths)" in table[2]
+    assert table[2].startswith("| 64 | 2 |") and "| no / yes |" in table[2]
 
 
 def test_kerashub_train_max_context_search(monkeypatch):

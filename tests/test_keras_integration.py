@@ -480,33 +480,3 @@ def test_float64_with_gpu_falls_back(flash):
         out = keras.ops.dot_product_attention(q, k, v, is_causal=True)
     np.testing.assert_allclose(out, ref, atol=1e-12)
 
-
-def test_key_mask_as_lengths_branches_equal_the_key_mask():
-    """The experimental KEY_MASK_AS_LENGTHS path (off by default): in a tf.function, a prefix key
-    mask (right padding) takes the key-lengths branch, another (left padding) the key-mask branch;
-    both give what the key mask gives, gradients included."""
-    from tf_flashattn import keras_integration as ki
-    rng = np.random.default_rng(0)
-    q, k, v = (tf.constant(rng.standard_normal((2, 6, 2, 8)), tf.float32) for _ in range(3))
-    right = tf.constant([[1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1]], tf.int32) > 0
-    left = tf.constant([[0, 0, 1, 1, 1, 1], [1, 1, 1, 1, 1, 1]], tf.int32) > 0
-
-    def call(args):
-        return tf_flashattn.dot_product_attention(q, k, v, **args)
-
-    @tf.function
-    def both(key_mask):
-        with tf.GradientTape(persistent=True) as tape:
-            tape.watch(q)
-            a = ki._key_mask_as_lengths(call, dict(key_mask=key_mask, is_causal=True))
-            b = call(dict(key_mask=key_mask, is_causal=True))
-        return a, b, tape.gradient(a, q), tape.gradient(b, q)
-
-    for mask in (right, left):
-        a, b, ga, gb = both(mask)
-        np.testing.assert_allclose(a, b, atol=1e-6)
-        np.testing.assert_allclose(ga, gb, atol=1e-6)
-    nodes = both.get_concrete_function(right).graph.as_graph_def()
-    names = [n.name for n in nodes.node] + [n.name for f in nodes.library.function
-                                            for n in f.node_def]
-    assert any("flash_key_mask_as_lengths" in n for n in names)

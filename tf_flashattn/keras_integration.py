@@ -826,48 +826,12 @@ def _flash_dpa(query, key, value, bias=None, mask=None, scale=None, is_causal=Fa
     may_have_empty_rows = not zero_empty_rows and any(args.get(name) is not None for name in
                               ("mask", "key_mask", "query_mask", "key_lengths", "sliding_window")
                               ) or args.get("causal_offset", 0) < 0
-
-    def call(op_args):
-        return dot_product_attention(query, key, value, bias=plan["bias"], scale=plan["scale"],
-                                     attn_logits_soft_cap=plan["soft_cap"],
-                                     return_lse=may_have_empty_rows, **op_args)
-
-    if (KEY_MASK_AS_LENGTHS and args.get("key_mask") is not None
-            and args.get("key_lengths") is None and not tf.executing_eagerly()):
-        result = _key_mask_as_lengths(call, args)
-    else:
-        result = call(args)
+    result = dot_product_attention(query, key, value, bias=plan["bias"], scale=plan["scale"],
+                                   attn_logits_soft_cap=plan["soft_cap"],
+                                   return_lse=may_have_empty_rows, **args)
     if not may_have_empty_rows:
         return result
     return _uniform_where_empty(*result, value)
-
-
-# Whether a key padding mask [B, S] that turns out to be a prefix mask (each row: True, then only
-# False: right padding, or no padding at all) is handed to the op as key lengths at run time.
-# Off by default, an experiment for the H200 diagnosis (benchmarks/kerashub_train.py's
-# `flash_lengths` variant): on, the KerasHub and Keras-layer tests that look for the op at the top
-# level of the traced graph fail (it is inside the tf.cond's branches), and Gemma 2's `fit` under
-# XLA fails: in the cond's gradient branch XLA gives the op's `output` a bounded dynamic batch
-# dimension (f32[<=2,8,4,8]), which the op's XLA kernel refuses.
-KEY_MASK_AS_LENGTHS = False
-
-
-def _key_mask_as_lengths(call, args):
-    """`call(args)`, with the key mask replaced by key lengths when it is a prefix mask.
-
-    The CUDA kernels read an element mask (`key_mask` among them) in their general kernels, which
-    test every score element against it and use smaller tiles; key lengths keep them on the
-    index-only kernels. KerasHub's padding masks are right padding (or none), so they are prefix
-    masks, but that is known only at run time: a `tf.cond` on it picks one of two calls of the op
-    (both traced; XLA compiles both branches, only one runs). The other branch passes the mask as
-    it is, so results never change. Graph mode only (`tf.function`, `fit`, XLA): eagerly the
-    predicate would cost a device-to-host copy per call."""
-    key_mask = tf.cast(args["key_mask"], tf.bool)
-    lengths = tf.reduce_sum(tf.cast(key_mask, tf.int32), axis=1)
-    prefix = tf.reduce_all(tf.equal(key_mask, tf.sequence_mask(lengths, tf.shape(key_mask)[1])))
-    as_lengths = dict(args, key_mask=None, key_lengths=lengths)
-    return tf.cond(prefix, lambda: call(as_lengths), lambda: call(args),
-                   name="flash_key_mask_as_lengths")
 
 
 def _number(x, name):
