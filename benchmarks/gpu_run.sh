@@ -45,9 +45,9 @@
 #               main    contexts 4096 and 16384, both (~4 min; kerashub_train.{log,json})
 #               maxctx  the longest context each trains at, batch 1, 270 s budget: Keras at 8192,
 #                       ours doubling from 32768 (~4.5 min; kerashub_maxctx.{log,json})
-#               diag    the 0.64x at 4096: the op alone (no mask / key_lengths / key_mask), the
-#                       model with keras / flash / flash_lengths under XLA, keras / flash without
-#                       XLA, and an nsys kernel summary of flash and flash_lengths when nsys exists
+#               diag    at 4096: the op alone (no mask / key_lengths / key_mask), the model with
+#                       keras / flash under XLA and without, and an nsys kernel summary of flash
+#                       when nsys exists
 #                       (~6-7 min; kerashub_diag.log, kerashub_diag.tgz)
 #   generate  the example's generate at context 8192 (model dim 1024, 16 heads, 8 layers, bf16;
 #             benchmarks/generate_throughput.py): the KV-cached loop with its decode steps under
@@ -218,13 +218,13 @@ if has kerashub; then
   fi
   if [[ ,$parts, == *,diag,* ]]; then
     d=/tmp/kerashub_diag; mkdir -p $d
-    { python3 benchmarks/kerashub_train.py --contexts 4096 --variants keras,flash,flash_lengths \
+    { python3 benchmarks/kerashub_train.py --contexts 4096 --variants keras,flash \
         --op-paths --steps 4 --json $d/xla.json ${KERASHUB_ARGS:-} 2>&1 | quiet
       echo "== without XLA (--jit false)"
       python3 benchmarks/kerashub_train.py --contexts 4096 --variants keras,flash --jit false \
         --steps 3 --json $d/nojit.json ${KERASHUB_ARGS:-} 2>&1 | quiet
       if command -v nsys >/dev/null; then
-        for v in flash flash_lengths; do
+        for v in flash; do
           echo "== nsys: top GPU kernels of 3 timed steps, $v at 4096"
           timeout 240 nsys profile -t cuda --capture-range=cudaProfilerApi --capture-range-end=stop \
             -f true -o $d/nsys_$v python3 benchmarks/kerashub_train.py --contexts 4096 \
