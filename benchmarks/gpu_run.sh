@@ -57,6 +57,9 @@
 #   hdecode   no TensorFlow needed: the kernel harness's decoding checks and timings against
 #             FlashAttention-2 and cuDNN (kernel_harness_check.py --decode); HDECODE_SWEEP=1: the
 #             decoding kernel's variants instead (tuning build, benchmarks/decode_sweep.py)
+#   hdropout  no TensorFlow needed: dropout's mask (GPU forward against the harness's host mask) and
+#             its cost, bf16 forward / backward at [1, 16384, 16, 128] and [4, 4096, 16, 128] with
+#             dropout 0 and 0.1 (benchmarks/dropout_speed.py; < 2 min with the harness build)
 #   bench     anchors_torch.py (~75 s), ours at all shapes (~35 s), then the comparisons
 #             (BENCH_IMPLS, default keras,keras_nofold,keras_xla) at D=128,64,256 (BENCH_KERAS_D,
 #             only head dims in BENCH_D): 392.7 s in all on the H200 (2026-11-29, seventh round;
@@ -147,6 +150,13 @@ elif has hdecode; then
     ARCHS=90 bash benchmarks/build_harness.sh 2>&1 | tail -2
   python3 benchmarks/kernel_harness_check.py --decode --out $OUT > $OUT/harness_decode.log 2>&1
   tail -60 $OUT/harness_decode.log
+fi
+if has hdropout; then
+  # Always rebuilt (a warm machine keeps .harness_build from an earlier call, maybe older kernels).
+  ARCHS=90 OUTDIR=.harness_build/dropout bash benchmarks/build_harness.sh 2>&1 | tail -2
+  python3 benchmarks/dropout_speed.py --lib .harness_build/dropout --out $OUT > $OUT/dropout_speed.log 2>&1
+  echo "dropout_speed.py exit $?"
+  tail -40 $OUT/dropout_speed.log
 fi
 has tests || has memory || has train || has bench || has xlacheck || has maxctx || has oldbuild || \
   has async || has decode || has kerashub || has generate || exit 0  # the rest needs TensorFlow

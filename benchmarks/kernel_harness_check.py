@@ -116,6 +116,14 @@ class Harness:
         return out.bool()
 
 
+def dropout_keep_scale(rate):
+    """The kernels' keep scale (flash_params.h): float32 65536 / (65536 - t16), t16 = min(round(rate *
+    65536), 65535) of the float32 rate."""
+    r = float(torch.tensor(rate, dtype=torch.float32))
+    t16 = 0 if r <= 0 else int(min(math.floor(r * 65536.0 + 0.5), 65535))
+    return float(torch.tensor(65536.0 / (65536.0 - t16), dtype=torch.float32))
+
+
 # ---------------------------------------------------------------------------------------------
 def make_inputs(c, dtype, gen):
     B, Tq, Tk, H, Hkv, D = c["B"], c["Tq"], c["Tk"], c["H"], c.get("Hkv", c["H"]), c["D"]
@@ -192,7 +200,7 @@ def reference(c, t, dtype, keep):
     lse = torch.where(den > 0, torch.log(den) + mx, torch.full_like(den, float("-inf")))[..., 0]
     lse_g = (torch.log(torch.where(den > 0, den, torch.ones_like(den))) + mx)[..., 0]
     if keep is not None:
-        p = p * (keep.to(dtype) / (1.0 - c["dropout"]))
+        p = p * (keep.to(dtype) * dropout_keep_scale(c["dropout"]))
     o = torch.matmul(p, vh).permute(0, 2, 1, 3)
     loss = (o * t["do"].to(dtype)).sum()
     if t.get("dlse") is not None:

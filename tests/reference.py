@@ -45,15 +45,31 @@ def philox4x32_10(c0, c1, c2, c3, k0, k1):
     return c
 
 
+def dropout_threshold16(rate):
+    """t16 of flash_params.h's rule: min(round(rate * 65536), 65535) of the float32 rate (0: off)."""
+    r = np.float64(np.float32(rate))
+    if not r > 0:
+        return 0
+    return int(min(np.floor(r * 65536.0 + 0.5), 65535.0))
+
+
+def dropout_keep_scale(rate):
+    """The kernels' keep scale, float32 65536 / (65536 - t16): E[keep * scale] = 1 exactly."""
+    return float(np.float32(65536.0 / (65536.0 - dropout_threshold16(rate))))
+
+
 def dropout_keep_mask(seed, B, H, Tq, Tk, rate):
-    """Boolean keep mask [B, H, Tq, Tk] exactly as the kernels draw it."""
+    """Boolean keep mask [B, H, Tq, Tk] exactly as the kernels draw it (flash_params.h): element
+    (row i, col j) is the 16-bit half k = 4 ((i / 8) % 2) + (j / 8) % 4 of the Philox call with
+    counter (8 (j / 32) + j % 8, 8 (i / 16) + i % 8, h, b), kept when >= t16."""
     k0, k1 = philox_key(seed)
     b, h, i, j = np.meshgrid(np.arange(B), np.arange(H), np.arange(Tq), np.arange(Tk),
                              indexing="ij")
-    words = philox4x32_10(j >> 2, i, h, b, k0, k1)
-    w = np.choose(j & 3, words)
-    threshold = min(np.floor(np.float64(np.float32(rate)) * 2.0**32), 2.0**32 - 1)
-    return w >= np.uint64(threshold)
+    words = philox4x32_10(((j >> 5) << 3) | (j & 7), ((i >> 4) << 3) | (i & 7), h, b, k0, k1)
+    k = ((i >> 3) & 1) * 4 + ((j >> 3) & 3)
+    w = np.choose(k >> 1, words)
+    draw = (w >> (16 * (k & 1)).astype(np.uint64)) & np.uint64(0xFFFF)
+    return draw >= np.uint64(dropout_threshold16(rate))
 
 
 def allowed_mask(B, H, Tq, Tk, mask=None, is_causal=False, causal_offset=0, window=(-1, -1),
@@ -110,6 +126,6 @@ def reference_attention(q, k, v, bias=None, scale=None, softcap=None, allowed=No
     lse = tf.where(any_row[..., 0], tf.reduce_logsumexp(s, axis=-1),
                    tf.constant(-np.inf, tf.float64))
     if keep is not None:
-        p = p * tf.constant(keep, tf.float64) / (1.0 - np.float64(np.float32(dropout_rate)))
+        p = p * tf.constant(keep, tf.float64) * dropout_keep_scale(dropout_rate)
     out = tf.einsum("bhqk,bkhd->bqhd", p, v)
     return out, lse

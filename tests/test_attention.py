@@ -7,7 +7,8 @@ import pytest
 import tensorflow as tf
 
 import tf_flashattn as fa
-from reference import allowed_mask, dropout_keep_mask, f32_scale, rand, reference_attention
+from reference import (allowed_mask, dropout_keep_mask, dropout_keep_scale, dropout_threshold16,
+                       f32_scale, philox4x32_10, philox_key, rand, reference_attention)
 
 SIZES = [1, 17, 113, 203, 256, 1000]
 
@@ -197,6 +198,61 @@ def test_dropout_matches_reference_with_the_philox_mask(rate):
     keep = dropout_keep_mask(seed, 2, 4, 33, 47, rate)
     allowed = allowed_mask(2, 4, 33, 47, is_causal=True)
     check(q, k, v, keep=keep, allowed=allowed, dropout_rate=rate, seed=seed, is_causal=True)
+
+
+@pytest.mark.parametrize("rate", [1e-6, 0.1, 0.15, 0.3, 0.5, 0.9, 0.99999])
+def test_dropout_rule_threshold_and_scale(rate):
+    """flash_params.h's rule: t16 = min(round(rate * 65536), 65535), keep_scale = 65536 /
+    (65536 - t16): the rate applied is within 2^-17 of the requested one (except near 1, where
+    t16 stops at 65535) and E[keep * keep_scale] = 1 up to the float32 rounding of the scale."""
+    t = dropout_threshold16(rate)
+    r32 = float(np.float32(rate))
+    assert 0 <= t <= 65535
+    if r32 * 65536 < 65535:
+        assert abs(t / 65536 - r32) <= 2.0**-17
+    assert abs((65536 - t) / 65536 * dropout_keep_scale(rate) - 1) < 1e-7
+
+
+def test_dropout_reference_mask_matches_the_rule_element_by_element():
+    """The vectorized NumPy mask against a scalar reading of the rule, at elements on every side
+    of the 16-row and 32-column call blocks."""
+    seed, rate = [11, -3], 0.37
+    B, H, Tq, Tk = 2, 3, 40, 70
+    keep = dropout_keep_mask(seed, B, H, Tq, Tk, rate)
+    k0, k1 = philox_key(seed)
+    t16 = dropout_threshold16(rate)
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        b, h, i, j = rng.integers(B), rng.integers(H), rng.integers(Tq), rng.integers(Tk)
+        ctr0 = 8 * (j // 32) + j % 8
+        ctr1 = 8 * (i // 16) + i % 8
+        words = [int(w) for w in philox4x32_10(ctr0, ctr1, h, b, k0, k1)]
+        kk = 4 * ((i // 8) % 2) + (j // 8) % 4
+        draw = (words[kk // 2] >> (16 * (kk % 2))) & 0xFFFF
+        assert keep[b, h, i, j] == (draw >= t16), (b, h, i, j)
+
+
+def test_dropout_draws_are_uniform_and_independent_within_a_call():
+    """Each of a call's 8 draw positions keeps at the rate's frequency, and elements that share a
+    call (rows r, r + 8; columns c, c + 8) or neighbour each other are kept independently."""
+    rate = 0.25
+    keep = dropout_keep_mask([21, 22], 1, 2, 512, 512, rate)[0].astype(np.float64)  # [H, T, T]
+    n_per_pos = keep.size / 8
+    sd = np.sqrt(rate * (1 - rate) / n_per_pos)
+    i = np.arange(512)[:, None]
+    j = np.arange(512)[None, :]
+    k = np.broadcast_to(((i >> 3) & 1) * 4 + ((j >> 3) & 3), (512, 512))
+    for kk in range(8):
+        frac = keep[:, k == kk].mean()
+        assert abs(1 - frac - rate) < 5 * sd, (kk, frac)
+    p = 1 - rate
+    for name, a, b in [("row + 8", keep[:, :-8, :], keep[:, 8:, :]),
+                       ("col + 8", keep[:, :, :-8], keep[:, :, 8:]),
+                       ("col + 1", keep[:, :, :-1], keep[:, :, 1:]),
+                       ("row + 1", keep[:, :-1, :], keep[:, 1:, :])]:
+        both = (a * b).mean()
+        sd2 = np.sqrt(p * p * (1 - p * p) / a.size)
+        assert abs(both - p * p) < 5 * sd2, (name, both, p * p)
 
 
 def test_dropout_mask_fraction_and_determinism():

@@ -237,7 +237,9 @@ def dot_product_attention(query, key, value, bias=None, mask=None, scale=None, i
         the computation is always the fused one.
       attn_logits_soft_cap: optional soft cap c > 0. (Keras' TensorFlow backend ignores this
         argument; the JAX backend documents another formula. Ours is c * tanh(s / c).)
-      dropout_rate: dropout on the attention probabilities, fused; needs `seed`.
+      dropout_rate: dropout on the attention probabilities, fused; needs `seed`. The rate applied
+        is round(rate * 65536) / 65536 and kept probabilities are scaled so that their expected
+        value is unchanged exactly (README, Dropout).
       seed: int tensor of shape [2] (or a scalar): the dropout mask is a pure function of
         (seed, batch, head, row, column) (Philox), regenerated in the backward, never stored.
       sliding_window: None, an int w, or (left, right): row i sees keys in

@@ -527,13 +527,8 @@ void fill_common(P* p, Call* call, py::handle q_, py::handle k_, py::handle v_, 
   if (!(o.dropout >= 0.0 && o.dropout < 1.0))
     throw py::value_error("dropout must be in [0, 1), got " + std::to_string(o.dropout));
   flashattn::DropoutParams& dp = p->dropout;
-  dp.rate = static_cast<float>(o.dropout);
-  if (dp.rate > 0.f) {
-    const double t = std::floor(static_cast<double>(dp.rate) * 4294967296.0);
-    dp.threshold = static_cast<uint32_t>(std::min(t, 4294967295.0));
-    dp.keep_scale = 1.f / (1.f - dp.rate);
-    dp.seed = device_seed(o.seed);
-  }
+  flashattn::dropout_set_rate(dp, static_cast<float>(o.dropout));
+  if (dp.rate > 0.f) dp.seed = device_seed(o.seed);
   p->allow_tf32 = o.allow_tf32;
 }
 
@@ -761,12 +756,7 @@ py::object dropout_mask(int64_t B, int64_t H, int64_t Tq, int64_t Tk, double rat
     throw py::value_error("dropout_mask: rate must be in [0, 1), got " + std::to_string(rate));
   const int64_t n = B * H * Tq * Tk;
   flashattn::DropoutParams dp;
-  dp.rate = static_cast<float>(rate);
-  if (dp.rate > 0.f) {
-    const double t = std::floor(static_cast<double>(dp.rate) * 4294967296.0);
-    dp.threshold = static_cast<uint32_t>(std::min(t, 4294967295.0));
-    dp.keep_scale = 1.f / (1.f - dp.rate);
-  }
+  flashattn::dropout_set_rate(dp, static_cast<float>(rate));
   const int64_t host_seed[2] = {seed.first, seed.second};
   dp.seed = host_seed;  // the host-side Philox below reads it
   py::object result;

@@ -161,12 +161,7 @@ Status FillShapes(const TensorShape* const in[10], const Attrs& attrs, Params* p
   if (seed.dims() != 1 || seed.dim_size(0) != 2)
     return InvalidArgument("seed must have shape [2] (int64), got ", seed.DebugString());
   flashattn::DropoutParams& dp = p->dropout;
-  dp.rate = attrs.dropout_rate;
-  if (dp.rate > 0.f) {
-    const double t = std::floor(static_cast<double>(dp.rate) * 4294967296.0);
-    dp.threshold = static_cast<uint32_t>(std::min(t, 4294967295.0));
-    dp.keep_scale = 1.f / (1.f - dp.rate);
-  }
+  flashattn::dropout_set_rate(dp, attrs.dropout_rate);  // t16 and keep_scale (flash_params.h)
   return ::tensorflow::OkStatus();
 }
 

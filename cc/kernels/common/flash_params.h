@@ -73,8 +73,8 @@ struct ScoreParams {
 
 struct DropoutParams {
   float rate = 0.f;              // probability of dropping; 0: off
-  uint32_t threshold = 0;        // drop when philox word < threshold (= rate * 2^32)
-  float keep_scale = 1.f;        // 1 / (1 - rate)
+  uint32_t threshold = 0;        // t16: drop when the element's 16-bit draw < t16 (dropout_set_rate)
+  float keep_scale = 1.f;        // 65536 / (65536 - t16): E[keep * keep_scale] = 1 exactly
   // The int64[2] seed, in the memory of the device that runs the kernel (CUDA: device memory,
   // read by the kernels, so no host round trip; CPU: host memory). Required when rate > 0.
   const int64_t* seed = nullptr;
@@ -125,17 +125,27 @@ struct FlashBwdParams {
 };
 
 // ---------------------------------------------------------------------------------------
-// Dropout: Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3").
-// The keep decision is a pure function of (seed, b, h, row, col): counter = (col / 4, row, h, b),
-// the word col % 4 of the output is compared with the threshold. CPU and CUDA share this code,
-// so their masks are bit-identical.
+// Dropout: Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3"), one
+// 16-bit draw per element, eight elements per Philox call. The keep decision is a pure function
+// of (seed, b, h, row, col):
+//   call (its counter):  (8 * (col / 32) + col % 8,  8 * (row / 16) + row % 8,  h,  b)  (uint32)
+//   draw:                16-bit half k = 4 * ((row / 8) % 2) + (col / 8) % 4 of the output,
+//                        i.e. bits 16 * (k % 2) .. 16 * (k % 2) + 15 of word k / 2
+//   keep:                draw >= t16,  t16 = min(round(rate * 65536), 65535)
+//   kept value:          P * keep_scale,  keep_scale = 65536 / (65536 - t16) (float32)
+// so the rate applied is t16 / 65536 (within 2^-17 of the requested one) and E[keep * keep_scale]
+// = 1 exactly. One call covers rows {r, r + 8} x columns {c, c + 8, c + 16, c + 24} (r % 16 < 8,
+// c % 32 < 8): the 8 elements one thread holds of a 16 x 32 block in an mma.sync m16n8
+// accumulator fragment, in either orientation (rows x keys in the forward and the dQ kernels,
+// keys x queries in the key-tile backward), so the GPU tiles draw one call per 8 elements
+// without exchanging words between lanes (sm80/flash_dropout.cuh). CPU and CUDA share this
+// code, so their masks are bit-identical (tests/reference.py has a NumPy copy).
 FA_HD void philox_round(uint32_t ctr[4], const uint32_t key[2]) {
   const uint64_t p0 = static_cast<uint64_t>(0xD2511F53u) * ctr[0];
   const uint64_t p1 = static_cast<uint64_t>(0xCD9E8D57u) * ctr[2];
   const uint32_t hi0 = static_cast<uint32_t>(p0 >> 32), lo0 = static_cast<uint32_t>(p0);
   const uint32_t hi1 = static_cast<uint32_t>(p1 >> 32), lo1 = static_cast<uint32_t>(p1);
-  const uint32_t c0 = hi1 ^ ctr[1] ^ key[0];
-  const uint32_t c2 = hi0 ^ ctr[3] ^ key[1];
+  const uint32_t c0 = hi1 ^ ctr[1] ^ key[0], c2 = hi0 ^ ctr[3] ^ key[1];
   ctr[0] = c0; ctr[1] = lo1; ctr[2] = c2; ctr[3] = lo0;
 }
 
@@ -162,8 +172,8 @@ FA_HD void dropout_key_from_seed(int64_t s0, int64_t s1, uint32_t key[2]) {
 }
 
 // The Philox key of dp's seed (on the device, read through the read-only cache). The tile
-// functions derive it once per tile and pass it to dropout_words_key / dropout_keep_key;
-// dropout_words and dropout_keep derive it at every call (the SIMT kernels, host-side masks).
+// functions derive it once per tile and pass it to dropout_call / dropout_keep_key;
+// dropout_keep derives it at every call (the SIMT kernels, host-side masks).
 FA_HD void dropout_key(const DropoutParams& dp, uint32_t key[2]) {
 #if defined(__CUDA_ARCH__)
   dropout_key_from_seed(__ldg(reinterpret_cast<const long long*>(dp.seed)),
@@ -173,29 +183,51 @@ FA_HD void dropout_key(const DropoutParams& dp, uint32_t key[2]) {
 #endif
 }
 
-// The four Philox words for columns 4*(col/4) .. 4*(col/4)+3 of row `row`, under `key`.
-FA_HD void dropout_words_key(const uint32_t key[2], int64_t b, int64_t h, int64_t row,
-                             int64_t col, uint32_t out[4]) {
-  out[0] = static_cast<uint32_t>(col >> 2);
-  out[1] = static_cast<uint32_t>(row);
+// Rate -> threshold and scale (the rule above). Host code: the op, the harness, the CPU kernels.
+inline void dropout_set_rate(DropoutParams& dp, float rate) {
+  dp.rate = rate;
+  dp.threshold = 0;
+  dp.keep_scale = 1.f;
+  if (!(rate > 0.f)) return;
+  double t = static_cast<double>(rate) * 65536.0 + 0.5;
+  t = t < 65535.0 ? t : 65535.0;
+  dp.threshold = static_cast<uint32_t>(t);  // floor(rate * 65536 + 1/2), at most 65535
+  dp.keep_scale = static_cast<float>(65536.0 / (65536.0 - static_cast<double>(dp.threshold)));
+}
+
+// The Philox call's counter words 0 and 1 of element (row, col) and its half index k.
+FA_HD uint32_t dropout_ctr_col(int64_t col) {
+  return static_cast<uint32_t>(((col >> 5) << 3) | (col & 7));
+}
+FA_HD uint32_t dropout_ctr_row(int64_t row) {
+  return static_cast<uint32_t>(((row >> 4) << 3) | (row & 7));
+}
+FA_HD int dropout_half_index(int64_t row, int64_t col) {
+  return static_cast<int>(((row >> 3) & 1) * 4 + ((col >> 3) & 3));
+}
+
+// The four output words of the call with counter (c0, c1, h, b) under `key`.
+FA_HD void dropout_call(const uint32_t key[2], uint32_t c0, uint32_t c1, int64_t b, int64_t h,
+                        uint32_t out[4]) {
+  out[0] = c0;
+  out[1] = c1;
   out[2] = static_cast<uint32_t>(h);
   out[3] = static_cast<uint32_t>(b);
   philox4x32_10(out, key[0], key[1]);
 }
 
-FA_HD void dropout_words(const DropoutParams& dp, int64_t b, int64_t h, int64_t row,
-                         int64_t col, uint32_t out[4]) {
-  uint32_t key[2];
-  dropout_key(dp, key);
-  dropout_words_key(key, b, h, row, col, out);
+// The 16-bit draw k (0..7) of a call's words.
+FA_HD uint32_t dropout_draw(const uint32_t w[4], int k) {
+  return (w[k >> 1] >> (16 * (k & 1))) & 0xFFFFu;
 }
 
-// Whether element (b, h, row, col) is kept, under dp's key (from dropout_key).
+// Whether element (b, h, row, col) is kept, under dp's key (from dropout_key): one whole call per
+// element (the SIMT kernels and host-side masks; the tiles share calls, sm80/flash_dropout.cuh).
 FA_HD bool dropout_keep_key(const DropoutParams& dp, const uint32_t key[2], int64_t b, int64_t h,
                             int64_t row, int64_t col) {
   uint32_t w[4];
-  dropout_words_key(key, b, h, row, col, w);
-  return w[col & 3] >= dp.threshold;
+  dropout_call(key, dropout_ctr_col(col), dropout_ctr_row(row), b, h, w);
+  return dropout_draw(w, dropout_half_index(row, col)) >= dp.threshold;
 }
 
 FA_HD bool dropout_keep(const DropoutParams& dp, int64_t b, int64_t h, int64_t row,

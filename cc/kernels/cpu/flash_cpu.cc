@@ -244,19 +244,28 @@ inline double row_sum(const double* x, int64_t n) {
   return acc;
 }
 
-// z[c] = keep / (1 - rate) for columns j0 .. j0+n-1 of one row (j0 a multiple of 4): one
-// Philox call gives the words of four columns.
+// z[c] = keep * keep_scale for columns j0 .. j0+n-1 of one row (any j0): a Philox call gives
+// this row's draws of 4 columns {c, c + 8, c + 16, c + 24} of a 32-column block (the other 4
+// draws are row ± 8's; flash_params.h).
 template <typename Acc>
 void dropout_scales(const DropoutParams& dp, int64_t b, int64_t h, int64_t row, int64_t j0,
                     int64_t n, Acc* z) {
   const Acc ks = static_cast<Acc>(dp.keep_scale);
   uint32_t key[2];
   dropout_key(dp, key);
-  for (int64_t c = 0; c < n; c += 4) {
-    uint32_t w[4];
-    dropout_words_key(key, b, h, row, j0 + c, w);
-    for (int64_t i = 0; i < 4 && c + i < n; ++i) z[c + i] = w[i] >= dp.threshold ? ks : Acc(0);
-  }
+  const uint32_t c1 = dropout_ctr_row(row);
+  const int kr = static_cast<int>((row >> 3) & 1) * 4;
+  const int64_t end = j0 + n;
+  for (int64_t blk = j0 & ~int64_t(31); blk < end; blk += 32)
+    for (int64_t c = 0; c < 8; ++c) {
+      if (blk + c + 24 < j0 || blk + c >= end) continue;  // none of its 4 columns in range
+      uint32_t w[4];
+      dropout_call(key, dropout_ctr_col(blk + c), c1, b, h, w);
+      for (int q = 0; q < 4; ++q) {
+        const int64_t col = blk + c + 8 * q;
+        if (col >= j0 && col < end) z[col - j0] = dropout_draw(w, kr + q) >= dp.threshold ? ks : Acc(0);
+      }
+    }
 }
 
 // Loads rows [t0, t0+rows) of head `h` of x ([B, T, heads, n] with strides) as Acc [rows, n].

@@ -73,7 +73,9 @@ struct BwdCfg {
   }
 };
 
-template <typename T, int HD, int BKb, int BQb, int NW, int QST, bool GEN, int AWM, int BWM, int CWM>
+// DROP: the index-masked kernel (GEN false) with dropout.
+template <typename T, int HD, int BKb, int BQb, int NW, int QST, bool GEN, int AWM, int BWM, int CWM,
+          bool DROP = false>
 __global__ void __launch_bounds__(NW * 32) flash_bwd_kernel(const BwdArgs args) {
   using Cfg = BwdCfg<HD, BKb, BQb, NW, QST, AWM, BWM, CWM>;
   using KTile = typename Cfg::KTile;
@@ -133,7 +135,7 @@ __global__ void __launch_bounds__(NW * 32) flash_bwd_kernel(const BwdArgs args) 
   const float sl2 = p.score.scale * kLog2e;
   // Padded head-dim columns (zeros) are computed rather than skipped: no runtime guards.
   constexpr int ksteps = HD / 16, dvsteps = HD / 16;
-  const bool dropout = p.dropout.rate > 0.f;
+  const bool dropout = DROP || (GEN && p.dropout.rate > 0.f);
 
   int hl = 0, qb = units.lo;
   units.seek(hl, qb);
@@ -211,11 +213,16 @@ __global__ void __launch_bounds__(NW * 32) flash_bwd_kernel(const BwdArgs args) 
       }
       // Element-wise: sacc <- Pd = P Z, dpacc <- dS (see the header comment).
       const bool in_range = !GEN && tile_in_range(p.mask, i0, BQb, j0, BKb, qlim, klim);
+      uint32_t kbits[Cfg::AM];  // dropout keep bits: one Philox call per 8 elements (AM even)
+#pragma unroll
+      for (int mt = 0; mt < Cfg::AM; ++mt) kbits[mt] = 0u;
+      if (dropout)
+        drop_cols_bits<Cfg::AM, Cfg::AN>(kbits, drop_tile(p.dropout, b, h), j0 + kr0, i0 + qc0, g, tq);
 #pragma unroll
       for (int mt = 0; mt < Cfg::AM; ++mt)
         bwd_tile_probs<T, Cfg::AN, GEN>(sacc[mt], dpacc[mt], p, b, h, i0 + qc0, j0, kr0 + mt * 16,
-                                        cL + qc0, cDs + qc0, sl2, in_range, qlim, klim, dropout, true,
-                                        g, tq);
+                                        cL + qc0, cDs + qc0, sl2, in_range, qlim, klim, dropout,
+                                        kbits[mt], true, g, tq);
       // 16-bit pairs, in A-fragment order: pk[mt][ks][2 * (nt & 1) + r] holds n-tile nt = 2 ks + (nt & 1).
 #pragma unroll
       for (int mt = 0; mt < Cfg::AM; ++mt)
@@ -432,15 +439,18 @@ __global__ void bwd_dq_frag_convert_kernel(const FlashBwdParams p, const float* 
 
 // ONLY: -1 instantiates the general and the index-masked kernel and picks at run time; 0 / 1
 // instantiates only that one (the caller has checked).
-template <typename T, int HD, int BKb, int BQb, int NW, int QST, int ONLY = -1, int AWM = 0, int BWM = 0, int CWM = 0>
+// DROP (with ONLY == 0): the index-masked kernel with dropout.
+template <typename T, int HD, int BKb, int BQb, int NW, int QST, int ONLY = -1, int AWM = 0, int BWM = 0, int CWM = 0,
+          bool DROP = false>
 cudaError_t launch_bwd(const BwdArgs& args, cudaStream_t stream, DqFragLayout* layout) {
+  static_assert(!DROP || ONLY == 0, "DROP: the index-masked kernel");
   using Cfg = BwdCfg<HD, BKb, BQb, NW, QST, AWM, BWM, CWM>;
   static_assert(kDqRowPad % BQb == 0, "dQacc row padding");
   *layout = DqFragLayout{BQb, Cfg::kThreads, Cfg::C_WM, Cfg::CM, Cfg::CN, Cfg::CC};
   const FlashBwdParams& p = args.p;
   const bool gen = ONLY == -1 ? needs_general(p.mask, p.score, p.dropout, p.dbias, true) : ONLY == 1;
-  auto kernel = gen ? flash_bwd_kernel<T, HD, BKb, BQb, NW, QST, ONLY != 0, AWM, BWM, CWM>
-                    : flash_bwd_kernel<T, HD, BKb, BQb, NW, QST, ONLY == 1, AWM, BWM, CWM>;
+  auto kernel = gen ? flash_bwd_kernel<T, HD, BKb, BQb, NW, QST, ONLY != 0, AWM, BWM, CWM, DROP>
+                    : flash_bwd_kernel<T, HD, BKb, BQb, NW, QST, ONLY == 1, AWM, BWM, CWM, DROP>;
   const size_t smem = Cfg::template smem<T>();
   cudaError_t err =
       set_dynamic_smem(kernel, static_cast<int>(smem));
@@ -470,25 +480,31 @@ cudaError_t launch_bwd(const BwdArgs& args, cudaStream_t stream, DqFragLayout* l
 template <typename T>
 cudaError_t bwd_tc(const BwdArgs& args, int hd, bool big_smem, cudaStream_t stream, DqFragLayout* layout) {
   const FlashBwdParams& p = args.p;
-  const bool idx = !needs_general(p.mask, p.score, p.dropout, p.dbias, true) && big_smem;
+  // Dropout alone keeps the index-masked configurations (DROP kernels: the draws are per 8
+  // elements, flash_dropout.cuh); other per-element features take the general kernels.
+  const bool idx = !needs_general(p.mask, p.score, DropoutParams{}, p.dbias, true) && big_smem;
+  const bool drop = p.dropout.rate > 0.f;
 #ifdef FA_TUNING
-  const int tune = idx ? tuning_cfg("FA_BWD_CFG") : 0;
+  const int tune = idx && !drop ? tuning_cfg("FA_BWD_CFG") : 0;
 #endif
   switch (hd) {
     case 64:
       FA_TUNE(2, launch_bwd<T, 64, 128, 64, 8, 2, 0>(args, stream, layout));
       FA_TUNE(12, launch_bwd<T, 64, 128, 128, 8, 2, 0, 4, 4, 2>(args, stream, layout));
+      if (idx && drop) return launch_bwd<T, 64, 128, 128, 8, 2, 0, 4, 4, 4, true>(args, stream, layout);
       if (idx) return launch_bwd<T, 64, 128, 128, 8, 2, 0, 4, 4, 4>(args, stream, layout);  // 178 KiB
       return launch_bwd<T, 64, 128, 64, 8, 2>(args, stream, layout);  // 91 KiB
     case 128:
       FA_TUNE(2, launch_bwd<T, 128, 128, 64, 8, 2, 0>(args, stream, layout));
       FA_TUNE(10, launch_bwd<T, 128, 128, 64, 8, 2, 0, 4, 4, 4>(args, stream, layout));
       FA_TUNE(11, launch_bwd<T, 128, 128, 64, 8, 2, 0, 2, 4, 2>(args, stream, layout));
+      if (idx && drop) return launch_bwd<T, 128, 128, 64, 8, 2, 0, 4, 4, 2, true>(args, stream, layout);
       if (idx) return launch_bwd<T, 128, 128, 64, 8, 2, 0, 4, 4, 2>(args, stream, layout);  // 173 KiB
       return launch_bwd<T, 128, 64, 64, 4, 1>(args, stream, layout);
     case 256:
       FA_TUNE(8, launch_bwd<T, 256, 64, 64, 8, 1, 0>(args, stream, layout));
       FA_TUNE(13, launch_bwd<T, 256, 64, 64, 8, 1, 0, 2, 2, 2>(args, stream, layout));  // 150 KiB
+      if (idx && drop) return launch_bwd<T, 256, 64, 64, 8, 2, 0, 2, 2, 2, true>(args, stream, layout);
       if (idx) return launch_bwd<T, 256, 64, 64, 8, 2, 0, 2, 2, 2>(args, stream, layout);  // 217 KiB
       return launch_bwd<T, 256, 32, 32, 4, 1>(args, stream, layout);
     default: return cudaErrorInvalidValue;

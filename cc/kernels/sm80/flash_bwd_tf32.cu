@@ -179,9 +179,11 @@ __global__ void __launch_bounds__(NW * 32) flash_bwd_tf32_kernel(const Tf32BwdAr
       }
     }
     // Element-wise: sacc <- Pd = P Z, dpacc <- dS (flash_bwd_tile.cuh; dbias from split 0 only).
+    uint32_t kbits[1] = {0u};  // dropout keep bits (one 16-key m-tile: a Philox call per 4)
+    if (GEN && dropout) drop_cols_bits<1, Cfg::AN>(kbits, drop_tile(p.dropout, b, h), j0 + kr0, i0, g, tq);
     bwd_tile_probs<float, Cfg::AN, GEN>(sacc, dpacc, p, b, h, i0, j0, kr0, cL, cDs, sl2,
                                         !GEN && tile_in_range(p.mask, i0, BQb, j0, BKb, qlim, klim),
-                                        qlim, klim, dropout, split == 0, g, tq);
+                                        qlim, klim, GEN && dropout, kbits[0], split == 0, g, tq);
     // To tf32 bit patterns; dS into shared memory for phase C.
     uint32_t pP[Cfg::AN][4], pS[Cfg::AN][4];
 #pragma unroll

@@ -7,6 +7,7 @@
 #define TF_FLASHATTN_KERNELS_FLASH_BWD_TILE_CUH_
 
 #include "cc/kernels/common/flash_cuda_common.cuh"
+#include "cc/kernels/sm80/flash_dropout.cuh"
 
 namespace flashattn {
 namespace cuda {
@@ -124,7 +125,8 @@ __device__ __forceinline__ void dq_accumulate_frag(float* chunk, const float (&a
 }
 
 // s <- Pd = P Z and dp <- dS = P (dPd Z - Dsum) softcap', with P = 2^(z - log2e lse) (z the
-// base-2 logit) and Z = keep / (1 - rate) or 0 (dropout) or 1. The warp's queries start at i0
+// base-2 logit) and Z = keep_scale or 0 (dropout: bit nt * 4 + e of kbits, from drop_cols_bits)
+// or 1. The warp's queries start at i0
 // (a warp that owns queries [qc0, ...) of the CTA's tile passes i0 + qc0, and cL / cDs offset by
 // qc0 too); cL / cDs: log2e lse and Dsum of those queries. GEN: the full score function per element (dlogit to dbias when
 // write_dbias); otherwise s is the raw product (scale * log2e = sl2 applied here) and only tiles
@@ -135,8 +137,12 @@ __device__ __forceinline__ void bwd_tile_probs(float (&s)[AN][4], float (&dp)[AN
                                                int64_t i0, int64_t j0, int kr0, const float* cL,
                                                const float* cDs, float sl2, bool in_range,
                                                int64_t qlim, int64_t klim, bool dropout,
-                                               bool write_dbias, int g, int tq) {
+                                               uint32_t kbits, bool write_dbias, int g, int tq) {
   const AttnShape& sh = p.shape;
+  // Z of element [nt][e]: keep_scale or 0 from kbits (drop_cols_bits), 1 without dropout.
+  auto zf = [&](int nt, int e) {
+    return !dropout ? 1.f : ((kbits >> (nt * 4 + e)) & 1u) ? p.dropout.keep_scale : 0.f;
+  };
   if (!GEN) {
     if (in_range) {
 #pragma unroll
@@ -145,8 +151,14 @@ __device__ __forceinline__ void bwd_tile_probs(float (&s)[AN][4], float (&dp)[AN
         for (int e = 0; e < 4; ++e) {
           const int ql = nt * 8 + 2 * tq + (e & 1);
           const float pv = fast_exp2(fmaf(s[nt][e], sl2, -cL[ql]));
-          dp[nt][e] = pv * (dp[nt][e] - cDs[ql]);
-          s[nt][e] = pv;
+          if (dropout) {
+            const float z = zf(nt, e);
+            dp[nt][e] = pv * (dp[nt][e] * z - cDs[ql]);
+            s[nt][e] = pv * z;
+          } else {
+            dp[nt][e] = pv * (dp[nt][e] - cDs[ql]);
+            s[nt][e] = pv;
+          }
         }
     } else {  // causal/window/length limits cross the tile, or validity masks: mask by index
 #pragma unroll
@@ -162,14 +174,13 @@ __device__ __forceinline__ void bwd_tile_probs(float (&s)[AN][4], float (&dp)[AN
             const int e = 2 * r + c;
             const bool vis = jl >= lo && jl < hi && key_visible(p.mask, sh, b, j0 + jl);
             const float pv = vis ? fast_exp2(fmaf(s[nt][e], sl2, -cL[ql])) : 0.f;
-            dp[nt][e] = pv * (dp[nt][e] - cDs[ql]);
-            s[nt][e] = pv;
+            const float z = zf(nt, e);
+            dp[nt][e] = pv * (dp[nt][e] * z - cDs[ql]);
+            s[nt][e] = pv * z;
           }
         }
     }
   } else {
-    uint32_t key[2] = {0, 0};  // Philox key, read from the device seed once per tile
-    if (dropout) dropout_key(p.dropout, key);
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const int64_t j = j0 + kr0 + g + 8 * r;  // key
@@ -184,12 +195,11 @@ __device__ __forceinline__ void bwd_tile_probs(float (&s)[AN][4], float (&dp)[AN
           const RowInfo ri = row_info(p.mask, sh, b, i, qlim, klim);
           const float z = score_elem<T>(s[nt][e], p.mask, p.score, sh, b, h, i, j, ri, &dcap);
           const float pv = z == neg_inf() ? 0.f : fast_exp2(z - cL[ql]);
-          float zf = 1.f;
-          if (dropout) zf = dropout_keep_key(p.dropout, key, b, h, i, j) ? p.dropout.keep_scale : 0.f;
-          const float dlogit = pv * (dp[nt][e] * zf - cDs[ql]);
+          const float ze = zf(nt, e);
+          const float dlogit = pv * (dp[nt][e] * ze - cDs[ql]);
           if (write_dbias && p.dbias && i < sh.Tq && j < sh.Tk)
             p.dbias[((b * sh.H + h) * sh.Tq + i) * sh.Tk + j] = dlogit;
-          s[nt][e] = pv * zf;
+          s[nt][e] = pv * ze;
           dp[nt][e] = dlogit * dcap;
         }
     }
@@ -249,8 +259,8 @@ __device__ __forceinline__ void dq_tile_dscores(float (&s)[NT][4], const float (
       }
     }
   } else {
-    uint32_t key[2] = {0, 0};  // Philox key, read from the device seed once per tile
-    if (dropout) dropout_key(p.dropout, key);
+    // Keep bits of this thread's elements, one Philox call per 8 (4 when NT == 2).
+    const uint32_t kbits = dropout ? drop_rows_bits<NT>(drop_tile(p.dropout, b, h), row0, j0, g, tq) : 0u;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const int64_t i = row0 + g + 8 * r;
@@ -264,8 +274,7 @@ __device__ __forceinline__ void dq_tile_dscores(float (&s)[NT][4], const float (
           float dcap = 1.f;
           const float z = score_elem<T>(s[nt][e], p.mask, p.score, sh, b, h, i, j, ri, &dcap);
           const float pv = z == neg_inf() ? 0.f : fast_exp2(z - lse2r[r]);
-          float zf = 1.f;
-          if (dropout) zf = dropout_keep_key(p.dropout, key, b, h, i, j) ? p.dropout.keep_scale : 0.f;
+          const float zf = !dropout ? 1.f : ((kbits >> (nt * 4 + e)) & 1u) ? p.dropout.keep_scale : 0.f;
           const float dlogit = pv * (dp[nt][e] * zf - dsr[r]);
           if (p.dbias && i < sh.Tq && j < sh.Tk) p.dbias[((b * sh.H + h) * sh.Tq + i) * sh.Tk + j] = dlogit;
           s[nt][e] = dlogit * dcap;

@@ -36,7 +36,8 @@ struct FwdCfg {
   static constexpr size_t kSmem = (QTile::kElems + 2 * STAGES * KTile::kElems) * sizeof(T);
 };
 
-template <typename T, int HD, int MT, int BK, int NW, int STAGES, bool GEN>
+// DROP: the index-masked kernel (GEN false) with dropout.
+template <typename T, int HD, int MT, int BK, int NW, int STAGES, bool GEN, bool DROP = false>
 __global__ void __launch_bounds__(NW * 32) flash_fwd_kernel(const FwdArgs args) {
   using Cfg = FwdCfg<T, HD, MT, BK, NW, STAGES>;
   constexpr int NT = NW * 32;
@@ -87,7 +88,7 @@ __global__ void __launch_bounds__(NW * 32) flash_fwd_kernel(const FwdArgs args) 
   // Head-dim k-steps and output tiles past D / Dv are computed on the zero padding (no runtime
   // guards: they cost the compiler address rematerialization around every ldmatrix).
   constexpr int ksteps = HD / 16, dvsteps = HD / 16;
-  const bool dropout = p.dropout.rate > 0.f;
+  const bool dropout = DROP || (GEN && p.dropout.rate > 0.f);
 
   for (int t = 0; t < ntiles; ++t) {
     const int64_t j0 = jstart + static_cast<int64_t>(t) * BK;
@@ -143,7 +144,7 @@ __global__ void __launch_bounds__(NW * 32) flash_fwd_kernel(const FwdArgs args) 
     // Scores (masks, and the full score function in GEN kernels), online softmax, dropout.
     const float mul = fwd_tile_scores<T, MT, BK / 8, GEN>(s, p, b, h, i0, BQ, i0 + wr0, j0, qlim, klim, g, tq);
     fwd_online_softmax(s, o, mrow, lrow, mul);
-    if (GEN && dropout) fwd_tile_dropout(s, p.dropout, b, h, i0 + wr0, j0, g, tq);
+    if (dropout) fwd_tile_dropout(s, p.dropout, b, h, i0 + wr0, j0, g, tq);
 
     if (STAGES == 1) {
       cp_async_wait<0>();
@@ -186,10 +187,10 @@ __global__ void __launch_bounds__(NW * 32) flash_fwd_kernel(const FwdArgs args) 
                                              sQ + QTile::off(wr0, 0));
 }
 
-template <typename T, int HD, int MT, int BK, int NW, int STAGES, bool GEN>
+template <typename T, int HD, int MT, int BK, int NW, int STAGES, bool GEN, bool DROP = false>
 cudaError_t launch_fwd(const FlashFwdParams& p, bool vec, cudaStream_t stream) {
   using Cfg = FwdCfg<T, HD, MT, BK, NW, STAGES>;
-  auto kernel = flash_fwd_kernel<T, HD, MT, BK, NW, STAGES, GEN>;
+  auto kernel = flash_fwd_kernel<T, HD, MT, BK, NW, STAGES, GEN, DROP>;
   cudaError_t err = set_dynamic_smem(kernel, static_cast<int>(Cfg::kSmem));
   if (err != cudaSuccess) return err;
   const int64_t nqb = (p.shape.Tq + Cfg::BQ - 1) / Cfg::BQ;
@@ -205,7 +206,8 @@ cudaError_t launch_fwd(const FlashFwdParams& p, bool vec, cudaStream_t stream) {
 // over two m-tiles), except HD 256 (4 warps x 16 rows; on sm_90 64-key tiles, 99 KiB, two
 // CTAs per SM, FlashAttention-2's choice for H100-class GPUs: 262.6 -> 270.0 TFLOP/s at T = 16k on
 // the H200 against the former 8 warps x 16 rows, 132 KiB, one CTA per SM); general kernels
-// (element masks, bias, soft-cap, dropout): 8 warps x 16 rows, fewer registers. HD 128: single
+// (element masks, bias, soft-cap): 8 warps x 16 rows, fewer registers; dropout alone: the
+// index-masked configurations with the draws (DROP). HD 128: single
 // K/V buffers (68 KiB) measured faster than double (102 KiB) on the H200 (320 vs 310 TFLOP/s at
 // T = 16k).
 // FA_TUNING builds select other variants at run time with FA_FWD_CFG (tune_configs.py): 1 double
@@ -218,28 +220,36 @@ cudaError_t launch_fwd(const FlashFwdParams& p, bool vec, cudaStream_t stream) {
 // for short causal sequences, not yet timed at other lengths or through TensorFlow.
 template <typename T>
 cudaError_t fwd_tc(const FlashFwdParams& p, bool vec, bool big_smem, cudaStream_t stream) {
-  const bool gen = needs_general(p.mask, p.score, p.dropout, nullptr, true);
+  // Dropout alone keeps the index-masked configurations (DROP kernels: one Philox call per 8
+  // elements, flash_dropout.cuh); other per-element features take the general kernels.
+  const bool gen = needs_general(p.mask, p.score, DropoutParams{}, nullptr, true);
+  const bool drop = p.dropout.rate > 0.f;
 #ifdef FA_TUNING
-  const int tune = !gen && big_smem ? tuning_cfg("FA_FWD_CFG") : 0;
+  const int tune = !gen && !drop && big_smem ? tuning_cfg("FA_FWD_CFG") : 0;
 #endif
   switch (head_dim_bucket(p.shape.D > p.shape.Dv ? p.shape.D : p.shape.Dv)) {
     case 64:
       FA_TUNE(3, launch_fwd<T, 64, 2, 64, 4, 1, false>(p, vec, stream));
       FA_TUNE(5, launch_fwd<T, 64, 1, 64, 4, 2, false>(p, vec, stream));
       FA_TUNE(7, launch_fwd<T, 64, 1, 64, 8, 2, false>(p, vec, stream));
-      return gen ? launch_fwd<T, 64, 1, 64, 8, 1, true>(p, vec, stream)
-                 : launch_fwd<T, 64, 2, 64, 4, 2, false>(p, vec, stream);
+      if (gen) return launch_fwd<T, 64, 1, 64, 8, 1, true>(p, vec, stream);
+      return drop ? launch_fwd<T, 64, 2, 64, 4, 2, false, true>(p, vec, stream)
+                  : launch_fwd<T, 64, 2, 64, 4, 2, false>(p, vec, stream);
     case 128:
       FA_TUNE(1, launch_fwd<T, 128, 2, 64, 4, 2, false>(p, vec, stream));
       FA_TUNE(5, launch_fwd<T, 128, 1, 64, 4, 1, false>(p, vec, stream));
-      return gen ? launch_fwd<T, 128, 1, 64, 8, 1, true>(p, vec, stream)
-                 : launch_fwd<T, 128, 2, 64, 4, 1, false>(p, vec, stream);
+      if (gen) return launch_fwd<T, 128, 1, 64, 8, 1, true>(p, vec, stream);
+      return drop ? launch_fwd<T, 128, 2, 64, 4, 1, false, true>(p, vec, stream)
+                  : launch_fwd<T, 128, 2, 64, 4, 1, false>(p, vec, stream);
     case 256:
       FA_TUNE(4, launch_fwd<T, 256, 1, 32, 8, 1, false>(p, vec, stream));
       FA_TUNE(6, launch_fwd<T, 256, 1, 32, 4, 1, false>(p, vec, stream));
       FA_TUNE(8, launch_fwd<T, 256, 1, 64, 8, 1, false>(p, vec, stream));
       FA_TUNE(9, launch_fwd<T, 256, 1, 32, 4, 2, false>(p, vec, stream));
       if (gen) return launch_fwd<T, 256, 1, 32, 4, 1, true>(p, vec, stream);
+      if (drop)
+        return big_smem ? launch_fwd<T, 256, 1, 64, 4, 1, false, true>(p, vec, stream)
+                        : launch_fwd<T, 256, 1, 32, 4, 1, false, true>(p, vec, stream);
       return big_smem ? launch_fwd<T, 256, 1, 64, 4, 1, false>(p, vec, stream)
                       : launch_fwd<T, 256, 1, 32, 4, 1, false>(p, vec, stream);
     default: return cudaErrorInvalidValue;

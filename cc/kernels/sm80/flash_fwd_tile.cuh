@@ -7,6 +7,7 @@
 #define TF_FLASHATTN_KERNELS_FLASH_FWD_TILE_CUH_
 
 #include "cc/kernels/common/flash_cuda_common.cuh"
+#include "cc/kernels/sm80/flash_dropout.cuh"
 
 namespace flashattn {
 namespace cuda {
@@ -99,29 +100,19 @@ __device__ __forceinline__ void fwd_online_softmax(float (&s)[MT][NT][4], float 
     }
 }
 
-// Dropout on P after the row sum: P_ij *= keep(b, h, i, j) / (1 - rate), the Philox words of
-// columns j, j+1 (j even) from one call.
+// Dropout on P after the row sum: P_ij *= keep(b, h, i, j) * keep_scale, one Philox call per 8
+// elements of the thread (flash_dropout.cuh; row0 a multiple of 16, j0 of 32, or of 16 when NT
+// == 2).
 template <int MT, int NT>
 __device__ __forceinline__ void fwd_tile_dropout(float (&s)[MT][NT][4], const DropoutParams& dp,
                                                  int64_t b, int64_t h, int64_t row0, int64_t j0,
                                                  int g, int tq) {
-  uint32_t key[2];
-  dropout_key(dp, key);  // from the device seed, once per tile
+  const DropTile d = drop_tile(dp, b, h);  // key from the device seed, once per tile
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int64_t i = row0 + mt * 16 + g + 8 * r;
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-        const int64_t j = j0 + nt * 8 + 2 * tq;
-        uint32_t w[4];
-        dropout_words_key(key, b, h, i, j, w);
-#pragma unroll
-        for (int c = 0; c < 2; ++c)
-          s[mt][nt][2 * r + c] *= w[(j + c) & 3] >= dp.threshold ? dp.keep_scale : 0.f;
-      }
-    }
+    drop_rows_visit<NT>(d, row0 + mt * 16, j0, g, tq, [&](int nt, int e, bool keep) {
+      s[mt][nt][e] *= keep ? d.scale : 0.f;
+    });
 }
 
 // Epilogue: O /= ℓ into o [B, Tq, H, Dv] (rows past Tq skipped), lse = ln2 (m + log2 ℓ); rows
