@@ -33,8 +33,8 @@
 #   async     host time per call (benchmarks/host_overhead.py), the short-sequence rows one call per
 #             step (BENCH_INNER=1, T=512,1024) and the example model's training step at contexts 1024
 #             and 4096 (without XLA; under XLA with dropout 0.1), each for this build ("after") and
-#             for the older package in .device-tf/old ("before": a copy of tf_flashattn, examples
-#             and benchmarks with its .so), one after the other in the same call (~5 min);
+#             for the older package in .device-tf/old ("before": a copy of the tf_flashattn package
+#             with its .so; this tree's scripts run both), one after the other in the same call (~6 min);
 #             ASYNC_PARTS=overhead or train runs one half
 #   decode    decoding through TensorFlow, one call per step: ours vs Keras under XLA
 #             (benchmarks/gpu_decode.py, ~2 min)
@@ -191,8 +191,10 @@ if has async; then
   quiet() { grep -v "^WARNING\|^I0000\|^W0000\|^E0000"; }
   for build in after before; do
     if [[ $build == before ]]; then dir=$PWD/.device-tf/old; else dir=$PWD; fi
-    (cd $dir && export PYTHONPATH=$dir:$PYTHONPATH
-     echo "== $build: $(python3 -c 'import tf_flashattn; print(tf_flashattn.__file__)' 2>/dev/null)"
+    # This tree's benchmark scripts for both builds (an older tree's scripts may carry fixed bugs:
+    # 76d2b3e's train_throughput.py lost its "before" rows to a KeyError); only the package differs.
+    (export PYTHONPATH=$dir:$PYTHONPATH
+     echo "== $build: $(cd /tmp && python3 -c 'import tf_flashattn; print(tf_flashattn.__file__)' 2>/dev/null)"
      if [[ ${ASYNC_PARTS:-overhead,train} == *overhead* ]]; then
        python3 benchmarks/host_overhead.py --label $build --calls 10 --repeats 2 \
          --json $OUT/host_overhead_$build.json 2>&1 | quiet

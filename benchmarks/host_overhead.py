@@ -110,8 +110,12 @@ def build_cases(seq, batch=1, heads=16, dim=128):
         # The seed as our layers make it: tf_flashattn.next_seed(generator) (Keras' next() in a
         # graph; in eager mode the same seeds without Keras' per-call host-to-GPU copy), the
         # generator's state on the GPU; keras_next: Keras' own SeedGenerator.next().
+        next_seed = getattr(tf_flashattn, "next_seed", None)  # None in builds before it existed
+
         def seed():
-            return tf.cast(seed_gen.next(), tf.int64) if keras_next else tf_flashattn.next_seed(seed_gen)
+            if keras_next or next_seed is None:
+                return tf.cast(seed_gen.next(), tf.int64)
+            return next_seed(seed_gen)
         return lambda: kw_fn(dropout_rate=0.1, seed=seed())()
 
     def keras_next():  # the matmul control, then Keras' SeedGenerator.next() alone
