@@ -37,7 +37,7 @@ OP_SOURCES = ["cc/ops/flash_attention_ops.cc", "cc/ops/flash_attention_kernels.c
 HEADERS = ["cc/kernels/common/flash_params.h", "cc/kernels/cpu/flash_cpu.h", "cc/kernels/flash_cuda.h",
            "cc/kernels/common/flash_cuda_common.cuh", "cc/kernels/common/flash_cuda_internal.h",
            "cc/kernels/sm80/flash_fwd_tile.cuh", "cc/kernels/sm80/flash_bwd_tile.cuh",
-           "cc/kernels/sm80/flash_dropout.cuh",
+           "cc/kernels/common/flash_dropout.cuh",
            "cc/kernels/sm90/sm90_ptx.cuh",
            "cc/ops/flash_attention_common.h"]
 # Third-party headers that TensorFlow's XLA headers include, shipped in its include/external.

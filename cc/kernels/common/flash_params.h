@@ -138,7 +138,7 @@ struct FlashBwdParams {
 // c % 32 < 8): the 8 elements one thread holds of a 16 x 32 block in an mma.sync m16n8
 // accumulator fragment, in either orientation (rows x keys in the forward and the dQ kernels,
 // keys x queries in the key-tile backward), so the GPU tiles draw one call per 8 elements
-// without exchanging words between lanes (sm80/flash_dropout.cuh). CPU and CUDA share this
+// without exchanging words between lanes (common/flash_dropout.cuh). CPU and CUDA share this
 // code, so their masks are bit-identical (tests/reference.py has a NumPy copy).
 FA_HD void philox_round(uint32_t ctr[4], const uint32_t key[2]) {
   const uint64_t p0 = static_cast<uint64_t>(0xD2511F53u) * ctr[0];
@@ -222,7 +222,7 @@ FA_HD uint32_t dropout_draw(const uint32_t w[4], int k) {
 }
 
 // Whether element (b, h, row, col) is kept, under dp's key (from dropout_key): one whole call per
-// element (the SIMT kernels and host-side masks; the tiles share calls, sm80/flash_dropout.cuh).
+// element (the SIMT kernels and host-side masks; the tiles share calls, common/flash_dropout.cuh).
 FA_HD bool dropout_keep_key(const DropoutParams& dp, const uint32_t key[2], int64_t b, int64_t h,
                             int64_t row, int64_t col) {
   uint32_t w[4];

@@ -7,7 +7,7 @@
 #define TF_FLASHATTN_KERNELS_FLASH_FWD_TILE_CUH_
 
 #include "cc/kernels/common/flash_cuda_common.cuh"
-#include "cc/kernels/sm80/flash_dropout.cuh"
+#include "cc/kernels/common/flash_dropout.cuh"
 
 namespace flashattn {
 namespace cuda {

@@ -1,4 +1,6 @@
-// Dropout draws for the mma.sync tiles (16-bit forward and backward, TF32). The rule is
+// Dropout draws for the tensor-core tiles: the mma.sync tiles of sm80/ (16-bit forward and
+// backward, TF32) and the wgmma tiles of sm90/ (whose m64nN accumulator gives each warp's 16 rows
+// the m16n8 layout below, one 8-column n-tile after the other). The rule is
 // flash_params.h's: element (row, col) is the 16-bit draw k = 4 ((row / 8) % 2) + (col / 8) % 4
 // of the Philox call with counter (8 (col / 32) + col % 8, 8 (row / 16) + row % 8, h, b), kept
 // when draw >= t16. One call covers rows {r, r + 8} x columns {c, c + 8, c + 16, c + 24}: in an
@@ -10,8 +12,8 @@
 // so each thread draws one call per 8 of its elements, with no exchange between lanes (where a
 // thread holds only part of a call's block, e.g. 16-key tiles, it draws the call for 4).
 // No framework headers.
-#ifndef TF_FLASHATTN_KERNELS_SM80_FLASH_DROPOUT_CUH_
-#define TF_FLASHATTN_KERNELS_SM80_FLASH_DROPOUT_CUH_
+#ifndef TF_FLASHATTN_KERNELS_COMMON_FLASH_DROPOUT_CUH_
+#define TF_FLASHATTN_KERNELS_COMMON_FLASH_DROPOUT_CUH_
 
 #include "cc/kernels/common/flash_cuda_common.cuh"
 
@@ -154,4 +156,4 @@ __device__ __forceinline__ void drop_cols_bits(uint32_t (&bits)[AM], const DropT
 }  // namespace cuda
 }  // namespace flashattn
 
-#endif  // TF_FLASHATTN_KERNELS_SM80_FLASH_DROPOUT_CUH_
+#endif  // TF_FLASHATTN_KERNELS_COMMON_FLASH_DROPOUT_CUH_
