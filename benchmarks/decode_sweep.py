@@ -3,13 +3,16 @@ FlashAttention-2 and cuDNN in one process, on the GPU: which configuration close
 issue-14 bar shapes (bf16, D = 128, Tq = 1) and what it does at Tq = 4 and 16.
 
 Needs the harness built with -DFA_TUNING (the variants are picked at run time through the
-environment, FA_DECODE_WARPS / _STAGES / _MODE / _CTAS, read at every call):
+environment, FA_DECODE_WARPS / _STAGES / _MODE / _CTAS / _MERGE / _KT, read at every call):
   NVCC_EXTRA=-DFA_TUNING ARCHS=90 OUTDIR=.harness_build/tune bash benchmarks/build_harness.sh
   python3 benchmarks/decode_sweep.py --lib .harness_build/tune [--out DIR] [--quick]
 (or HDECODE_SWEEP=1 bash benchmarks/gpu_run.sh hdecode). For each variant, first the numerics of the
 decoding path (kernel_harness_check.check_decode on the head-dim-128 cases, bf16 and fp16: forced
 splits 1/2/5, auto, decode auto and off, against the float64 reference); a variant that fails is
-not timed. Then each variant at each shape with its automatic split count and a few forced ones,
+not timed; a variant whose arithmetic is the default's (the merge variants) must also give the
+default's bits (o and lse) on those cases with forced splits 1 / 2 / 5 and auto, and at every timed
+shape and split count (bitwise_vs_default in the rows). Then each variant at each shape with its
+automatic split count and a few forced ones,
 CUDA-event GPU time with the L2 emptied before each call (kernel_harness_check.gpu_time_us), K+V
 GB/s against FA2 and cuDNN (torch SDPA) on the same K/V. Two layout diagnostics at the bar shapes:
 FA2 on our [B, Tk, Hkv, D] layout (a strided view) and ours on FA2's [B, Hkv, Tk, D] layout.
@@ -27,13 +30,19 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import kernel_harness_check as khc  # noqa: E402
 
-ENV = ("FA_DECODE_WARPS", "FA_DECODE_STAGES", "FA_DECODE_MODE", "FA_DECODE_CTAS")
+ENV = ("FA_DECODE_WARPS", "FA_DECODE_STAGES", "FA_DECODE_MODE", "FA_DECODE_CTAS", "FA_DECODE_MERGE",
+       "FA_DECODE_KT")
 
 # name -> (environment, forced split counts to time besides auto). MODE: 1 warp units (each warp
 # its own (batch, kv head, split), the warps of a CTA on neighbouring kv heads of the same keys,
 # a Q tile per warp), 2 cp.async with the L2::256B prefetch hint, 4 with an L2 evict-first
 # policy, 3 / 5 warp units with that hint. CTAS=1: one CTA per SM (shared memory padded).
 # Shared memory, bf16 HD 128: Q tile 4.25 KiB, a stage (K + V tile of 16 keys) 8.5 KiB per warp.
+# MERGE (several splits): 1 the merge kernel as a programmatic dependent launch (PDL: launched while
+# the split kernel runs, waiting in griddepcontrol.wait), 2 no merge kernel: the split CTA that
+# finishes its (batch, kv head, row tile) last merges it (counters zeroed by cudaMemsetAsync first),
+# 3 the same with the counters zeroed by a one-CTA kernel that the split kernel follows under PDL.
+# KT=32: 32-key tiles (a stage 17 KiB per warp; one wait, one online-softmax step per 32 keys).
 SPLITS = (2, 4, 8)
 SPLITS_UNITS = (8, 16, 32)
 VARIANTS = [
@@ -51,8 +60,19 @@ VARIANTS = [
     ("units_w4s3", dict(FA_DECODE_MODE=1, FA_DECODE_WARPS=4, FA_DECODE_STAGES=3), SPLITS_UNITS),  # 1 CTA/SM
     ("units_w8s2", dict(FA_DECODE_MODE=1, FA_DECODE_WARPS=8, FA_DECODE_STAGES=2), SPLITS_UNITS),  # 1 CTA/SM
     ("units_w4s2_pf256", dict(FA_DECODE_MODE=3, FA_DECODE_WARPS=4, FA_DECODE_STAGES=2), SPLITS_UNITS),
+    ("merge_pdl", dict(FA_DECODE_MERGE=1), SPLITS),                    # as auto, merge kernel under PDL
+    ("fused_memset", dict(FA_DECODE_MERGE=2), SPLITS),                 # as auto, no merge kernel
+    ("fused_pdl", dict(FA_DECODE_MERGE=3), SPLITS),                    # as auto, no merge kernel
+    ("kt32", dict(FA_DECODE_KT=32), (2, 4)),                           # 4 warps x 3 stages, 1 CTA/SM
+    ("kt32_w2s3", dict(FA_DECODE_KT=32, FA_DECODE_WARPS=2, FA_DECODE_STAGES=3), SPLITS),  # 2 CTAs/SM
+    ("kt32_fused_pdl", dict(FA_DECODE_KT=32, FA_DECODE_MERGE=3), (2, 4)),
+    ("kt32_w2s3_fused_pdl", dict(FA_DECODE_KT=32, FA_DECODE_WARPS=2, FA_DECODE_STAGES=3, FA_DECODE_MERGE=3),
+     SPLITS),
 ]
-QUICK = ("auto", "w4s2", "w8s2", "pf256", "units_w4s2")
+QUICK = ("auto", "pf256", "merge_pdl", "fused_memset", "fused_pdl", "kt32", "kt32_w2s3", "kt32_fused_pdl",
+         "kt32_w2s3_fused_pdl")
+# Same arithmetic as the default (auto) at the same split count: must give the same bits.
+BITWISE = ("merge_pdl", "fused_memset", "fused_pdl")
 
 # (B, Tk, H, Hkv, Tq): the four bar shapes at Tq = 1, then Tq 4 and 16 at the first.
 SHAPES = [(8, 8192, 32, 8, 1), (8, 32768, 32, 8, 1), (1, 131072, 32, 8, 1), (64, 4096, 32, 32, 1),
@@ -70,6 +90,46 @@ def set_variant(env):
         os.environ.pop(k, None)
     for k, v in env.items():
         os.environ[k] = str(v)
+
+
+def same_bits(x, y):
+    """x and y hold the same bits (NaN included)."""
+    if x.shape != y.shape or x.dtype != y.dtype:
+        return False
+    return bool(torch.equal(x.contiguous().view(torch.uint8), y.contiguous().view(torch.uint8)))
+
+
+def check_bitwise(h, env, cases, log):
+    """The variant env against the default on cases (bf16 and fp16, forced splits 1 / 2 / 5 and auto): the
+    same bits of o and lse. Returns the failures as 'case/dtype/splits'."""
+    bad = []
+    gen = torch.Generator(device=khc.DEV)
+    gen.manual_seed(11)
+    for c in cases:
+        for dn, dt in (("bf16", torch.bfloat16), ("fp16", torch.float16)):
+            t = khc.make_inputs(c, dt, gen)
+            if c.get("unaligned"):
+                for n in ("q", "k", "v"):
+                    t[n] = khc.misalign(t[n])
+            if c.get("strided"):
+                t["k"], t["v"] = khc.in_cache(t["k"]), khc.in_cache(t["v"])
+            if c.get("nan_tail"):
+                khc.poison_tail(t)
+            for sp in (1, 2, 5, 0):
+                c2 = dict(c, decode=1, splits=sp)
+                outs = []
+                for e in ({}, env):
+                    set_variant(e)
+                    khc.run_decode(h, c2, t)
+                    outs.append((t["o"].clone(), t["lse"].clone(), h.decode_plan(c2, t)["splits"]))
+                same = same_bits(outs[0][0], outs[1][0]) and same_bits(outs[0][1], outs[1][1])
+                if not same or outs[0][2] != outs[1][2]:
+                    bad.append(f"{c['name']}/{dn}/{sp}")
+                    print(f"BITWISE MISMATCH {c['name']} {dn} splits {sp} (plans {outs[0][2]} / {outs[1][2]})",
+                          file=log, flush=True)
+            del t
+    set_variant(env)
+    return bad
 
 
 def main():
@@ -97,6 +157,12 @@ def main():
     set_variant(dict(FA_DECODE_WARPS=2, FA_DECODE_STAGES=2))
     if h.decode_plan(probe_c, probe_t)["warps"] != 2:
         sys.exit(f"{args.lib}: not a tuning build (FA_DECODE_WARPS ignored); build with NVCC_EXTRA=-DFA_TUNING")
+    # A tuning build older than the MERGE / KT variants ignores them: FA_DECODE_KT=32 must show in the plan.
+    set_variant({})
+    smem16 = h.decode_plan(probe_c, probe_t)["smem_bytes"]
+    set_variant(dict(FA_DECODE_KT=32))
+    if h.decode_plan(probe_c, probe_t)["smem_bytes"] == smem16:
+        sys.exit(f"{args.lib}: a tuning build without FA_DECODE_KT / FA_DECODE_MERGE; rebuild it (rm -rf {args.lib})")
 
     ok_variants = []
     for name, env, _ in variants:
@@ -108,7 +174,13 @@ def main():
         rows = khc.check_decode(h, ["bf16", "fp16"], CHECK_CASES, log)
         bad = [f"{r['case']}/{r['dtype']}" for r in rows if not r["ok"]]
         res["checks"][name] = dict(n=len(rows), failed=bad)
-        print(f"numerics {name:<18} {len(rows) - len(bad)}/{len(rows)} pass ({time.time() - t0:.0f} s)"
+        n_bad = len(bad)
+        if name in BITWISE:
+            bits_bad = check_bitwise(h, env, CHECK_CASES, log)
+            res["checks"][name]["bitwise_failed"] = bits_bad
+            bad += [f"bits:{x}" for x in bits_bad]
+        print(f"numerics {name:<18} {len(rows) - n_bad}/{len(rows)} pass ({time.time() - t0:.0f} s)"
+              + (f", bits as the default's: {'no' if len(bad) > n_bad else 'yes'}" if name in BITWISE else "")
               + (f" FAILED: {bad}" if bad else ""), flush=True)
         if not bad:
             ok_variants.append(name)
@@ -166,10 +238,20 @@ def main():
                 plan = h.decode_plan(c_sp, t_sp)
                 khc.run_decode(h, c_sp, t_sp)
                 diff = float((t_sp["o"].float() - ref_o).abs().max())
+                bits = None
+                if name in BITWISE:
+                    got = (t_sp["o"].clone(), t_sp["lse"].clone())
+                    set_variant({})
+                    khc.run_decode(h, c_sp, t_sp)
+                    bits = same_bits(got[0], t_sp["o"]) and same_bits(got[1], t_sp["lse"])
+                    set_variant(env)
+                    khc.run_decode(h, c_sp, t_sp)
                 us = khc.gpu_time_us(lambda: h.fwd(c_sp, t_sp), reps=20)
                 r = dict(shape, variant=name, forced=sp, splits=plan["splits"], warps=plan["warps"],
                          stages=plan["stages"], smem=plan["smem_bytes"], ctas_per_sm=plan["ctas_per_sm"],
                          ctas=plan["ctas"], us=us, gbs=kv_bytes / us / 1e3, maxdiff_vs_auto=diff)
+                if bits is not None:
+                    r["bitwise_vs_default"] = bits
                 for nm in ("flash", "cudnn"):
                     if f"{nm}_us" in anchor:
                         r[f"vs_{nm}"] = anchor[f"{nm}_us"] / us
@@ -189,13 +271,15 @@ def main():
               f"cuDNN {f(a.get('cudnn_us'), '{:.1f}')} us ({f(a.get('cudnn_gbs'))} GB/s)"
               + (f"; FA2 on [B,Tk,Hkv,D] {f(a.get('flash_btHd_gbs'))} GB/s, ours (auto) on [B,Hkv,Tk,D] "
                  f"{f(a.get('ours_bhtd_gbs'))} GB/s" if "ours_bhtd_us" in a else ""))
-        print("| variant | forced | splits | warps x stages | smem KiB | CTAs/SM | CTAs | us | GB/s | /FA2 | /cuDNN |")
-        print("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+        print("| variant | forced | splits | warps x stages | smem KiB | CTAs/SM | CTAs | us | GB/s | /FA2 | /cuDNN "
+              "| max diff vs auto |")
+        print("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---|")
         rows = [r for r in res["rows"] if (r["B"], r["Tk"], r["H"], r["Hkv"], r["Tq"]) == key]
         for r in rows:
             print(f"| {r['variant']} | {r['forced'] or 'auto'} | {r['splits']} | {r['warps']}x{r['stages']} | "
                   f"{r['smem'] / 1024:.1f} | {r['ctas_per_sm']} | {r['ctas']} | {r['us']:.1f} | {r['gbs']:.0f} | "
-                  f"{f(r.get('vs_flash'), '{:.2f}')} | {f(r.get('vs_cudnn'), '{:.2f}')} |")
+                  f"{f(r.get('vs_flash'), '{:.2f}')} | {f(r.get('vs_cudnn'), '{:.2f}')} | {r['maxdiff_vs_auto']:.1e}"
+                  + {True: " (bits =)", False: " (BITS DIFFER)"}.get(r.get("bitwise_vs_default"), "") + " |")
         if rows:
             best = min(rows, key=lambda r: r["us"])
             print(f"best: {best['variant']} splits {best['splits']}: {best['gbs']:.0f} GB/s = "

@@ -31,13 +31,19 @@
 // fixed order, by the log-sum-exp (deterministic, no atomics):
 //   lse = log Σ_s e^(lse_s),  O = Σ_s e^(lse_s - lse) O_s.
 // A row that sees no key gets O = 0 and lse = -inf, as in the tiled kernels.
+// Tuning builds' variants of the merge (FA_DECODE_MERGE, DecCfg::merge): the merge kernel as a
+// programmatic dependent launch; or no merge kernel: the split CTA that completes a (batch, kv
+// head, row tile) last (a counter per unit in the workspace, zeroed before the grid) merges its
+// rows with the merge kernel's code, splits in the same order (the same bits); see
+// dec_fused_merge. And 32-key tiles (FA_DECODE_KT=32): one wait and one softmax step per 32 keys.
 //
 // Splits: a forced params.num_splits (clamped to 256 and to the key tiles of Tk), else chosen
 // from the shape and the GPU (SM count and CTAs per SM, queried once per device and cached):
 // with base = B * Hkv * row tiles CTAs per split, the s minimizing
 // waves(base * s) * (bytes of K and V per CTA + a fixed cost per CTA) (+ the merge when s > 1).
 // flash_fwd_workspace_bytes bounds s from the shape alone (XLA asks at compile time): no split
-// when base >= 512, else at most ceil(1024 / base), 256 and the key tiles of Tk.
+// when base >= 512, else at most ceil(1024 / base), 256 and the key tiles of Tk; the workspace
+// holds the partials of that many splits and base counters (the fused merge's).
 //
 // Shared memory per CTA: the Q tile, nw warps x stages x (K tile, V tile), the warps' (m, ℓ);
 // rows padded by one 16-byte chunk (conflict-free ldmatrix). The warp count (4, fewer for large
@@ -93,12 +99,12 @@ struct RowMeta {
 // Shared-memory layout of a CTA with nw warps and ns stages. ESIZE: element bytes of Q / K / V.
 //   [ROWS, LD] Q tile | nw x ns x ([16, LD] K, [16, LD] V) | [nw, ROWS, 2] (m, ℓ) | [ROWS] RowMeta
 // After the main loop the rings hold the warps' outputs [nw, ROWS, LDC] float32.
-template <int HD, int ESIZE, int ROWS>
+template <int HD, int ESIZE, int ROWS, int KT = kDecKeys>
 struct DecSmem {
   static constexpr int kLd = HD + 16 / ESIZE;  // tile row stride (elements)
   static constexpr int kLdc = HD + 8;          // combine buffer row stride (floats)
   static constexpr size_t kQBytes = static_cast<size_t>(ROWS) * kLd * ESIZE;
-  static constexpr size_t kStageBytes = static_cast<size_t>(2) * kDecKeys * kLd * ESIZE;
+  static constexpr size_t kStageBytes = static_cast<size_t>(2) * KT * kLd * ESIZE;
   static_assert(kQBytes % 16 == 0 && kStageBytes % 16 == 0, "16-byte aligned regions");
   static_assert(static_cast<size_t>(ROWS) * kLdc * 4 <= kStageBytes,
                 "a warp's output fits in one stage of its ring");
@@ -126,6 +132,7 @@ struct DecodeArgs {
   bool vec_in;    // 16-byte loads of q, k, v
   bool vec_out;   // 4-element stores of o
   bool gen;       // element masks, bias, soft-cap or scale <= 0: score_elem per element
+  unsigned* ws_cnt;  // [B * Hkv * row_tiles]: split CTAs done per unit (tuning builds' fused merge)
 };
 
 // ---- device helpers ---------------------------------------------------------------------
@@ -170,6 +177,7 @@ struct DecBlock {
   int64_t t_lo, t_hi;      // this split's key tiles [t_lo, t_hi)
 };
 
+template <int KT = kDecKeys>
 __device__ __forceinline__ DecBlock dec_block(const DecodeArgs& a, int rows, int64_t id, bool hk_fast = false) {
   const FlashFwdParams& p = a.p;
   const AttnShape& sh = p.shape;
@@ -204,8 +212,8 @@ __device__ __forceinline__ DecBlock dec_block(const DecodeArgs& a, int rows, int
     k.kin_lo = p.mask.key_begin(i_hi);
     k.kin_hi = p.mask.key_end(i_lo, k.klim);
     if (k.kend > k.kbeg) {
-      k.jstart = k.kbeg - k.kbeg % kDecKeys;
-      const int64_t total = (k.kend - k.jstart + kDecKeys - 1) / kDecKeys;
+      k.jstart = k.kbeg - k.kbeg % KT;
+      const int64_t total = (k.kend - k.jstart + KT - 1) / KT;
       k.t_lo = total * k.split / a.splits;
       k.t_hi = total * (k.split + 1) / a.splits;
     }
@@ -236,17 +244,17 @@ __device__ __forceinline__ uint64_t dec_l2_policy() {
 
 // Keys j0 .. j0 + 15 of kv head hk of x ([B, Tk, Hkv, n], strides st) into a [16, LD] tile (one
 // warp): rows outside [lo, hi) become zero; columns >= n are not written (zero from the start).
-template <typename T, int HD, int LD, int HINT = 0>
+template <typename T, int HD, int LD, int HINT = 0, int NK = kDecKeys>
 __device__ __forceinline__ void dec_load_kv(T* dst, const T* x, const int64_t st[3], int64_t b,
                                             int64_t hk, int64_t j0, int64_t lo, int64_t hi, int n,
                                             bool vec, int lane, uint64_t policy = 0) {
   constexpr int kChunk = 16 / sizeof(T), kCpr = HD / kChunk;  // elements per chunk, chunks per row
-  static_assert(kDecKeys * kCpr % 32 == 0, "whole passes of the warp");
+  static_assert(NK * kCpr % 32 == 0, "whole passes of the warp");
   const T* base = x + b * st[0] + hk * st[2];
   if (vec) {
     const int nc = n / kChunk;
 #pragma unroll
-    for (int it = 0; it < kDecKeys * kCpr / 32; ++it) {
+    for (int it = 0; it < NK * kCpr / 32; ++it) {
       const int idx = it * 32 + lane, r = idx / kCpr, c = idx % kCpr;
       if (c < nc) {
         const int64_t t = j0 + r;
@@ -255,7 +263,7 @@ __device__ __forceinline__ void dec_load_kv(T* dst, const T* x, const int64_t st
       }
     }
   } else {
-    for (int idx = lane; idx < kDecKeys * n; idx += 32) {
+    for (int idx = lane; idx < NK * n; idx += 32) {
       const int r = idx / n, c = idx - r * n;
       const int64_t t = j0 + r;
       dst[r * LD + c] = t >= lo && t < hi ? base[t * st[1] + c] : Elem<T>::from_f(0.f);
@@ -364,11 +372,106 @@ __device__ __forceinline__ void dec_finish(const DecodeArgs& a, const DecBlock& 
   }
 }
 
+// ---- merge of the splits ---------------------------------------------------------------------
+// Row (b, h, i) = row index (b * H + h) * Tq + i (the lse order) of the splits' partial results, one
+// warp: lse = log Σ_s e^(lse_s), O = Σ_s e^(lse_s - lse) O_s, splits in order 0 .. S - 1. Shared by
+// the merge kernel and the tuning builds' fused merge (the same arithmetic in the same order: the
+// same bits). CG: loads through L2 only (partials that other CTAs of the running grid wrote).
+template <typename T, bool CG = false>
+__device__ __forceinline__ void dec_merge_row(const DecodeArgs& a, int64_t row, int lane) {
+  const FlashFwdParams& p = a.p;
+  const AttnShape& sh = p.shape;
+  const int64_t nrows = sh.B * sh.H * sh.Tq;
+  const int64_t i = row % sh.Tq, bh = row / sh.Tq, h = bh % sh.H, b = bh / sh.H;
+  const float* ls = a.ws_lse + row;  // split s at ls[s * nrows]
+  auto ld = [](const float* x) { return CG ? __ldcg(x) : *x; };
+  float m = neg_inf();
+  for (int s = 0; s < a.splits; ++s) {
+    const float x = ld(ls + s * nrows);
+    m = x > m || x != x ? x : m;  // a NaN sticks
+  }
+  const bool any = m != neg_inf();
+  float lse = neg_inf();
+  if (any) {
+    float l = 0.f;
+    for (int s = 0; s < a.splits; ++s) l += exp2f((ld(ls + s * nrows) - m) * kLog2e);
+    lse = m + logf(l);
+  }
+  T* dst = static_cast<T*>(p.o) + b * sh.o_stride[0] + i * sh.o_stride[1] + h * sh.o_stride[2];
+  const int Dv = static_cast<int>(sh.Dv);
+  for (int c = lane * 4; c < Dv; c += 128) {
+    float acc[4] = {0.f, 0.f, 0.f, 0.f};
+    if (any) {
+      for (int s = 0; s < a.splits; ++s) {
+        const float wt = exp2f((ld(ls + s * nrows) - lse) * kLog2e);
+        const float4* src = reinterpret_cast<const float4*>(a.ws_o + (s * nrows + row) * a.dvp + c);
+        const float4 x = CG ? __ldcg(src) : *src;
+        acc[0] = fmaf(wt, x.x, acc[0]);
+        acc[1] = fmaf(wt, x.y, acc[1]);
+        acc[2] = fmaf(wt, x.z, acc[2]);
+        acc[3] = fmaf(wt, x.w, acc[3]);
+      }
+    }
+    if (a.vec_out) {
+      store4(dst + c, acc[0], acc[1], acc[2], acc[3]);
+    } else {
+      for (int e = 0; e < 4 && c + e < Dv; ++e) dst[c + e] = Elem<T>::from_f(acc[e]);
+    }
+  }
+  if (lane == 0) p.lse[row] = lse;
+}
+
+// Programmatic dependent launch (sm_90+; no-ops elsewhere, and in a grid launched without the
+// attribute): wait for the preceding grid's completion and memory; let the next grid launch.
+__device__ __forceinline__ void dec_griddep_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void dec_griddep_launch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
+// Tuning builds' fused merge (all threads of the CTA, after dec_finish wrote this split's partials
+// to the workspace): the CTA that completes its unit (b, hk, row tile) last merges the unit's rows
+// in split order with dec_merge_row, in place of the merge kernel. Counters zeroed before the grid
+// (PDL: wait for the zeroing grid before the first atomic). Ordering: each thread's partial stores,
+// its fence, the barrier, thread 0's fence, then its atomicAdd (release); the last CTA's thread 0
+// sees S - 1 earlier increments (a release sequence: every RMW of the counter reads the one
+// before), fences (acquire), and the barrier passes that on to the threads that read the partials
+// (L2 loads: nothing stale in L1).
+template <typename T, bool PDL>
+__device__ __forceinline__ void dec_fused_merge(const DecodeArgs& a, const DecBlock& blk, int* flag, int rows) {
+  const AttnShape& sh = a.p.shape;
+  __threadfence();
+  __syncthreads();  // every thread's partials written and fenced; dec_finish's shared reads done
+  if (threadIdx.x == 0) {
+    __threadfence();
+    if (PDL) dec_griddep_wait();
+    unsigned* cnt = a.ws_cnt + blockIdx.x / a.splits;
+    const bool last = atomicAdd(cnt, 1u) == static_cast<unsigned>(a.splits - 1);
+    if (last) __threadfence();
+    *flag = last ? 1 : 0;
+  }
+  __syncthreads();
+  if (*flag == 0) return;
+  const int64_t G = sh.H / sh.Hkv, R = G * sh.Tq;
+  const int nw = blockDim.x >> 5, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  for (int r = warp; r < rows; r += nw) {
+    const int64_t row = blk.row0 + r;
+    if (row >= R) break;
+    const int64_t i = row / G, h = blk.hk * G + row % G;
+    dec_merge_row<T, true>(a, (blk.b * sh.H + h) * sh.Tq + i, lane);
+  }
+}
+
 // A warp's ring of ns stages (each a [16, LD] K tile, then a [16, LD] V tile): issue() copies the
 // warp's next key tile, tile t0 + u * stride of the CTA's keys (u = 0 .. nu - 1), into the next
 // slot and commits a group (an empty one past the last tile), so that after an issue
 // cp_async_wait_dyn(ns - 1) means the oldest tile has landed; tile u sits in slot u % ns.
-template <typename T, int HD, int LD, int HINT = 0>
+template <typename T, int HD, int LD, int HINT = 0, int KT = kDecKeys>
 struct DecKvRing {
   T* ring;
   const T* k;
@@ -383,12 +486,12 @@ struct DecKvRing {
   int u = 0, slot = 0;
   __device__ __forceinline__ void issue() {
     if (u < nu) {
-      const int64_t j0 = blk.jstart + (t0 + static_cast<int64_t>(u) * stride) * kDecKeys;
-      T* sk = ring + slot * (2 * kDecKeys * LD);
-      dec_load_kv<T, HD, LD, HINT>(sk, k, sh.k_stride, blk.b, blk.hk, j0, blk.kbeg, blk.kend, D, vec, lane,
-                                   policy);
-      dec_load_kv<T, HD, LD, HINT>(sk + kDecKeys * LD, v, sh.v_stride, blk.b, blk.hk, j0, blk.kbeg, blk.kend, Dv,
-                                   vec, lane, policy);
+      const int64_t j0 = blk.jstart + (t0 + static_cast<int64_t>(u) * stride) * KT;
+      T* sk = ring + slot * (2 * KT * LD);
+      dec_load_kv<T, HD, LD, HINT, KT>(sk, k, sh.k_stride, blk.b, blk.hk, j0, blk.kbeg, blk.kend, D, vec, lane,
+                                       policy);
+      dec_load_kv<T, HD, LD, HINT, KT>(sk + KT * LD, v, sh.v_stride, blk.b, blk.hk, j0, blk.kbeg, blk.kend, Dv,
+                                       vec, lane, policy);
     }
     cp_async_commit();
     ++u;
@@ -402,13 +505,21 @@ struct DecKvRing {
 // column for O).
 // MODE (tuning builds' variants; 0 otherwise): bit 0, warp units: each warp is a unit of its own
 // (see DecBlock), with its own Q tile, walking every key tile of its split, and finishes alone;
-// bits 1-2: the L2 hint of the K / V copies (dec_cp16).
+// bits 1-2: the L2 hint of the K / V copies (dec_cp16); bit 3 (kDecFused): the fused merge
+// (dec_fused_merge) instead of the merge kernel; bit 4 (kDecKt32): key tiles of 32 keys (one
+// online-softmax step, one wait per 32 keys; splits in 32-key tiles); bit 5 (kDecPdl): this grid
+// lets the next one launch at its start (the merge kernel under PDL) and, with the fused merge,
+// waits for the counter-zeroing grid before its first atomic.
+constexpr int kDecFused = 8, kDecKt32 = 16, kDecPdl = 32;
 template <typename T, int HD, int MODE = 0>
 __global__ void __launch_bounds__(kDecLaunchWarps * 32) decode_tc_kernel(const DecodeArgs a) {
   constexpr bool kUnits = (MODE & 1) != 0;
-  constexpr int kHint = MODE >> 1;
-  using L = DecSmem<HD, 2, kDecRowsTc>;
-  constexpr int RT = kDecRowsTc, KT = kDecKeys, LD = L::kLd, ND = HD / 8;
+  constexpr int kHint = (MODE >> 1) & 3;
+  constexpr bool kFused = (MODE & kDecFused) != 0, kPdl = (MODE & kDecPdl) != 0;
+  static_assert(!(kUnits && kFused), "warp units finish per warp: no fused merge");
+  constexpr int KT = (MODE & kDecKt32) ? 32 : kDecKeys, NT = KT / 8, KH = KT / 16;
+  using L = DecSmem<HD, 2, kDecRowsTc, KT>;
+  constexpr int RT = kDecRowsTc, LD = L::kLd, ND = HD / 8;
   constexpr bool kQRegs = HD <= 128;  // Q fragments in registers (HD 256: read from shared memory)
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const FlashFwdParams& p = a.p;
@@ -419,7 +530,8 @@ __global__ void __launch_bounds__(kDecLaunchWarps * 32) decode_tc_kernel(const D
   // Warp units: unit blockIdx.x * nw + warp of B * Hkv * row_tiles * splits (past the end: idle).
   const int64_t unit = static_cast<int64_t>(blockIdx.x) * nw + warp;
   const bool active = !kUnits || unit < sh.B * sh.Hkv * a.row_tiles * a.splits;
-  const DecBlock blk = kUnits ? dec_block(a, RT, active ? unit : 0, true) : dec_block(a, RT, blockIdx.x);
+  if (kPdl) dec_griddep_launch();
+  const DecBlock blk = kUnits ? dec_block<KT>(a, RT, active ? unit : 0, true) : dec_block<KT>(a, RT, blockIdx.x);
   const int D = static_cast<int>(sh.D), Dv = static_cast<int>(sh.Dv);
   const T* k = static_cast<const T*>(p.k);
   const T* v = static_cast<const T*>(p.v);
@@ -455,7 +567,7 @@ __global__ void __launch_bounds__(kDecLaunchWarps * 32) decode_tc_kernel(const D
   const int tstride = kUnits ? 1 : nw;
   const int64_t mine = active ? blk.t_hi - t0 : 0;
   const int nu = mine > 0 ? static_cast<int>((mine + tstride - 1) / tstride) : 0;
-  DecKvRing<T, HD, LD, kHint> kv{ring, k, v, sh, blk, t0, tstride, nu, ns, D, Dv, a.vec_in, lane,
+  DecKvRing<T, HD, LD, kHint, KT> kv{ring, k, v, sh, blk, t0, tstride, nu, ns, D, Dv, a.vec_in, lane,
                                  dec_l2_policy<kHint>()};
   for (int x = 0; x < ns - 1; ++x) kv.issue();
   cp_async_wait_dyn(ns - 1);  // this thread's Q copies (the oldest group) landed ...
@@ -484,10 +596,10 @@ __global__ void __launch_bounds__(kDecLaunchWarps * 32) decode_tc_kernel(const D
     const T* sv = sk + KT * LD;
     const int64_t j0 = blk.jstart + (t0 + static_cast<int64_t>(u) * tstride) * KT;
 
-    // S [16 rows, 16 keys] = Q Kᵀ: A = Q [row][d], B = K stored [key][d] (col-major Kᵀ).
-    float s[1][2][4];
+    // S [16 rows, KT keys] = Q Kᵀ: A = Q [row][d], B = K stored [key][d] (col-major Kᵀ).
+    float s[1][NT][4];
 #pragma unroll
-    for (int nt = 0; nt < 2; ++nt)
+    for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) s[0][nt][e] = 0.f;
 #pragma unroll
@@ -499,9 +611,12 @@ __global__ void __launch_bounds__(kDecLaunchWarps * 32) decode_tc_kernel(const D
       } else {
         ldsm_x4(af, sQ + (lane & 15) * LD + kk * 16 + (lane >> 4) * 8);
       }
-      ldsm_x4(bb, sk + ((lane & 7) + (lane >> 4) * 8) * LD + kk * 16 + ((lane >> 3) & 1) * 8);
-      Elem<T>::mma(s[0][0], af, bb);
-      Elem<T>::mma(s[0][1], af, bb + 2);
+#pragma unroll
+      for (int kh = 0; kh < KH; ++kh) {
+        ldsm_x4(bb, sk + (kh * 16 + (lane & 7) + (lane >> 4) * 8) * LD + kk * 16 + ((lane >> 3) & 1) * 8);
+        Elem<T>::mma(s[0][2 * kh], af, bb);
+        Elem<T>::mma(s[0][2 * kh + 1], af, bb + 2);
+      }
     }
 
     // Scores: the full score function per element, or -inf by index where the tile crosses a
@@ -511,7 +626,7 @@ __global__ void __launch_bounds__(kDecLaunchWarps * 32) decode_tc_kernel(const D
 #pragma unroll
       for (int x = 0; x < 2; ++x)
 #pragma unroll
-        for (int nt = 0; nt < 2; ++nt)
+        for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
           for (int c = 0; c < 2; ++c)
             s[0][nt][2 * x + c] = score_elem<T>(s[0][nt][2 * x + c], p.mask, p.score, sh, blk.b, hr[x], ir[x],
@@ -523,7 +638,7 @@ __global__ void __launch_bounds__(kDecLaunchWarps * 32) decode_tc_kernel(const D
         for (int x = 0; x < 2; ++x) {
           const int64_t lo = ri[x].ok ? ri[x].kb - j0 : 0, hi = ri[x].ok ? ri[x].ke - j0 : 0;
 #pragma unroll
-          for (int nt = 0; nt < 2; ++nt)
+          for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
             for (int c = 0; c < 2; ++c) {
               const int jl = nt * 8 + 2 * tq + c;
@@ -532,21 +647,27 @@ __global__ void __launch_bounds__(kDecLaunchWarps * 32) decode_tc_kernel(const D
         }
       }
     }
-    fwd_online_softmax<1, 2, ND>(s, o, mrow, lrow, mul);
+    fwd_online_softmax<1, NT, ND>(s, o, mrow, lrow, mul);
 
-    // O += P V: A = P (the two n8 score tiles form one k16 fragment), B = V [key][d] through
+    // O += P V: A = P (each two n8 score tiles form one k16 fragment), B = V [key][d] through
     // ldmatrix.trans.
-    uint32_t pa[4];
-    pa[0] = Elem<T>::pack(s[0][0][0], s[0][0][1]);
-    pa[1] = Elem<T>::pack(s[0][0][2], s[0][0][3]);
-    pa[2] = Elem<T>::pack(s[0][1][0], s[0][1][1]);
-    pa[3] = Elem<T>::pack(s[0][1][2], s[0][1][3]);
+    uint32_t pa[KH][4];
+#pragma unroll
+    for (int kh = 0; kh < KH; ++kh) {
+      pa[kh][0] = Elem<T>::pack(s[0][2 * kh][0], s[0][2 * kh][1]);
+      pa[kh][1] = Elem<T>::pack(s[0][2 * kh][2], s[0][2 * kh][3]);
+      pa[kh][2] = Elem<T>::pack(s[0][2 * kh + 1][0], s[0][2 * kh + 1][1]);
+      pa[kh][3] = Elem<T>::pack(s[0][2 * kh + 1][2], s[0][2 * kh + 1][3]);
+    }
 #pragma unroll
     for (int nd2 = 0; nd2 < HD / 16; ++nd2) {
-      uint32_t bb[4];
-      ldsm_x4_t(bb, sv + ((lane & 7) + ((lane >> 3) & 1) * 8) * LD + nd2 * 16 + (lane >> 4) * 8);
-      Elem<T>::mma(o[0][2 * nd2], pa, bb);
-      Elem<T>::mma(o[0][2 * nd2 + 1], pa, bb + 2);
+#pragma unroll
+      for (int kh = 0; kh < KH; ++kh) {
+        uint32_t bb[4];
+        ldsm_x4_t(bb, sv + (kh * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + nd2 * 16 + (lane >> 4) * 8);
+        Elem<T>::mma(o[0][2 * nd2], pa[kh], bb);
+        Elem<T>::mma(o[0][2 * nd2 + 1], pa[kh], bb + 2);
+      }
     }
     __syncwarp();  // every lane is done with this slot before it is refilled
     slot = slot + 1 == ns ? 0 : slot + 1;
@@ -576,6 +697,9 @@ __global__ void __launch_bounds__(kDecLaunchWarps * 32) decode_tc_kernel(const D
   } else {
     __syncthreads();
     dec_finish<T>(a, blk, buf, sML, nw, RT, L::kLdc, threadIdx.x, blockDim.x);
+    if constexpr (kFused) {
+      if (a.splits > 1) dec_fused_merge<T, kPdl>(a, blk, reinterpret_cast<int*>(sML), RT);
+    }
   }
 }
 
@@ -718,57 +842,32 @@ __global__ void __launch_bounds__(kDecLaunchWarps * 32) decode_simt_kernel(const
   dec_finish<float>(a, blk, buf, sML, nw, RT, L::kLdc, threadIdx.x, blockDim.x);
 }
 
-// ---- merge of the splits ---------------------------------------------------------------------
-// One warp per row (b, h, i) = row index (b * H + h) * Tq + i (the lse order): splits in order.
-template <typename T>
+// ---- merge kernel ------------------------------------------------------------------------------
+// One warp per row (dec_merge_row). PDL (tuning builds): launched as a programmatic dependent of the
+// split kernel, it waits for that grid's completion here.
+template <typename T, bool PDL = false>
 __global__ void __launch_bounds__(128) decode_merge_kernel(const DecodeArgs a) {
-  const FlashFwdParams& p = a.p;
-  const AttnShape& sh = p.shape;
-  const int64_t nrows = sh.B * sh.H * sh.Tq;
+  if (PDL) dec_griddep_wait();
+  const AttnShape& sh = a.p.shape;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * 4 + (threadIdx.x >> 5);
-  const int lane = threadIdx.x & 31;
-  if (row >= nrows) return;
-  const int64_t i = row % sh.Tq, bh = row / sh.Tq, h = bh % sh.H, b = bh / sh.H;
-  const float* ls = a.ws_lse + row;  // split s at ls[s * nrows]
-  float m = neg_inf();
-  for (int s = 0; s < a.splits; ++s) {
-    const float x = ls[s * nrows];
-    m = x > m || x != x ? x : m;  // a NaN sticks
-  }
-  const bool any = m != neg_inf();
-  float lse = neg_inf();
-  if (any) {
-    float l = 0.f;
-    for (int s = 0; s < a.splits; ++s) l += exp2f((ls[s * nrows] - m) * kLog2e);
-    lse = m + logf(l);
-  }
-  T* dst = static_cast<T*>(p.o) + b * sh.o_stride[0] + i * sh.o_stride[1] + h * sh.o_stride[2];
-  const int Dv = static_cast<int>(sh.Dv);
-  for (int c = lane * 4; c < Dv; c += 128) {
-    float acc[4] = {0.f, 0.f, 0.f, 0.f};
-    if (any) {
-      for (int s = 0; s < a.splits; ++s) {
-        const float wt = exp2f((ls[s * nrows] - lse) * kLog2e);
-        const float4 x = *reinterpret_cast<const float4*>(a.ws_o + (s * nrows + row) * a.dvp + c);
-        acc[0] = fmaf(wt, x.x, acc[0]);
-        acc[1] = fmaf(wt, x.y, acc[1]);
-        acc[2] = fmaf(wt, x.z, acc[2]);
-        acc[3] = fmaf(wt, x.w, acc[3]);
-      }
-    }
-    if (a.vec_out) {
-      store4(dst + c, acc[0], acc[1], acc[2], acc[3]);
-    } else {
-      for (int e = 0; e < 4 && c + e < Dv; ++e) dst[c + e] = Elem<T>::from_f(acc[e]);
-    }
-  }
-  if (lane == 0) p.lse[row] = lse;
+  if (row >= sh.B * sh.H * sh.Tq) return;
+  dec_merge_row<T>(a, row, threadIdx.x & 31);
 }
+
+#ifdef FA_TUNING
+// Tuning builds' fused merge: the unit counters to zero before the split kernel, which may start
+// at once (PDL) and waits for this grid before its first atomic.
+__global__ void dec_zero_counters(unsigned* cnt, int64_t n) {
+  dec_griddep_launch();
+  for (int64_t x = threadIdx.x; x < n; x += blockDim.x) cnt[x] = 0u;
+}
+#endif
 
 // ---- host side ---------------------------------------------------------------------------------
 
 struct DevInfo {
   int sms = 0, smem_block = 0, smem_sm = 0;  // SMs, opt-in shared memory per CTA and per SM
+  int major = 0;                             // compute capability (PDL from 9)
 };
 
 // The current device's figures, queried once per device.
@@ -788,6 +887,7 @@ cudaError_t dec_device_info(DevInfo* out) {
   err = cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, dev);
   if (err == cudaSuccess) err = cudaDeviceGetAttribute(&d.smem_block, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
   if (err == cudaSuccess) err = cudaDeviceGetAttribute(&d.smem_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&d.major, cudaDevAttrComputeCapabilityMajor, dev);
   if (err != cudaSuccess) return err;
   cache[dev] = d;
   *out = d;
@@ -817,14 +917,16 @@ int dec_ctas_per_sm(const void* kernel, int threads, size_t smem) {
 struct DecCfg {
   int warps, stages;
   size_t smem;
-  int mode = 0;  // decode_tc_kernel's MODE (tuning builds; 0 otherwise)
+  int mode = 0;   // decode_tc_kernel's MODE (tuning builds; 0 otherwise)
+  int merge = 0;  // tuning builds, several splits: 0 merge kernel, 1 merge kernel under PDL, 2 fused
+                  // merge (counters zeroed by cudaMemsetAsync), 3 fused (zeroed by a kernel, PDL)
 };
 
 // Warps and stages for this GPU: the most stages (up to kDecMaxStages) with 4 warps and two CTAs
 // per SM, else one CTA per SM, else fewer warps.
-template <int HD, int ESIZE, int ROWS>
+template <int HD, int ESIZE, int ROWS, int KT = kDecKeys>
 DecCfg dec_config_auto(const DevInfo& di) {
-  using L = DecSmem<HD, ESIZE, ROWS>;
+  using L = DecSmem<HD, ESIZE, ROWS, KT>;
   for (int nw = kDecMaxWarps; nw >= 1; nw /= 2)
     for (int per_sm = 2; per_sm >= 1; --per_sm) {
       size_t budget = static_cast<size_t>(di.smem_sm) / per_sm;
@@ -839,24 +941,32 @@ DecCfg dec_config_auto(const DevInfo& di) {
 // Tuning builds (benchmarks/decode_sweep.py): FA_DECODE_WARPS (1-8) and FA_DECODE_STAGES (2-7)
 // set both; FA_DECODE_MODE (HD 128, 16-bit: 1 warp units, 2 / 4 the L2 prefetch / evict-first
 // hint, 3 / 5 warp units with the hint), FA_DECODE_CTAS=1 (shared memory padded so that one
-// CTA fits on an SM) apply with them or with the automatic choice.
+// CTA fits on an SM) apply with them or with the automatic choice. FA_DECODE_MERGE (1-3, see
+// DecCfg::merge) and FA_DECODE_KT=32 (32-key tiles) apply to HD 128 16-bit without MODE.
 template <int HD, int ESIZE, int ROWS>
 DecCfg dec_config(const DevInfo& di) {
 #ifdef FA_TUNING
-  using L = DecSmem<HD, ESIZE, ROWS>;
   const int tw = tuning_cfg("FA_DECODE_WARPS"), ts = tuning_cfg("FA_DECODE_STAGES");
   int tm = tuning_cfg("FA_DECODE_MODE");
   if (tm < 0 || tm > 5 || HD != 128 || ESIZE != 2) tm = 0;
-  DecCfg c{0, 0, 0, tm};
+  const bool tc128 = HD == 128 && ESIZE == 2;
+  int merge = tuning_cfg("FA_DECODE_MERGE");
+  if (merge < 0 || merge > 3 || !tc128 || tm != 0) merge = 0;
+  const bool kt32 = tuning_cfg("FA_DECODE_KT") == 32 && tc128 && tm == 0;
+  if (merge >= 2) tm |= kDecFused;
+  if (merge == 1 || merge == 3) tm |= kDecPdl;
+  if (kt32) tm |= kDecKt32;
+  DecCfg c{0, 0, 0, tm, merge};
   if (tw >= 1 && tw <= kDecLaunchWarps && ts >= 2 && ts <= 7) {
     c.warps = tw;
     c.stages = ts;
   } else {
-    const DecCfg d = dec_config_auto<HD, ESIZE, ROWS>(di);
+    const DecCfg d = kt32 ? dec_config_auto<HD, ESIZE, ROWS, 32>(di) : dec_config_auto<HD, ESIZE, ROWS>(di);
     c.warps = d.warps;
     c.stages = d.stages;
   }
-  c.smem = L::bytes(c.warps, c.stages, (tm & 1) ? c.warps : 1);
+  c.smem = kt32 ? DecSmem<HD, ESIZE, ROWS, 32>::bytes(c.warps, c.stages)
+                : DecSmem<HD, ESIZE, ROWS>::bytes(c.warps, c.stages, (tm & 1) ? c.warps : 1);
   if (tuning_cfg("FA_DECODE_CTAS") == 1 && c.smem <= static_cast<size_t>(di.smem_sm) / 2)
     c.smem = static_cast<size_t>(di.smem_sm) / 2 + 1024;  // two no longer fit
   if (c.smem <= static_cast<size_t>(di.smem_block)) return c;
@@ -893,15 +1003,20 @@ DecGeom dec_geom(const FlashFwdParams& p) {
   return g;
 }
 
-// Workspace layout for `splits`: ws_o [splits, B, H, Tq, dvp], then (256-byte aligned) ws_lse.
+// Workspace layout for `splits`: ws_o [splits, B, H, Tq, dvp], then (256-byte aligned) ws_lse,
+// then (256-byte aligned) ws_cnt [units = B * Hkv * row tiles] (the tuning builds' fused merge).
 size_t dec_ws_o_bytes(const AttnShape& s, int splits) {
   const int64_t dvp = (s.Dv + 3) / 4 * 4;
   const size_t b = static_cast<size_t>(splits) * s.B * s.H * s.Tq * dvp * sizeof(float);
   return (b + 255) / 256 * 256;
 }
-size_t dec_ws_bytes(const AttnShape& s, int splits) {
+size_t dec_ws_cnt_off(const AttnShape& s, int splits) {
+  const size_t b = static_cast<size_t>(splits) * s.B * s.H * s.Tq * sizeof(float);
+  return dec_ws_o_bytes(s, splits) + (b + 255) / 256 * 256;
+}
+size_t dec_ws_bytes(const AttnShape& s, int splits, int64_t units) {
   if (splits <= 1) return 0;
-  return dec_ws_o_bytes(s, splits) + static_cast<size_t>(splits) * s.B * s.H * s.Tq * sizeof(float);
+  return dec_ws_cnt_off(s, splits) + static_cast<size_t>(units) * sizeof(unsigned);
 }
 
 // The split count minimizing the modelled time (see the top of the file), at most cap.
@@ -955,6 +1070,15 @@ cudaError_t dec_plan(const FlashFwdParams& p, const DevInfo& di, DecPlan* plan) 
       case 3: plan->kernel = decode_tc_kernel<T, HD, 3>; break;
       case 4: plan->kernel = decode_tc_kernel<T, HD, 4>; break;
       case 5: plan->kernel = decode_tc_kernel<T, HD, 5>; break;
+      case kDecFused: plan->kernel = decode_tc_kernel<T, HD, kDecFused>; break;
+      case kDecKt32: plan->kernel = decode_tc_kernel<T, HD, kDecKt32>; break;
+      case kDecKt32 | kDecFused: plan->kernel = decode_tc_kernel<T, HD, kDecKt32 | kDecFused>; break;
+      case kDecPdl: plan->kernel = decode_tc_kernel<T, HD, kDecPdl>; break;
+      case kDecPdl | kDecFused: plan->kernel = decode_tc_kernel<T, HD, kDecPdl | kDecFused>; break;
+      case kDecPdl | kDecKt32: plan->kernel = decode_tc_kernel<T, HD, kDecPdl | kDecKt32>; break;
+      case kDecPdl | kDecKt32 | kDecFused:
+        plan->kernel = decode_tc_kernel<T, HD, kDecPdl | kDecKt32 | kDecFused>;
+        break;
       default: break;
     }
   }
@@ -1010,9 +1134,47 @@ cudaError_t dec_launch(const FlashFwdParams& p, const DevInfo& di, cudaStream_t 
   a.ws_o = splits > 1 ? static_cast<float*>(p.workspace) : nullptr;
   a.ws_lse = splits > 1 ? reinterpret_cast<float*>(static_cast<char*>(p.workspace) + dec_ws_o_bytes(s, splits))
                         : nullptr;
+  a.ws_cnt = nullptr;
   const int64_t ctas = dec_ctas(geom.base * splits, cfg);
   const int64_t merge_ctas = (s.B * s.H * s.Tq + 3) / 4;
   if (ctas > INT_MAX || merge_ctas > INT_MAX || geom.row_tiles > INT_MAX) return cudaErrorInvalidValue;
+#ifdef FA_TUNING
+  // Tuning builds' merge variants (DecCfg::merge; the kernel's MODE matches, see dec_config).
+  const int merge = splits > 1 ? cfg.merge : 0;
+  const bool pdl = di.major >= 9;  // else plain stream order (griddepcontrol: no-ops)
+  auto launch_pdl = [&](auto kernel, int64_t grid, int nthr, size_t smem) {
+    cudaLaunchConfig_t lc = {};
+    lc.gridDim = dim3(static_cast<unsigned>(grid));
+    lc.blockDim = dim3(nthr);
+    lc.dynamicSmemBytes = smem;
+    lc.stream = stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    lc.attrs = attr;
+    lc.numAttrs = pdl ? 1 : 0;
+    return cudaLaunchKernelEx(&lc, kernel, a);
+  };
+  if (merge >= 2) {
+    a.ws_cnt = reinterpret_cast<unsigned*>(static_cast<char*>(p.workspace) + dec_ws_cnt_off(s, splits));
+    if (merge == 2) {
+      err = cudaMemsetAsync(a.ws_cnt, 0, static_cast<size_t>(geom.base) * sizeof(unsigned), stream);
+      if (err == cudaSuccess) plan.kernel<<<static_cast<unsigned>(ctas), threads, cfg.smem, stream>>>(a);
+    } else {
+      dec_zero_counters<<<1, 256, 0, stream>>>(a.ws_cnt, geom.base);
+      err = cudaGetLastError();
+      if (err == cudaSuccess) err = launch_pdl(plan.kernel, ctas, threads, cfg.smem);
+    }
+    return err != cudaSuccess ? err : cudaGetLastError();
+  }
+  if (merge == 1) {
+    plan.kernel<<<static_cast<unsigned>(ctas), threads, cfg.smem, stream>>>(a);
+    err = cudaGetLastError();
+    if (err != cudaSuccess) return err;
+    err = launch_pdl(decode_merge_kernel<T, true>, merge_ctas, 128, 0);
+    return err != cudaSuccess ? err : cudaGetLastError();
+  }
+#endif
   plan.kernel<<<static_cast<unsigned>(ctas), threads, cfg.smem, stream>>>(a);
   err = cudaGetLastError();
   if (err != cudaSuccess || splits == 1) return err;
@@ -1108,7 +1270,8 @@ cudaError_t decode_plan(const FlashFwdParams& p, DecodePlan* plan) {
 size_t flash_fwd_workspace_bytes(const FlashFwdParams& p) {
   const AttnShape& s = p.shape;
   if (!cuda::decode_applies(p) || s.B <= 0 || s.Tq <= 0 || s.H <= 0) return 0;
-  return cuda::dec_ws_bytes(s, cuda::dec_geom(p).cap);
+  const cuda::DecGeom g = cuda::dec_geom(p);
+  return cuda::dec_ws_bytes(s, g.cap, g.base);
 }
 
 }  // namespace flashattn
