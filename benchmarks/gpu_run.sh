@@ -13,6 +13,12 @@
 #             block self-tests, numerics vs float64 / same-precision torch / our sm80 forward, TFLOP/s vs
 #             sm80, FlashAttention-2 and cuDNN), and compute-sanitizer memcheck of small cases (~4 min).
 #             Files: OUT/sm90_summary.log and OUT/sm90.tar.gz (logs and JSON)
+#   sm90bwd   no TensorFlow needed: the opt-in Hopper backward (cc/kernels/sm90/flash_bwd_sm90.cu): harness
+#             build (ARCHS=90), ptxas report and SASS counts, benchmarks/sm90_bwd_check.py's phases
+#             (self-tests of the forward's and the backward's wgmma forms; dq/dk/dv vs float64 torch
+#             autograd and our sm80 backward; backward TFLOP/s vs sm80, FA2 and cuDNN) and
+#             compute-sanitizer memcheck of small cases (~4 min). Files: OUT/sm90bwd_summary.log and
+#             OUT/sm90bwd.tar.gz
 #   tune      no TensorFlow needed: the harness build, tile-configuration timings at T=16384 (D=64,
 #             128, 256) and T=512 (D=64, 128), numerics of each variant first, and compute-sanitizer
 #             over the index-masked bf16 kernels (~2.5 min)
@@ -79,7 +85,7 @@ has() { [[ ,$what, == *,$1,* || $what == all ]]; }
 if has harness || has tune; then
   NVCC_EXTRA=-DFA_TUNING ARCHS=90 bash benchmarks/build_harness.sh 2>&1 | tail -2
 fi
-if [[ $what == *sm90* ]]; then (
+if [[ ,$what, == *,sm90,* ]]; then (
   d=$OUT/sm90; mkdir -p $d
   hb=${SM90_OUTDIR:-/tmp/hb_sm90}
   OUTDIR=$hb ARCHS=90 bash benchmarks/build_harness.sh > $d/build.log 2>&1; echo "build rc=$?" | tee -a $d/build.log
@@ -107,6 +113,32 @@ if [[ $what == *sm90* ]]; then (
   grep -E "ERROR SUMMARY|Invalid|^FAIL|^PASS" $d/memcheck.log | head -12
 ) 2>&1 | tee $OUT/sm90_summary.log
   tar -C $OUT -czf $OUT/sm90.tar.gz sm90 && rm -rf $OUT/sm90
+fi
+if [[ ,$what, == *,sm90bwd,* ]]; then (
+  d=$OUT/sm90bwd; mkdir -p $d
+  hb=${SM90_OUTDIR:-/tmp/hb_sm90}
+  OUTDIR=$hb ARCHS=90 bash benchmarks/build_harness.sh > $d/build.log 2>&1; echo "build rc=$?" | tee -a $d/build.log
+  tail -1 $d/build.log
+  /usr/local/cuda/bin/nvcc -std=c++17 -O3 -I. -Xcompiler -fPIC -gencode arch=compute_90a,code=sm_90a \
+    -DFA_HAS_SM90=1 -Xptxas -v -c cc/kernels/sm90/flash_bwd_sm90.cu -o /tmp/sm90bwd_ptxas.o > $d/ptxas.log 2>&1
+  grep -E "registers|spill|warning|C75" $d/ptxas.log | sed 's/_ZN9flashattn.*//' | sort | uniq -c | head -12
+  obj=$hb/flash_bwd_sm90.o
+  { cuobjdump -sass $obj > $d/sm90bwd.sass 2>&1
+    for ins in HGMMA UTMALDG SYNCS USETMAXREG WARPGROUP REDG LDL STL; do echo "$ins $(grep -c "$ins" $d/sm90bwd.sass)"; done
+    echo "== per kernel HGMMA count (expected 32 at D = 128, 20 at D = 64, 21 in the self-test)"
+    awk '/Function :/{f=$3} /HGMMA/{n[f]++} END{for(k in n) print n[k], k}' $d/sm90bwd.sass; } > $d/sass_counts.txt 2>&1
+  gzip -f $d/sm90bwd.sass
+  cat $d/sass_counts.txt | cut -c1-160 | head -16
+  for ph in selftest:45 numerics:150 bench:150; do
+    timeout -k 5 ${ph#*:} python3 benchmarks/sm90_bwd_check.py --phase ${ph%%:*} --lib $hb --out $d > $d/${ph%%:*}.log 2>&1
+    echo "phase ${ph%%:*} rc=$?" | tee -a $d/${ph%%:*}.log
+    grep -E "SELFTEST|^FAIL|numerics:|TFLOP|^ +[0-9]+ |NOT taken|Error|error" $d/${ph%%:*}.log | cut -c1-400 | head -60
+  done
+  timeout -k 5 100 compute-sanitizer --tool memcheck --print-limit 20 python3 benchmarks/sm90_bwd_check.py \
+    --phase sanitize --lib $hb > $d/memcheck.log 2>&1; echo "memcheck rc=$?" | tee -a $d/memcheck.log
+  grep -E "ERROR SUMMARY|Invalid|^FAIL|^PASS|numerics:" $d/memcheck.log | cut -c1-300 | head -14
+) 2>&1 | tee $OUT/sm90bwd_summary.log
+  tar -C $OUT -czf $OUT/sm90bwd.tar.gz sm90bwd && rm -rf $OUT/sm90bwd
 fi
 if has harness; then
   python3 benchmarks/kernel_harness_check.py --out $OUT > $OUT/harness.log 2>&1; tail -40 $OUT/harness.log

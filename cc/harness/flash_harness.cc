@@ -23,6 +23,9 @@
 //       or fills `out` (host uint8/bool, B*H*Tq*Tk elements, compact) and returns it
 //   sm90_info() -> dict(compiled, enabled, fwd_launches); set_sm90(mode) (1 on, 0 off, -1 env);
 //   sm90_selftest() -> list of dicts (Hopper building blocks, cc/kernels/sm90/flash_fwd_sm90.cu)
+//   set_sm90_bwd(mode) (1 on, 0 off, -1 env TF_FLASHATTN_SM90_BWD); sm90_bwd_selftest() (the
+//   backward's wgmma forms, cc/kernels/sm90/flash_bwd_sm90.cu); sm90_info() has bwd_enabled and
+//   bwd_launches too
 //
 // Layouts and dtypes as in cc/kernels/common/flash_params.h: q [B, Tq, H, D], k [B, Tk, Hkv, D],
 // v [B, Tk, Hkv, Dv], o / d_o [B, Tq, H, Dv] (float32 / float16 / bfloat16, one dtype; the last
@@ -801,7 +804,11 @@ py::dict sm90_info() {
   d["compiled"] = true;
   d["enabled"] = flashattn::cuda::sm90::enabled();
   d["fwd_launches"] = flashattn::cuda::sm90::fwd_launches();
+  d["bwd_enabled"] = flashattn::cuda::sm90::bwd_enabled();
+  d["bwd_launches"] = flashattn::cuda::sm90::bwd_launches();
 #else
+  d["bwd_enabled"] = false;
+  d["bwd_launches"] = 0;
   d["compiled"] = false;
   d["enabled"] = false;
   d["fwd_launches"] = 0;
@@ -829,6 +836,40 @@ py::list sm90_selftest() {
     {
       py::gil_scoped_release nogil;
       rc = flashattn::cuda::sm90::selftest(i, &err, msg, sizeof(msg));
+    }
+    py::dict d;
+    d["name"] = names[i];
+    d["result"] = rc == 1 ? "pass" : rc == 0 ? "FAIL" : "not run";
+    d["max_err"] = err;
+    d["detail"] = std::string(msg);
+    out.append(d);
+  }
+#endif
+  return out;
+}
+
+void set_sm90_bwd(int mode) {
+#if FA_HAS_SM90
+  flashattn::cuda::sm90::set_bwd_enabled(mode);
+#else
+  if (mode > 0) throw py::value_error("set_sm90_bwd: this harness was built without the sm90 kernels");
+#endif
+}
+
+py::list sm90_bwd_selftest() {
+  py::list out;
+#if FA_HAS_SM90
+  const char* names[] = {"bwd_wgmma_ss_n64_kmajor", "bwd_wgmma_ss_n64_mnmajor_panel0",
+                         "bwd_wgmma_ss_n64_mnmajor_panel1", "bwd_wgmma_ss_n64_mnmajor_k64",
+                         "bwd_wgmma_rs_from_accumulators"};
+  static_assert(sizeof(names) / sizeof(names[0]) == flashattn::cuda::sm90::kBwdSelftests, "names");
+  for (int i = 0; i < flashattn::cuda::sm90::kBwdSelftests; ++i) {
+    char msg[512] = {0};
+    double err = 0;
+    int rc;
+    {
+      py::gil_scoped_release nogil;
+      rc = flashattn::cuda::sm90::bwd_selftest(i, &err, msg, sizeof(msg));
     }
     py::dict d;
     d["name"] = names[i];
@@ -879,4 +920,8 @@ PYBIND11_MODULE(flash_harness, m) {
   m.def("sm90_selftest", &sm90_selftest,
         "Hopper building blocks one at a time (TMA tile load, wgmma forms): a list of dicts "
         "(name, result pass / FAIL / not run, max_err, detail); empty without the sm90 kernels.");
+  m.def("set_sm90_bwd", &set_sm90_bwd, "Hopper backward switch (opt-in): 1 on, 0 off (sm80 backward), "
+        "-1 back to the environment (TF_FLASHATTN_SM90_BWD=1 turns it on).", py::arg("mode"));
+  m.def("sm90_bwd_selftest", &sm90_bwd_selftest,
+        "The Hopper backward's building blocks (wgmma forms) one at a time, as sm90_selftest.");
 }

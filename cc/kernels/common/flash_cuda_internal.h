@@ -90,6 +90,19 @@ cudaError_t fwd_tc(const FlashFwdParams& p, bool vec, bool big_smem, cudaStream_
 // (see flash_bwd_workspace_bytes).
 cudaError_t bwd(const FlashBwdParams& p, bool big_smem, cudaStream_t stream);
 size_t bwd_workspace_bytes(const FlashBwdParams& p);
+// The parts of that workspace for the float16 / bfloat16 path (for sm90/flash_bwd_sm90.cu, which
+// uses the same workspace): dsum and lse2 [B, H, Tq], the dQ accumulator [B, H, tq_pad, hd] (null
+// in deterministic mode; tq_pad = Tq rounded up to 128, hd = head_dim_bucket(max(D, Dv))), and the
+// pre-pass that fills dsum = rowsum(dO * O) - d_lse and lse2 = log2e * lse.
+struct BwdWorkspaceParts {
+  float* dsum = nullptr;
+  float* lse2 = nullptr;
+  float* dq_acc = nullptr;
+  int64_t tq_pad = 0;
+  int hd = 0;
+};
+BwdWorkspaceParts bwd_workspace_parts(const FlashBwdParams& p);
+cudaError_t bwd_dsum_tc(const FlashBwdParams& p, float* dsum, float* lse2, cudaStream_t stream);
 
 // float32 / any dtype, SIMT, full float32 arithmetic (flash_fwd_simt.cu).
 cudaError_t fwd_simt(const FlashFwdParams& p, cudaStream_t stream);
@@ -132,6 +145,25 @@ int64_t fwd_launches();
 // (synchronizes); returns 1 pass, 0 fail, -1 could not run; max_err and msg (msg_len bytes, NUL-
 // terminated) say more.
 int selftest(int which, double* max_err, char* msg, int msg_len);
+
+// The sm_90a backward (flash_bwd_sm90.cu), opt-in: bwd_applies is false unless
+// TF_FLASHATTN_SM90_BWD=1 (read once) or set_bwd_enabled(1); then float16 / bfloat16, D == Dv in
+// {64, 128}, no mask but causal, no dropout / bias / dbias / soft-cap, non-deterministic, 16-byte
+// aligned tensors and strides, a workspace, compute capability 9.0. It uses flash_bwd_workspace_bytes'
+// workspace as the sm80 backward does (same size).
+bool bwd_applies(const FlashBwdParams& p);
+// Its launcher; cudaErrorNotSupported (before any work is queued) when the tensor maps cannot be
+// made: the caller falls back to sm80.
+cudaError_t bwd(const FlashBwdParams& p, cudaStream_t stream);
+bool bwd_enabled();
+void set_bwd_enabled(int mode);  // 1 on, 0 off, -1 back to TF_FLASHATTN_SM90_BWD
+int64_t bwd_launches();
+// Self-test of the backward's building blocks (which: 0 wgmma m64n64k16 SS K-major (S^T = K Q^T),
+// 1 / 2 wgmma m64n64k16 SS with A and B MN-major (dQ = dS K; B from column panel 0 / 1), 3 the
+// same from key row 64 with K = 64 (the D = 64 split), 4 the P^T dO form: A from the S^T
+// accumulators of test 0 repacked in registers, B MN-major [64 x 128]); returns as selftest().
+int bwd_selftest(int which, double* max_err, char* msg, int msg_len);
+constexpr int kBwdSelftests = 5;
 }  // namespace sm90
 
 }  // namespace cuda

@@ -544,6 +544,24 @@ size_t bwd_workspace_bytes(const FlashBwdParams& p) {
   return floats * sizeof(float);
 }
 
+BwdWorkspaceParts bwd_workspace_parts(const FlashBwdParams& p) {
+  const AttnShape& s = p.shape;
+  BwdWorkspaceParts w;
+  w.tq_pad = dq_rows_padded(s);
+  w.hd = head_dim_bucket(s.D > s.Dv ? s.D : s.Dv);
+  if (!p.workspace || !uses_tc(p)) return w;
+  w.dsum = p.workspace;
+  w.lse2 = p.workspace + dsum_floats(s);
+  if (uses_dq_acc(p)) w.dq_acc = p.workspace + 2 * dsum_floats(s);
+  return w;
+}
+
+cudaError_t bwd_dsum_tc(const FlashBwdParams& p, float* dsum, float* lse2, cudaStream_t stream) {
+  if (p.dtype == DType::kFloat16) return bwd_dsum<__half>(p, dsum, lse2, stream);
+  if (p.dtype == DType::kBFloat16) return bwd_dsum<__nv_bfloat16>(p, dsum, lse2, stream);
+  return cudaErrorInvalidValue;
+}
+
 // This target's backward (all dtypes but float64), after flash_bwd_cuda's checks.
 cudaError_t bwd(const FlashBwdParams& p, bool big_smem, cudaStream_t stream) {
   const AttnShape& s = p.shape;

@@ -1,0 +1,693 @@
+// Hopper-native FlashAttention backward (sm_90a only), a first prototype, opt-in: float16 /
+// bfloat16, D == Dv in {64, 128}, no mask but causal (any causal_offset), no lengths / validity
+// masks / window / bias / dbias / soft-cap / dropout, non-deterministic mode only; GQA allowed.
+// Taken by flash_cuda_dispatch.cu only where bwd_applies() (TF_FLASHATTN_SM90_BWD=1 or
+// set_bwd_enabled(1)); everything else runs sm80/flash_bwd.cu. Untested on a GPU at the time of
+// writing: bwd_selftest() (below, exposed by the kernel harness) checks the new wgmma forms one at
+// a time; benchmarks/sm90_bwd_check.py checks the whole backward against torch and our sm80 one.
+//
+// Building blocks: the hand-written PTX of sm90_ptx.cuh (as the forward, flash_fwd_sm90.cu).
+//
+// Design (FlashAttention-3's backward, simplified):
+//   Grid (ceil(Tk / 128), Hkv, B): one CTA per key tile of kBk = 128 keys of one kv head. CTA = 3
+//   warpgroups (384 threads): warpgroup 0 produces (setmaxnreg.dec to 24), warpgroups 1 and 2
+//   consume (setmaxnreg.inc to 240); consumer c owns keys 64c .. 64c+63 of the tile.
+//   The CTA walks "units" (query head hl of the kv head's group, query tile of kBq = 64 rows) that
+//   see the key tile (causal: query tiles from the first row that sees key j0 on).
+//   Producer: thread 0 loads the K and V tiles once (TMA, kv_full), then per unit the Q and dO tiles
+//   into a kStages = 2 ring (TMA, full[s] with expect_tx); warp 1 copies the unit's 64 lse2 and
+//   dsum values (precomputed by sm80's pre-pass) into the ring's row arrays with ordinary loads and
+//   stores and arrives on full[s] too (full[s] counts 1 + 32 arrivals). Consumers release a stage
+//   by arriving on empty[s] (256 arrivals).
+//   Per unit, consumer c (rows of its matrices = its 64 keys, so P and dS stay in registers for
+//   dV and dK; only dS also goes to shared memory, for dQ):
+//     S^T  = K_c Q^T       [64 keys x 64 queries]  D/16 wgmma m64n64k16 SS, both K-major
+//     dP^T = V_c dO^T      [64 x 64]               D/16 wgmma m64n64k16 SS, both K-major
+//     P^T  = 2^(S^T scale log2e - lse2[q]),  dS^T = P^T (dP^T - dsum[q]); elements outside the
+//            causal diagonal, past Tk or past Tq are 0 (only in tiles that cross one of them)
+//     dS^T -> shared memory (16-bit, [128 keys][64 queries], 128-byte swizzle, two buffers)
+//     dV  += P^T dO        [64 keys x D]  4 wgmma m64nDk16, A = P^T from registers (the S^T
+//                          accumulators repacked, as the forward's P), B = dO MN-major
+//     dK  += dS^T Q        [64 x D]       the same with dS^T and Q
+//     (named barrier: both consumers' halves of dS^T are in shared memory)
+//     dQ_c = dS K          D = 128: columns 64c .. 64c+63 over all 128 keys (8 k16 steps);
+//                          D = 64: all 64 columns over the consumer's own 64 keys (4 steps);
+//                          wgmma m64n64k16 SS with A = dS read transposed (MN-major) from the dS^T
+//                          buffer and B = K MN-major
+//     dQacc += dQ_c        float4 atomics into the workspace's dQ accumulator, in this file's
+//                          fragment order (below), then release the stage.
+//   Epilogue: dK * scale and dV from registers to global memory (4-byte stores); rows past Tk
+//   skipped; a CTA with no unit writes zeros.
+//   After the kernel: bwd_dq_sm90_convert_kernel writes dQ = scale * dQacc.
+//   Shared memory (D = 128): K, V 2 x 32 KiB, Q and dO rings 2 x 2 x 16 KiB, dS^T 2 x 16 KiB, rows
+//   1 KiB, barriers: 161 KiB (+1 KiB alignment). D = 64: 97 KiB.
+//   Registers per consumer thread (D = 128): dK, dV 64 + 64, S^T and dP^T 32 + 32 (then P and dS
+//   16 + 16 packed), dQ 32.
+// Workspace: sm80's layout and size (flash_cuda.h, bwd_workspace_parts): dsum, lse2, then the dQ
+// accumulator [B, H, tq_pad, D] float32, each 64-row query tile's block of 64 x D floats in
+// fragment order: column group cg = col / 64, then for a 64 x 64 sub-block, float4 index
+// (j * 128 + tid) holds rows {16 w + g, 16 w + g + 8} x columns {64 cg + 8 j + 2 t, +1}
+// (tid = 32 w + 4 g + t: the m64nN accumulator layout, sm90_ptx.cuh), so that each warp's atomics
+// cover 512 contiguous bytes.
+// Not yet here: the two consumers' ping-pong and any overlap of the element-wise work with the
+// next unit's products, dQ through shared memory with TMA reduce-add, dK / dV stored by TMA,
+// a persistent causal-balancing scheduler, deterministic mode, every feature beyond causal.
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "cc/kernels/common/flash_cuda_internal.h"
+#include "cc/kernels/common/flash_params.h"
+#include "cc/kernels/sm90/sm90_host.cuh"
+#include "cc/kernels/sm90/sm90_ptx.cuh"
+
+namespace flashattn {
+namespace cuda {
+namespace sm90 {
+namespace {
+
+constexpr int kBq = 64;        // query rows per streamed tile
+constexpr int kBk = 128;       // keys per CTA (64 per consumer warpgroup)
+constexpr int kStages = 2;     // Q / dO / rows ring depth
+constexpr int kConsumers = 2;  // consumer warpgroups
+constexpr int kThreads = 128 * (1 + kConsumers);
+constexpr int kProducerRegs = 24;
+constexpr int kConsumerRegs = 240;
+static_assert(128 * kProducerRegs + 128 * kConsumers * kConsumerRegs <= 65536, "register file");
+
+template <int D>
+struct BwdSmem {
+  static constexpr int kKBytes = kBk * D * 2;   // K or V tile [128 x D]
+  static constexpr int kQBytes = kBq * D * 2;   // Q or dO tile [64 x D]
+  static constexpr int kDsBytes = kBk * kBq * 2;  // dS^T [128 keys x 64 queries]
+  static constexpr int kK = 0;
+  static constexpr int kV = kK + kKBytes;
+  static constexpr int kQ = kV + kKBytes;                  // + stage * kQBytes
+  static constexpr int kDo = kQ + kStages * kQBytes;       // + stage * kQBytes
+  static constexpr int kDs = kDo + kStages * kQBytes;      // + buffer * kDsBytes
+  static constexpr int kRows = kDs + 2 * kDsBytes;         // float [kStages][2][kBq]: lse2, dsum
+  static constexpr int kBars = kRows + kStages * 2 * kBq * 4;  // kv_full, full[kStages], empty[kStages]
+  static constexpr int kBytes = kBars + 8 * (1 + 2 * kStages);
+  static constexpr int kAlloc = kBytes + 1024;             // slack to align the base to 1024
+};
+
+struct BwdSm90Args {
+  FlashBwdParams p;
+  const float* dsum;  // [B, H, Tq]
+  const float* lse2;  // [B, H, Tq] log2e * lse
+  float* dq_acc;      // [B, H, tq_pad, D], 64-row blocks in fragment order (header comment)
+  int64_t tq_pad;
+};
+
+__device__ __forceinline__ float ex2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+template <typename T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi);
+template <>
+__device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+template <>
+__device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi) {
+  __half2 v = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+
+// acc [64 x D] += A [64 x 16] B [16 x D]: A from registers, B MN-major in shared memory.
+template <typename T, int D>
+__device__ __forceinline__ void wgmma_rs_nD(float (&acc)[D / 2], const uint32_t (&a)[4], uint64_t desc) {
+  if constexpr (D == 128) wgmma_rs_m64n128k16_tb(WgmmaType<T>{}, acc, a, desc, 1);
+  else wgmma_rs_m64n64k16_tb(WgmmaType<T>{}, acc, a, desc, 1);
+}
+
+// The query tiles that see key tile [j0, j0 + kBk): [qb_lo, nqb) for each of the G heads.
+struct Units {
+  int qb_lo = 0, nq = 0, n = 0;
+  __device__ Units(const AttnShape& sh, bool causal, int64_t off, int64_t j0) {
+    const int64_t nqb = (sh.Tq + kBq - 1) / kBq;
+    int64_t lo = 0;
+    if (causal && j0 - off > 0) lo = (j0 - off) / kBq;  // row i sees key j0 when i >= j0 - off
+    if (lo > nqb) lo = nqb;
+    qb_lo = static_cast<int>(lo);
+    nq = static_cast<int>(nqb - lo);
+    n = nq * static_cast<int>(sh.H / sh.Hkv);
+  }
+};
+
+// q, d_o [B, Tq, H, D] through tm_q / tm_do (boxes {64, 1, 64, 1}); k, v [B, Tk, Hkv, D] through
+// tm_k / tm_v (boxes {64, 1, 128, 1}); dk, dv [B, Tk, Hkv, D] and the dQ accumulator from a.
+// Grid (ceil(Tk / kBk), Hkv, B).
+template <typename T, int D>
+__global__ void __launch_bounds__(kThreads, 1)
+    flash_bwd_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
+                          const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_do,
+                          const __grid_constant__ BwdSm90Args a) {
+  using L = BwdSmem<D>;
+  extern __shared__ uint8_t smem_raw[];
+  const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
+  float* rows_f = reinterpret_cast<float*>(smem_raw + (base - smem_u32(smem_raw)) + L::kRows);
+  const uint32_t kv_full = base + L::kBars;
+  const uint32_t full0 = kv_full + 8, empty0 = kv_full + 8 * (1 + kStages);
+
+  const FlashBwdParams& p = a.p;
+  const AttnShape& sh = p.shape;
+  const bool causal = p.mask.causal;
+  const int64_t off = p.mask.causal_offset;
+  const int hk = blockIdx.y, b = blockIdx.z;
+  const int G = static_cast<int>(sh.H / sh.Hkv);
+  const int64_t j0 = static_cast<int64_t>(blockIdx.x) * kBk;
+  const Units units(sh, causal, off, j0);
+
+  const int wg = threadIdx.x / 128;
+  if (threadIdx.x == 0) {
+    mbar_init(kv_full, 1);
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(full0 + 8 * s, 1 + 32);
+      mbar_init(empty0 + 8 * s, 128 * kConsumers);
+    }
+    mbar_fence_init();
+  }
+  __syncthreads();
+
+  if (wg == 0) {
+    // ---- Producer warpgroup: thread 0 issues the TMA loads, warp 1 copies lse2 / dsum. ----
+    setmaxnreg_dec<kProducerRegs>();
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (warp == 0 && lane == 0 && units.n > 0) {
+      tma_prefetch_map(&tm_q);
+      tma_prefetch_map(&tm_do);
+      mbar_arrive_expect_tx(kv_full, 2 * L::kKBytes);
+#pragma unroll
+      for (int j = 0; j < D / 64; ++j) {
+        tma_load_4d(base + L::kK + j * kBk * 128, &tm_k, kv_full, 64 * j, hk, static_cast<int>(j0), b);
+        tma_load_4d(base + L::kV + j * kBk * 128, &tm_v, kv_full, 64 * j, hk, static_cast<int>(j0), b);
+      }
+      for (int n = 0; n < units.n; ++n) {
+        const int s = n % kStages;
+        if (n >= kStages) mbar_wait(empty0 + 8 * s, ((n / kStages) - 1) & 1);
+        const int h = hk * G + n / units.nq, i0 = (units.qb_lo + n % units.nq) * kBq;
+        const uint32_t bar = full0 + 8 * s;
+        mbar_arrive_expect_tx(bar, 2 * L::kQBytes);
+#pragma unroll
+        for (int j = 0; j < D / 64; ++j) {
+          tma_load_4d(base + L::kQ + s * L::kQBytes + j * kBq * 128, &tm_q, bar, 64 * j, h, i0, b);
+          tma_load_4d(base + L::kDo + s * L::kQBytes + j * kBq * 128, &tm_do, bar, 64 * j, h, i0, b);
+        }
+      }
+    } else if (warp == 1) {
+      for (int n = 0; n < units.n; ++n) {
+        const int s = n % kStages;
+        if (n >= kStages) mbar_wait(empty0 + 8 * s, ((n / kStages) - 1) & 1);
+        const int64_t h = hk * G + n / units.nq, i0 = static_cast<int64_t>(units.qb_lo + n % units.nq) * kBq;
+#pragma unroll
+        for (int r = lane; r < kBq; r += 32) {
+          const int64_t i = i0 + r;
+          const int64_t row = (b * sh.H + h) * sh.Tq + i;
+          // Rows past Tq: any finite values (their elements are masked to 0).
+          rows_f[(2 * s) * kBq + r] = i < sh.Tq ? a.lse2[row] : 0.f;
+          rows_f[(2 * s + 1) * kBq + r] = i < sh.Tq ? a.dsum[row] : 0.f;
+        }
+        mbar_arrive(full0 + 8 * s);  // release: the stores above are visible to the waiting consumers
+      }
+    }
+    return;
+  }
+
+  // ---- Consumer warpgroups: keys 64c .. 64c+63 of the tile. ----
+  setmaxnreg_inc<kConsumerRegs>();
+  const int c = wg - 1;
+  const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  const float sl2 = p.score.scale * 1.4426950408889634f;
+  // Key of accumulator rows h2 = 0 / 1 (local to the tile).
+  const int key_l[2] = {64 * c + 16 * warp + g, 64 * c + 16 * warp + g + 8};
+
+  float dv[D / 2], dk[D / 2];
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) dv[i] = dk[i] = 0.f;
+
+  if (units.n > 0) mbar_wait(kv_full, 0);
+  const uint32_t k_rows = base + L::kK + c * 64 * 128;  // this consumer's 64 keys in each panel
+  const uint32_t v_rows = base + L::kV + c * 64 * 128;
+  // dQ split between the consumers: D = 128 by columns (panel c of K, all 128 keys), D = 64 by keys.
+  constexpr bool kSplitCols = D == 128;
+  constexpr int kDqSteps = kSplitCols ? kBk / 16 : 64 / 16;
+  const int dq_key0 = kSplitCols ? 0 : 64 * c;
+  const uint32_t dq_b0 = base + L::kK + (kSplitCols ? c * kBk * 128 : 0) + dq_key0 * 128;
+  const int dq_cg = kSplitCols ? c : 0;
+
+  for (int n = 0; n < units.n; ++n) {
+    const int s = n % kStages;
+    const int64_t h = hk * G + n / units.nq, i0 = static_cast<int64_t>(units.qb_lo + n % units.nq) * kBq;
+    mbar_wait(full0 + 8 * s, (n / kStages) & 1);
+    const uint32_t q_t = base + L::kQ + s * L::kQBytes;
+    const uint32_t do_t = base + L::kDo + s * L::kQBytes;
+    const uint32_t ds_t = base + L::kDs + (n & 1) * L::kDsBytes;
+    uint8_t* ds_ptr = smem_raw + (ds_t - smem_u32(smem_raw));
+
+    // S^T = K_c Q^T and dP^T = V_c dO^T: [64 keys x 64 queries], contraction over D in k16 steps.
+    float sacc[32], dpacc[32];
+    wgmma_fence();
+#pragma unroll
+    for (int k = 0; k < D / 16; ++k) {
+      const uint32_t koff = (k / 4) * kBk * 128 + (k % 4) * 32, qoff = (k / 4) * kBq * 128 + (k % 4) * 32;
+      wgmma_ss_m64n64k16<0, 0>(WgmmaType<T>{}, sacc, wgmma_desc(k_rows + koff, 16, 1024),
+                               wgmma_desc(q_t + qoff, 16, 1024), k > 0);
+    }
+#pragma unroll
+    for (int k = 0; k < D / 16; ++k) {
+      const uint32_t koff = (k / 4) * kBk * 128 + (k % 4) * 32, qoff = (k / 4) * kBq * 128 + (k % 4) * 32;
+      wgmma_ss_m64n64k16<0, 0>(WgmmaType<T>{}, dpacc, wgmma_desc(v_rows + koff, 16, 1024),
+                               wgmma_desc(do_t + qoff, 16, 1024), k > 0);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_regs(sacc);
+    fence_regs(dpacc);
+
+    // P^T and dS^T in place: element i = 4j + 2h2 + e is (key key_l[h2], query 8j + 2t + e).
+    const float* lse2_s = rows_f + (2 * s) * kBq;
+    const float* dsum_s = rows_f + (2 * s + 1) * kBq;
+    const bool need_mask = i0 + kBq > sh.Tq || j0 + kBk > sh.Tk || (causal && j0 + kBk - 1 > i0 + off);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const float2 l2 = *reinterpret_cast<const float2*>(lse2_s + 8 * j + 2 * t);
+      const float2 dsm = *reinterpret_cast<const float2*>(dsum_s + 8 * j + 2 * t);
+#pragma unroll
+      for (int h2 = 0; h2 < 2; ++h2)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int x = 4 * j + 2 * h2 + e;
+          float pv = ex2(sacc[x] * sl2 - (e ? l2.y : l2.x));
+          if (need_mask) {
+            const int64_t key = j0 + key_l[h2], qi = i0 + 8 * j + 2 * t + e;
+            if (key >= sh.Tk || qi >= sh.Tq || (causal && key > qi + off)) pv = 0.f;
+          }
+          sacc[x] = pv;
+          dpacc[x] = pv * (dpacc[x] - (e ? dsm.y : dsm.x));
+        }
+    }
+    // As the A fragments of m64k16 (k16 step kk = queries 16kk .. 16kk+15), and dS^T to shared
+    // memory ([key][query], one 128-byte-swizzled panel of 128 rows).
+    uint32_t pa[4][4], da[4][4];
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+      for (int x = 0; x < 4; ++x) {
+        pa[kk][x] = pack2<T>(sacc[8 * kk + 2 * x], sacc[8 * kk + 2 * x + 1]);
+        da[kk][x] = pack2<T>(dpacc[8 * kk + 2 * x], dpacc[8 * kk + 2 * x + 1]);
+        // x = 2 (j & 1) + h2 with j = 2 kk + x / 2: rows key_l[x & 1], queries 8j + 2t, +1.
+        const int j = 2 * kk + x / 2;
+        *reinterpret_cast<uint32_t*>(ds_ptr + swz128_offset(kBk, key_l[x & 1], 8 * j + 2 * t)) = da[kk][x];
+      }
+    fence_proxy_async();  // dS^T stores before the wgmma (async proxy) reads below
+
+    // dV += P^T dO and dK += dS^T Q: contraction over the 64 queries in k16 steps (16 rows = 2 KiB).
+    fence_regs(dv);
+    fence_regs(dk);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) wgmma_rs_nD<T, D>(dv, pa[kk], wgmma_desc(do_t + kk * 2048, kBq * 128, 1024));
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) wgmma_rs_nD<T, D>(dk, da[kk], wgmma_desc(q_t + kk * 2048, kBq * 128, 1024));
+    wgmma_commit();
+
+    named_bar_sync(1, 128 * kConsumers);  // both halves of dS^T written (and fenced)
+
+    // dQ_c = dS K: A = dS [64 queries x keys] read transposed from dS^T, B = K [keys x 64 cols].
+    float dq[32];
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kDqSteps; ++kk)
+      wgmma_ss_m64n64k16<1, 1>(WgmmaType<T>{}, dq, wgmma_desc(ds_t + (dq_key0 + 16 * kk) * 128, kBk * 128, 1024),
+                               wgmma_desc(dq_b0 + kk * 2048, kBk * 128, 1024), kk > 0);
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_regs(dv);
+    fence_regs(dk);
+    fence_regs(dq);
+    mbar_arrive(empty0 + 8 * s);  // Q, dO and the rows of stage s are no longer read
+
+    // dQacc block of (b, h, query tile): [64 x D] in fragment order.
+    float* blk = a.dq_acc + ((static_cast<int64_t>(b) * sh.H + h) * a.tq_pad + i0) * D + dq_cg * 64 * 64;
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      atomicAdd(reinterpret_cast<float4*>(blk) + j * 128 + tid,
+                make_float4(dq[4 * j], dq[4 * j + 1], dq[4 * j + 2], dq[4 * j + 3]));
+  }
+
+  // Epilogue: dK = scale * sum dS^T Q, dV = sum P^T dO (zeros when no unit saw the tile).
+  const float scale = p.score.scale;
+  T* dkp = static_cast<T*>(p.dk);
+  T* dvp = static_cast<T*>(p.dv);
+#pragma unroll
+  for (int h2 = 0; h2 < 2; ++h2) {
+    const int64_t key = j0 + key_l[h2];
+    if (key >= sh.Tk) continue;
+    T* dkr = dkp + b * sh.k_stride[0] + key * sh.k_stride[1] + hk * sh.k_stride[2];
+    T* dvr = dvp + b * sh.v_stride[0] + key * sh.v_stride[1] + hk * sh.v_stride[2];
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j) {
+      *reinterpret_cast<uint32_t*>(dkr + 8 * j + 2 * t) =
+          pack2<T>(dk[4 * j + 2 * h2] * scale, dk[4 * j + 2 * h2 + 1] * scale);
+      *reinterpret_cast<uint32_t*>(dvr + 8 * j + 2 * t) = pack2<T>(dv[4 * j + 2 * h2], dv[4 * j + 2 * h2 + 1]);
+    }
+  }
+}
+
+// dQ [B, Tq, H, D] = scale * dQacc, dQacc [B, H, tq_pad, D] in the kernel's fragment order: one
+// float4 (rows r, r + 8 x columns c, c + 1) per step.
+template <typename T, int D>
+__global__ void bwd_dq_sm90_convert_kernel(const FlashBwdParams p, const float* dq_acc, int64_t tq_pad) {
+  const AttnShape& sh = p.shape;
+  const int64_t tiles_per_bh = tq_pad / kBq;
+  const int64_t n4 = sh.B * sh.H * tq_pad * D / 4;
+  constexpr int kTile4 = kBq * D / 4;
+  for (int64_t x = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; x < n4;
+       x += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t tile = x / kTile4;  // (b * H + h) * tiles_per_bh + query tile
+    const int w = static_cast<int>(x % kTile4);
+    const int cg = w / 1024, j = (w % 1024) / 128, tid = w % 128;
+    const int warp = tid / 32, g = (tid % 32) / 4, t = tid % 4;
+    const int col = 64 * cg + 8 * j + 2 * t;
+    const int64_t bh = tile / tiles_per_bh, h = bh % sh.H, b = bh / sh.H;
+    const int64_t i = (tile % tiles_per_bh) * kBq + 16 * warp + g;
+    const float4 v = reinterpret_cast<const float4*>(dq_acc)[x];
+    const float s = p.score.scale;
+    T* dq = static_cast<T*>(p.dq) + b * sh.q_stride[0] + h * sh.q_stride[2] + col;
+    if (i < sh.Tq) *reinterpret_cast<uint32_t*>(dq + i * sh.q_stride[1]) = pack2<T>(s * v.x, s * v.y);
+    if (i + 8 < sh.Tq) *reinterpret_cast<uint32_t*>(dq + (i + 8) * sh.q_stride[1]) = pack2<T>(s * v.z, s * v.w);
+  }
+}
+
+std::atomic<int64_t> g_launches{0};
+std::atomic<int> g_override{-1};
+
+template <typename T, int D>
+cudaError_t launch(const FlashBwdParams& p, cudaStream_t stream) {
+  const AttnShape& s = p.shape;
+  const BwdWorkspaceParts ws = bwd_workspace_parts(p);
+  if (!ws.dsum || !ws.lse2 || !ws.dq_acc || ws.hd != D || ws.tq_pad % kBq != 0 || !aligned16(ws.dq_acc))
+    return cudaErrorNotSupported;
+  CUtensorMap tq, tk, tv, tdo;
+  if (!tma_map_rows(&tq, p.dtype, p.q, s.B, s.Tq, s.H, D, s.q_stride, kBq) ||
+      !tma_map_rows(&tk, p.dtype, p.k, s.B, s.Tk, s.Hkv, D, s.k_stride, kBk) ||
+      !tma_map_rows(&tv, p.dtype, p.v, s.B, s.Tk, s.Hkv, D, s.v_stride, kBk) ||
+      !tma_map_rows(&tdo, p.dtype, p.d_o, s.B, s.Tq, s.H, D, s.o_stride, kBq))
+    return cudaErrorNotSupported;  // nothing queued yet: the dispatch falls back to sm80
+  auto kernel = flash_bwd_sm90_kernel<T, D>;
+  const int smem = BwdSmem<D>::kAlloc;
+  cudaError_t err = set_dynamic_smem(kernel, smem);
+  if (err != cudaSuccess) return err;
+
+  if ((err = bwd_dsum_tc(p, ws.dsum, ws.lse2, stream)) != cudaSuccess) return err;
+  const size_t acc_floats = static_cast<size_t>(s.B * s.H * ws.tq_pad) * D;
+  if ((err = cudaMemsetAsync(ws.dq_acc, 0, acc_floats * sizeof(float), stream)) != cudaSuccess) return err;
+  BwdSm90Args args{p, ws.dsum, ws.lse2, ws.dq_acc, ws.tq_pad};
+  const dim3 grid(static_cast<unsigned>((s.Tk + kBk - 1) / kBk), static_cast<unsigned>(s.Hkv),
+                  static_cast<unsigned>(s.B));
+  kernel<<<grid, kThreads, smem, stream>>>(tq, tk, tv, tdo, args);
+  if ((err = cudaGetLastError()) != cudaSuccess) return err;
+  const int64_t n4 = static_cast<int64_t>(acc_floats / 4);
+  const unsigned blocks = static_cast<unsigned>(n4 / 256 + 1 < 65536 * 16 ? n4 / 256 + 1 : 65536 * 16);
+  bwd_dq_sm90_convert_kernel<T, D><<<blocks, 256, 0, stream>>>(p, ws.dq_acc, ws.tq_pad);
+  err = cudaGetLastError();
+  if (err == cudaSuccess) g_launches.fetch_add(1, std::memory_order_relaxed);
+  return err;
+}
+
+}  // namespace
+
+bool bwd_enabled() {
+  const int o = g_override.load(std::memory_order_relaxed);
+  if (o >= 0) return o != 0;
+  static const bool env_on = [] {
+    const char* v = getenv("TF_FLASHATTN_SM90_BWD");
+    return v && v[0] == '1' && v[1] == '\0';
+  }();
+  return env_on;
+}
+
+void set_bwd_enabled(int mode) { g_override.store(mode < 0 ? -1 : (mode ? 1 : 0), std::memory_order_relaxed); }
+
+int64_t bwd_launches() { return g_launches.load(std::memory_order_relaxed); }
+
+bool bwd_applies(const FlashBwdParams& p) {
+  if (!bwd_enabled()) return false;
+  const AttnShape& s = p.shape;
+  if (p.dtype != DType::kFloat16 && p.dtype != DType::kBFloat16) return false;
+  if (p.deterministic || !p.workspace) return false;
+  if (s.D != s.Dv || (s.D != 128 && s.D != 64)) return false;
+  if (s.Tk <= 0 || s.Tq <= 0 || s.Tq > (1ll << 31) - 2 * kBk || s.Tk > (1ll << 31) - 2 * kBk) return false;
+  if (s.B <= 0 || s.H <= 0 || s.H > 65535 || s.B > 65535 || s.Hkv <= 0 || s.Hkv > 65535 || s.H % s.Hkv != 0)
+    return false;
+  const MaskParams& m = p.mask;
+  if (m.window_left >= 0 || m.window_right >= 0 || m.mask || m.q_lengths || m.k_lengths || m.q_valid ||
+      m.k_valid)
+    return false;
+  if (p.score.softcap != 0.f || p.score.bias || p.dbias || p.dropout.rate > 0.f) return false;
+  // TMA (q, k, v, d_o) and the 4-byte stores of dq / dk / dv: 16-byte bases, strides of 8 elements
+  // (d_o, dq, dk, dv share the strides of o, q, k, v).
+  if (!vec8(s, p.q, p.k, p.v, p.o) || !aligned16(p.d_o) || !aligned16(p.dq) || !aligned16(p.dk) ||
+      !aligned16(p.dv))
+    return false;
+  for (int i = 0; i < 3; ++i)
+    if (s.q_stride[i] < 0 || s.k_stride[i] < 0 || s.v_stride[i] < 0 || s.o_stride[i] < 0) return false;
+  return current_device_is_sm90();
+}
+
+cudaError_t bwd(const FlashBwdParams& p, cudaStream_t stream) {
+  const bool bf16 = p.dtype == DType::kBFloat16;
+  if (p.shape.D == 128) return bf16 ? launch<__nv_bfloat16, 128>(p, stream) : launch<__half, 128>(p, stream);
+  return bf16 ? launch<__nv_bfloat16, 64>(p, stream) : launch<__half, 64>(p, stream);
+}
+
+// ---- Self-test of the backward's building blocks --------------------------------------------
+namespace {
+
+// One warpgroup; operands stored into 128-byte-swizzled tiles by ordinary stores, C [64 x 64]
+// (mode 4: [64 x 128]) float32 row-major.
+//   mode 0: C = A B^T, A [64 x 128] and B [64 (n) x 128 (k)] both K-major (S^T = K Q^T).
+//   mode 1 / 2: C = At^T Bm[:, 64 pn .. 64 pn + 63], At [128 (k) x 64 (m)] stored as is (rows k,
+//     m contiguous: A MN-major), Bm [128 (k) x 128] stored as is (B MN-major), pn = mode - 1
+//     (dQ = dS K, D = 128, consumer pn's columns).
+//   mode 3: as 1 with k from 64 to 127 only (K = 64; the D = 64 split by keys, consumer 1).
+//   mode 4: C [64 x 128] = (A B^T) Bm2 with A B^T [64 x 64] computed as in mode 0, repacked in
+//     registers as the A fragments (P^T), Bm2 = the first 64 rows of Bm (MN-major; dV += P^T dO).
+__global__ void selftest_bwd_kernel(const __nv_bfloat16* am, const __nv_bfloat16* bm, float* c, int mode) {
+  extern __shared__ uint8_t smem_raw[];
+  const uint32_t raw = smem_u32(smem_raw);
+  const uint32_t base = (raw + 1023u) & ~1023u;
+  uint8_t* tile = smem_raw + (base - raw);
+  const uint32_t a_tile = base, b_tile = base + 128 * 128 * 2;  // 32 KiB each
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  using Bf = __nv_bfloat16;
+  if (mode == 0 || mode == 4) {  // A [64 x 128], B [64 x 128] K-major (R = 64)
+    for (int i = tid; i < 64 * 128; i += 128) {
+      *reinterpret_cast<Bf*>(tile + swz128_offset(64, i / 128, i % 128)) = am[i];
+      *reinterpret_cast<Bf*>(tile + 128 * 128 * 2 + swz128_offset(64, i / 128, i % 128)) = bm[i];
+    }
+    if (mode == 4)  // Bm2 [64 x 128] MN-major (R = 64) after B
+      for (int i = tid; i < 64 * 128; i += 128)
+        *reinterpret_cast<Bf*>(tile + 128 * 128 * 2 + 64 * 128 * 2 + swz128_offset(64, i / 128, i % 128)) =
+            bm[64 * 128 + i];
+  } else {  // At [128 x 64] (R = 128, one panel), Bm [128 x 128] (R = 128, two panels)
+    for (int i = tid; i < 128 * 64; i += 128)
+      *reinterpret_cast<Bf*>(tile + swz128_offset(128, i / 64, i % 64)) = am[i];
+    for (int i = tid; i < 128 * 128; i += 128)
+      *reinterpret_cast<Bf*>(tile + 128 * 128 * 2 + swz128_offset(128, i / 128, i % 128)) = bm[i];
+  }
+  fence_proxy_async();
+  __syncthreads();
+  float acc[32];
+  if (mode == 0 || mode == 4) {
+    wgmma_fence();
+#pragma unroll
+    for (int k = 0; k < 8; ++k)
+      wgmma_ss_m64n64k16<0, 0>(WgmmaType<Bf>{}, acc, wgmma_desc(a_tile + (k / 4) * 64 * 128 + (k % 4) * 32, 16, 1024),
+                               wgmma_desc(b_tile + (k / 4) * 64 * 128 + (k % 4) * 32, 16, 1024), k > 0);
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_regs(acc);
+  } else {
+    const int pn = mode == 2 ? 1 : 0, k0 = mode == 3 ? 64 : 0, steps = mode == 3 ? 4 : 8;
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 8; ++kk)
+      if (kk < steps)
+        wgmma_ss_m64n64k16<1, 1>(WgmmaType<Bf>{}, acc, wgmma_desc(a_tile + (k0 + 16 * kk) * 128, 128 * 128, 1024),
+                                 wgmma_desc(b_tile + pn * 128 * 128 + (k0 + 16 * kk) * 128, 128 * 128, 1024),
+                                 kk > 0);
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_regs(acc);
+  }
+  if (mode != 4) {
+#pragma unroll
+    for (int i = 0; i < 32; ++i) {
+      const int r = warp * 16 + g + 8 * ((i / 2) & 1), col = 8 * (i / 4) + 2 * t + (i & 1);
+      c[r * 64 + col] = acc[i];
+    }
+    return;
+  }
+  uint32_t pa[4][4];
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+    for (int x = 0; x < 4; ++x) pa[kk][x] = pack2<Bf>(acc[8 * kk + 2 * x], acc[8 * kk + 2 * x + 1]);
+  float o[64];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) o[i] = 0.f;
+  fence_regs(o);
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk)
+    wgmma_rs_m64n128k16_tb(WgmmaType<Bf>{}, o, pa[kk], wgmma_desc(b_tile + 64 * 128 * 2 + kk * 2048, 64 * 128, 1024), 1);
+  wgmma_commit();
+  wgmma_wait<0>();
+  fence_regs(o);
+#pragma unroll
+  for (int i = 0; i < 64; ++i) {
+    const int r = warp * 16 + g + 8 * ((i / 2) & 1), col = 8 * (i / 4) + 2 * t + (i & 1);
+    c[r * 128 + col] = o[i];
+  }
+}
+
+// Small exact values: multiples of 1/8 in [-0.75, 0.75] (bfloat16 holds them; the float32 sums
+// of the tests are exact, and so is mode 4's intermediate when it stays within 8 bits).
+float st_value(int i, int j, int salt) { return static_cast<float>(((i * 7 + j * 3 + salt) % 13) - 6) * 0.125f; }
+
+uint16_t st_bf16_bits(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+float st_bf16_round(float x) {  // round to nearest even, as __floats2bfloat162_rn
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  u = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
+  float y;
+  std::memcpy(&y, &u, 4);
+  return y;
+}
+
+}  // namespace
+
+int bwd_selftest(int which, double* max_err, char* msg, int msg_len) {
+  auto say = [&](const char* fmt, auto... args) {
+    if (msg && msg_len > 0) std::snprintf(msg, msg_len, fmt, args...);
+  };
+  *max_err = 0.0;
+  if (which < 0 || which >= kBwdSelftests) {
+    say("no test %d", which);
+    return -1;
+  }
+  if (!current_device_is_sm90()) {
+    say("needs compute capability 9.0");
+    return -1;
+  }
+  // Host operands (float values, exact in bfloat16) and the float64 reference.
+  const bool kmaj = which == 0 || which == 4;
+  const int arows = kmaj ? 64 : 128, acols = kmaj ? 128 : 64;
+  const int brows = kmaj ? 128 : 128, bcols = 128;  // mode 0/4: B [64 x 128] then Bm2 [64 x 128]
+  std::vector<float> af(arows * acols), bf(brows * bcols);
+  for (int i = 0; i < arows; ++i)
+    for (int j = 0; j < acols; ++j) af[i * acols + j] = st_value(i, j, 1);
+  for (int i = 0; i < brows; ++i)
+    for (int j = 0; j < bcols; ++j) bf[i * bcols + j] = st_value(i, j * 5, 4);
+  const int N = which == 4 ? 128 : 64;
+  std::vector<double> ref(64 * N, 0.0);
+  if (which == 0 || which == 4) {
+    std::vector<double> s(64 * 64, 0.0);
+    for (int m = 0; m < 64; ++m)
+      for (int n = 0; n < 64; ++n) {
+        double x = 0;
+        for (int k = 0; k < 128; ++k) x += static_cast<double>(af[m * 128 + k]) * bf[n * 128 + k];
+        s[m * 64 + n] = x;
+      }
+    if (which == 0) {
+      ref = s;
+    } else {
+      for (int m = 0; m < 64; ++m)
+        for (int n = 0; n < 128; ++n) {
+          double x = 0;
+          for (int k = 0; k < 64; ++k)
+            x += static_cast<double>(st_bf16_round(static_cast<float>(s[m * 64 + k]))) * bf[(64 + k) * 128 + n];
+          ref[m * 128 + n] = x;
+        }
+    }
+  } else {
+    const int pn = which == 2 ? 1 : 0, k0 = which == 3 ? 64 : 0;
+    for (int m = 0; m < 64; ++m)
+      for (int n = 0; n < 64; ++n) {
+        double x = 0;
+        for (int k = k0; k < 128; ++k) x += static_cast<double>(af[k * 64 + m]) * bf[k * 128 + 64 * pn + n];
+        ref[m * 64 + n] = x;
+      }
+  }
+  std::vector<uint16_t> ah(af.size()), bh(bf.size());
+  for (size_t i = 0; i < af.size(); ++i) ah[i] = st_bf16_bits(af[i]);
+  for (size_t i = 0; i < bf.size(); ++i) bh[i] = st_bf16_bits(bf[i]);
+  void *da = nullptr, *db = nullptr, *dc = nullptr;
+  const size_t cbytes = 64 * N * sizeof(float);
+  cudaError_t err = cudaMalloc(&da, ah.size() * 2);
+  if (err == cudaSuccess) err = cudaMalloc(&db, bh.size() * 2);
+  if (err == cudaSuccess) err = cudaMalloc(&dc, cbytes);
+  const int smem = 2 * 128 * 128 * 2 + 1024;
+  if (err == cudaSuccess) err = cudaMemcpy(da, ah.data(), ah.size() * 2, cudaMemcpyHostToDevice);
+  if (err == cudaSuccess) err = cudaMemcpy(db, bh.data(), bh.size() * 2, cudaMemcpyHostToDevice);
+  if (err == cudaSuccess) err = cudaMemset(dc, 0xff, cbytes);  // NaN
+  if (err == cudaSuccess)
+    err = cudaFuncSetAttribute(selftest_bwd_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  if (err == cudaSuccess) {
+    selftest_bwd_kernel<<<1, 128, smem>>>(static_cast<const __nv_bfloat16*>(da), static_cast<const __nv_bfloat16*>(db),
+                                          static_cast<float*>(dc), which);
+    err = cudaDeviceSynchronize();
+  }
+  std::vector<float> out(64 * N);
+  if (err == cudaSuccess) err = cudaMemcpy(out.data(), dc, cbytes, cudaMemcpyDeviceToHost);
+  cudaFree(da);
+  cudaFree(db);
+  cudaFree(dc);
+  if (err != cudaSuccess) {
+    say("CUDA error: %s", cudaGetErrorString(err));
+    return 0;
+  }
+  const char* what[] = {"wgmma m64n64k16 SS, A and B K-major (S^T = K Q^T form)",
+                        "wgmma m64n64k16 SS, A and B MN-major, B panel 0 (dQ = dS K, D = 128, consumer 0)",
+                        "wgmma m64n64k16 SS, A and B MN-major, B panel 1 (dQ = dS K, D = 128, consumer 1)",
+                        "wgmma m64n64k16 SS, A and B MN-major from key row 64, K = 64 (dQ, D = 64, consumer 1)",
+                        "S^T accumulators repacked as register A, wgmma m64n128k16 RS, B MN-major (dV += P^T dO)"};
+  int bad = 0, first = -1;
+  for (int i = 0; i < 64 * N; ++i) {
+    const double e = std::fabs(out[i] - ref[i]);
+    if (!(e <= 1e-3 * (which == 4 ? 8.0 : 1.0))) {
+      if (first < 0) first = i;
+      ++bad;
+      *max_err = std::isnan(e) ? INFINITY : std::max(*max_err, e);
+    }
+  }
+  if (bad) {
+    say("%s: %d of %d differ; first at (%d, %d): got %g want %g", what[which], bad, 64 * N, first / N, first % N,
+        out[first], ref[first]);
+    return 0;
+  }
+  say("%s: exact (64 x %d)", what[which], N);
+  return 1;
+}
+
+}  // namespace sm90
+}  // namespace cuda
+}  // namespace flashattn

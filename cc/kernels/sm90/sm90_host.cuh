@@ -1,0 +1,84 @@
+// Host-side helpers of the Hopper kernels: tensor maps for the copy engine (cuTensorMapEncodeTiled,
+// reached through cudaGetDriverEntryPointByVersion: no link against libcuda, cudart stays static)
+// and the compute-capability-9.0 check (sm_90a machine code runs on 9.0 only). Used by
+// sm90/flash_bwd_sm90.cu; sm90/flash_fwd_sm90.cu has its own copies of the same two functions
+// (encode_map, device_is_sm90) and can switch to these.
+#ifndef TF_FLASHATTN_KERNELS_SM90_SM90_HOST_CUH_
+#define TF_FLASHATTN_KERNELS_SM90_SM90_HOST_CUH_
+
+#include <cuda.h>
+#include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "cc/kernels/common/flash_params.h"
+
+namespace flashattn {
+namespace cuda {
+namespace sm90 {
+
+inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) !=
+            cudaSuccess ||
+        q != cudaDriverEntryPointSuccess)
+      f = nullptr;
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
+  }();
+  return fn;
+}
+
+// Rank-4 map over a [B, T, Hx, Dx] 16-bit tensor with element strides st = {batch, time, head}
+// (the last dim contiguous): dims (d, head, time, batch), box {64, 1, rows, 1}, 128-byte swizzle
+// (sm90_ptx.cuh's tile layout), out-of-bounds elements read as zero. False when the driver has no
+// encoder or refuses the map (alignment: base and strides must be multiples of 16 bytes).
+inline bool tma_map_rows(CUtensorMap* map, DType dt, const void* ptr, int64_t B, int64_t T, int64_t Hx, int64_t Dx,
+                         const int64_t st[3], int rows) {
+  auto fn = tensor_map_encoder();
+  if (!fn) return false;
+  cuuint64_t dims[4] = {static_cast<cuuint64_t>(Dx), static_cast<cuuint64_t>(Hx), static_cast<cuuint64_t>(T),
+                        static_cast<cuuint64_t>(B)};
+  // Byte strides of dims 1..3; a size-1 dim gets the compact stride (never used, but it must be a
+  // valid multiple of 16).
+  const int64_t want[3] = {st[2], st[1], st[0]};
+  cuuint64_t strides[3];
+  int64_t compact = Dx * 2;
+  for (int i = 0; i < 3; ++i) {
+    const int64_t s = dims[i + 1] == 1 ? compact : want[i] * 2;
+    strides[i] = static_cast<cuuint64_t>(s);
+    compact = s * static_cast<int64_t>(dims[i + 1]);
+  }
+  cuuint32_t box[4] = {64, 1, static_cast<cuuint32_t>(rows), 1};
+  cuuint32_t estr[4] = {1, 1, 1, 1};
+  const CUresult r = fn(map, dt == DType::kBFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+                        4, const_cast<void*>(ptr), dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                        CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return r == CUDA_SUCCESS;
+}
+
+// Whether the current device is compute capability 9.0 (cached per device).
+inline bool current_device_is_sm90() {
+  static int cached[64] = {0};  // 0 unknown, 1 yes, 2 no
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return false;
+  int c = dev >= 0 && dev < 64 ? cached[dev] : 0;
+  if (c == 0) {
+    int major = 0, minor = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
+      return false;
+    c = (major == 9 && minor == 0) ? 1 : 2;
+    if (dev >= 0 && dev < 64) cached[dev] = c;
+  }
+  return c == 1;
+}
+
+}  // namespace sm90
+}  // namespace cuda
+}  // namespace flashattn
+
+#endif  // TF_FLASHATTN_KERNELS_SM90_SM90_HOST_CUH_
