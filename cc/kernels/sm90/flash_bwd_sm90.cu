@@ -409,7 +409,7 @@ cudaError_t launch(const FlashBwdParams& p, cudaStream_t stream) {
   auto kernel = flash_bwd_sm90_kernel<T, D>;
   const int smem = BwdSmem<D>::kAlloc;
   cudaError_t err = set_dynamic_smem(kernel, smem);
-  if (err != cudaSuccess) return err;
+  if (err != cudaSuccess) return cudaErrorNotSupported;  // nothing queued yet: sm80 takes it
 
   if ((err = bwd_dsum_tc(p, ws.dsum, ws.lse2, stream)) != cudaSuccess) return err;
   const size_t acc_floats = static_cast<size_t>(s.B * s.H * ws.tq_pad) * D;
