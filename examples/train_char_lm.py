@@ -473,6 +473,13 @@ def parse_args(argv=None):
     p.add_argument("--sample-len", type=int, default=300, help="bytes of that sample")
     p.add_argument("--temperature", type=float, default=0.8, help="sampling temperature")
     p.add_argument("--export-dir", default="char_lm_savedmodel", help="where the SavedModel goes")
+    p.add_argument(
+        "--generate-xla",
+        default="on",
+        choices=["on", "off"],
+        help="decode steps of `generate` (and the exported endpoint) compiled by XLA; 'off' for a "
+        "server without XLA",
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of the data order, weights and sample")
     return p.parse_args(argv)
 
@@ -511,7 +518,7 @@ def main(argv=None):
     )
     print(f"validation: {result['bits_per_byte']:.3f} bits per byte")
 
-    generate = make_generate(model, args.seq_len)
+    generate = make_generate(model, args.seq_len, jit_compile=args.generate_xla == "on")
     text = sample(generate, args.prompt, args.sample_len, args.temperature, args.seed)
     print(f"--- sample (temperature {args.temperature}) ---\n{args.prompt}{text}\n---")
 

@@ -689,6 +689,31 @@ def test_example_savedmodel_and_serve_run_the_cached_loop(tiny_lm, tmp_path):
         "utf-8", errors="replace")
 
 
+def test_example_savedmodel_without_xla(tiny_lm, tmp_path):
+    """make_generate(jit_compile=False) (the example's --generate-xla off) exports a `generate`
+    without XLA functions, for servers built without XLA; reloaded, it answers as the recompute
+    loop does."""
+    lm, model = tiny_lm
+    path = str(tmp_path / "lm_noxla")
+    lm.export(model, lm.make_generate(model, SEQ, jit_compile=False), path)
+    from tensorflow.core.protobuf import saved_model_pb2
+    saved = saved_model_pb2.SavedModel()
+    with open(os.path.join(path, "saved_model.pb"), "rb") as f:
+        saved.ParseFromString(f.read())
+    library = saved.meta_graphs[0].graph_def.library.function
+    flags = [a.b for fn in library for a in [fn.attr.get("_XlaMustCompile")] + [
+        n.attr.get("_XlaMustCompile") for n in fn.node_def] if a is not None]
+    assert flags and not any(flags)  # the attribute is written, as false
+    prompt = b"def f("
+    want = _run(lm.make_generate(model, SEQ, cached=False), prompt, 10)
+    loaded = tf.saved_model.load(path)  # kept: its variables live as long as it does
+    np.testing.assert_array_equal(_run(loaded.generate, prompt, 10), want)
+    assert lm.parse_args(["--generate-xla", "off"]).generate_xla == "off"
+    assert lm.parse_args([]).generate_xla == "on"
+    with pytest.raises(SystemExit):
+        lm.parse_args(["--generate-xla", "maybe"])
+
+
 def test_generate_throughput_benchmark_runs(tmp_path, capsys):
     """benchmarks/generate_throughput.py at toy size: both loops timed in one run, JSON written
     (random weights: no training)."""
