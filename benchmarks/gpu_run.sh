@@ -79,6 +79,11 @@
 #             splits it over two calls.
 set -uo pipefail
 what=${1:-all}
+# Modes are the names this header lists; a misspelt one would otherwise run nothing and exit 0.
+known=" all $(grep -oE '^#   [a-z0-9]+ ' "$0" | tr -d '#' | xargs) "
+for m in ${what//,/ }; do
+  [[ $known == *" $m "* ]] || { echo "gpu_run.sh: unknown mode '$m' (known:$known)" >&2; exit 2; }
+done
 export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader | tee $OUT/gpu.txt
 has() { [[ ,$what, == *,$1,* || $what == all ]]; }

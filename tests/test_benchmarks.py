@@ -173,3 +173,22 @@ def test_kerashub_train_max_context_search(monkeypatch):
     lines = []
     got = kt.max_context({}, ["flash"], {"flash": 4096}, {}, 30.0, 10, [], log=lines.append)
     assert got == {"flash": None} and tried == [] and "budget" in lines[-1]
+
+
+def test_gpu_run_refuses_unknown_modes_and_gpu_pair_packs_both_queues(tmp_path):
+    """gpu_run.sh exits 2 naming a mode its header does not list (a misspelt mode used to run
+    nothing and exit 0, which costs a device call); gpu_pair.sh runs one queue per GPU and packs
+    both queues' logs into OUT/pair.tgz."""
+    import tarfile
+    env = dict(os.environ, OUT=str(tmp_path))
+    bad = subprocess.run(["bash", "benchmarks/gpu_run.sh", "hdecode,sm09"], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "unknown mode 'sm09'" in bad.stderr, bad.stderr
+    pair = subprocess.run(["bash", "benchmarks/gpu_pair.sh", "sm09", "tets"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert pair.returncode == 0, pair.stderr
+    assert "== gpu 0: sm09" in pair.stdout and "== gpu 1: tets" in pair.stdout
+    assert pair.stdout.count("rc=2") == 2
+    with tarfile.open(tmp_path / "pair.tgz") as t:
+        names = t.getnames()
+    assert "./gpu0/sm09.log" in names and "./gpu1/tets.log" in names, names
