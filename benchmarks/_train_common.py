@@ -1,5 +1,6 @@
-"""What train_throughput.py and kerashub_train.py share: the timed training loop, running one
-configuration in a fresh process, and a table cell of its result."""
+"""What train_throughput.py and kerashub_train.py share: the timed training loops (`train_on_batch`
+steps for the first, `model.fit` timed per batch for the second), running one configuration in a
+fresh process, and a table cell of its result."""
 import json
 import os
 import subprocess

@@ -24,7 +24,9 @@
 #             over the index-masked bf16 kernels (~2.5 min)
 # After TensorFlow was brought over (../shared/device/README.md), carrying .device-tf/env.sh and the
 # op library built here (tf_flashattn/_tf_flashattn_ops*.so + tf_flashattn/_build_info.py):
-#   tests     tests/test_gpu.py + tests/test_xla.py (XLA:GPU) (~2 min)
+#   tests     tests/test_gpu.py, tests/test_xla.py (XLA:GPU) and tests/test_gpu_decode.py, JOBS
+#             workers (default 8) (~2 min); GPU_TESTS_EXTRA adds test files (those that need
+#             keras-hub: carry .whl, see kerashub)
 #   memory    O(N) memory at T=131072
 #   train     training throughput, both layers under Keras' XLA (more than 140 s per context: give it a
 #             call; TRAIN_ARGS="--contexts 16384" etc. splits it)

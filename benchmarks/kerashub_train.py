@@ -20,8 +20,8 @@ padding mask reaches the op as `key_mask`, with the causal structure as `is_caus
 
 The longest context (`--max-context`, after the table, or `--max-context-only`): batch 1, one
 step per try (its time includes compilation), each try in a fresh process, doubling from
-`--max-context-start` (per variant: "keras=8192,flash=32768"; after the table, from twice the
-longest context that trained there) until a try runs out of memory or reaches
+`--max-context-start` (default 8192, or per variant: "keras=8192,flash=32768"; after the table,
+from twice the longest context that trained there) until a try runs out of memory or reaches
 `--max-context-limit`; no try starts once `--max-context-budget` seconds are spent (counting from
 the first try) or when the next try is expected to overrun it (1.5 x the previous try's time).
 
@@ -32,8 +32,8 @@ with 4 K/V heads, and with the padding as nothing / key_lengths / an all-True ke
 
 Defaults (the Keras-wide issue's model): 8 layers, hidden 2048, 16 query / 4 kv heads (head dim
 128), intermediate 5632, vocabulary 32000, mixed_bfloat16, 16384 tokens per step. Prints a
-markdown table: tokens/s, peak GPU memory, loss, whether the traced step held our op (and whether
-the key-length branch was traced) and compile (setup + first step) seconds.
+markdown table: tokens/s, peak GPU memory, loss, whether the traced step held our op and compile
+(setup + first step) seconds.
 """
 import argparse
 import json

@@ -26,7 +26,9 @@ and residual dropout.
 
 Sampling (`make_generate`, also the SavedModel's `generate` endpoint) runs the
 prompt through the model once, filling a KV cache in each attention layer, and
-then one byte per step against the cache, the whole loop in one graph.
+then one byte per step against the cache, the whole loop in one graph; the
+decode steps are compiled by XLA (`--generate-xla off`: plain TensorFlow, for a
+server built without XLA).
 """
 
 import argparse

@@ -4,13 +4,14 @@
 // PyTorch on the same buffers in one process, without TensorFlow.
 //
 // Build: bash benchmarks/build_harness.sh (-> .harness_build/flash_harness<EXT_SUFFIX>).
-// Used by benchmarks/kernel_harness_check.py, profile_one.py, tune_configs.py.
+// Used by benchmarks/kernel_harness_check.py, profile_one.py, tune_configs.py, sm90_check.py,
+// sm90_bwd_check.py, dropout_speed.py, decode_sweep.py.
 //
 //   fwd(q, k, v, o, lse, *, scale, softcap=0, causal=False, causal_offset=0, window_left=-1,
 //       window_right=-1, mask=None, bias=None, q_lengths=None, k_lengths=None, q_valid=None,
 //       k_valid=None, dropout=0.0, seed=(1234, 5678), allow_tf32=False, decode=0, num_splits=0,
 //       workspace=None, stream=0)
-//     decode: -1 off, 0 auto, 1 on (the decoding path, flash_decode.cu); num_splits: 0 auto, n
+//     decode: -1 off, 0 auto, 1 on (the decoding path, sm80/flash_decode.cu); num_splits: 0 auto, n
 //     forced; workspace: any dtype, compact, 256-byte aligned, >= fwd_workspace_bytes bytes, or
 //     None (an internal per-device buffer, grown on demand)
 //   fwd_workspace_bytes(q, k, v, *, <the same options>, decode=0, num_splits=0) -> int

@@ -1,4 +1,4 @@
-// Device helpers shared by the CUDA FlashAttention kernels (flash_fwd*.cu, flash_bwd*.cu):
+// Device helpers shared by the sm80/ CUDA kernels (flash_fwd*.cu, flash_bwd*.cu, flash_decode.cu):
 // element types, tensor-core mma.sync / ldmatrix / cp.async wrappers, shared-memory tile
 // addressing and the score function (scale, soft-cap, bias, masks) shared by forward and
 // backward. No framework headers.
@@ -181,7 +181,7 @@ __device__ __forceinline__ void load_tile(T* tile, const T* x, const int64_t st[
   }
 }
 
-// ---- TF32 (float32 inputs on tensor cores, flash_fwd_tf32.cu / flash_bwd_tf32.cu) ---------
+// ---- TF32 (float32 inputs on tensor cores, sm80/flash_fwd_tf32.cu / flash_bwd_tf32.cu) ----
 // float -> tf32 bit pattern, rounded to nearest (ties away), low 13 mantissa bits zero.
 __device__ __forceinline__ uint32_t to_tf32(float x) {
   uint32_t u;

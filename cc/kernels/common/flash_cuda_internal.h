@@ -68,7 +68,7 @@ inline int tuning_cfg(const char* var) {
 #define FA_TUNE(n, ...)
 #endif
 
-// Decoding path (flash_decode.cu): whether flash_fwd_cuda takes it for these params (decode
+// Decoding path (sm80/flash_decode.cu): whether flash_fwd_cuda takes it for these params (decode
 // setting, dtype, no dropout, head dims, Tq <= 16 unless forced), and its launcher (uses
 // params.workspace for several splits, falls back to one split when it is null).
 bool decode_applies(const FlashFwdParams& p);

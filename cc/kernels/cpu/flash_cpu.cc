@@ -901,7 +901,7 @@ struct BwdTile {
         exp_sub(sr, kBlockK, lse[r]);  // P = exp(S - lse), 0 where masked
       }
       const Acc d = dsum[r];
-      if (drop) {  // z = keep / (1 - rate) per visible element, from the same Philox draws
+      if (drop) {  // z = keep * keep_scale per visible element, from the same Philox draws
         dropout_scales(p.dropout, b, h, i0 + r, j0, kBlockK, z);
         for (int64_t c = 0; c < kBlockK; ++c) {
           pr[c] = sr[c] * z[c];  // P is 0 where masked and past cols: z there does not matter

@@ -5,7 +5,7 @@
 // in shared memory, dK and dV accumulate in registers. For every query head h of the group and
 // every query tile (BQb rows) that sees the key tile (Q, dO, lse, Dsum through shared memory):
 //   Sᵀ = K Qᵀ, dPdᵀ = V dOᵀ                          (phase A, mma; [keys, queries])
-//   P = 2^(z - log2e·lse) (z = log2e·logit), Z = dropout keep / (1 - rate) or 0
+//   P = 2^(z - log2e·lse) (z = log2e·logit), Z = keep_scale where dropout keeps, else 0
 //   dlogit = P ∘ (dPd ∘ Z - Dsum)   (written to dbias when asked)
 //   dS = dlogit ∘ softcap'          Pd = P ∘ Z    -> 16-bit [keys, queries]: dS to shared memory
 //                                   (for phase C), Pd/dS kept in registers for phase B when
@@ -481,7 +481,7 @@ template <typename T>
 cudaError_t bwd_tc(const BwdArgs& args, int hd, bool big_smem, cudaStream_t stream, DqFragLayout* layout) {
   const FlashBwdParams& p = args.p;
   // Dropout alone keeps the index-masked configurations (DROP kernels: the draws are per 8
-  // elements, flash_dropout.cuh); other per-element features take the general kernels.
+  // elements, common/flash_dropout.cuh); other per-element features take the general kernels.
   const bool idx = !needs_general(p.mask, p.score, DropoutParams{}, p.dbias, true) && big_smem;
   const bool drop = p.dropout.rate > 0.f;
 #ifdef FA_TUNING

@@ -5,7 +5,7 @@
 // [16 w, 16 w + 16). dQ accumulates in registers over the key tiles the rows see (K and V of a
 // tile through shared memory), each CTA owning its rows, so the sum order is fixed:
 //   S = Q Kᵀ,  dPd = dO Vᵀ                              (mma m16n8k16, fp32 accumulators)
-//   P = 2^(z - log2e·lse), Z = keep / (1 - rate) or 0, dlogit = P ∘ (dPd ∘ Z - Dsum) (-> dbias)
+//   P = 2^(z - log2e·lse), Z = keep_scale or 0 (dropout), dlogit = P ∘ (dPd ∘ Z - Dsum) (-> dbias)
 //   dS = dlogit ∘ softcap'
 //   dQ += dS K      (dS converted to 16 bits in registers as the A operand, K via ldmatrix.trans)
 // and at the end dQ *= scale. Shared memory: Q, dO [BQ, HD], K, V [BK, HD], rows padded 16 B.

@@ -3,7 +3,7 @@
 //
 // dQ kernel: 8 warps per CTA, warp w owns query row i = i0 + w; key tiles of 32 through shared
 // memory, lane l handles key j = j0 + l:
-//   P = 2^(z - log2e·lse), Z = keep/(1-rate) or 0, dlogit = P (Z dO·v_j - Dsum_i), dS = dlogit softcap'
+//   P = 2^(z - log2e·lse), Z = keep_scale or 0, dlogit = P (Z dO·v_j - Dsum_i), dS = dlogit softcap'
 //   dQ[d] += Σ_l dS_l K[j, d]            (lane owns d = lane + 32 c), dQ *= scale at the end.
 // dK/dV kernel: 8 warps per CTA, warp w owns key j = j0 + w of kv head hk; for every query head of
 // the group and every query tile of 32 rows that sees the keys, lane l handles row i = q0 + l:

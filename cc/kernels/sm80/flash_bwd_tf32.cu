@@ -9,7 +9,7 @@
 //   A: Sᵀ = K Qᵀ, dPdᵀ = V dOᵀ [keys, queries]   mma m16n8k8 tf32; A = K / V [key][d] and
 //      B = Q / dO [query][d] through ldmatrix x4 (8x8 b16 matrix = 8 rows of 4 floats: thread
 //      (g, t) gets the float at (row g, col t), the tf32 fragment layout)
-//      P = 2^(z - log2e·lse), Z = dropout keep / (1 - rate) or 0, dlogit = P ∘ (dPd ∘ Z - Dsum)
+//      P = 2^(z - log2e·lse), Z = keep_scale or 0 (dropout), dlogit = P ∘ (dPd ∘ Z - Dsum)
 //      (-> dbias), dS = dlogit ∘ softcap', Pd = P ∘ Z; dS (tf32) -> shared memory [key][query]
 //   B: dV += Pdᵀ dO, dK += dSᵀ Q: A = Pd / dS straight from phase A's accumulators with the k
 //      index (query) permuted, A col t <-> query 2t, A col t+4 <-> query 2t+1, so a = {c0, c2, c1,

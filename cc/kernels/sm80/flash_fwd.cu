@@ -221,7 +221,7 @@ cudaError_t launch_fwd(const FlashFwdParams& p, bool vec, cudaStream_t stream) {
 template <typename T>
 cudaError_t fwd_tc(const FlashFwdParams& p, bool vec, bool big_smem, cudaStream_t stream) {
   // Dropout alone keeps the index-masked configurations (DROP kernels: one Philox call per 8
-  // elements, flash_dropout.cuh); other per-element features take the general kernels.
+  // elements, common/flash_dropout.cuh); other per-element features take the general kernels.
   const bool gen = needs_general(p.mask, p.score, DropoutParams{}, nullptr, true);
   const bool drop = p.dropout.rate > 0.f;
 #ifdef FA_TUNING

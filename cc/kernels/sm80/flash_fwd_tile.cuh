@@ -14,9 +14,10 @@ namespace cuda {
 
 // Scores of one key tile in place. GEN: s becomes z = log2e * logit by the full score function
 // and the result is 1. Otherwise s stays raw (the caller's exp2 applies the returned factor
-// scale * log2e) and only tiles crossing the causal/window/length limits get -inf where the key
-// is outside [key_begin(i), key_end(i)) or masked by the validity masks, or the row is past qlim
-// or invalid. The CTA's query tile is
+// scale * log2e) and only tiles not tile_in_range (crossing the causal/window/length limits, or
+// every tile under a [B, Tq] / [B, Tk] validity mask) get -inf where the key is outside
+// [key_begin(i), key_end(i)) or masked by the validity masks, or the row is past qlim or
+// invalid. The CTA's query tile is
 // [i0, i0 + BQ); this warp's rows start at row0; the key tile at j0.
 template <typename T, int MT, int NT, bool GEN>
 __device__ __forceinline__ float fwd_tile_scores(float (&s)[MT][NT][4], const FlashFwdParams& p,
@@ -101,8 +102,8 @@ __device__ __forceinline__ void fwd_online_softmax(float (&s)[MT][NT][4], float 
 }
 
 // Dropout on P after the row sum: P_ij *= keep(b, h, i, j) * keep_scale, one Philox call per 8
-// elements of the thread (flash_dropout.cuh; row0 a multiple of 16, j0 of 32, or of 16 when NT
-// == 2).
+// elements of the thread (common/flash_dropout.cuh; row0 a multiple of 16, j0 of 32, or of 16
+// when NT == 2).
 template <int MT, int NT>
 __device__ __forceinline__ void fwd_tile_dropout(float (&s)[MT][NT][4], const DropoutParams& dp,
                                                  int64_t b, int64_t h, int64_t row0, int64_t j0,
