@@ -53,6 +53,7 @@
 
 #include "cc/kernels/common/flash_cuda_internal.h"
 #include "cc/kernels/common/flash_params.h"
+#include "cc/kernels/sm90/sm90_host.cuh"
 #include "cc/kernels/sm90/sm90_ptx.cuh"
 
 namespace flashattn {
@@ -294,73 +295,17 @@ __global__ void __launch_bounds__(kThreads, 1)
 }
 
 // ---- Host side ---------------------------------------------------------------------------------
-PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
-  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult q{};
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) !=
-            cudaSuccess ||
-        q != cudaDriverEntryPointSuccess)
-      f = nullptr;
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
-  }();
-  return fn;
-}
-
-// Rank-4 map over a [B, T, Hx, Dx] 16-bit tensor with element strides st = {batch, time, head}
-// (the last dim contiguous): dims (d, head, time, batch), box {64, 1, rows, 1}, 128-byte swizzle,
-// out-of-bounds elements read as zero.
-bool encode_map(CUtensorMap* map, DType dt, const void* ptr, int64_t B, int64_t T, int64_t Hx, int64_t Dx,
-                const int64_t st[3], int rows) {
-  auto fn = encode_fn();
-  if (!fn) return false;
-  cuuint64_t dims[4] = {static_cast<cuuint64_t>(Dx), static_cast<cuuint64_t>(Hx), static_cast<cuuint64_t>(T),
-                        static_cast<cuuint64_t>(B)};
-  // Byte strides of dims 1..3; a size-1 dim gets the compact stride (its stride is never used, but
-  // must be a valid multiple of 16).
-  const int64_t want[3] = {st[2], st[1], st[0]};
-  cuuint64_t strides[3];
-  int64_t compact = Dx * 2;
-  for (int i = 0; i < 3; ++i) {
-    const int64_t s = dims[i + 1] == 1 ? compact : want[i] * 2;
-    strides[i] = static_cast<cuuint64_t>(s);
-    compact = s * static_cast<int64_t>(dims[i + 1]);
-  }
-  cuuint32_t box[4] = {64, 1, static_cast<cuuint32_t>(rows), 1};
-  cuuint32_t estr[4] = {1, 1, 1, 1};
-  const CUresult r = fn(map, dt == DType::kBFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-                        4, const_cast<void*>(ptr), dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                        CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  return r == CUDA_SUCCESS;
-}
-
+// Tensor maps and the compute-capability check: sm90_host.cuh (shared with the backward).
 std::atomic<int64_t> g_launches{0};
 std::atomic<int> g_override{-1};
-
-bool device_is_sm90() {
-  static int cached[64] = {0};  // 0 unknown, 1 yes, 2 no
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) return false;
-  int c = dev < 64 ? cached[dev] : 0;
-  if (c == 0) {
-    int major = 0, minor = 0;
-    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
-      return false;
-    c = (major == 9 && minor == 0) ? 1 : 2;  // sm_90a machine code runs on 9.0 only
-    if (dev < 64) cached[dev] = c;
-  }
-  return c == 1;
-}
 
 template <typename T, int D>
 cudaError_t launch(const FlashFwdParams& p, cudaStream_t stream) {
   const AttnShape& s = p.shape;
   CUtensorMap tq, tk, tv;
-  if (!encode_map(&tq, p.dtype, p.q, s.B, s.Tq, s.H, D, s.q_stride, kBr) ||
-      !encode_map(&tk, p.dtype, p.k, s.B, s.Tk, s.Hkv, D, s.k_stride, kBc) ||
-      !encode_map(&tv, p.dtype, p.v, s.B, s.Tk, s.Hkv, D, s.v_stride, kBc))
+  if (!tma_map_rows(&tq, p.dtype, p.q, s.B, s.Tq, s.H, D, s.q_stride, kBr) ||
+      !tma_map_rows(&tk, p.dtype, p.k, s.B, s.Tk, s.Hkv, D, s.k_stride, kBc) ||
+      !tma_map_rows(&tv, p.dtype, p.v, s.B, s.Tk, s.Hkv, D, s.v_stride, kBc))
     return cudaErrorNotSupported;  // the dispatch falls back to sm80
   auto kernel = flash_fwd_sm90_kernel<T, D>;
   const int smem = SmemLayout<D>::kAlloc;
@@ -405,7 +350,7 @@ bool fwd_applies(const FlashFwdParams& p) {
   if (!vec8(s, p.q, p.k, p.v, p.o)) return false;
   for (int i = 0; i < 3; ++i)
     if (s.q_stride[i] < 0 || s.k_stride[i] < 0 || s.v_stride[i] < 0) return false;
-  return device_is_sm90();
+  return current_device_is_sm90();
 }
 
 cudaError_t fwd(const FlashFwdParams& p, cudaStream_t stream) {
@@ -563,7 +508,7 @@ int selftest(int which, double* max_err, char* msg, int msg_len) {
     cudaMemset(dout, 0xff, 128 * 128 * 4);  // NaN
     CUtensorMap tm;
     const int64_t st[3] = {static_cast<int64_t>(T) * H * D, H * D, D};
-    if (!encode_map(&tm, DType::kBFloat16, dx, B, T, H, D, st, 128)) {
+    if (!tma_map_rows(&tm, DType::kBFloat16, dx, B, T, H, D, st, 128)) {
       say("cuTensorMapEncodeTiled failed (or no driver entry point)");
       return -1;
     }

@@ -1,8 +1,7 @@
 // Host-side helpers of the Hopper kernels: tensor maps for the copy engine (cuTensorMapEncodeTiled,
 // reached through cudaGetDriverEntryPointByVersion: no link against libcuda, cudart stays static)
 // and the compute-capability-9.0 check (sm_90a machine code runs on 9.0 only). Used by
-// sm90/flash_bwd_sm90.cu; sm90/flash_fwd_sm90.cu has its own copies of the same two functions
-// (encode_map, device_is_sm90) and can switch to these.
+// sm90/flash_fwd_sm90.cu and sm90/flash_bwd_sm90.cu.
 #ifndef TF_FLASHATTN_KERNELS_SM90_SM90_HOST_CUH_
 #define TF_FLASHATTN_KERNELS_SM90_SM90_HOST_CUH_
 
