@@ -23,7 +23,6 @@ Writes OUT/sm90_<phase>.json.
 """
 import argparse
 import json
-import math
 import os
 import sys
 
