@@ -63,6 +63,7 @@
 #include <cstring>
 #include <vector>
 
+#include "cc/kernels/common/flash_cuda_common.cuh"  // fast_exp2, Elem<T>::pack
 #include "cc/kernels/common/flash_cuda_internal.h"
 #include "cc/kernels/common/flash_params.h"
 #include "cc/kernels/sm90/sm90_host.cuh"
@@ -105,32 +106,6 @@ struct BwdSm90Args {
   float* dq_acc;      // [B, H, tq_pad, D], 64-row blocks in fragment order (header comment)
   int64_t tq_pad;
 };
-
-__device__ __forceinline__ float ex2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-
-template <typename T>
-__device__ __forceinline__ uint32_t pack2(float lo, float hi);
-template <>
-__device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, float hi) {
-  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<uint32_t*>(&v);
-}
-template <>
-__device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi) {
-  __half2 v = __floats2half2_rn(lo, hi);
-  return *reinterpret_cast<uint32_t*>(&v);
-}
-
-// acc [64 x D] += A [64 x 16] B [16 x D]: A from registers, B MN-major in shared memory.
-template <typename T, int D>
-__device__ __forceinline__ void wgmma_rs_nD(float (&acc)[D / 2], const uint32_t (&a)[4], uint64_t desc) {
-  if constexpr (D == 128) wgmma_rs_m64n128k16_tb(WgmmaType<T>{}, acc, a, desc, 1);
-  else wgmma_rs_m64n64k16_tb(WgmmaType<T>{}, acc, a, desc, 1);
-}
 
 // The query tiles that see key tile [j0, j0 + kBk): [qb_lo, nqb) for each of the G heads.
 struct Units {
@@ -289,7 +264,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int x = 4 * j + 2 * h2 + e;
-          float pv = ex2(sacc[x] * sl2 - (e ? l2.y : l2.x));
+          float pv = fast_exp2(sacc[x] * sl2 - (e ? l2.y : l2.x));
           if (need_mask) {
             const int64_t key = j0 + key_l[h2], qi = i0 + 8 * j + 2 * t + e;
             if (key >= sh.Tk || qi >= sh.Tq || (causal && key > qi + off)) pv = 0.f;
@@ -305,8 +280,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
       for (int x = 0; x < 4; ++x) {
-        pa[kk][x] = pack2<T>(sacc[8 * kk + 2 * x], sacc[8 * kk + 2 * x + 1]);
-        da[kk][x] = pack2<T>(dpacc[8 * kk + 2 * x], dpacc[8 * kk + 2 * x + 1]);
+        pa[kk][x] = Elem<T>::pack(sacc[8 * kk + 2 * x], sacc[8 * kk + 2 * x + 1]);
+        da[kk][x] = Elem<T>::pack(dpacc[8 * kk + 2 * x], dpacc[8 * kk + 2 * x + 1]);
         // x = 2 (j & 1) + h2 with j = 2 kk + x / 2: rows key_l[x & 1], queries 8j + 2t, +1.
         const int j = 2 * kk + x / 2;
         *reinterpret_cast<uint32_t*>(ds_ptr + swz128_offset(kBk, key_l[x & 1], 8 * j + 2 * t)) = da[kk][x];
@@ -318,9 +293,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     fence_regs(dk);
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) wgmma_rs_nD<T, D>(dv, pa[kk], wgmma_desc(do_t + kk * 2048, kBq * 128, 1024));
+    for (int kk = 0; kk < 4; ++kk) wgmma_rs_m64nDk16_tb<T, D>(dv, pa[kk], wgmma_desc(do_t + kk * 2048, kBq * 128, 1024));
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) wgmma_rs_nD<T, D>(dk, da[kk], wgmma_desc(q_t + kk * 2048, kBq * 128, 1024));
+    for (int kk = 0; kk < 4; ++kk) wgmma_rs_m64nDk16_tb<T, D>(dk, da[kk], wgmma_desc(q_t + kk * 2048, kBq * 128, 1024));
     wgmma_commit();
 
     named_bar_sync(1, 128 * kConsumers);  // both halves of dS^T written (and fenced)
@@ -360,8 +335,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
     for (int j = 0; j < D / 8; ++j) {
       *reinterpret_cast<uint32_t*>(dkr + 8 * j + 2 * t) =
-          pack2<T>(dk[4 * j + 2 * h2] * scale, dk[4 * j + 2 * h2 + 1] * scale);
-      *reinterpret_cast<uint32_t*>(dvr + 8 * j + 2 * t) = pack2<T>(dv[4 * j + 2 * h2], dv[4 * j + 2 * h2 + 1]);
+          Elem<T>::pack(dk[4 * j + 2 * h2] * scale, dk[4 * j + 2 * h2 + 1] * scale);
+      *reinterpret_cast<uint32_t*>(dvr + 8 * j + 2 * t) = Elem<T>::pack(dv[4 * j + 2 * h2], dv[4 * j + 2 * h2 + 1]);
     }
   }
 }
@@ -386,8 +361,8 @@ __global__ void bwd_dq_sm90_convert_kernel(const FlashBwdParams p, const float* 
     const float4 v = reinterpret_cast<const float4*>(dq_acc)[x];
     const float s = p.score.scale;
     T* dq = static_cast<T*>(p.dq) + b * sh.q_stride[0] + h * sh.q_stride[2] + col;
-    if (i < sh.Tq) *reinterpret_cast<uint32_t*>(dq + i * sh.q_stride[1]) = pack2<T>(s * v.x, s * v.y);
-    if (i + 8 < sh.Tq) *reinterpret_cast<uint32_t*>(dq + (i + 8) * sh.q_stride[1]) = pack2<T>(s * v.z, s * v.w);
+    if (i < sh.Tq) *reinterpret_cast<uint32_t*>(dq + i * sh.q_stride[1]) = Elem<T>::pack(s * v.x, s * v.y);
+    if (i + 8 < sh.Tq) *reinterpret_cast<uint32_t*>(dq + (i + 8) * sh.q_stride[1]) = Elem<T>::pack(s * v.z, s * v.w);
   }
 }
 
@@ -545,7 +520,7 @@ __global__ void selftest_bwd_kernel(const __nv_bfloat16* am, const __nv_bfloat16
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
-    for (int x = 0; x < 4; ++x) pa[kk][x] = pack2<Bf>(acc[8 * kk + 2 * x], acc[8 * kk + 2 * x + 1]);
+    for (int x = 0; x < 4; ++x) pa[kk][x] = Elem<Bf>::pack(acc[8 * kk + 2 * x], acc[8 * kk + 2 * x + 1]);
   float o[64];
 #pragma unroll
   for (int i = 0; i < 64; ++i) o[i] = 0.f;

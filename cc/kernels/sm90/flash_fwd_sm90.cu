@@ -51,6 +51,7 @@
 #include <cstring>
 #include <vector>
 
+#include "cc/kernels/common/flash_cuda_common.cuh"  // fast_exp2, Elem<T>::pack
 #include "cc/kernels/common/flash_cuda_internal.h"
 #include "cc/kernels/common/flash_params.h"
 #include "cc/kernels/sm90/sm90_host.cuh"
@@ -81,31 +82,6 @@ struct SmemLayout {
   static constexpr int kBytes = kBars + 8 * (1 + 2 * kStages);
   static constexpr int kAlloc = kBytes + 1024;                // slack to align the base to 1024
 };
-
-__device__ __forceinline__ float ex2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-
-template <typename T>
-__device__ __forceinline__ uint32_t pack2(float lo, float hi);
-template <>
-__device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, float hi) {
-  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<uint32_t*>(&v);
-}
-template <>
-__device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi) {
-  __half2 v = __floats2half2_rn(lo, hi);
-  return *reinterpret_cast<uint32_t*>(&v);
-}
-
-template <typename T, int D>
-__device__ __forceinline__ void wgmma_pv(float (&o)[D / 2], const uint32_t (&a)[4], uint64_t desc) {
-  if constexpr (D == 128) wgmma_rs_m64n128k16_tb(WgmmaType<T>{}, o, a, desc, 1);
-  else wgmma_rs_m64n64k16_tb(WgmmaType<T>{}, o, a, desc, 1);
-}
 
 // Keys visible to row i: [0, key_end(i)) (causal: j <= i + offset; always j < Tk).
 __device__ __forceinline__ int64_t key_end(int64_t i, int64_t tk, bool causal, int64_t off) {
@@ -232,14 +208,14 @@ __global__ void __launch_bounds__(kThreads, 1)
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
       const float m_new = fmaxf(m[h2], mx);
       const float m_use = m_new == -INFINITY ? 0.f : m_new;  // rows with nothing visible yet
-      const float alpha = ex2(m[h2] - m_use);
+      const float alpha = fast_exp2(m[h2] - m_use);
       m[h2] = m_new;
       float sum = 0.f;
 #pragma unroll
       for (int j = 0; j < kBc / 8; ++j) {
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          const float pv = ex2(sacc[4 * j + 2 * h2 + e] - m_use);
+          const float pv = fast_exp2(sacc[4 * j + 2 * h2 + e] - m_use);
           sacc[4 * j + 2 * h2 + e] = pv;
           sum += pv;
         }
@@ -255,17 +231,17 @@ __global__ void __launch_bounds__(kThreads, 1)
     uint32_t pa[kBc / 16][4];
 #pragma unroll
     for (int kk = 0; kk < kBc / 16; ++kk) {
-      pa[kk][0] = pack2<T>(sacc[8 * kk + 0], sacc[8 * kk + 1]);
-      pa[kk][1] = pack2<T>(sacc[8 * kk + 2], sacc[8 * kk + 3]);
-      pa[kk][2] = pack2<T>(sacc[8 * kk + 4], sacc[8 * kk + 5]);
-      pa[kk][3] = pack2<T>(sacc[8 * kk + 6], sacc[8 * kk + 7]);
+      pa[kk][0] = Elem<T>::pack(sacc[8 * kk + 0], sacc[8 * kk + 1]);
+      pa[kk][1] = Elem<T>::pack(sacc[8 * kk + 2], sacc[8 * kk + 3]);
+      pa[kk][2] = Elem<T>::pack(sacc[8 * kk + 4], sacc[8 * kk + 5]);
+      pa[kk][3] = Elem<T>::pack(sacc[8 * kk + 6], sacc[8 * kk + 7]);
     }
     // O += P V: contraction over the tile's keys in k16 steps (16 rows of V = 2048 bytes).
     fence_regs(o);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kBc / 16; ++kk)
-      wgmma_pv<T, D>(o, pa[kk], wgmma_desc(v_tile + kk * 16 * 128, kBc * 128, 1024));
+      wgmma_rs_m64nDk16_tb<T, D>(o, pa[kk], wgmma_desc(v_tile + kk * 16 * 128, kBc * 128, 1024));
     wgmma_commit();
     wgmma_wait<0>();
     fence_regs(o);
@@ -286,7 +262,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
       for (int j = 0; j < D / 8; ++j)
         *reinterpret_cast<uint32_t*>(orow + 8 * j + 2 * t) =
-            pack2<T>(o[4 * j + 2 * h2] * inv, o[4 * j + 2 * h2 + 1] * inv);
+            Elem<T>::pack(o[4 * j + 2 * h2] * inv, o[4 * j + 2 * h2 + 1] * inv);
       if (t == 0)
         p.lse[(static_cast<int64_t>(b) * sh.H + h) * Tq + i] =
             lt > 0.f ? (m[h2] + log2f(lt)) * 0.6931471805599453f : -INFINITY;

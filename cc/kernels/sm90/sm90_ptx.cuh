@@ -223,6 +223,14 @@ __device__ __forceinline__ void wgmma_ss_m64n64k16(WgmmaType<__half>, float (&d)
 }
 
 // Named barrier `id` (1..15; 0 is __syncthreads) over `count` threads (a multiple of 32).
+// acc [64 x D] += A [64 x 16] (registers) B [16 x D] (shared memory, MN-major: the O += P V form
+// and the backward's dV / dK updates), D = 64 or 128.
+template <typename T, int D>
+__device__ __forceinline__ void wgmma_rs_m64nDk16_tb(float (&acc)[D / 2], const uint32_t (&a)[4], uint64_t desc) {
+  if constexpr (D == 128) wgmma_rs_m64n128k16_tb(WgmmaType<T>{}, acc, a, desc, 1);
+  else wgmma_rs_m64n64k16_tb(WgmmaType<T>{}, acc, a, desc, 1);
+}
+
 __device__ __forceinline__ void named_bar_sync(int id, int count) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
 }
