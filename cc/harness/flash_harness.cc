@@ -825,18 +825,18 @@ void set_sm90(int mode) {
 #endif
 }
 
-py::list sm90_selftest() {
-  py::list out;
 #if FA_HAS_SM90
-  const char* names[] = {"tma_load_swizzled_tile", "wgmma_ss_kmajor", "wgmma_rs_mnmajor",
-                         "wgmma_rs_mnmajor_swapped_lbo_sbo", "wgmma_rs_n64"};
-  for (int i = 0; i < 5; ++i) {
+// One dict per building-block self-test of the sm90 kernels: name, pass / FAIL / not run (no
+// sm_90 device), max_err, detail. run(i, &max_err, msg, msg_len) is selftest or bwd_selftest.
+py::list selftest_rows(const char* const* names, int n, int (*run)(int, double*, char*, int)) {
+  py::list out;
+  for (int i = 0; i < n; ++i) {
     char msg[512] = {0};
     double err = 0;
     int rc;
     {
       py::gil_scoped_release nogil;
-      rc = flashattn::cuda::sm90::selftest(i, &err, msg, sizeof(msg));
+      rc = run(i, &err, msg, sizeof(msg));
     }
     py::dict d;
     d["name"] = names[i];
@@ -845,8 +845,18 @@ py::list sm90_selftest() {
     d["detail"] = std::string(msg);
     out.append(d);
   }
-#endif
   return out;
+}
+#endif
+
+py::list sm90_selftest() {
+#if FA_HAS_SM90
+  const char* names[] = {"tma_load_swizzled_tile", "wgmma_ss_kmajor", "wgmma_rs_mnmajor",
+                         "wgmma_rs_mnmajor_swapped_lbo_sbo", "wgmma_rs_n64"};
+  return selftest_rows(names, 5, flashattn::cuda::sm90::selftest);
+#else
+  return py::list();
+#endif
 }
 
 void set_sm90_bwd(int mode) {
@@ -858,29 +868,15 @@ void set_sm90_bwd(int mode) {
 }
 
 py::list sm90_bwd_selftest() {
-  py::list out;
 #if FA_HAS_SM90
   const char* names[] = {"bwd_wgmma_ss_n64_kmajor", "bwd_wgmma_ss_n64_mnmajor_panel0",
                          "bwd_wgmma_ss_n64_mnmajor_panel1", "bwd_wgmma_ss_n64_mnmajor_k64",
                          "bwd_wgmma_rs_from_accumulators"};
   static_assert(sizeof(names) / sizeof(names[0]) == flashattn::cuda::sm90::kBwdSelftests, "names");
-  for (int i = 0; i < flashattn::cuda::sm90::kBwdSelftests; ++i) {
-    char msg[512] = {0};
-    double err = 0;
-    int rc;
-    {
-      py::gil_scoped_release nogil;
-      rc = flashattn::cuda::sm90::bwd_selftest(i, &err, msg, sizeof(msg));
-    }
-    py::dict d;
-    d["name"] = names[i];
-    d["result"] = rc == 1 ? "pass" : rc == 0 ? "FAIL" : "not run";
-    d["max_err"] = err;
-    d["detail"] = std::string(msg);
-    out.append(d);
-  }
+  return selftest_rows(names, flashattn::cuda::sm90::kBwdSelftests, flashattn::cuda::sm90::bwd_selftest);
+#else
+  return py::list();
 #endif
-  return out;
 }
 
 }  // namespace
