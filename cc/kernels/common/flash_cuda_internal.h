@@ -127,8 +127,8 @@ cudaError_t bwd_tf32(const FlashBwdParams& p, const float* dsum, float* dq_acc, 
 // only in builds with FA_HAS_SM90 = 1).
 namespace sm90 {
 // Whether the sm_90a forward (flash_fwd_sm90.cu) takes these params: compute capability 9.0,
-// float16 / bfloat16, D == Dv in {64, 128}, no mask but causal, no dropout / bias / soft-cap,
-// 16-byte aligned tensors and strides.
+// float16 / bfloat16, D == Dv in {64, 128}, index masks (causal, window, lengths, validity) and
+// dropout, no dense mask / bias / soft-cap, 16-byte aligned tensors and strides.
 bool fwd_applies(const FlashFwdParams& p);
 // Its launcher; cudaErrorNotSupported when the tensor maps cannot be made (the caller falls back).
 cudaError_t fwd(const FlashFwdParams& p, cudaStream_t stream);

@@ -1,10 +1,11 @@
-// Hopper-native FlashAttention forward (sm_90a only), a first prototype: float16 / bfloat16,
-// D == Dv in {64, 128}, no mask but causal (any causal_offset: row i sees keys j <= i + offset),
-// no dropout / bias / soft-cap, GQA allowed; q/k/v any strides that are multiples of 8 elements
-// (16 bytes, what TMA needs). The dispatch (flash_cuda_dispatch.cu) takes it through
-// fwd_applies() and falls back to sm80/flash_fwd.cu otherwise. Untested on a GPU at the time of
-// writing: sm90_selftest() (below, exposed by the kernel harness) checks the building blocks one
-// at a time so that a failure says which one.
+// Hopper-native FlashAttention forward (sm_90a only): float16 / bfloat16, D == Dv in {64, 128},
+// GQA allowed; q/k/v any strides that are multiples of 8 elements (16 bytes, what TMA needs).
+// Masks by index, with sm80's semantics (common/flash_cuda_common.cuh): causal (any
+// causal_offset), sliding window, q/k lengths and the [B, Tq] / [B, Tk] validity masks; and
+// dropout (common/flash_dropout.cuh, bit-identical to sm80 and the CPU). A dense mask, bias and
+// soft-cap take sm80's general kernels. The dispatch (flash_cuda_dispatch.cu) takes it through
+// fwd_applies() and falls back to sm80/flash_fwd.cu otherwise. sm90_selftest() (below, exposed
+// by the kernel harness) checks the building blocks one at a time so that a failure says which.
 //
 // Building blocks: hand-written inline PTX (sm90_ptx.cuh), not CuTe/CUTLASS. The pieces this
 // kernel needs are few (mbarrier, one TMA load form, one descriptor form, two wgmma shapes,
@@ -33,11 +34,16 @@
 //   Epilogue: O / l straight from registers to o [B, Tq, H, Dv]; lse = ln2 (m + log2 l), -inf and
 //   O = 0 for rows that see no key (as sm80/flash_fwd_tile.cuh does).
 //   Registers per consumer thread (D = 128): S 64 + O 64 + P 32 floats/words + row state.
-//   Causal: the grid's query tiles run longest first; tiles past the diagonal are not loaded, only
-//   tiles crossing it (or Tk) are masked element-wise.
+//   Masks: the grid's query tiles run longest first. The key tiles a query tile visits are
+//   QueryTileKeys' (the union of its rows' causal / window / length ranges): the producer loads
+//   only those and the consumers loop over the same ones. Per tile and warp, only warps with a
+//   live row whose range does not cover the tile, or with a key failing k_valid, mask element-
+//   wise (invalid rows and rows past q_lengths see no key: O = 0, lse = -inf).
+//   Dropout (the <DROP = true> instantiation): P *= keep * keep_scale after the row sum, one Philox
+//   call per 8 elements on the m16n8 fragment that each warp's part of the m64nN accumulator is.
 // Not yet here (issue 16): the two consumer warpgroups' ping-pong schedule (named barriers), the
 // softmax / next-tile QK^T overlap inside a warpgroup, O stored through shared memory by TMA,
-// a persistent grid with a causal-balancing tile scheduler, and every feature beyond causal.
+// a persistent grid with a causal-balancing tile scheduler, dense mask / bias / soft-cap.
 #include <cuda.h>
 #include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
 #include <cuda_runtime.h>
@@ -50,7 +56,9 @@
 #include <cstring>
 #include <vector>
 
+#include "cc/kernels/common/flash_cuda_common.cuh"  // QueryTileKeys, row_info (the masking rules)
 #include "cc/kernels/common/flash_cuda_internal.h"
+#include "cc/kernels/common/flash_dropout.cuh"      // drop_tile, drop_rows_visit
 #include "cc/kernels/common/flash_params.h"
 #include "cc/kernels/sm90/sm90_ptx.cuh"
 
@@ -105,17 +113,12 @@ __device__ __forceinline__ void wgmma_pv(float (&o)[D / 2], const uint32_t (&a)[
   else wgmma_rs_m64n64k16_tb(WgmmaType<T>{}, o, a, desc, 1);
 }
 
-// Keys visible to row i: [0, key_end(i)) (causal: j <= i + offset; always j < Tk).
-__device__ __forceinline__ int64_t key_end(int64_t i, int64_t tk, bool causal, int64_t off) {
-  int64_t hi = tk;
-  if (causal && i + off + 1 < hi) hi = i + off + 1;
-  return hi < 0 ? 0 : hi;
-}
-
 // q [B, Tq, H, D], k [B, Tk, Hkv, D], v [B, Tk, Hkv, D] through tm_q / tm_k / tm_v (rank 4:
 // d, head, time, batch; boxes {64, 1, 128, 1}); o [B, Tq, H, D] and lse [B, H, Tq] from p.
-// Grid (ceil(Tq / kBr), H, B).
-template <typename T, int D>
+// Grid (ceil(Tq / kBr), H, B). Index masks (causal, window, lengths, [B, Tq] / [B, Tk] validity)
+// at run time; DROP: dropout (a second instantiation, so that the kernel without it carries no
+// Philox code).
+template <typename T, int D, bool DROP>
 __global__ void __launch_bounds__(kThreads, 1)
     flash_fwd_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                           const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ FlashFwdParams p) {
@@ -126,16 +129,17 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint32_t full0 = q_full + 8, empty0 = q_full + 8 * (1 + kStages);
 
   const AttnShape& sh = p.shape;
-  const int64_t Tq = sh.Tq, Tk = sh.Tk;
-  const bool causal = p.mask.causal;
-  const int64_t off = p.mask.causal_offset;
+  const int64_t Tq = sh.Tq;
   const int m_block = gridDim.x - 1 - blockIdx.x;  // longest causal rows first
   const int h = blockIdx.y, b = blockIdx.z;
   const int hkv = h / static_cast<int>(sh.H / sh.Hkv);
   const int64_t m0 = static_cast<int64_t>(m_block) * kBr;
-  const int64_t last_row = (m0 + kBr < Tq ? m0 + kBr : Tq) - 1;
-  const int64_t kend_cta = key_end(last_row, Tk, causal, off);
-  const int n_tiles = static_cast<int>((kend_cta + kBc - 1) / kBc);
+  // The key tiles this query tile visits (sm80's rule: the union of its rows' causal / window /
+  // length ranges, in kBc-key tiles from j_first); producer and consumers loop over the same ones,
+  // tiles outside are neither loaded nor computed.
+  const QueryTileKeys<kBr, kBc> keys(p.mask, sh, b, m0);
+  const int n_tiles = keys.ntiles;
+  const int j_first = static_cast<int>(keys.jstart);
 
   const int wg = threadIdx.x / 128;
   if (threadIdx.x == 0) {
@@ -165,8 +169,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         mbar_arrive_expect_tx(bar, 2 * L::kKVBytes);
 #pragma unroll
         for (int j = 0; j < D / 64; ++j) {
-          tma_load_4d(base + L::kK + s * L::kKVBytes + j * kBc * 128, &tm_k, bar, 64 * j, hkv, n * kBc, b);
-          tma_load_4d(base + L::kV + s * L::kKVBytes + j * kBc * 128, &tm_v, bar, 64 * j, hkv, n * kBc, b);
+          tma_load_4d(base + L::kK + s * L::kKVBytes + j * kBc * 128, &tm_k, bar, 64 * j, hkv, j_first + n * kBc, b);
+          tma_load_4d(base + L::kV + s * L::kKVBytes + j * kBc * 128, &tm_v, bar, 64 * j, hkv, j_first + n * kBc, b);
         }
       }
     }
@@ -177,9 +181,27 @@ __global__ void __launch_bounds__(kThreads, 1)
   setmaxnreg_inc<kConsumerRegs>();
   const int c = wg - 1;
   const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
-  const int64_t row[2] = {m0 + c * 64 + warp * 16 + g, m0 + c * 64 + warp * 16 + g + 8};
-  const int64_t kend[2] = {key_end(row[0], Tk, causal, off), key_end(row[1], Tk, causal, off)};
+  const int64_t wrow0 = m0 + c * 64 + warp * 16;  // this warp's 16 rows
+  const int64_t row[2] = {wrow0 + g, wrow0 + g + 8};
   const float scale_log2 = p.score.scale * 1.4426950408889634f;
+  // Keys [kb, ke) each of this thread's two rows sees (row_info: causal / window / lengths; an
+  // invalid row or one past q_lengths sees none, so it ends with O = 0 and lse = -inf). Rows past
+  // Tq are never written: live = false, they take no part in the masking decision.
+  int kb[2], ke[2];
+  bool live[2];
+#pragma unroll
+  for (int h2 = 0; h2 < 2; ++h2) {
+    const RowInfo ri = row_info(p.mask, sh, b, row[h2], keys.qlim, keys.klim);
+    const int64_t e = ri.ke < keys.klim ? ri.ke : keys.klim;
+    const int64_t s0 = ri.kb < e ? ri.kb : e;  // kb in [0, ke]: an empty range stays empty
+    kb[h2] = ri.ok ? static_cast<int>(s0) : 0;
+    ke[h2] = ri.ok ? static_cast<int>(e) : 0;
+    live[h2] = row[h2] < Tq;
+  }
+  const bool* k_valid = p.mask.k_valid ? p.mask.k_valid + static_cast<int64_t>(b) * sh.Tk : nullptr;
+  const int klim = static_cast<int>(keys.klim);
+  DropTile drop{};
+  if constexpr (DROP) drop = drop_tile(p.dropout, b, h);  // the Philox key, once
 
   float o[D / 2];
 #pragma unroll
@@ -208,15 +230,34 @@ __global__ void __launch_bounds__(kThreads, 1)
     wgmma_wait<0>();
     fence_regs(sacc);
 
-    // Mask keys past Tk or past the causal diagonal (only tiles that cross either).
-    const int64_t n0 = static_cast<int64_t>(n) * kBc;
-    const bool need_mask = n0 + kBc > Tk || (causal && n0 + kBc - 1 > m0 + off);
+    // Masks (sm80's fwd_tile_scores, decided per warp): element (row, col) is visible when
+    // kb(row) <= col < ke(row) and k_valid[col]. Only warps with a live row whose range does not
+    // cover the whole tile, or with a key of the tile invalid, mask per element (an all-true
+    // padding mask costs its byte loads and a vote).
+    const int j0 = j_first + n * kBc;
+    uint32_t kv_bits = 0xffffffffu;  // bit 2 jn + e: key j0 + 8 jn + 2 t + e passes k_valid
+    if (k_valid) {
+      kv_bits = 0;
+#pragma unroll
+      for (int jn = 0; jn < kBc / 8; ++jn)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int col = j0 + 8 * jn + 2 * t + e;
+          kv_bits |= static_cast<uint32_t>(col < klim && k_valid[col]) << (2 * jn + e);
+        }
+    }
+    bool partial = false;
+#pragma unroll
+    for (int h2 = 0; h2 < 2; ++h2) partial |= live[h2] && !(kb[h2] <= j0 && ke[h2] >= j0 + kBc);
+    const bool need_mask = __any_sync(0xffffffffu, partial || kv_bits != 0xffffffffu);
 #pragma unroll
     for (int i = 0; i < kBc / 2; ++i) {
       float x = sacc[i] * scale_log2;
       if (need_mask) {
-        const int64_t col = n0 + 8 * (i / 4) + 2 * t + (i & 1);
-        if (col >= kend[(i / 2) & 1]) x = -INFINITY;
+        const int h2 = (i / 2) & 1;
+        const int jl = 8 * (i / 4) + 2 * t + (i & 1);  // column within the tile
+        const bool vis = jl >= kb[h2] - j0 && jl < ke[h2] - j0 && ((kv_bits >> (2 * (i / 4) + (i & 1))) & 1u);
+        if (!vis) x = -INFINITY;
       }
       sacc[i] = x;
     }
@@ -249,6 +290,13 @@ __global__ void __launch_bounds__(kThreads, 1)
         o[4 * j + 2 * h2 + 1] *= alpha;
       }
     }
+    // Dropout on P after the row sum (sm80's fwd_tile_dropout): the m64nN accumulator gives warp w
+    // rows 16 w + g, 16 w + g + 8 and columns 8 jn + 2 t + e as sacc[4 jn + 2 h2 + e], i.e. the
+    // m16n8 fragment of flash_dropout.cuh with n-tile jn and element 2 h2 + e: one Philox call
+    // per 8 elements (rows {g, g + 8} x keys 2 t + e of 4 n-tiles), the mask of the CPU and sm80.
+    if constexpr (DROP)
+      drop_rows_visit<kBc / 8>(drop, wrow0, j0, g, t,
+                               [&](int nt, int e, bool keep) { sacc[4 * nt + e] *= keep ? drop.scale : 0.f; });
     // P as the A fragments of m64k16: k16 step kk covers S columns 16kk .. 16kk + 15.
     uint32_t pa[kBc / 16][4];
 #pragma unroll
@@ -277,7 +325,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     float lt = l[h2];
     lt += __shfl_xor_sync(0xffffffffu, lt, 1);
     lt += __shfl_xor_sync(0xffffffffu, lt, 2);
-    const float inv = lt > 0.f ? 1.f / lt : 0.f;
+    const bool any = lt > 0.f || lt != lt;  // l = 0: no key visible (O = 0, lse = -inf)
+    const float inv = any ? 1.f / lt : 0.f;
     const int64_t i = row[h2];
     if (i < Tq) {
       T* orow = out + b * sh.o_stride[0] + i * sh.o_stride[1] + h * sh.o_stride[2];
@@ -287,7 +336,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             pack2<T>(o[4 * j + 2 * h2] * inv, o[4 * j + 2 * h2 + 1] * inv);
       if (t == 0)
         p.lse[(static_cast<int64_t>(b) * sh.H + h) * Tq + i] =
-            lt > 0.f ? (m[h2] + log2f(lt)) * 0.6931471805599453f : -INFINITY;
+            any ? (m[h2] + log2f(lt)) * 0.6931471805599453f : -INFINITY;
     }
   }
 }
@@ -353,7 +402,7 @@ bool device_is_sm90() {
   return c == 1;
 }
 
-template <typename T, int D>
+template <typename T, int D, bool DROP>
 cudaError_t launch(const FlashFwdParams& p, cudaStream_t stream) {
   const AttnShape& s = p.shape;
   CUtensorMap tq, tk, tv;
@@ -361,7 +410,7 @@ cudaError_t launch(const FlashFwdParams& p, cudaStream_t stream) {
       !encode_map(&tk, p.dtype, p.k, s.B, s.Tk, s.Hkv, D, s.k_stride, kBc) ||
       !encode_map(&tv, p.dtype, p.v, s.B, s.Tk, s.Hkv, D, s.v_stride, kBc))
     return cudaErrorNotSupported;  // the dispatch falls back to sm80
-  auto kernel = flash_fwd_sm90_kernel<T, D>;
+  auto kernel = flash_fwd_sm90_kernel<T, D, DROP>;
   const int smem = SmemLayout<D>::kAlloc;
   cudaError_t err = set_dynamic_smem(kernel, smem);
   if (err != cudaSuccess) return err;
@@ -395,11 +444,10 @@ bool fwd_applies(const FlashFwdParams& p) {
   if (s.D != s.Dv || (s.D != 128 && s.D != 64)) return false;
   if (s.Tk <= 0 || s.Tq <= 0 || s.Tq > (1ll << 31) - kBr || s.Tk > (1ll << 31) - kBc) return false;
   if (s.H > 65535 || s.B > 65535 || s.Hkv <= 0 || s.H % s.Hkv != 0) return false;
-  const MaskParams& m = p.mask;
-  if (m.window_left >= 0 || m.window_right >= 0 || m.mask || m.q_lengths || m.k_lengths || m.q_valid ||
-      m.k_valid)
-    return false;
-  if (p.score.softcap != 0.f || p.score.bias || p.dropout.rate > 0.f) return false;
+  // Index masks (causal, window, lengths, [B, Tq] / [B, Tk] validity) and dropout run here; a dense
+  // mask, bias and soft-cap take sm80's general kernels.
+  if (p.mask.mask || p.score.softcap != 0.f || p.score.bias) return false;
+  if (p.dropout.rate > 0.f && !p.dropout.seed) return false;
   // TMA: 16-byte aligned bases and strides (o is written with 4-byte stores: vec8 covers it too).
   if (!vec8(s, p.q, p.k, p.v, p.o)) return false;
   for (int i = 0; i < 3; ++i)
@@ -407,10 +455,16 @@ bool fwd_applies(const FlashFwdParams& p) {
   return device_is_sm90();
 }
 
-cudaError_t fwd(const FlashFwdParams& p, cudaStream_t stream) {
+template <bool DROP>
+cudaError_t fwd_drop(const FlashFwdParams& p, cudaStream_t stream) {
   const bool bf16 = p.dtype == DType::kBFloat16;
-  if (p.shape.D == 128) return bf16 ? launch<__nv_bfloat16, 128>(p, stream) : launch<__half, 128>(p, stream);
-  return bf16 ? launch<__nv_bfloat16, 64>(p, stream) : launch<__half, 64>(p, stream);
+  if (p.shape.D == 128)
+    return bf16 ? launch<__nv_bfloat16, 128, DROP>(p, stream) : launch<__half, 128, DROP>(p, stream);
+  return bf16 ? launch<__nv_bfloat16, 64, DROP>(p, stream) : launch<__half, 64, DROP>(p, stream);
+}
+
+cudaError_t fwd(const FlashFwdParams& p, cudaStream_t stream) {
+  return p.dropout.rate > 0.f ? fwd_drop<true>(p, stream) : fwd_drop<false>(p, stream);
 }
 
 // ---- Self-test of the building blocks --------------------------------------------------------
