@@ -2,7 +2,8 @@
 without TensorFlow, on an H100/H200 (python3 with torch, triton and pybind11):
 
   ARCHS=90 bash benchmarks/build_harness.sh
-  python3 benchmarks/sm90_check.py --phase selftest|numerics|bench|sanitize [--lib DIR] [--out DIR]
+  python3 benchmarks/sm90_check.py --phase selftest|numerics|bench|sanitize|variants|vbench|vsanitize
+      [--lib DIR] [--out DIR]
 
 Phases (each its own process in `gpu_run.sh sm90`, under a timeout, so a hang in one still leaves the
 others' answers):
@@ -31,6 +32,16 @@ others' answers):
             each sequence padded (FA2 without a mask: it takes none), each against sm80 and against
             sm90 without the feature.
   sanitize  one small odd case per dtype / causal setting, for compute-sanitizer.
+  variants  the candidate schedules of the plain D = 128 kernel (flash_fwd_sm90.cu's kSched, picked by
+            set_sm90_fwd_variant; 0 is the default): every NUM_CASES case at D = 128 without dropout,
+            bf16 and fp16, for each variant 1 .. n-1 against the float64 reference (the same bar as
+            numerics), plus whether the variant really ran (last_fwd_variant) and whether its O and lse
+            equal variant 0's bit for bit (expected: every variant does the same arithmetic in the
+            same order).
+  vbench    TFLOP/s of every variant at D = 128, H = 16, T in {4096, 16384} (B*T = 16384), causal and
+            not, bf16, next to FlashAttention-2 and cuDNN (torch SDPA) and our sm80 forward; variant 0
+            timed first and again last (drift).
+  vsanitize small odd D = 128 cases for each variant 1 .. n-1, for compute-sanitizer.
 Writes OUT/sm90_<phase>.json.
 """
 import argparse
@@ -337,6 +348,144 @@ def phase_bench(h, log, quick):
     return rows
 
 
+VARIANT_CASES = [c for c in NUM_CASES if c["D"] == 128 and not c.get("dropout")]
+
+
+def variant_names(h):
+    n = h.m.sm90_info().get("fwd_variants", 1)
+    return list(range(1, n))
+
+
+def phase_variants(h, log, cases, dtypes):
+    """Each case: the float64 / same-precision references once, variant 0, then each other variant."""
+    rows = []
+    gen = torch.Generator(device=DEV)
+    gen.manual_seed(0)
+    variants = variant_names(h)
+    if not variants:
+        print("VARIANTS none: harness without sm90 schedules", file=log, flush=True)
+        return rows
+    h.m.set_sm90(1)
+    for c in cases:
+        for dt in dtypes:
+            dname = str(dt).split(".")[-1]
+            t = inputs(c, dt, gen)
+            tr = poisoned(c, t) if c.get("poison") else t
+            ref = reference(c, t, torch.float64, None)
+            low = reference(c, t, dt, None)
+            h.m.set_sm90_fwd_variant(0)
+            run_fwd(h, c, tr)
+            v0 = {"o": tr["o"].clone(), "lse": tr["lse"].clone()}
+            for v in variants:
+                h.m.set_sm90_fwd_variant(v)
+                n0 = h.m.sm90_info()["fwd_launches"]
+                run_fwd(h, c, tr)
+                info = h.m.sm90_info()
+                took = info["fwd_launches"] - n0
+                ran = info["last_fwd_variant"]
+                ours = {"o": tr["o"], "lse": tr["lse"]}
+                bitwise = bool(torch.equal(ours["o"], v0["o"]) and torch.equal(ours["lse"], v0["lse"]))
+                row = dict(case=c["name"], dtype=dname, variant=v, ran_variant=ran, sm90_launched=int(took),
+                           bitwise_vs_v0=bitwise)
+                ok = took == 1 and ran == v
+                for name in ("o", "lse"):
+                    e = err(ours[name], ref[name])
+                    el = err(low[name], ref[name])
+                    fin = torch.isfinite(ref[name])
+                    scale = max(1.0, float(ref[name][fin].abs().max())) if bool(fin.any()) else 1.0
+                    floor = {torch.float16: 2e-3, torch.bfloat16: 1e-2}[dt]
+                    good = e[0] <= 2.0 * el[0] + floor * scale
+                    ok &= good
+                    row[name] = dict(max=e[0], torch_max=el[0], ok=good)
+                    if not good and name == "o":
+                        d = (ours["o"].double() - ref["o"]).abs().amax(-1)  # [B, Tq, H]
+                        bad = (d > 2.0 * el[0] + floor * scale) | ~torch.isfinite(d)
+                        idx = bad.nonzero()
+                        row["o_bad_rows"] = int(bad.sum())
+                        row["o_first_bad"] = idx[0].tolist() if len(idx) else None
+                row["ok"] = bool(ok)
+                rows.append(row)
+                print(f"{'PASS' if ok else 'FAIL'} v{v} {c['name']:<22} {dname:<9} o={row['o']['max']:.2e} "
+                      f"(torch {row['o']['torch_max']:.2e}) lse={row['lse']['max']:.2e} bitwise_vs_v0={bitwise}"
+                      f"{'' if took == 1 and ran == v else f' (ran variant {ran}, {took} launches)'}"
+                      f"{' bad_rows=%s first=%s' % (row['o_bad_rows'], row['o_first_bad']) if 'o_bad_rows' in row else ''}",
+                      file=log, flush=True)
+            del t, tr, ref, low, v0
+    h.m.set_sm90_fwd_variant(-1)
+    h.m.set_sm90(-1)
+    for v in variants:
+        vr = [r for r in rows if r["variant"] == v]
+        print(f"variant {v}: {sum(r['ok'] for r in vr)} / {len(vr)} pass, "
+              f"{sum(r['bitwise_vs_v0'] for r in vr)} / {len(vr)} bitwise equal to variant 0", file=log, flush=True)
+    return rows
+
+
+def sdpa_fwd_ms(t, causal):
+    """Forward milliseconds of torch SDPA's FlashAttention-2 and cuDNN backends (inputs requiring grad,
+    as torch_sdpa_ms, so the figures match the bench phase's)."""
+    import triton.testing as tt
+    import torch.nn.functional as F
+    from torch.nn.attention import sdpa_kernel, SDPBackend
+    r = {}
+    qh, kh, vh = (x.permute(0, 2, 1, 3).contiguous().requires_grad_() for x in (t["q"], t["k"], t["v"]))
+    for name, be in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
+        try:
+            with sdpa_kernel(be):
+                r[f"{name}_fwd_ms"] = tt.do_bench(lambda: F.scaled_dot_product_attention(qh, kh, vh, is_causal=causal),
+                                                  warmup=25, rep=100, return_mode="median")
+        except Exception as e:  # noqa
+            r[f"{name}_error"] = str(e)[:100]
+    return r
+
+
+def phase_vbench(h, log):
+    import triton.testing as tt
+    rows = []
+    variants = [0] + variant_names(h)
+    D, H = 128, 16
+    for T in (4096, 16384):
+        for causal in (False, True):
+            B = 16384 // T
+            c = dict(B=B, Tq=T, Tk=T, H=H, D=D, causal=causal)
+            gen = torch.Generator(device=DEV)
+            gen.manual_seed(1)
+            t = make_inputs(c, torch.bfloat16, gen)
+            fl = 4 * B * H * T * T * D / (2 if causal else 1)
+            r = dict(B=B, T=T, H=H, D=D, causal=causal, dtype="bfloat16")
+            h.m.set_sm90(1)
+            for v in variants + [0]:
+                h.m.set_sm90_fwd_variant(v)
+                run_fwd(h, c, t)
+                ran = h.m.sm90_info()["last_fwd_variant"]
+                ms = tt.do_bench(lambda: h.fwd(c, t), warmup=25, rep=100, return_mode="median")
+                key = f"v{v}_fwd_ms" if f"v{v}_fwd_ms" not in r else f"v{v}_again_fwd_ms"
+                r[key] = ms
+                if ran != v:
+                    r[f"v{v}_ran"] = ran
+            h.m.set_sm90_fwd_variant(-1)
+            h.m.set_sm90(0)
+            r["sm80_fwd_ms"] = tt.do_bench(lambda: h.fwd(c, t), warmup=25, rep=100, return_mode="median")
+            h.m.set_sm90(-1)
+            r.update(sdpa_fwd_ms(t, causal))
+            for k in list(r):
+                if k.endswith("_fwd_ms"):
+                    r[k.replace("_ms", "_tflops")] = round(fl / r[k] / 1e9, 1)
+            rows.append(r)
+            print("VBENCH " + json.dumps(r), file=log, flush=True)
+            del t
+    names = [f"v{v}" for v in variants] + ["v0_again", "sm80", "flash", "cudnn"]
+    print("\nTFLOP/s forward, D = 128, bf16, by schedule (v0 = default; v0_again: v0 timed last)", file=log)
+    print("  T      causal " + " ".join(f"{n:<8}" for n in names) + " best/cuDNN", file=log)
+    for r in rows:
+        vals = [r.get(f"{n}_fwd_tflops") for n in names]
+        best = max(r.get(f"v{v}_fwd_tflops", 0) for v in variants)
+        cu = r.get("cudnn_fwd_tflops")
+        print(f"  {r['T']:<6} {int(r['causal']):<6} " + " ".join(f"{v if v else '-':<8}" for v in vals) +
+              f" {round(best / cu, 2) if cu else '-'}" +
+              "".join(f"  (v{v} ran {r[f'v{v}_ran']})" for v in variants if f"v{v}_ran" in r), file=log, flush=True)
+    return rows
+
+
 def bench_features(h, log, quick, plain_rows):
     """D = 128, bf16, not causal: dropout 0.1, an all-true key mask, a key mask with 10 % padding."""
     import triton.testing as tt
@@ -388,7 +537,8 @@ def bench_features(h, log, quick, plain_rows):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--phase", required=True, choices=("selftest", "numerics", "bench", "sanitize"))
+    ap.add_argument("--phase", required=True,
+                    choices=("selftest", "numerics", "bench", "sanitize", "variants", "vbench", "vsanitize"))
     ap.add_argument("--lib", default=".harness_build")
     ap.add_argument("--out", default=None)
     ap.add_argument("--quick", action="store_true")
@@ -406,6 +556,15 @@ def main():
         cases = [c for c in NUM_CASES if c["name"] in ("odd_d128", "odd_d128_causal_br", "empty_rows_causal", "odd_d64",
                                                         "qk_valid_d128", "causal_window_lengths", "dropout_masks")]
         rows = phase_numerics(h, log, cases, (torch.bfloat16,))
+    elif args.phase == "variants":
+        rows = phase_variants(h, log, VARIANT_CASES, (torch.bfloat16, torch.float16))
+        print(f"variants: {sum(r['ok'] for r in rows)} / {len(rows)} pass", file=log, flush=True)
+    elif args.phase == "vsanitize":
+        cases = [c for c in VARIANT_CASES if c["name"] in ("odd_d128_causal_br", "empty_rows_causal",
+                                                            "causal_window_lengths")]
+        rows = phase_variants(h, log, cases, (torch.bfloat16,))
+    elif args.phase == "vbench":
+        rows = phase_vbench(h, log)
     else:
         rows = phase_bench(h, log, args.quick)
     if args.out:

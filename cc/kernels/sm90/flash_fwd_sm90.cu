@@ -41,9 +41,13 @@
 //   wise (invalid rows and rows past q_lengths see no key: O = 0, lse = -inf).
 //   Dropout (the <DROP = true> instantiation): P *= keep * keep_scale after the row sum, one Philox
 //   call per 8 elements on the m16n8 fragment that each warp's part of the m64nN accumulator is.
-// Not yet here (issue 16): the two consumer warpgroups' ping-pong schedule (named barriers), the
-// softmax / next-tile QK^T overlap inside a warpgroup, O stored through shared memory by TMA,
-// a persistent grid with a causal-balancing tile scheduler, dense mask / bias / soft-cap.
+// Candidate schedules (kSched below; the plain kernel at D = 128 only, picked at run time by
+// TF_FLASHATTN_SM90_FWD_VARIANT or the harness's set_sm90_fwd_variant, default 0 = the schedule
+// above): 3 K/V stages, the softmax / next-tile QK^T overlap inside a warpgroup, the two consumer
+// warpgroups' ping-pong (named barriers), O stored through shared memory by TMA. Untimed until
+// `gpu_run.sh sm90` (phases variants, vbench) has run them.
+// Not yet here (issue 16): a persistent grid with a causal-balancing tile scheduler, dense mask /
+// bias / soft-cap.
 #include <cuda.h>
 #include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
 #include <cuda_runtime.h>
@@ -69,14 +73,40 @@ namespace {
 
 constexpr int kBr = 128;      // query rows per CTA (64 per consumer warpgroup)
 constexpr int kBc = 128;      // keys per K/V tile
-constexpr int kStages = 2;    // K/V ring depth
 constexpr int kConsumers = 2; // consumer warpgroups
 constexpr int kThreads = 128 * (1 + kConsumers);
 constexpr int kProducerRegs = 24;
 constexpr int kConsumerRegs = 240;
 static_assert(128 * kProducerRegs + 128 * kConsumers * kConsumerRegs <= 65536, "register file");
 
-template <int D>
+// Schedules of the consumer warpgroups, chosen at run time by fwd_variant() for the plain (no-dropout)
+// kernel at D = 128; every other instantiation, and the default, is variant 0, the schedule measured
+// on the H200 (dab104b). The others are candidates to time against it (FlashAttention-3's ideas):
+//   stages     K/V ring depth (3 at D = 128: 32 KiB Q + 3 x 64 KiB K/V = 224 KiB of the 227 allowed)
+//   overlap    inside a warpgroup, S_{n+1} = Q K_{n+1}^T and O += P_n V_n are issued together and the
+//              softmax of S_{n+1} runs while the P V product is still on the tensor cores (wgmma
+//              wait_group 1); the P V of a tile overlaps the next tile's softmax
+//   pingpong   (with overlap) the two consumer warpgroups take turns issuing their products (named
+//              barriers 1 and 2), so that one's softmax runs while the other's products do
+//   tma_store  O written into the warpgroup's (then idle) Q rows in shared memory and stored by TMA
+// The arithmetic is the same in every variant, in the same order: O and lse are expected to match
+// variant 0 bit for bit.
+struct Sched {
+  int stages;
+  bool overlap, pingpong, tma_store;
+};
+constexpr Sched kSched[] = {
+    {2, false, false, false},  // 0: the default
+    {3, false, false, false},  // 1
+    {2, true, false, false},   // 2
+    {2, true, true, false},    // 3
+    {3, true, true, false},    // 4
+    {3, true, true, true},     // 5
+    {2, true, true, true},     // 6
+};
+constexpr int kNumVariants = sizeof(kSched) / sizeof(kSched[0]);
+
+template <int D, int kStages = 2>
 struct SmemLayout {
   static constexpr int kQBytes = kBr * D * 2;
   static constexpr int kKVBytes = kBc * D * 2;
@@ -87,6 +117,7 @@ struct SmemLayout {
   static constexpr int kBytes = kBars + 8 * (1 + 2 * kStages);
   static constexpr int kAlloc = kBytes + 1024;                // slack to align the base to 1024
 };
+static_assert(SmemLayout<128, 3>::kAlloc <= 227 * 1024, "3 stages at D = 128 exceed the opt-in shared memory");
 
 __device__ __forceinline__ float ex2(float x) {
   float y;
@@ -117,12 +148,17 @@ __device__ __forceinline__ void wgmma_pv(float (&o)[D / 2], const uint32_t (&a)[
 // d, head, time, batch; boxes {64, 1, 128, 1}); o [B, Tq, H, D] and lse [B, H, Tq] from p.
 // Grid (ceil(Tq / kBr), H, B). Index masks (causal, window, lengths, [B, Tq] / [B, Tk] validity)
 // at run time; DROP: dropout (a second instantiation, so that the kernel without it carries no
-// Philox code).
-template <typename T, int D, bool DROP>
+// Philox code). V: the schedule (kSched; not with DROP). tm_o (box {64, 1, 64, 1}) is used only by
+// the tma_store schedules.
+template <typename T, int D, bool DROP, int V>
 __global__ void __launch_bounds__(kThreads, 1)
     flash_fwd_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
-                          const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ FlashFwdParams p) {
-  using L = SmemLayout<D>;
+                          const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_o,
+                          const __grid_constant__ FlashFwdParams p) {
+  constexpr Sched kS = kSched[V];
+  constexpr int kStages = kS.stages;
+  static_assert(!DROP || V == 0, "the dropout kernel keeps the default schedule");
+  using L = SmemLayout<D, kStages>;
   extern __shared__ uint8_t smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
   const uint32_t q_full = base + L::kBars;
@@ -208,17 +244,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
 
-  if (n_tiles > 0) mbar_wait(q_full, 0);
   const uint32_t q_tile = base + L::kQ + c * 64 * 128;  // this warpgroup's 64 rows in each panel
-  for (int n = 0; n < n_tiles; ++n) {
-    const int s = n % kStages;
-    mbar_wait(full0 + 8 * s, (n / kStages) & 1);
-    const uint32_t k_tile = base + L::kK + s * L::kKVBytes;
-    const uint32_t v_tile = base + L::kV + s * L::kKVBytes;
-
-    // S = Q K^T: [64 x kBc], contraction over D in k16 steps.
-    float sacc[kBc / 2];
-    wgmma_fence();
+  // S = Q K^T for the tile at k_tile: [64 x kBc], contraction over D in k16 steps (issue only).
+  auto issue_qk = [&](float (&sacc)[kBc / 2], uint32_t k_tile) {
 #pragma unroll
     for (int k = 0; k < D / 16; ++k) {
       const uint32_t koff = (k % 4) * 32;  // k16 step within the 128-byte row
@@ -226,15 +254,20 @@ __global__ void __launch_bounds__(kThreads, 1)
       const uint64_t db = wgmma_desc(k_tile + (k / 4) * kBc * 128 + koff, 16, 1024);
       wgmma_ss_m64n128k16(WgmmaType<T>{}, sacc, da, db, k > 0);
     }
-    wgmma_commit();
-    wgmma_wait<0>();
-    fence_regs(sacc);
-
+  };
+  // O += P V: contraction over the tile's keys in k16 steps (16 rows of V = 2048 bytes; issue only).
+  auto issue_pv = [&](const uint32_t (&pa)[kBc / 16][4], uint32_t v_tile) {
+#pragma unroll
+    for (int kk = 0; kk < kBc / 16; ++kk)
+      wgmma_pv<T, D>(o, pa[kk], wgmma_desc(v_tile + kk * 16 * 128, kBc * 128, 1024));
+  };
+  // Masks, scale and online softmax of the S tile of keys j0 .. j0 + kBc - 1: sacc becomes the
+  // unnormalized P, m and l move on, and alpha[h2] is the factor O's rows h2 must be scaled by.
+  auto softmax_tile = [&](float (&sacc)[kBc / 2], int j0, float (&alpha)[2]) {
     // Masks (sm80's fwd_tile_scores, decided per warp): element (row, col) is visible when
     // kb(row) <= col < ke(row) and k_valid[col]. Only warps with a live row whose range does not
     // cover the whole tile, or with a key of the tile invalid, mask per element (an all-true
     // padding mask costs its byte loads and a vote).
-    const int j0 = j_first + n * kBc;
     uint32_t kv_bits = 0xffffffffu;  // bit 2 jn + e: key j0 + 8 jn + 2 t + e passes k_valid
     if (k_valid) {
       kv_bits = 0;
@@ -271,7 +304,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
       const float m_new = fmaxf(m[h2], mx);
       const float m_use = m_new == -INFINITY ? 0.f : m_new;  // rows with nothing visible yet
-      const float alpha = ex2(m[h2] - m_use);
+      alpha[h2] = ex2(m[h2] - m_use);
       m[h2] = m_new;
       float sum = 0.f;
 #pragma unroll
@@ -283,22 +316,20 @@ __global__ void __launch_bounds__(kThreads, 1)
           sum += pv;
         }
       }
-      l[h2] = l[h2] * alpha + sum;  // this thread's partial sum; the quad reduces at the end
+      l[h2] = l[h2] * alpha[h2] + sum;  // this thread's partial sum; the quad reduces at the end
+    }
+  };
+  auto rescale_o = [&](const float (&alpha)[2]) {
+#pragma unroll
+    for (int h2 = 0; h2 < 2; ++h2)
 #pragma unroll
       for (int j = 0; j < D / 8; ++j) {
-        o[4 * j + 2 * h2] *= alpha;
-        o[4 * j + 2 * h2 + 1] *= alpha;
+        o[4 * j + 2 * h2] *= alpha[h2];
+        o[4 * j + 2 * h2 + 1] *= alpha[h2];
       }
-    }
-    // Dropout on P after the row sum (sm80's fwd_tile_dropout): the m64nN accumulator gives warp w
-    // rows 16 w + g, 16 w + g + 8 and columns 8 jn + 2 t + e as sacc[4 jn + 2 h2 + e], i.e. the
-    // m16n8 fragment of flash_dropout.cuh with n-tile jn and element 2 h2 + e: one Philox call
-    // per 8 elements (rows {g, g + 8} x keys 2 t + e of 4 n-tiles), the mask of the CPU and sm80.
-    if constexpr (DROP)
-      drop_rows_visit<kBc / 8>(drop, wrow0, j0, g, t,
-                               [&](int nt, int e, bool keep) { sacc[4 * nt + e] *= keep ? drop.scale : 0.f; });
-    // P as the A fragments of m64k16: k16 step kk covers S columns 16kk .. 16kk + 15.
-    uint32_t pa[kBc / 16][4];
+  };
+  // P as the A fragments of m64k16: k16 step kk covers S columns 16kk .. 16kk + 15.
+  auto pack_p = [&](uint32_t (&pa)[kBc / 16][4], const float (&sacc)[kBc / 2]) {
 #pragma unroll
     for (int kk = 0; kk < kBc / 16; ++kk) {
       pa[kk][0] = pack2<T>(sacc[8 * kk + 0], sacc[8 * kk + 1]);
@@ -306,37 +337,153 @@ __global__ void __launch_bounds__(kThreads, 1)
       pa[kk][2] = pack2<T>(sacc[8 * kk + 4], sacc[8 * kk + 5]);
       pa[kk][3] = pack2<T>(sacc[8 * kk + 6], sacc[8 * kk + 7]);
     }
-    // O += P V: contraction over the tile's keys in k16 steps (16 rows of V = 2048 bytes).
+  };
+
+  if (n_tiles > 0) mbar_wait(q_full, 0);
+  if constexpr (!kS.overlap) {
+    // One tile at a time: S, softmax, O += P V, each waited for before the next.
+    for (int n = 0; n < n_tiles; ++n) {
+      const int s = n % kStages;
+      mbar_wait(full0 + 8 * s, (n / kStages) & 1);
+      float sacc[kBc / 2];
+      wgmma_fence();
+      issue_qk(sacc, base + L::kK + s * L::kKVBytes);
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_regs(sacc);
+      const int j0 = j_first + n * kBc;
+      float alpha[2];
+      softmax_tile(sacc, j0, alpha);
+      rescale_o(alpha);
+      // Dropout on P after the row sum (sm80's fwd_tile_dropout): the m64nN accumulator gives warp w
+      // rows 16 w + g, 16 w + g + 8 and columns 8 jn + 2 t + e as sacc[4 jn + 2 h2 + e], i.e. the
+      // m16n8 fragment of flash_dropout.cuh with n-tile jn and element 2 h2 + e: one Philox call
+      // per 8 elements (rows {g, g + 8} x keys 2 t + e of 4 n-tiles), the mask of the CPU and sm80.
+      if constexpr (DROP)
+        drop_rows_visit<kBc / 8>(drop, wrow0, j0, g, t,
+                                 [&](int nt, int e, bool keep) { sacc[4 * nt + e] *= keep ? drop.scale : 0.f; });
+      uint32_t pa[kBc / 16][4];
+      pack_p(pa, sacc);
+      fence_regs(o);
+      wgmma_fence();
+      issue_pv(pa, base + L::kV + s * L::kKVBytes);
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_regs(o);
+      mbar_arrive(empty0 + 8 * s);  // this thread is done reading stage s
+    }
+  } else if (n_tiles > 0) {
+    // Round 0 issues S_0; round n (1 <= n < N) issues S_n and O += P_{n-1} V_{n-1} together, then
+    // runs the softmax of S_n while the P V product is still on the tensor cores; round N issues
+    // the last P V. Ping-pong: warpgroup c waits on named barrier 1 + c (256 threads: its own 128
+    // and the other's 128 arrivals) before issuing a round, and arrives on the other's barrier after
+    // issuing it. Consumer 1 opens consumer 0's first turn and skips its own last arrival, so that
+    // each barrier gets exactly N + 1 phases of 256 threads.
+    const int last_round = n_tiles;
+    auto turn_begin = [&]() {
+      if constexpr (kSched[V].pingpong) named_bar_sync(1 + c, 256);
+    };
+    auto turn_end = [&](int r) {
+      if constexpr (kSched[V].pingpong)
+        if (!(c == 1 && r == last_round)) named_bar_arrive(2 - c, 256);
+    };
+    if constexpr (kS.pingpong)
+      if (c == 1) named_bar_arrive(1, 256);
+    float sacc[kBc / 2];
+    uint32_t pa[kBc / 16][4];
+    float alpha[2];
+    mbar_wait(full0, 0);
+    turn_begin();
+    wgmma_fence();
+    issue_qk(sacc, base + L::kK);
+    wgmma_commit();
+    turn_end(0);
+    wgmma_wait<0>();
+    fence_regs(sacc);
+    softmax_tile(sacc, j_first, alpha);  // O is still zero: nothing to rescale
+    pack_p(pa, sacc);
+    for (int n = 1; n < n_tiles; ++n) {
+      const int s = n % kStages, sp = (n - 1) % kStages;
+      mbar_wait(full0 + 8 * s, (n / kStages) & 1);
+      turn_begin();
+      fence_regs(o);
+      wgmma_fence();
+      issue_qk(sacc, base + L::kK + s * L::kKVBytes);
+      wgmma_commit();
+      issue_pv(pa, base + L::kV + sp * L::kKVBytes);
+      wgmma_commit();
+      turn_end(n);
+      wgmma_wait<1>();  // S_n is done (groups complete in order); P_{n-1} V_{n-1} may still run
+      fence_regs(sacc);
+      softmax_tile(sacc, j_first + n * kBc, alpha);
+      wgmma_wait<0>();
+      fence_regs(o);
+      fence_regs(pa);  // P_{n-1} stays allocated until its product is done
+      mbar_arrive(empty0 + 8 * sp);  // this thread is done reading stage sp
+      rescale_o(alpha);
+      pack_p(pa, sacc);
+    }
+    const int sl = (n_tiles - 1) % kStages;
+    turn_begin();
     fence_regs(o);
     wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < kBc / 16; ++kk)
-      wgmma_pv<T, D>(o, pa[kk], wgmma_desc(v_tile + kk * 16 * 128, kBc * 128, 1024));
+    issue_pv(pa, base + L::kV + sl * L::kKVBytes);
     wgmma_commit();
+    turn_end(last_round);
     wgmma_wait<0>();
     fence_regs(o);
-    mbar_arrive(empty0 + 8 * s);  // this thread is done reading stage s
+    fence_regs(pa);
+    mbar_arrive(empty0 + 8 * sl);
   }
 
   // Epilogue: O / l into o [B, Tq, H, D]; lse [B, H, Tq].
-  T* out = static_cast<T*>(p.o);
+  float inv[2];
 #pragma unroll
   for (int h2 = 0; h2 < 2; ++h2) {
     float lt = l[h2];
     lt += __shfl_xor_sync(0xffffffffu, lt, 1);
     lt += __shfl_xor_sync(0xffffffffu, lt, 2);
     const bool any = lt > 0.f || lt != lt;  // l = 0: no key visible (O = 0, lse = -inf)
-    const float inv = any ? 1.f / lt : 0.f;
+    inv[h2] = any ? 1.f / lt : 0.f;
     const int64_t i = row[h2];
-    if (i < Tq) {
-      T* orow = out + b * sh.o_stride[0] + i * sh.o_stride[1] + h * sh.o_stride[2];
+    if (i < Tq && t == 0)
+      p.lse[(static_cast<int64_t>(b) * sh.H + h) * Tq + i] =
+          any ? (m[h2] + log2f(lt)) * 0.6931471805599453f : -INFINITY;
+  }
+  if constexpr (kS.tma_store) {
+    // Through shared memory: this warpgroup's 64 rows of the Q tile are idle now (its last S product
+    // is done; the other warpgroup reads only its own rows), so O goes there in the swizzled layout
+    // and one thread stores each 64-column panel with TMA (rows past Tq are clipped by the copy
+    // engine). Bank-conflict free: a warp's 8 rows g land in 8 distinct 16-byte chunks.
+#pragma unroll
+    for (int h2 = 0; h2 < 2; ++h2) {
+      const int r = c * 64 + warp * 16 + g + 8 * h2;  // row within the CTA's kBr
 #pragma unroll
       for (int j = 0; j < D / 8; ++j)
-        *reinterpret_cast<uint32_t*>(orow + 8 * j + 2 * t) =
-            pack2<T>(o[4 * j + 2 * h2] * inv, o[4 * j + 2 * h2 + 1] * inv);
-      if (t == 0)
-        p.lse[(static_cast<int64_t>(b) * sh.H + h) * Tq + i] =
-            any ? (m[h2] + log2f(lt)) * 0.6931471805599453f : -INFINITY;
+        st_shared_u32(base + L::kQ + swz128_offset(kBr, r, 8 * j + 2 * t),
+                      pack2<T>(o[4 * j + 2 * h2] * inv[h2], o[4 * j + 2 * h2 + 1] * inv[h2]));
+    }
+    fence_proxy_async();
+    named_bar_sync(3 + c, 128);
+    if (tid == 0 && m0 + c * 64 < Tq) {
+#pragma unroll
+      for (int j = 0; j < D / 64; ++j)
+        tma_store_4d(&tm_o, q_tile + j * kBr * 128, 64 * j, h, static_cast<int>(m0) + c * 64, b);
+      bulk_commit();
+      bulk_wait<0>();  // shared memory stays until the copy engine has read it
+    }
+  } else {
+    T* out = static_cast<T*>(p.o);
+#pragma unroll
+    for (int h2 = 0; h2 < 2; ++h2) {
+      const int64_t i = row[h2];
+      if (i < Tq) {
+        T* orow = out + b * sh.o_stride[0] + i * sh.o_stride[1] + h * sh.o_stride[2];
+#pragma unroll
+        for (int j = 0; j < D / 8; ++j)
+          *reinterpret_cast<uint32_t*>(orow + 8 * j + 2 * t) =
+              pack2<T>(o[4 * j + 2 * h2] * inv[h2], o[4 * j + 2 * h2 + 1] * inv[h2]);
+      }
     }
   }
 }
@@ -385,6 +532,8 @@ bool encode_map(CUtensorMap* map, DType dt, const void* ptr, int64_t B, int64_t 
 
 std::atomic<int64_t> g_launches{0};
 std::atomic<int> g_override{-1};
+std::atomic<int> g_variant_override{-1};
+std::atomic<int> g_last_variant{-1};
 
 bool device_is_sm90() {
   static int cached[64] = {0};  // 0 unknown, 1 yes, 2 no
@@ -402,24 +551,49 @@ bool device_is_sm90() {
   return c == 1;
 }
 
-template <typename T, int D, bool DROP>
+template <typename T, int D, bool DROP, int V = 0>
 cudaError_t launch(const FlashFwdParams& p, cudaStream_t stream) {
+  constexpr Sched kS = kSched[V];
   const AttnShape& s = p.shape;
-  CUtensorMap tq, tk, tv;
+  CUtensorMap tq, tk, tv, to;
   if (!encode_map(&tq, p.dtype, p.q, s.B, s.Tq, s.H, D, s.q_stride, kBr) ||
       !encode_map(&tk, p.dtype, p.k, s.B, s.Tk, s.Hkv, D, s.k_stride, kBc) ||
       !encode_map(&tv, p.dtype, p.v, s.B, s.Tk, s.Hkv, D, s.v_stride, kBc))
     return cudaErrorNotSupported;  // the dispatch falls back to sm80
-  auto kernel = flash_fwd_sm90_kernel<T, D, DROP>;
-  const int smem = SmemLayout<D>::kAlloc;
+  if constexpr (kS.tma_store) {
+    // o [B, Tq, H, D] in boxes of one warpgroup's 64 rows; the default schedule when the map fails.
+    if (!encode_map(&to, p.dtype, p.o, s.B, s.Tq, s.H, D, s.o_stride, 64)) return launch<T, D, DROP, 0>(p, stream);
+  } else {
+    to = tq;  // unused
+  }
+  auto kernel = flash_fwd_sm90_kernel<T, D, DROP, V>;
+  const int smem = SmemLayout<D, kS.stages>::kAlloc;
   cudaError_t err = set_dynamic_smem(kernel, smem);
   if (err != cudaSuccess) return err;
   const dim3 grid(static_cast<unsigned>((s.Tq + kBr - 1) / kBr), static_cast<unsigned>(s.H),
                   static_cast<unsigned>(s.B));
-  kernel<<<grid, kThreads, smem, stream>>>(tq, tk, tv, p);
+  kernel<<<grid, kThreads, smem, stream>>>(tq, tk, tv, to, p);
   err = cudaGetLastError();
-  if (err == cudaSuccess) g_launches.fetch_add(1, std::memory_order_relaxed);
+  if (err == cudaSuccess) {
+    g_launches.fetch_add(1, std::memory_order_relaxed);
+    g_last_variant.store(V, std::memory_order_relaxed);
+  }
   return err;
+}
+
+// The plain D = 128 kernel with schedule v (kSched; out of range: 0).
+template <typename T>
+cudaError_t launch_d128_plain(const FlashFwdParams& p, cudaStream_t stream, int v) {
+  static_assert(kNumVariants == 7, "one case per schedule");
+  switch (v) {
+    case 1: return launch<T, 128, false, 1>(p, stream);
+    case 2: return launch<T, 128, false, 2>(p, stream);
+    case 3: return launch<T, 128, false, 3>(p, stream);
+    case 4: return launch<T, 128, false, 4>(p, stream);
+    case 5: return launch<T, 128, false, 5>(p, stream);
+    case 6: return launch<T, 128, false, 6>(p, stream);
+    default: return launch<T, 128, false, 0>(p, stream);
+  }
 }
 
 }  // namespace
@@ -435,6 +609,27 @@ bool enabled() {
 }
 
 void set_enabled(int mode) { g_override.store(mode < 0 ? -1 : (mode ? 1 : 0), std::memory_order_relaxed); }
+
+int fwd_variants() { return kNumVariants; }
+
+int fwd_variant() {
+  const int o = g_variant_override.load(std::memory_order_relaxed);
+  if (o >= 0) return o;
+  static const int env_v = [] {
+    const char* v = getenv("TF_FLASHATTN_SM90_FWD_VARIANT");
+    const int x = v ? atoi(v) : 0;
+    return x > 0 && x < kNumVariants ? x : 0;
+  }();
+  return env_v;
+}
+
+bool set_fwd_variant(int v) {
+  if (v >= kNumVariants) return false;
+  g_variant_override.store(v < 0 ? -1 : v, std::memory_order_relaxed);
+  return true;
+}
+
+int last_fwd_variant() { return g_last_variant.load(std::memory_order_relaxed); }
 
 int64_t fwd_launches() { return g_launches.load(std::memory_order_relaxed); }
 
@@ -458,8 +653,13 @@ bool fwd_applies(const FlashFwdParams& p) {
 template <bool DROP>
 cudaError_t fwd_drop(const FlashFwdParams& p, cudaStream_t stream) {
   const bool bf16 = p.dtype == DType::kBFloat16;
-  if (p.shape.D == 128)
+  if (p.shape.D == 128) {
+    if constexpr (!DROP) {
+      const int v = fwd_variant();
+      return bf16 ? launch_d128_plain<__nv_bfloat16>(p, stream, v) : launch_d128_plain<__half>(p, stream, v);
+    }
     return bf16 ? launch<__nv_bfloat16, 128, DROP>(p, stream) : launch<__half, 128, DROP>(p, stream);
+  }
   return bf16 ? launch<__nv_bfloat16, 64, DROP>(p, stream) : launch<__half, 64, DROP>(p, stream);
 }
 
