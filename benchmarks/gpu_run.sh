@@ -11,7 +11,11 @@
 #             ptxas report and cuobjdump -sass counts (HGMMA, UTMALDG, SYNCS, setmaxnreg) of its object,
 #             then benchmarks/sm90_check.py's phases, each in its own process under a timeout (building-
 #             block self-tests, numerics vs float64 / same-precision torch / our sm80 forward, TFLOP/s vs
-#             sm80, FlashAttention-2 and cuDNN), and compute-sanitizer memcheck of small cases (~4 min).
+#             sm80, FlashAttention-2 and cuDNN), and compute-sanitizer memcheck of small cases; then the
+#             candidate schedules of the D = 128 forward (TF_FLASHATTN_SM90_FWD_VARIANT; phases variants:
+#             numerics of each and bitwise equality with the default, vbench: TFLOP/s of each next to
+#             FA2 and cuDNN, vsanitize under memcheck) (~6 min). SM90_PHASES (default all) limits the
+#             sm90_check.py phases, e.g. SM90_PHASES=variants,vbench.
 #             Files: OUT/sm90_summary.log and OUT/sm90.tar.gz (logs and JSON)
 #   sm90bwd   no TensorFlow needed: the opt-in Hopper backward (cc/kernels/sm90/flash_bwd_sm90.cu): harness
 #             build (ARCHS=90), ptxas report and SASS counts, benchmarks/sm90_bwd_check.py's phases
@@ -109,14 +113,27 @@ if [[ ,$what, == *,sm90,* ]]; then (
     echo "== sm80 objects carry no sm_90a:"; cuobjdump -lelf $hb/flash_fwd.o; } > $d/sass_counts.txt 2>&1
   gzip -f $d/sm90.sass
   cat $d/sass_counts.txt | head -20
-  for ph in selftest:60 numerics:150 bench:200; do
+  phases=${SM90_PHASES:-selftest,numerics,bench,sanitize,variants,vbench,vsanitize}
+  has_ph() { [[ ,$phases, == *,$1,* ]]; }
+  for ph in selftest:60 numerics:200 bench:240 variants:150 vbench:100; do
+    has_ph ${ph%%:*} || continue
+    t0=$SECONDS
     timeout -k 5 ${ph#*:} python3 benchmarks/sm90_check.py --phase ${ph%%:*} --lib $hb --out $d > $d/${ph%%:*}.log 2>&1
-    echo "phase ${ph%%:*} rc=$?" | tee -a $d/${ph%%:*}.log
-    grep -E "SELFTEST|^FAIL|numerics:|TFLOP|^ +[0-9]+ |NOT taken|Error|error" $d/${ph%%:*}.log | head -60
+    echo "phase ${ph%%:*} rc=$? ($((SECONDS - t0)) s)" | tee -a $d/${ph%%:*}.log
+    grep -E "SELFTEST|^FAIL|numerics:|variants:|^variant |TFLOP|^ +[0-9]+ |NOT taken|bitwise_vs_nomask=False|bitwise_vs_v0=False|Error|error" \
+      $d/${ph%%:*}.log | head -70
   done
-  timeout -k 5 120 compute-sanitizer --tool memcheck --print-limit 20 python3 benchmarks/sm90_check.py \
-    --phase sanitize --lib $hb > $d/memcheck.log 2>&1; echo "memcheck rc=$?" | tee -a $d/memcheck.log
-  grep -E "ERROR SUMMARY|Invalid|^FAIL|^PASS" $d/memcheck.log | head -12
+  if has_ph sanitize; then
+    timeout -k 5 150 compute-sanitizer --tool memcheck --print-limit 20 python3 benchmarks/sm90_check.py \
+      --phase sanitize --lib $hb > $d/memcheck.log 2>&1; echo "memcheck rc=$?" | tee -a $d/memcheck.log
+    grep -E "ERROR SUMMARY|Invalid|^FAIL|^PASS" $d/memcheck.log | head -12
+  fi
+  if has_ph vsanitize; then
+    t0=$SECONDS
+    timeout -k 5 120 compute-sanitizer --tool memcheck --print-limit 20 python3 benchmarks/sm90_check.py \
+      --phase vsanitize --lib $hb > $d/vmemcheck.log 2>&1; echo "variants memcheck rc=$? ($((SECONDS - t0)) s)" | tee -a $d/vmemcheck.log
+    grep -E "ERROR SUMMARY|Invalid|^FAIL|^variant " $d/vmemcheck.log | head -12
+  fi
 ) 2>&1 | tee $OUT/sm90_summary.log
   tar -C $OUT -czf $OUT/sm90.tar.gz sm90 && rm -rf $OUT/sm90
 fi

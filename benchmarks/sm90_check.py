@@ -2,7 +2,8 @@
 without TensorFlow, on an H100/H200 (python3 with torch, triton and pybind11):
 
   ARCHS=90 bash benchmarks/build_harness.sh
-  python3 benchmarks/sm90_check.py --phase selftest|numerics|bench|sanitize [--lib DIR] [--out DIR]
+  python3 benchmarks/sm90_check.py --phase selftest|numerics|bench|sanitize|variants|vbench|vsanitize
+      [--lib DIR] [--out DIR]
 
 Phases (each its own process in `gpu_run.sh sm90`, under a timeout, so a hang in one still leaves the
 others' answers):
@@ -15,10 +16,32 @@ others' answers):
             ones, bf16 and fp16, against a float64 torch reference; the error bar is the same-precision
             unfused reference's error (ours <= 2x that + a floor, as kernel_harness_check.py). Each case
             also checks that the sm90 path ran (launch counter) and compares with our sm80 forward.
+            Index masks (q/k lengths, [B, Tq] / [B, Tk] validity, sliding window, with causal and its
+            offset), fully masked rows, and dropout (0.1, 0.5; the reference multiplies P by the
+            harness's host dropout_mask, flash_params.h's rule). "poison" cases fill the K/V keys outside
+            every query tile's visible tiles (and the q rows past q_lengths) with NaN in our inputs
+            only: a tile loaded or computed that should be skipped turns O into NaN. An all-true key
+            mask must give the no-mask output bit for bit. DROP_EXACT_CASES: q = 0 (uniform P) and
+            V one-hot in key % D, so round(O * visible / keep_scale) counts the kept keys of each
+            (row, key % D) class: the GPU mask against the host mask, exactly.
   bench     TFLOP/s (4 B H T^2 D, halved when causal) at D = 128 (and 64), T in {1024, 4096, 16384},
             B*T = 16384, H = 16 (32 at D = 64), causal and not, bf16 (and fp16 at T = 4096): ours on
             sm90, ours on sm80 (set_sm90(0), same library), FlashAttention-2 and cuDNN (torch SDPA).
+            Then at D = 128, T = 4096 / 16384, bf16: dropout 0.1 (FA2 with dropout_p = 0.1), an all-true
+            [B, Tk] key mask (KerasHub's training padding mask) and a key mask with the last 10 % of
+            each sequence padded (FA2 without a mask: it takes none), each against sm80 and against
+            sm90 without the feature.
   sanitize  one small odd case per dtype / causal setting, for compute-sanitizer.
+  variants  the candidate schedules of the plain D = 128 kernel (flash_fwd_sm90.cu's kSched, picked by
+            set_sm90_fwd_variant; 0 is the default): every NUM_CASES case at D = 128 without dropout,
+            bf16 and fp16, for each variant 1 .. n-1 against the float64 reference (the same bar as
+            numerics), plus whether the variant really ran (last_fwd_variant) and whether its O and lse
+            equal variant 0's bit for bit (expected: every variant does the same arithmetic in the
+            same order).
+  vbench    TFLOP/s of every variant at D = 128, H = 16, T in {4096, 16384} (B*T = 16384), causal and
+            not, bf16, next to FlashAttention-2 and cuDNN (torch SDPA) and our sm80 forward; variant 0
+            timed first and again last (drift).
+  vsanitize small odd D = 128 cases for each variant 1 .. n-1, for compute-sanitizer.
 Writes OUT/sm90_<phase>.json.
 """
 import argparse
@@ -48,11 +71,90 @@ NUM_CASES = [
     dict(name="big_d128", B=2, Tq=2048, Tk=2048, H=8, D=128),
     dict(name="big_d128_causal", B=1, Tq=4096, Tk=4096, H=8, D=128, causal=True),
     dict(name="big_d64_causal", B=1, Tq=4096, Tk=4096, H=8, D=64, causal=True),
+    # Index masks (random lengths with batch 0 full, validity masks 20 % false) and dropout.
+    dict(name="lengths_d128", B=3, Tq=300, Tk=333, H=2, D=128, qlen=True, klen=True),
+    dict(name="lengths_causal_d64", B=3, Tq=260, Tk=390, H=2, D=64, qlen=True, klen=True, causal=True,
+         offset=130),
+    dict(name="qk_valid_d128", B=2, Tq=300, Tk=333, H=3, D=128, qvalid=True, kvalid=True),
+    dict(name="k_valid_causal_gqa", B=2, Tq=257, Tk=257, H=4, Hkv=2, D=128, kvalid=True, causal=True),
+    dict(name="k_valid_all_true", B=2, Tq=300, Tk=333, H=2, D=128, kvalid_all=True, nomask_bitwise=True),
+    dict(name="window_d128", B=2, Tq=700, Tk=700, H=2, D=128, wl=100, wr=20, poison=True),
+    dict(name="window_left_d64", B=1, Tq=520, Tk=640, H=2, D=64, wl=64, offset=120, poison=True),
+    dict(name="causal_window_lengths", B=3, Tq=600, Tk=650, H=2, D=128, causal=True, offset=50, wl=150,
+         qlen_vals=[600, 333, 70], klen_vals=[650, 400, 0], poison=True),
+    dict(name="skip_tiles_klen", B=3, Tq=200, Tk=1000, H=2, D=128, qlen_vals=[200, 1, 129],
+         klen_vals=[130, 700, 257], poison=True),
+    dict(name="kvcache_window", B=2, Tq=128, Tk=1000, H=2, D=128, causal=True, offset=1000 - 128, wl=100,
+         poison=True),
+    dict(name="masked_rows_all", B=2, Tq=300, Tk=200, H=2, D=64, causal=True, offset=-150, wl=30, qvalid=True),
+    dict(name="dropout_01", B=2, Tq=300, Tk=333, H=3, D=128, dropout=0.1, seed=(77, -5)),
+    dict(name="dropout_05_causal_gqa", B=2, Tq=260, Tk=300, H=4, Hkv=2, D=64, dropout=0.5, causal=True,
+         offset=40, seed=(3, 9)),
+    dict(name="dropout_masks", B=3, Tq=300, Tk=400, H=2, D=128, dropout=0.1, causal=True, offset=100, wl=200,
+         qlen=True, klen=True, kvalid=True, qvalid=True, seed=(11, 12)),
 ]
+
+# Exact dropout-mask checks (phase numerics, bf16 and fp16): see the module docstring.
+DROP_EXACT_CASES = [
+    dict(name="drop_exact_01", B=2, Tq=200, Tk=384, H=3, D=128, dropout=0.1, seed=(5, 6)),
+    dict(name="drop_exact_05", B=2, Tq=200, Tk=384, H=3, D=128, dropout=0.5, seed=(-7, 1 << 40)),
+    dict(name="drop_exact_05_d64_causal", B=1, Tq=300, Tk=300, H=2, D=64, dropout=0.5, causal=True, seed=(8, 8)),
+    dict(name="drop_exact_01_klen", B=2, Tq=130, Tk=500, H=2, D=128, dropout=0.1, klen_vals=[500, 260],
+         seed=(21, 22)),
+]
+
+
+def visibility(c, t):
+    """[B, Tq, Tk] bool: what each row sees by index (causal, window, lengths; no validity masks)."""
+    B, Tq = t["q"].shape[:2]
+    Tk = t["k"].shape[1]
+    i = torch.arange(Tq, device=DEV)[:, None]
+    j = torch.arange(Tk, device=DEV)[None, :]
+    d = i + c.get("offset", 0)
+    vis = torch.ones(Tq, Tk, dtype=torch.bool, device=DEV)
+    if c.get("causal"):
+        vis &= j <= d
+    if c.get("wl", -1) >= 0:
+        vis &= j >= d - c["wl"]
+    if c.get("wr", -1) >= 0:
+        vis &= j <= d + c["wr"]
+    vis = vis[None].expand(B, Tq, Tk).clone()
+    if t.get("qlen") is not None:
+        vis &= i[None] < t["qlen"].long()[:, None, None]
+    if t.get("klen") is not None:
+        vis &= j[None] < t["klen"].long()[:, None, None]
+    return vis
+
+
+def poisoned(c, t):
+    """Copy of t with K/V NaN at the keys outside [floor128(first visible key), ceil128(last + 1)) of
+    each batch (no query tile's key tiles reach them: the kernels must neither load nor use them) and
+    q NaN at the rows past q_lengths."""
+    p = dict(t)
+    p["k"], p["v"], p["q"] = t["k"].clone(), t["v"].clone(), t["q"].clone()
+    vis = visibility(c, t).any(1)  # [B, Tk]
+    Tk = vis.shape[1]
+    for b in range(vis.shape[0]):
+        idx = vis[b].nonzero()
+        lo, hi = (0, 0) if len(idx) == 0 else (int(idx[0]) // 128 * 128, -(-(int(idx[-1]) + 1) // 128) * 128)
+        keep = torch.zeros(Tk, dtype=torch.bool, device=DEV)
+        keep[lo:hi] = True
+        p["k"][b, ~keep] = float("nan")
+        p["v"][b, ~keep] = float("nan")
+        if t.get("qlen") is not None:
+            p["q"][b, int(t["qlen"][b]):] = float("nan")
+    return p
 
 
 def inputs(c, dt, gen):
     t = make_inputs(c, dt, gen)
+    B, Tq, Tk = c["B"], c["Tq"], c["Tk"]
+    if "qlen_vals" in c:
+        t["qlen"] = torch.tensor(c["qlen_vals"], dtype=torch.int32, device=DEV)
+    if "klen_vals" in c:
+        t["klen"] = torch.tensor(c["klen_vals"], dtype=torch.int32, device=DEV)
+    if c.get("kvalid_all"):
+        t["kvalid"] = torch.ones(B, Tk, dtype=torch.bool, device=DEV)
     if c.get("packed"):  # q, k, v as views of one [B, T, 3, H, D] tensor: strides 3*H*D per time step
         B, T, H, D = t["q"].shape
         qkv = torch.stack([t["q"], t["k"], t["v"]], dim=2)
@@ -87,19 +189,33 @@ def phase_numerics(h, log, cases, dtypes):
             dname = str(dt).split(".")[-1]
             print(f"RUNNING {c['name']} {dname}", file=log, flush=True)
             t = inputs(c, dt, gen)
+            tr = poisoned(c, t) if c.get("poison") else t  # what the kernels read
             h.m.set_sm90(1)
             n0 = h.m.sm90_info()["fwd_launches"]
-            run_fwd(h, c, t)
+            run_fwd(h, c, tr)
             took = h.m.sm90_info()["fwd_launches"] - n0
-            ours = {"o": t["o"].clone(), "lse": t["lse"].clone()}
+            ours = {"o": tr["o"].clone(), "lse": tr["lse"].clone()}
+            bitwise = None
+            if c.get("nomask_bitwise"):  # an all-true key mask: the no-mask output, bit for bit
+                tn = dict(tr)
+                tn.pop("kvalid")
+                run_fwd(h, c, tn)
+                bitwise = bool(torch.equal(tn["o"], ours["o"]) and torch.equal(tn["lse"], ours["lse"]))
+                took -= 1
             h.m.set_sm90(0)
-            run_fwd(h, c, t)
+            run_fwd(h, c, tr)
             h.m.set_sm90(-1)
-            sm80 = {"o": t["o"].clone(), "lse": t["lse"].clone()}
-            ref = reference(c, t, torch.float64, None)
-            low = reference(c, t, dt, None)
+            sm80 = {"o": tr["o"].clone(), "lse": tr["lse"].clone()}
+            keep = None
+            if c.get("dropout"):
+                keep = h.dropout_keep(c, c["B"], c["H"], c["Tq"], c["Tk"], c["D"]).to(DEV)
+            ref = reference(c, t, torch.float64, keep)
+            low = reference(c, t, dt, keep)
             row = dict(case=c["name"], dtype=dname, sm90_launched=int(took))
             ok = took == 1
+            if bitwise is not None:
+                row["bitwise_vs_nomask"] = bitwise
+                ok &= bitwise
             for name in ("o", "lse"):
                 e = err(ours[name], ref[name])
                 e80 = err(sm80[name], ref[name])
@@ -120,12 +236,54 @@ def phase_numerics(h, log, cases, dtypes):
             row["ok"] = bool(ok)
             rows.append(row)
             extra = "" if took == 1 else f" (sm90 path NOT taken: {took} launches)"
+            if bitwise is not None:
+                extra += f" bitwise_vs_nomask={bitwise}"
             where = f" bad_rows={row.get('o_bad_rows')} first={row.get('o_first_bad')} t={row.get('o_bad_row_indices_sample')}" \
                 if "o_bad_rows" in row else ""
             print(f"{'PASS' if ok else 'FAIL'} {c['name']:<22} {dname:<9} o={row['o']['max']:.2e} (sm80 "
                   f"{row['o']['sm80_max']:.2e}, torch {row['o']['torch_max']:.2e}) lse={row['lse']['max']:.2e} "
                   f"(sm80 {row['lse']['sm80_max']:.2e}){extra}{where}", file=log, flush=True)
-            del t, ref, low
+            del t, tr, ref, low
+    return rows
+
+
+def phase_drop_exact(h, log, cases, dtypes):
+    """q = 0, so every visible key of a row has P = 1 / n(row); V[j] = one-hot(j % D), so
+    O[i, d] * n(i) / keep_scale = #kept visible keys j = d (mod D) of row i: an integer."""
+    from kernel_harness_check import dropout_keep_scale
+    rows = []
+    gen = torch.Generator(device=DEV)
+    gen.manual_seed(4)
+    for c in cases:
+        for dt in dtypes:
+            dname = str(dt).split(".")[-1]
+            t = inputs(c, dt, gen)
+            B, Tq, H, D, Tk = c["B"], c["Tq"], c["H"], c["D"], c["Tk"]
+            t["q"].zero_()
+            onehot = torch.nn.functional.one_hot(torch.arange(Tk, device=DEV) % D, D).to(dt)  # [Tk, D]
+            t["v"] = onehot[None, :, None, :].expand(B, Tk, t["v"].shape[2], D).contiguous()
+            h.m.set_sm90(1)
+            n0 = h.m.sm90_info()["fwd_launches"]
+            run_fwd(h, c, t)
+            took = h.m.sm90_info()["fwd_launches"] - n0
+            h.m.set_sm90(-1)
+            keep = h.dropout_keep(c, B, H, Tq, Tk, D).to(DEV)  # [B, H, Tq, Tk]
+            vis = visibility(c, t)  # [B, Tq, Tk]
+            n = vis.sum(-1).double()  # [B, Tq]
+            kv = (keep & vis[:, None]).double()  # [B, H, Tq, Tk]
+            want = torch.einsum("bhqk,kd->bhqd", kv, onehot.double())  # kept keys per class
+            got = t["o"].double().permute(0, 2, 1, 3) * n[:, None, :, None] / dropout_keep_scale(c["dropout"])
+            live = (n > 0)[:, None, :, None].expand_as(want)
+            diff = (got.round() != want) & live
+            dead_ok = bool((t["o"].permute(0, 2, 1, 3)[~live] == 0).all())
+            frac = (got - want).abs()[live].max().item() if bool(live.any()) else 0.0
+            ok = took == 1 and int(diff.sum()) == 0 and dead_ok
+            r = dict(case=c["name"], dtype=dname, sm90_launched=int(took), mismatched=int(diff.sum()),
+                     of=int(live.sum()), max_dev=frac, empty_rows_zero=dead_ok, ok=ok)
+            rows.append(r)
+            print(f"{'PASS' if ok else 'FAIL'} {c['name']:<22} {dname:<9} mask classes wrong {r['mismatched']} of "
+                  f"{r['of']} (max |O n / scale - count| {frac:.3f}){'' if took == 1 else ' (sm90 NOT taken)'}",
+                  file=log, flush=True)
     return rows
 
 
@@ -164,19 +322,222 @@ def phase_bench(h, log, quick):
         rows.append(r)
         print("BENCH " + json.dumps(r), file=log, flush=True)
         del t
+    rows += bench_features(h, log, quick, rows)
     print("\nTFLOP/s forward   D    T      causal dtype  sm90   sm80   FA2    cuDNN  sm90/cuDNN", file=log)
     for r in rows:
+        if r.get("feature"):
+            continue
         cu = r.get("cudnn_fwd_tflops")
         print(f"                  {r['D']:<4} {r['T']:<6} {int(r['causal']):<6} {r['dtype']:<6} "
               f"{r['sm90_fwd_tflops']:<6} {r['sm80_fwd_tflops']:<6} {r.get('flash_fwd_tflops', '-'):<6} "
               f"{cu if cu else '-':<6} {round(r['sm90_fwd_tflops'] / cu, 2) if cu else '-'}"
               f"{'' if r['sm90_path_taken'] else '  (sm90 NOT taken)'}", file=log, flush=True)
+    print("\nTFLOP/s forward with features, bf16 (FA2: with dropout_p for dropout, without a mask for the key masks)",
+          file=log)
+    print("  D    T      feature          sm90   sm80   FA2    sm90/sm80 sm90/FA2 sm90 vs plain sm90", file=log)
+    for r in rows:
+        if not r.get("feature"):
+            continue
+        f = lambda k: r.get(k, "-")
+        rat = lambda a, b: round(r[a] / r[b], 2) if r.get(a) and r.get(b) else "-"
+        print(f"  {r['D']:<4} {r['T']:<6} {r['feature']:<16} {f('sm90_fwd_tflops'):<6} {f('sm80_fwd_tflops'):<6} "
+              f"{f('flash_fwd_tflops'):<6} {rat('sm90_fwd_tflops', 'sm80_fwd_tflops'):<9} "
+              f"{rat('sm90_fwd_tflops', 'flash_fwd_tflops'):<8} {f('vs_plain')}"
+              f"{'' if r['sm90_path_taken'] else '  (sm90 NOT taken)'}", file=log, flush=True)
+    return rows
+
+
+VARIANT_CASES = [c for c in NUM_CASES if c["D"] == 128 and not c.get("dropout")]
+
+
+def variant_names(h):
+    n = h.m.sm90_info().get("fwd_variants", 1)
+    return list(range(1, n))
+
+
+def phase_variants(h, log, cases, dtypes):
+    """Each case: the float64 / same-precision references once, variant 0, then each other variant."""
+    rows = []
+    gen = torch.Generator(device=DEV)
+    gen.manual_seed(0)
+    variants = variant_names(h)
+    if not variants:
+        print("VARIANTS none: harness without sm90 schedules", file=log, flush=True)
+        return rows
+    h.m.set_sm90(1)
+    for c in cases:
+        for dt in dtypes:
+            dname = str(dt).split(".")[-1]
+            t = inputs(c, dt, gen)
+            tr = poisoned(c, t) if c.get("poison") else t
+            ref = reference(c, t, torch.float64, None)
+            low = reference(c, t, dt, None)
+            h.m.set_sm90_fwd_variant(0)
+            run_fwd(h, c, tr)
+            v0 = {"o": tr["o"].clone(), "lse": tr["lse"].clone()}
+            for v in variants:
+                h.m.set_sm90_fwd_variant(v)
+                n0 = h.m.sm90_info()["fwd_launches"]
+                run_fwd(h, c, tr)
+                info = h.m.sm90_info()
+                took = info["fwd_launches"] - n0
+                ran = info["last_fwd_variant"]
+                ours = {"o": tr["o"], "lse": tr["lse"]}
+                bitwise = bool(torch.equal(ours["o"], v0["o"]) and torch.equal(ours["lse"], v0["lse"]))
+                row = dict(case=c["name"], dtype=dname, variant=v, ran_variant=ran, sm90_launched=int(took),
+                           bitwise_vs_v0=bitwise)
+                ok = took == 1 and ran == v
+                for name in ("o", "lse"):
+                    e = err(ours[name], ref[name])
+                    el = err(low[name], ref[name])
+                    fin = torch.isfinite(ref[name])
+                    scale = max(1.0, float(ref[name][fin].abs().max())) if bool(fin.any()) else 1.0
+                    floor = {torch.float16: 2e-3, torch.bfloat16: 1e-2}[dt]
+                    good = e[0] <= 2.0 * el[0] + floor * scale
+                    ok &= good
+                    row[name] = dict(max=e[0], torch_max=el[0], ok=good)
+                    if not good and name == "o":
+                        d = (ours["o"].double() - ref["o"]).abs().amax(-1)  # [B, Tq, H]
+                        bad = (d > 2.0 * el[0] + floor * scale) | ~torch.isfinite(d)
+                        idx = bad.nonzero()
+                        row["o_bad_rows"] = int(bad.sum())
+                        row["o_first_bad"] = idx[0].tolist() if len(idx) else None
+                row["ok"] = bool(ok)
+                rows.append(row)
+                print(f"{'PASS' if ok else 'FAIL'} v{v} {c['name']:<22} {dname:<9} o={row['o']['max']:.2e} "
+                      f"(torch {row['o']['torch_max']:.2e}) lse={row['lse']['max']:.2e} bitwise_vs_v0={bitwise}"
+                      f"{'' if took == 1 and ran == v else f' (ran variant {ran}, {took} launches)'}"
+                      f"{' bad_rows=%s first=%s' % (row['o_bad_rows'], row['o_first_bad']) if 'o_bad_rows' in row else ''}",
+                      file=log, flush=True)
+            del t, tr, ref, low, v0
+    h.m.set_sm90_fwd_variant(-1)
+    h.m.set_sm90(-1)
+    for v in variants:
+        vr = [r for r in rows if r["variant"] == v]
+        print(f"variant {v}: {sum(r['ok'] for r in vr)} / {len(vr)} pass, "
+              f"{sum(r['bitwise_vs_v0'] for r in vr)} / {len(vr)} bitwise equal to variant 0", file=log, flush=True)
+    return rows
+
+
+def sdpa_fwd_ms(t, causal):
+    """Forward milliseconds of torch SDPA's FlashAttention-2 and cuDNN backends (inputs requiring grad,
+    as torch_sdpa_ms, so the figures match the bench phase's)."""
+    import triton.testing as tt
+    import torch.nn.functional as F
+    from torch.nn.attention import sdpa_kernel, SDPBackend
+    r = {}
+    qh, kh, vh = (x.permute(0, 2, 1, 3).contiguous().requires_grad_() for x in (t["q"], t["k"], t["v"]))
+    for name, be in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
+        try:
+            with sdpa_kernel(be):
+                r[f"{name}_fwd_ms"] = tt.do_bench(lambda: F.scaled_dot_product_attention(qh, kh, vh, is_causal=causal),
+                                                  warmup=25, rep=100, return_mode="median")
+        except Exception as e:  # noqa
+            r[f"{name}_error"] = str(e)[:100]
+    return r
+
+
+def phase_vbench(h, log):
+    import triton.testing as tt
+    rows = []
+    variants = [0] + variant_names(h)
+    D, H = 128, 16
+    for T in (4096, 16384):
+        for causal in (False, True):
+            B = 16384 // T
+            c = dict(B=B, Tq=T, Tk=T, H=H, D=D, causal=causal)
+            gen = torch.Generator(device=DEV)
+            gen.manual_seed(1)
+            t = make_inputs(c, torch.bfloat16, gen)
+            fl = 4 * B * H * T * T * D / (2 if causal else 1)
+            r = dict(B=B, T=T, H=H, D=D, causal=causal, dtype="bfloat16")
+            h.m.set_sm90(1)
+            for v in variants + [0]:
+                h.m.set_sm90_fwd_variant(v)
+                run_fwd(h, c, t)
+                ran = h.m.sm90_info()["last_fwd_variant"]
+                ms = tt.do_bench(lambda: h.fwd(c, t), warmup=25, rep=100, return_mode="median")
+                key = f"v{v}_fwd_ms" if f"v{v}_fwd_ms" not in r else f"v{v}_again_fwd_ms"
+                r[key] = ms
+                if ran != v:
+                    r[f"v{v}_ran"] = ran
+            h.m.set_sm90_fwd_variant(-1)
+            h.m.set_sm90(0)
+            r["sm80_fwd_ms"] = tt.do_bench(lambda: h.fwd(c, t), warmup=25, rep=100, return_mode="median")
+            h.m.set_sm90(-1)
+            r.update(sdpa_fwd_ms(t, causal))
+            for k in list(r):
+                if k.endswith("_fwd_ms"):
+                    r[k.replace("_ms", "_tflops")] = round(fl / r[k] / 1e9, 1)
+            rows.append(r)
+            print("VBENCH " + json.dumps(r), file=log, flush=True)
+            del t
+    names = [f"v{v}" for v in variants] + ["v0_again", "sm80", "flash", "cudnn"]
+    print("\nTFLOP/s forward, D = 128, bf16, by schedule (v0 = default; v0_again: v0 timed last)", file=log)
+    print("  T      causal " + " ".join(f"{n:<8}" for n in names) + " best/cuDNN", file=log)
+    for r in rows:
+        vals = [r.get(f"{n}_fwd_tflops") for n in names]
+        best = max(r.get(f"v{v}_fwd_tflops", 0) for v in variants)
+        cu = r.get("cudnn_fwd_tflops")
+        print(f"  {r['T']:<6} {int(r['causal']):<6} " + " ".join(f"{v if v else '-':<8}" for v in vals) +
+              f" {round(best / cu, 2) if cu else '-'}" +
+              "".join(f"  (v{v} ran {r[f'v{v}_ran']})" for v in variants if f"v{v}_ran" in r), file=log, flush=True)
+    return rows
+
+
+def bench_features(h, log, quick, plain_rows):
+    """D = 128, bf16, not causal: dropout 0.1, an all-true key mask, a key mask with 10 % padding."""
+    import triton.testing as tt
+    import torch.nn.functional as F
+    from torch.nn.attention import sdpa_kernel, SDPBackend
+    rows = []
+    for T in ((4096,) if quick else (4096, 16384)):
+        B, H, D = max(1, 16384 // T), 16, 128
+        fl = 4 * B * H * T * T * D
+        plain = [r for r in plain_rows if (r["D"], r["T"], r["causal"], r["dtype"]) == (D, T, False, "bfloat16")]
+        for feature in ("dropout_0.1", "key_mask_true", "key_mask_pad10"):
+            c = dict(B=B, Tq=T, Tk=T, H=H, D=D)
+            if feature == "dropout_0.1":
+                c.update(dropout=0.1, seed=(1, 2))
+            gen = torch.Generator(device=DEV)
+            gen.manual_seed(1)
+            t = make_inputs(c, torch.bfloat16, gen)
+            if feature.startswith("key_mask"):
+                t["kvalid"] = torch.ones(B, T, dtype=torch.bool, device=DEV)
+                if feature == "key_mask_pad10":
+                    t["kvalid"][:, T - T // 10:] = False
+            run_fwd(h, c, t)
+            r = dict(B=B, T=T, H=H, D=D, causal=False, dtype="bfloat16", feature=feature)
+            h.m.set_sm90(1)
+            n0 = h.m.sm90_info()["fwd_launches"]
+            r["sm90_fwd_ms"] = tt.do_bench(lambda: h.fwd(c, t), warmup=25, rep=100, return_mode="median")
+            r["sm90_path_taken"] = h.m.sm90_info()["fwd_launches"] > n0
+            h.m.set_sm90(0)
+            r["sm80_fwd_ms"] = tt.do_bench(lambda: h.fwd(c, t), warmup=25, rep=100, return_mode="median")
+            h.m.set_sm90(-1)
+            qh, kh, vh = (t[n].permute(0, 2, 1, 3) for n in ("q", "k", "v"))
+            p = c.get("dropout", 0.0)
+            try:
+                with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+                    r["flash_fwd_ms"] = tt.do_bench(lambda: F.scaled_dot_product_attention(qh, kh, vh, dropout_p=p),
+                                                    warmup=25, rep=100, return_mode="median")
+            except Exception as e:  # noqa
+                r["flash_error"] = str(e)[:100]
+            for k in list(r):
+                if k.endswith("_fwd_ms"):
+                    r[k.replace("_ms", "_tflops")] = round(fl / r[k] / 1e9, 1)
+            if plain:
+                r["vs_plain"] = round(r["sm90_fwd_tflops"] / plain[0]["sm90_fwd_tflops"], 3)
+            rows.append(r)
+            print("BENCH " + json.dumps(r), file=log, flush=True)
+            del t
     return rows
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--phase", required=True, choices=("selftest", "numerics", "bench", "sanitize"))
+    ap.add_argument("--phase", required=True,
+                    choices=("selftest", "numerics", "bench", "sanitize", "variants", "vbench", "vsanitize"))
     ap.add_argument("--lib", default=".harness_build")
     ap.add_argument("--out", default=None)
     ap.add_argument("--quick", action="store_true")
@@ -188,10 +549,21 @@ def main():
         rows = phase_selftest(h, log)
     elif args.phase == "numerics":
         rows = phase_numerics(h, log, NUM_CASES, (torch.bfloat16, torch.float16))
+        rows += phase_drop_exact(h, log, DROP_EXACT_CASES, (torch.bfloat16, torch.float16))
         print(f"numerics: {sum(r['ok'] for r in rows)} / {len(rows)} pass", file=log, flush=True)
     elif args.phase == "sanitize":
-        cases = [c for c in NUM_CASES if c["name"] in ("odd_d128", "odd_d128_causal_br", "empty_rows_causal", "odd_d64")]
+        cases = [c for c in NUM_CASES if c["name"] in ("odd_d128", "odd_d128_causal_br", "empty_rows_causal", "odd_d64",
+                                                        "qk_valid_d128", "causal_window_lengths", "dropout_masks")]
         rows = phase_numerics(h, log, cases, (torch.bfloat16,))
+    elif args.phase == "variants":
+        rows = phase_variants(h, log, VARIANT_CASES, (torch.bfloat16, torch.float16))
+        print(f"variants: {sum(r['ok'] for r in rows)} / {len(rows)} pass", file=log, flush=True)
+    elif args.phase == "vsanitize":
+        cases = [c for c in VARIANT_CASES if c["name"] in ("odd_d128_causal_br", "empty_rows_causal",
+                                                            "causal_window_lengths")]
+        rows = phase_variants(h, log, cases, (torch.bfloat16,))
+    elif args.phase == "vbench":
+        rows = phase_vbench(h, log)
     else:
         rows = phase_bench(h, log, args.quick)
     if args.out:

@@ -26,7 +26,8 @@
 //   sm90_selftest() -> list of dicts (Hopper building blocks, cc/kernels/sm90/flash_fwd_sm90.cu)
 //   set_sm90_bwd(mode) (1 on, 0 off, -1 env TF_FLASHATTN_SM90_BWD); sm90_bwd_selftest() (the
 //   backward's wgmma forms, cc/kernels/sm90/flash_bwd_sm90.cu); sm90_info() has bwd_enabled and
-//   bwd_launches too
+//   bwd_launches too, and fwd_variant / fwd_variants / last_fwd_variant: set_sm90_fwd_variant(v)
+//   picks the schedule of the plain D = 128 forward (0 default, -1 env TF_FLASHATTN_SM90_FWD_VARIANT)
 //
 // Layouts and dtypes as in cc/kernels/common/flash_params.h: q [B, Tq, H, D], k [B, Tk, Hkv, D],
 // v [B, Tk, Hkv, Dv], o / d_o [B, Tq, H, Dv] (float32 / float16 / bfloat16, one dtype; the last
@@ -805,6 +806,9 @@ py::dict sm90_info() {
   d["compiled"] = true;
   d["enabled"] = flashattn::cuda::sm90::enabled();
   d["fwd_launches"] = flashattn::cuda::sm90::fwd_launches();
+  d["fwd_variant"] = flashattn::cuda::sm90::fwd_variant();
+  d["fwd_variants"] = flashattn::cuda::sm90::fwd_variants();
+  d["last_fwd_variant"] = flashattn::cuda::sm90::last_fwd_variant();
   d["bwd_enabled"] = flashattn::cuda::sm90::bwd_enabled();
   d["bwd_launches"] = flashattn::cuda::sm90::bwd_launches();
 #else
@@ -813,8 +817,21 @@ py::dict sm90_info() {
   d["compiled"] = false;
   d["enabled"] = false;
   d["fwd_launches"] = 0;
+  d["fwd_variant"] = 0;
+  d["fwd_variants"] = 1;
+  d["last_fwd_variant"] = -1;
 #endif
   return d;
+}
+
+void set_sm90_fwd_variant(int v) {
+#if FA_HAS_SM90
+  if (!flashattn::cuda::sm90::set_fwd_variant(v))
+    throw py::value_error("set_sm90_fwd_variant: " + std::to_string(v) + " is not a schedule (0 .. " +
+                          std::to_string(flashattn::cuda::sm90::fwd_variants() - 1) + ", or -1)");
+#else
+  if (v > 0) throw py::value_error("set_sm90_fwd_variant: this harness was built without the sm90 kernels");
+#endif
 }
 
 void set_sm90(int mode) {
@@ -911,9 +928,15 @@ PYBIND11_MODULE(flash_harness, m) {
         py::arg("B"), py::arg("H"), py::arg("Tq"), py::arg("Tk"), py::arg("rate"),
         py::arg("seed") = std::pair<int64_t, int64_t>(1234, 5678), py::arg("out") = py::none());
   m.def("sm90_info", &sm90_info,
-        "The Hopper forward: dict(compiled, enabled (TF_FLASHATTN_SM90 / set_sm90), fwd_launches).");
+        "The Hopper forward: dict(compiled, enabled (TF_FLASHATTN_SM90 / set_sm90), fwd_launches, "
+        "fwd_variant (the schedule set now), fwd_variants (how many), last_fwd_variant (of the last "
+        "launch), bwd_enabled, bwd_launches).");
   m.def("set_sm90", &set_sm90, "Hopper forward switch: 1 on, 0 off (sm80 kernels), -1 back to the "
         "environment (TF_FLASHATTN_SM90).", py::arg("mode"));
+  m.def("set_sm90_fwd_variant", &set_sm90_fwd_variant,
+        "Schedule of the plain D = 128 Hopper forward (flash_fwd_sm90.cu's kSched): 0 the default, "
+        "1 .. fwd_variants - 1 the candidates, -1 back to the environment (TF_FLASHATTN_SM90_FWD_VARIANT).",
+        py::arg("v"));
   m.def("sm90_selftest", &sm90_selftest,
         "Hopper building blocks one at a time (TMA tile load, wgmma forms): a list of dicts "
         "(name, result pass / FAIL / not run, max_err, detail); empty without the sm90 kernels.");

@@ -127,8 +127,8 @@ cudaError_t bwd_tf32(const FlashBwdParams& p, const float* dsum, float* dq_acc, 
 // only in builds with FA_HAS_SM90 = 1).
 namespace sm90 {
 // Whether the sm_90a forward (flash_fwd_sm90.cu) takes these params: compute capability 9.0,
-// float16 / bfloat16, D == Dv in {64, 128}, no mask but causal, no dropout / bias / soft-cap,
-// 16-byte aligned tensors and strides.
+// float16 / bfloat16, D == Dv in {64, 128}, index masks (causal, window, lengths, validity) and
+// dropout, no dense mask / bias / soft-cap, 16-byte aligned tensors and strides.
 bool fwd_applies(const FlashFwdParams& p);
 // Its launcher; cudaErrorNotSupported when the tensor maps cannot be made (the caller falls back).
 cudaError_t fwd(const FlashFwdParams& p, cudaStream_t stream);
@@ -138,6 +138,16 @@ bool enabled();
 void set_enabled(int mode);
 // Launches of the sm90 forward so far in this process (to check which path ran).
 int64_t fwd_launches();
+// Schedules of the plain (no-dropout) D = 128 forward (flash_fwd_sm90.cu's kSched; 0, the default,
+// is the one measured; the others are candidates to time): fwd_variants() of them. fwd_variant() is
+// TF_FLASHATTN_SM90_FWD_VARIANT (read once; 0 when absent or out of range) unless set_fwd_variant(v)
+// overrides it (v < 0: back to the environment; false, nothing changed, when v >= fwd_variants()).
+// Other shapes and dropout always take variant 0. last_fwd_variant(): the schedule of the last
+// launch (-1 before any).
+int fwd_variants();
+int fwd_variant();
+bool set_fwd_variant(int v);
+int last_fwd_variant();
 // Self-test of the building blocks, one at a time (which: 0 TMA load into a 128-byte-swizzled
 // tile, 1 wgmma m64n128k16 with both operands K-major in shared memory, 2 wgmma m64n128k16 with A
 // from registers and B MN-major (the P V form), 3 the same with LBO / SBO swapped (diagnostic: one

@@ -1,11 +1,15 @@
-// Hopper-native FlashAttention forward (sm_90a only), a first prototype: float16 / bfloat16,
-// D == Dv in {64, 128}, no mask but causal (any causal_offset: row i sees keys j <= i + offset),
-// no dropout / bias / soft-cap, GQA allowed; q/k/v any strides that are multiples of 8 elements
-// (16 bytes, what TMA needs). The dispatch (flash_cuda_dispatch.cu) takes it through
-// fwd_applies() and falls back to sm80/flash_fwd.cu otherwise. Checked on an H200 (2026-11-30,
-// benchmarks/RESULTS.md "Hopper forward kernel": self-tests, numerics, memcheck, the TensorFlow
-// GPU tests with it on); sm90_selftest() (below, exposed by the kernel harness) checks the
-// building blocks one at a time so that a failure says which one.
+// Hopper-native FlashAttention forward (sm_90a only): float16 / bfloat16, D == Dv in {64, 128},
+// GQA allowed; q/k/v any strides that are multiples of 8 elements (16 bytes, what TMA needs).
+// Masks by index, with sm80's semantics (common/flash_cuda_common.cuh): causal (any
+// causal_offset), sliding window, q/k lengths and the [B, Tq] / [B, Tk] validity masks; and
+// dropout (common/flash_dropout.cuh, bit-identical to sm80 and the CPU). A dense mask, bias and
+// soft-cap take sm80's general kernels. The dispatch (flash_cuda_dispatch.cu) takes it through
+// fwd_applies() and falls back to sm80/flash_fwd.cu otherwise. Checked on an H200: the causal-only
+// prototype on 2026-11-30 (benchmarks/RESULTS.md "Hopper forward kernel": self-tests, numerics,
+// memcheck, the TensorFlow GPU tests with it on), the index masks, dropout and the schedules below
+// on 2026-12-01 (sm90_check.py's numerics, every schedule bitwise equal to variant 0, memcheck).
+// sm90_selftest() (below, exposed by the kernel harness) checks the building blocks one at a time
+// so that a failure says which.
 //
 // Building blocks: hand-written inline PTX (sm90_ptx.cuh), not CuTe/CUTLASS. The pieces this
 // kernel needs are few (mbarrier, one TMA load form, one descriptor form, two wgmma shapes,
@@ -34,11 +38,20 @@
 //   Epilogue: O / l straight from registers to o [B, Tq, H, Dv]; lse = ln2 (m + log2 l), -inf and
 //   O = 0 for rows that see no key (as sm80/flash_fwd_tile.cuh does).
 //   Registers per consumer thread (D = 128): S 64 + O 64 + P 32 floats/words + row state.
-//   Causal: the grid's query tiles run longest first; tiles past the diagonal are not loaded, only
-//   tiles crossing it (or Tk) are masked element-wise.
-// Not yet here (issue 16): the two consumer warpgroups' ping-pong schedule (named barriers), the
-// softmax / next-tile QK^T overlap inside a warpgroup, O stored through shared memory by TMA,
-// a persistent grid with a causal-balancing tile scheduler, and every feature beyond causal.
+//   Masks: the grid's query tiles run longest first. The key tiles a query tile visits are
+//   QueryTileKeys' (the union of its rows' causal / window / length ranges): the producer loads
+//   only those and the consumers loop over the same ones. Per tile and warp, only warps with a
+//   live row whose range does not cover the tile, or with a key failing k_valid, mask element-
+//   wise (invalid rows and rows past q_lengths see no key: O = 0, lse = -inf).
+//   Dropout (the <DROP = true> instantiation): P *= keep * keep_scale after the row sum, one Philox
+//   call per 8 elements on the m16n8 fragment that each warp's part of the m64nN accumulator is.
+// Candidate schedules (kSched below; the plain kernel at D = 128 only, picked at run time by
+// TF_FLASHATTN_SM90_FWD_VARIANT or the harness's set_sm90_fwd_variant, default 0 = the schedule
+// above): 3 K/V stages, the softmax / next-tile QK^T overlap inside a warpgroup, the two consumer
+// warpgroups' ping-pong (named barriers), O stored through shared memory by TMA. Untimed until
+// `gpu_run.sh sm90` (phases variants, vbench) has run them.
+// Not yet here (issue 16): a persistent grid with a causal-balancing tile scheduler, dense mask /
+// bias / soft-cap.
 #include <cuda.h>
 #include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
 #include <cuda_runtime.h>
@@ -51,8 +64,9 @@
 #include <cstring>
 #include <vector>
 
-#include "cc/kernels/common/flash_cuda_common.cuh"  // fast_exp2, Elem<T>::pack
+#include "cc/kernels/common/flash_cuda_common.cuh"  // QueryTileKeys, row_info, fast_exp2, Elem<T>::pack
 #include "cc/kernels/common/flash_cuda_internal.h"
+#include "cc/kernels/common/flash_dropout.cuh"      // drop_tile, drop_rows_visit
 #include "cc/kernels/common/flash_params.h"
 #include "cc/kernels/sm90/sm90_host.cuh"
 #include "cc/kernels/sm90/sm90_ptx.cuh"
@@ -64,14 +78,40 @@ namespace {
 
 constexpr int kBr = 128;      // query rows per CTA (64 per consumer warpgroup)
 constexpr int kBc = 128;      // keys per K/V tile
-constexpr int kStages = 2;    // K/V ring depth
 constexpr int kConsumers = 2; // consumer warpgroups
 constexpr int kThreads = 128 * (1 + kConsumers);
 constexpr int kProducerRegs = 24;
 constexpr int kConsumerRegs = 240;
 static_assert(128 * kProducerRegs + 128 * kConsumers * kConsumerRegs <= 65536, "register file");
 
-template <int D>
+// Schedules of the consumer warpgroups, chosen at run time by fwd_variant() for the plain (no-dropout)
+// kernel at D = 128; every other instantiation, and the default, is variant 0, the schedule measured
+// on the H200 (dab104b). The others are candidates to time against it (FlashAttention-3's ideas):
+//   stages     K/V ring depth (3 at D = 128: 32 KiB Q + 3 x 64 KiB K/V = 224 KiB of the 227 allowed)
+//   overlap    inside a warpgroup, S_{n+1} = Q K_{n+1}^T and O += P_n V_n are issued together and the
+//              softmax of S_{n+1} runs while the P V product is still on the tensor cores (wgmma
+//              wait_group 1); the P V of a tile overlaps the next tile's softmax
+//   pingpong   (with overlap) the two consumer warpgroups take turns issuing their products (named
+//              barriers 1 and 2), so that one's softmax runs while the other's products do
+//   tma_store  O written into the warpgroup's (then idle) Q rows in shared memory and stored by TMA
+// The arithmetic is the same in every variant, in the same order: O and lse are expected to match
+// variant 0 bit for bit.
+struct Sched {
+  int stages;
+  bool overlap, pingpong, tma_store;
+};
+constexpr Sched kSched[] = {
+    {2, false, false, false},  // 0: the default
+    {3, false, false, false},  // 1
+    {2, true, false, false},   // 2
+    {2, true, true, false},    // 3
+    {3, true, true, false},    // 4
+    {3, true, true, true},     // 5
+    {2, true, true, true},     // 6
+};
+constexpr int kNumVariants = sizeof(kSched) / sizeof(kSched[0]);
+
+template <int D, int kStages = 2>
 struct SmemLayout {
   static constexpr int kQBytes = kBr * D * 2;
   static constexpr int kKVBytes = kBc * D * 2;
@@ -82,38 +122,40 @@ struct SmemLayout {
   static constexpr int kBytes = kBars + 8 * (1 + 2 * kStages);
   static constexpr int kAlloc = kBytes + 1024;                // slack to align the base to 1024
 };
-
-// Keys visible to row i: [0, key_end(i)) (causal: j <= i + offset; always j < Tk).
-__device__ __forceinline__ int64_t key_end(int64_t i, int64_t tk, bool causal, int64_t off) {
-  int64_t hi = tk;
-  if (causal && i + off + 1 < hi) hi = i + off + 1;
-  return hi < 0 ? 0 : hi;
-}
+static_assert(SmemLayout<128, 3>::kAlloc <= 227 * 1024, "3 stages at D = 128 exceed the opt-in shared memory");
 
 // q [B, Tq, H, D], k [B, Tk, Hkv, D], v [B, Tk, Hkv, D] through tm_q / tm_k / tm_v (rank 4:
 // d, head, time, batch; boxes {64, 1, 128, 1}); o [B, Tq, H, D] and lse [B, H, Tq] from p.
-// Grid (ceil(Tq / kBr), H, B).
-template <typename T, int D>
+// Grid (ceil(Tq / kBr), H, B). Index masks (causal, window, lengths, [B, Tq] / [B, Tk] validity)
+// at run time; DROP: dropout (a second instantiation, so that the kernel without it carries no
+// Philox code). V: the schedule (kSched; not with DROP). tm_o (box {64, 1, 64, 1}) is used only by
+// the tma_store schedules.
+template <typename T, int D, bool DROP, int V>
 __global__ void __launch_bounds__(kThreads, 1)
     flash_fwd_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
-                          const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ FlashFwdParams p) {
-  using L = SmemLayout<D>;
+                          const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_o,
+                          const __grid_constant__ FlashFwdParams p) {
+  constexpr Sched kS = kSched[V];
+  constexpr int kStages = kS.stages;
+  static_assert(!DROP || V == 0, "the dropout kernel keeps the default schedule");
+  using L = SmemLayout<D, kStages>;
   extern __shared__ uint8_t smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
   const uint32_t q_full = base + L::kBars;
   const uint32_t full0 = q_full + 8, empty0 = q_full + 8 * (1 + kStages);
 
   const AttnShape& sh = p.shape;
-  const int64_t Tq = sh.Tq, Tk = sh.Tk;
-  const bool causal = p.mask.causal;
-  const int64_t off = p.mask.causal_offset;
+  const int64_t Tq = sh.Tq;
   const int m_block = gridDim.x - 1 - blockIdx.x;  // longest causal rows first
   const int h = blockIdx.y, b = blockIdx.z;
   const int hkv = h / static_cast<int>(sh.H / sh.Hkv);
   const int64_t m0 = static_cast<int64_t>(m_block) * kBr;
-  const int64_t last_row = (m0 + kBr < Tq ? m0 + kBr : Tq) - 1;
-  const int64_t kend_cta = key_end(last_row, Tk, causal, off);
-  const int n_tiles = static_cast<int>((kend_cta + kBc - 1) / kBc);
+  // The key tiles this query tile visits (sm80's rule: the union of its rows' causal / window /
+  // length ranges, in kBc-key tiles from j_first); producer and consumers loop over the same ones,
+  // tiles outside are neither loaded nor computed.
+  const QueryTileKeys<kBr, kBc> keys(p.mask, sh, b, m0);
+  const int n_tiles = keys.ntiles;
+  const int j_first = static_cast<int>(keys.jstart);
 
   const int wg = threadIdx.x / 128;
   if (threadIdx.x == 0) {
@@ -143,8 +185,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         mbar_arrive_expect_tx(bar, 2 * L::kKVBytes);
 #pragma unroll
         for (int j = 0; j < D / 64; ++j) {
-          tma_load_4d(base + L::kK + s * L::kKVBytes + j * kBc * 128, &tm_k, bar, 64 * j, hkv, n * kBc, b);
-          tma_load_4d(base + L::kV + s * L::kKVBytes + j * kBc * 128, &tm_v, bar, 64 * j, hkv, n * kBc, b);
+          tma_load_4d(base + L::kK + s * L::kKVBytes + j * kBc * 128, &tm_k, bar, 64 * j, hkv, j_first + n * kBc, b);
+          tma_load_4d(base + L::kV + s * L::kKVBytes + j * kBc * 128, &tm_v, bar, 64 * j, hkv, j_first + n * kBc, b);
         }
       }
     }
@@ -155,26 +197,36 @@ __global__ void __launch_bounds__(kThreads, 1)
   setmaxnreg_inc<kConsumerRegs>();
   const int c = wg - 1;
   const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
-  const int64_t row[2] = {m0 + c * 64 + warp * 16 + g, m0 + c * 64 + warp * 16 + g + 8};
-  const int64_t kend[2] = {key_end(row[0], Tk, causal, off), key_end(row[1], Tk, causal, off)};
+  const int64_t wrow0 = m0 + c * 64 + warp * 16;  // this warp's 16 rows
+  const int64_t row[2] = {wrow0 + g, wrow0 + g + 8};
   const float scale_log2 = p.score.scale * 1.4426950408889634f;
+  // Keys [kb, ke) each of this thread's two rows sees (row_info: causal / window / lengths; an
+  // invalid row or one past q_lengths sees none, so it ends with O = 0 and lse = -inf). Rows past
+  // Tq are never written: live = false, they take no part in the masking decision.
+  int kb[2], ke[2];
+  bool live[2];
+#pragma unroll
+  for (int h2 = 0; h2 < 2; ++h2) {
+    const RowInfo ri = row_info(p.mask, sh, b, row[h2], keys.qlim, keys.klim);
+    const int64_t e = ri.ke < keys.klim ? ri.ke : keys.klim;
+    const int64_t s0 = ri.kb < e ? ri.kb : e;  // kb in [0, ke]: an empty range stays empty
+    kb[h2] = ri.ok ? static_cast<int>(s0) : 0;
+    ke[h2] = ri.ok ? static_cast<int>(e) : 0;
+    live[h2] = row[h2] < Tq;
+  }
+  const bool* k_valid = p.mask.k_valid ? p.mask.k_valid + static_cast<int64_t>(b) * sh.Tk : nullptr;
+  const int klim = static_cast<int>(keys.klim);
+  DropTile drop{};
+  if constexpr (DROP) drop = drop_tile(p.dropout, b, h);  // the Philox key, once
 
   float o[D / 2];
 #pragma unroll
   for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
 
-  if (n_tiles > 0) mbar_wait(q_full, 0);
   const uint32_t q_tile = base + L::kQ + c * 64 * 128;  // this warpgroup's 64 rows in each panel
-  for (int n = 0; n < n_tiles; ++n) {
-    const int s = n % kStages;
-    mbar_wait(full0 + 8 * s, (n / kStages) & 1);
-    const uint32_t k_tile = base + L::kK + s * L::kKVBytes;
-    const uint32_t v_tile = base + L::kV + s * L::kKVBytes;
-
-    // S = Q K^T: [64 x kBc], contraction over D in k16 steps.
-    float sacc[kBc / 2];
-    wgmma_fence();
+  // S = Q K^T for the tile at k_tile: [64 x kBc], contraction over D in k16 steps (issue only).
+  auto issue_qk = [&](float (&sacc)[kBc / 2], uint32_t k_tile) {
 #pragma unroll
     for (int k = 0; k < D / 16; ++k) {
       const uint32_t koff = (k % 4) * 32;  // k16 step within the 128-byte row
@@ -182,19 +234,43 @@ __global__ void __launch_bounds__(kThreads, 1)
       const uint64_t db = wgmma_desc(k_tile + (k / 4) * kBc * 128 + koff, 16, 1024);
       wgmma_ss_m64n128k16(WgmmaType<T>{}, sacc, da, db, k > 0);
     }
-    wgmma_commit();
-    wgmma_wait<0>();
-    fence_regs(sacc);
-
-    // Mask keys past Tk or past the causal diagonal (only tiles that cross either).
-    const int64_t n0 = static_cast<int64_t>(n) * kBc;
-    const bool need_mask = n0 + kBc > Tk || (causal && n0 + kBc - 1 > m0 + off);
+  };
+  // O += P V: contraction over the tile's keys in k16 steps (16 rows of V = 2048 bytes; issue only).
+  auto issue_pv = [&](const uint32_t (&pa)[kBc / 16][4], uint32_t v_tile) {
+#pragma unroll
+    for (int kk = 0; kk < kBc / 16; ++kk)
+      wgmma_rs_m64nDk16_tb<T, D>(o, pa[kk], wgmma_desc(v_tile + kk * 16 * 128, kBc * 128, 1024));
+  };
+  // Masks, scale and online softmax of the S tile of keys j0 .. j0 + kBc - 1: sacc becomes the
+  // unnormalized P, m and l move on, and alpha[h2] is the factor O's rows h2 must be scaled by.
+  auto softmax_tile = [&](float (&sacc)[kBc / 2], int j0, float (&alpha)[2]) {
+    // Masks (sm80's fwd_tile_scores, decided per warp): element (row, col) is visible when
+    // kb(row) <= col < ke(row) and k_valid[col]. Only warps with a live row whose range does not
+    // cover the whole tile, or with a key of the tile invalid, mask per element (an all-true
+    // padding mask costs its byte loads and a vote).
+    uint32_t kv_bits = 0xffffffffu;  // bit 2 jn + e: key j0 + 8 jn + 2 t + e passes k_valid
+    if (k_valid) {
+      kv_bits = 0;
+#pragma unroll
+      for (int jn = 0; jn < kBc / 8; ++jn)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int col = j0 + 8 * jn + 2 * t + e;
+          kv_bits |= static_cast<uint32_t>(col < klim && k_valid[col]) << (2 * jn + e);
+        }
+    }
+    bool partial = false;
+#pragma unroll
+    for (int h2 = 0; h2 < 2; ++h2) partial |= live[h2] && !(kb[h2] <= j0 && ke[h2] >= j0 + kBc);
+    const bool need_mask = __any_sync(0xffffffffu, partial || kv_bits != 0xffffffffu);
 #pragma unroll
     for (int i = 0; i < kBc / 2; ++i) {
       float x = sacc[i] * scale_log2;
       if (need_mask) {
-        const int64_t col = n0 + 8 * (i / 4) + 2 * t + (i & 1);
-        if (col >= kend[(i / 2) & 1]) x = -INFINITY;
+        const int h2 = (i / 2) & 1;
+        const int jl = 8 * (i / 4) + 2 * t + (i & 1);  // column within the tile
+        const bool vis = jl >= kb[h2] - j0 && jl < ke[h2] - j0 && ((kv_bits >> (2 * (i / 4) + (i & 1))) & 1u);
+        if (!vis) x = -INFINITY;
       }
       sacc[i] = x;
     }
@@ -208,7 +284,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
       const float m_new = fmaxf(m[h2], mx);
       const float m_use = m_new == -INFINITY ? 0.f : m_new;  // rows with nothing visible yet
-      const float alpha = fast_exp2(m[h2] - m_use);
+      alpha[h2] = fast_exp2(m[h2] - m_use);
       m[h2] = m_new;
       float sum = 0.f;
 #pragma unroll
@@ -220,15 +296,20 @@ __global__ void __launch_bounds__(kThreads, 1)
           sum += pv;
         }
       }
-      l[h2] = l[h2] * alpha + sum;  // this thread's partial sum; the quad reduces at the end
+      l[h2] = l[h2] * alpha[h2] + sum;  // this thread's partial sum; the quad reduces at the end
+    }
+  };
+  auto rescale_o = [&](const float (&alpha)[2]) {
+#pragma unroll
+    for (int h2 = 0; h2 < 2; ++h2)
 #pragma unroll
       for (int j = 0; j < D / 8; ++j) {
-        o[4 * j + 2 * h2] *= alpha;
-        o[4 * j + 2 * h2 + 1] *= alpha;
+        o[4 * j + 2 * h2] *= alpha[h2];
+        o[4 * j + 2 * h2 + 1] *= alpha[h2];
       }
-    }
-    // P as the A fragments of m64k16: k16 step kk covers S columns 16kk .. 16kk + 15.
-    uint32_t pa[kBc / 16][4];
+  };
+  // P as the A fragments of m64k16: k16 step kk covers S columns 16kk .. 16kk + 15.
+  auto pack_p = [&](uint32_t (&pa)[kBc / 16][4], const float (&sacc)[kBc / 2]) {
 #pragma unroll
     for (int kk = 0; kk < kBc / 16; ++kk) {
       pa[kk][0] = Elem<T>::pack(sacc[8 * kk + 0], sacc[8 * kk + 1]);
@@ -236,36 +317,153 @@ __global__ void __launch_bounds__(kThreads, 1)
       pa[kk][2] = Elem<T>::pack(sacc[8 * kk + 4], sacc[8 * kk + 5]);
       pa[kk][3] = Elem<T>::pack(sacc[8 * kk + 6], sacc[8 * kk + 7]);
     }
-    // O += P V: contraction over the tile's keys in k16 steps (16 rows of V = 2048 bytes).
+  };
+
+  if (n_tiles > 0) mbar_wait(q_full, 0);
+  if constexpr (!kS.overlap) {
+    // One tile at a time: S, softmax, O += P V, each waited for before the next.
+    for (int n = 0; n < n_tiles; ++n) {
+      const int s = n % kStages;
+      mbar_wait(full0 + 8 * s, (n / kStages) & 1);
+      float sacc[kBc / 2];
+      wgmma_fence();
+      issue_qk(sacc, base + L::kK + s * L::kKVBytes);
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_regs(sacc);
+      const int j0 = j_first + n * kBc;
+      float alpha[2];
+      softmax_tile(sacc, j0, alpha);
+      rescale_o(alpha);
+      // Dropout on P after the row sum (sm80's fwd_tile_dropout): the m64nN accumulator gives warp w
+      // rows 16 w + g, 16 w + g + 8 and columns 8 jn + 2 t + e as sacc[4 jn + 2 h2 + e], i.e. the
+      // m16n8 fragment of flash_dropout.cuh with n-tile jn and element 2 h2 + e: one Philox call
+      // per 8 elements (rows {g, g + 8} x keys 2 t + e of 4 n-tiles), the mask of the CPU and sm80.
+      if constexpr (DROP)
+        drop_rows_visit<kBc / 8>(drop, wrow0, j0, g, t,
+                                 [&](int nt, int e, bool keep) { sacc[4 * nt + e] *= keep ? drop.scale : 0.f; });
+      uint32_t pa[kBc / 16][4];
+      pack_p(pa, sacc);
+      fence_regs(o);
+      wgmma_fence();
+      issue_pv(pa, base + L::kV + s * L::kKVBytes);
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_regs(o);
+      mbar_arrive(empty0 + 8 * s);  // this thread is done reading stage s
+    }
+  } else if (n_tiles > 0) {
+    // Round 0 issues S_0; round n (1 <= n < N) issues S_n and O += P_{n-1} V_{n-1} together, then
+    // runs the softmax of S_n while the P V product is still on the tensor cores; round N issues
+    // the last P V. Ping-pong: warpgroup c waits on named barrier 1 + c (256 threads: its own 128
+    // and the other's 128 arrivals) before issuing a round, and arrives on the other's barrier after
+    // issuing it. Consumer 1 opens consumer 0's first turn and skips its own last arrival, so that
+    // each barrier gets exactly N + 1 phases of 256 threads.
+    const int last_round = n_tiles;
+    auto turn_begin = [&]() {
+      if constexpr (kSched[V].pingpong) named_bar_sync(1 + c, 256);
+    };
+    auto turn_end = [&](int r) {
+      if constexpr (kSched[V].pingpong)
+        if (!(c == 1 && r == last_round)) named_bar_arrive(2 - c, 256);
+    };
+    if constexpr (kS.pingpong)
+      if (c == 1) named_bar_arrive(1, 256);
+    float sacc[kBc / 2];
+    uint32_t pa[kBc / 16][4];
+    float alpha[2];
+    mbar_wait(full0, 0);
+    turn_begin();
+    wgmma_fence();
+    issue_qk(sacc, base + L::kK);
+    wgmma_commit();
+    turn_end(0);
+    wgmma_wait<0>();
+    fence_regs(sacc);
+    softmax_tile(sacc, j_first, alpha);  // O is still zero: nothing to rescale
+    pack_p(pa, sacc);
+    for (int n = 1; n < n_tiles; ++n) {
+      const int s = n % kStages, sp = (n - 1) % kStages;
+      mbar_wait(full0 + 8 * s, (n / kStages) & 1);
+      turn_begin();
+      fence_regs(o);
+      wgmma_fence();
+      issue_qk(sacc, base + L::kK + s * L::kKVBytes);
+      wgmma_commit();
+      issue_pv(pa, base + L::kV + sp * L::kKVBytes);
+      wgmma_commit();
+      turn_end(n);
+      wgmma_wait<1>();  // S_n is done (groups complete in order); P_{n-1} V_{n-1} may still run
+      fence_regs(sacc);
+      softmax_tile(sacc, j_first + n * kBc, alpha);
+      wgmma_wait<0>();
+      fence_regs(o);
+      fence_regs(pa);  // P_{n-1} stays allocated until its product is done
+      mbar_arrive(empty0 + 8 * sp);  // this thread is done reading stage sp
+      rescale_o(alpha);
+      pack_p(pa, sacc);
+    }
+    const int sl = (n_tiles - 1) % kStages;
+    turn_begin();
     fence_regs(o);
     wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < kBc / 16; ++kk)
-      wgmma_rs_m64nDk16_tb<T, D>(o, pa[kk], wgmma_desc(v_tile + kk * 16 * 128, kBc * 128, 1024));
+    issue_pv(pa, base + L::kV + sl * L::kKVBytes);
     wgmma_commit();
+    turn_end(last_round);
     wgmma_wait<0>();
     fence_regs(o);
-    mbar_arrive(empty0 + 8 * s);  // this thread is done reading stage s
+    fence_regs(pa);
+    mbar_arrive(empty0 + 8 * sl);
   }
 
   // Epilogue: O / l into o [B, Tq, H, D]; lse [B, H, Tq].
-  T* out = static_cast<T*>(p.o);
+  float inv[2];
 #pragma unroll
   for (int h2 = 0; h2 < 2; ++h2) {
     float lt = l[h2];
     lt += __shfl_xor_sync(0xffffffffu, lt, 1);
     lt += __shfl_xor_sync(0xffffffffu, lt, 2);
-    const float inv = lt > 0.f ? 1.f / lt : 0.f;
+    const bool any = lt > 0.f || lt != lt;  // l = 0: no key visible (O = 0, lse = -inf)
+    inv[h2] = any ? 1.f / lt : 0.f;
     const int64_t i = row[h2];
-    if (i < Tq) {
-      T* orow = out + b * sh.o_stride[0] + i * sh.o_stride[1] + h * sh.o_stride[2];
+    if (i < Tq && t == 0)
+      p.lse[(static_cast<int64_t>(b) * sh.H + h) * Tq + i] =
+          any ? (m[h2] + log2f(lt)) * 0.6931471805599453f : -INFINITY;
+  }
+  if constexpr (kS.tma_store) {
+    // Through shared memory: this warpgroup's 64 rows of the Q tile are idle now (its last S product
+    // is done; the other warpgroup reads only its own rows), so O goes there in the swizzled layout
+    // and one thread stores each 64-column panel with TMA (rows past Tq are clipped by the copy
+    // engine). Bank-conflict free: a warp's 8 rows g land in 8 distinct 16-byte chunks.
+#pragma unroll
+    for (int h2 = 0; h2 < 2; ++h2) {
+      const int r = c * 64 + warp * 16 + g + 8 * h2;  // row within the CTA's kBr
 #pragma unroll
       for (int j = 0; j < D / 8; ++j)
-        *reinterpret_cast<uint32_t*>(orow + 8 * j + 2 * t) =
-            Elem<T>::pack(o[4 * j + 2 * h2] * inv, o[4 * j + 2 * h2 + 1] * inv);
-      if (t == 0)
-        p.lse[(static_cast<int64_t>(b) * sh.H + h) * Tq + i] =
-            lt > 0.f ? (m[h2] + log2f(lt)) * 0.6931471805599453f : -INFINITY;
+        st_shared_u32(base + L::kQ + swz128_offset(kBr, r, 8 * j + 2 * t),
+                      Elem<T>::pack(o[4 * j + 2 * h2] * inv[h2], o[4 * j + 2 * h2 + 1] * inv[h2]));
+    }
+    fence_proxy_async();
+    named_bar_sync(3 + c, 128);
+    if (tid == 0 && m0 + c * 64 < Tq) {
+#pragma unroll
+      for (int j = 0; j < D / 64; ++j)
+        tma_store_4d(&tm_o, q_tile + j * kBr * 128, 64 * j, h, static_cast<int>(m0) + c * 64, b);
+      bulk_commit();
+      bulk_wait<0>();  // shared memory stays until the copy engine has read it
+    }
+  } else {
+    T* out = static_cast<T*>(p.o);
+#pragma unroll
+    for (int h2 = 0; h2 < 2; ++h2) {
+      const int64_t i = row[h2];
+      if (i < Tq) {
+        T* orow = out + b * sh.o_stride[0] + i * sh.o_stride[1] + h * sh.o_stride[2];
+#pragma unroll
+        for (int j = 0; j < D / 8; ++j)
+          *reinterpret_cast<uint32_t*>(orow + 8 * j + 2 * t) =
+              Elem<T>::pack(o[4 * j + 2 * h2] * inv[h2], o[4 * j + 2 * h2 + 1] * inv[h2]);
+      }
     }
   }
 }
@@ -274,25 +472,52 @@ __global__ void __launch_bounds__(kThreads, 1)
 // Tensor maps and the compute-capability check: sm90_host.cuh (shared with the backward).
 std::atomic<int64_t> g_launches{0};
 std::atomic<int> g_override{-1};
+std::atomic<int> g_variant_override{-1};
+std::atomic<int> g_last_variant{-1};
 
-template <typename T, int D>
+template <typename T, int D, bool DROP, int V = 0>
 cudaError_t launch(const FlashFwdParams& p, cudaStream_t stream) {
+  constexpr Sched kS = kSched[V];
   const AttnShape& s = p.shape;
-  CUtensorMap tq, tk, tv;
+  CUtensorMap tq, tk, tv, to;
   if (!tma_map_rows(&tq, p.dtype, p.q, s.B, s.Tq, s.H, D, s.q_stride, kBr) ||
       !tma_map_rows(&tk, p.dtype, p.k, s.B, s.Tk, s.Hkv, D, s.k_stride, kBc) ||
       !tma_map_rows(&tv, p.dtype, p.v, s.B, s.Tk, s.Hkv, D, s.v_stride, kBc))
     return cudaErrorNotSupported;  // the dispatch falls back to sm80
-  auto kernel = flash_fwd_sm90_kernel<T, D>;
-  const int smem = SmemLayout<D>::kAlloc;
+  if constexpr (kS.tma_store) {
+    // o [B, Tq, H, D] in boxes of one warpgroup's 64 rows; the default schedule when the map fails.
+    if (!tma_map_rows(&to, p.dtype, p.o, s.B, s.Tq, s.H, D, s.o_stride, 64)) return launch<T, D, DROP, 0>(p, stream);
+  } else {
+    to = tq;  // unused
+  }
+  auto kernel = flash_fwd_sm90_kernel<T, D, DROP, V>;
+  const int smem = SmemLayout<D, kS.stages>::kAlloc;
   cudaError_t err = set_dynamic_smem(kernel, smem);
   if (err != cudaSuccess) return err;
   const dim3 grid(static_cast<unsigned>((s.Tq + kBr - 1) / kBr), static_cast<unsigned>(s.H),
                   static_cast<unsigned>(s.B));
-  kernel<<<grid, kThreads, smem, stream>>>(tq, tk, tv, p);
+  kernel<<<grid, kThreads, smem, stream>>>(tq, tk, tv, to, p);
   err = cudaGetLastError();
-  if (err == cudaSuccess) g_launches.fetch_add(1, std::memory_order_relaxed);
+  if (err == cudaSuccess) {
+    g_launches.fetch_add(1, std::memory_order_relaxed);
+    g_last_variant.store(V, std::memory_order_relaxed);
+  }
   return err;
+}
+
+// The plain D = 128 kernel with schedule v (kSched; out of range: 0).
+template <typename T>
+cudaError_t launch_d128_plain(const FlashFwdParams& p, cudaStream_t stream, int v) {
+  static_assert(kNumVariants == 7, "one case per schedule");
+  switch (v) {
+    case 1: return launch<T, 128, false, 1>(p, stream);
+    case 2: return launch<T, 128, false, 2>(p, stream);
+    case 3: return launch<T, 128, false, 3>(p, stream);
+    case 4: return launch<T, 128, false, 4>(p, stream);
+    case 5: return launch<T, 128, false, 5>(p, stream);
+    case 6: return launch<T, 128, false, 6>(p, stream);
+    default: return launch<T, 128, false, 0>(p, stream);
+  }
 }
 
 }  // namespace
@@ -309,6 +534,27 @@ bool enabled() {
 
 void set_enabled(int mode) { g_override.store(mode < 0 ? -1 : (mode ? 1 : 0), std::memory_order_relaxed); }
 
+int fwd_variants() { return kNumVariants; }
+
+int fwd_variant() {
+  const int o = g_variant_override.load(std::memory_order_relaxed);
+  if (o >= 0) return o;
+  static const int env_v = [] {
+    const char* v = getenv("TF_FLASHATTN_SM90_FWD_VARIANT");
+    const int x = v ? atoi(v) : 0;
+    return x > 0 && x < kNumVariants ? x : 0;
+  }();
+  return env_v;
+}
+
+bool set_fwd_variant(int v) {
+  if (v >= kNumVariants) return false;
+  g_variant_override.store(v < 0 ? -1 : v, std::memory_order_relaxed);
+  return true;
+}
+
+int last_fwd_variant() { return g_last_variant.load(std::memory_order_relaxed); }
+
 int64_t fwd_launches() { return g_launches.load(std::memory_order_relaxed); }
 
 bool fwd_applies(const FlashFwdParams& p) {
@@ -317,11 +563,10 @@ bool fwd_applies(const FlashFwdParams& p) {
   if (s.D != s.Dv || (s.D != 128 && s.D != 64)) return false;
   if (s.Tk <= 0 || s.Tq <= 0 || s.Tq > (1ll << 31) - kBr || s.Tk > (1ll << 31) - kBc) return false;
   if (s.H > 65535 || s.B > 65535 || s.Hkv <= 0 || s.H % s.Hkv != 0) return false;
-  const MaskParams& m = p.mask;
-  if (m.window_left >= 0 || m.window_right >= 0 || m.mask || m.q_lengths || m.k_lengths || m.q_valid ||
-      m.k_valid)
-    return false;
-  if (p.score.softcap != 0.f || p.score.bias || p.dropout.rate > 0.f) return false;
+  // Index masks (causal, window, lengths, [B, Tq] / [B, Tk] validity) and dropout run here; a dense
+  // mask, bias and soft-cap take sm80's general kernels.
+  if (p.mask.mask || p.score.softcap != 0.f || p.score.bias) return false;
+  if (p.dropout.rate > 0.f && !p.dropout.seed) return false;
   // TMA: 16-byte aligned bases and strides (o is written with 4-byte stores: vec8 covers it too).
   if (!vec8(s, p.q, p.k, p.v, p.o)) return false;
   for (int i = 0; i < 3; ++i)
@@ -329,10 +574,21 @@ bool fwd_applies(const FlashFwdParams& p) {
   return current_device_is_sm90();
 }
 
-cudaError_t fwd(const FlashFwdParams& p, cudaStream_t stream) {
+template <bool DROP>
+cudaError_t fwd_drop(const FlashFwdParams& p, cudaStream_t stream) {
   const bool bf16 = p.dtype == DType::kBFloat16;
-  if (p.shape.D == 128) return bf16 ? launch<__nv_bfloat16, 128>(p, stream) : launch<__half, 128>(p, stream);
-  return bf16 ? launch<__nv_bfloat16, 64>(p, stream) : launch<__half, 64>(p, stream);
+  if (p.shape.D == 128) {
+    if constexpr (!DROP) {
+      const int v = fwd_variant();
+      return bf16 ? launch_d128_plain<__nv_bfloat16>(p, stream, v) : launch_d128_plain<__half>(p, stream, v);
+    }
+    return bf16 ? launch<__nv_bfloat16, 128, DROP>(p, stream) : launch<__half, 128, DROP>(p, stream);
+  }
+  return bf16 ? launch<__nv_bfloat16, 64, DROP>(p, stream) : launch<__half, 64, DROP>(p, stream);
+}
+
+cudaError_t fwd(const FlashFwdParams& p, cudaStream_t stream) {
+  return p.dropout.rate > 0.f ? fwd_drop<true>(p, stream) : fwd_drop<false>(p, stream);
 }
 
 // ---- Self-test of the building blocks --------------------------------------------------------
