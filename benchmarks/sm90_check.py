@@ -32,8 +32,9 @@ others' answers):
             each sequence padded (FA2 without a mask: it takes none), each against sm80 and against
             sm90 without the feature.
   sanitize  one small odd case per dtype / causal setting, for compute-sanitizer.
-  variants  the candidate schedules of the plain D = 128 kernel (flash_fwd_sm90.cu's kSched, picked by
-            set_sm90_fwd_variant; 0 is the default): every NUM_CASES case at D = 128 without dropout,
+  variants  the schedules of the plain D = 128 kernel (flash_fwd_sm90.cu's kSched, picked by
+            set_sm90_fwd_variant; 5 is the default, 0 the first schedule and the reference here; the
+            other phases run the default): every NUM_CASES case at D = 128 without dropout,
             bf16 and fp16, for each variant 1 .. n-1 against the float64 reference (the same bar as
             numerics), plus whether the variant really ran (last_fwd_variant) and whether its O and lse
             equal variant 0's bit for bit (expected: every variant does the same arithmetic in the
@@ -473,7 +474,9 @@ def phase_vbench(h, log):
             print("VBENCH " + json.dumps(r), file=log, flush=True)
             del t
     names = [f"v{v}" for v in variants] + ["v0_again", "sm80", "flash", "cudnn"]
-    print("\nTFLOP/s forward, D = 128, bf16, by schedule (v0 = default; v0_again: v0 timed last)", file=log)
+    dflt = h.m.sm90_info().get("fwd_default_variant", 0)
+    print(f"\nTFLOP/s forward, D = 128, bf16, by schedule (v{dflt} = default; v0 = the first schedule, "
+          "v0_again: v0 timed last)", file=log)
     print("  T      causal " + " ".join(f"{n:<8}" for n in names) + " best/cuDNN", file=log)
     for r in rows:
         vals = [r.get(f"{n}_fwd_tflops") for n in names]

@@ -26,8 +26,9 @@
 //   sm90_selftest() -> list of dicts (Hopper building blocks, cc/kernels/sm90/flash_fwd_sm90.cu)
 //   set_sm90_bwd(mode) (1 on, 0 off, -1 env TF_FLASHATTN_SM90_BWD); sm90_bwd_selftest() (the
 //   backward's wgmma forms, cc/kernels/sm90/flash_bwd_sm90.cu); sm90_info() has bwd_enabled and
-//   bwd_launches too, and fwd_variant / fwd_variants / last_fwd_variant: set_sm90_fwd_variant(v)
-//   picks the schedule of the plain D = 128 forward (0 default, -1 env TF_FLASHATTN_SM90_FWD_VARIANT)
+//   bwd_launches too, and fwd_variant / fwd_variants / fwd_default_variant / last_fwd_variant:
+//   set_sm90_fwd_variant(v) picks the schedule of the plain D = 128 forward (0 .. fwd_variants - 1;
+//   -1 env TF_FLASHATTN_SM90_FWD_VARIANT, unset: fwd_default_variant)
 //
 // Layouts and dtypes as in cc/kernels/common/flash_params.h: q [B, Tq, H, D], k [B, Tk, Hkv, D],
 // v [B, Tk, Hkv, Dv], o / d_o [B, Tq, H, Dv] (float32 / float16 / bfloat16, one dtype; the last
@@ -808,6 +809,7 @@ py::dict sm90_info() {
   d["fwd_launches"] = flashattn::cuda::sm90::fwd_launches();
   d["fwd_variant"] = flashattn::cuda::sm90::fwd_variant();
   d["fwd_variants"] = flashattn::cuda::sm90::fwd_variants();
+  d["fwd_default_variant"] = flashattn::cuda::sm90::fwd_default_variant();
   d["last_fwd_variant"] = flashattn::cuda::sm90::last_fwd_variant();
   d["bwd_enabled"] = flashattn::cuda::sm90::bwd_enabled();
   d["bwd_launches"] = flashattn::cuda::sm90::bwd_launches();
@@ -819,6 +821,7 @@ py::dict sm90_info() {
   d["fwd_launches"] = 0;
   d["fwd_variant"] = 0;
   d["fwd_variants"] = 1;
+  d["fwd_default_variant"] = 0;
   d["last_fwd_variant"] = -1;
 #endif
   return d;
@@ -929,13 +932,14 @@ PYBIND11_MODULE(flash_harness, m) {
         py::arg("seed") = std::pair<int64_t, int64_t>(1234, 5678), py::arg("out") = py::none());
   m.def("sm90_info", &sm90_info,
         "The Hopper forward: dict(compiled, enabled (TF_FLASHATTN_SM90 / set_sm90), fwd_launches, "
-        "fwd_variant (the schedule set now), fwd_variants (how many), last_fwd_variant (of the last "
-        "launch), bwd_enabled, bwd_launches).");
+        "fwd_variant (the schedule set now), fwd_variants (how many), fwd_default_variant (the one when "
+        "nothing is set), last_fwd_variant (of the last launch), bwd_enabled, bwd_launches).");
   m.def("set_sm90", &set_sm90, "Hopper forward switch: 1 on, 0 off (sm80 kernels), -1 back to the "
         "environment (TF_FLASHATTN_SM90).", py::arg("mode"));
   m.def("set_sm90_fwd_variant", &set_sm90_fwd_variant,
-        "Schedule of the plain D = 128 Hopper forward (flash_fwd_sm90.cu's kSched): 0 the default, "
-        "1 .. fwd_variants - 1 the candidates, -1 back to the environment (TF_FLASHATTN_SM90_FWD_VARIANT).",
+        "Schedule of the plain D = 128 Hopper forward (flash_fwd_sm90.cu's kSched): 0 .. fwd_variants - 1 "
+        "(0 the first schedule, fwd_default_variant the default), -1 back to the environment "
+        "(TF_FLASHATTN_SM90_FWD_VARIANT; unset: the default).",
         py::arg("v"));
   m.def("sm90_selftest", &sm90_selftest,
         "Hopper building blocks one at a time (TMA tile load, wgmma forms): a list of dicts "

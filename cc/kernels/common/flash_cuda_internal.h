@@ -138,13 +138,15 @@ bool enabled();
 void set_enabled(int mode);
 // Launches of the sm90 forward so far in this process (to check which path ran).
 int64_t fwd_launches();
-// Schedules of the plain (no-dropout) D = 128 forward (flash_fwd_sm90.cu's kSched; 0, the default,
-// is the one measured; the others are candidates to time): fwd_variants() of them. fwd_variant() is
-// TF_FLASHATTN_SM90_FWD_VARIANT (read once; 0 when absent or out of range) unless set_fwd_variant(v)
-// overrides it (v < 0: back to the environment; false, nothing changed, when v >= fwd_variants()).
-// Other shapes and dropout always take variant 0. last_fwd_variant(): the schedule of the last
-// launch (-1 before any).
+// Schedules of the plain (no-dropout) D = 128 forward (flash_fwd_sm90.cu's kSched; 0 is the first
+// schedule, the reference of the bitwise checks; fwd_default_variant(), 5, the default):
+// fwd_variants() of them. fwd_variant() is TF_FLASHATTN_SM90_FWD_VARIANT (read once; any of
+// 0 .. fwd_variants() - 1, 0 included; the default when unset, empty, not a number or out of range)
+// unless set_fwd_variant(v) overrides it (v < 0: back to the environment; false, nothing changed,
+// when v >= fwd_variants()). Other shapes and dropout always take variant 0. last_fwd_variant():
+// the schedule of the last launch (-1 before any).
 int fwd_variants();
+int fwd_default_variant();
 int fwd_variant();
 bool set_fwd_variant(int v);
 int last_fwd_variant();
