@@ -196,13 +196,14 @@ def phase_numerics(h, log, cases, dtypes):
             run_fwd(h, c, tr)
             took = h.m.sm90_info()["fwd_launches"] - n0
             ours = {"o": tr["o"].clone(), "lse": tr["lse"].clone()}
-            bitwise = None
+            bitwise = took_nomask = None
             if c.get("nomask_bitwise"):  # an all-true key mask: the no-mask output, bit for bit
                 tn = dict(tr)
                 tn.pop("kvalid")
+                n1 = h.m.sm90_info()["fwd_launches"]
                 run_fwd(h, c, tn)
+                took_nomask = h.m.sm90_info()["fwd_launches"] - n1  # both runs must be sm90's
                 bitwise = bool(torch.equal(tn["o"], ours["o"]) and torch.equal(tn["lse"], ours["lse"]))
-                took -= 1
             h.m.set_sm90(0)
             run_fwd(h, c, tr)
             h.m.set_sm90(-1)
@@ -216,7 +217,8 @@ def phase_numerics(h, log, cases, dtypes):
             ok = took == 1
             if bitwise is not None:
                 row["bitwise_vs_nomask"] = bitwise
-                ok &= bitwise
+                row["nomask_sm90_launched"] = int(took_nomask)
+                ok &= bitwise and took_nomask == 1
             for name in ("o", "lse"):
                 e = err(ours[name], ref[name])
                 e80 = err(sm80[name], ref[name])
@@ -239,6 +241,8 @@ def phase_numerics(h, log, cases, dtypes):
             extra = "" if took == 1 else f" (sm90 path NOT taken: {took} launches)"
             if bitwise is not None:
                 extra += f" bitwise_vs_nomask={bitwise}"
+                if took_nomask != 1:
+                    extra += f" (no-mask run: sm90 path NOT taken: {took_nomask} launches)"
             where = f" bad_rows={row.get('o_bad_rows')} first={row.get('o_first_bad')} t={row.get('o_bad_row_indices_sample')}" \
                 if "o_bad_rows" in row else ""
             print(f"{'PASS' if ok else 'FAIL'} {c['name']:<22} {dname:<9} o={row['o']['max']:.2e} (sm80 "
