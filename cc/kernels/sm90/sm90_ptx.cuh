@@ -249,7 +249,6 @@ __device__ __forceinline__ void wgmma_ss_m64n64k16(WgmmaType<__half>, float (&d)
       : "l"(desc_a), "l"(desc_b), "r"(accumulate), "n"(TA), "n"(TB));
 }
 
-// Named barrier `id` (1..15; 0 is __syncthreads) over `count` threads (a multiple of 32).
 // acc [64 x D] += A [64 x 16] (registers) B [16 x D] (shared memory, MN-major: the O += P V form
 // and the backward's dV / dK updates), D = 64 or 128.
 template <typename T, int D>
@@ -258,6 +257,7 @@ __device__ __forceinline__ void wgmma_rs_m64nDk16_tb(float (&acc)[D / 2], const 
   else wgmma_rs_m64n64k16_tb(WgmmaType<T>{}, acc, a, desc, 1);
 }
 
+// Named barrier `id` (1..15; 0 is __syncthreads) over `count` threads (a multiple of 32).
 __device__ __forceinline__ void named_bar_sync(int id, int count) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
 }
