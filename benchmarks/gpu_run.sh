@@ -13,7 +13,7 @@
 #             block self-tests, numerics vs float64 / same-precision torch / our sm80 forward, TFLOP/s vs
 #             sm80, FlashAttention-2 and cuDNN), and compute-sanitizer memcheck of small cases (~4 min).
 #             Files: OUT/sm90_summary.log and OUT/sm90.tar.gz (logs and JSON)
-#   sm90bwd   no TensorFlow needed: the opt-in Hopper backward (cc/kernels/sm90/flash_bwd_sm90.cu): harness
+#   sm90bwd   no TensorFlow needed: the Hopper backward (cc/kernels/sm90/flash_bwd_sm90.cu): harness
 #             build (ARCHS=90), ptxas report and SASS counts, benchmarks/sm90_bwd_check.py's phases
 #             (self-tests of the forward's and the backward's wgmma forms; dq/dk/dv vs float64 torch
 #             autograd and our sm80 backward; backward TFLOP/s vs sm80, FA2 and cuDNN) and
