@@ -17,7 +17,7 @@
 #             schedule, vbench: TFLOP/s of each next to FA2 and cuDNN, vsanitize under memcheck) (~6 min).
 #             SM90_PHASES (default all) limits the sm90_check.py phases, e.g. SM90_PHASES=variants,vbench.
 #             Files: OUT/sm90_summary.log and OUT/sm90.tar.gz (logs and JSON)
-#   sm90bwd   no TensorFlow needed: the opt-in Hopper backward (cc/kernels/sm90/flash_bwd_sm90.cu): harness
+#   sm90bwd   no TensorFlow needed: the Hopper backward (cc/kernels/sm90/flash_bwd_sm90.cu): harness
 #             build (ARCHS=90), ptxas report and SASS counts, benchmarks/sm90_bwd_check.py's phases
 #             (self-tests of the forward's and the backward's wgmma forms; dq/dk/dv vs float64 torch
 #             autograd and our sm80 backward; backward TFLOP/s vs sm80, FA2 and cuDNN) and

@@ -1,5 +1,6 @@
-"""Checks and times the Hopper backward (cc/kernels/sm90/flash_bwd_sm90.cu, opt-in) through the kernel
-harness, without TensorFlow, on an H100/H200 (python3 with torch, triton and pybind11):
+"""Checks and times the Hopper backward (cc/kernels/sm90/flash_bwd_sm90.cu, the default backward on
+compute capability 9.0) through the kernel harness, without TensorFlow, on an H100/H200 (python3
+with torch, triton and pybind11):
 
   ARCHS=90 bash benchmarks/build_harness.sh
   python3 benchmarks/sm90_bwd_check.py --phase selftest|numerics|bench|sanitize [--lib DIR] [--out DIR]

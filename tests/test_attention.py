@@ -661,3 +661,48 @@ def test_eager_dropout_calls_take_the_cached_path_with_their_own_seed():
     assert len(attention._EAGER_CALLS) == 1  # the list seeds took the checked path
     np.testing.assert_array_equal(fa.dot_product_attention(q, k, v).numpy(),
                                   fa.dot_product_attention(q, k, v, dropout_rate=0.0).numpy())
+
+
+def test_eager_calls_with_variables_and_optional_tensors_take_the_cached_path():
+    """Variables (read once, as a matmul reads them) and optional tensor inputs that are already
+    what the op takes (eager tensors of its dtype and rank) ride the cached path: each call uses
+    its own values, equal to a graph call's; host lengths are still range-checked at every call;
+    inputs of another form (a rank-2 mask, int64 lengths) take the checked path."""
+    from tf_flashattn import attention
+    rng = np.random.default_rng(10)
+    q, k, v = (tf.constant(rng.standard_normal((2, 7, 2, 8)), tf.float32) for _ in range(3))
+    qv = tf.Variable(q)
+    graph = tf.function(lambda q, **kw: fa.dot_product_attention(q, k, v, **kw))
+    attention._EAGER_CALLS.clear()
+    for lengths in ([7, 3], [2, 5], [0, 7]):
+        kl = tf.constant(lengths, tf.int32)
+        got = fa.dot_product_attention(qv, k, v, key_lengths=kl).numpy()
+        np.testing.assert_array_equal(got, graph(q, key_lengths=kl).numpy())
+    assert len(attention._EAGER_CALLS) == 1
+    with pytest.raises(ValueError, match=r"key_lengths\[1\] = 8 is out of range \[0, 7\]"):
+        fa.dot_product_attention(qv, k, v, key_lengths=tf.constant([1, 8], tf.int32))
+    masks = [tf.constant(rng.random((2, 2, 7, 7)) > 0.3) for _ in range(2)]
+    key_masks = [tf.constant(rng.random((2, 7)) > 0.3) for _ in range(2)]
+    bias = [tf.constant(rng.standard_normal((2, 2, 7, 7)), tf.float32) for _ in range(2)]
+    for i in range(2):
+        got = fa.dot_product_attention(qv, k, v, mask=masks[i], key_mask=key_masks[i], bias=bias[i])
+        want = graph(q, mask=masks[i], key_mask=key_masks[i], bias=bias[i])
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+    assert len(attention._EAGER_CALLS) == 2
+    assert not np.allclose(fa.dot_product_attention(qv, k, v, mask=masks[0]).numpy(),
+                           fa.dot_product_attention(qv, k, v, mask=masks[1]).numpy())
+    n = len(attention._EAGER_CALLS)
+    fa.dot_product_attention(q, k, v, mask=tf.constant(rng.random((7, 7)) > 0.3))  # rank 2
+    fa.dot_product_attention(q, k, v, key_lengths=tf.constant([7, 3], tf.int64))
+    assert len(attention._EAGER_CALLS) == n  # both took the checked path
+    # Gradients through a variable on the cached path: those of a graph call.
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(fa.dot_product_attention(qv, k, v, key_mask=key_masks[0]) ** 2)
+    dq = tape.gradient(loss, qv)
+
+    @tf.function
+    def graph_grad():
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(fa.dot_product_attention(qv, k, v, key_mask=key_masks[0]) ** 2)
+        return tape.gradient(loss, qv)
+    np.testing.assert_allclose(dq.numpy(), graph_grad().numpy(), rtol=1e-6, atol=1e-6)

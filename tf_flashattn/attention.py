@@ -18,21 +18,47 @@ _ATTRS = ("scale", "softcap", "causal", "causal_offset", "window_left", "window_
 _ABSENT_EAGER = {}
 
 
-# Eager calls without optional tensor inputs, by signature: their attributes and absent-input
-# placeholders, so that a repeated eager call (a decoding loop run eagerly, say) skips the Python
-# checks, which cost several times the op's own dispatch.
+# Eager calls by signature: their checked attributes and absent-input placeholders, so that a
+# repeated eager call (a training or decoding loop run eagerly) skips the Python checks, which cost
+# several times the op's own dispatch. The optional tensor inputs may take part when they already
+# are what the checked path would pass on (eager tensors of the op's dtype and rank): their shapes
+# are part of the signature and the tensors of each call are used.
 _EAGER_CALLS = {}
 
+# Optional tensor inputs in the op's order (after query, key, value): name, dtype (None: the
+# query's), rank. A lengths input is also range-checked at every call when its values are on the
+# host (as the checked path does).
+_OPTIONAL = (("mask", tf.bool, 4), ("bias", None, 4), ("query_lengths", tf.int32, 1),
+             ("key_lengths", tf.int32, 1), ("query_mask", tf.bool, 2), ("key_mask", tf.bool, 2))
 
-def _eager_signature(query, key, value, *settings):
-    """A hashable key of an eager call's inputs (same-dtype eager tensors) and Python settings,
-    or None when the call must take the checked path."""
-    if not all(isinstance(t, tf.__internal__.EagerTensor) for t in (query, key, value)):
-        return None
+
+def _eager_tensor(x):
+    """x as an eager tensor when it is one or a variable (read as a matmul reads it), else None."""
+    if isinstance(x, tf.__internal__.EagerTensor):
+        return x
+    if isinstance(x, tf.Variable):
+        t = tf.convert_to_tensor(x)
+        return t if isinstance(t, tf.__internal__.EagerTensor) else None
+    return None
+
+
+def _eager_signature(query, key, value, optional, *settings):
+    """A hashable key of an eager call's inputs (same-dtype eager tensors; the optional tensor
+    inputs, each None or an eager tensor of the op's dtype and rank) and Python settings, or None
+    when the call must take the checked path."""
     if not query.dtype == key.dtype == value.dtype:
         return None
+    opt = []
+    for (name, dtype, rank), t in zip(_OPTIONAL, optional):
+        if t is None:
+            opt.append(None)
+            continue
+        if not isinstance(t, tf.__internal__.EagerTensor) or t.dtype != (dtype or query.dtype) \
+                or t.shape.rank != rank:
+            return None
+        opt.append(tuple(t.shape))
     sig = (tuple(query.shape), tuple(key.shape), tuple(value.shape), query.dtype,
-           _eager_device()) + tuple((type(x), x) for x in settings)
+           _eager_device(), tuple(opt)) + tuple((type(x), x) for x in settings)
     try:
         hash(sig)
     except TypeError:  # e.g. a list for sliding_window: the checked path
@@ -163,11 +189,7 @@ def _lengths(x, name, limit):
     the op checks the others (under XLA the kernels clamp them)."""
     values = _host_values(x) if limit is not None else None
     if values is not None and values.size and np.issubdtype(values.dtype, np.integer):
-        bad = np.flatnonzero((values < 0) | (values > limit))
-        if bad.size:
-            i = int(bad[0])
-            raise ValueError(f"{name}[{i}] = {values.reshape(-1)[i]} is out of range [0, "
-                             f"{limit}] (`{name}` counts positions along its axis).")
+        _check_range(values, name, limit)
     t = _tensor(x, name)
     if not t.dtype.is_integer:
         raise ValueError(f"`{name}` must be an integer tensor of shape [batch]; got dtype "
@@ -179,6 +201,14 @@ def _lengths(x, name, limit):
         if not t.dtype.is_unsigned:
             t = tf.maximum(t, tf.cast(-2**31, t.dtype))
     return tf.cast(t, tf.int32)
+
+
+def _check_range(values, name, limit):
+    bad = np.flatnonzero((values < 0) | (values > limit))
+    if bad.size:
+        i = int(bad[0])
+        raise ValueError(f"{name}[{i}] = {values.reshape(-1)[i]} is out of range [0, "
+                         f"{limit}] (`{name}` counts positions along its axis).")
 
 
 def _tensor(x, name):
@@ -270,18 +300,25 @@ def dot_product_attention(query, key, value, bias=None, mask=None, scale=None, i
     # tensor input that changes from call to call of a training loop.
     eager_seed = (seed is not None and isinstance(seed, tf.__internal__.EagerTensor)
                   and seed.dtype == tf.int64 and tuple(seed.shape) == (2,))
-    if (tf.executing_eagerly() and bias is None and mask is None
-            and (seed is None or eager_seed) and query_lengths is None and key_lengths is None
-            and query_mask is None and key_mask is None):
-        sig = _eager_signature(query, key, value, scale, is_causal, attn_logits_soft_cap,
-                               dropout_rate, sliding_window, causal_offset, seed is not None)
+    if tf.executing_eagerly() and (seed is None or eager_seed):
+        q_e, k_e, v_e = _eager_tensor(query), _eager_tensor(key), _eager_tensor(value)
+        optional = (mask, bias, query_lengths, key_lengths, query_mask, key_mask)
+        if q_e is not None and k_e is not None and v_e is not None:
+            sig = _eager_signature(q_e, k_e, v_e, optional, scale, is_causal,
+                                   attn_logits_soft_cap, dropout_rate, sliding_window,
+                                   causal_offset, seed is not None)
         cached = _EAGER_CALLS.get(sig) if sig is not None else None
         if cached is not None:  # checked before: the same shapes, dtypes and settings
             attrs, absent = cached
-            if seed is not None:
-                absent = absent[:-1] + (seed,)
-            out, lse = lib.flash_attn_flash_attention(query, key, value, *absent, **attrs)
+            for (name, _, _), t, limit in zip(_OPTIONAL[2:4], optional[2:4],
+                                              (q_e.shape[1], k_e.shape[1])):
+                if t is not None and t.device.endswith("CPU:0"):
+                    _check_range(t.numpy(), name, limit)
+            inputs = tuple(a if t is None else t for a, t in zip(absent, optional + (seed,)))
+            out, lse = lib.flash_attn_flash_attention(q_e, k_e, v_e, *inputs, **attrs)
             return (out, lse) if return_lse else out
+        if sig is not None:
+            query, key, value = q_e, k_e, v_e
     with tf.name_scope(name or "flash_attention"):
         query = _tensor(query, "query")
         key = _tensor(key, "key")
@@ -363,7 +400,9 @@ def dot_product_attention(query, key, value, bias=None, mask=None, scale=None, i
         if sig is not None:
             if len(_EAGER_CALLS) >= 256:
                 _EAGER_CALLS.clear()
-            _EAGER_CALLS[sig] = (attrs, absent)
+            # Placeholders only: the given tensors are the next call's own (none kept alive here).
+            _EAGER_CALLS[sig] = (attrs, tuple(None if g is not None else a for a, g in
+                                              zip(absent, optional + (seed,))))
         out, lse = lib.flash_attn_flash_attention(query, key, value, *absent, **attrs)
         return (out, lse) if return_lse else out
 
@@ -389,7 +428,7 @@ def _flash_attention_grad(op, d_out, d_lse):
     inputs = list(op.inputs[:10])
     out, lse = op.outputs
     if d_lse is None:
-        d_lse = tf.zeros([0], tf.float32)
+        d_lse = _absent(tf.float32)
     dq, dk, dv, d_logits = lib.flash_attn_flash_attention_grad(
         *inputs, out, lse, d_out, d_lse, **attrs)
     bias = inputs[4]

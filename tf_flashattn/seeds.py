@@ -43,6 +43,8 @@ def next_seed(seed_generator):
         return tf.cast(seed_generator.next(), tf.int64)
     state = seed_generator.state  # a keras.Variable holding [2] integers
     var = getattr(state, "value", state)  # the backend variable
-    seed = tf.identity(var)  # a copy: the state changes below
-    var.assign_add(_increment(var))
-    return tf.cast(seed, tf.int64)
+    # One read (no identity after it, as read_value() would add): TensorFlow copies the state's
+    # buffer before the update below while this tensor still shares it, so it keeps the old value.
+    seed = var.value()
+    var.assign_add(_increment(var), read_value=False)
+    return tf.cast(seed, tf.int64)  # no op for Keras' int64 state

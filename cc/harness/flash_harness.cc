@@ -24,7 +24,7 @@
 //       or fills `out` (host uint8/bool, B*H*Tq*Tk elements, compact) and returns it
 //   sm90_info() -> dict(compiled, enabled, fwd_launches); set_sm90(mode) (1 on, 0 off, -1 env);
 //   sm90_selftest() -> list of dicts (Hopper building blocks, cc/kernels/sm90/flash_fwd_sm90.cu)
-//   set_sm90_bwd(mode) (1 on, 0 off, -1 env TF_FLASHATTN_SM90_BWD); sm90_bwd_selftest() (the
+//   set_sm90_bwd(mode) (1 on, 0 off, -1 env: on unless TF_FLASHATTN_SM90_BWD=0); sm90_bwd_selftest() (the
 //   backward's wgmma forms, cc/kernels/sm90/flash_bwd_sm90.cu); sm90_info() has bwd_enabled and
 //   bwd_launches too, and fwd_variant / fwd_variants / fwd_default_variant / last_fwd_variant:
 //   set_sm90_fwd_variant(v) picks the schedule of the plain D = 128 forward (0 .. fwd_variants - 1;
@@ -944,8 +944,8 @@ PYBIND11_MODULE(flash_harness, m) {
   m.def("sm90_selftest", &sm90_selftest,
         "Hopper building blocks one at a time (TMA tile load, wgmma forms): a list of dicts "
         "(name, result pass / FAIL / not run, max_err, detail); empty without the sm90 kernels.");
-  m.def("set_sm90_bwd", &set_sm90_bwd, "Hopper backward switch (opt-in): 1 on, 0 off (sm80 backward), "
-        "-1 back to the environment (TF_FLASHATTN_SM90_BWD=1 turns it on).", py::arg("mode"));
+  m.def("set_sm90_bwd", &set_sm90_bwd, "Hopper backward switch: 1 on, 0 off (sm80 backward), "
+        "-1 back to the environment (on unless TF_FLASHATTN_SM90_BWD=0 or TF_FLASHATTN_SM90=0).", py::arg("mode"));
   m.def("sm90_bwd_selftest", &sm90_bwd_selftest,
         "The Hopper backward's building blocks (wgmma forms) one at a time, as sm90_selftest.");
 }

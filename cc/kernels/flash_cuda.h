@@ -39,7 +39,7 @@ cudaError_t flash_fwd_cuda(const FlashFwdParams& params, cudaStream_t stream);
 //                                                Tq128: Tq rounded up to 128, each query tile's
 //                                                block in the kernel's fragment order)
 // float32 with allow_tf32 (TF32 tensor cores), non-deterministic mode: D, then the dQ accumulator
-// [B, H, Tq, Dpad] row-major (no lse2 rows); otherwise float32 needs D only. The opt-in Hopper
+// [B, H, Tq, Dpad] row-major (no lse2 rows); otherwise float32 needs D only. The Hopper
 // backward (sm90/flash_bwd_sm90.cu) uses the same parts and size (its own element order within
 // each 64-row block of the dQ accumulator), so this size serves both paths.
 size_t flash_bwd_workspace_bytes(const FlashBwdParams& params);

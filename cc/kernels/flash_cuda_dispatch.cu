@@ -6,8 +6,8 @@
 //     mask / bias / soft-cap (sm90::fwd_applies), TF_FLASHATTN_SM90 not 0, FA_HAS_SM90 builds
 //                                       -> sm90/flash_fwd_sm90.cu (wgmma, TMA, warp specialization)
 //   float16 / bfloat16                  -> sm80/flash_fwd.cu (mma.sync, cp.async; sm_80 and newer)
-// Backward: sm80/flash_bwd.cu for every dtype, except where sm90/flash_bwd_sm90.cu applies (opt-in,
-// TF_FLASHATTN_SM90_BWD=1: float16 / bfloat16, D == Dv in {64, 128}, causal or no mask, nothing
+// Backward: sm80/flash_bwd.cu for every dtype, except where sm90/flash_bwd_sm90.cu applies (on by
+// default on 9.0, TF_FLASHATTN_SM90_BWD=0 off: float16 / bfloat16, D == Dv in {64, 128}, causal or no mask, nothing
 // else; sm90::bwd_applies). Per-target folders: cpu/ (the CPU kernels, own
 // dispatch in cpu/flash_cpu_dispatch.cc), sm80/ (every GPU from sm_80 on), sm90/ (Hopper-only
 // kernels); shared pieces (params, Philox, masking rules, launch helpers) in common/.
@@ -73,8 +73,8 @@ cudaError_t flash_bwd_cuda(const FlashBwdParams& p, cudaStream_t stream) {
   if (s.Hkv <= 0 || s.H % s.Hkv != 0 || s.D > 256 || s.Dv > 256) return cudaErrorInvalidValue;
   if (p.dtype == DType::kFloat64) return cudaErrorNotSupported;
 #if FA_HAS_SM90
-  // Hopper backward (sm90/flash_bwd_sm90.cu), opt-in: bwd_applies is false unless
-  // TF_FLASHATTN_SM90_BWD=1 (or set_bwd_enabled(1)); same workspace as sm80's.
+  // Hopper backward (sm90/flash_bwd_sm90.cu) where bwd_applies (on unless TF_FLASHATTN_SM90_BWD=0
+  // or TF_FLASHATTN_SM90=0, or set_bwd_enabled(0)); same workspace as sm80's.
   if (cuda::sm90::bwd_applies(p)) {
     err = cuda::sm90::bwd(p, stream);
     if (err != cudaErrorNotSupported) return err;

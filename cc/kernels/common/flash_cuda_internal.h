@@ -158,8 +158,9 @@ int last_fwd_variant();
 // terminated) say more.
 int selftest(int which, double* max_err, char* msg, int msg_len);
 
-// The sm_90a backward (flash_bwd_sm90.cu), opt-in: bwd_applies is false unless
-// TF_FLASHATTN_SM90_BWD=1 (read once) or set_bwd_enabled(1); then float16 / bfloat16, D == Dv in
+// The sm_90a backward (flash_bwd_sm90.cu), on by default: bwd_applies is false when
+// TF_FLASHATTN_SM90_BWD=0 or TF_FLASHATTN_SM90=0 (read once) or after set_bwd_enabled(0); else for
+// float16 / bfloat16, D == Dv in
 // {64, 128}, no mask but causal, no dropout / bias / dbias / soft-cap, non-deterministic, 16-byte
 // aligned tensors and strides, a workspace, compute capability 9.0. It uses flash_bwd_workspace_bytes'
 // workspace as the sm80 backward does (same size).
@@ -168,7 +169,7 @@ bool bwd_applies(const FlashBwdParams& p);
 // made: the caller falls back to sm80.
 cudaError_t bwd(const FlashBwdParams& p, cudaStream_t stream);
 bool bwd_enabled();
-void set_bwd_enabled(int mode);  // 1 on, 0 off, -1 back to TF_FLASHATTN_SM90_BWD
+void set_bwd_enabled(int mode);  // 1 on, 0 off, -1 back to the environment
 int64_t bwd_launches();
 // Self-test of the backward's building blocks (which: 0 wgmma m64n64k16 SS K-major (S^T = K Q^T),
 // 1 / 2 wgmma m64n64k16 SS with A and B MN-major (dQ = dS K; B from column panel 0 / 1), 3 the

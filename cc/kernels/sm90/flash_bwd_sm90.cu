@@ -1,10 +1,11 @@
-// Hopper-native FlashAttention backward (sm_90a only), a first prototype, opt-in: float16 /
-// bfloat16, D == Dv in {64, 128}, no mask but causal (any causal_offset), no lengths / validity
-// masks / window / bias / dbias / soft-cap / dropout, non-deterministic mode only; GQA allowed.
-// Taken by flash_cuda_dispatch.cu only where bwd_applies() (TF_FLASHATTN_SM90_BWD=1 or
-// set_bwd_enabled(1)); everything else runs sm80/flash_bwd.cu. Untested on a GPU at the time of
-// writing: bwd_selftest() (below, exposed by the kernel harness) checks the new wgmma forms one at
-// a time; benchmarks/sm90_bwd_check.py checks the whole backward against torch and our sm80 one.
+// Hopper-native FlashAttention backward (sm_90a only): float16 / bfloat16, D == Dv in {64, 128},
+// no mask but causal (any causal_offset), no lengths / validity masks / window / bias / dbias /
+// soft-cap / dropout, non-deterministic mode only; GQA allowed. Taken by flash_cuda_dispatch.cu
+// where bwd_applies(): on by default on compute capability 9.0; TF_FLASHATTN_SM90_BWD=0 (or
+// TF_FLASHATTN_SM90=0, which turns off both Hopper kernels) or set_bwd_enabled(0) keep the sm80
+// backward; everything else runs sm80/flash_bwd.cu. bwd_selftest() (below, exposed by the kernel
+// harness) checks the wgmma forms one at a time; benchmarks/sm90_bwd_check.py checks the whole
+// backward against torch and our sm80 one (`bash benchmarks/gpu_run.sh sm90bwd`).
 //
 // Building blocks: the hand-written PTX of sm90_ptx.cuh (as the forward, flash_fwd_sm90.cu).
 //
@@ -408,8 +409,10 @@ bool bwd_enabled() {
   const int o = g_override.load(std::memory_order_relaxed);
   if (o >= 0) return o != 0;
   static const bool env_on = [] {
+    const char* off = "0";
     const char* v = getenv("TF_FLASHATTN_SM90_BWD");
-    return v && v[0] == '1' && v[1] == '\0';
+    const char* all = getenv("TF_FLASHATTN_SM90");
+    return !(v && strcmp(v, off) == 0) && !(all && strcmp(all, off) == 0);
   }();
   return env_on;
 }
