@@ -181,6 +181,34 @@ def phase_selftest(h, log):
     return rows
 
 
+def judge(ours, ref, low, dt, row, sm80=None):
+    """Whether o and lse are within the error bar against the float64 reference ref: 2x the
+    same-precision torch error (low) plus a floor scaled by the reference's magnitude. Fills
+    row["o"] / row["lse"] (with our sm80 kernel's error when sm80 is given) and, for a bad o,
+    where its bad rows are."""
+    ok = True
+    for name in ("o", "lse"):
+        e = err(ours[name], ref[name])
+        el = err(low[name], ref[name])
+        fin = torch.isfinite(ref[name])
+        scale = max(1.0, float(ref[name][fin].abs().max())) if bool(fin.any()) else 1.0
+        floor = {torch.float16: 2e-3, torch.bfloat16: 1e-2}[dt]
+        bound = 2.0 * el[0] + floor * scale
+        good = e[0] <= bound
+        ok &= good
+        row[name] = dict(max=e[0], rel=e[1], torch_max=el[0], ok=good)
+        if sm80 is not None:
+            row[name]["sm80_max"] = err(sm80[name], ref[name])[0]
+        if not good and name == "o":  # where: first bad (b, t, h) and how many rows are off
+            d = (ours["o"].double() - ref["o"]).abs().amax(-1)  # [B, Tq, H]
+            bad = (d > bound) | ~torch.isfinite(d)
+            idx = bad.nonzero()
+            row["o_bad_rows"] = int(bad.sum())
+            row["o_first_bad"] = idx[0].tolist() if len(idx) else None
+            row["o_bad_row_indices_sample"] = sorted(set(idx[:, 1].tolist()))[:16]
+    return ok
+
+
 def phase_numerics(h, log, cases, dtypes):
     rows = []
     gen = torch.Generator(device=DEV)
@@ -219,23 +247,7 @@ def phase_numerics(h, log, cases, dtypes):
                 row["bitwise_vs_nomask"] = bitwise
                 row["nomask_sm90_launched"] = int(took_nomask)
                 ok &= bitwise and took_nomask == 1
-            for name in ("o", "lse"):
-                e = err(ours[name], ref[name])
-                e80 = err(sm80[name], ref[name])
-                el = err(low[name], ref[name])
-                fin = torch.isfinite(ref[name])
-                scale = max(1.0, float(ref[name][fin].abs().max())) if bool(fin.any()) else 1.0
-                floor = {torch.float16: 2e-3, torch.bfloat16: 1e-2}[dt]
-                good = e[0] <= 2.0 * el[0] + floor * scale
-                ok &= good
-                row[name] = dict(max=e[0], rel=e[1], sm80_max=e80[0], torch_max=el[0], ok=good)
-                if not good and name == "o":  # where: first bad (b, t, h) and how many rows are off
-                    d = (ours["o"].double() - ref["o"]).abs().amax(-1)  # [B, Tq, H]
-                    bad = (d > 2.0 * el[0] + floor * scale) | ~torch.isfinite(d)
-                    idx = bad.nonzero()
-                    row["o_bad_rows"] = int(bad.sum())
-                    row["o_first_bad"] = idx[0].tolist() if len(idx) else None
-                    row["o_bad_row_indices_sample"] = sorted(set(idx[:, 1].tolist()))[:16]
+            ok &= judge(ours, ref, low, dt, row, sm80)
             row["ok"] = bool(ok)
             rows.append(row)
             extra = "" if took == 1 else f" (sm90 path NOT taken: {took} launches)"
@@ -392,21 +404,7 @@ def phase_variants(h, log, cases, dtypes):
                 row = dict(case=c["name"], dtype=dname, variant=v, ran_variant=ran, sm90_launched=int(took),
                            bitwise_vs_v0=bitwise)
                 ok = took == 1 and ran == v
-                for name in ("o", "lse"):
-                    e = err(ours[name], ref[name])
-                    el = err(low[name], ref[name])
-                    fin = torch.isfinite(ref[name])
-                    scale = max(1.0, float(ref[name][fin].abs().max())) if bool(fin.any()) else 1.0
-                    floor = {torch.float16: 2e-3, torch.bfloat16: 1e-2}[dt]
-                    good = e[0] <= 2.0 * el[0] + floor * scale
-                    ok &= good
-                    row[name] = dict(max=e[0], torch_max=el[0], ok=good)
-                    if not good and name == "o":
-                        d = (ours["o"].double() - ref["o"]).abs().amax(-1)  # [B, Tq, H]
-                        bad = (d > 2.0 * el[0] + floor * scale) | ~torch.isfinite(d)
-                        idx = bad.nonzero()
-                        row["o_bad_rows"] = int(bad.sum())
-                        row["o_first_bad"] = idx[0].tolist() if len(idx) else None
+                ok &= judge(ours, ref, low, dt, row)
                 row["ok"] = bool(ok)
                 rows.append(row)
                 print(f"{'PASS' if ok else 'FAIL'} v{v} {c['name']:<22} {dname:<9} o={row['o']['max']:.2e} "
