@@ -153,6 +153,28 @@ def make_inputs(c, dtype, gen):
     return t
 
 
+def index_visibility(c, t):
+    """[B, Tq, Tk] bool: what each row sees by index (causal, window, lengths; no validity masks)."""
+    B, Tq = t["q"].shape[:2]
+    Tk = t["k"].shape[1]
+    i = torch.arange(Tq, device=DEV)[:, None]
+    j = torch.arange(Tk, device=DEV)[None, :]
+    d = i + c.get("offset", 0)
+    vis = torch.ones(Tq, Tk, dtype=torch.bool, device=DEV)
+    if c.get("causal"):
+        vis &= j <= d
+    if c.get("wl", -1) >= 0:
+        vis &= j >= d - c["wl"]
+    if c.get("wr", -1) >= 0:
+        vis &= j <= d + c["wr"]
+    vis = vis[None].expand(B, Tq, Tk).clone()
+    if t.get("qlen") is not None:
+        vis &= i[None] < t["qlen"].long()[:, None, None]
+    if t.get("klen") is not None:
+        vis &= j[None] < t["klen"].long()[:, None, None]
+    return vis
+
+
 def reference(c, t, dtype, keep):
     """Unfused attention in `dtype` (float64 for the reference), with autograd."""
     q, k, v = (t[n].to(dtype).detach().requires_grad_() for n in ("q", "k", "v"))
@@ -170,21 +192,7 @@ def reference(c, t, dtype, keep):
     if t.get("bias") is not None:
         bias = t["bias"].to(dtype).contiguous().requires_grad_()
         s = s + bias
-    i = torch.arange(Tq, device=DEV)[:, None]
-    j = torch.arange(Tk, device=DEV)[None, :]
-    d = i + c.get("offset", 0)
-    vis = torch.ones(Tq, Tk, dtype=torch.bool, device=DEV)
-    if c.get("causal"):
-        vis &= j <= d
-    if c.get("wl", -1) >= 0:
-        vis &= j >= d - c["wl"]
-    if c.get("wr", -1) >= 0:
-        vis &= j <= d + c["wr"]
-    vis = vis[None, None].expand(B, H, Tq, Tk).clone()
-    if t.get("qlen") is not None:
-        vis &= (i[None, None] < t["qlen"].long()[:, None, None, None])
-    if t.get("klen") is not None:
-        vis &= (j[None, None] < t["klen"].long()[:, None, None, None])
+    vis = index_visibility(c, t)[:, None].expand(B, H, Tq, Tk).clone()
     if t.get("qvalid") is not None:
         vis &= t["qvalid"][:, None, :, None]
     if t.get("kvalid") is not None:

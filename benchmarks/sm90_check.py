@@ -53,7 +53,8 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from kernel_harness_check import DEV, Harness, err, make_inputs, reference, torch_sdpa_ms  # noqa: E402
+from kernel_harness_check import (DEV, Harness, err, make_inputs, reference, torch_sdpa_ms,  # noqa: E402
+                                  index_visibility as visibility)
 
 NUM_CASES = [
     # name, shape; decode=-1 keeps few-row cases on the tiled path (the decoding path takes Tq <= 16).
@@ -103,28 +104,6 @@ DROP_EXACT_CASES = [
     dict(name="drop_exact_01_klen", B=2, Tq=130, Tk=500, H=2, D=128, dropout=0.1, klen_vals=[500, 260],
          seed=(21, 22)),
 ]
-
-
-def visibility(c, t):
-    """[B, Tq, Tk] bool: what each row sees by index (causal, window, lengths; no validity masks)."""
-    B, Tq = t["q"].shape[:2]
-    Tk = t["k"].shape[1]
-    i = torch.arange(Tq, device=DEV)[:, None]
-    j = torch.arange(Tk, device=DEV)[None, :]
-    d = i + c.get("offset", 0)
-    vis = torch.ones(Tq, Tk, dtype=torch.bool, device=DEV)
-    if c.get("causal"):
-        vis &= j <= d
-    if c.get("wl", -1) >= 0:
-        vis &= j >= d - c["wl"]
-    if c.get("wr", -1) >= 0:
-        vis &= j <= d + c["wr"]
-    vis = vis[None].expand(B, Tq, Tk).clone()
-    if t.get("qlen") is not None:
-        vis &= i[None] < t["qlen"].long()[:, None, None]
-    if t.get("klen") is not None:
-        vis &= j[None] < t["klen"].long()[:, None, None]
-    return vis
 
 
 def poisoned(c, t):
