@@ -20,8 +20,10 @@
 #   sm90bwd   no TensorFlow needed: the Hopper backward (cc/kernels/sm90/flash_bwd_sm90.cu): harness
 #             build (ARCHS=90), ptxas report and SASS counts, benchmarks/sm90_bwd_check.py's phases
 #             (self-tests of the forward's and the backward's wgmma forms; dq/dk/dv vs float64 torch
-#             autograd and our sm80 backward; backward TFLOP/s vs sm80, FA2 and cuDNN) and
-#             compute-sanitizer memcheck of small cases (~4 min). Files: OUT/sm90bwd_summary.log and
+#             autograd and our sm80 backward, no mask / causal and the index masks (window, lengths,
+#             validity; each case must launch the sm90 backward); backward TFLOP/s vs sm80, FA2 and
+#             cuDNN) and compute-sanitizer memcheck of small cases (~5 min). SM90BWD_PHASES (default
+#             selftest,numerics,bench,sanitize) limits the phases. Files: OUT/sm90bwd_summary.log and
 #             OUT/sm90bwd.tar.gz
 #   tune      no TensorFlow needed: the harness build, tile-configuration timings at T=16384 (D=64,
 #             128, 256) and T=512 (D=64, 128), numerics of each variant first, and compute-sanitizer
@@ -148,18 +150,24 @@ if [[ ,$what, == *,sm90bwd,* ]]; then (
   obj=$hb/flash_bwd_sm90.o
   { cuobjdump -sass $obj > $d/sm90bwd.sass 2>&1
     for ins in HGMMA UTMALDG SYNCS USETMAXREG WARPGROUP REDG LDL STL; do echo "$ins $(grep -c "$ins" $d/sm90bwd.sass)"; done
-    echo "== per kernel HGMMA count (expected 32 at D = 128, 20 at D = 64, 21 in the self-test)"
+    echo "== per kernel HGMMA count (expected 32 at D = 128, 20 at D = 64 (no-mask / causal kernels and IDX = index-masked ones alike), 21 in the self-test)"
     awk '/Function :/{f=$3} /HGMMA/{n[f]++} END{for(k in n) print n[k], k}' $d/sm90bwd.sass; } > $d/sass_counts.txt 2>&1
   gzip -f $d/sm90bwd.sass
   cat $d/sass_counts.txt | cut -c1-160 | head -16
-  for ph in selftest:45 numerics:150 bench:150; do
+  phases=${SM90BWD_PHASES:-selftest,numerics,bench,sanitize}
+  for ph in selftest:45 numerics:240 bench:150; do
+    [[ ,$phases, == *,${ph%%:*},* ]] || continue
+    t0=$SECONDS
     timeout -k 5 ${ph#*:} python3 benchmarks/sm90_bwd_check.py --phase ${ph%%:*} --lib $hb --out $d > $d/${ph%%:*}.log 2>&1
-    echo "phase ${ph%%:*} rc=$?" | tee -a $d/${ph%%:*}.log
-    grep -E "SELFTEST|^FAIL|numerics:|TFLOP|^ +[0-9]+ |NOT taken|Error|error" $d/${ph%%:*}.log | cut -c1-400 | head -60
+    echo "phase ${ph%%:*} rc=$? ($((SECONDS - t0)) s)" | tee -a $d/${ph%%:*}.log
+    grep -E "SELFTEST|^FAIL|numerics|TFLOP|^ +[0-9]+ |^ +(feature|key_mask|causal_window)|NOT taken|took the sm90|=False|Error|error" $d/${ph%%:*}.log | cut -c1-400 | head -60
   done
-  timeout -k 5 100 compute-sanitizer --tool memcheck --print-limit 20 python3 benchmarks/sm90_bwd_check.py \
-    --phase sanitize --lib $hb > $d/memcheck.log 2>&1; echo "memcheck rc=$?" | tee -a $d/memcheck.log
-  grep -E "ERROR SUMMARY|Invalid|^FAIL|^PASS|numerics:" $d/memcheck.log | cut -c1-300 | head -14
+  if [[ ,$phases, == *,sanitize,* ]]; then
+    t0=$SECONDS
+    timeout -k 5 150 compute-sanitizer --tool memcheck --print-limit 20 python3 benchmarks/sm90_bwd_check.py \
+      --phase sanitize --lib $hb > $d/memcheck.log 2>&1; echo "memcheck rc=$? ($((SECONDS - t0)) s)" | tee -a $d/memcheck.log
+    grep -E "ERROR SUMMARY|Invalid|^FAIL|^PASS|numerics:" $d/memcheck.log | cut -c1-300 | head -20
+  fi
 ) 2>&1 | tee $OUT/sm90bwd_summary.log
   tar -C $OUT -czf $OUT/sm90bwd.tar.gz sm90bwd && rm -rf $OUT/sm90bwd
 fi
