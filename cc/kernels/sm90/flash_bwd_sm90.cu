@@ -1,14 +1,16 @@
 // Hopper-native FlashAttention backward (sm_90a only): float16 / bfloat16, D == Dv in {64, 128},
 // no mask, causal (any causal_offset) and the other index masks the Hopper forward takes (sliding
-// window, q / k lengths, [B, Tq] / [B, Tk] validity masks; sm80's rules, below); no dense mask /
-// bias / dbias / soft-cap / dropout, non-deterministic mode only; GQA allowed. The index masks
-// other than causal are UNTESTED ON A GPU as of their commit (branch sm90-bwd-masks; the no-mask /
-// causal kernels' PTX is unchanged by it). Taken by flash_cuda_dispatch.cu where bwd_applies(): on
+// window, q / k lengths, [B, Tq] / [B, Tk] validity masks; sm80's rules, below), and dropout (with
+// any of those or none; below); no dense mask / bias / dbias / soft-cap, non-deterministic mode
+// only; GQA allowed. The index masks other than causal are UNTESTED ON A GPU as of their commit
+// (branch sm90-bwd-masks; the no-mask / causal kernels' PTX is unchanged by it); so is dropout
+// (branch sm90-bwd-dropout; the PTX of the other kernels, with and without IDX, is unchanged by
+// it). Taken by flash_cuda_dispatch.cu where bwd_applies(): on
 // by default on compute capability 9.0; TF_FLASHATTN_SM90_BWD=0 (or TF_FLASHATTN_SM90=0, which
 // turns off both Hopper kernels) or set_bwd_enabled(0) keep the sm80 backward; everything else
 // runs sm80/flash_bwd.cu. bwd_selftest() (below, exposed by the kernel harness) checks the wgmma
 // forms one at a time; benchmarks/sm90_bwd_check.py checks the whole backward against torch and our
-// sm80 one, the index masks included (`bash benchmarks/gpu_run.sh sm90bwd`).
+// sm80 one, the index masks and dropout included (`bash benchmarks/gpu_run.sh sm90bwd`).
 //
 // Building blocks: the hand-written PTX of sm90_ptx.cuh (as the forward, flash_fwd_sm90.cu).
 //
@@ -73,6 +75,22 @@
 //             CTA with no unit).
 //   Shared memory: + 0.5 KiB (ranges) + 16 bytes (flags). Units that need no mask run the same
 //   element-wise code as the first kernel.
+// Dropout (the <IDX = true, DROP = true> instantiation, whenever rate > 0: "dropout runs the
+// index-masked kernel", as in sm80, with or without index masks; the IDX kernel without dropout
+// and the first kernel carry no Philox code and are unchanged). The keep mask is flash_params.h's
+// rule (row = query, col = key), so it is the forward's bit for bit: the element (key k, query q)
+// of S^T is draw 4 ((q / 8) % 2) + (k / 8) % 4 of the Philox call with counter
+// (8 (k / 32) + k % 8, 8 (q / 16) + q % 8, h, b). In the m64n64 accumulator, warp w of consumer c
+// holds keys j0 + 64 c + 16 w + {g, g + 8} (a 16-key m-tile) and queries i0 + 8 j + 2 t + e
+// (n-tiles j = 0..7): one call covers this thread's 2 keys x queries {q, q + 8} (q % 16 < 8), i.e.
+// 4 of its 8 draws (the other 4 are keys 16 apart, in warp w ^ 1), so 8 calls per unit per thread
+// give its 32 keep bits (drop_cols_bits<1, 8> of common/flash_dropout.cuh, the helper sm80's key-
+// tile backward uses: bit 4 j + 2 h2 + e = the accumulator index x). They are drawn per unit before
+// waiting for its Q / dO tiles (only b, h, i0 and the keys are needed), so that the Philox
+// temporaries are not live in the element-wise phase, the register peak (S^T, dP^T, dK, dV). The
+// arithmetic is sm80's: Z = keep_scale where kept, else 0; Pd = P Z (the A operand of dV += Pd^T
+// dO), dS = P (dP Z - dsum) (dK, dQ), dsum = rowsum(dO O) - d_lse from the same pre-pass (O is the
+// forward's dropped output). Masked elements keep P = 0 whatever Z.
 // Workspace: sm80's layout and size (flash_cuda.h, bwd_workspace_parts): dsum, lse2, then the dQ
 // accumulator [B, H, tq_pad, D] float32, each 64-row query tile's block of 64 x D floats in
 // fragment order: column group cg = col / 64, then for a 64 x 64 sub-block, float4 index
@@ -82,7 +100,7 @@
 // Not yet here: the two consumers' ping-pong and any overlap of the element-wise work with the
 // next unit's products, dQ through shared memory with TMA reduce-add, dK / dV stored by TMA,
 // a persistent causal-balancing scheduler, deterministic mode, a dense mask, bias / dbias,
-// soft-cap, dropout.
+// soft-cap; dropout's draws shared between warps w and w ^ 1 (each thread uses 4 of a call's 8).
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -95,6 +113,7 @@
 #include <vector>
 
 #include "cc/kernels/common/flash_cuda_common.cuh"  // fast_exp2, Elem<T>::pack
+#include "cc/kernels/common/flash_dropout.cuh"      // DropTile, drop_cols_bits (DROP)
 #include "cc/kernels/common/flash_cuda_internal.h"
 #include "cc/kernels/common/flash_params.h"
 #include "cc/kernels/sm90/sm90_host.cuh"
@@ -178,12 +197,14 @@ struct Units {
 // q, d_o [B, Tq, H, D] through tm_q / tm_do (boxes {64, 1, 64, 1}); k, v [B, Tk, Hkv, D] through
 // tm_k / tm_v (boxes {64, 1, 128, 1}); dk, dv [B, Tk, Hkv, D] and the dQ accumulator from a.
 // Grid (ceil(Tk / kBk), Hkv, B). IDX: the index masks (window, lengths, [B, Tq] / [B, Tk]
-// validity; causal too); without it only causal (the first version's code).
-template <typename T, int D, bool IDX>
+// validity; causal too); without it only causal (the first version's code). DROP (with IDX only):
+// dropout (header comment), a third instantiation so that the other two carry no Philox code.
+template <typename T, int D, bool IDX, bool DROP = false>
 __global__ void __launch_bounds__(kThreads, 1)
     flash_bwd_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                           const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_do,
                           const __grid_constant__ BwdSm90Args a) {
+  static_assert(!DROP || IDX, "dropout runs the index-masked kernel");
   using L = BwdSmem<D, IDX>;
   extern __shared__ uint8_t smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
@@ -317,6 +338,14 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   }
 
+  // DROP: the Philox key of the seed, once per CTA; the warp's accumulator rows are keys
+  // drop_k0 .. drop_k0 + 15 (keys g, g + 8 of that m16 block for this thread).
+  uint32_t drop_key[2] = {0u, 0u};
+  if constexpr (DROP) {
+    if (units.n > 0) dropout_key(p.dropout, drop_key);
+  }
+  const int64_t drop_k0 = j0 + 64 * c + 16 * warp;
+
   float dv[D / 2], dk[D / 2];
 #pragma unroll
   for (int i = 0; i < D / 2; ++i) dv[i] = dk[i] = 0.f;
@@ -334,6 +363,19 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (int n = 0; n < units.n; ++n) {
     const int s = n % kStages;
     const int64_t h = hk * G + n / units.nq, i0 = static_cast<int64_t>(units.qb_lo + n % units.nq) * kBq;
+    // DROP: the unit's keep bits, bit x for element x of S^T below (drop_cols_bits<1, 8>: n-tile j,
+    // element 2 h2 + e -> bit 4 j + 2 h2 + e = x); 8 Philox calls of 4 draws each, drawn here,
+    // before the wait for the unit's tiles (they need only b, h and the indices), so the Philox
+    // temporaries stay out of the element-wise phase, where S^T, dP^T, dK and dV are all live.
+    uint32_t kbits = 0u;
+    if constexpr (DROP) {
+      uint32_t bits[1];
+      const DropTile dt{drop_key[0], drop_key[1], p.dropout.threshold << 16, static_cast<uint32_t>(h),
+                        static_cast<uint32_t>(b), p.dropout.keep_scale};
+      drop_cols_bits<1, 8>(bits, dt, drop_k0, i0, g, t);
+      kbits = bits[0];
+      asm volatile("" : "+r"(kbits)::"memory");  // drawn before the wait below
+    }
     mbar_wait(full0 + 8 * s, (n / kStages) & 1);
     const uint32_t q_t = base + L::kQ + s * L::kQBytes;
     const uint32_t do_t = base + L::kDo + s * L::kQBytes;
@@ -390,8 +432,14 @@ __global__ void __launch_bounds__(kThreads, 1)
               if (key >= sh.Tk || qi >= sh.Tq || (causal && key > qi + off)) pv = 0.f;
             }
           }
-          sacc[x] = pv;
-          dpacc[x] = pv * (dpacc[x] - (e ? dsm.y : dsm.x));
+          if constexpr (DROP) {  // sm80's rule: Pd = P Z, dS = P (dPd Z - dsum), Z = keep_scale or 0
+            const float z = ((kbits >> x) & 1u) ? p.dropout.keep_scale : 0.f;
+            sacc[x] = pv * z;
+            dpacc[x] = pv * (dpacc[x] * z - (e ? dsm.y : dsm.x));
+          } else {
+            sacc[x] = pv;
+            dpacc[x] = pv * (dpacc[x] - (e ? dsm.y : dsm.x));
+          }
         }
     }
     // As the A fragments of m64k16 (k16 step kk = queries 16kk .. 16kk+15), and dS^T to shared
@@ -490,8 +538,9 @@ __global__ void bwd_dq_sm90_convert_kernel(const FlashBwdParams p, const float* 
 std::atomic<int64_t> g_launches{0};
 std::atomic<int> g_override{-1};
 
-// IDX: the index-masked kernel (window, lengths, validity masks), else the no-mask / causal one.
-template <typename T, int D, bool IDX>
+// IDX: the index-masked kernel (window, lengths, validity masks), else the no-mask / causal one;
+// DROP: the index-masked kernel with dropout.
+template <typename T, int D, bool IDX, bool DROP = false>
 cudaError_t launch(const FlashBwdParams& p, cudaStream_t stream) {
   const AttnShape& s = p.shape;
   const BwdWorkspaceParts ws = bwd_workspace_parts(p);
@@ -503,7 +552,7 @@ cudaError_t launch(const FlashBwdParams& p, cudaStream_t stream) {
       !tma_map_rows(&tv, p.dtype, p.v, s.B, s.Tk, s.Hkv, D, s.v_stride, kBk) ||
       !tma_map_rows(&tdo, p.dtype, p.d_o, s.B, s.Tq, s.H, D, s.o_stride, kBq))
     return cudaErrorNotSupported;  // nothing queued yet: the dispatch falls back to sm80
-  auto kernel = flash_bwd_sm90_kernel<T, D, IDX>;
+  auto kernel = flash_bwd_sm90_kernel<T, D, IDX, DROP>;
   const int smem = BwdSmem<D, IDX>::kAlloc;
   cudaError_t err = set_dynamic_smem(kernel, smem);
   if (err != cudaSuccess) return cudaErrorNotSupported;  // nothing queued yet: sm80 takes it
@@ -551,10 +600,12 @@ bool bwd_applies(const FlashBwdParams& p) {
   if (s.Tk <= 0 || s.Tq <= 0 || s.Tq > (1ll << 31) - 2 * kBk || s.Tk > (1ll << 31) - 2 * kBk) return false;
   if (s.B <= 0 || s.H <= 0 || s.H > 65535 || s.B > 65535 || s.Hkv <= 0 || s.Hkv > 65535 || s.H % s.Hkv != 0)
     return false;
-  // Index masks (causal, window, lengths, [B, Tq] / [B, Tk] validity) run here; a dense mask (and
-  // bias / dbias, soft-cap, dropout) take sm80's kernels.
+  // Index masks (causal, window, lengths, [B, Tq] / [B, Tk] validity) and dropout (with its seed;
+  // the DROP kernel, D = 64 and 128) run here; a dense mask (and bias / dbias, soft-cap) take sm80's
+  // kernels. Dropout: NOT YET CHECKED ON A GPU (branch sm90-bwd-dropout).
   if (p.mask.mask) return false;
-  if (p.score.softcap != 0.f || p.score.bias || p.dbias || p.dropout.rate > 0.f) return false;
+  if (p.score.softcap != 0.f || p.score.bias || p.dbias) return false;
+  if (p.dropout.rate > 0.f && !p.dropout.seed) return false;
   // TMA (q, k, v, d_o) and the 4-byte stores of dq / dk / dv: 16-byte bases, strides of 8 elements
   // (d_o, dq, dk, dv share the strides of o, q, k, v).
   if (!vec8(s, p.q, p.k, p.v, p.o) || !aligned16(p.d_o) || !aligned16(p.dq) || !aligned16(p.dk) ||
@@ -568,6 +619,11 @@ bool bwd_applies(const FlashBwdParams& p) {
 cudaError_t bwd(const FlashBwdParams& p, cudaStream_t stream) {
   const bool bf16 = p.dtype == DType::kBFloat16;
   const MaskParams& m = p.mask;
+  if (p.dropout.rate > 0.f) {  // dropout runs the index-masked kernel (any index mask, or none)
+    if (p.shape.D == 128)
+      return bf16 ? launch<__nv_bfloat16, 128, true, true>(p, stream) : launch<__half, 128, true, true>(p, stream);
+    return bf16 ? launch<__nv_bfloat16, 64, true, true>(p, stream) : launch<__half, 64, true, true>(p, stream);
+  }
   if (m.window_left >= 0 || m.window_right >= 0 || m.q_lengths || m.k_lengths || m.q_valid || m.k_valid) {
     if (p.shape.D == 128)
       return bf16 ? launch<__nv_bfloat16, 128, true>(p, stream) : launch<__half, 128, true>(p, stream);
