@@ -20,9 +20,10 @@
 #   sm90bwd   no TensorFlow needed: the Hopper backward (cc/kernels/sm90/flash_bwd_sm90.cu): harness
 #             build (ARCHS=90), ptxas report and SASS counts, benchmarks/sm90_bwd_check.py's phases
 #             (self-tests of the forward's and the backward's wgmma forms; dq/dk/dv vs float64 torch
-#             autograd and our sm80 backward, no mask / causal and the index masks (window, lengths,
-#             validity; each case must launch the sm90 backward); backward TFLOP/s vs sm80, FA2 and
-#             cuDNN) and compute-sanitizer memcheck of small cases (~5 min). SM90BWD_PHASES (default
+#             autograd and our sm80 backward, no mask / causal, the index masks (window, lengths,
+#             validity) and dropout (0.1, 0.5; with an exact keep-mask check through dV), each case
+#             must launch the sm90 backward; backward TFLOP/s vs sm80, FA2 and cuDNN, with a dropout
+#             0.1 row) and compute-sanitizer memcheck of small cases (~6 min). SM90BWD_PHASES (default
 #             selftest,numerics,bench,sanitize) limits the phases. Files: OUT/sm90bwd_summary.log and
 #             OUT/sm90bwd.tar.gz
 #   tune      no TensorFlow needed: the harness build, tile-configuration timings at T=16384 (D=64,
@@ -155,12 +156,12 @@ if [[ ,$what, == *,sm90bwd,* ]]; then (
   gzip -f $d/sm90bwd.sass
   cat $d/sass_counts.txt | cut -c1-160 | head -16
   phases=${SM90BWD_PHASES:-selftest,numerics,bench,sanitize}
-  for ph in selftest:45 numerics:240 bench:150; do
+  for ph in selftest:45 numerics:360 bench:180; do
     [[ ,$phases, == *,${ph%%:*},* ]] || continue
     t0=$SECONDS
     timeout -k 5 ${ph#*:} python3 benchmarks/sm90_bwd_check.py --phase ${ph%%:*} --lib $hb --out $d > $d/${ph%%:*}.log 2>&1
     echo "phase ${ph%%:*} rc=$? ($((SECONDS - t0)) s)" | tee -a $d/${ph%%:*}.log
-    grep -E "SELFTEST|^FAIL|numerics|TFLOP|^ +[0-9]+ |^ +(feature|key_mask|causal_window)|NOT taken|took the sm90|=False|Error|error" $d/${ph%%:*}.log | cut -c1-400 | head -60
+    grep -E "SELFTEST|^FAIL|numerics|TFLOP|^ +[0-9]+ |^ +(feature|key_mask|causal_window|dropout)|NOT taken|took the sm90|=False|Error|error" $d/${ph%%:*}.log | cut -c1-400 | head -60
   done
   if [[ ,$phases, == *,sanitize,* ]]; then
     t0=$SECONDS
