@@ -16,12 +16,36 @@ Phases (each its own process in `gpu_run.sh sm90bwd`, under a timeout):
             1 and 4 and MQA, causal with both alignments, rows that see no key, Tk = 1, Tq = 1, d_lse,
             D = 64 and 128) and bigger ones, bf16 and fp16, against a float64 torch autograd reference;
             bar: ours <= 3x the same-precision unfused reference's error + a floor (as
-            kernel_harness_check.py); also our sm80 backward's error and max |sm90 - sm80|, and that
-            the sm90 path ran exactly once per case.
+            kernel_harness_check.py); also our sm80 backward's error and max |sm90 - sm80|, that
+            the sm90 path ran exactly once per case (and the sm80 run did not take it), and that the
+            dq rows of query rows that see no key and the dk / dv rows of keys that no row sees are
+            exactly 0 (as the reference's and sm80's; sm80's reported).
+            MASK_CASES: the index masks (the kernel's IDX instantiation): sliding window (left only,
+            right only, both, with causal, KV-cache offsets, rows that see no key), q / k lengths
+            (random, 0, full, 1), [B, Tq] / [B, Tk] validity masks (random, all true, whole batch rows
+            false), with GQA / MQA and causal, d_lse, tile-edge sizes, D = 64 and 128; inputs built
+            by sm90_check.py's inputs() (+ bwd_inputs() here for q_valid all true / batch rows all
+            false). "poison_kv": K and V NaN in the 128-key tiles that no row sees (sm90_check's
+            poisoned(), without its q rows): a key-tile CTA that visited a unit there would turn dQ
+            into NaN. "nomask_bitwise" (masks that hide nothing: all-true validity, full lengths, a
+            window wider than Tk): dk and dv equal bit for bit to the sm90 backward without the masks
+            (the first kernel), dq within 1e-2 of its max (atomics in no fixed order).
+            DROP_CASES: dropout 0.1 and 0.5 (the DROP kernel) with no mask, causal (both alignments,
+            rows that see no key), window, lengths, validity masks, GQA / MQA, tile-edge sizes, Tq = 1,
+            d_lse, D = 64 and 128, bf16 and fp16: the references multiply P by the harness's host keep
+            mask (dropout_keep) and keep_scale; the same bars and sm80 comparison as above.
+            DROP_EXACT_CASES (phase_drop_exact): q = 0, dO one-hot in row % D, so round(dV n / keep_scale)
+            counts the kept (head, row) pairs of each (key, row % D) class: the backward's keep mask
+            (regenerated in the S^T layout) against the host mask, exactly.
   bench     backward TFLOP/s (FlashAttention's count: 2.5 x 4 B H T^2 D, halved when causal) at D = 128
             (H = 16) and D = 64 (H = 32), T in {4096, 16384}, B*T = 16384, causal and not, bf16 (and fp16
-            at T = 4096): ours on sm90, ours on sm80 (same library), FlashAttention-2 and cuDNN (SDPA).
-  sanitize  small odd cases, bf16, for compute-sanitizer.
+            at T = 4096): ours on sm90, ours on sm80 (same library), FlashAttention-2 and cuDNN (SDPA);
+            then milliseconds of the index-masked kernel at D = 128, T = 4096 (all-true key mask, 10 %
+            key padding, causal window 1024, and dropout 0.1 without a mask and causal: the DROP kernel)
+            against sm80 and the plain sm90 backward (bench_masks).
+  sanitize  small odd cases, bf16, for compute-sanitizer (three of them with index masks: a KV-cache
+            window with GQA at D = 64, validity masks with all-false batch rows, lengths with a causal
+            window and a key length 0).
 Writes OUT/sm90_bwd_<phase>.json.
 """
 import argparse
@@ -33,7 +57,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from kernel_harness_check import DEV, Harness, err, make_inputs, reference, torch_sdpa_ms  # noqa: E402
-from sm90_check import run_fwd  # noqa: E402
+from sm90_check import inputs, poisoned, run_fwd, visibility  # noqa: E402
 
 NUM_CASES = [
     dict(name="odd_d128", B=2, Tq=113, Tk=203, H=3, D=128),
@@ -57,9 +81,145 @@ NUM_CASES = [
     dict(name="big_d128_causal", B=1, Tq=4096, Tk=4096, H=4, D=128, causal=True),
     dict(name="big_d64_causal", B=1, Tq=2048, Tk=2048, H=8, D=64, causal=True),
 ]
+# The index masks (window, lengths, validity; flash_bwd_sm90.cu's IDX kernel). Lengths / validity
+# options as sm90_check.py's inputs() and kernel_harness_check.make_inputs() (qlen / klen random with
+# batch 0 full, qvalid / kvalid 20 % false, qlen_vals / klen_vals, kvalid_all) and bwd_inputs() below
+# (qvalid_all, qvalid_false_b / kvalid_false_b: these batches' rows all false).
+MASK_CASES = [
+    # sliding window
+    dict(name="win_left_d128", B=2, Tq=700, Tk=700, H=2, D=128, wl=100, poison_kv=True),
+    dict(name="win_both_d128", B=2, Tq=700, Tk=700, H=2, D=128, wl=100, wr=20, poison_kv=True),
+    dict(name="win_right_d64", B=2, Tq=300, Tk=333, H=3, D=64, wr=30),
+    dict(name="win_left_off_d64", B=1, Tq=520, Tk=640, H=2, D=64, wl=64, offset=120, poison_kv=True),
+    dict(name="win_causal_d128", B=2, Tq=600, Tk=650, H=2, D=128, causal=True, offset=50, wl=150),
+    dict(name="win_kvcache_d128", B=2, Tq=128, Tk=1000, H=2, D=128, causal=True, offset=1000 - 128, wl=100,
+         poison_kv=True),
+    dict(name="win_kvcache_odd_d64", B=2, Tq=77, Tk=611, H=4, Hkv=2, D=64, causal=True, offset=611 - 77, wl=63,
+         poison_kv=True),
+    dict(name="win_causal_tl_empty_rows", B=2, Tq=300, Tk=200, H=2, D=64, causal=True, offset=-150, wl=30),
+    dict(name="win_gqa_mqa_d64", B=2, Tq=390, Tk=410, H=4, Hkv=1, D=64, wl=90, wr=10),
+    dict(name="win_edges_d128", B=2, Tq=129, Tk=257, H=2, D=128, wl=64, wr=0),
+    dict(name="win_wide_bitwise", B=2, Tq=203, Tk=300, H=2, D=128, wl=10000, wr=10000, nomask_bitwise=True),
+    # q / k lengths
+    dict(name="len_random_d128", B=3, Tq=300, Tk=333, H=2, D=128, qlen=True, klen=True),
+    dict(name="len_zero_full_d128", B=3, Tq=300, Tk=333, H=2, D=128, qlen_vals=[300, 65, 0],
+         klen_vals=[333, 0, 129]),
+    dict(name="len_causal_d64", B=3, Tq=260, Tk=390, H=2, D=64, qlen=True, klen=True, causal=True, offset=130),
+    dict(name="len_gqa_causal_br", B=2, Tq=257, Tk=390, H=8, Hkv=2, D=128, qlen_vals=[200, 257],
+         klen_vals=[390, 250], causal=True, offset=390 - 257),
+    dict(name="len_skip_tiles", B=3, Tq=200, Tk=1000, H=2, D=128, qlen_vals=[200, 1, 129], klen_vals=[130, 700, 257],
+         poison_kv=True),
+    dict(name="len_edges_d64", B=2, Tq=63, Tk=127, H=2, D=64, qlen_vals=[63, 1], klen_vals=[127, 1]),
+    dict(name="len_window_causal", B=3, Tq=600, Tk=650, H=2, D=128, causal=True, offset=50, wl=150,
+         qlen_vals=[600, 333, 70], klen_vals=[650, 400, 0], poison_kv=True),
+    dict(name="len_full_bitwise", B=2, Tq=190, Tk=260, H=4, Hkv=2, D=64, qlen_vals=[190, 190], klen_vals=[260, 260],
+         causal=True, offset=70, nomask_bitwise=True),
+    # [B, Tq] / [B, Tk] validity masks
+    dict(name="valid_qk_d128", B=2, Tq=300, Tk=333, H=3, D=128, qvalid=True, kvalid=True),
+    dict(name="valid_k_causal_gqa", B=2, Tq=257, Tk=257, H=4, Hkv=2, D=128, kvalid=True, causal=True),
+    dict(name="valid_q_d64_odd", B=2, Tq=113, Tk=203, H=3, D=64, qvalid=True),
+    dict(name="valid_false_rows", B=3, Tq=200, Tk=190, H=2, D=128, qvalid=True, kvalid=True, qvalid_false_b=[1],
+         kvalid_false_b=[2]),
+    dict(name="valid_false_rows_d64_causal", B=3, Tq=150, Tk=260, H=4, Hkv=1, D=64, qvalid=True, kvalid=True,
+         qvalid_false_b=[0], kvalid_false_b=[1], causal=True, offset=110),
+    dict(name="valid_all_true_bitwise", B=2, Tq=300, Tk=333, H=2, D=128, qvalid_all=True, kvalid_all=True,
+         nomask_bitwise=True),
+    dict(name="valid_all_true_causal_d64", B=2, Tq=200, Tk=200, H=2, D=64, kvalid_all=True, causal=True,
+         nomask_bitwise=True),
+    # everything at once, d_lse and a scale
+    dict(name="all_masks_dlse", B=3, Tq=300, Tk=400, H=4, Hkv=2, D=128, causal=True, offset=100, wl=200,
+         qlen=True, klen=True, kvalid=True, qvalid=True, dlse=True, scale=0.3),
+    dict(name="all_masks_d64", B=2, Tq=259, Tk=131, H=2, D=64, wl=50, wr=70, qlen_vals=[259, 100],
+         klen_vals=[100, 131], kvalid=True),
+    # bigger
+    dict(name="big_win_causal_d128", B=1, Tq=4096, Tk=4096, H=4, D=128, causal=True, wl=1024),
+    dict(name="big_kvalid_d64", B=2, Tq=2048, Tk=2048, H=4, D=64, kvalid=True, qlen=True),
+]
+# Dropout (flash_bwd_sm90.cu's DROP kernel: the IDX kernel with the forward's keep mask regenerated in
+# the S^T layout). The forward (our Hopper one) and the backward both run with the case's rate and
+# seed; the float64 / same-precision references multiply P by the harness's host keep mask
+# (dropout_keep: flash_params.h's rule) and keep_scale, as sm90_check.py's dropout cases do.
+DROP_CASES = [
+    dict(name="drop01_d128", B=2, Tq=300, Tk=333, H=3, D=128, dropout=0.1, seed=(77, -5)),
+    dict(name="drop05_d128_causal_br", B=2, Tq=257, Tk=390, H=2, D=128, dropout=0.5, causal=True,
+         offset=390 - 257, seed=(3, 9)),
+    dict(name="drop05_d64_causal_gqa", B=2, Tq=260, Tk=300, H=4, Hkv=2, D=64, dropout=0.5, causal=True,
+         offset=40, seed=(3, 9)),
+    dict(name="drop01_d64_mqa", B=2, Tq=190, Tk=260, H=4, Hkv=1, D=64, dropout=0.1, seed=(1, 2)),
+    dict(name="drop01_tiles_63_127", B=2, Tq=63, Tk=127, H=2, D=128, dropout=0.1, seed=(5, 6)),
+    dict(name="drop05_tiles_65_129", B=2, Tq=65, Tk=129, H=2, D=64, dropout=0.5, causal=True, seed=(-7, 1 << 40)),
+    dict(name="drop01_tq1", B=2, Tq=1, Tk=300, H=2, D=128, dropout=0.1, seed=(8, 8)),
+    dict(name="drop05_tk1", B=2, Tq=130, Tk=1, H=2, D=64, dropout=0.5, seed=(8, 9)),
+    dict(name="drop05_empty_rows", B=2, Tq=300, Tk=77, H=2, D=128, dropout=0.5, causal=True, offset=77 - 300,
+         seed=(9, 10)),
+    dict(name="drop01_window", B=2, Tq=600, Tk=650, H=2, D=128, dropout=0.1, causal=True, offset=50, wl=150,
+         seed=(11, 12)),
+    dict(name="drop05_window_both_d64", B=2, Tq=300, Tk=333, H=3, D=64, dropout=0.5, wl=60, wr=20, seed=(13, 14)),
+    dict(name="drop01_lengths", B=3, Tq=300, Tk=333, H=2, D=128, dropout=0.1, qlen_vals=[300, 65, 0],
+         klen_vals=[333, 0, 129], seed=(15, 16)),
+    dict(name="drop05_valid_gqa_d64", B=3, Tq=150, Tk=260, H=4, Hkv=2, D=64, dropout=0.5, qvalid=True, kvalid=True,
+         qvalid_false_b=[0], causal=True, offset=110, seed=(17, 18)),
+    dict(name="drop01_all_masks_dlse", B=3, Tq=300, Tk=400, H=4, Hkv=2, D=128, dropout=0.1, causal=True,
+         offset=100, wl=200, qlen=True, klen=True, kvalid=True, qvalid=True, dlse=True, scale=0.3, seed=(19, 20)),
+    dict(name="drop01_big_d128_causal", B=1, Tq=2048, Tk=2048, H=4, D=128, dropout=0.1, causal=True, seed=(21, 22)),
+    dict(name="drop05_big_d64", B=2, Tq=1024, Tk=1024, H=4, D=64, dropout=0.5, seed=(23, 24)),
+]
+# Exact keep-mask checks of the backward (phase numerics, bf16 and fp16; phase_drop_exact): q = 0 (every
+# visible key of row i has P = 1 / n(i)), every row sees the same n keys (no mask, or k_lengths per batch),
+# dO[i] = one-hot(i % D), so dV[j, d] n / keep_scale = the number of kept (h, i) pairs of key j with
+# i = d (mod D), summed over the kv head's query heads: an integer, the kernel's S^T-layout mask against
+# the host mask, exactly.
+DROP_EXACT_CASES = [
+    dict(name="dvexact_01_d128", B=2, Tq=200, Tk=300, H=3, D=128, dropout=0.1, seed=(5, 6)),
+    dict(name="dvexact_05_d64_gqa", B=2, Tq=333, Tk=257, H=4, Hkv=2, D=64, dropout=0.5, seed=(-7, 1 << 40)),
+    dict(name="dvexact_05_klen", B=2, Tq=130, Tk=500, H=2, D=128, dropout=0.5, klen_vals=[500, 260], seed=(21, 22)),
+]
 SANITIZE = ("odd_d128", "odd_d128_causal_br", "empty_rows_causal", "gqa4_d128_causal_br", "tiles_65_129_causal",
-            "odd_d64", "gqa4_d64_causal_tl")
+            "odd_d64", "gqa4_d64_causal_tl", "win_kvcache_odd_d64", "valid_false_rows", "len_window_causal",
+            "drop05_d64_causal_gqa", "drop01_lengths")
 GRADS = ("dq", "dk", "dv")
+MASK_KEYS = ("qlen", "klen", "qvalid", "kvalid")  # the tensors of the index masks in a case's inputs
+
+
+def bwd_inputs(c, dt, gen):
+    """sm90_check.py's inputs() (make_inputs + qlen_vals / klen_vals / kvalid_all), and: qvalid_all (an
+    all-true [B, Tq] mask), qvalid_false_b / kvalid_false_b (those batches' validity rows all false)."""
+    t = inputs(c, dt, gen)
+    if c.get("qvalid_all"):
+        t["qvalid"] = torch.ones(c["B"], c["Tq"], dtype=torch.bool, device=DEV)
+    for key, n in (("qvalid", "Tq"), ("kvalid", "Tk")):
+        for b in c.get(f"{key}_false_b", ()):
+            if t.get(key) is None:
+                t[key] = torch.ones(c["B"], c[n], dtype=torch.bool, device=DEV)
+            t[key][b] = False
+    return t
+
+
+def kv_poisoned(c, t):
+    """sm90_check.py's poisoned() (K / V NaN in the 128-key tiles outside every row's visible keys)
+    with q as it was: rows past q_lengths are still read by the backward's units (their P and dS are
+    0, but dK += dS^T Q would take 0 * NaN)."""
+    p = poisoned(c, t)
+    p["q"] = t["q"]
+    return p
+
+
+def dead_rows_keys(c, t):
+    """([B, Tq], [B, Tk]) bool: the query rows that see no key and the keys that no row sees
+    (sm90_check.visibility()'s causal / window / lengths, and the validity masks). Their dq rows,
+    resp. dk / dv rows, are 0 exactly in the reference and in our kernels (sm80's: P = 0, dS = 0,
+    zero accumulators written)."""
+    vis = visibility(c, t)
+    if t.get("qvalid") is not None:
+        vis &= t["qvalid"][:, :, None]
+    if t.get("kvalid") is not None:
+        vis &= t["kvalid"][:, None, :]
+    return ~vis.any(2), ~vis.any(1)
+
+
+def exact_zeros(g, dead_q, dead_k):
+    """Whether the gradients g are exactly 0 on the dead query rows (dq) and dead keys (dk, dv)."""
+    return bool((g["dq"][dead_q] == 0).all() and (g["dk"][dead_k] == 0).all() and (g["dv"][dead_k] == 0).all())
 
 
 def forward(h, c, t):
@@ -108,14 +268,33 @@ def phase_numerics(h, log, cases, dtypes):
         for dt in dtypes:
             dname = str(dt).split(".")[-1]
             print(f"RUNNING {c['name']} {dname}", file=log, flush=True)
-            t = make_inputs(c, dt, gen)
-            forward(h, c, t)
-            ours, took = backward(h, c, t, True)
-            sm80, took80 = backward(h, c, t, False)
-            ref = reference(c, t, torch.float64, None)
-            low = reference(c, t, dt, None)
+            t = bwd_inputs(c, dt, gen)
+            tr = kv_poisoned(c, t) if c.get("poison_kv") else t  # what the kernels read
+            forward(h, c, tr)
+            ours, took = backward(h, c, tr, True)
+            sm80, took80 = backward(h, c, tr, False)
+            keep = None  # dropout: the host keep mask (flash_params.h's rule), as sm90_check.py
+            if c.get("dropout"):
+                keep = h.dropout_keep(c, c["B"], c["H"], c["Tq"], c["Tk"], c["D"]).to(DEV)
+            ref = reference(c, t, torch.float64, keep)
+            low = reference(c, t, dt, keep)
             row = dict(case=c["name"], dtype=dname, sm90_launched=int(took), sm80_run_launched_sm90=int(took80))
             ok = took == 1 and took80 == 0
+            # Rows that see no key / keys no row sees: dq / dk, dv exactly 0 (sm80's too, reported).
+            dead_q, dead_k = dead_rows_keys(c, t)
+            row.update(dead_rows=int(dead_q.sum()), dead_keys=int(dead_k.sum()),
+                       exact_zeros=exact_zeros(ours, dead_q, dead_k), sm80_exact_zeros=exact_zeros(sm80, dead_q, dead_k))
+            ok &= row["exact_zeros"]
+            bitwise = None
+            if c.get("nomask_bitwise"):  # masks that hide nothing: the first kernel's dk / dv bit for bit
+                tn = {k: v for k, v in tr.items() if k not in MASK_KEYS}
+                cn = {k: v for k, v in c.items() if k not in ("wl", "wr")}
+                plain, took_n = backward(h, cn, tn, True)
+                bitwise = bool(torch.equal(plain["dk"], ours["dk"]) and torch.equal(plain["dv"], ours["dv"]))
+                dq_scale = float(plain["dq"].double().abs().max()) if plain["dq"].numel() else 0.0
+                dq_close = float((plain["dq"].double() - ours["dq"].double()).abs().max()) <= 1e-2 * dq_scale
+                row.update(bitwise_vs_nomask=bitwise, dq_close_vs_nomask=dq_close, nomask_sm90_launched=int(took_n))
+                ok &= bitwise and dq_close and took_n == 1
             floor = {torch.float16: 2e-3, torch.bfloat16: 1e-2}[dt]
             for n in GRADS:
                 e = err(ours[n], ref[n])
@@ -134,12 +313,70 @@ def phase_numerics(h, log, cases, dtypes):
             row["ok"] = bool(ok)
             rows.append(row)
             extra = "" if took == 1 else f" (sm90 path NOT taken: {took} launches)"
+            if took80 != 0:
+                extra += f" (the sm80 run took the sm90 path: {took80} launches)"
+            if row["dead_rows"] or row["dead_keys"]:
+                extra += (f" dead rows/keys {row['dead_rows']}/{row['dead_keys']}: exact_zeros={row['exact_zeros']}"
+                          f" (sm80 {row['sm80_exact_zeros']})")
+            if bitwise is not None:
+                extra += f" bitwise_vs_nomask={bitwise} dq_close_vs_nomask={row['dq_close_vs_nomask']}"
+                if row["nomask_sm90_launched"] != 1:
+                    extra += f" (no-mask run: sm90 path NOT taken: {row['nomask_sm90_launched']} launches)"
             brief = " ".join(f"{n}={row[n]['max']:.2e} (sm80 {row[n]['sm80_max']:.2e}, torch {row[n]['torch_max']:.2e})"
                              for n in GRADS)
             where = " ".join(f"{n}: bad_rows={row[n]['bad_rows']} first={row[n]['first_bad']} t={row[n]['bad_t_sample']}"
                              for n in GRADS if "bad_rows" in row[n])
             print(f"{'PASS' if ok else 'FAIL'} {c['name']:<22} {dname:<9} {brief}{extra} {where}", file=log, flush=True)
-            del t, ref, low, ours, sm80
+            del t, tr, ref, low, ours, sm80, keep
+    return rows
+
+
+def phase_drop_exact(h, log, cases, dtypes):
+    """DROP_EXACT_CASES (see there): round(dV n / keep_scale) against the host mask's counts, exactly, on
+    the sm90 path (and the sm80 backward's, reported); dV rows of keys past k_lengths exactly 0."""
+    from kernel_harness_check import dropout_keep_scale
+    rows = []
+    gen = torch.Generator(device=DEV)
+    gen.manual_seed(4)
+    for c in cases:
+        for dt in dtypes:
+            dname = str(dt).split(".")[-1]
+            print(f"RUNNING {c['name']} {dname}", file=log, flush=True)
+            t = bwd_inputs(c, dt, gen)
+            B, Tq, H, D, Tk = c["B"], c["Tq"], c["H"], c["D"], c["Tk"]
+            Hkv = c.get("Hkv", H)
+            G = H // Hkv
+            t["q"].zero_()
+            onehot = torch.nn.functional.one_hot(torch.arange(Tq, device=DEV) % D, D).to(dt)  # [Tq, D]
+            t["do"] = onehot[None, :, None, :].expand(B, Tq, H, D).contiguous()
+            forward(h, c, t)
+            ours, took = backward(h, c, t, True)
+            sm80, took80 = backward(h, c, t, False)
+            keep = h.dropout_keep(c, B, H, Tq, Tk, D).to(DEV)  # [B, H, Tq, Tk]
+            vis = visibility(c, t)  # [B, Tq, Tk]: every row of a batch sees the same n keys here
+            n = vis.sum(-1).double()  # [B, Tq]
+            kv = (keep & vis[:, None]).double().reshape(B, Hkv, G, Tq, Tk).sum(2)  # [B, Hkv, Tq, Tk]
+            want = torch.einsum("bhqk,qd->bkhd", kv, onehot.double())  # [B, Tk, Hkv, D] kept pairs per class
+            nk = n[:, :1, None, None]  # [B, 1, 1, 1] (the same for every row of batch b)
+            live = (vis.any(1))[:, :, None, None].expand_as(want)  # keys some row sees
+            scale = dropout_keep_scale(c["dropout"])
+            r = dict(case=c["name"], dtype=dname, sm90_launched=int(took), sm80_run_launched_sm90=int(took80))
+            ok = took == 1 and took80 == 0 and bool((n == n[:, :1]).all())
+            for tag, g in (("sm90", ours), ("sm80", sm80)):
+                got = g["dv"].double() * nk / scale
+                diff = (got.round() != want) & live
+                dead_zero = bool((g["dv"][~live] == 0).all())
+                dev = (got - want).abs()[live].max().item() if bool(live.any()) else 0.0
+                r[tag] = dict(mismatched=int(diff.sum()), of=int(live.sum()), max_dev=dev, dead_keys_zero=dead_zero)
+                if tag == "sm90":
+                    ok &= int(diff.sum()) == 0 and dead_zero
+            r["ok"] = bool(ok)
+            rows.append(r)
+            print(f"{'PASS' if ok else 'FAIL'} {c['name']:<22} {dname:<9} dV mask classes wrong {r['sm90']['mismatched']}"
+                  f" of {r['sm90']['of']} (max |dV n / scale - count| {r['sm90']['max_dev']:.3f}; sm80 wrong "
+                  f"{r['sm80']['mismatched']}, {r['sm80']['max_dev']:.3f}){'' if took == 1 else ' (sm90 NOT taken)'}"
+                  f"{'' if took80 == 0 else ' (the sm80 run took the sm90 path)'}", file=log, flush=True)
+            del t, ours, sm80, keep
     return rows
 
 
@@ -189,6 +426,61 @@ def phase_bench(h, log, quick):
               f"{s9 if s9 else '-':<6} {s8:<6} {r.get('flash_bwd_tflops', '-'):<6} {cu if cu else '-':<6} "
               f"{round(s9 / cu, 2) if cu and s9 else '-':<10} {round(s9 / s8, 2) if s9 else '-'}"
               f"{'' if r['sm90_path_taken'] else '  (sm90 NOT taken)'}", file=log, flush=True)
+    rows += bench_masks(h, log, rows)
+    return rows
+
+
+def bench_masks(h, log, plain_rows):
+    """The index-masked kernel (IDX) at D = 128, H = 16, T = 4096, B = 4, bf16, milliseconds: an all-true
+    [B, Tk] key mask (every unit unmasked: the IDX kernel's overhead against the plain one), a key mask
+    with the last 10 % of each sequence padded, and a causal sliding window of 1024 keys; then dropout 0.1
+    without a mask and causal (the DROP kernel); each on sm90 and sm80, with the plain sm90 backward of
+    the same shape (no mask / causal) for reference."""
+    import triton.testing as tt
+    rows = []
+    B, T, H, D = 4, 4096, 16, 128
+    plain = {r["causal"]: r.get("sm90_bwd_ms") for r in plain_rows
+             if (r["D"], r["T"], r["dtype"]) == (D, T, "bfloat16")}
+    for feature in ("key_mask_true", "key_mask_pad10", "causal_window_1024", "dropout_0.1", "dropout_0.1_causal"):
+        c = dict(B=B, Tq=T, Tk=T, H=H, D=D)
+        if feature == "causal_window_1024":
+            c.update(causal=True, wl=1024)
+        if feature.startswith("dropout"):  # the DROP kernel (fused dropout, rate 0.1)
+            c.update(dropout=0.1, seed=(1, 2), causal=feature.endswith("causal"))
+        gen = torch.Generator(device=DEV)
+        gen.manual_seed(1)
+        t = make_inputs(c, torch.bfloat16, gen)
+        if feature.startswith("key_mask"):
+            t["kvalid"] = torch.ones(B, T, dtype=torch.bool, device=DEV)
+            if feature == "key_mask_pad10":
+                t["kvalid"][:, T - T // 10:] = False
+        forward(h, c, t)
+        for n, like in (("dq", "q"), ("dk", "k"), ("dv", "v")):
+            t[n] = torch.empty_like(t[like])
+        r = dict(B=B, T=T, H=H, D=D, dtype="bfloat16", feature=feature)
+        h.m.set_sm90_bwd(1)
+        n0 = h.m.sm90_info()["bwd_launches"]
+        try:
+            r["sm90_bwd_ms"] = tt.do_bench(lambda: h.bwd(c, t), warmup=25, rep=100, return_mode="median")
+        except Exception as e:  # noqa: a launch error is reported, the other rows still run
+            r["sm90_error"] = str(e)[:200]
+        r["sm90_path_taken"] = h.m.sm90_info()["bwd_launches"] > n0
+        h.m.set_sm90_bwd(0)
+        r["sm80_bwd_ms"] = tt.do_bench(lambda: h.bwd(c, t), warmup=25, rep=100, return_mode="median")
+        h.m.set_sm90_bwd(-1)
+        r["plain_sm90_bwd_ms"] = plain.get(bool(c.get("causal")))
+        rows.append(r)
+        print("BENCH " + json.dumps(r), file=log, flush=True)
+        del t
+    print("\nms backward with index masks / dropout, D = 128, T = 4096, B = 4, H = 16, bf16 (plain: the sm90 "
+          "backward without the mask / dropout, causal for the window and the causal dropout row)", file=log)
+    print("                  feature             sm90    sm80    plain   sm80/sm90 sm90/plain", file=log)
+    for r in rows:
+        s9, s8, pl = r.get("sm90_bwd_ms"), r["sm80_bwd_ms"], r.get("plain_sm90_bwd_ms")
+        f = lambda x: f"{x:.3f}" if x else "-"
+        print(f"                  {r['feature']:<19} {f(s9):<7} {f(s8):<7} {f(pl):<7} "
+              f"{round(s8 / s9, 2) if s9 else '-':<9} {round(s9 / pl, 2) if s9 and pl else '-'}"
+              f"{'' if r['sm90_path_taken'] else '  (sm90 NOT taken)'}", file=log, flush=True)
     return rows
 
 
@@ -206,9 +498,19 @@ def main():
         rows = phase_selftest(h, log)
     elif args.phase == "numerics":
         rows = phase_numerics(h, log, NUM_CASES, (torch.bfloat16, torch.float16))
+        n_plain = len(rows)
+        rows += phase_numerics(h, log, MASK_CASES, (torch.bfloat16, torch.float16))
+        masked = rows[n_plain:]
+        print(f"numerics (index masks): {sum(r['ok'] for r in masked)} / {len(masked)} pass", file=log, flush=True)
+        n_prev = len(rows)
+        rows += phase_numerics(h, log, DROP_CASES, (torch.bfloat16, torch.float16))
+        rows += phase_drop_exact(h, log, DROP_EXACT_CASES, (torch.bfloat16, torch.float16))
+        dropped = rows[n_prev:]
+        print(f"numerics (dropout): {sum(r['ok'] for r in dropped)} / {len(dropped)} pass", file=log, flush=True)
         print(f"numerics: {sum(r['ok'] for r in rows)} / {len(rows)} pass", file=log, flush=True)
     elif args.phase == "sanitize":
-        rows = phase_numerics(h, log, [c for c in NUM_CASES if c["name"] in SANITIZE], (torch.bfloat16,))
+        rows = phase_numerics(h, log, [c for c in NUM_CASES + MASK_CASES + DROP_CASES if c["name"] in SANITIZE],
+                              (torch.bfloat16,))
         print(f"numerics: {sum(r['ok'] for r in rows)} / {len(rows)} pass", file=log, flush=True)
     else:
         rows = phase_bench(h, log, args.quick)

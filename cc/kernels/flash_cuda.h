@@ -4,8 +4,8 @@
 // Dtypes: float16 and bfloat16 run on tensor cores (mma.sync m16n8k16, float32 accumulation);
 // float32 runs on TF32 tensor cores (mma.sync m16n8k8, inputs rounded to tf32) when
 // params.allow_tf32, else a full-precision SIMT kernel; float64 returns cudaErrorNotSupported.
-// On compute capability 9.0 some float16 / bfloat16 forwards run the Hopper kernel (wgmma, TMA)
-// instead: flash_cuda_dispatch.cu says which.
+// On compute capability 9.0 some float16 / bfloat16 forwards and backwards run the Hopper kernels
+// (wgmma, TMA) instead: flash_cuda_dispatch.cu says which.
 // Needs compute capability >= 8.0 (cudaErrorUnsupportedPtxVersion-style error otherwise:
 // the launchers return cudaErrorInvalidDeviceFunction on older GPUs without launching).
 #ifndef TF_FLASHATTN_KERNELS_FLASH_CUDA_H_

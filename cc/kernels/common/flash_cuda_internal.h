@@ -160,10 +160,11 @@ int selftest(int which, double* max_err, char* msg, int msg_len);
 
 // The sm_90a backward (flash_bwd_sm90.cu), on by default: bwd_applies is false when
 // TF_FLASHATTN_SM90_BWD=0 or TF_FLASHATTN_SM90=0 (read once) or after set_bwd_enabled(0); else for
-// float16 / bfloat16, D == Dv in
-// {64, 128}, no mask but causal, no dropout / bias / dbias / soft-cap, non-deterministic, 16-byte
-// aligned tensors and strides, a workspace, compute capability 9.0. It uses flash_bwd_workspace_bytes'
-// workspace as the sm80 backward does (same size).
+// float16 / bfloat16, D == Dv in {64, 128}, the index masks (causal, window, lengths, [B, Tq] /
+// [B, Tk] validity; sm80's rules) or none, dropout (rate > 0 with a seed; sm80's keep mask and
+// arithmetic; not yet checked on a GPU) or none, no dense mask / bias / dbias / soft-cap,
+// non-deterministic, 16-byte aligned tensors and strides, a workspace, compute capability 9.0. It
+// uses flash_bwd_workspace_bytes' workspace as the sm80 backward does (same size).
 bool bwd_applies(const FlashBwdParams& p);
 // Its launcher; cudaErrorNotSupported (before any work is queued) when the tensor maps cannot be
 // made: the caller falls back to sm80.

@@ -1,8 +1,8 @@
 // Dropout draws for the tensor-core tiles: the mma.sync tiles of sm80/ (16-bit forward and
-// backward, TF32). The sm90/ kernels take no dropout yet; a wgmma m64nN accumulator gives each
-// warp's 16 rows the m16n8 layout below (one 8-column n-tile after the other), so they can
-// share these helpers when they do. The rule is
-// flash_params.h's: element (row, col) is the 16-bit draw k = 4 ((row / 8) % 2) + (col / 8) % 4
+// backward, TF32) and the sm90/ forward and backward: a wgmma m64nN accumulator gives each
+// warp's 16 rows the m16n8 layout below (one 8-column n-tile after the other), so they share
+// these helpers (the Hopper backward: drop_cols_bits<1, 8>, one 16-key m-tile per warp).
+// The rule is flash_params.h's: element (row, col) is the 16-bit draw k = 4 ((row / 8) % 2) + (col / 8) % 4
 // of the Philox call with counter (8 (col / 32) + col % 8, 8 (row / 16) + row % 8, h, b), kept
 // when draw >= t16. One call covers rows {r, r + 8} x columns {c, c + 8, c + 16, c + 24}: in an
 // m16n8 accumulator fragment (element e of n-tile nt: fragment row g + 8 (e / 2), fragment

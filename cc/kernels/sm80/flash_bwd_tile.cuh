@@ -12,61 +12,8 @@
 namespace flashattn {
 namespace cuda {
 
-// The work units of a key-tile CTA: (hl, qb) = query head hk * G + hl of the kv head's group,
-// query tile qb (rows [qb * BQb, qb * BQb + BQb)); only tiles that see some key of
-// [j0, j0 + BKb). key_begin / key_end are non-decreasing in the row, so "i0 < qlim and
-// key_begin(i0) < j0 + BKb" holds for a prefix [0, hi) of the tiles and
-// "min(key_end(last row), klim) > j0" for a suffix: the candidates [lo, hi) are found by
-// bisection once per CTA (no divide per unit); sees() then drops tiles whose rows see no key.
-template <int BQb>
-struct KeyTileUnits {
-  const MaskParams& m;
-  int64_t qlim, klim;
-  int G, lo = 0, hi = 0;
-
-  __device__ __forceinline__ KeyTileUnits(const MaskParams& mask, int nqb, int64_t qlim_,
-                                          int64_t klim_, int64_t j0, int BKb, int G_)
-      : m(mask), qlim(qlim_), klim(klim_), G(G_) {
-    int l = 0, r = nqb;
-    while (l < r) {
-      const int mid = (l + r) >> 1;
-      const int64_t i0 = static_cast<int64_t>(mid) * BQb;
-      if (i0 < qlim && m.key_begin(i0) < j0 + BKb) l = mid + 1; else r = mid;
-    }
-    hi = l;
-    l = 0;
-    r = hi;
-    while (l < r) {
-      const int mid = (l + r) >> 1;
-      if (last_row_end(mid) > j0) r = mid; else l = mid + 1;
-    }
-    lo = l;
-  }
-  // min(key_end(last row of tile qb), klim).
-  __device__ __forceinline__ int64_t last_row_end(int qb) const {
-    const int64_t end = static_cast<int64_t>(qb) * BQb + BQb;
-    const int64_t ke = m.key_end((end < qlim ? end : qlim) - 1, klim);
-    return ke < klim ? ke : klim;
-  }
-  // Without a left window edge every row starts at key 0, and last_row_end grows with qb, so
-  // every qb >= lo (last_row_end(qb) > j0 >= 0) sees the key tile.
-  __device__ __forceinline__ bool sees(int qb) const {
-    if (m.window_left < 0) return true;
-    return last_row_end(qb) > m.key_begin(static_cast<int64_t>(qb) * BQb);
-  }
-  // Moves (hl, qb) to the first valid unit at or after it (hl == G: none left).
-  __device__ __forceinline__ void seek(int& hl, int& qb) const {
-    while (hl < G) {
-      if (qb >= hi) {
-        ++hl;
-        qb = lo;
-        continue;
-      }
-      if (sees(qb)) return;
-      ++qb;
-    }
-  }
-};
+// (The work units of a key-tile CTA, KeyTileUnits, are in common/flash_cuda_common.cuh: the
+// Hopper backward, sm90/flash_bwd_sm90.cu, visits the same query tiles.)
 
 // dQacc += acc for the [CM m16 x CC n8] accumulator tile of query rows i0 + qr0 + ... and
 // columns nb + ... of dq_rows ([Tq, HD] float32 of one (b, h)); rows past Tq are skipped. One row

@@ -1,11 +1,16 @@
 // Hopper-native FlashAttention backward (sm_90a only): float16 / bfloat16, D == Dv in {64, 128},
-// no mask but causal (any causal_offset), no lengths / validity masks / window / bias / dbias /
-// soft-cap / dropout, non-deterministic mode only; GQA allowed. Taken by flash_cuda_dispatch.cu
-// where bwd_applies(): on by default on compute capability 9.0; TF_FLASHATTN_SM90_BWD=0 (or
-// TF_FLASHATTN_SM90=0, which turns off both Hopper kernels) or set_bwd_enabled(0) keep the sm80
-// backward; everything else runs sm80/flash_bwd.cu. bwd_selftest() (below, exposed by the kernel
-// harness) checks the wgmma forms one at a time; benchmarks/sm90_bwd_check.py checks the whole
-// backward against torch and our sm80 one (`bash benchmarks/gpu_run.sh sm90bwd`).
+// no mask, causal (any causal_offset) and the other index masks the Hopper forward takes (sliding
+// window, q / k lengths, [B, Tq] / [B, Tk] validity masks; sm80's rules, below), and dropout (with
+// any of those or none; below); no dense mask / bias / dbias / soft-cap, non-deterministic mode
+// only; GQA allowed. The index masks other than causal are UNTESTED ON A GPU as of their commit
+// (branch sm90-bwd-masks; the no-mask / causal kernels' PTX is unchanged by it); so is dropout
+// (branch sm90-bwd-dropout; the PTX of the other kernels, with and without IDX, is unchanged by
+// it). Taken by flash_cuda_dispatch.cu where bwd_applies(): on
+// by default on compute capability 9.0; TF_FLASHATTN_SM90_BWD=0 (or TF_FLASHATTN_SM90=0, which
+// turns off both Hopper kernels) or set_bwd_enabled(0) keep the sm80 backward; everything else
+// runs sm80/flash_bwd.cu. bwd_selftest() (below, exposed by the kernel harness) checks the wgmma
+// forms one at a time; benchmarks/sm90_bwd_check.py checks the whole backward against torch and our
+// sm80 one, the index masks and dropout included (`bash benchmarks/gpu_run.sh sm90bwd`).
 //
 // Building blocks: the hand-written PTX of sm90_ptx.cuh (as the forward, flash_fwd_sm90.cu).
 //
@@ -14,7 +19,8 @@
 //   warpgroups (384 threads): warpgroup 0 produces (setmaxnreg.dec to 24), warpgroups 1 and 2
 //   consume (setmaxnreg.inc to 240); consumer c owns keys 64c .. 64c+63 of the tile.
 //   The CTA walks "units" (query head hl of the kv head's group, query tile of kBq = 64 rows) that
-//   see the key tile (causal: query tiles from the first row that sees key j0 on).
+//   see the key tile (causal: query tiles from the first row that sees key j0 on; index masks:
+//   sm80's KeyTileUnits, below).
 //   Producer: thread 0 loads the K and V tiles once (TMA, kv_full), then per unit the Q and dO tiles
 //   into a kStages = 2 ring (TMA, full[s] with expect_tx); warp 1 copies the unit's 64 lse2 and
 //   dsum values (precomputed by sm80's pre-pass) into the ring's row arrays with ordinary loads and
@@ -24,8 +30,9 @@
 //   dV and dK; only dS also goes to shared memory, for dQ):
 //     S^T  = K_c Q^T       [64 keys x 64 queries]  D/16 wgmma m64n64k16 SS, both K-major
 //     dP^T = V_c dO^T      [64 x 64]               D/16 wgmma m64n64k16 SS, both K-major
-//     P^T  = 2^(S^T scale log2e - lse2[q]),  dS^T = P^T (dP^T - dsum[q]); elements outside the
-//            causal diagonal, past Tk or past Tq are 0 (only in tiles that cross one of them)
+//     P^T  = 2^(S^T scale log2e - lse2[q]),  dS^T = P^T (dP^T - dsum[q]); masked elements (outside
+//            the causal diagonal, past Tk or past Tq; IDX below: any index mask) get P = 0 by
+//            selection, so dS = 0 too (only in tiles that cross a limit: the rest is unchanged)
 //     dS^T -> shared memory (16-bit, [128 keys][64 queries], 128-byte swizzle, two buffers)
 //     dV  += P^T dO        [64 keys x D]  4 wgmma m64nDk16, A = P^T from registers (the S^T
 //                          accumulators repacked, as the forward's P), B = dO MN-major
@@ -38,12 +45,52 @@
 //     dQacc += dQ_c        float4 atomics into the workspace's dQ accumulator, in this file's
 //                          fragment order (below), then release the stage.
 //   Epilogue: dK * scale and dV from registers to global memory (4-byte stores); rows past Tk
-//   skipped; a CTA with no unit writes zeros.
+//   skipped; a CTA with no unit writes zeros, and so do keys no row sees (their P and dS are 0).
 //   After the kernel: bwd_dq_sm90_convert_kernel writes dQ = scale * dQacc.
 //   Shared memory (D = 128): K, V 2 x 32 KiB, Q and dO rings 2 x 2 x 16 KiB, dS^T 2 x 16 KiB, rows
 //   1 KiB, barriers: 161 KiB (+1 KiB alignment). D = 64: 97 KiB.
 //   Registers per consumer thread (D = 128): dK, dV 64 + 64, S^T and dP^T 32 + 32 (then P and dS
 //   16 + 16 packed), dQ 32.
+// Index masks (the <IDX = true> instantiation, taken when a window, lengths or a validity mask is
+// set; no mask and causal alone keep the first kernel, whose code is unchanged): the rules are
+// sm80's, from common/flash_cuda_common.cuh, as in sm80/flash_bwd.cu:
+//   units     KeyTileUnits<64>: the query tiles whose rows' causal / window / length ranges reach
+//             the key tile (bisection once per CTA), as one range [lo, hi) per head, the trailing
+//             tiles that see no key at all dropped (sees()); a tile in it that saw none of the
+//             tile's keys would only add zeros.
+//   rows      producer warp 2, per unit, with row_info(): each row's keys within the tile
+//             [kb - j0, ke - j0) clipped to [0, 128], empty for rows that see no key (q_valid
+//             false, past q_lengths or Tq, empty causal / window range), into shared memory beside
+//             lse2 / dsum (full[s] then counts 1 + 64 arrivals); and a per-unit flag: some row does
+//             not see the whole tile, or some key of the tile is past k_lengths / Tk or fails
+//             k_valid (key_visible, checked once per CTA).
+//   elements  only in flagged units (the forward's need_mask idea): P = 0 unless
+//             kb <= key < ke for the query's range and the key passes k_lengths / k_valid (each
+//             consumer thread checks its two keys once per CTA). Fully masked rows have lse = -inf
+//             (lse2 = -inf): 2^(S - lse2) = +inf there is discarded by the selection, never
+//             multiplied, so no NaN; their dsum is finite (the pre-pass's rowsum(dO O) - d_lse
+//             with O = 0), so dS = 0 (dP - dsum) = 0.
+//   results   as sm80: dQ rows that see no key 0 (never accumulated, or only zeros); dK, dV rows
+//             of keys that no row sees 0 (written by the epilogue from zero accumulators, or by a
+//             CTA with no unit).
+//   Shared memory: + 0.5 KiB (ranges) + 16 bytes (flags). Units that need no mask run the same
+//   element-wise code as the first kernel.
+// Dropout (the <IDX = true, DROP = true> instantiation, whenever rate > 0: "dropout runs the
+// index-masked kernel", as in sm80, with or without index masks; the IDX kernel without dropout
+// and the first kernel carry no Philox code and are unchanged). The keep mask is flash_params.h's
+// rule (row = query, col = key), so it is the forward's bit for bit: the element (key k, query q)
+// of S^T is draw 4 ((q / 8) % 2) + (k / 8) % 4 of the Philox call with counter
+// (8 (k / 32) + k % 8, 8 (q / 16) + q % 8, h, b). In the m64n64 accumulator, warp w of consumer c
+// holds keys j0 + 64 c + 16 w + {g, g + 8} (a 16-key m-tile) and queries i0 + 8 j + 2 t + e
+// (n-tiles j = 0..7): one call covers this thread's 2 keys x queries {q, q + 8} (q % 16 < 8), i.e.
+// 4 of its 8 draws (the other 4 are keys 16 apart, in warp w ^ 1), so 8 calls per unit per thread
+// give its 32 keep bits (drop_cols_bits<1, 8> of common/flash_dropout.cuh, the helper sm80's key-
+// tile backward uses: bit 4 j + 2 h2 + e = the accumulator index x). They are drawn per unit before
+// waiting for its Q / dO tiles (only b, h, i0 and the keys are needed), so that the Philox
+// temporaries are not live in the element-wise phase, the register peak (S^T, dP^T, dK, dV). The
+// arithmetic is sm80's: Z = keep_scale where kept, else 0; Pd = P Z (the A operand of dV += Pd^T
+// dO), dS = P (dP Z - dsum) (dK, dQ), dsum = rowsum(dO O) - d_lse from the same pre-pass (O is the
+// forward's dropped output). Masked elements keep P = 0 whatever Z.
 // Workspace: sm80's layout and size (flash_cuda.h, bwd_workspace_parts): dsum, lse2, then the dQ
 // accumulator [B, H, tq_pad, D] float32, each 64-row query tile's block of 64 x D floats in
 // fragment order: column group cg = col / 64, then for a 64 x 64 sub-block, float4 index
@@ -52,7 +99,8 @@
 // cover 512 contiguous bytes.
 // Not yet here: the two consumers' ping-pong and any overlap of the element-wise work with the
 // next unit's products, dQ through shared memory with TMA reduce-add, dK / dV stored by TMA,
-// a persistent causal-balancing scheduler, deterministic mode, every feature beyond causal.
+// a persistent causal-balancing scheduler, deterministic mode, a dense mask, bias / dbias,
+// soft-cap; dropout's draws shared between warps w and w ^ 1 (each thread uses 4 of a call's 8).
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -65,6 +113,7 @@
 #include <vector>
 
 #include "cc/kernels/common/flash_cuda_common.cuh"  // fast_exp2, Elem<T>::pack
+#include "cc/kernels/common/flash_dropout.cuh"      // DropTile, drop_cols_bits (DROP)
 #include "cc/kernels/common/flash_cuda_internal.h"
 #include "cc/kernels/common/flash_params.h"
 #include "cc/kernels/sm90/sm90_host.cuh"
@@ -84,7 +133,10 @@ constexpr int kProducerRegs = 24;
 constexpr int kConsumerRegs = 240;
 static_assert(128 * kProducerRegs + 128 * kConsumers * kConsumerRegs <= 65536, "register file");
 
-template <int D>
+// IDX: the index-masked kernel (window / lengths / validity), which also keeps each row's visible
+// keys and a per-unit "mask needed" flag beside lse2 and dsum; without it the layout is the first
+// version's.
+template <int D, bool IDX>
 struct BwdSmem {
   static constexpr int kKBytes = kBk * D * 2;   // K or V tile [128 x D]
   static constexpr int kQBytes = kBq * D * 2;   // Q or dO tile [64 x D]
@@ -95,7 +147,10 @@ struct BwdSmem {
   static constexpr int kDo = kQ + kStages * kQBytes;       // + stage * kQBytes
   static constexpr int kDs = kDo + kStages * kQBytes;      // + buffer * kDsBytes
   static constexpr int kRows = kDs + 2 * kDsBytes;         // float [kStages][2][kBq]: lse2, dsum
-  static constexpr int kBars = kRows + kStages * 2 * kBq * 4;  // kv_full, full[kStages], empty[kStages]
+  static constexpr int kRange = kRows + kStages * 2 * kBq * 4;  // IDX: int [kStages][kBq] key ranges
+  static constexpr int kFlag = kRange + kStages * kBq * 4;      // IDX: int [kStages] mask flags
+  static_assert(kStages * 4 <= 16, "mask flags");
+  static constexpr int kBars = IDX ? kFlag + 16 : kRange;  // kv_full, full[kStages], empty[kStages]
   static constexpr int kBytes = kBars + 8 * (1 + 2 * kStages);
   static constexpr int kAlloc = kBytes + 1024;             // slack to align the base to 1024
 };
@@ -108,32 +163,57 @@ struct BwdSm90Args {
   int64_t tq_pad;
 };
 
-// The query tiles that see key tile [j0, j0 + kBk): [qb_lo, nqb) for each of the G heads.
+// The query tiles that key tile [j0, j0 + kBk) visits: [qb_lo, qb_lo + nq) for each of the G
+// heads (units n = hl * nq + (qb - qb_lo)).
+//   Without IDX (no mask, causal): [qb_lo, nqb), causal from the first row that sees key j0.
+//   IDX: sm80's rule (KeyTileUnits, common/flash_cuda_common.cuh: the tiles whose rows' causal /
+//   window / length ranges reach the key tile), as one contiguous range [lo, hi') with hi' = hi
+//   less the trailing tiles that see no key at all (KeyTileUnits::sees; at most the two whose
+//   first row starts past k_lengths). Any tile in it that saw none of the tile's keys would only
+//   add zeros (every element masked: P = 0, dS = 0).
+template <bool IDX>
 struct Units {
   int qb_lo = 0, nq = 0, n = 0;
-  __device__ Units(const AttnShape& sh, bool causal, int64_t off, int64_t j0) {
+  __device__ Units(const AttnShape& sh, bool causal, int64_t off, int64_t j0, const MaskParams& m, int64_t b) {
     const int64_t nqb = (sh.Tq + kBq - 1) / kBq;
-    int64_t lo = 0;
-    if (causal && j0 - off > 0) lo = (j0 - off) / kBq;  // row i sees key j0 when i >= j0 - off
-    if (lo > nqb) lo = nqb;
-    qb_lo = static_cast<int>(lo);
-    nq = static_cast<int>(nqb - lo);
+    if constexpr (!IDX) {
+      int64_t lo = 0;
+      if (causal && j0 - off > 0) lo = (j0 - off) / kBq;  // row i sees key j0 when i >= j0 - off
+      if (lo > nqb) lo = nqb;
+      qb_lo = static_cast<int>(lo);
+      nq = static_cast<int>(nqb - lo);
+    } else {
+      const int G = static_cast<int>(sh.H / sh.Hkv);
+      const KeyTileUnits<kBq> u(m, static_cast<int>(nqb), q_limit(m, sh, b), k_limit(m, sh, b), j0, kBk, G);
+      int hi = u.hi;
+      while (hi > u.lo && !u.sees(hi - 1)) --hi;
+      qb_lo = u.lo;
+      nq = hi - u.lo;
+    }
     n = nq * static_cast<int>(sh.H / sh.Hkv);
   }
 };
 
 // q, d_o [B, Tq, H, D] through tm_q / tm_do (boxes {64, 1, 64, 1}); k, v [B, Tk, Hkv, D] through
 // tm_k / tm_v (boxes {64, 1, 128, 1}); dk, dv [B, Tk, Hkv, D] and the dQ accumulator from a.
-// Grid (ceil(Tk / kBk), Hkv, B).
-template <typename T, int D>
+// Grid (ceil(Tk / kBk), Hkv, B). IDX: the index masks (window, lengths, [B, Tq] / [B, Tk]
+// validity; causal too); without it only causal (the first version's code). DROP (with IDX only):
+// dropout (header comment), a third instantiation so that the other two carry no Philox code.
+template <typename T, int D, bool IDX, bool DROP = false>
 __global__ void __launch_bounds__(kThreads, 1)
     flash_bwd_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                           const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_do,
                           const __grid_constant__ BwdSm90Args a) {
-  using L = BwdSmem<D>;
+  static_assert(!DROP || IDX, "dropout runs the index-masked kernel");
+  using L = BwdSmem<D, IDX>;
   extern __shared__ uint8_t smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
   float* rows_f = reinterpret_cast<float*>(smem_raw + (base - smem_u32(smem_raw)) + L::kRows);
+  // IDX: per stage and row, the keys of the tile the row sees, lo | hi << 16 ([lo, hi) within
+  // [0, kBk]; empty for rows that see no key), and per stage whether the unit needs the per-element
+  // mask (both written by the producer's warp 2 while warp 1 copies lse2 and dsum).
+  int* range_i = reinterpret_cast<int*>(smem_raw + (base - smem_u32(smem_raw)) + L::kRange);
+  int* flag_i = reinterpret_cast<int*>(smem_raw + (base - smem_u32(smem_raw)) + L::kFlag);
   const uint32_t kv_full = base + L::kBars;
   const uint32_t full0 = kv_full + 8, empty0 = kv_full + 8 * (1 + kStages);
 
@@ -144,13 +224,13 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int hk = blockIdx.y, b = blockIdx.z;
   const int G = static_cast<int>(sh.H / sh.Hkv);
   const int64_t j0 = static_cast<int64_t>(blockIdx.x) * kBk;
-  const Units units(sh, causal, off, j0);
+  const Units<IDX> units(sh, causal, off, j0, p.mask, b);
 
   const int wg = threadIdx.x / 128;
   if (threadIdx.x == 0) {
     mbar_init(kv_full, 1);
     for (int s = 0; s < kStages; ++s) {
-      mbar_init(full0 + 8 * s, 1 + 32);
+      mbar_init(full0 + 8 * s, 1 + 32 * (IDX ? 2 : 1));  // thread 0's expect_tx, warp 1 (IDX: and 2)
       mbar_init(empty0 + 8 * s, 128 * kConsumers);
     }
     mbar_fence_init();
@@ -158,7 +238,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   __syncthreads();
 
   if (wg == 0) {
-    // ---- Producer warpgroup: thread 0 issues the TMA loads, warp 1 copies lse2 / dsum. ----
+    // ---- Producer warpgroup: thread 0 issues the TMA loads, warp 1 copies lse2 / dsum, IDX: warp 2
+    // writes the rows' key ranges and the mask flag. ----
     setmaxnreg_dec<kProducerRegs>();
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     if (warp == 0 && lane == 0 && units.n > 0) {
@@ -197,6 +278,42 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
         mbar_arrive(full0 + 8 * s);  // release: the stores above are visible to the waiting consumers
       }
+    } else if (IDX && warp == 2) {
+      // The masking rules of sm80 (common/flash_cuda_common.cuh): row i sees key j when
+      // row_info(i).ok, kb(i) <= j < ke(i) (causal / window / lengths) and key_visible(j) (k_valid).
+      // Per unit: each row's keys of the tile (rows that see none: invalid, past q_lengths or Tq,
+      // or an empty range, get an empty one; their lse2 may be -inf and is never used, P = 0 by
+      // selection), and whether the unit needs the per-element mask: a row that does not see
+      // every key of the tile, or a key of the tile past k_lengths / Tk or failing k_valid.
+      const int64_t qlim = q_limit(p.mask, sh, b), klim = k_limit(p.mask, sh, b);
+      bool keys_ok = true;
+#pragma unroll
+      for (int x = lane; x < kBk; x += 32) {
+        const int64_t j = j0 + x;
+        keys_ok &= j < klim && key_visible(p.mask, sh, b, j);
+      }
+      keys_ok = __all_sync(0xffffffffu, keys_ok);
+      for (int n = 0; n < units.n; ++n) {
+        const int s = n % kStages;
+        if (n >= kStages) mbar_wait(empty0 + 8 * s, ((n / kStages) - 1) & 1);
+        const int64_t i0 = static_cast<int64_t>(units.qb_lo + n % units.nq) * kBq;
+        bool partial = false;
+#pragma unroll
+        for (int r = lane; r < kBq; r += 32) {
+          const RowInfo ri = row_info(p.mask, sh, b, i0 + r, qlim, klim);
+          int lo = 0, hi = 0;
+          if (ri.ok) {
+            const int64_t kb = ri.kb - j0, ke = ri.ke - j0;
+            lo = kb <= 0 ? 0 : kb >= kBk ? kBk : static_cast<int>(kb);
+            hi = ke <= 0 ? 0 : ke >= kBk ? kBk : static_cast<int>(ke);
+          }
+          range_i[s * kBq + r] = lo | (hi << 16);
+          partial |= lo != 0 || hi != kBk;
+        }
+        const bool need = !keys_ok || __any_sync(0xffffffffu, partial);
+        if (lane == 0) flag_i[s] = need ? 1 : 0;
+        mbar_arrive(full0 + 8 * s);
+      }
     }
     return;
   }
@@ -208,6 +325,26 @@ __global__ void __launch_bounds__(kThreads, 1)
   const float sl2 = p.score.scale * 1.4426950408889634f;
   // Key of accumulator rows h2 = 0 / 1 (local to the tile).
   const int key_l[2] = {64 * c + 16 * warp + g, 64 * c + 16 * warp + g + 8};
+  // IDX: whether those keys are below k_lengths (and Tk) and pass k_valid (key_visible).
+  bool key_ok[2] = {true, true};
+  if constexpr (IDX) {
+    if (units.n > 0) {
+      const int64_t klim = k_limit(p.mask, sh, b);
+#pragma unroll
+      for (int h2 = 0; h2 < 2; ++h2) {
+        const int64_t key = j0 + key_l[h2];
+        key_ok[h2] = key < klim && key_visible(p.mask, sh, b, key);
+      }
+    }
+  }
+
+  // DROP: the Philox key of the seed, once per CTA; the warp's accumulator rows are keys
+  // drop_k0 .. drop_k0 + 15 (keys g, g + 8 of that m16 block for this thread).
+  uint32_t drop_key[2] = {0u, 0u};
+  if constexpr (DROP) {
+    if (units.n > 0) dropout_key(p.dropout, drop_key);
+  }
+  const int64_t drop_k0 = j0 + 64 * c + 16 * warp;
 
   float dv[D / 2], dk[D / 2];
 #pragma unroll
@@ -226,6 +363,19 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (int n = 0; n < units.n; ++n) {
     const int s = n % kStages;
     const int64_t h = hk * G + n / units.nq, i0 = static_cast<int64_t>(units.qb_lo + n % units.nq) * kBq;
+    // DROP: the unit's keep bits, bit x for element x of S^T below (drop_cols_bits<1, 8>: n-tile j,
+    // element 2 h2 + e -> bit 4 j + 2 h2 + e = x); 8 Philox calls of 4 draws each, drawn here,
+    // before the wait for the unit's tiles (they need only b, h and the indices), so the Philox
+    // temporaries stay out of the element-wise phase, where S^T, dP^T, dK and dV are all live.
+    uint32_t kbits = 0u;
+    if constexpr (DROP) {
+      uint32_t bits[1];
+      const DropTile dt{drop_key[0], drop_key[1], p.dropout.threshold << 16, static_cast<uint32_t>(h),
+                        static_cast<uint32_t>(b), p.dropout.keep_scale};
+      drop_cols_bits<1, 8>(bits, dt, drop_k0, i0, g, t);
+      kbits = bits[0];
+      asm volatile("" : "+r"(kbits)::"memory");  // drawn before the wait below
+    }
     mbar_wait(full0 + 8 * s, (n / kStages) & 1);
     const uint32_t q_t = base + L::kQ + s * L::kQBytes;
     const uint32_t do_t = base + L::kDo + s * L::kQBytes;
@@ -255,11 +405,18 @@ __global__ void __launch_bounds__(kThreads, 1)
     // P^T and dS^T in place: element i = 4j + 2h2 + e is (key key_l[h2], query 8j + 2t + e).
     const float* lse2_s = rows_f + (2 * s) * kBq;
     const float* dsum_s = rows_f + (2 * s + 1) * kBq;
-    const bool need_mask = i0 + kBq > sh.Tq || j0 + kBk > sh.Tk || (causal && j0 + kBk - 1 > i0 + off);
+    // IDX: the producer's flag (a row of the unit that does not see every key of the tile, or a
+    // key of the tile past k_lengths / Tk or invalid); the mask then selects P = 0 (never a
+    // product with 2^(S - lse2): fully masked rows have lse2 = -inf) and dS = 0 * (dP - dsum) = 0.
+    const bool need_mask = IDX ? flag_i[s] != 0
+                               : i0 + kBq > sh.Tq || j0 + kBk > sh.Tk || (causal && j0 + kBk - 1 > i0 + off);
+    const int* range_s = range_i + s * kBq;
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       const float2 l2 = *reinterpret_cast<const float2*>(lse2_s + 8 * j + 2 * t);
       const float2 dsm = *reinterpret_cast<const float2*>(dsum_s + 8 * j + 2 * t);
+      int2 rg = make_int2(0, 0);  // IDX: the key ranges of queries 8j + 2t, +1
+      if (IDX && need_mask) rg = *reinterpret_cast<const int2*>(range_s + 8 * j + 2 * t);
 #pragma unroll
       for (int h2 = 0; h2 < 2; ++h2)
 #pragma unroll
@@ -267,11 +424,22 @@ __global__ void __launch_bounds__(kThreads, 1)
           const int x = 4 * j + 2 * h2 + e;
           float pv = fast_exp2(sacc[x] * sl2 - (e ? l2.y : l2.x));
           if (need_mask) {
-            const int64_t key = j0 + key_l[h2], qi = i0 + 8 * j + 2 * t + e;
-            if (key >= sh.Tk || qi >= sh.Tq || (causal && key > qi + off)) pv = 0.f;
+            if constexpr (IDX) {
+              const int r = e ? rg.y : rg.x;
+              if (!(key_ok[h2] && key_l[h2] >= (r & 0xffff) && key_l[h2] < (r >> 16))) pv = 0.f;
+            } else {
+              const int64_t key = j0 + key_l[h2], qi = i0 + 8 * j + 2 * t + e;
+              if (key >= sh.Tk || qi >= sh.Tq || (causal && key > qi + off)) pv = 0.f;
+            }
           }
-          sacc[x] = pv;
-          dpacc[x] = pv * (dpacc[x] - (e ? dsm.y : dsm.x));
+          if constexpr (DROP) {  // sm80's rule: Pd = P Z, dS = P (dPd Z - dsum), Z = keep_scale or 0
+            const float z = ((kbits >> x) & 1u) ? p.dropout.keep_scale : 0.f;
+            sacc[x] = pv * z;
+            dpacc[x] = pv * (dpacc[x] * z - (e ? dsm.y : dsm.x));
+          } else {
+            sacc[x] = pv;
+            dpacc[x] = pv * (dpacc[x] - (e ? dsm.y : dsm.x));
+          }
         }
     }
     // As the A fragments of m64k16 (k16 step kk = queries 16kk .. 16kk+15), and dS^T to shared
@@ -370,7 +538,9 @@ __global__ void bwd_dq_sm90_convert_kernel(const FlashBwdParams p, const float* 
 std::atomic<int64_t> g_launches{0};
 std::atomic<int> g_override{-1};
 
-template <typename T, int D>
+// IDX: the index-masked kernel (window, lengths, validity masks), else the no-mask / causal one;
+// DROP: the index-masked kernel with dropout.
+template <typename T, int D, bool IDX, bool DROP = false>
 cudaError_t launch(const FlashBwdParams& p, cudaStream_t stream) {
   const AttnShape& s = p.shape;
   const BwdWorkspaceParts ws = bwd_workspace_parts(p);
@@ -382,8 +552,8 @@ cudaError_t launch(const FlashBwdParams& p, cudaStream_t stream) {
       !tma_map_rows(&tv, p.dtype, p.v, s.B, s.Tk, s.Hkv, D, s.v_stride, kBk) ||
       !tma_map_rows(&tdo, p.dtype, p.d_o, s.B, s.Tq, s.H, D, s.o_stride, kBq))
     return cudaErrorNotSupported;  // nothing queued yet: the dispatch falls back to sm80
-  auto kernel = flash_bwd_sm90_kernel<T, D>;
-  const int smem = BwdSmem<D>::kAlloc;
+  auto kernel = flash_bwd_sm90_kernel<T, D, IDX, DROP>;
+  const int smem = BwdSmem<D, IDX>::kAlloc;
   cudaError_t err = set_dynamic_smem(kernel, smem);
   if (err != cudaSuccess) return cudaErrorNotSupported;  // nothing queued yet: sm80 takes it
 
@@ -430,11 +600,12 @@ bool bwd_applies(const FlashBwdParams& p) {
   if (s.Tk <= 0 || s.Tq <= 0 || s.Tq > (1ll << 31) - 2 * kBk || s.Tk > (1ll << 31) - 2 * kBk) return false;
   if (s.B <= 0 || s.H <= 0 || s.H > 65535 || s.B > 65535 || s.Hkv <= 0 || s.Hkv > 65535 || s.H % s.Hkv != 0)
     return false;
-  const MaskParams& m = p.mask;
-  if (m.window_left >= 0 || m.window_right >= 0 || m.mask || m.q_lengths || m.k_lengths || m.q_valid ||
-      m.k_valid)
-    return false;
-  if (p.score.softcap != 0.f || p.score.bias || p.dbias || p.dropout.rate > 0.f) return false;
+  // Index masks (causal, window, lengths, [B, Tq] / [B, Tk] validity) and dropout (with its seed;
+  // the DROP kernel, D = 64 and 128) run here; a dense mask (and bias / dbias, soft-cap) take sm80's
+  // kernels. Dropout: NOT YET CHECKED ON A GPU (branch sm90-bwd-dropout).
+  if (p.mask.mask) return false;
+  if (p.score.softcap != 0.f || p.score.bias || p.dbias) return false;
+  if (p.dropout.rate > 0.f && !p.dropout.seed) return false;
   // TMA (q, k, v, d_o) and the 4-byte stores of dq / dk / dv: 16-byte bases, strides of 8 elements
   // (d_o, dq, dk, dv share the strides of o, q, k, v).
   if (!vec8(s, p.q, p.k, p.v, p.o) || !aligned16(p.d_o) || !aligned16(p.dq) || !aligned16(p.dk) ||
@@ -447,8 +618,20 @@ bool bwd_applies(const FlashBwdParams& p) {
 
 cudaError_t bwd(const FlashBwdParams& p, cudaStream_t stream) {
   const bool bf16 = p.dtype == DType::kBFloat16;
-  if (p.shape.D == 128) return bf16 ? launch<__nv_bfloat16, 128>(p, stream) : launch<__half, 128>(p, stream);
-  return bf16 ? launch<__nv_bfloat16, 64>(p, stream) : launch<__half, 64>(p, stream);
+  const MaskParams& m = p.mask;
+  if (p.dropout.rate > 0.f) {  // dropout runs the index-masked kernel (any index mask, or none)
+    if (p.shape.D == 128)
+      return bf16 ? launch<__nv_bfloat16, 128, true, true>(p, stream) : launch<__half, 128, true, true>(p, stream);
+    return bf16 ? launch<__nv_bfloat16, 64, true, true>(p, stream) : launch<__half, 64, true, true>(p, stream);
+  }
+  if (m.window_left >= 0 || m.window_right >= 0 || m.q_lengths || m.k_lengths || m.q_valid || m.k_valid) {
+    if (p.shape.D == 128)
+      return bf16 ? launch<__nv_bfloat16, 128, true>(p, stream) : launch<__half, 128, true>(p, stream);
+    return bf16 ? launch<__nv_bfloat16, 64, true>(p, stream) : launch<__half, 64, true>(p, stream);
+  }
+  if (p.shape.D == 128)
+    return bf16 ? launch<__nv_bfloat16, 128, false>(p, stream) : launch<__half, 128, false>(p, stream);
+  return bf16 ? launch<__nv_bfloat16, 64, false>(p, stream) : launch<__half, 64, false>(p, stream);
 }
 
 // ---- Self-test of the backward's building blocks --------------------------------------------
