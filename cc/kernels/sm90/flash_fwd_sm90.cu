@@ -80,7 +80,12 @@ namespace sm90 {
 namespace {
 
 constexpr int kBr = 128;      // query rows per CTA (64 per consumer warpgroup)
-constexpr int kBc = 128;      // keys per K/V tile
+// Keys per K/V tile, a compile-time function of the head dim: 128 for D <= 128, 64 at D = 256
+// (shared memory: 64 KiB of Q + 2 stages x 2 x 32 KiB of K / V; registers: S is 32 floats next to
+// O's 128; see the header).
+template <int D>
+constexpr int kKeyTile = D <= 128 ? 128 : 64;
+constexpr int kBcMax = 128;   // the largest key tile (fwd_applies' bound on Tk)
 constexpr int kConsumers = 2; // consumer warpgroups
 constexpr int kThreads = 128 * (1 + kConsumers);
 constexpr int kProducerRegs = 24;
@@ -117,7 +122,7 @@ constexpr int kNumVariants = sizeof(kSched) / sizeof(kSched[0]);
 constexpr int kDefaultVariant = 5;
 static_assert(kDefaultVariant >= 0 && kDefaultVariant < kNumVariants, "the default is one of kSched");
 
-template <int D, int kStages = 2>
+template <int D, int kStages = 2, int kBc = kKeyTile<D>>
 struct SmemLayout {
   static constexpr int kQBytes = kBr * D * 2;
   static constexpr int kKVBytes = kBc * D * 2;
@@ -129,6 +134,7 @@ struct SmemLayout {
   static constexpr int kAlloc = kBytes + 1024;                // slack to align the base to 1024
 };
 static_assert(SmemLayout<128, 3>::kAlloc <= 227 * 1024, "3 stages at D = 128 exceed the opt-in shared memory");
+static_assert(SmemLayout<256, 2>::kAlloc <= 227 * 1024, "2 stages of 64 keys at D = 256 exceed the opt-in shared memory");
 
 // q [B, Tq, H, D], k [B, Tk, Hkv, D], v [B, Tk, Hkv, D] through tm_q / tm_k / tm_v (rank 4:
 // d, head, time, batch; boxes {64, 1, 128, 1}); o [B, Tq, H, D] and lse [B, H, Tq] from p.
@@ -143,8 +149,10 @@ __global__ void __launch_bounds__(kThreads, 1)
                           const __grid_constant__ FlashFwdParams p) {
   constexpr Sched kS = kSched[V];
   constexpr int kStages = kS.stages;
+  constexpr int kBc = kKeyTile<D>;
   static_assert(!DROP || V == 0, "the dropout kernel keeps the default schedule");
-  using L = SmemLayout<D, kStages>;
+  static_assert(D == 64 || D == 128 || (D == 256 && V == 0), "D = 256 runs schedule 0 only");
+  using L = SmemLayout<D, kStages, kBc>;
   extern __shared__ uint8_t smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
   const uint32_t q_full = base + L::kBars;
@@ -238,7 +246,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       const uint32_t koff = (k % 4) * 32;  // k16 step within the 128-byte row
       const uint64_t da = wgmma_desc(q_tile + (k / 4) * kBr * 128 + koff, 16, 1024);
       const uint64_t db = wgmma_desc(k_tile + (k / 4) * kBc * 128 + koff, 16, 1024);
-      wgmma_ss_m64n128k16(WgmmaType<T>{}, sacc, da, db, k > 0);
+      if constexpr (kBc == 128) wgmma_ss_m64n128k16(WgmmaType<T>{}, sacc, da, db, k > 0);
+      else wgmma_ss_m64n64k16<0, 0>(WgmmaType<T>{}, sacc, da, db, k > 0);
     }
   };
   // O += P V: contraction over the tile's keys in k16 steps (16 rows of V = 2048 bytes; issue only).
@@ -484,6 +493,7 @@ std::atomic<int> g_last_variant{-1};
 template <typename T, int D, bool DROP, int V = 0>
 cudaError_t launch(const FlashFwdParams& p, cudaStream_t stream) {
   constexpr Sched kS = kSched[V];
+  constexpr int kBc = kKeyTile<D>;
   const AttnShape& s = p.shape;
   CUtensorMap tq, tk, tv, to;
   if (!tma_map_rows(&tq, p.dtype, p.q, s.B, s.Tq, s.H, D, s.q_stride, kBr) ||
@@ -497,7 +507,7 @@ cudaError_t launch(const FlashFwdParams& p, cudaStream_t stream) {
     to = tq;  // unused
   }
   auto kernel = flash_fwd_sm90_kernel<T, D, DROP, V>;
-  const int smem = SmemLayout<D, kS.stages>::kAlloc;
+  const int smem = SmemLayout<D, kS.stages, kBc>::kAlloc;
   cudaError_t err = set_dynamic_smem(kernel, smem);
   if (err != cudaSuccess) return err;
   const dim3 grid(static_cast<unsigned>((s.Tq + kBr - 1) / kBr), static_cast<unsigned>(s.H),
@@ -572,8 +582,8 @@ int64_t fwd_launches() { return g_launches.load(std::memory_order_relaxed); }
 bool fwd_applies(const FlashFwdParams& p) {
   const AttnShape& s = p.shape;
   if (p.dtype != DType::kFloat16 && p.dtype != DType::kBFloat16) return false;
-  if (s.D != s.Dv || (s.D != 128 && s.D != 64)) return false;
-  if (s.Tk <= 0 || s.Tq <= 0 || s.Tq > (1ll << 31) - kBr || s.Tk > (1ll << 31) - kBc) return false;
+  if (s.D != s.Dv || (s.D != 64 && s.D != 128 && s.D != 256)) return false;
+  if (s.Tk <= 0 || s.Tq <= 0 || s.Tq > (1ll << 31) - kBr || s.Tk > (1ll << 31) - kBcMax) return false;
   if (s.H > 65535 || s.B > 65535 || s.Hkv <= 0 || s.H % s.Hkv != 0) return false;
   // Index masks (causal, window, lengths, [B, Tq] / [B, Tk] validity) and dropout run here; a dense
   // mask, bias and soft-cap take sm80's general kernels.
@@ -589,6 +599,8 @@ bool fwd_applies(const FlashFwdParams& p) {
 template <bool DROP>
 cudaError_t fwd_drop(const FlashFwdParams& p, cudaStream_t stream) {
   const bool bf16 = p.dtype == DType::kBFloat16;
+  if (p.shape.D == 256)  // schedule 0 only (64-key tiles)
+    return bf16 ? launch<__nv_bfloat16, 256, DROP>(p, stream) : launch<__half, 256, DROP>(p, stream);
   if (p.shape.D == 128) {
     if constexpr (!DROP) {
       const int v = fwd_variant();
