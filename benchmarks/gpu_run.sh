@@ -124,7 +124,7 @@ if [[ ,$what, == *,sm90,* ]]; then (
       $d/${ph%%:*}.log | head -70
   done
   if has_ph sanitize; then
-    timeout -k 5 150 compute-sanitizer --tool memcheck --print-limit 20 python3 benchmarks/sm90_check.py \
+    timeout -k 5 200 compute-sanitizer --tool memcheck --print-limit 20 python3 benchmarks/sm90_check.py \
       --phase sanitize --lib $hb > $d/memcheck.log 2>&1; echo "memcheck rc=$?" | tee -a $d/memcheck.log
     grep -E "ERROR SUMMARY|Invalid|^FAIL|^PASS" $d/memcheck.log | head -12
   fi
