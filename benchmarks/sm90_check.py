@@ -19,7 +19,9 @@ others' answers):
             also checks that the sm90 path ran (launch counter) and compares with our sm80 forward.
             D = 256 (64-key tiles, not yet checked on a GPU when these cases were written): the "_d256"
             cases, tile edges 63 / 65 / 127 / 129, causal both alignments, a KV-cache offset, every
-            index mask, GQA, fully masked rows, strided q/k/v, dropout (and two exact-mask cases).
+            index mask, GQA, fully masked rows, strided q/k/v, dropout (and two exact-mask cases); they
+            run after every other case, and SM90_SKIP_D256=1 leaves them out of numerics, bench and
+            sanitize (gpu_run.sh sets it for the later phases when numerics timed out or died).
             Index masks (q/k lengths, [B, Tq] / [B, Tk] validity, sliding window, with causal and its
             offset), fully masked rows, and dropout (0.1, 0.5; the reference multiplies P by the
             harness's host dropout_mask, flash_params.h's rule). "poison" cases fill the K/V keys outside
@@ -346,7 +348,7 @@ def phase_bench(h, log, quick):
     import triton.testing as tt
     rows = []
     shapes = []
-    for D, H in ((128, 16), (64, 32), (256, 16)):
+    for D, H in ((128, 16), (64, 32)) + (() if skip_d256(log) else ((256, 16),)):
         for T in ((4096,) if quick else (1024, 4096, 16384)):
             if D in (64, 256) and T == 1024:
                 continue
@@ -591,6 +593,15 @@ def bench_features(h, log, quick, plain_rows):
     return rows
 
 
+def skip_d256(log=None):
+    """SM90_SKIP_D256=1 (gpu_run.sh sets it when the numerics phase timed out or died): the phases leave
+    out their D = 256 cases, so that a hanging or crashing D = 256 kernel costs one phase, not all."""
+    skip = os.environ.get("SM90_SKIP_D256", "") == "1"
+    if skip and log is not None:
+        print("SM90_SKIP_D256=1: D = 256 cases left out", file=log, flush=True)
+    return skip
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--phase", required=True,
@@ -605,14 +616,24 @@ def main():
     if args.phase == "selftest":
         rows = phase_selftest(h, log)
     elif args.phase == "numerics":
-        rows = phase_numerics(h, log, NUM_CASES, (torch.bfloat16, torch.float16))
-        rows += phase_drop_exact(h, log, DROP_EXACT_CASES, (torch.bfloat16, torch.float16))
-        print(f"numerics: {sum(r['ok'] for r in rows)} / {len(rows)} pass", file=log, flush=True)
+        # The checked head dims (and their exact dropout cases) first, D = 256 (not yet run on a GPU)
+        # last: a hang or crash there loses none of the others' lines.
+        dts = (torch.bfloat16, torch.float16)
+        rows = phase_numerics(h, log, [c for c in NUM_CASES if c["D"] != 256], dts)
+        rows += phase_drop_exact(h, log, [c for c in DROP_EXACT_CASES if c["D"] != 256], dts)
+        if skip_d256(log):
+            print(f"numerics: {sum(r['ok'] for r in rows)} / {len(rows)} pass (D = 256 skipped)", file=log, flush=True)
+        else:
+            print(f"numerics: {sum(r['ok'] for r in rows)} / {len(rows)} pass (D = 64 / 128; D = 256 next)", file=log, flush=True)
+            rows += phase_numerics(h, log, [c for c in NUM_CASES if c["D"] == 256], dts)
+            rows += phase_drop_exact(h, log, [c for c in DROP_EXACT_CASES if c["D"] == 256], dts)
+            print(f"numerics: {sum(r['ok'] for r in rows)} / {len(rows)} pass", file=log, flush=True)
     elif args.phase == "sanitize":
-        cases = [c for c in NUM_CASES if c["name"] in ("odd_d128", "odd_d128_causal_br", "empty_rows_causal", "odd_d64",
-                                                        "qk_valid_d128", "causal_window_lengths", "dropout_masks",
-                                                        "edges_d256_127_129_causal", "dropout_masks_d256")]
-        rows = phase_numerics(h, log, cases, (torch.bfloat16,))
+        names = ["odd_d128", "odd_d128_causal_br", "empty_rows_causal", "odd_d64", "qk_valid_d128",
+                 "causal_window_lengths", "dropout_masks"]
+        if not skip_d256(log):
+            names += ["edges_d256_127_129_causal", "dropout_masks_d256"]
+        rows = phase_numerics(h, log, [c for c in NUM_CASES if c["name"] in names], (torch.bfloat16,))
     elif args.phase == "variants":
         rows = phase_variants(h, log, VARIANT_CASES, (torch.bfloat16, torch.float16))
         print(f"variants: {sum(r['ok'] for r in rows)} / {len(rows)} pass", file=log, flush=True)
