@@ -872,8 +872,9 @@ py::list selftest_rows(const char* const* names, int n, int (*run)(int, double*,
 py::list sm90_selftest() {
 #if FA_HAS_SM90
   const char* names[] = {"tma_load_swizzled_tile", "wgmma_ss_kmajor", "wgmma_rs_mnmajor",
-                         "wgmma_rs_mnmajor_swapped_lbo_sbo", "wgmma_rs_n64"};
-  return selftest_rows(names, 5, flashattn::cuda::sm90::selftest);
+                         "wgmma_rs_mnmajor_swapped_lbo_sbo", "wgmma_rs_n64", "wgmma_rs_n256"};
+  static_assert(sizeof(names) / sizeof(names[0]) == flashattn::cuda::sm90::kFwdSelftests, "names");
+  return selftest_rows(names, flashattn::cuda::sm90::kFwdSelftests, flashattn::cuda::sm90::selftest);
 #else
   return py::list();
 #endif

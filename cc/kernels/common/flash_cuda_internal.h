@@ -127,8 +127,10 @@ cudaError_t bwd_tf32(const FlashBwdParams& p, const float* dsum, float* dq_acc, 
 // only in builds with FA_HAS_SM90 = 1).
 namespace sm90 {
 // Whether the sm_90a forward (flash_fwd_sm90.cu) takes these params: compute capability 9.0,
-// float16 / bfloat16, D == Dv in {64, 128}, index masks (causal, window, lengths, validity) and
-// dropout, no dense mask / bias / soft-cap, 16-byte aligned tensors and strides.
+// float16 / bfloat16, D == Dv in {64, 128, 256} (256: 64-key tiles, schedule 0; not yet checked on a
+// GPU; other head dims in (128, 256) stay on sm80's zero-padded HD 256 kernels), index masks (causal,
+// window, lengths, validity) and dropout, no dense mask / bias / soft-cap, 16-byte aligned tensors and
+// strides.
 bool fwd_applies(const FlashFwdParams& p);
 // Its launcher; cudaErrorNotSupported when the tensor maps cannot be made (the caller falls back).
 cudaError_t fwd(const FlashFwdParams& p, cudaStream_t stream);
@@ -143,8 +145,8 @@ int64_t fwd_launches();
 // fwd_variants() of them. fwd_variant() is TF_FLASHATTN_SM90_FWD_VARIANT (read once; any of
 // 0 .. fwd_variants() - 1, 0 included; the default when unset, empty, not a number or out of range)
 // unless set_fwd_variant(v) overrides it (v < 0: back to the environment; false, nothing changed,
-// when v >= fwd_variants()). Other shapes and dropout always take variant 0. last_fwd_variant():
-// the schedule of the last launch (-1 before any).
+// when v >= fwd_variants()). Other shapes (D = 64, 256) and dropout always take variant 0.
+// last_fwd_variant(): the schedule of the last launch (-1 before any).
 int fwd_variants();
 int fwd_default_variant();
 int fwd_variant();
@@ -153,10 +155,11 @@ int last_fwd_variant();
 // Self-test of the building blocks, one at a time (which: 0 TMA load into a 128-byte-swizzled
 // tile, 1 wgmma m64n128k16 with both operands K-major in shared memory, 2 wgmma m64n128k16 with A
 // from registers and B MN-major (the P V form), 3 the same with LBO / SBO swapped (diagnostic: one
-// of 2 and 3 should pass), 4 wgmma m64n64k16 register-A form (D = 64)). Runs on the current device
-// (synchronizes); returns 1 pass, 0 fail, -1 could not run; max_err and msg (msg_len bytes, NUL-
-// terminated) say more.
+// of 2 and 3 should pass), 4 wgmma m64n64k16 register-A form (D = 64), 5 wgmma m64n256k16
+// register-A form (D = 256; not yet run on a GPU)). Runs on the current device (synchronizes);
+// returns 1 pass, 0 fail, -1 could not run; max_err and msg (msg_len bytes, NUL-terminated) say more.
 int selftest(int which, double* max_err, char* msg, int msg_len);
+constexpr int kFwdSelftests = 6;
 
 // The sm_90a backward (flash_bwd_sm90.cu), on by default: bwd_applies is false when
 // TF_FLASHATTN_SM90_BWD=0 or TF_FLASHATTN_SM90=0 (read once) or after set_bwd_enabled(0); else for

@@ -1,4 +1,4 @@
-// Hopper-native FlashAttention forward (sm_90a only): float16 / bfloat16, D == Dv in {64, 128},
+// Hopper-native FlashAttention forward (sm_90a only): float16 / bfloat16, D == Dv in {64, 128, 256},
 // GQA allowed; q/k/v any strides that are multiples of 8 elements (16 bytes, what TMA needs).
 // Masks by index, with sm80's semantics (common/flash_cuda_common.cuh): causal (any
 // causal_offset), sliding window, q/k lengths and the [B, Tq] / [B, Tk] validity masks; and
@@ -9,10 +9,11 @@
 // memcheck, the TensorFlow GPU tests with it on), the index masks, dropout and the schedules below
 // on 2026-12-01 (sm90_check.py's numerics, every schedule bitwise equal to variant 0, memcheck).
 // sm90_selftest() (below, exposed by the kernel harness) checks the building blocks one at a time
-// so that a failure says which.
+// so that a failure says which. D = 256 (below) is NOT yet checked on a GPU: it compiles (ptxas:
+// no spills) and sm90_check.py has its cases, nothing more.
 //
 // Building blocks: hand-written inline PTX (sm90_ptx.cuh), not CuTe/CUTLASS. The pieces this
-// kernel needs are few (mbarrier, one TMA load form, one descriptor form, two wgmma shapes,
+// kernel needs are few (mbarrier, one TMA load form, one descriptor form, a few wgmma shapes,
 // setmaxnreg), each a few lines; headers-only CUTLASS would add ~seconds-to-minutes of template
 // compile time per instantiation on the 2-core build machine and a 20 MB include tree to carry to
 // the GPU machine, and hide the layouts that this first version must get right by reading. The
@@ -25,7 +26,8 @@
 //   group gives its registers away with setmaxnreg.dec to 24), warpgroups 1 and 2 are consumers
 //   (setmaxnreg.inc to 240), each owning 64 of the CTA's kBr = 128 query rows.
 //   Shared memory: Q tile [128 x D] (loaded once), and a kStages = 2 ring of K and V tiles
-//   [kBc = 128 keys x D], all 128-byte swizzled (D / 64 panels of 64 columns). Barriers:
+//   [kBc keys x D] (kBc = kKeyTile<D>: 128, or 64 at D = 256), all 128-byte swizzled (D / 64 panels
+//   of 64 columns). Barriers:
 //   q_full; full[s] (producer's arrive.expect_tx + TMA bytes), empty[s] (256 consumer arrivals).
 //   D = 128: 32 KiB Q + 2 x (32 + 32) KiB K/V = 160 KiB (+1 KiB alignment, barriers).
 //   Per key tile, each consumer warpgroup:
@@ -38,6 +40,24 @@
 //   Epilogue: O / l straight from registers to o [B, Tq, H, Dv]; lse = ln2 (m + log2 l), -inf and
 //   O = 0 for rows that see no key (as sm80/flash_fwd_tile.cuh does).
 //   Registers per consumer thread (D = 128): S 64 + O 64 + P 32 floats/words + row state.
+// Head dim 256 (Gemma; the kernel <T, 256, DROP, 0>, schedule 0 only; not yet checked on a GPU):
+//   Tiles: kBr = 128 query rows (64 per consumer warpgroup), kBc = 64 keys (kKeyTile<256>).
+//   Shared memory: Q 128 x 256 x 2 B = 64 KiB + 2 stages x (K + V) 2 x 64 x 256 x 2 B = 128 KiB
+//   = 192 KiB, + 40 B of barriers + 1 KiB alignment slack = 197,672 B of the 227 KiB opt-in limit
+//   (a third stage, 256 KiB, or 128-key tiles, 320 KiB, do not fit).
+//   Registers per consumer thread (setmaxnreg 240): O 64 x 256 / 128 threads = 128 floats, S 64 x 64
+//   / 128 = 32 floats, P 4 k16 steps x 4 = 16 words, m, l, the row ranges; ptxas -v (sm_90a, CUDA
+//   13.0): 168 registers at launch (the 384-thread bound), 0 spills, 0 stack, dropout included. The
+//   overlap / ping-pong schedules would hold S_{n+1} and P_n together (+48) next to O: not tried.
+//   Swizzle panels: a 256-column row is 4 panels of 64 columns (128 bytes, one swizzle atom); Q's
+//   panel j at j x 128 x 128 B, K's and V's at j x 64 x 128 B; TMA loads each tile as 4 boxes
+//   {64, 1, rows, 1}.
+//   S = Q K^T: 16 (D/16) wgmma m64n64k16 SS, both K-major: the k-th step reads panel k / 4 at byte
+//   (k % 4) x 32 of the row (SBO = 1024, the next 8 rows), as at D = 128 with twice the panels.
+//   O += P V: 4 (kBc/16) wgmma m64n256k16 RS, B = V MN-major: the kk-th step starts at row 16 kk of
+//   panel 0, LBO = 64 x 128 B (the next 64-column panel along N: the instruction walks all 4),
+//   SBO = 1024 (the next 8 keys).
+//   Dropout: the same Philox layout on 8 n-tiles per key tile (j0 a multiple of 64, so of 32).
 //   Masks: the grid's query tiles run longest first. The key tiles a query tile visits are
 //   QueryTileKeys' (the union of its rows' causal / window / length ranges): the producer loads
 //   only those and the consumers loop over the same ones. Per tile and warp, only warps with a
@@ -52,7 +72,7 @@
 // default is variant 5 (all four; kDefaultVariant): on the H200 (gpu_run.sh sm90, phase vbench,
 // bf16, H = 16, B*T = 16384) 463 / 412 / 484 / 465 TFLOP/s against variant 0's 419 / 355 / 438 /
 // 432 at T = 4096 / 4096 causal / 16384 / 16384 causal, with O and lse equal to variant 0's bit for
-// bit. D = 64 and dropout keep the schedule above (variant 0).
+// bit. D = 64, D = 256 and dropout keep the schedule above (variant 0).
 // Not yet here (issue 16): a persistent grid with a causal-balancing tile scheduler, dense mask /
 // bias / soft-cap.
 #include <cuda.h>
@@ -80,7 +100,12 @@ namespace sm90 {
 namespace {
 
 constexpr int kBr = 128;      // query rows per CTA (64 per consumer warpgroup)
-constexpr int kBc = 128;      // keys per K/V tile
+// Keys per K/V tile, a compile-time function of the head dim: 128 for D <= 128, 64 at D = 256
+// (shared memory: 64 KiB of Q + 2 stages x 2 x 32 KiB of K / V; registers: S is 32 floats next to
+// O's 128; see the header).
+template <int D>
+constexpr int kKeyTile = D <= 128 ? 128 : 64;
+constexpr int kBcMax = 128;   // the largest key tile (fwd_applies' bound on Tk)
 constexpr int kConsumers = 2; // consumer warpgroups
 constexpr int kThreads = 128 * (1 + kConsumers);
 constexpr int kProducerRegs = 24;
@@ -117,7 +142,7 @@ constexpr int kNumVariants = sizeof(kSched) / sizeof(kSched[0]);
 constexpr int kDefaultVariant = 5;
 static_assert(kDefaultVariant >= 0 && kDefaultVariant < kNumVariants, "the default is one of kSched");
 
-template <int D, int kStages = 2>
+template <int D, int kStages = 2, int kBc = kKeyTile<D>>
 struct SmemLayout {
   static constexpr int kQBytes = kBr * D * 2;
   static constexpr int kKVBytes = kBc * D * 2;
@@ -129,9 +154,11 @@ struct SmemLayout {
   static constexpr int kAlloc = kBytes + 1024;                // slack to align the base to 1024
 };
 static_assert(SmemLayout<128, 3>::kAlloc <= 227 * 1024, "3 stages at D = 128 exceed the opt-in shared memory");
+static_assert(SmemLayout<256, 2>::kAlloc <= 227 * 1024, "2 stages of 64 keys at D = 256 exceed the opt-in shared memory");
 
 // q [B, Tq, H, D], k [B, Tk, Hkv, D], v [B, Tk, Hkv, D] through tm_q / tm_k / tm_v (rank 4:
-// d, head, time, batch; boxes {64, 1, 128, 1}); o [B, Tq, H, D] and lse [B, H, Tq] from p.
+// d, head, time, batch; boxes {64, 1, 128, 1} for q, {64, 1, kBc, 1} for k / v); o [B, Tq, H, D] and
+// lse [B, H, Tq] from p.
 // Grid (ceil(Tq / kBr), H, B). Index masks (causal, window, lengths, [B, Tq] / [B, Tk] validity)
 // at run time; DROP: dropout (a second instantiation, so that the kernel without it carries no
 // Philox code). V: the schedule (kSched; not with DROP). tm_o (box {64, 1, 64, 1}) is used only by
@@ -143,8 +170,10 @@ __global__ void __launch_bounds__(kThreads, 1)
                           const __grid_constant__ FlashFwdParams p) {
   constexpr Sched kS = kSched[V];
   constexpr int kStages = kS.stages;
+  constexpr int kBc = kKeyTile<D>;
   static_assert(!DROP || V == 0, "the dropout kernel keeps the default schedule");
-  using L = SmemLayout<D, kStages>;
+  static_assert(D == 64 || D == 128 || (D == 256 && V == 0), "D = 256 runs schedule 0 only");
+  using L = SmemLayout<D, kStages, kBc>;
   extern __shared__ uint8_t smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
   const uint32_t q_full = base + L::kBars;
@@ -238,7 +267,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       const uint32_t koff = (k % 4) * 32;  // k16 step within the 128-byte row
       const uint64_t da = wgmma_desc(q_tile + (k / 4) * kBr * 128 + koff, 16, 1024);
       const uint64_t db = wgmma_desc(k_tile + (k / 4) * kBc * 128 + koff, 16, 1024);
-      wgmma_ss_m64n128k16(WgmmaType<T>{}, sacc, da, db, k > 0);
+      if constexpr (kBc == 128) wgmma_ss_m64n128k16(WgmmaType<T>{}, sacc, da, db, k > 0);
+      else wgmma_ss_m64n64k16<0, 0>(WgmmaType<T>{}, sacc, da, db, k > 0);
     }
   };
   // O += P V: contraction over the tile's keys in k16 steps (16 rows of V = 2048 bytes; issue only).
@@ -254,7 +284,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     // kb(row) <= col < ke(row) and k_valid[col]. Only warps with a live row whose range does not
     // cover the whole tile, or with a key of the tile invalid, mask per element (an all-true
     // padding mask costs its byte loads and a vote).
-    uint32_t kv_bits = 0xffffffffu;  // bit 2 jn + e: key j0 + 8 jn + 2 t + e passes k_valid
+    // All kBc / 4 bits set (32 at kBc = 128, 16 at kBc = 64): every key of this thread's columns valid.
+    constexpr uint32_t kAllKeys = kBc >= 128 ? 0xffffffffu : (1u << (kBc / 4)) - 1u;
+    uint32_t kv_bits = kAllKeys;  // bit 2 jn + e: key j0 + 8 jn + 2 t + e passes k_valid
     if (k_valid) {
       kv_bits = 0;
 #pragma unroll
@@ -268,7 +300,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     bool partial = false;
 #pragma unroll
     for (int h2 = 0; h2 < 2; ++h2) partial |= live[h2] && !(kb[h2] <= j0 && ke[h2] >= j0 + kBc);
-    const bool need_mask = __any_sync(0xffffffffu, partial || kv_bits != 0xffffffffu);
+    const bool need_mask = __any_sync(0xffffffffu, partial || kv_bits != kAllKeys);
 #pragma unroll
     for (int i = 0; i < kBc / 2; ++i) {
       float x = sacc[i] * scale_log2;
@@ -484,6 +516,7 @@ std::atomic<int> g_last_variant{-1};
 template <typename T, int D, bool DROP, int V = 0>
 cudaError_t launch(const FlashFwdParams& p, cudaStream_t stream) {
   constexpr Sched kS = kSched[V];
+  constexpr int kBc = kKeyTile<D>;
   const AttnShape& s = p.shape;
   CUtensorMap tq, tk, tv, to;
   if (!tma_map_rows(&tq, p.dtype, p.q, s.B, s.Tq, s.H, D, s.q_stride, kBr) ||
@@ -497,7 +530,7 @@ cudaError_t launch(const FlashFwdParams& p, cudaStream_t stream) {
     to = tq;  // unused
   }
   auto kernel = flash_fwd_sm90_kernel<T, D, DROP, V>;
-  const int smem = SmemLayout<D, kS.stages>::kAlloc;
+  const int smem = SmemLayout<D, kS.stages, kBc>::kAlloc;
   cudaError_t err = set_dynamic_smem(kernel, smem);
   if (err != cudaSuccess) return err;
   const dim3 grid(static_cast<unsigned>((s.Tq + kBr - 1) / kBr), static_cast<unsigned>(s.H),
@@ -572,8 +605,8 @@ int64_t fwd_launches() { return g_launches.load(std::memory_order_relaxed); }
 bool fwd_applies(const FlashFwdParams& p) {
   const AttnShape& s = p.shape;
   if (p.dtype != DType::kFloat16 && p.dtype != DType::kBFloat16) return false;
-  if (s.D != s.Dv || (s.D != 128 && s.D != 64)) return false;
-  if (s.Tk <= 0 || s.Tq <= 0 || s.Tq > (1ll << 31) - kBr || s.Tk > (1ll << 31) - kBc) return false;
+  if (s.D != s.Dv || (s.D != 64 && s.D != 128 && s.D != 256)) return false;
+  if (s.Tk <= 0 || s.Tq <= 0 || s.Tq > (1ll << 31) - kBr || s.Tk > (1ll << 31) - kBcMax) return false;
   if (s.H > 65535 || s.B > 65535 || s.Hkv <= 0 || s.H % s.Hkv != 0) return false;
   // Index masks (causal, window, lengths, [B, Tq] / [B, Tk] validity) and dropout run here; a dense
   // mask, bias and soft-cap take sm80's general kernels.
@@ -589,6 +622,8 @@ bool fwd_applies(const FlashFwdParams& p) {
 template <bool DROP>
 cudaError_t fwd_drop(const FlashFwdParams& p, cudaStream_t stream) {
   const bool bf16 = p.dtype == DType::kBFloat16;
+  if (p.shape.D == 256)  // schedule 0 only (64-key tiles)
+    return bf16 ? launch<__nv_bfloat16, 256, DROP>(p, stream) : launch<__half, 256, DROP>(p, stream);
   if (p.shape.D == 128) {
     if constexpr (!DROP) {
       const int v = fwd_variant();
@@ -634,7 +669,9 @@ __global__ void selftest_tma_kernel(const __grid_constant__ CUtensorMap tm, floa
 // Tests 1-4: one warpgroup, operands stored into swizzled tiles by ordinary stores.
 //   mode 1: C [64, 128] = A [64, 128] B^T, B [128 (n), 128 (k)]: wgmma_ss, both K-major.
 //   mode 2 / 3: C [64, N] = A [64, 128] V, V [128 (k), N]: A from registers, V MN-major
-//     (mode 3 with LBO and SBO swapped). mode 4: N = 64.
+//     (mode 3 with LBO and SBO swapped). mode 4: N = 64. mode 5: N = 256 (the D = 256 P V form: B
+//     [128 (k), 256] in 4 column panels). The S = Q K^T form of D = 256 (m64n64k16 SS, K-major) is
+//     the backward's bwd_selftest(0).
 template <int N>
 __global__ void selftest_wgmma_kernel(const __nv_bfloat16* a, const __nv_bfloat16* bm, float* c, int mode) {
   extern __shared__ uint8_t smem_raw[];
@@ -683,7 +720,8 @@ __global__ void selftest_wgmma_kernel(const __nv_bfloat16* a, const __nv_bfloat1
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < 8; ++kk) {
-      if constexpr (N == 128) wgmma_rs_m64n128k16_tb(WgmmaType<__nv_bfloat16>{}, acc, pa[kk], wgmma_desc(b_tile + kk * 2048, lbo, sbo), 1);
+      if constexpr (N == 256) wgmma_rs_m64n256k16_tb(WgmmaType<__nv_bfloat16>{}, acc, pa[kk], wgmma_desc(b_tile + kk * 2048, lbo, sbo), 1);
+      else if constexpr (N == 128) wgmma_rs_m64n128k16_tb(WgmmaType<__nv_bfloat16>{}, acc, pa[kk], wgmma_desc(b_tile + kk * 2048, lbo, sbo), 1);
       else wgmma_rs_m64n64k16_tb(WgmmaType<__nv_bfloat16>{}, acc, pa[kk], wgmma_desc(b_tile + kk * 2048, lbo, sbo), 1);
     }
     wgmma_commit();
@@ -786,8 +824,8 @@ int selftest(int which, double* max_err, char* msg, int msg_len) {
     say("TMA 2 x {64,1,128,1} boxes, 128B swizzle, rows %d..%d zero-filled past T=%d: exact", T, t0 + 127, T);
     return 1;
   }
-  if (which < 1 || which > 4) { say("no test %d", which); return -1; }
-  const int N = which == 4 ? 64 : 128;
+  if (which < 1 || which >= kFwdSelftests) { say("no test %d", which); return -1; }
+  const int N = which == 4 ? 64 : which == 5 ? 256 : 128;
   const int bcols = which == 1 ? 128 : N;
   std::vector<uint16_t> a(64 * 128), bm(128 * bcols);
   std::vector<float> af(a.size()), bf(bm.size());
@@ -810,14 +848,16 @@ int selftest(int which, double* max_err, char* msg, int msg_len) {
   cudaMemcpy(da, a.data(), a.size() * 2, cudaMemcpyHostToDevice);
   cudaMemcpy(db, bm.data(), bm.size() * 2, cudaMemcpyHostToDevice);
   cudaMemset(dc, 0xff, 64 * N * 4);
-  const int smem = 64 * 128 * 2 + 128 * 128 * 2 + 1024;
+  const int smem = 64 * 128 * 2 + 128 * (N > 128 ? N : 128) * 2 + 1024;
   auto run = [&](auto kernel) {
     cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (e != cudaSuccess) return e;
     kernel<<<1, 128, smem>>>(static_cast<const __nv_bfloat16*>(da), static_cast<const __nv_bfloat16*>(db), dc, which);
     return cudaDeviceSynchronize();
   };
-  err = N == 128 ? run(selftest_wgmma_kernel<128>) : run(selftest_wgmma_kernel<64>);
+  err = N == 256   ? run(selftest_wgmma_kernel<256>)
+        : N == 128 ? run(selftest_wgmma_kernel<128>)
+                   : run(selftest_wgmma_kernel<64>);
   if (err != cudaSuccess) { say("kernel failed: %s", cudaGetErrorString(err)); return 0; }
   std::vector<float> c(64 * N);
   cudaMemcpy(c.data(), dc, c.size() * 4, cudaMemcpyDeviceToHost);
@@ -833,7 +873,8 @@ int selftest(int which, double* max_err, char* msg, int msg_len) {
   const char* what[] = {"", "wgmma m64n128k16 SS, A and B K-major (S = Q K^T form)",
                         "wgmma m64n128k16 RS, B MN-major, LBO = panel, SBO = 1024 (O += P V form)",
                         "wgmma m64n128k16 RS, B MN-major, LBO/SBO swapped (diagnostic)",
-                        "wgmma m64n64k16 RS, B MN-major (D = 64 P V form)"};
+                        "wgmma m64n64k16 RS, B MN-major (D = 64 P V form)",
+                        "wgmma m64n256k16 RS, B MN-major, 4 panels (D = 256 P V form)"};
   if (bad) {
     say("%s: %d of %d differ; first at (%d, %d): got %g want %g", what[which], bad, 64 * N, first / N, first % N,
         c[first], ref[first]);
