@@ -24,7 +24,9 @@ import argparse
 import json
 import math
 import os
+import subprocess
 import sys
+import tempfile
 import time
 
 import torch
@@ -162,6 +164,36 @@ def check_bitwise(h, env, cases, log, strict_plan=True):
     return bad
 
 
+def preflight(lib, names, log):
+    """Each named variant's numerics (--check-only) in a child process first: a kernel fault or a hang
+    (an mbarrier that never completes) would take down or stall this process's CUDA context and with
+    it the whole sweep. Returns {name: reason} for the variants whose child failed, crashed or hung."""
+    bad = {}
+    for n in names:
+        t0 = time.time()
+        with tempfile.TemporaryDirectory() as d:
+            cmd = [sys.executable, os.path.abspath(__file__), "--lib", lib, "--out", d, "--check-only",
+                   "--variants", n]
+            try:
+                r = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+                rc, out = r.returncode, r.stdout + r.stderr
+                try:
+                    with open(os.path.join(d, "decode_sweep.log")) as fh:
+                        out += fh.read()
+                except OSError:
+                    pass
+            except subprocess.TimeoutExpired as e:
+                rc, out = "timeout (180 s)", (e.stdout or b"").decode(errors="replace") if isinstance(
+                    e.stdout, bytes) else (e.stdout or "")
+        tail = out.strip().splitlines()[-12:]
+        print(f"preflight {n} (child process, {time.time() - t0:.0f} s): rc {rc}", file=log, flush=True)
+        print("\n".join("  " + x for x in tail), file=log, flush=True)
+        if rc != 0:
+            bad[n] = f"rc {rc}: " + " | ".join(tail[-3:])
+            print(f"preflight {n:<18} FAILED ({bad[n][:300]})", flush=True)
+    return bad
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", default=".harness_build/tune", help="harness built with -DFA_TUNING")
@@ -172,6 +204,8 @@ def main():
     ap.add_argument("--check-only", action="store_true",
                     help="numerics (and bits) of the variants only, no timing; exit 1 if one fails (small shapes: "
                          "fit for compute-sanitizer)")
+    ap.add_argument("--no-preflight", action="store_true",
+                    help="check the FA_DECODE_LOAD variants in this process only (no child process first)")
     args = ap.parse_args()
     print(torch.__version__, torch.cuda.get_device_name(), flush=True)
     h = khc.Harness(os.path.abspath(args.lib))
@@ -205,8 +239,16 @@ def main():
                      f"rm -rf {args.lib}), one without sm_90 code (ARCHS=90), or not a Hopper GPU")
         set_variant({})
 
+    # The load variants (new device code) first in child processes: one that crashes or hangs is
+    # reported and left out instead of ending the sweep.
+    crashed = {}
+    if not (args.check_only or args.no_check or args.no_preflight):
+        crashed = preflight(os.path.abspath(args.lib), [n for n, e, _ in variants if "FA_DECODE_LOAD" in e], log)
     ok_variants = []
     for name, env, _ in variants:
+        if name in crashed:
+            res["checks"][name] = dict(preflight_failed=crashed[name])
+            continue
         set_variant(env)
         if args.no_check:
             ok_variants.append(name)
