@@ -3,15 +3,17 @@ FlashAttention-2 and cuDNN in one process, on the GPU: which configuration close
 issue-14 bar shapes (bf16, D = 128, Tq = 1) and what it does at Tq = 4 and 16.
 
 Needs the harness built with -DFA_TUNING (the variants are picked at run time through the
-environment, FA_DECODE_WARPS / _STAGES / _MODE / _CTAS / _MERGE / _KT, read at every call):
+environment, FA_DECODE_WARPS / _STAGES / _MODE / _CTAS / _MERGE / _KT / _LOAD, read at every call):
   NVCC_EXTRA=-DFA_TUNING ARCHS=90 OUTDIR=.harness_build/tune bash benchmarks/build_harness.sh
   python3 benchmarks/decode_sweep.py --lib .harness_build/tune [--out DIR] [--quick]
 (or HDECODE_SWEEP=1 bash benchmarks/gpu_run.sh hdecode). For each variant, first the numerics of the
 decoding path (kernel_harness_check.check_decode on the head-dim-128 cases, bf16 and fp16: forced
 splits 1/2/5, auto, decode auto and off, against the float64 reference); a variant that fails is
-not timed; a variant whose arithmetic is the default's (the merge variants) must also give the
-default's bits (o and lse) on those cases with forced splits 1 / 2 / 5 and auto, and at every timed
-shape and split count (bitwise_vs_default in the rows). Then each variant at each shape with its
+not timed; a variant whose arithmetic is the default's (the merge variants, and the K/V-load
+variants at the default's 4 warps) must also give the default's bits (o and lse) on those cases with
+forced splits 1 / 2 / 5 and auto, and at every timed shape and split count (bitwise_vs_default in
+the rows; a load variant whose automatic split count differs from the default's is compared at the
+forced counts only). Then each variant at each shape with its
 automatic split count and a few forced ones,
 CUDA-event GPU time with the L2 emptied before each call (kernel_harness_check.gpu_time_us), K+V
 GB/s against FA2 and cuDNN (torch SDPA) on the same K/V. Two layout diagnostics at the bar shapes:
@@ -22,7 +24,9 @@ import argparse
 import json
 import math
 import os
+import subprocess
 import sys
+import tempfile
 import time
 
 import torch
@@ -31,7 +35,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import kernel_harness_check as khc  # noqa: E402
 
 ENV = ("FA_DECODE_WARPS", "FA_DECODE_STAGES", "FA_DECODE_MODE", "FA_DECODE_CTAS", "FA_DECODE_MERGE",
-       "FA_DECODE_KT")
+       "FA_DECODE_KT", "FA_DECODE_LOAD")
 
 # name -> (environment, forced split counts to time besides auto). MODE: 1 warp units (each warp
 # its own (batch, kv head, split), the warps of a CTA on neighbouring kv heads of the same keys,
@@ -43,6 +47,13 @@ ENV = ("FA_DECODE_WARPS", "FA_DECODE_STAGES", "FA_DECODE_MODE", "FA_DECODE_CTAS"
 # finishes its (batch, kv head, row tile) last merges it (counters zeroed by cudaMemsetAsync first),
 # 3 the same with the counters zeroed by a one-CTA kernel that the split kernel follows under PDL.
 # KT=32: 32-key tiles (a stage 17 KiB per warp; one wait, one online-softmax step per 32 keys).
+# LOAD (Hopper only, flash_decode.cu's decode_async_kernel; the same tiles per warp and arithmetic as
+# the default, only the K/V copies change): 1 "bulk", cp.async.bulk of whole key rows (one copy per
+# lane per 16-key tile, the default's padded layout, mbarrier per slot); 2 "tma", tensor-map boxes
+# (16 keys x 64 columns, 128-byte swizzle) issued by lane 0 of each warp; 3 "tma_cta", one stage of
+# warps x 16 keys shared by the CTA's warps, 4 boxes per stage from a producer warp (one warp more;
+# WARPS counts the compute warps, at most 7), full / empty mbarriers. Shared memory at 4 warps x 3
+# stages: bulk 107.5 KiB, tma / tma_cta 102 KiB (2 CTAs/SM).
 SPLITS = (2, 4, 8)
 SPLITS_UNITS = (8, 16, 32)
 VARIANTS = [
@@ -68,11 +79,27 @@ VARIANTS = [
     ("kt32_fused_pdl", dict(FA_DECODE_KT=32, FA_DECODE_MERGE=3), (2, 4)),
     ("kt32_w2s3_fused_pdl", dict(FA_DECODE_KT=32, FA_DECODE_WARPS=2, FA_DECODE_STAGES=3, FA_DECODE_MERGE=3),
      SPLITS),
+    ("bulk", dict(FA_DECODE_LOAD=1), SPLITS),                          # 4x3, 2 CTAs/SM
+    ("tma", dict(FA_DECODE_LOAD=2), SPLITS),                           # 4x3, 2 CTAs/SM
+    ("tma_cta", dict(FA_DECODE_LOAD=3), SPLITS),                       # 4(+1)x3, 64-key stages, 2 CTAs/SM
+    ("tma_fused_pdl", dict(FA_DECODE_LOAD=2, FA_DECODE_MERGE=3), SPLITS),
+    ("tma_cta_fused_pdl", dict(FA_DECODE_LOAD=3, FA_DECODE_MERGE=3), SPLITS),
+    ("tma_w4s4", dict(FA_DECODE_LOAD=2, FA_DECODE_WARPS=4, FA_DECODE_STAGES=4), SPLITS),  # 1 CTA/SM, 4 in flight
+    ("tma_cta_w4s6", dict(FA_DECODE_LOAD=3, FA_DECODE_WARPS=4, FA_DECODE_STAGES=6), SPLITS),  # 1 CTA/SM, 192 KiB
+    ("tma_cta_w6s3", dict(FA_DECODE_LOAD=3, FA_DECODE_WARPS=6, FA_DECODE_STAGES=3), (2, 3, 4)),  # 96-key stages, 1/SM
+    ("tma_cta_w2s4", dict(FA_DECODE_LOAD=3, FA_DECODE_WARPS=2, FA_DECODE_STAGES=4), (4, 8, 16)),  # 3 CTAs/SM
 ]
-QUICK = ("auto", "pf256", "merge_pdl", "fused_memset", "fused_pdl", "kt32", "kt32_w2s3", "kt32_fused_pdl",
-         "kt32_w2s3_fused_pdl")
+# --quick: the default and the best merge variant of the 2026-12-01 sweep as references, then the
+# K/V-load variants (the 32-key and L2-hint variants measured then are in the full list).
+QUICK = ("auto", "fused_pdl", "bulk", "tma", "tma_cta", "tma_fused_pdl", "tma_cta_fused_pdl", "tma_w4s4",
+         "tma_cta_w4s6", "tma_cta_w6s3", "tma_cta_w2s4")
 # Same arithmetic as the default (auto) at the same split count: must give the same bits.
-BITWISE = ("merge_pdl", "fused_memset", "fused_pdl")
+# (The load variants with 4 compute warps: the default's tiles per warp, whatever the stages.)
+BITWISE = ("merge_pdl", "fused_memset", "fused_pdl", "bulk", "tma", "tma_cta", "tma_fused_pdl", "tma_cta_fused_pdl",
+           "tma_w4s4", "tma_cta_w4s6")
+# Of those, the ones whose automatic split count may differ from the default's (another kernel's
+# occupancy): compared bitwise where the plans agree, the disagreement logged, not a failure.
+BITWISE_SAME_PLAN_ONLY = ("bulk", "tma", "tma_cta", "tma_fused_pdl", "tma_cta_fused_pdl", "tma_w4s4", "tma_cta_w4s6")
 
 # (B, Tk, H, Hkv, Tq): the four bar shapes at Tq = 1, then Tq 4 and 16 at the first.
 SHAPES = [(8, 8192, 32, 8, 1), (8, 32768, 32, 8, 1), (1, 131072, 32, 8, 1), (64, 4096, 32, 32, 1),
@@ -99,9 +126,10 @@ def same_bits(x, y):
     return bool(torch.equal(x.contiguous().view(torch.uint8), y.contiguous().view(torch.uint8)))
 
 
-def check_bitwise(h, env, cases, log):
+def check_bitwise(h, env, cases, log, strict_plan=True):
     """The variant env against the default on cases (bf16 and fp16, forced splits 1 / 2 / 5 and auto): the
-    same bits of o and lse. Returns the failures as 'case/dtype/splits'."""
+    same bits of o and lse. Returns the failures as 'case/dtype/splits'. strict_plan=False: a case whose
+    split counts differ (the automatic choice of another kernel) is logged and skipped, not failed."""
     bad = []
     gen = torch.Generator(device=khc.DEV)
     gen.manual_seed(11)
@@ -123,12 +151,46 @@ def check_bitwise(h, env, cases, log):
                     khc.run_decode(h, c2, t)
                     outs.append((t["o"].clone(), t["lse"].clone(), h.decode_plan(c2, t)["splits"]))
                 same = same_bits(outs[0][0], outs[1][0]) and same_bits(outs[0][1], outs[1][1])
+                if outs[0][2] != outs[1][2] and not strict_plan:
+                    print(f"bitwise: {c['name']} {dn} splits {sp}: plans differ ({outs[0][2]} / {outs[1][2]}), "
+                          "not compared", file=log, flush=True)
+                    continue
                 if not same or outs[0][2] != outs[1][2]:
                     bad.append(f"{c['name']}/{dn}/{sp}")
                     print(f"BITWISE MISMATCH {c['name']} {dn} splits {sp} (plans {outs[0][2]} / {outs[1][2]})",
                           file=log, flush=True)
             del t
     set_variant(env)
+    return bad
+
+
+def preflight(lib, names, log):
+    """Each named variant's numerics (--check-only) in a child process first: a kernel fault or a hang
+    (an mbarrier that never completes) would take down or stall this process's CUDA context and with
+    it the whole sweep. Returns {name: reason} for the variants whose child failed, crashed or hung."""
+    bad = {}
+    for n in names:
+        t0 = time.time()
+        with tempfile.TemporaryDirectory() as d:
+            cmd = [sys.executable, os.path.abspath(__file__), "--lib", lib, "--out", d, "--check-only",
+                   "--variants", n]
+            try:
+                r = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+                rc, out = r.returncode, r.stdout + r.stderr
+                try:
+                    with open(os.path.join(d, "decode_sweep.log")) as fh:
+                        out += fh.read()
+                except OSError:
+                    pass
+            except subprocess.TimeoutExpired as e:
+                rc, out = "timeout (180 s)", (e.stdout or b"").decode(errors="replace") if isinstance(
+                    e.stdout, bytes) else (e.stdout or "")
+        tail = out.strip().splitlines()[-12:]
+        print(f"preflight {n} (child process, {time.time() - t0:.0f} s): rc {rc}", file=log, flush=True)
+        print("\n".join("  " + x for x in tail), file=log, flush=True)
+        if rc != 0:
+            bad[n] = f"rc {rc}: " + " | ".join(tail[-3:])
+            print(f"preflight {n:<18} FAILED ({bad[n][:300]})", flush=True)
     return bad
 
 
@@ -139,6 +201,11 @@ def main():
     ap.add_argument("--quick", action="store_true", help=f"variants {QUICK} only")
     ap.add_argument("--variants", default="", help="comma list of variant names (default: all)")
     ap.add_argument("--no-check", action="store_true")
+    ap.add_argument("--check-only", action="store_true",
+                    help="numerics (and bits) of the variants only, no timing; exit 1 if one fails (small shapes: "
+                         "fit for compute-sanitizer)")
+    ap.add_argument("--no-preflight", action="store_true",
+                    help="check the FA_DECODE_LOAD variants in this process only (no child process first)")
     args = ap.parse_args()
     print(torch.__version__, torch.cuda.get_device_name(), flush=True)
     h = khc.Harness(os.path.abspath(args.lib))
@@ -163,9 +230,25 @@ def main():
     set_variant(dict(FA_DECODE_KT=32))
     if h.decode_plan(probe_c, probe_t)["smem_bytes"] == smem16:
         sys.exit(f"{args.lib}: a tuning build without FA_DECODE_KT / FA_DECODE_MERGE; rebuild it (rm -rf {args.lib})")
+    # The K/V-load variants (FA_DECODE_LOAD) change the shared memory too; they need sm_90 code in the
+    # build (ARCHS with 90) and a compute-capability-9.x GPU, else the plan declines them silently.
+    if any("FA_DECODE_LOAD" in e for n, e, _ in variants):
+        set_variant(dict(FA_DECODE_LOAD=2))
+        if h.decode_plan(probe_c, probe_t)["smem_bytes"] == smem16:
+            sys.exit(f"{args.lib}: FA_DECODE_LOAD ignored: a tuning build older than the load variants (rebuild: "
+                     f"rm -rf {args.lib}), one without sm_90 code (ARCHS=90), or not a Hopper GPU")
+        set_variant({})
 
+    # The load variants (new device code) first in child processes: one that crashes or hangs is
+    # reported and left out instead of ending the sweep.
+    crashed = {}
+    if not (args.check_only or args.no_check or args.no_preflight):
+        crashed = preflight(os.path.abspath(args.lib), [n for n, e, _ in variants if "FA_DECODE_LOAD" in e], log)
     ok_variants = []
     for name, env, _ in variants:
+        if name in crashed:
+            res["checks"][name] = dict(preflight_failed=crashed[name])
+            continue
         set_variant(env)
         if args.no_check:
             ok_variants.append(name)
@@ -176,7 +259,7 @@ def main():
         res["checks"][name] = dict(n=len(rows), failed=bad)
         n_bad = len(bad)
         if name in BITWISE:
-            bits_bad = check_bitwise(h, env, CHECK_CASES, log)
+            bits_bad = check_bitwise(h, env, CHECK_CASES, log, strict_plan=name not in BITWISE_SAME_PLAN_ONLY)
             res["checks"][name]["bitwise_failed"] = bits_bad
             bad += [f"bits:{x}" for x in bits_bad]
         print(f"numerics {name:<18} {len(rows) - n_bad}/{len(rows)} pass ({time.time() - t0:.0f} s)"
@@ -184,6 +267,14 @@ def main():
               + (f" FAILED: {bad}" if bad else ""), flush=True)
         if not bad:
             ok_variants.append(name)
+    if args.check_only:
+        set_variant({})
+        with open(os.path.join(args.out, "decode_sweep.json"), "w") as fh:
+            json.dump(res, fh, indent=1)
+        failed = [n for n, _, _ in variants if n not in ok_variants]
+        print(f"decode sweep --check-only: {len(ok_variants)} of {len(variants)} variants pass"
+              + (f"; FAILED: {failed}" if failed else ""), flush=True)
+        sys.exit(1 if failed else 0)
 
     D = 128
     dt = torch.bfloat16
@@ -242,8 +333,11 @@ def main():
                 if name in BITWISE:
                     got = (t_sp["o"].clone(), t_sp["lse"].clone())
                     set_variant({})
+                    same_plan = h.decode_plan(c_sp, t_sp)["splits"] == plan["splits"]
                     khc.run_decode(h, c_sp, t_sp)
                     bits = same_bits(got[0], t_sp["o"]) and same_bits(got[1], t_sp["lse"])
+                    if not same_plan and name in BITWISE_SAME_PLAN_ONLY:
+                        bits = None  # another split count than the default's: not comparable
                     set_variant(env)
                     khc.run_decode(h, c_sp, t_sp)
                 us = khc.gpu_time_us(lambda: h.fwd(c_sp, t_sp), reps=20)

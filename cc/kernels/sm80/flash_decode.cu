@@ -36,6 +36,10 @@
 // head, row tile) last (a counter per unit in the workspace, zeroed before the grid) merges its
 // rows with the merge kernel's code, splits in the same order (the same bits); see
 // dec_fused_merge. And 32-key tiles (FA_DECODE_KT=32): one wait and one softmax step per 32 keys.
+// And K/V brought by the Hopper copy engine instead of cp.async (FA_DECODE_LOAD, compute
+// capability 9.x only; decode_async_kernel): bulk copies of key rows, tensor-map (TMA) boxes per
+// warp, or TMA stages shared by the CTA's warps and filled by a producer warp; the same tiles per
+// warp and the same arithmetic (the same bits as the default at the same warps and splits).
 //
 // Splits: a forced params.num_splits (clamped to 256 and to the key tiles of Tk), else chosen
 // from the shape and the GPU (SM count and CTAs per SM, queried once per device and cached):
@@ -65,6 +69,12 @@
 #include "cc/kernels/common/flash_cuda_common.cuh"
 #include "cc/kernels/common/flash_cuda_internal.h"
 #include "cc/kernels/sm80/flash_fwd_tile.cuh"
+#ifdef FA_TUNING
+// The load variants (FA_DECODE_LOAD): tensor maps (host) and the mbarrier / TMA / bulk-copy PTX
+// helpers (sm_90 PTX, used behind __CUDA_ARCH__ >= 900 only).
+#include "cc/kernels/sm90/sm90_host.cuh"
+#include "cc/kernels/sm90/sm90_ptx.cuh"
+#endif
 
 namespace flashattn {
 namespace cuda {
@@ -861,6 +871,376 @@ __global__ void dec_zero_counters(unsigned* cnt, int64_t n) {
   dec_griddep_launch();
   for (int64_t x = threadIdx.x; x < n; x += blockDim.x) cnt[x] = 0u;
 }
+
+// ---- Tuning builds: K/V brought by the Hopper copy engine (FA_DECODE_LOAD) --------------------
+// The H200 figures (benchmarks/RESULTS.md "Decoding") put the default kernel's steady state at
+// about 4.1 TB/s (FA2 4.7, cuDNN 4.6 at B = 64) whatever the warps x stages (4x2 and 4x3 give the
+// same, 73 and 107 KiB), the L2 hints or the layout ([B, Hkv, Tk, D] +2.5 %): not a lack of bytes
+// in flight but the cost of moving them, 16-byte cp.async by every thread (per 16-key tile and
+// warp, 16 copies per thread, each with its own 64-bit address and bounds arithmetic, through the
+// LSU and the L1's miss tracking). These variants keep everything else of decode_tc_kernel (the
+// CTA's work, the tile of each warp, the arithmetic of decode_tc_tile below: o and lse bit for bit
+// the default's at the same warps and splits) and change only how K and V reach shared memory:
+//   LOAD 1 (bulk): cp.async.bulk (the copy engine's 1D form, no tensor map) of whole key rows: lane
+//     r < 16 copies K row r of the tile, lane 16 + r V row r (256 bytes at D = 128), completing on
+//     the slot's mbarrier (lane 0 announces the bytes first); one copy instruction per lane per tile
+//     instead of 16, no address arithmetic per 16 bytes, and the padded row layout stays (rows
+//     outside [kbeg, kend) are zeroed by their lane instead of copied).
+//   LOAD 2 (tma): the tensor copy engine (cp.async.bulk.tensor) over K and V as [B, Tk, Hkv, D]
+//     (sm90_host.cuh's tma_map_rows, box {64, 1, 16, 1}): lane 0 of each warp issues 4 boxes per
+//     tile (K and V, two 64-column panels each, 2 KiB) on the slot's mbarrier; 128-byte-swizzled
+//     panels (sm90_ptx.cuh's layout: the ldmatrix rows of a phase land in 8 distinct 16-byte bank
+//     groups, conflict-free like the padded rows). Rows past Tk arrive as zeros; rows inside Tk but
+//     outside [kbeg, kend) (first / last tile only) are read and then zeroed by the warp.
+//   LOAD 3 (tma_cta): one stage per CTA shared by its warps: nw x 16 keys per stage (4 warps: 64
+//     keys, 32 KiB), 4 boxes of nw x 16 rows issued by a producer warp (one more warp; full / empty
+//     mbarriers per stage, FlashAttention-3's pattern); warp w computes rows 16 w .. 16 w + 15 of
+//     each stage, i.e. the same tiles t_lo + w + u nw as the default. Fewer, larger transactions
+//     (8 KiB boxes, the CTA's keys in one run), and the loads never wait behind a warp's softmax.
+// Not handled (the plan declines to the default kernel): other head-dim buckets or float32,
+// q / k / v not 16-byte aligned (vec_in) or D, Dv < 8, a device other than compute capability 9.x
+// or a build without sm_90 code (FA_HAS_SM90), a tensor map the driver refuses; with
+// FA_DECODE_MODE or FA_DECODE_KT=32. Every mask kind, both 16-bit dtypes and the merge variants
+// (FA_DECODE_MERGE, MODE bits kDecFused / kDecPdl) work as in the default.
+constexpr int kDecLoadBulk = 1, kDecLoadTma = 2, kDecLoadTmaCta = 3;
+
+// Shared memory of the load variants (16-bit, HD 128, RT = 16 rows, 16-key tiles), byte offsets:
+//   bulk: DecSmem's layout, then nw x ns mbarriers (slot s of warp w: w * ns + s).
+//   tma / tma_cta: from a 1024-byte aligned base (alloc has 1 KiB of slack): the ring (tma: nw x
+//   ns slots of 8 KiB per warp, [K panel 0 | K panel 1 | V panel 0 | V panel 1] of [16, 64] each;
+//   tma_cta: ns stages of nw x 8 KiB, the same four panels of [nw x 16, 64]), the Q tile [RT, LD],
+//   (m, ℓ) [nw, RT, 2], the mbarriers (tma: nw x ns; tma_cta: full[ns], then empty[ns]).
+// After the main loop the ring takes the warps' outputs [nw, RT, kLdc] float32 (ns >= 2: fits).
+struct DecAsyncLayout {
+  uint32_t ring, q, ml, bars, bytes, alloc;
+};
+__host__ __device__ __forceinline__ DecAsyncLayout dec_async_layout(int load, int nw, int ns) {
+  using L = DecSmem<128, 2, kDecRowsTc>;
+  DecAsyncLayout y;
+  if (load == kDecLoadBulk) {
+    y.q = 0;
+    y.ring = static_cast<uint32_t>(L::ring_off());
+    y.ml = static_cast<uint32_t>(L::ml_off(nw, ns));
+    y.bars = static_cast<uint32_t>((L::bytes(nw, ns) + 7) / 8 * 8);
+    y.bytes = y.bars + 8u * nw * ns;
+    y.alloc = y.bytes;
+  } else {
+    y.ring = 0;
+    y.q = 8192u * nw * ns;
+    y.ml = y.q + static_cast<uint32_t>(L::kQBytes);
+    y.bars = y.ml + static_cast<uint32_t>(nw * kDecRowsTc * 2 * sizeof(float));
+    y.bytes = y.bars + 8u * (load == kDecLoadTmaCta ? 2 * ns : nw * ns);
+    y.alloc = y.bytes + 1024u;
+  }
+  return y;
+}
+
+// One 16-key tile of a warp: decode_tc_kernel's loop body for KT = 16 and Q in registers (HD <=
+// 128), the same operations in the same order (the same bits), with the K / V shared-memory
+// addresses from kaddr(row, chunk) / vaddr(row, chunk): the 16-byte chunk `chunk` (columns
+// 8 chunk .. 8 chunk + 7) of tile row `row`.
+template <typename T, int HD, typename KA, typename VA>
+__device__ __forceinline__ void decode_tc_tile(const DecodeArgs& a, const DecBlock& blk, const uint32_t (&qa)[HD / 16][4],
+                                               KA kaddr, VA vaddr, int64_t j0, const int64_t (&hr)[2],
+                                               const int64_t (&ir)[2], const RowInfo (&ri)[2],
+                                               float (&o)[1][HD / 8][4], float (&mrow)[1][2], float (&lrow)[1][2],
+                                               float scale_log2, int lane) {
+  constexpr int KT = kDecKeys, NT = KT / 8, ND = HD / 8;
+  const FlashFwdParams& p = a.p;
+  const AttnShape& sh = p.shape;
+  const int tq = lane & 3;
+  float s[1][NT][4];
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) s[0][nt][e] = 0.f;
+#pragma unroll
+  for (int kk = 0; kk < HD / 16; ++kk) {
+    uint32_t af[4], bb[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) af[e] = qa[kk][e];
+    ldsm_x4(bb, kaddr((lane & 7) + (lane >> 4) * 8, kk * 2 + ((lane >> 3) & 1)));
+    Elem<T>::mma(s[0][0], af, bb);
+    Elem<T>::mma(s[0][1], af, bb + 2);
+  }
+  float mul = 1.f;
+  if (a.gen) {
+#pragma unroll
+    for (int x = 0; x < 2; ++x)
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int c = 0; c < 2; ++c)
+          s[0][nt][2 * x + c] = score_elem<T>(s[0][nt][2 * x + c], p.mask, p.score, sh, blk.b, hr[x], ir[x],
+                                              j0 + nt * 8 + 2 * tq + c, ri[x], nullptr);
+  } else {
+    mul = scale_log2;
+    if (!(j0 >= blk.kin_lo && j0 + KT <= blk.kin_hi)) {
+#pragma unroll
+      for (int x = 0; x < 2; ++x) {
+        const int64_t lo = ri[x].ok ? ri[x].kb - j0 : 0, hi = ri[x].ok ? ri[x].ke - j0 : 0;
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+          for (int c = 0; c < 2; ++c) {
+            const int jl = nt * 8 + 2 * tq + c;
+            if (jl < lo || jl >= hi) s[0][nt][2 * x + c] = neg_inf();
+          }
+      }
+    }
+  }
+  fwd_online_softmax<1, NT, ND>(s, o, mrow, lrow, mul);
+  uint32_t pa[4];
+  pa[0] = Elem<T>::pack(s[0][0][0], s[0][0][1]);
+  pa[1] = Elem<T>::pack(s[0][0][2], s[0][0][3]);
+  pa[2] = Elem<T>::pack(s[0][1][0], s[0][1][1]);
+  pa[3] = Elem<T>::pack(s[0][1][2], s[0][1][3]);
+#pragma unroll
+  for (int nd2 = 0; nd2 < HD / 16; ++nd2) {
+    uint32_t bb[4];
+    ldsm_x4_t(bb, vaddr((lane & 7) + ((lane >> 3) & 1) * 8, nd2 * 2 + (lane >> 4)));
+    Elem<T>::mma(o[0][2 * nd2], pa, bb);
+    Elem<T>::mma(o[0][2 * nd2 + 1], pa, bb + 2);
+  }
+}
+
+// The load variants' kernel (LOAD 1-3 above; MODE: the merge bits kDecFused / kDecPdl as in
+// decode_tc_kernel). Warps: nw = blockDim.x / 32 compute warps, plus the producer warp (the last)
+// for tma_cta (at most kDecLaunchWarps warps in all: a bound of 288 threads would cap ptxas at 168
+// registers, with spills). tmk / tmv: K and V tensor maps (box rows 16 for tma, nw x 16 for tma_cta; unused by
+// bulk). Device code for sm_90 and later only (TMA, cp.async.bulk, mbarrier transaction counts);
+// the host launches it on compute capability 9.x alone.
+template <typename T, int HD, int LOAD, int MODE>
+__global__ void __launch_bounds__(kDecLaunchWarps * 32)
+    decode_async_kernel(const DecodeArgs a, const __grid_constant__ CUtensorMap tmk,
+                        const __grid_constant__ CUtensorMap tmv) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  static_assert(HD == 128 && sizeof(T) == 2, "16-bit, head-dim bucket 128");
+  static_assert(LOAD >= kDecLoadBulk && LOAD <= kDecLoadTmaCta, "LOAD 1-3");
+  constexpr bool kFused = (MODE & kDecFused) != 0, kPdl = (MODE & kDecPdl) != 0;
+  constexpr bool kSwz = LOAD != kDecLoadBulk;     // 128-byte-swizzled panels (tensor maps)
+  constexpr bool kProd = LOAD == kDecLoadTmaCta;  // producer warp, CTA-wide stages
+  using L = DecSmem<HD, 2, kDecRowsTc>;
+  constexpr int RT = kDecRowsTc, KT = kDecKeys, LD = L::kLd, ND = HD / 8;
+  constexpr uint32_t kPanel = KT * 128;  // bytes of a [16 rows, 64 columns] panel
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const FlashFwdParams& p = a.p;
+  const AttnShape& sh = p.shape;
+  const int nw = static_cast<int>(blockDim.x >> 5) - (kProd ? 1 : 0), ns = a.stages;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tq = lane & 3;
+  const bool producer = kProd && warp == nw;
+  const int64_t G = sh.H / sh.Hkv, R = G * sh.Tq;
+  if (kPdl) dec_griddep_launch();
+  const DecBlock blk = dec_block(a, RT, blockIdx.x);
+  const int D = static_cast<int>(sh.D), Dv = static_cast<int>(sh.Dv);
+  const T* k = static_cast<const T*>(p.k);
+  const T* v = static_cast<const T*>(p.v);
+  const DecAsyncLayout lay = dec_async_layout(LOAD, nw, ns);
+  unsigned char* base = smem_raw;
+  if (kSwz) base += (1024u - smem_addr(smem_raw) % 1024u) % 1024u;
+  T* sQ = reinterpret_cast<T*>(base + lay.q);  // [RT, LD]
+  unsigned char* ring = base + lay.ring;
+  float* sML = reinterpret_cast<float*>(base + lay.ml);  // [nw, RT, 2]
+  const uint32_t bar0 = smem_addr(base + lay.bars);
+  // Stage geometry: bytes per slot and per panel, the first row of this warp's tile in a panel.
+  const uint32_t pst = kProd ? nw * kPanel : kPanel;  // panel bytes (swizzled layouts)
+  const int r0 = kProd ? KT * warp : 0;
+
+  if (threadIdx.x == 0) {
+    const int nb = kProd ? 2 * ns : nw * ns;
+    for (int i = 0; i < nb; ++i) sm90::mbar_init(bar0 + 8 * i, kProd && i >= ns ? nw : 1);
+    sm90::mbar_fence_init();
+  }
+  if (LOAD == kDecLoadBulk && (D < HD || Dv < HD)) {
+    // Head-dim padding columns (the copies write D / Dv columns); then ordered before the copies.
+    dec_zero_ring(ring + static_cast<size_t>(warp) * ns * L::kStageBytes, static_cast<size_t>(ns) * L::kStageBytes,
+                  lane);
+    sm90::fence_proxy_async();
+  }
+  __syncthreads();  // barriers initialized (and visible to the copy engine)
+  dec_load_q<T, HD, RT, LD>(sQ, p, blk.b, blk.hk, blk.row0, a.vec_in, threadIdx.x, blockDim.x);
+  cp_async_commit();
+
+  int64_t hr[2], ir[2];
+  RowInfo ri[2];
+#pragma unroll
+  for (int x = 0; x < 2; ++x) {
+    const int64_t row = blk.row0 + g + 8 * x;
+    const bool in = row < R;
+    ir[x] = in ? row / G : 0;
+    hr[x] = in ? blk.hk * G + row % G : 0;
+    ri[x] = in ? row_info(p.mask, sh, blk.b, ir[x], blk.qlim, blk.klim) : RowInfo{0, 0, false};
+  }
+
+  // This warp's key tiles t_lo + warp + u * nw, u < nu (the default's); tile u in slot u % ns, its
+  // (u / ns)-th use (mbarrier parity (u / ns) & 1). tma_cta: stage u holds tiles t_lo + u * nw ..
+  // + nw - 1, nst stages.
+  const int64_t t0 = blk.t_lo + warp;
+  const int64_t mine = producer ? 0 : blk.t_hi - t0;
+  const int nu = mine > 0 ? static_cast<int>((mine + nw - 1) / nw) : 0;
+  const int64_t all = blk.t_hi - blk.t_lo;
+  const int nst = all > 0 ? static_cast<int>((all + nw - 1) / nw) : 0;
+  const int cb = static_cast<int>(blk.b), chk = static_cast<int>(blk.hk);
+
+  // bulk / tma: tile u of this warp into its slot (u < nu; lane 0 announces the bytes first).
+  auto issue = [&](int u) {
+    if (u >= nu) return;
+    const int slot = u % ns;
+    const int64_t j0 = blk.jstart + (t0 + static_cast<int64_t>(u) * nw) * KT;
+    const uint32_t bar = bar0 + 8 * (warp * ns + slot);
+    if constexpr (LOAD == kDecLoadBulk) {
+      unsigned char* st = ring + static_cast<size_t>(warp * ns + slot) * L::kStageBytes;
+      if (lane == 0) {
+        const int64_t lo = j0 > blk.kbeg ? j0 : blk.kbeg, hi = j0 + KT < blk.kend ? j0 + KT : blk.kend;
+        sm90::mbar_arrive_expect_tx(bar, static_cast<uint32_t>(hi - lo) * static_cast<uint32_t>(D + Dv) * 2u);
+      }
+      __syncwarp();
+      const bool isv = lane >= 16;
+      const int r = lane & 15, n = isv ? Dv : D;
+      const int64_t t = j0 + r;
+      unsigned char* dst = st + (isv ? KT * LD * 2 : 0) + r * LD * 2;
+      if (t >= blk.kbeg && t < blk.kend) {
+        const int64_t* xs = isv ? sh.v_stride : sh.k_stride;
+        const T* src = (isv ? v : k) + blk.b * xs[0] + t * xs[1] + blk.hk * xs[2];
+        sm90::bulk_load(smem_addr(dst), src, static_cast<uint32_t>(n) * 2u, bar);
+      } else {
+        for (int c = 0; c < n / 8; ++c) reinterpret_cast<uint4*>(dst)[c] = make_uint4(0u, 0u, 0u, 0u);
+        sm90::fence_proxy_async();  // before a later copy into the same row
+      }
+    } else if constexpr (LOAD == kDecLoadTma) {
+      if (lane == 0) {
+        const uint32_t d = smem_addr(ring + static_cast<size_t>(warp * ns + slot) * 4 * kPanel);
+        const int j = static_cast<int>(j0);
+        sm90::mbar_arrive_expect_tx(bar, 4 * kPanel);
+        sm90::tma_load_4d(d, &tmk, bar, 0, chk, j, cb);
+        sm90::tma_load_4d(d + kPanel, &tmk, bar, 64, chk, j, cb);
+        sm90::tma_load_4d(d + 2 * kPanel, &tmv, bar, 0, chk, j, cb);
+        sm90::tma_load_4d(d + 3 * kPanel, &tmv, bar, 64, chk, j, cb);
+      }
+    }
+  };
+  // tma_cta (producer warp, lane 0): stage u into slot u % ns once its previous use is released.
+  auto issue_stage = [&](int u) {
+    const int slot = u % ns;
+    const uint32_t full = bar0 + 8 * slot;
+    if (u >= ns) sm90::mbar_wait(bar0 + 8 * (ns + slot), ((u / ns) - 1) & 1);
+    const uint32_t d = smem_addr(ring) + static_cast<uint32_t>(slot) * 4 * pst;
+    const int j = static_cast<int>(blk.jstart + (blk.t_lo + static_cast<int64_t>(u) * nw) * KT);
+    sm90::mbar_arrive_expect_tx(full, 4 * pst);
+    sm90::tma_load_4d(d, &tmk, full, 0, chk, j, cb);
+    sm90::tma_load_4d(d + pst, &tmk, full, 64, chk, j, cb);
+    sm90::tma_load_4d(d + 2 * pst, &tmv, full, 0, chk, j, cb);
+    sm90::tma_load_4d(d + 3 * pst, &tmv, full, 64, chk, j, cb);
+  };
+
+  // Prologue: every slot filled (ns tiles / stages in flight), overlapping the Q load.
+  if constexpr (kProd) {
+    if (producer && lane == 0) {
+      sm90::tma_prefetch_map(&tmk);
+      sm90::tma_prefetch_map(&tmv);
+      for (int u = 0; u < nst && u < ns; ++u) issue_stage(u);
+    }
+    __syncwarp();
+  } else {
+    if (kSwz && lane == 0 && nu > 0) {
+      sm90::tma_prefetch_map(&tmk);
+      sm90::tma_prefetch_map(&tmv);
+    }
+    for (int u = 0; u < ns; ++u) issue(u);
+  }
+  cp_async_wait<0>();  // this thread's Q copies landed ...
+  __syncthreads();     // ... and every thread's
+
+  float o[1][ND][4];
+  float mrow[1][2] = {{neg_inf(), neg_inf()}}, lrow[1][2] = {{0.f, 0.f}};
+#pragma unroll
+  for (int nd = 0; nd < ND; ++nd)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) o[0][nd][e] = 0.f;
+  if (producer) {
+    if (lane == 0)
+      for (int u = ns; u < nst; ++u) issue_stage(u);
+    __syncwarp();
+  } else {
+    uint32_t qa[HD / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; ++kk) ldsm_x4(qa[kk], sQ + (lane & 15) * LD + kk * 16 + (lane >> 4) * 8);
+    const float scale_log2 = p.score.scale * kLog2e;
+
+    for (int u = 0; u < nu; ++u) {
+      const int slot = u % ns;
+      const int64_t j0 = blk.jstart + (t0 + static_cast<int64_t>(u) * nw) * KT;
+      sm90::mbar_wait(bar0 + 8 * (kProd ? slot : warp * ns + slot), (u / ns) & 1);
+      __syncwarp();
+      unsigned char* kt;
+      if constexpr (LOAD == kDecLoadBulk) {
+        kt = ring + static_cast<size_t>(warp * ns + slot) * L::kStageBytes;
+      } else if constexpr (LOAD == kDecLoadTma) {
+        kt = ring + static_cast<size_t>(warp * ns + slot) * 4 * kPanel;
+      } else {
+        kt = ring + static_cast<size_t>(slot) * 4 * pst;
+      }
+      if constexpr (kSwz) {
+        // Rows inside Tk but outside [kbeg, kend) arrived with the box: zero them (first / last tile).
+        if (j0 < blk.kbeg || j0 + KT > blk.kend) {
+          for (int x = lane; x < KT * 32; x += 32) {  // (row, panel 0-3, chunk)
+            const int r = x & 15, pn = x >> 7, c = (x >> 4) & 7;
+            const int64_t t = j0 + r;
+            if (t < blk.kbeg || t >= blk.kend)
+              *reinterpret_cast<uint4*>(kt + pn * pst + (r0 + r) * 128 + c * 16) = make_uint4(0u, 0u, 0u, 0u);
+          }
+          sm90::fence_proxy_async();  // before the copy engine refills the slot
+          __syncwarp();
+        }
+        // Chunk c of row r (of this warp's 16) in panel c / 8: swizzled 16-byte position (c % 8) ^ (r % 8).
+        auto kaddr = [&](int r, int c) {
+          return reinterpret_cast<const T*>(kt + (c >> 3) * pst + (r0 + r) * 128 + (((c & 7) ^ (r & 7)) << 4));
+        };
+        auto vaddr = [&](int r, int c) {
+          return reinterpret_cast<const T*>(kt + (2 + (c >> 3)) * pst + (r0 + r) * 128 + (((c & 7) ^ (r & 7)) << 4));
+        };
+        decode_tc_tile<T, HD>(a, blk, qa, kaddr, vaddr, j0, hr, ir, ri, o, mrow, lrow, scale_log2, lane);
+      } else {
+        const T* sk = reinterpret_cast<const T*>(kt);
+        const T* sv = sk + KT * LD;
+        auto kaddr = [&](int r, int c) { return sk + r * LD + c * 8; };
+        auto vaddr = [&](int r, int c) { return sv + r * LD + c * 8; };
+        decode_tc_tile<T, HD>(a, blk, qa, kaddr, vaddr, j0, hr, ir, ri, o, mrow, lrow, scale_log2, lane);
+      }
+      __syncwarp();  // every lane is done with this slot
+      if constexpr (kProd) {
+        if (lane == 0) sm90::mbar_arrive(bar0 + 8 * (ns + slot));
+      } else {
+        issue(u + ns);
+      }
+    }
+  }
+
+  // Every copy a warp issued was waited for by it (tma_cta: warp 0 waits for every stage).
+  __syncthreads();  // every warp is done with the ring: it takes the warps' outputs
+  float* buf = reinterpret_cast<float*>(ring);  // [nw, RT, kLdc]
+  if (!producer) {
+#pragma unroll
+    for (int x = 0; x < 2; ++x) {
+      const int row = g + 8 * x;
+      const float l = warp_quad_sum(lrow[0][x]);
+      float* dst = buf + static_cast<size_t>(warp * RT + row) * L::kLdc;
+#pragma unroll
+      for (int nd = 0; nd < ND; ++nd)
+        *reinterpret_cast<float2*>(dst + nd * 8 + 2 * tq) = make_float2(o[0][nd][2 * x], o[0][nd][2 * x + 1]);
+      if (tq == 0) {
+        sML[(warp * RT + row) * 2] = mrow[0][x];
+        sML[(warp * RT + row) * 2 + 1] = l;
+      }
+    }
+  }
+  __syncthreads();
+  dec_finish<T>(a, blk, buf, sML, nw, RT, L::kLdc, threadIdx.x, blockDim.x);
+  if constexpr (kFused) {
+    if (a.splits > 1) dec_fused_merge<T, kPdl>(a, blk, reinterpret_cast<int*>(sML), RT);
+  }
+#endif
+}
 #endif
 
 // ---- host side ---------------------------------------------------------------------------------
@@ -920,6 +1300,7 @@ struct DecCfg {
   int mode = 0;   // decode_tc_kernel's MODE (tuning builds; 0 otherwise)
   int merge = 0;  // tuning builds, several splits: 0 merge kernel, 1 merge kernel under PDL, 2 fused
                   // merge (counters zeroed by cudaMemsetAsync), 3 fused (zeroed by a kernel, PDL)
+  int load = 0;   // tuning builds: 0 cp.async (decode_tc_kernel), else decode_async_kernel's LOAD
 };
 
 // Warps and stages for this GPU: the most stages (up to kDecMaxStages) with 4 warps and two CTAs
@@ -938,13 +1319,34 @@ DecCfg dec_config_auto(const DevInfo& di) {
   return {1, 2, L::bytes(1, 2)};
 }
 
+#ifdef FA_TUNING
+// Shared memory of decode_async_kernel (tuning builds' FA_DECODE_LOAD) with nw compute warps and
+// ns stages, and its automatic choice as dec_config_auto's: 4 warps, the most stages (up to
+// kDecMaxStages) with two CTAs per SM, else one, else fewer warps.
+size_t dec_async_smem(int load, int nw, int ns) { return dec_async_layout(load, nw, ns).alloc; }
+DecCfg dec_config_async_auto(const DevInfo& di, int load) {
+  for (int nw = kDecMaxWarps; nw >= 1; nw /= 2)
+    for (int per_sm = 2; per_sm >= 1; --per_sm) {
+      size_t budget = static_cast<size_t>(di.smem_sm) / per_sm;
+      budget = budget > 1024 ? budget - 1024 : 0;
+      if (budget > static_cast<size_t>(di.smem_block)) budget = di.smem_block;
+      for (int ns = kDecMaxStages; ns >= 2; --ns)
+        if (dec_async_smem(load, nw, ns) <= budget) return {nw, ns, dec_async_smem(load, nw, ns)};
+    }
+  return {1, 2, dec_async_smem(load, 1, 2)};
+}
+#endif
+
 // Tuning builds (benchmarks/decode_sweep.py): FA_DECODE_WARPS (1-8) and FA_DECODE_STAGES (2-7)
 // set both; FA_DECODE_MODE (HD 128, 16-bit: 1 warp units, 2 / 4 the L2 prefetch / evict-first
 // hint, 3 / 5 warp units with the hint), FA_DECODE_CTAS=1 (shared memory padded so that one
 // CTA fits on an SM) apply with them or with the automatic choice. FA_DECODE_MERGE (1-3, see
 // DecCfg::merge) and FA_DECODE_KT=32 (32-key tiles) apply to HD 128 16-bit without MODE.
+// FA_DECODE_LOAD (1 bulk, 2 tma, 3 tma_cta: decode_async_kernel's K/V loads) applies to HD 128
+// 16-bit without MODE and KT=32, with MERGE, WARPS (tma_cta: compute warps, one producer warp
+// more), STAGES and CTAS, when async_ok (dec_async_ok: the device and the tensors allow it).
 template <int HD, int ESIZE, int ROWS>
-DecCfg dec_config(const DevInfo& di) {
+DecCfg dec_config(const DevInfo& di, bool async_ok = false) {
 #ifdef FA_TUNING
   const int tw = tuning_cfg("FA_DECODE_WARPS"), ts = tuning_cfg("FA_DECODE_STAGES");
   int tm = tuning_cfg("FA_DECODE_MODE");
@@ -956,17 +1358,23 @@ DecCfg dec_config(const DevInfo& di) {
   if (merge >= 2) tm |= kDecFused;
   if (merge == 1 || merge == 3) tm |= kDecPdl;
   if (kt32) tm |= kDecKt32;
+  int load = tuning_cfg("FA_DECODE_LOAD");
+  if (load < kDecLoadBulk || load > kDecLoadTmaCta || !tc128 || !async_ok || (tm & (7 | kDecKt32)) != 0) load = 0;
   DecCfg c{0, 0, 0, tm, merge};
-  if (tw >= 1 && tw <= kDecLaunchWarps && ts >= 2 && ts <= 7) {
+  c.load = load;
+  // (tma_cta: at most kDecLaunchWarps threads with its producer warp.)
+  if (tw >= 1 && tw <= kDecLaunchWarps - (load == kDecLoadTmaCta ? 1 : 0) && ts >= 2 && ts <= 7) {
     c.warps = tw;
     c.stages = ts;
   } else {
-    const DecCfg d = kt32 ? dec_config_auto<HD, ESIZE, ROWS, 32>(di) : dec_config_auto<HD, ESIZE, ROWS>(di);
+    const DecCfg d = load ? dec_config_async_auto(di, load)
+                          : kt32 ? dec_config_auto<HD, ESIZE, ROWS, 32>(di) : dec_config_auto<HD, ESIZE, ROWS>(di);
     c.warps = d.warps;
     c.stages = d.stages;
   }
-  c.smem = kt32 ? DecSmem<HD, ESIZE, ROWS, 32>::bytes(c.warps, c.stages)
-                : DecSmem<HD, ESIZE, ROWS>::bytes(c.warps, c.stages, (tm & 1) ? c.warps : 1);
+  c.smem = load ? dec_async_smem(load, c.warps, c.stages)
+           : kt32 ? DecSmem<HD, ESIZE, ROWS, 32>::bytes(c.warps, c.stages)
+                  : DecSmem<HD, ESIZE, ROWS>::bytes(c.warps, c.stages, (tm & 1) ? c.warps : 1);
   if (tuning_cfg("FA_DECODE_CTAS") == 1 && c.smem <= static_cast<size_t>(di.smem_sm) / 2)
     c.smem = static_cast<size_t>(di.smem_sm) / 2 + 1024;  // two no longer fit
   if (c.smem <= static_cast<size_t>(di.smem_block)) return c;
@@ -1043,6 +1451,64 @@ int64_t dec_ctas(int64_t units, const DecCfg& cfg) {
 
 bool aligned_to(const void* ptr, size_t n) { return reinterpret_cast<uintptr_t>(ptr) % n == 0; }
 
+// 16-byte loads of q, k, v (ESIZE: element bytes): D, Dv and every stride multiples of 16 bytes,
+// the three base addresses 16-byte aligned.
+template <int ESIZE>
+bool dec_vec_in(const FlashFwdParams& p) {
+  const AttnShape& s = p.shape;
+  constexpr int kVec = 16 / ESIZE;
+  return s.D % kVec == 0 && s.Dv % kVec == 0 && s.q_stride[0] % kVec == 0 && s.q_stride[1] % kVec == 0 &&
+         s.q_stride[2] % kVec == 0 && s.k_stride[0] % kVec == 0 && s.k_stride[1] % kVec == 0 &&
+         s.k_stride[2] % kVec == 0 && s.v_stride[0] % kVec == 0 && s.v_stride[1] % kVec == 0 &&
+         s.v_stride[2] % kVec == 0 && aligned_to(p.q, 16) && aligned_to(p.k, 16) && aligned_to(p.v, 16);
+}
+
+#ifdef FA_TUNING
+// Whether decode_async_kernel can take these params on this device (the rest of its conditions:
+// dec_config): a build with sm_90 code (FA_HAS_SM90: its device code is empty below sm_90) on
+// compute capability 9.x, 16-bit, 16-byte loads (TMA: base and strides multiples of 16 bytes;
+// bulk copies: 16-byte rows), D and Dv >= 8, TMA's 32-bit coordinates.
+bool dec_async_ok(const FlashFwdParams& p, const DevInfo& di) {
+#ifdef FA_HAS_SM90
+  const AttnShape& s = p.shape;
+  return di.major == 9 && (p.dtype == DType::kFloat16 || p.dtype == DType::kBFloat16) && s.D >= 8 && s.Dv >= 8 &&
+         dec_vec_in<2>(p) && s.B <= INT_MAX && s.Hkv <= INT_MAX && s.Tk <= INT_MAX - 4096;
+#else
+  (void)p;
+  (void)di;
+  return false;
+#endif
+}
+
+using DecAsyncKernel = void (*)(DecodeArgs, CUtensorMap, CUtensorMap);
+template <typename T, int HD, int LOAD>
+DecAsyncKernel dec_async_pick(int merge_bits) {
+  switch (merge_bits) {
+    case 0: return decode_async_kernel<T, HD, LOAD, 0>;
+    case kDecFused: return decode_async_kernel<T, HD, LOAD, kDecFused>;
+    case kDecPdl: return decode_async_kernel<T, HD, LOAD, kDecPdl>;
+    case kDecPdl | kDecFused: return decode_async_kernel<T, HD, LOAD, kDecPdl | kDecFused>;
+    default: return nullptr;
+  }
+}
+// decode_async_kernel for cfg.load and the merge bits of cfg.mode (nothing else is set with a load).
+template <typename T, int HD>
+DecAsyncKernel dec_async_kernel_for(const DecCfg& cfg) {
+  if constexpr (HD == 128 && sizeof(T) == 2) {
+    if ((cfg.mode & ~(kDecFused | kDecPdl)) != 0) return nullptr;
+    switch (cfg.load) {
+      case kDecLoadBulk: return dec_async_pick<T, HD, kDecLoadBulk>(cfg.mode);
+      case kDecLoadTma: return dec_async_pick<T, HD, kDecLoadTma>(cfg.mode);
+      case kDecLoadTmaCta: return dec_async_pick<T, HD, kDecLoadTmaCta>(cfg.mode);
+      default: return nullptr;
+    }
+  }
+  return nullptr;
+}
+// Threads per CTA of the plan's split kernel: the warps, and tma_cta's producer warp.
+int dec_threads(const DecCfg& cfg) { return cfg.warps * 32 + (cfg.load == kDecLoadTmaCta ? 32 : 0); }
+#endif
+
 // What dec_launch runs for these params on this device (the kernel's shared-memory limit is
 // raised on the way: the occupancy query needs it).
 struct DecPlan {
@@ -1050,6 +1516,10 @@ struct DecPlan {
   DecCfg cfg;
   DecGeom geom;
   int splits, ctas_per_sm;
+#ifdef FA_TUNING
+  DecAsyncKernel akernel = nullptr;  // set: the load variant (cfg.load) runs instead of kernel
+  CUtensorMap tmk, tmv;              // its K / V tensor maps (tma, tma_cta)
+#endif
 };
 
 template <typename T, int HD>
@@ -1061,7 +1531,11 @@ cudaError_t dec_plan(const FlashFwdParams& p, const DevInfo& di, DecPlan* plan) 
   } else {
     plan->kernel = decode_simt_kernel<HD>;
   }
+#ifdef FA_TUNING
+  plan->cfg = dec_config<HD, ESIZE, ROWS>(di, kTc && HD == 128 && dec_async_ok(p, di));
+#else
   plan->cfg = dec_config<HD, ESIZE, ROWS>(di);
+#endif
 #ifdef FA_TUNING
   if constexpr (kTc && HD == 128) {
     switch (plan->cfg.mode) {
@@ -1081,12 +1555,36 @@ cudaError_t dec_plan(const FlashFwdParams& p, const DevInfo& di, DecPlan* plan) 
         break;
       default: break;
     }
+    // The load variants: tensor maps (box rows: a warp's tile, or tma_cta's stage); declined to the
+    // configuration without FA_DECODE_LOAD (the same merge variant) if the driver refuses a map.
+    if (plan->cfg.load != 0) {
+      const AttnShape& s = p.shape;
+      bool ok = true;
+      if (plan->cfg.load == kDecLoadBulk) {
+        plan->tmk = CUtensorMap{};  // unused
+        plan->tmv = CUtensorMap{};
+      } else {
+        const int rows = kDecKeys * (plan->cfg.load == kDecLoadTmaCta ? plan->cfg.warps : 1);
+        ok = sm90::tma_map_rows(&plan->tmk, p.dtype, p.k, s.B, s.Tk, s.Hkv, s.D, s.k_stride, rows) &&
+             sm90::tma_map_rows(&plan->tmv, p.dtype, p.v, s.B, s.Tk, s.Hkv, s.Dv, s.v_stride, rows);
+      }
+      plan->akernel = ok ? dec_async_kernel_for<T, HD>(plan->cfg) : nullptr;
+      if (plan->akernel == nullptr) plan->cfg = dec_config<HD, ESIZE, ROWS>(di, false);
+    }
   }
 #endif
   cudaError_t err = set_dynamic_smem(plan->kernel, static_cast<int>(plan->cfg.smem));
   if (err != cudaSuccess) return err;
   plan->ctas_per_sm = dec_ctas_per_sm(reinterpret_cast<const void*>(plan->kernel), plan->cfg.warps * 32,
                                       plan->cfg.smem);
+#ifdef FA_TUNING
+  if (plan->akernel != nullptr) {
+    err = set_dynamic_smem(plan->akernel, static_cast<int>(plan->cfg.smem));
+    if (err != cudaSuccess) return err;
+    plan->ctas_per_sm =
+        dec_ctas_per_sm(reinterpret_cast<const void*>(plan->akernel), dec_threads(plan->cfg), plan->cfg.smem);
+  }
+#endif
   plan->geom = dec_geom(p);
   plan->splits = 1;
   if (p.num_splits >= 1) {
@@ -1113,12 +1611,7 @@ cudaError_t dec_launch(const FlashFwdParams& p, const DevInfo& di, cudaStream_t 
   const int splits = p.workspace == nullptr ? 1 : plan.splits;
 
   // Vector access: 16-byte loads of q, k, v; 4-element stores of o.
-  constexpr int kVec = 16 / ESIZE;
-  const bool vec_in = s.D % kVec == 0 && s.Dv % kVec == 0 && s.q_stride[0] % kVec == 0 &&
-                      s.q_stride[1] % kVec == 0 && s.q_stride[2] % kVec == 0 && s.k_stride[0] % kVec == 0 &&
-                      s.k_stride[1] % kVec == 0 && s.k_stride[2] % kVec == 0 && s.v_stride[0] % kVec == 0 &&
-                      s.v_stride[1] % kVec == 0 && s.v_stride[2] % kVec == 0 && aligned_to(p.q, 16) &&
-                      aligned_to(p.k, 16) && aligned_to(p.v, 16);
+  const bool vec_in = dec_vec_in<ESIZE>(p);
   const bool vec_out = s.Dv % 4 == 0 && s.o_stride[0] % 4 == 0 && s.o_stride[1] % 4 == 0 &&
                        s.o_stride[2] % 4 == 0 && aligned_to(p.o, 4 * ESIZE);
 
@@ -1142,7 +1635,7 @@ cudaError_t dec_launch(const FlashFwdParams& p, const DevInfo& di, cudaStream_t 
   // Tuning builds' merge variants (DecCfg::merge; the kernel's MODE matches, see dec_config).
   const int merge = splits > 1 ? cfg.merge : 0;
   const bool pdl = di.major >= 9;  // else plain stream order (griddepcontrol: no-ops)
-  auto launch_pdl = [&](auto kernel, int64_t grid, int nthr, size_t smem) {
+  auto launch_pdl = [&](auto kernel, int64_t grid, int nthr, size_t smem, auto&&... args) {
     cudaLaunchConfig_t lc = {};
     lc.gridDim = dim3(static_cast<unsigned>(grid));
     lc.blockDim = dim3(nthr);
@@ -1153,26 +1646,44 @@ cudaError_t dec_launch(const FlashFwdParams& p, const DevInfo& di, cudaStream_t 
     attr[0].val.programmaticStreamSerializationAllowed = 1;
     lc.attrs = attr;
     lc.numAttrs = pdl ? 1 : 0;
-    return cudaLaunchKernelEx(&lc, kernel, a);
+    return cudaLaunchKernelEx(&lc, kernel, args...);
+  };
+  // The split kernel: the plan's (decode_tc_kernel) or its load variant (decode_async_kernel), as a
+  // programmatic dependent of the preceding grid or in plain stream order.
+  auto launch_split = [&](bool as_pdl) -> cudaError_t {
+    if (plan.akernel != nullptr) {
+      const int athreads = dec_threads(cfg);
+      if (as_pdl) return launch_pdl(plan.akernel, ctas, athreads, cfg.smem, a, plan.tmk, plan.tmv);
+      plan.akernel<<<static_cast<unsigned>(ctas), athreads, cfg.smem, stream>>>(a, plan.tmk, plan.tmv);
+    } else {
+      if (as_pdl) return launch_pdl(plan.kernel, ctas, threads, cfg.smem, a);
+      plan.kernel<<<static_cast<unsigned>(ctas), threads, cfg.smem, stream>>>(a);
+    }
+    return cudaGetLastError();
   };
   if (merge >= 2) {
     a.ws_cnt = reinterpret_cast<unsigned*>(static_cast<char*>(p.workspace) + dec_ws_cnt_off(s, splits));
     if (merge == 2) {
       err = cudaMemsetAsync(a.ws_cnt, 0, static_cast<size_t>(geom.base) * sizeof(unsigned), stream);
-      if (err == cudaSuccess) plan.kernel<<<static_cast<unsigned>(ctas), threads, cfg.smem, stream>>>(a);
+      if (err == cudaSuccess) err = launch_split(false);
     } else {
       dec_zero_counters<<<1, 256, 0, stream>>>(a.ws_cnt, geom.base);
       err = cudaGetLastError();
-      if (err == cudaSuccess) err = launch_pdl(plan.kernel, ctas, threads, cfg.smem);
+      if (err == cudaSuccess) err = launch_split(true);
     }
     return err != cudaSuccess ? err : cudaGetLastError();
   }
   if (merge == 1) {
-    plan.kernel<<<static_cast<unsigned>(ctas), threads, cfg.smem, stream>>>(a);
-    err = cudaGetLastError();
+    err = launch_split(false);
     if (err != cudaSuccess) return err;
-    err = launch_pdl(decode_merge_kernel<T, true>, merge_ctas, 128, 0);
+    err = launch_pdl(decode_merge_kernel<T, true>, merge_ctas, 128, 0, a);
     return err != cudaSuccess ? err : cudaGetLastError();
+  }
+  if (plan.akernel != nullptr) {
+    err = launch_split(false);
+    if (err != cudaSuccess || splits == 1) return err;
+    decode_merge_kernel<T><<<static_cast<unsigned>(merge_ctas), 128, 0, stream>>>(a);
+    return cudaGetLastError();
   }
 #endif
   plan.kernel<<<static_cast<unsigned>(ctas), threads, cfg.smem, stream>>>(a);

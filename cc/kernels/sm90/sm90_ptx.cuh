@@ -1,7 +1,10 @@
 // Hopper (sm_90a) building blocks as hand-written inline PTX: mbarriers, the tensor copy engine
 // (TMA, cp.async.bulk.tensor), shared-memory matrix descriptors for 128-byte-swizzled tiles, and
 // warpgroup MMA (wgmma.mma_async). Include only from sources compiled for sm_90a alone
-// (build_ops.py's SM90_KERNEL_SOURCES).
+// (build_ops.py's SM90_KERNEL_SOURCES). One exception: the mbarrier, TMA and bulk-copy helpers are
+// plain sm_90 PTX (no sm_90a feature), and the tuning builds' K/V-load variants of the decoding
+// kernel (sm80/flash_decode.cu, FA_DECODE_LOAD) use them from code compiled for every target,
+// behind __CUDA_ARCH__ >= 900 (nothing here is emitted unless called).
 //
 // Shared-memory tile layout used everywhere here (what TMA writes with CU_TENSOR_MAP_SWIZZLE_128B
 // for a box of {64 elements, rows}): a tile of R rows x C 16-bit columns (C a multiple of 64) is
@@ -72,6 +75,14 @@ __device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap* map
       " [%0], [%1, {%3, %4, %5, %6}], [%2];" ::"r"(dst),
       "l"(reinterpret_cast<uint64_t>(map)), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
       : "memory");
+}
+// `bytes` contiguous bytes (a multiple of 16; src and dst 16-byte aligned) from global memory to
+// shared memory at dst: the copy engine's 1D form (cp.async.bulk, no tensor map), completing
+// `bytes` of transactions on bar.
+__device__ __forceinline__ void bulk_load(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
+               "l"(reinterpret_cast<uint64_t>(src)), "r"(bytes), "r"(bar)
+               : "memory");
 }
 // Ordinary shared-memory stores made visible to the async proxy (wgmma / TMA reads).
 __device__ __forceinline__ void fence_proxy_async() {
