@@ -57,7 +57,8 @@ ENV = ("FA_DECODE_WARPS", "FA_DECODE_STAGES", "FA_DECODE_MODE", "FA_DECODE_CTAS"
 SPLITS = (2, 4, 8)
 SPLITS_UNITS = (8, 16, 32)
 VARIANTS = [
-    ("auto", {}, SPLITS),                                              # 4 warps x 3 stages, 2 CTAs/SM
+    ("auto", {}, SPLITS),                                              # the default build's plan (Hopper: tma)
+    ("cpasync", {}, SPLITS),                                           # 4 warps x 3 stages, 2 CTAs/SM
     ("w4s2", dict(FA_DECODE_WARPS=4, FA_DECODE_STAGES=2), SPLITS),     # 2 CTAs/SM, less in flight
     ("w4s4", dict(FA_DECODE_WARPS=4, FA_DECODE_STAGES=4), SPLITS),     # 1 CTA/SM
     ("w2s4", dict(FA_DECODE_WARPS=2, FA_DECODE_STAGES=4), (4, 8, 16)),  # 3 CTAs/SM
@@ -89,17 +90,20 @@ VARIANTS = [
     ("tma_cta_w6s3", dict(FA_DECODE_LOAD=3, FA_DECODE_WARPS=6, FA_DECODE_STAGES=3), (2, 3, 4)),  # 96-key stages, 1/SM
     ("tma_cta_w2s4", dict(FA_DECODE_LOAD=3, FA_DECODE_WARPS=2, FA_DECODE_STAGES=4), (4, 8, 16)),  # 3 CTAs/SM
 ]
+# The tma load is the default on Hopper (FA_DECODE_LOAD unset): every variant without a load of
+# its own runs the cp.async kernel (FA_DECODE_LOAD=0), as before that default.
+VARIANTS = [(n, e if n == "auto" or "FA_DECODE_LOAD" in e else dict(e, FA_DECODE_LOAD=0), sp) for n, e, sp in VARIANTS]
 # --quick: the default and the best merge variant of the 2026-12-01 sweep as references, then the
 # K/V-load variants (the 32-key and L2-hint variants measured then are in the full list).
-QUICK = ("auto", "fused_pdl", "bulk", "tma", "tma_cta", "tma_fused_pdl", "tma_cta_fused_pdl", "tma_w4s4",
+QUICK = ("auto", "cpasync", "fused_pdl", "bulk", "tma", "tma_cta", "tma_fused_pdl", "tma_cta_fused_pdl", "tma_w4s4",
          "tma_cta_w4s6", "tma_cta_w6s3", "tma_cta_w2s4")
 # Same arithmetic as the default (auto) at the same split count: must give the same bits.
 # (The load variants with 4 compute warps: the default's tiles per warp, whatever the stages.)
-BITWISE = ("merge_pdl", "fused_memset", "fused_pdl", "bulk", "tma", "tma_cta", "tma_fused_pdl", "tma_cta_fused_pdl",
+BITWISE = ("cpasync", "merge_pdl", "fused_memset", "fused_pdl", "bulk", "tma", "tma_cta", "tma_fused_pdl", "tma_cta_fused_pdl",
            "tma_w4s4", "tma_cta_w4s6")
 # Of those, the ones whose automatic split count may differ from the default's (another kernel's
 # occupancy): compared bitwise where the plans agree, the disagreement logged, not a failure.
-BITWISE_SAME_PLAN_ONLY = ("bulk", "tma", "tma_cta", "tma_fused_pdl", "tma_cta_fused_pdl", "tma_w4s4", "tma_cta_w4s6")
+BITWISE_SAME_PLAN_ONLY = ("cpasync", "bulk", "tma", "tma_cta", "tma_fused_pdl", "tma_cta_fused_pdl", "tma_w4s4", "tma_cta_w4s6")
 
 # (B, Tk, H, Hkv, Tq): the four bar shapes at Tq = 1, then Tq 4 and 16 at the first.
 SHAPES = [(8, 8192, 32, 8, 1), (8, 32768, 32, 8, 1), (1, 131072, 32, 8, 1), (64, 4096, 32, 32, 1),
@@ -225,14 +229,14 @@ def main():
     if h.decode_plan(probe_c, probe_t)["warps"] != 2:
         sys.exit(f"{args.lib}: not a tuning build (FA_DECODE_WARPS ignored); build with NVCC_EXTRA=-DFA_TUNING")
     # A tuning build older than the MERGE / KT variants ignores them: FA_DECODE_KT=32 must show in the plan.
-    set_variant({})
+    set_variant(dict(FA_DECODE_LOAD=0))  # the cp.async kernel (unset: tma on Hopper)
     smem16 = h.decode_plan(probe_c, probe_t)["smem_bytes"]
     set_variant(dict(FA_DECODE_KT=32))
     if h.decode_plan(probe_c, probe_t)["smem_bytes"] == smem16:
         sys.exit(f"{args.lib}: a tuning build without FA_DECODE_KT / FA_DECODE_MERGE; rebuild it (rm -rf {args.lib})")
     # The K/V-load variants (FA_DECODE_LOAD) change the shared memory too; they need sm_90 code in the
     # build (ARCHS with 90) and a compute-capability-9.x GPU, else the plan declines them silently.
-    if any("FA_DECODE_LOAD" in e for n, e, _ in variants):
+    if any(e.get("FA_DECODE_LOAD", 0) > 0 for n, e, _ in variants):
         set_variant(dict(FA_DECODE_LOAD=2))
         if h.decode_plan(probe_c, probe_t)["smem_bytes"] == smem16:
             sys.exit(f"{args.lib}: FA_DECODE_LOAD ignored: a tuning build older than the load variants (rebuild: "
@@ -243,7 +247,7 @@ def main():
     # reported and left out instead of ending the sweep.
     crashed = {}
     if not (args.check_only or args.no_check or args.no_preflight):
-        crashed = preflight(os.path.abspath(args.lib), [n for n, e, _ in variants if "FA_DECODE_LOAD" in e], log)
+        crashed = preflight(os.path.abspath(args.lib), [n for n, e, _ in variants if e.get("FA_DECODE_LOAD", 0) > 0 or n == "auto"], log)
     ok_variants = []
     for name, env, _ in variants:
         if name in crashed:

@@ -36,10 +36,13 @@
 // head, row tile) last (a counter per unit in the workspace, zeroed before the grid) merges its
 // rows with the merge kernel's code, splits in the same order (the same bits); see
 // dec_fused_merge. And 32-key tiles (FA_DECODE_KT=32): one wait and one softmax step per 32 keys.
-// And K/V brought by the Hopper copy engine instead of cp.async (FA_DECODE_LOAD, compute
-// capability 9.x only; decode_async_kernel): bulk copies of key rows, tensor-map (TMA) boxes per
-// warp, or TMA stages shared by the CTA's warps and filled by a producer warp; the same tiles per
-// warp and the same arithmetic (the same bits as the default at the same warps and splits).
+// On compute capability 9.x (16-bit, head-dim bucket 128, 16-byte aligned k / v) K and V are brought
+// by the Hopper copy engine instead of cp.async: decode_async_kernel with LOAD 2 (tma) is the
+// default there (benchmarks/RESULTS.md "Decoding": 0.92x-1.52x FlashAttention-2's bandwidth at the
+// four bar shapes against 0.87x-1.43x with cp.async). Its K/V loads (FA_DECODE_LOAD in tuning
+// builds): tensor-map (TMA) boxes per warp (2, the default), bulk copies of key rows (1), or TMA
+// stages shared by the CTA's warps and filled by a producer warp (3); the same tiles per warp and
+// the same arithmetic as the cp.async kernel (the same bits at the same warps and splits).
 //
 // Splits: a forced params.num_splits (clamped to 256 and to the key tiles of Tk), else chosen
 // from the shape and the GPU (SM count and CTAs per SM, queried once per device and cached):
@@ -69,9 +72,17 @@
 #include "cc/kernels/common/flash_cuda_common.cuh"
 #include "cc/kernels/common/flash_cuda_internal.h"
 #include "cc/kernels/sm80/flash_fwd_tile.cuh"
-#ifdef FA_TUNING
-// The load variants (FA_DECODE_LOAD): tensor maps (host) and the mbarrier / TMA / bulk-copy PTX
-// helpers (sm_90 PTX, used behind __CUDA_ARCH__ >= 900 only).
+// decode_async_kernel (K/V by the Hopper copy engine) is built where the library has sm_90 code
+// (FA_HAS_SM90) and in tuning builds: LOAD 2 (tma) is the default kernel on compute capability 9.x
+// for 16-bit inputs in the head-dim bucket 128; LOAD 1 and 3 and the merge variants are tuning-only.
+#if defined(FA_TUNING) || defined(FA_HAS_SM90)
+#define FA_DECODE_ASYNC 1
+#else
+#define FA_DECODE_ASYNC 0
+#endif
+#if FA_DECODE_ASYNC
+// Tensor maps (host) and the mbarrier / TMA / bulk-copy PTX helpers (sm_90 PTX, used behind
+// __CUDA_ARCH__ >= 900 only).
 #include "cc/kernels/sm90/sm90_host.cuh"
 #include "cc/kernels/sm90/sm90_ptx.cuh"
 #endif
@@ -871,8 +882,10 @@ __global__ void dec_zero_counters(unsigned* cnt, int64_t n) {
   dec_griddep_launch();
   for (int64_t x = threadIdx.x; x < n; x += blockDim.x) cnt[x] = 0u;
 }
+#endif
+#if FA_DECODE_ASYNC
 
-// ---- Tuning builds: K/V brought by the Hopper copy engine (FA_DECODE_LOAD) --------------------
+// ---- K/V brought by the Hopper copy engine (FA_DECODE_LOAD; LOAD 2 the default on 9.x) -------
 // The H200 figures (benchmarks/RESULTS.md "Decoding") put the default kernel's steady state at
 // about 4.1 TB/s (FA2 4.7, cuDNN 4.6 at B = 64) whatever the warps x stages (4x2 and 4x3 give the
 // same, 73 and 107 KiB), the L2 hints or the layout ([B, Hkv, Tk, D] +2.5 %): not a lack of bytes
@@ -1319,8 +1332,8 @@ DecCfg dec_config_auto(const DevInfo& di) {
   return {1, 2, L::bytes(1, 2)};
 }
 
-#ifdef FA_TUNING
-// Shared memory of decode_async_kernel (tuning builds' FA_DECODE_LOAD) with nw compute warps and
+#if FA_DECODE_ASYNC
+// Shared memory of decode_async_kernel (FA_DECODE_LOAD in tuning builds, LOAD 2 by default) with nw compute warps and
 // ns stages, and its automatic choice as dec_config_auto's: 4 warps, the most stages (up to
 // kDecMaxStages) with two CTAs per SM, else one, else fewer warps.
 size_t dec_async_smem(int load, int nw, int ns) { return dec_async_layout(load, nw, ns).alloc; }
@@ -1342,8 +1355,8 @@ DecCfg dec_config_async_auto(const DevInfo& di, int load) {
 // hint, 3 / 5 warp units with the hint), FA_DECODE_CTAS=1 (shared memory padded so that one
 // CTA fits on an SM) apply with them or with the automatic choice. FA_DECODE_MERGE (1-3, see
 // DecCfg::merge) and FA_DECODE_KT=32 (32-key tiles) apply to HD 128 16-bit without MODE.
-// FA_DECODE_LOAD (1 bulk, 2 tma, 3 tma_cta: decode_async_kernel's K/V loads) applies to HD 128
-// 16-bit without MODE and KT=32, with MERGE, WARPS (tma_cta: compute warps, one producer warp
+// FA_DECODE_LOAD (1 bulk, 2 tma, 3 tma_cta: decode_async_kernel's K/V loads; unset: 2, the
+// default build's choice; 0: the cp.async kernel) applies to HD 128 16-bit without MODE and KT=32, with MERGE, WARPS (tma_cta: compute warps, one producer warp
 // more), STAGES and CTAS, when async_ok (dec_async_ok: the device and the tensors allow it).
 template <int HD, int ESIZE, int ROWS>
 DecCfg dec_config(const DevInfo& di, bool async_ok = false) {
@@ -1358,7 +1371,8 @@ DecCfg dec_config(const DevInfo& di, bool async_ok = false) {
   if (merge >= 2) tm |= kDecFused;
   if (merge == 1 || merge == 3) tm |= kDecPdl;
   if (kt32) tm |= kDecKt32;
-  int load = tuning_cfg("FA_DECODE_LOAD");
+  // Unset: the default build's choice (tma where async_ok); 0: the cp.async kernel.
+  int load = getenv("FA_DECODE_LOAD") ? tuning_cfg("FA_DECODE_LOAD") : kDecLoadTma;
   if (load < kDecLoadBulk || load > kDecLoadTmaCta || !tc128 || !async_ok || (tm & (7 | kDecKt32)) != 0) load = 0;
   DecCfg c{0, 0, 0, tm, merge};
   c.load = load;
@@ -1378,6 +1392,15 @@ DecCfg dec_config(const DevInfo& di, bool async_ok = false) {
   if (tuning_cfg("FA_DECODE_CTAS") == 1 && c.smem <= static_cast<size_t>(di.smem_sm) / 2)
     c.smem = static_cast<size_t>(di.smem_sm) / 2 + 1024;  // two no longer fit
   if (c.smem <= static_cast<size_t>(di.smem_block)) return c;
+#elif FA_DECODE_ASYNC
+  // The default on compute capability 9.x (16-bit, HD 128, async_ok): K and V by the tensor copy
+  // engine (tma), warps and stages as dec_config_auto's (H200: 4 x 3, two CTAs per SM).
+  if (async_ok && HD == 128 && ESIZE == 2) {
+    const DecCfg d = dec_config_async_auto(di, kDecLoadTma);
+    DecCfg c{d.warps, d.stages, d.smem};
+    c.load = kDecLoadTma;
+    if (c.smem <= static_cast<size_t>(di.smem_block)) return c;
+  }
 #endif
   return dec_config_auto<HD, ESIZE, ROWS>(di);
 }
@@ -1463,7 +1486,7 @@ bool dec_vec_in(const FlashFwdParams& p) {
          s.v_stride[2] % kVec == 0 && aligned_to(p.q, 16) && aligned_to(p.k, 16) && aligned_to(p.v, 16);
 }
 
-#ifdef FA_TUNING
+#if FA_DECODE_ASYNC
 // Whether decode_async_kernel can take these params on this device (the rest of its conditions:
 // dec_config): a build with sm_90 code (FA_HAS_SM90: its device code is empty below sm_90) on
 // compute capability 9.x, 16-bit, 16-byte loads (TMA: base and strides multiples of 16 bytes;
@@ -1495,6 +1518,10 @@ DecAsyncKernel dec_async_pick(int merge_bits) {
 template <typename T, int HD>
 DecAsyncKernel dec_async_kernel_for(const DecCfg& cfg) {
   if constexpr (HD == 128 && sizeof(T) == 2) {
+#ifndef FA_TUNING
+    // The default build instantiates the default alone (tma, the merge kernel).
+    return cfg.load == kDecLoadTma && cfg.mode == 0 ? decode_async_kernel<T, HD, kDecLoadTma, 0> : nullptr;
+#else
     if ((cfg.mode & ~(kDecFused | kDecPdl)) != 0) return nullptr;
     switch (cfg.load) {
       case kDecLoadBulk: return dec_async_pick<T, HD, kDecLoadBulk>(cfg.mode);
@@ -1502,6 +1529,7 @@ DecAsyncKernel dec_async_kernel_for(const DecCfg& cfg) {
       case kDecLoadTmaCta: return dec_async_pick<T, HD, kDecLoadTmaCta>(cfg.mode);
       default: return nullptr;
     }
+#endif
   }
   return nullptr;
 }
@@ -1516,7 +1544,7 @@ struct DecPlan {
   DecCfg cfg;
   DecGeom geom;
   int splits, ctas_per_sm;
-#ifdef FA_TUNING
+#if FA_DECODE_ASYNC
   DecAsyncKernel akernel = nullptr;  // set: the load variant (cfg.load) runs instead of kernel
   CUtensorMap tmk, tmv;              // its K / V tensor maps (tma, tma_cta)
 #endif
@@ -1531,13 +1559,14 @@ cudaError_t dec_plan(const FlashFwdParams& p, const DevInfo& di, DecPlan* plan) 
   } else {
     plan->kernel = decode_simt_kernel<HD>;
   }
-#ifdef FA_TUNING
+#if FA_DECODE_ASYNC
   plan->cfg = dec_config<HD, ESIZE, ROWS>(di, kTc && HD == 128 && dec_async_ok(p, di));
 #else
   plan->cfg = dec_config<HD, ESIZE, ROWS>(di);
 #endif
-#ifdef FA_TUNING
+#if FA_DECODE_ASYNC
   if constexpr (kTc && HD == 128) {
+#ifdef FA_TUNING
     switch (plan->cfg.mode) {
       case 1: plan->kernel = decode_tc_kernel<T, HD, 1>; break;
       case 2: plan->kernel = decode_tc_kernel<T, HD, 2>; break;
@@ -1555,6 +1584,7 @@ cudaError_t dec_plan(const FlashFwdParams& p, const DevInfo& di, DecPlan* plan) 
         break;
       default: break;
     }
+#endif
     // The load variants: tensor maps (box rows: a warp's tile, or tma_cta's stage); declined to the
     // configuration without FA_DECODE_LOAD (the same merge variant) if the driver refuses a map.
     if (plan->cfg.load != 0) {
@@ -1577,7 +1607,7 @@ cudaError_t dec_plan(const FlashFwdParams& p, const DevInfo& di, DecPlan* plan) 
   if (err != cudaSuccess) return err;
   plan->ctas_per_sm = dec_ctas_per_sm(reinterpret_cast<const void*>(plan->kernel), plan->cfg.warps * 32,
                                       plan->cfg.smem);
-#ifdef FA_TUNING
+#if FA_DECODE_ASYNC
   if (plan->akernel != nullptr) {
     err = set_dynamic_smem(plan->akernel, static_cast<int>(plan->cfg.smem));
     if (err != cudaSuccess) return err;
@@ -1679,8 +1709,11 @@ cudaError_t dec_launch(const FlashFwdParams& p, const DevInfo& di, cudaStream_t 
     err = launch_pdl(decode_merge_kernel<T, true>, merge_ctas, 128, 0, a);
     return err != cudaSuccess ? err : cudaGetLastError();
   }
-  if (plan.akernel != nullptr) {
-    err = launch_split(false);
+#endif
+#if FA_DECODE_ASYNC
+  if (plan.akernel != nullptr) {  // the load variant, then the merge kernel as below
+    plan.akernel<<<static_cast<unsigned>(ctas), dec_threads(cfg), cfg.smem, stream>>>(a, plan.tmk, plan.tmv);
+    err = cudaGetLastError();
     if (err != cudaSuccess || splits == 1) return err;
     decode_merge_kernel<T><<<static_cast<unsigned>(merge_ctas), 128, 0, stream>>>(a);
     return cudaGetLastError();
