@@ -395,7 +395,7 @@ def phase_bench(h, log, quick):
     return rows
 
 
-VARIANT_CASES = [c for c in NUM_CASES if c["D"] == 128 and not c.get("dropout")]
+VARIANT_CASES = [c for c in NUM_CASES if c["D"] in (64, 128) and not c.get("dropout")]
 
 
 def variant_names(h):
@@ -475,47 +475,46 @@ def phase_vbench(h, log):
     import triton.testing as tt
     rows = []
     variants = [0] + variant_names(h)
-    D, H = 128, 16
-    for T in (4096, 16384):
-        for causal in (False, True):
-            B = 16384 // T
-            c = dict(B=B, Tq=T, Tk=T, H=H, D=D, causal=causal)
-            gen = torch.Generator(device=DEV)
-            gen.manual_seed(1)
-            t = make_inputs(c, torch.bfloat16, gen)
-            fl = 4 * B * H * T * T * D / (2 if causal else 1)
-            r = dict(B=B, T=T, H=H, D=D, causal=causal, dtype="bfloat16")
-            h.m.set_sm90(1)
-            for v in variants + [0]:
-                h.m.set_sm90_fwd_variant(v)
-                run_fwd(h, c, t)
-                ran = h.m.sm90_info()["last_fwd_variant"]
-                ms = tt.do_bench(lambda: h.fwd(c, t), warmup=25, rep=100, return_mode="median")
-                key = f"v{v}_fwd_ms" if f"v{v}_fwd_ms" not in r else f"v{v}_again_fwd_ms"
-                r[key] = ms
-                if ran != v:
-                    r[f"v{v}_ran"] = ran
-            h.m.set_sm90_fwd_variant(-1)
-            h.m.set_sm90(0)
-            r["sm80_fwd_ms"] = tt.do_bench(lambda: h.fwd(c, t), warmup=25, rep=100, return_mode="median")
-            h.m.set_sm90(-1)
-            r.update(sdpa_fwd_ms(t, causal))
-            for k in list(r):
-                if k.endswith("_fwd_ms"):
-                    r[k.replace("_ms", "_tflops")] = round(fl / r[k] / 1e9, 1)
-            rows.append(r)
-            print("VBENCH " + json.dumps(r), file=log, flush=True)
-            del t
+    for D, T, causal in [(D, T, causal) for D in (128, 64) for T in (4096, 16384) for causal in (False, True)]:
+        H = 2048 // D
+        B = 16384 // T
+        c = dict(B=B, Tq=T, Tk=T, H=H, D=D, causal=causal)
+        gen = torch.Generator(device=DEV)
+        gen.manual_seed(1)
+        t = make_inputs(c, torch.bfloat16, gen)
+        fl = 4 * B * H * T * T * D / (2 if causal else 1)
+        r = dict(B=B, T=T, H=H, D=D, causal=causal, dtype="bfloat16")
+        h.m.set_sm90(1)
+        for v in variants + [0]:
+            h.m.set_sm90_fwd_variant(v)
+            run_fwd(h, c, t)
+            ran = h.m.sm90_info()["last_fwd_variant"]
+            ms = tt.do_bench(lambda: h.fwd(c, t), warmup=25, rep=100, return_mode="median")
+            key = f"v{v}_fwd_ms" if f"v{v}_fwd_ms" not in r else f"v{v}_again_fwd_ms"
+            r[key] = ms
+            if ran != v:
+                r[f"v{v}_ran"] = ran
+        h.m.set_sm90_fwd_variant(-1)
+        h.m.set_sm90(0)
+        r["sm80_fwd_ms"] = tt.do_bench(lambda: h.fwd(c, t), warmup=25, rep=100, return_mode="median")
+        h.m.set_sm90(-1)
+        r.update(sdpa_fwd_ms(t, causal))
+        for k in list(r):
+            if k.endswith("_fwd_ms"):
+                r[k.replace("_ms", "_tflops")] = round(fl / r[k] / 1e9, 1)
+        rows.append(r)
+        print("VBENCH " + json.dumps(r), file=log, flush=True)
+        del t
     names = [f"v{v}" for v in variants] + ["v0_again", "sm80", "flash", "cudnn"]
     dflt = h.m.sm90_info().get("fwd_default_variant", 0)
-    print(f"\nTFLOP/s forward, D = 128, bf16, by schedule (v{dflt} = default; v0 = the first schedule, "
+    print(f"\nTFLOP/s forward, bf16, by schedule (v{dflt} = the default at D = 128; v0 = the first schedule, "
           "v0_again: v0 timed last)", file=log)
-    print("  T      causal " + " ".join(f"{n:<8}" for n in names) + " best/cuDNN", file=log)
+    print("  D    T      causal " + " ".join(f"{n:<8}" for n in names) + " best/cuDNN", file=log)
     for r in rows:
         vals = [r.get(f"{n}_fwd_tflops") for n in names]
         best = max(r.get(f"v{v}_fwd_tflops", 0) for v in variants)
         cu = r.get("cudnn_fwd_tflops")
-        print(f"  {r['T']:<6} {int(r['causal']):<6} " + " ".join(f"{v if v else '-':<8}" for v in vals) +
+        print(f"  {r['D']:<4} {r['T']:<6} {int(r['causal']):<6} " + " ".join(f"{v if v else '-':<8}" for v in vals) +
               f" {round(best / cu, 2) if cu else '-'}" +
               "".join(f"  (v{v} ran {r[f'v{v}_ran']})" for v in variants if f"v{v}_ran" in r), file=log, flush=True)
     return rows

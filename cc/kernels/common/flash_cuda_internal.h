@@ -140,16 +140,17 @@ bool enabled();
 void set_enabled(int mode);
 // Launches of the sm90 forward so far in this process (to check which path ran).
 int64_t fwd_launches();
-// Schedules of the plain (no-dropout) D = 128 forward (flash_fwd_sm90.cu's kSched; 0 is the first
-// schedule, the reference of the bitwise checks; fwd_default_variant(), 5, the default):
-// fwd_variants() of them. fwd_variant() is TF_FLASHATTN_SM90_FWD_VARIANT (read once; any of
-// 0 .. fwd_variants() - 1, 0 included; the default when unset, empty, not a number or out of range)
-// unless set_fwd_variant(v) overrides it (v < 0: back to the environment; false, nothing changed,
-// when v >= fwd_variants()). Other shapes (D = 64, 256) and dropout always take variant 0.
-// last_fwd_variant(): the schedule of the last launch (-1 before any).
+// Schedules of the plain (no-dropout) D = 64 and D = 128 forward (flash_fwd_sm90.cu's kSched; 0 is
+// the first schedule, the reference of the bitwise checks; fwd_default_variant(), 5, the default at
+// D = 128, and at D = 64 too): fwd_variants() of them. fwd_variant_for(d) is TF_FLASHATTN_SM90_FWD_VARIANT (read once;
+// any of 0 .. fwd_variants() - 1, 0 included; head dim d's default when unset, empty, not a number
+// or out of range) unless set_fwd_variant(v) overrides it (v < 0: back to the environment; false,
+// nothing changed, when v >= fwd_variants()); fwd_variant() is fwd_variant_for(128). D = 256 and
+// dropout always take variant 0. last_fwd_variant(): the schedule of the last launch (-1 before any).
 int fwd_variants();
 int fwd_default_variant();
 int fwd_variant();
+int fwd_variant_for(int d);
 bool set_fwd_variant(int v);
 int last_fwd_variant();
 // Self-test of the building blocks, one at a time (which: 0 TMA load into a 128-byte-swizzled

@@ -65,14 +65,16 @@
 //   wise (invalid rows and rows past q_lengths see no key: O = 0, lse = -inf).
 //   Dropout (the <DROP = true> instantiation): P *= keep * keep_scale after the row sum, one Philox
 //   call per 8 elements on the m16n8 fragment that each warp's part of the m64nN accumulator is.
-// Schedules (kSched below; the plain kernel at D = 128 only, picked at run time by
+// Schedules (kSched below; the plain kernel at D = 64 and 128, picked at run time by
 // TF_FLASHATTN_SM90_FWD_VARIANT or the harness's set_sm90_fwd_variant): variant 0 is the schedule
 // above; the others add 3 K/V stages, the softmax / next-tile QK^T overlap inside a warpgroup, the
 // two consumer warpgroups' ping-pong (named barriers), O stored through shared memory by TMA. The
 // default is variant 5 (all four; kDefaultVariant): on the H200 (gpu_run.sh sm90, phase vbench,
 // bf16, H = 16, B*T = 16384) 463 / 412 / 484 / 465 TFLOP/s against variant 0's 419 / 355 / 438 /
 // 432 at T = 4096 / 4096 causal / 16384 / 16384 causal, with O and lse equal to variant 0's bit for
-// bit. D = 64, D = 256 and dropout keep the schedule above (variant 0).
+// bit. At D = 64 variant 5 is the default too: 277 / 245 / 291 / 285 against variant 0's 261 / 232
+// / 274 / 270 (H = 32; still below the sm80 kernel's 290 / 298 without a causal mask). D = 256 and
+// dropout keep the schedule above (variant 0).
 // Not yet here (issue 16): a persistent grid with a causal-balancing tile scheduler, dense mask /
 // bias / soft-cap.
 #include <cuda.h>
@@ -112,8 +114,9 @@ constexpr int kProducerRegs = 24;
 constexpr int kConsumerRegs = 240;
 static_assert(128 * kProducerRegs + 128 * kConsumers * kConsumerRegs <= 65536, "register file");
 
-// Schedules of the consumer warpgroups, chosen at run time by fwd_variant() for the plain (no-dropout)
-// kernel at D = 128 (default kDefaultVariant = 5); every other instantiation is variant 0, the first
+// Schedules of the consumer warpgroups, chosen at run time by fwd_variant_for(D) for the plain
+// (no-dropout) kernel at D = 64 and 128 (defaults kDefaultVariantD64 and kDefaultVariant, both 5);
+// every other instantiation is variant 0, the first
 // schedule, measured on the H200 at dab104b and the reference of the bitwise checks. The others
 // apply FlashAttention-3's ideas to it:
 //   stages     K/V ring depth (3 at D = 128: 32 KiB Q + 3 x 64 KiB K/V = 224 KiB of the 227 allowed)
@@ -130,7 +133,7 @@ struct Sched {
   bool overlap, pingpong, tma_store;
 };
 constexpr Sched kSched[] = {
-    {2, false, false, false},  // 0: the first schedule (D = 64 and dropout always run it)
+    {2, false, false, false},  // 0: the first schedule (D = 256 and dropout always run it)
     {3, false, false, false},  // 1
     {2, true, false, false},   // 2
     {2, true, true, false},    // 3
@@ -139,7 +142,8 @@ constexpr Sched kSched[] = {
     {2, true, true, true},     // 6
 };
 constexpr int kNumVariants = sizeof(kSched) / sizeof(kSched[0]);
-constexpr int kDefaultVariant = 5;
+constexpr int kDefaultVariant = 5;     // D = 128
+constexpr int kDefaultVariantD64 = 5;  // D = 64
 static_assert(kDefaultVariant >= 0 && kDefaultVariant < kNumVariants, "the default is one of kSched");
 
 template <int D, int kStages = 2, int kBc = kKeyTile<D>>
@@ -544,18 +548,20 @@ cudaError_t launch(const FlashFwdParams& p, cudaStream_t stream) {
   return err;
 }
 
-// The plain D = 128 kernel with schedule v (kSched; fwd_variant() keeps v in range).
-template <typename T>
-cudaError_t launch_d128_plain(const FlashFwdParams& p, cudaStream_t stream, int v) {
+// The plain (no-dropout) kernel at D = 64 or 128 with schedule v (kSched; fwd_variant() keeps v in
+// range).
+template <typename T, int D>
+cudaError_t launch_plain(const FlashFwdParams& p, cudaStream_t stream, int v) {
   static_assert(kNumVariants == 7, "one case per schedule");
+  static_assert(D == 64 || D == 128, "D = 256 runs schedule 0 only");
   switch (v) {
-    case 1: return launch<T, 128, false, 1>(p, stream);
-    case 2: return launch<T, 128, false, 2>(p, stream);
-    case 3: return launch<T, 128, false, 3>(p, stream);
-    case 4: return launch<T, 128, false, 4>(p, stream);
-    case 5: return launch<T, 128, false, 5>(p, stream);
-    case 6: return launch<T, 128, false, 6>(p, stream);
-    default: return launch<T, 128, false, 0>(p, stream);  // v == 0
+    case 1: return launch<T, D, false, 1>(p, stream);
+    case 2: return launch<T, D, false, 2>(p, stream);
+    case 3: return launch<T, D, false, 3>(p, stream);
+    case 4: return launch<T, D, false, 4>(p, stream);
+    case 5: return launch<T, D, false, 5>(p, stream);
+    case 6: return launch<T, D, false, 6>(p, stream);
+    default: return launch<T, D, false, 0>(p, stream);  // v == 0
   }
 }
 
@@ -577,19 +583,22 @@ int fwd_variants() { return kNumVariants; }
 
 int fwd_default_variant() { return kDefaultVariant; }
 
-int fwd_variant() {
+int fwd_variant() { return fwd_variant_for(128); }
+
+int fwd_variant_for(int d) {
   const int o = g_variant_override.load(std::memory_order_relaxed);
   if (o >= 0) return o;
   // TF_FLASHATTN_SM90_FWD_VARIANT: a whole decimal number in [0, kNumVariants) selects that
-  // schedule, 0 included; unset, empty or anything else is the default.
+  // schedule, 0 included; unset, empty or anything else is the head dim's default.
   static const int env_v = [] {
     const char* v = getenv("TF_FLASHATTN_SM90_FWD_VARIANT");
-    if (!v || !*v) return kDefaultVariant;
+    if (!v || !*v) return -1;
     char* end = nullptr;
     const long x = strtol(v, &end, 10);
-    return *end == '\0' && x >= 0 && x < kNumVariants ? static_cast<int>(x) : kDefaultVariant;
+    return *end == '\0' && x >= 0 && x < kNumVariants ? static_cast<int>(x) : -1;
   }();
-  return env_v;
+  if (env_v >= 0) return env_v;
+  return d == 64 ? kDefaultVariantD64 : kDefaultVariant;
 }
 
 bool set_fwd_variant(int v) {
@@ -626,10 +635,14 @@ cudaError_t fwd_drop(const FlashFwdParams& p, cudaStream_t stream) {
     return bf16 ? launch<__nv_bfloat16, 256, DROP>(p, stream) : launch<__half, 256, DROP>(p, stream);
   if (p.shape.D == 128) {
     if constexpr (!DROP) {
-      const int v = fwd_variant();
-      return bf16 ? launch_d128_plain<__nv_bfloat16>(p, stream, v) : launch_d128_plain<__half>(p, stream, v);
+      const int v = fwd_variant_for(128);
+      return bf16 ? launch_plain<__nv_bfloat16, 128>(p, stream, v) : launch_plain<__half, 128>(p, stream, v);
     }
     return bf16 ? launch<__nv_bfloat16, 128, DROP>(p, stream) : launch<__half, 128, DROP>(p, stream);
+  }
+  if constexpr (!DROP) {
+    const int v = fwd_variant_for(64);
+    return bf16 ? launch_plain<__nv_bfloat16, 64>(p, stream, v) : launch_plain<__half, 64>(p, stream, v);
   }
   return bf16 ? launch<__nv_bfloat16, 64, DROP>(p, stream) : launch<__half, 64, DROP>(p, stream);
 }
