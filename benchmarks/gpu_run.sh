@@ -15,7 +15,8 @@
 #             memcheck of small cases; then the schedules of the D = 128 forward (TF_FLASHATTN_SM90_FWD_VARIANT,
 #             default 5; phases variants: numerics of each and bitwise equality with variant 0, the first
 #             schedule, vbench: TFLOP/s of each next to FA2 and cuDNN, vsanitize under memcheck) (~6 min).
-#             SM90_PHASES (default all) limits the sm90_check.py phases, e.g. SM90_PHASES=variants,vbench.
+#             SM90_PHASES (default all) limits the sm90_check.py phases, e.g. SM90_PHASES=variants,vbench;
+#             racecheck and synccheck (compute-sanitizer's tools on the sanitize cases) run only when named.
 #             Files: OUT/sm90_summary.log and OUT/sm90.tar.gz (logs and JSON)
 #   sm90bwd   no TensorFlow needed: the Hopper backward (cc/kernels/sm90/flash_bwd_sm90.cu): harness
 #             build (ARCHS=90), ptxas report and SASS counts, benchmarks/sm90_bwd_check.py's phases
@@ -24,7 +25,7 @@
 #             validity) and dropout (0.1, 0.5; with an exact keep-mask check through dV), each case
 #             must launch the sm90 backward; backward TFLOP/s vs sm80, FA2 and cuDNN, with a dropout
 #             0.1 row) and compute-sanitizer memcheck of small cases (~6 min). SM90BWD_PHASES (default
-#             selftest,numerics,bench,sanitize) limits the phases; SM90BWD_BUDGET (default 560 s) caps
+#             selftest,numerics,bench,sanitize; racecheck, synccheck on request) limits the phases; SM90BWD_BUDGET (default 560 s) caps
 #             the phases' timeouts together (a timed-out phase names its last case). Files:
 #             OUT/sm90bwd_summary.log and OUT/sm90bwd.tar.gz
 #   tune      no TensorFlow needed: the harness build, tile-configuration timings at T=16384 (D=64,
@@ -144,6 +145,15 @@ if [[ ,$what, == *,sm90,* ]]; then (
       --phase vsanitize --lib $hb > $d/vmemcheck.log 2>&1; echo "variants memcheck rc=$? ($((SECONDS - t0)) s)" | tee -a $d/vmemcheck.log
     grep -E "ERROR SUMMARY|Invalid|^FAIL|^variant " $d/vmemcheck.log | head -12
   fi
+  # Opt-in (not in the default phases): the sanitize cases under racecheck (shared-memory hazards)
+  # and synccheck (barrier misuse), e.g. SM90_PHASES=racecheck,synccheck.
+  for tool in racecheck synccheck; do
+    has_ph $tool || continue
+    t0=$SECONDS
+    timeout -k 5 200 compute-sanitizer --tool $tool --print-limit 20 python3 benchmarks/sm90_check.py \
+      --phase sanitize --lib $hb > $d/$tool.log 2>&1; echo "$tool rc=$? ($((SECONDS - t0)) s)" | tee -a $d/$tool.log
+    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|hazard|Barrier|^FAIL" $d/$tool.log | head -12
+  done
 ) 2>&1 | tee $OUT/sm90_summary.log
   tar -C $OUT -czf $OUT/sm90.tar.gz sm90 && rm -rf $OUT/sm90
 fi
@@ -190,6 +200,18 @@ if [[ ,$what, == *,sm90bwd,* ]]; then (
     if (( rc == 124 || rc == 137 )); then grep "^RUNNING" $d/memcheck.log | tail -1 | sed 's/^/  timed out in: /'; fi
     grep -E "ERROR SUMMARY|Invalid|^FAIL|^PASS|numerics:" $d/memcheck.log | cut -c1-300 | head -20
   fi
+  # Opt-in (not in the default phases): the sanitize cases under racecheck (shared-memory hazards)
+  # and synccheck (barrier misuse), e.g. SM90BWD_PHASES=racecheck,synccheck.
+  for tool in racecheck synccheck; do
+    [[ ,$phases, == *,$tool,* ]] || continue
+    lim=$(cap 200)
+    (( lim < 15 )) && { echo "$tool skipped: SM90BWD_BUDGET spent"; continue; }
+    t0=$SECONDS
+    timeout -k 5 $lim compute-sanitizer --tool $tool --print-limit 20 python3 benchmarks/sm90_bwd_check.py \
+      --phase sanitize --lib $hb > $d/$tool.log 2>&1
+    echo "$tool rc=$? ($((SECONDS - t0)) s of $lim)" | tee -a $d/$tool.log
+    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|hazard|Barrier|^FAIL" $d/$tool.log | cut -c1-300 | head -12
+  done
 ) 2>&1 | tee $OUT/sm90bwd_summary.log
   tar -C $OUT -czf $OUT/sm90bwd.tar.gz sm90bwd && rm -rf $OUT/sm90bwd
 fi
