@@ -126,7 +126,7 @@ if [[ ,$what, == *,sm90,* ]]; then (
     timeout -k 5 ${ph#*:} python3 benchmarks/sm90_check.py --phase ${ph%%:*} --lib $hb --out $d > $d/${ph%%:*}.log 2>&1
     rc=$?
     echo "phase ${ph%%:*} rc=$rc ($((SECONDS - t0)) s)" | tee -a $d/${ph%%:*}.log
-    # numerics runs the D = 256 cases (not yet checked on a GPU) last: when it timed out or died, the
+    # numerics runs the D = 256 cases (the newest kernel) last: when it timed out or died, the
     # later phases leave D = 256 out (a hung kernel would otherwise eat bench's and memcheck's limits).
     if [[ ${ph%%:*} == numerics && $rc != 0 ]]; then
       export SM90_SKIP_D256=1; echo "numerics rc=$rc: SM90_SKIP_D256=1 for the later phases"

@@ -17,7 +17,7 @@ others' answers):
             ones, bf16 and fp16, against a float64 torch reference; the error bar is the same-precision
             unfused reference's error (ours <= 2x that + a floor, as kernel_harness_check.py). Each case
             also checks that the sm90 path ran (launch counter) and compares with our sm80 forward.
-            D = 256 (64-key tiles, not yet checked on a GPU when these cases were written): the "_d256"
+            D = 256 (64-key tiles; first passed on the H200 on 2026-12-01): the "_d256"
             cases, tile edges 63 / 65 / 127 / 129, causal both alignments, a KV-cache offset, every
             index mask, GQA, fully masked rows, strided q/k/v, dropout (and two exact-mask cases); they
             run after every other case, and SM90_SKIP_D256=1 leaves them out of numerics, bench and
@@ -101,7 +101,7 @@ NUM_CASES = [
          offset=40, seed=(3, 9)),
     dict(name="dropout_masks", B=3, Tq=300, Tk=400, H=2, D=128, dropout=0.1, causal=True, offset=100, wl=200,
          qlen=True, klen=True, kvalid=True, qvalid=True, seed=(11, 12)),
-    # Head dim 256 (64-key tiles, schedule 0; NOT yet checked on a GPU): sizes one off the 64- and
+    # Head dim 256 (64-key tiles, schedule 0): sizes one off the 64- and
     # 128-tile edges, causal both alignments and a KV-cache offset, the index masks, GQA, rows that
     # see no key, dropout, strided q/k/v. The poison cases use 64-key granularity here (poisoned()).
     dict(name="odd_d256", B=2, Tq=113, Tk=203, H=3, D=256),
@@ -592,8 +592,8 @@ def main():
     if args.phase == "selftest":
         rows = phase_selftest(h, log)
     elif args.phase == "numerics":
-        # The checked head dims (and their exact dropout cases) first, D = 256 (not yet run on a GPU)
-        # last: a hang or crash there loses none of the others' lines.
+        # D = 64 / 128 (and their exact dropout cases) first, D = 256 (the newest kernel) last: a hang
+        # or crash there loses none of the others' lines.
         dts = (torch.bfloat16, torch.float16)
         rows = phase_numerics(h, log, [c for c in NUM_CASES if c["D"] != 256], dts)
         rows += phase_drop_exact(h, log, [c for c in DROP_EXACT_CASES if c["D"] != 256], dts)

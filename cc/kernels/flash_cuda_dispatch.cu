@@ -2,7 +2,7 @@
 // check the device and the shape, then pick the target's kernels:
 //   few query rows (any GPU)            -> sm80/flash_decode.cu (flash-decoding, key splits)
 //   float32                             -> sm80/flash_fwd_tf32.cu (allow_tf32) or sm80/flash_fwd_simt.cu
-//   float16 / bfloat16, compute 9.0, D == Dv in {64, 128, 256} (256 not yet checked on a GPU),
+//   float16 / bfloat16, compute 9.0, D == Dv in {64, 128, 256},
 //     index masks and dropout, no dense mask / bias / soft-cap (sm90::fwd_applies),
 //     TF_FLASHATTN_SM90 not 0, FA_HAS_SM90 builds
 //                                       -> sm90/flash_fwd_sm90.cu (wgmma, TMA, warp specialization)

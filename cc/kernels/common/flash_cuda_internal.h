@@ -127,8 +127,8 @@ cudaError_t bwd_tf32(const FlashBwdParams& p, const float* dsum, float* dq_acc, 
 // only in builds with FA_HAS_SM90 = 1).
 namespace sm90 {
 // Whether the sm_90a forward (flash_fwd_sm90.cu) takes these params: compute capability 9.0,
-// float16 / bfloat16, D == Dv in {64, 128, 256} (256: 64-key tiles, schedule 0; not yet checked on a
-// GPU; other head dims in (128, 256) stay on sm80's zero-padded HD 256 kernels), index masks (causal,
+// float16 / bfloat16, D == Dv in {64, 128, 256} (256: 64-key tiles, schedule 0; other head dims in
+// (128, 256) stay on sm80's zero-padded HD 256 kernels), index masks (causal,
 // window, lengths, validity) and dropout, no dense mask / bias / soft-cap, 16-byte aligned tensors and
 // strides.
 bool fwd_applies(const FlashFwdParams& p);
@@ -157,7 +157,7 @@ int last_fwd_variant();
 // tile, 1 wgmma m64n128k16 with both operands K-major in shared memory, 2 wgmma m64n128k16 with A
 // from registers and B MN-major (the P V form), 3 the same with LBO / SBO swapped (diagnostic: one
 // of 2 and 3 should pass), 4 wgmma m64n64k16 register-A form (D = 64), 5 wgmma m64n256k16
-// register-A form (D = 256; not yet run on a GPU)). Runs on the current device (synchronizes);
+// register-A form (D = 256)). Runs on the current device (synchronizes);
 // returns 1 pass, 0 fail, -1 could not run; max_err and msg (msg_len bytes, NUL-terminated) say more.
 int selftest(int which, double* max_err, char* msg, int msg_len);
 constexpr int kFwdSelftests = 6;
@@ -166,7 +166,7 @@ constexpr int kFwdSelftests = 6;
 // TF_FLASHATTN_SM90_BWD=0 or TF_FLASHATTN_SM90=0 (read once) or after set_bwd_enabled(0); else for
 // float16 / bfloat16, D == Dv in {64, 128}, the index masks (causal, window, lengths, [B, Tq] /
 // [B, Tk] validity; sm80's rules) or none, dropout (rate > 0 with a seed; sm80's keep mask and
-// arithmetic; not yet checked on a GPU) or none, no dense mask / bias / dbias / soft-cap,
+// arithmetic) or none, no dense mask / bias / dbias / soft-cap,
 // non-deterministic, 16-byte aligned tensors and strides, a workspace, compute capability 9.0. It
 // uses flash_bwd_workspace_bytes' workspace as the sm80 backward does (same size).
 bool bwd_applies(const FlashBwdParams& p);

@@ -2,10 +2,9 @@
 // no mask, causal (any causal_offset) and the other index masks the Hopper forward takes (sliding
 // window, q / k lengths, [B, Tq] / [B, Tk] validity masks; sm80's rules, below), and dropout (with
 // any of those or none; below); no dense mask / bias / dbias / soft-cap, non-deterministic mode
-// only; GQA allowed. The index masks other than causal are UNTESTED ON A GPU as of their commit
-// (branch sm90-bwd-masks; the no-mask / causal kernels' PTX is unchanged by it); so is dropout
-// (branch sm90-bwd-dropout; the PTX of the other kernels, with and without IDX, is unchanged by
-// it). Taken by flash_cuda_dispatch.cu where bwd_applies(): on
+// only; GQA allowed. The index masks and dropout were checked on the H200 on 2026-12-01
+// (benchmarks/sm90_bwd_check.py: 138 numerics rows, memcheck; RESULTS.md "Hopper backward
+// kernel"). Taken by flash_cuda_dispatch.cu where bwd_applies(): on
 // by default on compute capability 9.0; TF_FLASHATTN_SM90_BWD=0 (or TF_FLASHATTN_SM90=0, which
 // turns off both Hopper kernels) or set_bwd_enabled(0) keep the sm80 backward; everything else
 // runs sm80/flash_bwd.cu. bwd_selftest() (below, exposed by the kernel harness) checks the wgmma
