@@ -532,6 +532,56 @@ struct DecKvRing {
 // lets the next one launch at its start (the merge kernel under PDL) and, with the fused merge,
 // waits for the counter-zeroing grid before its first atomic.
 constexpr int kDecFused = 8, kDecKt32 = 16, kDecPdl = 32;
+
+// A warp's [16 rows, KT keys] tile S after Q Kᵀ (decode_tc_kernel's loop body and the load
+// variants' decode_tc_tile): the scores (the full score function per element, or -inf by index
+// where the tile crosses a row's limits, the scale then folded into the softmax's exp2), the
+// online-softmax step on o / mrow / lrow, and P packed as the A fragments of O += P V (each two n8
+// score tiles form one k16 fragment).
+template <typename T, int KT, int ND>
+__device__ __forceinline__ void dec_softmax_pack(const DecodeArgs& a, const DecBlock& blk, float (&s)[1][KT / 8][4],
+                                                 int64_t j0, const int64_t (&hr)[2], const int64_t (&ir)[2],
+                                                 const RowInfo (&ri)[2], float (&o)[1][ND][4], float (&mrow)[1][2],
+                                                 float (&lrow)[1][2], float scale_log2, int tq,
+                                                 uint32_t (&pa)[KT / 16][4]) {
+  constexpr int NT = KT / 8, KH = KT / 16;
+  const FlashFwdParams& p = a.p;
+  float mul = 1.f;
+  if (a.gen) {
+#pragma unroll
+    for (int x = 0; x < 2; ++x)
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int c = 0; c < 2; ++c)
+          s[0][nt][2 * x + c] = score_elem<T>(s[0][nt][2 * x + c], p.mask, p.score, p.shape, blk.b, hr[x], ir[x],
+                                              j0 + nt * 8 + 2 * tq + c, ri[x], nullptr);
+  } else {
+    mul = scale_log2;
+    if (!(j0 >= blk.kin_lo && j0 + KT <= blk.kin_hi)) {
+#pragma unroll
+      for (int x = 0; x < 2; ++x) {
+        const int64_t lo = ri[x].ok ? ri[x].kb - j0 : 0, hi = ri[x].ok ? ri[x].ke - j0 : 0;
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+          for (int c = 0; c < 2; ++c) {
+            const int jl = nt * 8 + 2 * tq + c;
+            if (jl < lo || jl >= hi) s[0][nt][2 * x + c] = neg_inf();
+          }
+      }
+    }
+  }
+  fwd_online_softmax<1, NT, ND>(s, o, mrow, lrow, mul);
+#pragma unroll
+  for (int kh = 0; kh < KH; ++kh) {
+    pa[kh][0] = Elem<T>::pack(s[0][2 * kh][0], s[0][2 * kh][1]);
+    pa[kh][1] = Elem<T>::pack(s[0][2 * kh][2], s[0][2 * kh][3]);
+    pa[kh][2] = Elem<T>::pack(s[0][2 * kh + 1][0], s[0][2 * kh + 1][1]);
+    pa[kh][3] = Elem<T>::pack(s[0][2 * kh + 1][2], s[0][2 * kh + 1][3]);
+  }
+}
+
 template <typename T, int HD, int MODE = 0>
 __global__ void __launch_bounds__(kDecLaunchWarps * 32) decode_tc_kernel(const DecodeArgs a) {
   constexpr bool kUnits = (MODE & 1) != 0;
@@ -640,46 +690,9 @@ __global__ void __launch_bounds__(kDecLaunchWarps * 32) decode_tc_kernel(const D
       }
     }
 
-    // Scores: the full score function per element, or -inf by index where the tile crosses a
-    // row's limits (the scale is then folded into the softmax's exp2).
-    float mul = 1.f;
-    if (a.gen) {
-#pragma unroll
-      for (int x = 0; x < 2; ++x)
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-          for (int c = 0; c < 2; ++c)
-            s[0][nt][2 * x + c] = score_elem<T>(s[0][nt][2 * x + c], p.mask, p.score, sh, blk.b, hr[x], ir[x],
-                                                j0 + nt * 8 + 2 * tq + c, ri[x], nullptr);
-    } else {
-      mul = scale_log2;
-      if (!(j0 >= blk.kin_lo && j0 + KT <= blk.kin_hi)) {
-#pragma unroll
-        for (int x = 0; x < 2; ++x) {
-          const int64_t lo = ri[x].ok ? ri[x].kb - j0 : 0, hi = ri[x].ok ? ri[x].ke - j0 : 0;
-#pragma unroll
-          for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-            for (int c = 0; c < 2; ++c) {
-              const int jl = nt * 8 + 2 * tq + c;
-              if (jl < lo || jl >= hi) s[0][nt][2 * x + c] = neg_inf();
-            }
-        }
-      }
-    }
-    fwd_online_softmax<1, NT, ND>(s, o, mrow, lrow, mul);
-
-    // O += P V: A = P (each two n8 score tiles form one k16 fragment), B = V [key][d] through
-    // ldmatrix.trans.
+    // Scores, softmax and P: dec_softmax_pack. O += P V: B = V [key][d] through ldmatrix.trans.
     uint32_t pa[KH][4];
-#pragma unroll
-    for (int kh = 0; kh < KH; ++kh) {
-      pa[kh][0] = Elem<T>::pack(s[0][2 * kh][0], s[0][2 * kh][1]);
-      pa[kh][1] = Elem<T>::pack(s[0][2 * kh][2], s[0][2 * kh][3]);
-      pa[kh][2] = Elem<T>::pack(s[0][2 * kh + 1][0], s[0][2 * kh + 1][1]);
-      pa[kh][3] = Elem<T>::pack(s[0][2 * kh + 1][2], s[0][2 * kh + 1][3]);
-    }
+    dec_softmax_pack<T, KT, ND>(a, blk, s, j0, hr, ir, ri, o, mrow, lrow, scale_log2, tq, pa);
 #pragma unroll
     for (int nd2 = 0; nd2 < HD / 16; ++nd2) {
 #pragma unroll
@@ -959,8 +972,6 @@ __device__ __forceinline__ void decode_tc_tile(const DecodeArgs& a, const DecBlo
                                                float (&o)[1][HD / 8][4], float (&mrow)[1][2], float (&lrow)[1][2],
                                                float scale_log2, int lane) {
   constexpr int KT = kDecKeys, NT = KT / 8, ND = HD / 8;
-  const FlashFwdParams& p = a.p;
-  const AttnShape& sh = p.shape;
   const int tq = lane & 3;
   float s[1][NT][4];
 #pragma unroll
@@ -976,44 +987,14 @@ __device__ __forceinline__ void decode_tc_tile(const DecodeArgs& a, const DecBlo
     Elem<T>::mma(s[0][0], af, bb);
     Elem<T>::mma(s[0][1], af, bb + 2);
   }
-  float mul = 1.f;
-  if (a.gen) {
-#pragma unroll
-    for (int x = 0; x < 2; ++x)
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-        for (int c = 0; c < 2; ++c)
-          s[0][nt][2 * x + c] = score_elem<T>(s[0][nt][2 * x + c], p.mask, p.score, sh, blk.b, hr[x], ir[x],
-                                              j0 + nt * 8 + 2 * tq + c, ri[x], nullptr);
-  } else {
-    mul = scale_log2;
-    if (!(j0 >= blk.kin_lo && j0 + KT <= blk.kin_hi)) {
-#pragma unroll
-      for (int x = 0; x < 2; ++x) {
-        const int64_t lo = ri[x].ok ? ri[x].kb - j0 : 0, hi = ri[x].ok ? ri[x].ke - j0 : 0;
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-          for (int c = 0; c < 2; ++c) {
-            const int jl = nt * 8 + 2 * tq + c;
-            if (jl < lo || jl >= hi) s[0][nt][2 * x + c] = neg_inf();
-          }
-      }
-    }
-  }
-  fwd_online_softmax<1, NT, ND>(s, o, mrow, lrow, mul);
-  uint32_t pa[4];
-  pa[0] = Elem<T>::pack(s[0][0][0], s[0][0][1]);
-  pa[1] = Elem<T>::pack(s[0][0][2], s[0][0][3]);
-  pa[2] = Elem<T>::pack(s[0][1][0], s[0][1][1]);
-  pa[3] = Elem<T>::pack(s[0][1][2], s[0][1][3]);
+  uint32_t pa[1][4];
+  dec_softmax_pack<T, KT, ND>(a, blk, s, j0, hr, ir, ri, o, mrow, lrow, scale_log2, tq, pa);
 #pragma unroll
   for (int nd2 = 0; nd2 < HD / 16; ++nd2) {
     uint32_t bb[4];
     ldsm_x4_t(bb, vaddr((lane & 7) + ((lane >> 3) & 1) * 8, nd2 * 2 + (lane >> 4)));
-    Elem<T>::mma(o[0][2 * nd2], pa, bb);
-    Elem<T>::mma(o[0][2 * nd2 + 1], pa, bb + 2);
+    Elem<T>::mma(o[0][2 * nd2], pa[0], bb);
+    Elem<T>::mma(o[0][2 * nd2 + 1], pa[0], bb + 2);
   }
 }
 
