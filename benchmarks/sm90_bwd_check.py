@@ -381,7 +381,6 @@ def phase_drop_exact(h, log, cases, dtypes):
 
 
 def phase_bench(h, log, quick):
-    import triton.testing as tt
     rows = []
     shapes = []
     for D, H in ((128, 16), (64, 32)):
@@ -400,16 +399,7 @@ def phase_bench(h, log, quick):
             t[n] = torch.empty_like(t[like])
         fl = 2.5 * 4 * B * H * T * T * D / (2 if causal else 1)
         r = dict(B=B, T=T, H=H, D=D, causal=causal, dtype=str(dt).split(".")[-1])
-        h.m.set_sm90_bwd(1)
-        n0 = h.m.sm90_info()["bwd_launches"]
-        try:
-            r["sm90_bwd_ms"] = tt.do_bench(lambda: h.bwd(c, t), warmup=25, rep=100, return_mode="median")
-        except Exception as e:  # noqa: a launch error is reported, the other rows still run
-            r["sm90_error"] = str(e)[:200]
-        r["sm90_path_taken"] = h.m.sm90_info()["bwd_launches"] > n0
-        h.m.set_sm90_bwd(0)
-        r["sm80_bwd_ms"] = tt.do_bench(lambda: h.bwd(c, t), warmup=25, rep=100, return_mode="median")
-        h.m.set_sm90_bwd(-1)
+        time_sm90_and_sm80(h, c, t, r)
         sd = torch_sdpa_ms(t, causal)
         r.update({k: v for k, v in sd.items() if "_fwd" not in k})
         for k in list(r):
@@ -430,13 +420,28 @@ def phase_bench(h, log, quick):
     return rows
 
 
+def time_sm90_and_sm80(h, c, t, r):
+    """Backward milliseconds of case c on inputs t into row r: the sm90 kernel (sm90_bwd_ms, whether it
+    launched: sm90_path_taken; a launch error as sm90_error), then the sm80 one (sm80_bwd_ms)."""
+    import triton.testing as tt
+    h.m.set_sm90_bwd(1)
+    n0 = h.m.sm90_info()["bwd_launches"]
+    try:
+        r["sm90_bwd_ms"] = tt.do_bench(lambda: h.bwd(c, t), warmup=25, rep=100, return_mode="median")
+    except Exception as e:  # noqa: a launch error is reported, the other rows still run
+        r["sm90_error"] = str(e)[:200]
+    r["sm90_path_taken"] = h.m.sm90_info()["bwd_launches"] > n0
+    h.m.set_sm90_bwd(0)
+    r["sm80_bwd_ms"] = tt.do_bench(lambda: h.bwd(c, t), warmup=25, rep=100, return_mode="median")
+    h.m.set_sm90_bwd(-1)
+
+
 def bench_masks(h, log, plain_rows):
     """The index-masked kernel (IDX) at D = 128, H = 16, T = 4096, B = 4, bf16, milliseconds: an all-true
     [B, Tk] key mask (every unit unmasked: the IDX kernel's overhead against the plain one), a key mask
     with the last 10 % of each sequence padded, and a causal sliding window of 1024 keys; then dropout 0.1
     without a mask and causal (the DROP kernel); each on sm90 and sm80, with the plain sm90 backward of
     the same shape (no mask / causal) for reference."""
-    import triton.testing as tt
     rows = []
     B, T, H, D = 4, 4096, 16, 128
     plain = {r["causal"]: r.get("sm90_bwd_ms") for r in plain_rows
@@ -458,16 +463,7 @@ def bench_masks(h, log, plain_rows):
         for n, like in (("dq", "q"), ("dk", "k"), ("dv", "v")):
             t[n] = torch.empty_like(t[like])
         r = dict(B=B, T=T, H=H, D=D, dtype="bfloat16", feature=feature)
-        h.m.set_sm90_bwd(1)
-        n0 = h.m.sm90_info()["bwd_launches"]
-        try:
-            r["sm90_bwd_ms"] = tt.do_bench(lambda: h.bwd(c, t), warmup=25, rep=100, return_mode="median")
-        except Exception as e:  # noqa: a launch error is reported, the other rows still run
-            r["sm90_error"] = str(e)[:200]
-        r["sm90_path_taken"] = h.m.sm90_info()["bwd_launches"] > n0
-        h.m.set_sm90_bwd(0)
-        r["sm80_bwd_ms"] = tt.do_bench(lambda: h.bwd(c, t), warmup=25, rep=100, return_mode="median")
-        h.m.set_sm90_bwd(-1)
+        time_sm90_and_sm80(h, c, t, r)
         r["plain_sm90_bwd_ms"] = plain.get(bool(c.get("causal")))
         rows.append(r)
         print("BENCH " + json.dumps(r), file=log, flush=True)
