@@ -335,8 +335,20 @@ def phase_drop_exact(h, log, cases, dtypes):
     return rows
 
 
-def phase_bench(h, log, quick):
+def time_sm90_and_sm80(h, c, t, r):
+    """Forward milliseconds of case c on inputs t into row r: the sm90 kernel (sm90_fwd_ms; whether it
+    launched: sm90_path_taken), then the sm80 one (sm80_fwd_ms)."""
     import triton.testing as tt
+    h.m.set_sm90(1)
+    n0 = h.m.sm90_info()["fwd_launches"]
+    r["sm90_fwd_ms"] = tt.do_bench(lambda: h.fwd(c, t), warmup=25, rep=100, return_mode="median")
+    r["sm90_path_taken"] = h.m.sm90_info()["fwd_launches"] > n0
+    h.m.set_sm90(0)
+    r["sm80_fwd_ms"] = tt.do_bench(lambda: h.fwd(c, t), warmup=25, rep=100, return_mode="median")
+    h.m.set_sm90(-1)
+
+
+def phase_bench(h, log, quick):
     rows = []
     shapes = []
     for D, H in ((128, 16), (64, 32)) + (() if skip_d256(log) else ((256, 16),)):
@@ -355,13 +367,7 @@ def phase_bench(h, log, quick):
         run_fwd(h, c, t)
         fl = 4 * B * H * T * T * D / (2 if causal else 1)
         r = dict(B=B, T=T, H=H, D=D, causal=causal, dtype=str(dt).split(".")[-1])
-        h.m.set_sm90(1)
-        n0 = h.m.sm90_info()["fwd_launches"]
-        r["sm90_fwd_ms"] = tt.do_bench(lambda: h.fwd(c, t), warmup=25, rep=100, return_mode="median")
-        r["sm90_path_taken"] = h.m.sm90_info()["fwd_launches"] > n0
-        h.m.set_sm90(0)
-        r["sm80_fwd_ms"] = tt.do_bench(lambda: h.fwd(c, t), warmup=25, rep=100, return_mode="median")
-        h.m.set_sm90(-1)
+        time_sm90_and_sm80(h, c, t, r)
         sd = torch_sdpa_ms(t, causal)
         r.update({k: v for k, v in sd.items() if "_bwd" not in k})
         for k in list(r):
@@ -543,13 +549,7 @@ def bench_features(h, log, quick, plain_rows):
                     t["kvalid"][:, T - T // 10:] = False
             run_fwd(h, c, t)
             r = dict(B=B, T=T, H=H, D=D, causal=False, dtype="bfloat16", feature=feature)
-            h.m.set_sm90(1)
-            n0 = h.m.sm90_info()["fwd_launches"]
-            r["sm90_fwd_ms"] = tt.do_bench(lambda: h.fwd(c, t), warmup=25, rep=100, return_mode="median")
-            r["sm90_path_taken"] = h.m.sm90_info()["fwd_launches"] > n0
-            h.m.set_sm90(0)
-            r["sm80_fwd_ms"] = tt.do_bench(lambda: h.fwd(c, t), warmup=25, rep=100, return_mode="median")
-            h.m.set_sm90(-1)
+            time_sm90_and_sm80(h, c, t, r)
             qh, kh, vh = (t[n].permute(0, 2, 1, 3) for n in ("q", "k", "v"))
             p = c.get("dropout", 0.0)
             try:
