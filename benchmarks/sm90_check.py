@@ -87,6 +87,13 @@ NUM_CASES = [
     dict(name="qk_valid_d128", B=2, Tq=300, Tk=333, H=3, D=128, qvalid=True, kvalid=True),
     dict(name="k_valid_causal_gqa", B=2, Tq=257, Tk=257, H=4, Hkv=2, D=128, kvalid=True, causal=True),
     dict(name="k_valid_all_true", B=2, Tq=300, Tk=333, H=2, D=128, kvalid_all=True, nomask_bitwise=True),
+    # The same at D = 64 and with causal masks: the index-masked kernel (IDX) with an all-true key
+    # mask against the plain one (IDX = false, taken without window / lengths / validity masks).
+    dict(name="k_valid_all_true_d64", B=2, Tq=300, Tk=333, H=2, D=64, kvalid_all=True, nomask_bitwise=True),
+    dict(name="k_valid_all_true_causal_d64", B=2, Tq=300, Tk=333, H=2, D=64, causal=True, offset=333 - 300,
+         kvalid_all=True, nomask_bitwise=True),
+    dict(name="k_valid_all_true_causal_tl", B=2, Tq=333, Tk=300, H=2, D=128, causal=True, offset=0,
+         kvalid_all=True, nomask_bitwise=True),
     dict(name="window_d128", B=2, Tq=700, Tk=700, H=2, D=128, wl=100, wr=20, poison=True),
     dict(name="window_left_d64", B=1, Tq=520, Tk=640, H=2, D=64, wl=64, offset=120, poison=True),
     dict(name="causal_window_lengths", B=3, Tq=600, Tk=650, H=2, D=128, causal=True, offset=50, wl=150,
