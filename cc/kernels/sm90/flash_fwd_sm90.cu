@@ -83,8 +83,9 @@
 // bf16, H = 16, B*T = 16384) 463 / 412 / 484 / 465 TFLOP/s against variant 0's 419 / 355 / 438 /
 // 432 at T = 4096 / 4096 causal / 16384 / 16384 causal, with O and lse equal to variant 0's bit for
 // bit. At D = 64 variant 5 is the default too: 277 / 245 / 291 / 285 against variant 0's 261 / 232
-// / 274 / 270 (H = 32; still below the sm80 kernel's 290 / 298 without a causal mask). D = 256 and
-// dropout keep the schedule above (variant 0).
+// / 274 / 270 (H = 32; still below the sm80 kernel's 290 / 298 without a causal mask). D = 256 keeps
+// the schedule above (variant 0); dropout at D = 64 and 128 runs kDropVariant (5) unless variant 0 is
+// asked for (branch sm90-fwd-drop-sched: UNTESTED ON A GPU).
 // Not yet here (issue 16): a persistent grid with a causal-balancing tile scheduler, dense mask /
 // bias / soft-cap.
 #include <cuda.h>
@@ -143,7 +144,7 @@ struct Sched {
   bool overlap, pingpong, tma_store;
 };
 constexpr Sched kSched[] = {
-    {2, false, false, false},  // 0: the first schedule (D = 256 and dropout always run it)
+    {2, false, false, false},  // 0: the first schedule (D = 256 always runs it)
     {3, false, false, false},  // 1
     {2, true, false, false},   // 2
     {2, true, true, false},    // 3
@@ -154,6 +155,8 @@ constexpr Sched kSched[] = {
 constexpr int kNumVariants = sizeof(kSched) / sizeof(kSched[0]);
 constexpr int kDefaultVariant = 5;     // D = 128
 constexpr int kDefaultVariantD64 = 5;  // D = 64
+// The dropout kernel's schedule at D = 64 and 128 (schedule 0 when the variant asked for is 0).
+constexpr int kDropVariant = 5;
 static_assert(kDefaultVariant >= 0 && kDefaultVariant < kNumVariants, "the default is one of kSched");
 
 template <int D, int kStages = 2, int kBc = kKeyTile<D>>
@@ -179,7 +182,7 @@ static_assert(SmemLayout<256, 2>::kAlloc <= 227 * 1024, "2 stages of 64 keys at 
 // masking the tiles that its first row does not see whole, the main loop without the IDX kernel's
 // per-element branches (see "Plain instantiation" in the header). DROP (with IDX only):
 // dropout (a second instantiation, so that the kernel without it carries no Philox code). V: the
-// schedule (kSched; not with DROP). tm_o (box {64, 1, 64, 1}) is used only by the tma_store
+// schedule (kSched; with DROP only 0 or kDropVariant). tm_o (box {64, 1, 64, 1}) is used only by the tma_store
 // schedules.
 template <typename T, int D, bool IDX, bool DROP, int V>
 __global__ void __launch_bounds__(kThreads, 1)
@@ -189,7 +192,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   constexpr Sched kS = kSched[V];
   constexpr int kStages = kS.stages;
   constexpr int kBc = kKeyTile<D>;
-  static_assert(!DROP || V == 0, "the dropout kernel keeps the default schedule");
+  static_assert(!DROP || V == 0 || V == kDropVariant, "the dropout kernel runs schedule 0 or kDropVariant");
   static_assert(!DROP || IDX, "dropout runs the index-masked kernel");
   static_assert(D == 64 || D == 128 || (D == 256 && V == 0), "D = 256 runs schedule 0 only");
   using L = SmemLayout<D, kStages, kBc>;
@@ -401,6 +404,17 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   };
 
+  // Dropout on P after the row sum (sm80's fwd_tile_dropout): the m64nN accumulator gives warp w
+  // rows 16 w + g, 16 w + g + 8 and columns 8 jn + 2 t + e as sacc[4 jn + 2 h2 + e], i.e. the
+  // m16n8 fragment of flash_dropout.cuh with n-tile jn and element 2 h2 + e: one Philox call per 8
+  // elements (rows {g, g + 8} x keys 2 t + e of 4 n-tiles), the mask of the CPU and sm80. Every
+  // schedule applies it between the tile's softmax and packing P (the same bits in each).
+  auto apply_dropout = [&](float (&sacc)[kBc / 2], int j0) {
+    if constexpr (DROP)
+      drop_rows_visit<kBc / 8>(drop, wrow0, j0, g, t,
+                               [&](int nt, int e, bool keep) { sacc[4 * nt + e] *= keep ? drop.scale : 0.f; });
+  };
+
   if (n_tiles > 0) mbar_wait(q_full, 0);
   if constexpr (!kS.overlap) {
     // One tile at a time: S, softmax, O += P V, each waited for before the next.
@@ -417,13 +431,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       float alpha[2];
       softmax_tile(sacc, j0, alpha);
       rescale_o(alpha);
-      // Dropout on P after the row sum (sm80's fwd_tile_dropout): the m64nN accumulator gives warp w
-      // rows 16 w + g, 16 w + g + 8 and columns 8 jn + 2 t + e as sacc[4 jn + 2 h2 + e], i.e. the
-      // m16n8 fragment of flash_dropout.cuh with n-tile jn and element 2 h2 + e: one Philox call
-      // per 8 elements (rows {g, g + 8} x keys 2 t + e of 4 n-tiles), the mask of the CPU and sm80.
-      if constexpr (DROP)
-        drop_rows_visit<kBc / 8>(drop, wrow0, j0, g, t,
-                                 [&](int nt, int e, bool keep) { sacc[4 * nt + e] *= keep ? drop.scale : 0.f; });
+      apply_dropout(sacc, j0);
       uint32_t pa[kBc / 16][4];
       pack_p(pa, sacc);
       fence_regs(o);
@@ -463,6 +471,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     wgmma_wait<0>();
     fence_regs(sacc);
     softmax_tile(sacc, j_first, alpha);  // O is still zero: nothing to rescale
+    apply_dropout(sacc, j_first);
     pack_p(pa, sacc);
     for (int n = 1; n < n_tiles; ++n) {
       const int s = n % kStages, sp = (n - 1) % kStages;
@@ -478,6 +487,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       wgmma_wait<1>();  // S_n is done (groups complete in order); P_{n-1} V_{n-1} may still run
       fence_regs(sacc);
       softmax_tile(sacc, j_first + n * kBc, alpha);
+      apply_dropout(sacc, j_first + n * kBc);  // (overlaps P_{n-1} V_{n-1} too)
       wgmma_wait<0>();
       fence_regs(o);
       fence_regs(pa);  // P_{n-1} stays allocated until its product is done
@@ -685,12 +695,19 @@ cudaError_t fwd_drop(const FlashFwdParams& p, cudaStream_t stream) {
       const int v = fwd_variant_for(128);
       return bf16 ? launch_plain<__nv_bfloat16, 128, IDX>(p, stream, v) : launch_plain<__half, 128, IDX>(p, stream, v);
     }
+    // Dropout: schedule kDropVariant unless schedule 0 is asked for (the reference of the checks).
+    if (fwd_variant_for(128) != 0)
+      return bf16 ? launch<__nv_bfloat16, 128, IDX, DROP, kDropVariant>(p, stream)
+                  : launch<__half, 128, IDX, DROP, kDropVariant>(p, stream);
     return bf16 ? launch<__nv_bfloat16, 128, IDX, DROP>(p, stream) : launch<__half, 128, IDX, DROP>(p, stream);
   }
   if constexpr (!DROP) {
     const int v = fwd_variant_for(64);
     return bf16 ? launch_plain<__nv_bfloat16, 64, IDX>(p, stream, v) : launch_plain<__half, 64, IDX>(p, stream, v);
   }
+  if (fwd_variant_for(64) != 0)
+    return bf16 ? launch<__nv_bfloat16, 64, IDX, DROP, kDropVariant>(p, stream)
+                : launch<__half, 64, IDX, DROP, kDropVariant>(p, stream);
   return bf16 ? launch<__nv_bfloat16, 64, IDX, DROP>(p, stream) : launch<__half, 64, IDX, DROP>(p, stream);
 }
 
