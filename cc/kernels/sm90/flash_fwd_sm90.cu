@@ -127,7 +127,8 @@ static_assert(128 * kProducerRegs + 128 * kConsumers * kConsumerRegs <= 65536, "
 
 // Schedules of the consumer warpgroups, chosen at run time by fwd_variant_for(D) for the plain
 // (no-dropout) kernel at D = 64 and 128 (defaults kDefaultVariantD64 and kDefaultVariant, both 5);
-// every other instantiation is variant 0, the first
+// the dropout kernel at D = 64 and 128 runs kDropVariant unless variant 0 is asked for; every other
+// instantiation (D = 256) is variant 0, the first
 // schedule, measured on the H200 at dab104b and the reference of the bitwise checks. The others
 // apply FlashAttention-3's ideas to it:
 //   stages     K/V ring depth (3 at D = 128: 32 KiB Q + 3 x 64 KiB K/V = 224 KiB of the 227 allowed)
