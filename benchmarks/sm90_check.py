@@ -41,8 +41,8 @@ others' answers):
   sanitize  one small odd case per dtype / causal setting (D = 64, 128, 256), for compute-sanitizer.
   variants  the schedules of the plain D = 128 kernel (flash_fwd_sm90.cu's kSched, picked by
             set_sm90_fwd_variant; 5 is the default, 0 the first schedule and the reference here; the
-            other phases run the default): every NUM_CASES case at D = 128 without dropout,
-            bf16 and fp16, for each variant 1 .. n-1 against the float64 reference (the same bar as
+            other phases run the default): every NUM_CASES case at D = 64 / 128 (the dropout
+            ones at variant 5 only, DROP_VARIANT), bf16 and fp16, for each variant 1 .. n-1 against the float64 reference (the same bar as
             numerics), plus whether the variant really ran (last_fwd_variant) and whether its O and lse
             equal variant 0's bit for bit (expected: every variant does the same arithmetic in the
             same order).
@@ -87,6 +87,13 @@ NUM_CASES = [
     dict(name="qk_valid_d128", B=2, Tq=300, Tk=333, H=3, D=128, qvalid=True, kvalid=True),
     dict(name="k_valid_causal_gqa", B=2, Tq=257, Tk=257, H=4, Hkv=2, D=128, kvalid=True, causal=True),
     dict(name="k_valid_all_true", B=2, Tq=300, Tk=333, H=2, D=128, kvalid_all=True, nomask_bitwise=True),
+    # The same at D = 64 and with causal masks: the index-masked kernel (IDX) with an all-true key
+    # mask against the plain one (IDX = false, taken without window / lengths / validity masks).
+    dict(name="k_valid_all_true_d64", B=2, Tq=300, Tk=333, H=2, D=64, kvalid_all=True, nomask_bitwise=True),
+    dict(name="k_valid_all_true_causal_d64", B=2, Tq=300, Tk=333, H=2, D=64, causal=True, offset=333 - 300,
+         kvalid_all=True, nomask_bitwise=True),
+    dict(name="k_valid_all_true_causal_tl", B=2, Tq=333, Tk=300, H=2, D=128, causal=True, offset=0,
+         kvalid_all=True, nomask_bitwise=True),
     dict(name="window_d128", B=2, Tq=700, Tk=700, H=2, D=128, wl=100, wr=20, poison=True),
     dict(name="window_left_d64", B=1, Tq=520, Tk=640, H=2, D=64, wl=64, offset=120, poison=True),
     dict(name="causal_window_lengths", B=3, Tq=600, Tk=650, H=2, D=128, causal=True, offset=50, wl=150,
@@ -401,7 +408,10 @@ def phase_bench(h, log, quick):
     return rows
 
 
-VARIANT_CASES = [c for c in NUM_CASES if c["D"] in (64, 128) and not c.get("dropout")]
+VARIANT_CASES = [c for c in NUM_CASES if c["D"] in (64, 128)]
+# The dropout kernel runs schedule 0 or this one (flash_fwd_sm90.cu's kDropVariant): dropout cases
+# check only it against schedule 0.
+DROP_VARIANT = 5
 
 
 def variant_names(h):
@@ -424,12 +434,17 @@ def phase_variants(h, log, cases, dtypes):
             dname = str(dt).split(".")[-1]
             t = inputs(c, dt, gen)
             tr = poisoned(c, t) if c.get("poison") else t
-            ref = reference(c, t, torch.float64, None)
-            low = reference(c, t, dt, None)
+            keep = None
+            if c.get("dropout"):
+                keep = h.dropout_keep(c, c["B"], c["H"], c["Tq"], c["Tk"], c["D"]).to(DEV)
+            ref = reference(c, t, torch.float64, keep)
+            low = reference(c, t, dt, keep)
             h.m.set_sm90_fwd_variant(0)
             run_fwd(h, c, tr)
             v0 = {"o": tr["o"].clone(), "lse": tr["lse"].clone()}
             for v in variants:
+                if c.get("dropout") and v != DROP_VARIANT:
+                    continue
                 h.m.set_sm90_fwd_variant(v)
                 n0 = h.m.sm90_info()["fwd_launches"]
                 run_fwd(h, c, tr)

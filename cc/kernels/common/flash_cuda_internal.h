@@ -145,8 +145,9 @@ int64_t fwd_launches();
 // D = 128, and at D = 64 too): fwd_variants() of them. fwd_variant_for(d) is TF_FLASHATTN_SM90_FWD_VARIANT (read once;
 // any of 0 .. fwd_variants() - 1, 0 included; head dim d's default when unset, empty, not a number
 // or out of range) unless set_fwd_variant(v) overrides it (v < 0: back to the environment; false,
-// nothing changed, when v >= fwd_variants()); fwd_variant() is fwd_variant_for(128). D = 256 and
-// dropout always take variant 0. last_fwd_variant(): the schedule of the last launch (-1 before any).
+// nothing changed, when v >= fwd_variants()); fwd_variant() is fwd_variant_for(128). D = 256 always
+// takes variant 0; dropout at D = 64 / 128 takes variant 0 when fwd_variant_for(d) is 0, else
+// flash_fwd_sm90.cu's kDropVariant (5). last_fwd_variant(): the schedule of the last launch (-1 before any).
 int fwd_variants();
 int fwd_default_variant();
 int fwd_variant();

@@ -39,7 +39,7 @@
 //   Epilogue: O / l straight from registers to o [B, Tq, H, Dv]; lse = ln2 (m + log2 l), -inf and
 //   O = 0 for rows that see no key (as sm80/flash_fwd_tile.cuh does).
 //   Registers per consumer thread (D = 128): S 64 + O 64 + P 32 floats/words + row state.
-// Head dim 256 (Gemma; the kernel <T, 256, DROP, 0>, schedule 0 only):
+// Head dim 256 (Gemma; the kernel <T, 256, IDX, DROP, 0>, schedule 0 only):
 //   Tiles: kBr = 128 query rows (64 per consumer warpgroup), kBc = 64 keys (kKeyTile<256>).
 //   Shared memory: Q 128 x 256 x 2 B = 64 KiB + 2 stages x (K + V) 2 x 64 x 256 x 2 B = 128 KiB
 //   = 192 KiB, + 40 B of barriers + 1 KiB alignment slack = 197,672 B of the 227 KiB opt-in limit
@@ -62,8 +62,19 @@
 //   only those and the consumers loop over the same ones. Per tile and warp, only warps with a
 //   live row whose range does not cover the tile, or with a key failing k_valid, mask element-
 //   wise (invalid rows and rows past q_lengths see no key: O = 0, lse = -inf).
-//   Dropout (the <DROP = true> instantiation): P *= keep * keep_scale after the row sum, one Philox
-//   call per 8 elements on the m16n8 fragment that each warp's part of the m64nN accumulator is.
+//   Plain instantiation (<IDX = false>, calls with no window, lengths or validity mask; causal
+//   allowed; needs_idx() on the host): the CTA masks the tiles its first row does not see whole
+//   (key_end(row), non-decreasing in the row), one CTA-uniform branch per tile around the
+//   element-wise masking. The IDX kernel's form (row_info, the k_valid byte loads, a vote and an
+//   `if (need_mask)` per element) compiles to 64 branches per 128-key tile in the loop body (one
+//   per S element; ptxas 13.0, sm_90a, D = 64 and 128, every schedule), taken on every tile
+//   without a mask; the first version (dab104b: a branch-free select on a CTA-uniform predicate)
+//   had none. The suspected cause of D = 64's drop from 313 / 325 TFLOP/s (dab104b) to 261 / 274
+//   (schedule 0, H200, T = 4096 / 16384); not yet measured with this instantiation. Same values
+//   either way (S * scale, -inf where invisible): the outputs are the IDX kernel's bit for bit.
+//   Dropout (the <IDX = true, DROP = true> instantiation): P *= keep * keep_scale after the row
+//   sum, one Philox call per 8 elements on the m16n8 fragment that each warp's part of the m64nN
+//   accumulator is.
 // Schedules (kSched below; the plain kernel at D = 64 and 128, picked at run time by
 // TF_FLASHATTN_SM90_FWD_VARIANT or the harness's set_sm90_fwd_variant): variant 0 is the schedule
 // above; the others add 3 K/V stages, the softmax / next-tile QK^T overlap inside a warpgroup, the
@@ -72,8 +83,9 @@
 // bf16, H = 16, B*T = 16384) 463 / 412 / 484 / 465 TFLOP/s against variant 0's 419 / 355 / 438 /
 // 432 at T = 4096 / 4096 causal / 16384 / 16384 causal, with O and lse equal to variant 0's bit for
 // bit. At D = 64 variant 5 is the default too: 277 / 245 / 291 / 285 against variant 0's 261 / 232
-// / 274 / 270 (H = 32; still below the sm80 kernel's 290 / 298 without a causal mask). D = 256 and
-// dropout keep the schedule above (variant 0).
+// / 274 / 270 (H = 32; still below the sm80 kernel's 290 / 298 without a causal mask). D = 256 keeps
+// the schedule above (variant 0); dropout at D = 64 and 128 runs kDropVariant (5) unless variant 0 is
+// asked for (branch sm90-fwd-drop-sched: UNTESTED ON A GPU).
 // Not yet here (issue 16): a persistent grid with a causal-balancing tile scheduler, dense mask /
 // bias / soft-cap.
 #include <cuda.h>
@@ -115,7 +127,8 @@ static_assert(128 * kProducerRegs + 128 * kConsumers * kConsumerRegs <= 65536, "
 
 // Schedules of the consumer warpgroups, chosen at run time by fwd_variant_for(D) for the plain
 // (no-dropout) kernel at D = 64 and 128 (defaults kDefaultVariantD64 and kDefaultVariant, both 5);
-// every other instantiation is variant 0, the first
+// the dropout kernel at D = 64 and 128 runs kDropVariant unless variant 0 is asked for; every other
+// instantiation (D = 256) is variant 0, the first
 // schedule, measured on the H200 at dab104b and the reference of the bitwise checks. The others
 // apply FlashAttention-3's ideas to it:
 //   stages     K/V ring depth (3 at D = 128: 32 KiB Q + 3 x 64 KiB K/V = 224 KiB of the 227 allowed)
@@ -132,7 +145,7 @@ struct Sched {
   bool overlap, pingpong, tma_store;
 };
 constexpr Sched kSched[] = {
-    {2, false, false, false},  // 0: the first schedule (D = 256 and dropout always run it)
+    {2, false, false, false},  // 0: the first schedule (D = 256 always runs it)
     {3, false, false, false},  // 1
     {2, true, false, false},   // 2
     {2, true, true, false},    // 3
@@ -143,6 +156,8 @@ constexpr Sched kSched[] = {
 constexpr int kNumVariants = sizeof(kSched) / sizeof(kSched[0]);
 constexpr int kDefaultVariant = 5;     // D = 128
 constexpr int kDefaultVariantD64 = 5;  // D = 64
+// The dropout kernel's schedule at D = 64 and 128 (schedule 0 when the variant asked for is 0).
+constexpr int kDropVariant = 5;
 static_assert(kDefaultVariant >= 0 && kDefaultVariant < kNumVariants, "the default is one of kSched");
 
 template <int D, int kStages = 2, int kBc = kKeyTile<D>>
@@ -162,11 +177,15 @@ static_assert(SmemLayout<256, 2>::kAlloc <= 227 * 1024, "2 stages of 64 keys at 
 // q [B, Tq, H, D], k [B, Tk, Hkv, D], v [B, Tk, Hkv, D] through tm_q / tm_k / tm_v (rank 4:
 // d, head, time, batch; boxes {64, 1, 128, 1} for q, {64, 1, kBc, 1} for k / v); o [B, Tq, H, D] and
 // lse [B, H, Tq] from p.
-// Grid (ceil(Tq / kBr), H, B). Index masks (causal, window, lengths, [B, Tq] / [B, Tk] validity)
-// at run time; DROP: dropout (a second instantiation, so that the kernel without it carries no
-// Philox code). V: the schedule (kSched; not with DROP). tm_o (box {64, 1, 64, 1}) is used only by
-// the tma_store schedules.
-template <typename T, int D, bool DROP, int V>
+// Grid (ceil(Tq / kBr), H, B). IDX: the index masks (causal, window, lengths, [B, Tq] / [B, Tk]
+// validity) at run time, decided per warp and tile (row_info, k_valid loads, a vote); without IDX
+// only causal and Tk (no window, lengths or validity masks: the host's needs_idx() below), the CTA
+// masking the tiles that its first row does not see whole, the main loop without the IDX kernel's
+// per-element branches (see "Plain instantiation" in the header). DROP (with IDX only):
+// dropout (a second instantiation, so that the kernel without it carries no Philox code). V: the
+// schedule (kSched; with DROP only 0 or kDropVariant). tm_o (box {64, 1, 64, 1}) is used only by the tma_store
+// schedules.
+template <typename T, int D, bool IDX, bool DROP, int V>
 __global__ void __launch_bounds__(kThreads, 1)
     flash_fwd_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                           const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_o,
@@ -174,7 +193,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   constexpr Sched kS = kSched[V];
   constexpr int kStages = kS.stages;
   constexpr int kBc = kKeyTile<D>;
-  static_assert(!DROP || V == 0, "the dropout kernel keeps the default schedule");
+  static_assert(!DROP || V == 0 || V == kDropVariant, "the dropout kernel runs schedule 0 or kDropVariant");
+  static_assert(!DROP || IDX, "dropout runs the index-masked kernel");
   static_assert(D == 64 || D == 128 || (D == 256 && V == 0), "D = 256 runs schedule 0 only");
   using L = SmemLayout<D, kStages, kBc>;
   extern __shared__ uint8_t smem_raw[];
@@ -241,18 +261,29 @@ __global__ void __launch_bounds__(kThreads, 1)
   // Keys [kb, ke) each of this thread's two rows sees (row_info: causal / window / lengths; an
   // invalid row or one past q_lengths sees none, so it ends with O = 0 and lse = -inf). Rows past
   // Tq are never written: live = false, they take no part in the masking decision.
+  // Without IDX (no window, lengths or validity masks: klim = Tk, every row starts at key 0): the
+  // keys of row i are [0, key_end(i)), key_end non-decreasing in i, so a tile [j0, j0 + kBc) is
+  // seen whole by every row of the CTA when it is by its first row m0 (ke_cta; CTA-uniform, as at
+  // dab104b, so the branch on it is a uniform one); rows past Tq (never written) need no care.
   int kb[2], ke[2];
   bool live[2];
+  int ke_cta = 0;
+  if constexpr (IDX) {
 #pragma unroll
-  for (int h2 = 0; h2 < 2; ++h2) {
-    const RowInfo ri = row_info(p.mask, sh, b, row[h2], keys.qlim, keys.klim);
-    const int64_t e = ri.ke < keys.klim ? ri.ke : keys.klim;
-    const int64_t s0 = ri.kb < e ? ri.kb : e;  // kb in [0, ke]: an empty range stays empty
-    kb[h2] = ri.ok ? static_cast<int>(s0) : 0;
-    ke[h2] = ri.ok ? static_cast<int>(e) : 0;
-    live[h2] = row[h2] < Tq;
+    for (int h2 = 0; h2 < 2; ++h2) {
+      const RowInfo ri = row_info(p.mask, sh, b, row[h2], keys.qlim, keys.klim);
+      const int64_t e = ri.ke < keys.klim ? ri.ke : keys.klim;
+      const int64_t s0 = ri.kb < e ? ri.kb : e;  // kb in [0, ke]: an empty range stays empty
+      kb[h2] = ri.ok ? static_cast<int>(s0) : 0;
+      ke[h2] = ri.ok ? static_cast<int>(e) : 0;
+      live[h2] = row[h2] < Tq;
+    }
+  } else {
+#pragma unroll
+    for (int h2 = 0; h2 < 2; ++h2) ke[h2] = static_cast<int>(p.mask.key_end(row[h2], sh.Tk));  // <= Tk
+    ke_cta = static_cast<int>(p.mask.key_end(m0, sh.Tk));
   }
-  const bool* k_valid = p.mask.k_valid ? p.mask.k_valid + static_cast<int64_t>(b) * sh.Tk : nullptr;
+  const bool* k_valid = IDX && p.mask.k_valid ? p.mask.k_valid + static_cast<int64_t>(b) * sh.Tk : nullptr;
   const int klim = static_cast<int>(keys.klim);
   DropTile drop{};
   if constexpr (DROP) drop = drop_tile(p.dropout, b, h);  // the Philox key, once
@@ -288,32 +319,46 @@ __global__ void __launch_bounds__(kThreads, 1)
     // cover the whole tile, or with a key of the tile invalid, mask per element (an all-true
     // padding mask costs its byte loads and a vote).
     // All kBc / 4 bits set (32 at kBc = 128, 16 at kBc = 64): every key of this thread's columns valid.
-    constexpr uint32_t kAllKeys = kBc >= 128 ? 0xffffffffu : (1u << (kBc / 4)) - 1u;
-    uint32_t kv_bits = kAllKeys;  // bit 2 jn + e: key j0 + 8 jn + 2 t + e passes k_valid
-    if (k_valid) {
-      kv_bits = 0;
+    if constexpr (IDX) {
+      constexpr uint32_t kAllKeys = kBc >= 128 ? 0xffffffffu : (1u << (kBc / 4)) - 1u;
+      uint32_t kv_bits = kAllKeys;  // bit 2 jn + e: key j0 + 8 jn + 2 t + e passes k_valid
+      if (k_valid) {
+        kv_bits = 0;
 #pragma unroll
-      for (int jn = 0; jn < kBc / 8; ++jn)
+        for (int jn = 0; jn < kBc / 8; ++jn)
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int col = j0 + 8 * jn + 2 * t + e;
-          kv_bits |= static_cast<uint32_t>(col < klim && k_valid[col]) << (2 * jn + e);
-        }
-    }
-    bool partial = false;
-#pragma unroll
-    for (int h2 = 0; h2 < 2; ++h2) partial |= live[h2] && !(kb[h2] <= j0 && ke[h2] >= j0 + kBc);
-    const bool need_mask = __any_sync(0xffffffffu, partial || kv_bits != kAllKeys);
-#pragma unroll
-    for (int i = 0; i < kBc / 2; ++i) {
-      float x = sacc[i] * scale_log2;
-      if (need_mask) {
-        const int h2 = (i / 2) & 1;
-        const int jl = 8 * (i / 4) + 2 * t + (i & 1);  // column within the tile
-        const bool vis = jl >= kb[h2] - j0 && jl < ke[h2] - j0 && ((kv_bits >> (2 * (i / 4) + (i & 1))) & 1u);
-        if (!vis) x = -INFINITY;
+          for (int e = 0; e < 2; ++e) {
+            const int col = j0 + 8 * jn + 2 * t + e;
+            kv_bits |= static_cast<uint32_t>(col < klim && k_valid[col]) << (2 * jn + e);
+          }
       }
-      sacc[i] = x;
+      bool partial = false;
+#pragma unroll
+      for (int h2 = 0; h2 < 2; ++h2) partial |= live[h2] && !(kb[h2] <= j0 && ke[h2] >= j0 + kBc);
+      const bool need_mask = __any_sync(0xffffffffu, partial || kv_bits != kAllKeys);
+#pragma unroll
+      for (int i = 0; i < kBc / 2; ++i) {
+        float x = sacc[i] * scale_log2;
+        if (need_mask) {
+          const int h2 = (i / 2) & 1;
+          const int jl = 8 * (i / 4) + 2 * t + (i & 1);  // column within the tile
+          const bool vis = jl >= kb[h2] - j0 && jl < ke[h2] - j0 && ((kv_bits >> (2 * (i / 4) + (i & 1))) & 1u);
+          if (!vis) x = -INFINITY;
+        }
+        sacc[i] = x;
+      }
+    } else {
+      // The same values as the IDX branch (x = S * scale_log2, -inf where key j0 + jl >= ke(row)),
+      // with one CTA-uniform branch per tile around the masking instead of one per element.
+#pragma unroll
+      for (int i = 0; i < kBc / 2; ++i) sacc[i] *= scale_log2;
+      if (j0 + kBc > ke_cta) {
+        // lim[h2]: the first column (within the tile, less 2 t) that row h2 does not see.
+        const int lim[2] = {ke[0] - j0 - 2 * t, ke[1] - j0 - 2 * t};
+#pragma unroll
+        for (int i = 0; i < kBc / 2; ++i)
+          if (8 * (i / 4) + (i & 1) >= lim[(i / 2) & 1]) sacc[i] = -INFINITY;
+      }
     }
     // Online softmax, per row half h2 (rows g and g + 8 of this warp).
 #pragma unroll
@@ -360,6 +405,17 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   };
 
+  // Dropout on P after the row sum (sm80's fwd_tile_dropout): the m64nN accumulator gives warp w
+  // rows 16 w + g, 16 w + g + 8 and columns 8 jn + 2 t + e as sacc[4 jn + 2 h2 + e], i.e. the
+  // m16n8 fragment of flash_dropout.cuh with n-tile jn and element 2 h2 + e: one Philox call per 8
+  // elements (rows {g, g + 8} x keys 2 t + e of 4 n-tiles), the mask of the CPU and sm80. Every
+  // schedule applies it between the tile's softmax and packing P (the same bits in each).
+  auto apply_dropout = [&](float (&sacc)[kBc / 2], int j0) {
+    if constexpr (DROP)
+      drop_rows_visit<kBc / 8>(drop, wrow0, j0, g, t,
+                               [&](int nt, int e, bool keep) { sacc[4 * nt + e] *= keep ? drop.scale : 0.f; });
+  };
+
   if (n_tiles > 0) mbar_wait(q_full, 0);
   if constexpr (!kS.overlap) {
     // One tile at a time: S, softmax, O += P V, each waited for before the next.
@@ -376,13 +432,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       float alpha[2];
       softmax_tile(sacc, j0, alpha);
       rescale_o(alpha);
-      // Dropout on P after the row sum (sm80's fwd_tile_dropout): the m64nN accumulator gives warp w
-      // rows 16 w + g, 16 w + g + 8 and columns 8 jn + 2 t + e as sacc[4 jn + 2 h2 + e], i.e. the
-      // m16n8 fragment of flash_dropout.cuh with n-tile jn and element 2 h2 + e: one Philox call
-      // per 8 elements (rows {g, g + 8} x keys 2 t + e of 4 n-tiles), the mask of the CPU and sm80.
-      if constexpr (DROP)
-        drop_rows_visit<kBc / 8>(drop, wrow0, j0, g, t,
-                                 [&](int nt, int e, bool keep) { sacc[4 * nt + e] *= keep ? drop.scale : 0.f; });
+      apply_dropout(sacc, j0);
       uint32_t pa[kBc / 16][4];
       pack_p(pa, sacc);
       fence_regs(o);
@@ -422,6 +472,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     wgmma_wait<0>();
     fence_regs(sacc);
     softmax_tile(sacc, j_first, alpha);  // O is still zero: nothing to rescale
+    apply_dropout(sacc, j_first);
     pack_p(pa, sacc);
     for (int n = 1; n < n_tiles; ++n) {
       const int s = n % kStages, sp = (n - 1) % kStages;
@@ -437,6 +488,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       wgmma_wait<1>();  // S_n is done (groups complete in order); P_{n-1} V_{n-1} may still run
       fence_regs(sacc);
       softmax_tile(sacc, j_first + n * kBc, alpha);
+      apply_dropout(sacc, j_first + n * kBc);  // (overlaps P_{n-1} V_{n-1} too)
       wgmma_wait<0>();
       fence_regs(o);
       fence_regs(pa);  // P_{n-1} stays allocated until its product is done
@@ -516,7 +568,7 @@ std::atomic<int> g_override{-1};
 std::atomic<int> g_variant_override{-1};
 std::atomic<int> g_last_variant{-1};
 
-template <typename T, int D, bool DROP, int V = 0>
+template <typename T, int D, bool IDX, bool DROP, int V = 0>
 cudaError_t launch(const FlashFwdParams& p, cudaStream_t stream) {
   constexpr Sched kS = kSched[V];
   constexpr int kBc = kKeyTile<D>;
@@ -528,11 +580,11 @@ cudaError_t launch(const FlashFwdParams& p, cudaStream_t stream) {
     return cudaErrorNotSupported;  // the dispatch falls back to sm80
   if constexpr (kS.tma_store) {
     // o [B, Tq, H, D] in boxes of one warpgroup's 64 rows; the default schedule when the map fails.
-    if (!tma_map_rows(&to, p.dtype, p.o, s.B, s.Tq, s.H, D, s.o_stride, 64)) return launch<T, D, DROP, 0>(p, stream);
+    if (!tma_map_rows(&to, p.dtype, p.o, s.B, s.Tq, s.H, D, s.o_stride, 64)) return launch<T, D, IDX, DROP, 0>(p, stream);
   } else {
     to = tq;  // unused
   }
-  auto kernel = flash_fwd_sm90_kernel<T, D, DROP, V>;
+  auto kernel = flash_fwd_sm90_kernel<T, D, IDX, DROP, V>;
   const int smem = SmemLayout<D, kS.stages, kBc>::kAlloc;
   cudaError_t err = set_dynamic_smem(kernel, smem);
   if (err != cudaSuccess) return err;
@@ -548,19 +600,19 @@ cudaError_t launch(const FlashFwdParams& p, cudaStream_t stream) {
 }
 
 // The plain (no-dropout) kernel at D = 64 or 128 with schedule v (kSched; fwd_variant() keeps v in
-// range).
-template <typename T, int D>
+// range), IDX: with the index masks (needs_idx()).
+template <typename T, int D, bool IDX>
 cudaError_t launch_plain(const FlashFwdParams& p, cudaStream_t stream, int v) {
   static_assert(kNumVariants == 7, "one case per schedule");
   static_assert(D == 64 || D == 128, "D = 256 runs schedule 0 only");
   switch (v) {
-    case 1: return launch<T, D, false, 1>(p, stream);
-    case 2: return launch<T, D, false, 2>(p, stream);
-    case 3: return launch<T, D, false, 3>(p, stream);
-    case 4: return launch<T, D, false, 4>(p, stream);
-    case 5: return launch<T, D, false, 5>(p, stream);
-    case 6: return launch<T, D, false, 6>(p, stream);
-    default: return launch<T, D, false, 0>(p, stream);  // v == 0
+    case 1: return launch<T, D, IDX, false, 1>(p, stream);
+    case 2: return launch<T, D, IDX, false, 2>(p, stream);
+    case 3: return launch<T, D, IDX, false, 3>(p, stream);
+    case 4: return launch<T, D, IDX, false, 4>(p, stream);
+    case 5: return launch<T, D, IDX, false, 5>(p, stream);
+    case 6: return launch<T, D, IDX, false, 6>(p, stream);
+    default: return launch<T, D, IDX, false, 0>(p, stream);  // v == 0
   }
 }
 
@@ -627,27 +679,42 @@ bool fwd_applies(const FlashFwdParams& p) {
   return current_device_is_sm90();
 }
 
-template <bool DROP>
+// Whether a call needs the index-masked kernel (IDX): a window, lengths or a validity mask (causal
+// alone does not). Dropout always runs it (fwd()). The one place that picks the instantiation.
+static bool needs_idx(const MaskParams& m) {
+  return m.window_left >= 0 || m.window_right >= 0 || m.q_lengths || m.k_lengths || m.q_valid || m.k_valid;
+}
+
+template <bool IDX, bool DROP>
 cudaError_t fwd_drop(const FlashFwdParams& p, cudaStream_t stream) {
+  static_assert(!DROP || IDX, "dropout runs the index-masked kernel");
   const bool bf16 = p.dtype == DType::kBFloat16;
   if (p.shape.D == 256)  // schedule 0 only (64-key tiles)
-    return bf16 ? launch<__nv_bfloat16, 256, DROP>(p, stream) : launch<__half, 256, DROP>(p, stream);
+    return bf16 ? launch<__nv_bfloat16, 256, IDX, DROP>(p, stream) : launch<__half, 256, IDX, DROP>(p, stream);
   if (p.shape.D == 128) {
     if constexpr (!DROP) {
       const int v = fwd_variant_for(128);
-      return bf16 ? launch_plain<__nv_bfloat16, 128>(p, stream, v) : launch_plain<__half, 128>(p, stream, v);
+      return bf16 ? launch_plain<__nv_bfloat16, 128, IDX>(p, stream, v) : launch_plain<__half, 128, IDX>(p, stream, v);
     }
-    return bf16 ? launch<__nv_bfloat16, 128, DROP>(p, stream) : launch<__half, 128, DROP>(p, stream);
+    // Dropout: schedule kDropVariant unless schedule 0 is asked for (the reference of the checks).
+    if (fwd_variant_for(128) != 0)
+      return bf16 ? launch<__nv_bfloat16, 128, IDX, DROP, kDropVariant>(p, stream)
+                  : launch<__half, 128, IDX, DROP, kDropVariant>(p, stream);
+    return bf16 ? launch<__nv_bfloat16, 128, IDX, DROP>(p, stream) : launch<__half, 128, IDX, DROP>(p, stream);
   }
   if constexpr (!DROP) {
     const int v = fwd_variant_for(64);
-    return bf16 ? launch_plain<__nv_bfloat16, 64>(p, stream, v) : launch_plain<__half, 64>(p, stream, v);
+    return bf16 ? launch_plain<__nv_bfloat16, 64, IDX>(p, stream, v) : launch_plain<__half, 64, IDX>(p, stream, v);
   }
-  return bf16 ? launch<__nv_bfloat16, 64, DROP>(p, stream) : launch<__half, 64, DROP>(p, stream);
+  if (fwd_variant_for(64) != 0)
+    return bf16 ? launch<__nv_bfloat16, 64, IDX, DROP, kDropVariant>(p, stream)
+                : launch<__half, 64, IDX, DROP, kDropVariant>(p, stream);
+  return bf16 ? launch<__nv_bfloat16, 64, IDX, DROP>(p, stream) : launch<__half, 64, IDX, DROP>(p, stream);
 }
 
 cudaError_t fwd(const FlashFwdParams& p, cudaStream_t stream) {
-  return p.dropout.rate > 0.f ? fwd_drop<true>(p, stream) : fwd_drop<false>(p, stream);
+  if (p.dropout.rate > 0.f) return fwd_drop<true, true>(p, stream);
+  return needs_idx(p.mask) ? fwd_drop<true, false>(p, stream) : fwd_drop<false, false>(p, stream);
 }
 
 // ---- Self-test of the building blocks --------------------------------------------------------
