@@ -1,6 +1,8 @@
 """GPU benchmark through TensorFlow: tf_flashattn vs keras.ops.dot_product_attention (TensorFlow
 backend, with and without XLA) on the FlashAttention benchmark shapes: 16k tokens (B*T = 16384),
-hidden 2048 (H = 2048 / D), T from 512 to 16384, D in {64, 128, 256}, causal and not, bfloat16.
+hidden 2048 (H = 2048 / D), T from 512 to 16384, D in {64, 128, 256}, causal and not, bfloat16
+(BENCH_DTYPE=float32: float32, which runs on TF32 tensor cores, ours and XLA's, while TensorFlow's
+TF32 setting is on, its default).
 
 FLOPs (FlashAttention count): forward 4*B*H*T*T*D, halved when causal; backward 2.5x forward.
 Our backward is timed alone (the gradient op on saved output and log-sum-exp); Keras' backward,
@@ -44,6 +46,7 @@ HEAD_DIMS = [int(x) for x in os.environ.get("BENCH_D", "64,128,256").split(",")]
 KERAS_D = [int(x) for x in os.environ.get("BENCH_KERAS_D", "64,128,256").split(",")
            if x and int(x) in HEAD_DIMS]
 INNER = int(os.environ.get("BENCH_INNER", "8"))
+DTYPE = tf.as_dtype(os.environ.get("BENCH_DTYPE", "bfloat16"))
 OURS = os.environ.get("BENCH_OURS", "1") != "0"
 
 
@@ -149,11 +152,11 @@ def _batch_heads(D, T):
 
 
 def _inputs(D, T):
-    """The shape's B and H and INNER random queries with one K and V (bf16, on the GPU)."""
+    """The shape's B and H and INNER random queries with one K and V (BENCH_DTYPE, on the GPU)."""
     B, H = _batch_heads(D, T)
     with tf.device("/GPU:0"):
-        qs = [tf.random.normal([B, T, H, D], dtype=tf.bfloat16) for _ in range(INNER)]
-        k, v = (tf.random.normal([B, T, H, D], dtype=tf.bfloat16) for _ in range(2))
+        qs = [tf.random.normal([B, T, H, D], dtype=DTYPE) for _ in range(INNER)]
+        k, v = (tf.random.normal([B, T, H, D], dtype=DTYPE) for _ in range(2))
     return B, H, qs, k, v
 
 
@@ -166,7 +169,8 @@ def _timed_row(name, D, T, B, H, causal, steps, reps):
     f, b = steps()
     fms = bench(f, reps=reps)
     bms = bench(b, reps=reps)
-    row = dict(impl=name, D=D, T=T, B=B, H=H, causal=causal,
+    row = dict(impl=name, D=D, T=T, B=B, H=H, causal=causal, dtype=DTYPE.name,
+               tf32=tf.config.experimental.tensor_float_32_execution_enabled(),
                constant_folding=tf.config.optimizer.get_experimental_options().get(
                    "constant_folding", True))
     if name != "tf_flashattn":  # theirs: (forward+backward) - forward

@@ -5,14 +5,15 @@ cache of Tk keys and values. The work is reading K and V once, so the figure is 
 
     K+V bytes = 2 * B * Tk * Hkv * D * (2 bytes for bf16 / fp16),  GB/s = bytes / time per call
 
-Ours (`tf_flashattn.dot_product_attention` in a tf.function) against Keras'
-`keras.ops.dot_product_attention` compiled by XLA (`jit_compile=True`, what Keras gives on a GPU),
-each called once per step with a different query (N steps in a row, the result read back once):
-host overheads count, as they do for a server. The kernels' own GPU time, against PyTorch's
+Ours (`tf_flashattn.dot_product_attention` in a tf.function: "ours"; the same function compiled
+by XLA, where the op becomes a custom call: "ours_xla", as the example's cached generate runs its
+decode steps) against Keras' `keras.ops.dot_product_attention` compiled by XLA (`jit_compile=True`,
+what Keras gives on a GPU), each called once per step with a different query (N steps in a row,
+the result read back once): host overheads count, as they do for a server. The kernels' own GPU time, against PyTorch's
 FlashAttention-2 and cuDNN, comes from the kernel harness (`kernel_harness_check.py --decode`).
 
     python benchmarks/gpu_decode.py [--json out.json] [--steps 50] [--dtypes bfloat16,float16]
-        [--shapes 8x8192x32x8,...] [--tq 1,4,16] [--impls ours,keras_xla]
+        [--shapes 8x8192x32x8,...] [--tq 1,4,16] [--impls ours,ours_xla,keras_xla]
 
 Shapes are BxTkxHxHkv with D = 128; the defaults are the decoding issue's four shapes plus
 Tk = 1024 and 2048. On the CPU it runs small shapes (a smoke test of the script).
@@ -59,7 +60,7 @@ def main(argv=None):
     p.add_argument("--dtypes", default="bfloat16,float16")
     p.add_argument("--dim", type=int, default=128)
     p.add_argument("--steps", type=int, default=50)
-    p.add_argument("--impls", default="ours,keras_xla")
+    p.add_argument("--impls", default="ours,ours_xla,keras_xla")
     p.add_argument("--json")
     args = p.parse_args(argv)
 
@@ -88,6 +89,8 @@ def main(argv=None):
                       for _ in range(4)]
                 impls = {
                     "ours": tf.function(lambda q: fa.dot_product_attention(q, k, v)),
+                    "ours_xla": tf.function(lambda q: fa.dot_product_attention(q, k, v),
+                                            jit_compile=True),
                     "keras_xla": tf.function(lambda q: keras.ops.dot_product_attention(q, k, v),
                                              jit_compile=True),
                 }

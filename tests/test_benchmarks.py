@@ -88,6 +88,44 @@ def test_folding_is_restored_after_an_exception():
     assert tf.config.optimizer.get_experimental_options().get("constant_folding", True) == before
 
 
+def test_bench_dtype_float32_rows_say_their_dtype_and_tf32(tmp_path):
+    """BENCH_DTYPE=float32 (the TF32 rows): inputs and rows in float32, each row saying whether
+    TensorFlow's TF32 setting was on while it ran."""
+    out = tmp_path / "f32.json"
+    env = dict(os.environ, BENCH_TOKENS="128", BENCH_HIDDEN="32", BENCH_T="64", BENCH_D="16",
+               BENCH_KERAS_D="16", BENCH_INNER="1", BENCH_IMPLS="keras_xla", BENCH_DTYPE="float32")
+    subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "gpu_attention.py"), str(out)],
+                   check=True, env=env, cwd=ROOT, capture_output=True, timeout=600)
+    rows = json.loads(out.read_text())
+    assert [(r["impl"], r["causal"]) for r in rows] == [
+        ("tf_flashattn", False), ("tf_flashattn", True), ("keras_xla", False), ("keras_xla", True)]
+    assert all(r["dtype"] == "float32" and r["tf32"] is True and r["fwd_ms"] > 0 for r in rows)
+
+
+def test_gpu_decode_times_every_impl_per_row(tmp_path):
+    """The serving-loop script: ours, ours under XLA (the op as a custom call) and Keras under XLA
+    at each (shape, Tq), each with a time, on the CPU's small shape."""
+    out = tmp_path / "decode.json"
+    subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "gpu_decode.py"), "--tq", "1,3",
+                    "--steps", "2", "--dtypes", "float32", "--json", str(out)],
+                   check=True, cwd=ROOT, capture_output=True, timeout=600)
+    rows = json.loads(out.read_text())
+    assert [(r["Tq"], r["impl"]) for r in rows] == [
+        (tq, impl) for tq in (1, 3) for impl in ("ours", "ours_xla", "keras_xla")]
+    assert all("error" not in r and r["us"] > 0 and r["gbps"] > 0 for r in rows)
+
+
+def test_eager_probe_times_every_case(tmp_path):
+    out = tmp_path / "probe.json"
+    subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "eager_probe.py"), "--calls", "2",
+                    "--repeats", "1", "--json", str(out)],
+                   check=True, cwd=ROOT, capture_output=True, timeout=600)
+    rows = json.loads(out.read_text())
+    assert [r["case"] for r in rows] == ["control_mm2", "control_mm1", "read_var", "wrapper_var",
+                                         "wrapper", "raw", "raw_absent_cpu", "raw_absent_gpu"]
+    assert all(r["host_us"] > 0 for r in rows)
+
+
 def test_train_throughput_table_with_one_layer_measured():
     """`--only flash` leaves the Keras column unmeasured: the table shows '-' there (it raised a
     KeyError before, after the measurements, losing them)."""
