@@ -48,16 +48,20 @@ def _eager_signature(query, key, value, optional, *settings):
     when the call must take the checked path."""
     if not query.dtype == key.dtype == value.dtype:
         return None
+    # Shapes through EagerTensor._shape_tuple() (a plain tuple from C++), not TensorShape: this
+    # runs at every eager call, and building TensorShapes cost about as much as the op's dispatch.
     opt = []
     for (name, dtype, rank), t in zip(_OPTIONAL, optional):
         if t is None:
             opt.append(None)
             continue
-        if not isinstance(t, tf.__internal__.EagerTensor) or t.dtype != (dtype or query.dtype) \
-                or t.shape.rank != rank:
+        if not isinstance(t, tf.__internal__.EagerTensor) or t.dtype != (dtype or query.dtype):
             return None
-        opt.append(tuple(t.shape))
-    sig = (tuple(query.shape), tuple(key.shape), tuple(value.shape), query.dtype,
+        shape = t._shape_tuple()
+        if len(shape) != rank:
+            return None
+        opt.append(shape)
+    sig = (query._shape_tuple(), key._shape_tuple(), value._shape_tuple(), query.dtype,
            _eager_device(), tuple(opt)) + tuple((type(x), x) for x in settings)
     try:
         hash(sig)
@@ -299,7 +303,7 @@ def dot_product_attention(query, key, value, bias=None, mask=None, scale=None, i
     # A seed may come along as an int64 [2] eager tensor (what next_seed gives): it is the one
     # tensor input that changes from call to call of a training loop.
     eager_seed = (seed is not None and isinstance(seed, tf.__internal__.EagerTensor)
-                  and seed.dtype == tf.int64 and tuple(seed.shape) == (2,))
+                  and seed.dtype == tf.int64 and seed._shape_tuple() == (2,))
     if tf.executing_eagerly() and (seed is None or eager_seed):
         q_e, k_e, v_e = _eager_tensor(query), _eager_tensor(key), _eager_tensor(value)
         optional = (mask, bias, query_lengths, key_lengths, query_mask, key_mask)
@@ -310,8 +314,7 @@ def dot_product_attention(query, key, value, bias=None, mask=None, scale=None, i
         cached = _EAGER_CALLS.get(sig) if sig is not None else None
         if cached is not None:  # checked before: the same shapes, dtypes and settings
             attrs, absent = cached
-            for (name, _, _), t, limit in zip(_OPTIONAL[2:4], optional[2:4],
-                                              (q_e.shape[1], k_e.shape[1])):
+            for (name, _, _), t, limit in zip(_OPTIONAL[2:4], optional[2:4], (sig[0][1], sig[1][1])):
                 if t is not None and t.device.endswith("CPU:0"):
                     _check_range(t.numpy(), name, limit)
             inputs = tuple(a if t is None else t for a, t in zip(absent, optional + (seed,)))
