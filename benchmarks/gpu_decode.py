@@ -9,10 +9,13 @@ Ours (`tf_flashattn.dot_product_attention` in a tf.function: "ours"; the same fu
 by XLA, where the op becomes a custom call: "ours_xla", as the example's cached generate runs its
 decode steps) against Keras' `keras.ops.dot_product_attention` compiled by XLA (`jit_compile=True`,
 what Keras gives on a GPU), each called once per step with a different query (N steps in a row,
-the result read back once): host overheads count, as they do for a server. The kernels' own GPU time, against PyTorch's
-FlashAttention-2 and cuDNN, comes from the kernel harness (`kernel_harness_check.py --decode`).
+the result read back once): host overheads count, as they do for a server. The implementations of
+a row take turns, block by block (--repeats blocks of --steps calls each; the median block), so
+that a drift of the host's speed during the run weighs on each alike. The kernels' own GPU time,
+against PyTorch's FlashAttention-2 and cuDNN, comes from the kernel harness
+(`kernel_harness_check.py --decode`).
 
-    python benchmarks/gpu_decode.py [--json out.json] [--steps 50] [--dtypes bfloat16,float16]
+    python benchmarks/gpu_decode.py [--json out.json] [--steps 50] [--repeats 5] [--dtypes bfloat16,float16]
         [--shapes 8x8192x32x8,...] [--tq 1,4,16] [--impls ours,ours_xla,keras_xla]
 
 Shapes are BxTkxHxHkv with D = 128; the defaults are the decoding issue's four shapes plus
@@ -35,21 +38,31 @@ def sync():
     tf.test.experimental.sync_devices()
 
 
-def per_call_us(fn, qs, steps, repeats=3):
-    """Median over repeats of the time per call of `steps` calls in a row (one query each)."""
-    for q in qs[:2]:
-        fn(q)
-    sync()
-    times = []
+def per_call_us(fns, qs, steps, repeats=5):
+    """Median over repeats of the time per call of `steps` calls in a row (one query each), for
+    each of fns (name -> function), the functions taking turns within every repeat: a host that
+    drifts between a fast and a slow state (seen on the H200's host: the same call at about 200 or
+    about 400 us from one block of calls to the next) then weighs on each the same way. Returns
+    name -> us, or name -> the exception it raised (e.g. out of memory: the others go on)."""
+    errors = {}
+    for name, fn in fns.items():
+        try:
+            for q in qs[:2]:
+                fn(q)
+            sync()
+        except Exception as e:  # noqa: BLE001
+            errors[name] = e
+    times = {name: [] for name in fns if name not in errors}
     for _ in range(repeats):
-        sync()
-        t0 = time.perf_counter()
-        for i in range(steps):
-            out = fn(qs[i % len(qs)])
-        sync()
-        times.append((time.perf_counter() - t0) / steps * 1e6)
-        del out
-    return statistics.median(times)
+        for name in times:
+            sync()
+            t0 = time.perf_counter()
+            for i in range(steps):
+                out = fns[name](qs[i % len(qs)])
+            sync()
+            times[name].append((time.perf_counter() - t0) / steps * 1e6)
+            del out
+    return {**{name: statistics.median(t) for name, t in times.items()}, **errors}
 
 
 def main(argv=None):
@@ -60,6 +73,8 @@ def main(argv=None):
     p.add_argument("--dtypes", default="bfloat16,float16")
     p.add_argument("--dim", type=int, default=128)
     p.add_argument("--steps", type=int, default=50)
+    p.add_argument("--repeats", type=int, default=5,
+                   help="timed blocks of --steps calls per implementation, taken in turns")
     p.add_argument("--impls", default="ours,ours_xla,keras_xla")
     p.add_argument("--json")
     args = p.parse_args(argv)
@@ -94,16 +109,18 @@ def main(argv=None):
                     "keras_xla": tf.function(lambda q: keras.ops.dot_product_attention(q, k, v),
                                              jit_compile=True),
                 }
-                for name in args.impls.split(","):
+                names = args.impls.split(",")
+                got = per_call_us({n: impls[n] for n in names}, qs, args.steps, args.repeats)
+                for name in names:
                     row = dict(dtype=dname, B=b, Tk=tk, H=h, Hkv=hkv, D=d, Tq=tq, impl=name,
-                               kv_bytes=kv_bytes)
-                    try:
-                        us = per_call_us(impls[name], qs, args.steps)
+                               kv_bytes=kv_bytes, steps=args.steps, repeats=args.repeats)
+                    us = got[name]
+                    if isinstance(us, Exception):  # e.g. out of memory: the others went on
+                        row["error"] = f"{type(us).__name__}: {str(us)[:200]}"
+                        cells = "error | "
+                    else:
                         row.update(us=us, gbps=kv_bytes / us / 1e3)
                         cells = f"{us:.1f} | {row['gbps']:.0f}"
-                    except Exception as e:  # noqa: BLE001 (e.g. out of memory: keep going)
-                        row["error"] = f"{type(e).__name__}: {str(e)[:200]}"
-                        cells = "error | "
                     rows.append(row)
                     print(f"| {dname} | {b} | {tk} | {h}/{hkv} | {tq} | {name} | {cells} |",
                           flush=True)
