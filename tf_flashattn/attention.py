@@ -314,7 +314,8 @@ def dot_product_attention(query, key, value, bias=None, mask=None, scale=None, i
         cached = _EAGER_CALLS.get(sig) if sig is not None else None
         if cached is not None:  # checked before: the same shapes, dtypes and settings
             attrs, absent = cached
-            for (name, _, _), t, limit in zip(_OPTIONAL[2:4], optional[2:4], (sig[0][1], sig[1][1])):
+            tq, tk = sig[0][1], sig[1][1]  # from the signature's query and key shapes
+            for (name, _, _), t, limit in zip(_OPTIONAL[2:4], optional[2:4], (tq, tk)):
                 if t is not None and t.device.endswith("CPU:0"):
                     _check_range(t.numpy(), name, limit)
             inputs = tuple(a if t is None else t for a, t in zip(absent, optional + (seed,)))

@@ -49,10 +49,9 @@ def next_seed(seed_generator):
     # The read and the update are the variable ops themselves, without the Python layers of
     # value() / assign_add() (which roughly doubled this function's host time per eager call);
     # a variable that is not a plain resource variable takes those methods.
-    handle = getattr(var, "handle", None)
-    if isinstance(var, resource_variable_ops.BaseResourceVariable) and handle is not None:
-        seed = gen_resource_variable_ops.read_variable_op(handle, var.dtype)
-        gen_resource_variable_ops.assign_add_variable_op(handle, _increment(var))
+    if isinstance(var, resource_variable_ops.BaseResourceVariable):
+        seed = gen_resource_variable_ops.read_variable_op(var.handle, var.dtype)
+        gen_resource_variable_ops.assign_add_variable_op(var.handle, _increment(var))
     else:
         seed = var.value()
         var.assign_add(_increment(var), read_value=False)
