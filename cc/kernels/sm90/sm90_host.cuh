@@ -76,6 +76,19 @@ inline bool current_device_is_sm90() {
   return c == 1;
 }
 
+// The current device's SM count (cached per device; the persistent forward's grid), 0 on error.
+inline int current_device_sm_count() {
+  static int cached[64] = {0};  // 0 unknown
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return 0;
+  int n = dev >= 0 && dev < 64 ? cached[dev] : 0;
+  if (n == 0) {
+    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) return 0;
+    if (dev >= 0 && dev < 64) cached[dev] = n;
+  }
+  return n;
+}
+
 }  // namespace sm90
 }  // namespace cuda
 }  // namespace flashattn
