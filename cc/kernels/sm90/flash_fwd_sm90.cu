@@ -65,13 +65,18 @@
 //   Plain instantiation (<IDX = false>, calls with no window, lengths or validity mask; causal
 //   allowed; needs_idx() on the host): the CTA masks the tiles its first row does not see whole
 //   (key_end(row), non-decreasing in the row), one CTA-uniform branch per tile around the
-//   element-wise masking. The IDX kernel's form (row_info, the k_valid byte loads, a vote and an
-//   `if (need_mask)` per element) compiles to 64 branches per 128-key tile in the loop body (one
-//   per S element; ptxas 13.0, sm_90a, D = 64 and 128, every schedule), taken on every tile
-//   without a mask; the first version (dab104b: a branch-free select on a CTA-uniform predicate)
-//   had none. The suspected cause of D = 64's drop from 313 / 325 TFLOP/s (dab104b) to 261 / 274
-//   (schedule 0, H200, T = 4096 / 16384); not yet measured with this instantiation. Same values
-//   either way (S * scale, -inf where invisible): the outputs are the IDX kernel's bit for bit.
+//   element-wise masking. The IDX kernel's first form (row_info, 32 k_valid byte loads per thread
+//   and tile, a vote and an `if (need_mask)` per element) compiled to 64 branches per 128-key tile
+//   in the loop body (one per S element; ptxas 13.0, sm_90a, D = 64 and 128, every schedule),
+//   taken on every tile without a mask; the first version (dab104b: a branch-free select on a
+//   CTA-uniform predicate) had none. Splitting this instantiation out gave the plain calls +30%;
+//   the IDX kernel stayed at ~300-327 TFLOP/s against 580-620 (D = 128, H200, all-true key mask or
+//   dropout 0.1). Now (branch sm90-fwd-idx-fast, UNTESTED ON A GPU) the IDX kernel too branches
+//   once per tile and warp, on the vote, between a masked loop (selects, no branches) and the plain
+//   kernel's scale-only loop, and an all-true k_valid costs kBc / 32 byte loads per lane issued
+//   before the waits and one more vote (softmax_tile, load_key_bytes): 6 branches in the loop body
+//   instead of 67 at D = 64 and 128, 35 at D = 256 (benchmarks/sass_order.py --branches). Same values either way (S * scale, -inf
+//   where invisible): the outputs are the IDX kernel's bit for bit.
 //   Dropout (the <IDX = true, DROP = true> instantiation): P *= keep * keep_scale after the row
 //   sum, one Philox call per 8 elements on the m16n8 fragment that each warp's part of the m64nN
 //   accumulator is.
@@ -315,41 +320,76 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
     for (int kk = 0; kk < kBc / 16; ++kk)
       wgmma_rs_m64nDk16_tb<T, D>(o, pa[kk], wgmma_desc(v_tile + kk * 16 * 128, kBc * 128, 1024));
   };
-  // Masks, scale and online softmax of the S tile of keys j0 .. j0 + kBc - 1: sacc becomes the
-  // unnormalized P, m and l move on, and alpha[h2] is the factor O's rows h2 must be scaled by.
-  auto softmax_tile = [&](float (&sacc)[kBc / 2], int j0, float (&alpha)[2]) {
+  // k_valid's bytes of the tile at j0, kKeysPerLane consecutive keys per lane (lane L: keys j0 +
+  // kKeysPerLane L + e in kv.b[e]; the warp covers the tile's kBc keys, one 128- or 64-byte span),
+  // issued before the waits for the stage and for S (by the caller) so that their latency hides
+  // under them; softmax_tile votes on them ("all keys of the tile valid": a vote instead of the
+  // per-thread kBc / 4 byte loads on the critical path). Byte loads, each kept in its own register
+  // until softmax_tile tests it: a word load would need 4-byte alignment, which the row base
+  // k_valid + b Tk lacks for odd Tk, and combining bytes here would wait for them here. All zero
+  // (not all valid: softmax_tile loads the per-thread bits) without k_valid or when the tile
+  // reaches past klim (keys invalid there; the row may end before the tile does).
+  constexpr int kKeysPerLane = kBc / 32;  // 4 at kBc = 128, 2 at kBc = 64
+  struct KeyBytes {
+    uint32_t b[kKeysPerLane];
+  };
+  auto load_key_bytes = [&](int j0) {
+    KeyBytes kv{};
+    if constexpr (IDX) {
+      if (k_valid && j0 + kBc <= klim) {
+        const unsigned char* kp = reinterpret_cast<const unsigned char*>(k_valid) + j0 + kKeysPerLane * lane;
+#pragma unroll
+        for (int e = 0; e < kKeysPerLane; ++e) kv.b[e] = __ldg(kp + e);  // read-only in the kernel
+      }
+    }
+    return kv;
+  };
+  // Masks, scale and online softmax of the S tile of keys j0 .. j0 + kBc - 1 (kv: its
+  // load_key_bytes): sacc becomes the unnormalized P, m and l move on, and alpha[h2] is the factor
+  // O's rows h2 must be scaled by.
+  auto softmax_tile = [&](float (&sacc)[kBc / 2], int j0, const KeyBytes& kv, float (&alpha)[2]) {
     // Masks (sm80's fwd_tile_scores, decided per warp): element (row, col) is visible when
     // kb(row) <= col < ke(row) and k_valid[col]. Only warps with a live row whose range does not
-    // cover the whole tile, or with a key of the tile invalid, mask per element (an all-true
-    // padding mask costs its byte loads and a vote).
-    // All kBc / 4 bits set (32 at kBc = 128, 16 at kBc = 64): every key of this thread's columns valid.
+    // cover the whole tile, or with a key of the tile invalid, mask per element; the others take
+    // the plain kernel's instruction stream (S * scale only). An all-true padding mask costs
+    // kKeysPerLane byte loads per lane (load_key_bytes) and a vote per tile.
     if constexpr (IDX) {
+      // All kBc / 4 bits set (32 at kBc = 128, 16 at kBc = 64): every key of this thread's columns valid.
       constexpr uint32_t kAllKeys = kBc >= 128 ? 0xffffffffu : (1u << (kBc / 4)) - 1u;
       uint32_t kv_bits = kAllKeys;  // bit 2 jn + e: key j0 + 8 jn + 2 t + e passes k_valid
       if (k_valid) {
-        kv_bits = 0;
+        bool lane_valid = true;  // this lane's kKeysPerLane keys all valid
 #pragma unroll
-        for (int jn = 0; jn < kBc / 8; ++jn)
+        for (int e = 0; e < kKeysPerLane; ++e) lane_valid &= kv.b[e] != 0;
+        if (!__all_sync(0xffffffffu, lane_valid)) {  // warp-uniform: some key invalid or past klim
+          kv_bits = 0;
 #pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int col = j0 + 8 * jn + 2 * t + e;
-            kv_bits |= static_cast<uint32_t>(col < klim && k_valid[col]) << (2 * jn + e);
-          }
+          for (int jn = 0; jn < kBc / 8; ++jn)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const int col = j0 + 8 * jn + 2 * t + e;
+              kv_bits |= static_cast<uint32_t>(col < klim && k_valid[col]) << (2 * jn + e);
+            }
+        }
       }
       bool partial = false;
 #pragma unroll
       for (int h2 = 0; h2 < 2; ++h2) partial |= live[h2] && !(kb[h2] <= j0 && ke[h2] >= j0 + kBc);
-      const bool need_mask = __any_sync(0xffffffffu, partial || kv_bits != kAllKeys);
+      // Warp-uniform (a vote), so that the branch is taken once per tile around the two loops rather
+      // than per element inside one (which ptxas 13.0 kept as 64 branches per 128-key tile). The same
+      // values either way: x = S * scale_log2, then -inf where not visible.
+      if (__any_sync(0xffffffffu, partial || kv_bits != kAllKeys)) {
 #pragma unroll
-      for (int i = 0; i < kBc / 2; ++i) {
-        float x = sacc[i] * scale_log2;
-        if (need_mask) {
+        for (int i = 0; i < kBc / 2; ++i) {
           const int h2 = (i / 2) & 1;
           const int jl = 8 * (i / 4) + 2 * t + (i & 1);  // column within the tile
           const bool vis = jl >= kb[h2] - j0 && jl < ke[h2] - j0 && ((kv_bits >> (2 * (i / 4) + (i & 1))) & 1u);
-          if (!vis) x = -INFINITY;
+          const float x = sacc[i] * scale_log2;
+          sacc[i] = vis ? x : -INFINITY;
         }
-        sacc[i] = x;
+      } else {
+#pragma unroll
+        for (int i = 0; i < kBc / 2; ++i) sacc[i] *= scale_log2;
       }
     } else {
       // The same values as the IDX branch (x = S * scale_log2, -inf where key j0 + jl >= ke(row)),
@@ -425,6 +465,7 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
     // One tile at a time: S, softmax, O += P V, each waited for before the next.
     for (int n = 0; n < n_tiles; ++n) {
       const int s = stage(n);
+      const KeyBytes kv = load_key_bytes(j_first + n * kBc);  // in flight during the waits below
       mbar_wait(full0 + 8 * s, phase(n));
       float sacc[kBc / 2];
       wgmma_fence();
@@ -434,7 +475,7 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
       fence_regs(sacc);
       const int j0 = j_first + n * kBc;
       float alpha[2];
-      softmax_tile(sacc, j0, alpha);
+      softmax_tile(sacc, j0, kv, alpha);
       rescale_o(alpha);
       apply_dropout(sacc, j0);
       uint32_t pa[kBc / 16][4];
@@ -467,6 +508,7 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
     float sacc[kBc / 2];
     uint32_t pa[kBc / 16][4];
     float alpha[2];
+    KeyBytes kv = load_key_bytes(j_first);  // in flight during the waits below
     mbar_wait(full0 + 8 * stage(0), phase(0));
     turn_begin();
     wgmma_fence();
@@ -475,11 +517,12 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
     turn_end(0);
     wgmma_wait<0>();
     fence_regs(sacc);
-    softmax_tile(sacc, j_first, alpha);  // O is still zero: nothing to rescale
+    softmax_tile(sacc, j_first, kv, alpha);  // O is still zero: nothing to rescale
     apply_dropout(sacc, j_first);
     pack_p(pa, sacc);
     for (int n = 1; n < n_tiles; ++n) {
       const int s = stage(n), sp = stage(n - 1);
+      kv = load_key_bytes(j_first + n * kBc);
       mbar_wait(full0 + 8 * s, phase(n));
       turn_begin();
       fence_regs(o);
@@ -491,7 +534,7 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
       turn_end(n);
       wgmma_wait<1>();  // S_n is done (groups complete in order); P_{n-1} V_{n-1} may still run
       fence_regs(sacc);
-      softmax_tile(sacc, j_first + n * kBc, alpha);
+      softmax_tile(sacc, j_first + n * kBc, kv, alpha);
       apply_dropout(sacc, j_first + n * kBc);  // (overlaps P_{n-1} V_{n-1} too)
       wgmma_wait<0>();
       fence_regs(o);
@@ -581,10 +624,10 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
 // Grid (ceil(Tq / kBr), H, B), one query tile per CTA, longest causal rows first; the persistent
 // schedule: grid (min(order.num, SMs)), CTA i takes tiles i, i + gridDim.x, ... of `order` (a
 // static stride: see TileOrder and launch()). IDX: the index masks (causal, window, lengths,
-// [B, Tq] / [B, Tk] validity) at run time, decided per warp and tile (row_info, k_valid loads, a
-// vote); without IDX only causal and Tk (no window, lengths or validity masks: the host's
-// needs_idx() below), the CTA masking the tiles that its first row does not see whole, the main
-// loop without the IDX kernel's per-element branches (see "Plain instantiation" in the header).
+// [B, Tq] / [B, Tk] validity) at run time, decided per warp and tile (row_info, k_valid loads,
+// votes); without IDX only causal and Tk (no window, lengths or validity masks: the host's
+// needs_idx() below), the CTA masking the tiles that its first row does not see whole, with no
+// k_valid loads, row ranges or votes (see "Plain instantiation" in the header).
 // DROP (with IDX only): dropout (a second instantiation, so that the kernel without it carries no
 // Philox code). V: the schedule (kSched; with DROP only 0 or kDropVariant). tm_o (box {64, 1, 64,
 // 1}) is used only by the tma_store schedules.
