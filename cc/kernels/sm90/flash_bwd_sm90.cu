@@ -109,6 +109,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "cc/kernels/common/flash_cuda_common.cuh"  // fast_exp2, Elem<T>::pack
@@ -410,37 +411,57 @@ __global__ void __launch_bounds__(kThreads, 1)
     const bool need_mask = IDX ? flag_i[s] != 0
                                : i0 + kBq > sh.Tq || j0 + kBk > sh.Tk || (causal && j0 + kBk - 1 > i0 + off);
     const int* range_s = range_i + s * kBq;
+    // The element-wise pass with the mask's selections (masked) or without them. need_mask is
+    // CTA-uniform (IDX: the producer's per-unit flag; else indices only), so the branch is taken
+    // once per unit around two straight-line copies of the pass: an `if (need_mask)` inside the
+    // unrolled per-element loop compiled (ptxas 13.0, sm_90a) to one branch per S^T element (32 per
+    // unit and thread, every instantiation), as the forward's softmax did (sm90-fwd-idx-fast).
+    // The same values either way (pv, then 0 where masked). <DROP, D = 128> keeps that form
+    // (need_mask at run time): the split spills there (40 bytes).
+    auto elementwise = [&](auto mask_c) {
+      bool masked;  // a constant (std::true_type / false_type), but for DROP (need_mask)
+      if constexpr (std::is_same_v<decltype(mask_c), bool>)
+        masked = mask_c;
+      else
+        masked = decltype(mask_c)::value;
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const float2 l2 = *reinterpret_cast<const float2*>(lse2_s + 8 * j + 2 * t);
-      const float2 dsm = *reinterpret_cast<const float2*>(dsum_s + 8 * j + 2 * t);
-      int2 rg = make_int2(0, 0);  // IDX: the key ranges of queries 8j + 2t, +1
-      if (IDX && need_mask) rg = *reinterpret_cast<const int2*>(range_s + 8 * j + 2 * t);
+      for (int j = 0; j < 8; ++j) {
+        const float2 l2 = *reinterpret_cast<const float2*>(lse2_s + 8 * j + 2 * t);
+        const float2 dsm = *reinterpret_cast<const float2*>(dsum_s + 8 * j + 2 * t);
+        int2 rg = make_int2(0, 0);  // IDX: the key ranges of queries 8j + 2t, +1
+        if (IDX && masked) rg = *reinterpret_cast<const int2*>(range_s + 8 * j + 2 * t);
 #pragma unroll
-      for (int h2 = 0; h2 < 2; ++h2)
+        for (int h2 = 0; h2 < 2; ++h2)
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int x = 4 * j + 2 * h2 + e;
-          float pv = fast_exp2(sacc[x] * sl2 - (e ? l2.y : l2.x));
-          if (need_mask) {
-            if constexpr (IDX) {
-              const int r = e ? rg.y : rg.x;
-              if (!(key_ok[h2] && key_l[h2] >= (r & 0xffff) && key_l[h2] < (r >> 16))) pv = 0.f;
+          for (int e = 0; e < 2; ++e) {
+            const int x = 4 * j + 2 * h2 + e;
+            float pv = fast_exp2(sacc[x] * sl2 - (e ? l2.y : l2.x));
+            if (masked) {
+              if constexpr (IDX) {
+                const int r = e ? rg.y : rg.x;
+                if (!(key_ok[h2] && key_l[h2] >= (r & 0xffff) && key_l[h2] < (r >> 16))) pv = 0.f;
+              } else {
+                const int64_t key = j0 + key_l[h2], qi = i0 + 8 * j + 2 * t + e;
+                if (key >= sh.Tk || qi >= sh.Tq || (causal && key > qi + off)) pv = 0.f;
+              }
+            }
+            if constexpr (DROP) {  // sm80's rule: Pd = P Z, dS = P (dPd Z - dsum), Z = keep_scale or 0
+              const float z = ((kbits >> x) & 1u) ? p.dropout.keep_scale : 0.f;
+              sacc[x] = pv * z;
+              dpacc[x] = pv * (dpacc[x] * z - (e ? dsm.y : dsm.x));
             } else {
-              const int64_t key = j0 + key_l[h2], qi = i0 + 8 * j + 2 * t + e;
-              if (key >= sh.Tk || qi >= sh.Tq || (causal && key > qi + off)) pv = 0.f;
+              sacc[x] = pv;
+              dpacc[x] = pv * (dpacc[x] - (e ? dsm.y : dsm.x));
             }
           }
-          if constexpr (DROP) {  // sm80's rule: Pd = P Z, dS = P (dPd Z - dsum), Z = keep_scale or 0
-            const float z = ((kbits >> x) & 1u) ? p.dropout.keep_scale : 0.f;
-            sacc[x] = pv * z;
-            dpacc[x] = pv * (dpacc[x] * z - (e ? dsm.y : dsm.x));
-          } else {
-            sacc[x] = pv;
-            dpacc[x] = pv * (dpacc[x] - (e ? dsm.y : dsm.x));
-          }
-        }
-    }
+      }
+    };
+    if constexpr (DROP && D == 128)
+      elementwise(need_mask);
+    else if (need_mask)
+      elementwise(std::true_type{});
+    else
+      elementwise(std::false_type{});
     // As the A fragments of m64k16 (k16 step kk = queries 16kk .. 16kk+15), and dS^T to shared
     // memory ([key][query], one 128-byte-swizzled panel of 128 rows).
     uint32_t pa[4][4], da[4][4];
