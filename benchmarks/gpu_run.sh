@@ -16,6 +16,7 @@
 #             default 5; phases variants: numerics of each and bitwise equality with variant 0, the first
 #             schedule, vbench: TFLOP/s of each next to FA2 and cuDNN, vsanitize under memcheck) (~6 min).
 #             SM90_PHASES (default all) limits the sm90_check.py phases, e.g. SM90_PHASES=variants,vbench;
+#             SM90_SASS=0 skips the ptxas report and SASS counts (a minute of the call);
 #             racecheck and synccheck (compute-sanitizer's tools on the sanitize cases) run only when named.
 #             Files: OUT/sm90_summary.log and OUT/sm90.tar.gz (logs and JSON)
 #   sm90bwd   no TensorFlow needed: the Hopper backward (cc/kernels/sm90/flash_bwd_sm90.cu): harness
@@ -106,6 +107,8 @@ if [[ ,$what, == *,sm90,* ]]; then (
   hb=${SM90_OUTDIR:-/tmp/hb_sm90}
   OUTDIR=$hb ARCHS=90 bash benchmarks/build_harness.sh > $d/build.log 2>&1; echo "build rc=$?" | tee -a $d/build.log
   tail -1 $d/build.log
+  # SM90_SASS=0 skips the ptxas report (a minute of nvcc on one core) and the SASS counts.
+  if [[ ${SM90_SASS:-1} != 0 ]]; then
   /usr/local/cuda/bin/nvcc -std=c++17 -O3 -I. -Xcompiler -fPIC -gencode arch=compute_90a,code=sm_90a \
     -DFA_HAS_SM90=1 -Xptxas -v -c cc/kernels/sm90/flash_fwd_sm90.cu -o /tmp/sm90_ptxas.o > $d/ptxas.log 2>&1
   grep -E "registers|spill|warning" $d/ptxas.log | sort | uniq -c | head -12
@@ -118,6 +121,7 @@ if [[ ,$what, == *,sm90,* ]]; then (
     echo "== sm80 objects carry no sm_90a:"; cuobjdump -lelf $hb/flash_fwd.o; } > $d/sass_counts.txt 2>&1
   gzip -f $d/sm90.sass
   cat $d/sass_counts.txt | head -20
+  fi
   phases=${SM90_PHASES:-selftest,numerics,bench,sanitize,variants,vbench,vsanitize}
   has_ph() { [[ ,$phases, == *,$1,* ]]; }
   for ph in selftest:60 numerics:200 bench:240 variants:150 vbench:100; do

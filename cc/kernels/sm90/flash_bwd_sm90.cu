@@ -28,7 +28,8 @@
 //   Per unit, consumer c (rows of its matrices = its 64 keys, so P and dS stay in registers for
 //   dV and dK; only dS also goes to shared memory, for dQ):
 //     S^T  = K_c Q^T       [64 keys x 64 queries]  D/16 wgmma m64n64k16 SS, both K-major
-//     dP^T = V_c dO^T      [64 x 64]               D/16 wgmma m64n64k16 SS, both K-major
+//     dP^T = V_c dO^T      [64 x 64]               D/16 wgmma m64n64k16 SS, both K-major (its own
+//                          commit group: P^T below is computed while it runs, then waited for)
 //     P^T  = 2^(S^T scale log2e - lse2[q]),  dS^T = P^T (dP^T - dsum[q]); masked elements (outside
 //            the causal diagonal, past Tk or past Tq; IDX below: any index mask) get P = 0 by
 //            selection, so dS = 0 too (only in tiles that cross a limit: the rest is unchanged)
@@ -109,6 +110,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "cc/kernels/common/flash_cuda_common.cuh"  // fast_exp2, Elem<T>::pack
@@ -390,6 +392,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       wgmma_ss_m64n64k16<0, 0>(WgmmaType<T>{}, sacc, wgmma_desc(k_rows + koff, 16, 1024),
                                wgmma_desc(q_t + qoff, 16, 1024), k > 0);
     }
+    wgmma_commit();  // S^T: its own group, so that P^T is computed while dP^T runs
 #pragma unroll
     for (int k = 0; k < D / 16; ++k) {
       const uint32_t koff = (k / 4) * kBk * 128 + (k % 4) * 32, qoff = (k / 4) * kBq * 128 + (k % 4) * 32;
@@ -397,11 +400,10 @@ __global__ void __launch_bounds__(kThreads, 1)
                                wgmma_desc(do_t + qoff, 16, 1024), k > 0);
     }
     wgmma_commit();
-    wgmma_wait<0>();
+    wgmma_wait<1>();  // S^T done (groups complete in order); dP^T may still run
     fence_regs(sacc);
-    fence_regs(dpacc);
 
-    // P^T and dS^T in place: element i = 4j + 2h2 + e is (key key_l[h2], query 8j + 2t + e).
+    // P^T, then dS^T, in place: element i = 4j + 2h2 + e is (key key_l[h2], query 8j + 2t + e).
     const float* lse2_s = rows_f + (2 * s) * kBq;
     const float* dsum_s = rows_f + (2 * s + 1) * kBq;
     // IDX: the producer's flag (a row of the unit that does not see every key of the tile, or a
@@ -410,34 +412,68 @@ __global__ void __launch_bounds__(kThreads, 1)
     const bool need_mask = IDX ? flag_i[s] != 0
                                : i0 + kBq > sh.Tq || j0 + kBk > sh.Tk || (causal && j0 + kBk - 1 > i0 + off);
     const int* range_s = range_i + s * kBq;
+    // P^T = 2^(S^T scale log2e - lse2) (0 where masked) into sacc, under the dP^T product; with or
+    // without the mask's selections (masked). need_mask is CTA-uniform (IDX: the producer's
+    // per-unit flag; else indices only), so the branch is taken once per unit around two
+    // straight-line copies of the pass: an `if (need_mask)` inside the unrolled per-element loop
+    // compiled (ptxas 13.0, sm_90a) to one branch per S^T element (32 per unit and thread, every
+    // instantiation), as the forward's softmax did (sm90-fwd-idx-fast). That branch also keeps
+    // dP^T's wait below the pass: ptxas moves a WARPGROUP.DEPBAR up within its basic block
+    // (sm90-fwd-overlap), not across the join.
+    auto p_pass = [&](auto mask_c) {
+      bool masked;  // a constant (std::true_type / false_type), but for <DROP, D = 128> (need_mask)
+      if constexpr (std::is_same_v<decltype(mask_c), bool>)
+        masked = mask_c;
+      else
+        masked = decltype(mask_c)::value;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const float2 l2 = *reinterpret_cast<const float2*>(lse2_s + 8 * j + 2 * t);
+        int2 rg = make_int2(0, 0);  // IDX: the key ranges of queries 8j + 2t, +1
+        if (IDX && masked) rg = *reinterpret_cast<const int2*>(range_s + 8 * j + 2 * t);
+#pragma unroll
+        for (int h2 = 0; h2 < 2; ++h2)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int x = 4 * j + 2 * h2 + e;
+            float pv = fast_exp2(sacc[x] * sl2 - (e ? l2.y : l2.x));
+            if (masked) {
+              if constexpr (IDX) {
+                const int r = e ? rg.y : rg.x;
+                if (!(key_ok[h2] && key_l[h2] >= (r & 0xffff) && key_l[h2] < (r >> 16))) pv = 0.f;
+              } else {
+                const int64_t key = j0 + key_l[h2], qi = i0 + 8 * j + 2 * t + e;
+                if (key >= sh.Tk || qi >= sh.Tq || (causal && key > qi + off)) pv = 0.f;
+              }
+            }
+            sacc[x] = pv;
+          }
+      }
+    };
+    if constexpr (DROP && D == 128)
+      p_pass(need_mask);
+    else if (need_mask)
+      p_pass(std::true_type{});
+    else
+      p_pass(std::false_type{});
+    wgmma_wait<0>();  // dP^T done
+    fence_regs(dpacc);
+    // dS^T = P^T (dP^T - dsum) (DROP: sm80's rule, Pd = P Z, dS = P (dPd Z - dsum), Z = keep_scale
+    // or 0). The same operations on the same values as the former single pass.
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
-      const float2 l2 = *reinterpret_cast<const float2*>(lse2_s + 8 * j + 2 * t);
       const float2 dsm = *reinterpret_cast<const float2*>(dsum_s + 8 * j + 2 * t);
-      int2 rg = make_int2(0, 0);  // IDX: the key ranges of queries 8j + 2t, +1
-      if (IDX && need_mask) rg = *reinterpret_cast<const int2*>(range_s + 8 * j + 2 * t);
 #pragma unroll
       for (int h2 = 0; h2 < 2; ++h2)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int x = 4 * j + 2 * h2 + e;
-          float pv = fast_exp2(sacc[x] * sl2 - (e ? l2.y : l2.x));
-          if (need_mask) {
-            if constexpr (IDX) {
-              const int r = e ? rg.y : rg.x;
-              if (!(key_ok[h2] && key_l[h2] >= (r & 0xffff) && key_l[h2] < (r >> 16))) pv = 0.f;
-            } else {
-              const int64_t key = j0 + key_l[h2], qi = i0 + 8 * j + 2 * t + e;
-              if (key >= sh.Tk || qi >= sh.Tq || (causal && key > qi + off)) pv = 0.f;
-            }
-          }
-          if constexpr (DROP) {  // sm80's rule: Pd = P Z, dS = P (dPd Z - dsum), Z = keep_scale or 0
+          if constexpr (DROP) {
             const float z = ((kbits >> x) & 1u) ? p.dropout.keep_scale : 0.f;
-            sacc[x] = pv * z;
-            dpacc[x] = pv * (dpacc[x] * z - (e ? dsm.y : dsm.x));
+            dpacc[x] = sacc[x] * (dpacc[x] * z - (e ? dsm.y : dsm.x));
+            sacc[x] = sacc[x] * z;
           } else {
-            sacc[x] = pv;
-            dpacc[x] = pv * (dpacc[x] - (e ? dsm.y : dsm.x));
+            dpacc[x] = sacc[x] * (dpacc[x] - (e ? dsm.y : dsm.x));
           }
         }
     }
