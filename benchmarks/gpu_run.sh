@@ -17,7 +17,8 @@
 #             schedule, vbench: TFLOP/s of each next to FA2 and cuDNN, vsanitize under memcheck) (~6 min).
 #             SM90_PHASES (default all) limits the sm90_check.py phases, e.g. SM90_PHASES=variants,vbench;
 #             SM90_SASS=0 skips the ptxas report and SASS counts (a minute of the call);
-#             racecheck and synccheck (compute-sanitizer's tools on the sanitize cases) run only when named.
+#             racecheck and synccheck (compute-sanitizer's tools on the sanitize cases) run only when named;
+#             so does vcap (the variants phase with the persistent schedule's grid capped at 2 CTAs).
 #             Files: OUT/sm90_summary.log and OUT/sm90.tar.gz (logs and JSON)
 #   sm90bwd   no TensorFlow needed: the Hopper backward (cc/kernels/sm90/flash_bwd_sm90.cu): harness
 #             build (ARCHS=90), ptxas report and SASS counts, benchmarks/sm90_bwd_check.py's phases
@@ -138,6 +139,16 @@ if [[ ,$what, == *,sm90,* ]]; then (
     grep -E "SELFTEST|^FAIL|numerics:|variants:|^variant |TFLOP|^ +[0-9]+ |NOT taken|bitwise_vs_nomask=False|bitwise_vs_v0=False|Error|error" \
       $d/${ph%%:*}.log | head -70
   done
+  # vcap: the variants phase again with the persistent schedule's grid capped at 2 CTAs
+  # (TF_FLASHATTN_SM90_PERSISTENT_CTAS), so that its small cases walk many tiles per CTA: q_empty
+  # phases past the first, key-less tiles in the middle of a walk, the ring's phases across tiles.
+  if has_ph vcap; then
+    t0=$SECONDS; mkdir -p $d/vcap
+    TF_FLASHATTN_SM90_PERSISTENT_CTAS=2 timeout -k 5 150 python3 benchmarks/sm90_check.py --phase variants \
+      --lib $hb --out $d/vcap > $d/vcap.log 2>&1
+    echo "phase vcap rc=$? ($((SECONDS - t0)) s)" | tee -a $d/vcap.log
+    grep -E "^FAIL|variants:|^variant |bitwise_vs_v0=False|Error|error" $d/vcap.log | head -20
+  fi
   if has_ph sanitize; then
     timeout -k 5 200 compute-sanitizer --tool memcheck --print-limit 20 python3 benchmarks/sm90_check.py \
       --phase sanitize --lib $hb > $d/memcheck.log 2>&1; echo "memcheck rc=$?" | tee -a $d/memcheck.log

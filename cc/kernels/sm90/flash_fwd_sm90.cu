@@ -692,7 +692,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     // ---- Producer warpgroup: one thread issues every TMA load. ----
     setmaxnreg_dec<kProducerRegs>();
     if (threadIdx.x == 0) {
-      uint32_t kv = 0;      // K / V tiles loaded so far (the ring's position)
+      uint32_t kv = 0;      // K / V tiles loaded so far (the ring's position; 32 bits: a CTA
+                            // would need 2^32 K / V tiles, hours of one kernel, to wrap it)
       uint32_t q_loads = 0;  // tiles whose Q was loaded so far (q_empty's phases)
       for (int tile = first; tile < end; tile += stride) {
         int m_block, h, b;
@@ -825,8 +826,19 @@ cudaError_t launch(const FlashFwdParams& p, cudaStream_t stream) {
   dim3 grid(static_cast<unsigned>((s.Tq + kBr - 1) / kBr), static_cast<unsigned>(s.H), static_cast<unsigned>(s.B));
   if constexpr (kS.persistent) {
     // One CTA per SM (227 KB of shared memory each), no more than there are tiles.
-    const int sms = current_device_sm_count();
+    // TF_FLASHATTN_SM90_PERSISTENT_CTAS=n (a check's switch, not a tuning one) caps the grid at n
+    // CTAs, so that small cases run many tiles per CTA: the q_empty phases, key-less tiles inside
+    // a CTA's walk and the ring's phases across tiles are then exercised (sm90_check.py's vcap).
+    static const int cap = [] {
+      const char* v = getenv("TF_FLASHATTN_SM90_PERSISTENT_CTAS");
+      if (!v || !*v) return 0;
+      char* end = nullptr;
+      const long x = strtol(v, &end, 10);
+      return *end == '\0' && x > 0 && x < (1 << 20) ? static_cast<int>(x) : 0;
+    }();
+    int sms = current_device_sm_count();
     if (sms <= 0) return cudaErrorUnknown;
+    if (cap > 0 && cap < sms) sms = cap;
     grid = dim3(static_cast<unsigned>(order.num < sms ? order.num : sms), 1, 1);
   }
   kernel<<<grid, kThreads, smem, stream>>>(tq, tk, tv, to, p, order);

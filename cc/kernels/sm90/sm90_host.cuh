@@ -9,6 +9,7 @@
 #include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdint>
 
 #include "cc/kernels/common/flash_params.h"
@@ -78,13 +79,13 @@ inline bool current_device_is_sm90() {
 
 // The current device's SM count (cached per device; the persistent forward's grid), 0 on error.
 inline int current_device_sm_count() {
-  static int cached[64] = {0};  // 0 unknown
+  static std::atomic<int> cached[64] = {};  // 0 unknown; atomic: launches come from many host threads
   int dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess) return 0;
-  int n = dev >= 0 && dev < 64 ? cached[dev] : 0;
+  int n = dev >= 0 && dev < 64 ? cached[dev].load(std::memory_order_relaxed) : 0;
   if (n == 0) {
     if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) return 0;
-    if (dev >= 0 && dev < 64) cached[dev] = n;
+    if (dev >= 0 && dev < 64) cached[dev].store(n, std::memory_order_relaxed);
   }
   return n;
 }
