@@ -1,8 +1,8 @@
 // Hopper-native FlashAttention backward (sm_90a only): float16 / bfloat16, D == Dv in {64, 128},
 // no mask, causal (any causal_offset) and the other index masks the Hopper forward takes (sliding
 // window, q / k lengths, [B, Tq] / [B, Tk] validity masks; sm80's rules, below), and dropout (with
-// any of those or none; below); no dense mask / bias / dbias / soft-cap, non-deterministic mode
-// only; GQA allowed. The index masks and dropout were checked on the H200 on 2026-12-01
+// any of those or none; below); no dense mask / bias / dbias / soft-cap; GQA allowed; TensorFlow's
+// op determinism too (the DET instantiations, below: NOT YET CHECKED ON A GPU). The index masks and dropout were checked on the H200 on 2026-12-01
 // (benchmarks/sm90_bwd_check.py: 138 numerics rows, memcheck; RESULTS.md "Hopper backward
 // kernel"). Taken by flash_cuda_dispatch.cu where bwd_applies(): on
 // by default on compute capability 9.0; TF_FLASHATTN_SM90_BWD=0 (or TF_FLASHATTN_SM90=0, which
@@ -96,10 +96,47 @@
 // fragment order: column group cg = col / 64, then for a 64 x 64 sub-block, float4 index
 // (j * 128 + tid) holds rows {16 w + g, 16 w + g + 8} x columns {64 cg + 8 j + 2 t, +1}
 // (tid = 32 w + 4 g + t: the m64nN accumulator layout, sm90_ptx.cuh), so that each warp's atomics
-// cover 512 contiguous bytes.
+// cover 512 contiguous bytes. Deterministic mode: the same, and the counters after dq_acc (below;
+// flash_bwd_workspace_bytes adds dq_acc and them in deterministic mode for D = Dv in {64, 128}).
+// Deterministic mode (the DET instantiations of all three kernels, when p.deterministic; the
+// others are unchanged, SASS included): the same float4 atomics into dq_acc, but each (b, h,
+// 64-row query tile) block receives its contributions in one fixed order, so dQ is bitwise
+// reproducible (dK, dV are sums in registers in a fixed order anyway):
+//   order     across CTAs: increasing key tile x (blockIdx.x); within a CTA: consumer 0, then
+//             consumer 1 (D = 64 both add to the whole block: keys 0..63, then 64..127; D = 128
+//             disjoint column panels, the same protocol); the 8 float4 adds of a thread touch
+//             distinct addresses.
+//   counters  one int per block after dq_acc in the workspace ([B, H, tq_pad / 64],
+//             bwd_workspace_parts' dq_sem), zeroed by the same memset; a contributor publishes
+//             x + 1 (red.release.gpu.max) after its adds, so "counter >= x" means key tile x - 1
+//             has added.
+//   who waits key tile x waits only when tile x - 1 visits the same query tile (qb < prev_hi
+//             below); otherwise it is the block's first contributor. That is exact because the
+//             key tiles visiting a query tile are one contiguous range of x: Units' [lo, hi')
+//             has both ends non-decreasing in the key tile (no mask: hi = nqb; causal, any
+//             offset: lo = (j0 - off) / 64 grows with j0; IDX: KeyTileUnits' hi and lo are
+//             bisections of predicates monotone in j0 (key_begin, key_end non-decreasing), and
+//             the trimmed hi' = max(lo, 1 + the last tile below hi that sees(), a property of
+//             the query tile alone) is non-decreasing too), so {x : lo(x) <= qb < hi'(x)} is a
+//             prefix-suffix intersection. Only actual contributors (every unit of the walk adds,
+//             zeros included) are in the chain; a CTA never passes a counter it does not add to.
+//   roles     the producer's warp 3 (idle otherwise) does the polling and publishing, so the
+//             consumers' unit loop only gains named barriers (counter addresses or polling there
+//             made ptxas spill at D = 128): per unit, warp 3's lane 0 polls (acquire) the block's
+//             counter, barrier 2 (warp 3 + consumer 0) lets consumer 0 add, barrier 3 (both
+//             consumers) lets consumer 1 add after it, barrier 4 (consumer 1 + warp 3), then lane
+//             0 publishes. Barriers order the adds within the CTA; acquire / release the CTAs.
+//   deadlock  CTA (x, hk, b) waits only on CTA (x - 1, hk, b), whose linear block index is one
+//             less (grid x = key tiles, y = kv head, z = batch): CTAs are dispatched in linear
+//             order, so it is running or done, and the lowest-index unfinished CTA never waits
+//             on an unfinished one. GQA: a CTA covers the G query heads of its kv head; the
+//             counters are per query head h, and CTAs of other kv heads or batches share none.
+//   cost      a no-mask walk (every tile from query tile 0) starts as a wavefront: tile x adds
+//             its first block x units after tile 0 (first wave only); causal walks start
+//             at their own diagonal and wait about 2 units.
 // Not yet here: the two consumers' ping-pong and any overlap of the element-wise work with the
 // next unit's products, dQ through shared memory with TMA reduce-add, dK / dV stored by TMA,
-// a persistent causal-balancing scheduler, deterministic mode, a dense mask, bias / dbias,
+// a persistent causal-balancing scheduler, a dense mask, bias / dbias,
 // soft-cap; dropout's draws shared between warps w and w ^ 1 (each thread uses 4 of a call's 8).
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -162,7 +199,20 @@ struct BwdSm90Args {
   const float* lse2;  // [B, H, Tq] log2e * lse
   float* dq_acc;      // [B, H, tq_pad, D], 64-row blocks in fragment order (header comment)
   int64_t tq_pad;
+  int* dq_sem;        // DET: [B, H, tq_pad / 64] ordered-reduction counters (zeroed with dq_acc)
 };
+
+// DET: the counters of the ordered dQ reduction (header comment, "Deterministic mode"), used by
+// one thread of the producer's warp 3: acquire loads at GPU scope to poll, a release max to publish
+// (monotone, so a late writer could never move a counter back).
+__device__ __forceinline__ int ld_acquire_gpu(const int* ptr) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(ptr) : "memory");
+  return v;
+}
+__device__ __forceinline__ void red_release_gpu_max(int* ptr, int v) {
+  asm volatile("red.release.gpu.global.max.s32 [%0], %1;" ::"l"(ptr), "r"(v) : "memory");
+}
 
 // The query tiles that key tile [j0, j0 + kBk) visits: [qb_lo, qb_lo + nq) for each of the G
 // heads (units n = hl * nq + (qb - qb_lo)).
@@ -199,8 +249,10 @@ struct Units {
 // tm_k / tm_v (boxes {64, 1, 128, 1}); dk, dv [B, Tk, Hkv, D] and the dQ accumulator from a.
 // Grid (ceil(Tk / kBk), Hkv, B). IDX: the index masks (window, lengths, [B, Tq] / [B, Tk]
 // validity; causal too); without it only causal (the first version's code). DROP (with IDX only):
-// dropout (header comment), a third instantiation so that the other two carry no Philox code.
-template <typename T, int D, bool IDX, bool DROP = false>
+// dropout (header comment), a third instantiation so that the other two carry no Philox code. DET:
+// TensorFlow's op determinism, the dQ contributions added in key-tile order (header comment); the
+// instantiations without it are unchanged.
+template <typename T, int D, bool IDX, bool DROP = false, bool DET = false>
 __global__ void __launch_bounds__(kThreads, 1)
     flash_bwd_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                           const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_do,
@@ -226,6 +278,17 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int G = static_cast<int>(sh.H / sh.Hkv);
   const int64_t j0 = static_cast<int64_t>(blockIdx.x) * kBk;
   const Units<IDX> units(sh, causal, off, j0, p.mask, b);
+  // DET: key tile blockIdx.x - 1 (same kv head and batch) visits query tiles [lo', hi') with
+  // lo' <= units.qb_lo (both ends grow with the key tile: header comment), so the tiles of this CTA
+  // that it visits too, whose dQ blocks wait for its contribution, are those below prev_hi = hi'
+  // (0: none). Computed here, before the producer's setmaxnreg.dec, for its warp 3.
+  int prev_hi = 0;
+  if constexpr (DET) {
+    if (blockIdx.x > 0 && units.n > 0) {
+      const Units<IDX> prev(sh, causal, off, j0 - kBk, p.mask, b);
+      prev_hi = prev.qb_lo + prev.nq;
+    }
+  }
 
   const int wg = threadIdx.x / 128;
   if (threadIdx.x == 0) {
@@ -315,6 +378,26 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (lane == 0) flag_i[s] = need ? 1 : 0;
         mbar_arrive(full0 + 8 * s);
       }
+    } else if (DET && warp == 3) {
+      // The ordered dQ reduction, per unit (the consumers' order): lane 0 waits until key tile
+      // blockIdx.x - 1 has published its contribution to the unit's dQ block (counter >= blockIdx.x)
+      // when it visits the query tile (qb < prev_hi; else this CTA is the block's first contributor),
+      // lets consumer 0 add (barrier 2), waits until consumer 1 has added after it (barrier 4), and
+      // publishes blockIdx.x + 1 with release semantics. The poll runs while the consumers compute
+      // the unit's products; only the adds wait for it.
+      const int x = static_cast<int>(blockIdx.x);
+      for (int n = 0; n < units.n; ++n) {
+        const int64_t h = hk * G + n / units.nq;
+        const int qb = units.qb_lo + n % units.nq;
+        int* sem = a.dq_sem + (static_cast<int64_t>(b) * sh.H + h) * (a.tq_pad / kBq) + qb;
+        if (lane == 0 && qb < prev_hi)
+          while (ld_acquire_gpu(sem) < x) {
+          }
+        __syncwarp();
+        named_bar_sync(2, 128 + 32);
+        named_bar_sync(4, 128 + 32);
+        if (lane == 0) red_release_gpu_max(sem, x + 1);
+      }
     }
     return;
   }
@@ -360,7 +443,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int dq_key0 = kSplitCols ? 0 : 64 * c;
   const uint32_t dq_b0 = base + L::kK + (kSplitCols ? c * kBk * 128 : 0) + dq_key0 * 128;
   const int dq_cg = kSplitCols ? c : 0;
-
   for (int n = 0; n < units.n; ++n) {
     const int s = n % kStages;
     const int64_t h = hk * G + n / units.nq, i0 = static_cast<int64_t>(units.qb_lo + n % units.nq) * kBq;
@@ -519,11 +601,28 @@ __global__ void __launch_bounds__(kThreads, 1)
     mbar_arrive(empty0 + 8 * s);  // Q, dO and the rows of stage s are no longer read
 
     // dQacc block of (b, h, query tile): [64 x D] in fragment order.
-    float* blk = a.dq_acc + ((static_cast<int64_t>(b) * sh.H + h) * a.tq_pad + i0) * D + dq_cg * 64 * 64;
+    const int64_t blk_row = (static_cast<int64_t>(b) * sh.H + h) * a.tq_pad + i0;
+    float* blk = a.dq_acc + blk_row * D + dq_cg * 64 * 64;
+    if constexpr (!DET) {
 #pragma unroll
-    for (int j = 0; j < 8; ++j)
-      atomicAdd(reinterpret_cast<float4*>(blk) + j * 128 + tid,
-                make_float4(dq[4 * j], dq[4 * j + 1], dq[4 * j + 2], dq[4 * j + 3]));
+      for (int j = 0; j < 8; ++j)
+        atomicAdd(reinterpret_cast<float4*>(blk) + j * 128 + tid,
+                  make_float4(dq[4 * j], dq[4 * j + 1], dq[4 * j + 2], dq[4 * j + 3]));
+    } else {
+      // Ordered (header comment, "Deterministic mode"): the producer's warp 3 has seen key tile
+      // blockIdx.x - 1's contribution to this block (barrier 2), consumer 0 adds, then consumer 1
+      // (barrier 3; D = 64: the same elements, so the order within the CTA matters; D = 128:
+      // disjoint columns, the same protocol), then warp 3 publishes (barrier 4). Only barriers here:
+      // the counters' addresses and polling in the consumers made ptxas spill at D = 128.
+      if (c == 0) named_bar_sync(2, 128 + 32);
+      else named_bar_sync(3, 128 * kConsumers);
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+        atomicAdd(reinterpret_cast<float4*>(blk) + j * 128 + tid,
+                  make_float4(dq[4 * j], dq[4 * j + 1], dq[4 * j + 2], dq[4 * j + 3]));
+      if (c == 0) named_bar_sync(3, 128 * kConsumers);
+      else named_bar_sync(4, 128 + 32);
+    }
   }
 
   // Epilogue: dK = scale * sum dS^T Q, dV = sum P^T dO (zeros when no unit saw the tile).
@@ -574,28 +673,32 @@ std::atomic<int64_t> g_launches{0};
 std::atomic<int> g_override{-1};
 
 // IDX: the index-masked kernel (window, lengths, validity masks), else the no-mask / causal one;
-// DROP: the index-masked kernel with dropout.
-template <typename T, int D, bool IDX, bool DROP = false>
+// DROP: the index-masked kernel with dropout; DET: the ordered dQ reduction (deterministic mode).
+template <typename T, int D, bool IDX, bool DROP = false, bool DET = false>
 cudaError_t launch(const FlashBwdParams& p, cudaStream_t stream) {
   const AttnShape& s = p.shape;
   const BwdWorkspaceParts ws = bwd_workspace_parts(p);
   if (!ws.dsum || !ws.lse2 || !ws.dq_acc || ws.hd != D || ws.tq_pad % kBq != 0 || !aligned16(ws.dq_acc))
     return cudaErrorNotSupported;
+  if (DET && !ws.dq_sem) return cudaErrorNotSupported;  // nothing queued yet: sm80's deterministic one
   CUtensorMap tq, tk, tv, tdo;
   if (!tma_map_rows(&tq, p.dtype, p.q, s.B, s.Tq, s.H, D, s.q_stride, kBq) ||
       !tma_map_rows(&tk, p.dtype, p.k, s.B, s.Tk, s.Hkv, D, s.k_stride, kBk) ||
       !tma_map_rows(&tv, p.dtype, p.v, s.B, s.Tk, s.Hkv, D, s.v_stride, kBk) ||
       !tma_map_rows(&tdo, p.dtype, p.d_o, s.B, s.Tq, s.H, D, s.o_stride, kBq))
     return cudaErrorNotSupported;  // nothing queued yet: the dispatch falls back to sm80
-  auto kernel = flash_bwd_sm90_kernel<T, D, IDX, DROP>;
+  auto kernel = flash_bwd_sm90_kernel<T, D, IDX, DROP, DET>;
   const int smem = BwdSmem<D, IDX>::kAlloc;
   cudaError_t err = set_dynamic_smem(kernel, smem);
   if (err != cudaSuccess) return cudaErrorNotSupported;  // nothing queued yet: sm80 takes it
 
   if ((err = bwd_dsum_tc(p, ws.dsum, ws.lse2, stream)) != cudaSuccess) return err;
   const size_t acc_floats = static_cast<size_t>(s.B * s.H * ws.tq_pad) * D;
-  if ((err = cudaMemsetAsync(ws.dq_acc, 0, acc_floats * sizeof(float), stream)) != cudaSuccess) return err;
-  BwdSm90Args args{p, ws.dsum, ws.lse2, ws.dq_acc, ws.tq_pad};
+  // DET: the counters [B, H, tq_pad / 64] follow the accumulator (bwd_workspace_parts): one memset.
+  const size_t sem_ints = DET ? static_cast<size_t>(s.B * s.H * (ws.tq_pad / kBq)) : 0;
+  if ((err = cudaMemsetAsync(ws.dq_acc, 0, (acc_floats + sem_ints) * sizeof(float), stream)) != cudaSuccess)
+    return err;
+  BwdSm90Args args{p, ws.dsum, ws.lse2, ws.dq_acc, ws.tq_pad, DET ? ws.dq_sem : nullptr};
   const dim3 grid(static_cast<unsigned>((s.Tk + kBk - 1) / kBk), static_cast<unsigned>(s.Hkv),
                   static_cast<unsigned>(s.B));
   kernel<<<grid, kThreads, smem, stream>>>(tq, tk, tv, tdo, args);
@@ -630,7 +733,10 @@ bool bwd_applies(const FlashBwdParams& p) {
   if (!bwd_enabled()) return false;
   const AttnShape& s = p.shape;
   if (p.dtype != DType::kFloat16 && p.dtype != DType::kBFloat16) return false;
-  if (p.deterministic || !p.workspace) return false;
+  if (!p.workspace) return false;
+  // Deterministic mode: the DET instantiations, when the workspace holds the counters (D = 64 / 128,
+  // builds with these kernels: bwd_workspace_parts).
+  if (p.deterministic && !bwd_workspace_parts(p).dq_sem) return false;
   if (s.D != s.Dv || (s.D != 128 && s.D != 64)) return false;
   if (s.Tk <= 0 || s.Tq <= 0 || s.Tq > (1ll << 31) - 2 * kBk || s.Tk > (1ll << 31) - 2 * kBk) return false;
   if (s.B <= 0 || s.H <= 0 || s.H > 65535 || s.B > 65535 || s.Hkv <= 0 || s.Hkv > 65535 || s.H % s.Hkv != 0)
@@ -651,22 +757,33 @@ bool bwd_applies(const FlashBwdParams& p) {
   return current_device_is_sm90();
 }
 
-cudaError_t bwd(const FlashBwdParams& p, cudaStream_t stream) {
+namespace {
+// The kernel for these params (see bwd); DET: the deterministic instantiations.
+template <bool DET>
+cudaError_t bwd_pick(const FlashBwdParams& p, cudaStream_t stream) {
   const bool bf16 = p.dtype == DType::kBFloat16;
   const MaskParams& m = p.mask;
   if (p.dropout.rate > 0.f) {  // dropout runs the index-masked kernel (any index mask, or none)
     if (p.shape.D == 128)
-      return bf16 ? launch<__nv_bfloat16, 128, true, true>(p, stream) : launch<__half, 128, true, true>(p, stream);
-    return bf16 ? launch<__nv_bfloat16, 64, true, true>(p, stream) : launch<__half, 64, true, true>(p, stream);
+      return bf16 ? launch<__nv_bfloat16, 128, true, true, DET>(p, stream)
+                  : launch<__half, 128, true, true, DET>(p, stream);
+    return bf16 ? launch<__nv_bfloat16, 64, true, true, DET>(p, stream) : launch<__half, 64, true, true, DET>(p, stream);
   }
   if (m.window_left >= 0 || m.window_right >= 0 || m.q_lengths || m.k_lengths || m.q_valid || m.k_valid) {
     if (p.shape.D == 128)
-      return bf16 ? launch<__nv_bfloat16, 128, true>(p, stream) : launch<__half, 128, true>(p, stream);
-    return bf16 ? launch<__nv_bfloat16, 64, true>(p, stream) : launch<__half, 64, true>(p, stream);
+      return bf16 ? launch<__nv_bfloat16, 128, true, false, DET>(p, stream)
+                  : launch<__half, 128, true, false, DET>(p, stream);
+    return bf16 ? launch<__nv_bfloat16, 64, true, false, DET>(p, stream) : launch<__half, 64, true, false, DET>(p, stream);
   }
   if (p.shape.D == 128)
-    return bf16 ? launch<__nv_bfloat16, 128, false>(p, stream) : launch<__half, 128, false>(p, stream);
-  return bf16 ? launch<__nv_bfloat16, 64, false>(p, stream) : launch<__half, 64, false>(p, stream);
+    return bf16 ? launch<__nv_bfloat16, 128, false, false, DET>(p, stream)
+                : launch<__half, 128, false, false, DET>(p, stream);
+  return bf16 ? launch<__nv_bfloat16, 64, false, false, DET>(p, stream) : launch<__half, 64, false, false, DET>(p, stream);
+}
+}  // namespace
+
+cudaError_t bwd(const FlashBwdParams& p, cudaStream_t stream) {
+  return p.deterministic ? bwd_pick<true>(p, stream) : bwd_pick<false>(p, stream);
 }
 
 // ---- Self-test of the backward's building blocks --------------------------------------------
