@@ -33,9 +33,11 @@
 //     P^T  = 2^(S^T scale log2e - lse2[q]),  dS^T = P^T (dP^T - dsum[q]); masked elements (outside
 //            the causal diagonal, past Tk or past Tq; IDX below: any index mask) get P = 0 by
 //            selection, so dS = 0 too (only in tiles that cross a limit: the rest is unchanged)
-//     dS^T -> shared memory (16-bit, [128 keys][64 queries], 128-byte swizzle, two buffers)
 //     dV  += P^T dO        [64 keys x D]  4 wgmma m64nDk16, A = P^T from registers (the S^T
-//                          accumulators repacked, as the forward's P), B = dO MN-major
+//                          accumulators repacked, as the forward's P), B = dO MN-major; issued
+//                          (own commit group) before the dS^T pass, so it runs under it (as
+//                          FlashAttention-3; <DROP, D = 128>: with dK below, registers)
+//     dS^T -> shared memory (16-bit, [128 keys][64 queries], 128-byte swizzle, two buffers)
 //     dK  += dS^T Q        [64 x D]       the same with dS^T and Q
 //     (named barrier: both consumers' halves of dS^T are in shared memory)
 //     dQ_c = dS K          D = 128: columns 64c .. 64c+63 over all 128 keys (8 k16 steps);
@@ -134,7 +136,9 @@
 //   cost      a no-mask walk (every tile from query tile 0) starts as a wavefront: tile x adds
 //             its first block x units after tile 0 (first wave only); causal walks start
 //             at their own diagonal and wait about 2 units.
-// Not yet here: the two consumers' ping-pong and any overlap of the element-wise work with the
+// Not yet here: the two consumers' ping-pong (both meet on named barrier 1 before dQ every unit;
+// deferring unit n's dQ past unit n + 1's S^T / dP^T issue would keep its 32 accumulators live
+// through the P pass, over the 240 registers at D = 128) and any overlap of the P pass with the
 // next unit's products, dQ through shared memory with TMA reduce-add, dK / dV stored by TMA,
 // a persistent causal-balancing scheduler, a dense mask, bias / dbias,
 // soft-cap; dropout's draws shared between warps w and w ^ 1 (each thread uses 4 of a call's 8).
@@ -540,6 +544,39 @@ __global__ void __launch_bounds__(kThreads, 1)
       p_pass(std::false_type{});
     wgmma_wait<0>();  // dP^T done
     fence_regs(dpacc);
+    // dV += P^T dO (DROP: Pd^T dO, Pd = P Z) issued here, in its own commit group, so that the dV
+    // product runs under the dS^T pass below (FlashAttention-3's order) instead of after it with
+    // dK. The same 4 k16 products into dv in the same order as before (only their issue point
+    // moved), so dV is bit-identical; DROP: Pd = P Z is the same single multiply the dS^T pass did
+    // in place (sacc keeps the unscaled P for dS^T). The cost: the 16 registers of P^T's A
+    // fragments are live through the dS^T pass (with S^T, dP^T, dK and dV), which spills in
+    // <DROP, D = 128> (88 bytes, ptxas 13.0; its keep bits and keep_scale are live too), so that one
+    // keeps the former order (dV issued with dK). Waiting for dP^T before the issue (above, as
+    // before) rather than after it: waiting after it spilled the first kernel at D = 128 (units.n,
+    // reloaded once per unit).
+    constexpr bool kEarlyDv = !(DROP && D == 128);
+    // As the A fragments of m64k16 (k16 step kk = queries 16kk .. 16kk+15): element 8 kk + 2 x, +1.
+    uint32_t pa[4][4], da[4][4];
+    if constexpr (kEarlyDv) {
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+        for (int x = 0; x < 4; ++x) {
+          const int x0 = 8 * kk + 2 * x;
+          if constexpr (DROP) {
+            const float z0 = ((kbits >> x0) & 1u) ? p.dropout.keep_scale : 0.f;
+            const float z1 = ((kbits >> (x0 + 1)) & 1u) ? p.dropout.keep_scale : 0.f;
+            pa[kk][x] = Elem<T>::pack(sacc[x0] * z0, sacc[x0 + 1] * z1);
+          } else {
+            pa[kk][x] = Elem<T>::pack(sacc[x0], sacc[x0 + 1]);
+          }
+        }
+      fence_regs(dv);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) wgmma_rs_m64nDk16_tb<T, D>(dv, pa[kk], wgmma_desc(do_t + kk * 2048, kBq * 128, 1024));
+      wgmma_commit();
+    }
     // dS^T = P^T (dP^T - dsum) (DROP: sm80's rule, Pd = P Z, dS = P (dPd Z - dsum), Z = keep_scale
     // or 0). The same operations on the same values as the former single pass.
 #pragma unroll
@@ -553,20 +590,19 @@ __global__ void __launch_bounds__(kThreads, 1)
           if constexpr (DROP) {
             const float z = ((kbits >> x) & 1u) ? p.dropout.keep_scale : 0.f;
             dpacc[x] = sacc[x] * (dpacc[x] * z - (e ? dsm.y : dsm.x));
-            sacc[x] = sacc[x] * z;
+            if constexpr (!kEarlyDv) sacc[x] = sacc[x] * z;
           } else {
             dpacc[x] = sacc[x] * (dpacc[x] - (e ? dsm.y : dsm.x));
           }
         }
     }
-    // As the A fragments of m64k16 (k16 step kk = queries 16kk .. 16kk+15), and dS^T to shared
-    // memory ([key][query], one 128-byte-swizzled panel of 128 rows).
-    uint32_t pa[4][4], da[4][4];
+    // As the A fragments, and dS^T to shared memory ([key][query], one 128-byte-swizzled panel of
+    // 128 rows).
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
       for (int x = 0; x < 4; ++x) {
-        pa[kk][x] = Elem<T>::pack(sacc[8 * kk + 2 * x], sacc[8 * kk + 2 * x + 1]);
+        if constexpr (!kEarlyDv) pa[kk][x] = Elem<T>::pack(sacc[8 * kk + 2 * x], sacc[8 * kk + 2 * x + 1]);
         da[kk][x] = Elem<T>::pack(dpacc[8 * kk + 2 * x], dpacc[8 * kk + 2 * x + 1]);
         // x = 2 (j & 1) + h2 with j = 2 kk + x / 2: rows key_l[x & 1], queries 8j + 2t, +1.
         const int j = 2 * kk + x / 2;
@@ -574,12 +610,15 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     fence_proxy_async();  // dS^T stores before the wgmma (async proxy) reads below
 
-    // dV += P^T dO and dK += dS^T Q: contraction over the 64 queries in k16 steps (16 rows = 2 KiB).
-    fence_regs(dv);
+    // dK += dS^T Q (and, !kEarlyDv, dV += P^T dO first, as before): contraction over the 64 queries
+    // in k16 steps (16 rows = 2 KiB).
+    if constexpr (!kEarlyDv) fence_regs(dv);
     fence_regs(dk);
     wgmma_fence();
+    if constexpr (!kEarlyDv) {
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) wgmma_rs_m64nDk16_tb<T, D>(dv, pa[kk], wgmma_desc(do_t + kk * 2048, kBq * 128, 1024));
+      for (int kk = 0; kk < 4; ++kk) wgmma_rs_m64nDk16_tb<T, D>(dv, pa[kk], wgmma_desc(do_t + kk * 2048, kBq * 128, 1024));
+    }
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) wgmma_rs_m64nDk16_tb<T, D>(dk, da[kk], wgmma_desc(q_t + kk * 2048, kBq * 128, 1024));
     wgmma_commit();
@@ -594,7 +633,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       wgmma_ss_m64n64k16<1, 1>(WgmmaType<T>{}, dq, wgmma_desc(ds_t + (dq_key0 + 16 * kk) * 128, kBk * 128, 1024),
                                wgmma_desc(dq_b0 + kk * 2048, kBk * 128, 1024), kk > 0);
     wgmma_commit();
-    wgmma_wait<0>();
+    wgmma_wait<0>();  // dQ, and dV / dK before it (complete in order)
     fence_regs(dv);
     fence_regs(dk);
     fence_regs(dq);
