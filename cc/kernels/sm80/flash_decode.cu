@@ -582,6 +582,43 @@ __device__ __forceinline__ void dec_softmax_pack(const DecodeArgs& a, const DecB
   }
 }
 
+// The two rows g and g + 8 of a warp's 16-row tile (rows blk.row0 + g + 8x of the block's R
+// (query, head) rows, G query heads per kv head): head hr, query position ir and visible keys ri;
+// rows past R get zeros and an empty RowInfo. Shared by decode_tc_kernel and decode_async_kernel.
+__device__ __forceinline__ void dec_rows(const FlashFwdParams& p, const AttnShape& sh, const DecBlock& blk, int g,
+                                         int64_t R, int64_t G, int64_t (&hr)[2], int64_t (&ir)[2], RowInfo (&ri)[2]) {
+#pragma unroll
+  for (int x = 0; x < 2; ++x) {
+    const int64_t row = blk.row0 + g + 8 * x;
+    const bool in = row < R;
+    ir[x] = in ? row / G : 0;
+    hr[x] = in ? blk.hk * G + row % G : 0;
+    ri[x] = in ? row_info(p.mask, sh, blk.b, ir[x], blk.qlim, blk.klim) : RowInfo{0, 0, false};
+  }
+}
+
+// A warp's partial state into shared memory for dec_finish: its O rows g and g + 8 into buf
+// ([nw, RT, ldc] floats, row warp * RT + row) and their (m, l) into sML ([nw, RT, 2]; l summed over
+// the quad first). Shared by decode_tc_kernel and decode_async_kernel.
+template <int ND>
+__device__ __forceinline__ void dec_store_partial(float* buf, float* sML, int ldc, int warp, int RT, int g, int tq,
+                                                  const float (&o)[1][ND][4], const float (&mrow)[1][2],
+                                                  const float (&lrow)[1][2]) {
+#pragma unroll
+  for (int x = 0; x < 2; ++x) {
+    const int row = g + 8 * x;
+    const float l = warp_quad_sum(lrow[0][x]);
+    float* dst = buf + static_cast<size_t>(warp * RT + row) * ldc;
+#pragma unroll
+    for (int nd = 0; nd < ND; ++nd)
+      *reinterpret_cast<float2*>(dst + nd * 8 + 2 * tq) = make_float2(o[0][nd][2 * x], o[0][nd][2 * x + 1]);
+    if (tq == 0) {
+      sML[(warp * RT + row) * 2] = mrow[0][x];
+      sML[(warp * RT + row) * 2 + 1] = l;
+    }
+  }
+}
+
 template <typename T, int HD, int MODE = 0>
 __global__ void __launch_bounds__(kDecLaunchWarps * 32) decode_tc_kernel(const DecodeArgs a) {
   constexpr bool kUnits = (MODE & 1) != 0;
@@ -624,14 +661,7 @@ __global__ void __launch_bounds__(kDecLaunchWarps * 32) decode_tc_kernel(const D
   // This thread's rows g and g + 8: head, position and visible keys.
   int64_t hr[2], ir[2];
   RowInfo ri[2];
-#pragma unroll
-  for (int x = 0; x < 2; ++x) {
-    const int64_t row = blk.row0 + g + 8 * x;
-    const bool in = row < R;
-    ir[x] = in ? row / G : 0;
-    hr[x] = in ? blk.hk * G + row % G : 0;
-    ri[x] = in ? row_info(p.mask, sh, blk.b, ir[x], blk.qlim, blk.klim) : RowInfo{0, 0, false};
-  }
+  dec_rows(p, sh, blk, g, R, G, hr, ir, ri);
 
   // This warp's key tiles: t_lo + warp + u * nw, u < nu (warp units: t_lo + u); tile u in slot u % ns.
   const int64_t t0 = kUnits ? blk.t_lo : blk.t_lo + warp;
@@ -710,19 +740,7 @@ __global__ void __launch_bounds__(kDecLaunchWarps * 32) decode_tc_kernel(const D
   cp_async_wait<0>();
   __syncthreads();  // every warp is done with its ring: the rings take the warps' outputs
   float* buf = reinterpret_cast<float*>(smem_raw + L::ring_off(qn));  // [nw, RT, kLdc]
-#pragma unroll
-  for (int x = 0; x < 2; ++x) {
-    const int row = g + 8 * x;
-    const float l = warp_quad_sum(lrow[0][x]);
-    float* dst = buf + static_cast<size_t>(warp * RT + row) * L::kLdc;
-#pragma unroll
-    for (int nd = 0; nd < ND; ++nd)
-      *reinterpret_cast<float2*>(dst + nd * 8 + 2 * tq) = make_float2(o[0][nd][2 * x], o[0][nd][2 * x + 1]);
-    if (tq == 0) {
-      sML[(warp * RT + row) * 2] = mrow[0][x];
-      sML[(warp * RT + row) * 2 + 1] = l;
-    }
-  }
+  dec_store_partial(buf, sML, L::kLdc, warp, RT, g, tq, o, mrow, lrow);
   if (kUnits) {
     __syncwarp();
     if (active)
@@ -1057,14 +1075,7 @@ __global__ void __launch_bounds__(kDecLaunchWarps * 32)
 
   int64_t hr[2], ir[2];
   RowInfo ri[2];
-#pragma unroll
-  for (int x = 0; x < 2; ++x) {
-    const int64_t row = blk.row0 + g + 8 * x;
-    const bool in = row < R;
-    ir[x] = in ? row / G : 0;
-    hr[x] = in ? blk.hk * G + row % G : 0;
-    ri[x] = in ? row_info(p.mask, sh, blk.b, ir[x], blk.qlim, blk.klim) : RowInfo{0, 0, false};
-  }
+  dec_rows(p, sh, blk, g, R, G, hr, ir, ri);
 
   // This warp's key tiles t_lo + warp + u * nw, u < nu (the default's); tile u in slot u % ns, its
   // (u / ns)-th use (mbarrier parity (u / ns) & 1). tma_cta: stage u holds tiles t_lo + u * nw ..
@@ -1214,19 +1225,7 @@ __global__ void __launch_bounds__(kDecLaunchWarps * 32)
   __syncthreads();  // every warp is done with the ring: it takes the warps' outputs
   float* buf = reinterpret_cast<float*>(ring);  // [nw, RT, kLdc]
   if (!producer) {
-#pragma unroll
-    for (int x = 0; x < 2; ++x) {
-      const int row = g + 8 * x;
-      const float l = warp_quad_sum(lrow[0][x]);
-      float* dst = buf + static_cast<size_t>(warp * RT + row) * L::kLdc;
-#pragma unroll
-      for (int nd = 0; nd < ND; ++nd)
-        *reinterpret_cast<float2*>(dst + nd * 8 + 2 * tq) = make_float2(o[0][nd][2 * x], o[0][nd][2 * x + 1]);
-      if (tq == 0) {
-        sML[(warp * RT + row) * 2] = mrow[0][x];
-        sML[(warp * RT + row) * 2 + 1] = l;
-      }
-    }
+    dec_store_partial(buf, sML, L::kLdc, warp, RT, g, tq, o, mrow, lrow);
   }
   __syncthreads();
   dec_finish<T>(a, blk, buf, sML, nw, RT, L::kLdc, threadIdx.x, blockDim.x);

@@ -937,31 +937,26 @@ static bool needs_idx(const MaskParams& m) {
   return m.window_left >= 0 || m.window_right >= 0 || m.q_lengths || m.k_lengths || m.q_valid || m.k_valid;
 }
 
+// Head dim 64 or 128, on the schedules: the plain kernel on fwd_variant_for(D); the dropout
+// kernel on kDropVariant unless schedule 0 is asked for (the reference of the checks).
+template <typename T, int D, bool IDX, bool DROP>
+cudaError_t launch_sched(const FlashFwdParams& p, cudaStream_t stream) {
+  const int v = fwd_variant_for(D);
+  if constexpr (!DROP) return launch_plain<T, D, IDX>(p, stream, v);
+  else return v != 0 ? launch<T, D, IDX, DROP, kDropVariant>(p, stream) : launch<T, D, IDX, DROP>(p, stream);
+}
+
+template <typename T, bool IDX, bool DROP>
+cudaError_t fwd_typed(const FlashFwdParams& p, cudaStream_t stream) {
+  if (p.shape.D == 256) return launch<T, 256, IDX, DROP>(p, stream);  // schedule 0 only (64-key tiles)
+  return p.shape.D == 128 ? launch_sched<T, 128, IDX, DROP>(p, stream) : launch_sched<T, 64, IDX, DROP>(p, stream);
+}
+
 template <bool IDX, bool DROP>
 cudaError_t fwd_drop(const FlashFwdParams& p, cudaStream_t stream) {
   static_assert(!DROP || IDX, "dropout runs the index-masked kernel");
-  const bool bf16 = p.dtype == DType::kBFloat16;
-  if (p.shape.D == 256)  // schedule 0 only (64-key tiles)
-    return bf16 ? launch<__nv_bfloat16, 256, IDX, DROP>(p, stream) : launch<__half, 256, IDX, DROP>(p, stream);
-  if (p.shape.D == 128) {
-    if constexpr (!DROP) {
-      const int v = fwd_variant_for(128);
-      return bf16 ? launch_plain<__nv_bfloat16, 128, IDX>(p, stream, v) : launch_plain<__half, 128, IDX>(p, stream, v);
-    }
-    // Dropout: schedule kDropVariant unless schedule 0 is asked for (the reference of the checks).
-    if (fwd_variant_for(128) != 0)
-      return bf16 ? launch<__nv_bfloat16, 128, IDX, DROP, kDropVariant>(p, stream)
-                  : launch<__half, 128, IDX, DROP, kDropVariant>(p, stream);
-    return bf16 ? launch<__nv_bfloat16, 128, IDX, DROP>(p, stream) : launch<__half, 128, IDX, DROP>(p, stream);
-  }
-  if constexpr (!DROP) {
-    const int v = fwd_variant_for(64);
-    return bf16 ? launch_plain<__nv_bfloat16, 64, IDX>(p, stream, v) : launch_plain<__half, 64, IDX>(p, stream, v);
-  }
-  if (fwd_variant_for(64) != 0)
-    return bf16 ? launch<__nv_bfloat16, 64, IDX, DROP, kDropVariant>(p, stream)
-                : launch<__half, 64, IDX, DROP, kDropVariant>(p, stream);
-  return bf16 ? launch<__nv_bfloat16, 64, IDX, DROP>(p, stream) : launch<__half, 64, IDX, DROP>(p, stream);
+  return p.dtype == DType::kBFloat16 ? fwd_typed<__nv_bfloat16, IDX, DROP>(p, stream)
+                                     : fwd_typed<__half, IDX, DROP>(p, stream);
 }
 
 cudaError_t fwd(const FlashFwdParams& p, cudaStream_t stream) {
