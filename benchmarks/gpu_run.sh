@@ -182,6 +182,8 @@ if [[ ,$what, == *,sm90bwd,* ]]; then (
   cap() { local left=$((deadline - SECONDS - 10)); (( left < $1 )) && echo $left || echo $1; }
   OUTDIR=$hb ARCHS=90 bash benchmarks/build_harness.sh > $d/build.log 2>&1; echo "build rc=$?" | tee -a $d/build.log
   tail -1 $d/build.log
+  # SM90_SASS=0 skips the ptxas report and the SASS counts, as for sm90.
+  if [[ ${SM90_SASS:-1} != 0 ]]; then
   /usr/local/cuda/bin/nvcc -std=c++17 -O3 -I. -Xcompiler -fPIC -gencode arch=compute_90a,code=sm_90a \
     -DFA_HAS_SM90=1 -Xptxas -v -c cc/kernels/sm90/flash_bwd_sm90.cu -o /tmp/sm90bwd_ptxas.o > $d/ptxas.log 2>&1
   grep -E "registers|spill|warning|C75" $d/ptxas.log | sed 's/_ZN9flashattn.*//' | sort | uniq -c | head -12
@@ -192,6 +194,7 @@ if [[ ,$what, == *,sm90bwd,* ]]; then (
     awk '/Function :/{f=$3} /HGMMA/{n[f]++} END{for(k in n) print n[k], k}' $d/sm90bwd.sass; } > $d/sass_counts.txt 2>&1
   gzip -f $d/sm90bwd.sass
   cat $d/sass_counts.txt | cut -c1-160 | head -16
+  fi
   phases=${SM90BWD_PHASES:-selftest,det,numerics,bench,sanitize}
   for ph in selftest:45 det:150 numerics:360 bench:180; do
     [[ ,$phases, == *,${ph%%:*},* ]] || continue
