@@ -17,7 +17,8 @@
 #             schedule, vbench: TFLOP/s of each next to FA2 and cuDNN, vsanitize under memcheck) (~6 min).
 #             SM90_PHASES (default all) limits the sm90_check.py phases, e.g. SM90_PHASES=variants,vbench;
 #             SM90_SASS=0 skips the ptxas report and SASS counts (a minute of the call);
-#             racecheck and synccheck (compute-sanitizer's tools on the sanitize cases) run only when named.
+#             racecheck and synccheck (compute-sanitizer's tools on the sanitize cases) run only when named;
+#             so does vcap (the variants phase with the persistent schedule's grid capped at 2 CTAs).
 #             Files: OUT/sm90_summary.log and OUT/sm90.tar.gz (logs and JSON)
 #   sm90bwd   no TensorFlow needed: the Hopper backward (cc/kernels/sm90/flash_bwd_sm90.cu): harness
 #             build (ARCHS=90), ptxas report and SASS counts, benchmarks/sm90_bwd_check.py's phases
@@ -26,7 +27,7 @@
 #             validity) and dropout (0.1, 0.5; with an exact keep-mask check through dV), each case
 #             must launch the sm90 backward; backward TFLOP/s vs sm80, FA2 and cuDNN, with a dropout
 #             0.1 row) and compute-sanitizer memcheck of small cases (~6 min). SM90BWD_PHASES (default
-#             selftest,numerics,bench,sanitize; racecheck, synccheck on request) limits the phases; SM90BWD_BUDGET (default 560 s) caps
+#             selftest,det,numerics,bench,sanitize; det: deterministic mode; racecheck, synccheck on request) limits the phases; SM90BWD_BUDGET (default 560 s) caps
 #             the phases' timeouts together (a timed-out phase names its last case). Files:
 #             OUT/sm90bwd_summary.log and OUT/sm90bwd.tar.gz
 #   tune      no TensorFlow needed: the harness build, tile-configuration timings at T=16384 (D=64,
@@ -138,6 +139,16 @@ if [[ ,$what, == *,sm90,* ]]; then (
     grep -E "SELFTEST|^FAIL|numerics:|variants:|^variant |TFLOP|^ +[0-9]+ |NOT taken|bitwise_vs_nomask=False|bitwise_vs_v0=False|Error|error" \
       $d/${ph%%:*}.log | head -70
   done
+  # vcap: the variants phase again with the persistent schedule's grid capped at 2 CTAs
+  # (TF_FLASHATTN_SM90_PERSISTENT_CTAS), so that its small cases walk many tiles per CTA: q_empty
+  # phases past the first, key-less tiles in the middle of a walk, the ring's phases across tiles.
+  if has_ph vcap; then
+    t0=$SECONDS; mkdir -p $d/vcap
+    TF_FLASHATTN_SM90_PERSISTENT_CTAS=2 timeout -k 5 150 python3 benchmarks/sm90_check.py --phase variants \
+      --lib $hb --out $d/vcap > $d/vcap.log 2>&1
+    echo "phase vcap rc=$? ($((SECONDS - t0)) s)" | tee -a $d/vcap.log
+    grep -E "^FAIL|variants:|^variant |bitwise_vs_v0=False|Error|error" $d/vcap.log | head -20
+  fi
   if has_ph sanitize; then
     timeout -k 5 200 compute-sanitizer --tool memcheck --print-limit 20 python3 benchmarks/sm90_check.py \
       --phase sanitize --lib $hb > $d/memcheck.log 2>&1; echo "memcheck rc=$?" | tee -a $d/memcheck.log
@@ -171,6 +182,8 @@ if [[ ,$what, == *,sm90bwd,* ]]; then (
   cap() { local left=$((deadline - SECONDS - 10)); (( left < $1 )) && echo $left || echo $1; }
   OUTDIR=$hb ARCHS=90 bash benchmarks/build_harness.sh > $d/build.log 2>&1; echo "build rc=$?" | tee -a $d/build.log
   tail -1 $d/build.log
+  # SM90_SASS=0 skips the ptxas report and the SASS counts, as for sm90.
+  if [[ ${SM90_SASS:-1} != 0 ]]; then
   /usr/local/cuda/bin/nvcc -std=c++17 -O3 -I. -Xcompiler -fPIC -gencode arch=compute_90a,code=sm_90a \
     -DFA_HAS_SM90=1 -Xptxas -v -c cc/kernels/sm90/flash_bwd_sm90.cu -o /tmp/sm90bwd_ptxas.o > $d/ptxas.log 2>&1
   grep -E "registers|spill|warning|C75" $d/ptxas.log | sed 's/_ZN9flashattn.*//' | sort | uniq -c | head -12
@@ -181,8 +194,9 @@ if [[ ,$what, == *,sm90bwd,* ]]; then (
     awk '/Function :/{f=$3} /HGMMA/{n[f]++} END{for(k in n) print n[k], k}' $d/sm90bwd.sass; } > $d/sass_counts.txt 2>&1
   gzip -f $d/sm90bwd.sass
   cat $d/sass_counts.txt | cut -c1-160 | head -16
-  phases=${SM90BWD_PHASES:-selftest,numerics,bench,sanitize}
-  for ph in selftest:45 numerics:360 bench:180; do
+  fi
+  phases=${SM90BWD_PHASES:-selftest,det,numerics,bench,sanitize}
+  for ph in selftest:45 det:150 numerics:360 bench:180; do
     [[ ,$phases, == *,${ph%%:*},* ]] || continue
     lim=$(cap ${ph#*:})
     (( lim >= 15 )) || { echo "phase ${ph%%:*} skipped: SM90BWD_BUDGET spent"; continue; }

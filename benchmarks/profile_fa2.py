@@ -1,5 +1,6 @@
 """One forward and one backward of PyTorch's FlashAttention-2 SDPA backend (the anchor), for ncu
 next to benchmarks/profile_one.py on the same shape (B from $PROFILE_B, default 1; H = 2048 / D; bf16).
+PROFILE_BACKEND=cudnn takes the cuDNN backend instead.
   python3 benchmarks/profile_fa2.py [T] [D] [causal]"""
 import os
 import sys
@@ -13,7 +14,9 @@ causal = bool(int(sys.argv[3])) if len(sys.argv) > 3 else False
 B = int(os.environ.get("PROFILE_B", "1"))
 q, k, v = (torch.randn(B, 2048 // D, T, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
            for _ in range(3))
-with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+backend = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}[
+    os.environ.get("PROFILE_BACKEND", "flash")]
+with sdpa_kernel([backend]):
     o = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
     o.backward(torch.randn_like(o))
 torch.cuda.synchronize()

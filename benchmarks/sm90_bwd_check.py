@@ -3,7 +3,7 @@ compute capability 9.0) through the kernel harness, without TensorFlow, on an H1
 with torch, triton and pybind11):
 
   ARCHS=90 bash benchmarks/build_harness.sh
-  python3 benchmarks/sm90_bwd_check.py --phase selftest|numerics|bench|sanitize [--lib DIR] [--out DIR]
+  python3 benchmarks/sm90_bwd_check.py --phase selftest|det|numerics|bench|sanitize [--lib DIR] [--out DIR]
 
 The sm90 backward is switched per call with the harness's set_sm90_bwd(1 / 0), so one process compares
 it with our sm80 backward; its launch counter (sm90_info()["bwd_launches"]) shows which path ran.
@@ -37,15 +37,23 @@ Phases (each its own process in `gpu_run.sh sm90bwd`, under a timeout):
             DROP_EXACT_CASES (phase_drop_exact): q = 0, dO one-hot in row % D, so round(dV n / keep_scale)
             counts the kept (head, row) pairs of each (key, row % D) class: the backward's keep mask
             (regenerated in the S^T layout) against the host mask, exactly.
+  det       deterministic mode (TensorFlow's op determinism; the kernel's DET instantiations: dQ contributions
+            added in key-tile order behind per-block counters): DET_CASES (no mask, causal with both alignments,
+            GQA / MQA, D = 64 and 128, the index masks, dropout, many key tiles per query tile) as numerics,
+            plus: two deterministic sm90 runs (the workspace NaN-poisoned in between) bitwise equal in dq, dk,
+            dv; against the default (atomic) sm90 run dk / dv bit for bit and dq within 1e-2 of its max
+            (whether its dq differed bitwise is reported: it usually does with many key tiles); the sm90 path
+            taken by each deterministic run (launch counter), the comparison sm80 run in deterministic mode.
   bench     backward TFLOP/s (FlashAttention's count: 2.5 x 4 B H T^2 D, halved when causal) at D = 128
             (H = 16) and D = 64 (H = 32), T in {4096, 16384}, B*T = 16384, causal and not, bf16 (and fp16
             at T = 4096): ours on sm90, ours on sm80 (same library), FlashAttention-2 and cuDNN (SDPA);
             then milliseconds of the index-masked kernel at D = 128, T = 4096 (all-true key mask, 10 %
             key padding, causal window 1024, and dropout 0.1 without a mask and causal: the DROP kernel)
-            against sm80 and the plain sm90 backward (bench_masks).
+            against sm80 and the plain sm90 backward (bench_masks); then deterministic against default
+            milliseconds (sm90 DET, sm90 default, sm80 deterministic) at D = 128 / 64, T = 4096 (bench_det).
   sanitize  small odd cases, bf16, for compute-sanitizer (three of them with index masks: a KV-cache
             window with GQA at D = 64, validity masks with all-false batch rows, lengths with a causal
-            window and a key length 0).
+            window and a key length 0; two in deterministic mode).
 Writes OUT/sm90_bwd_<phase>.json.
 """
 import argparse
@@ -174,9 +182,24 @@ DROP_EXACT_CASES = [
     dict(name="dvexact_05_d64_gqa", B=2, Tq=333, Tk=257, H=4, Hkv=2, D=64, dropout=0.5, seed=(-7, 1 << 40)),
     dict(name="dvexact_05_klen", B=2, Tq=130, Tk=500, H=2, D=128, dropout=0.5, klen_vals=[500, 260], seed=(21, 22)),
 ]
+# Deterministic mode (phase det): cases of the lists above with deterministic=True (the names get "_det"),
+# and bigger ones, where 32 key tiles add to each dQ block (the default atomics then usually differ bitwise
+# from run to run, the deterministic runs must not).
+_DET_FROM = ("odd_d128", "odd_d128_causal_br", "odd_d128_causal_tl", "empty_rows_causal", "gqa4_d128_causal_br",
+             "mqa_d128_causal_tl", "tk1", "tq1", "tiles_65_129_causal", "dlse_scale", "odd_d64", "odd_d64_causal_br",
+             "gqa4_d64_causal_tl", "empty_rows_d64", "win_kvcache_odd_d64", "win_causal_tl_empty_rows",
+             "win_gqa_mqa_d64", "len_zero_full_d128", "len_skip_tiles", "len_window_causal", "valid_false_rows",
+             "all_masks_dlse", "drop01_lengths", "drop05_d64_causal_gqa")
+DET_CASES = [dict(c, name=c["name"] + "_det", deterministic=True)
+             for c in NUM_CASES + MASK_CASES + DROP_CASES if c["name"] in _DET_FROM] + [
+    dict(name="big_d128_det", B=1, Tq=4096, Tk=4096, H=4, D=128, deterministic=True),
+    dict(name="big_d64_gqa_det", B=2, Tq=2048, Tk=4096, H=8, Hkv=2, D=64, deterministic=True),
+    dict(name="big_d128_causal_det", B=1, Tq=4096, Tk=4096, H=4, D=128, causal=True, deterministic=True),
+    dict(name="big_d64_window_det", B=1, Tq=4096, Tk=4096, H=4, D=64, wl=1000, wr=300, deterministic=True),
+]
 SANITIZE = ("odd_d128", "odd_d128_causal_br", "empty_rows_causal", "gqa4_d128_causal_br", "tiles_65_129_causal",
             "odd_d64", "gqa4_d64_causal_tl", "win_kvcache_odd_d64", "valid_false_rows", "len_window_causal",
-            "drop05_d64_causal_gqa", "drop01_lengths")
+            "drop05_d64_causal_gqa", "drop01_lengths", "odd_d64_causal_br_det", "win_kvcache_odd_d64_det")
 GRADS = ("dq", "dk", "dv")
 MASK_KEYS = ("qlen", "klen", "qvalid", "kvalid")  # the tensors of the index masks in a case's inputs
 
@@ -272,6 +295,17 @@ def phase_numerics(h, log, cases, dtypes):
             tr = kv_poisoned(c, t) if c.get("poison_kv") else t  # what the kernels read
             forward(h, c, tr)
             ours, took = backward(h, c, tr, True)
+            det = None
+            if c.get("deterministic"):  # a second run on a NaN-poisoned workspace, and the default (atomic) run
+                tr["ws"].fill_(float("nan"))
+                again, took2 = backward(h, c, tr, True)
+                nd, took_nd = backward(h, dict(c, deterministic=False), tr, True)
+                det = dict(repeat_bitwise=all(torch.equal(again[n], ours[n]) for n in GRADS), repeat_sm90_launched=int(took2),
+                           dkdv_bitwise_vs_default=bool(torch.equal(nd["dk"], ours["dk"]) and torch.equal(nd["dv"], ours["dv"])),
+                           default_sm90_launched=int(took_nd), default_dq_differs=not torch.equal(nd["dq"], ours["dq"]))
+                dq_scale = float(nd["dq"].double().abs().max()) if nd["dq"].numel() else 0.0
+                det["dq_close_vs_default"] = float((nd["dq"].double() - ours["dq"].double()).abs().max()) <= 1e-2 * dq_scale
+                del again, nd
             sm80, took80 = backward(h, c, tr, False)
             keep = None  # dropout: the host keep mask (flash_params.h's rule), as sm90_check.py
             if c.get("dropout"):
@@ -280,6 +314,10 @@ def phase_numerics(h, log, cases, dtypes):
             low = reference(c, t, dt, keep)
             row = dict(case=c["name"], dtype=dname, sm90_launched=int(took), sm80_run_launched_sm90=int(took80))
             ok = took == 1 and took80 == 0
+            if det is not None:
+                row.update(det)
+                ok &= (det["repeat_bitwise"] and det["repeat_sm90_launched"] == 1 and det["default_sm90_launched"] == 1
+                       and det["dkdv_bitwise_vs_default"] and det["dq_close_vs_default"])
             # Rows that see no key / keys no row sees: dq / dk, dv exactly 0 (sm80's too, reported).
             dead_q, dead_k = dead_rows_keys(c, t)
             row.update(dead_rows=int(dead_q.sum()), dead_keys=int(dead_k.sum()),
@@ -318,6 +356,13 @@ def phase_numerics(h, log, cases, dtypes):
             if row["dead_rows"] or row["dead_keys"]:
                 extra += (f" dead rows/keys {row['dead_rows']}/{row['dead_keys']}: exact_zeros={row['exact_zeros']}"
                           f" (sm80 {row['sm80_exact_zeros']})")
+            if det is not None:
+                extra += (f" det: repeat_bitwise={det['repeat_bitwise']} dkdv_bitwise_vs_default="
+                          f"{det['dkdv_bitwise_vs_default']} dq_close_vs_default={det['dq_close_vs_default']}"
+                          f" default_dq_differs={det['default_dq_differs']}")
+                if det["repeat_sm90_launched"] != 1 or det["default_sm90_launched"] != 1:
+                    extra += (f" (sm90 NOT taken: repeat {det['repeat_sm90_launched']}, default "
+                              f"{det['default_sm90_launched']} launches)")
             if bitwise is not None:
                 extra += f" bitwise_vs_nomask={bitwise} dq_close_vs_nomask={row['dq_close_vs_nomask']}"
                 if row["nomask_sm90_launched"] != 1:
@@ -417,6 +462,44 @@ def phase_bench(h, log, quick):
               f"{round(s9 / cu, 2) if cu and s9 else '-':<10} {round(s9 / s8, 2) if s9 else '-'}"
               f"{'' if r['sm90_path_taken'] else '  (sm90 NOT taken)'}", file=log, flush=True)
     rows += bench_masks(h, log, rows)
+    rows += bench_det(h, log)
+    return rows
+
+
+def bench_det(h, log):
+    """Deterministic mode (the DET kernels' ordered dQ reduction) against the default atomics, milliseconds:
+    D = 128 (H = 16) and D = 64 (H = 32), T = 4096, B = 4, bf16, causal and not: sm90 deterministic, sm90
+    default, sm80 deterministic (what deterministic mode ran before)."""
+    import triton.testing as tt
+    rows = []
+    for D, H in ((128, 16), (64, 32)):
+        for causal in (False, True):
+            c = dict(B=4, Tq=4096, Tk=4096, H=H, D=D, causal=causal, deterministic=True)
+            gen = torch.Generator(device=DEV)
+            gen.manual_seed(1)
+            t = make_inputs(c, torch.bfloat16, gen)
+            forward(h, c, t)  # the workspace for the deterministic mode (the larger one)
+            for n, like in (("dq", "q"), ("dk", "k"), ("dv", "v")):
+                t[n] = torch.empty_like(t[like])
+            r = dict(B=4, T=4096, H=H, D=D, causal=causal, dtype="bfloat16")
+            time_sm90_and_sm80(h, c, t, r)  # sm90 deterministic, sm80 deterministic
+            r["sm90_det_bwd_ms"], r["sm80_det_bwd_ms"] = r.pop("sm90_bwd_ms", None), r.pop("sm80_bwd_ms")
+            r["det_path_taken"] = r.pop("sm90_path_taken")
+            h.m.set_sm90_bwd(1)
+            cd = dict(c, deterministic=False)
+            r["sm90_default_bwd_ms"] = tt.do_bench(lambda: h.bwd(cd, t), warmup=25, rep=100, return_mode="median")
+            h.m.set_sm90_bwd(-1)
+            rows.append(r)
+            print("BENCH " + json.dumps(r), file=log, flush=True)
+            del t
+    print("\nms backward, deterministic mode against the default, T = 4096, B = 4, bf16", file=log)
+    print("                  D    causal sm90det sm90    sm80det det/default sm80det/sm90det", file=log)
+    for r in rows:
+        d9, s9, d8 = r.get("sm90_det_bwd_ms"), r["sm90_default_bwd_ms"], r["sm80_det_bwd_ms"]
+        f = lambda x: f"{x:.3f}" if x else "-"
+        print(f"                  {r['D']:<4} {int(r['causal']):<6} {f(d9):<7} {f(s9):<7} {f(d8):<7} "
+              f"{round(d9 / s9, 2) if d9 else '-':<11} {round(d8 / d9, 2) if d9 else '-'}"
+              f"{'' if r['det_path_taken'] else '  (sm90 NOT taken)'}", file=log, flush=True)
     return rows
 
 
@@ -482,7 +565,7 @@ def bench_masks(h, log, plain_rows):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--phase", required=True, choices=("selftest", "numerics", "bench", "sanitize"))
+    ap.add_argument("--phase", required=True, choices=("selftest", "det", "numerics", "bench", "sanitize"))
     ap.add_argument("--lib", default=".harness_build")
     ap.add_argument("--out", default=None)
     ap.add_argument("--quick", action="store_true")
@@ -504,8 +587,12 @@ def main():
         dropped = rows[n_prev:]
         print(f"numerics (dropout): {sum(r['ok'] for r in dropped)} / {len(dropped)} pass", file=log, flush=True)
         print(f"numerics: {sum(r['ok'] for r in rows)} / {len(rows)} pass", file=log, flush=True)
+    elif args.phase == "det":
+        rows = phase_numerics(h, log, DET_CASES, (torch.bfloat16, torch.float16))
+        print(f"numerics (deterministic): {sum(r['ok'] for r in rows)} / {len(rows)} pass", file=log, flush=True)
     elif args.phase == "sanitize":
-        rows = phase_numerics(h, log, [c for c in NUM_CASES + MASK_CASES + DROP_CASES if c["name"] in SANITIZE],
+        rows = phase_numerics(h, log, [c for c in NUM_CASES + MASK_CASES + DROP_CASES + DET_CASES
+                                       if c["name"] in SANITIZE],
                               (torch.bfloat16,))
         print(f"numerics: {sum(r['ok'] for r in rows)} / {len(rows)} pass", file=log, flush=True)
     else:

@@ -40,7 +40,8 @@ others' answers):
             sm90 without the feature.
   sanitize  one small odd case per dtype / causal setting (D = 64, 128, 256), for compute-sanitizer.
   variants  the schedules of the plain D = 128 kernel (flash_fwd_sm90.cu's kSched, picked by
-            set_sm90_fwd_variant; 5 is the default, 0 the first schedule and the reference here; the
+            set_sm90_fwd_variant; 5 is the default, 0 the first schedule and the reference here, 7
+            schedule 5 on a persistent grid (one CTA per SM looping over tiles); the
             other phases run the default): every NUM_CASES case at D = 64 / 128 (the dropout
             ones at variant 5 only, DROP_VARIANT), bf16 and fp16, for each variant 1 .. n-1 against the float64 reference (the same bar as
             numerics), plus whether the variant really ran (last_fwd_variant) and whether its O and lse

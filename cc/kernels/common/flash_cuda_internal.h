@@ -92,12 +92,17 @@ cudaError_t bwd(const FlashBwdParams& p, bool big_smem, cudaStream_t stream);
 size_t bwd_workspace_bytes(const FlashBwdParams& p);
 // The parts of that workspace for the float16 / bfloat16 path (for sm90/flash_bwd_sm90.cu, which
 // uses the same workspace): dsum and lse2 [B, H, Tq], the dQ accumulator [B, H, tq_pad, hd] (null
-// in deterministic mode; tq_pad = Tq rounded up to 128, hd = head_dim_bucket(max(D, Dv))), and the
-// pre-pass that fills dsum = rowsum(dO * O) - d_lse and lse2 = log2e * lse.
+// in deterministic mode unless dq_sem is set; tq_pad = Tq rounded up to 128, hd =
+// head_dim_bucket(max(D, Dv))), and the pre-pass that fills dsum = rowsum(dO * O) - d_lse and
+// lse2 = log2e * lse. dq_sem: deterministic mode only, in builds with the Hopper kernels, float16 /
+// bfloat16 with D == Dv in {64, 128} (else null): the dQ accumulator and, right after it, one int
+// per (b, h, 64-row query tile) [B, H, tq_pad / 64], the ordered reduction's counters of sm90's
+// deterministic backward (sm80's deterministic backward uses neither).
 struct BwdWorkspaceParts {
   float* dsum = nullptr;
   float* lse2 = nullptr;
   float* dq_acc = nullptr;
+  int* dq_sem = nullptr;
   int64_t tq_pad = 0;
   int hd = 0;
 };
@@ -167,9 +172,10 @@ constexpr int kFwdSelftests = 6;
 // TF_FLASHATTN_SM90_BWD=0 or TF_FLASHATTN_SM90=0 (read once) or after set_bwd_enabled(0); else for
 // float16 / bfloat16, D == Dv in {64, 128}, the index masks (causal, window, lengths, [B, Tq] /
 // [B, Tk] validity; sm80's rules) or none, dropout (rate > 0 with a seed; sm80's keep mask and
-// arithmetic) or none, no dense mask / bias / dbias / soft-cap,
-// non-deterministic, 16-byte aligned tensors and strides, a workspace, compute capability 9.0. It
-// uses flash_bwd_workspace_bytes' workspace as the sm80 backward does (same size).
+// arithmetic) or none, no dense mask / bias / dbias / soft-cap, deterministic mode (the ordered
+// dQ reduction, when the workspace holds its counters: BwdWorkspaceParts::dq_sem) or not, 16-byte
+// aligned tensors and strides, a workspace, compute capability 9.0. It uses
+// flash_bwd_workspace_bytes' workspace as the sm80 backward does (same size).
 bool bwd_applies(const FlashBwdParams& p);
 // Its launcher; cudaErrorNotSupported (before any work is queued) when the tensor maps cannot be
 // made: the caller falls back to sm80.

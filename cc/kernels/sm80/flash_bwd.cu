@@ -535,12 +535,30 @@ static bool uses_dq_acc(const FlashBwdParams& p) {
                               (p.dtype == DType::kFloat32 && p.allow_tf32));
 }
 
+// Deterministic mode where sm90/flash_bwd_sm90.cu's ordered dQ reduction may run (builds with the
+// Hopper kernels, float16 / bfloat16, D == Dv in {64, 128}: shape and flags only, as the XLA
+// lowering sizes the workspace from those at compile time, without the masks): the dQ accumulator
+// as in the non-deterministic mode, then one int counter per (b, h, 64-row query tile). sm80's
+// deterministic backward uses neither (it runs on any GPU with this size). The non-deterministic
+// workspace is unchanged.
+static bool uses_dq_sem(const FlashBwdParams& p) {
+#if FA_HAS_SM90
+  const AttnShape& s = p.shape;
+  return p.deterministic && uses_tc(p) && s.D == s.Dv && (s.D == 64 || s.D == 128);
+#else
+  (void)p;
+  return false;
+#endif
+}
+static size_t dq_sem_ints(const AttnShape& s) { return static_cast<size_t>(s.B * s.H * (dq_rows_padded(s) / 64)); }
+
 size_t bwd_workspace_bytes(const FlashBwdParams& p) {
   const AttnShape& s = p.shape;
   size_t floats = dsum_floats(s) * (uses_tc(p) ? 2 : 1);
-  if (uses_dq_acc(p))
+  if (uses_dq_acc(p) || uses_dq_sem(p))
     floats += static_cast<size_t>(s.B * s.H * dq_rows_padded(s)) *
               static_cast<size_t>(head_dim_bucket(s.D > s.Dv ? s.D : s.Dv));
+  if (uses_dq_sem(p)) floats += dq_sem_ints(s);  // int32, 4 bytes as a float
   return floats * sizeof(float);
 }
 
@@ -553,6 +571,10 @@ BwdWorkspaceParts bwd_workspace_parts(const FlashBwdParams& p) {
   w.dsum = p.workspace;
   w.lse2 = p.workspace + dsum_floats(s);
   if (uses_dq_acc(p)) w.dq_acc = p.workspace + 2 * dsum_floats(s);
+  if (uses_dq_sem(p)) {
+    w.dq_acc = p.workspace + 2 * dsum_floats(s);
+    w.dq_sem = reinterpret_cast<int*>(w.dq_acc + static_cast<size_t>(s.B * s.H * w.tq_pad) * w.hd);
+  }
   return w;
 }
 

@@ -1,8 +1,8 @@
 // Hopper-native FlashAttention backward (sm_90a only): float16 / bfloat16, D == Dv in {64, 128},
 // no mask, causal (any causal_offset) and the other index masks the Hopper forward takes (sliding
 // window, q / k lengths, [B, Tq] / [B, Tk] validity masks; sm80's rules, below), and dropout (with
-// any of those or none; below); no dense mask / bias / dbias / soft-cap, non-deterministic mode
-// only; GQA allowed. The index masks and dropout were checked on the H200 on 2026-12-01
+// any of those or none; below); no dense mask / bias / dbias / soft-cap; GQA allowed; TensorFlow's
+// op determinism too (the DET instantiations, below: NOT YET CHECKED ON A GPU). The index masks and dropout were checked on the H200 on 2026-12-01
 // (benchmarks/sm90_bwd_check.py: 138 numerics rows, memcheck; RESULTS.md "Hopper backward
 // kernel"). Taken by flash_cuda_dispatch.cu where bwd_applies(): on
 // by default on compute capability 9.0; TF_FLASHATTN_SM90_BWD=0 (or TF_FLASHATTN_SM90=0, which
@@ -28,13 +28,16 @@
 //   Per unit, consumer c (rows of its matrices = its 64 keys, so P and dS stay in registers for
 //   dV and dK; only dS also goes to shared memory, for dQ):
 //     S^T  = K_c Q^T       [64 keys x 64 queries]  D/16 wgmma m64n64k16 SS, both K-major
-//     dP^T = V_c dO^T      [64 x 64]               D/16 wgmma m64n64k16 SS, both K-major
+//     dP^T = V_c dO^T      [64 x 64]               D/16 wgmma m64n64k16 SS, both K-major (its own
+//                          commit group: P^T below is computed while it runs, then waited for)
 //     P^T  = 2^(S^T scale log2e - lse2[q]),  dS^T = P^T (dP^T - dsum[q]); masked elements (outside
 //            the causal diagonal, past Tk or past Tq; IDX below: any index mask) get P = 0 by
 //            selection, so dS = 0 too (only in tiles that cross a limit: the rest is unchanged)
-//     dS^T -> shared memory (16-bit, [128 keys][64 queries], 128-byte swizzle, two buffers)
 //     dV  += P^T dO        [64 keys x D]  4 wgmma m64nDk16, A = P^T from registers (the S^T
-//                          accumulators repacked, as the forward's P), B = dO MN-major
+//                          accumulators repacked, as the forward's P), B = dO MN-major; issued
+//                          (own commit group) before the dS^T pass, so it runs under it (as
+//                          FlashAttention-3; <DROP, D = 128>: with dK below, registers)
+//     dS^T -> shared memory (16-bit, [128 keys][64 queries], 128-byte swizzle, two buffers)
 //     dK  += dS^T Q        [64 x D]       the same with dS^T and Q
 //     (named barrier: both consumers' halves of dS^T are in shared memory)
 //     dQ_c = dS K          D = 128: columns 64c .. 64c+63 over all 128 keys (8 k16 steps);
@@ -95,10 +98,49 @@
 // fragment order: column group cg = col / 64, then for a 64 x 64 sub-block, float4 index
 // (j * 128 + tid) holds rows {16 w + g, 16 w + g + 8} x columns {64 cg + 8 j + 2 t, +1}
 // (tid = 32 w + 4 g + t: the m64nN accumulator layout, sm90_ptx.cuh), so that each warp's atomics
-// cover 512 contiguous bytes.
-// Not yet here: the two consumers' ping-pong and any overlap of the element-wise work with the
+// cover 512 contiguous bytes. Deterministic mode: the same, and the counters after dq_acc (below;
+// flash_bwd_workspace_bytes adds dq_acc and them in deterministic mode for D = Dv in {64, 128}).
+// Deterministic mode (the DET instantiations of all three kernels, when p.deterministic; the
+// others are unchanged, SASS included): the same float4 atomics into dq_acc, but each (b, h,
+// 64-row query tile) block receives its contributions in one fixed order, so dQ is bitwise
+// reproducible (dK, dV are sums in registers in a fixed order anyway):
+//   order     across CTAs: increasing key tile x (blockIdx.x); within a CTA: consumer 0, then
+//             consumer 1 (D = 64 both add to the whole block: keys 0..63, then 64..127; D = 128
+//             disjoint column panels, the same protocol); the 8 float4 adds of a thread touch
+//             distinct addresses.
+//   counters  one int per block after dq_acc in the workspace ([B, H, tq_pad / 64],
+//             bwd_workspace_parts' dq_sem), zeroed by the same memset; a contributor publishes
+//             x + 1 (red.release.gpu.max) after its adds, so "counter >= x" means key tile x - 1
+//             has added.
+//   who waits key tile x waits only when tile x - 1 visits the same query tile (qb < prev_hi
+//             below); otherwise it is the block's first contributor. That is exact because the
+//             key tiles visiting a query tile are one contiguous range of x: Units' [lo, hi')
+//             has both ends non-decreasing in the key tile (no mask: hi = nqb; causal, any
+//             offset: lo = (j0 - off) / 64 grows with j0; IDX: KeyTileUnits' hi and lo are
+//             bisections of predicates monotone in j0 (key_begin, key_end non-decreasing), and
+//             the trimmed hi' = max(lo, 1 + the last tile below hi that sees(), a property of
+//             the query tile alone) is non-decreasing too), so {x : lo(x) <= qb < hi'(x)} is a
+//             prefix-suffix intersection. Only actual contributors (every unit of the walk adds,
+//             zeros included) are in the chain; a CTA never passes a counter it does not add to.
+//   roles     the producer's warp 3 (idle otherwise) does the polling and publishing, so the
+//             consumers' unit loop only gains named barriers (counter addresses or polling there
+//             made ptxas spill at D = 128): per unit, warp 3's lane 0 polls (acquire) the block's
+//             counter, barrier 2 (warp 3 + consumer 0) lets consumer 0 add, barrier 3 (both
+//             consumers) lets consumer 1 add after it, barrier 4 (consumer 1 + warp 3), then lane
+//             0 publishes. Barriers order the adds within the CTA; acquire / release the CTAs.
+//   deadlock  CTA (x, hk, b) waits only on CTA (x - 1, hk, b), whose linear block index is one
+//             less (grid x = key tiles, y = kv head, z = batch): CTAs are dispatched in linear
+//             order, so it is running or done, and the lowest-index unfinished CTA never waits
+//             on an unfinished one. GQA: a CTA covers the G query heads of its kv head; the
+//             counters are per query head h, and CTAs of other kv heads or batches share none.
+//   cost      a no-mask walk (every tile from query tile 0) starts as a wavefront: tile x adds
+//             its first block x units after tile 0 (first wave only); causal walks start
+//             at their own diagonal and wait about 2 units.
+// Not yet here: the two consumers' ping-pong (both meet on named barrier 1 before dQ every unit;
+// deferring unit n's dQ past unit n + 1's S^T / dP^T issue would keep its 32 accumulators live
+// through the P pass, over the 240 registers at D = 128) and any overlap of the P pass with the
 // next unit's products, dQ through shared memory with TMA reduce-add, dK / dV stored by TMA,
-// a persistent causal-balancing scheduler, deterministic mode, a dense mask, bias / dbias,
+// a persistent causal-balancing scheduler, a dense mask, bias / dbias,
 // soft-cap; dropout's draws shared between warps w and w ^ 1 (each thread uses 4 of a call's 8).
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -109,6 +151,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "cc/kernels/common/flash_cuda_common.cuh"  // fast_exp2, Elem<T>::pack
@@ -160,7 +203,20 @@ struct BwdSm90Args {
   const float* lse2;  // [B, H, Tq] log2e * lse
   float* dq_acc;      // [B, H, tq_pad, D], 64-row blocks in fragment order (header comment)
   int64_t tq_pad;
+  int* dq_sem;        // DET: [B, H, tq_pad / 64] ordered-reduction counters (zeroed with dq_acc)
 };
+
+// DET: the counters of the ordered dQ reduction (header comment, "Deterministic mode"), used by
+// one thread of the producer's warp 3: acquire loads at GPU scope to poll, a release max to publish
+// (monotone, so a late writer could never move a counter back).
+__device__ __forceinline__ int ld_acquire_gpu(const int* ptr) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(ptr) : "memory");
+  return v;
+}
+__device__ __forceinline__ void red_release_gpu_max(int* ptr, int v) {
+  asm volatile("red.release.gpu.global.max.s32 [%0], %1;" ::"l"(ptr), "r"(v) : "memory");
+}
 
 // The query tiles that key tile [j0, j0 + kBk) visits: [qb_lo, qb_lo + nq) for each of the G
 // heads (units n = hl * nq + (qb - qb_lo)).
@@ -197,8 +253,10 @@ struct Units {
 // tm_k / tm_v (boxes {64, 1, 128, 1}); dk, dv [B, Tk, Hkv, D] and the dQ accumulator from a.
 // Grid (ceil(Tk / kBk), Hkv, B). IDX: the index masks (window, lengths, [B, Tq] / [B, Tk]
 // validity; causal too); without it only causal (the first version's code). DROP (with IDX only):
-// dropout (header comment), a third instantiation so that the other two carry no Philox code.
-template <typename T, int D, bool IDX, bool DROP = false>
+// dropout (header comment), a third instantiation so that the other two carry no Philox code. DET:
+// TensorFlow's op determinism, the dQ contributions added in key-tile order (header comment); the
+// instantiations without it are unchanged.
+template <typename T, int D, bool IDX, bool DROP = false, bool DET = false>
 __global__ void __launch_bounds__(kThreads, 1)
     flash_bwd_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                           const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_do,
@@ -224,6 +282,17 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int G = static_cast<int>(sh.H / sh.Hkv);
   const int64_t j0 = static_cast<int64_t>(blockIdx.x) * kBk;
   const Units<IDX> units(sh, causal, off, j0, p.mask, b);
+  // DET: key tile blockIdx.x - 1 (same kv head and batch) visits query tiles [lo', hi') with
+  // lo' <= units.qb_lo (both ends grow with the key tile: header comment), so the tiles of this CTA
+  // that it visits too, whose dQ blocks wait for its contribution, are those below prev_hi = hi'
+  // (0: none). Computed here, before the producer's setmaxnreg.dec, for its warp 3.
+  int prev_hi = 0;
+  if constexpr (DET) {
+    if (blockIdx.x > 0 && units.n > 0) {
+      const Units<IDX> prev(sh, causal, off, j0 - kBk, p.mask, b);
+      prev_hi = prev.qb_lo + prev.nq;
+    }
+  }
 
   const int wg = threadIdx.x / 128;
   if (threadIdx.x == 0) {
@@ -313,6 +382,26 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (lane == 0) flag_i[s] = need ? 1 : 0;
         mbar_arrive(full0 + 8 * s);
       }
+    } else if (DET && warp == 3) {
+      // The ordered dQ reduction, per unit (the consumers' order): lane 0 waits until key tile
+      // blockIdx.x - 1 has published its contribution to the unit's dQ block (counter >= blockIdx.x)
+      // when it visits the query tile (qb < prev_hi; else this CTA is the block's first contributor),
+      // lets consumer 0 add (barrier 2), waits until consumer 1 has added after it (barrier 4), and
+      // publishes blockIdx.x + 1 with release semantics. The poll runs while the consumers compute
+      // the unit's products; only the adds wait for it.
+      const int x = static_cast<int>(blockIdx.x);
+      for (int n = 0; n < units.n; ++n) {
+        const int64_t h = hk * G + n / units.nq;
+        const int qb = units.qb_lo + n % units.nq;
+        int* sem = a.dq_sem + (static_cast<int64_t>(b) * sh.H + h) * (a.tq_pad / kBq) + qb;
+        if (lane == 0 && qb < prev_hi)
+          while (ld_acquire_gpu(sem) < x) {
+          }
+        __syncwarp();
+        named_bar_sync(2, 128 + 32);
+        named_bar_sync(4, 128 + 32);
+        if (lane == 0) red_release_gpu_max(sem, x + 1);
+      }
     }
     return;
   }
@@ -358,7 +447,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int dq_key0 = kSplitCols ? 0 : 64 * c;
   const uint32_t dq_b0 = base + L::kK + (kSplitCols ? c * kBk * 128 : 0) + dq_key0 * 128;
   const int dq_cg = kSplitCols ? c : 0;
-
   for (int n = 0; n < units.n; ++n) {
     const int s = n % kStages;
     const int64_t h = hk * G + n / units.nq, i0 = static_cast<int64_t>(units.qb_lo + n % units.nq) * kBq;
@@ -390,6 +478,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       wgmma_ss_m64n64k16<0, 0>(WgmmaType<T>{}, sacc, wgmma_desc(k_rows + koff, 16, 1024),
                                wgmma_desc(q_t + qoff, 16, 1024), k > 0);
     }
+    wgmma_commit();  // S^T: its own group, so that P^T is computed while dP^T runs
 #pragma unroll
     for (int k = 0; k < D / 16; ++k) {
       const uint32_t koff = (k / 4) * kBk * 128 + (k % 4) * 32, qoff = (k / 4) * kBq * 128 + (k % 4) * 32;
@@ -397,11 +486,10 @@ __global__ void __launch_bounds__(kThreads, 1)
                                wgmma_desc(do_t + qoff, 16, 1024), k > 0);
     }
     wgmma_commit();
-    wgmma_wait<0>();
+    wgmma_wait<1>();  // S^T done (groups complete in order); dP^T may still run
     fence_regs(sacc);
-    fence_regs(dpacc);
 
-    // P^T and dS^T in place: element i = 4j + 2h2 + e is (key key_l[h2], query 8j + 2t + e).
+    // P^T, then dS^T, in place: element i = 4j + 2h2 + e is (key key_l[h2], query 8j + 2t + e).
     const float* lse2_s = rows_f + (2 * s) * kBq;
     const float* dsum_s = rows_f + (2 * s + 1) * kBq;
     // IDX: the producer's flag (a row of the unit that does not see every key of the tile, or a
@@ -410,45 +498,111 @@ __global__ void __launch_bounds__(kThreads, 1)
     const bool need_mask = IDX ? flag_i[s] != 0
                                : i0 + kBq > sh.Tq || j0 + kBk > sh.Tk || (causal && j0 + kBk - 1 > i0 + off);
     const int* range_s = range_i + s * kBq;
+    // P^T = 2^(S^T scale log2e - lse2) (0 where masked) into sacc, under the dP^T product; with or
+    // without the mask's selections (masked). need_mask is CTA-uniform (IDX: the producer's
+    // per-unit flag; else indices only), so the branch is taken once per unit around two
+    // straight-line copies of the pass: an `if (need_mask)` inside the unrolled per-element loop
+    // compiled (ptxas 13.0, sm_90a) to one branch per S^T element (32 per unit and thread, every
+    // instantiation), as the forward's softmax did (sm90-fwd-idx-fast). That branch also keeps
+    // dP^T's wait below the pass: ptxas moves a WARPGROUP.DEPBAR up within its basic block
+    // (sm90-fwd-overlap), not across the join.
+    auto p_pass = [&](auto mask_c) {
+      bool masked;  // a constant (std::true_type / false_type), but for <DROP, D = 128> (need_mask)
+      if constexpr (std::is_same_v<decltype(mask_c), bool>)
+        masked = mask_c;
+      else
+        masked = decltype(mask_c)::value;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const float2 l2 = *reinterpret_cast<const float2*>(lse2_s + 8 * j + 2 * t);
+        int2 rg = make_int2(0, 0);  // IDX: the key ranges of queries 8j + 2t, +1
+        if (IDX && masked) rg = *reinterpret_cast<const int2*>(range_s + 8 * j + 2 * t);
+#pragma unroll
+        for (int h2 = 0; h2 < 2; ++h2)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int x = 4 * j + 2 * h2 + e;
+            float pv = fast_exp2(sacc[x] * sl2 - (e ? l2.y : l2.x));
+            if (masked) {
+              if constexpr (IDX) {
+                const int r = e ? rg.y : rg.x;
+                if (!(key_ok[h2] && key_l[h2] >= (r & 0xffff) && key_l[h2] < (r >> 16))) pv = 0.f;
+              } else {
+                const int64_t key = j0 + key_l[h2], qi = i0 + 8 * j + 2 * t + e;
+                if (key >= sh.Tk || qi >= sh.Tq || (causal && key > qi + off)) pv = 0.f;
+              }
+            }
+            sacc[x] = pv;
+          }
+      }
+    };
+    if constexpr (DROP && D == 128)
+      p_pass(need_mask);
+    else if (need_mask)
+      p_pass(std::true_type{});
+    else
+      p_pass(std::false_type{});
+    wgmma_wait<0>();  // dP^T done
+    fence_regs(dpacc);
+    // dV += P^T dO (DROP: Pd^T dO, Pd = P Z) issued here, in its own commit group, so that the dV
+    // product runs under the dS^T pass below (FlashAttention-3's order) instead of after it with
+    // dK. The same 4 k16 products into dv in the same order as before (only their issue point
+    // moved), so dV is bit-identical; DROP: Pd = P Z is the same single multiply the dS^T pass did
+    // in place (sacc keeps the unscaled P for dS^T). The cost: the 16 registers of P^T's A
+    // fragments are live through the dS^T pass (with S^T, dP^T, dK and dV), which spills in
+    // <DROP, D = 128> (88 bytes, ptxas 13.0; its keep bits and keep_scale are live too), so that one
+    // keeps the former order (dV issued with dK). Waiting for dP^T before the issue (above, as
+    // before) rather than after it: waiting after it spilled the first kernel at D = 128 (units.n,
+    // reloaded once per unit).
+    constexpr bool kEarlyDv = !(DROP && D == 128);
+    // As the A fragments of m64k16 (k16 step kk = queries 16kk .. 16kk+15): element 8 kk + 2 x, +1.
+    uint32_t pa[4][4], da[4][4];
+    if constexpr (kEarlyDv) {
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+        for (int x = 0; x < 4; ++x) {
+          const int x0 = 8 * kk + 2 * x;
+          if constexpr (DROP) {
+            const float z0 = ((kbits >> x0) & 1u) ? p.dropout.keep_scale : 0.f;
+            const float z1 = ((kbits >> (x0 + 1)) & 1u) ? p.dropout.keep_scale : 0.f;
+            pa[kk][x] = Elem<T>::pack(sacc[x0] * z0, sacc[x0 + 1] * z1);
+          } else {
+            pa[kk][x] = Elem<T>::pack(sacc[x0], sacc[x0 + 1]);
+          }
+        }
+      fence_regs(dv);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) wgmma_rs_m64nDk16_tb<T, D>(dv, pa[kk], wgmma_desc(do_t + kk * 2048, kBq * 128, 1024));
+      wgmma_commit();
+    }
+    // dS^T = P^T (dP^T - dsum) (DROP: sm80's rule, Pd = P Z, dS = P (dPd Z - dsum), Z = keep_scale
+    // or 0). The same operations on the same values as the former single pass.
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
-      const float2 l2 = *reinterpret_cast<const float2*>(lse2_s + 8 * j + 2 * t);
       const float2 dsm = *reinterpret_cast<const float2*>(dsum_s + 8 * j + 2 * t);
-      int2 rg = make_int2(0, 0);  // IDX: the key ranges of queries 8j + 2t, +1
-      if (IDX && need_mask) rg = *reinterpret_cast<const int2*>(range_s + 8 * j + 2 * t);
 #pragma unroll
       for (int h2 = 0; h2 < 2; ++h2)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int x = 4 * j + 2 * h2 + e;
-          float pv = fast_exp2(sacc[x] * sl2 - (e ? l2.y : l2.x));
-          if (need_mask) {
-            if constexpr (IDX) {
-              const int r = e ? rg.y : rg.x;
-              if (!(key_ok[h2] && key_l[h2] >= (r & 0xffff) && key_l[h2] < (r >> 16))) pv = 0.f;
-            } else {
-              const int64_t key = j0 + key_l[h2], qi = i0 + 8 * j + 2 * t + e;
-              if (key >= sh.Tk || qi >= sh.Tq || (causal && key > qi + off)) pv = 0.f;
-            }
-          }
-          if constexpr (DROP) {  // sm80's rule: Pd = P Z, dS = P (dPd Z - dsum), Z = keep_scale or 0
+          if constexpr (DROP) {
             const float z = ((kbits >> x) & 1u) ? p.dropout.keep_scale : 0.f;
-            sacc[x] = pv * z;
-            dpacc[x] = pv * (dpacc[x] * z - (e ? dsm.y : dsm.x));
+            dpacc[x] = sacc[x] * (dpacc[x] * z - (e ? dsm.y : dsm.x));
+            if constexpr (!kEarlyDv) sacc[x] = sacc[x] * z;
           } else {
-            sacc[x] = pv;
-            dpacc[x] = pv * (dpacc[x] - (e ? dsm.y : dsm.x));
+            dpacc[x] = sacc[x] * (dpacc[x] - (e ? dsm.y : dsm.x));
           }
         }
     }
-    // As the A fragments of m64k16 (k16 step kk = queries 16kk .. 16kk+15), and dS^T to shared
-    // memory ([key][query], one 128-byte-swizzled panel of 128 rows).
-    uint32_t pa[4][4], da[4][4];
+    // As the A fragments, and dS^T to shared memory ([key][query], one 128-byte-swizzled panel of
+    // 128 rows).
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
       for (int x = 0; x < 4; ++x) {
-        pa[kk][x] = Elem<T>::pack(sacc[8 * kk + 2 * x], sacc[8 * kk + 2 * x + 1]);
+        if constexpr (!kEarlyDv) pa[kk][x] = Elem<T>::pack(sacc[8 * kk + 2 * x], sacc[8 * kk + 2 * x + 1]);
         da[kk][x] = Elem<T>::pack(dpacc[8 * kk + 2 * x], dpacc[8 * kk + 2 * x + 1]);
         // x = 2 (j & 1) + h2 with j = 2 kk + x / 2: rows key_l[x & 1], queries 8j + 2t, +1.
         const int j = 2 * kk + x / 2;
@@ -456,12 +610,15 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     fence_proxy_async();  // dS^T stores before the wgmma (async proxy) reads below
 
-    // dV += P^T dO and dK += dS^T Q: contraction over the 64 queries in k16 steps (16 rows = 2 KiB).
-    fence_regs(dv);
+    // dK += dS^T Q (and, !kEarlyDv, dV += P^T dO first, as before): contraction over the 64 queries
+    // in k16 steps (16 rows = 2 KiB).
+    if constexpr (!kEarlyDv) fence_regs(dv);
     fence_regs(dk);
     wgmma_fence();
+    if constexpr (!kEarlyDv) {
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) wgmma_rs_m64nDk16_tb<T, D>(dv, pa[kk], wgmma_desc(do_t + kk * 2048, kBq * 128, 1024));
+      for (int kk = 0; kk < 4; ++kk) wgmma_rs_m64nDk16_tb<T, D>(dv, pa[kk], wgmma_desc(do_t + kk * 2048, kBq * 128, 1024));
+    }
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) wgmma_rs_m64nDk16_tb<T, D>(dk, da[kk], wgmma_desc(q_t + kk * 2048, kBq * 128, 1024));
     wgmma_commit();
@@ -476,18 +633,35 @@ __global__ void __launch_bounds__(kThreads, 1)
       wgmma_ss_m64n64k16<1, 1>(WgmmaType<T>{}, dq, wgmma_desc(ds_t + (dq_key0 + 16 * kk) * 128, kBk * 128, 1024),
                                wgmma_desc(dq_b0 + kk * 2048, kBk * 128, 1024), kk > 0);
     wgmma_commit();
-    wgmma_wait<0>();
+    wgmma_wait<0>();  // dQ, and dV / dK before it (complete in order)
     fence_regs(dv);
     fence_regs(dk);
     fence_regs(dq);
     mbar_arrive(empty0 + 8 * s);  // Q, dO and the rows of stage s are no longer read
 
     // dQacc block of (b, h, query tile): [64 x D] in fragment order.
-    float* blk = a.dq_acc + ((static_cast<int64_t>(b) * sh.H + h) * a.tq_pad + i0) * D + dq_cg * 64 * 64;
+    const int64_t blk_row = (static_cast<int64_t>(b) * sh.H + h) * a.tq_pad + i0;
+    float* blk = a.dq_acc + blk_row * D + dq_cg * 64 * 64;
+    if constexpr (!DET) {
 #pragma unroll
-    for (int j = 0; j < 8; ++j)
-      atomicAdd(reinterpret_cast<float4*>(blk) + j * 128 + tid,
-                make_float4(dq[4 * j], dq[4 * j + 1], dq[4 * j + 2], dq[4 * j + 3]));
+      for (int j = 0; j < 8; ++j)
+        atomicAdd(reinterpret_cast<float4*>(blk) + j * 128 + tid,
+                  make_float4(dq[4 * j], dq[4 * j + 1], dq[4 * j + 2], dq[4 * j + 3]));
+    } else {
+      // Ordered (header comment, "Deterministic mode"): the producer's warp 3 has seen key tile
+      // blockIdx.x - 1's contribution to this block (barrier 2), consumer 0 adds, then consumer 1
+      // (barrier 3; D = 64: the same elements, so the order within the CTA matters; D = 128:
+      // disjoint columns, the same protocol), then warp 3 publishes (barrier 4). Only barriers here:
+      // the counters' addresses and polling in the consumers made ptxas spill at D = 128.
+      if (c == 0) named_bar_sync(2, 128 + 32);
+      else named_bar_sync(3, 128 * kConsumers);
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+        atomicAdd(reinterpret_cast<float4*>(blk) + j * 128 + tid,
+                  make_float4(dq[4 * j], dq[4 * j + 1], dq[4 * j + 2], dq[4 * j + 3]));
+      if (c == 0) named_bar_sync(3, 128 * kConsumers);
+      else named_bar_sync(4, 128 + 32);
+    }
   }
 
   // Epilogue: dK = scale * sum dS^T Q, dV = sum P^T dO (zeros when no unit saw the tile).
@@ -538,28 +712,32 @@ std::atomic<int64_t> g_launches{0};
 std::atomic<int> g_override{-1};
 
 // IDX: the index-masked kernel (window, lengths, validity masks), else the no-mask / causal one;
-// DROP: the index-masked kernel with dropout.
-template <typename T, int D, bool IDX, bool DROP = false>
+// DROP: the index-masked kernel with dropout; DET: the ordered dQ reduction (deterministic mode).
+template <typename T, int D, bool IDX, bool DROP = false, bool DET = false>
 cudaError_t launch(const FlashBwdParams& p, cudaStream_t stream) {
   const AttnShape& s = p.shape;
   const BwdWorkspaceParts ws = bwd_workspace_parts(p);
   if (!ws.dsum || !ws.lse2 || !ws.dq_acc || ws.hd != D || ws.tq_pad % kBq != 0 || !aligned16(ws.dq_acc))
     return cudaErrorNotSupported;
+  if (DET && !ws.dq_sem) return cudaErrorNotSupported;  // nothing queued yet: sm80's deterministic one
   CUtensorMap tq, tk, tv, tdo;
   if (!tma_map_rows(&tq, p.dtype, p.q, s.B, s.Tq, s.H, D, s.q_stride, kBq) ||
       !tma_map_rows(&tk, p.dtype, p.k, s.B, s.Tk, s.Hkv, D, s.k_stride, kBk) ||
       !tma_map_rows(&tv, p.dtype, p.v, s.B, s.Tk, s.Hkv, D, s.v_stride, kBk) ||
       !tma_map_rows(&tdo, p.dtype, p.d_o, s.B, s.Tq, s.H, D, s.o_stride, kBq))
     return cudaErrorNotSupported;  // nothing queued yet: the dispatch falls back to sm80
-  auto kernel = flash_bwd_sm90_kernel<T, D, IDX, DROP>;
+  auto kernel = flash_bwd_sm90_kernel<T, D, IDX, DROP, DET>;
   const int smem = BwdSmem<D, IDX>::kAlloc;
   cudaError_t err = set_dynamic_smem(kernel, smem);
   if (err != cudaSuccess) return cudaErrorNotSupported;  // nothing queued yet: sm80 takes it
 
   if ((err = bwd_dsum_tc(p, ws.dsum, ws.lse2, stream)) != cudaSuccess) return err;
   const size_t acc_floats = static_cast<size_t>(s.B * s.H * ws.tq_pad) * D;
-  if ((err = cudaMemsetAsync(ws.dq_acc, 0, acc_floats * sizeof(float), stream)) != cudaSuccess) return err;
-  BwdSm90Args args{p, ws.dsum, ws.lse2, ws.dq_acc, ws.tq_pad};
+  // DET: the counters [B, H, tq_pad / 64] follow the accumulator (bwd_workspace_parts): one memset.
+  const size_t sem_ints = DET ? static_cast<size_t>(s.B * s.H * (ws.tq_pad / kBq)) : 0;
+  if ((err = cudaMemsetAsync(ws.dq_acc, 0, (acc_floats + sem_ints) * sizeof(float), stream)) != cudaSuccess)
+    return err;
+  BwdSm90Args args{p, ws.dsum, ws.lse2, ws.dq_acc, ws.tq_pad, DET ? ws.dq_sem : nullptr};
   const dim3 grid(static_cast<unsigned>((s.Tk + kBk - 1) / kBk), static_cast<unsigned>(s.Hkv),
                   static_cast<unsigned>(s.B));
   kernel<<<grid, kThreads, smem, stream>>>(tq, tk, tv, tdo, args);
@@ -594,7 +772,10 @@ bool bwd_applies(const FlashBwdParams& p) {
   if (!bwd_enabled()) return false;
   const AttnShape& s = p.shape;
   if (p.dtype != DType::kFloat16 && p.dtype != DType::kBFloat16) return false;
-  if (p.deterministic || !p.workspace) return false;
+  if (!p.workspace) return false;
+  // Deterministic mode: the DET instantiations, when the workspace holds the counters (D = 64 / 128,
+  // builds with these kernels: bwd_workspace_parts).
+  if (p.deterministic && !bwd_workspace_parts(p).dq_sem) return false;
   if (s.D != s.Dv || (s.D != 128 && s.D != 64)) return false;
   if (s.Tk <= 0 || s.Tq <= 0 || s.Tq > (1ll << 31) - 2 * kBk || s.Tk > (1ll << 31) - 2 * kBk) return false;
   if (s.B <= 0 || s.H <= 0 || s.H > 65535 || s.B > 65535 || s.Hkv <= 0 || s.Hkv > 65535 || s.H % s.Hkv != 0)
@@ -615,22 +796,33 @@ bool bwd_applies(const FlashBwdParams& p) {
   return current_device_is_sm90();
 }
 
-cudaError_t bwd(const FlashBwdParams& p, cudaStream_t stream) {
+namespace {
+// The kernel for these params (see bwd); DET: the deterministic instantiations.
+template <bool DET>
+cudaError_t bwd_pick(const FlashBwdParams& p, cudaStream_t stream) {
   const bool bf16 = p.dtype == DType::kBFloat16;
   const MaskParams& m = p.mask;
   if (p.dropout.rate > 0.f) {  // dropout runs the index-masked kernel (any index mask, or none)
     if (p.shape.D == 128)
-      return bf16 ? launch<__nv_bfloat16, 128, true, true>(p, stream) : launch<__half, 128, true, true>(p, stream);
-    return bf16 ? launch<__nv_bfloat16, 64, true, true>(p, stream) : launch<__half, 64, true, true>(p, stream);
+      return bf16 ? launch<__nv_bfloat16, 128, true, true, DET>(p, stream)
+                  : launch<__half, 128, true, true, DET>(p, stream);
+    return bf16 ? launch<__nv_bfloat16, 64, true, true, DET>(p, stream) : launch<__half, 64, true, true, DET>(p, stream);
   }
   if (m.window_left >= 0 || m.window_right >= 0 || m.q_lengths || m.k_lengths || m.q_valid || m.k_valid) {
     if (p.shape.D == 128)
-      return bf16 ? launch<__nv_bfloat16, 128, true>(p, stream) : launch<__half, 128, true>(p, stream);
-    return bf16 ? launch<__nv_bfloat16, 64, true>(p, stream) : launch<__half, 64, true>(p, stream);
+      return bf16 ? launch<__nv_bfloat16, 128, true, false, DET>(p, stream)
+                  : launch<__half, 128, true, false, DET>(p, stream);
+    return bf16 ? launch<__nv_bfloat16, 64, true, false, DET>(p, stream) : launch<__half, 64, true, false, DET>(p, stream);
   }
   if (p.shape.D == 128)
-    return bf16 ? launch<__nv_bfloat16, 128, false>(p, stream) : launch<__half, 128, false>(p, stream);
-  return bf16 ? launch<__nv_bfloat16, 64, false>(p, stream) : launch<__half, 64, false>(p, stream);
+    return bf16 ? launch<__nv_bfloat16, 128, false, false, DET>(p, stream)
+                : launch<__half, 128, false, false, DET>(p, stream);
+  return bf16 ? launch<__nv_bfloat16, 64, false, false, DET>(p, stream) : launch<__half, 64, false, false, DET>(p, stream);
+}
+}  // namespace
+
+cudaError_t bwd(const FlashBwdParams& p, cudaStream_t stream) {
+  return p.deterministic ? bwd_pick<true>(p, stream) : bwd_pick<false>(p, stream);
 }
 
 // ---- Self-test of the backward's building blocks --------------------------------------------

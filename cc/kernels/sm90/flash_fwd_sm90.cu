@@ -65,13 +65,18 @@
 //   Plain instantiation (<IDX = false>, calls with no window, lengths or validity mask; causal
 //   allowed; needs_idx() on the host): the CTA masks the tiles its first row does not see whole
 //   (key_end(row), non-decreasing in the row), one CTA-uniform branch per tile around the
-//   element-wise masking. The IDX kernel's form (row_info, the k_valid byte loads, a vote and an
-//   `if (need_mask)` per element) compiles to 64 branches per 128-key tile in the loop body (one
-//   per S element; ptxas 13.0, sm_90a, D = 64 and 128, every schedule), taken on every tile
-//   without a mask; the first version (dab104b: a branch-free select on a CTA-uniform predicate)
-//   had none. The suspected cause of D = 64's drop from 313 / 325 TFLOP/s (dab104b) to 261 / 274
-//   (schedule 0, H200, T = 4096 / 16384); not yet measured with this instantiation. Same values
-//   either way (S * scale, -inf where invisible): the outputs are the IDX kernel's bit for bit.
+//   element-wise masking. The IDX kernel's first form (row_info, 32 k_valid byte loads per thread
+//   and tile, a vote and an `if (need_mask)` per element) compiled to 64 branches per 128-key tile
+//   in the loop body (one per S element; ptxas 13.0, sm_90a, D = 64 and 128, every schedule),
+//   taken on every tile without a mask; the first version (dab104b: a branch-free select on a
+//   CTA-uniform predicate) had none. Splitting this instantiation out gave the plain calls +30%;
+//   the IDX kernel stayed at ~300-327 TFLOP/s against 580-620 (D = 128, H200, all-true key mask or
+//   dropout 0.1). Now (branch sm90-fwd-idx-fast, UNTESTED ON A GPU) the IDX kernel too branches
+//   once per tile and warp, on the vote, between a masked loop (selects, no branches) and the plain
+//   kernel's scale-only loop, and an all-true k_valid costs kBc / 32 byte loads per lane issued
+//   before the waits and one more vote (softmax_tile, load_key_bytes): 6 branches in the loop body
+//   instead of 67 at D = 64 and 128, 35 at D = 256 (benchmarks/sass_order.py --branches). Same values either way (S * scale, -inf
+//   where invisible): the outputs are the IDX kernel's bit for bit.
 //   Dropout (the <IDX = true, DROP = true> instantiation): P *= keep * keep_scale after the row
 //   sum, one Philox call per 8 elements on the m16n8 fragment that each warp's part of the m64nN
 //   accumulator is.
@@ -85,9 +90,13 @@
 // bit. At D = 64 variant 5 is the default too: 277 / 245 / 291 / 285 against variant 0's 261 / 232
 // / 274 / 270 (H = 32; still below the sm80 kernel's 290 / 298 without a causal mask). D = 256 keeps
 // the schedule above (variant 0); dropout at D = 64 and 128 runs kDropVariant (5) unless variant 0 is
-// asked for (branch sm90-fwd-drop-sched: UNTESTED ON A GPU).
-// Not yet here (issue 16): a persistent grid with a causal-balancing tile scheduler, dense mask /
-// bias / soft-cap.
+// asked for (branch sm90-fwd-drop-sched: UNTESTED ON A GPU). Variant 7 (not the default; branch
+// sm90-fwd-persistent: UNTESTED ON A GPU) is variant 5 on a persistent grid: one CTA per SM, each
+// looping over (m_block, head, batch) tiles in a static longest-first order by L2 sections
+// (TileOrder), the producer loading the next tile's K / V while the consumers finish the previous
+// tile's products and epilogue (see the kernel's comment).
+// Not yet here (issue 16): an atomic tile counter for the persistent grid (see tile_order()), dense
+// mask / bias / soft-cap.
 #include <cuda.h>
 #include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
 #include <cuda_runtime.h>
@@ -138,11 +147,17 @@ static_assert(128 * kProducerRegs + 128 * kConsumers * kConsumerRegs <= 65536, "
 //   pingpong   (with overlap) the two consumer warpgroups take turns issuing their products (named
 //              barriers 1 and 2), so that one's softmax runs while the other's products do
 //   tma_store  O written into the warpgroup's (then idle) Q rows in shared memory and stored by TMA
-// The arithmetic is the same in every variant, in the same order: O and lse are expected to match
-// variant 0 bit for bit.
+//   persistent grid min(tiles, SMs), each CTA looping over tiles (TileOrder; static stride), the
+//              K / V ring, its barriers' phases and the ping-pong turns running on from tile to
+//              tile, a q_empty barrier between a tile's epilogue and the next tile's Q load
+//              (flash_fwd_sm90_kernel's comment); with overlap and ping-pong only (schedule 5's)
+// The arithmetic is the same in every variant, in the same order (per tile: the persistent grid
+// changes which CTA computes a tile and when, not how): O and lse are expected to match variant 0
+// bit for bit.
 struct Sched {
   int stages;
   bool overlap, pingpong, tma_store;
+  bool persistent = false;
 };
 constexpr Sched kSched[] = {
     {2, false, false, false},  // 0: the first schedule (D = 256 always runs it)
@@ -152,6 +167,7 @@ constexpr Sched kSched[] = {
     {3, true, true, false},    // 4
     {3, true, true, true},     // 5: the default at D = 128 (H200: 1.08x-1.16x variant 0's TFLOP/s)
     {2, true, true, true},     // 6
+    {3, true, true, true, true},  // 7: schedule 5 on a persistent grid (branch sm90-fwd-persistent: UNTESTED ON A GPU)
 };
 constexpr int kNumVariants = sizeof(kSched) / sizeof(kSched[0]);
 constexpr int kDefaultVariant = 5;     // D = 128
@@ -159,8 +175,14 @@ constexpr int kDefaultVariantD64 = 5;  // D = 64
 // The dropout kernel's schedule at D = 64 and 128 (schedule 0 when the variant asked for is 0).
 constexpr int kDropVariant = 5;
 static_assert(kDefaultVariant >= 0 && kDefaultVariant < kNumVariants, "the default is one of kSched");
+// The persistent schedule's fallback when its tile count does not fit its 32-bit tile index: the
+// same schedule on the one-CTA-per-tile grid.
+constexpr int kPersistentVariant = 7, kPersistentFallback = 5;
+static_assert(kSched[kPersistentVariant].persistent && !kSched[kPersistentFallback].persistent &&
+                  kSched[kPersistentVariant].stages == kSched[kPersistentFallback].stages,
+              "variant 7 is variant 5 on a persistent grid");
 
-template <int D, int kStages = 2, int kBc = kKeyTile<D>>
+template <int D, int kStages = 2, int kBc = kKeyTile<D>, bool kPersistent = false>
 struct SmemLayout {
   static constexpr int kQBytes = kBr * D * 2;
   static constexpr int kKVBytes = kBc * D * 2;
@@ -168,91 +190,78 @@ struct SmemLayout {
   static constexpr int kK = kQ + kQBytes;                     // + stage * kKVBytes
   static constexpr int kV = kK + kStages * kKVBytes;          // + stage * kKVBytes
   static constexpr int kBars = kV + kStages * kKVBytes;       // q_full, full[kStages], empty[kStages]
-  static constexpr int kBytes = kBars + 8 * (1 + 2 * kStages);
+  static constexpr int kQEmpty = kBars + 8 * (1 + 2 * kStages);  // (persistent only) q_empty
+  static constexpr int kBytes = kQEmpty + (kPersistent ? 8 : 0);
   static constexpr int kAlloc = kBytes + 1024;                // slack to align the base to 1024
 };
 static_assert(SmemLayout<128, 3>::kAlloc <= 227 * 1024, "3 stages at D = 128 exceed the opt-in shared memory");
+static_assert(SmemLayout<128, 3, 128, true>::kAlloc <= 227 * 1024, "the persistent schedule exceeds the opt-in shared memory");
 static_assert(SmemLayout<256, 2>::kAlloc <= 227 * 1024, "2 stages of 64 keys at D = 256 exceed the opt-in shared memory");
 
-// q [B, Tq, H, D], k [B, Tk, Hkv, D], v [B, Tk, Hkv, D] through tm_q / tm_k / tm_v (rank 4:
-// d, head, time, batch; boxes {64, 1, 128, 1} for q, {64, 1, kBc, 1} for k / v); o [B, Tq, H, D] and
-// lse [B, H, Tq] from p.
-// Grid (ceil(Tq / kBr), H, B). IDX: the index masks (causal, window, lengths, [B, Tq] / [B, Tk]
-// validity) at run time, decided per warp and tile (row_info, k_valid loads, a vote); without IDX
-// only causal and Tk (no window, lengths or validity masks: the host's needs_idx() below), the CTA
-// masking the tiles that its first row does not see whole, the main loop without the IDX kernel's
-// per-element branches (see "Plain instantiation" in the header). DROP (with IDX only):
-// dropout (a second instantiation, so that the kernel without it carries no Philox code). V: the
-// schedule (kSched; with DROP only 0 or kDropVariant). tm_o (box {64, 1, 64, 1}) is used only by the tma_store
-// schedules.
+// The persistent schedule's tiles (kSched's `persistent`): tile index t in [0, num) of the
+// (m_block, head, batch) work, ordered for the L2 and for causal balance, FlashAttention-3's
+// "longest processing time first" order: the (batch, head) pairs in sections of `sec` consecutive
+// pairs whose K and V fit in 32 MiB of L2 (query heads of one GQA group count once), section after
+// section; within a section, m_block from the last (the longest causal rows) to the first, the
+// section's heads inner (the CTAs running at one time read the K / V of a few heads, as the
+// one-CTA-per-tile grid's blockIdx order does). Computed on the host (launch()), read from the
+// kernel's parameter space (no registers in the producer's 24 until used).
+struct TileOrder {
+  int n_m = 1;     // query tiles per (batch, head): ceil(Tq / kBr)
+  int H = 1;       // heads
+  int hb = 1;      // H * B
+  int sec = 1;     // (batch, head) pairs per section
+  int sec_tiles = 1;  // sec * n_m
+  int num = 1;     // n_m * H * B (< 2^30: launch() falls back to kPersistentFallback above)
+  // The tile at index t: m_block, head h, batch b.
+  __device__ __forceinline__ void at(int t, int& m_block, int& h, int& b) const {
+    const int si = t / sec_tiles, r = t - si * sec_tiles;
+    const int hb0 = si * sec;
+    const int nh = hb - hb0 < sec ? hb - hb0 : sec;  // the last section may be short
+    const int q = r / nh;
+    m_block = n_m - 1 - q;
+    const int bh = hb0 + (r - q * nh);
+    b = bh / H;
+    h = bh - b * H;
+  }
+};
+
+// One query tile (m_block, head h, batch b; its key tiles `keys`) of the consumer warpgroups: the
+// main loop and the epilogue (the body of the one-CTA-per-tile kernel, unchanged but for the K / V
+// ring's position and the Q barrier's parity). kv0: the K / V tiles this CTA consumed before this
+// tile (the ring's stage and phase run on across a persistent CTA's tiles; 0 otherwise); q_parity:
+// the phase parity of q_full for this tile (the persistent kernel loads Q once per tile that has
+// key tiles). Persistent: every consumer thread arrives on q_empty when this tile's Q rows (and O,
+// stored through them) are no longer read, so that the producer may load the next tile's Q.
 template <typename T, int D, bool IDX, bool DROP, int V>
-__global__ void __launch_bounds__(kThreads, 1)
-    flash_fwd_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
-                          const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_o,
-                          const __grid_constant__ FlashFwdParams p) {
+__device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const FlashFwdParams& p, uint32_t base,
+                                                  int m_block, int h, int b,
+                                                  const QueryTileKeys<kBr, kKeyTile<D>>& keys, uint32_t kv0,
+                                                  uint32_t q_parity) {
   constexpr Sched kS = kSched[V];
   constexpr int kStages = kS.stages;
   constexpr int kBc = kKeyTile<D>;
-  static_assert(!DROP || V == 0 || V == kDropVariant, "the dropout kernel runs schedule 0 or kDropVariant");
-  static_assert(!DROP || IDX, "dropout runs the index-masked kernel");
-  static_assert(D == 64 || D == 128 || (D == 256 && V == 0), "D = 256 runs schedule 0 only");
-  using L = SmemLayout<D, kStages, kBc>;
-  extern __shared__ uint8_t smem_raw[];
-  const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
+  using L = SmemLayout<D, kStages, kBc, kS.persistent>;
   const uint32_t q_full = base + L::kBars;
   const uint32_t full0 = q_full + 8, empty0 = q_full + 8 * (1 + kStages);
-
+  const uint32_t q_empty = base + L::kQEmpty;
   const AttnShape& sh = p.shape;
   const int64_t Tq = sh.Tq;
-  const int m_block = gridDim.x - 1 - blockIdx.x;  // longest causal rows first
-  const int h = blockIdx.y, b = blockIdx.z;
-  const int hkv = h / static_cast<int>(sh.H / sh.Hkv);
   const int64_t m0 = static_cast<int64_t>(m_block) * kBr;
-  // The key tiles this query tile visits (sm80's rule: the union of its rows' causal / window /
-  // length ranges, in kBc-key tiles from j_first); producer and consumers loop over the same ones,
-  // tiles outside are neither loaded nor computed.
-  const QueryTileKeys<kBr, kBc> keys(p.mask, sh, b, m0);
   const int n_tiles = keys.ntiles;
   const int j_first = static_cast<int>(keys.jstart);
-
   const int wg = threadIdx.x / 128;
-  if (threadIdx.x == 0) {
-    mbar_init(q_full, 1);
-    for (int s = 0; s < kStages; ++s) {
-      mbar_init(full0 + 8 * s, 1);
-      mbar_init(empty0 + 8 * s, 128 * kConsumers);
-    }
-    mbar_fence_init();
-  }
-  __syncthreads();
-
-  if (wg == 0) {
-    // ---- Producer warpgroup: one thread issues every TMA load. ----
-    setmaxnreg_dec<kProducerRegs>();
-    if (threadIdx.x == 0 && n_tiles > 0) {
-      tma_prefetch_map(&tm_k);
-      tma_prefetch_map(&tm_v);
-      mbar_arrive_expect_tx(q_full, L::kQBytes);
-#pragma unroll
-      for (int j = 0; j < D / 64; ++j)
-        tma_load_4d(base + L::kQ + j * kBr * 128, &tm_q, q_full, 64 * j, h, static_cast<int>(m0), b);
-      for (int n = 0; n < n_tiles; ++n) {
-        const int s = n % kStages;
-        if (n >= kStages) mbar_wait(empty0 + 8 * s, ((n / kStages) - 1) & 1);
-        const uint32_t bar = full0 + 8 * s;
-        mbar_arrive_expect_tx(bar, 2 * L::kKVBytes);
-#pragma unroll
-        for (int j = 0; j < D / 64; ++j) {
-          tma_load_4d(base + L::kK + s * L::kKVBytes + j * kBc * 128, &tm_k, bar, 64 * j, hkv, j_first + n * kBc, b);
-          tma_load_4d(base + L::kV + s * L::kKVBytes + j * kBc * 128, &tm_v, bar, 64 * j, hkv, j_first + n * kBc, b);
-        }
-      }
-    }
-    return;
-  }
+  // Stage and phase parity of this tile's n-th K / V tile in the ring (kv0 tiles before it).
+  auto stage = [&](int n) {
+    if constexpr (kSched[V].persistent) return static_cast<int>((kv0 + n) % kStages);
+    else return n % kStages;
+  };
+  auto phase = [&](int n) {
+    if constexpr (kSched[V].persistent) return static_cast<int>(((kv0 + n) / kStages) & 1);
+    else return (n / kStages) & 1;
+  };
 
   // ---- Consumer warpgroups: 64 query rows each. ----
-  setmaxnreg_inc<kConsumerRegs>();
   const int c = wg - 1;
   const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
   const int64_t wrow0 = m0 + c * 64 + warp * 16;  // this warp's 16 rows
@@ -311,41 +320,76 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int kk = 0; kk < kBc / 16; ++kk)
       wgmma_rs_m64nDk16_tb<T, D>(o, pa[kk], wgmma_desc(v_tile + kk * 16 * 128, kBc * 128, 1024));
   };
-  // Masks, scale and online softmax of the S tile of keys j0 .. j0 + kBc - 1: sacc becomes the
-  // unnormalized P, m and l move on, and alpha[h2] is the factor O's rows h2 must be scaled by.
-  auto softmax_tile = [&](float (&sacc)[kBc / 2], int j0, float (&alpha)[2]) {
+  // k_valid's bytes of the tile at j0, kKeysPerLane consecutive keys per lane (lane L: keys j0 +
+  // kKeysPerLane L + e in kv.b[e]; the warp covers the tile's kBc keys, one 128- or 64-byte span),
+  // issued before the waits for the stage and for S (by the caller) so that their latency hides
+  // under them; softmax_tile votes on them ("all keys of the tile valid": a vote instead of the
+  // per-thread kBc / 4 byte loads on the critical path). Byte loads, each kept in its own register
+  // until softmax_tile tests it: a word load would need 4-byte alignment, which the row base
+  // k_valid + b Tk lacks for odd Tk, and combining bytes here would wait for them here. All zero
+  // (not all valid: softmax_tile loads the per-thread bits) without k_valid or when the tile
+  // reaches past klim (keys invalid there; the row may end before the tile does).
+  constexpr int kKeysPerLane = kBc / 32;  // 4 at kBc = 128, 2 at kBc = 64
+  struct KeyBytes {
+    uint32_t b[kKeysPerLane];
+  };
+  auto load_key_bytes = [&](int j0) {
+    KeyBytes kv{};
+    if constexpr (IDX) {
+      if (k_valid && j0 + kBc <= klim) {
+        const unsigned char* kp = reinterpret_cast<const unsigned char*>(k_valid) + j0 + kKeysPerLane * lane;
+#pragma unroll
+        for (int e = 0; e < kKeysPerLane; ++e) kv.b[e] = __ldg(kp + e);  // read-only in the kernel
+      }
+    }
+    return kv;
+  };
+  // Masks, scale and online softmax of the S tile of keys j0 .. j0 + kBc - 1 (kv: its
+  // load_key_bytes): sacc becomes the unnormalized P, m and l move on, and alpha[h2] is the factor
+  // O's rows h2 must be scaled by.
+  auto softmax_tile = [&](float (&sacc)[kBc / 2], int j0, const KeyBytes& kv, float (&alpha)[2]) {
     // Masks (sm80's fwd_tile_scores, decided per warp): element (row, col) is visible when
     // kb(row) <= col < ke(row) and k_valid[col]. Only warps with a live row whose range does not
-    // cover the whole tile, or with a key of the tile invalid, mask per element (an all-true
-    // padding mask costs its byte loads and a vote).
-    // All kBc / 4 bits set (32 at kBc = 128, 16 at kBc = 64): every key of this thread's columns valid.
+    // cover the whole tile, or with a key of the tile invalid, mask per element; the others take
+    // the plain kernel's instruction stream (S * scale only). An all-true padding mask costs
+    // kKeysPerLane byte loads per lane (load_key_bytes) and a vote per tile.
     if constexpr (IDX) {
+      // All kBc / 4 bits set (32 at kBc = 128, 16 at kBc = 64): every key of this thread's columns valid.
       constexpr uint32_t kAllKeys = kBc >= 128 ? 0xffffffffu : (1u << (kBc / 4)) - 1u;
       uint32_t kv_bits = kAllKeys;  // bit 2 jn + e: key j0 + 8 jn + 2 t + e passes k_valid
       if (k_valid) {
-        kv_bits = 0;
+        bool lane_valid = true;  // this lane's kKeysPerLane keys all valid
 #pragma unroll
-        for (int jn = 0; jn < kBc / 8; ++jn)
+        for (int e = 0; e < kKeysPerLane; ++e) lane_valid &= kv.b[e] != 0;
+        if (!__all_sync(0xffffffffu, lane_valid)) {  // warp-uniform: some key invalid or past klim
+          kv_bits = 0;
 #pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int col = j0 + 8 * jn + 2 * t + e;
-            kv_bits |= static_cast<uint32_t>(col < klim && k_valid[col]) << (2 * jn + e);
-          }
+          for (int jn = 0; jn < kBc / 8; ++jn)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const int col = j0 + 8 * jn + 2 * t + e;
+              kv_bits |= static_cast<uint32_t>(col < klim && k_valid[col]) << (2 * jn + e);
+            }
+        }
       }
       bool partial = false;
 #pragma unroll
       for (int h2 = 0; h2 < 2; ++h2) partial |= live[h2] && !(kb[h2] <= j0 && ke[h2] >= j0 + kBc);
-      const bool need_mask = __any_sync(0xffffffffu, partial || kv_bits != kAllKeys);
+      // Warp-uniform (a vote), so that the branch is taken once per tile around the two loops rather
+      // than per element inside one (which ptxas 13.0 kept as 64 branches per 128-key tile). The same
+      // values either way: x = S * scale_log2, then -inf where not visible.
+      if (__any_sync(0xffffffffu, partial || kv_bits != kAllKeys)) {
 #pragma unroll
-      for (int i = 0; i < kBc / 2; ++i) {
-        float x = sacc[i] * scale_log2;
-        if (need_mask) {
+        for (int i = 0; i < kBc / 2; ++i) {
           const int h2 = (i / 2) & 1;
           const int jl = 8 * (i / 4) + 2 * t + (i & 1);  // column within the tile
           const bool vis = jl >= kb[h2] - j0 && jl < ke[h2] - j0 && ((kv_bits >> (2 * (i / 4) + (i & 1))) & 1u);
-          if (!vis) x = -INFINITY;
+          const float x = sacc[i] * scale_log2;
+          sacc[i] = vis ? x : -INFINITY;
         }
-        sacc[i] = x;
+      } else {
+#pragma unroll
+        for (int i = 0; i < kBc / 2; ++i) sacc[i] *= scale_log2;
       }
     } else {
       // The same values as the IDX branch (x = S * scale_log2, -inf where key j0 + jl >= ke(row)),
@@ -416,12 +460,13 @@ __global__ void __launch_bounds__(kThreads, 1)
                                [&](int nt, int e, bool keep) { sacc[4 * nt + e] *= keep ? drop.scale : 0.f; });
   };
 
-  if (n_tiles > 0) mbar_wait(q_full, 0);
+  if (n_tiles > 0) mbar_wait(q_full, q_parity);
   if constexpr (!kS.overlap) {
     // One tile at a time: S, softmax, O += P V, each waited for before the next.
     for (int n = 0; n < n_tiles; ++n) {
-      const int s = n % kStages;
-      mbar_wait(full0 + 8 * s, (n / kStages) & 1);
+      const int s = stage(n);
+      const KeyBytes kv = load_key_bytes(j_first + n * kBc);  // in flight during the waits below
+      mbar_wait(full0 + 8 * s, phase(n));
       float sacc[kBc / 2];
       wgmma_fence();
       issue_qk(sacc, base + L::kK + s * L::kKVBytes);
@@ -430,7 +475,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       fence_regs(sacc);
       const int j0 = j_first + n * kBc;
       float alpha[2];
-      softmax_tile(sacc, j0, alpha);
+      softmax_tile(sacc, j0, kv, alpha);
       rescale_o(alpha);
       apply_dropout(sacc, j0);
       uint32_t pa[kBc / 16][4];
@@ -463,20 +508,22 @@ __global__ void __launch_bounds__(kThreads, 1)
     float sacc[kBc / 2];
     uint32_t pa[kBc / 16][4];
     float alpha[2];
-    mbar_wait(full0, 0);
+    KeyBytes kv = load_key_bytes(j_first);  // in flight during the waits below
+    mbar_wait(full0 + 8 * stage(0), phase(0));
     turn_begin();
     wgmma_fence();
-    issue_qk(sacc, base + L::kK);
+    issue_qk(sacc, base + L::kK + stage(0) * L::kKVBytes);
     wgmma_commit();
     turn_end(0);
     wgmma_wait<0>();
     fence_regs(sacc);
-    softmax_tile(sacc, j_first, alpha);  // O is still zero: nothing to rescale
+    softmax_tile(sacc, j_first, kv, alpha);  // O is still zero: nothing to rescale
     apply_dropout(sacc, j_first);
     pack_p(pa, sacc);
     for (int n = 1; n < n_tiles; ++n) {
-      const int s = n % kStages, sp = (n - 1) % kStages;
-      mbar_wait(full0 + 8 * s, (n / kStages) & 1);
+      const int s = stage(n), sp = stage(n - 1);
+      kv = load_key_bytes(j_first + n * kBc);
+      mbar_wait(full0 + 8 * s, phase(n));
       turn_begin();
       fence_regs(o);
       wgmma_fence();
@@ -487,7 +534,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       turn_end(n);
       wgmma_wait<1>();  // S_n is done (groups complete in order); P_{n-1} V_{n-1} may still run
       fence_regs(sacc);
-      softmax_tile(sacc, j_first + n * kBc, alpha);
+      softmax_tile(sacc, j_first + n * kBc, kv, alpha);
       apply_dropout(sacc, j_first + n * kBc);  // (overlaps P_{n-1} V_{n-1} too)
       wgmma_wait<0>();
       fence_regs(o);
@@ -496,7 +543,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       rescale_o(alpha);
       pack_p(pa, sacc);
     }
-    const int sl = (n_tiles - 1) % kStages;
+    const int sl = stage(n_tiles - 1);
     turn_begin();
     fence_regs(o);
     wgmma_fence();
@@ -523,7 +570,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       p.lse[(static_cast<int64_t>(b) * sh.H + h) * Tq + i] =
           any ? (m[h2] + log2f(lt)) * 0.6931471805599453f : -INFINITY;
   }
-  if constexpr (kS.tma_store) {
+  // Persistent: a tile without key tiles (its Q not loaded, no q_full / q_empty phase) stores its
+  // zeros directly, as the other schedules do: its Q rows in shared memory may be the next tile's
+  // already (the producer waits on q_empty only for the tiles that load Q).
+  if (kS.tma_store && (!kS.persistent || n_tiles > 0)) {
     // Through shared memory: this warpgroup's 64 rows of the Q tile are idle now (its last S product
     // is done; the other warpgroup reads only its own rows), so O goes there in the swizzled layout
     // and one thread stores each 64-column panel with TMA (rows past Tq are clipped by the copy
@@ -543,7 +593,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int j = 0; j < D / 64; ++j)
         tma_store_4d(&tm_o, q_tile + j * kBr * 128, 64 * j, h, static_cast<int>(m0) + c * 64, b);
       bulk_commit();
-      bulk_wait<0>();  // shared memory stays until the copy engine has read it
+      // Shared memory stays until the copy engine has read it. Persistent: only until then (the
+      // next tile's Q may overwrite it; the kernel waits for the writes once, at its end).
+      if constexpr (kS.persistent) bulk_wait_read<0>();
+      else bulk_wait<0>();
     }
   } else {
     T* out = static_cast<T*>(p.o);
@@ -559,6 +612,150 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
   }
+  // This thread no longer reads Q's rows (its warpgroup's products are done; thread 0 of each
+  // warpgroup after the copy engine has read O from them).
+  if constexpr (kS.persistent)
+    if (n_tiles > 0) mbar_arrive(q_empty);
+}
+
+// q [B, Tq, H, D], k [B, Tk, Hkv, D], v [B, Tk, Hkv, D] through tm_q / tm_k / tm_v (rank 4:
+// d, head, time, batch; boxes {64, 1, 128, 1} for q, {64, 1, kBc, 1} for k / v); o [B, Tq, H, D] and
+// lse [B, H, Tq] from p.
+// Grid (ceil(Tq / kBr), H, B), one query tile per CTA, longest causal rows first; the persistent
+// schedule: grid (min(order.num, SMs)), CTA i takes tiles i, i + gridDim.x, ... of `order` (a
+// static stride: see TileOrder and launch()). IDX: the index masks (causal, window, lengths,
+// [B, Tq] / [B, Tk] validity) at run time, decided per warp and tile (row_info, k_valid loads,
+// votes); without IDX only causal and Tk (no window, lengths or validity masks: the host's
+// needs_idx() below), the CTA masking the tiles that its first row does not see whole, with no
+// k_valid loads, row ranges or votes (see "Plain instantiation" in the header).
+// DROP (with IDX only): dropout (a second instantiation, so that the kernel without it carries no
+// Philox code). V: the schedule (kSched; with DROP only 0 or kDropVariant). tm_o (box {64, 1, 64,
+// 1}) is used only by the tma_store schedules.
+// Persistent (FlashAttention-3's producer / consumer loop over tiles): the producer thread walks
+// the CTA's tiles, the K / V ring's stage and phase running on from tile to tile (kv: K / V tiles
+// loaded so far); for each tile with key tiles it first loads the K / V tiles that fit in the ring
+// (their stages were released by the previous tile's main loop, before its epilogue), then waits on
+// q_empty (256 consumer arrivals: the previous tile's Q rows and the O stored through them are
+// free) and loads Q, then the rest of the K / V tiles. So the next tile's K / V arrive while the
+// consumers finish the previous tile's last products and epilogue; Q's load is what remains
+// exposed (Q and O share the rows: no room for a second Q buffer next to 3 stages at D = 128).
+// Tiles without key tiles (causal rows before the keys, Tk past them) load nothing and take no
+// q_full / q_empty phase on either side (so neither barrier can run two phases ahead of its
+// waiter); their consumers write O = 0 and lse = -inf directly.
+template <typename T, int D, bool IDX, bool DROP, int V>
+__global__ void __launch_bounds__(kThreads, 1)
+    flash_fwd_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
+                          const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_o,
+                          const __grid_constant__ FlashFwdParams p, const __grid_constant__ TileOrder order) {
+  constexpr Sched kS = kSched[V];
+  constexpr int kStages = kS.stages;
+  constexpr int kBc = kKeyTile<D>;
+  static_assert(!DROP || V == 0 || V == kDropVariant, "the dropout kernel runs schedule 0 or kDropVariant");
+  static_assert(!DROP || IDX, "dropout runs the index-masked kernel");
+  static_assert(D == 64 || D == 128 || (D == 256 && V == 0), "D = 256 runs schedule 0 only");
+  static_assert(!kS.persistent || (kS.overlap && kS.pingpong), "the persistent schedule is schedule 5's");
+  using L = SmemLayout<D, kStages, kBc, kS.persistent>;
+  extern __shared__ uint8_t smem_raw[];
+  const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
+  const uint32_t q_full = base + L::kBars;
+  const uint32_t full0 = q_full + 8, empty0 = q_full + 8 * (1 + kStages);
+  const uint32_t q_empty = base + L::kQEmpty;
+
+  const AttnShape& sh = p.shape;
+  // This CTA's tiles: [first, end) in steps of `stride` (one tile, from blockIdx, but persistent).
+  const int first = kS.persistent ? static_cast<int>(blockIdx.x) : 0;
+  const int end = kS.persistent ? order.num : 1;
+  const int stride = kS.persistent ? static_cast<int>(gridDim.x) : 1;
+  auto tile_at = [&](int t, int& m_block, int& h, int& b) {
+    if constexpr (kSched[V].persistent) {  // (kS is not a constant inside a lambda)
+      order.at(t, m_block, h, b);
+    } else {
+      m_block = gridDim.x - 1 - blockIdx.x;  // longest causal rows first
+      h = blockIdx.y;
+      b = blockIdx.z;
+    }
+  };
+
+  const int wg = threadIdx.x / 128;
+  if (threadIdx.x == 0) {
+    mbar_init(q_full, 1);
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(full0 + 8 * s, 1);
+      mbar_init(empty0 + 8 * s, 128 * kConsumers);
+    }
+    if constexpr (kS.persistent) mbar_init(q_empty, 128 * kConsumers);
+    mbar_fence_init();
+  }
+  __syncthreads();
+
+  if (wg == 0) {
+    // ---- Producer warpgroup: one thread issues every TMA load. ----
+    setmaxnreg_dec<kProducerRegs>();
+    if (threadIdx.x == 0) {
+      uint32_t kv = 0;      // K / V tiles loaded so far (the ring's position; 32 bits: a CTA
+                            // would need 2^32 K / V tiles, hours of one kernel, to wrap it)
+      uint32_t q_loads = 0;  // tiles whose Q was loaded so far (q_empty's phases)
+      for (int tile = first; tile < end; tile += stride) {
+        int m_block, h, b;
+        tile_at(tile, m_block, h, b);
+        const int hkv = h / static_cast<int>(sh.H / sh.Hkv);
+        const int64_t m0 = static_cast<int64_t>(m_block) * kBr;
+        // The key tiles this query tile visits (sm80's rule: the union of its rows' causal / window /
+        // length ranges, in kBc-key tiles from j_first); producer and consumers loop over the same
+        // ones, tiles outside are neither loaded nor computed.
+        const QueryTileKeys<kBr, kBc> keys(p.mask, sh, b, m0);
+        const int n_tiles = keys.ntiles;
+        const int j_first = static_cast<int>(keys.jstart);
+        if (n_tiles == 0) continue;
+        if (q_loads == 0) {
+          tma_prefetch_map(&tm_k);
+          tma_prefetch_map(&tm_v);
+        }
+        auto load_kv = [&](int n) {
+          const uint32_t u = kv + n;  // the ring's use number
+          const int s = static_cast<int>(u % kStages);
+          if (u >= kStages) mbar_wait(empty0 + 8 * s, ((u / kStages) - 1) & 1);
+          const uint32_t bar = full0 + 8 * s;
+          mbar_arrive_expect_tx(bar, 2 * L::kKVBytes);
+#pragma unroll
+          for (int j = 0; j < D / 64; ++j) {
+            tma_load_4d(base + L::kK + s * L::kKVBytes + j * kBc * 128, &tm_k, bar, 64 * j, hkv, j_first + n * kBc, b);
+            tma_load_4d(base + L::kV + s * L::kKVBytes + j * kBc * 128, &tm_v, bar, 64 * j, hkv, j_first + n * kBc, b);
+          }
+        };
+        // Persistent: the K / V tiles whose stages the previous tiles' main loops release, before
+        // the wait for the previous tile's epilogue (q_empty).
+        const int pre = kS.persistent ? (n_tiles < kStages ? n_tiles : kStages) : 0;
+        for (int n = 0; n < pre; ++n) load_kv(n);
+        if constexpr (kS.persistent)
+          if (q_loads > 0) mbar_wait(q_empty, (q_loads - 1) & 1);
+        mbar_arrive_expect_tx(q_full, L::kQBytes);
+#pragma unroll
+        for (int j = 0; j < D / 64; ++j)
+          tma_load_4d(base + L::kQ + j * kBr * 128, &tm_q, q_full, 64 * j, h, static_cast<int>(m0), b);
+        for (int n = pre; n < n_tiles; ++n) load_kv(n);
+        kv += n_tiles;
+        ++q_loads;
+      }
+    }
+    return;
+  }
+
+  setmaxnreg_inc<kConsumerRegs>();
+  uint32_t kv = 0, q_loads = 0;  // as the producer's: K / V tiles and Q loads consumed so far
+  for (int tile = first; tile < end; tile += stride) {
+    int m_block, h, b;
+    tile_at(tile, m_block, h, b);
+    const QueryTileKeys<kBr, kBc> keys(p.mask, sh, b, static_cast<int64_t>(m_block) * kBr);
+    fwd_tile_consumer<T, D, IDX, DROP, V>(tm_o, p, base, m_block, h, b, keys, kv, q_loads & 1);
+    if (keys.ntiles > 0) {
+      kv += keys.ntiles;
+      ++q_loads;
+    }
+  }
+  // Persistent: the O stores waited only for their reads of shared memory; their writes, here.
+  if constexpr (kS.persistent && kS.tma_store)
+    if (threadIdx.x % 128 == 0) bulk_wait<0>();
 }
 
 // ---- Host side ---------------------------------------------------------------------------------
@@ -568,11 +765,49 @@ std::atomic<int> g_override{-1};
 std::atomic<int> g_variant_override{-1};
 std::atomic<int> g_last_variant{-1};
 
+// The persistent schedule's L2 budget for one section's K and V (TileOrder; FlashAttention-3's 32
+// MiB of the H100 / H200's 50 MB L2).
+constexpr int64_t kL2SectionBytes = 32ll << 20;
+
+// The persistent schedule's tile order (TileOrder) for shape s, or false when its tile count needs
+// more than the kernel's 32-bit tile index (< 2^30, so that tile + gridDim.x cannot overflow).
+// Static stride (CTA i takes tiles i, i + grid, ...), not an atomic tile counter: a counter in
+// global memory needs zeroing per launch (a memset, or a self-resetting counter that two launches
+// in flight on different streams, or two replays of a captured graph, would share: silent wrong
+// output) and the forward's work per tile is known in advance. The cost: a model of the H200 (132
+// CTAs, a tile's time = its key tiles + 1; benchmarks-free, a few lines of Python) puts the busiest
+// CTA 3% above the mean without a causal mask (as the one-CTA-per-tile grid) but 3-16% above with
+// one where the sections are few (H = 16 and B*T = 16384: 12-16% at T >= 2048, against 1-7% for the
+// hardware's dynamic dispatch of the one-CTA-per-tile grid, 0-1% for an atomic counter in this
+// order); 3% at H = 32. A strict longest-first order over all heads balances to 0-6% but reads every
+// head's K / V at once (no L2 reuse: as many bytes from HBM as the tensor cores' rate). Measure
+// first; the atomic counter is the next step if the causal rows show it.
+template <int D>
+bool tile_order(const AttnShape& s, TileOrder* o) {
+  const int64_t n_m = (s.Tq + kBr - 1) / kBr, hb = s.H * s.B;
+  if (n_m * hb >= (1ll << 30)) return false;
+  const int64_t kv_head = s.Tk * D * 2 * 2;  // one kv head's K and V, 16-bit
+  int64_t sec = kv_head >= kL2SectionBytes ? 1 : kL2SectionBytes / kv_head;
+  sec *= s.H / s.Hkv;  // the query heads of a GQA group share their K / V
+  if (sec > hb) sec = hb;
+  o->n_m = static_cast<int>(n_m);
+  o->H = static_cast<int>(s.H);
+  o->hb = static_cast<int>(hb);
+  o->sec = static_cast<int>(sec);
+  o->sec_tiles = static_cast<int>(sec * n_m);
+  o->num = static_cast<int>(n_m * hb);
+  return true;
+}
+
 template <typename T, int D, bool IDX, bool DROP, int V = 0>
 cudaError_t launch(const FlashFwdParams& p, cudaStream_t stream) {
   constexpr Sched kS = kSched[V];
   constexpr int kBc = kKeyTile<D>;
   const AttnShape& s = p.shape;
+  TileOrder order;
+  if constexpr (kS.persistent) {
+    if (!tile_order<D>(s, &order)) return launch<T, D, IDX, DROP, kPersistentFallback>(p, stream);
+  }
   CUtensorMap tq, tk, tv, to;
   if (!tma_map_rows(&tq, p.dtype, p.q, s.B, s.Tq, s.H, D, s.q_stride, kBr) ||
       !tma_map_rows(&tk, p.dtype, p.k, s.B, s.Tk, s.Hkv, D, s.k_stride, kBc) ||
@@ -585,12 +820,28 @@ cudaError_t launch(const FlashFwdParams& p, cudaStream_t stream) {
     to = tq;  // unused
   }
   auto kernel = flash_fwd_sm90_kernel<T, D, IDX, DROP, V>;
-  const int smem = SmemLayout<D, kS.stages, kBc>::kAlloc;
+  const int smem = SmemLayout<D, kS.stages, kBc, kS.persistent>::kAlloc;
   cudaError_t err = set_dynamic_smem(kernel, smem);
   if (err != cudaSuccess) return err;
-  const dim3 grid(static_cast<unsigned>((s.Tq + kBr - 1) / kBr), static_cast<unsigned>(s.H),
-                  static_cast<unsigned>(s.B));
-  kernel<<<grid, kThreads, smem, stream>>>(tq, tk, tv, to, p);
+  dim3 grid(static_cast<unsigned>((s.Tq + kBr - 1) / kBr), static_cast<unsigned>(s.H), static_cast<unsigned>(s.B));
+  if constexpr (kS.persistent) {
+    // One CTA per SM (227 KB of shared memory each), no more than there are tiles.
+    // TF_FLASHATTN_SM90_PERSISTENT_CTAS=n (a check's switch, not a tuning one) caps the grid at n
+    // CTAs, so that small cases run many tiles per CTA: the q_empty phases, key-less tiles inside
+    // a CTA's walk and the ring's phases across tiles are then exercised (sm90_check.py's vcap).
+    static const int cap = [] {
+      const char* v = getenv("TF_FLASHATTN_SM90_PERSISTENT_CTAS");
+      if (!v || !*v) return 0;
+      char* end = nullptr;
+      const long x = strtol(v, &end, 10);
+      return *end == '\0' && x > 0 && x < (1 << 20) ? static_cast<int>(x) : 0;
+    }();
+    int sms = current_device_sm_count();
+    if (sms <= 0) return cudaErrorUnknown;
+    if (cap > 0 && cap < sms) sms = cap;
+    grid = dim3(static_cast<unsigned>(order.num < sms ? order.num : sms), 1, 1);
+  }
+  kernel<<<grid, kThreads, smem, stream>>>(tq, tk, tv, to, p, order);
   err = cudaGetLastError();
   if (err == cudaSuccess) {
     g_launches.fetch_add(1, std::memory_order_relaxed);
@@ -603,7 +854,7 @@ cudaError_t launch(const FlashFwdParams& p, cudaStream_t stream) {
 // range), IDX: with the index masks (needs_idx()).
 template <typename T, int D, bool IDX>
 cudaError_t launch_plain(const FlashFwdParams& p, cudaStream_t stream, int v) {
-  static_assert(kNumVariants == 7, "one case per schedule");
+  static_assert(kNumVariants == 8, "one case per schedule");
   static_assert(D == 64 || D == 128, "D = 256 runs schedule 0 only");
   switch (v) {
     case 1: return launch<T, D, IDX, false, 1>(p, stream);
@@ -612,6 +863,7 @@ cudaError_t launch_plain(const FlashFwdParams& p, cudaStream_t stream, int v) {
     case 4: return launch<T, D, IDX, false, 4>(p, stream);
     case 5: return launch<T, D, IDX, false, 5>(p, stream);
     case 6: return launch<T, D, IDX, false, 6>(p, stream);
+    case 7: return launch<T, D, IDX, false, 7>(p, stream);
     default: return launch<T, D, IDX, false, 0>(p, stream);  // v == 0
   }
 }

@@ -9,6 +9,7 @@
 #include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdint>
 
 #include "cc/kernels/common/flash_params.h"
@@ -74,6 +75,19 @@ inline bool current_device_is_sm90() {
     if (dev >= 0 && dev < 64) cached[dev] = c;
   }
   return c == 1;
+}
+
+// The current device's SM count (cached per device; the persistent forward's grid), 0 on error.
+inline int current_device_sm_count() {
+  static std::atomic<int> cached[64] = {};  // 0 unknown; atomic: launches come from many host threads
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return 0;
+  int n = dev >= 0 && dev < 64 ? cached[dev].load(std::memory_order_relaxed) : 0;
+  if (n == 0) {
+    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) return 0;
+    if (dev >= 0 && dev < 64) cached[dev].store(n, std::memory_order_relaxed);
+  }
+  return n;
 }
 
 }  // namespace sm90

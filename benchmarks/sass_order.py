@@ -1,0 +1,209 @@
+#!/usr/bin/env python3
+"""Order of the wgmma / softmax instructions in the SASS of the Hopper forward kernel (no GPU needed).
+
+Reads `cuobjdump -sass` output (a .sass text file, or an object / cubin, which it disassembles with
+cuobjdump on PATH or $CUOBJDUMP; cuobjdump needs nvdisasm, $NVDISASM_PATH) and prints, for one
+kernel, the sequence of HGMMA issues (SS: both operands from shared memory, RS: A from registers),
+WARPGROUP.ARRIVE / DEPBAR, MUFU.EX2, SHFL, FMNMX, F2FP (packing P), FMUL, SYNCS (mbarrier) and BAR
+(named barrier) instructions, with runs of one kind collapsed ("MUFU.EX2 x53") and branches shown,
+so that the order in the main loop's body is visible:
+
+  python3 benchmarks/sass_order.py flash_fwd_sm90.o 'kernelI13__nv_bfloat16Li128ELb0ELb0ELi5EE'
+  python3 benchmarks/sass_order.py flash_fwd_sm90.o KERNEL 0x4000 0x7200   # an address range only
+
+--check (instead of a kernel name) summarizes every flash_fwd_sm90_kernel instantiation that has an
+overlapped schedule (a WARPGROUP.DEPBAR.LE gsb0, 0x1: S_n done, O += P_{n-1} V_{n-1} still running):
+the MUFU.EX2 / SHFL count between that DEPBAR and the point where the loop next waits for the P V
+product (the next DEPBAR.LE gsb0, 0x0 or the loop's back edge, whichever comes first in the code).
+The softmax of a 128-key tile (kBc = 128 at D = 64 and 128) has 64 + 2 EX2 per thread (P and the two
+alpha), so 66 means all of it runs under the P V product, and 0 that ptxas placed the wait ahead of
+it (what CUDA 13.0 did before branch sm90-fwd-overlap: 0 in all 44 overlap instantiations).
+
+  python3 benchmarks/sass_order.py flash_fwd_sm90.o --check
+
+--branches summarizes every flash_fwd_sm90_kernel instantiation's main loop (the backward branch whose
+body holds the most HGMMA): its size, its BRA instructions (all; on a per-thread predicate @P / @!P,
+i.e. divergent-capable; on a uniform one @UP), LDG (global loads: the IDX kernel's k_valid bytes),
+VOTE and HGMMA. An element-wise `if` that ptxas kept as a branch shows as one BRA per S element
+(64 per 128-key tile).
+
+  python3 benchmarks/sass_order.py flash_fwd_sm90.o --branches [NAME_FILTER]
+
+The object comes from e.g. `OUTDIR=/tmp/o ARCHS=90 JOBS=2 bash benchmarks/build_harness.sh` (then
+/tmp/o/flash_fwd_sm90.o), or the one nvcc command for cc/kernels/sm90/flash_fwd_sm90.cu it runs.
+"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+PAT = re.compile(r'/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;')
+
+
+def read_sass(path):
+  if path.endswith('.sass') or path.endswith('.txt'):
+    return open(path).read()
+  tool = os.environ.get('CUOBJDUMP') or shutil.which('cuobjdump')
+  if not tool:
+    sys.exit('cuobjdump not found: set CUOBJDUMP (and NVDISASM_PATH) or pass a .sass file')
+  return subprocess.run([tool, '-sass', path], check=True, capture_output=True, text=True).stdout
+
+
+def functions(text):
+  """{mangled name: [(address, instruction)]}"""
+  out, name = {}, None
+  for line in text.split('\n'):
+    s = line.strip()
+    if s.startswith('Function :'):
+      name = s.split(':', 1)[1].strip()
+      out[name] = []
+    elif name:
+      m = PAT.search(line)
+      if m:
+        out[name].append((int(m.group(1), 16), m.group(2).strip()))
+  return out
+
+
+def kind(op):
+  o = re.sub(r'^@!?U?P\w+\s+', '', op)
+  name = o.split()[0]
+  if name.startswith('HGMMA'):
+    rs = re.search(r'HGMMA\S*\s+R\d+,\s*R\d+', o) is not None
+    return 'HGMMA(%s)' % ('RS' if rs else 'SS') + (' gsb0' if 'gsb0' in o else '')
+  if name.startswith('WARPGROUP') or name.startswith('BAR') or name in ('BRA', 'EXIT'):
+    return o
+  if name.startswith('SYNCS'):
+    return name
+  for k in ('MUFU.EX2', 'SHFL', 'FMNMX', 'F2FP', 'FMUL'):
+    if name.startswith(k):
+      return k
+  return None
+
+
+def back_edges(ins):
+  edges = []
+  for a, op in ins:
+    m = re.search(r'BRA\s+(?:\S+\s+)?0x([0-9a-f]+)', op)
+    if m and int(m.group(1), 16) < a:
+      edges.append((int(m.group(1), 16), a))
+  return edges
+
+
+def order(ins, lo=None, hi=None):
+  rows, prev, cnt, first = [], None, 0, 0
+  for a, op in ins:
+    if (lo is not None and a < lo) or (hi is not None and a > hi):
+      continue
+    k = kind(op)
+    if k is None:
+      continue
+    if k == prev and not k.startswith(('BRA', 'WARPGROUP', 'BAR', 'EXIT')):
+      cnt += 1
+      continue
+    if prev is not None:
+      rows.append((first, prev, cnt))
+    prev, cnt, first = k, 1, a
+  if prev is not None:
+    rows.append((first, prev, cnt))
+  return rows
+
+
+def check(funcs):
+  for name, ins in sorted(funcs.items()):
+    m = re.search(r'flash_fwd_sm90_kernelI(\w+?)EEEv', name)
+    if not m:
+      continue
+    d1 = [i for i, (a, op) in enumerate(ins) if 'WARPGROUP.DEPBAR.LE gsb0, 0x1' in op]
+    if not d1:
+      continue  # schedule without overlap
+    i = d1[0]
+    ex2 = shfl = 0
+    stop = 'end'
+    for a, op in ins[i + 1:]:
+      k = kind(op)
+      if k and k.startswith('WARPGROUP.DEPBAR'):
+        stop = 'DEPBAR 0x%x' % a
+        break
+      if k and k.startswith('BRA') and any(b == a for _, b in back_edges(ins)):
+        stop = 'back edge 0x%x' % a
+        break
+      ex2 += k == 'MUFU.EX2'
+      shfl += k == 'SHFL'
+    print('%-40s DEPBAR 0x1 at 0x%05x: %3d MUFU.EX2, %2d SHFL before the P V wait (%s)' %
+          (m.group(1), ins[i][0], ex2, shfl, stop))
+
+
+def loop_stats(ins):
+  """(lo, hi, {counter: n}) of the loop whose body [target, branch] holds the most HGMMA (conditional
+  backward branches only: an unconditional one is the jump back from an out-of-line block, e.g. an
+  mbarrier wait's retry, whose span would take in the code before the loop too)."""
+  conditional = {a for a, op in ins if op.startswith('@')}
+  best = None
+  for lo, hi in back_edges(ins):
+    if hi not in conditional:
+      continue
+    n = sum(1 for a, op in ins if lo <= a <= hi and 'HGMMA' in op)
+    if n and (best is None or n > best[0] or (n == best[0] and hi - lo > best[2] - best[1])):
+      best = (n, lo, hi)
+  if best is None:
+    return None
+  _, lo, hi = best
+  c = dict(ins=0, bra=0, bra_p=0, bra_up=0, ldg=0, vote=0, hgmma=0)
+  for a, op in ins:
+    if not lo <= a <= hi:
+      continue
+    c['ins'] += 1
+    o = re.sub(r'^@!?U?P\w+\s+', '', op)
+    name = o.split()[0] if o else ''
+    if name.startswith('BRA'):
+      c['bra'] += 1
+      c['bra_up'] += op.startswith(('@UP', '@!UP'))
+      c['bra_p'] += op.startswith(('@P', '@!P'))
+    c['ldg'] += name.startswith('LDG')
+    c['vote'] += name.startswith('VOTE')
+    c['hgmma'] += name.startswith('HGMMA')
+  return lo, hi, c
+
+
+def branches(funcs, filt):
+  for name, ins in sorted(funcs.items()):
+    m = re.search(r'flash_fwd_sm90_kernelI(\w+?)EEEv', name)
+    if not m or (filt and filt not in name):
+      continue
+    r = loop_stats(ins)
+    if r is None:
+      print('%-40s no loop with HGMMA' % m.group(1))
+      continue
+    lo, hi, c = r
+    print('%-40s loop 0x%05x-0x%05x %5d ins  BRA %3d (@P %3d, @UP %2d)  LDG %2d  VOTE %2d  HGMMA %2d' %
+          (m.group(1), lo, hi, c['ins'], c['bra'], c['bra_p'], c['bra_up'], c['ldg'], c['vote'], c['hgmma']))
+
+
+def main():
+  if len(sys.argv) < 3:
+    sys.exit(__doc__)
+  funcs = functions(read_sass(sys.argv[1]))
+  if sys.argv[2] == '--check':
+    check(funcs)
+    return
+  if sys.argv[2] == '--branches':
+    branches(funcs, sys.argv[3] if len(sys.argv) > 3 else None)
+    return
+  hits = [n for n in funcs if sys.argv[2] in n]
+  if len(hits) != 1:
+    sys.exit('%d kernels match %r' % (len(hits), sys.argv[2]))
+  ins = funcs[hits[0]]
+  lo = int(sys.argv[3], 16) if len(sys.argv) > 3 else None
+  hi = int(sys.argv[4], 16) if len(sys.argv) > 4 else None
+  print(hits[0])
+  print('backward branches (target <- branch):', ', '.join('0x%x <- 0x%x' % e for e in back_edges(ins)))
+  for a, k, c in order(ins, lo, hi):
+    print('%05x  %s%s' % (a, k, ' x%d' % c if c > 1 else ''))
+
+
+if __name__ == '__main__':
+  try:
+    main()
+  except BrokenPipeError:
+    pass
