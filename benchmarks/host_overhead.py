@@ -14,6 +14,11 @@ is longer than the host's. Each case has a control: a bf16 batched matmul of sim
 the same way (graph, eager, XLA; forward or forward + backward), whose enqueue time is what
 TensorFlow itself costs per call.
 
+The host's speed drifts during a run (on the H200's host the same control moved between 0.11 and
+0.20 ms per call from one run to the next, and single cases by 2x within a run), so each case is
+timed in turns with its control, block by block (--repeats pairs, the order swapped every pair):
+the ratio column is the median over the pairs of case / control, each pair timed back to back.
+
     python benchmarks/host_overhead.py [--calls 20] [--repeats 3] [--seq 16384] [--json out.json]
     python benchmarks/host_overhead.py --cases graph_fwd,xla_fwd_bwd_dropout   # a subset
 
@@ -38,24 +43,51 @@ def _sync():
     tf.test.experimental.sync_devices()
 
 
-def measure(fn, calls, repeats):
-    """Median over `repeats` of (enqueue ms, total ms) per call of fn() over `calls` calls."""
+def _block(fn, calls):
+    """(enqueue ms, total ms) per call of `calls` calls of fn() in a row, read back once."""
+    _sync()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        out = fn()
+    t1 = time.perf_counter()
+    _sync()
+    del out
+    t2 = time.perf_counter()
+    return (t1 - t0) / calls * 1e3, (t2 - t0) / calls * 1e3
+
+
+def _warm(fn):
     fn()  # trace / compile
     fn()
     _sync()
-    enq, tot = [], []
-    for _ in range(repeats):
-        _sync()
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            out = fn()
-        t1 = time.perf_counter()
-        _sync()
-        del out
-        t2 = time.perf_counter()
-        enq.append((t1 - t0) / calls * 1e3)
-        tot.append((t2 - t0) / calls * 1e3)
-    return statistics.median(enq), statistics.median(tot)
+
+
+def measure(fn, calls, repeats):
+    """Median over `repeats` of (enqueue ms, total ms) per call of fn() over `calls` calls."""
+    _warm(fn)
+    blocks = [_block(fn, calls) for _ in range(repeats)]
+    return statistics.median(b[0] for b in blocks), statistics.median(b[1] for b in blocks)
+
+
+def measure_paired(fn, control, calls, repeats):
+    """fn and its control timed in turns: `repeats` pairs of blocks, back to back, the order
+    swapped every pair. Returns fn's median (enqueue ms, total ms), the control's median enqueue
+    ms over the same pairs, and the median over the pairs of fn's enqueue / the control's."""
+    _warm(fn)
+    _warm(control)
+    mine, ctl, ratios = [], [], []
+    for r in range(repeats):
+        if r % 2:
+            c = _block(control, calls)
+            m = _block(fn, calls)
+        else:
+            m = _block(fn, calls)
+            c = _block(control, calls)
+        mine.append(m)
+        ctl.append(c[0])
+        ratios.append(m[0] / c[0])
+    return (statistics.median(b[0] for b in mine), statistics.median(b[1] for b in mine),
+            statistics.median(ctl), statistics.median(ratios))
 
 
 def build_cases(seq, batch=1, heads=16, dim=128):
@@ -167,29 +199,32 @@ def main(argv=None):
     if unknown:
         p.error(f"unknown cases {unknown}; known: {sorted(cases)}")
     rows = []
-    print(f"| case | enqueue ms/call | total ms/call | enqueue / control's |  (T={seq}, "
-          f"{'GPU' if gpu else 'CPU'}, {args.label or 'this build'})")
-    print("|---|---:|---:|---:|")
-    controls = {}
+    print(f"| case | enqueue ms/call | total ms/call | control's enqueue (same pairs) | "
+          f"enqueue / control's (median of pairs) |  (T={seq}, {'GPU' if gpu else 'CPU'}, "
+          f"{args.label or 'this build'}, {args.repeats} pairs of {args.calls} calls)")
+    print("|---|---:|---:|---:|---:|")
     for name in sorted(names, key=lambda n: ("control" not in n, n)):
-        try:
-            enq, tot = measure(cases[name], args.calls, args.repeats)
-            row = dict(case=name, enqueue_ms=enq, total_ms=tot, seq=seq, label=args.label)
-        except Exception as e:  # noqa: BLE001 (a case that fails is reported, the rest run)
-            row = dict(case=name, error=f"{type(e).__name__}: {str(e)[:200]}", seq=seq,
-                       label=args.label)
         mode, _, what = name.partition("_")
-        if what.startswith("control") and "enqueue_ms" in row:
-            controls[(mode, what.split("_", 1)[1])] = row["enqueue_ms"]
+        kind = "fwd_bwd" if "fwd_bwd" in what else "fwd"
+        control = None if what.startswith("control") else cases.get(f"{mode}_control_{kind}")
+        row = dict(case=name, seq=seq, label=args.label, calls=args.calls, repeats=args.repeats)
+        try:
+            if control is None:
+                enq, tot = measure(cases[name], args.calls, args.repeats)
+                row.update(enqueue_ms=enq, total_ms=tot)
+            else:
+                enq, tot, ctl, ratio = measure_paired(cases[name], control, args.calls, args.repeats)
+                row.update(enqueue_ms=enq, total_ms=tot, control_enqueue_ms=ctl, control_ratio=ratio)
+        except Exception as e:  # noqa: BLE001 (a case that fails is reported, the rest run)
+            row["error"] = f"{type(e).__name__}: {str(e)[:200]}"
         rows.append(row)
         if "error" in row:
-            print(f"| {name} | error | {row['error'][:80]} | |", flush=True)
+            print(f"| {name} | error | {row['error'][:80]} | | |", flush=True)
             continue
-        kind = "fwd_bwd" if "fwd_bwd" in what else "fwd"
-        ctl = controls.get((mode, kind))
-        ratio = f"{row['enqueue_ms'] / ctl:.2f}x" if ctl and "control" not in what else ""
-        row["control_ratio"] = row["enqueue_ms"] / ctl if ctl and "control" not in what else None
-        print(f"| {name} | {row['enqueue_ms']:.3f} | {row['total_ms']:.3f} | {ratio} |", flush=True)
+        ctl_cell = f"{row['control_enqueue_ms']:.3f}" if "control_ratio" in row else ""
+        ratio_cell = f"{row['control_ratio']:.2f}x" if "control_ratio" in row else ""
+        print(f"| {name} | {row['enqueue_ms']:.3f} | {row['total_ms']:.3f} | {ctl_cell} | "
+              f"{ratio_cell} |", flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
