@@ -2,9 +2,13 @@
 // no mask, causal (any causal_offset) and the other index masks the Hopper forward takes (sliding
 // window, q / k lengths, [B, Tq] / [B, Tk] validity masks; sm80's rules, below), and dropout (with
 // any of those or none; below); no dense mask / bias / dbias / soft-cap; GQA allowed; TensorFlow's
-// op determinism too (the DET instantiations, below: NOT YET CHECKED ON A GPU). The index masks and dropout were checked on the H200 on 2026-12-01
-// (benchmarks/sm90_bwd_check.py: 138 numerics rows, memcheck; RESULTS.md "Hopper backward
-// kernel"). Taken by flash_cuda_dispatch.cu where bwd_applies(): on
+// op determinism too (the DET instantiations, below). The index masks, dropout and the deterministic
+// mode were checked on the H200 on 2026-12-01 (benchmarks/sm90_bwd_check.py: 138 numerics rows, 56
+// deterministic ones (repeat-bitwise, dK / dV bitwise equal to the default), memcheck; RESULTS.md
+// "Hopper backward kernel"). Deterministic mode costs 1.02x the default at D = 128 without a mask,
+// 1.74x with a causal one (the ordered dQ reduction waits along the diagonal), and at D = 64 with a
+// causal mask it is slower than sm80's deterministic backward (4.96 ms against 4.17, T = 4096, B =
+// 4, H = 32, bf16; benchmarks/sm90_bwd_check.py's bench_det): not yet addressed. Taken by flash_cuda_dispatch.cu where bwd_applies(): on
 // by default on compute capability 9.0; TF_FLASHATTN_SM90_BWD=0 (or TF_FLASHATTN_SM90=0, which
 // turns off both Hopper kernels) or set_bwd_enabled(0) keep the sm80 backward; everything else
 // runs sm80/flash_bwd.cu. bwd_selftest() (below, exposed by the kernel harness) checks the wgmma
@@ -782,7 +786,7 @@ bool bwd_applies(const FlashBwdParams& p) {
     return false;
   // Index masks (causal, window, lengths, [B, Tq] / [B, Tk] validity) and dropout (with its seed;
   // the DROP kernel, D = 64 and 128) run here; a dense mask (and bias / dbias, soft-cap) take sm80's
-  // kernels. Dropout: NOT YET CHECKED ON A GPU (branch sm90-bwd-dropout).
+  // kernels.
   if (p.mask.mask) return false;
   if (p.score.softcap != 0.f || p.score.bias || p.dbias) return false;
   if (p.dropout.rate > 0.f && !p.dropout.seed) return false;

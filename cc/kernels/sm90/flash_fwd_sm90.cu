@@ -71,12 +71,15 @@
 //   taken on every tile without a mask; the first version (dab104b: a branch-free select on a
 //   CTA-uniform predicate) had none. Splitting this instantiation out gave the plain calls +30%;
 //   the IDX kernel stayed at ~300-327 TFLOP/s against 580-620 (D = 128, H200, all-true key mask or
-//   dropout 0.1). Now (branch sm90-fwd-idx-fast, UNTESTED ON A GPU) the IDX kernel too branches
+//   dropout 0.1). Now the IDX kernel too branches
 //   once per tile and warp, on the vote, between a masked loop (selects, no branches) and the plain
 //   kernel's scale-only loop, and an all-true k_valid costs kBc / 32 byte loads per lane issued
 //   before the waits and one more vote (softmax_tile, load_key_bytes): 6 branches in the loop body
 //   instead of 67 at D = 64 and 128, 35 at D = 256 (benchmarks/sass_order.py --branches). Same values either way (S * scale, -inf
-//   where invisible): the outputs are the IDX kernel's bit for bit.
+//   where invisible): the outputs are the IDX kernel's bit for bit. On the H200 (2026-12-01, phase
+//   bench, D = 128 bf16): an all-true key mask 554 / 574 TFLOP/s at T = 4096 / 16384 (0.97x the
+//   plain kernel; 318-327 before), a key mask with 10 % padding 522 / 558. Dropout 0.1 stays at
+//   328 / 339 (0.58x): its cost is the Philox mask, not the branches.
 //   Dropout (the <IDX = true, DROP = true> instantiation): P *= keep * keep_scale after the row
 //   sum, one Philox call per 8 elements on the m16n8 fragment that each warp's part of the m64nN
 //   accumulator is.
@@ -90,11 +93,13 @@
 // bit. At D = 64 variant 5 is the default too: 277 / 245 / 291 / 285 against variant 0's 261 / 232
 // / 274 / 270 (H = 32; still below the sm80 kernel's 290 / 298 without a causal mask). D = 256 keeps
 // the schedule above (variant 0); dropout at D = 64 and 128 runs kDropVariant (5) unless variant 0 is
-// asked for (branch sm90-fwd-drop-sched: UNTESTED ON A GPU). Variant 7 (not the default; branch
-// sm90-fwd-persistent: UNTESTED ON A GPU) is variant 5 on a persistent grid: one CTA per SM, each
+// asked for. Variant 7 (not the default) is variant 5 on a persistent grid: one CTA per SM, each
 // looping over (m_block, head, batch) tiles in a static longest-first order by L2 sections
 // (TileOrder), the producer loading the next tile's K / V while the consumers finish the previous
-// tile's products and epilogue (see the kernel's comment).
+// tile's products and epilogue (see the kernel's comment). On the H200 (2026-12-01, vbench; numerics
+// and bitwise equality with variant 0 passed, also with the grid capped at 2 CTAs) it is not faster
+// than variant 5 overall: 521 / 467 / 590 / 518 TFLOP/s against 567 / 476 / 578 / 548 (D = 128;
+// T = 4096, 4096 causal, 16384, 16384 causal), so it is not the default.
 // Not yet here (issue 16): an atomic tile counter for the persistent grid (see tile_order()), dense
 // mask / bias / soft-cap.
 #include <cuda.h>
@@ -167,7 +172,7 @@ constexpr Sched kSched[] = {
     {3, true, true, false},    // 4
     {3, true, true, true},     // 5: the default at D = 128 (H200: 1.08x-1.16x variant 0's TFLOP/s)
     {2, true, true, true},     // 6
-    {3, true, true, true, true},  // 7: schedule 5 on a persistent grid (branch sm90-fwd-persistent: UNTESTED ON A GPU)
+    {3, true, true, true, true},  // 7: schedule 5 on a persistent grid (checked on the H200; not faster)
 };
 constexpr int kNumVariants = sizeof(kSched) / sizeof(kSched[0]);
 constexpr int kDefaultVariant = 5;     // D = 128
