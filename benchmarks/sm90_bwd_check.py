@@ -63,6 +63,10 @@ import sys
 
 import torch
 
+# The deterministic sm90 backward is opt-in (flash_bwd_sm90.cu, bwd_det_enabled; read once, at the
+# first backward): this script checks it, so it turns it on for its own process.
+os.environ.setdefault("TF_FLASHATTN_SM90_BWD_DET", "1")
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from kernel_harness_check import DEV, Harness, err, make_inputs, reference, torch_sdpa_ms  # noqa: E402
 from sm90_check import inputs, poisoned, run_fwd, visibility  # noqa: E402

@@ -173,7 +173,8 @@ constexpr int kFwdSelftests = 6;
 // float16 / bfloat16, D == Dv in {64, 128}, the index masks (causal, window, lengths, [B, Tq] /
 // [B, Tk] validity; sm80's rules) or none, dropout (rate > 0 with a seed; sm80's keep mask and
 // arithmetic) or none, no dense mask / bias / dbias / soft-cap, deterministic mode (the ordered
-// dQ reduction, when the workspace holds its counters: BwdWorkspaceParts::dq_sem) or not, 16-byte
+// dQ reduction, when TF_FLASHATTN_SM90_BWD_DET=1 (bwd_det_enabled) and the workspace holds its
+// counters: BwdWorkspaceParts::dq_sem) or not, 16-byte
 // aligned tensors and strides, a workspace, compute capability 9.0. It uses
 // flash_bwd_workspace_bytes' workspace as the sm80 backward does (same size).
 bool bwd_applies(const FlashBwdParams& p);
@@ -181,6 +182,7 @@ bool bwd_applies(const FlashBwdParams& p);
 // made: the caller falls back to sm80.
 cudaError_t bwd(const FlashBwdParams& p, cudaStream_t stream);
 bool bwd_enabled();
+bool bwd_det_enabled();  // TF_FLASHATTN_SM90_BWD_DET=1 (read once): the deterministic instantiations
 void set_bwd_enabled(int mode);  // 1 on, 0 off, -1 back to the environment
 int64_t bwd_launches();
 // Self-test of the backward's building blocks (which: 0 wgmma m64n64k16 SS K-major (S^T = K Q^T),
