@@ -495,6 +495,26 @@ def test_keras_next_waits_in_eager_mode():
         np.testing.assert_array_equal(a.next().numpy(), fa.next_seed(b).numpy())
 
 
+def test_next_seed_op_runs_on_the_gpu():
+    """Eager next_seed is the op library's NextSeed on the state's device: the seed stays on the
+    GPU (its CUDA kernel advances the state there), the sequence is Keras' and wraps as an int64
+    add."""
+    a, b = keras.random.SeedGenerator(4), keras.random.SeedGenerator(4)
+    assert b.state.value.device.endswith("GPU:0")
+    for _ in range(3):
+        s = fa.next_seed(b)
+        assert s.device.endswith("GPU:0"), s.device
+        np.testing.assert_array_equal(s.numpy(), a.next().numpy())
+    lib = fa._ops.load()
+    with tf.device("/GPU:0"):
+        v = tf.Variable(np.array([3, 2**63 - 1], np.int64))
+    first = lib.flash_attn_next_seed(v.handle)
+    second = lib.flash_attn_next_seed(v.handle)
+    np.testing.assert_array_equal(first.numpy(), [3, 2**63 - 1])
+    np.testing.assert_array_equal(second.numpy(), [3, -2**63])
+    np.testing.assert_array_equal(v.numpy(), [3, -2**63 + 1])
+
+
 def test_out_of_range_lengths_are_errors_on_the_gpu():
     """The lengths are host-memory inputs on the GPU too (int32 tensors live on the host in
     TensorFlow): they are range-checked there, without waiting for the GPU, and reach the kernels

@@ -812,6 +812,52 @@ def test_next_seed_gives_keras_seeds_from_a_cached_increment():
     np.testing.assert_array_equal(b.state.value.numpy(), a.state.value.numpy())
 
 
+def test_next_seed_takes_one_op_for_keras_int64_state(monkeypatch):
+    """Keras' generator state is an int64 resource variable: eager next_seed is then the op
+    library's NextSeed alone (one dispatch, not a read and an update), with Keras' seeds."""
+    from tf_flashattn import _ops
+    lib = _ops.load()
+    calls = []
+
+    class Spy:
+        def __getattr__(self, name):
+            return getattr(lib, name)
+
+        def flash_attn_next_seed(self, handle):
+            calls.append(handle)
+            return lib.flash_attn_next_seed(handle)
+
+    monkeypatch.setattr(_ops, "load", lambda: Spy())
+    a, b = keras.random.SeedGenerator(5), keras.random.SeedGenerator(5)
+    assert b.state.dtype == "int64"
+    got = np.stack([fa.next_seed(b).numpy() for _ in range(3)])
+    np.testing.assert_array_equal(got, np.stack([a.next().numpy() for _ in range(3)]))
+    assert len(calls) == 3
+    np.testing.assert_array_equal(b.state.value.numpy(), a.state.value.numpy())
+
+
+def test_next_seed_op_keeps_earlier_seeds_wraps_and_names_bad_state():
+    """The op returns the state before the call and gives the variable a new tensor: a seed taken
+    earlier keeps its value after later calls; the low word wraps as TensorFlow's int64 add; a
+    state that is not int64 [2] is refused by name."""
+    lib = fa._ops.load()
+    v = tf.Variable(np.array([7, 2**63 - 2], np.int64))
+    s1 = lib.flash_attn_next_seed(v.handle)
+    s2 = lib.flash_attn_next_seed(v.handle)
+    s3 = lib.flash_attn_next_seed(v.handle)
+    np.testing.assert_array_equal(s1.numpy(), [7, 2**63 - 2])
+    np.testing.assert_array_equal(s2.numpy(), [7, 2**63 - 1])
+    np.testing.assert_array_equal(s3.numpy(), [7, -2**63])
+    np.testing.assert_array_equal(v.numpy(), [7, -2**63 + 1])
+    assert s1.dtype == tf.int64 and s1.shape == (2,)
+    f = tf.function(lambda: lib.flash_attn_next_seed(v.handle))
+    np.testing.assert_array_equal(f().numpy(), [7, -2**63 + 1])
+    np.testing.assert_array_equal(v.numpy(), [7, -2**63 + 2])
+    for bad in (tf.Variable(np.array([1, 2], np.int32)), tf.Variable(np.zeros(3, np.int64))):
+        with pytest.raises(tf.errors.InvalidArgumentError, match="int64 variable of shape \\[2\\]"):
+            lib.flash_attn_next_seed(bad.handle)
+
+
 def test_layer_dropout_seeds_advance_like_keras():
     """The layer takes its dropout seeds through next_seed: two training calls drop differently,
     and a layer rebuilt with the same seed repeats them."""

@@ -8,7 +8,9 @@ every call. Inside a `tf.function` or under XLA the same constants are part of t
 nothing waits.
 
 `next_seed(generator)` gives the same seeds (the state before the call; the state then advanced by
-`[0, 1]`, as `next(ordered=True)` does) from increments made once per device and kept there.
+`[0, 1]`, as `next(ordered=True)` does) without host constants: for Keras' int64 state, with the
+op library's NextSeed (the read and the update in one op, one eager dispatch); otherwise with an
+increment made once per device and kept there.
 """
 import threading
 
@@ -44,12 +46,16 @@ def next_seed(seed_generator):
         return tf.cast(seed_generator.next(), tf.int64)
     state = seed_generator.state  # a keras.Variable holding [2] integers
     var = getattr(state, "value", state)  # the backend variable
-    # One read (no identity after it, as read_value() would add): TensorFlow copies the state's
-    # buffer before the update below while this tensor still shares it, so it keeps the old value.
-    # The read and the update are the variable ops themselves, without the Python layers of
-    # value() / assign_add() (which roughly doubled this function's host time per eager call);
-    # a variable that is not a plain resource variable takes those methods.
+    # An int64 resource variable (Keras' TensorFlow backend makes one): the op library's NextSeed,
+    # the read and the update in one eager dispatch (each dispatch costs about a matmul's host time).
+    # Other resource variables: the two variable ops themselves, one read (no identity after it, as
+    # read_value() would add; TensorFlow copies the state's buffer before the update while this
+    # tensor still shares it, so it keeps the old value) and one update, without the Python layers
+    # of value() / assign_add(); anything else takes those methods.
     if isinstance(var, resource_variable_ops.BaseResourceVariable):
+        if var.dtype == tf.int64:
+            from tf_flashattn import _ops
+            return _ops.load().flash_attn_next_seed(var.handle)
         seed = gen_resource_variable_ops.read_variable_op(var.handle, var.dtype)
         gen_resource_variable_ops.assign_add_variable_op(var.handle, _increment(var))
     else:

@@ -12,6 +12,7 @@
 #define TF_FLASHATTN_KERNELS_FLASH_CUDA_H_
 
 #include <cstddef>
+#include <cstdint>
 
 #include <cuda_runtime_api.h>
 
@@ -47,6 +48,10 @@ size_t flash_bwd_workspace_bytes(const FlashBwdParams& params);
 // Backward by recomputation: writes dq, dk, dv in full and dbias when non-null.
 // params.deterministic: bitwise reproducible (no floating-point atomics).
 cudaError_t flash_bwd_cuda(const FlashBwdParams& params, cudaStream_t stream);
+
+// A Keras seed generator's next state (FlashAttn>NextSeed's GPU kernel, tf_flashattn/seeds.py):
+// next = state + [0, 1] (int64, wrapping), one thread on `stream`. state, next: device int64 [2].
+cudaError_t next_seed_cuda(const int64_t* state, int64_t* next, cudaStream_t stream);
 
 }  // namespace flashattn
 

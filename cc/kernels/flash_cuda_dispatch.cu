@@ -85,4 +85,16 @@ cudaError_t flash_bwd_cuda(const FlashBwdParams& p, cudaStream_t stream) {
   return cuda::bwd(p, big_smem, stream);
 }
 
+namespace {
+__global__ void next_seed_kernel(const int64_t* state, int64_t* next) {
+  next[0] = state[0];
+  next[1] = static_cast<int64_t>(static_cast<uint64_t>(state[1]) + 1u);  // wraps, as TensorFlow's add
+}
+}  // namespace
+
+cudaError_t next_seed_cuda(const int64_t* state, int64_t* next, cudaStream_t stream) {
+  next_seed_kernel<<<1, 1, 0, stream>>>(state, next);
+  return cudaGetLastError();
+}
+
 }  // namespace flashattn

@@ -1,4 +1,4 @@
-// TensorFlow kernels of FlashAttn>FlashAttention and FlashAttn>FlashAttentionGrad.
+// TensorFlow kernels of FlashAttn>FlashAttention, FlashAttn>FlashAttentionGrad and FlashAttn>NextSeed.
 //
 // The one place that turns tensors into the kernels' params structs (cc/kernels/common/flash_params.h)
 // and the kernels' status into TensorFlow errors. Every input check lives in FillShapes
@@ -19,6 +19,8 @@
 #include "cc/kernels/common/flash_params.h"
 #include "cc/ops/flash_attention_common.h"
 #include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/resource_mgr.h"
+#include "tensorflow/core/framework/resource_var.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/tensor_shape.h"
 #include "tensorflow/core/util/work_sharder.h"
@@ -163,6 +165,37 @@ class FlashAttentionGradOp : public OpKernel {
   Attrs attrs_;
 };
 
+// FlashAttn>NextSeed: seed = the int64 [2] state of a Keras SeedGenerator, then state += [0, 1]
+// (keras.random.SeedGenerator.next(); tf_flashattn/seeds.py takes it in eager mode, where a read and
+// an update would be two dispatches). The variable gets a new tensor, as AssignVariableOp gives it,
+// instead of an update in place: the output keeps the old buffer without a copy, and whatever else
+// still holds that buffer (an earlier read) never sees it change.
+template <typename Device>
+class NextSeedOp : public OpKernel {
+ public:
+  explicit NextSeedOp(OpKernelConstruction* c) : OpKernel(c) {}
+
+  void Compute(OpKernelContext* ctx) override {
+    ::tensorflow::core::RefCountPtr<::tensorflow::Var> var;
+    OP_REQUIRES_OK(ctx, ::tensorflow::LookupResource(ctx, ::tensorflow::HandleFromInput(ctx, 0), &var));
+    ::tensorflow::mutex_lock lock(*var->mu());
+    Tensor* state = var->tensor();
+    OP_REQUIRES(ctx, var->is_initialized && state->IsInitialized(),
+                ::tensorflow::errors::FailedPrecondition(
+                    "next_seed: the seed generator's state variable is not initialized"));
+    OP_REQUIRES(ctx, state->dtype() == ::tensorflow::DT_INT64 && state->shape() == TensorShape({2}),
+                InvalidArgument("next_seed: the seed generator's state must be an int64 variable of "
+                                "shape [2]; got ", ::tensorflow::DataTypeString(state->dtype()), " ",
+                                state->shape().DebugString()));
+    Tensor next;
+    OP_REQUIRES_OK(ctx, ctx->allocate_temp(::tensorflow::DT_INT64, TensorShape({2}), &next));
+    Launcher<Device>::NextSeed(ctx, *state, &next);
+    if (!ctx->status().ok()) return;
+    ctx->set_output(0, *state);
+    *state = next;
+  }
+};
+
 // ---- CPU ----------------------------------------------------------------------------------
 Status CheckCpu() {
   if (flashattn::flash_cpu_supported()) return ::tensorflow::OkStatus();
@@ -183,6 +216,12 @@ struct Launcher<CPUDevice> {
     flashattn::flash_bwd_cpu(p, CpuParallelFor(ctx),
                              ctx->device()->tensorflow_cpu_worker_threads()->num_threads);
   }
+  static void NextSeed(OpKernelContext*, const Tensor& state, Tensor* next) {
+    const auto s = state.flat<int64_t>();
+    auto n = next->flat<int64_t>();
+    n(0) = s(0);
+    n(1) = static_cast<int64_t>(static_cast<uint64_t>(s(1)) + 1u);  // wraps, as TensorFlow's add
+  }
 };
 
 #define REGISTER_CPU(T)                                                                    \
@@ -199,6 +238,7 @@ REGISTER_CPU(double)
 REGISTER_CPU(Eigen::half)
 REGISTER_CPU(Eigen::bfloat16)
 #undef REGISTER_CPU
+REGISTER_KERNEL_BUILDER(Name("FlashAttn>NextSeed").Device(::tensorflow::DEVICE_CPU), NextSeedOp<CPUDevice>);
 
 #if GOOGLE_CUDA
 // ---- GPU ----------------------------------------------------------------------------------
@@ -356,6 +396,12 @@ struct Launcher<GPUDevice> {
     p.workspace = workspace.flat<float>().data();
     OP_REQUIRES_OK(ctx, CudaStatus(flashattn::flash_bwd_cuda(p, stream), "FlashAttention backward"));
   }
+  static void NextSeed(OpKernelContext* ctx, const Tensor& state, Tensor* next) {
+    cudaStream_t stream = ctx->eigen_device<GPUDevice>().stream();
+    OP_REQUIRES_OK(ctx, CudaStatus(flashattn::next_seed_cuda(state.flat<int64_t>().data(),
+                                                             next->flat<int64_t>().data(), stream),
+                                   "next_seed"));
+  }
 };
 
 // The lengths in host memory (see PinnedStaging); the seed, like every other input, in device
@@ -378,6 +424,10 @@ REGISTER_GPU(float)
 REGISTER_GPU(Eigen::half)
 REGISTER_GPU(Eigen::bfloat16)
 #undef REGISTER_GPU
+// The state variable's handle in host memory (as every resource handle); its tensor, the output and
+// the new state in device memory.
+REGISTER_KERNEL_BUILDER(Name("FlashAttn>NextSeed").Device(::tensorflow::DEVICE_GPU).HostMemory("state"),
+                        NextSeedOp<GPUDevice>);
 #endif  // GOOGLE_CUDA
 
 }  // namespace tf_flashattn

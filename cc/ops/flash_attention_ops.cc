@@ -1,4 +1,5 @@
-// Op definitions and shape functions of FlashAttn>FlashAttention and its gradient.
+// Op definitions and shape functions of FlashAttn>FlashAttention, its gradient, and
+// FlashAttn>NextSeed (a Keras seed generator's next seed in one op).
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
@@ -101,5 +102,20 @@ REGISTER_OP("FlashAttn>FlashAttentionGrad")
       }
       return ::tensorflow::OkStatus();
     });
+
+// The dropout seed of an eager training step in one op (tf_flashattn/seeds.py, next_seed): what a
+// Keras SeedGenerator's next() returns, from its int64 [2] state variable, the state then advanced
+// by [0, 1] as next() does. Eagerly, the read and the update are two dispatches; this is one.
+REGISTER_OP("FlashAttn>NextSeed")
+    .Input("state: resource")  // an int64 [2] resource variable
+    .Output("seed: int64")     // [2]: the state before the call
+    .SetIsStateful()
+    .SetShapeFn([](InferenceContext* c) {
+      c->set_output(0, c->MakeShape({2}));
+      return ::tensorflow::OkStatus();
+    })
+    .Doc(R"doc(
+seed = state; state = state + [0, 1] (int64, wrapping), as keras.random.SeedGenerator.next().
+)doc");
 
 }  // namespace tf_flashattn
