@@ -505,14 +505,17 @@ def test_next_seed_op_runs_on_the_gpu():
         s = fa.next_seed(b)
         assert s.device.endswith("GPU:0"), s.device
         np.testing.assert_array_equal(s.numpy(), a.next().numpy())
+    from tensorflow.python.ops import gen_resource_variable_ops
     lib = fa._ops.load()
     with tf.device("/GPU:0"):
         v = tf.Variable(np.array([3, 2**63 - 1], np.int64))
+    read = gen_resource_variable_ops.read_variable_op(v.handle, tf.int64)  # shares the buffer
     first = lib.flash_attn_next_seed(v.handle)
     second = lib.flash_attn_next_seed(v.handle)
     np.testing.assert_array_equal(first.numpy(), [3, 2**63 - 1])
     np.testing.assert_array_equal(second.numpy(), [3, -2**63])
     np.testing.assert_array_equal(v.numpy(), [3, -2**63 + 1])
+    np.testing.assert_array_equal(read.numpy(), [3, 2**63 - 1])  # not updated in place
 
 
 def test_out_of_range_lengths_are_errors_on_the_gpu():

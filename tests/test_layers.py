@@ -792,23 +792,49 @@ def test_example_holds_out_about_five_percent(tmp_path):
             train_char_lm.parse_args([flag, "0"])
 
 
-def test_next_seed_gives_keras_seeds_from_a_cached_increment():
+def test_next_seed_gives_keras_seeds_from_a_cached_increment(monkeypatch):
     """fa.next_seed(gen) = gen.next() (the same seeds, the generator advanced the same way), in
-    eager mode and in a tf.function, and the eager increment is made once per device (Keras'
-    next() makes host constants at every eager call, which a GPU state must then wait for)."""
+    eager mode and in a tf.function; for a state that is not int64 [2] (here a plain int32
+    tf.Variable) eagerly from an increment made once per device (Keras' next() makes host
+    constants at every eager call, which a GPU state must then wait for)."""
     from tf_flashattn import seeds
     a, b = keras.random.SeedGenerator(11), keras.random.SeedGenerator(11)
     got = [fa.next_seed(b) for _ in range(3)]
     assert all(s.dtype == tf.int64 and s.shape == (2,) for s in got)
     np.testing.assert_array_equal(np.stack([s.numpy() for s in got]),
                                   np.stack([a.next().numpy() for _ in range(3)]))
-    increments = dict(seeds._INCREMENTS)
-    fa.next_seed(b)
-    a.next()
-    assert seeds._INCREMENTS == increments  # no new increment per call
     f = tf.function(lambda: fa.next_seed(b))
     np.testing.assert_array_equal(f().numpy(), a.next().numpy())
     np.testing.assert_array_equal(f().numpy(), a.next().numpy())
+    np.testing.assert_array_equal(b.state.value.numpy(), a.state.value.numpy())
+
+    class Int32State:  # next_seed reads only `.state` eagerly
+        state = tf.Variable(np.array([11, 0], np.int32))
+
+    monkeypatch.setattr(seeds, "_INCREMENTS", {})
+    got = [fa.next_seed(Int32State).numpy() for _ in range(3)]
+    np.testing.assert_array_equal(np.stack(got), [[11, 0], [11, 1], [11, 2]])
+    assert all(s.dtype == np.int64 for s in got)
+    np.testing.assert_array_equal(Int32State.state.numpy(), [11, 3])
+    assert list(seeds._INCREMENTS) == [(Int32State.state.device, tf.int32)]  # one, made once
+
+
+def test_next_seed_falls_back_where_the_op_cannot_run(monkeypatch):
+    """Where NextSeed cannot run (no op library, no kernel for the state's device) next_seed
+    reads and updates the state itself, with the same seeds, and stops trying the op there."""
+    from tf_flashattn import _ops, seeds
+    tries = []
+
+    def no_library():
+        tries.append(1)
+        raise ImportError("no op library")
+
+    monkeypatch.setattr(_ops, "load", no_library)
+    monkeypatch.setattr(seeds, "_OP_OK", {})
+    a, b = keras.random.SeedGenerator(8), keras.random.SeedGenerator(8)
+    got = np.stack([fa.next_seed(b).numpy() for _ in range(3)])
+    np.testing.assert_array_equal(got, np.stack([a.next().numpy() for _ in range(3)]))
+    assert len(tries) == 1
     np.testing.assert_array_equal(b.state.value.numpy(), a.state.value.numpy())
 
 
@@ -827,11 +853,19 @@ def test_next_seed_takes_one_op_for_keras_int64_state(monkeypatch):
             calls.append(handle)
             return lib.flash_attn_next_seed(handle)
 
-    monkeypatch.setattr(_ops, "load", lambda: Spy())
+    def not_called(*args, **kwargs):
+        raise AssertionError("next_seed dispatched a variable op besides NextSeed")
+
+    from tf_flashattn import seeds
     a, b = keras.random.SeedGenerator(5), keras.random.SeedGenerator(5)
     assert b.state.dtype == "int64"
-    got = np.stack([fa.next_seed(b).numpy() for _ in range(3)])
-    np.testing.assert_array_equal(got, np.stack([a.next().numpy() for _ in range(3)]))
+    want = np.stack([a.next().numpy() for _ in range(3)])
+    monkeypatch.setattr(_ops, "load", lambda: Spy())
+    with monkeypatch.context() as m:  # only around next_seed (Keras' next() reads the state too)
+        m.setattr(seeds.gen_resource_variable_ops, "read_variable_op", not_called)
+        m.setattr(seeds.gen_resource_variable_ops, "assign_add_variable_op", not_called)
+        got = [fa.next_seed(b) for _ in range(3)]
+    np.testing.assert_array_equal(np.stack([s.numpy() for s in got]), want)
     assert len(calls) == 3
     np.testing.assert_array_equal(b.state.value.numpy(), a.state.value.numpy())
 
@@ -840,8 +874,10 @@ def test_next_seed_op_keeps_earlier_seeds_wraps_and_names_bad_state():
     """The op returns the state before the call and gives the variable a new tensor: a seed taken
     earlier keeps its value after later calls; the low word wraps as TensorFlow's int64 add; a
     state that is not int64 [2] is refused by name."""
+    from tensorflow.python.ops import gen_resource_variable_ops
     lib = fa._ops.load()
     v = tf.Variable(np.array([7, 2**63 - 2], np.int64))
+    read = gen_resource_variable_ops.read_variable_op(v.handle, tf.int64)  # shares the buffer
     s1 = lib.flash_attn_next_seed(v.handle)
     s2 = lib.flash_attn_next_seed(v.handle)
     s3 = lib.flash_attn_next_seed(v.handle)
@@ -849,6 +885,7 @@ def test_next_seed_op_keeps_earlier_seeds_wraps_and_names_bad_state():
     np.testing.assert_array_equal(s2.numpy(), [7, 2**63 - 1])
     np.testing.assert_array_equal(s3.numpy(), [7, -2**63])
     np.testing.assert_array_equal(v.numpy(), [7, -2**63 + 1])
+    np.testing.assert_array_equal(read.numpy(), [7, 2**63 - 2])  # the variable got new tensors
     assert s1.dtype == tf.int64 and s1.shape == (2,)
     f = tf.function(lambda: lib.flash_attn_next_seed(v.handle))
     np.testing.assert_array_equal(f().numpy(), [7, -2**63 + 1])

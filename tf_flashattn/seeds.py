@@ -45,20 +45,49 @@ def next_seed(seed_generator):
     if not tf.executing_eagerly():
         return tf.cast(seed_generator.next(), tf.int64)
     state = seed_generator.state  # a keras.Variable holding [2] integers
-    var = getattr(state, "value", state)  # the backend variable
-    # An int64 resource variable (Keras' TensorFlow backend makes one): the op library's NextSeed,
-    # the read and the update in one eager dispatch (each dispatch costs about a matmul's host time).
-    # Other resource variables: the two variable ops themselves, one read (no identity after it, as
-    # read_value() would add; TensorFlow copies the state's buffer before the update while this
-    # tensor still shares it, so it keeps the old value) and one update, without the Python layers
-    # of value() / assign_add(); anything else takes those methods.
+    # The backend variable (a plain tf.Variable's `value` is a method, not the variable).
+    var = state if isinstance(state, tf.Variable) else getattr(state, "value", state)
+    # An int64 [2] resource variable (Keras' TensorFlow backend makes one): the op library's
+    # NextSeed, the read and the update in one eager dispatch (each dispatch costs about a matmul's
+    # host time), where the op runs (_op_next_seed). Other resource variables: the two variable
+    # ops themselves, one read (no identity after it, as read_value() would add; TensorFlow copies
+    # the state's buffer before the update while this tensor still shares it, so it keeps the old
+    # value) and one update, without the Python layers of value() / assign_add(); anything else
+    # takes those methods.
     if isinstance(var, resource_variable_ops.BaseResourceVariable):
-        if var.dtype == tf.int64:
-            from tf_flashattn import _ops
-            return _ops.load().flash_attn_next_seed(var.handle)
+        if var.dtype == tf.int64 and var.shape == (2,):
+            seed = _op_next_seed(var)
+            if seed is not None:
+                return seed
         seed = gen_resource_variable_ops.read_variable_op(var.handle, var.dtype)
         gen_resource_variable_ops.assign_add_variable_op(var.handle, _increment(var))
     else:
         seed = var.value()
         var.assign_add(_increment(var), read_value=False)
     return seed if seed.dtype == tf.int64 else tf.cast(seed, tf.int64)
+
+
+# Per device of a state variable: whether NextSeed runs there (True), or not (False: no op library,
+# no kernel for that device, e.g. a CPU-only build on a GPU host, or a GPU the library has no code
+# for); unknown until the first call there.
+_OP_OK = {}
+
+
+def _op_next_seed(var):
+    """NextSeed on var (an int64 [2] resource variable), or None where the op cannot run on its
+    device (the caller then reads and updates the variable itself). The op leaves the variable
+    unchanged when it fails, so falling back after a failure draws the same seed."""
+    ok = _OP_OK.get(var.device)
+    if ok is False:
+        return None
+    try:
+        from tf_flashattn import _ops
+        seed = _ops.load().flash_attn_next_seed(var.handle)
+    except (ImportError, tf.errors.NotFoundError, tf.errors.InternalError,
+            tf.errors.UnimplementedError):
+        if ok:  # it ran on this device before: a real error
+            raise
+        _OP_OK[var.device] = False
+        return None
+    _OP_OK[var.device] = True
+    return seed

@@ -177,7 +177,11 @@ class NextSeedOp : public OpKernel {
 
   void Compute(OpKernelContext* ctx) override {
     ::tensorflow::core::RefCountPtr<::tensorflow::Var> var;
-    OP_REQUIRES_OK(ctx, ::tensorflow::LookupResource(ctx, ::tensorflow::HandleFromInput(ctx, 0), &var));
+    const Status found = ::tensorflow::LookupResource(ctx, ::tensorflow::HandleFromInput(ctx, 0), &var);
+    OP_REQUIRES(ctx, found.ok(),
+                ::tensorflow::errors::FailedPrecondition(
+                    "next_seed: could not find the seed generator's state variable (", found.message(),
+                    "); it may have been deleted or not initialized"));
     ::tensorflow::mutex_lock lock(*var->mu());
     Tensor* state = var->tensor();
     OP_REQUIRES(ctx, var->is_initialized && state->IsInitialized(),
@@ -187,8 +191,11 @@ class NextSeedOp : public OpKernel {
                 InvalidArgument("next_seed: the seed generator's state must be an int64 variable of "
                                 "shape [2]; got ", ::tensorflow::DataTypeString(state->dtype()), " ",
                                 state->shape().DebugString()));
-    Tensor next;
-    OP_REQUIRES_OK(ctx, ctx->allocate_temp(::tensorflow::DT_INT64, TensorShape({2}), &next));
+    Tensor next;  // allocated as TensorFlow allocates variables (host copies pinned where possible)
+    ::tensorflow::AllocatorAttributes attr;
+    attr.set_gpu_compatible(true);
+    attr.set_nic_compatible(true);
+    OP_REQUIRES_OK(ctx, ctx->allocate_temp(::tensorflow::DT_INT64, TensorShape({2}), &next, attr));
     Launcher<Device>::NextSeed(ctx, *state, &next);
     if (!ctx->status().ok()) return;
     ctx->set_output(0, *state);
