@@ -819,6 +819,20 @@ def test_next_seed_gives_keras_seeds_from_a_cached_increment(monkeypatch):
     assert list(seeds._INCREMENTS) == [(Int32State.state.device, tf.int32)]  # one, made once
 
 
+def test_next_seed_in_a_stateless_scope_updates_the_scope_not_the_variable():
+    """Inside keras.StatelessScope, next_seed is Keras' next(): the seeds advance in the scope and
+    the generator's variable keeps its value."""
+    a, b = keras.random.SeedGenerator(6), keras.random.SeedGenerator(6)
+    with keras.StatelessScope() as sa:
+        want = [a.next().numpy() for _ in range(2)]
+    with keras.StatelessScope() as sb:
+        got = [fa.next_seed(b).numpy() for _ in range(2)]
+        np.testing.assert_array_equal(sb.get_current_value(b.state).numpy(),
+                                      sa.get_current_value(a.state).numpy())
+    np.testing.assert_array_equal(np.stack(got), np.stack(want))
+    np.testing.assert_array_equal(b.state.value.numpy(), [6, 0])
+
+
 def test_next_seed_falls_back_where_the_op_cannot_run(monkeypatch):
     """Where NextSeed cannot run (no op library, no kernel for the state's device) next_seed
     reads and updates the state itself, with the same seeds, and stops trying the op there."""

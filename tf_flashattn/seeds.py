@@ -42,7 +42,9 @@ def next_seed(seed_generator):
     code: Keras' own `next()` makes the host wait for the GPU at every eager call (see the module
     docstring). In a `tf.function` or under XLA it is `next()` itself.
     """
-    if not tf.executing_eagerly():
+    if not tf.executing_eagerly() or _in_stateless_scope():
+        # In a graph both are the same ops; in a keras.StatelessScope the update must go to the
+        # scope, as Keras' next() puts it, not to the variable.
         return tf.cast(seed_generator.next(), tf.int64)
     state = seed_generator.state  # a keras.Variable holding [2] integers
     # The backend variable (a plain tf.Variable's `value` is a method, not the variable).
@@ -65,6 +67,14 @@ def next_seed(seed_generator):
         seed = var.value()
         var.assign_add(_increment(var), read_value=False)
     return seed if seed.dtype == tf.int64 else tf.cast(seed, tf.int64)
+
+
+def _in_stateless_scope():
+    try:
+        from keras.src.backend.common.stateless_scope import in_stateless_scope
+    except ImportError:  # a Keras without it: no such scope to respect
+        return False
+    return in_stateless_scope()
 
 
 # Per device of a state variable: whether NextSeed runs there (True), or not (False: no op library,
