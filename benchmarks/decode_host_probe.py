@@ -4,7 +4,8 @@ At B = 8, Tk = 1024 / 2048 (32 query heads, 8 kv heads, D = 128) a decode step's
 10-20 us but a call through TensorFlow 170-230 us, and Keras' unfused attention under XLA was
 4-10 % faster per call than ours (benchmarks/gpu_decode.py, RESULTS.md "Decoding"): the per-call
 host cost decides those rows. This script times, per call (CALLS calls in a row, the result read
-back once; the cases of a group take turns block by block, median of REPEATS blocks):
+back once, each call with another of 4 queries; the cases of a group take turns block by block,
+median of REPEATS blocks: gpu_decode.py's per_call_us):
 
     graph_ours    tf.function(tf_flashattn.dot_product_attention)   (gpu_decode.py's "ours")
     graph_raw     tf.function of the op itself, absent inputs as function constants
@@ -27,37 +28,12 @@ On the CPU it runs a small shape (a check of the script).
 import argparse
 import json
 import os
-import statistics
 import sys
-import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gpu_decode import per_call_us  # noqa: E402
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-
-def _sync():
-    import tensorflow as tf
-    tf.test.experimental.sync_devices()
-
-
-def time_group(fns, calls, repeats):
-    """name -> median us per call; the functions take turns block by block (one block = `calls`
-    calls in a row, the result read back once)."""
-    for fn in fns.values():
-        fn()
-        fn()
-    _sync()
-    times = {name: [] for name in fns}
-    for r in range(repeats):
-        order = list(fns) if r % 2 == 0 else list(reversed(list(fns)))
-        for name in order:
-            _sync()
-            t0 = time.perf_counter()
-            for _ in range(calls):
-                out = fns[name]()
-            _sync()
-            times[name].append((time.perf_counter() - t0) / calls * 1e6)
-            del out
-    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def main(argv=None):
@@ -88,14 +64,18 @@ def main(argv=None):
           f"{args.calls} calls x {args.repeats} blocks)")
     print("|---:|---|---:|")
     for tk in tks:
-        q = tf.constant(rng.standard_normal((b, args.tq, h, d)).astype("float32"), dtype)
         k = tf.constant(rng.standard_normal((b, tk, hkv, d)).astype("float32"), dtype)
         v = tf.constant(rng.standard_normal((b, tk, hkv, d)).astype("float32"), dtype)
         # The matmul: q of each kv head's group against that head's keys, [B*Hkv, G*Tq, D] x
-        # [B*Hkv, D, Tk] (the first half of the unfused attention's work).
-        qm = tf.reshape(tf.transpose(tf.reshape(q, (b, args.tq, hkv, h // hkv, d)), (0, 2, 3, 1, 4)),
-                        (b * hkv, h // hkv * args.tq, d))
+        # [B*Hkv, D, Tk] (the first half of the unfused attention's work); its q made beforehand,
+        # so that the control is one op.
         km = tf.reshape(tf.transpose(k, (0, 2, 3, 1)), (b * hkv, d, tk))
+        xs = []  # per call: (q, the matmul's q)
+        for _ in range(4):
+            q = tf.constant(rng.standard_normal((b, args.tq, h, d)).astype("float32"), dtype)
+            qm = tf.reshape(tf.transpose(tf.reshape(q, (b, args.tq, hkv, h // hkv, d)), (0, 2, 3, 1, 4)),
+                            (b * hkv, h // hkv * args.tq, d))
+            xs.append((q, qm))
         # The op with the wrapper's attributes and absent inputs (scale 1/sqrt(D), nothing else).
         absent = (tf.zeros([0], tf.bool), tf.zeros([0], dtype), tf.zeros([0], tf.int32),
                   tf.zeros([0], tf.int32), tf.zeros([0], tf.bool), tf.zeros([0], tf.bool),
@@ -103,17 +83,17 @@ def main(argv=None):
         attrs = dict(scale=1.0 / d ** 0.5, softcap=0.0, causal=False, causal_offset=0,
                      window_left=-1, window_right=-1, dropout_rate=0.0)
 
-        def ours():
-            return fa.dot_product_attention(q, k, v)
+        def ours(x):
+            return fa.dot_product_attention(x[0], k, v)
 
-        def raw():
-            return lib.flash_attn_flash_attention(q, k, v, *absent, **attrs)[0]
+        def raw(x):
+            return lib.flash_attn_flash_attention(x[0], k, v, *absent, **attrs)[0]
 
-        def mm():
-            return tf.matmul(qm, km)
+        def mm(x):
+            return tf.matmul(x[1], km)
 
-        def keras_attn():
-            return keras.ops.dot_product_attention(q, k, v)
+        def keras_attn(x):
+            return keras.ops.dot_product_attention(x[0], k, v)
 
         groups = {
             "graph": {"graph_ours": tf.function(ours), "graph_raw": tf.function(raw),
@@ -124,11 +104,17 @@ def main(argv=None):
             "eager": {"eager_raw": raw, "eager_mm": mm},
         }
         for group in groups.values():
-            got = time_group(group, args.calls, args.repeats)
+            got = per_call_us(group, xs, args.calls, args.repeats)
             for name, us in got.items():
-                rows.append(dict(Tk=tk, case=name, us=us, B=b, Tq=args.tq, H=h, Hkv=hkv, D=d,
-                                 dtype=dtype.name, calls=args.calls, repeats=args.repeats))
-                print(f"| {tk} | {name} | {us:.1f} |", flush=True)
+                row = dict(Tk=tk, case=name, B=b, Tq=args.tq, H=h, Hkv=hkv, D=d, dtype=dtype.name,
+                           calls=args.calls, repeats=args.repeats)
+                if isinstance(us, Exception):  # the others went on
+                    row["error"] = f"{type(us).__name__}: {str(us)[:200]}"
+                    print(f"| {tk} | {name} | error |", flush=True)
+                else:
+                    row["us"] = us
+                    print(f"| {tk} | {name} | {us:.1f} |", flush=True)
+                rows.append(row)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)

@@ -126,6 +126,17 @@ def test_eager_probe_times_every_case(tmp_path):
     assert all(r["host_us"] > 0 for r in rows)
 
 
+def test_decode_host_probe_times_every_case(tmp_path):
+    out = tmp_path / "probe.json"
+    subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "decode_host_probe.py"), "--calls", "2",
+                    "--repeats", "1", "--json", str(out)],
+                   check=True, cwd=ROOT, capture_output=True, timeout=600)
+    rows = json.loads(out.read_text())
+    assert [r["case"] for r in rows] == ["graph_ours", "graph_raw", "graph_mm", "xla_ours", "xla_keras",
+                                         "xla_mm", "eager_raw", "eager_mm"]
+    assert all("error" not in r and r["us"] > 0 for r in rows)
+
+
 def test_train_throughput_table_with_one_layer_measured():
     """`--only flash` leaves the Keras column unmeasured: the table shows '-' there (it raised a
     KeyError before, after the measurements, losing them)."""
