@@ -17,6 +17,8 @@ import threading
 import tensorflow as tf
 from tensorflow.python.ops import gen_resource_variable_ops, resource_variable_ops
 
+from tf_flashattn import _ops
+
 _INCREMENTS = {}
 _LOCK = threading.Lock()
 
@@ -69,12 +71,11 @@ def next_seed(seed_generator):
     return seed if seed.dtype == tf.int64 else tf.cast(seed, tf.int64)
 
 
-def _in_stateless_scope():
-    try:
-        from keras.src.backend.common.stateless_scope import in_stateless_scope
-    except ImportError:  # a Keras without it: no such scope to respect
+try:
+    from keras.src.backend.common.stateless_scope import in_stateless_scope as _in_stateless_scope
+except ImportError:  # a Keras without it: no such scope to respect
+    def _in_stateless_scope():
         return False
-    return in_stateless_scope()
 
 
 # Per device of a state variable: whether NextSeed runs there (True), or not (False: no op library,
@@ -91,7 +92,6 @@ def _op_next_seed(var):
     if ok is False:
         return None
     try:
-        from tf_flashattn import _ops
         seed = _ops.load().flash_attn_next_seed(var.handle)
     except (ImportError, tf.errors.NotFoundError, tf.errors.InternalError,
             tf.errors.UnimplementedError):
