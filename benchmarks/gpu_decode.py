@@ -15,8 +15,15 @@ that a drift of the host's speed during the run weighs on each alike. The kernel
 against PyTorch's FlashAttention-2 and cuDNN, comes from the kernel harness
 (`kernel_harness_check.py --decode`).
 
+With --loop N every implementation instead runs N decode steps inside one tf.function, in a
+tf.while_loop (each step's query is the previous step's output, so no step can be merged with
+another or hoisted out of the loop): the way the example's SavedModel `generate` runs its decoding
+loop, one graph for the whole loop. The figure is then the time per step (one call of the
+function / N): TensorFlow's cost of calling a function is paid once per N steps, and what remains
+per step is the attention op inside the loop (and, for "ours", the graph executor's dispatch of it).
+
     python benchmarks/gpu_decode.py [--json out.json] [--steps 50] [--repeats 5] [--dtypes bfloat16,float16]
-        [--shapes 8x8192x32x8,...] [--tq 1,4,16] [--impls ours,ours_xla,keras_xla]
+        [--shapes 8x8192x32x8,...] [--tq 1,4,16] [--impls ours,ours_xla,keras_xla] [--loop N]
 
 Shapes are BxTkxHxHkv with D = 128; the defaults are the decoding issue's four shapes plus
 Tk = 1024 and 2048. On the CPU it runs small shapes (a smoke test of the script).
@@ -65,6 +72,19 @@ def per_call_us(fns, qs, steps, repeats=5):
     return {**{name: statistics.median(t) for name, t in times.items()}, **errors}
 
 
+def loop(step, n):
+    """step itself (n = 0), or a function running n steps in a tf.while_loop, each step's query
+    the previous step's output (Dv = D here, so the shapes agree)."""
+    if not n:
+        return step
+    import tensorflow as tf
+
+    def run(q):
+        return tf.while_loop(lambda i, x: i < n, lambda i, x: (i + 1, step(x)),
+                             (tf.constant(0), q), maximum_iterations=n)[1]
+    return run
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -76,6 +96,8 @@ def main(argv=None):
     p.add_argument("--repeats", type=int, default=5,
                    help="timed blocks of --steps calls per implementation, taken in turns")
     p.add_argument("--impls", default="ours,ours_xla,keras_xla")
+    p.add_argument("--loop", type=int, default=0,
+                   help="N > 0: N steps per function call in a tf.while_loop (time per step)")
     p.add_argument("--json")
     args = p.parse_args(argv)
 
@@ -88,7 +110,8 @@ def main(argv=None):
     gpu = bool(tf.config.list_physical_devices("GPU"))
     shapes = args.shapes or (DEFAULT_SHAPES if gpu else "2x512x8x2")
     rows = []
-    print("| dtype | B | Tk | H/Hkv | Tq | impl | us/call | K+V GB/s |")
+    unit = f"us/step ({args.loop} steps per call, in a tf.while_loop)" if args.loop else "us/call"
+    print(f"| dtype | B | Tk | H/Hkv | Tq | impl | {unit} | K+V GB/s |")
     print("|---|---:|---:|---|---:|---|---:|---:|")
     rng = np.random.default_rng(0)
     for dname in args.dtypes.split(","):
@@ -102,18 +125,20 @@ def main(argv=None):
             for tq in (int(x) for x in args.tq.split(",")):
                 qs = [tf.constant(rng.standard_normal((b, tq, h, d)).astype("float32"), dtype)
                       for _ in range(4)]
-                impls = {
-                    "ours": tf.function(lambda q: fa.dot_product_attention(q, k, v)),
-                    "ours_xla": tf.function(lambda q: fa.dot_product_attention(q, k, v),
-                                            jit_compile=True),
-                    "keras_xla": tf.function(lambda q: keras.ops.dot_product_attention(q, k, v),
-                                             jit_compile=True),
-                }
+                step = {"ours": lambda q: fa.dot_product_attention(q, k, v),
+                        "keras": lambda q: keras.ops.dot_product_attention(q, k, v)}
+                impls = {name: tf.function(loop(step[name.split("_")[0]], args.loop),
+                                           jit_compile=name.endswith("_xla"))
+                         for name in ("ours", "ours_xla", "keras_xla")}
                 names = args.impls.split(",")
-                got = per_call_us({n: impls[n] for n in names}, qs, args.steps, args.repeats)
+                calls = max(2, args.steps // args.loop) if args.loop else args.steps
+                got = per_call_us({n: impls[n] for n in names}, qs, calls, args.repeats)
+                if args.loop:  # per step: one call ran args.loop steps
+                    got = {n: t / args.loop if isinstance(t, float) else t for n, t in got.items()}
                 for name in names:
                     row = dict(dtype=dname, B=b, Tk=tk, H=h, Hkv=hkv, D=d, Tq=tq, impl=name,
-                               kv_bytes=kv_bytes, steps=args.steps, repeats=args.repeats)
+                               kv_bytes=kv_bytes, steps=args.steps, repeats=args.repeats,
+                               loop=args.loop)
                     us = got[name]
                     if isinstance(us, Exception):  # e.g. out of memory: the others went on
                         row["error"] = f"{type(us).__name__}: {str(us)[:200]}"

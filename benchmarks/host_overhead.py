@@ -206,8 +206,12 @@ def main(argv=None):
     for name in sorted(names, key=lambda n: ("control" not in n, n)):
         mode, _, what = name.partition("_")
         kind = "fwd_bwd" if "fwd_bwd" in what else "fwd"
-        control = None if what.startswith("control") else cases.get(f"{mode}_control_{kind}")
-        row = dict(case=name, seq=seq, label=args.label, calls=args.calls, repeats=args.repeats)
+        if what.endswith("_keras_next"):  # its control also calls Keras' next(), eagerly a wait
+            kind = "keras_next"
+        control_name = None if what.startswith("control") else f"{mode}_control_{kind}"
+        control = cases.get(control_name)
+        row = dict(case=name, seq=seq, label=args.label, calls=args.calls, repeats=args.repeats,
+                   control=control_name)
         try:
             if control is None:
                 enq, tot = measure(cases[name], args.calls, args.repeats)

@@ -115,6 +115,42 @@ def test_gpu_decode_times_every_impl_per_row(tmp_path):
     assert all("error" not in r and r["us"] > 0 and r["gbps"] > 0 for r in rows)
 
 
+def test_gpu_decode_loop_runs_the_steps_in_one_call(tmp_path):
+    """--loop N: N chained steps per function call (each step's query the previous output), the
+    time per step; the loop itself applies the step N times."""
+    import tensorflow as tf
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    from gpu_decode import loop
+    x = tf.constant([1.0, 3.0])
+    assert loop(lambda q: q * 2.0, 0)(x).numpy().tolist() == [2.0, 6.0]
+    assert tf.function(loop(lambda q: q * 2.0, 3))(x).numpy().tolist() == [8.0, 24.0]
+    out = tmp_path / "decode_loop.json"
+    subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "gpu_decode.py"), "--tq", "2",
+                    "--steps", "6", "--loop", "3", "--repeats", "1", "--dtypes", "float32",
+                    "--json", str(out)], check=True, cwd=ROOT, capture_output=True, timeout=600)
+    rows = json.loads(out.read_text())
+    assert [(r["impl"], r["loop"]) for r in rows] == [
+        (impl, 3) for impl in ("ours", "ours_xla", "keras_xla")]
+    assert all("error" not in r and r["us"] > 0 for r in rows)
+
+
+def test_host_overhead_pairs_each_case_with_its_control(tmp_path):
+    """Each case is timed in turns with the control of its own kind: the matmul (forward,
+    forward + backward), and for Keras' own next() the matmul followed by next()."""
+    out = tmp_path / "host.json"
+    cases = "eager_fwd_dropout_keras_next,graph_fwd_bwd_causal,xla_fwd_key_mask,graph_control_fwd"
+    subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "host_overhead.py"), "--calls", "2",
+                    "--repeats", "1", "--seq", "64", "--cases", cases, "--json", str(out)],
+                   check=True, cwd=ROOT, capture_output=True, timeout=600)
+    rows = {r["case"]: r for r in json.loads(out.read_text())}
+    assert {n: r["control"] for n, r in rows.items()} == {
+        "eager_fwd_dropout_keras_next": "eager_control_keras_next",
+        "graph_fwd_bwd_causal": "graph_control_fwd_bwd", "xla_fwd_key_mask": "xla_control_fwd",
+        "graph_control_fwd": None}
+    assert all("error" not in r and r["enqueue_ms"] > 0 for r in rows.values())
+    assert all(r["control_ratio"] > 0 for n, r in rows.items() if r["control"])
+
+
 def test_eager_probe_times_every_case(tmp_path):
     out = tmp_path / "probe.json"
     subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "eager_probe.py"), "--calls", "2",
