@@ -43,7 +43,8 @@
 //                          FlashAttention-3; <DROP, D = 128>: with dK below, registers)
 //     dS^T -> shared memory (16-bit, [128 keys][64 queries], 128-byte swizzle, two buffers)
 //     dK  += dS^T Q        [64 x D]       the same with dS^T and Q
-//     (named barrier: both consumers' halves of dS^T are in shared memory)
+//     (named barrier: D = 128, both consumers' halves of dS^T are in shared memory; D = 64, this
+//     consumer's own half, the only one its dQ reads: its warpgroup alone)
 //     dQ_c = dS K          D = 128: columns 64c .. 64c+63 over all 128 keys (8 k16 steps);
 //                          D = 64: all 64 columns over the consumer's own 64 keys (4 steps);
 //                          wgmma m64n64k16 SS with A = dS read transposed (MN-major) from the dS^T
@@ -140,7 +141,7 @@
 //   cost      a no-mask walk (every tile from query tile 0) starts as a wavefront: tile x adds
 //             its first block x units after tile 0 (first wave only); causal walks start
 //             at their own diagonal and wait about 2 units.
-// Not yet here: the two consumers' ping-pong (both meet on named barrier 1 before dQ every unit;
+// Not yet here: the two consumers' ping-pong at D = 128 (both meet on named barrier 1 before dQ every unit;
 // deferring unit n's dQ past unit n + 1's S^T / dP^T issue would keep its 32 accumulators live
 // through the P pass, over the 240 registers at D = 128) and any overlap of the P pass with the
 // next unit's products, dQ through shared memory with TMA reduce-add, dK / dV stored by TMA,
@@ -627,7 +628,16 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int kk = 0; kk < 4; ++kk) wgmma_rs_m64nDk16_tb<T, D>(dk, da[kk], wgmma_desc(q_t + kk * 2048, kBq * 128, 1024));
     wgmma_commit();
 
-    named_bar_sync(1, 128 * kConsumers);  // both halves of dS^T written (and fenced)
+    // dS^T written (and fenced) before the dQ product reads it. D = 128: each consumer's dQ columns
+    // take both consumers' halves (all 128 keys): barrier 1, both consumers. D = 64: each consumer's
+    // dQ takes its own 64 keys only, so only its own warpgroup meets (barrier 5 + c, one BAR.SYNC
+    // with the id in a register): the two consumers are no longer held in step once per unit, and
+    // one's element-wise pass can run while the other's products do (the Q / dO ring's empty
+    // barriers, 256 arrivals, still keep them within kStages units of each other).
+    if constexpr (kSplitCols)
+      named_bar_sync(1, 128 * kConsumers);
+    else
+      named_bar_sync(5 + c, 128);
 
     // dQ_c = dS K: A = dS [64 queries x keys] read transposed from dS^T, B = K [keys x 64 cols].
     float dq[32];
