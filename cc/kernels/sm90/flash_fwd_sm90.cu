@@ -272,6 +272,12 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
   const int64_t wrow0 = m0 + c * 64 + warp * 16;  // this warp's 16 rows
   const int64_t row[2] = {wrow0 + g, wrow0 + g + 8};
   const float scale_log2 = p.score.scale * 1.4426950408889634f;
+  // IDX: soft-cap (Gemma's logit cap), s = c tanh(scale S / c) before the softmax, as sm80's
+  // (common/flash_cuda_common.cuh, tile_logit: tanhf, not an approximation). CTA-uniform; the
+  // tile's values are then in base-2 units already (cap_log2), so the masking multiplies by 1.
+  const float softcap = IDX ? p.score.softcap : 0.f;
+  const float inv_cap = softcap != 0.f ? 1.f / softcap : 0.f;
+  const float cap_log2 = softcap * 1.4426950408889634f;
   // Keys [kb, ke) each of this thread's two rows sees (row_info: causal / window / lengths; an
   // invalid row or one past q_lengths sees none, so it ends with O = 0 and lse = -inf). Rows past
   // Tq are never written: live = false, they take no part in the masking decision.
@@ -359,6 +365,12 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
     // the plain kernel's instruction stream (S * scale only). An all-true padding mask costs
     // kKeysPerLane byte loads per lane (load_key_bytes) and a vote per tile.
     if constexpr (IDX) {
+      float mul = scale_log2;  // what the masking below multiplies S by
+      if (softcap != 0.f) {
+#pragma unroll
+        for (int i = 0; i < kBc / 2; ++i) sacc[i] = cap_log2 * tanhf((sacc[i] * p.score.scale) * inv_cap);
+        mul = 1.f;
+      }
       // All kBc / 4 bits set (32 at kBc = 128, 16 at kBc = 64): every key of this thread's columns valid.
       constexpr uint32_t kAllKeys = kBc >= 128 ? 0xffffffffu : (1u << (kBc / 4)) - 1u;
       uint32_t kv_bits = kAllKeys;  // bit 2 jn + e: key j0 + 8 jn + 2 t + e passes k_valid
@@ -389,12 +401,12 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
           const int h2 = (i / 2) & 1;
           const int jl = 8 * (i / 4) + 2 * t + (i & 1);  // column within the tile
           const bool vis = jl >= kb[h2] - j0 && jl < ke[h2] - j0 && ((kv_bits >> (2 * (i / 4) + (i & 1))) & 1u);
-          const float x = sacc[i] * scale_log2;
+          const float x = sacc[i] * mul;
           sacc[i] = vis ? x : -INFINITY;
         }
       } else {
 #pragma unroll
-        for (int i = 0; i < kBc / 2; ++i) sacc[i] *= scale_log2;
+        for (int i = 0; i < kBc / 2; ++i) sacc[i] *= mul;
       }
     } else {
       // The same values as the IDX branch (x = S * scale_log2, -inf where key j0 + jl >= ke(row)),
@@ -925,9 +937,9 @@ bool fwd_applies(const FlashFwdParams& p) {
   if (s.D != s.Dv || (s.D != 64 && s.D != 128 && s.D != 256)) return false;
   if (s.Tk <= 0 || s.Tq <= 0 || s.Tq > (1ll << 31) - kBr || s.Tk > (1ll << 31) - kBcMax) return false;
   if (s.H > 65535 || s.B > 65535 || s.Hkv <= 0 || s.H % s.Hkv != 0) return false;
-  // Index masks (causal, window, lengths, [B, Tq] / [B, Tk] validity) and dropout run here; a dense
-  // mask, bias and soft-cap take sm80's general kernels.
-  if (p.mask.mask || p.score.softcap != 0.f || p.score.bias) return false;
+  // Index masks (causal, window, lengths, [B, Tq] / [B, Tk] validity), soft-cap (in the IDX kernel)
+  // and dropout run here; a dense mask and bias take sm80's general kernels.
+  if (p.mask.mask || p.score.bias || !std::isfinite(p.score.softcap)) return false;
   if (p.dropout.rate > 0.f && !p.dropout.seed) return false;
   // TMA: 16-byte aligned bases and strides (o is written with 4-byte stores: vec8 covers it too).
   if (!vec8(s, p.q, p.k, p.v, p.o)) return false;
@@ -966,7 +978,9 @@ cudaError_t fwd_drop(const FlashFwdParams& p, cudaStream_t stream) {
 
 cudaError_t fwd(const FlashFwdParams& p, cudaStream_t stream) {
   if (p.dropout.rate > 0.f) return fwd_drop<true, true>(p, stream);
-  return needs_idx(p.mask) ? fwd_drop<true, false>(p, stream) : fwd_drop<false, false>(p, stream);
+  // Soft-cap runs the index-masked kernel too (its CTA-uniform soft-cap branch).
+  return needs_idx(p.mask) || p.score.softcap != 0.f ? fwd_drop<true, false>(p, stream)
+                                                     : fwd_drop<false, false>(p, stream);
 }
 
 // ---- Self-test of the building blocks --------------------------------------------------------
