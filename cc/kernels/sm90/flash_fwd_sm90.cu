@@ -278,6 +278,31 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
   const float softcap = IDX ? p.score.softcap : 0.f;
   const float inv_cap = softcap != 0.f ? 1.f / softcap : 0.f;
   const float cap_log2 = softcap * 1.4426950408889634f;
+  // IDX: a dense [B, H, Tq, Tk] mask and an additive bias (both broadcast through their strides),
+  // element by element as sm80's score_elem: x = log2e (softcap(scale S) + bias), -inf where the
+  // mask is false. Row pointers of this thread's two rows, once; read only for visible elements
+  // (rows past Tq or q_lengths see no key, so nothing past the tensors is read).
+  // Not in the dropout kernel (its registers are spoken for: it spilled at D = 128): with dropout,
+  // a dense mask or bias take sm80's kernels (fwd_applies).
+  constexpr bool kDense = IDX && !DROP;
+  const bool* mrow[2] = {nullptr, nullptr};
+  const T* brow[2] = {nullptr, nullptr};
+  int64_t mstride = 0, bstride = 0;
+  if constexpr (kDense) {
+    const MaskParams& mk = p.mask;
+    const ScoreParams& sp = p.score;
+#pragma unroll
+    for (int h2 = 0; h2 < 2; ++h2) {
+      if (mk.mask)
+        mrow[h2] = mk.mask + b * mk.mask_stride[0] + h * mk.mask_stride[1] + row[h2] * mk.mask_stride[2];
+      if (sp.bias)
+        brow[h2] = static_cast<const T*>(sp.bias) + b * sp.bias_stride[0] + h * sp.bias_stride[1] +
+                   row[h2] * sp.bias_stride[2];
+    }
+    mstride = mk.mask_stride[3];
+    bstride = sp.bias_stride[3];
+  }
+  const bool dense = kDense && (p.mask.mask != nullptr || p.score.bias != nullptr);  // CTA-uniform
   // Keys [kb, ke) each of this thread's two rows sees (row_info: causal / window / lengths; an
   // invalid row or one past q_lengths sees none, so it ends with O = 0 and lse = -inf). Rows past
   // Tq are never written: live = false, they take no part in the masking decision.
@@ -395,7 +420,19 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
       // Warp-uniform (a vote), so that the branch is taken once per tile around the two loops rather
       // than per element inside one (which ptxas 13.0 kept as 64 branches per 128-key tile). The same
       // values either way: x = S * scale_log2, then -inf where not visible.
-      if (__any_sync(0xffffffffu, partial || kv_bits != kAllKeys)) {
+      if (dense) {  // a dense mask or bias: every element through score_elem's rule
+#pragma unroll
+        for (int i = 0; i < kBc / 2; ++i) {
+          const int h2 = (i / 2) & 1;
+          const int jl = 8 * (i / 4) + 2 * t + (i & 1);  // column within the tile
+          const int64_t col = j0 + jl;
+          bool vis = jl >= kb[h2] - j0 && jl < ke[h2] - j0 && ((kv_bits >> (2 * (i / 4) + (i & 1))) & 1u);
+          if (vis && mrow[h2]) vis = mrow[h2][col * mstride];
+          float x = sacc[i] * mul;
+          if (vis && brow[h2]) x += Elem<T>::to_f(brow[h2][col * bstride]) * 1.4426950408889634f;
+          sacc[i] = vis ? x : -INFINITY;
+        }
+      } else if (__any_sync(0xffffffffu, partial || kv_bits != kAllKeys)) {
 #pragma unroll
         for (int i = 0; i < kBc / 2; ++i) {
           const int h2 = (i / 2) & 1;
@@ -937,9 +974,10 @@ bool fwd_applies(const FlashFwdParams& p) {
   if (s.D != s.Dv || (s.D != 64 && s.D != 128 && s.D != 256)) return false;
   if (s.Tk <= 0 || s.Tq <= 0 || s.Tq > (1ll << 31) - kBr || s.Tk > (1ll << 31) - kBcMax) return false;
   if (s.H > 65535 || s.B > 65535 || s.Hkv <= 0 || s.H % s.Hkv != 0) return false;
-  // Index masks (causal, window, lengths, [B, Tq] / [B, Tk] validity), soft-cap (in the IDX kernel)
-  // and dropout run here; a dense mask and bias take sm80's general kernels.
-  if (p.mask.mask || p.score.bias || !std::isfinite(p.score.softcap)) return false;
+  // Index masks (causal, window, lengths, [B, Tq] / [B, Tk] validity), and in the IDX kernel soft-cap,
+  // a dense mask and bias (element by element; not with dropout), and dropout run here.
+  if (!std::isfinite(p.score.softcap)) return false;
+  if (p.dropout.rate > 0.f && (p.mask.mask || p.score.bias)) return false;
   if (p.dropout.rate > 0.f && !p.dropout.seed) return false;
   // TMA: 16-byte aligned bases and strides (o is written with 4-byte stores: vec8 covers it too).
   if (!vec8(s, p.q, p.k, p.v, p.o)) return false;
@@ -978,9 +1016,9 @@ cudaError_t fwd_drop(const FlashFwdParams& p, cudaStream_t stream) {
 
 cudaError_t fwd(const FlashFwdParams& p, cudaStream_t stream) {
   if (p.dropout.rate > 0.f) return fwd_drop<true, true>(p, stream);
-  // Soft-cap runs the index-masked kernel too (its CTA-uniform soft-cap branch).
-  return needs_idx(p.mask) || p.score.softcap != 0.f ? fwd_drop<true, false>(p, stream)
-                                                     : fwd_drop<false, false>(p, stream);
+  // Soft-cap, a dense mask and bias run the index-masked kernel too (CTA-uniform branches there).
+  const bool general = p.score.softcap != 0.f || p.mask.mask || p.score.bias;
+  return needs_idx(p.mask) || general ? fwd_drop<true, false>(p, stream) : fwd_drop<false, false>(p, stream);
 }
 
 // ---- Self-test of the building blocks --------------------------------------------------------
