@@ -559,7 +559,8 @@ def phase_vbench(h, log):
 
 
 def bench_features(h, log, quick, plain_rows):
-    """D = 128, bf16, not causal: dropout 0.1, an all-true key mask, a key mask with 10 % padding."""
+    """D = 128, bf16, not causal: dropout 0.1, an all-true key mask, a key mask with 10 % padding,
+    soft-cap 30, a bias broadcast over the batch, a dense mask broadcast over the heads."""
     import triton.testing as tt
     import torch.nn.functional as F
     from torch.nn.attention import sdpa_kernel, SDPBackend
@@ -568,10 +569,16 @@ def bench_features(h, log, quick, plain_rows):
         B, H, D = max(1, 16384 // T), 16, 128
         fl = 4 * B * H * T * T * D
         plain = [r for r in plain_rows if (r["D"], r["T"], r["causal"], r["dtype"]) == (D, T, False, "bfloat16")]
-        for feature in ("dropout_0.1", "key_mask_true", "key_mask_pad10"):
+        for feature in ("dropout_0.1", "key_mask_true", "key_mask_pad10", "softcap_30", "bias_h", "dense_mask_b"):
             c = dict(B=B, Tq=T, Tk=T, H=H, D=D)
             if feature == "dropout_0.1":
                 c.update(dropout=0.1, seed=(1, 2))
+            elif feature == "softcap_30":
+                c.update(softcap=30.0)
+            elif feature == "bias_h":
+                c.update(bias=(0, 1))
+            elif feature == "dense_mask_b":
+                c.update(mask=(1, 0))
             gen = torch.Generator(device=DEV)
             gen.manual_seed(1)
             t = make_inputs(c, torch.bfloat16, gen)
@@ -638,9 +645,9 @@ def main():
             print(f"numerics: {sum(r['ok'] for r in rows)} / {len(rows)} pass", file=log, flush=True)
     elif args.phase == "sanitize":
         names = ["odd_d128", "odd_d128_causal_br", "empty_rows_causal", "odd_d64", "qk_valid_d128",
-                 "causal_window_lengths", "dropout_masks"]
+                 "causal_window_lengths", "dropout_masks", "mask_bias_softcap_gqa", "softcap_causal_window_d64"]
         if not skip_d256(log):
-            names += ["edges_d256_127_129_causal", "dropout_masks_d256"]
+            names += ["edges_d256_127_129_causal", "dropout_masks_d256", "mask_bias_d256"]
         rows = phase_numerics(h, log, [c for c in NUM_CASES if c["name"] in names], (torch.bfloat16,))
     elif args.phase == "variants":
         rows = phase_variants(h, log, VARIANT_CASES, (torch.bfloat16, torch.float16))

@@ -2,8 +2,9 @@
 // GQA allowed; q/k/v any strides that are multiples of 8 elements (16 bytes, what TMA needs).
 // Masks by index, with sm80's semantics (common/flash_cuda_common.cuh): causal (any
 // causal_offset), sliding window, q/k lengths and the [B, Tq] / [B, Tk] validity masks; and
-// dropout (common/flash_dropout.cuh, bit-identical to sm80 and the CPU). A dense mask, bias and
-// soft-cap take sm80's general kernels. The dispatch (flash_cuda_dispatch.cu) takes it through
+// dropout (common/flash_dropout.cuh, bit-identical to sm80 and the CPU); soft-cap, a dense mask
+// and bias in the index-masked kernel, element by element as sm80's score_elem (mask and bias not
+// with dropout: then sm80's general kernels). The dispatch (flash_cuda_dispatch.cu) takes it through
 // fwd_applies() and falls back to sm80/flash_fwd.cu otherwise. Checked on an H200: the causal-only
 // prototype on 2026-11-30 (benchmarks/RESULTS.md "Hopper forward kernel": self-tests, numerics,
 // memcheck, the TensorFlow GPU tests with it on), the index masks, dropout and the schedules below
@@ -100,8 +101,8 @@
 // and bitwise equality with variant 0 passed, also with the grid capped at 2 CTAs) it is not faster
 // than variant 5 overall: 521 / 467 / 590 / 518 TFLOP/s against 567 / 476 / 578 / 548 (D = 128;
 // T = 4096, 4096 causal, 16384, 16384 causal), so it is not the default.
-// Not yet here (issue 16): an atomic tile counter for the persistent grid (see tile_order()), dense
-// mask / bias / soft-cap.
+// Not yet here (issue 16): an atomic tile counter for the persistent grid (see tile_order()); a
+// dense mask or bias together with dropout.
 #include <cuda.h>
 #include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
 #include <cuda_runtime.h>
@@ -1015,7 +1016,12 @@ cudaError_t fwd_drop(const FlashFwdParams& p, cudaStream_t stream) {
 }
 
 cudaError_t fwd(const FlashFwdParams& p, cudaStream_t stream) {
-  if (p.dropout.rate > 0.f) return fwd_drop<true, true>(p, stream);
+  if (p.dropout.rate > 0.f) {
+    // The dropout kernel has no dense mask / bias code (fwd_applies keeps those calls away; this
+    // guards against a silent drop if that ever changes): sm80's kernels then.
+    if (p.mask.mask || p.score.bias) return cudaErrorNotSupported;
+    return fwd_drop<true, true>(p, stream);
+  }
   // Soft-cap, a dense mask and bias run the index-masked kernel too (CTA-uniform branches there).
   const bool general = p.score.softcap != 0.f || p.mask.mask || p.score.bias;
   return needs_idx(p.mask) || general ? fwd_drop<true, false>(p, stream) : fwd_drop<false, false>(p, stream);
