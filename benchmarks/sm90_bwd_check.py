@@ -146,6 +146,18 @@ MASK_CASES = [
     # bigger
     dict(name="big_win_causal_d128", B=1, Tq=4096, Tk=4096, H=4, D=128, causal=True, wl=1024),
     dict(name="big_kvalid_d64", B=2, Tq=2048, Tk=2048, H=4, D=64, kvalid=True, qlen=True),
+    # Soft-cap (the IDX kernel's soft-cap branches: tanh in place before the P pass, 1 - tanh^2 in
+    # the dS pass, tanh recovered from P), alone, causal with GQA, with lengths.
+    dict(name="softcap_d128", B=2, Tq=113, Tk=203, H=3, D=128, softcap=20.0),
+    dict(name="softcap_causal_gqa_d64", B=2, Tq=200, Tk=260, H=4, Hkv=2, D=64, softcap=30.0, causal=True,
+         offset=60),
+    dict(name="softcap_lengths_d128", B=3, Tq=300, Tk=333, H=2, D=128, softcap=10.0, qlen=True, klen=True),
+    # A dense mask (the IDX kernel's masked P pass, every unit), broadcast both ways, with soft-cap,
+    # causal, lengths and GQA.
+    dict(name="dmask_d128", B=2, Tq=113, Tk=203, H=3, D=128, mask=(1, 0)),
+    dict(name="dmask_causal_gqa_d64", B=2, Tq=200, Tk=260, H=4, Hkv=2, D=64, mask=(1, 1), causal=True, offset=60),
+    dict(name="dmask_softcap_lengths", B=3, Tq=300, Tk=333, H=2, D=128, mask=(0, 1), softcap=15.0, qlen=True,
+         klen=True),
 ]
 # Dropout (flash_bwd_sm90.cu's DROP kernel: the IDX kernel with the forward's keep mask regenerated in
 # the S^T layout). The forward (our Hopper one) and the backward both run with the case's rate and
@@ -193,7 +205,8 @@ _DET_FROM = ("odd_d128", "odd_d128_causal_br", "odd_d128_causal_tl", "empty_rows
              "mqa_d128_causal_tl", "tk1", "tq1", "tiles_65_129_causal", "dlse_scale", "odd_d64", "odd_d64_causal_br",
              "gqa4_d64_causal_tl", "empty_rows_d64", "win_kvcache_odd_d64", "win_causal_tl_empty_rows",
              "win_gqa_mqa_d64", "len_zero_full_d128", "len_skip_tiles", "len_window_causal", "valid_false_rows",
-             "all_masks_dlse", "drop01_lengths", "drop05_d64_causal_gqa")
+             "all_masks_dlse", "drop01_lengths", "drop05_d64_causal_gqa", "softcap_causal_gqa_d64",
+             "dmask_causal_gqa_d64")
 DET_CASES = [dict(c, name=c["name"] + "_det", deterministic=True)
              for c in NUM_CASES + MASK_CASES + DROP_CASES if c["name"] in _DET_FROM] + [
     dict(name="big_d128_det", B=1, Tq=4096, Tk=4096, H=4, D=128, deterministic=True),
@@ -203,7 +216,8 @@ DET_CASES = [dict(c, name=c["name"] + "_det", deterministic=True)
 ]
 SANITIZE = ("odd_d128", "odd_d128_causal_br", "empty_rows_causal", "gqa4_d128_causal_br", "tiles_65_129_causal",
             "odd_d64", "gqa4_d64_causal_tl", "win_kvcache_odd_d64", "valid_false_rows", "len_window_causal",
-            "drop05_d64_causal_gqa", "drop01_lengths", "odd_d64_causal_br_det", "win_kvcache_odd_d64_det")
+            "drop05_d64_causal_gqa", "drop01_lengths", "odd_d64_causal_br_det", "win_kvcache_odd_d64_det",
+            "dmask_softcap_lengths", "dmask_causal_gqa_d64")
 GRADS = ("dq", "dk", "dv")
 MASK_KEYS = ("qlen", "klen", "qvalid", "kvalid")  # the tensors of the index masks in a case's inputs
 

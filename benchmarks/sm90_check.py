@@ -104,6 +104,18 @@ NUM_CASES = [
     dict(name="kvcache_window", B=2, Tq=128, Tk=1000, H=2, D=128, causal=True, offset=1000 - 128, wl=100,
          poison=True),
     dict(name="masked_rows_all", B=2, Tq=300, Tk=200, H=2, D=64, causal=True, offset=-150, wl=30, qvalid=True),
+    # Soft-cap (the index-masked kernel's soft-cap branch), alone and with masks and dropout.
+    dict(name="softcap_d128", B=2, Tq=300, Tk=333, H=2, D=128, softcap=20.0),
+    dict(name="softcap_causal_window_d64", B=2, Tq=260, Tk=390, H=2, D=64, softcap=30.0, causal=True, offset=130,
+         wl=100, qlen=True),
+    dict(name="softcap_dropout_gqa", B=2, Tq=257, Tk=300, H=4, Hkv=2, D=128, softcap=15.0, dropout=0.1,
+         seed=(4, 5)),
+    # A dense mask and bias (the index-masked kernel, element by element), broadcast both ways,
+    # with soft-cap, causal, lengths and GQA.
+    dict(name="dense_mask_d128", B=2, Tq=300, Tk=333, H=2, D=128, mask=(1, 0)),
+    dict(name="bias_d64_causal", B=2, Tq=260, Tk=390, H=3, D=64, bias=(0, 1), causal=True, offset=130),
+    dict(name="mask_bias_softcap_gqa", B=2, Tq=257, Tk=300, H=4, Hkv=2, D=128, mask=(1, 1), bias=(1, 1),
+         softcap=20.0, klen=True),
     dict(name="dropout_01", B=2, Tq=300, Tk=333, H=3, D=128, dropout=0.1, seed=(77, -5)),
     dict(name="dropout_05_causal_gqa", B=2, Tq=260, Tk=300, H=4, Hkv=2, D=64, dropout=0.5, causal=True,
          offset=40, seed=(3, 9)),
@@ -141,6 +153,10 @@ NUM_CASES = [
          klen_vals=[65, 700, 257], poison=True),
     dict(name="masked_rows_all_d256", B=2, Tq=300, Tk=200, H=2, D=256, causal=True, offset=-150, wl=30,
          qvalid=True),
+    dict(name="softcap_causal_gqa_d256", B=2, Tq=300, Tk=333, H=4, Hkv=2, D=256, softcap=50.0, causal=True,
+         offset=33),
+    dict(name="mask_bias_d256", B=2, Tq=200, Tk=333, H=2, D=256, mask=(1, 0), bias=(1, 1), causal=True,
+         offset=133),
     dict(name="big_d256", B=1, Tq=2048, Tk=2048, H=8, D=256),
     dict(name="big_d256_causal", B=1, Tq=4096, Tk=4096, H=4, D=256, causal=True),
     dict(name="dropout_01_d256", B=2, Tq=300, Tk=333, H=3, D=256, dropout=0.1, seed=(77, -5)),
@@ -543,7 +559,8 @@ def phase_vbench(h, log):
 
 
 def bench_features(h, log, quick, plain_rows):
-    """D = 128, bf16, not causal: dropout 0.1, an all-true key mask, a key mask with 10 % padding."""
+    """D = 128, bf16, not causal: dropout 0.1, an all-true key mask, a key mask with 10 % padding,
+    soft-cap 30, a bias broadcast over the batch, a dense mask broadcast over the heads."""
     import triton.testing as tt
     import torch.nn.functional as F
     from torch.nn.attention import sdpa_kernel, SDPBackend
@@ -552,10 +569,16 @@ def bench_features(h, log, quick, plain_rows):
         B, H, D = max(1, 16384 // T), 16, 128
         fl = 4 * B * H * T * T * D
         plain = [r for r in plain_rows if (r["D"], r["T"], r["causal"], r["dtype"]) == (D, T, False, "bfloat16")]
-        for feature in ("dropout_0.1", "key_mask_true", "key_mask_pad10"):
+        for feature in ("dropout_0.1", "key_mask_true", "key_mask_pad10", "softcap_30", "bias_h", "dense_mask_b"):
             c = dict(B=B, Tq=T, Tk=T, H=H, D=D)
             if feature == "dropout_0.1":
                 c.update(dropout=0.1, seed=(1, 2))
+            elif feature == "softcap_30":
+                c.update(softcap=30.0)
+            elif feature == "bias_h":
+                c.update(bias=(0, 1))
+            elif feature == "dense_mask_b":
+                c.update(mask=(1, 0))
             gen = torch.Generator(device=DEV)
             gen.manual_seed(1)
             t = make_inputs(c, torch.bfloat16, gen)
@@ -622,9 +645,9 @@ def main():
             print(f"numerics: {sum(r['ok'] for r in rows)} / {len(rows)} pass", file=log, flush=True)
     elif args.phase == "sanitize":
         names = ["odd_d128", "odd_d128_causal_br", "empty_rows_causal", "odd_d64", "qk_valid_d128",
-                 "causal_window_lengths", "dropout_masks"]
+                 "causal_window_lengths", "dropout_masks", "mask_bias_softcap_gqa", "softcap_causal_window_d64"]
         if not skip_d256(log):
-            names += ["edges_d256_127_129_causal", "dropout_masks_d256"]
+            names += ["edges_d256_127_129_causal", "dropout_masks_d256", "mask_bias_d256"]
         rows = phase_numerics(h, log, [c for c in NUM_CASES if c["name"] in names], (torch.bfloat16,))
     elif args.phase == "variants":
         rows = phase_variants(h, log, VARIANT_CASES, (torch.bfloat16, torch.float16))

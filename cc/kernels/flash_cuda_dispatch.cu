@@ -3,7 +3,8 @@
 //   few query rows (any GPU)            -> sm80/flash_decode.cu (flash-decoding, key splits)
 //   float32                             -> sm80/flash_fwd_tf32.cu (allow_tf32) or sm80/flash_fwd_simt.cu
 //   float16 / bfloat16, compute 9.0, D == Dv in {64, 128, 256},
-//     index masks and dropout, no dense mask / bias / soft-cap (sm90::fwd_applies),
+//     index masks, soft-cap, dense mask and bias (the last two not with dropout) and dropout
+//     (sm90::fwd_applies),
 //     TF_FLASHATTN_SM90 not 0, FA_HAS_SM90 builds
 //                                       -> sm90/flash_fwd_sm90.cu (wgmma, TMA, warp specialization)
 //   float16 / bfloat16                  -> sm80/flash_fwd.cu (mma.sync, cp.async; sm_80 and newer)

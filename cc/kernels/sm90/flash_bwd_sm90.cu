@@ -1,7 +1,8 @@
 // Hopper-native FlashAttention backward (sm_90a only): float16 / bfloat16, D == Dv in {64, 128},
 // no mask, causal (any causal_offset) and the other index masks the Hopper forward takes (sliding
 // window, q / k lengths, [B, Tq] / [B, Tk] validity masks; sm80's rules, below), and dropout (with
-// any of those or none; below); no dense mask / bias / dbias / soft-cap; GQA allowed; TensorFlow's
+// any of those or none; below), soft-cap and a dense mask (in the IDX kernel, not with dropout); no
+// bias / dbias; GQA allowed; TensorFlow's
 // op determinism too (the DET instantiations, below; opt-in for now: bwd_det_enabled). The index masks, dropout and the deterministic
 // mode were checked on the H200 on 2026-12-01 (benchmarks/sm90_bwd_check.py: 138 numerics rows, 56
 // deterministic ones (repeat-bitwise, dK / dV bitwise equal to the default), memcheck; RESULTS.md
@@ -43,7 +44,8 @@
 //                          FlashAttention-3; <DROP, D = 128>: with dK below, registers)
 //     dS^T -> shared memory (16-bit, [128 keys][64 queries], 128-byte swizzle, two buffers)
 //     dK  += dS^T Q        [64 x D]       the same with dS^T and Q
-//     (named barrier: both consumers' halves of dS^T are in shared memory)
+//     (named barrier: D = 128, both consumers' halves of dS^T are in shared memory; D = 64, this
+//     consumer's own half, the only one its dQ reads: its warpgroup alone)
 //     dQ_c = dS K          D = 128: columns 64c .. 64c+63 over all 128 keys (8 k16 steps);
 //                          D = 64: all 64 columns over the consumer's own 64 keys (4 steps);
 //                          wgmma m64n64k16 SS with A = dS read transposed (MN-major) from the dS^T
@@ -140,7 +142,7 @@
 //   cost      a no-mask walk (every tile from query tile 0) starts as a wavefront: tile x adds
 //             its first block x units after tile 0 (first wave only); causal walks start
 //             at their own diagonal and wait about 2 units.
-// Not yet here: the two consumers' ping-pong (both meet on named barrier 1 before dQ every unit;
+// Not yet here: the two consumers' ping-pong at D = 128 (both meet on named barrier 1 before dQ every unit;
 // deferring unit n's dQ past unit n + 1's S^T / dP^T issue would keep its 32 accumulators live
 // through the P pass, over the 240 registers at D = 128) and any overlap of the P pass with the
 // next unit's products, dQ through shared memory with TMA reduce-add, dK / dV stored by TMA,
@@ -415,8 +417,33 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int c = wg - 1;
   const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
   const float sl2 = p.score.scale * 1.4426950408889634f;
+  // IDX without dropout: soft-cap (s = c tanh(scale S / c), sm80's score_elem). S^T is capped in
+  // place in base-2 units before the P pass (which then multiplies by pmul = 1), and the dS pass
+  // multiplies by d softcap / d(scale S) = 1 - tanh^2, tanh recovered from P itself:
+  // tanh = (log2 P + lse2) / (c log2e), exact up to ex2 / lg2's rounding, so no 32 more registers
+  // carry it through dP's wait and the dV product (a P of 0, masked or underflowed, has dS = 0
+  // whatever the factor). CTA-uniform.
+  const float softcap = IDX && !DROP ? p.score.softcap : 0.f;
+  const float cap_log2 = softcap * 1.4426950408889634f;
+  const float inv_cap = softcap != 0.f ? 1.f / softcap : 0.f;
+  const float inv_cap_log2 = softcap != 0.f ? 1.f / cap_log2 : 0.f;
+  const float pmul = softcap != 0.f ? 1.f : sl2;
   // Key of accumulator rows h2 = 0 / 1 (local to the tile).
   const int key_l[2] = {64 * c + 16 * warp + g, 64 * c + 16 * warp + g + 8};
+  // IDX without dropout: a dense [B, H, Tq, Tk] mask (broadcast through its strides), element by
+  // element in the masked P pass (every unit takes it): P = 0 where the mask is false, so dS = 0
+  // there too. This thread's two keys' column offsets once; read only for elements the index
+  // ranges already let through (queries past Tq / q_lengths and keys past Tk / k_lengths never).
+  const bool* dmask = IDX && !DROP ? p.mask.mask : nullptr;
+  const bool* dmask_bh = nullptr;
+  int64_t dmask_q = 0, dmask_k[2] = {0, 0};
+  if (dmask) {
+    const MaskParams& mk = p.mask;
+    dmask_bh = dmask + b * mk.mask_stride[0];  // + h * mask_stride[1] per unit
+    dmask_q = mk.mask_stride[2];
+#pragma unroll
+    for (int h2 = 0; h2 < 2; ++h2) dmask_k[h2] = (j0 + key_l[h2]) * mk.mask_stride[3];
+  }
   // IDX: whether those keys are below k_lengths (and Tk) and pass k_valid (key_visible).
   bool key_ok[2] = {true, true};
   if constexpr (IDX) {
@@ -492,6 +519,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     wgmma_commit();
     wgmma_wait<1>();  // S^T done (groups complete in order); dP^T may still run
     fence_regs(sacc);
+    if (softcap != 0.f) {
+#pragma unroll
+      for (int x = 0; x < 32; ++x) sacc[x] = cap_log2 * tanhf((sacc[x] * p.score.scale) * inv_cap);
+    }
 
     // P^T, then dS^T, in place: element i = 4j + 2h2 + e is (key key_l[h2], query 8j + 2t + e).
     const float* lse2_s = rows_f + (2 * s) * kBq;
@@ -499,7 +530,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     // IDX: the producer's flag (a row of the unit that does not see every key of the tile, or a
     // key of the tile past k_lengths / Tk or invalid); the mask then selects P = 0 (never a
     // product with 2^(S - lse2): fully masked rows have lse2 = -inf) and dS = 0 * (dP - dsum) = 0.
-    const bool need_mask = IDX ? flag_i[s] != 0
+    const bool* dmask_u = dmask ? dmask_bh + h * p.mask.mask_stride[1] : nullptr;  // this unit's head
+    const bool need_mask = IDX ? flag_i[s] != 0 || dmask != nullptr
                                : i0 + kBq > sh.Tq || j0 + kBk > sh.Tk || (causal && j0 + kBk - 1 > i0 + off);
     const int* range_s = range_i + s * kBq;
     // P^T = 2^(S^T scale log2e - lse2) (0 where masked) into sacc, under the dP^T product; with or
@@ -526,11 +558,12 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
             const int x = 4 * j + 2 * h2 + e;
-            float pv = fast_exp2(sacc[x] * sl2 - (e ? l2.y : l2.x));
+            float pv = fast_exp2(sacc[x] * pmul - (e ? l2.y : l2.x));
             if (masked) {
               if constexpr (IDX) {
                 const int r = e ? rg.y : rg.x;
                 if (!(key_ok[h2] && key_l[h2] >= (r & 0xffff) && key_l[h2] < (r >> 16))) pv = 0.f;
+                else if (dmask_u && !dmask_u[(i0 + 8 * j + 2 * t + e) * dmask_q + dmask_k[h2]]) pv = 0.f;
               } else {
                 const int64_t key = j0 + key_l[h2], qi = i0 + 8 * j + 2 * t + e;
                 if (key >= sh.Tk || qi >= sh.Tq || (causal && key > qi + off)) pv = 0.f;
@@ -582,7 +615,25 @@ __global__ void __launch_bounds__(kThreads, 1)
       wgmma_commit();
     }
     // dS^T = P^T (dP^T - dsum) (DROP: sm80's rule, Pd = P Z, dS = P (dPd Z - dsum), Z = keep_scale
-    // or 0). The same operations on the same values as the former single pass.
+    // or 0). The same operations on the same values as the former single pass. Soft-cap (CTA-uniform,
+    // not with DROP): times 1 - tanh^2 (see softcap above).
+    if (softcap != 0.f) {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const float2 dsm = *reinterpret_cast<const float2*>(dsum_s + 8 * j + 2 * t);
+        const float2 l2 = *reinterpret_cast<const float2*>(lse2_s + 8 * j + 2 * t);
+#pragma unroll
+        for (int h2 = 0; h2 < 2; ++h2)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int x = 4 * j + 2 * h2 + e;
+            const float pv = sacc[x];
+            const float th = (__log2f(pv) + (e ? l2.y : l2.x)) * inv_cap_log2;
+            const float dcap = pv > 0.f ? 1.f - th * th : 1.f;
+            dpacc[x] = pv * dcap * (dpacc[x] - (e ? dsm.y : dsm.x));
+          }
+      }
+    } else
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       const float2 dsm = *reinterpret_cast<const float2*>(dsum_s + 8 * j + 2 * t);
@@ -627,7 +678,16 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int kk = 0; kk < 4; ++kk) wgmma_rs_m64nDk16_tb<T, D>(dk, da[kk], wgmma_desc(q_t + kk * 2048, kBq * 128, 1024));
     wgmma_commit();
 
-    named_bar_sync(1, 128 * kConsumers);  // both halves of dS^T written (and fenced)
+    // dS^T written (and fenced) before the dQ product reads it. D = 128: each consumer's dQ columns
+    // take both consumers' halves (all 128 keys): barrier 1, both consumers. D = 64: each consumer's
+    // dQ takes its own 64 keys only, so only its own warpgroup meets (barrier 5 + c, one BAR.SYNC
+    // with the id in a register): the two consumers are no longer held in step once per unit, and
+    // one's element-wise pass can run while the other's products do (the Q / dO ring's empty
+    // barriers, 256 arrivals, still keep them within kStages units of each other).
+    if constexpr (kSplitCols)
+      named_bar_sync(1, 128 * kConsumers);
+    else
+      named_bar_sync(5 + c, 128);
 
     // dQ_c = dS K: A = dS [64 queries x keys] read transposed from dS^T, B = K [keys x 64 cols].
     float dq[32];
@@ -803,8 +863,10 @@ bool bwd_applies(const FlashBwdParams& p) {
   // Index masks (causal, window, lengths, [B, Tq] / [B, Tk] validity) and dropout (with its seed;
   // the DROP kernel, D = 64 and 128) run here; a dense mask (and bias / dbias, soft-cap) take sm80's
   // kernels.
-  if (p.mask.mask) return false;
-  if (p.score.softcap != 0.f || p.score.bias || p.dbias) return false;
+  if (p.mask.mask && p.dropout.rate > 0.f) return false;  // a dense mask: the IDX kernel without dropout
+  if (p.score.bias || p.dbias) return false;
+  // Soft-cap in the IDX kernel without dropout (the dropout kernel carries no soft-cap code).
+  if (p.score.softcap != 0.f && (p.dropout.rate > 0.f || !std::isfinite(p.score.softcap))) return false;
   if (p.dropout.rate > 0.f && !p.dropout.seed) return false;
   // TMA (q, k, v, d_o) and the 4-byte stores of dq / dk / dv: 16-byte bases, strides of 8 elements
   // (d_o, dq, dk, dv share the strides of o, q, k, v).
@@ -828,7 +890,8 @@ cudaError_t bwd_pick(const FlashBwdParams& p, cudaStream_t stream) {
                   : launch<__half, 128, true, true, DET>(p, stream);
     return bf16 ? launch<__nv_bfloat16, 64, true, true, DET>(p, stream) : launch<__half, 64, true, true, DET>(p, stream);
   }
-  if (m.window_left >= 0 || m.window_right >= 0 || m.q_lengths || m.k_lengths || m.q_valid || m.k_valid) {
+  if (m.window_left >= 0 || m.window_right >= 0 || m.q_lengths || m.k_lengths || m.q_valid || m.k_valid ||
+      p.score.softcap != 0.f || m.mask) {  // soft-cap, a dense mask: the IDX kernel's branches
     if (p.shape.D == 128)
       return bf16 ? launch<__nv_bfloat16, 128, true, false, DET>(p, stream)
                   : launch<__half, 128, true, false, DET>(p, stream);

@@ -2,8 +2,9 @@
 // GQA allowed; q/k/v any strides that are multiples of 8 elements (16 bytes, what TMA needs).
 // Masks by index, with sm80's semantics (common/flash_cuda_common.cuh): causal (any
 // causal_offset), sliding window, q/k lengths and the [B, Tq] / [B, Tk] validity masks; and
-// dropout (common/flash_dropout.cuh, bit-identical to sm80 and the CPU). A dense mask, bias and
-// soft-cap take sm80's general kernels. The dispatch (flash_cuda_dispatch.cu) takes it through
+// dropout (common/flash_dropout.cuh, bit-identical to sm80 and the CPU); soft-cap, a dense mask
+// and bias in the index-masked kernel, element by element as sm80's score_elem (mask and bias not
+// with dropout: then sm80's general kernels). The dispatch (flash_cuda_dispatch.cu) takes it through
 // fwd_applies() and falls back to sm80/flash_fwd.cu otherwise. Checked on an H200: the causal-only
 // prototype on 2026-11-30 (benchmarks/RESULTS.md "Hopper forward kernel": self-tests, numerics,
 // memcheck, the TensorFlow GPU tests with it on), the index masks, dropout and the schedules below
@@ -100,8 +101,8 @@
 // and bitwise equality with variant 0 passed, also with the grid capped at 2 CTAs) it is not faster
 // than variant 5 overall: 521 / 467 / 590 / 518 TFLOP/s against 567 / 476 / 578 / 548 (D = 128;
 // T = 4096, 4096 causal, 16384, 16384 causal), so it is not the default.
-// Not yet here (issue 16): an atomic tile counter for the persistent grid (see tile_order()), dense
-// mask / bias / soft-cap.
+// Not yet here (issue 16): an atomic tile counter for the persistent grid (see tile_order()); a
+// dense mask or bias together with dropout.
 #include <cuda.h>
 #include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
 #include <cuda_runtime.h>
@@ -272,6 +273,37 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
   const int64_t wrow0 = m0 + c * 64 + warp * 16;  // this warp's 16 rows
   const int64_t row[2] = {wrow0 + g, wrow0 + g + 8};
   const float scale_log2 = p.score.scale * 1.4426950408889634f;
+  // IDX: soft-cap (Gemma's logit cap), s = c tanh(scale S / c) before the softmax, as sm80's
+  // (common/flash_cuda_common.cuh, tile_logit: tanhf, not an approximation). CTA-uniform; the
+  // tile's values are then in base-2 units already (cap_log2), so the masking multiplies by 1.
+  const float softcap = IDX ? p.score.softcap : 0.f;
+  const float inv_cap = softcap != 0.f ? 1.f / softcap : 0.f;
+  const float cap_log2 = softcap * 1.4426950408889634f;
+  // IDX: a dense [B, H, Tq, Tk] mask and an additive bias (both broadcast through their strides),
+  // element by element as sm80's score_elem: x = log2e (softcap(scale S) + bias), -inf where the
+  // mask is false. Row pointers of this thread's two rows, once; read only for visible elements
+  // (rows past Tq or q_lengths see no key, so nothing past the tensors is read).
+  // Not in the dropout kernel (its registers are spoken for: it spilled at D = 128): with dropout,
+  // a dense mask or bias take sm80's kernels (fwd_applies).
+  constexpr bool kDense = IDX && !DROP;
+  const bool* mrow[2] = {nullptr, nullptr};
+  const T* brow[2] = {nullptr, nullptr};
+  int64_t mstride = 0, bstride = 0;
+  if constexpr (kDense) {
+    const MaskParams& mk = p.mask;
+    const ScoreParams& sp = p.score;
+#pragma unroll
+    for (int h2 = 0; h2 < 2; ++h2) {
+      if (mk.mask)
+        mrow[h2] = mk.mask + b * mk.mask_stride[0] + h * mk.mask_stride[1] + row[h2] * mk.mask_stride[2];
+      if (sp.bias)
+        brow[h2] = static_cast<const T*>(sp.bias) + b * sp.bias_stride[0] + h * sp.bias_stride[1] +
+                   row[h2] * sp.bias_stride[2];
+    }
+    mstride = mk.mask_stride[3];
+    bstride = sp.bias_stride[3];
+  }
+  const bool dense = kDense && (p.mask.mask != nullptr || p.score.bias != nullptr);  // CTA-uniform
   // Keys [kb, ke) each of this thread's two rows sees (row_info: causal / window / lengths; an
   // invalid row or one past q_lengths sees none, so it ends with O = 0 and lse = -inf). Rows past
   // Tq are never written: live = false, they take no part in the masking decision.
@@ -359,6 +391,12 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
     // the plain kernel's instruction stream (S * scale only). An all-true padding mask costs
     // kKeysPerLane byte loads per lane (load_key_bytes) and a vote per tile.
     if constexpr (IDX) {
+      float mul = scale_log2;  // what the masking below multiplies S by
+      if (softcap != 0.f) {
+#pragma unroll
+        for (int i = 0; i < kBc / 2; ++i) sacc[i] = cap_log2 * tanhf((sacc[i] * p.score.scale) * inv_cap);
+        mul = 1.f;
+      }
       // All kBc / 4 bits set (32 at kBc = 128, 16 at kBc = 64): every key of this thread's columns valid.
       constexpr uint32_t kAllKeys = kBc >= 128 ? 0xffffffffu : (1u << (kBc / 4)) - 1u;
       uint32_t kv_bits = kAllKeys;  // bit 2 jn + e: key j0 + 8 jn + 2 t + e passes k_valid
@@ -383,18 +421,30 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
       // Warp-uniform (a vote), so that the branch is taken once per tile around the two loops rather
       // than per element inside one (which ptxas 13.0 kept as 64 branches per 128-key tile). The same
       // values either way: x = S * scale_log2, then -inf where not visible.
-      if (__any_sync(0xffffffffu, partial || kv_bits != kAllKeys)) {
+      if (dense) {  // a dense mask or bias: every element through score_elem's rule
+#pragma unroll
+        for (int i = 0; i < kBc / 2; ++i) {
+          const int h2 = (i / 2) & 1;
+          const int jl = 8 * (i / 4) + 2 * t + (i & 1);  // column within the tile
+          const int64_t col = j0 + jl;
+          bool vis = jl >= kb[h2] - j0 && jl < ke[h2] - j0 && ((kv_bits >> (2 * (i / 4) + (i & 1))) & 1u);
+          if (vis && mrow[h2]) vis = mrow[h2][col * mstride];
+          float x = sacc[i] * mul;
+          if (vis && brow[h2]) x += Elem<T>::to_f(brow[h2][col * bstride]) * 1.4426950408889634f;
+          sacc[i] = vis ? x : -INFINITY;
+        }
+      } else if (__any_sync(0xffffffffu, partial || kv_bits != kAllKeys)) {
 #pragma unroll
         for (int i = 0; i < kBc / 2; ++i) {
           const int h2 = (i / 2) & 1;
           const int jl = 8 * (i / 4) + 2 * t + (i & 1);  // column within the tile
           const bool vis = jl >= kb[h2] - j0 && jl < ke[h2] - j0 && ((kv_bits >> (2 * (i / 4) + (i & 1))) & 1u);
-          const float x = sacc[i] * scale_log2;
+          const float x = sacc[i] * mul;
           sacc[i] = vis ? x : -INFINITY;
         }
       } else {
 #pragma unroll
-        for (int i = 0; i < kBc / 2; ++i) sacc[i] *= scale_log2;
+        for (int i = 0; i < kBc / 2; ++i) sacc[i] *= mul;
       }
     } else {
       // The same values as the IDX branch (x = S * scale_log2, -inf where key j0 + jl >= ke(row)),
@@ -925,9 +975,10 @@ bool fwd_applies(const FlashFwdParams& p) {
   if (s.D != s.Dv || (s.D != 64 && s.D != 128 && s.D != 256)) return false;
   if (s.Tk <= 0 || s.Tq <= 0 || s.Tq > (1ll << 31) - kBr || s.Tk > (1ll << 31) - kBcMax) return false;
   if (s.H > 65535 || s.B > 65535 || s.Hkv <= 0 || s.H % s.Hkv != 0) return false;
-  // Index masks (causal, window, lengths, [B, Tq] / [B, Tk] validity) and dropout run here; a dense
-  // mask, bias and soft-cap take sm80's general kernels.
-  if (p.mask.mask || p.score.softcap != 0.f || p.score.bias) return false;
+  // Index masks (causal, window, lengths, [B, Tq] / [B, Tk] validity), and in the IDX kernel soft-cap,
+  // a dense mask and bias (element by element; not with dropout), and dropout run here.
+  if (!std::isfinite(p.score.softcap)) return false;
+  if (p.dropout.rate > 0.f && (p.mask.mask || p.score.bias)) return false;
   if (p.dropout.rate > 0.f && !p.dropout.seed) return false;
   // TMA: 16-byte aligned bases and strides (o is written with 4-byte stores: vec8 covers it too).
   if (!vec8(s, p.q, p.k, p.v, p.o)) return false;
@@ -965,8 +1016,15 @@ cudaError_t fwd_drop(const FlashFwdParams& p, cudaStream_t stream) {
 }
 
 cudaError_t fwd(const FlashFwdParams& p, cudaStream_t stream) {
-  if (p.dropout.rate > 0.f) return fwd_drop<true, true>(p, stream);
-  return needs_idx(p.mask) ? fwd_drop<true, false>(p, stream) : fwd_drop<false, false>(p, stream);
+  if (p.dropout.rate > 0.f) {
+    // The dropout kernel has no dense mask / bias code (fwd_applies keeps those calls away; this
+    // guards against a silent drop if that ever changes): sm80's kernels then.
+    if (p.mask.mask || p.score.bias) return cudaErrorNotSupported;
+    return fwd_drop<true, true>(p, stream);
+  }
+  // Soft-cap, a dense mask and bias run the index-masked kernel too (CTA-uniform branches there).
+  const bool general = p.score.softcap != 0.f || p.mask.mask || p.score.bias;
+  return needs_idx(p.mask) || general ? fwd_drop<true, false>(p, stream) : fwd_drop<false, false>(p, stream);
 }
 
 // ---- Self-test of the building blocks --------------------------------------------------------
