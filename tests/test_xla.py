@@ -227,6 +227,36 @@ def test_jit_tf32_equals_eager():
     assert 0 < err < 5e-3, err  # TF32 products (10-bit mantissa): not float32-exact, not wrong
 
 
+@pytest.mark.skipif(not GPU, reason="command buffers are XLA:GPU's")
+def test_custom_calls_recorded_in_command_buffers_equal_launched_ones(tmp_path):
+    """The CUDA handlers declare themselves command-buffer compatible, so XLA:GPU may record them
+    into CUDA graphs and replay them. With every run of commands recorded
+    (--xla_gpu_graph_min_graph_size=1), a training step (causal, key lengths, dropout) and a
+    decoding loop, each called with new inputs and again with the first ones (a replay), equal
+    bit for bit those of a process whose handlers are registered without the trait
+    (TF_FLASHATTN_XLA_COMMAND_BUFFER=0)."""
+    import os
+    import subprocess
+    import sys
+    here = os.path.dirname(os.path.abspath(__file__))
+    results = []
+    for trait in ("1", "0"):
+        out = tmp_path / f"cb{trait}.npz"
+        env = dict(os.environ, XLA_FLAGS=(os.environ.get("XLA_FLAGS", "") +
+                                          " --xla_gpu_graph_min_graph_size=1").strip(),
+                   TF_FLASHATTN_XLA_COMMAND_BUFFER=trait, TF_CPP_MIN_LOG_LEVEL="2",
+                   PYTHONPATH=os.pathsep.join([os.path.dirname(here)] + sys.path))
+        subprocess.run([sys.executable, os.path.join(here, "xla_command_buffer_run.py"), str(out)],
+                       check=True, env=env, timeout=600, capture_output=True)
+        results.append(dict(np.load(out)))
+    recorded, launched = results
+    assert sorted(recorded) == sorted(launched) and len(recorded) == 3 * 5
+    for name in recorded:
+        np.testing.assert_array_equal(recorded[name], launched[name], err_msg=name)
+    np.testing.assert_array_equal(recorded["decode0"], recorded["decode2"])  # the replay
+    assert np.abs(recorded["decode0"] - recorded["decode1"]).max() > 0  # other inputs, other result
+
+
 def test_jit_dropout_is_the_philox_mask_of_the_seed():
     rng = np.random.default_rng(3)
     q, k, v = rand(rng, 1, 21, 2, 16), rand(rng, 1, 30, 2, 16), rand(rng, 1, 30, 2, 16)

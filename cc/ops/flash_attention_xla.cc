@@ -14,6 +14,7 @@
 #include <atomic>
 #include <charconv>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -460,8 +461,21 @@ XLA_FFI_DEFINE_HANDLER(kBwdCuda, BwdCuda,
                        ffi::Ffi::Bind().Ctx<ffi::PlatformStream<cudaStream_t>>().RemainingArgs()
                            .RemainingRets()
                            TF_FLASHATTN_FFI_ATTRS);
-XLA_FFI_REGISTER_HANDLER(ffi::GetXlaFfiApi(), kFwdTarget, "CUDA", kFwdCuda);
-XLA_FFI_REGISTER_HANDLER(ffi::GetXlaFfiApi(), kGradTarget, "CUDA", kBwdCuda);
+// Command buffers: XLA:GPU records runs of device work into CUDA graphs and replays them without the
+// host work of each launch (its default takes custom calls whose handler has the trait; a handler
+// without it splits the graph around itself). The CUDA handlers qualify: given the same buffers and
+// attributes they launch the same kernels and memsets on XLA's stream, use no device memory but the
+// buffers XLA passes (the workspace included), and never wait for or query the stream (lengths and
+// the dropout seed are read on the device). Host-side state they keep (device figures, kernel
+// attributes, occupancy) is the same at every call. TF_FLASHATTN_XLA_COMMAND_BUFFER=0, read when
+// the library loads, registers them without the trait (every call then launched by the host).
+XLA_FFI_Handler_Traits CudaHandlerTraits() {
+  const char* v = std::getenv("TF_FLASHATTN_XLA_COMMAND_BUFFER");
+  if (v != nullptr && std::strcmp(v, "0") == 0) return 0;
+  return XLA_FFI_HANDLER_TRAITS_COMMAND_BUFFER_COMPATIBLE;
+}
+XLA_FFI_REGISTER_HANDLER(ffi::GetXlaFfiApi(), kFwdTarget, "CUDA", kFwdCuda, CudaHandlerTraits());
+XLA_FFI_REGISTER_HANDLER(ffi::GetXlaFfiApi(), kGradTarget, "CUDA", kBwdCuda, CudaHandlerTraits());
 #endif  // GOOGLE_CUDA
 
 }  // namespace
