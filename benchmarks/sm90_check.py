@@ -204,7 +204,7 @@ def poisoned(c, t):
 
 def inputs(c, dt, gen):
     t = make_inputs(c, dt, gen)
-    B, Tq, Tk = c["B"], c["Tq"], c["Tk"]
+    B, Tk = c["B"], c["Tk"]
     if "qlen_vals" in c:
         t["qlen"] = torch.tensor(c["qlen_vals"], dtype=torch.int32, device=DEV)
     if "klen_vals" in c:
