@@ -247,13 +247,17 @@ def test_custom_calls_recorded_in_command_buffers_equal_launched_ones(tmp_path):
                                           " --xla_gpu_graph_min_graph_size=1").strip(),
                    TF_FLASHATTN_XLA_COMMAND_BUFFER=trait, TF_CPP_MIN_LOG_LEVEL="2",
                    PYTHONPATH=os.pathsep.join([os.path.dirname(here)] + sys.path))
-        subprocess.run([sys.executable, os.path.join(here, "xla_command_buffer_run.py"), str(out)],
-                       check=True, env=env, timeout=600, capture_output=True)
+        run = subprocess.run([sys.executable, os.path.join(here, "xla_command_buffer_run.py"),
+                              str(out)], env=env, timeout=600, capture_output=True, text=True)
+        assert run.returncode == 0, run.stderr[-3000:]
         results.append(dict(np.load(out)))
     recorded, launched = results
     assert sorted(recorded) == sorted(launched) and len(recorded) == 3 * 5
     for name in recorded:
-        if name.endswith("_1"):  # dq: float atomics on the GPU, their order may differ by run
+        # dq: float atomics on the GPU. At this size (77 keys: one 128-key tile) each element gets
+        # at most two additions, whose order does not change the sum; larger ones would, so dq is
+        # held to a tolerance rather than to its bits.
+        if name.endswith("_1"):
             scale = np.abs(launched[name]).max()
             np.testing.assert_allclose(recorded[name], launched[name], rtol=0, atol=2e-2 * scale,
                                        err_msg=name)
