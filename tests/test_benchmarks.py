@@ -102,14 +102,18 @@ def test_bench_dtype_float32_rows_say_their_dtype_and_tf32(tmp_path):
     assert all(r["dtype"] == "float32" and r["tf32"] is True and r["fwd_ms"] > 0 for r in rows)
 
 
+def _script_rows(tmp_path, script, *args):
+    """Runs benchmarks/<script> with args and --json into tmp_path; returns the rows it wrote."""
+    out = tmp_path / (os.path.splitext(script)[0] + ".json")
+    subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", script), *args, "--json", str(out)],
+                   check=True, cwd=ROOT, capture_output=True, timeout=600)
+    return json.loads(out.read_text())
+
+
 def test_gpu_decode_times_every_impl_per_row(tmp_path):
     """The serving-loop script: ours, ours under XLA (the op as a custom call) and Keras under XLA
     at each (shape, Tq), each with a time, on the CPU's small shape."""
-    out = tmp_path / "decode.json"
-    subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "gpu_decode.py"), "--tq", "1,3",
-                    "--steps", "2", "--dtypes", "float32", "--json", str(out)],
-                   check=True, cwd=ROOT, capture_output=True, timeout=600)
-    rows = json.loads(out.read_text())
+    rows = _script_rows(tmp_path, "gpu_decode.py", "--tq", "1,3", "--steps", "2", "--dtypes", "float32")
     assert [(r["Tq"], r["impl"]) for r in rows] == [
         (tq, impl) for tq in (1, 3) for impl in ("ours", "ours_xla", "keras_xla")]
     assert all("error" not in r and r["us"] > 0 and r["gbps"] > 0 for r in rows)
@@ -124,11 +128,8 @@ def test_gpu_decode_loop_runs_the_steps_in_one_call(tmp_path):
     x = tf.constant([1.0, 3.0])
     assert loop(lambda q: q * 2.0, 0)(x).numpy().tolist() == [2.0, 6.0]
     assert tf.function(loop(lambda q: q * 2.0, 3))(x).numpy().tolist() == [8.0, 24.0]
-    out = tmp_path / "decode_loop.json"
-    subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "gpu_decode.py"), "--tq", "2",
-                    "--steps", "6", "--loop", "3", "--repeats", "1", "--dtypes", "float32",
-                    "--json", str(out)], check=True, cwd=ROOT, capture_output=True, timeout=600)
-    rows = json.loads(out.read_text())
+    rows = _script_rows(tmp_path, "gpu_decode.py", "--tq", "2", "--steps", "6", "--loop", "3",
+                        "--repeats", "1", "--dtypes", "float32")
     assert [(r["impl"], r["loop"]) for r in rows] == [
         (impl, 3) for impl in ("ours", "ours_xla", "keras_xla")]
     assert all("error" not in r and r["us"] > 0 for r in rows)
@@ -137,12 +138,9 @@ def test_gpu_decode_loop_runs_the_steps_in_one_call(tmp_path):
 def test_host_overhead_pairs_each_case_with_its_control(tmp_path):
     """Each case is timed in turns with the control of its own kind: the matmul (forward,
     forward + backward), and for Keras' own next() the matmul followed by next()."""
-    out = tmp_path / "host.json"
     cases = "eager_fwd_dropout_keras_next,graph_fwd_bwd_causal,xla_fwd_key_mask,graph_control_fwd"
-    subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "host_overhead.py"), "--calls", "2",
-                    "--repeats", "1", "--seq", "64", "--cases", cases, "--json", str(out)],
-                   check=True, cwd=ROOT, capture_output=True, timeout=600)
-    rows = {r["case"]: r for r in json.loads(out.read_text())}
+    rows = {r["case"]: r for r in _script_rows(tmp_path, "host_overhead.py", "--calls", "2", "--repeats",
+                                               "1", "--seq", "64", "--cases", cases)}
     assert {n: r["control"] for n, r in rows.items()} == {
         "eager_fwd_dropout_keras_next": "eager_control_keras_next",
         "graph_fwd_bwd_causal": "graph_control_fwd_bwd", "xla_fwd_key_mask": "xla_control_fwd",
@@ -152,22 +150,14 @@ def test_host_overhead_pairs_each_case_with_its_control(tmp_path):
 
 
 def test_eager_probe_times_every_case(tmp_path):
-    out = tmp_path / "probe.json"
-    subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "eager_probe.py"), "--calls", "2",
-                    "--repeats", "1", "--json", str(out)],
-                   check=True, cwd=ROOT, capture_output=True, timeout=600)
-    rows = json.loads(out.read_text())
+    rows = _script_rows(tmp_path, "eager_probe.py", "--calls", "2", "--repeats", "1")
     assert [r["case"] for r in rows] == ["control_mm2", "control_mm1", "read_var", "wrapper_var",
                                          "wrapper", "raw", "raw_absent_cpu", "raw_absent_gpu"]
     assert all(r["host_us"] > 0 for r in rows)
 
 
 def test_decode_host_probe_times_every_case(tmp_path):
-    out = tmp_path / "probe.json"
-    subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "decode_host_probe.py"), "--calls", "2",
-                    "--repeats", "1", "--json", str(out)],
-                   check=True, cwd=ROOT, capture_output=True, timeout=600)
-    rows = json.loads(out.read_text())
+    rows = _script_rows(tmp_path, "decode_host_probe.py", "--calls", "2", "--repeats", "1")
     assert [r["case"] for r in rows] == ["graph_ours", "graph_raw", "graph_mm", "xla_ours", "xla_keras",
                                          "xla_mm", "eager_raw", "eager_mm"]
     assert all("error" not in r and r["us"] > 0 for r in rows)
