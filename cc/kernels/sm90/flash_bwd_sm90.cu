@@ -404,8 +404,8 @@ __global__ void __launch_bounds__(kThreads, 1)
           while (ld_acquire_gpu(sem) < x) {
           }
         __syncwarp();
-        named_bar_sync(2, 128 + 32);
-        named_bar_sync(4, 128 + 32);
+        named_bar_sync_unaligned(2, 128 + 32);
+        named_bar_sync_unaligned(4, 128 + 32);
         if (lane == 0) red_release_gpu_max(sem, x + 1);
       }
     }
@@ -720,13 +720,16 @@ __global__ void __launch_bounds__(kThreads, 1)
       // One bar.sync each with the barrier and count in registers (c is warpgroup-uniform): written
       // as `if (c == 0) ... else ...`, ptxas made two predicated BAR.SYNCs of each pair, and
       // compute-sanitizer's synccheck reported "Divergent thread(s) in block" at the first
-      // (flash_bwd_sm90_kernel<bf16, 64, no IDX, DET>, 2026-12-01). NOT YET CHECKED ON A GPU.
-      named_bar_sync(c == 0 ? 2 : 3, c == 0 ? 128 + 32 : 128 * kConsumers);
+      // (flash_bwd_sm90_kernel<bf16, 64, no IDX, DET>, 2026-12-01), and again at the register form
+      // (offset 0x4a20 of that kernel, threads 160-191, second H200 run of 2026-12-01). Now
+      // barrier.sync without .aligned (this file's DET barriers only), which does not require the
+      // warp's threads to arrive together. NOT YET CHECKED ON A GPU.
+      named_bar_sync_unaligned(c == 0 ? 2 : 3, c == 0 ? 128 + 32 : 128 * kConsumers);
 #pragma unroll
       for (int j = 0; j < 8; ++j)
         atomicAdd(reinterpret_cast<float4*>(blk) + j * 128 + tid,
                   make_float4(dq[4 * j], dq[4 * j + 1], dq[4 * j + 2], dq[4 * j + 3]));
-      named_bar_sync(c == 0 ? 3 : 4, c == 0 ? 128 * kConsumers : 128 + 32);
+      named_bar_sync_unaligned(c == 0 ? 3 : 4, c == 0 ? 128 * kConsumers : 128 + 32);
     }
   }
 
