@@ -172,7 +172,8 @@ constexpr int kFwdSelftests = 6;
 // TF_FLASHATTN_SM90_BWD=0 or TF_FLASHATTN_SM90=0 (read once) or after set_bwd_enabled(0); else for
 // float16 / bfloat16, D == Dv in {64, 128}, the index masks (causal, window, lengths, [B, Tq] /
 // [B, Tk] validity; sm80's rules) or none, dropout (rate > 0 with a seed; sm80's keep mask and
-// arithmetic) or none, no dense mask / bias / dbias / soft-cap, deterministic mode (the ordered
+// arithmetic) or none, soft-cap, a dense mask, bias / dbias (those three not with dropout; bias /
+// dbias at D = 64 only, their query / key strides below 2^23), deterministic mode (the ordered
 // dQ reduction, when TF_FLASHATTN_SM90_BWD_DET=1 (bwd_det_enabled) and the workspace holds its
 // counters: BwdWorkspaceParts::dq_sem) or not, 16-byte
 // aligned tensors and strides, a workspace, compute capability 9.0. It uses
