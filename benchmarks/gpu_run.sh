@@ -12,7 +12,7 @@
 #             then benchmarks/sm90_check.py's phases, each in its own process under a timeout (building-
 #             block self-tests, numerics vs float64 / same-precision torch / our sm80 forward, TFLOP/s vs
 #             sm80, FlashAttention-2 and cuDNN; these run the default schedule), and compute-sanitizer
-#             memcheck of small cases; then the schedules of the D = 128 forward (TF_FLASHATTN_SM90_FWD_VARIANT,
+#             memcheck of small cases; then the schedules of the D = 64 / 128 forward (TF_FLASHATTN_SM90_FWD_VARIANT,
 #             default 5; phases variants: numerics of each and bitwise equality with variant 0, the first
 #             schedule, vbench: TFLOP/s of each next to FA2 and cuDNN, vsanitize under memcheck) (~6 min).
 #             SM90_PHASES (default all) limits the sm90_check.py phases, e.g. SM90_PHASES=variants,vbench;
