@@ -137,8 +137,8 @@ def main(argv=None):
                     got = {n: t / args.loop if isinstance(t, float) else t for n, t in got.items()}
                 for name in names:
                     row = dict(dtype=dname, B=b, Tk=tk, H=h, Hkv=hkv, D=d, Tq=tq, impl=name,
-                               kv_bytes=kv_bytes, steps=args.steps, repeats=args.repeats,
-                               loop=args.loop)
+                               kv_bytes=kv_bytes, steps=calls * max(args.loop, 1),
+                               repeats=args.repeats, loop=args.loop)
                     us = got[name]
                     if isinstance(us, Exception):  # e.g. out of memory: the others went on
                         row["error"] = f"{type(us).__name__}: {str(us)[:200]}"

@@ -467,8 +467,11 @@ XLA_FFI_DEFINE_HANDLER(kBwdCuda, BwdCuda,
 // attributes they launch the same kernels and memsets on XLA's stream, use no device memory but the
 // buffers XLA passes (the workspace included), and never wait for or query the stream (lengths and
 // the dropout seed are read on the device). Host-side state they keep (device figures, kernel
-// attributes, occupancy) is the same at every call. TF_FLASHATTN_XLA_COMMAND_BUFFER=0, read when
-// the library loads, registers them without the trait (every call then launched by the host).
+// attributes, occupancy) is the same at every call. What a replay does not redo: reading the
+// decoding settings (TF_FLASHATTN_DECODE*) and the kernels' runtime switches (the harness's
+// set_enabled / set_fwd_variant / set_bwd_enabled) and counting launches -- a recorded call keeps
+// what they were when it was recorded. TF_FLASHATTN_XLA_COMMAND_BUFFER=0, read when the library
+// loads, registers the handlers without the trait (every call then launched by the host).
 XLA_FFI_Handler_Traits CudaHandlerTraits() {
   const char* v = std::getenv("TF_FLASHATTN_XLA_COMMAND_BUFFER");
   if (v != nullptr && std::strcmp(v, "0") == 0) return 0;
