@@ -156,7 +156,7 @@ if [[ ,$what, == *,sm90,* ]]; then (
   fi
   if has_ph vsanitize; then
     t0=$SECONDS
-    timeout -k 5 120 compute-sanitizer --tool memcheck --print-limit 20 python3 benchmarks/sm90_check.py \
+    timeout -k 5 240 compute-sanitizer --tool memcheck --print-limit 20 python3 benchmarks/sm90_check.py \
       --phase vsanitize --lib $hb > $d/vmemcheck.log 2>&1; echo "variants memcheck rc=$? ($((SECONDS - t0)) s)" | tee -a $d/vmemcheck.log
     grep -E "ERROR SUMMARY|Invalid|^FAIL|^variant " $d/vmemcheck.log | head -12
   fi
