@@ -607,13 +607,22 @@ def bench_masks(h, log, plain_rows):
     [B, Tk] key mask (every unit unmasked: the IDX kernel's overhead against the plain one), a key mask
     with the last 10 % of each sequence padded, and a causal sliding window of 1024 keys; then dropout 0.1
     without a mask and causal (the DROP kernel); each on sm90 and sm80, with the plain sm90 backward of
-    the same shape (no mask / causal) for reference."""
+    the same shape (no mask / causal) for reference. At D = 64 (H = 32): the two key-mask rows and a
+    head-broadcast bias [1, H, T, T] with dbias at T = 2048 (the bias copy of the D = 64 IDX kernel)."""
     rows = []
-    B, T, H, D = 4, 4096, 16, 128
-    plain = {r["causal"]: r.get("sm90_bwd_ms") for r in plain_rows
-             if (r["D"], r["T"], r["dtype"]) == (D, T, "bfloat16")}
-    for feature in ("key_mask_true", "key_mask_pad10", "causal_window_1024", "dropout_0.1", "dropout_0.1_causal"):
-        c = dict(B=B, Tq=T, Tk=T, H=H, D=D)
+    B, T = 4, 4096
+    plain = {(r["D"], r["T"], r["causal"]): r.get("sm90_bwd_ms") for r in plain_rows if r["dtype"] == "bfloat16"}
+    features = [(f, 128) for f in ("key_mask_true", "key_mask_pad10", "causal_window_1024", "dropout_0.1",
+                                   "dropout_0.1_causal")]
+    # D = 64 (H = 32): the IDX kernel with and without a bias (the bias copy makes that kernel larger; its
+    # no-bias rows are compared with the build before bias), the bias head-broadcast [1, H, T, T], T = 2048.
+    features += [(f, 64) for f in ("key_mask_true", "key_mask_pad10", "bias_head")]
+    for feature, D in features:
+        H = 2048 // D
+        T_ = 2048 if feature == "bias_head" else T
+        c = dict(B=B, Tq=T_, Tk=T_, H=H, D=D)
+        if feature == "bias_head":
+            c.update(bias=(0, 1))
         if feature == "causal_window_1024":
             c.update(causal=True, wl=1024)
         if feature.startswith("dropout"):  # the DROP kernel (fused dropout, rate 0.1)
@@ -628,19 +637,22 @@ def bench_masks(h, log, plain_rows):
         forward(h, c, t)
         for n, like in (("dq", "q"), ("dk", "k"), ("dv", "v")):
             t[n] = torch.empty_like(t[like])
-        r = dict(B=B, T=T, H=H, D=D, dtype="bfloat16", feature=feature)
+        if t.get("bias") is not None:
+            t["dbias"] = torch.empty((B, H, T_, T_), device=DEV)
+        r = dict(B=B, T=T_, H=H, D=D, dtype="bfloat16", feature=feature)
         time_sm90_and_sm80(h, c, t, r)
-        r["plain_sm90_bwd_ms"] = plain.get(bool(c.get("causal")))
+        r["plain_sm90_bwd_ms"] = plain.get((D, T_, bool(c.get("causal"))))
         rows.append(r)
         print("BENCH " + json.dumps(r), file=log, flush=True)
         del t
-    print("\nms backward with index masks / dropout, D = 128, T = 4096, B = 4, H = 16, bf16 (plain: the sm90 "
-          "backward without the mask / dropout, causal for the window and the causal dropout row)", file=log)
-    print("                  feature             sm90    sm80    plain   sm80/sm90 sm90/plain", file=log)
+    print("\nms backward with index masks / dropout / bias, T = 4096 (bias: 2048), B = 4, H = 2048 / D, bf16 "
+          "(plain: the sm90 backward without the mask / dropout, causal for the window and the causal dropout "
+          "row)", file=log)
+    print("                  feature             D   sm90    sm80    plain   sm80/sm90 sm90/plain", file=log)
     for r in rows:
         s9, s8, pl = r.get("sm90_bwd_ms"), r["sm80_bwd_ms"], r.get("plain_sm90_bwd_ms")
         f = lambda x: f"{x:.3f}" if x else "-"
-        print(f"                  {r['feature']:<19} {f(s9):<7} {f(s8):<7} {f(pl):<7} "
+        print(f"                  {r['feature']:<19} {r['D']:<3} {f(s9):<7} {f(s8):<7} {f(pl):<7} "
               f"{round(s8 / s9, 2) if s9 else '-':<9} {round(s9 / pl, 2) if s9 and pl else '-'}"
               f"{'' if r['sm90_path_taken'] else '  (sm90 NOT taken)'}", file=log, flush=True)
     return rows
