@@ -12,7 +12,7 @@
 #             then benchmarks/sm90_check.py's phases, each in its own process under a timeout (building-
 #             block self-tests, numerics vs float64 / same-precision torch / our sm80 forward, TFLOP/s vs
 #             sm80, FlashAttention-2 and cuDNN; these run the default schedule), and compute-sanitizer
-#             memcheck of small cases; then the schedules of the D = 128 forward (TF_FLASHATTN_SM90_FWD_VARIANT,
+#             memcheck of small cases; then the schedules of the D = 64 / 128 forward (TF_FLASHATTN_SM90_FWD_VARIANT,
 #             default 5; phases variants: numerics of each and bitwise equality with variant 0, the first
 #             schedule, vbench: TFLOP/s of each next to FA2 and cuDNN, vsanitize under memcheck) (~6 min).
 #             SM90_PHASES (default all) limits the sm90_check.py phases, e.g. SM90_PHASES=variants,vbench;
@@ -156,7 +156,7 @@ if [[ ,$what, == *,sm90,* ]]; then (
   fi
   if has_ph vsanitize; then
     t0=$SECONDS
-    timeout -k 5 120 compute-sanitizer --tool memcheck --print-limit 20 python3 benchmarks/sm90_check.py \
+    timeout -k 5 240 compute-sanitizer --tool memcheck --print-limit 20 python3 benchmarks/sm90_check.py \
       --phase vsanitize --lib $hb > $d/vmemcheck.log 2>&1; echo "variants memcheck rc=$? ($((SECONDS - t0)) s)" | tee -a $d/vmemcheck.log
     grep -E "ERROR SUMMARY|Invalid|^FAIL|^variant " $d/vmemcheck.log | head -12
   fi
@@ -206,7 +206,7 @@ if [[ ,$what, == *,sm90bwd,* ]]; then (
     echo "phase ${ph%%:*} rc=$rc ($((SECONDS - t0)) s of $lim)" | tee -a $d/${ph%%:*}.log
     # A timeout (124 / 137): the case it was in (a hang shows here).
     if (( rc == 124 || rc == 137 )); then grep "^RUNNING" $d/${ph%%:*}.log | tail -1 | sed 's/^/  timed out in: /'; fi
-    grep -E "SELFTEST|^FAIL|numerics|TFLOP|^ +[0-9]+ |^ +(feature|key_mask|causal_window|dropout)|NOT taken|took the sm90|=False|Error|error" $d/${ph%%:*}.log | cut -c1-400 | head -60
+    grep -E "SELFTEST|^FAIL|numerics|TFLOP|^ +[0-9]+ |^ +(feature|key_mask|causal_window|dropout|bias_head)|NOT taken|took the sm90|=False|Error|error" $d/${ph%%:*}.log | cut -c1-400 | head -60
   done
   lim=$(cap 150)
   if [[ ,$phases, == *,sanitize,* ]] && (( lim < 15 )); then echo "memcheck skipped: SM90BWD_BUDGET spent"

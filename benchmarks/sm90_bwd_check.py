@@ -29,7 +29,10 @@ Phases (each its own process in `gpu_run.sh sm90bwd`, under a timeout):
             poisoned(), without its q rows): a key-tile CTA that visited a unit there would turn dQ
             into NaN. "nomask_bitwise" (masks that hide nothing: all-true validity, full lengths, a
             window wider than Tk): dk and dv equal bit for bit to the sm90 backward without the masks
-            (the first kernel), dq within 1e-2 of its max (atomics in no fixed order).
+            (the first kernel), dq within 1e-2 of its max (atomics in no fixed order). Also soft-cap,
+            a dense mask and an additive bias (the IDX kernel without dropout): the bias cases check
+            dbias ([B, H, Tq, Tk] float32) against autograd's too (a tenth of the floor), bitwise in
+            deterministic mode, and exactly 0 on the masked elements and those with a bias of -inf.
             DROP_CASES: dropout 0.1 and 0.5 (the DROP kernel) with no mask, causal (both alignments,
             rows that see no key), window, lengths, validity masks, GQA / MQA, tile-edge sizes, Tq = 1,
             d_lse, D = 64 and 128, bf16 and fp16: the references multiply P by the harness's host keep
@@ -158,6 +161,26 @@ MASK_CASES = [
     dict(name="dmask_causal_gqa_d64", B=2, Tq=200, Tk=260, H=4, Hkv=2, D=64, mask=(1, 1), causal=True, offset=60),
     dict(name="dmask_softcap_lengths", B=3, Tq=300, Tk=333, H=2, D=128, mask=(0, 1), softcap=15.0, qlen=True,
          klen=True),
+    # An additive bias and dbias (the D = 64 IDX kernel's bias copies: the bias in the masked P pass, dbias =
+    # P (dP - dsum) stored in the dS pass): broadcast over the batch (head bias [1, H, Tq, Tk]), full [B, H,
+    # Tq, Tk], with causal + lengths + GQA, with soft-cap (tanh recovered from P less the bias) and d_lse;
+    # dbias checked against autograd's too, and exactly 0 where masked (dbias_dead). bias_neginf: -inf bias
+    # entries (10 %, and every key of some rows of head 1: lse = -inf there), with a dense mask and soft-cap.
+    # expect_sm80: calls the Hopper backward refuses (bias at D = 128, bias with dropout), which must run
+    # sm80's (no sm90 launch) with the same checks.
+    dict(name="bias_h_d64", B=2, Tq=77, Tk=203, H=3, D=64, bias=(0, 1)),
+    dict(name="bias_full_d64", B=2, Tq=77, Tk=203, H=3, D=64, bias=(1, 1)),
+    dict(name="bias_causal_len_gqa_d64", B=3, Tq=77, Tk=203, H=4, Hkv=2, D=64, bias=(1, 1), causal=True,
+         offset=203 - 77, qlen_vals=[77, 40, 60], klen_vals=[203, 150, 70]),
+    dict(name="bias_softcap_len_d64", B=2, Tq=77, Tk=203, H=4, Hkv=2, D=64, bias=(1, 0), softcap=20.0, qlen=True,
+         klen=True, dlse=True, scale=0.3),
+    dict(name="bias_neginf_mask_d64", B=2, Tq=77, Tk=203, H=3, D=64, bias=(1, 1), bias_neginf=True, mask=(0, 1),
+         softcap=30.0),
+    dict(name="bias_h_d128_sm80", B=2, Tq=77, Tk=203, H=3, D=128, bias=(0, 1), expect_sm80=True),
+    dict(name="bias_causal_len_gqa_d128_sm80", B=3, Tq=77, Tk=203, H=4, Hkv=2, D=128, bias=(1, 1), causal=True,
+         offset=203 - 77, qlen_vals=[77, 40, 60], klen_vals=[203, 150, 70], expect_sm80=True),
+    dict(name="bias_drop_d64_sm80", B=2, Tq=77, Tk=203, H=3, D=64, bias=(1, 1), dropout=0.1, seed=(3, 4),
+         expect_sm80=True),
 ]
 # Dropout (flash_bwd_sm90.cu's DROP kernel: the IDX kernel with the forward's keep mask regenerated in
 # the S^T layout). The forward (our Hopper one) and the backward both run with the case's rate and
@@ -206,7 +229,7 @@ _DET_FROM = ("odd_d128", "odd_d128_causal_br", "odd_d128_causal_tl", "empty_rows
              "gqa4_d64_causal_tl", "empty_rows_d64", "win_kvcache_odd_d64", "win_causal_tl_empty_rows",
              "win_gqa_mqa_d64", "len_zero_full_d128", "len_skip_tiles", "len_window_causal", "valid_false_rows",
              "all_masks_dlse", "drop01_lengths", "drop05_d64_causal_gqa", "softcap_causal_gqa_d64",
-             "dmask_causal_gqa_d64")
+             "dmask_causal_gqa_d64", "bias_causal_len_gqa_d64")
 DET_CASES = [dict(c, name=c["name"] + "_det", deterministic=True)
              for c in NUM_CASES + MASK_CASES + DROP_CASES if c["name"] in _DET_FROM] + [
     dict(name="big_d128_det", B=1, Tq=4096, Tk=4096, H=4, D=128, deterministic=True),
@@ -217,15 +240,27 @@ DET_CASES = [dict(c, name=c["name"] + "_det", deterministic=True)
 SANITIZE = ("odd_d128", "odd_d128_causal_br", "empty_rows_causal", "gqa4_d128_causal_br", "tiles_65_129_causal",
             "odd_d64", "gqa4_d64_causal_tl", "win_kvcache_odd_d64", "valid_false_rows", "len_window_causal",
             "drop05_d64_causal_gqa", "drop01_lengths", "odd_d64_causal_br_det", "win_kvcache_odd_d64_det",
-            "dmask_softcap_lengths", "dmask_causal_gqa_d64")
+            "dmask_softcap_lengths", "dmask_causal_gqa_d64", "bias_softcap_len_d64")
 GRADS = ("dq", "dk", "dv")
 MASK_KEYS = ("qlen", "klen", "qvalid", "kvalid")  # the tensors of the index masks in a case's inputs
 
 
+def grads_of(t):
+    """The gradients the backward writes for inputs t: dq, dk, dv, and dbias when there is a bias."""
+    return GRADS + (("dbias",) if t.get("bias") is not None else ())
+
+
 def bwd_inputs(c, dt, gen):
     """sm90_check.py's inputs() (make_inputs + qlen_vals / klen_vals / kvalid_all), and: qvalid_all (an
-    all-true [B, Tq] mask), qvalid_false_b / kvalid_false_b (those batches' validity rows all false)."""
+    all-true [B, Tq] mask), qvalid_false_b / kvalid_false_b (those batches' validity rows all false),
+    bias_neginf (the bias, made compact, -inf at 10 % of its elements and at every key of the rows i % 7 == 3
+    of head 1)."""
     t = inputs(c, dt, gen)
+    if c.get("bias_neginf"):
+        bias = t["bias"].contiguous()
+        bias[torch.rand(bias.shape, device=DEV, generator=gen) < 0.1] = float("-inf")
+        bias[:, 1, 3::7, :] = float("-inf")
+        t["bias"] = bias
     if c.get("qvalid_all"):
         t["qvalid"] = torch.ones(c["B"], c["Tq"], dtype=torch.bool, device=DEV)
     for key, n in (("qvalid", "Tq"), ("kvalid", "Tk")):
@@ -258,9 +293,25 @@ def dead_rows_keys(c, t):
     return ~vis.any(2), ~vis.any(1)
 
 
-def exact_zeros(g, dead_q, dead_k):
-    """Whether the gradients g are exactly 0 on the dead query rows (dq) and dead keys (dk, dv)."""
-    return bool((g["dq"][dead_q] == 0).all() and (g["dk"][dead_k] == 0).all() and (g["dv"][dead_k] == 0).all())
+def dbias_dead(c, t):
+    """[B, H, Tq, Tk] bool: the elements that are masked (causal / window / lengths, validity, the dense
+    mask) or have a bias of -inf: P = 0 there, so dbias must be exactly 0 (the reference's is; the sm90
+    kernel never stores there, its launch zeroes dbias first; sm80 stores P (dP - dsum) = +-0 or zeroes)."""
+    vis = visibility(c, t)[:, None]  # [B, 1, Tq, Tk]
+    if t.get("qvalid") is not None:
+        vis = vis & t["qvalid"][:, None, :, None]
+    if t.get("kvalid") is not None:
+        vis = vis & t["kvalid"][:, None, None, :]
+    if t.get("mask") is not None:
+        vis = vis & t["mask"]
+    return ~vis.expand(t["bias"].shape) | (t["bias"].detach() == float("-inf"))
+
+
+def exact_zeros(g, dead_q, dead_k, dead_b=None):
+    """Whether the gradients g are exactly 0 on the dead query rows (dq) and dead keys (dk, dv), and dbias
+    on the dead elements dead_b (when given)."""
+    ok = bool((g["dq"][dead_q] == 0).all() and (g["dk"][dead_k] == 0).all() and (g["dv"][dead_k] == 0).all())
+    return ok and (dead_b is None or bool((g["dbias"][dead_b] == 0).all()))
 
 
 def forward(h, c, t):
@@ -271,9 +322,13 @@ def forward(h, c, t):
 
 
 def backward(h, c, t, sm90):
-    """Our backward on the sm90 (True) or sm80 (False) path; returns (grads, sm90 launches)."""
+    """Our backward on the sm90 (True) or sm80 (False) path; returns (grads, sm90 launches). With a bias,
+    dbias too ([B, H, Tq, Tk] float32, NaN-filled before the call)."""
     for n, like in (("dq", "q"), ("dk", "k"), ("dv", "v")):
         t[n] = torch.full_like(t[like], float("nan"))
+    if t.get("bias") is not None:
+        B, Tq, H = t["q"].shape[:3]
+        t["dbias"] = torch.full((B, H, Tq, t["k"].shape[1]), float("nan"), device=DEV)
     h.m.set_sm90_bwd(1 if sm90 else 0)
     n0 = h.m.sm90_info()["bwd_launches"]
     try:
@@ -281,15 +336,16 @@ def backward(h, c, t, sm90):
         torch.cuda.synchronize()
     finally:
         h.m.set_sm90_bwd(-1)
-    return {n: t[n].clone() for n in GRADS}, h.m.sm90_info()["bwd_launches"] - n0
+    return {n: t[n].clone() for n in grads_of(t)}, h.m.sm90_info()["bwd_launches"] - n0
 
 
-def where_bad(mine, ref, bound):
-    """(count of bad (b, t, h) rows, first one, sample of t) for a [B, T, H, D] gradient."""
+def where_bad(mine, ref, bound, tdim=1):
+    """(count of bad (b, t, h) rows, first one, sample of t) for a [B, T, H, D] gradient (dbias [B, H, Tq,
+    Tk]: (b, h, q) rows, tdim=2)."""
     d = (mine.double() - ref.double()).abs().amax(-1)
     bad = (d > bound) | ~torch.isfinite(d)
     idx = bad.nonzero()
-    return int(bad.sum()), (idx[0].tolist() if len(idx) else None), sorted(set(idx[:, 1].tolist()))[:16]
+    return int(bad.sum()), (idx[0].tolist() if len(idx) else None), sorted(set(idx[:, tdim].tolist()))[:16]
 
 
 def phase_selftest(h, log):
@@ -318,8 +374,9 @@ def phase_numerics(h, log, cases, dtypes):
                 tr["ws"].fill_(float("nan"))
                 again, took2 = backward(h, c, tr, True)
                 nd, took_nd = backward(h, dict(c, deterministic=False), tr, True)
-                det = dict(repeat_bitwise=all(torch.equal(again[n], ours[n]) for n in GRADS), repeat_sm90_launched=int(took2),
-                           dkdv_bitwise_vs_default=bool(torch.equal(nd["dk"], ours["dk"]) and torch.equal(nd["dv"], ours["dv"])),
+                # dbias (no atomics either way): bit for bit equal to the default run's, as dk / dv.
+                det = dict(repeat_bitwise=all(torch.equal(again[n], ours[n]) for n in ours), repeat_sm90_launched=int(took2),
+                           dkdv_bitwise_vs_default=all(torch.equal(nd[n], ours[n]) for n in ours if n != "dq"),
                            default_sm90_launched=int(took_nd), default_dq_differs=not torch.equal(nd["dq"], ours["dq"]))
                 dq_scale = float(nd["dq"].double().abs().max()) if nd["dq"].numel() else 0.0
                 det["dq_close_vs_default"] = float((nd["dq"].double() - ours["dq"].double()).abs().max()) <= 1e-2 * dq_scale
@@ -331,15 +388,21 @@ def phase_numerics(h, log, cases, dtypes):
             ref = reference(c, t, torch.float64, keep)
             low = reference(c, t, dt, keep)
             row = dict(case=c["name"], dtype=dname, sm90_launched=int(took), sm80_run_launched_sm90=int(took80))
-            ok = took == 1 and took80 == 0
+            want = 0 if c.get("expect_sm80") else 1  # expect_sm80: a call the Hopper backward must refuse
+            ok = took == want and took80 == 0
             if det is not None:
                 row.update(det)
                 ok &= (det["repeat_bitwise"] and det["repeat_sm90_launched"] == 1 and det["default_sm90_launched"] == 1
                        and det["dkdv_bitwise_vs_default"] and det["dq_close_vs_default"])
-            # Rows that see no key / keys no row sees: dq / dk, dv exactly 0 (sm80's too, reported).
+            # Rows that see no key / keys no row sees: dq / dk, dv exactly 0 (sm80's too, reported); with a bias,
+            # dbias exactly 0 on the masked elements.
             dead_q, dead_k = dead_rows_keys(c, t)
+            dead_b = dbias_dead(c, t) if "dbias" in ours else None
             row.update(dead_rows=int(dead_q.sum()), dead_keys=int(dead_k.sum()),
-                       exact_zeros=exact_zeros(ours, dead_q, dead_k), sm80_exact_zeros=exact_zeros(sm80, dead_q, dead_k))
+                       exact_zeros=exact_zeros(ours, dead_q, dead_k, dead_b),
+                       sm80_exact_zeros=exact_zeros(sm80, dead_q, dead_k, dead_b))
+            if dead_b is not None:
+                row["dead_dbias"] = int(dead_b.sum())
             ok &= row["exact_zeros"]
             bitwise = None
             if c.get("nomask_bitwise"):  # masks that hide nothing: the first kernel's dk / dv bit for bit
@@ -352,30 +415,32 @@ def phase_numerics(h, log, cases, dtypes):
                 row.update(bitwise_vs_nomask=bitwise, dq_close_vs_nomask=dq_close, nomask_sm90_launched=int(took_n))
                 ok &= bitwise and dq_close and took_n == 1
             floor = {torch.float16: 2e-3, torch.bfloat16: 1e-2}[dt]
-            for n in GRADS:
+            for n in ours:  # dq, dk, dv (and dbias: a tenth of the floor, as kernel_harness_check.py)
                 e = err(ours[n], ref[n])
                 e80 = err(sm80[n], ref[n])
                 el = err(low[n], ref[n])
                 fin = torch.isfinite(ref[n])
                 scale = max(1.0, float(ref[n][fin].abs().max())) if bool(fin.any()) else 1.0
-                bound = 3.0 * el[0] + floor * scale
+                bound = 3.0 * el[0] + floor * (0.1 if n == "dbias" else 1.0) * scale
                 good = e[0] <= bound
                 ok &= good
                 vs80 = float((ours[n].double() - sm80[n].double()).abs().max()) if ours[n].numel() else 0.0
                 row[n] = dict(max=e[0], rel=e[1], sm80_max=e80[0], torch_max=el[0], sm90_vs_sm80=vs80, ok=good)
                 if not good:
-                    cnt, first, sample = where_bad(ours[n], ref[n], bound)
+                    cnt, first, sample = where_bad(ours[n], ref[n], bound, 2 if n == "dbias" else 1)
                     row[n].update(bad_rows=cnt, first_bad=first, bad_t_sample=sample)
             row["ok"] = bool(ok)
             rows.append(row)
-            extra = "" if took == 1 else f" (sm90 path NOT taken: {took} launches)"
+            extra = ("" if took == want else f" (sm90 path NOT taken: {took} launches)" if want
+                     else f" (sm90 path taken, not refused: {took} launches)")
             if took80 != 0:
                 extra += f" (the sm80 run took the sm90 path: {took80} launches)"
-            if row["dead_rows"] or row["dead_keys"]:
-                extra += (f" dead rows/keys {row['dead_rows']}/{row['dead_keys']}: exact_zeros={row['exact_zeros']}"
+            if row["dead_rows"] or row["dead_keys"] or row.get("dead_dbias"):
+                extra += (f" dead rows/keys{'/dbias' if 'dead_dbias' in row else ''} {row['dead_rows']}/{row['dead_keys']}"
+                          f"{'/' + str(row['dead_dbias']) if 'dead_dbias' in row else ''}: exact_zeros={row['exact_zeros']}"
                           f" (sm80 {row['sm80_exact_zeros']})")
             if det is not None:
-                extra += (f" det: repeat_bitwise={det['repeat_bitwise']} dkdv_bitwise_vs_default="
+                extra += (f" det: repeat_bitwise={det['repeat_bitwise']} dkdv(dbias)_bitwise_vs_default="
                           f"{det['dkdv_bitwise_vs_default']} dq_close_vs_default={det['dq_close_vs_default']}"
                           f" default_dq_differs={det['default_dq_differs']}")
                 if det["repeat_sm90_launched"] != 1 or det["default_sm90_launched"] != 1:
@@ -386,9 +451,9 @@ def phase_numerics(h, log, cases, dtypes):
                 if row["nomask_sm90_launched"] != 1:
                     extra += f" (no-mask run: sm90 path NOT taken: {row['nomask_sm90_launched']} launches)"
             brief = " ".join(f"{n}={row[n]['max']:.2e} (sm80 {row[n]['sm80_max']:.2e}, torch {row[n]['torch_max']:.2e})"
-                             for n in GRADS)
+                             for n in ours)
             where = " ".join(f"{n}: bad_rows={row[n]['bad_rows']} first={row[n]['first_bad']} t={row[n]['bad_t_sample']}"
-                             for n in GRADS if "bad_rows" in row[n])
+                             for n in ours if "bad_rows" in row[n])
             print(f"{'PASS' if ok else 'FAIL'} {c['name']:<22} {dname:<9} {brief}{extra} {where}", file=log, flush=True)
             del t, tr, ref, low, ours, sm80, keep
     return rows
@@ -505,7 +570,7 @@ def bench_det(h, log):
             r["det_path_taken"] = r.pop("sm90_path_taken")
             h.m.set_sm90_bwd(1)
             cd = dict(c, deterministic=False)
-            r["sm90_default_bwd_ms"] = tt.do_bench(lambda: h.bwd(cd, t), warmup=25, rep=100, return_mode="median")
+            r["sm90_default_bwd_ms"] = tt.do_bench(lambda t=t: h.bwd(cd, t), warmup=25, rep=100, return_mode="median")
             h.m.set_sm90_bwd(-1)
             rows.append(r)
             print("BENCH " + json.dumps(r), file=log, flush=True)
@@ -542,13 +607,22 @@ def bench_masks(h, log, plain_rows):
     [B, Tk] key mask (every unit unmasked: the IDX kernel's overhead against the plain one), a key mask
     with the last 10 % of each sequence padded, and a causal sliding window of 1024 keys; then dropout 0.1
     without a mask and causal (the DROP kernel); each on sm90 and sm80, with the plain sm90 backward of
-    the same shape (no mask / causal) for reference."""
+    the same shape (no mask / causal) for reference. At D = 64 (H = 32): the two key-mask rows and a
+    head-broadcast bias [1, H, T, T] with dbias at T = 2048 (the bias copy of the D = 64 IDX kernel)."""
     rows = []
-    B, T, H, D = 4, 4096, 16, 128
-    plain = {r["causal"]: r.get("sm90_bwd_ms") for r in plain_rows
-             if (r["D"], r["T"], r["dtype"]) == (D, T, "bfloat16")}
-    for feature in ("key_mask_true", "key_mask_pad10", "causal_window_1024", "dropout_0.1", "dropout_0.1_causal"):
-        c = dict(B=B, Tq=T, Tk=T, H=H, D=D)
+    B, T = 4, 4096
+    plain = {(r["D"], r["T"], r["causal"]): r.get("sm90_bwd_ms") for r in plain_rows if r["dtype"] == "bfloat16"}
+    features = [(f, 128) for f in ("key_mask_true", "key_mask_pad10", "causal_window_1024", "dropout_0.1",
+                                   "dropout_0.1_causal")]
+    # D = 64 (H = 32): the IDX kernel with and without a bias (the bias copy makes that kernel larger; its
+    # no-bias rows are compared with the build before bias), the bias head-broadcast [1, H, T, T], T = 2048.
+    features += [(f, 64) for f in ("key_mask_true", "key_mask_pad10", "bias_head")]
+    for feature, D in features:
+        H = 2048 // D
+        T_ = 2048 if feature == "bias_head" else T
+        c = dict(B=B, Tq=T_, Tk=T_, H=H, D=D)
+        if feature == "bias_head":
+            c.update(bias=(0, 1))
         if feature == "causal_window_1024":
             c.update(causal=True, wl=1024)
         if feature.startswith("dropout"):  # the DROP kernel (fused dropout, rate 0.1)
@@ -563,19 +637,22 @@ def bench_masks(h, log, plain_rows):
         forward(h, c, t)
         for n, like in (("dq", "q"), ("dk", "k"), ("dv", "v")):
             t[n] = torch.empty_like(t[like])
-        r = dict(B=B, T=T, H=H, D=D, dtype="bfloat16", feature=feature)
+        if t.get("bias") is not None:
+            t["dbias"] = torch.empty((B, H, T_, T_), device=DEV)
+        r = dict(B=B, T=T_, H=H, D=D, dtype="bfloat16", feature=feature)
         time_sm90_and_sm80(h, c, t, r)
-        r["plain_sm90_bwd_ms"] = plain.get(bool(c.get("causal")))
+        r["plain_sm90_bwd_ms"] = plain.get((D, T_, bool(c.get("causal"))))
         rows.append(r)
         print("BENCH " + json.dumps(r), file=log, flush=True)
         del t
-    print("\nms backward with index masks / dropout, D = 128, T = 4096, B = 4, H = 16, bf16 (plain: the sm90 "
-          "backward without the mask / dropout, causal for the window and the causal dropout row)", file=log)
-    print("                  feature             sm90    sm80    plain   sm80/sm90 sm90/plain", file=log)
+    print("\nms backward with index masks / dropout / bias, T = 4096 (bias: 2048), B = 4, H = 2048 / D, bf16 "
+          "(plain: the sm90 backward without the mask / dropout, causal for the window and the causal dropout "
+          "row)", file=log)
+    print("                  feature             D   sm90    sm80    plain   sm80/sm90 sm90/plain", file=log)
     for r in rows:
         s9, s8, pl = r.get("sm90_bwd_ms"), r["sm80_bwd_ms"], r.get("plain_sm90_bwd_ms")
         f = lambda x: f"{x:.3f}" if x else "-"
-        print(f"                  {r['feature']:<19} {f(s9):<7} {f(s8):<7} {f(pl):<7} "
+        print(f"                  {r['feature']:<19} {r['D']:<3} {f(s9):<7} {f(s8):<7} {f(pl):<7} "
               f"{round(s8 / s9, 2) if s9 else '-':<9} {round(s9 / pl, 2) if s9 and pl else '-'}"
               f"{'' if r['sm90_path_taken'] else '  (sm90 NOT taken)'}", file=log, flush=True)
     return rows

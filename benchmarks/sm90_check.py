@@ -47,10 +47,18 @@ others' answers):
             numerics), plus whether the variant really ran (last_fwd_variant) and whether its O and lse
             equal variant 0's bit for bit (expected: every variant does the same arithmetic in the
             same order).
-  vbench    TFLOP/s of every variant at D = 128, H = 16, T in {4096, 16384} (B*T = 16384), causal and
-            not, bf16, next to FlashAttention-2 and cuDNN (torch SDPA) and our sm80 forward; variant 0
-            timed first and again last (drift).
-  vsanitize small odd D = 128 cases for each variant 1 .. n-1, for compute-sanitizer.
+            Variants 8 and 9 (WIDE_VARIANTS: 3 consumer warpgroups, 192-row query tiles; UNTESTED ON
+            A GPU when added) exist for the plain D = 64 kernel only (no index masks, soft-cap, dense
+            mask, bias or dropout): other cases must report variant 5 as run (their fallback), and
+            D64_3WG_CASES add D = 64 shapes around the 192-row tile (ragged last tiles, rows 64 / 128 /
+            192 apart, causal both alignments, rows that see no key, GQA, strided q/k/v). Expected
+            bitwise equal to variant 0 as well (each row's arithmetic and key-tile order unchanged:
+            flash_fwd_sm90.cu, schedule 8's comment); the pass bar stays the numerics tolerance.
+  vbench    TFLOP/s of every variant at D = 128 and 64, H = 2048 / D, T in {4096, 16384} (B*T = 16384),
+            causal and not, bf16, next to FlashAttention-2 and cuDNN (torch SDPA) and our sm80 forward;
+            variant 0 timed first and again last (drift); WIDE_VARIANTS at D = 64 only.
+  vsanitize small odd D = 128 cases (and D = 64 ones for WIDE_VARIANTS) for each variant 1 .. n-1, for
+            compute-sanitizer.
 Writes OUT/sm90_<phase>.json.
 """
 import argparse
@@ -425,10 +433,31 @@ def phase_bench(h, log, quick):
     return rows
 
 
-VARIANT_CASES = [c for c in NUM_CASES if c["D"] in (64, 128)]
+# The 3-consumer schedules (flash_fwd_sm90.cu's kSched 8 and 9: 192-row query tiles) of the plain
+# D = 64 kernel, each with the schedule that every other call asking for it runs (kWideFallback).
+WIDE_VARIANTS = {8: 5, 9: 5}
+# D = 64 plain cases around the 192-row query tile (the variants phase only; NUM_CASES covers the
+# default schedule): Tq one past / short of a tile, Tq = 64 and 130 (consumers without rows), causal
+# bottom-right and top-left with tile edges, a whole 192-row tile that sees no key, GQA, strided q/k/v.
+D64_3WG_CASES = [
+    dict(name="w3_ragged_193", B=2, Tq=193, Tk=450, H=3, D=64),
+    dict(name="w3_tq64", B=2, Tq=64, Tk=300, H=2, D=64),
+    dict(name="w3_tq130_causal_br", B=2, Tq=130, Tk=333, H=2, D=64, causal=True, offset=333 - 130),
+    dict(name="w3_causal_br", B=2, Tq=385, Tk=500, H=2, D=64, causal=True, offset=500 - 385),
+    dict(name="w3_causal_tl", B=2, Tq=500, Tk=385, H=2, D=64, causal=True, offset=0),
+    dict(name="w3_tile_edges", B=1, Tq=384, Tk=384, H=2, D=64, causal=True, offset=0),
+    dict(name="w3_empty_rows", B=2, Tq=450, Tk=150, H=2, D=64, causal=True, offset=150 - 450),
+    dict(name="w3_gqa_causal", B=2, Tq=191, Tk=257, H=6, Hkv=2, D=64, causal=True, offset=257 - 191),
+    dict(name="w3_strided", B=2, Tq=250, Tk=250, H=4, D=64, causal=True, packed=True),
+    dict(name="w3_big", B=1, Tq=1000, Tk=1500, H=4, D=64, scale=0.3),
+]
+VARIANT_CASES = [c for c in NUM_CASES if c["D"] in (64, 128)] + D64_3WG_CASES
 # The dropout kernel runs schedule 0 or this one (flash_fwd_sm90.cu's kDropVariant): dropout cases
 # check only it against schedule 0.
 DROP_VARIANT = 5
+# Case keys that take the index-masked kernel (flash_fwd_sm90.cu's needs_idx() and fwd()).
+IDX_KEYS = ("qlen", "klen", "qlen_vals", "klen_vals", "qvalid", "kvalid", "kvalid_all", "softcap", "mask", "bias",
+            "dropout")
 
 
 def variant_names(h):
@@ -436,8 +465,21 @@ def variant_names(h):
     return list(range(1, n))
 
 
-def phase_variants(h, log, cases, dtypes):
-    """Each case: the float64 / same-precision references once, variant 0, then each other variant."""
+def expected_variant(c, v):
+    """The schedule that case c runs when variant v is asked for: v, but WIDE_VARIANTS' fallback
+    outside the plain D = 64 kernel."""
+    if v not in WIDE_VARIANTS:
+        return v
+    plain = (c["D"] == 64 and not any(c.get(k) for k in IDX_KEYS) and c.get("wl", -1) < 0
+             and c.get("wr", -1) < 0)
+    return v if plain else WIDE_VARIANTS[v]
+
+
+def phase_variants(h, log, cases, dtypes, skip_fallbacks=False):
+    """Each case: the float64 / same-precision references once, variant 0, then each other variant.
+    skip_fallbacks (vsanitize): leave out the variants that case c would run as another one
+    (expected_variant(c, v) != v: WIDE_VARIANTS outside the plain D = 64 kernel), which the variants
+    phase checks already; under memcheck they only cost time."""
     rows = []
     gen = torch.Generator(device=DEV)
     gen.manual_seed(0)
@@ -462,23 +504,27 @@ def phase_variants(h, log, cases, dtypes):
             for v in variants:
                 if c.get("dropout") and v != DROP_VARIANT:
                     continue
+                if skip_fallbacks and expected_variant(c, v) != v:
+                    continue
                 h.m.set_sm90_fwd_variant(v)
                 n0 = h.m.sm90_info()["fwd_launches"]
                 run_fwd(h, c, tr)
                 info = h.m.sm90_info()
                 took = info["fwd_launches"] - n0
                 ran = info["last_fwd_variant"]
+                want = expected_variant(c, v)
                 ours = {"o": tr["o"], "lse": tr["lse"]}
                 bitwise = bool(torch.equal(ours["o"], v0["o"]) and torch.equal(ours["lse"], v0["lse"]))
                 row = dict(case=c["name"], dtype=dname, variant=v, ran_variant=ran, sm90_launched=int(took),
                            bitwise_vs_v0=bitwise)
-                ok = took == 1 and ran == v
+                ok = took == 1 and ran == want
                 ok &= judge(ours, ref, low, dt, row)
                 row["ok"] = bool(ok)
                 rows.append(row)
                 print(f"{'PASS' if ok else 'FAIL'} v{v} {c['name']:<22} {dname:<9} o={row['o']['max']:.2e} "
                       f"(torch {row['o']['torch_max']:.2e}) lse={row['lse']['max']:.2e} bitwise_vs_v0={bitwise}"
                       f"{'' if took == 1 and ran == v else f' (ran variant {ran}, {took} launches)'}"
+                      f"{'' if want == v else f' (fallback {want} expected)'}"
                       f"{' bad_rows=%s first=%s' % (row['o_bad_rows'], row['o_first_bad']) if 'o_bad_rows' in row else ''}",
                       file=log, flush=True)
             del t, tr, ref, low, v0
@@ -523,7 +569,7 @@ def phase_vbench(h, log):
         fl = 4 * B * H * T * T * D / (2 if causal else 1)
         r = dict(B=B, T=T, H=H, D=D, causal=causal, dtype="bfloat16")
         h.m.set_sm90(1)
-        for v in variants + [0]:
+        for v in [v for v in variants if D == 64 or v not in WIDE_VARIANTS] + [0]:
             h.m.set_sm90_fwd_variant(v)
             run_fwd(h, c, t)
             ran = h.m.sm90_info()["last_fwd_variant"]
@@ -654,8 +700,9 @@ def main():
         print(f"variants: {sum(r['ok'] for r in rows)} / {len(rows)} pass", file=log, flush=True)
     elif args.phase == "vsanitize":
         cases = [c for c in VARIANT_CASES if c["name"] in ("odd_d128_causal_br", "empty_rows_causal",
-                                                            "causal_window_lengths")]
-        rows = phase_variants(h, log, cases, (torch.bfloat16,))
+                                                            "causal_window_lengths", "w3_ragged_193",
+                                                            "w3_causal_br", "w3_empty_rows")]
+        rows = phase_variants(h, log, cases, (torch.bfloat16,), skip_fallbacks=True)
     elif args.phase == "vbench":
         rows = phase_vbench(h, log)
     else:

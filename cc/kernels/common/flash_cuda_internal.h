@@ -134,8 +134,8 @@ namespace sm90 {
 // Whether the sm_90a forward (flash_fwd_sm90.cu) takes these params: compute capability 9.0,
 // float16 / bfloat16, D == Dv in {64, 128, 256} (256: 64-key tiles, schedule 0; other head dims in
 // (128, 256) stay on sm80's zero-padded HD 256 kernels), index masks (causal,
-// window, lengths, validity), dropout, soft-cap, a dense mask and bias (these two not with dropout),
-// 16-byte aligned tensors and strides.
+// window, lengths, validity) and dropout, no dense mask / bias / soft-cap, 16-byte aligned tensors and
+// strides.
 bool fwd_applies(const FlashFwdParams& p);
 // Its launcher; cudaErrorNotSupported when the tensor maps cannot be made (the caller falls back).
 cudaError_t fwd(const FlashFwdParams& p, cudaStream_t stream);
@@ -152,7 +152,9 @@ int64_t fwd_launches();
 // or out of range) unless set_fwd_variant(v) overrides it (v < 0: back to the environment; false,
 // nothing changed, when v >= fwd_variants()); fwd_variant() is fwd_variant_for(128). D = 256 always
 // takes variant 0; dropout at D = 64 / 128 takes variant 0 when fwd_variant_for(d) is 0, else
-// flash_fwd_sm90.cu's kDropVariant (5). last_fwd_variant(): the schedule of the last launch (-1 before any).
+// flash_fwd_sm90.cu's kDropVariant (5). Variants 8 and 9 (3 consumer warpgroups) exist for the plain
+// D = 64 kernel only; other calls asking for them run 5. last_fwd_variant(): the schedule of the last
+// launch (-1 before any).
 int fwd_variants();
 int fwd_default_variant();
 int fwd_variant();
@@ -172,7 +174,8 @@ constexpr int kFwdSelftests = 6;
 // TF_FLASHATTN_SM90_BWD=0 or TF_FLASHATTN_SM90=0 (read once) or after set_bwd_enabled(0); else for
 // float16 / bfloat16, D == Dv in {64, 128}, the index masks (causal, window, lengths, [B, Tq] /
 // [B, Tk] validity; sm80's rules) or none, dropout (rate > 0 with a seed; sm80's keep mask and
-// arithmetic) or none, soft-cap or a dense mask without dropout, no bias / dbias, deterministic mode (the ordered
+// arithmetic) or none, soft-cap, a dense mask, bias / dbias (those three not with dropout; bias /
+// dbias at D = 64 only, their query / key strides below 2^23), deterministic mode (the ordered
 // dQ reduction, when TF_FLASHATTN_SM90_BWD_DET=1 (bwd_det_enabled) and the workspace holds its
 // counters: BwdWorkspaceParts::dq_sem) or not, 16-byte
 // aligned tensors and strides, a workspace, compute capability 9.0. It uses

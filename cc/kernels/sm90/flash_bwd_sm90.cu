@@ -1,8 +1,9 @@
 // Hopper-native FlashAttention backward (sm_90a only): float16 / bfloat16, D == Dv in {64, 128},
 // no mask, causal (any causal_offset) and the other index masks the Hopper forward takes (sliding
 // window, q / k lengths, [B, Tq] / [B, Tk] validity masks; sm80's rules, below), and dropout (with
-// any of those or none; below), soft-cap and a dense mask (in the IDX kernel, not with dropout); no
-// bias / dbias; GQA allowed; TensorFlow's
+// any of those or none; below), soft-cap and a dense mask (in the IDX kernel, not with dropout), an
+// additive bias with its gradient dbias (the same, D = 64 only; below, UNTESTED ON A GPU); GQA
+// allowed; TensorFlow's
 // op determinism too (the DET instantiations, below; opt-in for now: bwd_det_enabled). The index masks, dropout and the deterministic
 // mode were checked on the H200 on 2026-12-01 (benchmarks/sm90_bwd_check.py: 138 numerics rows, 56
 // deterministic ones (repeat-bitwise, dK / dV bitwise equal to the default), memcheck; RESULTS.md
@@ -99,6 +100,32 @@
 // arithmetic is sm80's: Z = keep_scale where kept, else 0; Pd = P Z (the A operand of dV += Pd^T
 // dO), dS = P (dP Z - dsum) (dK, dQ), dsum = rowsum(dO O) - d_lse from the same pre-pass (O is the
 // forward's dropped output). Masked elements keep P = 0 whatever Z.
+// Bias and dbias (kBiasCode: the <T, 64, IDX = true, DROP = false> instantiations, DET included;
+// bwd_applies sends bias / dbias with dropout or at D = 128 to sm80). UNTESTED ON A GPU. The bias
+// [B, H, Tq, Tk] (q's dtype, any strides, 0 for broadcast dims) enters the P pass as in the
+// forward's IDX kernel (flash_fwd_sm90.cu): x = S^T pmul + log2e b (pmul = scale log2e, or 1 after
+// the in-place soft-cap), P = 2^(x - lse2), so P is the forward's up to its own rounding (the
+// forward normalizes by its running max and l, we by lse2; sm80's score_elem rounds log2e
+// (softcap(scale S) + b) instead: ulps); every unit then takes the masked P pass (a third copy of
+// it), and b is read (one 2-byte load per element) only where the index ranges and the dense mask
+// let the element through; P = 0 where x = -inf (sm80's rule: a bias of -inf, on every key of a row
+// too, whose lse2 is then -inf). dbias [B, H, Tq, Tk] float32 (compact; the op reduces the
+// broadcast dims) is sm80's dlogit = P (dP - dsum), the gradient of softcap(scale S) + b (before
+// the soft-cap factor), stored in the dS pass where P != 0 (4-byte stores, scattered: one warp
+// store covers 8 keys x 4 queries, 4 x 32 bytes); launch() zeroes dbias first, as sm80's bwd()
+// does, so the elements that are masked, past an index limit, or in tiles no unit visits read 0
+// (sm80 stores P (dP - dsum) = +-0 for the masked elements of the tiles it visits: equal values,
+// maybe the sign of a zero). Each element has one writer (its key tile's CTA, its head's unit, one
+// consumer thread): no atomics, deterministic. Under soft-cap, dS = dlogit (1 - tanh^2) with tanh =
+// (log2 P + lse2 - log2e b) / (c log2e), the bias read again where P > 0. The bias' and dbias'
+// element offsets within a unit are 32-bit (UnitElems; bwd_applies: their query and key strides
+// below 2^23), computed per pass from strides made opaque (bias_at, dbias_at). Why D = 64 only
+// (ptxas 13.0): at D = 128 the bias code spilled (112 bytes with 32-bit offsets; 700 with 64-bit
+// ones hoisted out of the unit loop) with dV issued before the dS pass, and issuing dV with dK in
+// the bias units (as <DROP, D = 128>) or computing the soft-cap factors and the dense mask's
+// addresses per pass removed the spills but made ptxas serialize the IDX kernel's wgmmas (C7511 /
+// C7512, "insufficient register resources"), for every unit; so the D = 128 IDX kernel carries no
+// bias code (its PTX is main's) and only the D = 64 IDX kernels changed.
 // Workspace: sm80's layout and size (flash_cuda.h, bwd_workspace_parts): dsum, lse2, then the dQ
 // accumulator [B, H, tq_pad, D] float32, each 64-row query tile's block of 64 x D floats in
 // fragment order: column group cg = col / 64, then for a 64 x 64 sub-block, float4 index
@@ -146,8 +173,8 @@
 // deferring unit n's dQ past unit n + 1's S^T / dP^T issue would keep its 32 accumulators live
 // through the P pass, over the 240 registers at D = 128) and any overlap of the P pass with the
 // next unit's products, dQ through shared memory with TMA reduce-add, dK / dV stored by TMA,
-// a persistent causal-balancing scheduler, a dense mask, bias / dbias,
-// soft-cap; dropout's draws shared between warps w and w ^ 1 (each thread uses 4 of a call's 8).
+// a persistent causal-balancing scheduler; dropout's draws shared between warps w and w ^ 1 (each
+// thread uses 4 of a call's 8); bias / dbias at D = 128 and with dropout, coalesced dbias stores.
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -253,6 +280,15 @@ struct Units {
     }
     n = nq * static_cast<int>(sh.H / sh.Hkv);
   }
+};
+
+// Elements of one unit's rows of a [B, H, Tq, Tk] tensor (the bias, dbias): (q, h2) is query
+// i0 + q and key j0 + key_l[h2] = key_l[0] + 8 h2 (ptr at q = 0, h2 = 0; 32-bit offsets).
+template <typename E>
+struct UnitElems {
+  E* ptr;
+  int qs, ks8;  // query stride, 8 x key stride (elements)
+  __device__ __forceinline__ E& operator()(int q, int h2) const { return ptr[q * qs + (h2 ? ks8 : 0)]; }
 };
 
 // q, d_o [B, Tq, H, D] through tm_q / tm_do (boxes {64, 1, 64, 1}); k, v [B, Tk, Hkv, D] through
@@ -404,8 +440,8 @@ __global__ void __launch_bounds__(kThreads, 1)
           while (ld_acquire_gpu(sem) < x) {
           }
         __syncwarp();
-        named_bar_sync(2, 128 + 32);
-        named_bar_sync(4, 128 + 32);
+        named_bar_sync_unaligned(2, 128 + 32);
+        named_bar_sync_unaligned(4, 128 + 32);
         if (lane == 0) red_release_gpu_max(sem, x + 1);
       }
     }
@@ -444,6 +480,21 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
     for (int h2 = 0; h2 < 2; ++h2) dmask_k[h2] = (j0 + key_l[h2]) * mk.mask_stride[3];
   }
+  // kBiasCode (the IDX kernel without dropout, D = 64 only): an additive bias [B, H, Tq, Tk] (q's
+  // dtype, broadcast through its strides) and its gradient dbias [B, H, Tq, Tk] (float32, compact);
+  // header comment "Bias and dbias". The bias enters the masked P pass (every unit then takes it) as
+  // in the forward's IDX kernel: x = S^T pmul + log2e b (pmul: scale log2e, or 1 after the soft-cap,
+  // base-2 units), read only for elements the index ranges and the dense mask let through (so never
+  // past Tq / q_lengths or Tk / k_lengths). dbias = d loss / d(softcap(scale S) + b) = P (dP - dsum)
+  // (sm80's dlogit: before the soft-cap factor), stored in the dS pass for elements with P != 0;
+  // launch() zeroes dbias beforehand, so every other element (masked, past the index limits, in units
+  // no CTA visits) reads 0, as after sm80's memset. Addressed per unit (bias_at / dbias_at in the
+  // unit loop). Not at D = 128: there the bias code made ptxas spill or serialize the kernel's wgmmas
+  // (C7511, "insufficient register resources") in every arrangement tried (header comment); that IDX
+  // kernel carries none of it (bwd_applies sends bias / dbias at D = 128 to sm80). UNTESTED ON A GPU.
+  constexpr bool kBiasCode = IDX && !DROP && D == 64;
+  const T* const bias = kBiasCode ? static_cast<const T*>(p.score.bias) : nullptr;
+  float* const dbias = kBiasCode ? p.dbias : nullptr;
   // IDX: whether those keys are below k_lengths (and Tk) and pass k_valid (key_visible).
   bool key_ok[2] = {true, true};
   if constexpr (IDX) {
@@ -531,7 +582,27 @@ __global__ void __launch_bounds__(kThreads, 1)
     // key of the tile past k_lengths / Tk or invalid); the mask then selects P = 0 (never a
     // product with 2^(S - lse2): fully masked rows have lse2 = -inf) and dS = 0 * (dP - dsum) = 0.
     const bool* dmask_u = dmask ? dmask_bh + h * p.mask.mask_stride[1] : nullptr;  // this unit's head
-    const bool need_mask = IDX ? flag_i[s] != 0 || dmask != nullptr
+    const T* const bias_u = bias;  // non-null: this unit takes the bias copies of the passes below
+    float* const dbias_u = dbias;
+    // The bias / dbias elements of queries i0 + q (q < 64) and keys j0 + key_l[h2] of this unit:
+    // a pointer to (q 0, key_l[0]) and 32-bit offsets (bwd_applies: strides below 2^23). The strides
+    // go through an empty asm at each call (once per pass, on a non-null tensor), so that nothing
+    // derived from them is hoisted out of the unit loop (the loop-invariant element offsets, 32 per
+    // tensor, spilled: 204 bytes at D = 64).
+    auto bias_at = [&]() {
+      const ScoreParams& sp = p.score;
+      int64_t s0 = sp.bias_stride[0], s1 = sp.bias_stride[1], s2 = sp.bias_stride[2], s3 = sp.bias_stride[3];
+      asm volatile("" : "+l"(s0), "+l"(s1), "+l"(s2), "+l"(s3));
+      return UnitElems<const T>{bias + b * s0 + h * s1 + i0 * s2 + (j0 + key_l[0]) * s3, static_cast<int>(s2),
+                                8 * static_cast<int>(s3)};
+    };
+    auto dbias_at = [&]() {
+      int64_t tk = sh.Tk;
+      asm volatile("" : "+l"(tk));
+      return UnitElems<float>{dbias + ((static_cast<int64_t>(b) * sh.H + h) * sh.Tq + i0) * tk + j0 + key_l[0],
+                              static_cast<int>(tk), 8};
+    };
+    const bool need_mask = IDX ? flag_i[s] != 0 || dmask != nullptr || bias_u != nullptr
                                : i0 + kBq > sh.Tq || j0 + kBk > sh.Tk || (causal && j0 + kBk - 1 > i0 + off);
     const int* range_s = range_i + s * kBq;
     // P^T = 2^(S^T scale log2e - lse2) (0 where masked) into sacc, under the dP^T product; with or
@@ -541,44 +612,64 @@ __global__ void __launch_bounds__(kThreads, 1)
     // compiled (ptxas 13.0, sm_90a) to one branch per S^T element (32 per unit and thread, every
     // instantiation), as the forward's softmax did (sm90-fwd-idx-fast). That branch also keeps
     // dP^T's wait below the pass: ptxas moves a WARPGROUP.DEPBAR up within its basic block
-    // (sm90-fwd-overlap), not across the join.
-    auto p_pass = [&](auto mask_c) {
+    // (sm90-fwd-overlap), not across the join. A bias (bias_c, kBiasCode, masked) is a third copy:
+    // x = S^T pmul + log2e bias as the forward (its IDX kernel: x = sacc mul, then x += log2e bias),
+    // the bias read only where the element is visible; P = 0 where x = -inf (a bias of -inf, maybe on
+    // every key a row sees: then lse2 = -inf too, and 2^(x - lse2) would be NaN).
+    auto p_pass = [&](auto mask_c, auto bias_c) {
       bool masked;  // a constant (std::true_type / false_type), but for <DROP, D = 128> (need_mask)
       if constexpr (std::is_same_v<decltype(mask_c), bool>)
         masked = mask_c;
       else
         masked = decltype(mask_c)::value;
+      constexpr bool kBias = kBiasCode && decltype(bias_c)::value;
+      UnitElems<const T> ba{nullptr, 0, 0};
+      if constexpr (kBias) ba = bias_at();
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
         const float2 l2 = *reinterpret_cast<const float2*>(lse2_s + 8 * j + 2 * t);
         int2 rg = make_int2(0, 0);  // IDX: the key ranges of queries 8j + 2t, +1
-        if (IDX && masked) rg = *reinterpret_cast<const int2*>(range_s + 8 * j + 2 * t);
+        if (IDX && (masked || kBias)) rg = *reinterpret_cast<const int2*>(range_s + 8 * j + 2 * t);
 #pragma unroll
         for (int h2 = 0; h2 < 2; ++h2)
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
             const int x = 4 * j + 2 * h2 + e;
-            float pv = fast_exp2(sacc[x] * pmul - (e ? l2.y : l2.x));
-            if (masked) {
-              if constexpr (IDX) {
-                const int r = e ? rg.y : rg.x;
-                if (!(key_ok[h2] && key_l[h2] >= (r & 0xffff) && key_l[h2] < (r >> 16))) pv = 0.f;
-                else if (dmask_u && !dmask_u[(i0 + 8 * j + 2 * t + e) * dmask_q + dmask_k[h2]]) pv = 0.f;
-              } else {
-                const int64_t key = j0 + key_l[h2], qi = i0 + 8 * j + 2 * t + e;
-                if (key >= sh.Tk || qi >= sh.Tq || (causal && key > qi + off)) pv = 0.f;
+            if constexpr (kBias) {
+              const int r = e ? rg.y : rg.x, q = 8 * j + 2 * t + e;
+              bool vis = key_ok[h2] && key_l[h2] >= (r & 0xffff) && key_l[h2] < (r >> 16);
+              if (vis && dmask_u) vis = dmask_u[(i0 + q) * dmask_q + dmask_k[h2]];
+              float bv = 0.f;
+              if (vis) bv = Elem<T>::to_f(ba(q, h2));
+              float z = sacc[x] * pmul;
+              z += bv * 1.4426950408889634f;
+              // z = -inf (a bias of -inf): P = 0, as sm80's (its row may see nothing else: lse2 = -inf).
+              sacc[x] = vis && z != -INFINITY ? fast_exp2(z - (e ? l2.y : l2.x)) : 0.f;
+            } else {
+              float pv = fast_exp2(sacc[x] * pmul - (e ? l2.y : l2.x));
+              if (masked) {
+                if constexpr (IDX) {
+                  const int r = e ? rg.y : rg.x;
+                  if (!(key_ok[h2] && key_l[h2] >= (r & 0xffff) && key_l[h2] < (r >> 16))) pv = 0.f;
+                  else if (dmask_u && !dmask_u[(i0 + 8 * j + 2 * t + e) * dmask_q + dmask_k[h2]]) pv = 0.f;
+                } else {
+                  const int64_t key = j0 + key_l[h2], qi = i0 + 8 * j + 2 * t + e;
+                  if (key >= sh.Tk || qi >= sh.Tq || (causal && key > qi + off)) pv = 0.f;
+                }
               }
+              sacc[x] = pv;
             }
-            sacc[x] = pv;
           }
       }
     };
     if constexpr (DROP && D == 128)
-      p_pass(need_mask);
+      p_pass(need_mask, std::false_type{});
+    else if (kBiasCode && bias_u != nullptr)
+      p_pass(std::true_type{}, std::true_type{});
     else if (need_mask)
-      p_pass(std::true_type{});
+      p_pass(std::true_type{}, std::false_type{});
     else
-      p_pass(std::false_type{});
+      p_pass(std::false_type{}, std::false_type{});
     wgmma_wait<0>();  // dP^T done
     fence_regs(dpacc);
     // dV += P^T dO (DROP: Pd^T dO, Pd = P Z) issued here, in its own commit group, so that the dV
@@ -617,7 +708,46 @@ __global__ void __launch_bounds__(kThreads, 1)
     // dS^T = P^T (dP^T - dsum) (DROP: sm80's rule, Pd = P Z, dS = P (dPd Z - dsum), Z = keep_scale
     // or 0). The same operations on the same values as the former single pass. Soft-cap (CTA-uniform,
     // not with DROP): times 1 - tanh^2 (see softcap above).
-    if (softcap != 0.f) {
+    // kBiasCode, units with dbias, or with a bias under soft-cap (CTA-uniform, one branch per unit
+    // around a copy of the pass per soft-cap setting): dlogit = P^T (dP^T - dsum) (sm80's
+    // order), stored to dbias where P != 0 (the rest stays launch()'s 0), then dS = dlogit (1 -
+    // tanh^2) under soft-cap, tanh recovered from P as below less the bias' log2e b (re-read where P
+    // > 0: visible elements only, the P pass' load again).
+    auto ds_pass_bias = [&](auto cap_c) {
+      constexpr bool kCap = decltype(cap_c)::value;
+      UnitElems<float> dba{nullptr, 0, 0};
+      if (dbias_u) dba = dbias_at();
+      UnitElems<const T> ba{nullptr, 0, 0};
+      if constexpr (kCap) ba = bias_at();
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const float2 dsm = *reinterpret_cast<const float2*>(dsum_s + 8 * j + 2 * t);
+        float2 l2 = make_float2(0.f, 0.f);
+        if constexpr (kCap) l2 = *reinterpret_cast<const float2*>(lse2_s + 8 * j + 2 * t);
+#pragma unroll
+        for (int h2 = 0; h2 < 2; ++h2)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int x = 4 * j + 2 * h2 + e, q = 8 * j + 2 * t + e;
+            const float pv = sacc[x];
+            float dl = pv * (dpacc[x] - (e ? dsm.y : dsm.x));
+            if (dbias_u && pv != 0.f) dba(q, h2) = dl;
+            if constexpr (kCap) {
+              float bv = 0.f;
+              if (bias_u && pv > 0.f) bv = Elem<T>::to_f(ba(q, h2));
+              const float th = ((__log2f(pv) + (e ? l2.y : l2.x)) - bv * 1.4426950408889634f) * inv_cap_log2;
+              dl *= pv > 0.f ? 1.f - th * th : 1.f;
+            }
+            dpacc[x] = dl;
+          }
+      }
+    };
+    if (kBiasCode && (dbias_u != nullptr || (softcap != 0.f && bias_u != nullptr))) {
+      if (softcap != 0.f)
+        ds_pass_bias(std::true_type{});
+      else
+        ds_pass_bias(std::false_type{});
+    } else if (softcap != 0.f) {
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
         const float2 dsm = *reinterpret_cast<const float2*>(dsum_s + 8 * j + 2 * t);
@@ -720,13 +850,16 @@ __global__ void __launch_bounds__(kThreads, 1)
       // One bar.sync each with the barrier and count in registers (c is warpgroup-uniform): written
       // as `if (c == 0) ... else ...`, ptxas made two predicated BAR.SYNCs of each pair, and
       // compute-sanitizer's synccheck reported "Divergent thread(s) in block" at the first
-      // (flash_bwd_sm90_kernel<bf16, 64, no IDX, DET>, 2026-12-01). NOT YET CHECKED ON A GPU.
-      named_bar_sync(c == 0 ? 2 : 3, c == 0 ? 128 + 32 : 128 * kConsumers);
+      // (flash_bwd_sm90_kernel<bf16, 64, no IDX, DET>, 2026-12-01), and again at the register form
+      // (offset 0x4a20 of that kernel, threads 160-191, second H200 run of 2026-12-01). Now
+      // barrier.sync without .aligned (this file's DET barriers only), which does not require the
+      // warp's threads to arrive together. NOT YET CHECKED ON A GPU.
+      named_bar_sync_unaligned(c == 0 ? 2 : 3, c == 0 ? 128 + 32 : 128 * kConsumers);
 #pragma unroll
       for (int j = 0; j < 8; ++j)
         atomicAdd(reinterpret_cast<float4*>(blk) + j * 128 + tid,
                   make_float4(dq[4 * j], dq[4 * j + 1], dq[4 * j + 2], dq[4 * j + 3]));
-      named_bar_sync(c == 0 ? 3 : 4, c == 0 ? 128 * kConsumers : 128 + 32);
+      named_bar_sync_unaligned(c == 0 ? 3 : 4, c == 0 ? 128 * kConsumers : 128 + 32);
     }
   }
 
@@ -786,6 +919,9 @@ cudaError_t launch(const FlashBwdParams& p, cudaStream_t stream) {
   if (!ws.dsum || !ws.lse2 || !ws.dq_acc || ws.hd != D || ws.tq_pad % kBq != 0 || !aligned16(ws.dq_acc))
     return cudaErrorNotSupported;
   if (DET && !ws.dq_sem) return cudaErrorNotSupported;  // nothing queued yet: sm80's deterministic one
+  // Only the IDX kernel without dropout at D = 64 has bias / dbias code (kBiasCode; bwd_applies keeps
+  // the others away, this guards the launcher itself): nothing queued yet, sm80 takes it.
+  if ((p.score.bias || p.dbias) && !(IDX && !DROP && D == 64)) return cudaErrorNotSupported;
   CUtensorMap tq, tk, tv, tdo;
   if (!tma_map_rows(&tq, p.dtype, p.q, s.B, s.Tq, s.H, D, s.q_stride, kBq) ||
       !tma_map_rows(&tk, p.dtype, p.k, s.B, s.Tk, s.Hkv, D, s.k_stride, kBk) ||
@@ -797,6 +933,11 @@ cudaError_t launch(const FlashBwdParams& p, cudaStream_t stream) {
   cudaError_t err = set_dynamic_smem(kernel, smem);
   if (err != cudaSuccess) return cudaErrorNotSupported;  // nothing queued yet: sm80 takes it
 
+  // dbias [B, H, Tq, Tk] zeroed first, as sm80's bwd() does: the kernel stores only the elements of
+  // its units with P != 0 (the others are 0 in sm80's too: masked, or in tiles no unit visits).
+  if (p.dbias && (err = cudaMemsetAsync(p.dbias, 0, static_cast<size_t>(s.B * s.H * s.Tq * s.Tk) * sizeof(float),
+                                        stream)) != cudaSuccess)
+    return err;
   if ((err = bwd_dsum_tc(p, ws.dsum, ws.lse2, stream)) != cudaSuccess) return err;
   const size_t acc_floats = static_cast<size_t>(s.B * s.H * ws.tq_pad) * D;
   // DET: the counters [B, H, tq_pad / 64] follow the accumulator (bwd_workspace_parts): one memset.
@@ -861,10 +1002,16 @@ bool bwd_applies(const FlashBwdParams& p) {
   if (s.B <= 0 || s.H <= 0 || s.H > 65535 || s.B > 65535 || s.Hkv <= 0 || s.Hkv > 65535 || s.H % s.Hkv != 0)
     return false;
   // Index masks (causal, window, lengths, [B, Tq] / [B, Tk] validity) and dropout (with its seed;
-  // the DROP kernel, D = 64 and 128) run here; a dense mask (and bias / dbias, soft-cap) take sm80's
-  // kernels.
+  // the DROP kernel, D = 64 and 128) run here; a dense mask and soft-cap too, in the IDX kernel
+  // without dropout, and bias / dbias there at D = 64 (with dropout, or at D = 128: sm80's kernels).
   if (p.mask.mask && p.dropout.rate > 0.f) return false;  // a dense mask: the IDX kernel without dropout
-  if (p.score.bias || p.dbias) return false;
+  if ((p.score.bias || p.dbias) && (p.dropout.rate > 0.f || s.D != 64)) return false;  // kBiasCode
+  // The bias' and dbias' element offsets within a unit are 32-bit (UnitElems): query and key strides
+  // below 2^23 (dbias: compact, key stride 1, query stride Tk).
+  constexpr int64_t kOffLim = int64_t(1) << 23;
+  auto small = [](int64_t x) { return x > -kOffLim && x < kOffLim; };
+  if (p.score.bias && !(small(p.score.bias_stride[2]) && small(p.score.bias_stride[3]))) return false;
+  if (p.dbias && !small(s.Tk)) return false;
   // Soft-cap in the IDX kernel without dropout (the dropout kernel carries no soft-cap code).
   if (p.score.softcap != 0.f && (p.dropout.rate > 0.f || !std::isfinite(p.score.softcap))) return false;
   if (p.dropout.rate > 0.f && !p.dropout.seed) return false;
@@ -891,7 +1038,8 @@ cudaError_t bwd_pick(const FlashBwdParams& p, cudaStream_t stream) {
     return bf16 ? launch<__nv_bfloat16, 64, true, true, DET>(p, stream) : launch<__half, 64, true, true, DET>(p, stream);
   }
   if (m.window_left >= 0 || m.window_right >= 0 || m.q_lengths || m.k_lengths || m.q_valid || m.k_valid ||
-      p.score.softcap != 0.f || m.mask) {  // soft-cap, a dense mask: the IDX kernel's branches
+      p.score.softcap != 0.f || m.mask || p.score.bias || p.dbias) {  // soft-cap, a dense mask, bias /
+                                                                        // dbias (D = 64): the IDX kernel's
     if (p.shape.D == 128)
       return bf16 ? launch<__nv_bfloat16, 128, true, false, DET>(p, stream)
                   : launch<__half, 128, true, false, DET>(p, stream);

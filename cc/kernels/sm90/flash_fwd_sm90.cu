@@ -101,6 +101,9 @@
 // and bitwise equality with variant 0 passed, also with the grid capped at 2 CTAs) it is not faster
 // than variant 5 overall: 521 / 467 / 590 / 518 TFLOP/s against 567 / 476 / 578 / 548 (D = 128;
 // T = 4096, 4096 causal, 16384, 16384 causal), so it is not the default.
+// Variants 8 and 9 (opt-in, UNTESTED ON A GPU; the plain kernel at D = 64 only, other calls run 5):
+// FlashAttention-3's head-dim-64 tile, 3 consumer warpgroups and 192 query rows per CTA, variant 8
+// with the ping-pong as a round-robin ring, 9 without it (see their comment at kSched).
 // Not yet here (issue 16): an atomic tile counter for the persistent grid (see tile_order()); a
 // dense mask or bias together with dropout.
 #include <cuda.h>
@@ -157,6 +160,9 @@ static_assert(128 * kProducerRegs + 128 * kConsumers * kConsumerRegs <= 65536, "
 //              K / V ring, its barriers' phases and the ping-pong turns running on from tile to
 //              tile, a q_empty barrier between a tile's epilogue and the next tile's Q load
 //              (flash_fwd_sm90_kernel's comment); with overlap and ping-pong only (schedule 5's)
+//   consumers  consumer warpgroups: 2 (128 query rows per CTA), or 3 (192 rows, 512 threads; the
+//              ping-pong a round-robin ring): schedules 8 and 9, the plain D = 64 kernel only,
+//              opt-in and UNTESTED ON A GPU (see their comment below)
 // The arithmetic is the same in every variant, in the same order (per tile: the persistent grid
 // changes which CTA computes a tile and when, not how): O and lse are expected to match variant 0
 // bit for bit.
@@ -164,6 +170,7 @@ struct Sched {
   int stages;
   bool overlap, pingpong, tma_store;
   bool persistent = false;
+  int consumers = 2;  // consumer warpgroups (3: the 192-row query tile of schedules 8 and 9)
 };
 constexpr Sched kSched[] = {
     {2, false, false, false},  // 0: the first schedule (D = 256 always runs it)
@@ -174,6 +181,8 @@ constexpr Sched kSched[] = {
     {3, true, true, true},     // 5: the default at D = 128 (H200: 1.08x-1.16x variant 0's TFLOP/s)
     {2, true, true, true},     // 6
     {3, true, true, true, true},  // 7: schedule 5 on a persistent grid (checked on the H200; not faster)
+    {3, true, true, true, false, 3},   // 8: schedule 5 with 3 consumers, round-robin turns (D = 64 plain only)
+    {3, true, false, true, false, 3},  // 9: 8 without the turns (D = 64 plain only)
 };
 constexpr int kNumVariants = sizeof(kSched) / sizeof(kSched[0]);
 constexpr int kDefaultVariant = 5;     // D = 128
@@ -187,10 +196,61 @@ constexpr int kPersistentVariant = 7, kPersistentFallback = 5;
 static_assert(kSched[kPersistentVariant].persistent && !kSched[kPersistentFallback].persistent &&
                   kSched[kPersistentVariant].stages == kSched[kPersistentFallback].stages,
               "variant 7 is variant 5 on a persistent grid");
+// Schedules 8 and 9 (UNTESTED ON A GPU; opt-in only, TF_FLASHATTN_SM90_FWD_VARIANT=8 / 9 or the
+// harness's set_sm90_fwd_variant): FlashAttention-3's head-dim-64 tile. At D = 64 the softmax of a
+// 64 x 128 S tile costs what it costs at D = 128 for half the tensor-core work (Nsight Compute on the
+// H200: tensor pipe active 43 % of cycles at D = 64, 68 % at D = 128), so a third consumer warpgroup
+// gives the tensor cores a third warpgroup's products to run under each softmax:
+//   CTA = 4 warpgroups (512 threads): the producer (setmaxnreg.dec to kProducerRegs = 24) and 3
+//   consumers (setmaxnreg.inc to kConsumerRegs3 = 160), query tile kBrOf<V> = 192 rows (64 per
+//   consumer), key tiles of 128 as before. Registers: __launch_bounds__(512, 1) caps the launch at
+//   65536 / 512 = 128 per thread, the CTA's pool 512 x 128 = 65536 >= 128 x 24 + 384 x 160 = 64512
+//   (setmaxnreg: multiples of 8 in [24, 256]; 168 would need 67584). A consumer's peak in schedule 5's
+//   overlap is S_{n+1} (64 floats) + P_n (32 words) + O (32 floats) + row state (ptxas -v: 0 spills).
+//   Shared memory: Q 192 x 64 x 2 B = 24 KiB + 3 stages x (K + V) 2 x 16 KiB = 120 KiB (+ barriers,
+//   1 KiB alignment slack).
+//   Schedule 8 is schedule 5 (3 stages, overlap, TMA store of O) with the ping-pong made a ring:
+//   consumer c waits on named barrier 1 + c (256 threads: its own 128 and its predecessor's 128) and
+//   arrives on barrier 1 + (c + 1) % 3 after issuing, the last consumer opening the first turn and
+//   skipping its last arrival (each barrier: N + 1 phases, at most one arrival ahead of its waiter),
+//   so the issue order is 0, 1, 2, 0, 1, 2, ... (FlashAttention-3 orders its 3 warpgroups the same
+//   way). Schedule 9 is 8 without the turns (schedule 2's free issue, 3 stages, TMA store), to tell
+//   whether the ordering helps at 3 warpgroups. The TMA store's per-warpgroup barriers move from
+//   3 + c to 1 + consumers + c (4, 5, 6) so that they do not meet the ring's 1 .. 3.
+//   Masks: the query tile's key tiles are QueryTileKeys<192, 128>'s (the plain kernel: from key 0 to
+//   the last row's key_end, any causal offset), ke_cta is the first of the 192 rows', each row masks
+//   with its own key_end: the causal code is the 128-row tile's with the tile size changed. A row may
+//   visit key tiles past its key_end that its 128-row tile did not (or fewer than it did, all of
+//   them past its key_end): for such a tile every S of the row is -inf, so m is unchanged, alpha =
+//   ex2(0) = 1, P = 0, l and O unchanged exactly (a row that sees no key at all keeps m = -inf, l =
+//   0, O = 0 in both). Each row's arithmetic is the 128-row tile's in the same order (the same key
+//   tiles, the same quad of threads by column): O and lse are expected to equal schedule 0's bit
+//   for bit, as the other schedules'.
+//   Only the plain kernel (no index masks, dropout, soft-cap, dense mask or bias) at D = 64, bf16 and
+//   fp16: anything else asking for 8 or 9 runs kWideFallback (5); so does Tq > 2^31 - 192
+//   (fwd_applies' bound is for 128-row tiles). Never the default (kDefaultVariantD64 stays 5).
+constexpr int kConsumerRegs3 = 160;
+static_assert(128 * kProducerRegs + 128 * 3 * kConsumerRegs3 <= 512 * (65536 / 512),
+              "register file: the pool of a 512-thread launch at 128 registers per thread");
+static_assert(kConsumerRegs3 % 8 == 0 && kProducerRegs % 8 == 0, "setmaxnreg takes multiples of 8");
+constexpr int kWideFallback = 5;
+// Per schedule: consumer warpgroups, query rows per CTA, threads per CTA, consumer registers.
+template <int V>
+constexpr int kConsumersOf = kSched[V].consumers;
+template <int V>
+constexpr int kBrOf = 64 * kSched[V].consumers;
+template <int V>
+constexpr int kThreadsOf = 128 * (1 + kSched[V].consumers);
+template <int V>
+constexpr int kConsumerRegsOf = kSched[V].consumers == 2 ? kConsumerRegs : kConsumerRegs3;
+static_assert(kBrOf<0> == kBr && kThreadsOf<0> == kThreads && kConsumersOf<0> == kConsumers,
+              "the 2-consumer schedules keep the first tile");
+static_assert(kSched[kWideFallback].consumers == 2 && kSched[8].consumers == 3 && kSched[9].consumers == 3,
+              "schedules 8 and 9 are the 3-consumer ones");
 
-template <int D, int kStages = 2, int kBc = kKeyTile<D>, bool kPersistent = false>
+template <int D, int kStages = 2, int kBc = kKeyTile<D>, bool kPersistent = false, int kRows = kBr>
 struct SmemLayout {
-  static constexpr int kQBytes = kBr * D * 2;
+  static constexpr int kQBytes = kRows * D * 2;  // kRows: the query tile (kBrOf<V>)
   static constexpr int kKVBytes = kBc * D * 2;
   static constexpr int kQ = 0;
   static constexpr int kK = kQ + kQBytes;                     // + stage * kKVBytes
@@ -203,6 +263,8 @@ struct SmemLayout {
 static_assert(SmemLayout<128, 3>::kAlloc <= 227 * 1024, "3 stages at D = 128 exceed the opt-in shared memory");
 static_assert(SmemLayout<128, 3, 128, true>::kAlloc <= 227 * 1024, "the persistent schedule exceeds the opt-in shared memory");
 static_assert(SmemLayout<256, 2>::kAlloc <= 227 * 1024, "2 stages of 64 keys at D = 256 exceed the opt-in shared memory");
+static_assert(SmemLayout<64, 3, 128, false, 192>::kAlloc <= 227 * 1024, "schedule 8's 192-row tile at D = 64");
+static_assert(SmemLayout<64, 3, 128, false, 192>::kK % 1024 == 0, "K / V tiles 1024-byte aligned after 192 Q rows");
 
 // The persistent schedule's tiles (kSched's `persistent`): tile index t in [0, num) of the
 // (m_block, head, batch) work, ordered for the L2 and for causal balance, FlashAttention-3's
@@ -239,15 +301,19 @@ struct TileOrder {
 // the phase parity of q_full for this tile (the persistent kernel loads Q once per tile that has
 // key tiles). Persistent: every consumer thread arrives on q_empty when this tile's Q rows (and O,
 // stored through them) are no longer read, so that the producer may load the next tile's Q.
+// kBr below is the schedule's query tile (kBrOf<V>: 128, or 192 with 3 consumers), kC its consumer
+// warpgroups; the 2-consumer schedules' code is the same as before either existed.
 template <typename T, int D, bool IDX, bool DROP, int V>
 __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const FlashFwdParams& p, uint32_t base,
                                                   int m_block, int h, int b,
-                                                  const QueryTileKeys<kBr, kKeyTile<D>>& keys, uint32_t kv0,
+                                                  const QueryTileKeys<kBrOf<V>, kKeyTile<D>>& keys, uint32_t kv0,
                                                   uint32_t q_parity) {
   constexpr Sched kS = kSched[V];
   constexpr int kStages = kS.stages;
   constexpr int kBc = kKeyTile<D>;
-  using L = SmemLayout<D, kStages, kBc, kS.persistent>;
+  constexpr int kBr = kBrOf<V>;  // (shadows the namespace's 128)
+  constexpr int kC = kConsumersOf<V>;
+  using L = SmemLayout<D, kStages, kBc, kS.persistent, kBr>;
   const uint32_t q_full = base + L::kBars;
   const uint32_t full0 = q_full + 8, empty0 = q_full + 8 * (1 + kStages);
   const uint32_t q_empty = base + L::kQEmpty;
@@ -549,17 +615,24 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
     // the last P V. Ping-pong: warpgroup c waits on named barrier 1 + c (256 threads: its own 128
     // and the other's 128 arrivals) before issuing a round, and arrives on the other's barrier after
     // issuing it. Consumer 1 opens consumer 0's first turn and skips its own last arrival, so that
-    // each barrier gets exactly N + 1 phases of 256 threads.
+    // each barrier gets exactly N + 1 phases of 256 threads. Three consumers (schedule 8): a ring,
+    // consumer c arriving on its successor's barrier 1 + (c + 1) % 3, consumer 2 opening consumer 0's
+    // first turn and skipping its last arrival (the same count per barrier; see schedule 8's comment).
     const int last_round = n_tiles;
     auto turn_begin = [&]() {
       if constexpr (kSched[V].pingpong) named_bar_sync(1 + c, 256);
     };
     auto turn_end = [&](int r) {
-      if constexpr (kSched[V].pingpong)
-        if (!(c == 1 && r == last_round)) named_bar_arrive(2 - c, 256);
+      if constexpr (kSched[V].pingpong) {
+        if constexpr (kC == 2) {
+          if (!(c == 1 && r == last_round)) named_bar_arrive(2 - c, 256);
+        } else {  // successor c + 1, or consumer 0 after the last
+          if (!(c == kC - 1 && r == last_round)) named_bar_arrive(c == kC - 1 ? 1 : 2 + c, 256);
+        }
+      }
     };
     if constexpr (kS.pingpong)
-      if (c == 1) named_bar_arrive(1, 256);
+      if (c == kC - 1) named_bar_arrive(1, 256);
     float sacc[kBc / 2];
     uint32_t pa[kBc / 16][4];
     float alpha[2];
@@ -642,7 +715,7 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
                       Elem<T>::pack(o[4 * j + 2 * h2] * inv[h2], o[4 * j + 2 * h2 + 1] * inv[h2]));
     }
     fence_proxy_async();
-    named_bar_sync(3 + c, 128);
+    named_bar_sync(1 + kC + c, 128);  // 3 + c with 2 consumers (past the ping-pong's 1 .. kC)
     if (tid == 0 && m0 + c * 64 < Tq) {
 #pragma unroll
       for (int j = 0; j < D / 64; ++j)
@@ -697,8 +770,9 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
 // Tiles without key tiles (causal rows before the keys, Tk past them) load nothing and take no
 // q_full / q_empty phase on either side (so neither barrier can run two phases ahead of its
 // waiter); their consumers write O = 0 and lse = -inf directly.
+// Schedules 8 and 9: 4 warpgroups (512 threads), 192-row query tiles (kBrOf<V>; see their comment).
 template <typename T, int D, bool IDX, bool DROP, int V>
-__global__ void __launch_bounds__(kThreads, 1)
+__global__ void __launch_bounds__(kThreadsOf<V>, 1)
     flash_fwd_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                           const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_o,
                           const __grid_constant__ FlashFwdParams p, const __grid_constant__ TileOrder order) {
@@ -709,7 +783,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   static_assert(!DROP || IDX, "dropout runs the index-masked kernel");
   static_assert(D == 64 || D == 128 || (D == 256 && V == 0), "D = 256 runs schedule 0 only");
   static_assert(!kS.persistent || (kS.overlap && kS.pingpong), "the persistent schedule is schedule 5's");
-  using L = SmemLayout<D, kStages, kBc, kS.persistent>;
+  static_assert(kS.consumers == 2 || (kS.consumers == 3 && D == 64 && !IDX && !DROP && !kS.persistent && kS.overlap),
+                "3 consumer warpgroups: the plain D = 64 kernel, one tile per CTA, overlap schedules only");
+  constexpr int kBr = kBrOf<V>;  // (shadows the namespace's 128)
+  constexpr int kC = kConsumersOf<V>;
+  using L = SmemLayout<D, kStages, kBc, kS.persistent, kBr>;
   extern __shared__ uint8_t smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
   const uint32_t q_full = base + L::kBars;
@@ -736,9 +814,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     mbar_init(q_full, 1);
     for (int s = 0; s < kStages; ++s) {
       mbar_init(full0 + 8 * s, 1);
-      mbar_init(empty0 + 8 * s, 128 * kConsumers);
+      mbar_init(empty0 + 8 * s, 128 * kC);
     }
-    if constexpr (kS.persistent) mbar_init(q_empty, 128 * kConsumers);
+    if constexpr (kS.persistent) mbar_init(q_empty, 128 * kC);
     mbar_fence_init();
   }
   __syncthreads();
@@ -796,7 +874,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     return;
   }
 
-  setmaxnreg_inc<kConsumerRegs>();
+  setmaxnreg_inc<kConsumerRegsOf<V>>();
   uint32_t kv = 0, q_loads = 0;  // as the producer's: K / V tiles and Q loads consumed so far
   for (int tile = first; tile < end; tile += stride) {
     int m_block, h, b;
@@ -858,6 +936,7 @@ template <typename T, int D, bool IDX, bool DROP, int V = 0>
 cudaError_t launch(const FlashFwdParams& p, cudaStream_t stream) {
   constexpr Sched kS = kSched[V];
   constexpr int kBc = kKeyTile<D>;
+  constexpr int kBr = kBrOf<V>;  // (shadows the namespace's 128)
   const AttnShape& s = p.shape;
   TileOrder order;
   if constexpr (kS.persistent) {
@@ -875,7 +954,7 @@ cudaError_t launch(const FlashFwdParams& p, cudaStream_t stream) {
     to = tq;  // unused
   }
   auto kernel = flash_fwd_sm90_kernel<T, D, IDX, DROP, V>;
-  const int smem = SmemLayout<D, kS.stages, kBc, kS.persistent>::kAlloc;
+  const int smem = SmemLayout<D, kS.stages, kBc, kS.persistent, kBr>::kAlloc;
   cudaError_t err = set_dynamic_smem(kernel, smem);
   if (err != cudaSuccess) return err;
   dim3 grid(static_cast<unsigned>((s.Tq + kBr - 1) / kBr), static_cast<unsigned>(s.H), static_cast<unsigned>(s.B));
@@ -896,7 +975,7 @@ cudaError_t launch(const FlashFwdParams& p, cudaStream_t stream) {
     if (cap > 0 && cap < sms) sms = cap;
     grid = dim3(static_cast<unsigned>(order.num < sms ? order.num : sms), 1, 1);
   }
-  kernel<<<grid, kThreads, smem, stream>>>(tq, tk, tv, to, p, order);
+  kernel<<<grid, kThreadsOf<V>, smem, stream>>>(tq, tk, tv, to, p, order);
   err = cudaGetLastError();
   if (err == cudaSuccess) {
     g_launches.fetch_add(1, std::memory_order_relaxed);
@@ -906,10 +985,11 @@ cudaError_t launch(const FlashFwdParams& p, cudaStream_t stream) {
 }
 
 // The plain (no-dropout) kernel at D = 64 or 128 with schedule v (kSched; fwd_variant() keeps v in
-// range), IDX: with the index masks (needs_idx()).
+// range), IDX: with the index masks (needs_idx()). Schedules 8 and 9 exist for the kernel without
+// IDX at D = 64 only; elsewhere, and past the 192-row tiles' Tq bound, they run kWideFallback.
 template <typename T, int D, bool IDX>
 cudaError_t launch_plain(const FlashFwdParams& p, cudaStream_t stream, int v) {
-  static_assert(kNumVariants == 8, "one case per schedule");
+  static_assert(kNumVariants == 10, "one case per schedule");
   static_assert(D == 64 || D == 128, "D = 256 runs schedule 0 only");
   switch (v) {
     case 1: return launch<T, D, IDX, false, 1>(p, stream);
@@ -919,6 +999,13 @@ cudaError_t launch_plain(const FlashFwdParams& p, cudaStream_t stream, int v) {
     case 5: return launch<T, D, IDX, false, 5>(p, stream);
     case 6: return launch<T, D, IDX, false, 6>(p, stream);
     case 7: return launch<T, D, IDX, false, 7>(p, stream);
+    case 8:
+    case 9:
+      if constexpr (D == 64 && !IDX) {
+        if (p.shape.Tq <= (1ll << 31) - kBrOf<8>)
+          return v == 8 ? launch<T, D, IDX, false, 8>(p, stream) : launch<T, D, IDX, false, 9>(p, stream);
+      }
+      return launch<T, D, IDX, false, kWideFallback>(p, stream);
     default: return launch<T, D, IDX, false, 0>(p, stream);  // v == 0
   }
 }

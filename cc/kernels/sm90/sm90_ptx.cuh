@@ -306,6 +306,11 @@ __device__ __forceinline__ void wgmma_rs_m64nDk16_tb(float (&acc)[D / 2], const 
 __device__ __forceinline__ void named_bar_sync(int id, int count) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
 }
+// The same with barrier.sync without .aligned: correct even if the threads of a warp reach it apart
+// (bar.sync is barrier.sync.aligned, which requires every thread of the warp at the same instruction).
+__device__ __forceinline__ void named_bar_sync_unaligned(int id, int count) {
+  asm volatile("barrier.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
+}
 // Arrival on named barrier `id` without waiting (the producer side of a bar.sync by other warps).
 __device__ __forceinline__ void named_bar_arrive(int id, int count) {
   asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(count) : "memory");
