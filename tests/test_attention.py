@@ -594,6 +594,33 @@ def test_gradient_op_checks_its_saved_inputs(jit):
             grad(*args)
 
 
+@pytest.mark.parametrize("jit", [False, True], ids=["kernel", "xla"])
+def test_seed_may_be_absent_only_without_dropout(jit):
+    """The seed input is [2], or [0] (absent) when dropout_rate is 0: the wrapper passes [0] then
+    (a [2] placeholder of zeros became a broadcast kernel under XLA, one per call). The op names
+    the seed when dropout wants one and gets [0], or gets another shape."""
+    from tf_flashattn import _ops
+    lib = _ops.load()
+    rng = np.random.default_rng(3)
+    q = rand(rng, 1, 5, 2, 8)
+    e_b, e_i, e_m = tf.zeros([0]), tf.zeros([0], tf.int32), tf.zeros([0], tf.bool)
+
+    def fwd(seed, rate):
+        f = tf.function(lambda q, s: lib.flash_attn_flash_attention(q, q, q, e_m, e_b, e_i, e_i, e_m, e_m, s,
+                                                                   scale=0.5, dropout_rate=rate)[0],
+                        jit_compile=jit)
+        return f(q, seed)
+
+    no_seed = fwd(tf.zeros([0], tf.int64), 0.0)
+    np.testing.assert_array_equal(no_seed.numpy(), fwd(tf.constant([5, 6], tf.int64), 0.0).numpy())
+    np.testing.assert_allclose(no_seed.numpy(), fa.dot_product_attention(q, q, q, scale=0.5).numpy(),
+                               rtol=1e-6, atol=1e-6)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"dropout_rate > 0 needs a seed of shape \[2\]"):
+        fwd(tf.zeros([0], tf.int64), 0.1)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"seed must have shape \[2\] \(int64\), or \[0\]"):
+        fwd(tf.zeros([3], tf.int64), 0.0)
+
+
 def test_lengths_not_on_the_host_are_checked_by_the_cpu_kernel():
     # Symbolic lengths (inside tf.function) reach the op unchecked in Python; the CPU kernel
     # reports them, int64 values saturated (not wrapped modulo 2^32) on the way to int32.

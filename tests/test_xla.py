@@ -105,6 +105,56 @@ def test_custom_calls_pin_every_operand_and_result_to_row_major():
         assert descending(line.split(" custom-call(")[0].split(" = ", 1)[1]), line
 
 
+def test_absent_seed_is_an_empty_operand():
+    """Without dropout the seed operand is s64[0], as every other absent input: a [2] placeholder of
+    zeros became a broadcast kernel under XLA (a splat constant), one launch per call, inside a
+    decoding loop too. With dropout it is the [2] seed."""
+    rng = np.random.default_rng(0)
+    q = rand(rng, 1, 8, 2, 16)
+    calls = lambda hlo: [line for line in hlo.splitlines() if 'custom_call_target="tf_flashattn_fwd"' in line]
+    plain = _hlo(lambda q: fa.dot_product_attention(q, q, q), q)
+    assert "s64[2]" not in plain, plain
+    assert "s64[0]" in calls(plain)[0].split(" custom-call(")[1], calls(plain)
+    dropped = _hlo(lambda q: fa.dot_product_attention(q, q, q, dropout_rate=0.1, seed=[1, 2]), q)
+    assert "s64[2]" in calls(dropped)[0].split(" custom-call(")[1], calls(dropped)
+
+
+@pytest.mark.skipif(not GPU, reason="the forward aliases its output to the query on XLA:GPU only")
+def test_decoding_forward_writes_into_the_query_buffer():
+    """A forward with few query rows (Tq <= 16) and Dv == D declares its output aliased to the query
+    (output_to_operand_aliasing; in a decoding loop whose next query is the output, no copy per step);
+    training shapes do not (the query is live until the backward). XLA copies a query that stays live
+    after the call: the query and the output are both right then, and a chained decoding loop equals
+    the eager one."""
+    rng = np.random.default_rng(5)
+    k, v = rand(rng, 2, 77, 2, 64, dtype=tf.bfloat16), rand(rng, 2, 77, 2, 64, dtype=tf.bfloat16)
+    fwd = lambda q: fa.dot_product_attention(q, k, v, key_lengths=[77, 40])
+    alias = "output_to_operand_aliasing={{0}: (0, {})}"
+    for tq, aliased in ((1, True), (16, True), (17, False)):
+        hlo = _hlo(fwd, rand(rng, 2, tq, 8, 64, dtype=tf.bfloat16))
+        call = [line for line in hlo.splitlines() if 'custom_call_target="tf_flashattn_fwd"' in line]
+        assert (alias in call[0]) == aliased, (tq, call)
+    dv = rand(rng, 2, 77, 2, 32, dtype=tf.bfloat16)
+    hlo = _hlo(lambda q: fa.dot_product_attention(q, k, dv), rand(rng, 2, 1, 8, 64, dtype=tf.bfloat16))
+    assert "output_to_operand_aliasing" not in hlo, hlo  # Dv != D: different shapes
+
+    q = rand(rng, 2, 3, 8, 64, dtype=tf.bfloat16)
+    out, q_after = tf.function(lambda q: (fwd(q), q * 2), jit_compile=True)(q)
+    np.testing.assert_array_equal(tf.cast(q_after, tf.float32).numpy(), tf.cast(q * 2, tf.float32).numpy())
+    close = lambda a, b: np.testing.assert_allclose(tf.cast(a, tf.float32).numpy(), tf.cast(b, tf.float32).numpy(),
+                                                    rtol=2e-2, atol=2e-2)
+    close(out, fwd(q))
+
+    def chain(x, n=6):
+        return tf.while_loop(lambda i, x: i < n, lambda i, x: (i + 1, fwd(x)), (tf.constant(0), x))[1]
+
+    x0 = rand(rng, 2, 1, 8, 64, dtype=tf.bfloat16)
+    eager = x0
+    for _ in range(6):
+        eager = fwd(eager)
+    close(tf.function(chain, jit_compile=True)(x0), eager)
+
+
 @pytest.mark.parametrize("batch", [1, 3])
 def test_jit_with_transposed_and_projected_operands_equals_eager(batch):
     """Operands XLA would rather keep in another layout (a transpose's result, which layout

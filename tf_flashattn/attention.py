@@ -70,16 +70,16 @@ def _eager_signature(query, key, value, optional, *settings):
     return sig
 
 
-def _absent(dtype, size=0):
-    """The placeholder of an absent optional input: zeros of shape [size] ([0]; the seed without
-    dropout, never read: [2]). Eagerly, one tensor per (dtype, size, device) is made once and
-    reused: a new one per call would cost an op (and a copy to the GPU) at every call."""
+def _absent(dtype):
+    """The placeholder of an absent optional input (the seed without dropout included): a tensor of
+    shape [0]. Eagerly, one tensor per (dtype, device) is made once and reused: a new one per call
+    would cost an op (and a copy to the GPU) at every call."""
     if not tf.executing_eagerly():
-        return tf.zeros([size], dtype)
-    key = (dtype, size, _eager_device())
+        return tf.zeros([0], dtype)
+    key = (dtype, _eager_device())
     t = _ABSENT_EAGER.get(key)
     if t is None:
-        t = _ABSENT_EAGER[key] = tf.zeros([size], dtype)
+        t = _ABSENT_EAGER[key] = tf.zeros([0], dtype)
     return t
 
 
@@ -389,7 +389,7 @@ def dot_product_attention(query, key, value, bias=None, mask=None, scale=None, i
         if dropout_rate > 0.0 and seed is None:
             raise ValueError("`dropout_rate` > 0 needs a `seed` (an int tensor of shape [2]), "
                              "so the backward can regenerate the same dropout mask.")
-        seed_t = _absent(tf.int64, 2) if seed is None else _seed_tensor(seed)
+        seed_t = _absent(tf.int64) if seed is None else _seed_tensor(seed)
         cap = 0.0
         if attn_logits_soft_cap is not None:
             cap = _number(attn_logits_soft_cap, "attn_logits_soft_cap")

@@ -157,11 +157,18 @@ Status FillShapes(const TensorShape* const in[10], const Attrs& attrs, Params* p
   TF_RETURN_IF_ERROR(CheckValidShape(*in[7], "query_mask", s.B, s.Tq));
   TF_RETURN_IF_ERROR(CheckValidShape(*in[8], "key_mask", s.B, s.Tk));
 
+  // The seed: [2], or [0] (absent, never read) without dropout. An absent [0] input is an empty
+  // constant under XLA; a [2] placeholder of zeros became a broadcast kernel there (a splat constant),
+  // one launch per call inside a decoding loop.
   const TensorShape& seed = *in[9];
-  if (seed.dims() != 1 || seed.dim_size(0) != 2)
-    return InvalidArgument("seed must have shape [2] (int64), got ", seed.DebugString());
+  const bool seed_absent = Absent(seed);
+  if (!seed_absent && (seed.dims() != 1 || seed.dim_size(0) != 2))
+    return InvalidArgument("seed must have shape [2] (int64), or [0] without dropout; got ",
+                           seed.DebugString());
   flashattn::DropoutParams& dp = p->dropout;
   flashattn::dropout_set_rate(dp, attrs.dropout_rate);  // t16 and keep_scale (flash_params.h)
+  if (seed_absent && dp.rate > 0.f)
+    return InvalidArgument("dropout_rate > 0 needs a seed of shape [2] (int64); got shape [0]");
   return ::tensorflow::OkStatus();
 }
 

@@ -44,7 +44,7 @@ Status AttentionDims(InferenceContext* c, DimensionHandle* b, DimensionHandle* t
       .Input("key_lengths: int32")   /* [B] or [0] */                                 \
       .Input("query_valid: bool")    /* [B, Tq] or [0] */                             \
       .Input("key_valid: bool")      /* [B, Tk] or [0] */                             \
-      .Input("seed: int64")          /* [2] */
+      .Input("seed: int64")          /* [2], or [0] without dropout */
 
 #define FLASH_ATTN_COMMON_ATTRS                                 \
   Attr("T: {half, bfloat16, float, double}")                    \

@@ -173,11 +173,24 @@ class FlashAttentionXlaOp : public XlaOpKernel {
       outs = {shape(t, TensorShape({s.B, s.Tq, s.H, s.Dv})), shape(xla::F32, TensorShape({s.B, s.H, s.Tq})),
               shape(xla::U8, TensorShape({ws_bytes}))};
     }
+    // A forward with few query rows (decoding: Tq <= kAliasMaxTq) and Dv == D writes its output into
+    // the query's buffer: output 0 aliases operand 0 (same shape, dtype and layout). In a decoding
+    // loop whose next query is this output, XLA otherwise writes the output elsewhere and copies it
+    // into the loop's buffer at every step; where the query stays live after the call, XLA copies the
+    // (small) query instead. Every CUDA forward reads a tile's query rows (into shared memory) before
+    // it writes that tile's output rows, and no other tile reads them (decoding's key splits write
+    // partial results to the workspace and the merge writes the output after them), so the kernels
+    // are right in place. Not for training shapes: there the query is live until the backward, and
+    // the copy XLA would make of it is as large as the output.
+    constexpr int64_t kAliasMaxTq = 16;
+    std::vector<std::pair<xla::ShapeIndex, std::pair<int64_t, xla::ShapeIndex>>> aliasing;
+    if (!kGrad && gpu && s.Tq <= kAliasMaxTq && s.Dv == s.D)
+      aliasing.push_back({xla::ShapeIndex({0}), {0, xla::ShapeIndex()}});
     xla::XlaOp call = xla::CustomCallWithLayout(
         ctx->builder(), kGrad ? kGradTarget : kFwdTarget, operands,
         xla::ShapeUtil::MakeTupleShape(outs), operand_shapes,
         FfiAttributes(attrs_, deterministic, allow_tf32),
-        /*has_side_effect=*/false, /*output_operand_aliasing=*/{}, /*literal=*/nullptr,
+        /*has_side_effect=*/false, /*output_operand_aliasing=*/aliasing, /*literal=*/nullptr,
         xla::CustomCallSchedule::SCHEDULE_NONE, xla::CustomCallApiVersion::API_VERSION_TYPED_FFI);
     for (int i = 0; i < (kGrad ? 4 : 2); ++i) ctx->SetOutput(i, xla::GetTupleElement(call, i));
   }

@@ -2,7 +2,7 @@
 // no mask, causal (any causal_offset) and the other index masks the Hopper forward takes (sliding
 // window, q / k lengths, [B, Tq] / [B, Tk] validity masks; sm80's rules, below), and dropout (with
 // any of those or none; below), soft-cap and a dense mask (in the IDX kernel, not with dropout), an
-// additive bias with its gradient dbias (the same, D = 64 only; below, UNTESTED ON A GPU); GQA
+// additive bias with its gradient dbias (the same, D = 64 only; below); GQA
 // allowed; TensorFlow's
 // op determinism too (the DET instantiations, below; opt-in for now: bwd_det_enabled). The index masks, dropout and the deterministic
 // mode were checked on the H200 on 2026-12-01 (benchmarks/sm90_bwd_check.py: 138 numerics rows, 56
@@ -101,7 +101,8 @@
 // dO), dS = P (dP Z - dsum) (dK, dQ), dsum = rowsum(dO O) - d_lse from the same pre-pass (O is the
 // forward's dropped output). Masked elements keep P = 0 whatever Z.
 // Bias and dbias (kBiasCode: the <T, 64, IDX = true, DROP = false> instantiations, DET included;
-// bwd_applies sends bias / dbias with dropout or at D = 128 to sm80). UNTESTED ON A GPU. The bias
+// bwd_applies sends bias / dbias with dropout or at D = 128 to sm80; checked on the H200 2026-12-01:
+// sm90_bwd_check.py's five bias cases, deterministic included, memcheck / synccheck clean). The bias
 // [B, H, Tq, Tk] (q's dtype, any strides, 0 for broadcast dims) enters the P pass as in the
 // forward's IDX kernel (flash_fwd_sm90.cu): x = S^T pmul + log2e b (pmul = scale log2e, or 1 after
 // the in-place soft-cap), P = 2^(x - lse2), so P is the forward's up to its own rounding (the
@@ -491,7 +492,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   // no CTA visits) reads 0, as after sm80's memset. Addressed per unit (bias_at / dbias_at in the
   // unit loop). Not at D = 128: there the bias code made ptxas spill or serialize the kernel's wgmmas
   // (C7511, "insufficient register resources") in every arrangement tried (header comment); that IDX
-  // kernel carries none of it (bwd_applies sends bias / dbias at D = 128 to sm80). UNTESTED ON A GPU.
+  // kernel carries none of it (bwd_applies sends bias / dbias at D = 128 to sm80).
   constexpr bool kBiasCode = IDX && !DROP && D == 64;
   const T* const bias = kBiasCode ? static_cast<const T*>(p.score.bias) : nullptr;
   float* const dbias = kBiasCode ? p.dbias : nullptr;
@@ -973,10 +974,14 @@ bool bwd_enabled() {
 
 // The deterministic instantiations are opt-in (TF_FLASHATTN_SM90_BWD_DET=1; benchmarks/gpu_run.sh's
 // sm90bwd mode sets it for its checks): their numerics, repeat-bitwise and memcheck / racecheck
-// checks passed on the H200 (2026-12-01), but compute-sanitizer's synccheck reported "Divergent
-// thread(s) in block" at a barrier of <bf16, 64, no IDX, DET> (case odd_d64_causal_br_det; the
-// default instantiations are synccheck-clean). Until that is understood, op determinism keeps
-// sm80's deterministic backward.
+// checks passed on the H200 (2026-12-01). compute-sanitizer's synccheck reported "Divergent
+// thread(s) in block" at the ordered reduction's barriers of <bf16, 64, no IDX, DET> (case
+// odd_d64_causal_br_det) while they were bar.sync .aligned; as barrier.sync without .aligned
+// (named_bar_sync_unaligned) synccheck reports 0 errors on the sanitize phase's cases, its two
+// deterministic ones at D = 64 included (H200, 2026-12-01, session 15; D = 128's DET kernels are
+// not among those cases). Still opt-in: bench_det (T = 4096, B = 4, bf16) has it 2.19x / 1.25x /
+// 1.38x faster than sm80's deterministic backward at D = 128, D = 128 causal, D = 64, but 0.86x at
+// D = 64 causal (4.82 ms against 4.15), where the ordered dQ reduction waits along the diagonal.
 bool bwd_det_enabled() {
   static const bool on = [] {
     const char* v = getenv("TF_FLASHATTN_SM90_BWD_DET");

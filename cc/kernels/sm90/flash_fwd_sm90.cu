@@ -91,8 +91,8 @@
 // default is variant 5 (all four; kDefaultVariant): on the H200 (gpu_run.sh sm90, phase vbench,
 // bf16, H = 16, B*T = 16384) 463 / 412 / 484 / 465 TFLOP/s against variant 0's 419 / 355 / 438 /
 // 432 at T = 4096 / 4096 causal / 16384 / 16384 causal, with O and lse equal to variant 0's bit for
-// bit. At D = 64 variant 5 is the default too: 277 / 245 / 291 / 285 against variant 0's 261 / 232
-// / 274 / 270 (H = 32; still below the sm80 kernel's 290 / 298 without a causal mask). D = 256 keeps
+// bit. At D = 64 the plain kernel's default is variant 8 (three consumer warpgroups, below); its other
+// kernels run variant 5. D = 256 keeps
 // the schedule above (variant 0); dropout at D = 64 and 128 runs kDropVariant (5) unless variant 0 is
 // asked for. Variant 7 (not the default) is variant 5 on a persistent grid: one CTA per SM, each
 // looping over (m_block, head, batch) tiles in a static longest-first order by L2 sections
@@ -101,7 +101,7 @@
 // and bitwise equality with variant 0 passed, also with the grid capped at 2 CTAs) it is not faster
 // than variant 5 overall: 521 / 467 / 590 / 518 TFLOP/s against 567 / 476 / 578 / 548 (D = 128;
 // T = 4096, 4096 causal, 16384, 16384 causal), so it is not the default.
-// Variants 8 and 9 (opt-in, UNTESTED ON A GPU; the plain kernel at D = 64 only, other calls run 5):
+// Variants 8 and 9 (8 the default of the plain D = 64 kernel; the plain kernel at D = 64 only, other calls run 5):
 // FlashAttention-3's head-dim-64 tile, 3 consumer warpgroups and 192 query rows per CTA, variant 8
 // with the ping-pong as a round-robin ring, 9 without it (see their comment at kSched).
 // Not yet here (issue 16): an atomic tile counter for the persistent grid (see tile_order()); a
@@ -144,7 +144,7 @@ constexpr int kConsumerRegs = 240;
 static_assert(128 * kProducerRegs + 128 * kConsumers * kConsumerRegs <= 65536, "register file");
 
 // Schedules of the consumer warpgroups, chosen at run time by fwd_variant_for(D) for the plain
-// (no-dropout) kernel at D = 64 and 128 (defaults kDefaultVariantD64 and kDefaultVariant, both 5);
+// (no-dropout) kernel at D = 64 and 128 (defaults kDefaultVariantD64, 8, and kDefaultVariant, 5);
 // the dropout kernel at D = 64 and 128 runs kDropVariant unless variant 0 is asked for; every other
 // instantiation (D = 256) is variant 0, the first
 // schedule, measured on the H200 at dab104b and the reference of the bitwise checks. The others
@@ -161,8 +161,8 @@ static_assert(128 * kProducerRegs + 128 * kConsumers * kConsumerRegs <= 65536, "
 //              tile, a q_empty barrier between a tile's epilogue and the next tile's Q load
 //              (flash_fwd_sm90_kernel's comment); with overlap and ping-pong only (schedule 5's)
 //   consumers  consumer warpgroups: 2 (128 query rows per CTA), or 3 (192 rows, 512 threads; the
-//              ping-pong a round-robin ring): schedules 8 and 9, the plain D = 64 kernel only,
-//              opt-in and UNTESTED ON A GPU (see their comment below)
+//              ping-pong a round-robin ring): schedules 8 and 9, the plain D = 64 kernel only
+//              (8 is its default; see their comment below)
 // The arithmetic is the same in every variant, in the same order (per tile: the persistent grid
 // changes which CTA computes a tile and when, not how): O and lse are expected to match variant 0
 // bit for bit.
@@ -181,12 +181,12 @@ constexpr Sched kSched[] = {
     {3, true, true, true},     // 5: the default at D = 128 (H200: 1.08x-1.16x variant 0's TFLOP/s)
     {2, true, true, true},     // 6
     {3, true, true, true, true},  // 7: schedule 5 on a persistent grid (checked on the H200; not faster)
-    {3, true, true, true, false, 3},   // 8: schedule 5 with 3 consumers, round-robin turns (D = 64 plain only)
+    {3, true, true, true, false, 3},   // 8: schedule 5 with 3 consumers, round-robin turns (D = 64 plain only; its default)
     {3, true, false, true, false, 3},  // 9: 8 without the turns (D = 64 plain only)
 };
 constexpr int kNumVariants = sizeof(kSched) / sizeof(kSched[0]);
 constexpr int kDefaultVariant = 5;     // D = 128
-constexpr int kDefaultVariantD64 = 5;  // D = 64
+constexpr int kDefaultVariantD64 = 8;  // D = 64 (the plain kernel; the others run kWideFallback, 5)
 // The dropout kernel's schedule at D = 64 and 128 (schedule 0 when the variant asked for is 0).
 constexpr int kDropVariant = 5;
 static_assert(kDefaultVariant >= 0 && kDefaultVariant < kNumVariants, "the default is one of kSched");
@@ -196,8 +196,8 @@ constexpr int kPersistentVariant = 7, kPersistentFallback = 5;
 static_assert(kSched[kPersistentVariant].persistent && !kSched[kPersistentFallback].persistent &&
                   kSched[kPersistentVariant].stages == kSched[kPersistentFallback].stages,
               "variant 7 is variant 5 on a persistent grid");
-// Schedules 8 and 9 (UNTESTED ON A GPU; opt-in only, TF_FLASHATTN_SM90_FWD_VARIANT=8 / 9 or the
-// harness's set_sm90_fwd_variant): FlashAttention-3's head-dim-64 tile. At D = 64 the softmax of a
+// Schedules 8 and 9 (8 the default of the plain D = 64 kernel; TF_FLASHATTN_SM90_FWD_VARIANT or the
+// harness's set_sm90_fwd_variant picks another): FlashAttention-3's head-dim-64 tile. At D = 64 the softmax of a
 // 64 x 128 S tile costs what it costs at D = 128 for half the tensor-core work (Nsight Compute on the
 // H200: tensor pipe active 43 % of cycles at D = 64, 68 % at D = 128), so a third consumer warpgroup
 // gives the tensor cores a third warpgroup's products to run under each softmax:
@@ -228,7 +228,11 @@ static_assert(kSched[kPersistentVariant].persistent && !kSched[kPersistentFallba
 //   for bit, as the other schedules'.
 //   Only the plain kernel (no index masks, dropout, soft-cap, dense mask or bias) at D = 64, bf16 and
 //   fp16: anything else asking for 8 or 9 runs kWideFallback (5); so does Tq > 2^31 - 192
-//   (fwd_applies' bound is for 128-row tiles). Never the default (kDefaultVariantD64 stays 5).
+//   (fwd_applies' bound is for 128-row tiles). On the H200 (2026-12-01, gpu_run.sh sm90, vbench, bf16,
+//   H = 32, B*T = 16384): schedule 8 437 / 376 / 478 / 449 TFLOP/s at T = 4096 / 4096 causal / 16384 /
+//   16384 causal against schedule 5's 386 / 356 / 412 / 400 and 9's 414 / 351 / 453 / 424 (cuDNN 453 /
+//   414 / 453 / 440); numerics, 88 / 88 cases bitwise equal to schedule 0, memcheck clean: the default
+//   (kDefaultVariantD64).
 constexpr int kConsumerRegs3 = 160;
 static_assert(128 * kProducerRegs + 128 * 3 * kConsumerRegs3 <= 512 * (65536 / 512),
               "register file: the pool of a 512-thread launch at 128 registers per thread");
