@@ -66,8 +66,9 @@ import sys
 
 import torch
 
-# The deterministic sm90 backward is opt-in (flash_bwd_sm90.cu, bwd_det_enabled; read once, at the
-# first backward): this script checks it, so it turns it on for its own process.
+# The deterministic sm90 backward takes every deterministic call it can with TF_FLASHATTN_SM90_BWD_DET=1
+# (flash_bwd_sm90.cu, bwd_det_mode; read once, at the first backward; by default not D = 64 with a causal
+# mask): this script checks all of them, so it sets 1 for its own process.
 os.environ.setdefault("TF_FLASHATTN_SM90_BWD_DET", "1")
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -240,6 +241,7 @@ DET_CASES = [dict(c, name=c["name"] + "_det", deterministic=True)
 SANITIZE = ("odd_d128", "odd_d128_causal_br", "empty_rows_causal", "gqa4_d128_causal_br", "tiles_65_129_causal",
             "odd_d64", "gqa4_d64_causal_tl", "win_kvcache_odd_d64", "valid_false_rows", "len_window_causal",
             "drop05_d64_causal_gqa", "drop01_lengths", "odd_d64_causal_br_det", "win_kvcache_odd_d64_det",
+            "odd_d128_causal_br_det", "len_window_causal_det",
             "dmask_softcap_lengths", "dmask_causal_gqa_d64", "bias_softcap_len_d64")
 GRADS = ("dq", "dk", "dv")
 MASK_KEYS = ("qlen", "klen", "qvalid", "kvalid")  # the tensors of the index masks in a case's inputs

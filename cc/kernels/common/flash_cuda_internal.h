@@ -176,8 +176,8 @@ constexpr int kFwdSelftests = 6;
 // [B, Tk] validity; sm80's rules) or none, dropout (rate > 0 with a seed; sm80's keep mask and
 // arithmetic) or none, soft-cap, a dense mask, bias / dbias (those three not with dropout; bias /
 // dbias at D = 64 only, their query / key strides below 2^23), deterministic mode (the ordered
-// dQ reduction, when TF_FLASHATTN_SM90_BWD_DET=1 (bwd_det_enabled) and the workspace holds its
-// counters: BwdWorkspaceParts::dq_sem) or not, 16-byte
+// dQ reduction, per bwd_det_mode (by default not at D = 64 with a causal mask) and when the
+// workspace holds its counters: BwdWorkspaceParts::dq_sem) or not, 16-byte
 // aligned tensors and strides, a workspace, compute capability 9.0. It uses
 // flash_bwd_workspace_bytes' workspace as the sm80 backward does (same size).
 bool bwd_applies(const FlashBwdParams& p);
@@ -185,7 +185,9 @@ bool bwd_applies(const FlashBwdParams& p);
 // made: the caller falls back to sm80.
 cudaError_t bwd(const FlashBwdParams& p, cudaStream_t stream);
 bool bwd_enabled();
-bool bwd_det_enabled();  // TF_FLASHATTN_SM90_BWD_DET=1 (read once): the deterministic instantiations
+// TF_FLASHATTN_SM90_BWD_DET (read once): 0 off, 1 every deterministic call the kernel can take,
+// unset / else 2, the default (not at D = 64 with a causal mask, where sm80's is faster).
+int bwd_det_mode();
 void set_bwd_enabled(int mode);  // 1 on, 0 off, -1 back to the environment
 int64_t bwd_launches();
 // Self-test of the backward's building blocks (which: 0 wgmma m64n64k16 SS K-major (S^T = K Q^T),

@@ -4,7 +4,7 @@
 // any of those or none; below), soft-cap and a dense mask (in the IDX kernel, not with dropout), an
 // additive bias with its gradient dbias (the same, D = 64 only; below); GQA
 // allowed; TensorFlow's
-// op determinism too (the DET instantiations, below; opt-in for now: bwd_det_enabled). The index masks, dropout and the deterministic
+// op determinism too (the DET instantiations, below; bwd_det_mode: not at D = 64 with a causal mask). The index masks, dropout and the deterministic
 // mode were checked on the H200 on 2026-12-01 (benchmarks/sm90_bwd_check.py: 138 numerics rows, 56
 // deterministic ones (repeat-bitwise, dK / dV bitwise equal to the default), memcheck; RESULTS.md
 // "Hopper backward kernel"). Deterministic mode costs 1.02x the default at D = 128 without a mask,
@@ -972,22 +972,26 @@ bool bwd_enabled() {
   return env_on;
 }
 
-// The deterministic instantiations are opt-in (TF_FLASHATTN_SM90_BWD_DET=1; benchmarks/gpu_run.sh's
-// sm90bwd mode sets it for its checks): their numerics, repeat-bitwise and memcheck / racecheck
-// checks passed on the H200 (2026-12-01). compute-sanitizer's synccheck reported "Divergent
-// thread(s) in block" at the ordered reduction's barriers of <bf16, 64, no IDX, DET> (case
-// odd_d64_causal_br_det) while they were bar.sync .aligned; as barrier.sync without .aligned
-// (named_bar_sync_unaligned) synccheck reports 0 errors on the sanitize phase's cases, its two
-// deterministic ones at D = 64 included (H200, 2026-12-01, session 15; D = 128's DET kernels are
-// not among those cases). Still opt-in: bench_det (T = 4096, B = 4, bf16) has it 2.19x / 1.25x /
-// 1.38x faster than sm80's deterministic backward at D = 128, D = 128 causal, D = 64, but 0.86x at
-// D = 64 causal (4.82 ms against 4.15), where the ordered dQ reduction waits along the diagonal.
-bool bwd_det_enabled() {
-  static const bool on = [] {
+// The deterministic instantiations serve op determinism by default where they are the faster
+// deterministic backward (bwd_det_mode: 0 off, 1 everywhere, 2 the default). Their numerics,
+// repeat-bitwise, memcheck / racecheck checks passed on the H200 (2026-12-01); synccheck reported
+// "Divergent thread(s) in block" at the ordered reduction's barriers of <bf16, 64, no IDX, DET>
+// while they were bar.sync .aligned, and 0 errors since they are barrier.sync without .aligned
+// (named_bar_sync_unaligned; the sanitize phase's cases, two deterministic ones at D = 64; session
+// 15). bench_det (T = 4096, B = 4, bf16): 2.19x / 1.25x / 1.38x sm80's deterministic backward at
+// D = 128, D = 128 causal, D = 64, but 0.86x at D = 64 causal (4.82 ms against 4.15: the ordered dQ
+// reduction waits along the diagonal), so by default a deterministic call at D = 64 with a causal
+// mask stays on sm80's (bwd_applies). TF_FLASHATTN_SM90_BWD_DET (read once): 0 keeps every
+// deterministic call on sm80's, 1 sends every one the Hopper kernel could take there (the checks of
+// benchmarks/sm90_bwd_check.py set it), anything else or unset the default.
+int bwd_det_mode() {
+  static const int mode = [] {
     const char* v = getenv("TF_FLASHATTN_SM90_BWD_DET");
-    return v && strcmp(v, "1") == 0;
+    if (v && strcmp(v, "0") == 0) return 0;
+    if (v && strcmp(v, "1") == 0) return 1;
+    return 2;
   }();
-  return on;
+  return mode;
 }
 
 void set_bwd_enabled(int mode) { g_override.store(mode < 0 ? -1 : (mode ? 1 : 0), std::memory_order_relaxed); }
@@ -999,9 +1003,14 @@ bool bwd_applies(const FlashBwdParams& p) {
   const AttnShape& s = p.shape;
   if (p.dtype != DType::kFloat16 && p.dtype != DType::kBFloat16) return false;
   if (!p.workspace) return false;
-  // Deterministic mode: the DET instantiations, when turned on (bwd_det_enabled) and the workspace
-  // holds the counters (D = 64 / 128, builds with these kernels: bwd_workspace_parts).
-  if (p.deterministic && (!bwd_det_enabled() || !bwd_workspace_parts(p).dq_sem)) return false;
+  // Deterministic mode: the DET instantiations, unless turned off (bwd_det_mode 0), or by default at
+  // D = 64 with a causal mask (slower there than sm80's), and when the workspace holds the counters
+  // (D = 64 / 128, builds with these kernels: bwd_workspace_parts).
+  if (p.deterministic) {
+    const int mode = bwd_det_mode();
+    if (mode == 0 || (mode == 2 && s.D == 64 && p.mask.causal)) return false;
+    if (!bwd_workspace_parts(p).dq_sem) return false;
+  }
   if (s.D != s.Dv || (s.D != 128 && s.D != 64)) return false;
   if (s.Tk <= 0 || s.Tq <= 0 || s.Tq > (1ll << 31) - 2 * kBk || s.Tk > (1ll << 31) - 2 * kBk) return false;
   if (s.B <= 0 || s.H <= 0 || s.H > 65535 || s.B > 65535 || s.Hkv <= 0 || s.Hkv > 65535 || s.H % s.Hkv != 0)
