@@ -193,7 +193,7 @@ if [[ ,$what, == *,sm90bwd,* ]]; then (
     echo "== per kernel HGMMA count (expected 32 at D = 128, 20 at D = 64 (no-mask / causal kernels and IDX = index-masked ones alike), 21 in the self-test)"
     awk '/Function :/{f=$3} /HGMMA/{n[f]++} END{for(k in n) print n[k], k}' $d/sm90bwd.sass; } > $d/sass_counts.txt 2>&1
   gzip -f $d/sm90bwd.sass
-  cat $d/sass_counts.txt | cut -c1-160 | head -16
+  cat $d/sass_counts.txt | cut -c1-160 | head -22
   fi
   phases=${SM90BWD_PHASES:-selftest,det,numerics,bench,sanitize}
   for ph in selftest:45 det:150 numerics:360 bench:180; do

@@ -119,40 +119,76 @@ def test_absent_seed_is_an_empty_operand():
     assert "s64[2]" in calls(dropped)[0].split(" custom-call(")[1], calls(dropped)
 
 
-@pytest.mark.skipif(not GPU, reason="the forward aliases its output to the query on XLA:GPU only")
-def test_decoding_forward_writes_into_the_query_buffer():
+_ALIAS = "output_to_operand_aliasing={{0}: (0, {})}"
+
+
+def _fwd_calls(hlo):
+    return [line for line in hlo.splitlines() if 'custom_call_target="tf_flashattn_fwd"' in line]
+
+
+def test_decoding_forward_aliases_its_output_to_the_query_on_gpu_only():
     """A forward with few query rows (Tq <= 16) and Dv == D declares its output aliased to the query
-    (output_to_operand_aliasing; in a decoding loop whose next query is the output, no copy per step);
-    training shapes do not (the query is live until the backward). XLA copies a query that stays live
-    after the call: the query and the output are both right then, and a chained decoding loop equals
-    the eager one."""
+    (output_to_operand_aliasing) on XLA:GPU; training shapes (the query is live until the backward),
+    Dv != D and XLA:CPU do not."""
     rng = np.random.default_rng(5)
-    k, v = rand(rng, 2, 77, 2, 64, dtype=tf.bfloat16), rand(rng, 2, 77, 2, 64, dtype=tf.bfloat16)
+    k, v = rand(rng, 2, 77, 2, 64), rand(rng, 2, 77, 2, 64)
     fwd = lambda q: fa.dot_product_attention(q, k, v, key_lengths=[77, 40])
-    alias = "output_to_operand_aliasing={{0}: (0, {})}"
+    cpu = tf.function(fwd, jit_compile=True).experimental_get_compiler_ir(rand(rng, 2, 1, 8, 64))(
+        stage="hlo", device_name="/device:CPU:0")
+    assert _ALIAS not in _fwd_calls(cpu)[0], cpu
+    if not GPU:
+        return
     for tq, aliased in ((1, True), (16, True), (17, False)):
-        hlo = _hlo(fwd, rand(rng, 2, tq, 8, 64, dtype=tf.bfloat16))
-        call = [line for line in hlo.splitlines() if 'custom_call_target="tf_flashattn_fwd"' in line]
-        assert (alias in call[0]) == aliased, (tq, call)
-    dv = rand(rng, 2, 77, 2, 32, dtype=tf.bfloat16)
-    hlo = _hlo(lambda q: fa.dot_product_attention(q, k, dv), rand(rng, 2, 1, 8, 64, dtype=tf.bfloat16))
+        call = _fwd_calls(_hlo(fwd, rand(rng, 2, tq, 8, 64)))
+        assert (_ALIAS in call[0]) == aliased, (tq, call)
+    dv = rand(rng, 2, 77, 2, 32)
+    hlo = _hlo(lambda q: fa.dot_product_attention(q, k, dv), rand(rng, 2, 1, 8, 64))
     assert "output_to_operand_aliasing" not in hlo, hlo  # Dv != D: different shapes
 
-    q = rand(rng, 2, 3, 8, 64, dtype=tf.bfloat16)
-    out, q_after = tf.function(lambda q: (fwd(q), q * 2), jit_compile=True)(q)
-    np.testing.assert_array_equal(tf.cast(q_after, tf.float32).numpy(), tf.cast(q * 2, tf.float32).numpy())
+
+@pytest.mark.skipif(not GPU, reason="the forward aliases its output to the query on XLA:GPU only")
+@pytest.mark.parametrize("case", ["decode", "decode_one_split", "tiled_kernels", "dropout", "float32",
+                                  "query_live_after"])
+def test_decoding_forward_in_place_equals_eager(case, monkeypatch):
+    """With the output aliased to the query the forward runs in place: each kernel that can take such
+    a call must read a tile's query rows before any output row lands on them. A decoding loop whose
+    next query is the output (no copy of the output per step left in XLA's optimized HLO) equals the
+    eager loop: the decoding kernel with key splits and without, the tiled kernels (decoding turned
+    off: the Hopper forward on an H200, else sm80's), with dropout (the tiled kernels), in float32;
+    and a query that stays live after the call is left intact (XLA copies it)."""
+    rng = np.random.default_rng(7)
+    dtype = tf.float32 if case == "float32" else tf.bfloat16
+    if case == "decode_one_split":
+        monkeypatch.setenv("TF_FLASHATTN_DECODE_SPLITS", "1")
+    if case == "tiled_kernels":
+        monkeypatch.setenv("TF_FLASHATTN_DECODE", "off")
+    k, v = rand(rng, 2, 300, 2, 64, dtype=dtype), rand(rng, 2, 300, 2, 64, dtype=dtype)
+    kw = dict(dropout_rate=0.1, seed=[3, 4]) if case == "dropout" else {}
+    fwd = lambda q: fa.dot_product_attention(q, k, v, key_lengths=[300, 129], **kw)
     close = lambda a, b: np.testing.assert_allclose(tf.cast(a, tf.float32).numpy(), tf.cast(b, tf.float32).numpy(),
                                                     rtol=2e-2, atol=2e-2)
-    close(out, fwd(q))
+    if case == "query_live_after":
+        q = rand(rng, 2, 3, 8, 64, dtype=dtype)
+        out, q_after = tf.function(lambda q: (fwd(q), q * 2), jit_compile=True)(q)
+        np.testing.assert_array_equal(tf.cast(q_after, tf.float32).numpy(), tf.cast(q * 2, tf.float32).numpy())
+        close(out, fwd(q))
+        return
 
-    def chain(x, n=6):
+    def chain(x, n=5):
         return tf.while_loop(lambda i, x: i < n, lambda i, x: (i + 1, fwd(x)), (tf.constant(0), x))[1]
 
-    x0 = rand(rng, 2, 1, 8, 64, dtype=tf.bfloat16)
+    x0 = rand(rng, 2, 1, 8, 64, dtype=dtype)
     eager = x0
-    for _ in range(6):
+    for _ in range(5):
         eager = fwd(eager)
     close(tf.function(chain, jit_compile=True)(x0), eager)
+    # The loop's optimized HLO: no copy of the forward's output (XLA put it in the loop's buffer).
+    hlo = tf.function(chain, jit_compile=True).experimental_get_compiler_ir(x0)(stage="optimized_hlo")
+    call = _fwd_calls(hlo)[0].split(" = ", 1)[0].strip().removeprefix("ROOT ")
+    outs = [line.split(" = ", 1)[0].strip() for line in hlo.splitlines()
+            if "get-tuple-element(" + call + ")" in line and "index=0" in line]
+    copies = [line for line in hlo.splitlines() if any(f"copy({o})" in line for o in outs)]
+    assert outs and not copies, (call, outs, copies)
 
 
 @pytest.mark.parametrize("batch", [1, 3])

@@ -100,9 +100,11 @@
 // arithmetic is sm80's: Z = keep_scale where kept, else 0; Pd = P Z (the A operand of dV += Pd^T
 // dO), dS = P (dP Z - dsum) (dK, dQ), dsum = rowsum(dO O) - d_lse from the same pre-pass (O is the
 // forward's dropped output). Masked elements keep P = 0 whatever Z.
-// Bias and dbias (kBiasCode: the <T, 64, IDX = true, DROP = false> instantiations, DET included;
-// bwd_applies sends bias / dbias with dropout or at D = 128 to sm80; checked on the H200 2026-12-01:
-// sm90_bwd_check.py's five bias cases, deterministic included, memcheck / synccheck clean). The bias
+// Bias and dbias (the BIAS instantiations <T, 64, IDX = true, DROP = false, DET, BIAS = true>,
+// which bwd_pick takes whenever bias or dbias is set; bwd_applies sends bias / dbias with dropout
+// or at D = 128 to sm80; checked on the H200 2026-12-01 while this code was part of the IDX kernel:
+// sm90_bwd_check.py's five bias cases, deterministic included, memcheck / synccheck clean; not yet
+// run as its own instantiation). The bias
 // [B, H, Tq, Tk] (q's dtype, any strides, 0 for broadcast dims) enters the P pass as in the
 // forward's IDX kernel (flash_fwd_sm90.cu): x = S^T pmul + log2e b (pmul = scale log2e, or 1 after
 // the in-place soft-cap), P = 2^(x - lse2), so P is the forward's up to its own rounding (the
@@ -125,8 +127,11 @@
 // ones hoisted out of the unit loop) with dV issued before the dS pass, and issuing dV with dK in
 // the bias units (as <DROP, D = 128>) or computing the soft-cap factors and the dense mask's
 // addresses per pass removed the spills but made ptxas serialize the IDX kernel's wgmmas (C7511 /
-// C7512, "insufficient register resources"), for every unit; so the D = 128 IDX kernel carries no
-// bias code (its PTX is main's) and only the D = 64 IDX kernels changed.
+// C7512, "insufficient register resources"), for every unit; so there is no BIAS kernel at D = 128.
+// A separate instantiation because the bias code, carried by the D = 64 IDX kernel and skipped at
+// run time, made it slower without a bias (H200, B = 4, T = 4096, H = 32, bf16: 4.119 ms against
+// 3.926, +4.9 %, with an all-true key mask; +2.8 % with a padded one; RESULTS.md); the kernels
+// without BIAS carry none of it.
 // Workspace: sm80's layout and size (flash_cuda.h, bwd_workspace_parts): dsum, lse2, then the dQ
 // accumulator [B, H, tq_pad, D] float32, each 64-row query tile's block of 64 x D floats in
 // fragment order: column group cg = col / 64, then for a 64 x 64 sub-block, float4 index
@@ -134,7 +139,7 @@
 // (tid = 32 w + 4 g + t: the m64nN accumulator layout, sm90_ptx.cuh), so that each warp's atomics
 // cover 512 contiguous bytes. Deterministic mode: the same, and the counters after dq_acc (below;
 // flash_bwd_workspace_bytes adds dq_acc and them in deterministic mode for D = Dv in {64, 128}).
-// Deterministic mode (the DET instantiations of all three kernels, when p.deterministic; the
+// Deterministic mode (the DET instantiations of all four kernels, when p.deterministic; the
 // others are unchanged, SASS included): the same float4 atomics into dq_acc, but each (b, h,
 // 64-row query tile) block receives its contributions in one fixed order, so dQ is bitwise
 // reproducible (dK, dV are sums in registers in a fixed order anyway):
@@ -298,13 +303,15 @@ struct UnitElems {
 // validity; causal too); without it only causal (the first version's code). DROP (with IDX only):
 // dropout (header comment), a third instantiation so that the other two carry no Philox code. DET:
 // TensorFlow's op determinism, the dQ contributions added in key-tile order (header comment); the
-// instantiations without it are unchanged.
-template <typename T, int D, bool IDX, bool DROP = false, bool DET = false>
+// instantiations without it are unchanged. BIAS (IDX without dropout, D = 64 only): the additive
+// bias and dbias (header comment), a fourth instantiation so that the IDX kernel carries no bias code.
+template <typename T, int D, bool IDX, bool DROP = false, bool DET = false, bool BIAS = false>
 __global__ void __launch_bounds__(kThreads, 1)
     flash_bwd_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                           const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_do,
                           const __grid_constant__ BwdSm90Args a) {
   static_assert(!DROP || IDX, "dropout runs the index-masked kernel");
+  static_assert(!BIAS || (IDX && !DROP && D == 64), "bias / dbias: the IDX kernel without dropout, D = 64");
   using L = BwdSmem<D, IDX>;
   extern __shared__ uint8_t smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
@@ -481,7 +488,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
     for (int h2 = 0; h2 < 2; ++h2) dmask_k[h2] = (j0 + key_l[h2]) * mk.mask_stride[3];
   }
-  // kBiasCode (the IDX kernel without dropout, D = 64 only): an additive bias [B, H, Tq, Tk] (q's
+  // BIAS (the IDX kernel without dropout, D = 64 only): an additive bias [B, H, Tq, Tk] (q's
   // dtype, broadcast through its strides) and its gradient dbias [B, H, Tq, Tk] (float32, compact);
   // header comment "Bias and dbias". The bias enters the masked P pass (every unit then takes it) as
   // in the forward's IDX kernel: x = S^T pmul + log2e b (pmul: scale log2e, or 1 after the soft-cap,
@@ -490,12 +497,13 @@ __global__ void __launch_bounds__(kThreads, 1)
   // (sm80's dlogit: before the soft-cap factor), stored in the dS pass for elements with P != 0;
   // launch() zeroes dbias beforehand, so every other element (masked, past the index limits, in units
   // no CTA visits) reads 0, as after sm80's memset. Addressed per unit (bias_at / dbias_at in the
-  // unit loop). Not at D = 128: there the bias code made ptxas spill or serialize the kernel's wgmmas
-  // (C7511, "insufficient register resources") in every arrangement tried (header comment); that IDX
-  // kernel carries none of it (bwd_applies sends bias / dbias at D = 128 to sm80).
-  constexpr bool kBiasCode = IDX && !DROP && D == 64;
-  const T* const bias = kBiasCode ? static_cast<const T*>(p.score.bias) : nullptr;
-  float* const dbias = kBiasCode ? p.dbias : nullptr;
+  // unit loop). Either may be null here (bias without its gradient, or dbias alone); without BIAS
+  // both are null constants, so none of the bias copies below is compiled in. Not at D = 128: there
+  // the bias code made ptxas spill or serialize the kernel's wgmmas (C7511, "insufficient register
+  // resources") in every arrangement tried (header comment; bwd_applies sends bias / dbias at D =
+  // 128 to sm80).
+  const T* const bias = BIAS ? static_cast<const T*>(p.score.bias) : nullptr;
+  float* const dbias = BIAS ? p.dbias : nullptr;
   // IDX: whether those keys are below k_lengths (and Tk) and pass k_valid (key_visible).
   bool key_ok[2] = {true, true};
   if constexpr (IDX) {
@@ -613,7 +621,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     // compiled (ptxas 13.0, sm_90a) to one branch per S^T element (32 per unit and thread, every
     // instantiation), as the forward's softmax did (sm90-fwd-idx-fast). That branch also keeps
     // dP^T's wait below the pass: ptxas moves a WARPGROUP.DEPBAR up within its basic block
-    // (sm90-fwd-overlap), not across the join. A bias (bias_c, kBiasCode, masked) is a third copy:
+    // (sm90-fwd-overlap), not across the join. A bias (bias_c, BIAS, masked) is a third copy:
     // x = S^T pmul + log2e bias as the forward (its IDX kernel: x = sacc mul, then x += log2e bias),
     // the bias read only where the element is visible; P = 0 where x = -inf (a bias of -inf, maybe on
     // every key a row sees: then lse2 = -inf too, and 2^(x - lse2) would be NaN).
@@ -623,7 +631,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         masked = mask_c;
       else
         masked = decltype(mask_c)::value;
-      constexpr bool kBias = kBiasCode && decltype(bias_c)::value;
+      constexpr bool kBias = BIAS && decltype(bias_c)::value;
       UnitElems<const T> ba{nullptr, 0, 0};
       if constexpr (kBias) ba = bias_at();
 #pragma unroll
@@ -665,7 +673,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     };
     if constexpr (DROP && D == 128)
       p_pass(need_mask, std::false_type{});
-    else if (kBiasCode && bias_u != nullptr)
+    else if (BIAS && bias_u != nullptr)
       p_pass(std::true_type{}, std::true_type{});
     else if (need_mask)
       p_pass(std::true_type{}, std::false_type{});
@@ -709,7 +717,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     // dS^T = P^T (dP^T - dsum) (DROP: sm80's rule, Pd = P Z, dS = P (dPd Z - dsum), Z = keep_scale
     // or 0). The same operations on the same values as the former single pass. Soft-cap (CTA-uniform,
     // not with DROP): times 1 - tanh^2 (see softcap above).
-    // kBiasCode, units with dbias, or with a bias under soft-cap (CTA-uniform, one branch per unit
+    // BIAS, units with dbias, or with a bias under soft-cap (CTA-uniform, one branch per unit
     // around a copy of the pass per soft-cap setting): dlogit = P^T (dP^T - dsum) (sm80's
     // order), stored to dbias where P != 0 (the rest stays launch()'s 0), then dS = dlogit (1 -
     // tanh^2) under soft-cap, tanh recovered from P as below less the bias' log2e b (re-read where P
@@ -743,7 +751,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           }
       }
     };
-    if (kBiasCode && (dbias_u != nullptr || (softcap != 0.f && bias_u != nullptr))) {
+    if (BIAS && (dbias_u != nullptr || (softcap != 0.f && bias_u != nullptr))) {
       if (softcap != 0.f)
         ds_pass_bias(std::true_type{});
       else
@@ -912,24 +920,25 @@ std::atomic<int64_t> g_launches{0};
 std::atomic<int> g_override{-1};
 
 // IDX: the index-masked kernel (window, lengths, validity masks), else the no-mask / causal one;
-// DROP: the index-masked kernel with dropout; DET: the ordered dQ reduction (deterministic mode).
-template <typename T, int D, bool IDX, bool DROP = false, bool DET = false>
+// DROP: the index-masked kernel with dropout; DET: the ordered dQ reduction (deterministic mode);
+// BIAS: the index-masked kernel with bias / dbias (D = 64, no dropout).
+template <typename T, int D, bool IDX, bool DROP = false, bool DET = false, bool BIAS = false>
 cudaError_t launch(const FlashBwdParams& p, cudaStream_t stream) {
   const AttnShape& s = p.shape;
   const BwdWorkspaceParts ws = bwd_workspace_parts(p);
   if (!ws.dsum || !ws.lse2 || !ws.dq_acc || ws.hd != D || ws.tq_pad % kBq != 0 || !aligned16(ws.dq_acc))
     return cudaErrorNotSupported;
   if (DET && !ws.dq_sem) return cudaErrorNotSupported;  // nothing queued yet: sm80's deterministic one
-  // Only the IDX kernel without dropout at D = 64 has bias / dbias code (kBiasCode; bwd_applies keeps
-  // the others away, this guards the launcher itself): nothing queued yet, sm80 takes it.
-  if ((p.score.bias || p.dbias) && !(IDX && !DROP && D == 64)) return cudaErrorNotSupported;
+  // Only the BIAS kernels have bias / dbias code (bwd_pick takes them for bias / dbias, bwd_applies
+  // keeps the rest away, this guards the launcher itself): nothing queued yet, sm80 takes it.
+  if ((p.score.bias || p.dbias) && !BIAS) return cudaErrorNotSupported;
   CUtensorMap tq, tk, tv, tdo;
   if (!tma_map_rows(&tq, p.dtype, p.q, s.B, s.Tq, s.H, D, s.q_stride, kBq) ||
       !tma_map_rows(&tk, p.dtype, p.k, s.B, s.Tk, s.Hkv, D, s.k_stride, kBk) ||
       !tma_map_rows(&tv, p.dtype, p.v, s.B, s.Tk, s.Hkv, D, s.v_stride, kBk) ||
       !tma_map_rows(&tdo, p.dtype, p.d_o, s.B, s.Tq, s.H, D, s.o_stride, kBq))
     return cudaErrorNotSupported;  // nothing queued yet: the dispatch falls back to sm80
-  auto kernel = flash_bwd_sm90_kernel<T, D, IDX, DROP, DET>;
+  auto kernel = flash_bwd_sm90_kernel<T, D, IDX, DROP, DET, BIAS>;
   const int smem = BwdSmem<D, IDX>::kAlloc;
   cudaError_t err = set_dynamic_smem(kernel, smem);
   if (err != cudaSuccess) return cudaErrorNotSupported;  // nothing queued yet: sm80 takes it
@@ -1019,7 +1028,7 @@ bool bwd_applies(const FlashBwdParams& p) {
   // the DROP kernel, D = 64 and 128) run here; a dense mask and soft-cap too, in the IDX kernel
   // without dropout, and bias / dbias there at D = 64 (with dropout, or at D = 128: sm80's kernels).
   if (p.mask.mask && p.dropout.rate > 0.f) return false;  // a dense mask: the IDX kernel without dropout
-  if ((p.score.bias || p.dbias) && (p.dropout.rate > 0.f || s.D != 64)) return false;  // kBiasCode
+  if ((p.score.bias || p.dbias) && (p.dropout.rate > 0.f || s.D != 64)) return false;  // BIAS kernels
   // The bias' and dbias' element offsets within a unit are 32-bit (UnitElems): query and key strides
   // below 2^23 (dbias: compact, key stride 1, query stride Tk).
   constexpr int64_t kOffLim = int64_t(1) << 23;
@@ -1051,12 +1060,17 @@ cudaError_t bwd_pick(const FlashBwdParams& p, cudaStream_t stream) {
                   : launch<__half, 128, true, true, DET>(p, stream);
     return bf16 ? launch<__nv_bfloat16, 64, true, true, DET>(p, stream) : launch<__half, 64, true, true, DET>(p, stream);
   }
+  // Bias / dbias: the BIAS kernels, the only ones with bias code (bwd_applies: D = 64, no dropout;
+  // launch() refuses bias / dbias in any other).
+  const bool bias = p.score.bias || p.dbias;
   if (m.window_left >= 0 || m.window_right >= 0 || m.q_lengths || m.k_lengths || m.q_valid || m.k_valid ||
-      p.score.softcap != 0.f || m.mask || p.score.bias || p.dbias) {  // soft-cap, a dense mask, bias /
-                                                                        // dbias (D = 64): the IDX kernel's
+      p.score.softcap != 0.f || m.mask || bias) {  // soft-cap, a dense mask: the IDX kernel's branches
     if (p.shape.D == 128)
       return bf16 ? launch<__nv_bfloat16, 128, true, false, DET>(p, stream)
                   : launch<__half, 128, true, false, DET>(p, stream);
+    if (bias)
+      return bf16 ? launch<__nv_bfloat16, 64, true, false, DET, true>(p, stream)
+                  : launch<__half, 64, true, false, DET, true>(p, stream);
     return bf16 ? launch<__nv_bfloat16, 64, true, false, DET>(p, stream) : launch<__half, 64, true, false, DET>(p, stream);
   }
   if (p.shape.D == 128)
