@@ -105,25 +105,24 @@ def test_custom_calls_pin_every_operand_and_result_to_row_major():
         assert descending(line.split(" custom-call(")[0].split(" = ", 1)[1]), line
 
 
+_ALIAS = "output_to_operand_aliasing={{0}: (0, {})}"
+
+
+def _fwd_calls(hlo):
+    return [line for line in hlo.splitlines() if 'custom_call_target="tf_flashattn_fwd"' in line]
+
+
 def test_absent_seed_is_an_empty_operand():
     """Without dropout the seed operand is s64[0], as every other absent input: a [2] placeholder of
     zeros became a broadcast kernel under XLA (a splat constant), one launch per call, inside a
     decoding loop too. With dropout it is the [2] seed."""
     rng = np.random.default_rng(0)
     q = rand(rng, 1, 8, 2, 16)
-    calls = lambda hlo: [line for line in hlo.splitlines() if 'custom_call_target="tf_flashattn_fwd"' in line]
     plain = _hlo(lambda q: fa.dot_product_attention(q, q, q), q)
     assert "s64[2]" not in plain, plain
-    assert "s64[0]" in calls(plain)[0].split(" custom-call(")[1], calls(plain)
+    assert "s64[0]" in _fwd_calls(plain)[0].split(" custom-call(")[1], _fwd_calls(plain)
     dropped = _hlo(lambda q: fa.dot_product_attention(q, q, q, dropout_rate=0.1, seed=[1, 2]), q)
-    assert "s64[2]" in calls(dropped)[0].split(" custom-call(")[1], calls(dropped)
-
-
-_ALIAS = "output_to_operand_aliasing={{0}: (0, {})}"
-
-
-def _fwd_calls(hlo):
-    return [line for line in hlo.splitlines() if 'custom_call_target="tf_flashattn_fwd"' in line]
+    assert "s64[2]" in _fwd_calls(dropped)[0].split(" custom-call(")[1], _fwd_calls(dropped)
 
 
 def test_decoding_forward_aliases_its_output_to_the_query_on_gpu_only():
