@@ -173,8 +173,8 @@ def test_decoding_forward_in_place_equals_eager(case, monkeypatch):
         close(out, fwd(q))
         return
 
-    def chain(x, n=5):
-        return tf.while_loop(lambda i, x: i < n, lambda i, x: (i + 1, fwd(x)), (tf.constant(0), x))[1]
+    def chain(x):
+        return tf.while_loop(lambda i, x: i < 5, lambda i, x: (i + 1, fwd(x)), (tf.constant(0), x))[1]
 
     x0 = rand(rng, 2, 1, 8, 64, dtype=dtype)
     eager = x0
