@@ -189,7 +189,7 @@ if [[ ,$what, == *,sm90bwd,* ]]; then (
   grep -E "registers|spill|warning|C75" $d/ptxas.log | sed 's/_ZN9flashattn.*//' | sort | uniq -c | head -12
   obj=$hb/flash_bwd_sm90.o
   { cuobjdump -sass $obj > $d/sm90bwd.sass 2>&1
-    for ins in HGMMA UTMALDG SYNCS USETMAXREG WARPGROUP REDG LDL STL; do echo "$ins $(grep -c "$ins" $d/sm90bwd.sass)"; done
+    for ins in HGMMA UTMALDG SYNCS USETMAXREG WARPGROUP REDG UBLKRED LDL STL; do echo "$ins $(grep -c "$ins" $d/sm90bwd.sass)"; done
     echo "== per kernel HGMMA count (expected 32 at D = 128, 20 at D = 64 (no-mask / causal kernels and IDX = index-masked ones alike), 21 in the self-test)"
     awk '/Function :/{f=$3} /HGMMA/{n[f]++} END{for(k in n) print n[k], k}' $d/sm90bwd.sass; } > $d/sass_counts.txt 2>&1
   gzip -f $d/sm90bwd.sass

@@ -7,7 +7,8 @@
 // op determinism too (the DET instantiations, below; bwd_det_mode: not at D = 64 with a causal mask). The index masks, dropout and the deterministic
 // mode were checked on the H200 on 2026-12-01 (benchmarks/sm90_bwd_check.py: 138 numerics rows, 56
 // deterministic ones (repeat-bitwise, dK / dV bitwise equal to the default), memcheck; RESULTS.md
-// "Hopper backward kernel"). Deterministic mode costs 1.02x the default at D = 128 without a mask,
+// "Hopper backward kernel"); the default's dQ accumulation by bulk reduce-add (below, "dQacc += dQ_c")
+// came after those checks and is UNTESTED ON A GPU. Deterministic mode costs 1.02x the default at D = 128 without a mask,
 // 1.74x with a causal one (the ordered dQ reduction waits along the diagonal), and at D = 64 with a
 // causal mask it is slower than sm80's deterministic backward (4.96 ms against 4.17, T = 4096, B =
 // 4, H = 32, bf16; benchmarks/sm90_bwd_check.py's bench_det): not yet addressed. Taken by flash_cuda_dispatch.cu where bwd_applies(): on
@@ -51,13 +52,35 @@
 //                          D = 64: all 64 columns over the consumer's own 64 keys (4 steps);
 //                          wgmma m64n64k16 SS with A = dS read transposed (MN-major) from the dS^T
 //                          buffer and B = K MN-major
-//     dQacc += dQ_c        float4 atomics into the workspace's dQ accumulator, in this file's
-//                          fragment order (below), then release the stage.
+//     dQacc += dQ_c        into the workspace's dQ accumulator, in this file's fragment order
+//                          (below; the stage released first, its last reader done). The consumer's
+//                          64 x 64 block is one contiguous 16 KiB of it. Default (kDqBulkReduce, the
+//                          kernels without DET; FlashAttention-3's way): each thread stores its 8
+//                          float4 to the consumer's staging block in shared memory (the same order,
+//                          conflict-free), fence.proxy.async, the warpgroup's named barrier 7 + c,
+//                          then thread 0 adds the block to global memory with one bulk reduce-add
+//                          of the copy engine (cp.reduce.async.bulk .add.f32, 16 KiB; SASS
+//                          UBLKRED.G.S.ADD.F32.RN), instead of 1024 float4 atomics per consumer on
+//                          the consumers' load / store pipe. Before the next unit's stores, thread 0
+//                          waits for the copy engine's read of the block (wait_group.read, after
+//                          the dS^T stores) and the barrier before dQ (1, or 5 + c) passes that on;
+//                          it waits for the writes too (wait_group 0) at the kernel's end. DET: 8
+//                          float4 atomicAdd per thread, in the ordered protocol below.
+//                          UNTESTED ON A GPU (written 2026-12-01 without one; compile and SASS
+//                          checks only: no spills, no wgmma serialization, the DET kernels' SASS
+//                          unchanged, kDqBulkReduce = false gives the former SASS): timing and the
+//                          numerics checks (benchmarks/sm90_bwd_check.py) are the next session's.
 //   Epilogue: dK * scale and dV from registers to global memory (4-byte stores); rows past Tk
 //   skipped; a CTA with no unit writes zeros, and so do keys no row sees (their P and dS are 0).
 //   After the kernel: bwd_dq_sm90_convert_kernel writes dQ = scale * dQacc.
 //   Shared memory (D = 128): K, V 2 x 32 KiB, Q and dO rings 2 x 2 x 16 KiB, dS^T 2 x 16 KiB, rows
-//   1 KiB, barriers: 161 KiB (+1 KiB alignment). D = 64: 97 KiB.
+//   1 KiB, barriers: 161 KiB (+1 KiB alignment), and the dQ staging blocks 2 x 16 KiB (kernels
+//   without DET, after the barriers, 128-byte aligned): 193 KiB (198,784 bytes allocated, IDX
+//   199,296, of the 227 KiB opt-in; DET 165,928 / 166,456 as before). D = 64: 97 KiB, 129 KiB with
+//   the staging blocks (133,248 bytes allocated, IDX 133,760). One CTA per SM either way (registers).
+//   Named barriers: 0 __syncthreads (setup); 1 both consumers before dQ (D = 128); 5 + c consumer
+//   c before dQ (D = 64); 7 + c consumer c before its bulk reduce-add (without DET); 2, 3, 4 the DET
+//   ordered reduction (below). 9..15 unused.
 //   Registers per consumer thread (D = 128): dK, dV 64 + 64, S^T and dP^T 32 + 32 (then P and dS
 //   16 + 16 packed), dQ 32.
 // Index masks (the <IDX = true> instantiation, taken when a window, lengths or a validity mask is
@@ -137,10 +160,13 @@
 // fragment order: column group cg = col / 64, then for a 64 x 64 sub-block, float4 index
 // (j * 128 + tid) holds rows {16 w + g, 16 w + g + 8} x columns {64 cg + 8 j + 2 t, +1}
 // (tid = 32 w + 4 g + t: the m64nN accumulator layout, sm90_ptx.cuh), so that each warp's atomics
-// cover 512 contiguous bytes. Deterministic mode: the same, and the counters after dq_acc (below;
+// cover 512 contiguous bytes, and each consumer's 64 x 64 sub-block is 16 contiguous KiB (the unit
+// of the default's bulk reduce-add; 16-byte aligned as the copy engine needs: dq_acc is, launch()
+// checks, and sub-blocks start at multiples of 16 KiB). Deterministic mode: the same, and the counters after dq_acc (below;
 // flash_bwd_workspace_bytes adds dq_acc and them in deterministic mode for D = Dv in {64, 128}).
 // Deterministic mode (the DET instantiations of all four kernels, when p.deterministic; the
-// others are unchanged, SASS included): the same float4 atomics into dq_acc, but each (b, h,
+// others are unchanged, SASS included): float4 atomics into dq_acc (the former default's, not the
+// bulk reduce-add of the kernels without DET, which has no order to keep), but each (b, h,
 // 64-row query tile) block receives its contributions in one fixed order, so dQ is bitwise
 // reproducible (dK, dV are sums in registers in a fixed order anyway):
 //   order     across CTAs: increasing key tile x (blockIdx.x); within a CTA: consumer 0, then
@@ -178,7 +204,7 @@
 // Not yet here: the two consumers' ping-pong at D = 128 (both meet on named barrier 1 before dQ every unit;
 // deferring unit n's dQ past unit n + 1's S^T / dP^T issue would keep its 32 accumulators live
 // through the P pass, over the 240 registers at D = 128) and any overlap of the P pass with the
-// next unit's products, dQ through shared memory with TMA reduce-add, dK / dV stored by TMA,
+// next unit's products, dK / dV stored by TMA,
 // a persistent causal-balancing scheduler; dropout's draws shared between warps w and w ^ 1 (each
 // thread uses 4 of a call's 8); bias / dbias at D = 128 and with dropout, coalesced dbias stores.
 #include <cuda.h>
@@ -213,11 +239,18 @@ constexpr int kThreads = 128 * (1 + kConsumers);
 constexpr int kProducerRegs = 24;
 constexpr int kConsumerRegs = 240;
 static_assert(128 * kProducerRegs + 128 * kConsumers * kConsumerRegs <= 65536, "register file");
+// The switch of the dQ accumulation in the kernels without DET: true, each consumer stages its 64 x 64
+// dQ block in shared memory and one thread adds it to the workspace with one bulk reduce-add of the
+// copy engine (cp.reduce.async.bulk ... add.f32, FlashAttention-3's way; header comment); false, 8
+// float4 atomicAdd per thread, as before. The DET kernels keep their ordered atomics either way.
+// Here, not in the kernel, because launch() sizes the shared memory from it too (BwdSmem's DQS).
+constexpr bool kDqBulkReduce = true;
 
 // IDX: the index-masked kernel (window / lengths / validity), which also keeps each row's visible
 // keys and a per-unit "mask needed" flag beside lse2 and dsum; without it the layout is the first
-// version's.
-template <int D, bool IDX>
+// version's. DQS: the dQ staging blocks of the bulk reduce-add (kDqBulkReduce, the kernels without
+// DET), after the barriers so that the layout before them (and the DET kernels' code) is unchanged.
+template <int D, bool IDX, bool DQS = false>
 struct BwdSmem {
   static constexpr int kKBytes = kBk * D * 2;   // K or V tile [128 x D]
   static constexpr int kQBytes = kBq * D * 2;   // Q or dO tile [64 x D]
@@ -232,9 +265,15 @@ struct BwdSmem {
   static constexpr int kFlag = kRange + kStages * kBq * 4;      // IDX: int [kStages] mask flags
   static_assert(kStages * 4 <= 16, "mask flags");
   static constexpr int kBars = IDX ? kFlag + 16 : kRange;  // kv_full, full[kStages], empty[kStages]
-  static constexpr int kBytes = kBars + 8 * (1 + 2 * kStages);
+  static constexpr int kBarsEnd = kBars + 8 * (1 + 2 * kStages);
+  // DQS: float [kConsumers][64 x 64] in fragment order (consumer c's block at kDq + c * kDqBytes),
+  // 128-byte aligned (the copy engine needs 16).
+  static constexpr int kDqBytes = 64 * 64 * 4;
+  static constexpr int kDq = (kBarsEnd + 127) & ~127;
+  static constexpr int kBytes = DQS ? kDq + kConsumers * kDqBytes : kBarsEnd;
   static constexpr int kAlloc = kBytes + 1024;             // slack to align the base to 1024
 };
+static_assert(BwdSmem<128, true, true>::kAlloc <= 227 * 1024, "the dQ staging blocks exceed the opt-in shared memory");
 
 struct BwdSm90Args {
   FlashBwdParams p;
@@ -312,7 +351,9 @@ __global__ void __launch_bounds__(kThreads, 1)
                           const __grid_constant__ BwdSm90Args a) {
   static_assert(!DROP || IDX, "dropout runs the index-masked kernel");
   static_assert(!BIAS || (IDX && !DROP && D == 64), "bias / dbias: the IDX kernel without dropout, D = 64");
-  using L = BwdSmem<D, IDX>;
+  // The dQ accumulation through shared memory and the copy engine's reduce-add (kDqBulkReduce).
+  constexpr bool kDqBulk = kDqBulkReduce && !DET;
+  using L = BwdSmem<D, IDX, kDqBulk>;
   extern __shared__ uint8_t smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
   float* rows_f = reinterpret_cast<float*>(smem_raw + (base - smem_u32(smem_raw)) + L::kRows);
@@ -803,6 +844,15 @@ __global__ void __launch_bounds__(kThreads, 1)
         *reinterpret_cast<uint32_t*>(ds_ptr + swz128_offset(kBk, key_l[x & 1], 8 * j + 2 * t)) = da[kk][x];
       }
     fence_proxy_async();  // dS^T stores before the wgmma (async proxy) reads below
+    // kDqBulk: this consumer's dQ staging block is written again after this unit's dQ product
+    // (below); the thread that issued the previous unit's bulk reduce-add from it waits here until
+    // the copy engine has read it (wait_group.read: long done, most likely, a whole unit ran since),
+    // and the barrier before the dQ product (1, or 5 + c), which it reaches after this, tells the
+    // rest of its warpgroup. Here rather than just before that barrier: there, ptxas 13.0 spilled
+    // 4 bytes in <DROP, D = 128> (also after the P pass, and at the unit's start).
+    if constexpr (kDqBulk) {
+      if (tid == 0) bulk_wait_read<0>();
+    }
 
     // dK += dS^T Q (and, !kEarlyDv, dV += P^T dO first, as before): contraction over the 64 queries
     // in k16 steps (16 rows = 2 KiB).
@@ -845,7 +895,28 @@ __global__ void __launch_bounds__(kThreads, 1)
     // dQacc block of (b, h, query tile): [64 x D] in fragment order.
     const int64_t blk_row = (static_cast<int64_t>(b) * sh.H + h) * a.tq_pad + i0;
     float* blk = a.dq_acc + blk_row * D + dq_cg * 64 * 64;
-    if constexpr (!DET) {
+    if constexpr (kDqBulk) {
+      // This consumer's 64 x 64 block is one contiguous 16 KiB of the accumulator (fragment order,
+      // 16-byte aligned: dq_acc is, launch() checks, and blocks start at multiples of 16 KiB): the
+      // 8 float4 go to the staging block in the same order (float4 j * 128 + tid: conflict-free, a
+      // warp's 32 consecutive float4), each thread fences them for the async proxy, the warpgroup
+      // meets (barrier 7 + c, its own; the previous unit's reads of the block were waited for
+      // before barrier 1 / 5 + c above), and thread 0 adds the block to blk with one bulk
+      // reduce-add (element-wise atomic adds in an unspecified order, as the atomics: the same float
+      // adds, dQ equal up to their order, and denormals: REDG flushes them, UBLKRED does not
+      // say it does). No wait here: the next unit's
+      // wait_group.read (above) or the kernel's end (wait_group 0) waits for it.
+      const uint32_t stage = base + L::kDq + c * L::kDqBytes;
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+        st_shared_v4_f32(stage + (j * 128 + tid) * 16, dq[4 * j], dq[4 * j + 1], dq[4 * j + 2], dq[4 * j + 3]);
+      fence_proxy_async();  // the stores above before the copy engine's (async proxy) read
+      named_bar_sync(7 + c, 128);
+      if (tid == 0) {
+        bulk_reduce_add_f32(blk, stage, L::kDqBytes);
+        bulk_commit();
+      }
+    } else if constexpr (!DET) {
 #pragma unroll
       for (int j = 0; j < 8; ++j)
         atomicAdd(reinterpret_cast<float4*>(blk) + j * 128 + tid,
@@ -888,6 +959,15 @@ __global__ void __launch_bounds__(kThreads, 1)
           Elem<T>::pack(dk[4 * j + 2 * h2] * scale, dk[4 * j + 2 * h2 + 1] * scale);
       *reinterpret_cast<uint32_t*>(dvr + 8 * j + 2 * t) = Elem<T>::pack(dv[4 * j + 2 * h2], dv[4 * j + 2 * h2 + 1]);
     }
+  }
+  // kDqBulk: the bulk reduce-adds complete (wait_group 0: their global writes done, not only their
+  // reads of shared memory) before the issuing thread, and so its CTA, exits. The end of the kernel
+  // should already imply that for the bulk async operations it issued (bwd_dq_sm90_convert_kernel,
+  // next on the stream, reads dq_acc after this kernel's completion); waiting here makes it
+  // explicit, after the epilogue's stores so that they overlap the last unit's reduce-add, and
+  // keeps the staging block in place (the CTA's shared memory) until the copy engine has read it.
+  if constexpr (kDqBulk) {
+    if (tid == 0) bulk_wait<0>();
   }
 }
 
@@ -939,7 +1019,7 @@ cudaError_t launch(const FlashBwdParams& p, cudaStream_t stream) {
       !tma_map_rows(&tdo, p.dtype, p.d_o, s.B, s.Tq, s.H, D, s.o_stride, kBq))
     return cudaErrorNotSupported;  // nothing queued yet: the dispatch falls back to sm80
   auto kernel = flash_bwd_sm90_kernel<T, D, IDX, DROP, DET, BIAS>;
-  const int smem = BwdSmem<D, IDX>::kAlloc;
+  const int smem = BwdSmem<D, IDX, kDqBulkReduce && !DET>::kAlloc;
   cudaError_t err = set_dynamic_smem(kernel, smem);
   if (err != cudaSuccess) return cudaErrorNotSupported;  // nothing queued yet: sm80 takes it
 

@@ -98,6 +98,20 @@ __device__ __forceinline__ void tma_store_4d(const CUtensorMap* map, uint32_t sr
                "r"(src), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
                : "memory");
 }
+// `bytes` contiguous float32 (a multiple of 16 bytes; src and dst 16-byte aligned) of shared memory
+// at src added element-wise into global memory at dst by the copy engine (the backward's dQ
+// accumulation, flash_bwd_sm90.cu): each element's add is atomic (the PTX ISA gives each of them
+// .relaxed.gpu semantics; FlashAttention-3 relies on it across CTAs), in an unspecified order, as
+// red.global.add.f32 would. SASS UBLKRED.G.S.ADD.F32.RN (no .FTZ, unlike the float4 REDG's:
+// denormal sums may differ). Completes in the issuing thread's bulk group, as
+// tma_store_4d. The shared memory must have been written before through the generic proxy and
+// fenced (fence_proxy_async by each writing thread, then a barrier with the issuing thread).
+__device__ __forceinline__ void bulk_reduce_add_f32(void* dst, uint32_t src, uint32_t bytes) {
+  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;" ::"l"(
+                   reinterpret_cast<uint64_t>(dst)),
+               "r"(src), "r"(bytes)
+               : "memory");
+}
 __device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
 template <int N>
 __device__ __forceinline__ void bulk_wait() {
@@ -111,6 +125,9 @@ __device__ __forceinline__ void bulk_wait_read() {
 }
 __device__ __forceinline__ void st_shared_u32(uint32_t addr, uint32_t v) {
   asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
+}
+__device__ __forceinline__ void st_shared_v4_f32(uint32_t addr, float x, float y, float z, float w) {
+  asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "f"(x), "f"(y), "f"(z), "f"(w) : "memory");
 }
 
 // ---- Registers between warpgroup roles --------------------------------------------------------
