@@ -7,8 +7,8 @@
 // op determinism too (the DET instantiations, below; bwd_det_mode: not at D = 64 with a causal mask). The index masks, dropout and the deterministic
 // mode were checked on the H200 on 2026-12-01 (benchmarks/sm90_bwd_check.py: 138 numerics rows, 56
 // deterministic ones (repeat-bitwise, dK / dV bitwise equal to the default), memcheck; RESULTS.md
-// "Hopper backward kernel"); the default's dQ accumulation by bulk reduce-add (below, "dQacc += dQ_c")
-// came after those checks and is UNTESTED ON A GPU. Deterministic mode costs 1.02x the default at D = 128 without a mask,
+// "Hopper backward kernel"); the dQ accumulation by bulk reduce-add at D = 128 (below, "dQacc += dQ_c")
+// on 2026-12-01 too (RESULTS.md "(g)"). Deterministic mode costs 1.02x the default at D = 128 without a mask,
 // 1.74x with a causal one (the ordered dQ reduction waits along the diagonal), and at D = 64 with a
 // causal mask it is slower than sm80's deterministic backward (4.96 ms against 4.17, T = 4096, B =
 // 4, H = 32, bf16; benchmarks/sm90_bwd_check.py's bench_det): not yet addressed. Taken by flash_cuda_dispatch.cu where bwd_applies(): on
@@ -54,8 +54,8 @@
 //                          buffer and B = K MN-major
 //     dQacc += dQ_c        into the workspace's dQ accumulator, in this file's fragment order
 //                          (below; the stage released first, its last reader done). The consumer's
-//                          64 x 64 block is one contiguous 16 KiB of it. Default (kDqBulkReduce, the
-//                          kernels without DET; FlashAttention-3's way): each thread stores its 8
+//                          64 x 64 block is one contiguous 16 KiB of it. D = 128 without DET
+//                          (dq_bulk_reduce; FlashAttention-3's way): each thread stores its 8
 //                          float4 to the consumer's staging block in shared memory (the same order,
 //                          conflict-free), fence.proxy.async, the warpgroup's named barrier 7 + c,
 //                          then thread 0 adds the block to global memory with one bulk reduce-add
@@ -63,23 +63,22 @@
 //                          UBLKRED.G.S.ADD.F32.RN), instead of 1024 float4 atomics per consumer on
 //                          the consumers' load / store pipe. Before the next unit's stores, thread 0
 //                          waits for the copy engine's read of the block (wait_group.read, after
-//                          the dS^T stores) and the barrier before dQ (1, or 5 + c) passes that on;
-//                          it waits for the writes too (wait_group 0) at the kernel's end. DET: 8
-//                          float4 atomicAdd per thread, in the ordered protocol below.
-//                          UNTESTED ON A GPU (written 2026-12-01 without one; compile and SASS
-//                          checks only: no spills, no wgmma serialization, the DET kernels' SASS
-//                          unchanged, kDqBulkReduce = false gives the former SASS): timing and the
-//                          numerics checks (benchmarks/sm90_bwd_check.py) are the next session's.
+//                          the dS^T stores) and the barrier before dQ (1) passes that on; it waits
+//                          for the writes too (wait_group 0) at the kernel's end. D = 64 without
+//                          DET: 8 float4 atomicAdd per thread. DET: the same atomics, in the
+//                          ordered protocol below. Checked on the H200 (2026-12-01, with the bulk
+//                          reduce-add at D = 64 too: benchmarks/sm90_bwd_check.py numerics 166 /
+//                          166, deterministic 62 / 62, memcheck clean; RESULTS.md "(g)").
 //   Epilogue: dK * scale and dV from registers to global memory (4-byte stores); rows past Tk
 //   skipped; a CTA with no unit writes zeros, and so do keys no row sees (their P and dS are 0).
 //   After the kernel: bwd_dq_sm90_convert_kernel writes dQ = scale * dQacc.
 //   Shared memory (D = 128): K, V 2 x 32 KiB, Q and dO rings 2 x 2 x 16 KiB, dS^T 2 x 16 KiB, rows
 //   1 KiB, barriers: 161 KiB (+1 KiB alignment), and the dQ staging blocks 2 x 16 KiB (kernels
 //   without DET, after the barriers, 128-byte aligned): 193 KiB (198,784 bytes allocated, IDX
-//   199,296, of the 227 KiB opt-in; DET 165,928 / 166,456 as before). D = 64: 97 KiB, 129 KiB with
-//   the staging blocks (133,248 bytes allocated, IDX 133,760). One CTA per SM either way (registers).
+//   199,296, of the 227 KiB opt-in; DET 165,928 / 166,456). D = 64: 97 KiB (no staging blocks).
+//   One CTA per SM either way (registers).
 //   Named barriers: 0 __syncthreads (setup); 1 both consumers before dQ (D = 128); 5 + c consumer
-//   c before dQ (D = 64); 7 + c consumer c before its bulk reduce-add (without DET); 2, 3, 4 the DET
+//   c before dQ (D = 64); 7 + c consumer c before its bulk reduce-add (D = 128 without DET); 2, 3, 4 the DET
 //   ordered reduction (below). 9..15 unused.
 //   Registers per consumer thread (D = 128): dK, dV 64 + 64, S^T and dP^T 32 + 32 (then P and dS
 //   16 + 16 packed), dQ 32.
@@ -239,16 +238,19 @@ constexpr int kThreads = 128 * (1 + kConsumers);
 constexpr int kProducerRegs = 24;
 constexpr int kConsumerRegs = 240;
 static_assert(128 * kProducerRegs + 128 * kConsumers * kConsumerRegs <= 65536, "register file");
-// The switch of the dQ accumulation in the kernels without DET: true, each consumer stages its 64 x 64
-// dQ block in shared memory and one thread adds it to the workspace with one bulk reduce-add of the
-// copy engine (cp.reduce.async.bulk ... add.f32, FlashAttention-3's way; header comment); false, 8
-// float4 atomicAdd per thread, as before. The DET kernels keep their ordered atomics either way.
-// Here, not in the kernel, because launch() sizes the shared memory from it too (BwdSmem's DQS).
-constexpr bool kDqBulkReduce = true;
+// The switch of the dQ accumulation, per head dim and determinism: true, each consumer stages its
+// 64 x 64 dQ block in shared memory and one thread adds it to the workspace with one bulk reduce-add
+// of the copy engine (cp.reduce.async.bulk ... add.f32, FlashAttention-3's way; header comment);
+// false, 8 float4 atomicAdd per thread. The DET kernels keep their ordered atomics. Measured on the
+// H200 (2026-12-01, RESULTS.md "(g)"): at D = 128 the bulk reduce-add is 5-8 % faster (T 4096 / 16384,
+// causal or not, dropout), at D = 64 5 % slower (each consumer adds a block per 64 keys there, twice
+// as often per FLOP): so D = 128 only. Here, not in the kernel, because launch() sizes the shared
+// memory from it too (BwdSmem's DQS).
+__host__ __device__ constexpr bool dq_bulk_reduce(int d, bool det) { return d == 128 && !det; }
 
 // IDX: the index-masked kernel (window / lengths / validity), which also keeps each row's visible
 // keys and a per-unit "mask needed" flag beside lse2 and dsum; without it the layout is the first
-// version's. DQS: the dQ staging blocks of the bulk reduce-add (kDqBulkReduce, the kernels without
+// version's. DQS: the dQ staging blocks of the bulk reduce-add (dq_bulk_reduce: D = 128 without
 // DET), after the barriers so that the layout before them (and the DET kernels' code) is unchanged.
 template <int D, bool IDX, bool DQS = false>
 struct BwdSmem {
@@ -351,8 +353,8 @@ __global__ void __launch_bounds__(kThreads, 1)
                           const __grid_constant__ BwdSm90Args a) {
   static_assert(!DROP || IDX, "dropout runs the index-masked kernel");
   static_assert(!BIAS || (IDX && !DROP && D == 64), "bias / dbias: the IDX kernel without dropout, D = 64");
-  // The dQ accumulation through shared memory and the copy engine's reduce-add (kDqBulkReduce).
-  constexpr bool kDqBulk = kDqBulkReduce && !DET;
+  // The dQ accumulation through shared memory and the copy engine's reduce-add (dq_bulk_reduce).
+  constexpr bool kDqBulk = dq_bulk_reduce(D, DET);
   using L = BwdSmem<D, IDX, kDqBulk>;
   extern __shared__ uint8_t smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
@@ -1019,7 +1021,7 @@ cudaError_t launch(const FlashBwdParams& p, cudaStream_t stream) {
       !tma_map_rows(&tdo, p.dtype, p.d_o, s.B, s.Tq, s.H, D, s.o_stride, kBq))
     return cudaErrorNotSupported;  // nothing queued yet: the dispatch falls back to sm80
   auto kernel = flash_bwd_sm90_kernel<T, D, IDX, DROP, DET, BIAS>;
-  const int smem = BwdSmem<D, IDX, kDqBulkReduce && !DET>::kAlloc;
+  const int smem = BwdSmem<D, IDX, dq_bulk_reduce(D, DET)>::kAlloc;
   cudaError_t err = set_dynamic_smem(kernel, smem);
   if (err != cudaSuccess) return cudaErrorNotSupported;  // nothing queued yet: sm80 takes it
 
