@@ -11,7 +11,8 @@
 // on 2026-12-01 too (RESULTS.md "(g)"). Deterministic mode costs 1.02x the default at D = 128 without a mask,
 // 1.74x with a causal one (the ordered dQ reduction waits along the diagonal), and at D = 64 with a
 // causal mask it is slower than sm80's deterministic backward (4.96 ms against 4.17, T = 4096, B =
-// 4, H = 32, bf16; benchmarks/sm90_bwd_check.py's bench_det): not yet addressed. Taken by flash_cuda_dispatch.cu where bwd_applies(): on
+// 4, H = 32, bf16; benchmarks/sm90_bwd_check.py's bench_det; both measured before the bulk dQ
+// reduce-add of D = 128's default): not yet addressed. Taken by flash_cuda_dispatch.cu where bwd_applies(): on
 // by default on compute capability 9.0; TF_FLASHATTN_SM90_BWD=0 (or TF_FLASHATTN_SM90=0, which
 // turns off both Hopper kernels) or set_bwd_enabled(0) keep the sm80 backward; everything else
 // runs sm80/flash_bwd.cu. bwd_selftest() (below, exposed by the kernel harness) checks the wgmma
@@ -849,7 +850,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     // kDqBulk: this consumer's dQ staging block is written again after this unit's dQ product
     // (below); the thread that issued the previous unit's bulk reduce-add from it waits here until
     // the copy engine has read it (wait_group.read: long done, most likely, a whole unit ran since),
-    // and the barrier before the dQ product (1, or 5 + c), which it reaches after this, tells the
+    // and the barrier before the dQ product (1: D = 128 only), which it reaches after this, tells the
     // rest of its warpgroup. Here rather than just before that barrier: there, ptxas 13.0 spilled
     // 4 bytes in <DROP, D = 128> (also after the P pass, and at the unit's start).
     if constexpr (kDqBulk) {
@@ -903,7 +904,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       // 8 float4 go to the staging block in the same order (float4 j * 128 + tid: conflict-free, a
       // warp's 32 consecutive float4), each thread fences them for the async proxy, the warpgroup
       // meets (barrier 7 + c, its own; the previous unit's reads of the block were waited for
-      // before barrier 1 / 5 + c above), and thread 0 adds the block to blk with one bulk
+      // before barrier 1 above), and thread 0 adds the block to blk with one bulk
       // reduce-add (element-wise atomic adds in an unspecified order, as the atomics: the same float
       // adds, dQ equal up to their order, and denormals: REDG flushes them, UBLKRED does not
       // say it does). No wait here: the next unit's
