@@ -125,9 +125,9 @@
 // forward's dropped output). Masked elements keep P = 0 whatever Z.
 // Bias and dbias (the BIAS instantiations <T, 64, IDX = true, DROP = false, DET, BIAS = true>,
 // which bwd_pick takes whenever bias or dbias is set; bwd_applies sends bias / dbias with dropout
-// or at D = 128 to sm80; checked on the H200 2026-12-01 while this code was part of the IDX kernel:
-// sm90_bwd_check.py's five bias cases, deterministic included, memcheck / synccheck clean; not yet
-// run as its own instantiation). The bias
+// or at D = 128 to sm80; checked on the H200 2026-12-01, as part of the IDX kernel and again as its
+// own instantiation (session 16): sm90_bwd_check.py's five bias cases, deterministic included,
+// memcheck / synccheck clean). The bias
 // [B, H, Tq, Tk] (q's dtype, any strides, 0 for broadcast dims) enters the P pass as in the
 // forward's IDX kernel (flash_fwd_sm90.cu): x = S^T pmul + log2e b (pmul = scale log2e, or 1 after
 // the in-place soft-cap), P = 2^(x - lse2), so P is the forward's up to its own rounding (the
