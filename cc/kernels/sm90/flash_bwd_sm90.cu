@@ -1,4 +1,6 @@
-// Hopper-native FlashAttention backward (sm_90a only): float16 / bfloat16, D == Dv in {64, 128},
+// Hopper-native FlashAttention backward (sm_90a only): float16 / bfloat16, D == Dv in {64, 128}
+// (and D == Dv == 256 without a mask or causal, opt-in and UNTESTED ON A GPU: its own kernel and
+// header comment below, "Head dim 256"; the rest of this comment is about D = 64 / 128),
 // no mask, causal (any causal_offset) and the other index masks the Hopper forward takes (sliding
 // window, q / k lengths, [B, Tq] / [B, Tk] validity masks; sm80's rules, below), and dropout (with
 // any of those or none; below), soft-cap and a dense mask (in the IDX kernel, not with dropout), an
@@ -998,6 +1000,319 @@ __global__ void bwd_dq_sm90_convert_kernel(const FlashBwdParams p, const float* 
   }
 }
 
+// ---- Head dim 256 (flash_bwd_sm90_d256_kernel) ------------------------------------------------
+// UNTESTED ON A GPU (written 2026-12-01 without one): compiled for sm_90a only (ptxas figures
+// below); opt-in, taken only when TF_FLASHATTN_SM90_BWD_D256=1 (bwd_d256_enabled, read once), else
+// D = 256 keeps sm80's backward as before. benchmarks/sm90_bwd_check.py sets the variable and holds
+// its numerics / sanitize / bench cases.
+// Scope: float16 / bfloat16, D == Dv == 256, no mask or causal (any causal_offset), GQA; not
+// deterministic, no other index mask, dropout, soft-cap, dense mask or bias (bwd_applies sends
+// those to sm80). FlashAttention-3's head-dim-256 tiling, written anew for this file's conventions:
+//   Grid (ceil(Tk / 64), Hkv, B): one CTA per key tile of kBk256 = 64 keys of one kv head (the
+//   D <= 128 kernel's 128 keys would need 128 x 256 floats of dK and as many of dV in the
+//   consumers' registers). CTA = 3 warpgroups (384 threads), the same roles and register split as
+//   above: warpgroup 0 produces (setmaxnreg.dec 24), warpgroups 1 and 2 consume (setmaxnreg.inc
+//   240). Units as above (Units<false>: query head of the group x 64-row query tile, causal from
+//   the first tile with a row that sees key j0).
+//   Producer: thread 0 loads K and V [64 x 256] once (TMA, 4 panels each, kv_full), then per unit Q
+//   and dO [64 x 256] into the kStages = 2 ring (TMA, full[s] with expect_tx 64 KiB); warp 1 copies
+//   the unit's lse2 / dsum rows and arrives on full[s] (1 + 32 arrivals). Consumers release stage s
+//   by arriving on empty[s] (256 arrivals).
+//   Per unit, consumer c (c = 0, 1) splits every product with the other consumer:
+//     S^T_c  = K Q_c^T     [64 keys x 32 queries (32c .. 32c+31)]  16 wgmma m64n32k16 SS, both
+//                          K-major (own commit group)
+//     dP^T_c = V dO_c^T    [64 x 32]                                16 wgmma m64n32k16 SS (own group)
+//     P^T_c = 2^(S^T scale log2e - lse2[q]) (0 where masked: tiles that cross the causal diagonal,
+//            Tk or Tq, by selection, as above), computed while dP^T_c runs; dS^T_c = P^T_c (dP^T_c -
+//            dsum[q])
+//     P^T_c, dS^T_c -> shared memory (16-bit, columns 32c .. 32c+31 of the [64 keys][64 queries]
+//                          buffers, 128-byte swizzle, two buffers each, by unit parity), then named
+//                          barrier 1 (both consumers: all 64 queries of both written)
+//     dV_c  += P^T dO[:, 128c ..]   [64 keys x 128 dims]  4 wgmma m64n128k16 SS, A = P^T K-major,
+//                                   B = dO MN-major (panels 2c, 2c + 1)
+//     dK_c  += dS^T Q[:, 128c ..]   [64 x 128]            the same with dS^T and Q
+//     dQ_c   = dS K[:, 128c ..]     [64 queries x 128]    4 wgmma m64n128k16 SS, A = dS read
+//                                   transposed (MN-major) from the dS^T buffer, B = K MN-major
+//     (one commit group for dV and dK, one for dQ; both waited for, then empty[s])
+//     dQacc += dQ_c        16 float4 atomicAdd per thread into the workspace's accumulator, in this
+//                          file's fragment order (column groups 2c, 2c + 1 of the 64-row tile's
+//                          block; float4 j holds columns 128c + 8j + 2t, +1 of rows 16w + g, + 8),
+//                          so bwd_dq_sm90_convert_kernel<T, 256> converts it unchanged. Not the
+//                          bulk reduce-add of D = 128: its staging (2 x 32 KiB) does not fit beside
+//                          a two-stage Q / dO ring (below).
+//   The two buffers of P^T / dS^T: consumer c writes unit n + 2's into the buffer unit n's products
+//   of the other consumer read; it does so after barrier 1 of unit n + 1, which the other consumer
+//   reaches only after waiting for all of unit n's products. So one barrier per unit.
+//   Epilogue: dK * scale and dV from registers (dims 128c .. 128c+127 of the tile's 64 keys; 4-byte
+//   stores; keys past Tk skipped); a CTA with no unit writes zeros. Then bwd_dq_sm90_convert_kernel.
+//   Shared memory (BwdSmem256): K, V 2 x 32 KiB, Q and dO rings 2 x 2 x 32 KiB, P^T and dS^T 2 x 2 x
+//   8 KiB, rows 1 KiB, barriers 40 bytes: 230,440 bytes, + 1 KiB alignment slack = 231,464 bytes
+//   allocated, of the 232,448 (227 KiB) opt-in. One CTA per SM.
+//   Registers per consumer thread: dV, dK 64 + 64 (their wgmma accumulators, the epilogue's
+//   values), S^T and dP^T 16 + 16 (dead once stored), dQ 64 (live from its issue to its atomics):
+//   peak 192 accumulators + addresses, within the 240 of setmaxnreg.
+//   Named barriers: 0 __syncthreads (setup), 1 both consumers after the P^T / dS^T stores.
+// Not yet here (first version): overlap of one consumer's element-wise pass with the other's
+// products (both meet on barrier 1 every unit, so the tensor cores idle during the P / dS pass),
+// the next unit's S^T issued before this unit's dQ atomics, dQ by the bulk reduce-add, dK / dV
+// stored by TMA, the index masks, dropout, determinism.
+constexpr int kBk256 = 64;  // keys per CTA at D = 256 (rows of every consumer accumulator but dQ's)
+struct BwdSmem256 {
+  static constexpr int kD = 256;
+  static constexpr int kKBytes = kBk256 * kD * 2;   // K or V tile [64 x 256]: 32 KiB, 4 panels
+  static constexpr int kQBytes = kBq * kD * 2;      // Q or dO tile [64 x 256]: 32 KiB, 4 panels
+  static constexpr int kPBytes = kBk256 * kBq * 2;  // P^T or dS^T [64 keys x 64 queries]: 8 KiB, 1 panel
+  static constexpr int kK = 0;
+  static constexpr int kV = kK + kKBytes;
+  static constexpr int kQ = kV + kKBytes;             // + stage * kQBytes
+  static constexpr int kDo = kQ + kStages * kQBytes;  // + stage * kQBytes
+  static constexpr int kP = kDo + kStages * kQBytes;  // + buffer * kPBytes (unit parity)
+  static constexpr int kDs = kP + 2 * kPBytes;        // + buffer * kPBytes
+  static constexpr int kRows = kDs + 2 * kPBytes;     // float [kStages][2][kBq]: lse2, dsum
+  static constexpr int kBars = kRows + kStages * 2 * kBq * 4;  // kv_full, full[kStages], empty[kStages]
+  static constexpr int kBytes = kBars + 8 * (1 + 2 * kStages);
+  static constexpr int kAlloc = kBytes + 1024;        // slack to align the base to 1024
+};
+static_assert(BwdSmem256::kRows % 1024 == 0, "every tile starts 1024-byte aligned (the swizzle's period)");
+static_assert(BwdSmem256::kBytes == 230440 && BwdSmem256::kAlloc == 231464, "the layout of the header comment");
+static_assert(BwdSmem256::kAlloc <= 227 * 1024, "D = 256 backward: over the opt-in shared memory");
+
+// q, d_o [B, Tq, H, 256] through tm_q / tm_do (boxes {64, 1, 64, 1}); k, v [B, Tk, Hkv, 256]
+// through tm_k / tm_v (boxes {64, 1, 64, 1}); dk, dv [B, Tk, Hkv, 256] and the dQ accumulator
+// [B, H, tq_pad, 256] from a. Grid (ceil(Tk / 64), Hkv, B). No mask or causal only (header comment
+// above, "Head dim 256").
+template <typename T>
+__global__ void __launch_bounds__(kThreads, 1)
+    flash_bwd_sm90_d256_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
+                               const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_do,
+                               const __grid_constant__ BwdSm90Args a) {
+  constexpr int D = 256;
+  using L = BwdSmem256;
+  extern __shared__ uint8_t smem_raw[];
+  const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
+  uint8_t* const tile_ptr = smem_raw + (base - smem_u32(smem_raw));
+  float* rows_f = reinterpret_cast<float*>(tile_ptr + L::kRows);
+  const uint32_t kv_full = base + L::kBars;
+  const uint32_t full0 = kv_full + 8, empty0 = kv_full + 8 * (1 + kStages);
+
+  const FlashBwdParams& p = a.p;
+  const AttnShape& sh = p.shape;
+  const bool causal = p.mask.causal;
+  const int64_t off = p.mask.causal_offset;
+  const int hk = blockIdx.y, b = blockIdx.z;
+  const int G = static_cast<int>(sh.H / sh.Hkv);
+  const int64_t j0 = static_cast<int64_t>(blockIdx.x) * kBk256;
+  const Units<false> units(sh, causal, off, j0, p.mask, b);  // depends on j0 and kBq only
+
+  const int wg = threadIdx.x / 128;
+  if (threadIdx.x == 0) {
+    mbar_init(kv_full, 1);
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(full0 + 8 * s, 1 + 32);  // thread 0's expect_tx, warp 1's rows
+      mbar_init(empty0 + 8 * s, 128 * kConsumers);
+    }
+    mbar_fence_init();
+  }
+  __syncthreads();
+
+  if (wg == 0) {
+    // ---- Producer warpgroup: thread 0 issues the TMA loads, warp 1 copies lse2 / dsum. ----
+    setmaxnreg_dec<kProducerRegs>();
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (warp == 0 && lane == 0 && units.n > 0) {
+      tma_prefetch_map(&tm_q);
+      tma_prefetch_map(&tm_do);
+      mbar_arrive_expect_tx(kv_full, 2 * L::kKBytes);
+#pragma unroll
+      for (int j = 0; j < D / 64; ++j) {
+        tma_load_4d(base + L::kK + j * kBk256 * 128, &tm_k, kv_full, 64 * j, hk, static_cast<int>(j0), b);
+        tma_load_4d(base + L::kV + j * kBk256 * 128, &tm_v, kv_full, 64 * j, hk, static_cast<int>(j0), b);
+      }
+      for (int n = 0; n < units.n; ++n) {
+        const int s = n % kStages;
+        if (n >= kStages) mbar_wait(empty0 + 8 * s, ((n / kStages) - 1) & 1);
+        const int h = hk * G + n / units.nq, i0 = (units.qb_lo + n % units.nq) * kBq;
+        const uint32_t bar = full0 + 8 * s;
+        mbar_arrive_expect_tx(bar, 2 * L::kQBytes);
+#pragma unroll
+        for (int j = 0; j < D / 64; ++j) {
+          tma_load_4d(base + L::kQ + s * L::kQBytes + j * kBq * 128, &tm_q, bar, 64 * j, h, i0, b);
+          tma_load_4d(base + L::kDo + s * L::kQBytes + j * kBq * 128, &tm_do, bar, 64 * j, h, i0, b);
+        }
+      }
+    } else if (warp == 1) {
+      for (int n = 0; n < units.n; ++n) {
+        const int s = n % kStages;
+        if (n >= kStages) mbar_wait(empty0 + 8 * s, ((n / kStages) - 1) & 1);
+        const int64_t h = hk * G + n / units.nq, i0 = static_cast<int64_t>(units.qb_lo + n % units.nq) * kBq;
+#pragma unroll
+        for (int r = lane; r < kBq; r += 32) {
+          const int64_t i = i0 + r;
+          const int64_t row = (b * sh.H + h) * sh.Tq + i;
+          // Rows past Tq: any finite values (their elements are masked to 0).
+          rows_f[(2 * s) * kBq + r] = i < sh.Tq ? a.lse2[row] : 0.f;
+          rows_f[(2 * s + 1) * kBq + r] = i < sh.Tq ? a.dsum[row] : 0.f;
+        }
+        mbar_arrive(full0 + 8 * s);  // release: the stores above are visible to the waiting consumers
+      }
+    }
+    return;
+  }
+
+  // ---- Consumer warpgroups: queries 32c .. 32c+31 of S^T / dP^T, dims 128c .. 128c+127 of dK, dV, dQ. ----
+  setmaxnreg_inc<kConsumerRegs>();
+  const int c = wg - 1;
+  const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  const float sl2 = p.score.scale * 1.4426950408889634f;
+  // Keys (local to the tile) of accumulator rows h2 = 0 / 1: every m64 accumulator's rows are the
+  // tile's 64 keys (S^T, dP^T, dK, dV); dQ's rows are the unit's 64 queries in the same places.
+  const int key_l[2] = {16 * warp + g, 16 * warp + g + 8};
+  const int q_c = 32 * c;  // this consumer's queries of the unit (columns of S^T_c, dP^T_c)
+
+  float dv[64], dk[64];  // [64 keys x 128 dims]: d[4j + 2h2 + e] = (key_l[h2], 128c + 8j + 2t + e)
+#pragma unroll
+  for (int i = 0; i < 64; ++i) dv[i] = dk[i] = 0.f;
+
+  if (units.n > 0) mbar_wait(kv_full, 0);
+  const uint32_t k_t = base + L::kK, v_t = base + L::kV;
+  for (int n = 0; n < units.n; ++n) {
+    const int s = n % kStages;
+    const int64_t h = hk * G + n / units.nq, i0 = static_cast<int64_t>(units.qb_lo + n % units.nq) * kBq;
+    mbar_wait(full0 + 8 * s, (n / kStages) & 1);
+    const uint32_t q_t = base + L::kQ + s * L::kQBytes;
+    const uint32_t do_t = base + L::kDo + s * L::kQBytes;
+    const uint32_t p_t = base + L::kP + (n & 1) * L::kPBytes;
+    const uint32_t ds_t = base + L::kDs + (n & 1) * L::kPBytes;
+
+    // S^T_c = K Q_c^T and dP^T_c = V dO_c^T: [64 keys x 32 queries], contraction over D in 16 k16
+    // steps (panel k / 4, 32 bytes per step within a 128-byte row; rows 32c .. 32c+31 of Q / dO's
+    // panels start at 32c * 128 bytes, a multiple of 1024).
+    float sacc[16], dpacc[16];
+    wgmma_fence();
+#pragma unroll
+    for (int k = 0; k < D / 16; ++k) {
+      const uint32_t koff = (k / 4) * kBk256 * 128 + (k % 4) * 32;
+      const uint32_t qoff = (k / 4) * kBq * 128 + q_c * 128 + (k % 4) * 32;
+      wgmma_ss_m64n32k16<0, 0>(WgmmaType<T>{}, sacc, wgmma_desc(k_t + koff, 16, 1024), wgmma_desc(q_t + qoff, 16, 1024),
+                               k > 0);
+    }
+    wgmma_commit();  // S^T: its own group, so that P^T is computed while dP^T runs
+#pragma unroll
+    for (int k = 0; k < D / 16; ++k) {
+      const uint32_t koff = (k / 4) * kBk256 * 128 + (k % 4) * 32;
+      const uint32_t qoff = (k / 4) * kBq * 128 + q_c * 128 + (k % 4) * 32;
+      wgmma_ss_m64n32k16<0, 0>(WgmmaType<T>{}, dpacc, wgmma_desc(v_t + koff, 16, 1024),
+                               wgmma_desc(do_t + qoff, 16, 1024), k > 0);
+    }
+    wgmma_commit();
+    wgmma_wait<1>();  // S^T done (groups complete in order); dP^T may still run
+    fence_regs(sacc);
+
+    // P^T in place: element x = 4j + 2h2 + e is (key key_l[h2], query q_c + 8j + 2t + e). Two
+    // straight-line copies of the pass, one branch per unit (as the first kernel's p_pass).
+    const float* lse2_s = rows_f + (2 * s) * kBq + q_c;
+    const float* dsum_s = rows_f + (2 * s + 1) * kBq + q_c;
+    const bool need_mask = i0 + kBq > sh.Tq || j0 + kBk256 > sh.Tk || (causal && j0 + kBk256 - 1 > i0 + off);
+    auto p_pass = [&](auto mask_c) {
+      constexpr bool kMasked = decltype(mask_c)::value;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const float2 l2 = *reinterpret_cast<const float2*>(lse2_s + 8 * j + 2 * t);
+#pragma unroll
+        for (int h2 = 0; h2 < 2; ++h2)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int x = 4 * j + 2 * h2 + e;
+            float pv = fast_exp2(sacc[x] * sl2 - (e ? l2.y : l2.x));
+            if constexpr (kMasked) {
+              const int64_t key = j0 + key_l[h2], qi = i0 + q_c + 8 * j + 2 * t + e;
+              if (key >= sh.Tk || qi >= sh.Tq || (causal && key > qi + off)) pv = 0.f;
+            }
+            sacc[x] = pv;
+          }
+      }
+    };
+    if (need_mask)
+      p_pass(std::true_type{});
+    else
+      p_pass(std::false_type{});
+    wgmma_wait<0>();  // dP^T done
+    fence_regs(dpacc);
+    // dS^T = P^T (dP^T - dsum); then P^T and dS^T (16-bit) to this consumer's 32 columns of the
+    // shared buffers ([key][query], one 128-byte-swizzled panel of 64 rows).
+    uint8_t* const p_ptr = tile_ptr + L::kP + (n & 1) * L::kPBytes;
+    uint8_t* const ds_ptr = tile_ptr + L::kDs + (n & 1) * L::kPBytes;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const float2 dsm = *reinterpret_cast<const float2*>(dsum_s + 8 * j + 2 * t);
+#pragma unroll
+      for (int h2 = 0; h2 < 2; ++h2) {
+        const int x = 4 * j + 2 * h2;
+        const float ds0 = sacc[x] * (dpacc[x] - dsm.x), ds1 = sacc[x + 1] * (dpacc[x + 1] - dsm.y);
+        const uint32_t o = swz128_offset(kBk256, key_l[h2], q_c + 8 * j + 2 * t);
+        *reinterpret_cast<uint32_t*>(p_ptr + o) = Elem<T>::pack(sacc[x], sacc[x + 1]);
+        *reinterpret_cast<uint32_t*>(ds_ptr + o) = Elem<T>::pack(ds0, ds1);
+      }
+    }
+    fence_proxy_async();  // the stores above before the wgmma (async proxy) reads below
+    named_bar_sync(1, 128 * kConsumers);  // both consumers' halves of P^T and dS^T written
+
+    // dV_c += P^T dO[:, 128c ..], dK_c += dS^T Q[:, 128c ..]: contraction over the 64 queries in k16
+    // steps (A: 32 bytes per step within the P^T / dS^T rows; B: 16 rows = 2 KiB per step, N = 128
+    // over panels 2c and 2c + 1, LBO = the panel stride).
+    fence_regs(dv);
+    fence_regs(dk);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+      wgmma_ss_m64n128k16_tr<0, 1>(WgmmaType<T>{}, dv, wgmma_desc(p_t + kk * 32, 16, 1024),
+                                   wgmma_desc(do_t + 2 * c * kBq * 128 + kk * 2048, kBq * 128, 1024), 1);
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+      wgmma_ss_m64n128k16_tr<0, 1>(WgmmaType<T>{}, dk, wgmma_desc(ds_t + kk * 32, 16, 1024),
+                                   wgmma_desc(q_t + 2 * c * kBq * 128 + kk * 2048, kBq * 128, 1024), 1);
+    wgmma_commit();
+    // dQ_c = dS K[:, 128c ..]: A = dS [64 queries x 64 keys] read transposed from dS^T (16 key rows
+    // = 2 KiB per step), B = K [64 keys x 128 dims] MN-major (panels 2c, 2c + 1).
+    float dq[64];
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+      wgmma_ss_m64n128k16_tr<1, 1>(WgmmaType<T>{}, dq, wgmma_desc(ds_t + kk * 2048, kBk256 * 128, 1024),
+                                   wgmma_desc(k_t + 2 * c * kBk256 * 128 + kk * 2048, kBk256 * 128, 1024), kk > 0);
+    wgmma_commit();
+    wgmma_wait<0>();  // dQ, and dV / dK before it (complete in order)
+    fence_regs(dv);
+    fence_regs(dk);
+    fence_regs(dq);
+    mbar_arrive(empty0 + 8 * s);  // Q, dO and the rows of stage s are no longer read
+
+    // dQacc block of (b, h, query tile): [64 x 256] in fragment order, column groups 2c, 2c + 1.
+    const int64_t blk_row = (static_cast<int64_t>(b) * sh.H + h) * a.tq_pad + i0;
+    float4* blk = reinterpret_cast<float4*>(a.dq_acc + blk_row * D + 2 * c * 64 * 64);
+#pragma unroll
+    for (int j = 0; j < 16; ++j)
+      atomicAdd(blk + (j / 8) * 1024 + (j % 8) * 128 + tid, make_float4(dq[4 * j], dq[4 * j + 1], dq[4 * j + 2], dq[4 * j + 3]));
+  }
+
+  // Epilogue: dK = scale * sum dS^T Q, dV = sum P^T dO (zeros when no unit saw the tile).
+  const float scale = p.score.scale;
+  T* dkp = static_cast<T*>(p.dk);
+  T* dvp = static_cast<T*>(p.dv);
+#pragma unroll
+  for (int h2 = 0; h2 < 2; ++h2) {
+    const int64_t key = j0 + key_l[h2];
+    if (key >= sh.Tk) continue;
+    T* dkr = dkp + b * sh.k_stride[0] + key * sh.k_stride[1] + hk * sh.k_stride[2] + 128 * c;
+    T* dvr = dvp + b * sh.v_stride[0] + key * sh.v_stride[1] + hk * sh.v_stride[2] + 128 * c;
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+      *reinterpret_cast<uint32_t*>(dkr + 8 * j + 2 * t) =
+          Elem<T>::pack(dk[4 * j + 2 * h2] * scale, dk[4 * j + 2 * h2 + 1] * scale);
+      *reinterpret_cast<uint32_t*>(dvr + 8 * j + 2 * t) = Elem<T>::pack(dv[4 * j + 2 * h2], dv[4 * j + 2 * h2 + 1]);
+    }
+  }
+}
+
 std::atomic<int64_t> g_launches{0};
 std::atomic<int> g_override{-1};
 
@@ -1049,6 +1364,42 @@ cudaError_t launch(const FlashBwdParams& p, cudaStream_t stream) {
   return err;
 }
 
+
+// Head dim 256 (flash_bwd_sm90_d256_kernel; bwd_applies: no mask or causal, not deterministic): as
+// launch() without its IDX / DROP / DET / BIAS cases, key tiles of kBk256 = 64 keys.
+template <typename T>
+cudaError_t launch_d256(const FlashBwdParams& p, cudaStream_t stream) {
+  constexpr int D = 256;
+  const AttnShape& s = p.shape;
+  const BwdWorkspaceParts ws = bwd_workspace_parts(p);
+  if (!ws.dsum || !ws.lse2 || !ws.dq_acc || ws.hd != D || ws.tq_pad % kBq != 0 || !aligned16(ws.dq_acc))
+    return cudaErrorNotSupported;
+  if (p.deterministic || p.score.bias || p.dbias) return cudaErrorNotSupported;  // no code for them here
+  CUtensorMap tq, tk, tv, tdo;
+  if (!tma_map_rows(&tq, p.dtype, p.q, s.B, s.Tq, s.H, D, s.q_stride, kBq) ||
+      !tma_map_rows(&tk, p.dtype, p.k, s.B, s.Tk, s.Hkv, D, s.k_stride, kBk256) ||
+      !tma_map_rows(&tv, p.dtype, p.v, s.B, s.Tk, s.Hkv, D, s.v_stride, kBk256) ||
+      !tma_map_rows(&tdo, p.dtype, p.d_o, s.B, s.Tq, s.H, D, s.o_stride, kBq))
+    return cudaErrorNotSupported;  // nothing queued yet: the dispatch falls back to sm80
+  auto kernel = flash_bwd_sm90_d256_kernel<T>;
+  const int smem = BwdSmem256::kAlloc;
+  cudaError_t err = set_dynamic_smem(kernel, smem);
+  if (err != cudaSuccess) return cudaErrorNotSupported;  // nothing queued yet: sm80 takes it
+  if ((err = bwd_dsum_tc(p, ws.dsum, ws.lse2, stream)) != cudaSuccess) return err;
+  const size_t acc_floats = static_cast<size_t>(s.B * s.H * ws.tq_pad) * D;
+  if ((err = cudaMemsetAsync(ws.dq_acc, 0, acc_floats * sizeof(float), stream)) != cudaSuccess) return err;
+  BwdSm90Args args{p, ws.dsum, ws.lse2, ws.dq_acc, ws.tq_pad, nullptr};
+  const dim3 grid(static_cast<unsigned>((s.Tk + kBk256 - 1) / kBk256), static_cast<unsigned>(s.Hkv),
+                  static_cast<unsigned>(s.B));
+  kernel<<<grid, kThreads, smem, stream>>>(tq, tk, tv, tdo, args);
+  if ((err = cudaGetLastError()) != cudaSuccess) return err;
+  const int64_t n4 = static_cast<int64_t>(acc_floats / 4);
+  const unsigned blocks = static_cast<unsigned>(n4 / 256 + 1 < 65536 * 16 ? n4 / 256 + 1 : 65536 * 16);
+  bwd_dq_sm90_convert_kernel<T, D><<<blocks, 256, 0, stream>>>(p, ws.dq_acc, ws.tq_pad);
+  err = cudaGetLastError();
+  if (err == cudaSuccess) g_launches.fetch_add(1, std::memory_order_relaxed);
+  return err;
+}
 }  // namespace
 
 bool bwd_enabled() {
@@ -1085,6 +1436,19 @@ int bwd_det_mode() {
   return mode;
 }
 
+// The head-dim-256 kernel (flash_bwd_sm90_d256_kernel, UNTESTED ON A GPU), opt-in until checked on
+// the H200: TF_FLASHATTN_SM90_BWD_D256=1 (read once) lets bwd_applies take D = Dv = 256 without a
+// mask or with a causal one; unset or anything else keeps every D = 256 backward on sm80's.
+namespace {
+bool bwd_d256_enabled() {
+  static const bool on = [] {
+    const char* v = getenv("TF_FLASHATTN_SM90_BWD_D256");
+    return v && strcmp(v, "1") == 0;
+  }();
+  return on;
+}
+}  // namespace
+
 void set_bwd_enabled(int mode) { g_override.store(mode < 0 ? -1 : (mode ? 1 : 0), std::memory_order_relaxed); }
 
 int64_t bwd_launches() { return g_launches.load(std::memory_order_relaxed); }
@@ -1102,7 +1466,17 @@ bool bwd_applies(const FlashBwdParams& p) {
     if (mode == 0 || (mode == 2 && s.D == 64 && p.mask.causal)) return false;
     if (!bwd_workspace_parts(p).dq_sem) return false;
   }
-  if (s.D != s.Dv || (s.D != 128 && s.D != 64)) return false;
+  if (s.D == 256 && s.Dv == 256) {
+    // flash_bwd_sm90_d256_kernel (opt-in): no mask or causal, nothing else (no other index mask,
+    // dense mask, dropout, soft-cap, bias / dbias, determinism).
+    const MaskParams& m = p.mask;
+    if (!bwd_d256_enabled() || p.deterministic) return false;
+    if (m.window_left >= 0 || m.window_right >= 0 || m.q_lengths || m.k_lengths || m.q_valid || m.k_valid || m.mask)
+      return false;
+    if (p.dropout.rate > 0.f || p.score.softcap != 0.f || p.score.bias || p.dbias) return false;
+  } else if (s.D != s.Dv || (s.D != 128 && s.D != 64)) {
+    return false;
+  }
   if (s.Tk <= 0 || s.Tq <= 0 || s.Tq > (1ll << 31) - 2 * kBk || s.Tk > (1ll << 31) - 2 * kBk) return false;
   if (s.B <= 0 || s.H <= 0 || s.H > 65535 || s.B > 65535 || s.Hkv <= 0 || s.Hkv > 65535 || s.H % s.Hkv != 0)
     return false;
@@ -1136,6 +1510,10 @@ template <bool DET>
 cudaError_t bwd_pick(const FlashBwdParams& p, cudaStream_t stream) {
   const bool bf16 = p.dtype == DType::kBFloat16;
   const MaskParams& m = p.mask;
+  if (p.shape.D == 256) {  // bwd_applies: no mask or causal, not deterministic
+    if constexpr (DET) return cudaErrorNotSupported;  // nothing queued: sm80's
+    return bf16 ? launch_d256<__nv_bfloat16>(p, stream) : launch_d256<__half>(p, stream);
+  }
   if (p.dropout.rate > 0.f) {  // dropout runs the index-masked kernel (any index mask, or none)
     if (p.shape.D == 128)
       return bf16 ? launch<__nv_bfloat16, 128, true, true, DET>(p, stream)
