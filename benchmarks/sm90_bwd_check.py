@@ -11,7 +11,9 @@ Phases (each its own process in `gpu_run.sh sm90bwd`, under a timeout):
   selftest  the forward's building blocks (sm90_selftest) and the backward's (sm90_bwd_selftest): wgmma
             m64n64k16 from two K-major operands (S^T = K Q^T), from two MN-major operands (dQ = dS K with
             dS stored transposed; B from column panel 0 and 1, and from key row 64 with K = 64), and the
-            S^T accumulators repacked as register A operands for dV += P^T dO.
+            S^T accumulators repacked as register A operands for dV += P^T dO; the D = 256 kernel's forms
+            (m64n32k16 K-major from row 32, m64n128k16 with B MN-major over two panels for dV / dK, and with A
+            and B MN-major from panels 2, 3 for dQ).
   numerics  dq / dk / dv on odd shapes (Tq, Tk not multiples of the 64 / 128 tiles, B*H > 1, GQA ratios
             1 and 4 and MQA, causal with both alignments, rows that see no key, Tk = 1, Tq = 1, d_lse,
             D = 64 and 128) and bigger ones, bf16 and fp16, against a float64 torch autograd reference;

@@ -1654,6 +1654,144 @@ float st_bf16_round(float x) {  // round to nearest even, as __floats2bfloat162_
   return y;
 }
 
+
+// The head-dim-256 kernel's wgmma forms (bwd_selftest 5..7), one warpgroup, operands stored into
+// 128-byte-swizzled tiles (R = 64 rows) by ordinary stores, C float32 row-major:
+//   mode 5: C [64 x 32] = A B[32 .. 63]^T, A [64 x 128] and B [64 (n) x 128 (k)] both K-major, N = 32
+//     from row 32 of B's panels (S^T_c = K Q_c^T of consumer 1, wgmma_ss_m64n32k16<0, 0>).
+//   mode 6: C [64 x 128] = A Bm, A [64 x 64] K-major (one panel), Bm [64 (k) x 128] MN-major (two
+//     panels: dV_c += P^T dO[:, 128c ..], wgmma_ss_m64n128k16_tr<0, 1>).
+//   mode 7: C [64 x 128] = At^T Bm[:, 128 .. 255], At [64 (k) x 64 (m)] stored as is (A MN-major), Bm
+//     [64 (k) x 256] (four panels; consumer 1's dQ_c = dS K[:, 128 ..], wgmma_ss_m64n128k16_tr<1, 1>).
+// am: A (mode 7: At) row-major; bm: B (mode 5, [64 x 128]) or Bm ([64 x 128] / [64 x 256]) row-major.
+__global__ void selftest_bwd_d256_kernel(const __nv_bfloat16* am, const __nv_bfloat16* bm, float* c, int mode) {
+  extern __shared__ uint8_t smem_raw[];
+  const uint32_t raw = smem_u32(smem_raw);
+  const uint32_t base = (raw + 1023u) & ~1023u;
+  uint8_t* tile = smem_raw + (base - raw);
+  const uint32_t a_tile = base, b_tile = base + 64 * 128 * 2;  // A up to 16 KiB, then B up to 32 KiB
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  using Bf = __nv_bfloat16;
+  const int acols = mode == 5 ? 128 : 64, bcols = mode == 5 ? 128 : mode == 6 ? 128 : 256;
+  for (int i = tid; i < 64 * acols; i += 128)
+    *reinterpret_cast<Bf*>(tile + swz128_offset(64, i / acols, i % acols)) = am[i];
+  for (int i = tid; i < 64 * bcols; i += 128)
+    *reinterpret_cast<Bf*>(tile + 64 * 128 * 2 + swz128_offset(64, i / bcols, i % bcols)) = bm[i];
+  fence_proxy_async();
+  __syncthreads();
+  if (mode == 5) {
+    float acc[16];
+    wgmma_fence();
+#pragma unroll
+    for (int k = 0; k < 8; ++k)
+      wgmma_ss_m64n32k16<0, 0>(WgmmaType<Bf>{}, acc, wgmma_desc(a_tile + (k / 4) * 64 * 128 + (k % 4) * 32, 16, 1024),
+                               wgmma_desc(b_tile + (k / 4) * 64 * 128 + 32 * 128 + (k % 4) * 32, 16, 1024), k > 0);
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_regs(acc);
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      const int r = warp * 16 + g + 8 * ((i / 2) & 1), col = 8 * (i / 4) + 2 * t + (i & 1);
+      c[r * 32 + col] = acc[i];
+    }
+    return;
+  }
+  float acc[64];
+  wgmma_fence();
+  if (mode == 6) {
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+      wgmma_ss_m64n128k16_tr<0, 1>(WgmmaType<Bf>{}, acc, wgmma_desc(a_tile + kk * 32, 16, 1024),
+                                   wgmma_desc(b_tile + kk * 2048, 64 * 128, 1024), kk > 0);
+  } else {
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+      wgmma_ss_m64n128k16_tr<1, 1>(WgmmaType<Bf>{}, acc, wgmma_desc(a_tile + kk * 2048, 64 * 128, 1024),
+                                   wgmma_desc(b_tile + 2 * 64 * 128 + kk * 2048, 64 * 128, 1024), kk > 0);
+  }
+  wgmma_commit();
+  wgmma_wait<0>();
+  fence_regs(acc);
+#pragma unroll
+  for (int i = 0; i < 64; ++i) {
+    const int r = warp * 16 + g + 8 * ((i / 2) & 1), col = 8 * (i / 4) + 2 * t + (i & 1);
+    c[r * 128 + col] = acc[i];
+  }
+}
+
+// bwd_selftest 5..7 (selftest_bwd_d256_kernel's modes), returns as bwd_selftest.
+int bwd_selftest_d256(int which, double* max_err, char* msg, int msg_len) {
+  auto say = [&](const char* fmt, auto... args) {
+    if (msg && msg_len > 0) std::snprintf(msg, msg_len, fmt, args...);
+  };
+  const int acols = which == 5 ? 128 : 64, bcols = which == 7 ? 256 : 128;
+  const int N = which == 5 ? 32 : 128;
+  std::vector<float> af(64 * acols), bf(64 * bcols);
+  for (int i = 0; i < 64; ++i)
+    for (int j = 0; j < acols; ++j) af[i * acols + j] = st_value(i, j, 1);
+  for (int i = 0; i < 64; ++i)
+    for (int j = 0; j < bcols; ++j) bf[i * bcols + j] = st_value(i, j * 5, 4);
+  std::vector<double> ref(64 * N, 0.0);
+  for (int m = 0; m < 64; ++m)
+    for (int n = 0; n < N; ++n) {
+      double x = 0;
+      if (which == 5)
+        for (int k = 0; k < 128; ++k) x += static_cast<double>(af[m * 128 + k]) * bf[(32 + n) * 128 + k];
+      else if (which == 6)
+        for (int k = 0; k < 64; ++k) x += static_cast<double>(af[m * 64 + k]) * bf[k * 128 + n];
+      else
+        for (int k = 0; k < 64; ++k) x += static_cast<double>(af[k * 64 + m]) * bf[k * 256 + 128 + n];
+      ref[m * N + n] = x;
+    }
+  std::vector<uint16_t> ah(af.size()), bh(bf.size());
+  for (size_t i = 0; i < af.size(); ++i) ah[i] = st_bf16_bits(af[i]);
+  for (size_t i = 0; i < bf.size(); ++i) bh[i] = st_bf16_bits(bf[i]);
+  void *da = nullptr, *db = nullptr, *dc = nullptr;
+  const size_t cbytes = 64 * N * sizeof(float);
+  cudaError_t err = cudaMalloc(&da, ah.size() * 2);
+  if (err == cudaSuccess) err = cudaMalloc(&db, bh.size() * 2);
+  if (err == cudaSuccess) err = cudaMalloc(&dc, cbytes);
+  const int smem = 64 * 128 * 2 + 64 * 256 * 2 + 1024;
+  if (err == cudaSuccess) err = cudaMemcpy(da, ah.data(), ah.size() * 2, cudaMemcpyHostToDevice);
+  if (err == cudaSuccess) err = cudaMemcpy(db, bh.data(), bh.size() * 2, cudaMemcpyHostToDevice);
+  if (err == cudaSuccess) err = cudaMemset(dc, 0xff, cbytes);  // NaN
+  if (err == cudaSuccess)
+    err = cudaFuncSetAttribute(selftest_bwd_d256_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  if (err == cudaSuccess) {
+    selftest_bwd_d256_kernel<<<1, 128, smem>>>(static_cast<const __nv_bfloat16*>(da),
+                                               static_cast<const __nv_bfloat16*>(db), static_cast<float*>(dc), which);
+    err = cudaDeviceSynchronize();
+  }
+  std::vector<float> out(64 * N);
+  if (err == cudaSuccess) err = cudaMemcpy(out.data(), dc, cbytes, cudaMemcpyDeviceToHost);
+  cudaFree(da);
+  cudaFree(db);
+  cudaFree(dc);
+  if (err != cudaSuccess) {
+    say("CUDA error: %s", cudaGetErrorString(err));
+    return 0;
+  }
+  const char* what[] = {"wgmma m64n32k16 SS, A and B K-major, B from row 32 (S^T_c = K Q_c^T, D = 256, consumer 1)",
+                        "wgmma m64n128k16 SS, A K-major, B MN-major over two panels (dV_c += P^T dO, D = 256)",
+                        "wgmma m64n128k16 SS, A and B MN-major, B panels 2, 3 (dQ_c = dS K, D = 256, consumer 1)"};
+  int bad = 0, first = -1;
+  for (int i = 0; i < 64 * N; ++i) {
+    const double e = std::fabs(out[i] - ref[i]);
+    if (!(e <= 1e-3)) {
+      if (first < 0) first = i;
+      ++bad;
+      *max_err = std::isnan(e) ? INFINITY : std::max(*max_err, e);
+    }
+  }
+  if (bad) {
+    say("%s: %d of %d differ; first at (%d, %d): got %g want %g", what[which - 5], bad, 64 * N, first / N, first % N,
+        out[first], ref[first]);
+    return 0;
+  }
+  say("%s: exact (64 x %d)", what[which - 5], N);
+  return 1;
+}
+
 }  // namespace
 
 int bwd_selftest(int which, double* max_err, char* msg, int msg_len) {
@@ -1669,6 +1807,7 @@ int bwd_selftest(int which, double* max_err, char* msg, int msg_len) {
     say("needs compute capability 9.0");
     return -1;
   }
+  if (which >= 5) return bwd_selftest_d256(which, max_err, msg, msg_len);  // the D = 256 kernel's forms
   // Host operands (float values, exact in bfloat16) and the float64 reference.
   const bool kmaj = which == 0 || which == 4;
   const int arows = kmaj ? 64 : 128, acols = kmaj ? 128 : 64;
