@@ -1028,13 +1028,16 @@ __global__ void bwd_dq_sm90_convert_kernel(const FlashBwdParams p, const float* 
 //     P^T_c, dS^T_c -> shared memory (16-bit, columns 32c .. 32c+31 of the [64 keys][64 queries]
 //                          buffers, 128-byte swizzle, two buffers each, by unit parity), then named
 //                          barrier 1 (both consumers: all 64 queries of both written)
-//     dV_c  += P^T dO[:, 128c ..]   [64 keys x 128 dims]  4 wgmma m64n128k16 SS, A = P^T K-major,
-//                                   B = dO MN-major (panels 2c, 2c + 1)
-//     dK_c  += dS^T Q[:, 128c ..]   [64 x 128]            the same with dS^T and Q
 //     dQ_c   = dS K[:, 128c ..]     [64 queries x 128]    4 wgmma m64n128k16 SS, A = dS read
 //                                   transposed (MN-major) from the dS^T buffer, B = K MN-major
-//     (one commit group for dV and dK, one for dQ; both waited for, then empty[s])
-//     dQacc += dQ_c        16 float4 atomicAdd per thread into the workspace's accumulator, in this
+//                                   (panels 2c, 2c + 1); its own commit group, issued first
+//     dV_c  += P^T dO[:, 128c ..]   [64 keys x 128 dims]  4 wgmma m64n128k16 SS, A = P^T K-major,
+//                                   B = dO MN-major (panels 2c, 2c + 1)
+//     dK_c  += dS^T Q[:, 128c ..]   [64 x 128]            the same with dS^T and Q (one commit
+//                                   group with dV)
+//     dQacc += dQ_c        once dQ's group is done, while dV and dK run (then they are waited for
+//                          and empty[s] arrived on): 16 float4 atomicAdd per thread into the
+//                          workspace's accumulator, in this
 //                          file's fragment order (column groups 2c, 2c + 1 of the 64-row tile's
 //                          block; float4 j holds columns 128c + 8j + 2t, +1 of rows 16w + g, + 8),
 //                          so bwd_dq_sm90_convert_kernel<T, 256> converts it unchanged. Not the
@@ -1054,7 +1057,7 @@ __global__ void bwd_dq_sm90_convert_kernel(const FlashBwdParams p, const float* 
 //   Named barriers: 0 __syncthreads (setup), 1 both consumers after the P^T / dS^T stores.
 // Not yet here (first version): overlap of one consumer's element-wise pass with the other's
 // products (both meet on barrier 1 every unit, so the tensor cores idle during the P / dS pass),
-// the next unit's S^T issued before this unit's dQ atomics, dQ by the bulk reduce-add, dK / dV
+// the next unit's S^T issued before this unit's dV / dK finish, dQ by the bulk reduce-add, dK / dV
 // stored by TMA, the index masks, dropout, determinism.
 constexpr int kBk256 = 64;  // keys per CTA at D = 256 (rows of every consumer accumulator but dQ's)
 struct BwdSmem256 {
@@ -1257,12 +1260,21 @@ __global__ void __launch_bounds__(kThreads, 1)
     fence_proxy_async();  // the stores above before the wgmma (async proxy) reads below
     named_bar_sync(1, 128 * kConsumers);  // both consumers' halves of P^T and dS^T written
 
-    // dV_c += P^T dO[:, 128c ..], dK_c += dS^T Q[:, 128c ..]: contraction over the 64 queries in k16
-    // steps (A: 32 bytes per step within the P^T / dS^T rows; B: 16 rows = 2 KiB per step, N = 128
-    // over panels 2c and 2c + 1, LBO = the panel stride).
+    // dQ_c = dS K[:, 128c ..] first (its own commit group): A = dS [64 queries x 64 keys] read
+    // transposed from dS^T (16 key rows = 2 KiB per step), B = K [64 keys x 128 dims] MN-major
+    // (panels 2c, 2c + 1). Then dV_c += P^T dO[:, 128c ..], dK_c += dS^T Q[:, 128c ..] (one group):
+    // contraction over the 64 queries in k16 steps (A: 32 bytes per step within the P^T / dS^T rows;
+    // B: 16 rows = 2 KiB per step, N = 128 over panels 2c and 2c + 1, LBO = the panel stride). dQ's
+    // atomics are issued once its group is done, while the tensor cores run dV and dK.
+    float dq[64];
     fence_regs(dv);
     fence_regs(dk);
     wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+      wgmma_ss_m64n128k16_tr<1, 1>(WgmmaType<T>{}, dq, wgmma_desc(ds_t + kk * 2048, kBk256 * 128, 1024),
+                                   wgmma_desc(k_t + 2 * c * kBk256 * 128 + kk * 2048, kBk256 * 128, 1024), kk > 0);
+    wgmma_commit();
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk)
       wgmma_ss_m64n128k16_tr<0, 1>(WgmmaType<T>{}, dv, wgmma_desc(p_t + kk * 32, 16, 1024),
@@ -1272,19 +1284,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       wgmma_ss_m64n128k16_tr<0, 1>(WgmmaType<T>{}, dk, wgmma_desc(ds_t + kk * 32, 16, 1024),
                                    wgmma_desc(q_t + 2 * c * kBq * 128 + kk * 2048, kBq * 128, 1024), 1);
     wgmma_commit();
-    // dQ_c = dS K[:, 128c ..]: A = dS [64 queries x 64 keys] read transposed from dS^T (16 key rows
-    // = 2 KiB per step), B = K [64 keys x 128 dims] MN-major (panels 2c, 2c + 1).
-    float dq[64];
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk)
-      wgmma_ss_m64n128k16_tr<1, 1>(WgmmaType<T>{}, dq, wgmma_desc(ds_t + kk * 2048, kBk256 * 128, 1024),
-                                   wgmma_desc(k_t + 2 * c * kBk256 * 128 + kk * 2048, kBk256 * 128, 1024), kk > 0);
-    wgmma_commit();
-    wgmma_wait<0>();  // dQ, and dV / dK before it (complete in order)
-    fence_regs(dv);
-    fence_regs(dk);
+    wgmma_wait<1>();  // dQ done (groups complete in order); dV, dK may still run
     fence_regs(dq);
-    mbar_arrive(empty0 + 8 * s);  // Q, dO and the rows of stage s are no longer read
 
     // dQacc block of (b, h, query tile): [64 x 256] in fragment order, column groups 2c, 2c + 1.
     const int64_t blk_row = (static_cast<int64_t>(b) * sh.H + h) * a.tq_pad + i0;
@@ -1292,6 +1293,10 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
     for (int j = 0; j < 16; ++j)
       atomicAdd(blk + (j / 8) * 1024 + (j % 8) * 128 + tid, make_float4(dq[4 * j], dq[4 * j + 1], dq[4 * j + 2], dq[4 * j + 3]));
+    wgmma_wait<0>();  // dV, dK
+    fence_regs(dv);
+    fence_regs(dk);
+    mbar_arrive(empty0 + 8 * s);  // Q, dO and the rows of stage s are no longer read
   }
 
   // Epilogue: dK = scale * sum dS^T Q, dV = sum P^T dO (zeros when no unit saw the tile).
