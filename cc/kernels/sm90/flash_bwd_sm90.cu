@@ -1023,29 +1023,29 @@ __global__ void bwd_dq_sm90_convert_kernel(const FlashBwdParams p, const float* 
 //                          K-major (own commit group)
 //     dP^T_c = V dO_c^T    [64 x 32]                                16 wgmma m64n32k16 SS (own group)
 //     P^T_c = 2^(S^T scale log2e - lse2[q]) (0 where masked: tiles that cross the causal diagonal,
-//            Tk or Tq, by selection, as above), computed while dP^T_c runs; dS^T_c = P^T_c (dP^T_c -
-//            dsum[q])
-//     P^T_c, dS^T_c -> shared memory (16-bit, columns 32c .. 32c+31 of the [64 keys][64 queries]
-//                          buffers, 128-byte swizzle, two buffers each, by unit parity), then named
-//                          barrier 1 (both consumers: all 64 queries of both written)
+//            Tk or Tq, by selection, as above), computed while dP^T_c runs
+//     P^T_c -> shared memory (16-bit, columns 32c .. 32c+31 of the [64 keys][64 queries] P^T buffer,
+//            128-byte swizzle; two buffers by unit parity), named barrier 1 (both consumers)
+//     dV_c  += P^T dO[:, 128c ..]   [64 keys x 128 dims]  4 wgmma m64n128k16 SS, A = P^T K-major,
+//                                   B = dO MN-major (panels 2c, 2c + 1); own commit group, issued
+//                                   before the dS^T pass so that it runs under it (and under the
+//                                   wait for dP^T_c)
+//     dS^T_c = P^T_c (dP^T_c - dsum[q]) -> the dS^T buffer (as P^T), named barrier 2
 //     dQ_c   = dS K[:, 128c ..]     [64 queries x 128]    4 wgmma m64n128k16 SS, A = dS read
 //                                   transposed (MN-major) from the dS^T buffer, B = K MN-major
-//                                   (panels 2c, 2c + 1); its own commit group, issued first
-//     dV_c  += P^T dO[:, 128c ..]   [64 keys x 128 dims]  4 wgmma m64n128k16 SS, A = P^T K-major,
-//                                   B = dO MN-major (panels 2c, 2c + 1)
-//     dK_c  += dS^T Q[:, 128c ..]   [64 x 128]            the same with dS^T and Q (one commit
-//                                   group with dV)
-//     dQacc += dQ_c        once dQ's group is done, while dV and dK run (then they are waited for
-//                          and empty[s] arrived on): 16 float4 atomicAdd per thread into the
-//                          workspace's accumulator, in this
-//                          file's fragment order (column groups 2c, 2c + 1 of the 64-row tile's
-//                          block; float4 j holds columns 128c + 8j + 2t, +1 of rows 16w + g, + 8),
+//                                   (panels 2c, 2c + 1); own commit group
+//     dK_c  += dS^T Q[:, 128c ..]   [64 x 128]            as dV with dS^T and Q; own commit group
+//     dQacc += dQ_c        once dQ's group is done, while dK runs (then it is waited for and
+//                          empty[s] arrived on): 16 float4 atomicAdd per thread into the
+//                          workspace's accumulator, in this file's fragment order (column groups
+//                          2c, 2c + 1 of the 64-row tile's block; float4 j holds columns
+//                          128c + 8j + 2t, +1 of rows 16w + g, + 8),
 //                          so bwd_dq_sm90_convert_kernel<T, 256> converts it unchanged. Not the
 //                          bulk reduce-add of D = 128: its staging (2 x 32 KiB) does not fit beside
 //                          a two-stage Q / dO ring (below).
-//   The two buffers of P^T / dS^T: consumer c writes unit n + 2's into the buffer unit n's products
-//   of the other consumer read; it does so after barrier 1 of unit n + 1, which the other consumer
-//   reaches only after waiting for all of unit n's products. So one barrier per unit.
+//   The two buffers of P^T / dS^T: consumer c writes unit n + 2's into the buffers unit n's products
+//   of the other consumer read; it does so after barriers 1 and 2 of unit n + 1, which the other
+//   consumer reaches only after waiting for all of unit n's products.
 //   Epilogue: dK * scale and dV from registers (dims 128c .. 128c+127 of the tile's 64 keys; 4-byte
 //   stores; keys past Tk skipped); a CTA with no unit writes zeros. Then bwd_dq_sm90_convert_kernel.
 //   Shared memory (BwdSmem256): K, V 2 x 32 KiB, Q and dO rings 2 x 2 x 32 KiB, P^T and dS^T 2 x 2 x
@@ -1053,11 +1053,13 @@ __global__ void bwd_dq_sm90_convert_kernel(const FlashBwdParams p, const float* 
 //   allocated, of the 232,448 (227 KiB) opt-in. One CTA per SM.
 //   Registers per consumer thread: dV, dK 64 + 64 (their wgmma accumulators, the epilogue's
 //   values), S^T and dP^T 16 + 16 (dead once stored), dQ 64 (live from its issue to its atomics):
-//   peak 192 accumulators + addresses, within the 240 of setmaxnreg.
-//   Named barriers: 0 __syncthreads (setup), 1 both consumers after the P^T / dS^T stores.
-// Not yet here (first version): overlap of one consumer's element-wise pass with the other's
-// products (both meet on barrier 1 every unit, so the tensor cores idle during the P / dS pass),
-// the next unit's S^T issued before this unit's dV / dK finish, dQ by the bulk reduce-add, dK / dV
+//   peak 192 accumulators + addresses, within the 240 of setmaxnreg (ptxas 13.0: registers up to
+//   R217, 0 spills; 44 HGMMA, 16 UTMALDG, 16 REDG.E.ADD.F32x4 per kernel).
+//   Named barriers: 0 __syncthreads (setup), 1 both consumers after the P^T stores, 2 both consumers
+//   after the dS^T stores.
+// Not yet here (first version): overlap of the P pass with products (both consumers meet on
+// barriers 1 and 2 every unit, so the tensor cores idle during the P pass and the P^T stores),
+// the next unit's S^T issued before this unit's dK finishes, dQ by the bulk reduce-add, dK / dV
 // stored by TMA, the index masks, dropout, determinism.
 constexpr int kBk256 = 64;  // keys per CTA at D = 256 (rows of every consumer accumulator but dQ's)
 struct BwdSmem256 {
@@ -1239,12 +1241,35 @@ __global__ void __launch_bounds__(kThreads, 1)
       p_pass(std::true_type{});
     else
       p_pass(std::false_type{});
-    wgmma_wait<0>();  // dP^T done
-    fence_regs(dpacc);
-    // dS^T = P^T (dP^T - dsum); then P^T and dS^T (16-bit) to this consumer's 32 columns of the
-    // shared buffers ([key][query], one 128-byte-swizzled panel of 64 rows).
+    // P^T (16-bit) to this consumer's 32 columns of the shared P^T buffer ([key][query], one
+    // 128-byte-swizzled panel of 64 rows), while dP^T may still run; then barrier 1 (both halves).
     uint8_t* const p_ptr = tile_ptr + L::kP + (n & 1) * L::kPBytes;
     uint8_t* const ds_ptr = tile_ptr + L::kDs + (n & 1) * L::kPBytes;
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int h2 = 0; h2 < 2; ++h2) {
+        const int x = 4 * j + 2 * h2;
+        *reinterpret_cast<uint32_t*>(p_ptr + swz128_offset(kBk256, key_l[h2], q_c + 8 * j + 2 * t)) =
+            Elem<T>::pack(sacc[x], sacc[x + 1]);
+      }
+    fence_proxy_async();  // the stores above before the wgmma (async proxy) reads below
+    named_bar_sync(1, 128 * kConsumers);  // both consumers' halves of P^T written
+
+    // dV_c += P^T dO[:, 128c ..] (its own commit group), issued before the dS^T pass so that it runs
+    // under it: contraction over the 64 queries in k16 steps (A = P^T K-major, 32 bytes per step
+    // within its rows; B = dO MN-major, 16 rows = 2 KiB per step, N = 128 over panels 2c and 2c + 1,
+    // LBO = the panel stride).
+    fence_regs(dv);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+      wgmma_ss_m64n128k16_tr<0, 1>(WgmmaType<T>{}, dv, wgmma_desc(p_t + kk * 32, 16, 1024),
+                                   wgmma_desc(do_t + 2 * c * kBq * 128 + kk * 2048, kBq * 128, 1024), 1);
+    wgmma_commit();
+    wgmma_wait<1>();  // dP^T done (groups complete in order); dV may still run
+    fence_regs(dpacc);
+    // dS^T = P^T (dP^T - dsum) (16-bit) to this consumer's 32 columns of the dS^T buffer; barrier 2.
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const float2 dsm = *reinterpret_cast<const float2*>(dsum_s + 8 * j + 2 * t);
@@ -1252,22 +1277,18 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int h2 = 0; h2 < 2; ++h2) {
         const int x = 4 * j + 2 * h2;
         const float ds0 = sacc[x] * (dpacc[x] - dsm.x), ds1 = sacc[x + 1] * (dpacc[x + 1] - dsm.y);
-        const uint32_t o = swz128_offset(kBk256, key_l[h2], q_c + 8 * j + 2 * t);
-        *reinterpret_cast<uint32_t*>(p_ptr + o) = Elem<T>::pack(sacc[x], sacc[x + 1]);
-        *reinterpret_cast<uint32_t*>(ds_ptr + o) = Elem<T>::pack(ds0, ds1);
+        *reinterpret_cast<uint32_t*>(ds_ptr + swz128_offset(kBk256, key_l[h2], q_c + 8 * j + 2 * t)) =
+            Elem<T>::pack(ds0, ds1);
       }
     }
-    fence_proxy_async();  // the stores above before the wgmma (async proxy) reads below
-    named_bar_sync(1, 128 * kConsumers);  // both consumers' halves of P^T and dS^T written
+    fence_proxy_async();
+    named_bar_sync(2, 128 * kConsumers);  // both consumers' halves of dS^T written
 
-    // dQ_c = dS K[:, 128c ..] first (its own commit group): A = dS [64 queries x 64 keys] read
-    // transposed from dS^T (16 key rows = 2 KiB per step), B = K [64 keys x 128 dims] MN-major
-    // (panels 2c, 2c + 1). Then dV_c += P^T dO[:, 128c ..], dK_c += dS^T Q[:, 128c ..] (one group):
-    // contraction over the 64 queries in k16 steps (A: 32 bytes per step within the P^T / dS^T rows;
-    // B: 16 rows = 2 KiB per step, N = 128 over panels 2c and 2c + 1, LBO = the panel stride). dQ's
-    // atomics are issued once its group is done, while the tensor cores run dV and dK.
+    // dQ_c = dS K[:, 128c ..] (own commit group): A = dS [64 queries x 64 keys] read transposed from
+    // dS^T (16 key rows = 2 KiB per step), B = K [64 keys x 128 dims] MN-major (panels 2c, 2c + 1).
+    // Then dK_c += dS^T Q[:, 128c ..] (own group), as dV. dQ's atomics are issued once dQ is done,
+    // while the tensor cores run dK.
     float dq[64];
-    fence_regs(dv);
     fence_regs(dk);
     wgmma_fence();
 #pragma unroll
@@ -1277,14 +1298,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     wgmma_commit();
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk)
-      wgmma_ss_m64n128k16_tr<0, 1>(WgmmaType<T>{}, dv, wgmma_desc(p_t + kk * 32, 16, 1024),
-                                   wgmma_desc(do_t + 2 * c * kBq * 128 + kk * 2048, kBq * 128, 1024), 1);
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk)
       wgmma_ss_m64n128k16_tr<0, 1>(WgmmaType<T>{}, dk, wgmma_desc(ds_t + kk * 32, 16, 1024),
                                    wgmma_desc(q_t + 2 * c * kBq * 128 + kk * 2048, kBq * 128, 1024), 1);
     wgmma_commit();
-    wgmma_wait<1>();  // dQ done (groups complete in order); dV, dK may still run
+    wgmma_wait<1>();  // dV and dQ done (groups complete in order); dK may still run
     fence_regs(dq);
 
     // dQacc block of (b, h, query tile): [64 x 256] in fragment order, column groups 2c, 2c + 1.
@@ -1293,7 +1310,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
     for (int j = 0; j < 16; ++j)
       atomicAdd(blk + (j / 8) * 1024 + (j % 8) * 128 + tid, make_float4(dq[4 * j], dq[4 * j + 1], dq[4 * j + 2], dq[4 * j + 3]));
-    wgmma_wait<0>();  // dV, dK
+    wgmma_wait<0>();  // dK
     fence_regs(dv);
     fence_regs(dk);
     mbar_arrive(empty0 + 8 * s);  // Q, dO and the rows of stage s are no longer read
