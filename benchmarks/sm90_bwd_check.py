@@ -45,8 +45,9 @@ Phases (each its own process in `gpu_run.sh sm90bwd`, under a timeout):
   d256      the head-dim-256 kernel (flash_bwd_sm90_d256_kernel, opt-in with TF_FLASHATTN_SM90_BWD_D256=1,
             which this script sets; UNTESTED ON A GPU when written): D256_CASES as numerics (no mask, causal
             with both alignments, odd Tq / Tk, rows that see no key with exact zeros, GQA 4, MQA, Tq = 1,
-            Tk = 1, d_lse, bigger ones; bf16 and fp16; each must launch the sm90 backward once), and three
-            calls it must refuse (window, lengths, dropout: sm80's, no sm90 launch).
+            Tk = 1, d_lse, bigger ones; the index masks: window, lengths, validity, poison_kv, a bitwise
+            no-mask check; bf16 and fp16; each must launch the sm90 backward once), and three calls it
+            must refuse (dropout, soft-cap, a dense mask: sm80's, no sm90 launch).
   det       deterministic mode (TensorFlow's op determinism; the kernel's DET instantiations: dQ contributions
             added in key-tile order behind per-block counters): DET_CASES (no mask, causal with both alignments,
             GQA / MQA, D = 64 and 128, the index masks, dropout, many key tiles per query tile) as numerics,
@@ -63,7 +64,7 @@ Phases (each its own process in `gpu_run.sh sm90bwd`, under a timeout):
             milliseconds (sm90 DET, sm90 default, sm80 deterministic) at D = 128 / 64, T = 4096 (bench_det).
   sanitize  small odd cases, bf16, for compute-sanitizer (three of them with index masks: a KV-cache
             window with GQA at D = 64, validity masks with all-false batch rows, lengths with a causal
-            window and a key length 0; two in deterministic mode; four at D = 256).
+            window and a key length 0; two in deterministic mode; six at D = 256).
 Writes OUT/sm90_bwd_<phase>.json.
 """
 import argparse
@@ -224,9 +225,11 @@ DROP_CASES = [
 ]
 # Head dim 256 (flash_bwd_sm90_d256_kernel, opt-in: TF_FLASHATTN_SM90_BWD_D256=1, set above; key tiles of 64
 # keys, so the tile edges are at multiples of 64): no mask and causal with both alignments, odd Tq / Tk,
-# rows that see no key (exact zeros), GQA 4, MQA, Tq = 1, Tk = 1, d_lse with a scale, bigger ones; each must
-# launch the sm90 backward once (the same launch counter as D = 64 / 128). expect_sm80: what the D = 256
-# kernel does not take (a window, lengths, dropout, deterministic mode: sm80's, no sm90 launch).
+# rows that see no key (exact zeros), GQA 4, MQA, Tq = 1, Tk = 1, d_lse with a scale, bigger ones, and the
+# index masks (its IDX instantiation: window, lengths, validity, with poisoned K / V where no row looks and
+# one bitwise check against the kernel without masks); each must launch the sm90 backward once (the same
+# launch counter as D = 64 / 128). expect_sm80: what the D = 256 kernel does not take (dropout, soft-cap,
+# a dense mask: sm80's, no sm90 launch).
 D256_CASES = [
     dict(name="d256_odd", B=2, Tq=113, Tk=203, H=3, D=256),
     dict(name="d256_odd_causal_br", B=2, Tq=113, Tk=203, H=3, D=256, causal=True, offset=203 - 113),
@@ -244,9 +247,27 @@ D256_CASES = [
     dict(name="d256_dlse_scale", B=2, Tq=129, Tk=255, H=2, D=256, scale=0.3, dlse=True),
     dict(name="d256_big", B=2, Tq=1024, Tk=1024, H=4, D=256),
     dict(name="d256_big_causal", B=1, Tq=2048, Tk=2048, H=4, D=256, causal=True),
-    dict(name="d256_window_sm80", B=2, Tq=300, Tk=333, H=2, D=256, wl=100, expect_sm80=True),
-    dict(name="d256_lengths_sm80", B=2, Tq=300, Tk=333, H=2, D=256, qlen=True, klen=True, expect_sm80=True),
+    # index masks (the IDX instantiation)
+    dict(name="d256_win_left", B=2, Tq=400, Tk=400, H=2, D=256, wl=100, poison_kv=True),
+    dict(name="d256_win_both_gqa", B=2, Tq=300, Tk=333, H=4, Hkv=2, D=256, wl=60, wr=20),
+    dict(name="d256_win_kvcache", B=2, Tq=77, Tk=611, H=4, Hkv=2, D=256, causal=True, offset=611 - 77, wl=63,
+         poison_kv=True),
+    dict(name="d256_win_causal_tl_empty_rows", B=2, Tq=300, Tk=200, H=2, D=256, causal=True, offset=-150, wl=30),
+    dict(name="d256_len_zero_full", B=3, Tq=300, Tk=333, H=2, D=256, qlen_vals=[300, 65, 0], klen_vals=[333, 0, 129]),
+    dict(name="d256_len_causal", B=3, Tq=260, Tk=390, H=2, D=256, qlen=True, klen=True, causal=True, offset=130),
+    dict(name="d256_len_skip_tiles", B=3, Tq=200, Tk=1000, H=2, D=256, qlen_vals=[200, 1, 129],
+         klen_vals=[130, 700, 257], poison_kv=True),
+    dict(name="d256_valid_false_rows", B=3, Tq=200, Tk=190, H=2, D=256, qvalid=True, kvalid=True,
+         qvalid_false_b=[1], kvalid_false_b=[2]),
+    dict(name="d256_valid_k_causal_mqa", B=2, Tq=257, Tk=257, H=4, Hkv=1, D=256, kvalid=True, causal=True),
+    dict(name="d256_all_masks_dlse", B=3, Tq=300, Tk=400, H=4, Hkv=2, D=256, causal=True, offset=100, wl=200,
+         qlen=True, klen=True, kvalid=True, qvalid=True, dlse=True, scale=0.3),
+    dict(name="d256_valid_all_true_bitwise", B=2, Tq=300, Tk=333, H=2, D=256, qvalid_all=True, kvalid_all=True,
+         nomask_bitwise=True),
+    # calls the D = 256 kernel refuses: sm80's
     dict(name="d256_dropout_sm80", B=2, Tq=300, Tk=333, H=2, D=256, dropout=0.1, seed=(3, 4), expect_sm80=True),
+    dict(name="d256_softcap_sm80", B=2, Tq=113, Tk=203, H=3, D=256, softcap=20.0, expect_sm80=True),
+    dict(name="d256_dmask_sm80", B=2, Tq=113, Tk=203, H=3, D=256, mask=(1, 0), expect_sm80=True),
 ]
 # Exact keep-mask checks of the backward (phase numerics, bf16 and fp16; phase_drop_exact): q = 0 (every
 # visible key of row i has P = 1 / n(i)), every row sees the same n keys (no mask, or k_lengths per batch),
@@ -279,7 +300,8 @@ SANITIZE = ("odd_d128", "odd_d128_causal_br", "empty_rows_causal", "gqa4_d128_ca
             "drop05_d64_causal_gqa", "drop01_lengths", "odd_d64_causal_br_det", "win_kvcache_odd_d64_det",
             "odd_d128_causal_br_det", "len_window_causal_det",
             "dmask_softcap_lengths", "dmask_causal_gqa_d64", "bias_softcap_len_d64",
-            "d256_odd_causal_br", "d256_empty_rows_causal", "d256_gqa4", "d256_tiles_65_129_causal")
+            "d256_odd_causal_br", "d256_empty_rows_causal", "d256_gqa4", "d256_tiles_65_129_causal",
+            "d256_win_kvcache", "d256_len_zero_full")
 GRADS = ("dq", "dk", "dv")
 MASK_KEYS = ("qlen", "klen", "qvalid", "kvalid")  # the tensors of the index masks in a case's inputs
 

@@ -1,5 +1,5 @@
 // Hopper-native FlashAttention backward (sm_90a only): float16 / bfloat16, D == Dv in {64, 128}
-// (and D == Dv == 256 without a mask or causal, opt-in and UNTESTED ON A GPU: its own kernel and
+// (and D == Dv == 256 without a mask, causal or with the index masks, opt-in and UNTESTED ON A GPU: its own kernel and
 // header comment below, "Head dim 256"; the rest of this comment is about D = 64 / 128),
 // no mask, causal (any causal_offset) and the other index masks the Hopper forward takes (sliding
 // window, q / k lengths, [B, Tq] / [B, Tk] validity masks; sm80's rules, below), and dropout (with
@@ -300,7 +300,7 @@ __device__ __forceinline__ void red_release_gpu_max(int* ptr, int v) {
   asm volatile("red.release.gpu.global.max.s32 [%0], %1;" ::"l"(ptr), "r"(v) : "memory");
 }
 
-// The query tiles that key tile [j0, j0 + kBk) visits: [qb_lo, qb_lo + nq) for each of the G
+// The query tiles that key tile [j0, j0 + KB) visits (KB = kBk, or kBk256 for the D = 256 kernel): [qb_lo, qb_lo + nq) for each of the G
 // heads (units n = hl * nq + (qb - qb_lo)).
 //   Without IDX (no mask, causal): [qb_lo, nqb), causal from the first row that sees key j0.
 //   IDX: sm80's rule (KeyTileUnits, common/flash_cuda_common.cuh: the tiles whose rows' causal /
@@ -308,7 +308,7 @@ __device__ __forceinline__ void red_release_gpu_max(int* ptr, int v) {
 //   less the trailing tiles that see no key at all (KeyTileUnits::sees; at most the two whose
 //   first row starts past k_lengths). Any tile in it that saw none of the tile's keys would only
 //   add zeros (every element masked: P = 0, dS = 0).
-template <bool IDX>
+template <bool IDX, int KB = kBk>
 struct Units {
   int qb_lo = 0, nq = 0, n = 0;
   __device__ Units(const AttnShape& sh, bool causal, int64_t off, int64_t j0, const MaskParams& m, int64_t b) {
@@ -321,7 +321,7 @@ struct Units {
       nq = static_cast<int>(nqb - lo);
     } else {
       const int G = static_cast<int>(sh.H / sh.Hkv);
-      const KeyTileUnits<kBq> u(m, static_cast<int>(nqb), q_limit(m, sh, b), k_limit(m, sh, b), j0, kBk, G);
+      const KeyTileUnits<kBq> u(m, static_cast<int>(nqb), q_limit(m, sh, b), k_limit(m, sh, b), j0, KB, G);
       int hi = u.hi;
       while (hi > u.lo && !u.sees(hi - 1)) --hi;
       qb_lo = u.lo;
@@ -1005,9 +1005,13 @@ __global__ void bwd_dq_sm90_convert_kernel(const FlashBwdParams p, const float* 
 // below); opt-in, taken only when TF_FLASHATTN_SM90_BWD_D256=1 (bwd_d256_enabled, read once), else
 // D = 256 keeps sm80's backward as before. benchmarks/sm90_bwd_check.py sets the variable and holds
 // its numerics / sanitize / bench cases.
-// Scope: float16 / bfloat16, D == Dv == 256, no mask or causal (any causal_offset), GQA; not
-// deterministic, no other index mask, dropout, soft-cap, dense mask or bias (bwd_applies sends
-// those to sm80). FlashAttention-3's head-dim-256 tiling, written anew for this file's conventions:
+// Scope: float16 / bfloat16, D == Dv == 256, no mask or causal (any causal_offset), and the index
+// masks (window, q / k lengths, [B, Tq] / [B, Tk] validity: the <IDX = true> instantiation, the
+// D <= 128 IDX kernel's rules and code, "Index masks" above, for 64-key tiles: Units<IDX, 64>, the
+// producer's warp 2 writing each row's key range within [0, 64] and the unit's flag, the masked P
+// pass selecting by range and key_ok); GQA; not deterministic, no dropout, soft-cap, dense mask or
+// bias (bwd_applies sends those to sm80). FlashAttention-3's head-dim-256 tiling, written anew for
+// this file's conventions:
 //   Grid (ceil(Tk / 64), Hkv, B): one CTA per key tile of kBk256 = 64 keys of one kv head (the
 //   D <= 128 kernel's 128 keys would need 128 x 256 floats of dK and as many of dV in the
 //   consumers' registers). CTA = 3 warpgroups (384 threads), the same roles and register split as
@@ -1050,18 +1054,21 @@ __global__ void bwd_dq_sm90_convert_kernel(const FlashBwdParams p, const float* 
 //   stores; keys past Tk skipped); a CTA with no unit writes zeros. Then bwd_dq_sm90_convert_kernel.
 //   Shared memory (BwdSmem256): K, V 2 x 32 KiB, Q and dO rings 2 x 2 x 32 KiB, P^T and dS^T 2 x 2 x
 //   8 KiB, rows 1 KiB, barriers 40 bytes: 230,440 bytes, + 1 KiB alignment slack = 231,464 bytes
-//   allocated, of the 232,448 (227 KiB) opt-in. One CTA per SM.
+//   allocated, of the 232,448 (227 KiB) opt-in; IDX + 0.5 KiB of ranges and 16 bytes of flags:
+//   231,992. One CTA per SM.
 //   Registers per consumer thread: dV, dK 64 + 64 (their wgmma accumulators, the epilogue's
 //   values), S^T and dP^T 16 + 16 (dead once stored), dQ 64 (live from its issue to its atomics):
 //   peak 192 accumulators + addresses, within the 240 of setmaxnreg (ptxas 13.0: registers up to
 //   R217, 0 spills; 44 HGMMA, 16 UTMALDG, 16 REDG.E.ADD.F32x4 per kernel).
 //   Named barriers: 0 __syncthreads (setup), 1 both consumers after the P^T stores, 2 both consumers
-//   after the dS^T stores.
+//   after the dS^T stores. mbarriers: kv_full (1 arrival + tx), full[s] (1 + 32, IDX 1 + 64),
+//   empty[s] (256).
 // Not yet here (first version): overlap of the P pass with products (both consumers meet on
 // barriers 1 and 2 every unit, so the tensor cores idle during the P pass and the P^T stores),
 // the next unit's S^T issued before this unit's dK finishes, dQ by the bulk reduce-add, dK / dV
-// stored by TMA, the index masks, dropout, determinism.
+// stored by TMA, dropout, soft-cap, a dense mask, bias, determinism.
 constexpr int kBk256 = 64;  // keys per CTA at D = 256 (rows of every consumer accumulator but dQ's)
+template <bool IDX>
 struct BwdSmem256 {
   static constexpr int kD = 256;
   static constexpr int kKBytes = kBk256 * kD * 2;   // K or V tile [64 x 256]: 32 KiB, 4 panels
@@ -1074,29 +1081,37 @@ struct BwdSmem256 {
   static constexpr int kP = kDo + kStages * kQBytes;  // + buffer * kPBytes (unit parity)
   static constexpr int kDs = kP + 2 * kPBytes;        // + buffer * kPBytes
   static constexpr int kRows = kDs + 2 * kPBytes;     // float [kStages][2][kBq]: lse2, dsum
-  static constexpr int kBars = kRows + kStages * 2 * kBq * 4;  // kv_full, full[kStages], empty[kStages]
+  static constexpr int kRange = kRows + kStages * 2 * kBq * 4;  // IDX: int [kStages][kBq] key ranges
+  static constexpr int kFlag = kRange + kStages * kBq * 4;      // IDX: int [kStages] mask flags
+  static constexpr int kBars = IDX ? kFlag + 16 : kRange;       // kv_full, full[kStages], empty[kStages]
   static constexpr int kBytes = kBars + 8 * (1 + 2 * kStages);
   static constexpr int kAlloc = kBytes + 1024;        // slack to align the base to 1024
 };
-static_assert(BwdSmem256::kRows % 1024 == 0, "every tile starts 1024-byte aligned (the swizzle's period)");
-static_assert(BwdSmem256::kBytes == 230440 && BwdSmem256::kAlloc == 231464, "the layout of the header comment");
-static_assert(BwdSmem256::kAlloc <= 227 * 1024, "D = 256 backward: over the opt-in shared memory");
+static_assert(BwdSmem256<false>::kRows % 1024 == 0, "every tile starts 1024-byte aligned (the swizzle's period)");
+static_assert(BwdSmem256<false>::kBytes == 230440 && BwdSmem256<false>::kAlloc == 231464 &&
+                  BwdSmem256<true>::kAlloc == 231992, "the layout of the header comment");
+static_assert(BwdSmem256<true>::kAlloc <= 227 * 1024, "D = 256 backward: over the opt-in shared memory");
 
 // q, d_o [B, Tq, H, 256] through tm_q / tm_do (boxes {64, 1, 64, 1}); k, v [B, Tk, Hkv, 256]
 // through tm_k / tm_v (boxes {64, 1, 64, 1}); dk, dv [B, Tk, Hkv, 256] and the dQ accumulator
-// [B, H, tq_pad, 256] from a. Grid (ceil(Tk / 64), Hkv, B). No mask or causal only (header comment
-// above, "Head dim 256").
-template <typename T>
+// [B, H, tq_pad, 256] from a. Grid (ceil(Tk / 64), Hkv, B). Without IDX no mask or causal; IDX: the
+// index masks (window, lengths, [B, Tq] / [B, Tk] validity; causal too), the D <= 128 IDX kernel's
+// rules and code (header comment above, "Head dim 256").
+template <typename T, bool IDX>
 __global__ void __launch_bounds__(kThreads, 1)
     flash_bwd_sm90_d256_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                                const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_do,
                                const __grid_constant__ BwdSm90Args a) {
   constexpr int D = 256;
-  using L = BwdSmem256;
+  using L = BwdSmem256<IDX>;
   extern __shared__ uint8_t smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
   uint8_t* const tile_ptr = smem_raw + (base - smem_u32(smem_raw));
   float* rows_f = reinterpret_cast<float*>(tile_ptr + L::kRows);
+  // IDX: per stage and row, the tile's keys the row sees (lo | hi << 16, [lo, hi) within [0, 64]),
+  // and per stage the unit's "mask needed" flag (the producer's warp 2).
+  int* range_i = reinterpret_cast<int*>(tile_ptr + L::kRange);
+  int* flag_i = reinterpret_cast<int*>(tile_ptr + L::kFlag);
   const uint32_t kv_full = base + L::kBars;
   const uint32_t full0 = kv_full + 8, empty0 = kv_full + 8 * (1 + kStages);
 
@@ -1107,13 +1122,13 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int hk = blockIdx.y, b = blockIdx.z;
   const int G = static_cast<int>(sh.H / sh.Hkv);
   const int64_t j0 = static_cast<int64_t>(blockIdx.x) * kBk256;
-  const Units<false> units(sh, causal, off, j0, p.mask, b);  // depends on j0 and kBq only
+  const Units<IDX, kBk256> units(sh, causal, off, j0, p.mask, b);
 
   const int wg = threadIdx.x / 128;
   if (threadIdx.x == 0) {
     mbar_init(kv_full, 1);
     for (int s = 0; s < kStages; ++s) {
-      mbar_init(full0 + 8 * s, 1 + 32);  // thread 0's expect_tx, warp 1's rows
+      mbar_init(full0 + 8 * s, 1 + 32 * (IDX ? 2 : 1));  // thread 0's expect_tx, warp 1 (IDX: and 2)
       mbar_init(empty0 + 8 * s, 128 * kConsumers);
     }
     mbar_fence_init();
@@ -1121,7 +1136,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   __syncthreads();
 
   if (wg == 0) {
-    // ---- Producer warpgroup: thread 0 issues the TMA loads, warp 1 copies lse2 / dsum. ----
+    // ---- Producer warpgroup: thread 0 issues the TMA loads, warp 1 copies lse2 / dsum, IDX: warp 2
+    // writes the rows' key ranges and the mask flag. ----
     setmaxnreg_dec<kProducerRegs>();
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     if (warp == 0 && lane == 0 && units.n > 0) {
@@ -1160,6 +1176,40 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
         mbar_arrive(full0 + 8 * s);  // release: the stores above are visible to the waiting consumers
       }
+    } else if (IDX && warp == 2) {
+      // As the D <= 128 IDX kernel's warp 2 (sm80's rules, common/flash_cuda_common.cuh), for a key
+      // tile of kBk256 keys: per unit, each row's keys of the tile (empty for rows that see none) and
+      // whether the unit needs the per-element mask (a row that does not see every key of the tile,
+      // or a key of the tile past k_lengths / Tk or failing k_valid).
+      const int64_t qlim = q_limit(p.mask, sh, b), klim = k_limit(p.mask, sh, b);
+      bool keys_ok = true;
+#pragma unroll
+      for (int x = lane; x < kBk256; x += 32) {
+        const int64_t j = j0 + x;
+        keys_ok &= j < klim && key_visible(p.mask, sh, b, j);
+      }
+      keys_ok = __all_sync(0xffffffffu, keys_ok);
+      for (int n = 0; n < units.n; ++n) {
+        const int s = n % kStages;
+        if (n >= kStages) mbar_wait(empty0 + 8 * s, ((n / kStages) - 1) & 1);
+        const int64_t i0 = static_cast<int64_t>(units.qb_lo + n % units.nq) * kBq;
+        bool partial = false;
+#pragma unroll
+        for (int r = lane; r < kBq; r += 32) {
+          const RowInfo ri = row_info(p.mask, sh, b, i0 + r, qlim, klim);
+          int lo = 0, hi = 0;
+          if (ri.ok) {
+            const int64_t kb = ri.kb - j0, ke = ri.ke - j0;
+            lo = kb <= 0 ? 0 : kb >= kBk256 ? kBk256 : static_cast<int>(kb);
+            hi = ke <= 0 ? 0 : ke >= kBk256 ? kBk256 : static_cast<int>(ke);
+          }
+          range_i[s * kBq + r] = lo | (hi << 16);
+          partial |= lo != 0 || hi != kBk256;
+        }
+        const bool need = !keys_ok || __any_sync(0xffffffffu, partial);
+        if (lane == 0) flag_i[s] = need ? 1 : 0;
+        mbar_arrive(full0 + 8 * s);
+      }
     }
     return;
   }
@@ -1173,6 +1223,18 @@ __global__ void __launch_bounds__(kThreads, 1)
   // tile's 64 keys (S^T, dP^T, dK, dV); dQ's rows are the unit's 64 queries in the same places.
   const int key_l[2] = {16 * warp + g, 16 * warp + g + 8};
   const int q_c = 32 * c;  // this consumer's queries of the unit (columns of S^T_c, dP^T_c)
+  // IDX: whether this thread's two keys are below k_lengths (and Tk) and pass k_valid.
+  bool key_ok[2] = {true, true};
+  if constexpr (IDX) {
+    if (units.n > 0) {
+      const int64_t klim = k_limit(p.mask, sh, b);
+#pragma unroll
+      for (int h2 = 0; h2 < 2; ++h2) {
+        const int64_t key = j0 + key_l[h2];
+        key_ok[h2] = key < klim && key_visible(p.mask, sh, b, key);
+      }
+    }
+  }
 
   float dv[64], dk[64];  // [64 keys x 128 dims]: d[4j + 2h2 + e] = (key_l[h2], 128c + 8j + 2t + e)
 #pragma unroll
@@ -1217,19 +1279,28 @@ __global__ void __launch_bounds__(kThreads, 1)
     // straight-line copies of the pass, one branch per unit (as the first kernel's p_pass).
     const float* lse2_s = rows_f + (2 * s) * kBq + q_c;
     const float* dsum_s = rows_f + (2 * s + 1) * kBq + q_c;
-    const bool need_mask = i0 + kBq > sh.Tq || j0 + kBk256 > sh.Tk || (causal && j0 + kBk256 - 1 > i0 + off);
+    // IDX: the producer's per-unit flag; the ranges select P = 0 (never a product with 2^(S - lse2):
+    // fully masked rows have lse2 = -inf), so dS = 0 too.
+    const bool need_mask = IDX ? flag_i[s] != 0
+                               : i0 + kBq > sh.Tq || j0 + kBk256 > sh.Tk || (causal && j0 + kBk256 - 1 > i0 + off);
+    const int* range_s = range_i + s * kBq + q_c;
     auto p_pass = [&](auto mask_c) {
       constexpr bool kMasked = decltype(mask_c)::value;
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         const float2 l2 = *reinterpret_cast<const float2*>(lse2_s + 8 * j + 2 * t);
+        int2 rg = make_int2(0, 0);  // IDX: the key ranges of queries q_c + 8j + 2t, +1
+        if constexpr (IDX && kMasked) rg = *reinterpret_cast<const int2*>(range_s + 8 * j + 2 * t);
 #pragma unroll
         for (int h2 = 0; h2 < 2; ++h2)
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
             const int x = 4 * j + 2 * h2 + e;
             float pv = fast_exp2(sacc[x] * sl2 - (e ? l2.y : l2.x));
-            if constexpr (kMasked) {
+            if constexpr (kMasked && IDX) {
+              const int r = e ? rg.y : rg.x;
+              if (!(key_ok[h2] && key_l[h2] >= (r & 0xffff) && key_l[h2] < (r >> 16))) pv = 0.f;
+            } else if constexpr (kMasked) {
               const int64_t key = j0 + key_l[h2], qi = i0 + q_c + 8 * j + 2 * t + e;
               if (key >= sh.Tk || qi >= sh.Tq || (causal && key > qi + off)) pv = 0.f;
             }
@@ -1387,24 +1458,25 @@ cudaError_t launch(const FlashBwdParams& p, cudaStream_t stream) {
 }
 
 
-// Head dim 256 (flash_bwd_sm90_d256_kernel; bwd_applies: no mask or causal, not deterministic): as
-// launch() without its IDX / DROP / DET / BIAS cases, key tiles of kBk256 = 64 keys.
-template <typename T>
+// Head dim 256 (flash_bwd_sm90_d256_kernel; bwd_applies: no mask, causal or the index masks, not
+// deterministic): as launch() without its DROP / DET / BIAS cases, key tiles of kBk256 = 64 keys.
+template <typename T, bool IDX>
 cudaError_t launch_d256(const FlashBwdParams& p, cudaStream_t stream) {
   constexpr int D = 256;
   const AttnShape& s = p.shape;
   const BwdWorkspaceParts ws = bwd_workspace_parts(p);
   if (!ws.dsum || !ws.lse2 || !ws.dq_acc || ws.hd != D || ws.tq_pad % kBq != 0 || !aligned16(ws.dq_acc))
     return cudaErrorNotSupported;
-  if (p.deterministic || p.score.bias || p.dbias) return cudaErrorNotSupported;  // no code for them here
+  if (p.deterministic || p.score.bias || p.dbias || p.mask.mask || p.score.softcap != 0.f || p.dropout.rate > 0.f)
+    return cudaErrorNotSupported;  // no code for them here
   CUtensorMap tq, tk, tv, tdo;
   if (!tma_map_rows(&tq, p.dtype, p.q, s.B, s.Tq, s.H, D, s.q_stride, kBq) ||
       !tma_map_rows(&tk, p.dtype, p.k, s.B, s.Tk, s.Hkv, D, s.k_stride, kBk256) ||
       !tma_map_rows(&tv, p.dtype, p.v, s.B, s.Tk, s.Hkv, D, s.v_stride, kBk256) ||
       !tma_map_rows(&tdo, p.dtype, p.d_o, s.B, s.Tq, s.H, D, s.o_stride, kBq))
     return cudaErrorNotSupported;  // nothing queued yet: the dispatch falls back to sm80
-  auto kernel = flash_bwd_sm90_d256_kernel<T>;
-  const int smem = BwdSmem256::kAlloc;
+  auto kernel = flash_bwd_sm90_d256_kernel<T, IDX>;
+  const int smem = BwdSmem256<IDX>::kAlloc;
   cudaError_t err = set_dynamic_smem(kernel, smem);
   if (err != cudaSuccess) return cudaErrorNotSupported;  // nothing queued yet: sm80 takes it
   if ((err = bwd_dsum_tc(p, ws.dsum, ws.lse2, stream)) != cudaSuccess) return err;
@@ -1460,7 +1532,7 @@ int bwd_det_mode() {
 
 // The head-dim-256 kernel (flash_bwd_sm90_d256_kernel, UNTESTED ON A GPU), opt-in until checked on
 // the H200: TF_FLASHATTN_SM90_BWD_D256=1 (read once) lets bwd_applies take D = Dv = 256 without a
-// mask or with a causal one; unset or anything else keeps every D = 256 backward on sm80's.
+// mask, causal or with the index masks; unset or anything else keeps every D = 256 backward on sm80's.
 namespace {
 bool bwd_d256_enabled() {
   static const bool on = [] {
@@ -1489,13 +1561,10 @@ bool bwd_applies(const FlashBwdParams& p) {
     if (!bwd_workspace_parts(p).dq_sem) return false;
   }
   if (s.D == 256 && s.Dv == 256) {
-    // flash_bwd_sm90_d256_kernel (opt-in): no mask or causal, nothing else (no other index mask,
-    // dense mask, dropout, soft-cap, bias / dbias, determinism).
-    const MaskParams& m = p.mask;
+    // flash_bwd_sm90_d256_kernel (opt-in): no mask, causal and the index masks (window, lengths,
+    // validity; its IDX instantiation); no dense mask, dropout, soft-cap, bias / dbias, determinism.
     if (!bwd_d256_enabled() || p.deterministic) return false;
-    if (m.window_left >= 0 || m.window_right >= 0 || m.q_lengths || m.k_lengths || m.q_valid || m.k_valid || m.mask)
-      return false;
-    if (p.dropout.rate > 0.f || p.score.softcap != 0.f || p.score.bias || p.dbias) return false;
+    if (p.mask.mask || p.dropout.rate > 0.f || p.score.softcap != 0.f || p.score.bias || p.dbias) return false;
   } else if (s.D != s.Dv || (s.D != 128 && s.D != 64)) {
     return false;
   }
@@ -1532,9 +1601,11 @@ template <bool DET>
 cudaError_t bwd_pick(const FlashBwdParams& p, cudaStream_t stream) {
   const bool bf16 = p.dtype == DType::kBFloat16;
   const MaskParams& m = p.mask;
-  if (p.shape.D == 256) {  // bwd_applies: no mask or causal, not deterministic
+  if (p.shape.D == 256) {  // bwd_applies: no mask, causal or the index masks, not deterministic
     if constexpr (DET) return cudaErrorNotSupported;  // nothing queued: sm80's
-    return bf16 ? launch_d256<__nv_bfloat16>(p, stream) : launch_d256<__half>(p, stream);
+    if (m.window_left >= 0 || m.window_right >= 0 || m.q_lengths || m.k_lengths || m.q_valid || m.k_valid)
+      return bf16 ? launch_d256<__nv_bfloat16, true>(p, stream) : launch_d256<__half, true>(p, stream);
+    return bf16 ? launch_d256<__nv_bfloat16, false>(p, stream) : launch_d256<__half, false>(p, stream);
   }
   if (p.dropout.rate > 0.f) {  // dropout runs the index-masked kernel (any index mask, or none)
     if (p.shape.D == 128)
