@@ -46,8 +46,9 @@ Phases (each its own process in `gpu_run.sh sm90bwd`, under a timeout):
             which this script sets; UNTESTED ON A GPU when written): D256_CASES as numerics (no mask, causal
             with both alignments, odd Tq / Tk, rows that see no key with exact zeros, GQA 4, MQA, Tq = 1,
             Tk = 1, d_lse, bigger ones; the index masks: window, lengths, validity, poison_kv, a bitwise
-            no-mask check; bf16 and fp16; each must launch the sm90 backward once), and three calls it
-            must refuse (dropout, soft-cap, a dense mask: sm80's, no sm90 launch).
+            no-mask check; dropout 0.1 / 0.5 with and without masks, and the exact keep-mask check through
+            dV (D256_DROP_EXACT_CASES); bf16 and fp16; each must launch the sm90 backward once), and two
+            calls it must refuse (soft-cap, a dense mask: sm80's, no sm90 launch).
   det       deterministic mode (TensorFlow's op determinism; the kernel's DET instantiations: dQ contributions
             added in key-tile order behind per-block counters): DET_CASES (no mask, causal with both alignments,
             GQA / MQA, D = 64 and 128, the index masks, dropout, many key tiles per query tile) as numerics,
@@ -64,7 +65,7 @@ Phases (each its own process in `gpu_run.sh sm90bwd`, under a timeout):
             milliseconds (sm90 DET, sm90 default, sm80 deterministic) at D = 128 / 64, T = 4096 (bench_det).
   sanitize  small odd cases, bf16, for compute-sanitizer (three of them with index masks: a KV-cache
             window with GQA at D = 64, validity masks with all-false batch rows, lengths with a causal
-            window and a key length 0; two in deterministic mode; six at D = 256).
+            window and a key length 0; two in deterministic mode; seven at D = 256).
 Writes OUT/sm90_bwd_<phase>.json.
 """
 import argparse
@@ -227,9 +228,10 @@ DROP_CASES = [
 # keys, so the tile edges are at multiples of 64): no mask and causal with both alignments, odd Tq / Tk,
 # rows that see no key (exact zeros), GQA 4, MQA, Tq = 1, Tk = 1, d_lse with a scale, bigger ones, and the
 # index masks (its IDX instantiation: window, lengths, validity, with poisoned K / V where no row looks and
-# one bitwise check against the kernel without masks); each must launch the sm90 backward once (the same
-# launch counter as D = 64 / 128). expect_sm80: what the D = 256 kernel does not take (dropout, soft-cap,
-# a dense mask: sm80's, no sm90 launch).
+# one bitwise check against the kernel without masks), dropout (its DROP instantiation; and
+# D256_DROP_EXACT_CASES, the exact keep-mask check through dV); each must launch the sm90 backward once (the
+# same launch counter as D = 64 / 128). expect_sm80: what the D = 256 kernel does not take (soft-cap, a
+# dense mask: sm80's, no sm90 launch).
 D256_CASES = [
     dict(name="d256_odd", B=2, Tq=113, Tk=203, H=3, D=256),
     dict(name="d256_odd_causal_br", B=2, Tq=113, Tk=203, H=3, D=256, causal=True, offset=203 - 113),
@@ -264,10 +266,23 @@ D256_CASES = [
          qlen=True, klen=True, kvalid=True, qvalid=True, dlse=True, scale=0.3),
     dict(name="d256_valid_all_true_bitwise", B=2, Tq=300, Tk=333, H=2, D=256, qvalid_all=True, kvalid_all=True,
          nomask_bitwise=True),
+    # dropout (the DROP instantiation: the index-masked kernel with the forward's keep mask)
+    dict(name="d256_drop01", B=2, Tq=300, Tk=333, H=3, D=256, dropout=0.1, seed=(77, -5)),
+    dict(name="d256_drop05_causal_br_gqa", B=2, Tq=257, Tk=390, H=4, Hkv=2, D=256, dropout=0.5, causal=True,
+         offset=390 - 257, seed=(3, 9)),
+    dict(name="d256_drop05_empty_rows", B=2, Tq=300, Tk=77, H=2, D=256, dropout=0.5, causal=True, offset=77 - 300,
+         seed=(9, 10)),
+    dict(name="d256_drop01_lengths_window", B=3, Tq=300, Tk=333, H=2, D=256, dropout=0.1, qlen_vals=[300, 65, 0],
+         klen_vals=[333, 0, 129], wl=100, seed=(15, 16)),
+    dict(name="d256_drop01_tq1", B=2, Tq=1, Tk=300, H=2, D=256, dropout=0.1, seed=(8, 8)),
     # calls the D = 256 kernel refuses: sm80's
-    dict(name="d256_dropout_sm80", B=2, Tq=300, Tk=333, H=2, D=256, dropout=0.1, seed=(3, 4), expect_sm80=True),
     dict(name="d256_softcap_sm80", B=2, Tq=113, Tk=203, H=3, D=256, softcap=20.0, expect_sm80=True),
     dict(name="d256_dmask_sm80", B=2, Tq=113, Tk=203, H=3, D=256, mask=(1, 0), expect_sm80=True),
+]
+D256_DROP_EXACT_CASES = [
+    dict(name="d256_dvexact_05_gqa", B=2, Tq=333, Tk=257, H=4, Hkv=2, D=256, dropout=0.5, seed=(-7, 1 << 40)),
+    dict(name="d256_dvexact_01_klen", B=2, Tq=130, Tk=500, H=2, D=256, dropout=0.1, klen_vals=[500, 260],
+         seed=(21, 22)),
 ]
 # Exact keep-mask checks of the backward (phase numerics, bf16 and fp16; phase_drop_exact): q = 0 (every
 # visible key of row i has P = 1 / n(i)), every row sees the same n keys (no mask, or k_lengths per batch),
@@ -301,7 +316,7 @@ SANITIZE = ("odd_d128", "odd_d128_causal_br", "empty_rows_causal", "gqa4_d128_ca
             "odd_d128_causal_br_det", "len_window_causal_det",
             "dmask_softcap_lengths", "dmask_causal_gqa_d64", "bias_softcap_len_d64",
             "d256_odd_causal_br", "d256_empty_rows_causal", "d256_gqa4", "d256_tiles_65_129_causal",
-            "d256_win_kvcache", "d256_len_zero_full")
+            "d256_win_kvcache", "d256_len_zero_full", "d256_drop05_causal_br_gqa")
 GRADS = ("dq", "dk", "dv")
 MASK_KEYS = ("qlen", "klen", "qvalid", "kvalid")  # the tensors of the index masks in a case's inputs
 
@@ -669,7 +684,8 @@ def bench_masks(h, log, plain_rows):
     with the last 10 % of each sequence padded, and a causal sliding window of 1024 keys; then dropout 0.1
     without a mask and causal (the DROP kernel); each on sm90 and sm80, with the plain sm90 backward of
     the same shape (no mask / causal) for reference. At D = 64 (H = 32): the two key-mask rows and a
-    head-broadcast bias [1, H, T, T] with dbias at T = 2048 (the bias copy of the D = 64 IDX kernel)."""
+    head-broadcast bias [1, H, T, T] with dbias at T = 2048 (the bias copy of the D = 64 IDX kernel). At D = 256
+    (H = 8): the padded key mask and dropout 0.1 (the opt-in D = 256 kernel's IDX and DROP instantiations)."""
     rows = []
     B, T = 4, 4096
     plain = {(r["D"], r["T"], r["causal"]): r.get("sm90_bwd_ms") for r in plain_rows if r["dtype"] == "bfloat16"}
@@ -678,6 +694,8 @@ def bench_masks(h, log, plain_rows):
     # D = 64 (H = 32): the IDX kernel with and without a bias (the bias copy makes that kernel larger; its
     # no-bias rows are compared with the build before bias), the bias head-broadcast [1, H, T, T], T = 2048.
     features += [(f, 64) for f in ("key_mask_true", "key_mask_pad10", "bias_head")]
+    # D = 256 (H = 8): the opt-in kernel's IDX and DROP instantiations.
+    features += [(f, 256) for f in ("key_mask_pad10", "dropout_0.1")]
     for feature, D in features:
         H = 2048 // D
         T_ = 2048 if feature == "bias_head" else T
@@ -745,6 +763,7 @@ def main():
         print(f"numerics: {sum(r['ok'] for r in rows)} / {len(rows)} pass", file=log, flush=True)
     elif args.phase == "d256":
         rows = phase_numerics(h, log, D256_CASES, (torch.bfloat16, torch.float16))
+        rows += phase_drop_exact(h, log, D256_DROP_EXACT_CASES, (torch.bfloat16, torch.float16))
         print(f"numerics (D = 256): {sum(r['ok'] for r in rows)} / {len(rows)} pass", file=log, flush=True)
     elif args.phase == "det":
         rows = phase_numerics(h, log, DET_CASES, (torch.bfloat16, torch.float16))

@@ -1009,9 +1009,12 @@ __global__ void bwd_dq_sm90_convert_kernel(const FlashBwdParams p, const float* 
 // masks (window, q / k lengths, [B, Tq] / [B, Tk] validity: the <IDX = true> instantiation, the
 // D <= 128 IDX kernel's rules and code, "Index masks" above, for 64-key tiles: Units<IDX, 64>, the
 // producer's warp 2 writing each row's key range within [0, 64] and the unit's flag, the masked P
-// pass selecting by range and key_ok); GQA; not deterministic, no dropout, soft-cap, dense mask or
-// bias (bwd_applies sends those to sm80). FlashAttention-3's head-dim-256 tiling, written anew for
-// this file's conventions:
+// pass selecting by range and key_ok); GQA; dropout; not deterministic, no soft-cap, dense mask or
+// bias (bwd_applies sends those to sm80). Dropout (<IDX, DROP = true>, whenever rate > 0, as
+// "Dropout" above): the keep bits of the thread's S^T_c elements by drop_cols_bits<1, 4> (keys
+// j0 + 16 warp + g (+ 8), queries i0 + 32c + 8j + 2t + e), drawn per unit before its wait; Pd = P Z
+// goes to the P^T buffer (dV += Pd^T dO), dS = P (dP Z - dsum) (sm80's arithmetic).
+// FlashAttention-3's head-dim-256 tiling, written anew for this file's conventions:
 //   Grid (ceil(Tk / 64), Hkv, B): one CTA per key tile of kBk256 = 64 keys of one kv head (the
 //   D <= 128 kernel's 128 keys would need 128 x 256 floats of dK and as many of dV in the
 //   consumers' registers). CTA = 3 warpgroups (384 threads), the same roles and register split as
@@ -1066,7 +1069,7 @@ __global__ void bwd_dq_sm90_convert_kernel(const FlashBwdParams p, const float* 
 // Not yet here (first version): overlap of the P pass with products (both consumers meet on
 // barriers 1 and 2 every unit, so the tensor cores idle during the P pass and the P^T stores),
 // the next unit's S^T issued before this unit's dK finishes, dQ by the bulk reduce-add, dK / dV
-// stored by TMA, dropout, soft-cap, a dense mask, bias, determinism.
+// stored by TMA, soft-cap, a dense mask, bias, determinism.
 constexpr int kBk256 = 64;  // keys per CTA at D = 256 (rows of every consumer accumulator but dQ's)
 template <bool IDX>
 struct BwdSmem256 {
@@ -1096,12 +1099,13 @@ static_assert(BwdSmem256<true>::kAlloc <= 227 * 1024, "D = 256 backward: over th
 // through tm_k / tm_v (boxes {64, 1, 64, 1}); dk, dv [B, Tk, Hkv, 256] and the dQ accumulator
 // [B, H, tq_pad, 256] from a. Grid (ceil(Tk / 64), Hkv, B). Without IDX no mask or causal; IDX: the
 // index masks (window, lengths, [B, Tq] / [B, Tk] validity; causal too), the D <= 128 IDX kernel's
-// rules and code (header comment above, "Head dim 256").
-template <typename T, bool IDX>
+// rules and code; DROP (with IDX only): dropout (header comment above, "Head dim 256").
+template <typename T, bool IDX, bool DROP = false>
 __global__ void __launch_bounds__(kThreads, 1)
     flash_bwd_sm90_d256_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                                const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_do,
                                const __grid_constant__ BwdSm90Args a) {
+  static_assert(!DROP || IDX, "dropout runs the index-masked kernel");
   constexpr int D = 256;
   using L = BwdSmem256<IDX>;
   extern __shared__ uint8_t smem_raw[];
@@ -1223,6 +1227,12 @@ __global__ void __launch_bounds__(kThreads, 1)
   // tile's 64 keys (S^T, dP^T, dK, dV); dQ's rows are the unit's 64 queries in the same places.
   const int key_l[2] = {16 * warp + g, 16 * warp + g + 8};
   const int q_c = 32 * c;  // this consumer's queries of the unit (columns of S^T_c, dP^T_c)
+  // DROP: the Philox key of the seed, once per CTA (the warp's accumulator rows are keys
+  // j0 + 16 warp .. + 15).
+  uint32_t drop_key[2] = {0u, 0u};
+  if constexpr (DROP) {
+    if (units.n > 0) dropout_key(p.dropout, drop_key);
+  }
   // IDX: whether this thread's two keys are below k_lengths (and Tk) and pass k_valid.
   bool key_ok[2] = {true, true};
   if constexpr (IDX) {
@@ -1245,6 +1255,19 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (int n = 0; n < units.n; ++n) {
     const int s = n % kStages;
     const int64_t h = hk * G + n / units.nq, i0 = static_cast<int64_t>(units.qb_lo + n % units.nq) * kBq;
+    // DROP: the unit's keep bits, bit x for element x of S^T_c (drop_cols_bits<1, 4>: the thread's
+    // keys j0 + 16 warp + g (+ 8), queries i0 + q_c + 8j + 2t + e, bit 4j + 2h2 + e = x: the forward's
+    // mask, flash_params.h's rule), drawn before the wait for the unit's tiles, as the D <= 128 DROP
+    // kernel does.
+    uint32_t kbits = 0u;
+    if constexpr (DROP) {
+      uint32_t bits[1];
+      const DropTile dt{drop_key[0], drop_key[1], p.dropout.threshold << 16, static_cast<uint32_t>(h),
+                        static_cast<uint32_t>(b), p.dropout.keep_scale};
+      drop_cols_bits<1, 4>(bits, dt, j0 + 16 * warp, i0 + q_c, g, t);
+      kbits = bits[0];
+      asm volatile("" : "+r"(kbits)::"memory");  // drawn before the wait below
+    }
     mbar_wait(full0 + 8 * s, (n / kStages) & 1);
     const uint32_t q_t = base + L::kQ + s * L::kQBytes;
     const uint32_t do_t = base + L::kDo + s * L::kQBytes;
@@ -1312,8 +1335,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       p_pass(std::true_type{});
     else
       p_pass(std::false_type{});
-    // P^T (16-bit) to this consumer's 32 columns of the shared P^T buffer ([key][query], one
-    // 128-byte-swizzled panel of 64 rows), while dP^T may still run; then barrier 1 (both halves).
+    // P^T (16-bit; DROP: Pd^T = P^T Z, Z = keep_scale where kept, else 0, the dV operand) to this
+    // consumer's 32 columns of the shared P^T buffer ([key][query], one 128-byte-swizzled panel of 64
+    // rows), while dP^T may still run; then barrier 1 (both halves).
     uint8_t* const p_ptr = tile_ptr + L::kP + (n & 1) * L::kPBytes;
     uint8_t* const ds_ptr = tile_ptr + L::kDs + (n & 1) * L::kPBytes;
 #pragma unroll
@@ -1321,8 +1345,13 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
       for (int h2 = 0; h2 < 2; ++h2) {
         const int x = 4 * j + 2 * h2;
+        float p0 = sacc[x], p1 = sacc[x + 1];
+        if constexpr (DROP) {
+          p0 *= ((kbits >> x) & 1u) ? p.dropout.keep_scale : 0.f;
+          p1 *= ((kbits >> (x + 1)) & 1u) ? p.dropout.keep_scale : 0.f;
+        }
         *reinterpret_cast<uint32_t*>(p_ptr + swz128_offset(kBk256, key_l[h2], q_c + 8 * j + 2 * t)) =
-            Elem<T>::pack(sacc[x], sacc[x + 1]);
+            Elem<T>::pack(p0, p1);
       }
     fence_proxy_async();  // the stores above before the wgmma (async proxy) reads below
     named_bar_sync(1, 128 * kConsumers);  // both consumers' halves of P^T written
@@ -1340,14 +1369,20 @@ __global__ void __launch_bounds__(kThreads, 1)
     wgmma_commit();
     wgmma_wait<1>();  // dP^T done (groups complete in order); dV may still run
     fence_regs(dpacc);
-    // dS^T = P^T (dP^T - dsum) (16-bit) to this consumer's 32 columns of the dS^T buffer; barrier 2.
+    // dS^T = P^T (dP^T - dsum) (DROP: sm80's rule, P^T (dP^T Z - dsum)) (16-bit) to this consumer's
+    // 32 columns of the dS^T buffer; barrier 2.
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const float2 dsm = *reinterpret_cast<const float2*>(dsum_s + 8 * j + 2 * t);
 #pragma unroll
       for (int h2 = 0; h2 < 2; ++h2) {
         const int x = 4 * j + 2 * h2;
-        const float ds0 = sacc[x] * (dpacc[x] - dsm.x), ds1 = sacc[x + 1] * (dpacc[x + 1] - dsm.y);
+        float dp0 = dpacc[x], dp1 = dpacc[x + 1];
+        if constexpr (DROP) {
+          dp0 *= ((kbits >> x) & 1u) ? p.dropout.keep_scale : 0.f;
+          dp1 *= ((kbits >> (x + 1)) & 1u) ? p.dropout.keep_scale : 0.f;
+        }
+        const float ds0 = sacc[x] * (dp0 - dsm.x), ds1 = sacc[x + 1] * (dp1 - dsm.y);
         *reinterpret_cast<uint32_t*>(ds_ptr + swz128_offset(kBk256, key_l[h2], q_c + 8 * j + 2 * t)) =
             Elem<T>::pack(ds0, ds1);
       }
@@ -1458,16 +1493,17 @@ cudaError_t launch(const FlashBwdParams& p, cudaStream_t stream) {
 }
 
 
-// Head dim 256 (flash_bwd_sm90_d256_kernel; bwd_applies: no mask, causal or the index masks, not
-// deterministic): as launch() without its DROP / DET / BIAS cases, key tiles of kBk256 = 64 keys.
-template <typename T, bool IDX>
+// Head dim 256 (flash_bwd_sm90_d256_kernel; bwd_applies: no mask, causal or the index masks, dropout,
+// not deterministic): as launch() without its DET / BIAS cases, key tiles of kBk256 = 64 keys.
+template <typename T, bool IDX, bool DROP = false>
 cudaError_t launch_d256(const FlashBwdParams& p, cudaStream_t stream) {
   constexpr int D = 256;
   const AttnShape& s = p.shape;
   const BwdWorkspaceParts ws = bwd_workspace_parts(p);
   if (!ws.dsum || !ws.lse2 || !ws.dq_acc || ws.hd != D || ws.tq_pad % kBq != 0 || !aligned16(ws.dq_acc))
     return cudaErrorNotSupported;
-  if (p.deterministic || p.score.bias || p.dbias || p.mask.mask || p.score.softcap != 0.f || p.dropout.rate > 0.f)
+  if (p.deterministic || p.score.bias || p.dbias || p.mask.mask || p.score.softcap != 0.f ||
+      (p.dropout.rate > 0.f) != DROP)
     return cudaErrorNotSupported;  // no code for them here
   CUtensorMap tq, tk, tv, tdo;
   if (!tma_map_rows(&tq, p.dtype, p.q, s.B, s.Tq, s.H, D, s.q_stride, kBq) ||
@@ -1475,7 +1511,7 @@ cudaError_t launch_d256(const FlashBwdParams& p, cudaStream_t stream) {
       !tma_map_rows(&tv, p.dtype, p.v, s.B, s.Tk, s.Hkv, D, s.v_stride, kBk256) ||
       !tma_map_rows(&tdo, p.dtype, p.d_o, s.B, s.Tq, s.H, D, s.o_stride, kBq))
     return cudaErrorNotSupported;  // nothing queued yet: the dispatch falls back to sm80
-  auto kernel = flash_bwd_sm90_d256_kernel<T, IDX>;
+  auto kernel = flash_bwd_sm90_d256_kernel<T, IDX, DROP>;
   const int smem = BwdSmem256<IDX>::kAlloc;
   cudaError_t err = set_dynamic_smem(kernel, smem);
   if (err != cudaSuccess) return cudaErrorNotSupported;  // nothing queued yet: sm80 takes it
@@ -1562,9 +1598,10 @@ bool bwd_applies(const FlashBwdParams& p) {
   }
   if (s.D == 256 && s.Dv == 256) {
     // flash_bwd_sm90_d256_kernel (opt-in): no mask, causal and the index masks (window, lengths,
-    // validity; its IDX instantiation); no dense mask, dropout, soft-cap, bias / dbias, determinism.
+    // validity; its IDX instantiation), dropout (IDX with DROP; the seed is checked below); no dense
+    // mask, soft-cap, bias / dbias, determinism.
     if (!bwd_d256_enabled() || p.deterministic) return false;
-    if (p.mask.mask || p.dropout.rate > 0.f || p.score.softcap != 0.f || p.score.bias || p.dbias) return false;
+    if (p.mask.mask || p.score.softcap != 0.f || p.score.bias || p.dbias) return false;
   } else if (s.D != s.Dv || (s.D != 128 && s.D != 64)) {
     return false;
   }
@@ -1601,8 +1638,10 @@ template <bool DET>
 cudaError_t bwd_pick(const FlashBwdParams& p, cudaStream_t stream) {
   const bool bf16 = p.dtype == DType::kBFloat16;
   const MaskParams& m = p.mask;
-  if (p.shape.D == 256) {  // bwd_applies: no mask, causal or the index masks, not deterministic
+  if (p.shape.D == 256) {  // bwd_applies: no mask, causal or the index masks, dropout; not deterministic
     if constexpr (DET) return cudaErrorNotSupported;  // nothing queued: sm80's
+    if (p.dropout.rate > 0.f)  // dropout runs the index-masked kernel (any index mask, or none)
+      return bf16 ? launch_d256<__nv_bfloat16, true, true>(p, stream) : launch_d256<__half, true, true>(p, stream);
     if (m.window_left >= 0 || m.window_right >= 0 || m.q_lengths || m.k_lengths || m.q_valid || m.k_valid)
       return bf16 ? launch_d256<__nv_bfloat16, true>(p, stream) : launch_d256<__half, true>(p, stream);
     return bf16 ? launch_d256<__nv_bfloat16, false>(p, stream) : launch_d256<__half, false>(p, stream);
