@@ -1068,7 +1068,9 @@ __global__ void bwd_dq_sm90_convert_kernel(const FlashBwdParams p, const float* 
 //   empty[s] (256).
 // Not yet here (first version): overlap of the P pass with products (both consumers meet on
 // barriers 1 and 2 every unit, so the tensor cores idle during the P pass and the P^T stores),
-// the next unit's S^T issued before this unit's dK finishes, dQ by the bulk reduce-add, dK / dV
+// the next unit's S^T issued before this unit's dK finishes (tried 2026-12-01 as a variant, with P in
+// registers of its own: ptxas 13.0 serialized those kernels' wgmmas, C7515, and spilled 128 bytes,
+// with S^T / dP^T in flight across the unit loop's back edge), dQ by the bulk reduce-add, dK / dV
 // stored by TMA, soft-cap, a dense mask, bias, determinism.
 constexpr int kBk256 = 64;  // keys per CTA at D = 256 (rows of every consumer accumulator but dQ's)
 template <bool IDX>
