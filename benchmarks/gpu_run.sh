@@ -27,7 +27,8 @@
 #             validity) and dropout (0.1, 0.5; with an exact keep-mask check through dV), each case
 #             must launch the sm90 backward; backward TFLOP/s vs sm80, FA2 and cuDNN, with a dropout
 #             0.1 row) and compute-sanitizer memcheck of small cases (~6 min). SM90BWD_PHASES (default
-#             selftest,det,numerics,bench,sanitize; det: deterministic mode; racecheck, synccheck on request) limits the phases; SM90BWD_BUDGET (default 560 s) caps
+#             selftest,det,numerics,d256,bench,sanitize; det: deterministic mode; d256: the opt-in head-dim-256
+#             kernel's numerics; racecheck, synccheck on request) limits the phases; SM90BWD_BUDGET (default 560 s) caps
 #             the phases' timeouts together (a timed-out phase names its last case). Files:
 #             OUT/sm90bwd_summary.log and OUT/sm90bwd.tar.gz
 #   tune      no TensorFlow needed: the harness build, tile-configuration timings at T=16384 (D=64,
@@ -190,13 +191,13 @@ if [[ ,$what, == *,sm90bwd,* ]]; then (
   obj=$hb/flash_bwd_sm90.o
   { cuobjdump -sass $obj > $d/sm90bwd.sass 2>&1
     for ins in HGMMA UTMALDG SYNCS USETMAXREG WARPGROUP REDG UBLKRED LDL STL; do echo "$ins $(grep -c "$ins" $d/sm90bwd.sass)"; done
-    echo "== per kernel HGMMA count (expected 32 at D = 128, 20 at D = 64 (no-mask / causal kernels and IDX = index-masked ones alike), 21 in the self-test)"
+    echo "== per kernel HGMMA count (expected 32 at D = 128, 20 at D = 64 (no-mask / causal kernels and IDX = index-masked ones alike), 44 in flash_bwd_sm90_d256_kernel (all instantiations), 21 in the self-test, 17 in the D = 256 self-test)"
     awk '/Function :/{f=$3} /HGMMA/{n[f]++} END{for(k in n) print n[k], k}' $d/sm90bwd.sass; } > $d/sass_counts.txt 2>&1
   gzip -f $d/sm90bwd.sass
   cat $d/sass_counts.txt | cut -c1-160 | head -22
   fi
-  phases=${SM90BWD_PHASES:-selftest,det,numerics,bench,sanitize}
-  for ph in selftest:45 det:150 numerics:360 bench:180; do
+  phases=${SM90BWD_PHASES:-selftest,det,numerics,d256,bench,sanitize}
+  for ph in selftest:45 det:150 numerics:360 d256:240 bench:240; do
     [[ ,$phases, == *,${ph%%:*},* ]] || continue
     lim=$(cap ${ph#*:})
     (( lim >= 15 )) || { echo "phase ${ph%%:*} skipped: SM90BWD_BUDGET spent"; continue; }

@@ -3,7 +3,7 @@ compute capability 9.0) through the kernel harness, without TensorFlow, on an H1
 with torch, triton and pybind11):
 
   ARCHS=90 bash benchmarks/build_harness.sh
-  python3 benchmarks/sm90_bwd_check.py --phase selftest|det|numerics|bench|sanitize [--lib DIR] [--out DIR]
+  python3 benchmarks/sm90_bwd_check.py --phase selftest|det|numerics|d256|bench|sanitize [--lib DIR] [--out DIR]
 
 The sm90 backward is switched per call with the harness's set_sm90_bwd(1 / 0), so one process compares
 it with our sm80 backward; its launch counter (sm90_info()["bwd_launches"]) shows which path ran.
@@ -11,7 +11,9 @@ Phases (each its own process in `gpu_run.sh sm90bwd`, under a timeout):
   selftest  the forward's building blocks (sm90_selftest) and the backward's (sm90_bwd_selftest): wgmma
             m64n64k16 from two K-major operands (S^T = K Q^T), from two MN-major operands (dQ = dS K with
             dS stored transposed; B from column panel 0 and 1, and from key row 64 with K = 64), and the
-            S^T accumulators repacked as register A operands for dV += P^T dO.
+            S^T accumulators repacked as register A operands for dV += P^T dO; the D = 256 kernel's forms
+            (m64n32k16 K-major from row 32, m64n128k16 with B MN-major over two panels for dV / dK, and with A
+            and B MN-major from panels 2, 3 for dQ).
   numerics  dq / dk / dv on odd shapes (Tq, Tk not multiples of the 64 / 128 tiles, B*H > 1, GQA ratios
             1 and 4 and MQA, causal with both alignments, rows that see no key, Tk = 1, Tq = 1, d_lse,
             D = 64 and 128) and bigger ones, bf16 and fp16, against a float64 torch autograd reference;
@@ -40,6 +42,13 @@ Phases (each its own process in `gpu_run.sh sm90bwd`, under a timeout):
             DROP_EXACT_CASES (phase_drop_exact): q = 0, dO one-hot in row % D, so round(dV n / keep_scale)
             counts the kept (head, row) pairs of each (key, row % D) class: the backward's keep mask
             (regenerated in the S^T layout) against the host mask, exactly.
+  d256      the head-dim-256 kernel (flash_bwd_sm90_d256_kernel, opt-in with TF_FLASHATTN_SM90_BWD_D256=1,
+            which this script sets; UNTESTED ON A GPU when written): D256_CASES as numerics (no mask, causal
+            with both alignments, odd Tq / Tk, rows that see no key with exact zeros, GQA 4, MQA, Tq = 1,
+            Tk = 1, d_lse, bigger ones; the index masks: window, lengths, validity, poison_kv, a bitwise
+            no-mask check; dropout 0.1 / 0.5 with and without masks, and the exact keep-mask check through
+            dV (D256_DROP_EXACT_CASES); bf16 and fp16; each must launch the sm90 backward once), and two
+            calls it must refuse (soft-cap, a dense mask: sm80's, no sm90 launch).
   det       deterministic mode (TensorFlow's op determinism; the kernel's DET instantiations: dQ contributions
             added in key-tile order behind per-block counters): DET_CASES (no mask, causal with both alignments,
             GQA / MQA, D = 64 and 128, the index masks, dropout, many key tiles per query tile) as numerics,
@@ -48,15 +57,15 @@ Phases (each its own process in `gpu_run.sh sm90bwd`, under a timeout):
             (whether its dq differed bitwise is reported: it usually does with many key tiles); the sm90 path
             taken by each deterministic run (launch counter), the comparison sm80 run in deterministic mode.
   bench     backward TFLOP/s (FlashAttention's count: 2.5 x 4 B H T^2 D, halved when causal) at D = 128
-            (H = 16) and D = 64 (H = 32), T in {4096, 16384}, B*T = 16384, causal and not, bf16 (and fp16
-            at T = 4096): ours on sm90, ours on sm80 (same library), FlashAttention-2 and cuDNN (SDPA);
+            (H = 16), D = 64 (H = 32) and D = 256 (H = 8; the opt-in D = 256 kernel), T in {4096, 16384},
+            B*T = 16384, causal and not, bf16 (and fp16 at T = 4096, D = 128 and 256): ours on sm90, ours on sm80 (same library), FlashAttention-2 and cuDNN (SDPA);
             then milliseconds of the index-masked kernel at D = 128, T = 4096 (all-true key mask, 10 %
             key padding, causal window 1024, and dropout 0.1 without a mask and causal: the DROP kernel)
             against sm80 and the plain sm90 backward (bench_masks); then deterministic against default
             milliseconds (sm90 DET, sm90 default, sm80 deterministic) at D = 128 / 64, T = 4096 (bench_det).
   sanitize  small odd cases, bf16, for compute-sanitizer (three of them with index masks: a KV-cache
             window with GQA at D = 64, validity masks with all-false batch rows, lengths with a causal
-            window and a key length 0; two in deterministic mode).
+            window and a key length 0; two in deterministic mode; seven at D = 256).
 Writes OUT/sm90_bwd_<phase>.json.
 """
 import argparse
@@ -70,6 +79,9 @@ import torch
 # (flash_bwd_sm90.cu, bwd_det_mode; read once, at the first backward; by default not D = 64 with a causal
 # mask): this script checks all of them, so it sets 1 for its own process.
 os.environ.setdefault("TF_FLASHATTN_SM90_BWD_DET", "1")
+# The head-dim-256 kernel (flash_bwd_sm90_d256_kernel: no mask or causal) is opt-in until checked on a GPU:
+# TF_FLASHATTN_SM90_BWD_D256=1 (read once, at the first backward) lets the D256_CASES below take it.
+os.environ.setdefault("TF_FLASHATTN_SM90_BWD_D256", "1")
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from kernel_harness_check import DEV, Harness, err, make_inputs, reference, torch_sdpa_ms  # noqa: E402
@@ -212,6 +224,66 @@ DROP_CASES = [
     dict(name="drop01_big_d128_causal", B=1, Tq=2048, Tk=2048, H=4, D=128, dropout=0.1, causal=True, seed=(21, 22)),
     dict(name="drop05_big_d64", B=2, Tq=1024, Tk=1024, H=4, D=64, dropout=0.5, seed=(23, 24)),
 ]
+# Head dim 256 (flash_bwd_sm90_d256_kernel, opt-in: TF_FLASHATTN_SM90_BWD_D256=1, set above; key tiles of 64
+# keys, so the tile edges are at multiples of 64): no mask and causal with both alignments, odd Tq / Tk,
+# rows that see no key (exact zeros), GQA 4, MQA, Tq = 1, Tk = 1, d_lse with a scale, bigger ones, and the
+# index masks (its IDX instantiation: window, lengths, validity, with poisoned K / V where no row looks and
+# one bitwise check against the kernel without masks), dropout (its DROP instantiation; and
+# D256_DROP_EXACT_CASES, the exact keep-mask check through dV); each must launch the sm90 backward once (the
+# same launch counter as D = 64 / 128). expect_sm80: what the D = 256 kernel does not take (soft-cap, a
+# dense mask: sm80's, no sm90 launch).
+D256_CASES = [
+    dict(name="d256_odd", B=2, Tq=113, Tk=203, H=3, D=256),
+    dict(name="d256_odd_causal_br", B=2, Tq=113, Tk=203, H=3, D=256, causal=True, offset=203 - 113),
+    dict(name="d256_odd_causal_tl", B=2, Tq=203, Tk=113, H=3, D=256, causal=True, offset=0),
+    dict(name="d256_empty_rows_causal", B=2, Tq=300, Tk=77, H=2, D=256, causal=True, offset=77 - 300),
+    dict(name="d256_gqa4_causal_br", B=3, Tq=257, Tk=390, H=8, Hkv=2, D=256, causal=True, offset=390 - 257),
+    dict(name="d256_gqa4", B=2, Tq=190, Tk=260, H=8, Hkv=2, D=256),
+    dict(name="d256_mqa_causal_tl", B=2, Tq=321, Tk=200, H=4, Hkv=1, D=256, causal=True),
+    dict(name="d256_tk1", B=2, Tq=130, Tk=1, H=2, D=256),
+    dict(name="d256_tq1", B=2, Tq=1, Tk=300, H=4, D=256),
+    dict(name="d256_tq1_causal_br", B=2, Tq=1, Tk=300, H=4, D=256, causal=True, offset=299),
+    dict(name="d256_tiles_exact_causal", B=1, Tq=128, Tk=256, H=2, D=256, causal=True, offset=128),
+    dict(name="d256_tiles_65_129_causal", B=2, Tq=65, Tk=129, H=2, D=256, causal=True),
+    dict(name="d256_tiles_63_127", B=2, Tq=63, Tk=127, H=2, D=256),
+    dict(name="d256_dlse_scale", B=2, Tq=129, Tk=255, H=2, D=256, scale=0.3, dlse=True),
+    dict(name="d256_big", B=2, Tq=1024, Tk=1024, H=4, D=256),
+    dict(name="d256_big_causal", B=1, Tq=2048, Tk=2048, H=4, D=256, causal=True),
+    # index masks (the IDX instantiation)
+    dict(name="d256_win_left", B=2, Tq=400, Tk=400, H=2, D=256, wl=100, poison_kv=True),
+    dict(name="d256_win_both_gqa", B=2, Tq=300, Tk=333, H=4, Hkv=2, D=256, wl=60, wr=20),
+    dict(name="d256_win_kvcache", B=2, Tq=77, Tk=611, H=4, Hkv=2, D=256, causal=True, offset=611 - 77, wl=63,
+         poison_kv=True),
+    dict(name="d256_win_causal_tl_empty_rows", B=2, Tq=300, Tk=200, H=2, D=256, causal=True, offset=-150, wl=30),
+    dict(name="d256_len_zero_full", B=3, Tq=300, Tk=333, H=2, D=256, qlen_vals=[300, 65, 0], klen_vals=[333, 0, 129]),
+    dict(name="d256_len_causal", B=3, Tq=260, Tk=390, H=2, D=256, qlen=True, klen=True, causal=True, offset=130),
+    dict(name="d256_len_skip_tiles", B=3, Tq=200, Tk=1000, H=2, D=256, qlen_vals=[200, 1, 129],
+         klen_vals=[130, 700, 257], poison_kv=True),
+    dict(name="d256_valid_false_rows", B=3, Tq=200, Tk=190, H=2, D=256, qvalid=True, kvalid=True,
+         qvalid_false_b=[1], kvalid_false_b=[2]),
+    dict(name="d256_valid_k_causal_mqa", B=2, Tq=257, Tk=257, H=4, Hkv=1, D=256, kvalid=True, causal=True),
+    dict(name="d256_all_masks_dlse", B=3, Tq=300, Tk=400, H=4, Hkv=2, D=256, causal=True, offset=100, wl=200,
+         qlen=True, klen=True, kvalid=True, qvalid=True, dlse=True, scale=0.3),
+    dict(name="d256_valid_all_true_bitwise", B=2, Tq=300, Tk=333, H=2, D=256, qvalid_all=True, kvalid_all=True,
+         nomask_bitwise=True),
+    # dropout (the DROP instantiation: the index-masked kernel with the forward's keep mask)
+    dict(name="d256_drop01", B=2, Tq=300, Tk=333, H=3, D=256, dropout=0.1, seed=(77, -5)),
+    dict(name="d256_drop05_causal_br_gqa", B=2, Tq=257, Tk=390, H=4, Hkv=2, D=256, dropout=0.5, causal=True,
+         offset=390 - 257, seed=(3, 9)),
+    dict(name="d256_drop05_empty_rows", B=2, Tq=300, Tk=77, H=2, D=256, dropout=0.5, causal=True, offset=77 - 300,
+         seed=(9, 10)),
+    dict(name="d256_drop01_lengths_window", B=3, Tq=300, Tk=333, H=2, D=256, dropout=0.1, qlen_vals=[300, 65, 0],
+         klen_vals=[333, 0, 129], wl=100, seed=(15, 16)),
+    dict(name="d256_drop01_tq1", B=2, Tq=1, Tk=300, H=2, D=256, dropout=0.1, seed=(8, 8)),
+    # calls the D = 256 kernel refuses: sm80's
+    dict(name="d256_softcap_sm80", B=2, Tq=113, Tk=203, H=3, D=256, softcap=20.0, expect_sm80=True),
+    dict(name="d256_dmask_sm80", B=2, Tq=113, Tk=203, H=3, D=256, mask=(1, 0), expect_sm80=True),
+]
+D256_DROP_EXACT_CASES = [
+    dict(name="d256_dvexact_05_gqa", B=2, Tq=333, Tk=257, H=4, Hkv=2, D=256, dropout=0.5, seed=(-7, 1 << 40)),
+    dict(name="d256_dvexact_01_klen", B=2, Tq=130, Tk=500, H=2, D=256, dropout=0.1, klen_vals=[500, 260],
+         seed=(21, 22)),
+]
 # Exact keep-mask checks of the backward (phase numerics, bf16 and fp16; phase_drop_exact): q = 0 (every
 # visible key of row i has P = 1 / n(i)), every row sees the same n keys (no mask, or k_lengths per batch),
 # dO[i] = one-hot(i % D), so dV[j, d] n / keep_scale = the number of kept (h, i) pairs of key j with
@@ -242,7 +314,9 @@ SANITIZE = ("odd_d128", "odd_d128_causal_br", "empty_rows_causal", "gqa4_d128_ca
             "odd_d64", "gqa4_d64_causal_tl", "win_kvcache_odd_d64", "valid_false_rows", "len_window_causal",
             "drop05_d64_causal_gqa", "drop01_lengths", "odd_d64_causal_br_det", "win_kvcache_odd_d64_det",
             "odd_d128_causal_br_det", "len_window_causal_det",
-            "dmask_softcap_lengths", "dmask_causal_gqa_d64", "bias_softcap_len_d64")
+            "dmask_softcap_lengths", "dmask_causal_gqa_d64", "bias_softcap_len_d64",
+            "d256_odd_causal_br", "d256_empty_rows_causal", "d256_gqa4", "d256_tiles_65_129_causal",
+            "d256_win_kvcache", "d256_len_zero_full", "d256_drop05_causal_br_gqa")
 GRADS = ("dq", "dk", "dv")
 MASK_KEYS = ("qlen", "klen", "qvalid", "kvalid")  # the tensors of the index masks in a case's inputs
 
@@ -513,11 +587,11 @@ def phase_drop_exact(h, log, cases, dtypes):
 def phase_bench(h, log, quick):
     rows = []
     shapes = []
-    for D, H in ((128, 16), (64, 32)):
+    for D, H in ((128, 16), (64, 32), (256, 8)):  # D = 256: flash_bwd_sm90_d256_kernel (opt-in, set above)
         for T in ((4096,) if quick else (4096, 16384)):
             for causal in (False, True):
                 shapes.append((D, H, T, causal, torch.bfloat16))
-    shapes += [(128, 16, 4096, False, torch.float16)]
+    shapes += [(128, 16, 4096, False, torch.float16), (256, 8, 4096, False, torch.float16)]
     for D, H, T, causal, dt in shapes:
         B = max(1, 16384 // T)
         c = dict(B=B, Tq=T, Tk=T, H=H, D=D, causal=causal)
@@ -610,7 +684,8 @@ def bench_masks(h, log, plain_rows):
     with the last 10 % of each sequence padded, and a causal sliding window of 1024 keys; then dropout 0.1
     without a mask and causal (the DROP kernel); each on sm90 and sm80, with the plain sm90 backward of
     the same shape (no mask / causal) for reference. At D = 64 (H = 32): the two key-mask rows and a
-    head-broadcast bias [1, H, T, T] with dbias at T = 2048 (the bias copy of the D = 64 IDX kernel)."""
+    head-broadcast bias [1, H, T, T] with dbias at T = 2048 (the bias copy of the D = 64 IDX kernel). At D = 256
+    (H = 8): the padded key mask and dropout 0.1 (the opt-in D = 256 kernel's IDX and DROP instantiations)."""
     rows = []
     B, T = 4, 4096
     plain = {(r["D"], r["T"], r["causal"]): r.get("sm90_bwd_ms") for r in plain_rows if r["dtype"] == "bfloat16"}
@@ -619,6 +694,8 @@ def bench_masks(h, log, plain_rows):
     # D = 64 (H = 32): the IDX kernel with and without a bias (the bias copy makes that kernel larger; its
     # no-bias rows are compared with the build before bias), the bias head-broadcast [1, H, T, T], T = 2048.
     features += [(f, 64) for f in ("key_mask_true", "key_mask_pad10", "bias_head")]
+    # D = 256 (H = 8): the opt-in kernel's IDX and DROP instantiations.
+    features += [(f, 256) for f in ("key_mask_pad10", "dropout_0.1")]
     for feature, D in features:
         H = 2048 // D
         T_ = 2048 if feature == "bias_head" else T
@@ -662,7 +739,7 @@ def bench_masks(h, log, plain_rows):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--phase", required=True, choices=("selftest", "det", "numerics", "bench", "sanitize"))
+    ap.add_argument("--phase", required=True, choices=("selftest", "det", "numerics", "d256", "bench", "sanitize"))
     ap.add_argument("--lib", default=".harness_build")
     ap.add_argument("--out", default=None)
     ap.add_argument("--quick", action="store_true")
@@ -684,11 +761,15 @@ def main():
         dropped = rows[n_prev:]
         print(f"numerics (dropout): {sum(r['ok'] for r in dropped)} / {len(dropped)} pass", file=log, flush=True)
         print(f"numerics: {sum(r['ok'] for r in rows)} / {len(rows)} pass", file=log, flush=True)
+    elif args.phase == "d256":
+        rows = phase_numerics(h, log, D256_CASES, (torch.bfloat16, torch.float16))
+        rows += phase_drop_exact(h, log, D256_DROP_EXACT_CASES, (torch.bfloat16, torch.float16))
+        print(f"numerics (D = 256): {sum(r['ok'] for r in rows)} / {len(rows)} pass", file=log, flush=True)
     elif args.phase == "det":
         rows = phase_numerics(h, log, DET_CASES, (torch.bfloat16, torch.float16))
         print(f"numerics (deterministic): {sum(r['ok'] for r in rows)} / {len(rows)} pass", file=log, flush=True)
     elif args.phase == "sanitize":
-        rows = phase_numerics(h, log, [c for c in NUM_CASES + MASK_CASES + DROP_CASES + DET_CASES
+        rows = phase_numerics(h, log, [c for c in NUM_CASES + MASK_CASES + DROP_CASES + DET_CASES + D256_CASES
                                        if c["name"] in SANITIZE],
                               (torch.bfloat16,))
         print(f"numerics: {sum(r['ok'] for r in rows)} / {len(rows)} pass", file=log, flush=True)

@@ -12,7 +12,8 @@
 // default on 9.0, TF_FLASHATTN_SM90_BWD=0 off: float16 / bfloat16, D == Dv in {64, 128}, index masks
 // (causal, window, lengths, [B, Tq] / [B, Tk] validity) or none, dropout or none, soft-cap, a dense
 // mask and (D = 64) bias / dbias (those three not with dropout), deterministic mode with
-// TF_FLASHATTN_SM90_BWD_DET=1 (an ordered dQ reduction; else sm80's); sm90::bwd_applies). Per-target folders: cpu/ (the CPU
+// TF_FLASHATTN_SM90_BWD_DET=1 (an ordered dQ reduction; else sm80's); D == Dv == 256 (no mask,
+// causal, index masks) only with TF_FLASHATTN_SM90_BWD_D256=1, untested on a GPU; sm90::bwd_applies). Per-target folders: cpu/ (the CPU
 // kernels, own dispatch in cpu/flash_cpu_dispatch.cc), sm80/ (every GPU from sm_80 on), sm90/
 // (Hopper-only kernels); shared pieces (params, Philox, masking rules, launch helpers) in common/.
 #include <cstdint>

@@ -178,8 +178,10 @@ constexpr int kFwdSelftests = 6;
 // dbias at D = 64 only, their query / key strides below 2^23), deterministic mode (the ordered
 // dQ reduction, per bwd_det_mode (by default not at D = 64 with a causal mask) and when the
 // workspace holds its counters: BwdWorkspaceParts::dq_sem) or not, 16-byte
-// aligned tensors and strides, a workspace, compute capability 9.0. It uses
-// flash_bwd_workspace_bytes' workspace as the sm80 backward does (same size).
+// aligned tensors and strides, a workspace, compute capability 9.0; and, opt-in with
+// TF_FLASHATTN_SM90_BWD_D256=1 (read once; UNTESTED ON A GPU), D == Dv == 256 without a mask, causal
+// or with the index masks (window, lengths, validity), not deterministic. It uses flash_bwd_workspace_bytes' workspace as the sm80
+// backward does (same size).
 bool bwd_applies(const FlashBwdParams& p);
 // Its launcher; cudaErrorNotSupported (before any work is queued) when the tensor maps cannot be
 // made: the caller falls back to sm80.
@@ -193,9 +195,12 @@ int64_t bwd_launches();
 // Self-test of the backward's building blocks (which: 0 wgmma m64n64k16 SS K-major (S^T = K Q^T),
 // 1 / 2 wgmma m64n64k16 SS with A and B MN-major (dQ = dS K; B from column panel 0 / 1), 3 the
 // same from key row 64 with K = 64 (the D = 64 split), 4 the P^T dO form: A from the S^T
-// accumulators of test 0 repacked in registers, B MN-major [64 x 128]); returns as selftest().
+// accumulators of test 0 repacked in registers, B MN-major [64 x 128]; the head-dim-256 kernel's forms:
+// 5 wgmma m64n32k16 SS K-major with B from row 32, 6 m64n128k16 SS with A K-major and B MN-major
+// (dV += P^T dO), 7 m64n128k16 SS with A and B MN-major, B panels 2 and 3 (dQ = dS K)); returns as
+// selftest().
 int bwd_selftest(int which, double* max_err, char* msg, int msg_len);
-constexpr int kBwdSelftests = 5;
+constexpr int kBwdSelftests = 8;
 }  // namespace sm90
 
 }  // namespace cuda

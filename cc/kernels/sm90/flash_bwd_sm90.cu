@@ -1,4 +1,6 @@
-// Hopper-native FlashAttention backward (sm_90a only): float16 / bfloat16, D == Dv in {64, 128},
+// Hopper-native FlashAttention backward (sm_90a only): float16 / bfloat16, D == Dv in {64, 128}
+// (and D == Dv == 256 without a mask, causal or with the index masks, opt-in and UNTESTED ON A GPU: its own kernel and
+// header comment below, "Head dim 256"; the rest of this comment is about D = 64 / 128),
 // no mask, causal (any causal_offset) and the other index masks the Hopper forward takes (sliding
 // window, q / k lengths, [B, Tq] / [B, Tk] validity masks; sm80's rules, below), and dropout (with
 // any of those or none; below), soft-cap and a dense mask (in the IDX kernel, not with dropout), an
@@ -299,7 +301,7 @@ __device__ __forceinline__ void red_release_gpu_max(int* ptr, int v) {
   asm volatile("red.release.gpu.global.max.s32 [%0], %1;" ::"l"(ptr), "r"(v) : "memory");
 }
 
-// The query tiles that key tile [j0, j0 + kBk) visits: [qb_lo, qb_lo + nq) for each of the G
+// The query tiles that key tile [j0, j0 + KB) visits (KB = kBk, or kBk256 for the D = 256 kernel): [qb_lo, qb_lo + nq) for each of the G
 // heads (units n = hl * nq + (qb - qb_lo)).
 //   Without IDX (no mask, causal): [qb_lo, nqb), causal from the first row that sees key j0.
 //   IDX: sm80's rule (KeyTileUnits, common/flash_cuda_common.cuh: the tiles whose rows' causal /
@@ -307,7 +309,7 @@ __device__ __forceinline__ void red_release_gpu_max(int* ptr, int v) {
 //   less the trailing tiles that see no key at all (KeyTileUnits::sees; at most the two whose
 //   first row starts past k_lengths). Any tile in it that saw none of the tile's keys would only
 //   add zeros (every element masked: P = 0, dS = 0).
-template <bool IDX>
+template <bool IDX, int KB = kBk>
 struct Units {
   int qb_lo = 0, nq = 0, n = 0;
   __device__ Units(const AttnShape& sh, bool causal, int64_t off, int64_t j0, const MaskParams& m, int64_t b) {
@@ -320,7 +322,7 @@ struct Units {
       nq = static_cast<int>(nqb - lo);
     } else {
       const int G = static_cast<int>(sh.H / sh.Hkv);
-      const KeyTileUnits<kBq> u(m, static_cast<int>(nqb), q_limit(m, sh, b), k_limit(m, sh, b), j0, kBk, G);
+      const KeyTileUnits<kBq> u(m, static_cast<int>(nqb), q_limit(m, sh, b), k_limit(m, sh, b), j0, KB, G);
       int hi = u.hi;
       while (hi > u.lo && !u.sees(hi - 1)) --hi;
       qb_lo = u.lo;
@@ -999,6 +1001,449 @@ __global__ void bwd_dq_sm90_convert_kernel(const FlashBwdParams p, const float* 
   }
 }
 
+// ---- Head dim 256 (flash_bwd_sm90_d256_kernel) ------------------------------------------------
+// UNTESTED ON A GPU (written 2026-12-01 without one): compiled for sm_90a only (ptxas figures
+// below); opt-in, taken only when TF_FLASHATTN_SM90_BWD_D256=1 (bwd_d256_enabled, read once), else
+// D = 256 keeps sm80's backward as before. benchmarks/sm90_bwd_check.py sets the variable and holds
+// its numerics / sanitize / bench cases.
+// Scope: float16 / bfloat16, D == Dv == 256, no mask or causal (any causal_offset), and the index
+// masks (window, q / k lengths, [B, Tq] / [B, Tk] validity: the <IDX = true> instantiation, the
+// D <= 128 IDX kernel's rules and code, "Index masks" above, for 64-key tiles: Units<IDX, 64>, the
+// producer's warp 2 writing each row's key range within [0, 64] and the unit's flag, the masked P
+// pass selecting by range and key_ok); GQA; dropout; not deterministic, no soft-cap, dense mask or
+// bias (bwd_applies sends those to sm80). Dropout (<IDX, DROP = true>, whenever rate > 0, as
+// "Dropout" above): the keep bits of the thread's S^T_c elements by drop_cols_bits<1, 4> (keys
+// j0 + 16 warp + g (+ 8), queries i0 + 32c + 8j + 2t + e), drawn per unit before its wait; Pd = P Z
+// goes to the P^T buffer (dV += Pd^T dO), dS = P (dP Z - dsum) (sm80's arithmetic).
+// FlashAttention-3's head-dim-256 tiling, written anew for this file's conventions:
+//   Grid (ceil(Tk / 64), Hkv, B): one CTA per key tile of kBk256 = 64 keys of one kv head (the
+//   D <= 128 kernel's 128 keys would need 128 x 256 floats of dK and as many of dV in the
+//   consumers' registers). CTA = 3 warpgroups (384 threads), the same roles and register split as
+//   above: warpgroup 0 produces (setmaxnreg.dec 24), warpgroups 1 and 2 consume (setmaxnreg.inc
+//   240). Units as above (Units<false>: query head of the group x 64-row query tile, causal from
+//   the first tile with a row that sees key j0).
+//   Producer: thread 0 loads K and V [64 x 256] once (TMA, 4 panels each, kv_full), then per unit Q
+//   and dO [64 x 256] into the kStages = 2 ring (TMA, full[s] with expect_tx 64 KiB); warp 1 copies
+//   the unit's lse2 / dsum rows and arrives on full[s] (1 + 32 arrivals). Consumers release stage s
+//   by arriving on empty[s] (256 arrivals).
+//   Per unit, consumer c (c = 0, 1) splits every product with the other consumer:
+//     S^T_c  = K Q_c^T     [64 keys x 32 queries (32c .. 32c+31)]  16 wgmma m64n32k16 SS, both
+//                          K-major (own commit group)
+//     dP^T_c = V dO_c^T    [64 x 32]                                16 wgmma m64n32k16 SS (own group)
+//     P^T_c = 2^(S^T scale log2e - lse2[q]) (0 where masked: tiles that cross the causal diagonal,
+//            Tk or Tq, by selection, as above), computed while dP^T_c runs
+//     P^T_c -> shared memory (16-bit, columns 32c .. 32c+31 of the [64 keys][64 queries] P^T buffer,
+//            128-byte swizzle; two buffers by unit parity), named barrier 1 (both consumers)
+//     dV_c  += P^T dO[:, 128c ..]   [64 keys x 128 dims]  4 wgmma m64n128k16 SS, A = P^T K-major,
+//                                   B = dO MN-major (panels 2c, 2c + 1); own commit group, issued
+//                                   before the dS^T pass so that it runs under it (and under the
+//                                   wait for dP^T_c)
+//     dS^T_c = P^T_c (dP^T_c - dsum[q]) -> the dS^T buffer (as P^T), named barrier 2
+//     dQ_c   = dS K[:, 128c ..]     [64 queries x 128]    4 wgmma m64n128k16 SS, A = dS read
+//                                   transposed (MN-major) from the dS^T buffer, B = K MN-major
+//                                   (panels 2c, 2c + 1); own commit group
+//     dK_c  += dS^T Q[:, 128c ..]   [64 x 128]            as dV with dS^T and Q; own commit group
+//     dQacc += dQ_c        once dQ's group is done, while dK runs (then it is waited for and
+//                          empty[s] arrived on): 16 float4 atomicAdd per thread into the
+//                          workspace's accumulator, in this file's fragment order (column groups
+//                          2c, 2c + 1 of the 64-row tile's block; float4 j holds columns
+//                          128c + 8j + 2t, +1 of rows 16w + g, + 8),
+//                          so bwd_dq_sm90_convert_kernel<T, 256> converts it unchanged. Not the
+//                          bulk reduce-add of D = 128: its staging (2 x 32 KiB) does not fit beside
+//                          a two-stage Q / dO ring (below).
+//   The two buffers of P^T / dS^T: consumer c writes unit n + 2's into the buffers unit n's products
+//   of the other consumer read; it does so after barriers 1 and 2 of unit n + 1, which the other
+//   consumer reaches only after waiting for all of unit n's products.
+//   Epilogue: dK * scale and dV from registers (dims 128c .. 128c+127 of the tile's 64 keys; 4-byte
+//   stores; keys past Tk skipped); a CTA with no unit writes zeros. Then bwd_dq_sm90_convert_kernel.
+//   Shared memory (BwdSmem256): K, V 2 x 32 KiB, Q and dO rings 2 x 2 x 32 KiB, P^T and dS^T 2 x 2 x
+//   8 KiB, rows 1 KiB, barriers 40 bytes: 230,440 bytes, + 1 KiB alignment slack = 231,464 bytes
+//   allocated, of the 232,448 (227 KiB) opt-in; IDX + 0.5 KiB of ranges and 16 bytes of flags:
+//   231,992. One CTA per SM.
+//   Registers per consumer thread: dV, dK 64 + 64 (their wgmma accumulators, the epilogue's
+//   values), S^T and dP^T 16 + 16 (dead once stored), dQ 64 (live from its issue to its atomics):
+//   peak 192 accumulators + addresses, within the 240 of setmaxnreg (ptxas 13.0: registers up to
+//   R217, 0 spills; 44 HGMMA, 16 UTMALDG, 16 REDG.E.ADD.F32x4 per kernel).
+//   Named barriers: 0 __syncthreads (setup), 1 both consumers after the P^T stores, 2 both consumers
+//   after the dS^T stores. mbarriers: kv_full (1 arrival + tx), full[s] (1 + 32, IDX 1 + 64),
+//   empty[s] (256).
+// Not yet here (first version): overlap of the P pass with products (both consumers meet on
+// barriers 1 and 2 every unit, so the tensor cores idle during the P pass and the P^T stores),
+// the next unit's S^T issued before this unit's dK finishes (tried 2026-12-01 as a variant, with P in
+// registers of its own: ptxas 13.0 serialized those kernels' wgmmas, C7515, and spilled 128 bytes,
+// with S^T / dP^T in flight across the unit loop's back edge), dQ by the bulk reduce-add, dK / dV
+// stored by TMA, soft-cap, a dense mask, bias, determinism.
+constexpr int kBk256 = 64;  // keys per CTA at D = 256 (rows of every consumer accumulator but dQ's)
+template <bool IDX>
+struct BwdSmem256 {
+  static constexpr int kD = 256;
+  static constexpr int kKBytes = kBk256 * kD * 2;   // K or V tile [64 x 256]: 32 KiB, 4 panels
+  static constexpr int kQBytes = kBq * kD * 2;      // Q or dO tile [64 x 256]: 32 KiB, 4 panels
+  static constexpr int kPBytes = kBk256 * kBq * 2;  // P^T or dS^T [64 keys x 64 queries]: 8 KiB, 1 panel
+  static constexpr int kK = 0;
+  static constexpr int kV = kK + kKBytes;
+  static constexpr int kQ = kV + kKBytes;             // + stage * kQBytes
+  static constexpr int kDo = kQ + kStages * kQBytes;  // + stage * kQBytes
+  static constexpr int kP = kDo + kStages * kQBytes;  // + buffer * kPBytes (unit parity)
+  static constexpr int kDs = kP + 2 * kPBytes;        // + buffer * kPBytes
+  static constexpr int kRows = kDs + 2 * kPBytes;     // float [kStages][2][kBq]: lse2, dsum
+  static constexpr int kRange = kRows + kStages * 2 * kBq * 4;  // IDX: int [kStages][kBq] key ranges
+  static constexpr int kFlag = kRange + kStages * kBq * 4;      // IDX: int [kStages] mask flags
+  static constexpr int kBars = IDX ? kFlag + 16 : kRange;       // kv_full, full[kStages], empty[kStages]
+  static constexpr int kBytes = kBars + 8 * (1 + 2 * kStages);
+  static constexpr int kAlloc = kBytes + 1024;        // slack to align the base to 1024
+};
+static_assert(BwdSmem256<false>::kRows % 1024 == 0, "every tile starts 1024-byte aligned (the swizzle's period)");
+static_assert(BwdSmem256<false>::kBytes == 230440 && BwdSmem256<false>::kAlloc == 231464 &&
+                  BwdSmem256<true>::kAlloc == 231992, "the layout of the header comment");
+static_assert(BwdSmem256<true>::kAlloc <= 227 * 1024, "D = 256 backward: over the opt-in shared memory");
+
+// q, d_o [B, Tq, H, 256] through tm_q / tm_do (boxes {64, 1, 64, 1}); k, v [B, Tk, Hkv, 256]
+// through tm_k / tm_v (boxes {64, 1, 64, 1}); dk, dv [B, Tk, Hkv, 256] and the dQ accumulator
+// [B, H, tq_pad, 256] from a. Grid (ceil(Tk / 64), Hkv, B). Without IDX no mask or causal; IDX: the
+// index masks (window, lengths, [B, Tq] / [B, Tk] validity; causal too), the D <= 128 IDX kernel's
+// rules and code; DROP (with IDX only): dropout (header comment above, "Head dim 256").
+template <typename T, bool IDX, bool DROP = false>
+__global__ void __launch_bounds__(kThreads, 1)
+    flash_bwd_sm90_d256_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
+                               const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_do,
+                               const __grid_constant__ BwdSm90Args a) {
+  static_assert(!DROP || IDX, "dropout runs the index-masked kernel");
+  constexpr int D = 256;
+  using L = BwdSmem256<IDX>;
+  extern __shared__ uint8_t smem_raw[];
+  const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
+  uint8_t* const tile_ptr = smem_raw + (base - smem_u32(smem_raw));
+  float* rows_f = reinterpret_cast<float*>(tile_ptr + L::kRows);
+  // IDX: per stage and row, the tile's keys the row sees (lo | hi << 16, [lo, hi) within [0, 64]),
+  // and per stage the unit's "mask needed" flag (the producer's warp 2).
+  int* range_i = reinterpret_cast<int*>(tile_ptr + L::kRange);
+  int* flag_i = reinterpret_cast<int*>(tile_ptr + L::kFlag);
+  const uint32_t kv_full = base + L::kBars;
+  const uint32_t full0 = kv_full + 8, empty0 = kv_full + 8 * (1 + kStages);
+
+  const FlashBwdParams& p = a.p;
+  const AttnShape& sh = p.shape;
+  const bool causal = p.mask.causal;
+  const int64_t off = p.mask.causal_offset;
+  const int hk = blockIdx.y, b = blockIdx.z;
+  const int G = static_cast<int>(sh.H / sh.Hkv);
+  const int64_t j0 = static_cast<int64_t>(blockIdx.x) * kBk256;
+  const Units<IDX, kBk256> units(sh, causal, off, j0, p.mask, b);
+
+  const int wg = threadIdx.x / 128;
+  if (threadIdx.x == 0) {
+    mbar_init(kv_full, 1);
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(full0 + 8 * s, 1 + 32 * (IDX ? 2 : 1));  // thread 0's expect_tx, warp 1 (IDX: and 2)
+      mbar_init(empty0 + 8 * s, 128 * kConsumers);
+    }
+    mbar_fence_init();
+  }
+  __syncthreads();
+
+  if (wg == 0) {
+    // ---- Producer warpgroup: thread 0 issues the TMA loads, warp 1 copies lse2 / dsum, IDX: warp 2
+    // writes the rows' key ranges and the mask flag. ----
+    setmaxnreg_dec<kProducerRegs>();
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (warp == 0 && lane == 0 && units.n > 0) {
+      tma_prefetch_map(&tm_q);
+      tma_prefetch_map(&tm_do);
+      mbar_arrive_expect_tx(kv_full, 2 * L::kKBytes);
+#pragma unroll
+      for (int j = 0; j < D / 64; ++j) {
+        tma_load_4d(base + L::kK + j * kBk256 * 128, &tm_k, kv_full, 64 * j, hk, static_cast<int>(j0), b);
+        tma_load_4d(base + L::kV + j * kBk256 * 128, &tm_v, kv_full, 64 * j, hk, static_cast<int>(j0), b);
+      }
+      for (int n = 0; n < units.n; ++n) {
+        const int s = n % kStages;
+        if (n >= kStages) mbar_wait(empty0 + 8 * s, ((n / kStages) - 1) & 1);
+        const int h = hk * G + n / units.nq, i0 = (units.qb_lo + n % units.nq) * kBq;
+        const uint32_t bar = full0 + 8 * s;
+        mbar_arrive_expect_tx(bar, 2 * L::kQBytes);
+#pragma unroll
+        for (int j = 0; j < D / 64; ++j) {
+          tma_load_4d(base + L::kQ + s * L::kQBytes + j * kBq * 128, &tm_q, bar, 64 * j, h, i0, b);
+          tma_load_4d(base + L::kDo + s * L::kQBytes + j * kBq * 128, &tm_do, bar, 64 * j, h, i0, b);
+        }
+      }
+    } else if (warp == 1) {
+      for (int n = 0; n < units.n; ++n) {
+        const int s = n % kStages;
+        if (n >= kStages) mbar_wait(empty0 + 8 * s, ((n / kStages) - 1) & 1);
+        const int64_t h = hk * G + n / units.nq, i0 = static_cast<int64_t>(units.qb_lo + n % units.nq) * kBq;
+#pragma unroll
+        for (int r = lane; r < kBq; r += 32) {
+          const int64_t i = i0 + r;
+          const int64_t row = (b * sh.H + h) * sh.Tq + i;
+          // Rows past Tq: any finite values (their elements are masked to 0).
+          rows_f[(2 * s) * kBq + r] = i < sh.Tq ? a.lse2[row] : 0.f;
+          rows_f[(2 * s + 1) * kBq + r] = i < sh.Tq ? a.dsum[row] : 0.f;
+        }
+        mbar_arrive(full0 + 8 * s);  // release: the stores above are visible to the waiting consumers
+      }
+    } else if (IDX && warp == 2) {
+      // As the D <= 128 IDX kernel's warp 2 (sm80's rules, common/flash_cuda_common.cuh), for a key
+      // tile of kBk256 keys: per unit, each row's keys of the tile (empty for rows that see none) and
+      // whether the unit needs the per-element mask (a row that does not see every key of the tile,
+      // or a key of the tile past k_lengths / Tk or failing k_valid).
+      const int64_t qlim = q_limit(p.mask, sh, b), klim = k_limit(p.mask, sh, b);
+      bool keys_ok = true;
+#pragma unroll
+      for (int x = lane; x < kBk256; x += 32) {
+        const int64_t j = j0 + x;
+        keys_ok &= j < klim && key_visible(p.mask, sh, b, j);
+      }
+      keys_ok = __all_sync(0xffffffffu, keys_ok);
+      for (int n = 0; n < units.n; ++n) {
+        const int s = n % kStages;
+        if (n >= kStages) mbar_wait(empty0 + 8 * s, ((n / kStages) - 1) & 1);
+        const int64_t i0 = static_cast<int64_t>(units.qb_lo + n % units.nq) * kBq;
+        bool partial = false;
+#pragma unroll
+        for (int r = lane; r < kBq; r += 32) {
+          const RowInfo ri = row_info(p.mask, sh, b, i0 + r, qlim, klim);
+          int lo = 0, hi = 0;
+          if (ri.ok) {
+            const int64_t kb = ri.kb - j0, ke = ri.ke - j0;
+            lo = kb <= 0 ? 0 : kb >= kBk256 ? kBk256 : static_cast<int>(kb);
+            hi = ke <= 0 ? 0 : ke >= kBk256 ? kBk256 : static_cast<int>(ke);
+          }
+          range_i[s * kBq + r] = lo | (hi << 16);
+          partial |= lo != 0 || hi != kBk256;
+        }
+        const bool need = !keys_ok || __any_sync(0xffffffffu, partial);
+        if (lane == 0) flag_i[s] = need ? 1 : 0;
+        mbar_arrive(full0 + 8 * s);
+      }
+    }
+    return;
+  }
+
+  // ---- Consumer warpgroups: queries 32c .. 32c+31 of S^T / dP^T, dims 128c .. 128c+127 of dK, dV, dQ. ----
+  setmaxnreg_inc<kConsumerRegs>();
+  const int c = wg - 1;
+  const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  const float sl2 = p.score.scale * 1.4426950408889634f;
+  // Keys (local to the tile) of accumulator rows h2 = 0 / 1: every m64 accumulator's rows are the
+  // tile's 64 keys (S^T, dP^T, dK, dV); dQ's rows are the unit's 64 queries in the same places.
+  const int key_l[2] = {16 * warp + g, 16 * warp + g + 8};
+  const int q_c = 32 * c;  // this consumer's queries of the unit (columns of S^T_c, dP^T_c)
+  // DROP: the Philox key of the seed, once per CTA (the warp's accumulator rows are keys
+  // j0 + 16 warp .. + 15).
+  uint32_t drop_key[2] = {0u, 0u};
+  if constexpr (DROP) {
+    if (units.n > 0) dropout_key(p.dropout, drop_key);
+  }
+  // IDX: whether this thread's two keys are below k_lengths (and Tk) and pass k_valid.
+  bool key_ok[2] = {true, true};
+  if constexpr (IDX) {
+    if (units.n > 0) {
+      const int64_t klim = k_limit(p.mask, sh, b);
+#pragma unroll
+      for (int h2 = 0; h2 < 2; ++h2) {
+        const int64_t key = j0 + key_l[h2];
+        key_ok[h2] = key < klim && key_visible(p.mask, sh, b, key);
+      }
+    }
+  }
+
+  float dv[64], dk[64];  // [64 keys x 128 dims]: d[4j + 2h2 + e] = (key_l[h2], 128c + 8j + 2t + e)
+#pragma unroll
+  for (int i = 0; i < 64; ++i) dv[i] = dk[i] = 0.f;
+
+  if (units.n > 0) mbar_wait(kv_full, 0);
+  const uint32_t k_t = base + L::kK, v_t = base + L::kV;
+  for (int n = 0; n < units.n; ++n) {
+    const int s = n % kStages;
+    const int64_t h = hk * G + n / units.nq, i0 = static_cast<int64_t>(units.qb_lo + n % units.nq) * kBq;
+    // DROP: the unit's keep bits, bit x for element x of S^T_c (drop_cols_bits<1, 4>: the thread's
+    // keys j0 + 16 warp + g (+ 8), queries i0 + q_c + 8j + 2t + e, bit 4j + 2h2 + e = x: the forward's
+    // mask, flash_params.h's rule), drawn before the wait for the unit's tiles, as the D <= 128 DROP
+    // kernel does.
+    uint32_t kbits = 0u;
+    if constexpr (DROP) {
+      uint32_t bits[1];
+      const DropTile dt{drop_key[0], drop_key[1], p.dropout.threshold << 16, static_cast<uint32_t>(h),
+                        static_cast<uint32_t>(b), p.dropout.keep_scale};
+      drop_cols_bits<1, 4>(bits, dt, j0 + 16 * warp, i0 + q_c, g, t);
+      kbits = bits[0];
+      asm volatile("" : "+r"(kbits)::"memory");  // drawn before the wait below
+    }
+    mbar_wait(full0 + 8 * s, (n / kStages) & 1);
+    const uint32_t q_t = base + L::kQ + s * L::kQBytes;
+    const uint32_t do_t = base + L::kDo + s * L::kQBytes;
+    const uint32_t p_t = base + L::kP + (n & 1) * L::kPBytes;
+    const uint32_t ds_t = base + L::kDs + (n & 1) * L::kPBytes;
+
+    // S^T_c = K Q_c^T and dP^T_c = V dO_c^T: [64 keys x 32 queries], contraction over D in 16 k16
+    // steps (panel k / 4, 32 bytes per step within a 128-byte row; rows 32c .. 32c+31 of Q / dO's
+    // panels start at 32c * 128 bytes, a multiple of 1024).
+    float sacc[16], dpacc[16];
+    wgmma_fence();
+#pragma unroll
+    for (int k = 0; k < D / 16; ++k) {
+      const uint32_t koff = (k / 4) * kBk256 * 128 + (k % 4) * 32;
+      const uint32_t qoff = (k / 4) * kBq * 128 + q_c * 128 + (k % 4) * 32;
+      wgmma_ss_m64n32k16<0, 0>(WgmmaType<T>{}, sacc, wgmma_desc(k_t + koff, 16, 1024), wgmma_desc(q_t + qoff, 16, 1024),
+                               k > 0);
+    }
+    wgmma_commit();  // S^T: its own group, so that P^T is computed while dP^T runs
+#pragma unroll
+    for (int k = 0; k < D / 16; ++k) {
+      const uint32_t koff = (k / 4) * kBk256 * 128 + (k % 4) * 32;
+      const uint32_t qoff = (k / 4) * kBq * 128 + q_c * 128 + (k % 4) * 32;
+      wgmma_ss_m64n32k16<0, 0>(WgmmaType<T>{}, dpacc, wgmma_desc(v_t + koff, 16, 1024),
+                               wgmma_desc(do_t + qoff, 16, 1024), k > 0);
+    }
+    wgmma_commit();
+    wgmma_wait<1>();  // S^T done (groups complete in order); dP^T may still run
+    fence_regs(sacc);
+
+    // P^T in place: element x = 4j + 2h2 + e is (key key_l[h2], query q_c + 8j + 2t + e). Two
+    // straight-line copies of the pass, one branch per unit (as the first kernel's p_pass).
+    const float* lse2_s = rows_f + (2 * s) * kBq + q_c;
+    const float* dsum_s = rows_f + (2 * s + 1) * kBq + q_c;
+    // IDX: the producer's per-unit flag; the ranges select P = 0 (never a product with 2^(S - lse2):
+    // fully masked rows have lse2 = -inf), so dS = 0 too.
+    const bool need_mask = IDX ? flag_i[s] != 0
+                               : i0 + kBq > sh.Tq || j0 + kBk256 > sh.Tk || (causal && j0 + kBk256 - 1 > i0 + off);
+    const int* range_s = range_i + s * kBq + q_c;
+    auto p_pass = [&](auto mask_c) {
+      constexpr bool kMasked = decltype(mask_c)::value;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const float2 l2 = *reinterpret_cast<const float2*>(lse2_s + 8 * j + 2 * t);
+        int2 rg = make_int2(0, 0);  // IDX: the key ranges of queries q_c + 8j + 2t, +1
+        if constexpr (IDX && kMasked) rg = *reinterpret_cast<const int2*>(range_s + 8 * j + 2 * t);
+#pragma unroll
+        for (int h2 = 0; h2 < 2; ++h2)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int x = 4 * j + 2 * h2 + e;
+            float pv = fast_exp2(sacc[x] * sl2 - (e ? l2.y : l2.x));
+            if constexpr (kMasked && IDX) {
+              const int r = e ? rg.y : rg.x;
+              if (!(key_ok[h2] && key_l[h2] >= (r & 0xffff) && key_l[h2] < (r >> 16))) pv = 0.f;
+            } else if constexpr (kMasked) {
+              const int64_t key = j0 + key_l[h2], qi = i0 + q_c + 8 * j + 2 * t + e;
+              if (key >= sh.Tk || qi >= sh.Tq || (causal && key > qi + off)) pv = 0.f;
+            }
+            sacc[x] = pv;
+          }
+      }
+    };
+    if (need_mask)
+      p_pass(std::true_type{});
+    else
+      p_pass(std::false_type{});
+    // P^T (16-bit; DROP: Pd^T = P^T Z, Z = keep_scale where kept, else 0, the dV operand) to this
+    // consumer's 32 columns of the shared P^T buffer ([key][query], one 128-byte-swizzled panel of 64
+    // rows), while dP^T may still run; then barrier 1 (both halves).
+    uint8_t* const p_ptr = tile_ptr + L::kP + (n & 1) * L::kPBytes;
+    uint8_t* const ds_ptr = tile_ptr + L::kDs + (n & 1) * L::kPBytes;
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int h2 = 0; h2 < 2; ++h2) {
+        const int x = 4 * j + 2 * h2;
+        float p0 = sacc[x], p1 = sacc[x + 1];
+        if constexpr (DROP) {
+          p0 *= ((kbits >> x) & 1u) ? p.dropout.keep_scale : 0.f;
+          p1 *= ((kbits >> (x + 1)) & 1u) ? p.dropout.keep_scale : 0.f;
+        }
+        *reinterpret_cast<uint32_t*>(p_ptr + swz128_offset(kBk256, key_l[h2], q_c + 8 * j + 2 * t)) =
+            Elem<T>::pack(p0, p1);
+      }
+    fence_proxy_async();  // the stores above before the wgmma (async proxy) reads below
+    named_bar_sync(1, 128 * kConsumers);  // both consumers' halves of P^T written
+
+    // dV_c += P^T dO[:, 128c ..] (its own commit group), issued before the dS^T pass so that it runs
+    // under it: contraction over the 64 queries in k16 steps (A = P^T K-major, 32 bytes per step
+    // within its rows; B = dO MN-major, 16 rows = 2 KiB per step, N = 128 over panels 2c and 2c + 1,
+    // LBO = the panel stride).
+    fence_regs(dv);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+      wgmma_ss_m64n128k16_tr<0, 1>(WgmmaType<T>{}, dv, wgmma_desc(p_t + kk * 32, 16, 1024),
+                                   wgmma_desc(do_t + 2 * c * kBq * 128 + kk * 2048, kBq * 128, 1024), 1);
+    wgmma_commit();
+    wgmma_wait<1>();  // dP^T done (groups complete in order); dV may still run
+    fence_regs(dpacc);
+    // dS^T = P^T (dP^T - dsum) (DROP: sm80's rule, P^T (dP^T Z - dsum)) (16-bit) to this consumer's
+    // 32 columns of the dS^T buffer; barrier 2.
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const float2 dsm = *reinterpret_cast<const float2*>(dsum_s + 8 * j + 2 * t);
+#pragma unroll
+      for (int h2 = 0; h2 < 2; ++h2) {
+        const int x = 4 * j + 2 * h2;
+        float dp0 = dpacc[x], dp1 = dpacc[x + 1];
+        if constexpr (DROP) {
+          dp0 *= ((kbits >> x) & 1u) ? p.dropout.keep_scale : 0.f;
+          dp1 *= ((kbits >> (x + 1)) & 1u) ? p.dropout.keep_scale : 0.f;
+        }
+        const float ds0 = sacc[x] * (dp0 - dsm.x), ds1 = sacc[x + 1] * (dp1 - dsm.y);
+        *reinterpret_cast<uint32_t*>(ds_ptr + swz128_offset(kBk256, key_l[h2], q_c + 8 * j + 2 * t)) =
+            Elem<T>::pack(ds0, ds1);
+      }
+    }
+    fence_proxy_async();
+    named_bar_sync(2, 128 * kConsumers);  // both consumers' halves of dS^T written
+
+    // dQ_c = dS K[:, 128c ..] (own commit group): A = dS [64 queries x 64 keys] read transposed from
+    // dS^T (16 key rows = 2 KiB per step), B = K [64 keys x 128 dims] MN-major (panels 2c, 2c + 1).
+    // Then dK_c += dS^T Q[:, 128c ..] (own group), as dV. dQ's atomics are issued once dQ is done,
+    // while the tensor cores run dK.
+    float dq[64];
+    fence_regs(dk);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+      wgmma_ss_m64n128k16_tr<1, 1>(WgmmaType<T>{}, dq, wgmma_desc(ds_t + kk * 2048, kBk256 * 128, 1024),
+                                   wgmma_desc(k_t + 2 * c * kBk256 * 128 + kk * 2048, kBk256 * 128, 1024), kk > 0);
+    wgmma_commit();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+      wgmma_ss_m64n128k16_tr<0, 1>(WgmmaType<T>{}, dk, wgmma_desc(ds_t + kk * 32, 16, 1024),
+                                   wgmma_desc(q_t + 2 * c * kBq * 128 + kk * 2048, kBq * 128, 1024), 1);
+    wgmma_commit();
+    wgmma_wait<1>();  // dV and dQ done (groups complete in order); dK may still run
+    fence_regs(dq);
+
+    // dQacc block of (b, h, query tile): [64 x 256] in fragment order, column groups 2c, 2c + 1.
+    const int64_t blk_row = (static_cast<int64_t>(b) * sh.H + h) * a.tq_pad + i0;
+    float4* blk = reinterpret_cast<float4*>(a.dq_acc + blk_row * D + 2 * c * 64 * 64);
+#pragma unroll
+    for (int j = 0; j < 16; ++j)
+      atomicAdd(blk + (j / 8) * 1024 + (j % 8) * 128 + tid, make_float4(dq[4 * j], dq[4 * j + 1], dq[4 * j + 2], dq[4 * j + 3]));
+    wgmma_wait<0>();  // dK
+    fence_regs(dv);
+    fence_regs(dk);
+    mbar_arrive(empty0 + 8 * s);  // Q, dO and the rows of stage s are no longer read
+  }
+
+  // Epilogue: dK = scale * sum dS^T Q, dV = sum P^T dO (zeros when no unit saw the tile).
+  const float scale = p.score.scale;
+  T* dkp = static_cast<T*>(p.dk);
+  T* dvp = static_cast<T*>(p.dv);
+#pragma unroll
+  for (int h2 = 0; h2 < 2; ++h2) {
+    const int64_t key = j0 + key_l[h2];
+    if (key >= sh.Tk) continue;
+    T* dkr = dkp + b * sh.k_stride[0] + key * sh.k_stride[1] + hk * sh.k_stride[2] + 128 * c;
+    T* dvr = dvp + b * sh.v_stride[0] + key * sh.v_stride[1] + hk * sh.v_stride[2] + 128 * c;
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+      *reinterpret_cast<uint32_t*>(dkr + 8 * j + 2 * t) =
+          Elem<T>::pack(dk[4 * j + 2 * h2] * scale, dk[4 * j + 2 * h2 + 1] * scale);
+      *reinterpret_cast<uint32_t*>(dvr + 8 * j + 2 * t) = Elem<T>::pack(dv[4 * j + 2 * h2], dv[4 * j + 2 * h2 + 1]);
+    }
+  }
+}
+
 std::atomic<int64_t> g_launches{0};
 std::atomic<int> g_override{-1};
 
@@ -1050,6 +1495,44 @@ cudaError_t launch(const FlashBwdParams& p, cudaStream_t stream) {
   return err;
 }
 
+
+// Head dim 256 (flash_bwd_sm90_d256_kernel; bwd_applies: no mask, causal or the index masks, dropout,
+// not deterministic): as launch() without its DET / BIAS cases, key tiles of kBk256 = 64 keys.
+template <typename T, bool IDX, bool DROP = false>
+cudaError_t launch_d256(const FlashBwdParams& p, cudaStream_t stream) {
+  constexpr int D = 256;
+  const AttnShape& s = p.shape;
+  const BwdWorkspaceParts ws = bwd_workspace_parts(p);
+  if (!ws.dsum || !ws.lse2 || !ws.dq_acc || ws.hd != D || ws.tq_pad % kBq != 0 || !aligned16(ws.dq_acc))
+    return cudaErrorNotSupported;
+  if (p.deterministic || p.score.bias || p.dbias || p.mask.mask || p.score.softcap != 0.f ||
+      (p.dropout.rate > 0.f) != DROP)
+    return cudaErrorNotSupported;  // no code for them here
+  CUtensorMap tq, tk, tv, tdo;
+  if (!tma_map_rows(&tq, p.dtype, p.q, s.B, s.Tq, s.H, D, s.q_stride, kBq) ||
+      !tma_map_rows(&tk, p.dtype, p.k, s.B, s.Tk, s.Hkv, D, s.k_stride, kBk256) ||
+      !tma_map_rows(&tv, p.dtype, p.v, s.B, s.Tk, s.Hkv, D, s.v_stride, kBk256) ||
+      !tma_map_rows(&tdo, p.dtype, p.d_o, s.B, s.Tq, s.H, D, s.o_stride, kBq))
+    return cudaErrorNotSupported;  // nothing queued yet: the dispatch falls back to sm80
+  auto kernel = flash_bwd_sm90_d256_kernel<T, IDX, DROP>;
+  const int smem = BwdSmem256<IDX>::kAlloc;
+  cudaError_t err = set_dynamic_smem(kernel, smem);
+  if (err != cudaSuccess) return cudaErrorNotSupported;  // nothing queued yet: sm80 takes it
+  if ((err = bwd_dsum_tc(p, ws.dsum, ws.lse2, stream)) != cudaSuccess) return err;
+  const size_t acc_floats = static_cast<size_t>(s.B * s.H * ws.tq_pad) * D;
+  if ((err = cudaMemsetAsync(ws.dq_acc, 0, acc_floats * sizeof(float), stream)) != cudaSuccess) return err;
+  BwdSm90Args args{p, ws.dsum, ws.lse2, ws.dq_acc, ws.tq_pad, nullptr};
+  const dim3 grid(static_cast<unsigned>((s.Tk + kBk256 - 1) / kBk256), static_cast<unsigned>(s.Hkv),
+                  static_cast<unsigned>(s.B));
+  kernel<<<grid, kThreads, smem, stream>>>(tq, tk, tv, tdo, args);
+  if ((err = cudaGetLastError()) != cudaSuccess) return err;
+  const int64_t n4 = static_cast<int64_t>(acc_floats / 4);
+  const unsigned blocks = static_cast<unsigned>(n4 / 256 + 1 < 65536 * 16 ? n4 / 256 + 1 : 65536 * 16);
+  bwd_dq_sm90_convert_kernel<T, D><<<blocks, 256, 0, stream>>>(p, ws.dq_acc, ws.tq_pad);
+  err = cudaGetLastError();
+  if (err == cudaSuccess) g_launches.fetch_add(1, std::memory_order_relaxed);
+  return err;
+}
 }  // namespace
 
 bool bwd_enabled() {
@@ -1086,6 +1569,19 @@ int bwd_det_mode() {
   return mode;
 }
 
+// The head-dim-256 kernel (flash_bwd_sm90_d256_kernel, UNTESTED ON A GPU), opt-in until checked on
+// the H200: TF_FLASHATTN_SM90_BWD_D256=1 (read once) lets bwd_applies take D = Dv = 256 without a
+// mask, causal or with the index masks; unset or anything else keeps every D = 256 backward on sm80's.
+namespace {
+bool bwd_d256_enabled() {
+  static const bool on = [] {
+    const char* v = getenv("TF_FLASHATTN_SM90_BWD_D256");
+    return v && strcmp(v, "1") == 0;
+  }();
+  return on;
+}
+}  // namespace
+
 void set_bwd_enabled(int mode) { g_override.store(mode < 0 ? -1 : (mode ? 1 : 0), std::memory_order_relaxed); }
 
 int64_t bwd_launches() { return g_launches.load(std::memory_order_relaxed); }
@@ -1103,7 +1599,15 @@ bool bwd_applies(const FlashBwdParams& p) {
     if (mode == 0 || (mode == 2 && s.D == 64 && p.mask.causal)) return false;
     if (!bwd_workspace_parts(p).dq_sem) return false;
   }
-  if (s.D != s.Dv || (s.D != 128 && s.D != 64)) return false;
+  if (s.D == 256 && s.Dv == 256) {
+    // flash_bwd_sm90_d256_kernel (opt-in): no mask, causal and the index masks (window, lengths,
+    // validity; its IDX instantiation), dropout (IDX with DROP; the seed is checked below); no dense
+    // mask, soft-cap, bias / dbias, determinism.
+    if (!bwd_d256_enabled() || p.deterministic) return false;
+    if (p.mask.mask || p.score.softcap != 0.f || p.score.bias || p.dbias) return false;
+  } else if (s.D != s.Dv || (s.D != 128 && s.D != 64)) {
+    return false;
+  }
   if (s.Tk <= 0 || s.Tq <= 0 || s.Tq > (1ll << 31) - 2 * kBk || s.Tk > (1ll << 31) - 2 * kBk) return false;
   if (s.B <= 0 || s.H <= 0 || s.H > 65535 || s.B > 65535 || s.Hkv <= 0 || s.Hkv > 65535 || s.H % s.Hkv != 0)
     return false;
@@ -1137,6 +1641,14 @@ template <bool DET>
 cudaError_t bwd_pick(const FlashBwdParams& p, cudaStream_t stream) {
   const bool bf16 = p.dtype == DType::kBFloat16;
   const MaskParams& m = p.mask;
+  if (p.shape.D == 256) {  // bwd_applies: no mask, causal or the index masks, dropout; not deterministic
+    if constexpr (DET) return cudaErrorNotSupported;  // nothing queued: sm80's
+    if (p.dropout.rate > 0.f)  // dropout runs the index-masked kernel (any index mask, or none)
+      return bf16 ? launch_d256<__nv_bfloat16, true, true>(p, stream) : launch_d256<__half, true, true>(p, stream);
+    if (m.window_left >= 0 || m.window_right >= 0 || m.q_lengths || m.k_lengths || m.q_valid || m.k_valid)
+      return bf16 ? launch_d256<__nv_bfloat16, true>(p, stream) : launch_d256<__half, true>(p, stream);
+    return bf16 ? launch_d256<__nv_bfloat16, false>(p, stream) : launch_d256<__half, false>(p, stream);
+  }
   if (p.dropout.rate > 0.f) {  // dropout runs the index-masked kernel (any index mask, or none)
     if (p.shape.D == 128)
       return bf16 ? launch<__nv_bfloat16, 128, true, true, DET>(p, stream)
@@ -1277,6 +1789,144 @@ float st_bf16_round(float x) {  // round to nearest even, as __floats2bfloat162_
   return y;
 }
 
+
+// The head-dim-256 kernel's wgmma forms (bwd_selftest 5..7), one warpgroup, operands stored into
+// 128-byte-swizzled tiles (R = 64 rows) by ordinary stores, C float32 row-major:
+//   mode 5: C [64 x 32] = A B[32 .. 63]^T, A [64 x 128] and B [64 (n) x 128 (k)] both K-major, N = 32
+//     from row 32 of B's panels (S^T_c = K Q_c^T of consumer 1, wgmma_ss_m64n32k16<0, 0>).
+//   mode 6: C [64 x 128] = A Bm, A [64 x 64] K-major (one panel), Bm [64 (k) x 128] MN-major (two
+//     panels: dV_c += P^T dO[:, 128c ..], wgmma_ss_m64n128k16_tr<0, 1>).
+//   mode 7: C [64 x 128] = At^T Bm[:, 128 .. 255], At [64 (k) x 64 (m)] stored as is (A MN-major), Bm
+//     [64 (k) x 256] (four panels; consumer 1's dQ_c = dS K[:, 128 ..], wgmma_ss_m64n128k16_tr<1, 1>).
+// am: A (mode 7: At) row-major; bm: B (mode 5, [64 x 128]) or Bm ([64 x 128] / [64 x 256]) row-major.
+__global__ void selftest_bwd_d256_kernel(const __nv_bfloat16* am, const __nv_bfloat16* bm, float* c, int mode) {
+  extern __shared__ uint8_t smem_raw[];
+  const uint32_t raw = smem_u32(smem_raw);
+  const uint32_t base = (raw + 1023u) & ~1023u;
+  uint8_t* tile = smem_raw + (base - raw);
+  const uint32_t a_tile = base, b_tile = base + 64 * 128 * 2;  // A up to 16 KiB, then B up to 32 KiB
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  using Bf = __nv_bfloat16;
+  const int acols = mode == 5 ? 128 : 64, bcols = mode == 5 ? 128 : mode == 6 ? 128 : 256;
+  for (int i = tid; i < 64 * acols; i += 128)
+    *reinterpret_cast<Bf*>(tile + swz128_offset(64, i / acols, i % acols)) = am[i];
+  for (int i = tid; i < 64 * bcols; i += 128)
+    *reinterpret_cast<Bf*>(tile + 64 * 128 * 2 + swz128_offset(64, i / bcols, i % bcols)) = bm[i];
+  fence_proxy_async();
+  __syncthreads();
+  if (mode == 5) {
+    float acc[16];
+    wgmma_fence();
+#pragma unroll
+    for (int k = 0; k < 8; ++k)
+      wgmma_ss_m64n32k16<0, 0>(WgmmaType<Bf>{}, acc, wgmma_desc(a_tile + (k / 4) * 64 * 128 + (k % 4) * 32, 16, 1024),
+                               wgmma_desc(b_tile + (k / 4) * 64 * 128 + 32 * 128 + (k % 4) * 32, 16, 1024), k > 0);
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_regs(acc);
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      const int r = warp * 16 + g + 8 * ((i / 2) & 1), col = 8 * (i / 4) + 2 * t + (i & 1);
+      c[r * 32 + col] = acc[i];
+    }
+    return;
+  }
+  float acc[64];
+  wgmma_fence();
+  if (mode == 6) {
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+      wgmma_ss_m64n128k16_tr<0, 1>(WgmmaType<Bf>{}, acc, wgmma_desc(a_tile + kk * 32, 16, 1024),
+                                   wgmma_desc(b_tile + kk * 2048, 64 * 128, 1024), kk > 0);
+  } else {
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+      wgmma_ss_m64n128k16_tr<1, 1>(WgmmaType<Bf>{}, acc, wgmma_desc(a_tile + kk * 2048, 64 * 128, 1024),
+                                   wgmma_desc(b_tile + 2 * 64 * 128 + kk * 2048, 64 * 128, 1024), kk > 0);
+  }
+  wgmma_commit();
+  wgmma_wait<0>();
+  fence_regs(acc);
+#pragma unroll
+  for (int i = 0; i < 64; ++i) {
+    const int r = warp * 16 + g + 8 * ((i / 2) & 1), col = 8 * (i / 4) + 2 * t + (i & 1);
+    c[r * 128 + col] = acc[i];
+  }
+}
+
+// bwd_selftest 5..7 (selftest_bwd_d256_kernel's modes), returns as bwd_selftest.
+int bwd_selftest_d256(int which, double* max_err, char* msg, int msg_len) {
+  auto say = [&](const char* fmt, auto... args) {
+    if (msg && msg_len > 0) std::snprintf(msg, msg_len, fmt, args...);
+  };
+  const int acols = which == 5 ? 128 : 64, bcols = which == 7 ? 256 : 128;
+  const int N = which == 5 ? 32 : 128;
+  std::vector<float> af(64 * acols), bf(64 * bcols);
+  for (int i = 0; i < 64; ++i)
+    for (int j = 0; j < acols; ++j) af[i * acols + j] = st_value(i, j, 1);
+  for (int i = 0; i < 64; ++i)
+    for (int j = 0; j < bcols; ++j) bf[i * bcols + j] = st_value(i, j * 5, 4);
+  std::vector<double> ref(64 * N, 0.0);
+  for (int m = 0; m < 64; ++m)
+    for (int n = 0; n < N; ++n) {
+      double x = 0;
+      if (which == 5)
+        for (int k = 0; k < 128; ++k) x += static_cast<double>(af[m * 128 + k]) * bf[(32 + n) * 128 + k];
+      else if (which == 6)
+        for (int k = 0; k < 64; ++k) x += static_cast<double>(af[m * 64 + k]) * bf[k * 128 + n];
+      else
+        for (int k = 0; k < 64; ++k) x += static_cast<double>(af[k * 64 + m]) * bf[k * 256 + 128 + n];
+      ref[m * N + n] = x;
+    }
+  std::vector<uint16_t> ah(af.size()), bh(bf.size());
+  for (size_t i = 0; i < af.size(); ++i) ah[i] = st_bf16_bits(af[i]);
+  for (size_t i = 0; i < bf.size(); ++i) bh[i] = st_bf16_bits(bf[i]);
+  void *da = nullptr, *db = nullptr, *dc = nullptr;
+  const size_t cbytes = 64 * N * sizeof(float);
+  cudaError_t err = cudaMalloc(&da, ah.size() * 2);
+  if (err == cudaSuccess) err = cudaMalloc(&db, bh.size() * 2);
+  if (err == cudaSuccess) err = cudaMalloc(&dc, cbytes);
+  const int smem = 64 * 128 * 2 + 64 * 256 * 2 + 1024;
+  if (err == cudaSuccess) err = cudaMemcpy(da, ah.data(), ah.size() * 2, cudaMemcpyHostToDevice);
+  if (err == cudaSuccess) err = cudaMemcpy(db, bh.data(), bh.size() * 2, cudaMemcpyHostToDevice);
+  if (err == cudaSuccess) err = cudaMemset(dc, 0xff, cbytes);  // NaN
+  if (err == cudaSuccess)
+    err = cudaFuncSetAttribute(selftest_bwd_d256_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  if (err == cudaSuccess) {
+    selftest_bwd_d256_kernel<<<1, 128, smem>>>(static_cast<const __nv_bfloat16*>(da),
+                                               static_cast<const __nv_bfloat16*>(db), static_cast<float*>(dc), which);
+    err = cudaDeviceSynchronize();
+  }
+  std::vector<float> out(64 * N);
+  if (err == cudaSuccess) err = cudaMemcpy(out.data(), dc, cbytes, cudaMemcpyDeviceToHost);
+  cudaFree(da);
+  cudaFree(db);
+  cudaFree(dc);
+  if (err != cudaSuccess) {
+    say("CUDA error: %s", cudaGetErrorString(err));
+    return 0;
+  }
+  const char* what[] = {"wgmma m64n32k16 SS, A and B K-major, B from row 32 (S^T_c = K Q_c^T, D = 256, consumer 1)",
+                        "wgmma m64n128k16 SS, A K-major, B MN-major over two panels (dV_c += P^T dO, D = 256)",
+                        "wgmma m64n128k16 SS, A and B MN-major, B panels 2, 3 (dQ_c = dS K, D = 256, consumer 1)"};
+  int bad = 0, first = -1;
+  for (int i = 0; i < 64 * N; ++i) {
+    const double e = std::fabs(out[i] - ref[i]);
+    if (!(e <= 1e-3)) {
+      if (first < 0) first = i;
+      ++bad;
+      *max_err = std::isnan(e) ? INFINITY : std::max(*max_err, e);
+    }
+  }
+  if (bad) {
+    say("%s: %d of %d differ; first at (%d, %d): got %g want %g", what[which - 5], bad, 64 * N, first / N, first % N,
+        out[first], ref[first]);
+    return 0;
+  }
+  say("%s: exact (64 x %d)", what[which - 5], N);
+  return 1;
+}
+
 }  // namespace
 
 int bwd_selftest(int which, double* max_err, char* msg, int msg_len) {
@@ -1292,6 +1942,7 @@ int bwd_selftest(int which, double* max_err, char* msg, int msg_len) {
     say("needs compute capability 9.0");
     return -1;
   }
+  if (which >= 5) return bwd_selftest_d256(which, max_err, msg, msg_len);  // the D = 256 kernel's forms
   // Host operands (float values, exact in bfloat16) and the float64 reference.
   const bool kmaj = which == 0 || which == 4;
   const int arows = kmaj ? 64 : 128, acols = kmaj ? 128 : 64;
