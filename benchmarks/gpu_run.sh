@@ -27,7 +27,7 @@
 #             validity) and dropout (0.1, 0.5; with an exact keep-mask check through dV), each case
 #             must launch the sm90 backward; backward TFLOP/s vs sm80, FA2 and cuDNN, with a dropout
 #             0.1 row) and compute-sanitizer memcheck of small cases (~6 min). SM90BWD_PHASES (default
-#             selftest,det,numerics,d256,bench,sanitize; det: deterministic mode; d256: the opt-in head-dim-256
+#             selftest,det,numerics,d256,bench,sanitize; det: deterministic mode; d256: the head-dim-256
 #             kernel's numerics; racecheck, synccheck on request) limits the phases; SM90BWD_BUDGET (default 560 s) caps
 #             the phases' timeouts together (a timed-out phase names its last case). Files:
 #             OUT/sm90bwd_summary.log and OUT/sm90bwd.tar.gz

@@ -42,8 +42,8 @@ Phases (each its own process in `gpu_run.sh sm90bwd`, under a timeout):
             DROP_EXACT_CASES (phase_drop_exact): q = 0, dO one-hot in row % D, so round(dV n / keep_scale)
             counts the kept (head, row) pairs of each (key, row % D) class: the backward's keep mask
             (regenerated in the S^T layout) against the host mask, exactly.
-  d256      the head-dim-256 kernel (flash_bwd_sm90_d256_kernel, opt-in with TF_FLASHATTN_SM90_BWD_D256=1,
-            which this script sets; UNTESTED ON A GPU when written): D256_CASES as numerics (no mask, causal
+  d256      the head-dim-256 kernel (flash_bwd_sm90_d256_kernel, on by default; this script sets
+            TF_FLASHATTN_SM90_BWD_D256=1 in case the caller's environment turned it off): D256_CASES as numerics (no mask, causal
             with both alignments, odd Tq / Tk, rows that see no key with exact zeros, GQA 4, MQA, Tq = 1,
             Tk = 1, d_lse, bigger ones; the index masks: window, lengths, validity, poison_kv, a bitwise
             no-mask check; dropout 0.1 / 0.5 with and without masks, and the exact keep-mask check through
@@ -57,7 +57,7 @@ Phases (each its own process in `gpu_run.sh sm90bwd`, under a timeout):
             (whether its dq differed bitwise is reported: it usually does with many key tiles); the sm90 path
             taken by each deterministic run (launch counter), the comparison sm80 run in deterministic mode.
   bench     backward TFLOP/s (FlashAttention's count: 2.5 x 4 B H T^2 D, halved when causal) at D = 128
-            (H = 16), D = 64 (H = 32) and D = 256 (H = 8; the opt-in D = 256 kernel), T in {4096, 16384},
+            (H = 16), D = 64 (H = 32) and D = 256 (H = 8; the D = 256 kernel), T in {4096, 16384},
             B*T = 16384, causal and not, bf16 (and fp16 at T = 4096, D = 128 and 256): ours on sm90, ours on sm80 (same library), FlashAttention-2 and cuDNN (SDPA);
             then milliseconds of the index-masked kernel at D = 128, T = 4096 (all-true key mask, 10 %
             key padding, causal window 1024, and dropout 0.1 without a mask and causal: the DROP kernel)
@@ -79,9 +79,9 @@ import torch
 # (flash_bwd_sm90.cu, bwd_det_mode; read once, at the first backward; by default not D = 64 with a causal
 # mask): this script checks all of them, so it sets 1 for its own process.
 os.environ.setdefault("TF_FLASHATTN_SM90_BWD_DET", "1")
-# The head-dim-256 kernel (flash_bwd_sm90_d256_kernel: no mask or causal) is opt-in until checked on a GPU:
-# TF_FLASHATTN_SM90_BWD_D256=1 (read once, at the first backward) lets the D256_CASES below take it.
-os.environ.setdefault("TF_FLASHATTN_SM90_BWD_D256", "1")
+# The head-dim-256 kernel (flash_bwd_sm90_d256_kernel) is on by default; TF_FLASHATTN_SM90_BWD_D256=0
+# (read once, at the first backward) would keep the D256_CASES below off it, so this script sets 1.
+os.environ["TF_FLASHATTN_SM90_BWD_D256"] = "1"
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from kernel_harness_check import DEV, Harness, err, make_inputs, reference, torch_sdpa_ms  # noqa: E402
@@ -224,7 +224,7 @@ DROP_CASES = [
     dict(name="drop01_big_d128_causal", B=1, Tq=2048, Tk=2048, H=4, D=128, dropout=0.1, causal=True, seed=(21, 22)),
     dict(name="drop05_big_d64", B=2, Tq=1024, Tk=1024, H=4, D=64, dropout=0.5, seed=(23, 24)),
 ]
-# Head dim 256 (flash_bwd_sm90_d256_kernel, opt-in: TF_FLASHATTN_SM90_BWD_D256=1, set above; key tiles of 64
+# Head dim 256 (flash_bwd_sm90_d256_kernel, TF_FLASHATTN_SM90_BWD_D256=1 set above; key tiles of 64
 # keys, so the tile edges are at multiples of 64): no mask and causal with both alignments, odd Tq / Tk,
 # rows that see no key (exact zeros), GQA 4, MQA, Tq = 1, Tk = 1, d_lse with a scale, bigger ones, and the
 # index masks (its IDX instantiation: window, lengths, validity, with poisoned K / V where no row looks and
@@ -587,7 +587,7 @@ def phase_drop_exact(h, log, cases, dtypes):
 def phase_bench(h, log, quick):
     rows = []
     shapes = []
-    for D, H in ((128, 16), (64, 32), (256, 8)):  # D = 256: flash_bwd_sm90_d256_kernel (opt-in, set above)
+    for D, H in ((128, 16), (64, 32), (256, 8)):  # D = 256: flash_bwd_sm90_d256_kernel
         for T in ((4096,) if quick else (4096, 16384)):
             for causal in (False, True):
                 shapes.append((D, H, T, causal, torch.bfloat16))
@@ -685,7 +685,7 @@ def bench_masks(h, log, plain_rows):
     without a mask and causal (the DROP kernel); each on sm90 and sm80, with the plain sm90 backward of
     the same shape (no mask / causal) for reference. At D = 64 (H = 32): the two key-mask rows and a
     head-broadcast bias [1, H, T, T] with dbias at T = 2048 (the bias copy of the D = 64 IDX kernel). At D = 256
-    (H = 8): the padded key mask and dropout 0.1 (the opt-in D = 256 kernel's IDX and DROP instantiations)."""
+    (H = 8): the padded key mask and dropout 0.1 (the D = 256 kernel's IDX and DROP instantiations)."""
     rows = []
     B, T = 4, 4096
     plain = {(r["D"], r["T"], r["causal"]): r.get("sm90_bwd_ms") for r in plain_rows if r["dtype"] == "bfloat16"}
@@ -694,7 +694,7 @@ def bench_masks(h, log, plain_rows):
     # D = 64 (H = 32): the IDX kernel with and without a bias (the bias copy makes that kernel larger; its
     # no-bias rows are compared with the build before bias), the bias head-broadcast [1, H, T, T], T = 2048.
     features += [(f, 64) for f in ("key_mask_true", "key_mask_pad10", "bias_head")]
-    # D = 256 (H = 8): the opt-in kernel's IDX and DROP instantiations.
+    # D = 256 (H = 8): the D = 256 kernel's IDX and DROP instantiations.
     features += [(f, 256) for f in ("key_mask_pad10", "dropout_0.1")]
     for feature, D in features:
         H = 2048 // D

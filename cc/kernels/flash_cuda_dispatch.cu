@@ -13,7 +13,7 @@
 // (causal, window, lengths, [B, Tq] / [B, Tk] validity) or none, dropout or none, soft-cap, a dense
 // mask and (D = 64) bias / dbias (those three not with dropout), deterministic mode with
 // TF_FLASHATTN_SM90_BWD_DET=1 (an ordered dQ reduction; else sm80's); D == Dv == 256 (no mask,
-// causal, index masks) only with TF_FLASHATTN_SM90_BWD_D256=1, untested on a GPU; sm90::bwd_applies). Per-target folders: cpu/ (the CPU
+// causal, index masks, dropout; TF_FLASHATTN_SM90_BWD_D256=0 off; sm90::bwd_applies). Per-target folders: cpu/ (the CPU
 // kernels, own dispatch in cpu/flash_cpu_dispatch.cc), sm80/ (every GPU from sm_80 on), sm90/
 // (Hopper-only kernels); shared pieces (params, Philox, masking rules, launch helpers) in common/.
 #include <cstdint>

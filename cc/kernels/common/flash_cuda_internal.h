@@ -179,7 +179,7 @@ constexpr int kFwdSelftests = 6;
 // dQ reduction, per bwd_det_mode (by default not at D = 64 with a causal mask) and when the
 // workspace holds its counters: BwdWorkspaceParts::dq_sem) or not, 16-byte
 // aligned tensors and strides, a workspace, compute capability 9.0; and, opt-in with
-// TF_FLASHATTN_SM90_BWD_D256=1 (read once; UNTESTED ON A GPU), D == Dv == 256 without a mask, causal
+// unless TF_FLASHATTN_SM90_BWD_D256=0 (read once), D == Dv == 256 without a mask, causal
 // or with the index masks (window, lengths, validity), not deterministic. It uses flash_bwd_workspace_bytes' workspace as the sm80
 // backward does (same size).
 bool bwd_applies(const FlashBwdParams& p);

@@ -1,5 +1,5 @@
 // Hopper-native FlashAttention backward (sm_90a only): float16 / bfloat16, D == Dv in {64, 128}
-// (and D == Dv == 256 without a mask, causal or with the index masks, opt-in and UNTESTED ON A GPU: its own kernel and
+// (and D == Dv == 256 without a mask, causal or with the index masks, and dropout: its own kernel and
 // header comment below, "Head dim 256"; the rest of this comment is about D = 64 / 128),
 // no mask, causal (any causal_offset) and the other index masks the Hopper forward takes (sliding
 // window, q / k lengths, [B, Tq] / [B, Tk] validity masks; sm80's rules, below), and dropout (with
@@ -1002,10 +1002,12 @@ __global__ void bwd_dq_sm90_convert_kernel(const FlashBwdParams p, const float* 
 }
 
 // ---- Head dim 256 (flash_bwd_sm90_d256_kernel) ------------------------------------------------
-// UNTESTED ON A GPU (written 2026-12-01 without one): compiled for sm_90a only (ptxas figures
-// below); opt-in, taken only when TF_FLASHATTN_SM90_BWD_D256=1 (bwd_d256_enabled, read once), else
-// D = 256 keeps sm80's backward as before. benchmarks/sm90_bwd_check.py sets the variable and holds
-// its numerics / sanitize / bench cases.
+// Compiled for sm_90a only (ptxas figures below); on by default, TF_FLASHATTN_SM90_BWD_D256=0
+// (bwd_d256_enabled, read once) keeps D = 256 on sm80's backward. Checked on the H200 on 2026-12-01
+// (benchmarks/sm90_bwd_check.py: self-tests 5..7 of its wgmma forms exact, numerics 72 / 72 rows,
+// memcheck, racecheck and synccheck clean on its sanitize cases; the GPU tests through TensorFlow;
+// 1.6x-1.7x sm80's backward in the harness, 0.85x-1.08x cuDNN from T = 4096 through TensorFlow:
+// RESULTS.md "Hopper backward kernel" and "Attention through TensorFlow", (h)).
 // Scope: float16 / bfloat16, D == Dv == 256, no mask or causal (any causal_offset), and the index
 // masks (window, q / k lengths, [B, Tq] / [B, Tk] validity: the <IDX = true> instantiation, the
 // D <= 128 IDX kernel's rules and code, "Index masks" above, for 64-key tiles: Units<IDX, 64>, the
@@ -1569,14 +1571,14 @@ int bwd_det_mode() {
   return mode;
 }
 
-// The head-dim-256 kernel (flash_bwd_sm90_d256_kernel, UNTESTED ON A GPU), opt-in until checked on
-// the H200: TF_FLASHATTN_SM90_BWD_D256=1 (read once) lets bwd_applies take D = Dv = 256 without a
-// mask, causal or with the index masks; unset or anything else keeps every D = 256 backward on sm80's.
+// The head-dim-256 kernel (flash_bwd_sm90_d256_kernel), on by default since its checks on the H200
+// (2026-12-01): bwd_applies takes D = Dv = 256 without a mask, causal or with the index masks, with or
+// without dropout; TF_FLASHATTN_SM90_BWD_D256=0 (read once) keeps every D = 256 backward on sm80's.
 namespace {
 bool bwd_d256_enabled() {
   static const bool on = [] {
     const char* v = getenv("TF_FLASHATTN_SM90_BWD_D256");
-    return v && strcmp(v, "1") == 0;
+    return !(v && strcmp(v, "0") == 0);
   }();
   return on;
 }
@@ -1600,7 +1602,7 @@ bool bwd_applies(const FlashBwdParams& p) {
     if (!bwd_workspace_parts(p).dq_sem) return false;
   }
   if (s.D == 256 && s.Dv == 256) {
-    // flash_bwd_sm90_d256_kernel (opt-in): no mask, causal and the index masks (window, lengths,
+    // flash_bwd_sm90_d256_kernel (unless TF_FLASHATTN_SM90_BWD_D256=0): no mask, causal and the index masks (window, lengths,
     // validity; its IDX instantiation), dropout (IDX with DROP; the seed is checked below); no dense
     // mask, soft-cap, bias / dbias, determinism.
     if (!bwd_d256_enabled() || p.deterministic) return false;
