@@ -28,7 +28,9 @@
 #             must launch the sm90 backward; backward TFLOP/s vs sm80, FA2 and cuDNN, with a dropout
 #             0.1 row) and compute-sanitizer memcheck of small cases (~6 min). SM90BWD_PHASES (default
 #             selftest,det,numerics,d256,bench,sanitize; det: deterministic mode; d256: the head-dim-256
-#             kernel's numerics; racecheck, synccheck on request) limits the phases; SM90BWD_BUDGET (default 560 s) caps
+#             kernel's numerics; racecheck, synccheck on request; order, obench on request: the key-tile
+#             orders of TF_FLASHATTN_SM90_BWD_ORDER, their numerics against order 0 and their TFLOP/s
+#             beside FA2 and cuDNN, estimated ~1.5 + ~2 min, not yet run) limits the phases; SM90BWD_BUDGET (default 560 s) caps
 #             the phases' timeouts together (a timed-out phase names its last case). Files:
 #             OUT/sm90bwd_summary.log and OUT/sm90bwd.tar.gz
 #   tune      no TensorFlow needed: the harness build, tile-configuration timings at T=16384 (D=64,
@@ -197,7 +199,7 @@ if [[ ,$what, == *,sm90bwd,* ]]; then (
   cat $d/sass_counts.txt | cut -c1-160 | head -22
   fi
   phases=${SM90BWD_PHASES:-selftest,det,numerics,d256,bench,sanitize}
-  for ph in selftest:45 det:150 numerics:360 d256:240 bench:240; do
+  for ph in selftest:45 det:150 numerics:360 d256:240 bench:240 order:200 obench:300; do
     [[ ,$phases, == *,${ph%%:*},* ]] || continue
     lim=$(cap ${ph#*:})
     (( lim >= 15 )) || { echo "phase ${ph%%:*} skipped: SM90BWD_BUDGET spent"; continue; }
@@ -207,7 +209,7 @@ if [[ ,$what, == *,sm90bwd,* ]]; then (
     echo "phase ${ph%%:*} rc=$rc ($((SECONDS - t0)) s of $lim)" | tee -a $d/${ph%%:*}.log
     # A timeout (124 / 137): the case it was in (a hang shows here).
     if (( rc == 124 || rc == 137 )); then grep "^RUNNING" $d/${ph%%:*}.log | tail -1 | sed 's/^/  timed out in: /'; fi
-    grep -E "SELFTEST|^FAIL|numerics|TFLOP|^ +[0-9]+ |^ +(feature|key_mask|causal_window|dropout|bias_head)|NOT taken|took the sm90|=False|Error|error" $d/${ph%%:*}.log | cut -c1-400 | head -60
+    grep -E "SELFTEST|^FAIL|numerics|^order:|TFLOP|^ +[0-9]+ |^ +(D  |feature|key_mask|causal_window|dropout|bias_head)|NOT taken|took the sm90|=False|Error|error" $d/${ph%%:*}.log | cut -c1-400 | head -60
   done
   lim=$(cap 150)
   if [[ ,$phases, == *,sanitize,* ]] && (( lim < 15 )); then echo "memcheck skipped: SM90BWD_BUDGET spent"

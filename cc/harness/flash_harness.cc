@@ -28,7 +28,10 @@
 //   backward's wgmma forms, cc/kernels/sm90/flash_bwd_sm90.cu); sm90_info() has bwd_enabled and
 //   bwd_launches too, and fwd_variant / fwd_variants / fwd_default_variant / last_fwd_variant:
 //   set_sm90_fwd_variant(v) picks the schedule of the plain D = 128 forward (0 .. fwd_variants - 1;
-//   -1 env TF_FLASHATTN_SM90_FWD_VARIANT, unset: fwd_default_variant)
+//   -1 env TF_FLASHATTN_SM90_FWD_VARIANT, unset: fwd_default_variant); set_sm90_bwd_order(order,
+//   group=0) the backward's key-tile order with a causal mask (0 today's, 1 grouped longest-first with
+//   `group` pairs per group (0 automatic), 2 longest-first; -1 env TF_FLASHATTN_SM90_BWD_ORDER /
+//   _ORDER_G), shown in sm90_info() as bwd_order, bwd_order_group, last_bwd_order_g / _big
 //
 // Layouts and dtypes as in cc/kernels/common/flash_params.h: q [B, Tq, H, D], k [B, Tk, Hkv, D],
 // v [B, Tk, Hkv, Dv], o / d_o [B, Tq, H, Dv] (float32 / float16 / bfloat16, one dtype; the last
@@ -813,7 +816,16 @@ py::dict sm90_info() {
   d["last_fwd_variant"] = flashattn::cuda::sm90::last_fwd_variant();
   d["bwd_enabled"] = flashattn::cuda::sm90::bwd_enabled();
   d["bwd_launches"] = flashattn::cuda::sm90::bwd_launches();
+  const flashattn::cuda::sm90::BwdOrderInfo o = flashattn::cuda::sm90::bwd_order_info();
+  d["bwd_order"] = o.order;
+  d["bwd_order_group"] = o.group;
+  d["last_bwd_order_g"] = o.last_g;
+  d["last_bwd_order_big"] = o.last_big;
 #else
+  d["bwd_order"] = 0;
+  d["bwd_order_group"] = 0;
+  d["last_bwd_order_g"] = -1;
+  d["last_bwd_order_big"] = 0;
   d["bwd_enabled"] = false;
   d["bwd_launches"] = 0;
   d["compiled"] = false;
@@ -888,6 +900,14 @@ void set_sm90_bwd(int mode) {
 #endif
 }
 
+void set_sm90_bwd_order(int order, int group) {
+#if FA_HAS_SM90
+  flashattn::cuda::sm90::set_bwd_order(order, group);
+#else
+  if (order > 0) throw py::value_error("set_sm90_bwd_order: this harness was built without the sm90 kernels");
+#endif
+}
+
 py::list sm90_bwd_selftest() {
 #if FA_HAS_SM90
   const char* names[] = {"bwd_wgmma_ss_n64_kmajor", "bwd_wgmma_ss_n64_mnmajor_panel0",
@@ -948,6 +968,13 @@ PYBIND11_MODULE(flash_harness, m) {
         "(name, result pass / FAIL / not run, max_err, detail); empty without the sm90 kernels.");
   m.def("set_sm90_bwd", &set_sm90_bwd, "Hopper backward switch: 1 on, 0 off (sm80 backward), "
         "-1 back to the environment (on unless TF_FLASHATTN_SM90_BWD=0 or TF_FLASHATTN_SM90=0).", py::arg("mode"));
+  m.def("set_sm90_bwd_order", &set_sm90_bwd_order,
+        "Key-tile order of the Hopper backward with a causal mask (flash_bwd_sm90.cu, \"Tile order\"): "
+        "order 0 today's, 1 grouped longest-first (group: pairs per group, 0 automatic), 2 longest-first; "
+        "order -1 back to the environment (TF_FLASHATTN_SM90_BWD_ORDER, TF_FLASHATTN_SM90_BWD_ORDER_G). "
+        "sm90_info() shows bwd_order, bwd_order_group and the last launch's last_bwd_order_g (0: today's "
+        "order) and last_bwd_order_big.",
+        py::arg("order"), py::arg("group") = 0);
   m.def("sm90_bwd_selftest", &sm90_bwd_selftest,
         "The Hopper backward's building blocks (wgmma forms) one at a time, as sm90_selftest.");
 }

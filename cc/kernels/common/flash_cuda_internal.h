@@ -192,6 +192,19 @@ bool bwd_enabled();
 int bwd_det_mode();
 void set_bwd_enabled(int mode);  // 1 on, 0 off, -1 back to the environment
 int64_t bwd_launches();
+// The key-tile order of the D = 64 / 128 / 256 kernels (flash_bwd_sm90.cu, "Tile order"; opt-in,
+// causal masks only): TF_FLASHATTN_SM90_BWD_ORDER (read once: 0 / unset today's order, 1 grouped
+// longest-first, 2 longest-first) and TF_FLASHATTN_SM90_BWD_ORDER_G (order 1's pairs per group;
+// unset: from the L2 budget). set_bwd_order overrides them: order -1 back to the environment, group
+// 0 back to the environment's (or the automatic) group size.
+void set_bwd_order(int order, int group);
+struct BwdOrderInfo {
+  int order = 0;      // the order set now (override, else the environment)
+  int group = 0;      // order 1's group size set now (0: automatic)
+  int last_g = -1;    // the last launch's pairs per group (0: today's order; -1: no launch yet)
+  int last_big = 0;   // the last launch's groups with last_g + 1 pairs
+};
+BwdOrderInfo bwd_order_info();
 // Self-test of the backward's building blocks (which: 0 wgmma m64n64k16 SS K-major (S^T = K Q^T),
 // 1 / 2 wgmma m64n64k16 SS with A and B MN-major (dQ = dS K; B from column panel 0 / 1), 3 the
 // same from key row 64 with K = 64 (the D = 64 split), 4 the P^T dO form: A from the S^T
