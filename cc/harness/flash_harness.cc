@@ -29,6 +29,9 @@
 //   bwd_launches too, and fwd_variant / fwd_variants / fwd_default_variant / last_fwd_variant:
 //   set_sm90_fwd_variant(v) picks the schedule of the plain D = 128 forward (0 .. fwd_variants - 1;
 //   -1 env TF_FLASHATTN_SM90_FWD_VARIANT, unset: fwd_default_variant)
+//   set_sm90_tf32(mode) (1 on, 0 off, -1 env: on only with TF_FLASHATTN_SM90_TF32=1): the float32 TF32
+//   forward on Hopper (cc/kernels/sm90/flash_fwd_sm90_tf32.cu, allow_tf32 calls); sm90_info() has
+//   tf32_enabled and tf32_fwd_launches; sm90_tf32_selftest() its building blocks
 //
 // Layouts and dtypes as in cc/kernels/common/flash_params.h: q [B, Tq, H, D], k [B, Tk, Hkv, D],
 // v [B, Tk, Hkv, Dv], o / d_o [B, Tq, H, Dv] (float32 / float16 / bfloat16, one dtype; the last
@@ -813,7 +816,11 @@ py::dict sm90_info() {
   d["last_fwd_variant"] = flashattn::cuda::sm90::last_fwd_variant();
   d["bwd_enabled"] = flashattn::cuda::sm90::bwd_enabled();
   d["bwd_launches"] = flashattn::cuda::sm90::bwd_launches();
+  d["tf32_enabled"] = flashattn::cuda::sm90::tf32_enabled();
+  d["tf32_fwd_launches"] = flashattn::cuda::sm90::fwd_tf32_launches();
 #else
+  d["tf32_enabled"] = false;
+  d["tf32_fwd_launches"] = 0;
   d["bwd_enabled"] = false;
   d["bwd_launches"] = 0;
   d["compiled"] = false;
@@ -880,6 +887,27 @@ py::list sm90_selftest() {
 #endif
 }
 
+// The float32 TF32 forward (flash_fwd_sm90_tf32.cu; opt-in, TF_FLASHATTN_SM90_TF32=1).
+void set_sm90_tf32(int mode) {
+#if FA_HAS_SM90
+  flashattn::cuda::sm90::set_tf32_enabled(mode);
+#else
+  if (mode > 0) throw py::value_error("set_sm90_tf32: this harness was built without the sm90 kernels");
+#endif
+}
+
+py::list sm90_tf32_selftest() {
+#if FA_HAS_SM90
+  const char* names[] = {"tf32_tma_load_f32_tile", "tf32_v_transpose_and_k_round", "tf32_wgmma_ss_n64_kmajor",
+                         "tf32_wgmma_rs_n128_from_acc", "tf32_wgmma_rs_n64_from_acc",
+                         "tf32_diag_rs_other_a_order_expect_FAIL"};
+  static_assert(sizeof(names) / sizeof(names[0]) == flashattn::cuda::sm90::kFwdTf32Selftests, "names");
+  return selftest_rows(names, flashattn::cuda::sm90::kFwdTf32Selftests, flashattn::cuda::sm90::tf32_selftest);
+#else
+  return py::list();
+#endif
+}
+
 void set_sm90_bwd(int mode) {
 #if FA_HAS_SM90
   flashattn::cuda::sm90::set_bwd_enabled(mode);
@@ -935,7 +963,8 @@ PYBIND11_MODULE(flash_harness, m) {
   m.def("sm90_info", &sm90_info,
         "The Hopper forward: dict(compiled, enabled (TF_FLASHATTN_SM90 / set_sm90), fwd_launches, "
         "fwd_variant (the schedule set now), fwd_variants (how many), fwd_default_variant (the one when "
-        "nothing is set), last_fwd_variant (of the last launch), bwd_enabled, bwd_launches).");
+        "nothing is set), last_fwd_variant (of the last launch), bwd_enabled, bwd_launches, tf32_enabled "
+        "(TF_FLASHATTN_SM90_TF32 / set_sm90_tf32), tf32_fwd_launches).");
   m.def("set_sm90", &set_sm90, "Hopper forward switch: 1 on, 0 off (sm80 kernels), -1 back to the "
         "environment (TF_FLASHATTN_SM90).", py::arg("mode"));
   m.def("set_sm90_fwd_variant", &set_sm90_fwd_variant,
@@ -946,6 +975,12 @@ PYBIND11_MODULE(flash_harness, m) {
   m.def("sm90_selftest", &sm90_selftest,
         "Hopper building blocks one at a time (TMA tile load, wgmma forms): a list of dicts "
         "(name, result pass / FAIL / not run, max_err, detail); empty without the sm90 kernels.");
+  m.def("set_sm90_tf32", &set_sm90_tf32, "Hopper float32 TF32 forward switch (flash_fwd_sm90_tf32.cu, opt-in): "
+        "1 on, 0 off (sm80's TF32 kernel), -1 back to the environment (on only with TF_FLASHATTN_SM90_TF32=1; "
+        "TF_FLASHATTN_SM90=0 / set_sm90(0) turn it off too).", py::arg("mode"));
+  m.def("sm90_tf32_selftest", &sm90_tf32_selftest,
+        "The Hopper TF32 forward's building blocks (float32 TMA tile, V transpose, wgmma .tf32 forms) one at a "
+        "time, as sm90_selftest; the last is a diagnostic expected to FAIL.");
   m.def("set_sm90_bwd", &set_sm90_bwd, "Hopper backward switch: 1 on, 0 off (sm80 backward), "
         "-1 back to the environment (on unless TF_FLASHATTN_SM90_BWD=0 or TF_FLASHATTN_SM90=0).", py::arg("mode"));
   m.def("sm90_bwd_selftest", &sm90_bwd_selftest,

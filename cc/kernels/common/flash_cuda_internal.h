@@ -170,6 +170,26 @@ int last_fwd_variant();
 int selftest(int which, double* max_err, char* msg, int msg_len);
 constexpr int kFwdSelftests = 6;
 
+// The sm_90a forward for float32 on TF32 tensor cores (flash_fwd_sm90_tf32.cu; UNTESTED ON A GPU when
+// added): opt-in, tf32_enabled() is TF_FLASHATTN_SM90_TF32=1 (read once; exactly "1") unless
+// set_tf32_enabled(0 / 1) overrides it (-1: back to the environment); the dispatch also needs
+// enabled() (TF_FLASHATTN_SM90 not 0). fwd_tf32_applies: compute capability 9.0, float32 with
+// allow_tf32, D == Dv in {64, 128}, GQA, causal (any offset) or no mask; no window, lengths, validity
+// masks, dense mask, bias, soft-cap or dropout; 16-byte aligned tensors, strides multiples of 4.
+// fwd_tf32: its launcher (cudaErrorNotSupported when the tensor maps cannot be made: the caller
+// falls back to sm80's fwd_tf32). fwd_tf32_launches(): its launches so far in this process.
+// tf32_selftest(which, ...): its building blocks one at a time (0 TMA of a float32 tile, 1 the V
+// transpose and K rounding, 2 wgmma m64n64k8 .tf32 SS K-major, 3 / 4 wgmma m64n128k8 / m64n64k8 .tf32
+// RS with A from the S accumulators and B = V^T, 5 a diagnostic expected to fail: test 3 with the
+// other register order); returns as selftest().
+bool tf32_enabled();
+void set_tf32_enabled(int mode);
+bool fwd_tf32_applies(const FlashFwdParams& p);
+cudaError_t fwd_tf32(const FlashFwdParams& p, cudaStream_t stream);
+int64_t fwd_tf32_launches();
+int tf32_selftest(int which, double* max_err, char* msg, int msg_len);
+constexpr int kFwdTf32Selftests = 6;
+
 // The sm_90a backward (flash_bwd_sm90.cu), on by default: bwd_applies is false when
 // TF_FLASHATTN_SM90_BWD=0 or TF_FLASHATTN_SM90=0 (read once) or after set_bwd_enabled(0); else for
 // float16 / bfloat16, D == Dv in {64, 128}, the index masks (causal, window, lengths, [B, Tq] /
