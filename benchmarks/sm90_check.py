@@ -64,18 +64,22 @@ others' answers):
   tf32selftest  its building blocks one at a time (flash_harness.sm90_tf32_selftest): TMA of a float32 tile
             (bits as stored, zero fill), the transposer warps' V^T (keys permuted, cvt.rna) and K's rounding
             against the host's rna bit for bit, wgmma m64n64k8 .tf32 SS (S = Q K^T), wgmma m64n128k8 /
-            m64n64k8 .tf32 RS with A from the S accumulators and B = V^T (exact on small values), and a
-            diagnostic with the other register order of A (expected FAIL: it tells the mapping apart).
+            m64n64k8 .tf32 RS with A from the S accumulators and B = V^T (exact on small values), a
+            diagnostic with the other register order of A (expected FAIL: it tells the mapping apart), and
+            wgmma m64n64k8 .tf32 RS with A = Q's fragments loaded from shared memory (variants 1 / 2).
   tf32      TF32_CASES (float32 inputs, allow_tf32): odd Tq / Tk around the 128-row / 64-key tiles, causal
             both alignments with rows that see no key, a KV-cache offset, GQA 2 / 4, MQA, Tq = 1 (decode
             off), Tk = 1, strided q/k/v, the softmax scale, D = 64 / 128, big ones (2048, 4096 causal),
             against a float64 reference: bar 2x torch's own TF32 attention error (float32 with
             torch.backends.cuda.matmul.allow_tf32 = True) + 2e-3 x max|ref| (kernel_harness_check.py's tf32
             bar), and also 2x our sm80 TF32 kernel's error + the same floor; the sm90 TF32 path must have
-            run (tf32_fwd_launches) and repeat bit for bit. TF32_FALLBACK_CASES (window, lengths, D = 256,
-            Dv != D, soft-cap) must not launch it and stay right (sm80's TF32 kernel).
+            run (tf32_fwd_launches, last_tf32_variant) and repeat bit for bit; every variant
+            (flash_fwd_sm90_tf32.cu's kTf32Sched: 0 Q in shared memory, 1 Q in registers, 2 as 1 with K
+            truncated), each against the same bars, 1 reported bit for bit against 0.
+            TF32_FALLBACK_CASES (window, lengths, D = 256, Dv != D, soft-cap) must not launch it and stay
+            right (sm80's TF32 kernel).
   tf32bench TFLOP/s at D = 128 (H = 16) and 64 (H = 32), T in {1024, 4096, 16384}, B*T = 16384, causal and
-            not: ours sm90 TF32, ours sm80 TF32 (set_sm90_tf32(0)), torch SDPA in float32 with
+            not: ours sm90 TF32 (each variant), ours sm80 TF32 (set_sm90_tf32(0)), torch SDPA in float32 with
             allow_tf32: the efficient backend (mem-efficient, cutlass) and the math backend (T <= 4096).
   tf32sanitize  TF32_SANITIZE cases (small, each shape class) for compute-sanitizer (memcheck; racecheck and
             synccheck on request in gpu_run.sh).
@@ -517,8 +521,10 @@ TF32_FALLBACK_CASES = [
     dict(name="tf_dv_ne_d", B=2, Tq=113, Tk=203, H=2, D=64, Dv=128),
     dict(name="tf_softcap", B=2, Tq=200, Tk=200, H=2, D=128, softcap=20.0),
 ]
+# Small cases for compute-sanitizer (each runs every variant twice): ragged tiles at both head dims, causal with
+# a ragged key tile, rows that see no key, GQA, one query row, strided q/k/v.
 TF32_SANITIZE = ("t_odd_d128", "t_odd_d64", "t_edges_127_129_causal", "t_empty_rows_causal", "t_gqa4_d64",
-                 "t_tq1_forced", "t_kvcache", "t_strided_qkv")
+                 "t_tq1_forced", "t_strided_qkv")
 
 
 def tf32_launches(h):
@@ -536,28 +542,29 @@ def phase_tf32_selftest(h, log):
     return rows
 
 
+def tf32_variant_list(h):
+    return list(range(h.m.sm90_info().get("tf32_variants", 1)))
+
+
 def phase_tf32(h, log, cases, fallback_cases=()):
-    """Each case: ours (TF_FLASHATTN_SM90_TF32=1 through the environment: set_sm90_tf32(-1)) twice
-    (bitwise repeat), sm80's TF32 kernel (set_sm90_tf32(0)), the float64 reference and torch's float32
-    attention with TF32 matmuls."""
+    """Each case: sm80's TF32 kernel (set_sm90_tf32(0)), the float64 reference and torch's float32 attention
+    with TF32 matmuls once; then for each variant of ours (flash_fwd_sm90_tf32.cu's kTf32Sched, picked by
+    set_sm90_tf32_variant; switched on through the environment, TF_FLASHATTN_SM90_TF32=1 set by main(), with
+    set_sm90_tf32(-1)) two runs (bitwise repeat), the launch counter and last_tf32_variant. Variant 1 (Q in
+    registers) is reported against variant 0 bit for bit (bitwise_vs_v0; expected, not required). Fallback
+    cases run once and must launch nothing of ours."""
     rows = []
     gen = torch.Generator(device=DEV)
     gen.manual_seed(0)
+    variants = tf32_variant_list(h)
     for c0, expect in [(c, True) for c in cases] + [(c, False) for c in fallback_cases]:
         c = dict(c0, tf32=True)
         print(f"RUNNING {c['name']} tf32", file=log, flush=True)
         t = inputs(c, torch.float32, gen)
-        h.m.set_sm90_tf32(-1)  # the environment: TF_FLASHATTN_SM90_TF32=1 (main())
-        n0 = tf32_launches(h)
-        run_fwd(h, c, t)
-        took = tf32_launches(h) - n0
-        ours = {"o": t["o"].clone(), "lse": t["lse"].clone()}
-        run_fwd(h, c, t)
-        repeat = bool(torch.equal(t["o"], ours["o"]) and torch.equal(t["lse"], ours["lse"]))
         h.m.set_sm90_tf32(0)
         run_fwd(h, c, t)
-        h.m.set_sm90_tf32(-1)
         sm80 = {"o": t["o"].clone(), "lse": t["lse"].clone()}
+        h.m.set_sm90_tf32(-1)  # the environment: TF_FLASHATTN_SM90_TF32=1 (main())
         ref = reference(c, t, torch.float64, None)
         prev = torch.backends.cuda.matmul.allow_tf32
         torch.backends.cuda.matmul.allow_tf32 = True
@@ -565,39 +572,64 @@ def phase_tf32(h, log, cases, fallback_cases=()):
             low = reference(c, t, torch.float32, None)
         finally:
             torch.backends.cuda.matmul.allow_tf32 = prev
-        row = dict(case=c["name"], dtype="tf32", sm90_tf32_launched=int(took), expect_sm90=expect,
-                   repeat_bitwise=repeat)
-        ok = took == (2 if expect else 0) and repeat
-        for name in ("o", "lse"):
-            e = err(ours[name], ref[name])
-            el = err(low[name], ref[name])
-            e80 = err(sm80[name], ref[name])
-            fin = torch.isfinite(ref[name])
-            scale = max(1.0, float(ref[name][fin].abs().max())) if bool(fin.any()) else 1.0
-            floor = 2e-3 * scale
-            good = e[0] <= 2.0 * el[0] + floor and e[0] <= 2.0 * e80[0] + floor
-            ok &= good
-            row[name] = dict(max=e[0], rel=e[1], torch_tf32_max=el[0], sm80_max=e80[0], ok=good)
-            if not good and name == "o":
-                d = (ours["o"].double() - ref["o"]).abs().amax(-1)  # [B, Tq, H]
-                bad = (d > 2.0 * el[0] + floor) | ~torch.isfinite(d)
-                idx = bad.nonzero()
-                row["o_bad_rows"] = int(bad.sum())
-                row["o_first_bad"] = idx[0].tolist() if len(idx) else None
-                row["o_bad_row_indices_sample"] = sorted(set(idx[:, 1].tolist()))[:16]
-        row["ok"] = bool(ok)
-        rows.append(row)
-        extra = ""
-        if took != (2 if expect else 0):
-            extra += f" (sm90 TF32 launches {took}, expected {2 if expect else 0})"
-        if not repeat:
-            extra += " (repeat NOT bitwise equal)"
-        where = f" bad_rows={row.get('o_bad_rows')} first={row.get('o_first_bad')} t={row.get('o_bad_row_indices_sample')}" \
-            if "o_bad_rows" in row else ""
-        print(f"{'PASS' if ok else 'FAIL'} {c['name']:<26} {'sm90' if expect else 'fallback':<8} o={row['o']['max']:.2e} "
-              f"(sm80 {row['o']['sm80_max']:.2e}, torch tf32 {row['o']['torch_tf32_max']:.2e}) lse={row['lse']['max']:.2e} "
-              f"(sm80 {row['lse']['sm80_max']:.2e}){extra}{where}", file=log, flush=True)
+        v0 = None
+        for v in (variants if expect else variants[:1]):
+            h.m.set_sm90_tf32_variant(v)
+            n0 = tf32_launches(h)
+            run_fwd(h, c, t)
+            took = tf32_launches(h) - n0
+            ran = h.m.sm90_info().get("last_tf32_variant", -1)
+            ours = {"o": t["o"].clone(), "lse": t["lse"].clone()}
+            run_fwd(h, c, t)
+            took = tf32_launches(h) - n0
+            repeat = bool(torch.equal(t["o"], ours["o"]) and torch.equal(t["lse"], ours["lse"]))
+            row = dict(case=c["name"], dtype="tf32", variant=v, sm90_tf32_launched=int(took), expect_sm90=expect,
+                       repeat_bitwise=repeat)
+            ok = took == (2 if expect else 0) and repeat and (not expect or ran == v)
+            if expect:
+                row["ran_variant"] = ran
+                if v == 0:
+                    v0 = ours
+                else:
+                    row["bitwise_vs_v0"] = bool(torch.equal(ours["o"], v0["o"]) and torch.equal(ours["lse"], v0["lse"]))
+            for name in ("o", "lse"):
+                e = err(ours[name], ref[name])
+                el = err(low[name], ref[name])
+                e80 = err(sm80[name], ref[name])
+                fin = torch.isfinite(ref[name])
+                scale = max(1.0, float(ref[name][fin].abs().max())) if bool(fin.any()) else 1.0
+                floor = 2e-3 * scale
+                good = e[0] <= 2.0 * el[0] + floor and e[0] <= 2.0 * e80[0] + floor
+                ok &= good
+                row[name] = dict(max=e[0], rel=e[1], torch_tf32_max=el[0], sm80_max=e80[0], ok=good)
+                if not good and name == "o":
+                    d = (ours["o"].double() - ref["o"]).abs().amax(-1)  # [B, Tq, H]
+                    bad = (d > 2.0 * el[0] + floor) | ~torch.isfinite(d)
+                    idx = bad.nonzero()
+                    row["o_bad_rows"] = int(bad.sum())
+                    row["o_first_bad"] = idx[0].tolist() if len(idx) else None
+                    row["o_bad_row_indices_sample"] = sorted(set(idx[:, 1].tolist()))[:16]
+            row["ok"] = bool(ok)
+            rows.append(row)
+            extra = ""
+            if took != (2 if expect else 0):
+                extra += f" (sm90 TF32 launches {took}, expected {2 if expect else 0})"
+            if expect and ran != v:
+                extra += f" (ran variant {ran})"
+            if not repeat:
+                extra += " (repeat NOT bitwise equal)"
+            if "bitwise_vs_v0" in row:
+                extra += f" bitwise_vs_v0={row['bitwise_vs_v0']}"
+            where = f" bad_rows={row.get('o_bad_rows')} first={row.get('o_first_bad')} t={row.get('o_bad_row_indices_sample')}" \
+                if "o_bad_rows" in row else ""
+            print(f"{'PASS' if ok else 'FAIL'} {c['name']:<26} {('v%d' % v) if expect else 'fallback':<8} "
+                  f"o={row['o']['max']:.2e} (sm80 {row['o']['sm80_max']:.2e}, torch tf32 {row['o']['torch_tf32_max']:.2e}) "
+                  f"lse={row['lse']['max']:.2e} (sm80 {row['lse']['sm80_max']:.2e}){extra}{where}", file=log, flush=True)
+        h.m.set_sm90_tf32_variant(-1)
         del t, ref, low
+    for v in variants:
+        vr = [r for r in rows if r.get("variant") == v and r["expect_sm90"]]
+        print(f"tf32 variant {v}: {sum(r['ok'] for r in vr)} / {len(vr)} pass", file=log, flush=True)
     return rows
 
 
@@ -618,9 +650,14 @@ def phase_tf32_bench(h, log):
                 fl = 4 * B * H * T * T * D / (2 if causal else 1)
                 r = dict(B=B, T=T, H=H, D=D, causal=causal, dtype="float32 (tf32)")
                 h.m.set_sm90_tf32(-1)
-                n0 = tf32_launches(h)
-                r["sm90_fwd_ms"] = tt.do_bench(lambda: h.fwd(c, t), warmup=25, rep=100, return_mode="median")
-                r["sm90_path_taken"] = tf32_launches(h) > n0
+                r["sm90_path_taken"] = True
+                for v in tf32_variant_list(h):
+                    h.m.set_sm90_tf32_variant(v)
+                    n0 = tf32_launches(h)
+                    key = "sm90_fwd_ms" if v == 0 else f"sm90v{v}_fwd_ms"
+                    r[key] = tt.do_bench(lambda: h.fwd(c, t), warmup=25, rep=100, return_mode="median")
+                    r["sm90_path_taken"] &= tf32_launches(h) > n0 and h.m.sm90_info()["last_tf32_variant"] == v
+                h.m.set_sm90_tf32_variant(-1)
                 h.m.set_sm90_tf32(0)
                 r["sm80_fwd_ms"] = tt.do_bench(lambda: h.fwd(c, t), warmup=25, rep=100, return_mode="median")
                 h.m.set_sm90_tf32(-1)
@@ -648,12 +685,14 @@ def phase_tf32_bench(h, log):
                 del t, qh, kh, vh
     print("\nTFLOP/s forward, float32 with TF32 (torch: SDPA in float32 with matmul.allow_tf32 = True; "
           "efficient = the mem-efficient (cutlass) backend, math = the unfused one, T <= 4096)", file=log)
-    print("  D    T      causal sm90   sm80   torch_eff torch_math sm90/sm80", file=log)
+    print("  D    T      causal sm90v0 sm90v1 sm90v2 sm80   torch_eff torch_math best/sm80", file=log)
     for r in rows:
         f = lambda k: r.get(k, "-")
-        print(f"  {r['D']:<4} {r['T']:<6} {int(r['causal']):<6} {f('sm90_fwd_tflops'):<6} {f('sm80_fwd_tflops'):<6} "
+        best = max(r.get(k, 0) for k in ("sm90_fwd_tflops", "sm90v1_fwd_tflops", "sm90v2_fwd_tflops"))
+        print(f"  {r['D']:<4} {r['T']:<6} {int(r['causal']):<6} {f('sm90_fwd_tflops'):<6} {f('sm90v1_fwd_tflops'):<6} "
+              f"{f('sm90v2_fwd_tflops'):<6} {f('sm80_fwd_tflops'):<6} "
               f"{f('torch_efficient_fwd_tflops'):<9} {f('torch_math_fwd_tflops'):<10} "
-              f"{round(r['sm90_fwd_tflops'] / r['sm80_fwd_tflops'], 2)}"
+              f"{round(best / r['sm80_fwd_tflops'], 2)}"
               f"{'' if r['sm90_path_taken'] else '  (sm90 TF32 NOT taken)'}", file=log, flush=True)
     return rows
 
@@ -911,7 +950,8 @@ def main():
         rows = phase_tf32_selftest(h, log)
     elif args.phase == "tf32":
         rows = phase_tf32(h, log, TF32_CASES, TF32_FALLBACK_CASES)
-        print(f"tf32: {sum(r['ok'] for r in rows)} / {len(rows)} pass", file=log, flush=True)
+        print(f"tf32: {sum(r['ok'] for r in rows)} / {len(rows)} pass (every variant; fallback cases once)",
+              file=log, flush=True)
     elif args.phase == "tf32sanitize":
         rows = phase_tf32(h, log, [c for c in TF32_CASES if c["name"] in TF32_SANITIZE])
     elif args.phase == "tf32bench":

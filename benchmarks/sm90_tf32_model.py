@@ -9,7 +9,8 @@
    that the 16-bit kernels' k16 steps rely on and that the H200 confirmed for them) against what TMA
    writes (box {32 floats, rows}, 1024-aligned panels) and what the transposer warps write
    (transpose_v_tile: keys permuted by tf32_kperm).
-2. The register A fragment of O += P V: the S accumulator layout (lane 4g + t holds d[4j + 2h + e] =
+2. The register A fragment of O += P V (and of S = Q K^T in variants 1 / 2, Q's fragments loaded by
+   load_q_frags): the S accumulator layout (lane 4g + t holds d[4j + 2h + e] =
    S[16w + g + 8h][8j + 2t + e]), pack_p_step's order {c0, c2, c1, c3}, the m64k8 .tf32 A layout (a0
    (g, t), a1 (g + 8, t), a2 (g, t + 4), a3 (g + 8, t + 4)) and the V^T descriptor reads, multiplied out
    on random integers against P V; the other register order {c0, c1, c2, c3} must fail (the self-test's
@@ -18,7 +19,8 @@
    no buffer (raw V, K[s], V^T[s]) written before every read of its previous tile is done, no read of
    a tile before all its writes are done, no wait on a phase the barrier has already run past (parity
    ambiguity). A mutant protocol (transposers not waiting for kv_empty) must be caught.
-The constants and formulas mirror the kernel's; change them together.
+The constants and formulas mirror the kernel's; change them together. --cxx FILE compares them with the
+kernel file's own functions (the output of benchmarks/sm90_tf32_xcheck.cu, which says how to build it).
 """
 import argparse
 import random
@@ -181,6 +183,37 @@ def check_fragments(DV=128, order=(0, 2, 1, 3), seed=0):
                     A[r, u] = regs[reg]
         O += A @ Bm
     return bool((O == P @ V).all())
+
+
+def check_q_frags(D=128, seed=0):
+    """Variants 1 / 2: S = Q K^T with A = load_q_frags' registers (rows r0, r0 + 8, columns 8k + t, + 4 of
+    the Q tile, TMA's layout, R = 128 rows, consumer c's rows from 64 c) and B = K through the K-major
+    descriptor, multiplied out against Q K^T."""
+    rng = np.random.default_rng(seed)
+    Q = rng.integers(-8, 9, size=(KBR, D)).astype(np.int64)
+    K = rng.integers(-8, 9, size=(KBC, D)).astype(np.int64)
+    mem = {}
+    q0, k0 = 0, KBR * D * 4
+    tma_write(mem, q0, KBR, D, lambda r, c: int(Q[r, c]))
+    tma_write(mem, k0, KBC, D, lambda r, c: int(K[r, c]))
+    ok = True
+    for c in range(2):
+        S = np.zeros((64, KBC), dtype=np.int64)
+        for k in range(D // 8):
+            B = descriptor_read(mem, k0 + (k // 4) * KBC * 128 + (k % 4) * 32, 1024, KBC, 8)
+            Bm = np.array([[B[(n, u)] for n in range(KBC)] for u in range(8)], dtype=np.int64)  # [u, n]
+            A = np.zeros((64, 8), dtype=np.int64)
+            for w in range(4):
+                for lane in range(32):
+                    g, t = lane // 4, lane % 4
+                    r0 = c * 64 + w * 16 + g
+                    for e in range(4):  # load_q_frags
+                        val = mem[q0 + swz128_offset_f32(KBR, r0 + 8 * (e & 1), 8 * k + t + 4 * (e >> 1))]
+                        r, u = a_coord(w, lane, e)
+                        A[r, u] = val
+            S += A @ Bm
+        ok &= bool((S == Q[64 * c:64 * c + 64] @ K.T).all())
+    return ok
 
 
 # ---- Barrier protocol --------------------------------------------------------------------------------
@@ -382,14 +415,35 @@ def check_protocol(schedules):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--schedules", type=int, default=3000)
+    ap.add_argument("--cxx", default=None, help="output of benchmarks/sm90_tf32_xcheck.cu")
     args = ap.parse_args()
     ok = check_layouts()
+    if args.cxx:
+        bad = n = 0
+        for line in open(args.cxx):
+            f = line.split()
+            if f[0] == "S":
+                R, r, c, v = map(int, f[1:])
+                want = swz128_offset_f32(R, r, c)
+            elif f[0] == "P":
+                j, v = map(int, f[1:])
+                want = tf32_kperm(j)
+            else:
+                dv, d, key, v = map(int, f[1:])
+                want = swz128_offset_f32(dv, d, tf32_kperm(key))
+            n += 1
+            bad += v != want
+        print(f"C++ layout functions (flash_fwd_sm90_tf32.cu) vs this model: {n - bad} / {n} equal")
+        ok &= bad == 0 and n > 0
     f128 = all(check_fragments(128, seed=s) for s in range(3))
     f64 = all(check_fragments(64, seed=s) for s in range(3))
     alt = check_fragments(128, order=(0, 1, 2, 3))
     print(f"register A of P V (pack {{c0,c2,c1,c3}}, V^T keys permuted): D=128 {'OK' if f128 else 'WRONG'}, "
           f"D=64 {'OK' if f64 else 'WRONG'}; the other order {{c0,c1,c2,c3}} {'WRONG as expected' if not alt else 'ALSO RIGHT (model too weak)'}")
     ok &= f128 and f64 and not alt
+    qf = all(check_q_frags(D, seed=s) for D in (64, 128) for s in range(2))
+    print(f"register A of S = Q K^T from load_q_frags (variants 1 / 2), D = 64 and 128: {'OK' if qf else 'WRONG'}")
+    ok &= qf
     ok &= check_protocol(args.schedules)
     print("ALL OK" if ok else "FAILED")
     sys.exit(0 if ok else 1)

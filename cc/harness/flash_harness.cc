@@ -31,7 +31,8 @@
 //   -1 env TF_FLASHATTN_SM90_FWD_VARIANT, unset: fwd_default_variant)
 //   set_sm90_tf32(mode) (1 on, 0 off, -1 env: on only with TF_FLASHATTN_SM90_TF32=1): the float32 TF32
 //   forward on Hopper (cc/kernels/sm90/flash_fwd_sm90_tf32.cu, allow_tf32 calls); sm90_info() has
-//   tf32_enabled and tf32_fwd_launches; sm90_tf32_selftest() its building blocks
+//   tf32_enabled, tf32_fwd_launches, tf32_variant(s), last_tf32_variant; set_sm90_tf32_variant(v) (0 ..
+//   tf32_variants - 1, -1 env TF_FLASHATTN_SM90_TF32_VARIANT); sm90_tf32_selftest() its building blocks
 //
 // Layouts and dtypes as in cc/kernels/common/flash_params.h: q [B, Tq, H, D], k [B, Tk, Hkv, D],
 // v [B, Tk, Hkv, Dv], o / d_o [B, Tq, H, Dv] (float32 / float16 / bfloat16, one dtype; the last
@@ -818,7 +819,13 @@ py::dict sm90_info() {
   d["bwd_launches"] = flashattn::cuda::sm90::bwd_launches();
   d["tf32_enabled"] = flashattn::cuda::sm90::tf32_enabled();
   d["tf32_fwd_launches"] = flashattn::cuda::sm90::fwd_tf32_launches();
+  d["tf32_variant"] = flashattn::cuda::sm90::tf32_variant();
+  d["tf32_variants"] = flashattn::cuda::sm90::tf32_variants();
+  d["last_tf32_variant"] = flashattn::cuda::sm90::last_tf32_variant();
 #else
+  d["tf32_variant"] = 0;
+  d["tf32_variants"] = 1;
+  d["last_tf32_variant"] = -1;
   d["tf32_enabled"] = false;
   d["tf32_fwd_launches"] = 0;
   d["bwd_enabled"] = false;
@@ -896,11 +903,21 @@ void set_sm90_tf32(int mode) {
 #endif
 }
 
+void set_sm90_tf32_variant(int v) {
+#if FA_HAS_SM90
+  if (!flashattn::cuda::sm90::set_tf32_variant(v))
+    throw py::value_error("set_sm90_tf32_variant: " + std::to_string(v) + " is not a variant (0 .. " +
+                          std::to_string(flashattn::cuda::sm90::tf32_variants() - 1) + ", or -1)");
+#else
+  if (v > 0) throw py::value_error("set_sm90_tf32_variant: this harness was built without the sm90 kernels");
+#endif
+}
+
 py::list sm90_tf32_selftest() {
 #if FA_HAS_SM90
   const char* names[] = {"tf32_tma_load_f32_tile", "tf32_v_transpose_and_k_round", "tf32_wgmma_ss_n64_kmajor",
                          "tf32_wgmma_rs_n128_from_acc", "tf32_wgmma_rs_n64_from_acc",
-                         "tf32_diag_rs_other_a_order_expect_FAIL"};
+                         "tf32_diag_rs_other_a_order_expect_FAIL", "tf32_wgmma_rs_n64_q_frags"};
   static_assert(sizeof(names) / sizeof(names[0]) == flashattn::cuda::sm90::kFwdTf32Selftests, "names");
   return selftest_rows(names, flashattn::cuda::sm90::kFwdTf32Selftests, flashattn::cuda::sm90::tf32_selftest);
 #else
@@ -964,7 +981,8 @@ PYBIND11_MODULE(flash_harness, m) {
         "The Hopper forward: dict(compiled, enabled (TF_FLASHATTN_SM90 / set_sm90), fwd_launches, "
         "fwd_variant (the schedule set now), fwd_variants (how many), fwd_default_variant (the one when "
         "nothing is set), last_fwd_variant (of the last launch), bwd_enabled, bwd_launches, tf32_enabled "
-        "(TF_FLASHATTN_SM90_TF32 / set_sm90_tf32), tf32_fwd_launches).");
+        "(TF_FLASHATTN_SM90_TF32 / set_sm90_tf32), tf32_fwd_launches, tf32_variant, tf32_variants, "
+        "last_tf32_variant).");
   m.def("set_sm90", &set_sm90, "Hopper forward switch: 1 on, 0 off (sm80 kernels), -1 back to the "
         "environment (TF_FLASHATTN_SM90).", py::arg("mode"));
   m.def("set_sm90_fwd_variant", &set_sm90_fwd_variant,
@@ -978,6 +996,10 @@ PYBIND11_MODULE(flash_harness, m) {
   m.def("set_sm90_tf32", &set_sm90_tf32, "Hopper float32 TF32 forward switch (flash_fwd_sm90_tf32.cu, opt-in): "
         "1 on, 0 off (sm80's TF32 kernel), -1 back to the environment (on only with TF_FLASHATTN_SM90_TF32=1; "
         "TF_FLASHATTN_SM90=0 / set_sm90(0) turn it off too).", py::arg("mode"));
+  m.def("set_sm90_tf32_variant", &set_sm90_tf32_variant,
+        "Variant of the Hopper TF32 forward (flash_fwd_sm90_tf32.cu's kTf32Sched: 0 Q in shared memory, 1 Q in "
+        "registers, 2 as 1 with K truncated), -1 back to the environment (TF_FLASHATTN_SM90_TF32_VARIANT; unset: 0).",
+        py::arg("v"));
   m.def("sm90_tf32_selftest", &sm90_tf32_selftest,
         "The Hopper TF32 forward's building blocks (float32 TMA tile, V transpose, wgmma .tf32 forms) one at a "
         "time, as sm90_selftest; the last is a diagnostic expected to FAIL.");

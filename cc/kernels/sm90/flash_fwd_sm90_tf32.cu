@@ -22,7 +22,8 @@
 //   Rounding: as sm80/flash_fwd_tf32.cu, every operand is rounded to tf32 with cvt.rna before the MMA
 //   (the tensor cores would otherwise use the top 19 bits, i.e. truncate): Q by the consumer
 //   warpgroups in shared memory once (each its own 64 rows), K by the transposers in place after its
-//   TMA load (kRoundK), V while transposing, P in registers when packed.
+//   TMA load (not in variant 2, below), V while transposing, P in registers when packed; variants 1
+//   and 2 load Q's A fragments into registers instead (rounded on the way).
 //
 // Tiles (kBr = 128 query rows per CTA, 64 per consumer warpgroup; kBc = 64 keys per K / V tile):
 //   Shared memory, float32, 128-byte swizzle in panels of 32 floats (sm90_ptx.cuh, swz128_offset_f32):
@@ -34,9 +35,10 @@
 //   232,448 B opt-in limit), 112 KiB at D = 64. 128-key tiles at D = 128 would need 64 KiB per K / V /
 //   V^T buffer (no room next to a 64 KiB Q); a third stage at D = 128 does not fit either. D = 64
 //   keeps the same tiles (one code path; its smem would allow more stages: not tried).
-//   Registers: consumers S 32 + O D/2 floats, P 32 words (setmaxnreg 224); producer warpgroup 56
-//   (the transposers hold 8 floats at a time): 128 x 56 + 256 x 224 = 64,512 = 384 x 168, the
-//   launch's pool (__launch_bounds__(384, 1)).
+//   Registers: consumers S 32 + O D/2 floats, P 32 words, in variants 1 / 2 Q's D/2 words
+//   (setmaxnreg 232); producer warpgroup 40 (the transposers hold 8 floats at a time; ptxas 13.0
+//   allots them 33): 128 x 40 + 256 x 232 = 64,512 = 384 x 168, the launch's pool
+//   (__launch_bounds__(384, 1)).
 //   V^T layout: the B operand of O += P V, N = Dv rows x K = 64 keys, K-major: key panel j (keys 32j ..
 //   32j+31) at j * Dv * 128, row d at d * 128, the keys of each k8 step permuted (tf32_kperm): key 2u of
 //   the step at position u, key 2u + 1 at position u + 4 (u < 4). So the S accumulators are the
@@ -53,6 +55,9 @@
 //   (kk % 4) * 32). One tile at a time per warpgroup (schedule 0's order: no S / P V overlap inside a
 //   warpgroup, which would hold K and V^T longer than 2 stages allow); the two consumer warpgroups
 //   interleave on the tensor cores.
+// Variants (kTf32Sched below; TF_FLASHATTN_SM90_TF32_VARIANT): 0 as above (the default), 1 Q's A
+// fragments in registers (S = Q K^T by wgmma RS), 2 as 1 without K's rounding; see their comment for
+// the shared-memory traffic that motivates them.
 // Barriers (mbarriers; counts in parentheses), tile n of the CTA's key tiles, stage s = n % 2:
 //   q_full (1 + tx)          producer: Q's TMA bytes
 //   v_full (1 + tx)          producer: V_n's TMA bytes into the raw buffer (phase n)
@@ -98,13 +103,31 @@ constexpr int kStages = 2;         // K and V^T stages (the raw V buffer is sing
 constexpr int kThreads = 384;      // producer warpgroup + 2 consumer warpgroups
 constexpr int kTransposers = 96;   // warps 1..3 of the producer warpgroup
 constexpr int kConsumerThreads = 256;
-constexpr int kProducerRegs = 56;
-constexpr int kConsumerRegs = 224;
+constexpr int kProducerRegs = 40;   // the transposers' loop: 33 (ptxas 13.0, sm_90a)
+constexpr int kConsumerRegs = 232;
 static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= kThreads * 168, "the launch's register pool");
 static_assert(kProducerRegs % 8 == 0 && kConsumerRegs % 8 == 0, "setmaxnreg takes multiples of 8");
-// K rounded to tf32 in shared memory (cvt.rna, as sm80's kernel). false: the tensor cores truncate K
-// (one more 32 KiB read and write of shared memory per tile saved; not the sm80 kernel's numerics).
-constexpr bool kRoundK = true;
+
+// Variants (TF_FLASHATTN_SM90_TF32_VARIANT, read once, or the harness's set_sm90_tf32_variant;
+// default kTf32DefaultVariant), all UNTESTED ON A GPU when added. Shared-memory traffic per key tile and
+// CTA at D = 128 (the budget: ~128 B / clock per SM against ~2,200 clocks of TF32 tensor-core work per
+// tile at the H200's peak): variant 0 384 KiB (wgmma reads of Q 2 x 32, K 2 x 32, V^T 2 x 32; TMA
+// writes of K and V 64; the transposers' V read and V^T write 64 and K's rounding 64), so the shared
+// memory, not the tensor cores, bounds it (~3,000 clocks); variant 1 320 KiB, variant 2 256 KiB.
+//   0  Q in shared memory (S = Q K^T by wgmma SS), K rounded in place by the transposers: every operand
+//      rounded with cvt.rna, as sm80/flash_fwd_tf32.cu (the reference of the bitwise checks)
+//   1  Q in registers: each consumer thread loads its A fragments of Q once (D / 8 k8 steps x 4 words,
+//      rounded on the way: 64 registers at D = 128) and S = Q K^T runs as wgmma RS (A from
+//      registers, B = K K-major); K rounded as in 0. Same operand values as 0 (expected bit for bit
+//      equal unless the RS and SS forms accumulate differently).
+//   2  1 without K's rounding: the tensor cores take K's top 19 bits (truncation), as a TF32 GEMM on
+//      unrounded inputs does; not sm80's numerics (the tf32 phase judges it against the same bars).
+struct Tf32Sched {
+  bool q_regs, round_k;
+};
+constexpr Tf32Sched kTf32Sched[] = {{false, true}, {true, true}, {true, false}};
+constexpr int kTf32Variants = sizeof(kTf32Sched) / sizeof(kTf32Sched[0]);
+constexpr int kTf32DefaultVariant = 0;
 
 template <int D>
 struct Tf32Smem {
@@ -177,6 +200,19 @@ __device__ __forceinline__ void pack_p_step(uint32_t (&a)[4], const float* s4) {
   a[3] = to_tf32(s4[3]);
 }
 
+// Q's A fragments for S = Q K^T from registers (variants 1 / 2): rows r0 and r0 + 8 (r0 = 16 warp + g
+// of the warpgroup's rows) of a Q tile of R rows at q (TMA's layout), k8 step k = columns 8k .. 8k+7
+// as stored (B = K is not permuted): qa[k] = {Q[r0][8k+t], Q[r0+8][8k+t], Q[r0][8k+t+4],
+// Q[r0+8][8k+t+4]}, rounded. The 8 rows of a warp's lanes sit in 8 distinct 16-byte chunks.
+template <int D, int R>
+__device__ __forceinline__ void load_q_frags(uint32_t (&qa)[D / 8][4], uint32_t q, int r0, int t) {
+#pragma unroll
+  for (int k = 0; k < D / 8; ++k)
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      qa[k][e] = to_tf32(ld_shared_f32(q + swz128_offset_f32(R, r0 + 8 * (e & 1), 8 * k + t + 4 * (e >> 1))));
+}
+
 template <int D>
 __device__ __forceinline__ void wgmma_tf32_pv(float (&o)[D / 2], const uint32_t (&a)[4], uint64_t desc) {
   static_assert(D == 64 || D == 128, "wgmma N");
@@ -187,11 +223,13 @@ __device__ __forceinline__ void wgmma_tf32_pv(float (&o)[D / 2], const uint32_t 
 // q [B, Tq, H, D], k [B, Tk, Hkv, D], v [B, Tk, Hkv, D] float32 through tm_q / tm_k / tm_v (rank 4:
 // d, head, time, batch; boxes {32, 1, 128, 1} for q, {32, 1, 64, 1} for k / v); o [B, Tq, H, D]
 // float32 and lse [B, H, Tq] from p. Grid (ceil(Tq / kBr), H, B), longest causal rows first.
-template <int D>
+// V: the variant (kTf32Sched).
+template <int D, int V>
 __global__ void __launch_bounds__(kThreads, 1)
     flash_fwd_sm90_tf32_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                                const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ FlashFwdParams p) {
   using L = Tf32Smem<D>;
+  constexpr Tf32Sched kS = kTf32Sched[V];
   extern __shared__ uint8_t smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
   const uint32_t q_full = base + L::kQFull, v_full = base + L::kVFull, v_empty = base + L::kVEmpty;
@@ -255,7 +293,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         transpose_v_tile<D>(vt, base + L::kVRaw, ttid, kTransposers);
         mbar_arrive(v_empty);  // this thread's reads of the raw V are done
         mbar_wait(k_full0 + 8 * s, (n / kStages) & 1);
-        if constexpr (kRoundK) round_tf32_smem(base + L::kK + s * L::kKVBytes, L::kKVBytes, ttid, kTransposers);
+        if constexpr (kS.round_k) round_tf32_smem(base + L::kK + s * L::kKVBytes, L::kKVBytes, ttid, kTransposers);
         fence_proxy_async();  // V^T and K's generic-proxy writes before the consumers' wgmma reads
         mbar_arrive(kv_ready0 + 8 * s);
       }
@@ -285,13 +323,19 @@ __global__ void __launch_bounds__(kThreads, 1)
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
   const uint32_t q_tile = base + L::kQ + c * 64 * 128;  // this warpgroup's 64 rows in each panel
 
+  // Variants 1 / 2: Q's A fragments in registers (load_q_frags), rounded.
+  uint32_t qa[D / 8][4];  // (variants 1 / 2 only; unused otherwise)
   if (n_tiles > 0) {
     mbar_wait(q_full, 0);
-    // Q to tf32, this warpgroup's rows of each 32-column panel (the other warpgroup's are its own).
+    if constexpr (kS.q_regs) {
+      load_q_frags<D, kBr>(qa, base + L::kQ, c * 64 + warp * 16 + g, t);
+    } else {
+      // Q to tf32, this warpgroup's rows of each 32-column panel (the other warpgroup's are its own).
 #pragma unroll
-    for (int j = 0; j < D / 32; ++j) round_tf32_smem(q_tile + j * kBr * 128, 64 * 128, tid, 128);
-    fence_proxy_async();
-    named_bar_sync(1 + c, 128);
+      for (int j = 0; j < D / 32; ++j) round_tf32_smem(q_tile + j * kBr * 128, 64 * 128, tid, 128);
+      fence_proxy_async();
+      named_bar_sync(1 + c, 128);
+    }
   }
   for (int n = 0; n < n_tiles; ++n) {
     const int s = n % kStages;
@@ -304,9 +348,13 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
     for (int k = 0; k < D / 8; ++k) {
       const uint32_t koff = (k % 4) * 32;  // k8 step within the 128-byte row
-      const uint64_t da = wgmma_desc(q_tile + (k / 4) * kBr * 128 + koff, 16, 1024);
       const uint64_t db = wgmma_desc(k_tile + (k / 4) * kBc * 128 + koff, 16, 1024);
-      wgmma_tf32_ss_m64n64k8(sacc, da, db, k > 0);
+      if constexpr (kS.q_regs) {
+        wgmma_tf32_rs_m64n64k8(sacc, qa[k], db, k > 0);
+      } else {
+        const uint64_t da = wgmma_desc(q_tile + (k / 4) * kBr * 128 + koff, 16, 1024);
+        wgmma_tf32_ss_m64n64k8(sacc, da, db, k > 0);
+      }
     }
     wgmma_commit();
     wgmma_wait<0>();
@@ -399,8 +447,10 @@ __global__ void __launch_bounds__(kThreads, 1)
 // ---- Host side ---------------------------------------------------------------------------------
 std::atomic<int64_t> g_tf32_launches{0};
 std::atomic<int> g_tf32_override{-1};
+std::atomic<int> g_tf32_variant_override{-1};
+std::atomic<int> g_tf32_last_variant{-1};
 
-template <int D>
+template <int D, int V>
 cudaError_t launch_tf32(const FlashFwdParams& p, cudaStream_t stream) {
   const AttnShape& s = p.shape;
   CUtensorMap tq, tk, tv;
@@ -408,15 +458,28 @@ cudaError_t launch_tf32(const FlashFwdParams& p, cudaStream_t stream) {
       !tma_map_rows_f32(&tk, p.k, s.B, s.Tk, s.Hkv, D, s.k_stride, kBc) ||
       !tma_map_rows_f32(&tv, p.v, s.B, s.Tk, s.Hkv, D, s.v_stride, kBc))
     return cudaErrorNotSupported;  // the dispatch falls back to sm80's TF32 kernel
-  auto kernel = flash_fwd_sm90_tf32_kernel<D>;
+  auto kernel = flash_fwd_sm90_tf32_kernel<D, V>;
   const int smem = Tf32Smem<D>::kAlloc;
   cudaError_t err = set_dynamic_smem(kernel, smem);
   if (err != cudaSuccess) return err;
   const dim3 grid(static_cast<unsigned>((s.Tq + kBr - 1) / kBr), static_cast<unsigned>(s.H), static_cast<unsigned>(s.B));
   kernel<<<grid, kThreads, smem, stream>>>(tq, tk, tv, p);
   err = cudaGetLastError();
-  if (err == cudaSuccess) g_tf32_launches.fetch_add(1, std::memory_order_relaxed);
+  if (err == cudaSuccess) {
+    g_tf32_launches.fetch_add(1, std::memory_order_relaxed);
+    g_tf32_last_variant.store(V, std::memory_order_relaxed);
+  }
   return err;
+}
+
+template <int D>
+cudaError_t launch_tf32_variant(const FlashFwdParams& p, cudaStream_t stream, int v) {
+  static_assert(kTf32Variants == 3, "one case per variant");
+  switch (v) {
+    case 1: return launch_tf32<D, 1>(p, stream);
+    case 2: return launch_tf32<D, 2>(p, stream);
+    default: return launch_tf32<D, 0>(p, stream);
+  }
 }
 
 }  // namespace
@@ -434,6 +497,30 @@ bool tf32_enabled() {
 void set_tf32_enabled(int mode) { g_tf32_override.store(mode < 0 ? -1 : (mode ? 1 : 0), std::memory_order_relaxed); }
 
 int64_t fwd_tf32_launches() { return g_tf32_launches.load(std::memory_order_relaxed); }
+
+int tf32_variants() { return kTf32Variants; }
+
+int tf32_variant() {
+  const int o = g_tf32_variant_override.load(std::memory_order_relaxed);
+  if (o >= 0) return o;
+  // TF_FLASHATTN_SM90_TF32_VARIANT: a whole decimal number in [0, kTf32Variants); else the default.
+  static const int env_v = [] {
+    const char* v = getenv("TF_FLASHATTN_SM90_TF32_VARIANT");
+    if (!v || !*v) return -1;
+    char* end = nullptr;
+    const long x = strtol(v, &end, 10);
+    return *end == '\0' && x >= 0 && x < kTf32Variants ? static_cast<int>(x) : -1;
+  }();
+  return env_v >= 0 ? env_v : kTf32DefaultVariant;
+}
+
+bool set_tf32_variant(int v) {
+  if (v >= kTf32Variants) return false;
+  g_tf32_variant_override.store(v < 0 ? -1 : v, std::memory_order_relaxed);
+  return true;
+}
+
+int last_tf32_variant() { return g_tf32_last_variant.load(std::memory_order_relaxed); }
 
 bool fwd_tf32_applies(const FlashFwdParams& p) {
   const AttnShape& s = p.shape;
@@ -456,7 +543,8 @@ bool fwd_tf32_applies(const FlashFwdParams& p) {
 }
 
 cudaError_t fwd_tf32(const FlashFwdParams& p, cudaStream_t stream) {
-  return p.shape.D == 128 ? launch_tf32<128>(p, stream) : launch_tf32<64>(p, stream);
+  const int v = tf32_variant();
+  return p.shape.D == 128 ? launch_tf32_variant<128>(p, stream, v) : launch_tf32_variant<64>(p, stream, v);
 }
 
 // ---- Self-test of the building blocks (UNTESTED ON A GPU when written) -------------------------
@@ -507,8 +595,9 @@ __global__ void selftest_tf32_tma_kernel(const __grid_constant__ CUtensorMap tm,
 // into swizzled tiles (64 rows), V [64 (keys), DV] into the raw layout, V^T by the transposer.
 // S = Q K^T by 16 wgmma m64n64k8 SS (out s [64, 64]); P = S packed into A fragments (ALT: the
 // diagnostic order {c0, c1, c2, c3} instead of the kernel's {c0, c2, c1, c3}); O = P V by 8 wgmma
-// m64nDVk8 RS from V^T (out o [64, DV]).
-template <int DV, bool ALT>
+// m64nDVk8 RS from V^T (out o [64, DV]). QREGS: S by 16 wgmma m64n64k8 RS instead, A = Q's fragments
+// loaded by the kernel's load_q_frags (variants 1 / 2's S = Q K^T form).
+template <int DV, bool ALT, bool QREGS = false>
 __global__ void selftest_tf32_mma_kernel(const float* q, const float* k, const float* v, float* s_out, float* o_out) {
   extern __shared__ uint8_t smem_raw[];
   const uint32_t raw = smem_u32(smem_raw);
@@ -527,11 +616,17 @@ __global__ void selftest_tf32_mma_kernel(const float* q, const float* k, const f
   fence_proxy_async();
   __syncthreads();
   float sacc[32];
+  uint32_t qa[16][4];
+  if constexpr (QREGS) load_q_frags<128, 64>(qa, q_tile, warp * 16 + g, t);
   wgmma_fence();
 #pragma unroll
-  for (int kk = 0; kk < 16; ++kk)
-    wgmma_tf32_ss_m64n64k8(sacc, wgmma_desc(q_tile + (kk / 4) * 64 * 128 + (kk % 4) * 32, 16, 1024),
-                           wgmma_desc(k_tile + (kk / 4) * 64 * 128 + (kk % 4) * 32, 16, 1024), kk > 0);
+  for (int kk = 0; kk < 16; ++kk) {
+    const uint64_t db = wgmma_desc(k_tile + (kk / 4) * 64 * 128 + (kk % 4) * 32, 16, 1024);
+    if constexpr (QREGS)
+      wgmma_tf32_rs_m64n64k8(sacc, qa[kk], db, kk > 0);
+    else
+      wgmma_tf32_ss_m64n64k8(sacc, wgmma_desc(q_tile + (kk / 4) * 64 * 128 + (kk % 4) * 32, 16, 1024), db, kk > 0);
+  }
   wgmma_commit();
   wgmma_wait<0>();
   fence_regs(sacc);
@@ -560,6 +655,7 @@ __global__ void selftest_tf32_mma_kernel(const float* q, const float* k, const f
   wgmma_wait<0>();
   fence_regs(acc);
   fence_regs(pa);
+  if constexpr (QREGS) fence_regs(qa);
 #pragma unroll
   for (int i = 0; i < DV / 2; ++i) {
     const int r = warp * 16 + g + 8 * ((i / 2) & 1), col = 8 * (i / 4) + 2 * t + (i & 1);
@@ -681,9 +777,9 @@ int tf32_selftest(int which, double* max_err, char* msg, int msg_len) {
       say("V^T by the transposer warps (keys permuted, cvt.rna) and K rounding in place: bits equal the host's rna");
     return 1;
   }
-  // Tests 2-5.
+  // Tests 2-6.
   const int DV = which == 4 ? 64 : 128;
-  const bool alt = which == 5;
+  const bool alt = which == 5, qregs = which == 6;
   std::vector<float> q(64 * 128), k(64 * 128), v(64 * DV);
   for (int i = 0; i < 64; ++i)
     for (int j = 0; j < 128; ++j) {
@@ -717,13 +813,14 @@ int tf32_selftest(int which, double* max_err, char* msg, int msg_len) {
     kernel<<<1, 128, smem>>>(dq, dk, dv, ds, dout);
     return cudaDeviceSynchronize();
   };
-  err = alt ? run(selftest_tf32_mma_kernel<128, true>)
-            : DV == 64 ? run(selftest_tf32_mma_kernel<64, false>) : run(selftest_tf32_mma_kernel<128, false>);
+  err = alt     ? run(selftest_tf32_mma_kernel<128, true>)
+        : qregs ? run(selftest_tf32_mma_kernel<128, false, true>)
+        : DV == 64 ? run(selftest_tf32_mma_kernel<64, false>) : run(selftest_tf32_mma_kernel<128, false>);
   if (err != cudaSuccess) { say("kernel failed: %s", cudaGetErrorString(err)); return 0; }
   std::vector<float> s(64 * 64), o(64 * DV);
   cudaMemcpy(s.data(), ds, s.size() * 4, cudaMemcpyDeviceToHost);
   cudaMemcpy(o.data(), dout, o.size() * 4, cudaMemcpyDeviceToHost);
-  const bool check_s = which == 2;
+  const bool check_s = which == 2 || which == 6;
   const std::vector<float>& got = check_s ? s : o;
   const std::vector<double>& ref = check_s ? s_ref : o_ref;
   const int cols = check_s ? 64 : DV;
@@ -739,7 +836,8 @@ int tf32_selftest(int which, double* max_err, char* msg, int msg_len) {
   const char* what[] = {"", "", "wgmma m64n64k8 .tf32 SS, A and B K-major (S = Q K^T form)",
                         "wgmma m64n128k8 .tf32 RS, A from the S accumulators {c0,c2,c1,c3}, B = V^T from the transposer (D = 128 P V form)",
                         "wgmma m64n64k8 .tf32 RS, A from the S accumulators, B = V^T (D = 64 P V form)",
-                        "DIAGNOSTIC (expected FAIL): test 3 with A packed {c0,c1,c2,c3}"};
+                        "DIAGNOSTIC (expected FAIL): test 3 with A packed {c0,c1,c2,c3}",
+                        "wgmma m64n64k8 .tf32 RS, A = Q's fragments by load_q_frags, B = K K-major (variants 1 / 2's S = Q K^T)"};
   if (bad && !check_s && !alt) {
     // Tell whether S itself was right (a P V failure with a bad S is test 2's).
     int sbad = 0;
@@ -747,6 +845,13 @@ int tf32_selftest(int which, double* max_err, char* msg, int msg_len) {
     say("%s: %d of %d differ (S: %d of 4096 differ); first at (%d, %d): got %g want %g", what[which], bad,
         static_cast<int>(got.size()), sbad, first / cols, first % cols, got[first], ref[first]);
     return 0;
+  }
+  if (!bad && qregs) {  // the P V product of the same run too (A from these S accumulators)
+    for (int i = 0; i < 64 * DV; ++i) bad += !(o[i] == o_ref[i]);
+    if (bad) {
+      say("%s: S exact, but O = P V after it: %d of %d differ", what[which], bad, 64 * DV);
+      return 0;
+    }
   }
   if (bad) {
     say("%s: %d of %d differ; first at (%d, %d): got %g want %g", what[which], bad, static_cast<int>(got.size()),
