@@ -155,7 +155,7 @@ if [[ ,$what, == *,sm90,* ]]; then (
     if [[ ${ph%%:*} == numerics && $rc != 0 ]]; then
       export SM90_SKIP_D256=1; echo "numerics rc=$rc: SM90_SKIP_D256=1 for the later phases"
     fi
-    grep -E "SELFTEST|^FAIL|numerics:|variants:|tf32:|^variant |TFLOP|^ +[0-9]+ |NOT taken|NOT bitwise|launches [0-9]+, expected|bitwise_vs_nomask=False|bitwise_vs_v0=False|Error|error" \
+    grep -E "SELFTEST|^FAIL|numerics:|variants:|tf32:|^tf32 variant |^variant |TFLOP|^ +[0-9]+ |NOT taken|NOT bitwise|launches [0-9]+, expected|bitwise_vs_nomask=False|bitwise_vs_v0=False|Error|error" \
       $d/${ph%%:*}.log | head -70
   done
   # vcap: the variants phase again with the persistent schedule's grid capped at 2 CTAs

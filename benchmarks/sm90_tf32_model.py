@@ -18,7 +18,7 @@
 3. The mbarrier protocol of producer / transposers / consumers under random interleavings: no deadlock,
    no buffer (raw V, K[s], V^T[s]) written before every read of its previous tile is done, no read of
    a tile before all its writes are done, no wait on a phase the barrier has already run past (parity
-   ambiguity). A mutant protocol (transposers not waiting for kv_empty) must be caught.
+   ambiguity). Mutant protocols (each with one wait left out) must be caught.
 The constants and formulas mirror the kernel's; change them together. --cxx FILE compares them with the
 kernel file's own functions (the output of benchmarks/sm90_tf32_xcheck.cu, which says how to build it).
 """
@@ -133,7 +133,7 @@ def check_layouts():
                 if mem[base + kVT + swz128_offset_f32(D, d, tf32_kperm(key))] != ("V", key, d):
                     fails += 1
         # The buffers do not overlap and fit.
-        total = kVT + STAGES * kvb + 24 + 8 * 3 * STAGES + 1024
+        total = kVT + STAGES * kvb + 24 + 8 * 4 * STAGES + 1024
         print(f"layout D={D}: shared memory {total} B ({'fits' if total <= 227 * 1024 else 'DOES NOT FIT'} 232448)")
         fails += total > 227 * 1024
     print(f"layouts: {'OK' if fails == 0 else f'{fails} MISMATCHES'} (TMA tiles, transposer, every descriptor of "
@@ -262,7 +262,8 @@ def run_protocol(n_tiles, rng, n_tr=3, n_cons=4, mutant=None):
     for s in range(STAGES):
         bars[f"k_full{s}"] = MBar(f"k_full{s}", 1)
         bars[f"kv_ready{s}"] = MBar(f"kv_ready{s}", n_tr)
-        bars[f"kv_empty{s}"] = MBar(f"kv_empty{s}", n_cons)
+        bars[f"k_empty{s}"] = MBar(f"k_empty{s}", n_cons)
+        bars[f"vt_empty{s}"] = MBar(f"vt_empty{s}", n_cons)
     # Buffer state: tile held, whether its write finished, the reads done of it.
     buf = {"vraw": dict(tile=None, written=True, reads=set(), parts=set())}
     for s in range(STAGES):
@@ -299,26 +300,33 @@ def run_protocol(n_tiles, rng, n_tr=3, n_cons=4, mutant=None):
         yield ("step",)
         for n in range(n_tiles):
             s = n % STAGES
+            if n >= STAGES and mutant != "producer_no_k_empty_wait":
+                yield from wait(f"k_empty{s}", n // STAGES - 1)
+            # K[s]'s previous tile: rounded by every transposer, read by every consumer's S.
+            overwrite(f"k{s}", n, {f"S{c}" for c in cons_ids} | {f"R{t}" for t in tr_ids})
+            bars[f"k_full{s}"].arrive_expect_tx(1)
+            pending_tma.append((f"k{s}", n, f"k_full{s}", 1))
+            yield ("step",)
             if n >= 1 and mutant != "producer_no_v_empty_wait":
                 yield from wait("v_empty", n - 1)
             overwrite("vraw", n, tr_ids)
             bars["v_full"].arrive_expect_tx(1)
             pending_tma.append(("vraw", n, "v_full", 1))
             yield ("step",)
-            if n >= STAGES and mutant != "producer_no_kv_empty_wait":
-                yield from wait(f"kv_empty{s}", n // STAGES - 1)
-            # K[s]'s previous tile: rounded by every transposer, read by every consumer's S.
-            overwrite(f"k{s}", n, {f"S{c}" for c in cons_ids} | {f"R{t}" for t in tr_ids})
-            bars[f"k_full{s}"].arrive_expect_tx(1)
-            pending_tma.append((f"k{s}", n, f"k_full{s}", 1))
-            yield ("step",)
 
     def transposer(me):
         for n in range(n_tiles):
             s = n % STAGES
+            yield from wait(f"k_full{s}", n // STAGES)
+            kb = buf[f"k{s}"]
+            if kb["tile"] != n or not kb["written"]:
+                raise Violation(f"k{s}: transposer {me} rounds tile {n}, holds {kb['tile']} written={kb['written']}")
+            kb["reads"].add(f"R{me}")
+            kb["parts"].add(me)
+            yield ("step",)
             yield from wait("v_full", n)
-            if n >= STAGES and mutant != "no_kv_empty_wait":
-                yield from wait(f"kv_empty{s}", n // STAGES - 1)
+            if n >= STAGES and mutant != "no_vt_empty_wait":
+                yield from wait(f"vt_empty{s}", n // STAGES - 1)
             read("vraw", n, me)
             yield ("step",)
             vt = buf[f"vt{s}"]
@@ -329,13 +337,6 @@ def run_protocol(n_tiles, rng, n_tr=3, n_cons=4, mutant=None):
                 vt["written"] = True
             yield ("step",)
             bars["v_empty"].arrive()
-            yield ("step",)
-            yield from wait(f"k_full{s}", n // STAGES)
-            kb = buf[f"k{s}"]
-            if kb["tile"] != n or not kb["written"]:
-                raise Violation(f"k{s}: transposer {me} rounds tile {n}, holds {kb['tile']} written={kb['written']}")
-            kb["reads"].add(f"R{me}")
-            kb["parts"].add(me)
             yield ("step",)
             bars[f"kv_ready{s}"].arrive()
             yield ("step",)
@@ -350,9 +351,11 @@ def run_protocol(n_tiles, rng, n_tr=3, n_cons=4, mutant=None):
                 yield from wait(f"kv_ready{s}", n // STAGES)
             read(f"k{s}", n, f"S{me}", need_parts=tr_ids)  # K rounded by every transposer
             yield ("step",)
+            bars[f"k_empty{s}"].arrive()
+            yield ("step",)
             read(f"vt{s}", n, f"P{me}", need_parts=tr_ids)
             yield ("step",)
-            bars[f"kv_empty{s}"].arrive()
+            bars[f"vt_empty{s}"].arrive()
             yield ("step",)
 
     threads = {"producer": producer()}
@@ -399,7 +402,7 @@ def check_protocol(schedules):
     print(f"protocol: {schedules - bad} / {schedules} random interleavings (0..8 key tiles) without deadlock, "
           "early overwrite, early read or parity ambiguity")
     every = True
-    for mutant in ("no_kv_empty_wait", "producer_no_v_empty_wait", "producer_no_kv_empty_wait",
+    for mutant in ("no_vt_empty_wait", "producer_no_v_empty_wait", "producer_no_k_empty_wait",
                    "consumer_no_kv_ready_wait"):
         caught = 0
         for i in range(300):

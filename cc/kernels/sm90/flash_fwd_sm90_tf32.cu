@@ -31,13 +31,13 @@
 //     K [64 x D] x 2 stages         2 x 32 KiB        2 x 16 KiB
 //     V [64 x D] x 1 (raw, as TMA writes it; read only by the transposers)   32 / 16 KiB
 //     V^T [D x 64] x 2 stages       2 x 32 KiB        2 x 16 KiB
-//   = 224 KiB at D = 128 (229,376 B + 72 B of barriers + 1 KiB alignment slack = 230,472 B of the
+//   = 224 KiB at D = 128 (229,376 B + 88 B of barriers + 1 KiB alignment slack = 230,488 B of the
 //   232,448 B opt-in limit), 112 KiB at D = 64. 128-key tiles at D = 128 would need 64 KiB per K / V /
 //   V^T buffer (no room next to a 64 KiB Q); a third stage at D = 128 does not fit either. D = 64
 //   keeps the same tiles (one code path; its smem would allow more stages: not tried).
 //   Registers: consumers S 32 + O D/2 floats, P 32 words, in variants 1 / 2 Q's D/2 words
-//   (setmaxnreg 232); producer warpgroup 40 (the transposers hold 8 floats at a time; ptxas 13.0
-//   allots them 33): 128 x 40 + 256 x 232 = 64,512 = 384 x 168, the launch's pool
+//   (setmaxnreg 224; ptxas 13.0 uses up to 216); producer warpgroup 56 (the transposers hold 8 floats
+//   at a time; ptxas uses up to 38): 128 x 56 + 256 x 224 = 64,512 = 384 x 168, the launch's pool
 //   (__launch_bounds__(384, 1)).
 //   V^T layout: the B operand of O += P V, N = Dv rows x K = 64 keys, K-major: key panel j (keys 32j ..
 //   32j+31) at j * Dv * 128, row d at d * 128, the keys of each k8 step permuted (tf32_kperm): key 2u of
@@ -65,14 +65,18 @@
 //                            phase n - 1 before loading V_n
 //   k_full[s] (1 + tx)       producer: K_n's TMA bytes (phase n / 2)
 //   kv_ready[s] (96)         transposers: K_n rounded and V_n^T written, fenced for the async proxy
-//   kv_empty[s] (256)        consumers: done with K_n and V_n^T (after their P V product); the producer
-//                            waits for tile n - 2's phase before loading K_n into stage s, the
-//                            transposers before writing V_n^T into it
-// Producer thread per tile: V_n (after v_empty of n - 1), then K_n (after kv_empty of n - 2).
-// Transposers per tile: v_full(n); kv_empty(n - 2); V^T; arrive v_empty; k_full(n); round K; fence;
-// arrive kv_ready. Consumers: kv_ready(n); S; softmax; P V; arrive kv_empty. No cycle (each wait is on
-// an earlier tile's step or an earlier step of the same tile), and no buffer is written before its
-// readers released it: benchmarks/sm90_tf32_model.py runs this protocol under random interleavings.
+//   k_empty[s] (256)         consumers: done with K_n (right after their S = Q K^T product); the
+//                            producer waits for tile n - 2's phase before loading K_n into stage s
+//   vt_empty[s] (256)        consumers: done with V_n^T (after their P V product); the transposers wait
+//                            for tile n - 2's phase before writing V_n^T into stage s
+//   (K's stage is released before the softmax and P V, so K_{n+2}'s load starts a softmax and a P V
+//   product earlier than a joint K / V^T release would let it.)
+// Producer thread per tile: K_n (after k_empty of n - 2), then V_n (after v_empty of n - 1).
+// Transposers per tile: k_full(n); round K; v_full(n); vt_empty(n - 2); V^T; arrive v_empty; fence;
+// arrive kv_ready. Consumers: kv_ready(n); S; arrive k_empty; softmax; P V; arrive vt_empty. No cycle
+// (each wait is on an earlier tile's step or an earlier step of the same tile), and no buffer is
+// written before its readers released it: benchmarks/sm90_tf32_model.py runs this protocol under
+// random interleavings.
 #include <cuda.h>
 #include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
 #include <cuda_runtime.h>
@@ -103,17 +107,21 @@ constexpr int kStages = 2;         // K and V^T stages (the raw V buffer is sing
 constexpr int kThreads = 384;      // producer warpgroup + 2 consumer warpgroups
 constexpr int kTransposers = 96;   // warps 1..3 of the producer warpgroup
 constexpr int kConsumerThreads = 256;
-constexpr int kProducerRegs = 40;   // the transposers' loop: 33 (ptxas 13.0, sm_90a)
-constexpr int kConsumerRegs = 232;
+// Registers after setmaxnreg. ptxas 13.0 (sm_90a) allots the producer warpgroup's code (the transposers'
+// loop) up to 38 and the consumers up to 216 (variants 1 / 2 at D = 128; 172 in variant 0): both fit
+// with a margin.
+constexpr int kProducerRegs = 56;
+constexpr int kConsumerRegs = 224;
 static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= kThreads * 168, "the launch's register pool");
 static_assert(kProducerRegs % 8 == 0 && kConsumerRegs % 8 == 0, "setmaxnreg takes multiples of 8");
 
 // Variants (TF_FLASHATTN_SM90_TF32_VARIANT, read once, or the harness's set_sm90_tf32_variant;
 // default kTf32DefaultVariant), all UNTESTED ON A GPU when added. Shared-memory traffic per key tile and
-// CTA at D = 128 (the budget: ~128 B / clock per SM against ~2,200 clocks of TF32 tensor-core work per
-// tile at the H200's peak): variant 0 384 KiB (wgmma reads of Q 2 x 32, K 2 x 32, V^T 2 x 32; TMA
-// writes of K and V 64; the transposers' V read and V^T write 64 and K's rounding 64), so the shared
-// memory, not the tensor cores, bounds it (~3,000 clocks); variant 1 320 KiB, variant 2 256 KiB.
+// CTA at D = 128 (the budget: 128 B / clock per SM; the tile's 4.2 MFLOP take ~2,050 clocks of the
+// tensor cores at TF32's 2,048 FLOP / clock / SM, the H200's 495 TFLOP/s): variant 0 384 KiB (wgmma
+// reads of Q 2 x 32, K 2 x 32, V^T 2 x 32; TMA writes of K and V 64; the transposers' V read and V^T
+// write 64 and K's rounding 64), ~3,070 clocks, so shared memory, not the tensor cores, bounds it (a
+// model, not a measurement); variant 1 320 KiB (~2,560), variant 2 256 KiB (~2,050).
 //   0  Q in shared memory (S = Q K^T by wgmma SS), K rounded in place by the transposers: every operand
 //      rounded with cvt.rna, as sm80/flash_fwd_tf32.cu (the reference of the bitwise checks)
 //   1  Q in registers: each consumer thread loads its A fragments of Q once (D / 8 k8 steps x 4 words,
@@ -141,12 +149,13 @@ struct Tf32Smem {
   static constexpr int kQFull = kBars, kVFull = kBars + 8, kVEmpty = kBars + 16;
   static constexpr int kKFull = kBars + 24;                 // + 8 * stage
   static constexpr int kKVReady = kKFull + 8 * kStages;     // + 8 * stage
-  static constexpr int kKVEmpty = kKVReady + 8 * kStages;   // + 8 * stage
-  static constexpr int kBytes = kKVEmpty + 8 * kStages;
+  static constexpr int kKEmpty = kKVReady + 8 * kStages;    // + 8 * stage
+  static constexpr int kVTEmpty = kKEmpty + 8 * kStages;    // + 8 * stage
+  static constexpr int kBytes = kVTEmpty + 8 * kStages;
   static constexpr int kAlloc = kBytes + 1024;              // slack to align the base to 1024
 };
 static_assert(Tf32Smem<128>::kAlloc <= 227 * 1024, "D = 128 exceeds the opt-in shared memory");
-static_assert(Tf32Smem<128>::kAlloc == 230472, "the header's figure");
+static_assert(Tf32Smem<128>::kAlloc == 230488, "the header's figure");
 static_assert(Tf32Smem<64>::kK % 1024 == 0 && Tf32Smem<64>::kVRaw % 1024 == 0 && Tf32Smem<64>::kVT % 1024 == 0 &&
                   Tf32Smem<128>::kVT % 1024 == 0,
               "tiles 1024-byte aligned (the swizzle is computed from the address)");
@@ -233,7 +242,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   extern __shared__ uint8_t smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
   const uint32_t q_full = base + L::kQFull, v_full = base + L::kVFull, v_empty = base + L::kVEmpty;
-  const uint32_t k_full0 = base + L::kKFull, kv_ready0 = base + L::kKVReady, kv_empty0 = base + L::kKVEmpty;
+  const uint32_t k_full0 = base + L::kKFull, kv_ready0 = base + L::kKVReady;
+  const uint32_t k_empty0 = base + L::kKEmpty, vt_empty0 = base + L::kVTEmpty;
   const AttnShape& sh = p.shape;
   const int m_block = gridDim.x - 1 - blockIdx.x;  // longest causal rows first
   const int h = blockIdx.y, b = blockIdx.z;
@@ -252,7 +262,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int s = 0; s < kStages; ++s) {
       mbar_init(k_full0 + 8 * s, 1);
       mbar_init(kv_ready0 + 8 * s, kTransposers);
-      mbar_init(kv_empty0 + 8 * s, kConsumerThreads);
+      mbar_init(k_empty0 + 8 * s, kConsumerThreads);
+      mbar_init(vt_empty0 + 8 * s, kConsumerThreads);
     }
     mbar_fence_init();
   }
@@ -272,15 +283,15 @@ __global__ void __launch_bounds__(kThreads, 1)
         tma_load_4d(base + L::kQ + j * kBr * 128, &tm_q, q_full, 32 * j, h, static_cast<int>(m0), b);
       for (int n = 0; n < n_tiles; ++n) {
         const int key0 = j_first + n * kBc, s = n % kStages;
-        if (n >= 1) mbar_wait(v_empty, (n - 1) & 1);  // the transposers have read V_{n-1}
-        mbar_arrive_expect_tx(v_full, L::kKVBytes);
-#pragma unroll
-        for (int j = 0; j < D / 32; ++j) tma_load_4d(base + L::kVRaw + j * kBc * 128, &tm_v, v_full, 32 * j, hkv, key0, b);
-        if (n >= kStages) mbar_wait(kv_empty0 + 8 * s, ((n / kStages) - 1) & 1);  // tile n - 2 done
+        if (n >= kStages) mbar_wait(k_empty0 + 8 * s, ((n / kStages) - 1) & 1);  // S of tile n - 2 done
         mbar_arrive_expect_tx(k_full0 + 8 * s, L::kKVBytes);
 #pragma unroll
         for (int j = 0; j < D / 32; ++j)
           tma_load_4d(base + L::kK + s * L::kKVBytes + j * kBc * 128, &tm_k, k_full0 + 8 * s, 32 * j, hkv, key0, b);
+        if (n >= 1) mbar_wait(v_empty, (n - 1) & 1);  // the transposers have read V_{n-1}
+        mbar_arrive_expect_tx(v_full, L::kKVBytes);
+#pragma unroll
+        for (int j = 0; j < D / 32; ++j) tma_load_4d(base + L::kVRaw + j * kBc * 128, &tm_v, v_full, 32 * j, hkv, key0, b);
       }
     } else if (tid >= 32) {
       // ---- Transposers (warps 1..3): V^T and K's rounding. ----
@@ -288,13 +299,13 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int n = 0; n < n_tiles; ++n) {
         const int s = n % kStages;
         const uint32_t vt = base + L::kVT + s * L::kKVBytes;
-        mbar_wait(v_full, n & 1);
-        if (n >= kStages) mbar_wait(kv_empty0 + 8 * s, ((n / kStages) - 1) & 1);  // V^T[s] free
-        transpose_v_tile<D>(vt, base + L::kVRaw, ttid, kTransposers);
-        mbar_arrive(v_empty);  // this thread's reads of the raw V are done
         mbar_wait(k_full0 + 8 * s, (n / kStages) & 1);
         if constexpr (kS.round_k) round_tf32_smem(base + L::kK + s * L::kKVBytes, L::kKVBytes, ttid, kTransposers);
-        fence_proxy_async();  // V^T and K's generic-proxy writes before the consumers' wgmma reads
+        mbar_wait(v_full, n & 1);
+        if (n >= kStages) mbar_wait(vt_empty0 + 8 * s, ((n / kStages) - 1) & 1);  // P V of tile n - 2 done
+        transpose_v_tile<D>(vt, base + L::kVRaw, ttid, kTransposers);
+        mbar_arrive(v_empty);  // this thread's reads of the raw V are done
+        fence_proxy_async();  // K's and V^T's generic-proxy writes before the consumers' wgmma reads
         mbar_arrive(kv_ready0 + 8 * s);
       }
     }
@@ -359,6 +370,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     wgmma_commit();
     wgmma_wait<0>();
     fence_regs(sacc);
+    mbar_arrive(k_empty0 + 8 * s);  // this thread is done with K[s]
     // x = S * scale * log2e, -inf where key j0 + jl >= ke(row) (only in tiles the first row does
     // not see whole).
 #pragma unroll
@@ -414,7 +426,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     wgmma_wait<0>();
     fence_regs(o);
     fence_regs(pa);
-    mbar_arrive(kv_empty0 + 8 * s);  // this thread is done with K[s] and V^T[s]
+    mbar_arrive(vt_empty0 + 8 * s);  // this thread is done with V^T[s]
   }
 
   // Epilogue: O / l into o [B, Tq, H, D] (float2 stores); lse [B, H, Tq].
