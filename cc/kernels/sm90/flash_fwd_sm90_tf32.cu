@@ -848,7 +848,9 @@ int tf32_selftest(int which, double* max_err, char* msg, int msg_len) {
   const char* what[] = {"", "", "wgmma m64n64k8 .tf32 SS, A and B K-major (S = Q K^T form)",
                         "wgmma m64n128k8 .tf32 RS, A from the S accumulators {c0,c2,c1,c3}, B = V^T from the transposer (D = 128 P V form)",
                         "wgmma m64n64k8 .tf32 RS, A from the S accumulators, B = V^T (D = 64 P V form)",
-                        "DIAGNOSTIC (expected FAIL): test 3 with A packed {c0,c1,c2,c3}",
+                        "DIAGNOSTIC (expected FAIL): test 3 with A packed {c0,c1,c2,c3}; if this passes and test 3 "
+                        "fails, the A order is a0 (g,t), a1 (g,t+4), a2 (g+8,t), a3 (g+8,t+4): swap a[1] / a[2] in "
+                        "pack_p_step and load_q_frags",
                         "wgmma m64n64k8 .tf32 RS, A = Q's fragments by load_q_frags, B = K K-major (variants 1 / 2's S = Q K^T)"};
   if (bad && !check_s && !alt) {
     // Tell whether S itself was right (a P V failure with a bad S is test 2's).
