@@ -24,7 +24,7 @@
 #             sm80 TF32), tf32bench, tf32sanitize (memcheck), tf32racecheck, tf32synccheck, e.g.
 #             SM90_PHASES=tf32selftest,tf32,tf32bench,tf32sanitize (sm90_check.py sets
 #             TF_FLASHATTN_SM90_TF32=1 for its own process); with SM90_SASS not 0 its ptxas report and
-#             HGMMA .TF32 counts too.
+#             HGMMA .TF32 counts too; SM90_BUDGET (seconds) caps the tf32 phases together.
 #             Files: OUT/sm90_summary.log and OUT/sm90.tar.gz (logs and JSON)
 #   sm90bwd   no TensorFlow needed: the Hopper backward (cc/kernels/sm90/flash_bwd_sm90.cu): harness
 #             build (ARCHS=90), ptxas report and SASS counts, benchmarks/sm90_bwd_check.py's phases
@@ -139,6 +139,10 @@ if [[ ,$what, == *,sm90,* ]]; then (
   fi
   phases=${SM90_PHASES:-selftest,numerics,bench,sanitize,variants,vbench,vsanitize}
   has_ph() { [[ ,$phases, == *,$1,* ]]; }
+  # SM90_BUDGET (seconds, unset: no cap) caps the TF32 phases' timeouts together, as SM90BWD_BUDGET
+  # does for sm90bwd: a hung phase then cannot push the call past its limit before the logs are packed.
+  tdeadline=$((SECONDS + ${SM90_BUDGET:-100000}))
+  tcap() { local left=$((tdeadline - SECONDS - 10)); (( left < $1 )) && echo $left || echo $1; }
   if [[ ${SM90_SASS:-1} != 0 && ,$phases, == *,tf32* ]]; then
     /usr/local/cuda/bin/nvcc -std=c++17 -O3 -I. -Xcompiler -fPIC -gencode arch=compute_90a,code=sm_90a \
       -DFA_HAS_SM90=1 -Xptxas -v -c cc/kernels/sm90/flash_fwd_sm90_tf32.cu -o /tmp/sm90_tf32_ptxas.o > $d/tf32_ptxas.log 2>&1
@@ -153,8 +157,10 @@ if [[ ,$what, == *,sm90,* ]]; then (
   fi
   for ph in selftest:60 numerics:200 bench:240 variants:150 vbench:100 tf32selftest:60 tf32:240 tf32bench:240; do
     has_ph ${ph%%:*} || continue
+    lim=${ph#*:}; [[ ${ph%%:*} == tf32* ]] && lim=$(tcap $lim)
+    (( lim >= 15 )) || { echo "phase ${ph%%:*} skipped: SM90_BUDGET spent"; continue; }
     t0=$SECONDS
-    timeout -k 5 ${ph#*:} python3 benchmarks/sm90_check.py --phase ${ph%%:*} --lib $hb --out $d > $d/${ph%%:*}.log 2>&1
+    timeout -k 5 $lim python3 benchmarks/sm90_check.py --phase ${ph%%:*} --lib $hb --out $d > $d/${ph%%:*}.log 2>&1
     rc=$?
     echo "phase ${ph%%:*} rc=$rc ($((SECONDS - t0)) s)" | tee -a $d/${ph%%:*}.log
     # numerics runs the D = 256 cases (the newest kernel) last: when it timed out or died, the
@@ -186,9 +192,10 @@ if [[ ,$what, == *,sm90,* ]]; then (
       --phase vsanitize --lib $hb > $d/vmemcheck.log 2>&1; echo "variants memcheck rc=$? ($((SECONDS - t0)) s)" | tee -a $d/vmemcheck.log
     grep -E "ERROR SUMMARY|Invalid|^FAIL|^variant " $d/vmemcheck.log | head -12
   fi
-  if has_ph tf32sanitize; then
+  if has_ph tf32sanitize && (( $(tcap 240) < 15 )); then echo "tf32sanitize skipped: SM90_BUDGET spent"
+  elif has_ph tf32sanitize; then
     t0=$SECONDS
-    timeout -k 5 240 compute-sanitizer --tool memcheck --print-limit 20 python3 benchmarks/sm90_check.py \
+    timeout -k 5 $(tcap 240) compute-sanitizer --tool memcheck --print-limit 20 python3 benchmarks/sm90_check.py \
       --phase tf32sanitize --lib $hb > $d/tf32_memcheck.log 2>&1; echo "tf32 memcheck rc=$? ($((SECONDS - t0)) s)" | tee -a $d/tf32_memcheck.log
     grep -E "ERROR SUMMARY|Invalid|^FAIL|^PASS" $d/tf32_memcheck.log | head -12
   fi

@@ -304,8 +304,11 @@ __global__ void __launch_bounds__(kThreads, 1)
         mbar_wait(v_full, n & 1);
         if (n >= kStages) mbar_wait(vt_empty0 + 8 * s, ((n / kStages) - 1) & 1);  // P V of tile n - 2 done
         transpose_v_tile<D>(vt, base + L::kVRaw, ttid, kTransposers);
+        // The proxy fence first: it orders this thread's generic-proxy writes (K rounded, V^T) before the
+        // consumers' wgmma reads, and its generic reads of the raw V before the producer's next TMA
+        // write into that buffer (the async proxy), which v_empty releases.
+        fence_proxy_async();
         mbar_arrive(v_empty);  // this thread's reads of the raw V are done
-        fence_proxy_async();  // K's and V^T's generic-proxy writes before the consumers' wgmma reads
         mbar_arrive(kv_ready0 + 8 * s);
       }
     }
