@@ -431,6 +431,136 @@ struct UnitElems {
   __device__ __forceinline__ E& operator()(int q, int h2) const { return ptr[q * qs + (h2 ? ks8 : 0)]; }
 };
 
+// The mbarriers of both backward kernels (thread 0; then the whole CTA waits): kv_full (K, V: thread
+// 0's expect_tx), full[s] (thread 0's expect_tx and warp 1's arrival; IDX: warp 2's too), empty[s]
+// (every consumer thread).
+template <bool IDX>
+__device__ __forceinline__ void bwd_init_barriers(uint32_t kv_full, uint32_t full0, uint32_t empty0) {
+  if (threadIdx.x == 0) {
+    mbar_init(kv_full, 1);
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(full0 + 8 * s, 1 + 32 * (IDX ? 2 : 1));  // thread 0's expect_tx, warp 1 (IDX: and 2)
+      mbar_init(empty0 + 8 * s, 128 * kConsumers);
+    }
+    mbar_fence_init();
+  }
+  __syncthreads();
+}
+
+// The producer warpgroup of both backward kernels (flash_bwd_sm90_kernel: KB = kBk keys per CTA, D = 64 /
+// 128; flash_bwd_sm90_d256_kernel: KB = kBk256, D = 256): thread 0 issues the TMA loads (K, V once;
+// Q, dO per unit into the kStages ring), warp 1 copies each unit's lse2 / dsum rows, IDX: warp 2
+// writes the rows' key ranges and the unit's mask flag, DET: warp 3 runs the ordered dQ reduction's
+// waits and publications. Called by the kernel's producer branch, which returns after it.
+// L: the kernel's shared-memory layout (kK, kV, kQ, kDo, kKBytes, kQBytes); U: its Units; ORD: the
+// CTA's key tile is tile.x (the tile order), else blockIdx.x.
+template <int KB, int D, bool IDX, bool DET, bool ORD, class L, class U>
+__device__ __forceinline__ void bwd_producer(const CUtensorMap* tm_q, const CUtensorMap* tm_k,
+                                             const CUtensorMap* tm_v, const CUtensorMap* tm_do,
+                                             const BwdSm90Args& a, const U& units, uint32_t base,
+                                             uint32_t kv_full, uint32_t full0, uint32_t empty0, float* rows_f,
+                                             int* range_i, int* flag_i, int hk, int b, int G, int64_t j0,
+                                             const BwdTile& tile, int prev_hi) {
+  const FlashBwdParams& p = a.p;
+  const AttnShape& sh = p.shape;
+  setmaxnreg_dec<kProducerRegs>();
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (warp == 0 && lane == 0 && units.n > 0) {
+    tma_prefetch_map(tm_q);
+    tma_prefetch_map(tm_do);
+    mbar_arrive_expect_tx(kv_full, 2 * L::kKBytes);
+#pragma unroll
+    for (int j = 0; j < D / 64; ++j) {
+      tma_load_4d(base + L::kK + j * KB * 128, tm_k, kv_full, 64 * j, hk, static_cast<int>(j0), b);
+      tma_load_4d(base + L::kV + j * KB * 128, tm_v, kv_full, 64 * j, hk, static_cast<int>(j0), b);
+    }
+    for (int n = 0; n < units.n; ++n) {
+      const int s = n % kStages;
+      if (n >= kStages) mbar_wait(empty0 + 8 * s, ((n / kStages) - 1) & 1);
+      const int h = hk * G + n / units.nq, i0 = (units.qb_lo + n % units.nq) * kBq;
+      const uint32_t bar = full0 + 8 * s;
+      mbar_arrive_expect_tx(bar, 2 * L::kQBytes);
+#pragma unroll
+      for (int j = 0; j < D / 64; ++j) {
+        tma_load_4d(base + L::kQ + s * L::kQBytes + j * kBq * 128, tm_q, bar, 64 * j, h, i0, b);
+        tma_load_4d(base + L::kDo + s * L::kQBytes + j * kBq * 128, tm_do, bar, 64 * j, h, i0, b);
+      }
+    }
+  } else if (warp == 1) {
+    for (int n = 0; n < units.n; ++n) {
+      const int s = n % kStages;
+      if (n >= kStages) mbar_wait(empty0 + 8 * s, ((n / kStages) - 1) & 1);
+      const int64_t h = hk * G + n / units.nq, i0 = static_cast<int64_t>(units.qb_lo + n % units.nq) * kBq;
+#pragma unroll
+      for (int r = lane; r < kBq; r += 32) {
+        const int64_t i = i0 + r;
+        const int64_t row = (b * sh.H + h) * sh.Tq + i;
+        // Rows past Tq: any finite values (their elements are masked to 0).
+        rows_f[(2 * s) * kBq + r] = i < sh.Tq ? a.lse2[row] : 0.f;
+        rows_f[(2 * s + 1) * kBq + r] = i < sh.Tq ? a.dsum[row] : 0.f;
+      }
+      mbar_arrive(full0 + 8 * s);  // release: the stores above are visible to the waiting consumers
+    }
+  } else if (IDX && warp == 2) {
+    // The masking rules of sm80 (common/flash_cuda_common.cuh): row i sees key j when
+    // row_info(i).ok, kb(i) <= j < ke(i) (causal / window / lengths) and key_visible(j) (k_valid).
+    // Per unit: each row's keys of the tile (rows that see none: invalid, past q_lengths or Tq,
+    // or an empty range, get an empty one; their lse2 may be -inf and is never used, P = 0 by
+    // selection), and whether the unit needs the per-element mask: a row that does not see
+    // every key of the tile, or a key of the tile past k_lengths / Tk or failing k_valid.
+    // (KB keys per tile: kBk, or kBk256 in the D = 256 kernel.)
+    const int64_t qlim = q_limit(p.mask, sh, b), klim = k_limit(p.mask, sh, b);
+    bool keys_ok = true;
+#pragma unroll
+    for (int x = lane; x < KB; x += 32) {
+      const int64_t j = j0 + x;
+      keys_ok &= j < klim && key_visible(p.mask, sh, b, j);
+    }
+    keys_ok = __all_sync(0xffffffffu, keys_ok);
+    for (int n = 0; n < units.n; ++n) {
+      const int s = n % kStages;
+      if (n >= kStages) mbar_wait(empty0 + 8 * s, ((n / kStages) - 1) & 1);
+      const int64_t i0 = static_cast<int64_t>(units.qb_lo + n % units.nq) * kBq;
+      bool partial = false;
+#pragma unroll
+      for (int r = lane; r < kBq; r += 32) {
+        const RowInfo ri = row_info(p.mask, sh, b, i0 + r, qlim, klim);
+        int lo = 0, hi = 0;
+        if (ri.ok) {
+          const int64_t kb = ri.kb - j0, ke = ri.ke - j0;
+          lo = kb <= 0 ? 0 : kb >= KB ? KB : static_cast<int>(kb);
+          hi = ke <= 0 ? 0 : ke >= KB ? KB : static_cast<int>(ke);
+        }
+        range_i[s * kBq + r] = lo | (hi << 16);
+        partial |= lo != 0 || hi != KB;
+      }
+      const bool need = !keys_ok || __any_sync(0xffffffffu, partial);
+      if (lane == 0) flag_i[s] = need ? 1 : 0;
+      mbar_arrive(full0 + 8 * s);
+    }
+  } else if (DET && warp == 3) {
+    // The ordered dQ reduction, per unit (the consumers' order): lane 0 waits until key tile
+    // x - 1 has published its contribution to the unit's dQ block (counter >= x) when it visits
+    // the query tile (qb < prev_hi; else this CTA is the block's first contributor), lets
+    // consumer 0 add (barrier 2), waits until consumer 1 has added after it (barrier 4), and
+    // publishes x + 1 with release semantics. The poll runs while the consumers compute the
+    // unit's products; only the adds wait for it.
+    const int x = static_cast<int>(ORD ? tile.x : blockIdx.x);
+    for (int n = 0; n < units.n; ++n) {
+      const int64_t h = hk * G + n / units.nq;
+      const int qb = units.qb_lo + n % units.nq;
+      int* sem = a.dq_sem + (static_cast<int64_t>(b) * sh.H + h) * (a.tq_pad / kBq) + qb;
+      if (lane == 0 && qb < prev_hi)
+        while (ld_acquire_gpu(sem) < x) {
+        }
+      __syncwarp();
+      named_bar_sync_unaligned(2, 128 + 32);
+      named_bar_sync_unaligned(4, 128 + 32);
+      if (lane == 0) red_release_gpu_max(sem, x + 1);
+    }
+  }
+}
+
 // q, d_o [B, Tq, H, D] through tm_q / tm_do (boxes {64, 1, 64, 1}); k, v [B, Tk, Hkv, D] through
 // tm_k / tm_v (boxes {64, 1, 128, 1}); dk, dv [B, Tk, Hkv, D] and the dQ accumulator from a.
 // Grid (ceil(Tk / kBk), Hkv, B). IDX: the index masks (window, lengths, [B, Tq] / [B, Tk]
@@ -483,114 +613,12 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
   }
 
   const int wg = threadIdx.x / 128;
-  if (threadIdx.x == 0) {
-    mbar_init(kv_full, 1);
-    for (int s = 0; s < kStages; ++s) {
-      mbar_init(full0 + 8 * s, 1 + 32 * (IDX ? 2 : 1));  // thread 0's expect_tx, warp 1 (IDX: and 2)
-      mbar_init(empty0 + 8 * s, 128 * kConsumers);
-    }
-    mbar_fence_init();
-  }
-  __syncthreads();
+  bwd_init_barriers<IDX>(kv_full, full0, empty0);
 
   if (wg == 0) {
-    // ---- Producer warpgroup: thread 0 issues the TMA loads, warp 1 copies lse2 / dsum, IDX: warp 2
-    // writes the rows' key ranges and the mask flag. ----
-    setmaxnreg_dec<kProducerRegs>();
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    if (warp == 0 && lane == 0 && units.n > 0) {
-      tma_prefetch_map(&tm_q);
-      tma_prefetch_map(&tm_do);
-      mbar_arrive_expect_tx(kv_full, 2 * L::kKBytes);
-#pragma unroll
-      for (int j = 0; j < D / 64; ++j) {
-        tma_load_4d(base + L::kK + j * kBk * 128, &tm_k, kv_full, 64 * j, hk, static_cast<int>(j0), b);
-        tma_load_4d(base + L::kV + j * kBk * 128, &tm_v, kv_full, 64 * j, hk, static_cast<int>(j0), b);
-      }
-      for (int n = 0; n < units.n; ++n) {
-        const int s = n % kStages;
-        if (n >= kStages) mbar_wait(empty0 + 8 * s, ((n / kStages) - 1) & 1);
-        const int h = hk * G + n / units.nq, i0 = (units.qb_lo + n % units.nq) * kBq;
-        const uint32_t bar = full0 + 8 * s;
-        mbar_arrive_expect_tx(bar, 2 * L::kQBytes);
-#pragma unroll
-        for (int j = 0; j < D / 64; ++j) {
-          tma_load_4d(base + L::kQ + s * L::kQBytes + j * kBq * 128, &tm_q, bar, 64 * j, h, i0, b);
-          tma_load_4d(base + L::kDo + s * L::kQBytes + j * kBq * 128, &tm_do, bar, 64 * j, h, i0, b);
-        }
-      }
-    } else if (warp == 1) {
-      for (int n = 0; n < units.n; ++n) {
-        const int s = n % kStages;
-        if (n >= kStages) mbar_wait(empty0 + 8 * s, ((n / kStages) - 1) & 1);
-        const int64_t h = hk * G + n / units.nq, i0 = static_cast<int64_t>(units.qb_lo + n % units.nq) * kBq;
-#pragma unroll
-        for (int r = lane; r < kBq; r += 32) {
-          const int64_t i = i0 + r;
-          const int64_t row = (b * sh.H + h) * sh.Tq + i;
-          // Rows past Tq: any finite values (their elements are masked to 0).
-          rows_f[(2 * s) * kBq + r] = i < sh.Tq ? a.lse2[row] : 0.f;
-          rows_f[(2 * s + 1) * kBq + r] = i < sh.Tq ? a.dsum[row] : 0.f;
-        }
-        mbar_arrive(full0 + 8 * s);  // release: the stores above are visible to the waiting consumers
-      }
-    } else if (IDX && warp == 2) {
-      // The masking rules of sm80 (common/flash_cuda_common.cuh): row i sees key j when
-      // row_info(i).ok, kb(i) <= j < ke(i) (causal / window / lengths) and key_visible(j) (k_valid).
-      // Per unit: each row's keys of the tile (rows that see none: invalid, past q_lengths or Tq,
-      // or an empty range, get an empty one; their lse2 may be -inf and is never used, P = 0 by
-      // selection), and whether the unit needs the per-element mask: a row that does not see
-      // every key of the tile, or a key of the tile past k_lengths / Tk or failing k_valid.
-      const int64_t qlim = q_limit(p.mask, sh, b), klim = k_limit(p.mask, sh, b);
-      bool keys_ok = true;
-#pragma unroll
-      for (int x = lane; x < kBk; x += 32) {
-        const int64_t j = j0 + x;
-        keys_ok &= j < klim && key_visible(p.mask, sh, b, j);
-      }
-      keys_ok = __all_sync(0xffffffffu, keys_ok);
-      for (int n = 0; n < units.n; ++n) {
-        const int s = n % kStages;
-        if (n >= kStages) mbar_wait(empty0 + 8 * s, ((n / kStages) - 1) & 1);
-        const int64_t i0 = static_cast<int64_t>(units.qb_lo + n % units.nq) * kBq;
-        bool partial = false;
-#pragma unroll
-        for (int r = lane; r < kBq; r += 32) {
-          const RowInfo ri = row_info(p.mask, sh, b, i0 + r, qlim, klim);
-          int lo = 0, hi = 0;
-          if (ri.ok) {
-            const int64_t kb = ri.kb - j0, ke = ri.ke - j0;
-            lo = kb <= 0 ? 0 : kb >= kBk ? kBk : static_cast<int>(kb);
-            hi = ke <= 0 ? 0 : ke >= kBk ? kBk : static_cast<int>(ke);
-          }
-          range_i[s * kBq + r] = lo | (hi << 16);
-          partial |= lo != 0 || hi != kBk;
-        }
-        const bool need = !keys_ok || __any_sync(0xffffffffu, partial);
-        if (lane == 0) flag_i[s] = need ? 1 : 0;
-        mbar_arrive(full0 + 8 * s);
-      }
-    } else if (DET && warp == 3) {
-      // The ordered dQ reduction, per unit (the consumers' order): lane 0 waits until key tile
-      // x - 1 has published its contribution to the unit's dQ block (counter >= x) when it visits
-      // the query tile (qb < prev_hi; else this CTA is the block's first contributor), lets
-      // consumer 0 add (barrier 2), waits until consumer 1 has added after it (barrier 4), and
-      // publishes x + 1 with release semantics. The poll runs while the consumers compute the
-      // unit's products; only the adds wait for it.
-      const int x = static_cast<int>(ORD ? tile.x : blockIdx.x);
-      for (int n = 0; n < units.n; ++n) {
-        const int64_t h = hk * G + n / units.nq;
-        const int qb = units.qb_lo + n % units.nq;
-        int* sem = a.dq_sem + (static_cast<int64_t>(b) * sh.H + h) * (a.tq_pad / kBq) + qb;
-        if (lane == 0 && qb < prev_hi)
-          while (ld_acquire_gpu(sem) < x) {
-          }
-        __syncwarp();
-        named_bar_sync_unaligned(2, 128 + 32);
-        named_bar_sync_unaligned(4, 128 + 32);
-        if (lane == 0) red_release_gpu_max(sem, x + 1);
-      }
-    }
+    // ---- Producer warpgroup (bwd_producer: TMA loads, lse2 / dsum rows, IDX: key ranges). ----
+    bwd_producer<kBk, D, IDX, DET, ORD, L>(&tm_q, &tm_k, &tm_v, &tm_do, a, units, base, kv_full, full0, empty0,
+                                           rows_f, range_i, flag_i, hk, b, G, j0, tile, prev_hi);
     return;
   }
 
@@ -1246,92 +1274,12 @@ __device__ __forceinline__ void bwd_cta_d256(const CUtensorMap& tm_q, const CUte
   const Units<IDX, kBk256> units(sh, causal, off, j0, p.mask, b);
 
   const int wg = threadIdx.x / 128;
-  if (threadIdx.x == 0) {
-    mbar_init(kv_full, 1);
-    for (int s = 0; s < kStages; ++s) {
-      mbar_init(full0 + 8 * s, 1 + 32 * (IDX ? 2 : 1));  // thread 0's expect_tx, warp 1 (IDX: and 2)
-      mbar_init(empty0 + 8 * s, 128 * kConsumers);
-    }
-    mbar_fence_init();
-  }
-  __syncthreads();
+  bwd_init_barriers<IDX>(kv_full, full0, empty0);
 
   if (wg == 0) {
-    // ---- Producer warpgroup: thread 0 issues the TMA loads, warp 1 copies lse2 / dsum, IDX: warp 2
-    // writes the rows' key ranges and the mask flag. ----
-    setmaxnreg_dec<kProducerRegs>();
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    if (warp == 0 && lane == 0 && units.n > 0) {
-      tma_prefetch_map(&tm_q);
-      tma_prefetch_map(&tm_do);
-      mbar_arrive_expect_tx(kv_full, 2 * L::kKBytes);
-#pragma unroll
-      for (int j = 0; j < D / 64; ++j) {
-        tma_load_4d(base + L::kK + j * kBk256 * 128, &tm_k, kv_full, 64 * j, hk, static_cast<int>(j0), b);
-        tma_load_4d(base + L::kV + j * kBk256 * 128, &tm_v, kv_full, 64 * j, hk, static_cast<int>(j0), b);
-      }
-      for (int n = 0; n < units.n; ++n) {
-        const int s = n % kStages;
-        if (n >= kStages) mbar_wait(empty0 + 8 * s, ((n / kStages) - 1) & 1);
-        const int h = hk * G + n / units.nq, i0 = (units.qb_lo + n % units.nq) * kBq;
-        const uint32_t bar = full0 + 8 * s;
-        mbar_arrive_expect_tx(bar, 2 * L::kQBytes);
-#pragma unroll
-        for (int j = 0; j < D / 64; ++j) {
-          tma_load_4d(base + L::kQ + s * L::kQBytes + j * kBq * 128, &tm_q, bar, 64 * j, h, i0, b);
-          tma_load_4d(base + L::kDo + s * L::kQBytes + j * kBq * 128, &tm_do, bar, 64 * j, h, i0, b);
-        }
-      }
-    } else if (warp == 1) {
-      for (int n = 0; n < units.n; ++n) {
-        const int s = n % kStages;
-        if (n >= kStages) mbar_wait(empty0 + 8 * s, ((n / kStages) - 1) & 1);
-        const int64_t h = hk * G + n / units.nq, i0 = static_cast<int64_t>(units.qb_lo + n % units.nq) * kBq;
-#pragma unroll
-        for (int r = lane; r < kBq; r += 32) {
-          const int64_t i = i0 + r;
-          const int64_t row = (b * sh.H + h) * sh.Tq + i;
-          // Rows past Tq: any finite values (their elements are masked to 0).
-          rows_f[(2 * s) * kBq + r] = i < sh.Tq ? a.lse2[row] : 0.f;
-          rows_f[(2 * s + 1) * kBq + r] = i < sh.Tq ? a.dsum[row] : 0.f;
-        }
-        mbar_arrive(full0 + 8 * s);  // release: the stores above are visible to the waiting consumers
-      }
-    } else if (IDX && warp == 2) {
-      // As the D <= 128 IDX kernel's warp 2 (sm80's rules, common/flash_cuda_common.cuh), for a key
-      // tile of kBk256 keys: per unit, each row's keys of the tile (empty for rows that see none) and
-      // whether the unit needs the per-element mask (a row that does not see every key of the tile,
-      // or a key of the tile past k_lengths / Tk or failing k_valid).
-      const int64_t qlim = q_limit(p.mask, sh, b), klim = k_limit(p.mask, sh, b);
-      bool keys_ok = true;
-#pragma unroll
-      for (int x = lane; x < kBk256; x += 32) {
-        const int64_t j = j0 + x;
-        keys_ok &= j < klim && key_visible(p.mask, sh, b, j);
-      }
-      keys_ok = __all_sync(0xffffffffu, keys_ok);
-      for (int n = 0; n < units.n; ++n) {
-        const int s = n % kStages;
-        if (n >= kStages) mbar_wait(empty0 + 8 * s, ((n / kStages) - 1) & 1);
-        const int64_t i0 = static_cast<int64_t>(units.qb_lo + n % units.nq) * kBq;
-        bool partial = false;
-#pragma unroll
-        for (int r = lane; r < kBq; r += 32) {
-          const RowInfo ri = row_info(p.mask, sh, b, i0 + r, qlim, klim);
-          int lo = 0, hi = 0;
-          if (ri.ok) {
-            const int64_t kb = ri.kb - j0, ke = ri.ke - j0;
-            lo = kb <= 0 ? 0 : kb >= kBk256 ? kBk256 : static_cast<int>(kb);
-            hi = ke <= 0 ? 0 : ke >= kBk256 ? kBk256 : static_cast<int>(ke);
-          }
-          range_i[s * kBq + r] = lo | (hi << 16);
-          partial |= lo != 0 || hi != kBk256;
-        }
-        const bool need = !keys_ok || __any_sync(0xffffffffu, partial);
-        if (lane == 0) flag_i[s] = need ? 1 : 0;
-        mbar_arrive(full0 + 8 * s);
-      }
-    }
+    // ---- Producer warpgroup (bwd_producer: TMA loads, lse2 / dsum rows, IDX: key ranges). ----
+    bwd_producer<kBk256, D, IDX, false, ORD, L>(&tm_q, &tm_k, &tm_v, &tm_do, a, units, base, kv_full, full0,
+                                                empty0, rows_f, range_i, flag_i, hk, b, G, j0, tile, 0);
     return;
   }
 
@@ -2081,11 +2029,63 @@ __global__ void selftest_bwd_d256_kernel(const __nv_bfloat16* am, const __nv_bfl
   }
 }
 
-// bwd_selftest 5..7 (selftest_bwd_d256_kernel's modes), returns as bwd_selftest.
-int bwd_selftest_d256(int which, double* max_err, char* msg, int msg_len) {
+// Runs one backward self-test kernel (selftest_bwd_kernel or selftest_bwd_d256_kernel, in its mode:
+// A and B as bfloat16, C [64 x N] float32 out) on operands af / bf (values exact in bfloat16) and
+// compares C with the float64 reference ref within tol: 1 pass, 0 FAIL (msg says where), as
+// bwd_selftest.
+int run_bwd_selftest(void (*kernel)(const __nv_bfloat16*, const __nv_bfloat16*, float*, int), int mode, int smem,
+                     const std::vector<float>& af, const std::vector<float>& bf, const std::vector<double>& ref,
+                     int N, double tol, const char* what, double* max_err, char* msg, int msg_len) {
   auto say = [&](const char* fmt, auto... args) {
     if (msg && msg_len > 0) std::snprintf(msg, msg_len, fmt, args...);
   };
+  std::vector<uint16_t> ah(af.size()), bh(bf.size());
+  for (size_t i = 0; i < af.size(); ++i) ah[i] = st_bf16_bits(af[i]);
+  for (size_t i = 0; i < bf.size(); ++i) bh[i] = st_bf16_bits(bf[i]);
+  void *da = nullptr, *db = nullptr, *dc = nullptr;
+  const size_t cbytes = 64 * N * sizeof(float);
+  cudaError_t err = cudaMalloc(&da, ah.size() * 2);
+  if (err == cudaSuccess) err = cudaMalloc(&db, bh.size() * 2);
+  if (err == cudaSuccess) err = cudaMalloc(&dc, cbytes);
+  if (err == cudaSuccess) err = cudaMemcpy(da, ah.data(), ah.size() * 2, cudaMemcpyHostToDevice);
+  if (err == cudaSuccess) err = cudaMemcpy(db, bh.data(), bh.size() * 2, cudaMemcpyHostToDevice);
+  if (err == cudaSuccess) err = cudaMemset(dc, 0xff, cbytes);  // NaN
+  if (err == cudaSuccess)
+    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  if (err == cudaSuccess) {
+    kernel<<<1, 128, smem>>>(static_cast<const __nv_bfloat16*>(da), static_cast<const __nv_bfloat16*>(db),
+                             static_cast<float*>(dc), mode);
+    err = cudaDeviceSynchronize();
+  }
+  std::vector<float> out(64 * N);
+  if (err == cudaSuccess) err = cudaMemcpy(out.data(), dc, cbytes, cudaMemcpyDeviceToHost);
+  cudaFree(da);
+  cudaFree(db);
+  cudaFree(dc);
+  if (err != cudaSuccess) {
+    say("CUDA error: %s", cudaGetErrorString(err));
+    return 0;
+  }
+  int bad = 0, first = -1;
+  for (int i = 0; i < 64 * N; ++i) {
+    const double e = std::fabs(out[i] - ref[i]);
+    if (!(e <= tol)) {
+      if (first < 0) first = i;
+      ++bad;
+      *max_err = std::isnan(e) ? INFINITY : std::max(*max_err, e);
+    }
+  }
+  if (bad) {
+    say("%s: %d of %d differ; first at (%d, %d): got %g want %g", what, bad, 64 * N, first / N, first % N,
+        out[first], ref[first]);
+    return 0;
+  }
+  say("%s: exact (64 x %d)", what, N);
+  return 1;
+}
+
+// bwd_selftest 5..7 (selftest_bwd_d256_kernel's modes), returns as bwd_selftest.
+int bwd_selftest_d256(int which, double* max_err, char* msg, int msg_len) {
   const int acols = which == 5 ? 128 : 64, bcols = which == 7 ? 256 : 128;
   const int N = which == 5 ? 32 : 128;
   std::vector<float> af(64 * acols), bf(64 * bcols);
@@ -2105,53 +2105,11 @@ int bwd_selftest_d256(int which, double* max_err, char* msg, int msg_len) {
         for (int k = 0; k < 64; ++k) x += static_cast<double>(af[k * 64 + m]) * bf[k * 256 + 128 + n];
       ref[m * N + n] = x;
     }
-  std::vector<uint16_t> ah(af.size()), bh(bf.size());
-  for (size_t i = 0; i < af.size(); ++i) ah[i] = st_bf16_bits(af[i]);
-  for (size_t i = 0; i < bf.size(); ++i) bh[i] = st_bf16_bits(bf[i]);
-  void *da = nullptr, *db = nullptr, *dc = nullptr;
-  const size_t cbytes = 64 * N * sizeof(float);
-  cudaError_t err = cudaMalloc(&da, ah.size() * 2);
-  if (err == cudaSuccess) err = cudaMalloc(&db, bh.size() * 2);
-  if (err == cudaSuccess) err = cudaMalloc(&dc, cbytes);
-  const int smem = 64 * 128 * 2 + 64 * 256 * 2 + 1024;
-  if (err == cudaSuccess) err = cudaMemcpy(da, ah.data(), ah.size() * 2, cudaMemcpyHostToDevice);
-  if (err == cudaSuccess) err = cudaMemcpy(db, bh.data(), bh.size() * 2, cudaMemcpyHostToDevice);
-  if (err == cudaSuccess) err = cudaMemset(dc, 0xff, cbytes);  // NaN
-  if (err == cudaSuccess)
-    err = cudaFuncSetAttribute(selftest_bwd_d256_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-  if (err == cudaSuccess) {
-    selftest_bwd_d256_kernel<<<1, 128, smem>>>(static_cast<const __nv_bfloat16*>(da),
-                                               static_cast<const __nv_bfloat16*>(db), static_cast<float*>(dc), which);
-    err = cudaDeviceSynchronize();
-  }
-  std::vector<float> out(64 * N);
-  if (err == cudaSuccess) err = cudaMemcpy(out.data(), dc, cbytes, cudaMemcpyDeviceToHost);
-  cudaFree(da);
-  cudaFree(db);
-  cudaFree(dc);
-  if (err != cudaSuccess) {
-    say("CUDA error: %s", cudaGetErrorString(err));
-    return 0;
-  }
   const char* what[] = {"wgmma m64n32k16 SS, A and B K-major, B from row 32 (S^T_c = K Q_c^T, D = 256, consumer 1)",
                         "wgmma m64n128k16 SS, A K-major, B MN-major over two panels (dV_c += P^T dO, D = 256)",
                         "wgmma m64n128k16 SS, A and B MN-major, B panels 2, 3 (dQ_c = dS K, D = 256, consumer 1)"};
-  int bad = 0, first = -1;
-  for (int i = 0; i < 64 * N; ++i) {
-    const double e = std::fabs(out[i] - ref[i]);
-    if (!(e <= 1e-3)) {
-      if (first < 0) first = i;
-      ++bad;
-      *max_err = std::isnan(e) ? INFINITY : std::max(*max_err, e);
-    }
-  }
-  if (bad) {
-    say("%s: %d of %d differ; first at (%d, %d): got %g want %g", what[which - 5], bad, 64 * N, first / N, first % N,
-        out[first], ref[first]);
-    return 0;
-  }
-  say("%s: exact (64 x %d)", what[which - 5], N);
-  return 1;
+  return run_bwd_selftest(selftest_bwd_d256_kernel, which, 64 * 128 * 2 + 64 * 256 * 2 + 1024, af, bf, ref, N, 1e-3,
+                          what[which - 5], max_err, msg, msg_len);
 }
 
 }  // namespace
@@ -2209,55 +2167,14 @@ int bwd_selftest(int which, double* max_err, char* msg, int msg_len) {
         ref[m * 64 + n] = x;
       }
   }
-  std::vector<uint16_t> ah(af.size()), bh(bf.size());
-  for (size_t i = 0; i < af.size(); ++i) ah[i] = st_bf16_bits(af[i]);
-  for (size_t i = 0; i < bf.size(); ++i) bh[i] = st_bf16_bits(bf[i]);
-  void *da = nullptr, *db = nullptr, *dc = nullptr;
-  const size_t cbytes = 64 * N * sizeof(float);
-  cudaError_t err = cudaMalloc(&da, ah.size() * 2);
-  if (err == cudaSuccess) err = cudaMalloc(&db, bh.size() * 2);
-  if (err == cudaSuccess) err = cudaMalloc(&dc, cbytes);
-  const int smem = 2 * 128 * 128 * 2 + 1024;
-  if (err == cudaSuccess) err = cudaMemcpy(da, ah.data(), ah.size() * 2, cudaMemcpyHostToDevice);
-  if (err == cudaSuccess) err = cudaMemcpy(db, bh.data(), bh.size() * 2, cudaMemcpyHostToDevice);
-  if (err == cudaSuccess) err = cudaMemset(dc, 0xff, cbytes);  // NaN
-  if (err == cudaSuccess)
-    err = cudaFuncSetAttribute(selftest_bwd_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-  if (err == cudaSuccess) {
-    selftest_bwd_kernel<<<1, 128, smem>>>(static_cast<const __nv_bfloat16*>(da), static_cast<const __nv_bfloat16*>(db),
-                                          static_cast<float*>(dc), which);
-    err = cudaDeviceSynchronize();
-  }
-  std::vector<float> out(64 * N);
-  if (err == cudaSuccess) err = cudaMemcpy(out.data(), dc, cbytes, cudaMemcpyDeviceToHost);
-  cudaFree(da);
-  cudaFree(db);
-  cudaFree(dc);
-  if (err != cudaSuccess) {
-    say("CUDA error: %s", cudaGetErrorString(err));
-    return 0;
-  }
   const char* what[] = {"wgmma m64n64k16 SS, A and B K-major (S^T = K Q^T form)",
                         "wgmma m64n64k16 SS, A and B MN-major, B panel 0 (dQ = dS K, D = 128, consumer 0)",
                         "wgmma m64n64k16 SS, A and B MN-major, B panel 1 (dQ = dS K, D = 128, consumer 1)",
                         "wgmma m64n64k16 SS, A and B MN-major from key row 64, K = 64 (dQ, D = 64, consumer 1)",
                         "S^T accumulators repacked as register A, wgmma m64n128k16 RS, B MN-major (dV += P^T dO)"};
-  int bad = 0, first = -1;
-  for (int i = 0; i < 64 * N; ++i) {
-    const double e = std::fabs(out[i] - ref[i]);
-    if (!(e <= 1e-3 * (which == 4 ? 8.0 : 1.0))) {
-      if (first < 0) first = i;
-      ++bad;
-      *max_err = std::isnan(e) ? INFINITY : std::max(*max_err, e);
-    }
-  }
-  if (bad) {
-    say("%s: %d of %d differ; first at (%d, %d): got %g want %g", what[which], bad, 64 * N, first / N, first % N,
-        out[first], ref[first]);
-    return 0;
-  }
-  say("%s: exact (64 x %d)", what[which], N);
-  return 1;
+  const double tol = 1e-3 * (which == 4 ? 8.0 : 1.0);
+  return run_bwd_selftest(selftest_bwd_kernel, which, 2 * 128 * 128 * 2 + 1024, af, bf, ref, N, tol, what[which], max_err,
+                          msg, msg_len);
 }
 
 }  // namespace sm90
