@@ -14,12 +14,12 @@
 // Backward: sm80/flash_bwd.cu for every dtype, except where sm90/flash_bwd_sm90.cu applies (on by
 // default on 9.0, TF_FLASHATTN_SM90_BWD=0 off: float16 / bfloat16, D == Dv in {64, 128}, index masks
 // (causal, window, lengths, [B, Tq] / [B, Tk] validity) or none, dropout or none, soft-cap, a dense
-// mask and (D = 64) bias / dbias (those three not with dropout), deterministic mode with
-// TF_FLASHATTN_SM90_BWD_DET=1 (an ordered dQ reduction; else sm80's); D == Dv == 256 (no mask,
-// causal, index masks, dropout; TF_FLASHATTN_SM90_BWD_D256=0 off; sm90::bwd_applies); float32 with
-// allow_tf32: sm80/flash_bwd_tf32.cu, except sm90/flash_bwd_sm90_tf32.cu (UNTESTED ON A GPU; opt-in
-// with TF_FLASHATTN_SM90_TF32=1: D == Dv in {64, 128}, causal or no mask, GQA, not deterministic;
-// sm90::bwd_tf32_applies). Per-target folders: cpu/ (the CPU
+// mask and (D = 64) bias / dbias (those three not with dropout), deterministic mode (an ordered dQ
+// reduction; by default not at D = 64 with a causal mask, TF_FLASHATTN_SM90_BWD_DET=0 / 1 none / all);
+// D == Dv == 256 (no mask, causal, index masks, dropout; TF_FLASHATTN_SM90_BWD_D256=0 off;
+// sm90::bwd_applies); float32 with allow_tf32: sm80/flash_bwd_tf32.cu, except
+// sm90/flash_bwd_sm90_tf32.cu (UNTESTED ON A GPU; opt-in with TF_FLASHATTN_SM90_TF32=1: D == Dv in
+// {64, 128}, causal or no mask, GQA, not deterministic; sm90::bwd_tf32_applies). Per-target folders: cpu/ (the CPU
 // kernels, own dispatch in cpu/flash_cpu_dispatch.cc), sm80/ (every GPU from sm_80 on), sm90/
 // (Hopper-only kernels); shared pieces (params, Philox, masking rules, launch helpers) in common/.
 #include <cstdint>

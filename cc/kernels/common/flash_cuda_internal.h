@@ -214,10 +214,10 @@ constexpr int kFwdTf32Selftests = 7;
 // dbias at D = 64 only, their query / key strides below 2^23), deterministic mode (the ordered
 // dQ reduction, per bwd_det_mode (by default not at D = 64 with a causal mask) and when the
 // workspace holds its counters: BwdWorkspaceParts::dq_sem) or not, 16-byte
-// aligned tensors and strides, a workspace, compute capability 9.0; and, opt-in with
-// unless TF_FLASHATTN_SM90_BWD_D256=0 (read once), D == Dv == 256 without a mask, causal
-// or with the index masks (window, lengths, validity), not deterministic. It uses flash_bwd_workspace_bytes' workspace as the sm80
-// backward does (same size).
+// aligned tensors and strides, a workspace, compute capability 9.0; and, unless
+// TF_FLASHATTN_SM90_BWD_D256=0 (read once), D == Dv == 256 without a mask, causal or with the index
+// masks (window, lengths, validity), with or without dropout, not deterministic. It uses
+// flash_bwd_workspace_bytes' workspace as the sm80 backward does (same size).
 bool bwd_applies(const FlashBwdParams& p);
 // Its launcher; cudaErrorNotSupported (before any work is queued) when the tensor maps cannot be
 // made: the caller falls back to sm80.
