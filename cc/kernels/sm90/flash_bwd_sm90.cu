@@ -431,6 +431,19 @@ struct UnitElems {
   __device__ __forceinline__ E& operator()(int q, int h2) const { return ptr[q * qs + (h2 ? ks8 : 0)]; }
 };
 
+// DROP: one unit's keep bits for this thread's S^T elements, drop_cols_bits<1, AN> of the unit's
+// (head h, batch b) Philox stream with the CTA's key (dropout_key): keys from jm0, queries from qn0
+// (both kernels draw them before waiting for the unit's tiles).
+template <int AN>
+__device__ __forceinline__ uint32_t unit_keep_bits(const uint32_t (&drop_key)[2], const DropoutParams& d, int64_t h,
+                                                   int b, int64_t jm0, int64_t qn0, int g, int t) {
+  uint32_t bits[1];
+  const DropTile dt{drop_key[0], drop_key[1], d.threshold << 16, static_cast<uint32_t>(h), static_cast<uint32_t>(b),
+                    d.keep_scale};
+  drop_cols_bits<1, AN>(bits, dt, jm0, qn0, g, t);
+  return bits[0];
+}
+
 // The mbarriers of both backward kernels (thread 0; then the whole CTA waits): kv_full (K, V: thread
 // 0's expect_tx), full[s] (thread 0's expect_tx and warp 1's arrival; IDX: warp 2's too), empty[s]
 // (every consumer thread).
@@ -713,11 +726,7 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
     // temporaries stay out of the element-wise phase, where S^T, dP^T, dK and dV are all live.
     uint32_t kbits = 0u;
     if constexpr (DROP) {
-      uint32_t bits[1];
-      const DropTile dt{drop_key[0], drop_key[1], p.dropout.threshold << 16, static_cast<uint32_t>(h),
-                        static_cast<uint32_t>(b), p.dropout.keep_scale};
-      drop_cols_bits<1, 8>(bits, dt, drop_k0, i0, g, t);
-      kbits = bits[0];
+      kbits = unit_keep_bits<8>(drop_key, p.dropout, h, b, drop_k0, i0, g, t);
       asm volatile("" : "+r"(kbits)::"memory");  // drawn before the wait below
     }
     mbar_wait(full0 + 8 * s, (n / kStages) & 1);
@@ -1326,11 +1335,7 @@ __device__ __forceinline__ void bwd_cta_d256(const CUtensorMap& tm_q, const CUte
     // kernel does.
     uint32_t kbits = 0u;
     if constexpr (DROP) {
-      uint32_t bits[1];
-      const DropTile dt{drop_key[0], drop_key[1], p.dropout.threshold << 16, static_cast<uint32_t>(h),
-                        static_cast<uint32_t>(b), p.dropout.keep_scale};
-      drop_cols_bits<1, 4>(bits, dt, j0 + 16 * warp, i0 + q_c, g, t);
-      kbits = bits[0];
+      kbits = unit_keep_bits<4>(drop_key, p.dropout, h, b, j0 + 16 * warp, i0 + q_c, g, t);
       asm volatile("" : "+r"(kbits)::"memory");  // drawn before the wait below
     }
     mbar_wait(full0 + 8 * s, (n / kStages) & 1);
