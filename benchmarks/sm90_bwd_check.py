@@ -97,7 +97,7 @@ Phases (each its own process in `gpu_run.sh sm90bwd`, under a timeout):
             and <= 3x our sm80 TF32 backward's, each + a floor of 1.5e-2 x max|ref| (kernel_harness_check.py's
             TF32 floor); the sm90 TF32 path taken exactly once per case (sm90_info()["tf32_bwd_launches"]),
             not by the sm80 run; TF32_BWD_FALLBACK_CASES (window, lengths, D = 256, Dv != D, dropout,
-            deterministic, float32 with TF32 not allowed) must not take it.
+            deterministic) must not take it.
   tf32bench TFLOP/s of the backward (2.5 x 4 B H T^2 D, /2 causal), D = 128 (H = 16) and 64 (H = 32), T 1024 /
             4096 / 16384, B*T = 16384, causal and not: ours sm90 TF32, ours sm80 TF32, torch SDPA float32 with
             TF32 allowed (efficient backend; math backend (unfused, the XLA-like reference) at T <= 4096).
@@ -989,8 +989,6 @@ TF32_BWD_FALLBACK_CASES = [
     dict(name="tbf_dv_ne_d", B=2, Tq=113, Tk=203, H=2, D=64, Dv=128),
     dict(name="tbf_dropout", B=2, Tq=130, Tk=200, H=2, D=128, dropout=0.1),
     dict(name="tbf_deterministic", B=2, Tq=130, Tk=200, H=2, D=128, deterministic=True),
-    # float32 without TF32 (allow_tf32 false: TensorFlow's TF32 setting off): sm80's exact float32 kernel
-    dict(name="tbf_no_tf32", B=2, Tq=130, Tk=200, H=2, D=128, tf32=False),
 ]
 TF32_BWD_SANITIZE = ("tb_odd_d128", "tb_odd_d64", "tb_edges_127_129_causal", "tb_empty_rows_causal", "tb_gqa4_d64",
                      "tb_tq1", "tb_tk1", "tb_kvcache", "tb_strided_qkv", "tb_dlse_d64_causal")
@@ -1039,7 +1037,7 @@ def phase_tf32(h, log, cases, fallback_cases=()):
     gen = torch.Generator(device=DEV)
     gen.manual_seed(0)
     for c0, expect in [(c, True) for c in cases] + [(c, False) for c in fallback_cases]:
-        c = dict(c0, tf32=c0.get("tf32", True))
+        c = dict(c0, tf32=True)
         print(f"RUNNING {c['name']} tf32", file=log, flush=True)
         t = bwd_inputs(c, torch.float32, gen)
         tf32_forward(h, c, t)
