@@ -85,8 +85,8 @@
 //                      waits for unit n - 2's phase before loading unit n into stage s
 // Producer per unit: empty[s] (n - 2), load. Transposers: full[s] (n); t_empty[ts] (n - T); transpose
 // and round; rows; fence; arrive ready[ts]. Consumer: ready[ts] (n); S^T, dP^T; P, dS; arrive empty[s];
-// dS stored (before the dK product, whose A operand it is); dV, dK issued; named barrier 1 (after
-// thread 0 saw the previous bulk reduce-add's read done); dQ^T issued; wait for dV / dK, arrive t_empty[ts]; wait dQ^T; staging; named barrier 2; thread
+// dV, dK issued; dS stored (named barrier 1, after thread 0 saw the previous bulk reduce-add's read
+// done); dQ^T issued; wait for dV / dK, arrive t_empty[ts]; wait dQ^T; staging; named barrier 2; thread
 // 0 reduce-add. (rows[s] of unit n is written after full[s] of unit n, i.e. after the consumer released
 // stage s of unit n - 2.)
 // Every wait is on an earlier unit's step or an earlier step of the same unit; no buffer is written
@@ -445,12 +445,6 @@ __global__ void __launch_bounds__(kThreads, 1)
       pack_step(pa[kk], sacc + 4 * kk);
       pack_step(pd[kk], dpacc + 4 * kk);
     }
-    // dS into shared memory for dQ: the previous unit's dQ^T product (waited for) no longer reads it.
-    // Before the dK product is issued: pd is its register A operand, which may not be read (nor
-    // written) until a wgmma.wait_group has retired it (PTX ISA), as flash_bwd_sm90.cu stores dS^T
-    // before its dK product.
-    store_ds(base + L::kDS, pd, warp, g, t);
-    fence_proxy_async();
     // dV += P^T dO, dK += dS^T Q (one commit group).
     fence_regs(dv);
     fence_regs(dk);
@@ -458,6 +452,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     mma_acc_update<D>(dv, pa, base + L::kDOT + ts * L::kQBytes);
     mma_acc_update<D>(dk, pd, base + L::kQT + ts * L::kQBytes);
     wgmma_commit();
+    // dS into shared memory for dQ: the previous unit's dQ^T product (waited for) no longer reads it.
+    store_ds(base + L::kDS, pd, warp, g, t);
+    fence_proxy_async();
     if (tid == 0 && n > 0) bulk_wait_read<0>();  // the previous reduce-add has read the staging block
     named_bar_sync(1, kConsumerThreads);
     float dq[D / 64][16];
