@@ -39,11 +39,6 @@
 #             beside FA2 and cuDNN, estimated ~1.5 + ~2 min, not yet run) limits the phases; SM90BWD_BUDGET (default 560 s) caps
 #             the phases' timeouts together (a timed-out phase names its last case). Files:
 #             OUT/sm90bwd_summary.log and OUT/sm90bwd.tar.gz
-#             The float32 TF32 backward (cc/kernels/sm90/flash_bwd_sm90_tf32.cu, opt-in, UNTESTED ON A GPU
-#             when added) runs only when named: tf32selftest, tf32 (numerics vs float64 / torch TF32 / our
-#             sm80 TF32 backward), tf32bench, tf32sanitize (memcheck), tf32racecheck, tf32synccheck, e.g.
-#             SM90BWD_PHASES=tf32selftest,tf32,tf32sanitize (sm90_bwd_check.py sets TF_FLASHATTN_SM90_TF32=1
-#             for its own process); with SM90_SASS not 0 its ptxas report and HGMMA .TF32 counts too.
 #   tune      no TensorFlow needed: the harness build, tile-configuration timings at T=16384 (D=64,
 #             128, 256) and T=512 (D=64, 128), numerics of each variant first, and compute-sanitizer
 #             over the index-masked bf16 kernels (~2.5 min)
@@ -243,20 +238,7 @@ if [[ ,$what, == *,sm90bwd,* ]]; then (
   cat $d/sass_counts.txt | cut -c1-160 | head -22
   fi
   phases=${SM90BWD_PHASES:-selftest,det,numerics,d256,bench,sanitize}
-  # The TF32 backward's ptxas report and SASS counts (only when a tf32 phase is named).
-  if [[ ${SM90_SASS:-1} != 0 && ,$phases, == *,tf32* ]]; then
-    /usr/local/cuda/bin/nvcc -std=c++17 -O3 -I. -Xcompiler -fPIC -gencode arch=compute_90a,code=sm_90a \
-      -DFA_HAS_SM90=1 -Xptxas -v -c cc/kernels/sm90/flash_bwd_sm90_tf32.cu -o /tmp/sm90bwd_tf32_ptxas.o > $d/tf32_ptxas.log 2>&1
-    grep -E "registers|spill|warning|C7519" $d/tf32_ptxas.log | sed 's/_ZN9flashattn.*//' | sort | uniq -c | head -12
-    { cuobjdump -sass $hb/flash_bwd_sm90_tf32.o > $d/sm90bwd_tf32.sass 2>&1
-      for ins in HGMMA UTMALDG UBLKRED SYNCS LDL STL; do echo "$ins $(grep -c "$ins" $d/sm90bwd_tf32.sass)"; done
-      echo "== per kernel HGMMA count (expected 56 at D = 128: 48 m64n32k8 + 8 m64n128k8; 32 at D = 64: 24 + 8 m64n64k8)"
-      awk '/Function :/{f=$3} /HGMMA/{n[f]++} END{for(k in n) print n[k], k}' $d/sm90bwd_tf32.sass
-      grep -o "HGMMA[^ ]*" $d/sm90bwd_tf32.sass | sort | uniq -c; } > $d/tf32_sass_counts.txt 2>&1
-    gzip -f $d/sm90bwd_tf32.sass
-    cut -c1-200 $d/tf32_sass_counts.txt | head -16
-  fi
-  for ph in selftest:45 det:150 numerics:360 d256:240 bench:240 order:200 obench:300 tf32selftest:60 tf32:240 tf32bench:240; do
+  for ph in selftest:45 det:150 numerics:360 d256:240 bench:240 order:200 obench:300; do
     [[ ,$phases, == *,${ph%%:*},* ]] || continue
     lim=$(cap ${ph#*:})
     (( lim >= 15 )) || { echo "phase ${ph%%:*} skipped: SM90BWD_BUDGET spent"; continue; }
@@ -266,20 +248,7 @@ if [[ ,$what, == *,sm90bwd,* ]]; then (
     echo "phase ${ph%%:*} rc=$rc ($((SECONDS - t0)) s of $lim)" | tee -a $d/${ph%%:*}.log
     # A timeout (124 / 137): the case it was in (a hang shows here).
     if (( rc == 124 || rc == 137 )); then grep "^RUNNING" $d/${ph%%:*}.log | tail -1 | sed 's/^/  timed out in: /'; fi
-    grep -E "SELFTEST|^FAIL|numerics|^order:|tf32:|TFLOP|^ +[0-9]+ |^ +(D  |feature|key_mask|causal_window|dropout|bias_head)|NOT taken|took the sm90|launches [0-9]+, expected|=False|Error|error" $d/${ph%%:*}.log | cut -c1-400 | head -60
-  done
-  # The TF32 backward's sanitize cases under memcheck (tf32sanitize), racecheck / synccheck (named only).
-  for tool in memcheck racecheck synccheck; do
-    ph=tf32$tool; [[ $tool == memcheck ]] && ph=tf32sanitize
-    [[ ,$phases, == *,$ph,* ]] || continue
-    lim=$(cap 200)
-    (( lim < 15 )) && { echo "$ph skipped: SM90BWD_BUDGET spent"; continue; }
-    t0=$SECONDS
-    timeout -k 5 $lim compute-sanitizer --tool $tool --print-limit 20 python3 benchmarks/sm90_bwd_check.py \
-      --phase tf32sanitize --lib $hb > $d/tf32_$tool.log 2>&1; rc=$?
-    echo "tf32 $tool rc=$rc ($((SECONDS - t0)) s of $lim)" | tee -a $d/tf32_$tool.log
-    if (( rc == 124 || rc == 137 )); then grep "^RUNNING" $d/tf32_$tool.log | tail -1 | sed 's/^/  timed out in: /'; fi
-    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Invalid|hazard|Barrier|^FAIL|^PASS|tf32:" $d/tf32_$tool.log | cut -c1-300 | head -16
+    grep -E "SELFTEST|^FAIL|numerics|^order:|TFLOP|^ +[0-9]+ |^ +(D  |feature|key_mask|causal_window|dropout|bias_head)|NOT taken|took the sm90|=False|Error|error" $d/${ph%%:*}.log | cut -c1-400 | head -60
   done
   lim=$(cap 150)
   if [[ ,$phases, == *,sanitize,* ]] && (( lim < 15 )); then echo "memcheck skipped: SM90BWD_BUDGET spent"

@@ -79,30 +79,6 @@ Phases (each its own process in `gpu_run.sh sm90bwd`, under a timeout):
   sanitize  small odd cases, bf16, for compute-sanitizer (three of them with index masks: a KV-cache
             window with GQA at D = 64, validity masks with all-false batch rows, lengths with a causal
             window and a key length 0; two in deterministic mode; seven at D = 256).
-  The float32 TF32 backward (cc/kernels/sm90/flash_bwd_sm90_tf32.cu; UNTESTED ON A GPU when these phases
-  were written; opt-in with the TF32 forward's switch: these phases set TF_FLASHATTN_SM90_TF32=1 for their
-  own process, and run the forward on sm80's TF32 kernel (set_sm90_tf32(0) around it) so that only the
-  backward is under test):
-  tf32selftest  its building blocks (sm90_tf32_bwd_selftest): wgmma m64n32k8 .tf32 SS with both operands
-            K-major (S^T = K Q^T, dP^T = V dO^T), the transposers (Q^T [D x 32] with the query rows
-            permuted in each k8 step, K^T [128 x 64] natural, both rounded with cvt.rna and the sources
-            rounded in place: bits against the host's rna), wgmma m64n128k8 / m64n64k8 .tf32 RS with A from
-            the n32 S^T accumulators and B the permuted transpose (dV += P^T dO, dK += dS^T Q), and dQ^T =
-            K^T dS^T (dS stored by the kernel's store_ds, K^T by the transposer, 2 x 8 m64n32k8 SS, the dQ
-            staging layout); exact host comparisons on small exact values.
-  tf32      TF32_BWD_CASES: dq / dk / dv against float64 torch autograd, D = 64 / 128, odd Tq / Tk at the
-            32-row / 64-key tile edges, causal with both alignments and rows that see no key (their dq rows and
-            the dk / dv rows of keys no row sees exactly 0), GQA 2 / 4, MQA, Tq = 1, Tk = 1, d_lse and a
-            scale, strided (packed qkv) inputs, big ones; bar: <= 3x torch float32 with TF32 matmuls' error
-            and <= 3x our sm80 TF32 backward's, each + a floor of 1.5e-2 x max|ref| (kernel_harness_check.py's
-            TF32 floor); the sm90 TF32 path taken exactly once per case (sm90_info()["tf32_bwd_launches"]),
-            not by the sm80 run; TF32_BWD_FALLBACK_CASES (window, lengths, D = 256, Dv != D, dropout,
-            deterministic) must not take it.
-  tf32bench TFLOP/s of the backward (2.5 x 4 B H T^2 D, /2 causal), D = 128 (H = 16) and 64 (H = 32), T 1024 /
-            4096 / 16384, B*T = 16384, causal and not: ours sm90 TF32, ours sm80 TF32, torch SDPA float32 with
-            TF32 allowed (efficient backend; math backend (unfused, the XLA-like reference) at T <= 4096).
-  tf32sanitize  TF32_BWD_SANITIZE cases of tf32, for compute-sanitizer (gpu_run.sh: memcheck; tf32racecheck,
-            tf32synccheck on request).
 Writes OUT/sm90_bwd_<phase>.json.
 """
 import argparse
@@ -949,227 +925,14 @@ def bench_masks(h, log, plain_rows):
     return rows
 
 
-# ---- The float32 TF32 backward (flash_bwd_sm90_tf32.cu) ------------------------------------------
-TF32_BWD_CASES = [
-    dict(name="tb_odd_d128", B=2, Tq=113, Tk=203, H=3, D=128),
-    dict(name="tb_odd_d64", B=2, Tq=113, Tk=203, H=3, D=64),
-    dict(name="tb_edges_31_65", B=2, Tq=31, Tk=65, H=2, D=128),
-    dict(name="tb_edges_33_63_d64", B=2, Tq=33, Tk=63, H=2, D=64),
-    dict(name="tb_edges_64_128", B=1, Tq=64, Tk=128, H=2, D=128),
-    dict(name="tb_edges_127_129_causal", B=2, Tq=127, Tk=129, H=2, D=128, causal=True, offset=129 - 127),
-    dict(name="tb_edges_65_63_causal_tl", B=2, Tq=65, Tk=63, H=2, D=64, causal=True, offset=0),
-    dict(name="tb_causal_br_d128", B=2, Tq=113, Tk=203, H=3, D=128, causal=True, offset=203 - 113),
-    dict(name="tb_causal_tl_d128", B=2, Tq=203, Tk=113, H=3, D=128, causal=True, offset=0),
-    dict(name="tb_causal_br_d64", B=2, Tq=203, Tk=300, H=3, D=64, causal=True, offset=97),
-    dict(name="tb_empty_rows_causal", B=2, Tq=300, Tk=77, H=2, D=128, causal=True, offset=77 - 300),
-    dict(name="tb_empty_rows_causal_d64", B=2, Tq=200, Tk=70, H=2, D=64, causal=True, offset=70 - 200),
-    dict(name="tb_kvcache", B=2, Tq=65, Tk=999, H=2, D=128, causal=True, offset=999 - 65),
-    dict(name="tb_gqa2_causal", B=3, Tq=257, Tk=390, H=8, Hkv=4, D=128, causal=True, offset=390 - 257),
-    dict(name="tb_gqa4_d64", B=2, Tq=191, Tk=257, H=8, Hkv=2, D=64),
-    dict(name="tb_gqa4_d128_causal_tl", B=2, Tq=300, Tk=200, H=8, Hkv=2, D=128, causal=True),
-    dict(name="tb_mqa", B=2, Tq=200, Tk=333, H=4, Hkv=1, D=128, causal=True, offset=333 - 200),
-    dict(name="tb_mqa_d64", B=2, Tq=150, Tk=97, H=4, Hkv=1, D=64),
-    dict(name="tb_tq1", B=2, Tq=1, Tk=300, H=4, D=128),
-    dict(name="tb_tq1_d64_causal", B=2, Tq=1, Tk=77, H=2, D=64, causal=True, offset=76),
-    dict(name="tb_tk1", B=2, Tq=130, Tk=1, H=2, D=128),
-    dict(name="tb_tk1_d64_causal", B=2, Tq=70, Tk=1, H=2, D=64, causal=True),
-    dict(name="tb_dlse_scale", B=2, Tq=129, Tk=255, H=2, D=128, scale=0.3, dlse=True),
-    dict(name="tb_dlse_d64_causal", B=2, Tq=129, Tk=255, H=2, D=64, causal=True, offset=126, dlse=True),
-    dict(name="tb_strided_qkv", B=2, Tq=200, Tk=200, H=4, D=128, causal=True, packed=True),
-    dict(name="tb_big_d128", B=2, Tq=2048, Tk=2048, H=4, D=128),
-    dict(name="tb_big_d64", B=2, Tq=2048, Tk=2048, H=4, D=64),
-    dict(name="tb_big_d128_causal", B=1, Tq=4096, Tk=4096, H=4, D=128, causal=True),
-    dict(name="tb_big_d64_causal_odd", B=1, Tq=2047, Tk=3001, H=4, D=64, causal=True, offset=3001 - 2047),
-]
-# Calls the TF32 backward does not take (bwd_tf32_applies): sm80's TF32 backward must run them.
-TF32_BWD_FALLBACK_CASES = [
-    dict(name="tbf_window", B=2, Tq=300, Tk=300, H=2, D=128, wl=50, wr=10),
-    dict(name="tbf_lengths", B=3, Tq=300, Tk=333, H=2, D=64, qlen=True, klen=True),
-    dict(name="tbf_d256", B=2, Tq=113, Tk=203, H=2, D=256),
-    dict(name="tbf_dv_ne_d", B=2, Tq=113, Tk=203, H=2, D=64, Dv=128),
-    dict(name="tbf_dropout", B=2, Tq=130, Tk=200, H=2, D=128, dropout=0.1),
-    dict(name="tbf_deterministic", B=2, Tq=130, Tk=200, H=2, D=128, deterministic=True),
-]
-TF32_BWD_SANITIZE = ("tb_odd_d128", "tb_odd_d64", "tb_edges_127_129_causal", "tb_empty_rows_causal", "tb_gqa4_d64",
-                     "tb_tq1", "tb_tk1", "tb_kvcache", "tb_strided_qkv", "tb_dlse_d64_causal")
-
-
-def tf32_bwd_launches(h):
-    return h.m.sm90_info().get("tf32_bwd_launches", 0)
-
-
-def phase_tf32_selftest(h, log):
-    rows = h.m.sm90_tf32_bwd_selftest() if hasattr(h.m, "sm90_tf32_bwd_selftest") else []
-    for r in rows:
-        print(f"SELFTEST {r['result']:<7} {r['name']:<44} max_err={r['max_err']:.3g}  {r['detail']}", file=log, flush=True)
-    if not rows:
-        print("SELFTEST none: harness built without the sm90 kernels (ARCHS must include 90)", file=log, flush=True)
-    return rows
-
-
-def tf32_forward(h, c, t):
-    """The forward on sm80's TF32 kernel (so that only the backward is under test), then the workspace."""
-    h.m.set_sm90_tf32(0)
-    try:
-        forward(h, c, t)
-    finally:
-        h.m.set_sm90_tf32(-1)
-
-
-def tf32_backward(h, c, t, sm90):
-    """Our float32 TF32 backward, sm90 (True: the environment's TF_FLASHATTN_SM90_TF32=1) or sm80 (False);
-    returns (grads, sm90 TF32 backward launches). dq / dk / dv get the strides of q / k / v (the harness's
-    rule; packed qkv views included), NaN-filled."""
-    for n, like in (("dq", "q"), ("dk", "k"), ("dv", "v")):
-        t[n] = torch.empty_strided(t[like].shape, t[like].stride(), dtype=t[like].dtype, device=DEV).fill_(float("nan"))
-    h.m.set_sm90_tf32(-1 if sm90 else 0)
-    n0 = tf32_bwd_launches(h)
-    try:
-        h.bwd(c, t)
-        torch.cuda.synchronize()
-    finally:
-        h.m.set_sm90_tf32(-1)
-    return {n: t[n].clone() for n in GRADS}, tf32_bwd_launches(h) - n0
-
-
-def phase_tf32(h, log, cases, fallback_cases=()):
-    rows = []
-    gen = torch.Generator(device=DEV)
-    gen.manual_seed(0)
-    for c0, expect in [(c, True) for c in cases] + [(c, False) for c in fallback_cases]:
-        c = dict(c0, tf32=True)
-        print(f"RUNNING {c['name']} tf32", file=log, flush=True)
-        t = bwd_inputs(c, torch.float32, gen)
-        tf32_forward(h, c, t)
-        ours, took = tf32_backward(h, c, t, True)
-        sm80, took80 = tf32_backward(h, c, t, False)
-        keep = h.dropout_keep(c, c["B"], c["H"], c["Tq"], c["Tk"], c["D"]).to(DEV) if c.get("dropout") else None
-        ref = reference(c, t, torch.float64, keep)
-        prev = torch.backends.cuda.matmul.allow_tf32
-        torch.backends.cuda.matmul.allow_tf32 = True
-        try:
-            low = reference(c, t, torch.float32, keep)
-        finally:
-            torch.backends.cuda.matmul.allow_tf32 = prev
-        row = dict(case=c["name"], dtype="tf32", sm90_tf32_launched=int(took), expect_sm90=expect,
-                   sm80_run_launched_sm90=int(took80))
-        ok = took == (1 if expect else 0) and took80 == 0
-        dead_q, dead_k = dead_rows_keys(c, t)
-        row.update(dead_rows=int(dead_q.sum()), dead_keys=int(dead_k.sum()),
-                   exact_zeros=exact_zeros(ours, dead_q, dead_k), sm80_exact_zeros=exact_zeros(sm80, dead_q, dead_k))
-        ok &= row["exact_zeros"]
-        for n in GRADS:
-            e = err(ours[n], ref[n])
-            e80 = err(sm80[n], ref[n])
-            el = err(low[n], ref[n])
-            fin = torch.isfinite(ref[n])
-            scale = max(1.0, float(ref[n][fin].abs().max())) if bool(fin.any()) else 1.0
-            floor = 1.5e-2 * scale  # kernel_harness_check.py's TF32 floor for gradients
-            bound = min(3.0 * el[0], 3.0 * e80[0]) + floor
-            good = e[0] <= bound
-            ok &= good
-            vs80 = float((ours[n].double() - sm80[n].double()).abs().max()) if ours[n].numel() else 0.0
-            row[n] = dict(max=e[0], rel=e[1], sm80_max=e80[0], torch_tf32_max=el[0], sm90_vs_sm80=vs80, ok=good)
-            if not good:
-                cnt, first, sample = where_bad(ours[n], ref[n], bound)
-                row[n].update(bad_rows=cnt, first_bad=first, bad_t_sample=sample)
-        row["ok"] = bool(ok)
-        rows.append(row)
-        extra = "" if took == (1 if expect else 0) else f" (sm90 TF32 launches {took}, expected {1 if expect else 0})"
-        if took80:
-            extra += f" (the sm80 run took the sm90 TF32 path: {took80})"
-        if row["dead_rows"] or row["dead_keys"]:
-            extra += (f" dead rows/keys {row['dead_rows']}/{row['dead_keys']}: exact_zeros={row['exact_zeros']}"
-                      f" (sm80 {row['sm80_exact_zeros']})")
-        brief = " ".join(f"{n}={row[n]['max']:.2e} (sm80 {row[n]['sm80_max']:.2e}, torch tf32 {row[n]['torch_tf32_max']:.2e})"
-                         for n in GRADS)
-        where = " ".join(f"{n}: bad_rows={row[n]['bad_rows']} first={row[n]['first_bad']} t={row[n]['bad_t_sample']}"
-                         for n in GRADS if "bad_rows" in row[n])
-        print(f"{'PASS' if ok else 'FAIL'} {c['name']:<26} {'sm90' if expect else 'fallback':<8} {brief}{extra} {where}",
-              file=log, flush=True)
-        del t, ref, low, ours, sm80
-    print(f"tf32: {sum(r['ok'] for r in rows)} / {len(rows)} pass", file=log, flush=True)
-    return rows
-
-
-def phase_tf32_bench(h, log):
-    import triton.testing as tt
-    import torch.nn.functional as F
-    from torch.nn.attention import sdpa_kernel, SDPBackend
-    rows = []
-    for D, H in ((128, 16), (64, 32)):
-        for T in (1024, 4096, 16384):
-            for causal in (False, True):
-                B = max(1, 16384 // T)
-                c = dict(B=B, Tq=T, Tk=T, H=H, D=D, causal=causal, tf32=True)
-                gen = torch.Generator(device=DEV)
-                gen.manual_seed(1)
-                t = make_inputs(c, torch.float32, gen)
-                tf32_forward(h, c, t)
-                for n, like in (("dq", "q"), ("dk", "k"), ("dv", "v")):
-                    t[n] = torch.empty_like(t[like])
-                fl = 2.5 * 4 * B * H * T * T * D / (2 if causal else 1)
-                r = dict(B=B, T=T, H=H, D=D, causal=causal, dtype="float32 (tf32)")
-                h.m.set_sm90_tf32(-1)
-                n0 = tf32_bwd_launches(h)
-                try:
-                    r["sm90_bwd_ms"] = tt.do_bench(lambda: h.bwd(c, t), warmup=25, rep=100, return_mode="median")
-                except Exception as e:  # noqa: reported, the other rows still run
-                    r["sm90_error"] = str(e)[:200]
-                r["sm90_path_taken"] = tf32_bwd_launches(h) > n0
-                h.m.set_sm90_tf32(0)
-                r["sm80_bwd_ms"] = tt.do_bench(lambda: h.bwd(c, t), warmup=25, rep=100, return_mode="median")
-                h.m.set_sm90_tf32(-1)
-                qh, kh, vh = (t[n].permute(0, 2, 1, 3).contiguous().requires_grad_() for n in ("q", "k", "v"))
-                prev = torch.backends.cuda.matmul.allow_tf32
-                torch.backends.cuda.matmul.allow_tf32 = True
-                try:
-                    for name, be in (("torch_efficient", SDPBackend.EFFICIENT_ATTENTION), ("torch_math", SDPBackend.MATH)):
-                        if name == "torch_math" and T > 4096:
-                            continue  # the math backend materializes [B, H, T, T]
-                        try:
-                            with sdpa_kernel(be):
-                                o = F.scaled_dot_product_attention(qh, kh, vh, is_causal=causal)
-                                do = torch.randn_like(o)
-                                r[f"{name}_bwd_ms"] = tt.do_bench(
-                                    lambda: torch.autograd.grad(o, (qh, kh, vh), do, retain_graph=True),
-                                    warmup=10, rep=50, return_mode="median")
-                                del o, do
-                        except Exception as e:  # noqa
-                            r[f"{name}_error"] = str(e)[:100]
-                finally:
-                    torch.backends.cuda.matmul.allow_tf32 = prev
-                for k in list(r):
-                    if k.endswith("_bwd_ms"):
-                        r[k.replace("_ms", "_tflops")] = round(fl / r[k] / 1e9, 1)
-                rows.append(r)
-                print("TF32BWDBENCH " + json.dumps(r), file=log, flush=True)
-                del t, qh, kh, vh
-    print("\nTFLOP/s backward, float32 with TF32 (2.5 x 4 B H T^2 D, /2 causal; torch: SDPA in float32 with "
-          "matmul.allow_tf32 = True, efficient = mem-efficient (cutlass) backend, math = unfused, T <= 4096)", file=log)
-    print("  D    T      causal sm90   sm80   torch_eff torch_math sm90/sm80", file=log)
-    for r in rows:
-        f = lambda k: r.get(k, "-")
-        s9, s8 = r.get("sm90_bwd_tflops"), r.get("sm80_bwd_tflops")
-        print(f"  {r['D']:<4} {r['T']:<6} {int(r['causal']):<6} {f('sm90_bwd_tflops'):<6} {f('sm80_bwd_tflops'):<6} "
-              f"{f('torch_efficient_bwd_tflops'):<9} {f('torch_math_bwd_tflops'):<10} "
-              f"{round(s9 / s8, 2) if s9 and s8 else '-'}"
-              f"{'' if r['sm90_path_taken'] else '  (sm90 TF32 NOT taken)'}", file=log, flush=True)
-    return rows
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--phase", required=True,
-                    choices=("selftest", "det", "numerics", "d256", "bench", "sanitize", "order", "obench",
-                             "tf32selftest", "tf32", "tf32bench", "tf32sanitize"))
+                    choices=("selftest", "det", "numerics", "d256", "bench", "sanitize", "order", "obench"))
     ap.add_argument("--lib", default=".harness_build")
     ap.add_argument("--out", default=None)
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args()
-    if args.phase.startswith("tf32"):
-        # The TF32 backward is opt-in (TF_FLASHATTN_SM90_TF32, read once, at its first use): on for this process.
-        os.environ["TF_FLASHATTN_SM90_TF32"] = "1"
     h = Harness(args.lib)
     log = sys.stdout
     print(f"device: {torch.cuda.get_device_name()}  sm90: {h.m.sm90_info()}", file=log, flush=True)
@@ -1204,14 +967,6 @@ def main():
         print(f"order: {sum(r['ok'] for r in rows)} / {len(rows)} pass", file=log, flush=True)
     elif args.phase == "obench":
         rows = phase_obench(h, log)
-    elif args.phase == "tf32selftest":
-        rows = phase_tf32_selftest(h, log)
-    elif args.phase == "tf32":
-        rows = phase_tf32(h, log, TF32_BWD_CASES, TF32_BWD_FALLBACK_CASES)
-    elif args.phase == "tf32sanitize":
-        rows = phase_tf32(h, log, [c for c in TF32_BWD_CASES if c["name"] in TF32_BWD_SANITIZE])
-    elif args.phase == "tf32bench":
-        rows = phase_tf32_bench(h, log)
     else:
         rows = phase_bench(h, log, args.quick)
     if args.out:

@@ -35,9 +35,7 @@
 //   set_sm90_tf32(mode) (1 on, 0 off, -1 env: on only with TF_FLASHATTN_SM90_TF32=1): the float32 TF32
 //   forward on Hopper (cc/kernels/sm90/flash_fwd_sm90_tf32.cu, allow_tf32 calls); sm90_info() has
 //   tf32_enabled, tf32_fwd_launches, tf32_variant(s), last_tf32_variant; set_sm90_tf32_variant(v) (0 ..
-//   tf32_variants - 1, -1 env TF_FLASHATTN_SM90_TF32_VARIANT); sm90_tf32_selftest() its building blocks. The same switch
-//   takes the float32 TF32 backward on Hopper (cc/kernels/sm90/flash_bwd_sm90_tf32.cu; UNTESTED ON A
-//   GPU when added): sm90_info()['tf32_bwd_launches'], sm90_tf32_bwd_selftest()
+//   tf32_variants - 1, -1 env TF_FLASHATTN_SM90_TF32_VARIANT); sm90_tf32_selftest() its building blocks
 //
 // Layouts and dtypes as in cc/kernels/common/flash_params.h: q [B, Tq, H, D], k [B, Tk, Hkv, D],
 // v [B, Tk, Hkv, Dv], o / d_o [B, Tq, H, Dv] (float32 / float16 / bfloat16, one dtype; the last
@@ -833,7 +831,6 @@ py::dict sm90_info() {
   d["tf32_variant"] = flashattn::cuda::sm90::tf32_variant();
   d["tf32_variants"] = flashattn::cuda::sm90::tf32_variants();
   d["last_tf32_variant"] = flashattn::cuda::sm90::last_tf32_variant();
-  d["tf32_bwd_launches"] = flashattn::cuda::sm90::bwd_tf32_launches();
 #else
   d["bwd_order"] = 0;
   d["bwd_order_group"] = 0;
@@ -844,7 +841,6 @@ py::dict sm90_info() {
   d["last_tf32_variant"] = -1;
   d["tf32_enabled"] = false;
   d["tf32_fwd_launches"] = 0;
-  d["tf32_bwd_launches"] = 0;
   d["bwd_enabled"] = false;
   d["bwd_launches"] = 0;
   d["compiled"] = false;
@@ -945,19 +941,6 @@ py::list sm90_tf32_selftest() {
 #endif
 }
 
-// The float32 TF32 backward (flash_bwd_sm90_tf32.cu; the same opt-in switch as the TF32 forward).
-py::list sm90_tf32_bwd_selftest() {
-#if FA_HAS_SM90
-  const char* names[] = {"tf32bwd_wgmma_ss_n32_kmajor", "tf32bwd_transposers_q_perm_k_natural_round",
-                         "tf32bwd_wgmma_rs_n128_from_n32_acc", "tf32bwd_wgmma_rs_n64_from_n32_acc",
-                         "tf32bwd_dqT_ss_n32_kT_ds_staging"};
-  static_assert(sizeof(names) / sizeof(names[0]) == flashattn::cuda::sm90::kBwdTf32Selftests, "names");
-  return selftest_rows(names, flashattn::cuda::sm90::kBwdTf32Selftests, flashattn::cuda::sm90::bwd_tf32_selftest);
-#else
-  return py::list();
-#endif
-}
-
 void set_sm90_bwd(int mode) {
 #if FA_HAS_SM90
   flashattn::cuda::sm90::set_bwd_enabled(mode);
@@ -1022,7 +1005,7 @@ PYBIND11_MODULE(flash_harness, m) {
         "The Hopper forward: dict(compiled, enabled (TF_FLASHATTN_SM90 / set_sm90), fwd_launches, "
         "fwd_variant (the schedule set now), fwd_variants (how many), fwd_default_variant (the one when "
         "nothing is set), last_fwd_variant (of the last launch), bwd_enabled, bwd_launches, tf32_enabled "
-        "(TF_FLASHATTN_SM90_TF32 / set_sm90_tf32), tf32_fwd_launches, tf32_bwd_launches, tf32_variant, tf32_variants, "
+        "(TF_FLASHATTN_SM90_TF32 / set_sm90_tf32), tf32_fwd_launches, tf32_variant, tf32_variants, "
         "last_tf32_variant).");
   m.def("set_sm90", &set_sm90, "Hopper forward switch: 1 on, 0 off (sm80 kernels), -1 back to the "
         "environment (TF_FLASHATTN_SM90).", py::arg("mode"));
@@ -1034,8 +1017,8 @@ PYBIND11_MODULE(flash_harness, m) {
   m.def("sm90_selftest", &sm90_selftest,
         "Hopper building blocks one at a time (TMA tile load, wgmma forms): a list of dicts "
         "(name, result pass / FAIL / not run, max_err, detail); empty without the sm90 kernels.");
-  m.def("set_sm90_tf32", &set_sm90_tf32, "Hopper float32 TF32 forward and backward switch (flash_fwd_sm90_tf32.cu, flash_bwd_sm90_tf32.cu, opt-in): "
-        "1 on, 0 off (sm80's TF32 kernels), -1 back to the environment (on only with TF_FLASHATTN_SM90_TF32=1; "
+  m.def("set_sm90_tf32", &set_sm90_tf32, "Hopper float32 TF32 forward switch (flash_fwd_sm90_tf32.cu, opt-in): "
+        "1 on, 0 off (sm80's TF32 kernel), -1 back to the environment (on only with TF_FLASHATTN_SM90_TF32=1; "
         "TF_FLASHATTN_SM90=0 / set_sm90(0) turn it off too).", py::arg("mode"));
   m.def("set_sm90_tf32_variant", &set_sm90_tf32_variant,
         "Variant of the Hopper TF32 forward (flash_fwd_sm90_tf32.cu's kTf32Sched: 0 Q in shared memory, 1 Q in "
@@ -1044,9 +1027,6 @@ PYBIND11_MODULE(flash_harness, m) {
   m.def("sm90_tf32_selftest", &sm90_tf32_selftest,
         "The Hopper TF32 forward's building blocks (float32 TMA tile, V transpose, wgmma .tf32 forms) one at a "
         "time, as sm90_selftest; number 5 is a diagnostic expected to FAIL.");
-  m.def("sm90_tf32_bwd_selftest", &sm90_tf32_bwd_selftest,
-        "The Hopper TF32 backward's building blocks (flash_bwd_sm90_tf32.cu: wgmma .tf32 n32 SS, the "
-        "transposers, RS from n32 accumulators, the dQ^T form) one at a time, as sm90_selftest.");
   m.def("set_sm90_bwd", &set_sm90_bwd, "Hopper backward switch: 1 on, 0 off (sm80 backward), "
         "-1 back to the environment (on unless TF_FLASHATTN_SM90_BWD=0 or TF_FLASHATTN_SM90=0).", py::arg("mode"));
   m.def("set_sm90_bwd_order", &set_sm90_bwd_order,

@@ -17,9 +17,7 @@
 // mask and (D = 64) bias / dbias (those three not with dropout), deterministic mode (an ordered dQ
 // reduction; by default not at D = 64 with a causal mask, TF_FLASHATTN_SM90_BWD_DET=0 / 1 none / all);
 // D == Dv == 256 (no mask, causal, index masks, dropout; TF_FLASHATTN_SM90_BWD_D256=0 off;
-// sm90::bwd_applies); float32 with allow_tf32: sm80/flash_bwd_tf32.cu, except
-// sm90/flash_bwd_sm90_tf32.cu (UNTESTED ON A GPU; opt-in with TF_FLASHATTN_SM90_TF32=1: D == Dv in
-// {64, 128}, causal or no mask, GQA, not deterministic; sm90::bwd_tf32_applies). Per-target folders: cpu/ (the CPU
+// sm90::bwd_applies); float32 with allow_tf32: sm80/flash_bwd_tf32.cu. Per-target folders: cpu/ (the CPU
 // kernels, own dispatch in cpu/flash_cpu_dispatch.cc), sm80/ (every GPU from sm_80 on), sm90/
 // (Hopper-only kernels); shared pieces (params, Philox, masking rules, launch helpers) in common/.
 #include <cstdint>
@@ -100,14 +98,6 @@ cudaError_t flash_bwd_cuda(const FlashBwdParams& p, cudaStream_t stream) {
   // or TF_FLASHATTN_SM90=0, or set_bwd_enabled(0)); same workspace as sm80's.
   if (cuda::sm90::bwd_applies(p)) {
     err = cuda::sm90::bwd(p, stream);
-    if (err != cudaErrorNotSupported) return err;
-  }
-  // Hopper TF32 backward for float32 (sm90/flash_bwd_sm90_tf32.cu; UNTESTED ON A GPU when added):
-  // opt-in with the TF32 forward's switch (TF_FLASHATTN_SM90_TF32=1), where it applies and
-  // TF_FLASHATTN_SM90 is not 0; cudaErrorNotSupported (nothing queued) sends the call to sm80's TF32
-  // backward, as everything it does not take.
-  if (cuda::sm90::enabled() && cuda::sm90::tf32_enabled() && cuda::sm90::bwd_tf32_applies(p)) {
-    err = cuda::sm90::bwd_tf32(p, stream);
     if (err != cudaErrorNotSupported) return err;
   }
 #endif

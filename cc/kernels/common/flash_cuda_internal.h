@@ -108,12 +108,6 @@ struct BwdWorkspaceParts {
 };
 BwdWorkspaceParts bwd_workspace_parts(const FlashBwdParams& p);
 cudaError_t bwd_dsum_tc(const FlashBwdParams& p, float* dsum, float* lse2, cudaStream_t stream);
-// The float32 TF32 backward's pre-pass (Dsum = rowsum(tf32(dO) o O) - d_lse, as sm80's TF32
-// backward) and its workspace parts: Dsum [B, H, Tq] and the dQ accumulator (room for [B, H, tq_pad,
-// head_dim_bucket(max(D, Dv))] floats, tq_pad = Tq rounded up to 128) in flash_bwd_workspace_bytes'
-// workspace (non-deterministic calls); for sm90/flash_bwd_sm90_tf32.cu.
-cudaError_t bwd_dsum_tf32(const FlashBwdParams& p, float* dsum, cudaStream_t stream);
-void bwd_tf32_workspace(const FlashBwdParams& p, float** dsum, float** dq_acc, int64_t* tq_pad);
 
 // float32 / any dtype, SIMT, full float32 arithmetic (flash_fwd_simt.cu).
 cudaError_t fwd_simt(const FlashFwdParams& p, cudaStream_t stream);
@@ -250,24 +244,6 @@ BwdOrderInfo bwd_order_info();
 // selftest().
 int bwd_selftest(int which, double* max_err, char* msg, int msg_len);
 constexpr int kBwdSelftests = 8;
-
-// The sm_90a backward for float32 on TF32 tensor cores (flash_bwd_sm90_tf32.cu; UNTESTED ON A GPU when
-// added): opt-in with the TF32 forward's switch (tf32_enabled(): TF_FLASHATTN_SM90_TF32=1 or
-// set_tf32_enabled(1)); the dispatch also needs enabled(). bwd_tf32_applies: compute capability 9.0,
-// float32 with allow_tf32, not deterministic, D == Dv in {64, 128}, GQA, causal (any offset) or no mask,
-// d_lse or none; no window, lengths, validity masks, dense mask, bias / dbias, soft-cap or dropout;
-// 16-byte aligned tensors and workspace, strides multiples of 4. bwd_tf32: its launcher (the Dsum
-// pre-pass, the kernel, the dQ conversion; cudaErrorNotSupported, nothing queued, when the tensor maps
-// cannot be made: the caller falls back to sm80's TF32 backward). bwd_tf32_launches(): its launches so
-// far in this process. bwd_tf32_selftest(which, ...): its building blocks one at a time (0 wgmma
-// m64n32k8 .tf32 SS (S^T / dP^T), 1 the transposers (Q^T permuted, K^T) with in-place rounding, bits,
-// 2 / 3 wgmma m64n128k8 / m64n64k8 .tf32 RS with A from n32 accumulators and B = a permuted transpose
-// (dV / dK), 4 dQ^T = K^T dS^T (store_ds, m64n32k8 SS, the staging layout)); returns as selftest().
-bool bwd_tf32_applies(const FlashBwdParams& p);
-cudaError_t bwd_tf32(const FlashBwdParams& p, cudaStream_t stream);
-int64_t bwd_tf32_launches();
-int bwd_tf32_selftest(int which, double* max_err, char* msg, int msg_len);
-constexpr int kBwdTf32Selftests = 5;
 }  // namespace sm90
 
 }  // namespace cuda

@@ -578,17 +578,6 @@ BwdWorkspaceParts bwd_workspace_parts(const FlashBwdParams& p) {
   return w;
 }
 
-// The float32 TF32 path's pre-pass and workspace parts, for sm90/flash_bwd_sm90_tf32.cu (which
-// mirrors this file's TF32 backward: Dsum first, then the dQ accumulator, here as [B, H, tq_pad, hd]).
-cudaError_t bwd_dsum_tf32(const FlashBwdParams& p, float* dsum, cudaStream_t stream) {
-  return bwd_dsum<float, true>(p, dsum, nullptr, stream);
-}
-void bwd_tf32_workspace(const FlashBwdParams& p, float** dsum, float** dq_acc, int64_t* tq_pad) {
-  *dsum = p.workspace;
-  *dq_acc = p.workspace ? p.workspace + dsum_floats(p.shape) : nullptr;
-  *tq_pad = dq_rows_padded(p.shape);
-}
-
 cudaError_t bwd_dsum_tc(const FlashBwdParams& p, float* dsum, float* lse2, cudaStream_t stream) {
   if (p.dtype == DType::kFloat16) return bwd_dsum<__half>(p, dsum, lse2, stream);
   if (p.dtype == DType::kBFloat16) return bwd_dsum<__nv_bfloat16>(p, dsum, lse2, stream);
