@@ -19,8 +19,8 @@
 #             SM90_SASS=0 skips the ptxas report and SASS counts (a minute of the call);
 #             racecheck and synccheck (compute-sanitizer's tools on the sanitize cases) run only when named;
 #             so does vcap (the variants phase with the persistent schedule's grid capped at 2 CTAs).
-#             The float32 TF32 forward (cc/kernels/sm90/flash_fwd_sm90_tf32.cu, opt-in, UNTESTED ON A GPU
-#             when added) runs only when named: tf32selftest, tf32 (numerics vs float64 / torch TF32 / our
+#             The float32 TF32 forward (cc/kernels/sm90/flash_fwd_sm90_tf32.cu, on by default) is checked
+#             only when named: tf32selftest, tf32 (numerics vs float64 / torch TF32 / our
 #             sm80 TF32), tf32bench, tf32sanitize (memcheck), tf32racecheck, tf32synccheck, e.g.
 #             SM90_PHASES=tf32selftest,tf32,tf32bench,tf32sanitize (sm90_check.py sets
 #             TF_FLASHATTN_SM90_TF32=1 for its own process); with SM90_SASS not 0 its ptxas report and

@@ -32,7 +32,7 @@
 //   group=0) the backward's key-tile order with a causal mask (0 today's, 1 grouped longest-first with
 //   `group` pairs per group (0 automatic), 2 longest-first; -1 env TF_FLASHATTN_SM90_BWD_ORDER /
 //   _ORDER_G), shown in sm90_info() as bwd_order, bwd_order_group, last_bwd_order_g / _big;
-//   set_sm90_tf32(mode) (1 on, 0 off, -1 env: on only with TF_FLASHATTN_SM90_TF32=1): the float32 TF32
+//   set_sm90_tf32(mode) (1 on, 0 off, -1 env: on unless TF_FLASHATTN_SM90_TF32=0): the float32 TF32
 //   forward on Hopper (cc/kernels/sm90/flash_fwd_sm90_tf32.cu, allow_tf32 calls); sm90_info() has
 //   tf32_enabled, tf32_fwd_launches, tf32_variant(s), last_tf32_variant; set_sm90_tf32_variant(v) (0 ..
 //   tf32_variants - 1, -1 env TF_FLASHATTN_SM90_TF32_VARIANT); sm90_tf32_selftest() its building blocks
@@ -910,7 +910,7 @@ py::list sm90_selftest() {
 #endif
 }
 
-// The float32 TF32 forward (flash_fwd_sm90_tf32.cu; opt-in, TF_FLASHATTN_SM90_TF32=1).
+// The float32 TF32 forward (flash_fwd_sm90_tf32.cu; on unless TF_FLASHATTN_SM90_TF32=0).
 void set_sm90_tf32(int mode) {
 #if FA_HAS_SM90
   flashattn::cuda::sm90::set_tf32_enabled(mode);
@@ -1017,12 +1017,12 @@ PYBIND11_MODULE(flash_harness, m) {
   m.def("sm90_selftest", &sm90_selftest,
         "Hopper building blocks one at a time (TMA tile load, wgmma forms): a list of dicts "
         "(name, result pass / FAIL / not run, max_err, detail); empty without the sm90 kernels.");
-  m.def("set_sm90_tf32", &set_sm90_tf32, "Hopper float32 TF32 forward switch (flash_fwd_sm90_tf32.cu, opt-in): "
-        "1 on, 0 off (sm80's TF32 kernel), -1 back to the environment (on only with TF_FLASHATTN_SM90_TF32=1; "
+  m.def("set_sm90_tf32", &set_sm90_tf32, "Hopper float32 TF32 forward switch (flash_fwd_sm90_tf32.cu): "
+        "1 on, 0 off (sm80's TF32 kernel), -1 back to the environment (on unless TF_FLASHATTN_SM90_TF32=0; "
         "TF_FLASHATTN_SM90=0 / set_sm90(0) turn it off too).", py::arg("mode"));
   m.def("set_sm90_tf32_variant", &set_sm90_tf32_variant,
         "Variant of the Hopper TF32 forward (flash_fwd_sm90_tf32.cu's kTf32Sched: 0 Q in shared memory, 1 Q in "
-        "registers, 2 as 1 with K truncated), -1 back to the environment (TF_FLASHATTN_SM90_TF32_VARIANT; unset: 0).",
+        "registers, 2 as 1 with K truncated), -1 back to the environment (TF_FLASHATTN_SM90_TF32_VARIANT; unset: 1; D = 64 always runs 0).",
         py::arg("v"));
   m.def("sm90_tf32_selftest", &sm90_tf32_selftest,
         "The Hopper TF32 forward's building blocks (float32 TMA tile, V transpose, wgmma .tf32 forms) one at a "

@@ -2,8 +2,8 @@
 // check the device and the shape, then pick the target's kernels:
 //   few query rows (any GPU)            -> sm80/flash_decode.cu (flash-decoding, key splits)
 //   float32, allow_tf32, compute 9.0, D == Dv in {64, 128}, causal or no mask, GQA
-//     (sm90::fwd_tf32_applies), TF_FLASHATTN_SM90_TF32=1 (opt-in), TF_FLASHATTN_SM90 not 0,
-//     FA_HAS_SM90 builds                -> sm90/flash_fwd_sm90_tf32.cu (wgmma .tf32, TMA; UNTESTED ON A GPU)
+//     (sm90::fwd_tf32_applies), TF_FLASHATTN_SM90_TF32 and TF_FLASHATTN_SM90 not 0,
+//     FA_HAS_SM90 builds                -> sm90/flash_fwd_sm90_tf32.cu (wgmma .tf32, TMA)
 //   float32                             -> sm80/flash_fwd_tf32.cu (allow_tf32) or sm80/flash_fwd_simt.cu
 //   float16 / bfloat16, compute 9.0, D == Dv in {64, 128, 256},
 //     index masks, soft-cap, dense mask and bias (the last two not with dropout) and dropout
@@ -62,8 +62,8 @@ cudaError_t flash_fwd_cuda(const FlashFwdParams& p, cudaStream_t stream) {
   if (p.dtype == DType::kFloat32) {
     if (!p.allow_tf32) return cuda::fwd_simt(p, stream);
 #if FA_HAS_SM90
-    // Hopper TF32 (sm90/flash_fwd_sm90_tf32.cu; UNTESTED ON A GPU when added): opt-in with
-    // TF_FLASHATTN_SM90_TF32=1, where it applies and TF_FLASHATTN_SM90 is not 0; it answers
+    // Hopper TF32 (sm90/flash_fwd_sm90_tf32.cu) where it applies, unless TF_FLASHATTN_SM90_TF32=0 or
+    // TF_FLASHATTN_SM90=0; it answers
     // cudaErrorNotSupported when it cannot make its tensor maps, and sm80's TF32 kernel takes over.
     if (cuda::sm90::enabled() && cuda::sm90::tf32_enabled() && cuda::sm90::fwd_tf32_applies(p)) {
       err = cuda::sm90::fwd_tf32(p, stream);

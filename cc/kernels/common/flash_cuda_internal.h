@@ -170,8 +170,8 @@ int last_fwd_variant();
 int selftest(int which, double* max_err, char* msg, int msg_len);
 constexpr int kFwdSelftests = 6;
 
-// The sm_90a forward for float32 on TF32 tensor cores (flash_fwd_sm90_tf32.cu; UNTESTED ON A GPU when
-// added): opt-in, tf32_enabled() is TF_FLASHATTN_SM90_TF32=1 (read once; exactly "1") unless
+// The sm_90a forward for float32 on TF32 tensor cores (flash_fwd_sm90_tf32.cu), on by default:
+// tf32_enabled() is false with TF_FLASHATTN_SM90_TF32=0 (read once; exactly "0"), else true, unless
 // set_tf32_enabled(0 / 1) overrides it (-1: back to the environment); the dispatch also needs
 // enabled() (TF_FLASHATTN_SM90 not 0). fwd_tf32_applies: compute capability 9.0, float32 with
 // allow_tf32, D == Dv in {64, 128}, GQA, causal (any offset) or no mask; no window, lengths, validity
@@ -191,7 +191,7 @@ int64_t fwd_tf32_launches();
 // Its variants (flash_fwd_sm90_tf32.cu's kTf32Sched: 0 Q in shared memory, K rounded; 1 Q in registers;
 // 2 as 1 with K truncated by the tensor cores instead of rounded): tf32_variants() of them;
 // tf32_variant() is TF_FLASHATTN_SM90_TF32_VARIANT (read once; 0 .. tf32_variants() - 1; else the
-// default, 0) unless set_tf32_variant(v) overrides it (v < 0: back to the environment; false, nothing
+// default, 1; D = 64 launches run 0 whatever is set) unless set_tf32_variant(v) overrides it (v < 0: back to the environment; false, nothing
 // changed, when v >= tf32_variants()); last_tf32_variant(): the variant of the last launch (-1 before any).
 int tf32_variants();
 int tf32_variant();
