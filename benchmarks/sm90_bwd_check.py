@@ -700,9 +700,12 @@ def phase_obench(h, log):
     """Phase obench (module docstring): TFLOP/s per tile order beside FA2 and cuDNN; then the table."""
     import triton.testing as tt
     rows = []
+    # OBENCH_ALT=n: causal shapes only, orders 0 and 1 (automatic group) alternated n times (o0#i, o1#i), so
+    # that a drift of the clock during a shape's runs falls on both; its own table at the end.
+    alt = int(os.environ.get("OBENCH_ALT", "0") or 0)
     for D, H in ((128, 16), (64, 32), (256, 8)):
         for T in (2048, 4096, 8192, 16384):
-            for causal in (False, True):
+            for causal in ((True,) if alt else (False, True)):
                 B = 16384 // T
                 c = dict(B=B, Tq=T, Tk=T, H=H, D=D, causal=causal)
                 print(f"RUNNING obench D={D} T={T} causal={int(causal)}", file=log, flush=True)
@@ -715,7 +718,9 @@ def phase_obench(h, log):
                 fl = 2.5 * 4 * B * H * T * T * D / (2 if causal else 1)
                 ga = auto_group(c)
                 runs = [("o0", 0, 0)]
-                if causal:
+                if alt:
+                    runs = [(f"o{o}#{i}", o, 0) for i in range(alt) for o in (0, 1)]
+                elif causal:
                     # o1_G{ga}: order 1 as by default (group 0: the automatic size, which is ga)
                     runs += [(f"o1_G{ga}", 1, 0), (f"o1_G{2 * ga}", 1, 2 * ga), ("o2", 2, 0), ("o1_G1_ctrl", 1, 1)]
                 else:
@@ -746,6 +751,23 @@ def phase_obench(h, log):
                 rows.append(r)
                 print("OBENCH " + json.dumps(r), file=log, flush=True)
                 del t
+    if alt:
+        print(f"\nTFLOP/s backward, causal, orders 0 and 1 (automatic group) alternated {alt} times (OBENCH_ALT); "
+              "per order the median of its runs, and the ratio of the medians", file=log)
+        print("                  D    T      o0 runs                        o1 runs                        o1/o0  "
+              "o0/cuDNN o1/cuDNN", file=log)
+        for r in rows:
+            o = r["orders"]
+            cu = r.get("cudnn_bwd_tflops")
+            per = {k: [v["tflops"] for lab, v in o.items() if lab.startswith(k + "#") and v.get("tflops")]
+                   for k in ("o0", "o1")}
+            med = {k: sorted(x)[len(x) // 2] if x else None for k, x in per.items()}
+            fmt = lambda x: " ".join(f"{v:.1f}" for v in x)
+            ratio = round(med["o1"] / med["o0"], 3) if med["o0"] and med["o1"] else "-"
+            print(f"                  {r['D']:<4} {r['T']:<6} {fmt(per['o0']):<30} {fmt(per['o1']):<30} {ratio:<6} "
+                  + " ".join(f"{round(med[k] / cu, 3) if med[k] and cu else '-':<8}" for k in ("o0", "o1")),
+                  file=log, flush=True)
+        return rows
     print("\nTFLOP/s backward per tile order (2.5 x 4 B H T^2 D, /2 causal; B*T = 16384, bf16; o1_Gn: order 1 "
           "with n pairs per group (the automatic size, twice it), o1_G1_ctrl: the ORD kernel in today's order, "
           "o0_again: order 0 at the end (drift); best: the best order against o0)", file=log)
