@@ -36,7 +36,7 @@
 #             selftest,det,numerics,d256,bench,sanitize; det: deterministic mode; d256: the head-dim-256
 #             kernel's numerics; racecheck, synccheck on request; order, obench on request: the key-tile
 #             orders of TF_FLASHATTN_SM90_BWD_ORDER, their numerics against order 0 and their TFLOP/s
-#             beside FA2 and cuDNN, estimated ~1.5 + ~2 min, not yet run) limits the phases; SM90BWD_BUDGET (default 560 s) caps
+#             beside FA2 and cuDNN, ~10 s and ~1 min on the H200; OBENCH_ALT=n alternates orders 0 and 1) limits the phases; SM90BWD_BUDGET (default 560 s) caps
 #             the phases' timeouts together (a timed-out phase names its last case). Files:
 #             OUT/sm90bwd_summary.log and OUT/sm90bwd.tar.gz
 #   tune      no TensorFlow needed: the harness build, tile-configuration timings at T=16384 (D=64,

@@ -66,16 +66,18 @@ Phases (each its own process in `gpu_run.sh sm90bwd`, under a timeout):
   order     the key-tile orders (flash_bwd_sm90.cu, "Tile order"; set_sm90_bwd_order): NUM_CASES, MASK_CASES,
             D256_CASES, ORDER_CASES (more pairs and key tiles: several balanced groups) and DET_CASES, bf16,
             each run in order 0 and then in ORDER_RUNS (order 1 with the automatic group, G = 2, G = 4,
-            G = 1 (the ORD kernel in today's order), order 2): dk, dv (dbias) bit for bit equal to order 0's,
+            G = 1 (the ORD kernel in the launch order), order 2): dk, dv (dbias) bit for bit equal to order 0's,
             dq within 1e-2 of its max (the atomics' order; bitwise in deterministic mode), the sm90 path
             taken once per run, and the order the launch used (sm90_info's last_bwd_order_g / _big)
-            the one expected (order_expected: causal, >= 2 pairs, no dropout or bias; else 0, today's
+            the one expected (order_expected: causal, >= 2 pairs, no dropout or bias; else 0, the plain
             kernel). expect_sm80 cases are skipped.
   obench    backward TFLOP/s per tile order at D = 128 (H = 16), D = 64 (H = 32), D = 256 (H = 8), T in {2048,
             4096, 8192, 16384}, B*T = 16384, causal and not, bf16: order 0, order 1 (automatic group and
-            twice it), order 2, order 1 with G = 1 (the ORD kernel's own code in today's order), order 0
+            twice it), order 2, order 1 with G = 1 (the ORD kernel's own code in the launch order), order 0
             again (drift), beside FlashAttention-2 and cuDNN (SDPA) in the same process; without a
             causal mask the orders do not apply (order 0, order 2 for the fallback, order 0 again).
+            OBENCH_ALT=n: causal shapes only, orders 0 and 1 alternated n times (the clock drifts within a
+            shape's runs: o0_again ran at 0.89x-1.0x o0 on the H200), medians and their ratio.
   sanitize  small odd cases, bf16, for compute-sanitizer (three of them with index masks: a KV-cache
             window with GQA at D = 64, validity masks with all-false batch rows, lengths with a causal
             window and a key length 0; two in deterministic mode; seven at D = 256).
@@ -626,9 +628,9 @@ def auto_group(c):
 
 
 def order_expected(c, order, group):
-    """(order_g, order_big) that flash_bwd_sm90.cu's bwd_tile_order gives case c: (0, 0), today's kernel, unless
+    """(order_g, order_big) that flash_bwd_sm90.cu's bwd_tile_order gives case c: (0, 0), the plain kernel, unless
     causal with >= 2 pairs and an ORD kernel (no dropout, no bias); order 2 one group of all pairs; order 1
-    balanced groups of at most `group` (0: auto_group) pairs; a group of 1 is today's order ((1, 0), the ORD
+    balanced groups of at most `group` (0: auto_group) pairs; a group of 1 is the launch order ((1, 0), the ORD
     kernel with the identity map, when group 1 is given)."""
     pairs = c["B"] * c.get("Hkv", c["H"])
     if not c.get("causal") or pairs < 2 or c.get("dropout") or c.get("bias"):
@@ -769,7 +771,7 @@ def phase_obench(h, log):
                   file=log, flush=True)
         return rows
     print("\nTFLOP/s backward per tile order (2.5 x 4 B H T^2 D, /2 causal; B*T = 16384, bf16; o1_Gn: order 1 "
-          "with n pairs per group (the automatic size, twice it), o1_G1_ctrl: the ORD kernel in today's order, "
+          "with n pairs per group (the automatic size, twice it), o1_G1_ctrl: the ORD kernel in the launch order, "
           "o0_again: order 0 at the end (drift); best: the best order against o0)", file=log)
     print("                  D    T      causal o0     o1a    o1_2a  o2     ctrl   o0again FA2    cuDNN  best     "
           "best/o0 o0/cuDNN best/cuDNN", file=log)
@@ -778,7 +780,7 @@ def phase_obench(h, log):
         tf = lambda k: o.get(k, {}).get("tflops")
         ga = r["auto_group"]
         cols = [tf("o0"), tf(f"o1_G{ga}"), tf(f"o1_G{2 * ga}"), tf("o2"), tf("o1_G1_ctrl"), tf("o0_again")]
-        # Runs that fell back to today's kernel (used [0, 0], e.g. o1 with an automatic group of 1) are no
+        # Runs that fell back to the plain kernel (used [0, 0], e.g. o1 with an automatic group of 1) are no
         # candidates: their difference from o0 is noise.
         cand = {k: v.get("tflops") for k, v in o.items() if v.get("tflops") and not k.startswith("o0")
                 and k != "o1_G1_ctrl" and list(v.get("used", [1, 1])) != [0, 0]}

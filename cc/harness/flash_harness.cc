@@ -29,7 +29,7 @@
 //   bwd_launches too, and fwd_variant / fwd_variants / fwd_default_variant / last_fwd_variant:
 //   set_sm90_fwd_variant(v) picks the schedule of the plain D = 128 forward (0 .. fwd_variants - 1;
 //   -1 env TF_FLASHATTN_SM90_FWD_VARIANT, unset: fwd_default_variant); set_sm90_bwd_order(order,
-//   group=0) the backward's key-tile order with a causal mask (0 today's, 1 grouped longest-first with
+//   group=0) the backward's key-tile order with a causal mask (0 the launch order, 1 grouped longest-first with
 //   `group` pairs per group (0 automatic), 2 longest-first; -1 env TF_FLASHATTN_SM90_BWD_ORDER /
 //   _ORDER_G), shown in sm90_info() as bwd_order, bwd_order_group, last_bwd_order_g / _big;
 //   set_sm90_tf32(mode) (1 on, 0 off, -1 env: on unless TF_FLASHATTN_SM90_TF32=0): the float32 TF32
@@ -1031,9 +1031,9 @@ PYBIND11_MODULE(flash_harness, m) {
         "-1 back to the environment (on unless TF_FLASHATTN_SM90_BWD=0 or TF_FLASHATTN_SM90=0).", py::arg("mode"));
   m.def("set_sm90_bwd_order", &set_sm90_bwd_order,
         "Key-tile order of the Hopper backward with a causal mask (flash_bwd_sm90.cu, \"Tile order\"): "
-        "order 0 today's, 1 grouped longest-first (group: pairs per group, 0 automatic), 2 longest-first; "
+        "order 0 the launch order, 1 grouped longest-first (group: pairs per group, 0 automatic), 2 longest-first; "
         "order -1 back to the environment (TF_FLASHATTN_SM90_BWD_ORDER, TF_FLASHATTN_SM90_BWD_ORDER_G). "
-        "sm90_info() shows bwd_order, bwd_order_group and the last launch's last_bwd_order_g (0: today's "
+        "sm90_info() shows bwd_order, bwd_order_group and the last launch's last_bwd_order_g (0: the launch "
         "order) and last_bwd_order_big.",
         py::arg("order"), py::arg("group") = 0);
   m.def("sm90_bwd_selftest", &sm90_bwd_selftest,

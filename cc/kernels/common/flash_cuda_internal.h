@@ -222,8 +222,8 @@ bool bwd_enabled();
 int bwd_det_mode();
 void set_bwd_enabled(int mode);  // 1 on, 0 off, -1 back to the environment
 int64_t bwd_launches();
-// The key-tile order of the D = 64 / 128 / 256 kernels (flash_bwd_sm90.cu, "Tile order"; opt-in,
-// causal masks only): TF_FLASHATTN_SM90_BWD_ORDER (read once: 0 / unset today's order, 1 grouped
+// The key-tile order of the D = 64 / 128 / 256 kernels (flash_bwd_sm90.cu, "Tile order"; causal
+// masks only): TF_FLASHATTN_SM90_BWD_ORDER (read once: 0 the launch order, 1 / unset grouped
 // longest-first, 2 longest-first) and TF_FLASHATTN_SM90_BWD_ORDER_G (order 1's pairs per group;
 // unset: from the L2 budget). set_bwd_order overrides them: order -1 back to the environment, group
 // 0 back to the environment's (or the automatic) group size.
@@ -231,7 +231,7 @@ void set_bwd_order(int order, int group);
 struct BwdOrderInfo {
   int order = 0;      // the order set now (override, else the environment)
   int group = 0;      // order 1's group size set now (0: automatic)
-  int last_g = -1;    // the last launch's pairs per group (0: today's order; -1: no launch yet)
+  int last_g = -1;    // the last launch's pairs per group (0: the launch order; -1: no launch yet)
   int last_big = 0;   // the last launch's groups with last_g + 1 pairs
 };
 BwdOrderInfo bwd_order_info();

@@ -204,15 +204,19 @@
 //   cost      a no-mask walk (every tile from query tile 0) starts as a wavefront: tile x adds
 //             its first block x units after tile 0 (first wave only); causal walks start
 //             at their own diagonal and wait about 2 units.
-// Tile order (opt-in, not yet run on a GPU: TF_FLASHATTN_SM90_BWD_ORDER, read once, or the harness's
-// set_sm90_bwd_order; bwd_tile_order, bwd_tile). Which CTA gets which (key tile x, kv head hk, batch
+// Tile order (TF_FLASHATTN_SM90_BWD_ORDER, read once, default 1, or the harness's set_sm90_bwd_order;
+// bwd_tile_order, bwd_tile). Order 1 is the default since 2026-12-01: on the H200 its numerics equal
+// order 0's (dK / dV bitwise, dQ bitwise in deterministic mode, sm90_bwd_check.py --phase order, 133 / 133)
+// and, orders 0 and 1 alternated four times per shape (bf16, causal, B*T = 16384), order 1 took
+// 1.03x order 0's speed at D = 128, T = 4096 / 8192, 1.03x at D = 256, T = 4096, 1.00x-1.02x elsewhere
+// (T 2048-16384, D 64 / 128 / 256), never below 0.997x. Which CTA gets which (key tile x, kv head hk, batch
 // b). CTAs are dispatched in linear block index order (blockIdx.x fastest), one per SM at a time.
-//   0         (unset, or anything but 1 / 2) today's: x = blockIdx.x, hk = blockIdx.y, b = blockIdx.z,
+//   0         (TF_FLASHATTN_SM90_BWD_ORDER=0) the launch order: x = blockIdx.x, hk = blockIdx.y, b = blockIdx.z,
 //             the index x + nx (hk + Hkv b), nx = the key tiles. With a causal mask (Tq = Tk) key tile
 //             x has nqb - x kBk / 64 units, so each wave holds the heavy and light tiles of about 132 /
 //             nx pairs and the last wave ends with heavy ones (benchmarks/bwd_order_model.py: makespan
 //             1.03x-1.07x of total work / 132 SMs at T = 2048..8192, B*T = 16384).
-//   1         grouped longest-first: the pairs (hk + Hkv b, today's pair order) in ng = ceil(pairs / G)
+//   1         grouped longest-first: the pairs (hk + Hkv b, the launch order's pair order) in ng = ceil(pairs / G)
 //             groups of consecutive pairs, balanced (the first pairs % ng groups have pairs / ng + 1,
 //             the others pairs / ng); within a group of gs pairs, index = (CTAs of the groups before)
 //             + gs x + (pair - the group's first pair): x slowest, increasing, so each group runs its
@@ -227,8 +231,8 @@
 //             the best tail, but the running CTAs spread over up to 132 pairs, whose Q / dO / dQ
 //             accumulators then compete for L2).
 // Where it applies: causal masks only (p.mask.causal; with or without the index masks); without one
-// every key tile has the same units, so no order shortens the tail, and today's order keeps the
-// fewest pairs running at once (best for L2). Also today's order with one pair, a group of one pair
+// every key tile has the same units, so no order shortens the tail, and the launch order keeps the
+// fewest pairs running at once (best for L2). Also the launch order with one pair, a group of one pair
 // (G = 1 from bwd_auto_group: same order), 2^31 CTAs or more (bwd_tile's 32-bit index), and in the
 // kernels with dropout or bias (no ORD instantiation: add them if the orders pay). Any (causal)
 // offset: the causal units of key tile x are [max(0, (x kBk - off) / 64), nqb): non-increasing in x
@@ -242,20 +246,20 @@
 // chain is by x within (hk, b).
 //   DET       deadlock freedom needs, for every pair, x - 1 at a lower linear index than x: in a
 //             group of gs pairs the index is base + gs x + q with q = pair - first pair fixed, so
-//             x - 1 is at index - gs < index (order 2: gs = all pairs); today's argument then holds
+//             x - 1 is at index - gs < index (order 2: gs = all pairs); order 0's argument then holds
 //             unchanged (the lowest unfinished index waits on nothing unfinished). The dQ order
 //             itself (key tile x after x - 1 per block) does not depend on the dispatch order, so
 //             dQ stays bitwise equal to order 0's in deterministic mode.
 //   kernels   flash_bwd_sm90_ord_kernel / flash_bwd_sm90_d256_ord_kernel: the same CTA body
 //             (bwd_cta<..., ORD = true>) with bwd_tile's map (a few integer divisions once per CTA),
-//             taken only when order 1 or 2 applies; today's kernels (bwd_cta<..., ORD = false>)
+//             taken only when order 1 or 2 applies; the plain kernels (bwd_cta<..., ORD = false>)
 //             read blockIdx as before, their SASS unchanged (cuobjdump -sass, 2026-12-01, every
 //             function of this file identical). ptxas 13.0 for the 20 ORD kernels (D = 64 / 128:
 //             no mask / causal and IDX, with and without DET; D = 256: no mask / causal and IDX):
 //             168 registers, 0 spills, no C75xx warnings, the same HGMMA / UTMALDG / SYNCS / BAR /
 //             global and shared memory instruction counts as their order-0 twins, the consumers'
 //             highest register R237 at D = 128 as before. An explicitly set G = 1 runs the ORD
-//             kernel in today's order (order_g = 1: bwd_tile's map is then the identity), a
+//             kernel in the launch order (order_g = 1: bwd_tile's map is then the identity), a
 //             control for the ORD kernels' own code.
 // Not yet here: the two consumers' ping-pong at D = 128 (both meet on named barrier 1 before dQ every unit;
 // deferring unit n's dQ past unit n + 1's S^T / dP^T issue would keep its 32 accumulators live
@@ -341,21 +345,21 @@ struct BwdSm90Args {
   float* dq_acc;      // [B, H, tq_pad, D], 64-row blocks in fragment order (header comment)
   int64_t tq_pad;
   int* dq_sem;        // DET: [B, H, tq_pad / 64] ordered-reduction counters (zeroed with dq_acc)
-  // The tile order (header comment, "Tile order"; bwd_tile): order_g 0, today's (blockIdx as is); else
+  // The tile order (header comment, "Tile order"; bwd_tile): order_g 0, the launch order (blockIdx as is); else
   // grouped longest-first, the (b, kv head) pairs in groups of order_g pairs, the first order_big
   // groups with one more.
   int order_g = 0, order_big = 0;
 };
 
 // This CTA's key tile x, kv head hk and batch b under the launch's tile order (header comment, "Tile
-// order"). order_g 0: (blockIdx.x, blockIdx.y, blockIdx.z), today's order. Else the linear block index
+// order"). order_g 0: (blockIdx.x, blockIdx.y, blockIdx.z), the launch order. Else the linear block index
 // (x fastest, then y, then z: the order the CTAs are dispatched in; below 2^31, bwd_tile_order) walks the
-// pairs (hk + Hkv b, as today's order) in groups: order_big groups of order_g + 1 pairs, then groups of
+// pairs (hk + Hkv b, as the launch order) in groups: order_big groups of order_g + 1 pairs, then groups of
 // order_g; within a group of gs pairs the index is gs * x + (pair - first pair of the group), so x is
 // slowest and increasing (the causal work is non-increasing in x: heavy tiles first), and for one pair,
 // x - 1 always has the lower linear index (the deterministic mode's deadlock freedom).
 struct BwdTile {
-  unsigned x;  // unsigned as blockIdx.x, so that today's kernels keep their code (j0's zero extension)
+  unsigned x;  // unsigned as blockIdx.x, so that the plain kernels keep their code (j0's zero extension)
   int hk, b;
 };
 template <bool ORD>
@@ -606,7 +610,7 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
   const AttnShape& sh = p.shape;
   const bool causal = p.mask.causal;
   const int64_t off = p.mask.causal_offset;
-  // Key tile, kv head, batch: ORD, from the tile order (bwd_tile); else blockIdx, read where today's
+  // Key tile, kv head, batch: ORD, from the tile order (bwd_tile); else blockIdx, read where the plain
   // kernels read it, so that their code stays unchanged.
   const BwdTile tile = bwd_tile<ORD>(a.order_g, a.order_big);
   const int hk = ORD ? tile.hk : blockIdx.y, b = ORD ? tile.b : blockIdx.z;
@@ -1105,7 +1109,7 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
   }
 }
 
-// The kernels: the CTA body above, in today's tile order (flash_bwd_sm90_kernel, its code unchanged
+// The kernels: the CTA body above, in the launch order (flash_bwd_sm90_kernel, its code unchanged
 // by the tile orders: bwd_tile<false> is blockIdx) or in the launch's (flash_bwd_sm90_ord_kernel, taken
 // only when bwd_tile_order picked order 1 or 2; header comment, "Tile order").
 template <typename T, int D, bool IDX, bool DROP = false, bool DET = false, bool BIAS = false>
@@ -1274,7 +1278,7 @@ __device__ __forceinline__ void bwd_cta_d256(const CUtensorMap& tm_q, const CUte
   const AttnShape& sh = p.shape;
   const bool causal = p.mask.causal;
   const int64_t off = p.mask.causal_offset;
-  // Key tile, kv head, batch: ORD, from the tile order (bwd_tile); else blockIdx, read where today's
+  // Key tile, kv head, batch: ORD, from the tile order (bwd_tile); else blockIdx, read where the plain
   // kernels read it, so that their code stays unchanged.
   const BwdTile tile = bwd_tile<ORD>(a.order_g, a.order_big);
   const int hk = ORD ? tile.hk : blockIdx.y, b = ORD ? tile.b : blockIdx.z;
@@ -1530,8 +1534,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 std::atomic<int64_t> g_launches{0};
 std::atomic<int> g_override{-1};
 
-// The tile order (header comment, "Tile order"): TF_FLASHATTN_SM90_BWD_ORDER (read once; 1 grouped
-// longest-first, 2 longest-first, anything else or unset 0, today's order) and
+// The tile order (header comment, "Tile order"): TF_FLASHATTN_SM90_BWD_ORDER (read once; 0 the launch
+// order, 2 longest-first, anything else or unset 1, grouped longest-first) and
 // TF_FLASHATTN_SM90_BWD_ORDER_G (read once; order 1's pairs per group, unset or < 1: bwd_auto_group);
 // set_bwd_order overrides both (-1: back to the environment).
 std::atomic<int> g_order_override{-1}, g_group_override{0};
@@ -1546,8 +1550,8 @@ int env_int(const char* name, int dflt) {
 }
 int bwd_order_setting() {
   static const int env = [] {
-    const int o = env_int("TF_FLASHATTN_SM90_BWD_ORDER", 0);
-    return o == 1 || o == 2 ? o : 0;
+    const int o = env_int("TF_FLASHATTN_SM90_BWD_ORDER", 1);
+    return o == 0 || o == 2 ? o : 1;
   }();
   const int o = g_order_override.load(std::memory_order_relaxed);
   return o >= 0 ? o : env;
@@ -1572,14 +1576,14 @@ int64_t bwd_auto_group(const AttnShape& s, int D) {
 }
 
 // BwdSm90Args' order_g / order_big for a grid of nx key tiles x Hkv x B (header comment, "Tile order"):
-// {0, 0} (today's order) unless order 1 or 2 is set, the mask is causal, there are at least 2 pairs and
+// {0, 0} (the launch order) unless order 1 or 2 is set, the mask is causal, there are at least 2 pairs and
 // fewer than 2^31 CTAs (bwd_tile's 32-bit index). Order 2: one group of all pairs. Order 1: groups of
 // at most G pairs (bwd_group_setting, else bwd_auto_group), balanced: ng = ceil(pairs / G) groups, the
 // first pairs % ng of them with pairs / ng + 1 pairs, the others pairs / ng (a last group of a few pairs
 // would start its heavy tiles late: the model's makespan at D = 128, T = 2048, G = 9 went from 1.092 to
-// 1.046 of the ideal with balanced groups). A group of one pair is today's order: today's kernel when
+// 1.046 of the ideal with balanced groups). A group of one pair is the launch order: the plain kernel when
 // bwd_auto_group gives 1, the ORD kernel with order_g = 1 (the identity map) when G = 1 is set.
-// has_ord: the launcher has an ORD kernel (not with dropout or bias); else today's order.
+// has_ord: the launcher has an ORD kernel (not with dropout or bias); else the launch order.
 void bwd_tile_order(const FlashBwdParams& p, int64_t nx, int D, bool has_ord, BwdSm90Args* args) {
   const AttnShape& s = p.shape;
   const int order = bwd_order_setting();
@@ -1594,7 +1598,7 @@ void bwd_tile_order(const FlashBwdParams& p, int64_t nx, int D, bool has_ord, Bw
       args->order_g = static_cast<int>(pairs / ng);
       args->order_big = static_cast<int>(pairs % ng);
     } else if (order == 1 && set == 1) {
-      args->order_g = 1;  // G = 1 set explicitly: the ORD kernel in today's order (a control)
+      args->order_g = 1;  // G = 1 set explicitly: the ORD kernel in the launch order (a control)
     }
   }
   g_last_order_g.store(args->order_g, std::memory_order_relaxed);
@@ -1624,7 +1628,7 @@ cudaError_t launch(const FlashBwdParams& p, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>((s.Tk + kBk - 1) / kBk), static_cast<unsigned>(s.Hkv),
                   static_cast<unsigned>(s.B));
   // The tile order (header comment, "Tile order"): the ORD kernel when order 1 or 2 applies (built for
-  // the kernels without dropout or bias only), else today's kernel, unchanged.
+  // the kernels without dropout or bias only), else the plain kernel, unchanged.
   constexpr bool kOrd = !DROP && !BIAS;
   bwd_tile_order(p, grid.x, D, kOrd, &args);
   auto kernel = flash_bwd_sm90_kernel<T, D, IDX, DROP, DET, BIAS>;
