@@ -47,8 +47,8 @@ others' answers):
             numerics), plus whether the variant really ran (last_fwd_variant) and whether its O and lse
             equal variant 0's bit for bit (expected: every variant does the same arithmetic in the
             same order).
-            Variants 8 and 9 (WIDE_VARIANTS: 3 consumer warpgroups, 192-row query tiles; UNTESTED ON
-            A GPU when added) exist for the plain D = 64 kernel only (no index masks, soft-cap, dense
+            Variants 8 and 9 (WIDE_VARIANTS: 3 consumer warpgroups, 192-row query tiles; checked on
+            the H200 since, 8 the default of that kernel) exist for the plain D = 64 kernel only (no index masks, soft-cap, dense
             mask, bias or dropout): other cases must report variant 5 as run (their fallback), and
             D64_3WG_CASES add D = 64 shapes around the 192-row tile (ragged last tiles, rows 64 / 128 /
             192 apart, causal both alignments, rows that see no key, GQA, strided q/k/v). Expected

@@ -369,7 +369,7 @@ __device__ __forceinline__ void wgmma_ss_m64n128k16_tr(WgmmaType<__half>, float 
       : "l"(desc_a), "l"(desc_b), "r"(accumulate), "n"(TA), "n"(TB));
 }
 
-// ---- TF32 (sm90/flash_fwd_sm90_tf32.cu; UNTESTED ON A GPU when added) ---------------------------
+// ---- TF32 (sm90/flash_fwd_sm90_tf32.cu; its self-tests exact on the H200, 2026-12-01) ------------
 // Tiles of 32-bit elements in the same 128-byte swizzle: a tile of R rows x C float32 columns (C a
 // multiple of 32) is C / 32 column panels of 32 floats (128 bytes), panel j at byte j * R * 128, row
 // r at r * 128, the 16-byte chunk c (columns 4c .. 4c+3) at chunk c ^ (r % 8). What TMA writes for a
