@@ -19,6 +19,12 @@
 #             SM90_SASS=0 skips the ptxas report and SASS counts (a minute of the call);
 #             racecheck and synccheck (compute-sanitizer's tools on the sanitize cases) run only when named;
 #             so does vcap (the variants phase with the persistent schedule's grid capped at 2 CTAs).
+#             The float32 TF32 forward (cc/kernels/sm90/flash_fwd_sm90_tf32.cu, on by default) is checked
+#             only when named: tf32selftest, tf32 (numerics vs float64 / torch TF32 / our
+#             sm80 TF32), tf32bench, tf32sanitize (memcheck), tf32racecheck, tf32synccheck, e.g.
+#             SM90_PHASES=tf32selftest,tf32,tf32bench,tf32sanitize (sm90_check.py sets
+#             TF_FLASHATTN_SM90_TF32=1 for its own process); with SM90_SASS not 0 its ptxas report and
+#             HGMMA .TF32 counts too; SM90_BUDGET (seconds) caps the tf32 phases together.
 #             Files: OUT/sm90_summary.log and OUT/sm90.tar.gz (logs and JSON)
 #   sm90bwd   no TensorFlow needed: the Hopper backward (cc/kernels/sm90/flash_bwd_sm90.cu): harness
 #             build (ARCHS=90), ptxas report and SASS counts, benchmarks/sm90_bwd_check.py's phases
@@ -28,7 +34,9 @@
 #             must launch the sm90 backward; backward TFLOP/s vs sm80, FA2 and cuDNN, with a dropout
 #             0.1 row) and compute-sanitizer memcheck of small cases (~6 min). SM90BWD_PHASES (default
 #             selftest,det,numerics,d256,bench,sanitize; det: deterministic mode; d256: the head-dim-256
-#             kernel's numerics; racecheck, synccheck on request) limits the phases; SM90BWD_BUDGET (default 560 s) caps
+#             kernel's numerics; racecheck, synccheck on request; order, obench on request: the key-tile
+#             orders of TF_FLASHATTN_SM90_BWD_ORDER, their numerics against order 0 and their TFLOP/s
+#             beside FA2 and cuDNN, ~10 s and ~1 min on the H200; OBENCH_ALT=n alternates orders 0 and 1) limits the phases; SM90BWD_BUDGET (default 560 s) caps
 #             the phases' timeouts together (a timed-out phase names its last case). Files:
 #             OUT/sm90bwd_summary.log and OUT/sm90bwd.tar.gz
 #   tune      no TensorFlow needed: the harness build, tile-configuration timings at T=16384 (D=64,
@@ -126,10 +134,28 @@ if [[ ,$what, == *,sm90,* ]]; then (
   fi
   phases=${SM90_PHASES:-selftest,numerics,bench,sanitize,variants,vbench,vsanitize}
   has_ph() { [[ ,$phases, == *,$1,* ]]; }
-  for ph in selftest:60 numerics:200 bench:240 variants:150 vbench:100; do
+  # SM90_BUDGET (seconds, unset: no cap) caps the TF32 phases' timeouts together, as SM90BWD_BUDGET
+  # does for sm90bwd: a hung phase then cannot push the call past its limit before the logs are packed.
+  tdeadline=$((SECONDS + ${SM90_BUDGET:-100000}))
+  tcap() { local left=$((tdeadline - SECONDS - 10)); (( left < $1 )) && echo $left || echo $1; }
+  if [[ ${SM90_SASS:-1} != 0 && ,$phases, == *,tf32* ]]; then
+    /usr/local/cuda/bin/nvcc -std=c++17 -O3 -I. -Xcompiler -fPIC -gencode arch=compute_90a,code=sm_90a \
+      -DFA_HAS_SM90=1 -Xptxas -v -c cc/kernels/sm90/flash_fwd_sm90_tf32.cu -o /tmp/sm90_tf32_ptxas.o > $d/tf32_ptxas.log 2>&1
+    grep -E "registers|spill|warning|C7519" $d/tf32_ptxas.log | sort | uniq -c | head -12
+    { cuobjdump -sass $hb/flash_fwd_sm90_tf32.o > $d/sm90_tf32.sass 2>&1
+      for ins in HGMMA UTMALDG SYNCS USETMAXREG LDL STL; do echo "$ins $(grep -c "$ins" $d/sm90_tf32.sass)"; done
+      echo "== per kernel HGMMA count (expected 24 at D = 128, 16 at D = 64, 24 in each mma self-test)"
+      awk '/Function :/{f=$3} /HGMMA/{n[f]++} END{for(k in n) print n[k], k}' $d/sm90_tf32.sass
+      grep -o "HGMMA[^ ]*" $d/sm90_tf32.sass | sort | uniq -c; } > $d/tf32_sass_counts.txt 2>&1
+    gzip -f $d/sm90_tf32.sass
+    head -12 $d/tf32_sass_counts.txt
+  fi
+  for ph in selftest:60 numerics:200 bench:240 variants:150 vbench:100 tf32selftest:60 tf32:240 tf32bench:240; do
     has_ph ${ph%%:*} || continue
+    lim=${ph#*:}; [[ ${ph%%:*} == tf32* ]] && lim=$(tcap $lim)
+    (( lim >= 15 )) || { echo "phase ${ph%%:*} skipped: SM90_BUDGET spent"; continue; }
     t0=$SECONDS
-    timeout -k 5 ${ph#*:} python3 benchmarks/sm90_check.py --phase ${ph%%:*} --lib $hb --out $d > $d/${ph%%:*}.log 2>&1
+    timeout -k 5 $lim python3 benchmarks/sm90_check.py --phase ${ph%%:*} --lib $hb --out $d > $d/${ph%%:*}.log 2>&1
     rc=$?
     echo "phase ${ph%%:*} rc=$rc ($((SECONDS - t0)) s)" | tee -a $d/${ph%%:*}.log
     # numerics runs the D = 256 cases (the newest kernel) last: when it timed out or died, the
@@ -137,7 +163,7 @@ if [[ ,$what, == *,sm90,* ]]; then (
     if [[ ${ph%%:*} == numerics && $rc != 0 ]]; then
       export SM90_SKIP_D256=1; echo "numerics rc=$rc: SM90_SKIP_D256=1 for the later phases"
     fi
-    grep -E "SELFTEST|^FAIL|numerics:|variants:|^variant |TFLOP|^ +[0-9]+ |NOT taken|bitwise_vs_nomask=False|bitwise_vs_v0=False|Error|error" \
+    grep -E "SELFTEST|^FAIL|numerics:|variants:|tf32:|^tf32 variant |^variant |TFLOP|^ +[0-9]+ |NOT taken|NOT bitwise|launches [0-9]+, expected|bitwise_vs_nomask=False|bitwise_vs_v0=False|Error|error" \
       $d/${ph%%:*}.log | head -70
   done
   # vcap: the variants phase again with the persistent schedule's grid capped at 2 CTAs
@@ -161,6 +187,21 @@ if [[ ,$what, == *,sm90,* ]]; then (
       --phase vsanitize --lib $hb > $d/vmemcheck.log 2>&1; echo "variants memcheck rc=$? ($((SECONDS - t0)) s)" | tee -a $d/vmemcheck.log
     grep -E "ERROR SUMMARY|Invalid|^FAIL|^variant " $d/vmemcheck.log | head -12
   fi
+  if has_ph tf32sanitize && (( $(tcap 240) < 15 )); then echo "tf32sanitize skipped: SM90_BUDGET spent"
+  elif has_ph tf32sanitize; then
+    t0=$SECONDS
+    timeout -k 5 $(tcap 240) compute-sanitizer --tool memcheck --print-limit 20 python3 benchmarks/sm90_check.py \
+      --phase tf32sanitize --lib $hb > $d/tf32_memcheck.log 2>&1; echo "tf32 memcheck rc=$? ($((SECONDS - t0)) s)" | tee -a $d/tf32_memcheck.log
+    grep -E "ERROR SUMMARY|Invalid|^FAIL|^PASS" $d/tf32_memcheck.log | head -12
+  fi
+  # The TF32 forward's sanitize cases under racecheck / synccheck (named only: tf32racecheck, tf32synccheck).
+  for tool in racecheck synccheck; do
+    has_ph tf32$tool || continue
+    t0=$SECONDS
+    timeout -k 5 300 compute-sanitizer --tool $tool --print-limit 20 python3 benchmarks/sm90_check.py \
+      --phase tf32sanitize --lib $hb > $d/tf32_$tool.log 2>&1; echo "tf32 $tool rc=$? ($((SECONDS - t0)) s)" | tee -a $d/tf32_$tool.log
+    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|hazard|Barrier|^FAIL" $d/tf32_$tool.log | head -12
+  done
   # Opt-in (not in the default phases): the sanitize cases under racecheck (shared-memory hazards)
   # and synccheck (barrier misuse), e.g. SM90_PHASES=racecheck,synccheck.
   for tool in racecheck synccheck; do
@@ -197,7 +238,7 @@ if [[ ,$what, == *,sm90bwd,* ]]; then (
   cat $d/sass_counts.txt | cut -c1-160 | head -22
   fi
   phases=${SM90BWD_PHASES:-selftest,det,numerics,d256,bench,sanitize}
-  for ph in selftest:45 det:150 numerics:360 d256:240 bench:240; do
+  for ph in selftest:45 det:150 numerics:360 d256:240 bench:240 order:200 obench:300; do
     [[ ,$phases, == *,${ph%%:*},* ]] || continue
     lim=$(cap ${ph#*:})
     (( lim >= 15 )) || { echo "phase ${ph%%:*} skipped: SM90BWD_BUDGET spent"; continue; }
@@ -207,7 +248,7 @@ if [[ ,$what, == *,sm90bwd,* ]]; then (
     echo "phase ${ph%%:*} rc=$rc ($((SECONDS - t0)) s of $lim)" | tee -a $d/${ph%%:*}.log
     # A timeout (124 / 137): the case it was in (a hang shows here).
     if (( rc == 124 || rc == 137 )); then grep "^RUNNING" $d/${ph%%:*}.log | tail -1 | sed 's/^/  timed out in: /'; fi
-    grep -E "SELFTEST|^FAIL|numerics|TFLOP|^ +[0-9]+ |^ +(feature|key_mask|causal_window|dropout|bias_head)|NOT taken|took the sm90|=False|Error|error" $d/${ph%%:*}.log | cut -c1-400 | head -60
+    grep -E "SELFTEST|^FAIL|numerics|^order:|TFLOP|^ +[0-9]+ |^ +(D  |feature|key_mask|causal_window|dropout|bias_head)|NOT taken|took the sm90|=False|Error|error" $d/${ph%%:*}.log | cut -c1-400 | head -60
   done
   lim=$(cap 150)
   if [[ ,$phases, == *,sanitize,* ]] && (( lim < 15 )); then echo "memcheck skipped: SM90BWD_BUDGET spent"

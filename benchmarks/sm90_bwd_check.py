@@ -3,7 +3,7 @@ compute capability 9.0) through the kernel harness, without TensorFlow, on an H1
 with torch, triton and pybind11):
 
   ARCHS=90 bash benchmarks/build_harness.sh
-  python3 benchmarks/sm90_bwd_check.py --phase selftest|det|numerics|d256|bench|sanitize [--lib DIR] [--out DIR]
+  python3 benchmarks/sm90_bwd_check.py --phase selftest|det|numerics|d256|bench|sanitize|order|obench [--lib DIR] [--out DIR]
 
 The sm90 backward is switched per call with the harness's set_sm90_bwd(1 / 0), so one process compares
 it with our sm80 backward; its launch counter (sm90_info()["bwd_launches"]) shows which path ran.
@@ -63,6 +63,21 @@ Phases (each its own process in `gpu_run.sh sm90bwd`, under a timeout):
             key padding, causal window 1024, and dropout 0.1 without a mask and causal: the DROP kernel)
             against sm80 and the plain sm90 backward (bench_masks); then deterministic against default
             milliseconds (sm90 DET, sm90 default, sm80 deterministic) at D = 128 / 64, T = 4096 (bench_det).
+  order     the key-tile orders (flash_bwd_sm90.cu, "Tile order"; set_sm90_bwd_order): NUM_CASES, MASK_CASES,
+            D256_CASES, ORDER_CASES (more pairs and key tiles: several balanced groups) and DET_CASES, bf16,
+            each run in order 0 and then in ORDER_RUNS (order 1 with the automatic group, G = 2, G = 4,
+            G = 1 (the ORD kernel in the launch order), order 2): dk, dv (dbias) bit for bit equal to order 0's,
+            dq within 1e-2 of its max (the atomics' order; bitwise in deterministic mode), the sm90 path
+            taken once per run, and the order the launch used (sm90_info's last_bwd_order_g / _big)
+            the one expected (order_expected: causal, >= 2 pairs, no dropout or bias; else 0, the plain
+            kernel). expect_sm80 cases are skipped.
+  obench    backward TFLOP/s per tile order at D = 128 (H = 16), D = 64 (H = 32), D = 256 (H = 8), T in {2048,
+            4096, 8192, 16384}, B*T = 16384, causal and not, bf16: order 0, order 1 (automatic group and
+            twice it), order 2, order 1 with G = 1 (the ORD kernel's own code in the launch order), order 0
+            again (drift), beside FlashAttention-2 and cuDNN (SDPA) in the same process; without a
+            causal mask the orders do not apply (order 0, order 2 for the fallback, order 0 again).
+            OBENCH_ALT=n: causal shapes only, orders 0 and 1 alternated n times (the clock drifts within a
+            shape's runs: o0_again ran at 0.89x-1.0x o0 on the H200), medians and their ratio.
   sanitize  small odd cases, bf16, for compute-sanitizer (three of them with index masks: a KV-cache
             window with GQA at D = 64, validity masks with all-false batch rows, lengths with a causal
             window and a key length 0; two in deterministic mode; seven at D = 256).
@@ -317,6 +332,27 @@ SANITIZE = ("odd_d128", "odd_d128_causal_br", "empty_rows_causal", "gqa4_d128_ca
             "dmask_softcap_lengths", "dmask_causal_gqa_d64", "bias_softcap_len_d64",
             "d256_odd_causal_br", "d256_empty_rows_causal", "d256_gqa4", "d256_tiles_65_129_causal",
             "d256_win_kvcache", "d256_len_zero_full", "d256_drop05_causal_br_gqa")
+# The tile orders (phase order): causal cases with more (b, kv head) pairs and key tiles than the lists above,
+# so that order 1's groups are several and unequal (15 pairs in groups of at most 2 / 4: 8 groups 2+..+1,
+# 4 groups 4, 4, 4, 3), GQA, top-left alignment, D = 64 / 128 / 256, and deterministic mode.
+ORDER_CASES = [
+    dict(name="ord_d128_causal_15pairs", B=5, Tq=700, Tk=700, H=3, D=128, causal=True),
+    dict(name="ord_d64_causal_gqa_tl", B=5, Tq=900, Tk=640, H=6, Hkv=3, D=64, causal=True, offset=0),
+    dict(name="ord_d256_causal_15pairs", B=3, Tq=500, Tk=520, H=5, D=256, causal=True, offset=20),
+    dict(name="ord_d128_win_len", B=5, Tq=600, Tk=650, H=3, D=128, causal=True, offset=50, wl=150,
+         qlen_vals=[600, 333, 70, 599, 1], klen_vals=[650, 400, 0, 129, 650]),
+    dict(name="ord_d128_causal_det", B=5, Tq=700, Tk=700, H=3, D=128, causal=True, deterministic=True),
+    dict(name="ord_d64_causal_gqa_det", B=5, Tq=900, Tk=900, H=6, Hkv=3, D=64, causal=True, deterministic=True),
+    # More CTAs than the H200's 132 SMs (one CTA per SM): the deterministic chain's wait on key tile x - 1
+    # under orders 1 / 2 is exercised only when not every CTA is resident at once (480 and 360 CTAs).
+    dict(name="ord_d128_causal_det_waves", B=5, Tq=2048, Tk=2048, H=6, D=128, causal=True, deterministic=True),
+    dict(name="ord_d64_causal_gqa_det_waves", B=3, Tq=3000, Tk=3000, H=10, Hkv=5, D=64, causal=True,
+         deterministic=True),
+    dict(name="ord_d256_causal_waves", B=3, Tq=1500, Tk=1500, H=5, D=256, causal=True),
+]
+# (label, order, group) of the order phase's runs after order 0; obench's (with G from the automatic size).
+ORDER_RUNS = (("1", 1, 0), ("1_G2", 1, 2), ("1_G4", 1, 4), ("1_G1_ctrl", 1, 1), ("2", 2, 0))
+L2_GROUP_BYTES = 20 << 20  # flash_bwd_sm90.cu's kGroupBytes (bwd_auto_group)
 GRADS = ("dq", "dk", "dv")
 MASK_KEYS = ("qlen", "klen", "qvalid", "kvalid")  # the tensors of the index masks in a case's inputs
 
@@ -584,6 +620,182 @@ def phase_drop_exact(h, log, cases, dtypes):
     return rows
 
 
+def auto_group(c):
+    """flash_bwd_sm90.cu's bwd_auto_group: the (b, kv head) pairs whose Q + dO, lse2 + dsum and dQ accumulator
+    fit in 20 MiB, at least 1."""
+    G = c["H"] // c.get("Hkv", c["H"])
+    return max(1, L2_GROUP_BYTES // (G * c["Tq"] * (8 * c["D"] + 8)))
+
+
+def order_expected(c, order, group):
+    """(order_g, order_big) that flash_bwd_sm90.cu's bwd_tile_order gives case c: (0, 0), the plain kernel, unless
+    causal with >= 2 pairs and an ORD kernel (no dropout, no bias); order 2 one group of all pairs; order 1
+    balanced groups of at most `group` (0: auto_group) pairs; a group of 1 is the launch order ((1, 0), the ORD
+    kernel with the identity map, when group 1 is given)."""
+    pairs = c["B"] * c.get("Hkv", c["H"])
+    if not c.get("causal") or pairs < 2 or c.get("dropout") or c.get("bias"):
+        return (0, 0)
+    g = min(pairs, pairs if order == 2 else group if group > 0 else auto_group(c))
+    if g < 2:
+        return (1, 0) if order == 1 and group == 1 else (0, 0)
+    ng = -(-pairs // g)
+    return (pairs // ng, pairs % ng)
+
+
+def backward_ordered(h, c, t, order, group):
+    """backward(h, c, t, True) under tile order (order, group) (set_sm90_bwd_order; the environment's again
+    after); returns (grads, sm90 launches, (last_bwd_order_g, last_bwd_order_big))."""
+    h.m.set_sm90_bwd_order(order, group)
+    try:
+        g, took = backward(h, c, t, True)
+    finally:
+        h.m.set_sm90_bwd_order(-1, 0)
+    info = h.m.sm90_info()
+    return g, took, (info["last_bwd_order_g"], info["last_bwd_order_big"])
+
+
+def phase_order(h, log, cases):
+    """Phase order (module docstring): each case in order 0, then in each of ORDER_RUNS; bf16."""
+    rows = []
+    gen = torch.Generator(device=DEV)
+    gen.manual_seed(0)
+    for c in cases:
+        if c.get("expect_sm80"):
+            continue
+        print(f"RUNNING {c['name']} bfloat16", file=log, flush=True)
+        t = bwd_inputs(c, torch.bfloat16, gen)
+        tr = kv_poisoned(c, t) if c.get("poison_kv") else t
+        forward(h, c, tr)
+        base, took0, used0 = backward_ordered(h, c, tr, 0, 0)
+        det = bool(c.get("deterministic"))
+        row = dict(case=c["name"], dtype="bfloat16", deterministic=det, order0_sm90_launched=int(took0),
+                   order0_used=list(used0), runs={})
+        ok = took0 == 1 and tuple(used0) == (0, 0)
+        notes = []
+        for label, order, group in ORDER_RUNS:
+            print(f"RUNNING {c['name']} run {label}", file=log, flush=True)  # a hang names the run too
+            g, took, used = backward_ordered(h, c, tr, order, group)
+            want = order_expected(c, order, group)
+            same = {n: bool(torch.equal(g[n], base[n])) for n in g}
+            dq_scale = float(base["dq"].double().abs().max()) if base["dq"].numel() else 0.0
+            dq_diff = float((g["dq"].double() - base["dq"].double()).abs().max()) if g["dq"].numel() else 0.0
+            good = (took == 1 and tuple(used) == want and all(same[n] for n in g if n != "dq")
+                    and (same["dq"] if det else dq_diff <= 1e-2 * dq_scale))
+            row["runs"][label] = dict(order=order, group=group, used=list(used), expected=list(want),
+                                      sm90_launched=int(took), bitwise=same, dq_max_diff=dq_diff, dq_scale=dq_scale,
+                                      ok=bool(good))
+            ok &= good
+            notes.append(f"{label}:{'ok' if good else 'BAD'}(g={used[0]},{used[1]}"
+                         f"{'' if tuple(used) == want else ' want ' + str(want)}"
+                         f"{'' if took == 1 else f' launches {took}'}"
+                         f"{'' if all(same[n] for n in g if n != 'dq') else ' dk/dv/dbias differ'}"
+                         f"{' dq bitwise' if same['dq'] else f' dq {dq_diff:.1e}'})")
+            del g
+        row["ok"] = bool(ok)
+        rows.append(row)
+        print(f"{'PASS' if ok else 'FAIL'} {c['name']:<30} {'det ' if det else ''}{' '.join(notes)}", file=log, flush=True)
+        del t, tr, base
+    return rows
+
+
+def phase_obench(h, log):
+    """Phase obench (module docstring): TFLOP/s per tile order beside FA2 and cuDNN; then the table."""
+    import triton.testing as tt
+    rows = []
+    # OBENCH_ALT=n: causal shapes only, orders 0 and 1 (automatic group) alternated n times (o0#i, o1#i), so
+    # that a drift of the clock during a shape's runs falls on both; its own table at the end.
+    alt = int(os.environ.get("OBENCH_ALT", "0") or 0)
+    for D, H in ((128, 16), (64, 32), (256, 8)):
+        for T in (2048, 4096, 8192, 16384):
+            for causal in ((True,) if alt else (False, True)):
+                B = 16384 // T
+                c = dict(B=B, Tq=T, Tk=T, H=H, D=D, causal=causal)
+                print(f"RUNNING obench D={D} T={T} causal={int(causal)}", file=log, flush=True)
+                gen = torch.Generator(device=DEV)
+                gen.manual_seed(1)
+                t = make_inputs(c, torch.bfloat16, gen)
+                forward(h, c, t)
+                for n, like in (("dq", "q"), ("dk", "k"), ("dv", "v")):
+                    t[n] = torch.empty_like(t[like])
+                fl = 2.5 * 4 * B * H * T * T * D / (2 if causal else 1)
+                ga = auto_group(c)
+                runs = [("o0", 0, 0)]
+                if alt:
+                    runs = [(f"o{o}#{i}", o, 0) for i in range(alt) for o in (0, 1)]
+                elif causal:
+                    # o1_G{ga}: order 1 as by default (group 0: the automatic size, which is ga)
+                    runs += [(f"o1_G{ga}", 1, 0), (f"o1_G{2 * ga}", 1, 2 * ga), ("o2", 2, 0), ("o1_G1_ctrl", 1, 1)]
+                else:
+                    runs += [("o2", 2, 0)]
+                runs += [("o0_again", 0, 0)]
+                r = dict(B=B, T=T, H=H, D=D, causal=causal, dtype="bfloat16", auto_group=ga, pairs=B * H, orders={})
+                h.m.set_sm90_bwd(1)
+                try:
+                    for label, order, group in runs:
+                        h.m.set_sm90_bwd_order(order, group)
+                        n0 = h.m.sm90_info()["bwd_launches"]
+                        try:
+                            ms = tt.do_bench(lambda c=c, t=t: h.bwd(c, t), warmup=25, rep=100, return_mode="median")
+                            info = h.m.sm90_info()
+                            r["orders"][label] = dict(ms=ms, tflops=round(fl / ms / 1e9, 1), order=order, group=group,
+                                                      used=[info["last_bwd_order_g"], info["last_bwd_order_big"]],
+                                                      sm90_path_taken=info["bwd_launches"] > n0)
+                        except Exception as e:  # noqa: a launch error is reported, the other rows still run
+                            r["orders"][label] = dict(error=str(e)[:200], order=order, group=group)
+                finally:
+                    h.m.set_sm90_bwd_order(-1, 0)
+                    h.m.set_sm90_bwd(-1)
+                sd = torch_sdpa_ms(t, causal)
+                for k in ("flash_bwd_ms", "cudnn_bwd_ms"):
+                    if k in sd:
+                        r[k] = sd[k]
+                        r[k.replace("_ms", "_tflops")] = round(fl / sd[k] / 1e9, 1)
+                rows.append(r)
+                print("OBENCH " + json.dumps(r), file=log, flush=True)
+                del t
+    if alt:
+        print(f"\nTFLOP/s backward, causal, orders 0 and 1 (automatic group) alternated {alt} times (OBENCH_ALT); "
+              "per order the median of its runs, and the ratio of the medians", file=log)
+        print("                  D    T      o0 runs                        o1 runs                        o1/o0  "
+              "o0/cuDNN o1/cuDNN", file=log)
+        for r in rows:
+            o = r["orders"]
+            cu = r.get("cudnn_bwd_tflops")
+            per = {k: [v["tflops"] for lab, v in o.items() if lab.startswith(k + "#") and v.get("tflops")]
+                   for k in ("o0", "o1")}
+            med = {k: sorted(x)[len(x) // 2] if x else None for k, x in per.items()}
+            fmt = lambda x: " ".join(f"{v:.1f}" for v in x)
+            ratio = round(med["o1"] / med["o0"], 3) if med["o0"] and med["o1"] else "-"
+            print(f"                  {r['D']:<4} {r['T']:<6} {fmt(per['o0']):<30} {fmt(per['o1']):<30} {ratio:<6} "
+                  + " ".join(f"{round(med[k] / cu, 3) if med[k] and cu else '-':<8}" for k in ("o0", "o1")),
+                  file=log, flush=True)
+        return rows
+    print("\nTFLOP/s backward per tile order (2.5 x 4 B H T^2 D, /2 causal; B*T = 16384, bf16; o1_Gn: order 1 "
+          "with n pairs per group (the automatic size, twice it), o1_G1_ctrl: the ORD kernel in the launch order, "
+          "o0_again: order 0 at the end (drift); best: the best order against o0)", file=log)
+    print("                  D    T      causal o0     o1a    o1_2a  o2     ctrl   o0again FA2    cuDNN  best     "
+          "best/o0 o0/cuDNN best/cuDNN", file=log)
+    for r in rows:
+        o = r["orders"]
+        tf = lambda k: o.get(k, {}).get("tflops")
+        ga = r["auto_group"]
+        cols = [tf("o0"), tf(f"o1_G{ga}"), tf(f"o1_G{2 * ga}"), tf("o2"), tf("o1_G1_ctrl"), tf("o0_again")]
+        # Runs that fell back to the plain kernel (used [0, 0], e.g. o1 with an automatic group of 1) are no
+        # candidates: their difference from o0 is noise.
+        cand = {k: v.get("tflops") for k, v in o.items() if v.get("tflops") and not k.startswith("o0")
+                and k != "o1_G1_ctrl" and list(v.get("used", [1, 1])) != [0, 0]}
+        best = max(cand, key=cand.get) if cand else None
+        b0, cu = tf("o0"), r.get("cudnn_bwd_tflops")
+        f = lambda x: f"{x:<6}" if x else "-     "
+        taken = all(v.get("sm90_path_taken") for v in o.values())
+        print(f"                  {r['D']:<4} {r['T']:<6} {int(r['causal']):<6} " + " ".join(f(x) for x in cols) + " "
+              + f"{f(r.get('flash_bwd_tflops'))} {f(cu)} {(best or '-'):<8} "
+              + f"{round(cand[best] / b0, 3) if best and b0 else '-':<7} {round(b0 / cu, 3) if b0 and cu else '-':<8} "
+              + f"{round(cand[best] / cu, 3) if best and cu else '-'}{'' if taken else '  (sm90 NOT taken)'}",
+              file=log, flush=True)
+    return rows
+
+
 def phase_bench(h, log, quick):
     rows = []
     shapes = []
@@ -739,7 +951,8 @@ def bench_masks(h, log, plain_rows):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--phase", required=True, choices=("selftest", "det", "numerics", "d256", "bench", "sanitize"))
+    ap.add_argument("--phase", required=True,
+                    choices=("selftest", "det", "numerics", "d256", "bench", "sanitize", "order", "obench"))
     ap.add_argument("--lib", default=".harness_build")
     ap.add_argument("--out", default=None)
     ap.add_argument("--quick", action="store_true")
@@ -773,6 +986,11 @@ def main():
                                        if c["name"] in SANITIZE],
                               (torch.bfloat16,))
         print(f"numerics: {sum(r['ok'] for r in rows)} / {len(rows)} pass", file=log, flush=True)
+    elif args.phase == "order":
+        rows = phase_order(h, log, NUM_CASES + MASK_CASES + D256_CASES + ORDER_CASES + DET_CASES)
+        print(f"order: {sum(r['ok'] for r in rows)} / {len(rows)} pass", file=log, flush=True)
+    elif args.phase == "obench":
+        rows = phase_obench(h, log)
     else:
         rows = phase_bench(h, log, args.quick)
     if args.out:

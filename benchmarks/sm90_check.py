@@ -2,8 +2,8 @@
 without TensorFlow, on an H100/H200 (python3 with torch, triton and pybind11):
 
   ARCHS=90 bash benchmarks/build_harness.sh
-  python3 benchmarks/sm90_check.py --phase selftest|numerics|bench|sanitize|variants|vbench|vsanitize
-      [--lib DIR] [--out DIR]
+  python3 benchmarks/sm90_check.py --phase selftest|numerics|bench|sanitize|variants|vbench|vsanitize|
+      tf32selftest|tf32|tf32bench|tf32sanitize [--lib DIR] [--out DIR]
 
 Phases (each its own process in `gpu_run.sh sm90`, under a timeout, so a hang in one still leaves the
 others' answers):
@@ -47,8 +47,8 @@ others' answers):
             numerics), plus whether the variant really ran (last_fwd_variant) and whether its O and lse
             equal variant 0's bit for bit (expected: every variant does the same arithmetic in the
             same order).
-            Variants 8 and 9 (WIDE_VARIANTS: 3 consumer warpgroups, 192-row query tiles; UNTESTED ON
-            A GPU when added) exist for the plain D = 64 kernel only (no index masks, soft-cap, dense
+            Variants 8 and 9 (WIDE_VARIANTS: 3 consumer warpgroups, 192-row query tiles; checked on
+            the H200 since, 8 the default of that kernel) exist for the plain D = 64 kernel only (no index masks, soft-cap, dense
             mask, bias or dropout): other cases must report variant 5 as run (their fallback), and
             D64_3WG_CASES add D = 64 shapes around the 192-row tile (ragged last tiles, rows 64 / 128 /
             192 apart, causal both alignments, rows that see no key, GQA, strided q/k/v). Expected
@@ -59,6 +59,30 @@ others' answers):
             variant 0 timed first and again last (drift); WIDE_VARIANTS at D = 64 only.
   vsanitize small odd D = 128 cases (and D = 64 ones for WIDE_VARIANTS) for each variant 1 .. n-1, for
             compute-sanitizer.
+  The float32 TF32 forward (cc/kernels/sm90/flash_fwd_sm90_tf32.cu; on by default, these phases set
+  TF_FLASHATTN_SM90_TF32=1 for their own process all the same; D = 64 runs variant 0 whatever is asked):
+  tf32selftest  its building blocks one at a time (flash_harness.sm90_tf32_selftest): TMA of a float32 tile
+            (bits as stored, zero fill), the transposer warps' V^T (keys permuted, cvt.rna) and K's rounding
+            against the host's rna bit for bit, wgmma m64n64k8 .tf32 SS (S = Q K^T), wgmma m64n128k8 /
+            m64n64k8 .tf32 RS with A from the S accumulators and B = V^T (exact on small values), a
+            diagnostic with the other register order of A (expected FAIL: it tells the mapping apart), and
+            wgmma m64n64k8 .tf32 RS with A = Q's fragments loaded from shared memory (variants 1 / 2).
+  tf32      TF32_CASES (float32 inputs, allow_tf32): odd Tq / Tk around the 128-row / 64-key tiles, causal
+            both alignments with rows that see no key, a KV-cache offset, GQA 2 / 4, MQA, Tq = 1 (decode
+            off), Tk = 1, strided q/k/v, the softmax scale, D = 64 / 128, big ones (2048, 4096 causal),
+            against a float64 reference: bar 2x torch's own TF32 attention error (float32 with
+            torch.backends.cuda.matmul.allow_tf32 = True) + 2e-3 x max|ref| (kernel_harness_check.py's tf32
+            bar), and also 2x our sm80 TF32 kernel's error + the same floor; the sm90 TF32 path must have
+            run (tf32_fwd_launches, last_tf32_variant) and repeat bit for bit; every variant
+            (flash_fwd_sm90_tf32.cu's kTf32Sched: 0 Q in shared memory, 1 Q in registers, 2 as 1 with K
+            truncated), each against the same bars, 1 reported bit for bit against 0.
+            TF32_FALLBACK_CASES (window, lengths, D = 256, Dv != D, soft-cap) must not launch it and stay
+            right (sm80's TF32 kernel).
+  tf32bench TFLOP/s at D = 128 (H = 16) and 64 (H = 32), T in {1024, 4096, 16384}, B*T = 16384, causal and
+            not: ours sm90 TF32 (each variant), ours sm80 TF32 (set_sm90_tf32(0)), torch SDPA in float32 with
+            allow_tf32: the efficient backend (mem-efficient, cutlass) and the math backend (T <= 4096).
+  tf32sanitize  TF32_SANITIZE cases (small, each shape class) for compute-sanitizer (memcheck; racecheck and
+            synccheck on request in gpu_run.sh).
 Writes OUT/sm90_<phase>.json.
 """
 import argparse
@@ -460,6 +484,221 @@ IDX_KEYS = ("qlen", "klen", "qlen_vals", "klen_vals", "qvalid", "kvalid", "kvali
             "dropout")
 
 
+# ---- The float32 TF32 forward (flash_fwd_sm90_tf32.cu) -------------------------------------------
+TF32_CASES = [
+    dict(name="t_odd_d128", B=2, Tq=113, Tk=203, H=3, D=128),
+    dict(name="t_odd_d64", B=2, Tq=113, Tk=203, H=3, D=64),
+    dict(name="t_edges_63_65", B=2, Tq=63, Tk=65, H=2, D=128),
+    dict(name="t_edges_129_127_d64", B=2, Tq=129, Tk=127, H=2, D=64),
+    dict(name="t_edges_128_128", B=1, Tq=128, Tk=128, H=2, D=128),
+    dict(name="t_edges_127_129_causal", B=2, Tq=127, Tk=129, H=2, D=128, causal=True, offset=129 - 127),
+    dict(name="t_edges_65_63_causal_tl", B=2, Tq=65, Tk=63, H=2, D=64, causal=True, offset=0),
+    dict(name="t_causal_br_d128", B=2, Tq=113, Tk=203, H=3, D=128, causal=True, offset=203 - 113),
+    dict(name="t_causal_tl_d128", B=2, Tq=203, Tk=113, H=3, D=128, causal=True, offset=0),
+    dict(name="t_causal_br_d64", B=2, Tq=203, Tk=300, H=3, D=64, causal=True, offset=97),
+    dict(name="t_empty_rows_causal", B=2, Tq=300, Tk=77, H=2, D=128, causal=True, offset=77 - 300),
+    dict(name="t_empty_rows_causal_d64", B=2, Tq=450, Tk=150, H=2, D=64, causal=True, offset=150 - 450),
+    dict(name="t_kvcache", B=2, Tq=65, Tk=999, H=2, D=128, causal=True, offset=999 - 65),
+    dict(name="t_gqa2_causal", B=3, Tq=257, Tk=390, H=8, Hkv=4, D=128, causal=True, offset=390 - 257),
+    dict(name="t_gqa4_d64", B=2, Tq=191, Tk=257, H=8, Hkv=2, D=64),
+    dict(name="t_mqa", B=2, Tq=200, Tk=333, H=4, Hkv=1, D=128, causal=True, offset=333 - 200),
+    dict(name="t_tq1_forced", B=2, Tq=1, Tk=300, H=4, D=128, decode=-1),
+    dict(name="t_tq1_forced_d64_causal", B=2, Tq=1, Tk=77, H=2, D=64, causal=True, offset=76, decode=-1),
+    dict(name="t_tk1", B=2, Tq=130, Tk=1, H=2, D=128),
+    dict(name="t_strided_qkv", B=2, Tq=200, Tk=200, H=4, D=128, causal=True, packed=True),
+    dict(name="t_scale", B=2, Tq=129, Tk=255, H=2, D=64, scale=0.3),
+    dict(name="t_tile_edges_causal", B=1, Tq=256, Tk=384, H=2, D=128, causal=True, offset=128),
+    dict(name="t_big_d128", B=2, Tq=2048, Tk=2048, H=8, D=128),
+    dict(name="t_big_d64", B=2, Tq=2048, Tk=2048, H=8, D=64),
+    dict(name="t_big_d128_causal", B=1, Tq=4096, Tk=4096, H=8, D=128, causal=True),
+    dict(name="t_big_d64_causal_odd", B=1, Tq=2047, Tk=3001, H=4, D=64, causal=True, offset=3001 - 2047),
+]
+# Calls the TF32 kernel does not take (fwd_tf32_applies): sm80's TF32 kernel must run them (no launch of ours).
+TF32_FALLBACK_CASES = [
+    dict(name="tf_window", B=2, Tq=300, Tk=300, H=2, D=128, wl=50, wr=10),
+    dict(name="tf_lengths", B=3, Tq=300, Tk=333, H=2, D=64, qlen=True, klen=True),
+    dict(name="tf_d256", B=2, Tq=113, Tk=203, H=2, D=256),
+    dict(name="tf_dv_ne_d", B=2, Tq=113, Tk=203, H=2, D=64, Dv=128),
+    dict(name="tf_softcap", B=2, Tq=200, Tk=200, H=2, D=128, softcap=20.0),
+]
+# Small cases for compute-sanitizer (each runs every variant twice): ragged tiles at both head dims, causal with
+# a ragged key tile, rows that see no key, GQA, one query row, strided q/k/v.
+TF32_SANITIZE = ("t_odd_d128", "t_odd_d64", "t_edges_127_129_causal", "t_empty_rows_causal", "t_gqa4_d64",
+                 "t_tq1_forced", "t_strided_qkv")
+
+
+def tf32_launches(h):
+    return h.m.sm90_info().get("tf32_fwd_launches", 0)
+
+
+def phase_tf32_selftest(h, log):
+    rows = h.m.sm90_tf32_selftest()
+    for r in rows:
+        note = "  (diagnostic: FAIL expected)" if "expect_FAIL" in r["name"] else ""
+        print(f"SELFTEST {r['result']:<7} {r['name']:<40} max_err={r['max_err']:.3g}  {r['detail']}{note}",
+              file=log, flush=True)
+    if not rows:
+        print("SELFTEST none: harness built without the sm90 kernels (ARCHS must include 90)", file=log, flush=True)
+    return rows
+
+
+def tf32_variant_list(h):
+    return list(range(h.m.sm90_info().get("tf32_variants", 1)))
+
+
+def phase_tf32(h, log, cases, fallback_cases=()):
+    """Each case: sm80's TF32 kernel (set_sm90_tf32(0)), the float64 reference and torch's float32 attention
+    with TF32 matmuls once; then for each variant of ours (flash_fwd_sm90_tf32.cu's kTf32Sched, picked by
+    set_sm90_tf32_variant; switched on through the environment, TF_FLASHATTN_SM90_TF32=1 set by main(), with
+    set_sm90_tf32(-1)) two runs (bitwise repeat), the launch counter and last_tf32_variant. Variant 1 (Q in
+    registers) is reported against variant 0 bit for bit (bitwise_vs_v0; expected, not required). Fallback
+    cases run once and must launch nothing of ours."""
+    rows = []
+    gen = torch.Generator(device=DEV)
+    gen.manual_seed(0)
+    variants = tf32_variant_list(h)
+    for c0, expect in [(c, True) for c in cases] + [(c, False) for c in fallback_cases]:
+        c = dict(c0, tf32=True)
+        print(f"RUNNING {c['name']} tf32", file=log, flush=True)
+        t = inputs(c, torch.float32, gen)
+        h.m.set_sm90_tf32(0)
+        run_fwd(h, c, t)
+        sm80 = {"o": t["o"].clone(), "lse": t["lse"].clone()}
+        h.m.set_sm90_tf32(-1)  # the environment: TF_FLASHATTN_SM90_TF32=1 (main())
+        ref = reference(c, t, torch.float64, None)
+        prev = torch.backends.cuda.matmul.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = True
+        try:
+            low = reference(c, t, torch.float32, None)
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = prev
+        v0 = None
+        for v in (variants if expect else variants[:1]):
+            h.m.set_sm90_tf32_variant(v)
+            n0 = tf32_launches(h)
+            run_fwd(h, c, t)
+            took = tf32_launches(h) - n0
+            ran = h.m.sm90_info().get("last_tf32_variant", -1)
+            ours = {"o": t["o"].clone(), "lse": t["lse"].clone()}
+            run_fwd(h, c, t)
+            took = tf32_launches(h) - n0
+            repeat = bool(torch.equal(t["o"], ours["o"]) and torch.equal(t["lse"], ours["lse"]))
+            row = dict(case=c["name"], dtype="tf32", variant=v, sm90_tf32_launched=int(took), expect_sm90=expect,
+                       repeat_bitwise=repeat)
+            # D = 64 launches run variant 0 whatever is asked (fwd_tf32: variants 1 / 2 were wrong there).
+            ok = took == (2 if expect else 0) and repeat and (not expect or ran == (v if c["D"] == 128 else 0))
+            if expect:
+                row["ran_variant"] = ran
+                if v == 0:
+                    v0 = ours
+                else:
+                    row["bitwise_vs_v0"] = bool(torch.equal(ours["o"], v0["o"]) and torch.equal(ours["lse"], v0["lse"]))
+            for name in ("o", "lse"):
+                e = err(ours[name], ref[name])
+                el = err(low[name], ref[name])
+                e80 = err(sm80[name], ref[name])
+                fin = torch.isfinite(ref[name])
+                scale = max(1.0, float(ref[name][fin].abs().max())) if bool(fin.any()) else 1.0
+                floor = 2e-3 * scale
+                good = e[0] <= 2.0 * el[0] + floor and e[0] <= 2.0 * e80[0] + floor
+                ok &= good
+                row[name] = dict(max=e[0], rel=e[1], torch_tf32_max=el[0], sm80_max=e80[0], ok=good)
+                if not good and name == "o":
+                    d = (ours["o"].double() - ref["o"]).abs().amax(-1)  # [B, Tq, H]
+                    bad = (d > 2.0 * el[0] + floor) | ~torch.isfinite(d)
+                    idx = bad.nonzero()
+                    row["o_bad_rows"] = int(bad.sum())
+                    row["o_first_bad"] = idx[0].tolist() if len(idx) else None
+                    row["o_bad_row_indices_sample"] = sorted(set(idx[:, 1].tolist()))[:16]
+            row["ok"] = bool(ok)
+            rows.append(row)
+            extra = ""
+            if took != (2 if expect else 0):
+                extra += f" (sm90 TF32 launches {took}, expected {2 if expect else 0})"
+            if expect and ran != v:
+                extra += f" (ran variant {ran})"
+            if not repeat:
+                extra += " (repeat NOT bitwise equal)"
+            if "bitwise_vs_v0" in row:
+                extra += f" bitwise_vs_v0={row['bitwise_vs_v0']}"
+            where = f" bad_rows={row.get('o_bad_rows')} first={row.get('o_first_bad')} t={row.get('o_bad_row_indices_sample')}" \
+                if "o_bad_rows" in row else ""
+            print(f"{'PASS' if ok else 'FAIL'} {c['name']:<26} {('v%d' % v) if expect else 'fallback':<8} "
+                  f"o={row['o']['max']:.2e} (sm80 {row['o']['sm80_max']:.2e}, torch tf32 {row['o']['torch_tf32_max']:.2e}) "
+                  f"lse={row['lse']['max']:.2e} (sm80 {row['lse']['sm80_max']:.2e}){extra}{where}", file=log, flush=True)
+        h.m.set_sm90_tf32_variant(-1)
+        del t, ref, low
+    for v in variants:
+        vr = [r for r in rows if r.get("variant") == v and r["expect_sm90"]]
+        print(f"tf32 variant {v}: {sum(r['ok'] for r in vr)} / {len(vr)} pass", file=log, flush=True)
+    return rows
+
+
+def phase_tf32_bench(h, log):
+    import triton.testing as tt
+    import torch.nn.functional as F
+    from torch.nn.attention import sdpa_kernel, SDPBackend
+    rows = []
+    for D, H in ((128, 16), (64, 32)):
+        for T in (1024, 4096, 16384):
+            for causal in (False, True):
+                B = max(1, 16384 // T)
+                c = dict(B=B, Tq=T, Tk=T, H=H, D=D, causal=causal, tf32=True)
+                gen = torch.Generator(device=DEV)
+                gen.manual_seed(1)
+                t = make_inputs(c, torch.float32, gen)
+                run_fwd(h, c, t)
+                fl = 4 * B * H * T * T * D / (2 if causal else 1)
+                r = dict(B=B, T=T, H=H, D=D, causal=causal, dtype="float32 (tf32)")
+                h.m.set_sm90_tf32(-1)
+                r["sm90_path_taken"] = True
+                for v in tf32_variant_list(h):
+                    h.m.set_sm90_tf32_variant(v)
+                    n0 = tf32_launches(h)
+                    key = "sm90_fwd_ms" if v == 0 else f"sm90v{v}_fwd_ms"
+                    r[key] = tt.do_bench(lambda: h.fwd(c, t), warmup=25, rep=100, return_mode="median")
+                    r["sm90_path_taken"] &= tf32_launches(h) > n0 and h.m.sm90_info()["last_tf32_variant"] == (
+                        v if D == 128 else 0)
+                h.m.set_sm90_tf32_variant(-1)
+                h.m.set_sm90_tf32(0)
+                r["sm80_fwd_ms"] = tt.do_bench(lambda: h.fwd(c, t), warmup=25, rep=100, return_mode="median")
+                h.m.set_sm90_tf32(-1)
+                qh, kh, vh = (t[n].permute(0, 2, 1, 3).contiguous() for n in ("q", "k", "v"))
+                prev = torch.backends.cuda.matmul.allow_tf32
+                torch.backends.cuda.matmul.allow_tf32 = True
+                try:
+                    for name, be in (("torch_efficient", SDPBackend.EFFICIENT_ATTENTION), ("torch_math", SDPBackend.MATH)):
+                        if name == "torch_math" and T > 4096:
+                            continue  # the math backend materializes [B, H, T, T]: 17 GB at T = 16384
+                        try:
+                            with sdpa_kernel(be):
+                                r[f"{name}_fwd_ms"] = tt.do_bench(
+                                    lambda: F.scaled_dot_product_attention(qh, kh, vh, is_causal=causal),
+                                    warmup=10, rep=50, return_mode="median")
+                        except Exception as e:  # noqa
+                            r[f"{name}_error"] = str(e)[:100]
+                finally:
+                    torch.backends.cuda.matmul.allow_tf32 = prev
+                for k in list(r):
+                    if k.endswith("_fwd_ms"):
+                        r[k.replace("_ms", "_tflops")] = round(fl / r[k] / 1e9, 1)
+                rows.append(r)
+                print("TF32BENCH " + json.dumps(r), file=log, flush=True)
+                del t, qh, kh, vh
+    print("\nTFLOP/s forward, float32 with TF32 (torch: SDPA in float32 with matmul.allow_tf32 = True; "
+          "efficient = the mem-efficient (cutlass) backend, math = the unfused one, T <= 4096)", file=log)
+    print("  D    T      causal sm90v0 sm90v1 sm90v2 sm80   torch_eff torch_math best/sm80", file=log)
+    for r in rows:
+        f = lambda k: r.get(k, "-")
+        best = max(r.get(k, 0) for k in ("sm90_fwd_tflops", "sm90v1_fwd_tflops", "sm90v2_fwd_tflops"))
+        print(f"  {r['D']:<4} {r['T']:<6} {int(r['causal']):<6} {f('sm90_fwd_tflops'):<6} {f('sm90v1_fwd_tflops'):<6} "
+              f"{f('sm90v2_fwd_tflops'):<6} {f('sm80_fwd_tflops'):<6} "
+              f"{f('torch_efficient_fwd_tflops'):<9} {f('torch_math_fwd_tflops'):<10} "
+              f"{round(best / r['sm80_fwd_tflops'], 2)}"
+              f"{'' if r['sm90_path_taken'] else '  (sm90 TF32 NOT taken)'}", file=log, flush=True)
+    return rows
+
+
 def variant_names(h):
     n = h.m.sm90_info().get("fwd_variants", 1)
     return list(range(1, n))
@@ -666,11 +905,15 @@ def skip_d256(log=None):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--phase", required=True,
-                    choices=("selftest", "numerics", "bench", "sanitize", "variants", "vbench", "vsanitize"))
+                    choices=("selftest", "numerics", "bench", "sanitize", "variants", "vbench", "vsanitize",
+                             "tf32selftest", "tf32", "tf32bench", "tf32sanitize"))
     ap.add_argument("--lib", default=".harness_build")
     ap.add_argument("--out", default=None)
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args()
+    if args.phase.startswith("tf32"):
+        # The TF32 forward's switch (read once, at its first use): on for this process, whatever the caller's.
+        os.environ["TF_FLASHATTN_SM90_TF32"] = "1"
     h = Harness(args.lib)
     log = sys.stdout
     print(f"device: {torch.cuda.get_device_name()}  sm90: {h.m.sm90_info()}", file=log, flush=True)
@@ -705,6 +948,16 @@ def main():
         rows = phase_variants(h, log, cases, (torch.bfloat16,), skip_fallbacks=True)
     elif args.phase == "vbench":
         rows = phase_vbench(h, log)
+    elif args.phase == "tf32selftest":
+        rows = phase_tf32_selftest(h, log)
+    elif args.phase == "tf32":
+        rows = phase_tf32(h, log, TF32_CASES, TF32_FALLBACK_CASES)
+        print(f"tf32: {sum(r['ok'] for r in rows)} / {len(rows)} pass (every variant; fallback cases once)",
+              file=log, flush=True)
+    elif args.phase == "tf32sanitize":
+        rows = phase_tf32(h, log, [c for c in TF32_CASES if c["name"] in TF32_SANITIZE])
+    elif args.phase == "tf32bench":
+        rows = phase_tf32_bench(h, log)
     else:
         rows = phase_bench(h, log, args.quick)
     if args.out:

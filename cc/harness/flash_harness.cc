@@ -28,7 +28,14 @@
 //   backward's wgmma forms, cc/kernels/sm90/flash_bwd_sm90.cu); sm90_info() has bwd_enabled and
 //   bwd_launches too, and fwd_variant / fwd_variants / fwd_default_variant / last_fwd_variant:
 //   set_sm90_fwd_variant(v) picks the schedule of the plain D = 128 forward (0 .. fwd_variants - 1;
-//   -1 env TF_FLASHATTN_SM90_FWD_VARIANT, unset: fwd_default_variant)
+//   -1 env TF_FLASHATTN_SM90_FWD_VARIANT, unset: fwd_default_variant); set_sm90_bwd_order(order,
+//   group=0) the backward's key-tile order with a causal mask (0 the launch order, 1 grouped longest-first with
+//   `group` pairs per group (0 automatic), 2 longest-first; -1 env TF_FLASHATTN_SM90_BWD_ORDER /
+//   _ORDER_G), shown in sm90_info() as bwd_order, bwd_order_group, last_bwd_order_g / _big;
+//   set_sm90_tf32(mode) (1 on, 0 off, -1 env: on unless TF_FLASHATTN_SM90_TF32=0): the float32 TF32
+//   forward on Hopper (cc/kernels/sm90/flash_fwd_sm90_tf32.cu, allow_tf32 calls); sm90_info() has
+//   tf32_enabled, tf32_fwd_launches, tf32_variant(s), last_tf32_variant; set_sm90_tf32_variant(v) (0 ..
+//   tf32_variants - 1, -1 env TF_FLASHATTN_SM90_TF32_VARIANT); sm90_tf32_selftest() its building blocks
 //
 // Layouts and dtypes as in cc/kernels/common/flash_params.h: q [B, Tq, H, D], k [B, Tk, Hkv, D],
 // v [B, Tk, Hkv, Dv], o / d_o [B, Tq, H, Dv] (float32 / float16 / bfloat16, one dtype; the last
@@ -53,6 +60,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -813,7 +821,26 @@ py::dict sm90_info() {
   d["last_fwd_variant"] = flashattn::cuda::sm90::last_fwd_variant();
   d["bwd_enabled"] = flashattn::cuda::sm90::bwd_enabled();
   d["bwd_launches"] = flashattn::cuda::sm90::bwd_launches();
+  const flashattn::cuda::sm90::BwdOrderInfo o = flashattn::cuda::sm90::bwd_order_info();
+  d["bwd_order"] = o.order;
+  d["bwd_order_group"] = o.group;
+  d["last_bwd_order_g"] = o.last_g;
+  d["last_bwd_order_big"] = o.last_big;
+  d["tf32_enabled"] = flashattn::cuda::sm90::tf32_enabled();
+  d["tf32_fwd_launches"] = flashattn::cuda::sm90::fwd_tf32_launches();
+  d["tf32_variant"] = flashattn::cuda::sm90::tf32_variant();
+  d["tf32_variants"] = flashattn::cuda::sm90::tf32_variants();
+  d["last_tf32_variant"] = flashattn::cuda::sm90::last_tf32_variant();
 #else
+  d["bwd_order"] = 0;
+  d["bwd_order_group"] = 0;
+  d["last_bwd_order_g"] = -1;
+  d["last_bwd_order_big"] = 0;
+  d["tf32_variant"] = 0;
+  d["tf32_variants"] = 1;
+  d["last_tf32_variant"] = -1;
+  d["tf32_enabled"] = false;
+  d["tf32_fwd_launches"] = 0;
   d["bwd_enabled"] = false;
   d["bwd_launches"] = 0;
   d["compiled"] = false;
@@ -854,6 +881,9 @@ py::list selftest_rows(const char* const* names, int n, int (*run)(int, double*,
     char msg[512] = {0};
     double err = 0;
     int rc;
+    // A line before each test reaches the log even if the test hangs (the rows print only at the end).
+    std::fprintf(stderr, "RUNNING selftest %d %s\n", i, names[i]);
+    std::fflush(stderr);
     {
       py::gil_scoped_release nogil;
       rc = run(i, &err, msg, sizeof(msg));
@@ -880,11 +910,50 @@ py::list sm90_selftest() {
 #endif
 }
 
+// The float32 TF32 forward (flash_fwd_sm90_tf32.cu; on unless TF_FLASHATTN_SM90_TF32=0).
+void set_sm90_tf32(int mode) {
+#if FA_HAS_SM90
+  flashattn::cuda::sm90::set_tf32_enabled(mode);
+#else
+  if (mode > 0) throw py::value_error("set_sm90_tf32: this harness was built without the sm90 kernels");
+#endif
+}
+
+void set_sm90_tf32_variant(int v) {
+#if FA_HAS_SM90
+  if (!flashattn::cuda::sm90::set_tf32_variant(v))
+    throw py::value_error("set_sm90_tf32_variant: " + std::to_string(v) + " is not a variant (0 .. " +
+                          std::to_string(flashattn::cuda::sm90::tf32_variants() - 1) + ", or -1)");
+#else
+  if (v > 0) throw py::value_error("set_sm90_tf32_variant: this harness was built without the sm90 kernels");
+#endif
+}
+
+py::list sm90_tf32_selftest() {
+#if FA_HAS_SM90
+  const char* names[] = {"tf32_tma_load_f32_tile", "tf32_v_transpose_and_k_round", "tf32_wgmma_ss_n64_kmajor",
+                         "tf32_wgmma_rs_n128_from_acc", "tf32_wgmma_rs_n64_from_acc",
+                         "tf32_diag_rs_other_a_order_expect_FAIL", "tf32_wgmma_rs_n64_q_frags"};
+  static_assert(sizeof(names) / sizeof(names[0]) == flashattn::cuda::sm90::kFwdTf32Selftests, "names");
+  return selftest_rows(names, flashattn::cuda::sm90::kFwdTf32Selftests, flashattn::cuda::sm90::tf32_selftest);
+#else
+  return py::list();
+#endif
+}
+
 void set_sm90_bwd(int mode) {
 #if FA_HAS_SM90
   flashattn::cuda::sm90::set_bwd_enabled(mode);
 #else
   if (mode > 0) throw py::value_error("set_sm90_bwd: this harness was built without the sm90 kernels");
+#endif
+}
+
+void set_sm90_bwd_order(int order, int group) {
+#if FA_HAS_SM90
+  flashattn::cuda::sm90::set_bwd_order(order, group);
+#else
+  if (order > 0) throw py::value_error("set_sm90_bwd_order: this harness was built without the sm90 kernels");
 #endif
 }
 
@@ -935,7 +1004,9 @@ PYBIND11_MODULE(flash_harness, m) {
   m.def("sm90_info", &sm90_info,
         "The Hopper forward: dict(compiled, enabled (TF_FLASHATTN_SM90 / set_sm90), fwd_launches, "
         "fwd_variant (the schedule set now), fwd_variants (how many), fwd_default_variant (the one when "
-        "nothing is set), last_fwd_variant (of the last launch), bwd_enabled, bwd_launches).");
+        "nothing is set), last_fwd_variant (of the last launch), bwd_enabled, bwd_launches, tf32_enabled "
+        "(TF_FLASHATTN_SM90_TF32 / set_sm90_tf32), tf32_fwd_launches, tf32_variant, tf32_variants, "
+        "last_tf32_variant).");
   m.def("set_sm90", &set_sm90, "Hopper forward switch: 1 on, 0 off (sm80 kernels), -1 back to the "
         "environment (TF_FLASHATTN_SM90).", py::arg("mode"));
   m.def("set_sm90_fwd_variant", &set_sm90_fwd_variant,
@@ -946,8 +1017,25 @@ PYBIND11_MODULE(flash_harness, m) {
   m.def("sm90_selftest", &sm90_selftest,
         "Hopper building blocks one at a time (TMA tile load, wgmma forms): a list of dicts "
         "(name, result pass / FAIL / not run, max_err, detail); empty without the sm90 kernels.");
+  m.def("set_sm90_tf32", &set_sm90_tf32, "Hopper float32 TF32 forward switch (flash_fwd_sm90_tf32.cu): "
+        "1 on, 0 off (sm80's TF32 kernel), -1 back to the environment (on unless TF_FLASHATTN_SM90_TF32=0; "
+        "TF_FLASHATTN_SM90=0 / set_sm90(0) turn it off too).", py::arg("mode"));
+  m.def("set_sm90_tf32_variant", &set_sm90_tf32_variant,
+        "Variant of the Hopper TF32 forward (flash_fwd_sm90_tf32.cu's kTf32Sched: 0 Q in shared memory, 1 Q in "
+        "registers, 2 as 1 with K truncated), -1 back to the environment (TF_FLASHATTN_SM90_TF32_VARIANT; unset: 1; D = 64 always runs 0).",
+        py::arg("v"));
+  m.def("sm90_tf32_selftest", &sm90_tf32_selftest,
+        "The Hopper TF32 forward's building blocks (float32 TMA tile, V transpose, wgmma .tf32 forms) one at a "
+        "time, as sm90_selftest; number 5 is a diagnostic expected to FAIL.");
   m.def("set_sm90_bwd", &set_sm90_bwd, "Hopper backward switch: 1 on, 0 off (sm80 backward), "
         "-1 back to the environment (on unless TF_FLASHATTN_SM90_BWD=0 or TF_FLASHATTN_SM90=0).", py::arg("mode"));
+  m.def("set_sm90_bwd_order", &set_sm90_bwd_order,
+        "Key-tile order of the Hopper backward with a causal mask (flash_bwd_sm90.cu, \"Tile order\"): "
+        "order 0 the launch order, 1 grouped longest-first (group: pairs per group, 0 automatic), 2 longest-first; "
+        "order -1 back to the environment (TF_FLASHATTN_SM90_BWD_ORDER, TF_FLASHATTN_SM90_BWD_ORDER_G). "
+        "sm90_info() shows bwd_order, bwd_order_group and the last launch's last_bwd_order_g (0: the launch "
+        "order) and last_bwd_order_big.",
+        py::arg("order"), py::arg("group") = 0);
   m.def("sm90_bwd_selftest", &sm90_bwd_selftest,
         "The Hopper backward's building blocks (wgmma forms) one at a time, as sm90_selftest.");
 }

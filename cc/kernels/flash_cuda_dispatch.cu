@@ -1,6 +1,9 @@
 // The one dispatch point of the CUDA kernels: flash_fwd_cuda / flash_bwd_cuda (flash_cuda.h)
 // check the device and the shape, then pick the target's kernels:
 //   few query rows (any GPU)            -> sm80/flash_decode.cu (flash-decoding, key splits)
+//   float32, allow_tf32, compute 9.0, D == Dv in {64, 128}, causal or no mask, GQA
+//     (sm90::fwd_tf32_applies), TF_FLASHATTN_SM90_TF32 and TF_FLASHATTN_SM90 not 0,
+//     FA_HAS_SM90 builds                -> sm90/flash_fwd_sm90_tf32.cu (wgmma .tf32, TMA)
 //   float32                             -> sm80/flash_fwd_tf32.cu (allow_tf32) or sm80/flash_fwd_simt.cu
 //   float16 / bfloat16, compute 9.0, D == Dv in {64, 128, 256},
 //     index masks, soft-cap, dense mask and bias (the last two not with dropout) and dropout
@@ -14,7 +17,7 @@
 // mask and (D = 64) bias / dbias (those three not with dropout), deterministic mode (an ordered dQ
 // reduction; by default not at D = 64 with a causal mask, TF_FLASHATTN_SM90_BWD_DET=0 / 1 none / all);
 // D == Dv == 256 (no mask, causal, index masks, dropout; TF_FLASHATTN_SM90_BWD_D256=0 off;
-// sm90::bwd_applies). Per-target folders: cpu/ (the CPU
+// sm90::bwd_applies); float32 with allow_tf32: sm80/flash_bwd_tf32.cu. Per-target folders: cpu/ (the CPU
 // kernels, own dispatch in cpu/flash_cpu_dispatch.cc), sm80/ (every GPU from sm_80 on), sm90/
 // (Hopper-only kernels); shared pieces (params, Philox, masking rules, launch helpers) in common/.
 #include <cstdint>
@@ -56,7 +59,19 @@ cudaError_t flash_fwd_cuda(const FlashFwdParams& p, cudaStream_t stream) {
   if (s.B == 0 || s.Tq == 0 || s.H == 0) return cudaSuccess;
   if (s.Hkv <= 0 || s.H % s.Hkv != 0 || s.D > 256 || s.Dv > 256) return cudaErrorInvalidValue;
   if (cuda::decode_applies(p)) return cuda::fwd_decode(p, stream);  // few query rows
-  if (p.dtype == DType::kFloat32) return p.allow_tf32 ? cuda::fwd_tf32(p, stream) : cuda::fwd_simt(p, stream);
+  if (p.dtype == DType::kFloat32) {
+    if (!p.allow_tf32) return cuda::fwd_simt(p, stream);
+#if FA_HAS_SM90
+    // Hopper TF32 (sm90/flash_fwd_sm90_tf32.cu) where it applies, unless TF_FLASHATTN_SM90_TF32=0 or
+    // TF_FLASHATTN_SM90=0; it answers
+    // cudaErrorNotSupported when it cannot make its tensor maps, and sm80's TF32 kernel takes over.
+    if (cuda::sm90::enabled() && cuda::sm90::tf32_enabled() && cuda::sm90::fwd_tf32_applies(p)) {
+      err = cuda::sm90::fwd_tf32(p, stream);
+      if (err != cudaErrorNotSupported) return err;
+    }
+#endif
+    return cuda::fwd_tf32(p, stream);
+  }
   if (p.dtype == DType::kFloat64) return cudaErrorNotSupported;
 #if FA_HAS_SM90
   // Hopper (sm90/flash_fwd_sm90.cu) where it applies and TF_FLASHATTN_SM90 is not 0; it answers

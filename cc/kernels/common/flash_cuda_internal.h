@@ -170,6 +170,36 @@ int last_fwd_variant();
 int selftest(int which, double* max_err, char* msg, int msg_len);
 constexpr int kFwdSelftests = 6;
 
+// The sm_90a forward for float32 on TF32 tensor cores (flash_fwd_sm90_tf32.cu), on by default:
+// tf32_enabled() is false with TF_FLASHATTN_SM90_TF32=0 (read once; exactly "0"), else true, unless
+// set_tf32_enabled(0 / 1) overrides it (-1: back to the environment); the dispatch also needs
+// enabled() (TF_FLASHATTN_SM90 not 0). fwd_tf32_applies: compute capability 9.0, float32 with
+// allow_tf32, D == Dv in {64, 128}, GQA, causal (any offset) or no mask; no window, lengths, validity
+// masks, dense mask, bias, soft-cap or dropout; 16-byte aligned tensors, strides multiples of 4.
+// fwd_tf32: its launcher (cudaErrorNotSupported when the tensor maps cannot be made: the caller
+// falls back to sm80's fwd_tf32). fwd_tf32_launches(): its launches so far in this process.
+// tf32_selftest(which, ...): its building blocks one at a time (0 TMA of a float32 tile, 1 the V
+// transpose and K rounding, 2 wgmma m64n64k8 .tf32 SS K-major, 3 / 4 wgmma m64n128k8 / m64n64k8 .tf32
+// RS with A from the S accumulators and B = V^T, 5 a diagnostic expected to fail: test 3 with the
+// other register order, 6 wgmma m64n64k8 .tf32 RS with A = Q's fragments from shared memory (variants
+// 1 / 2's S = Q K^T), and its P V); returns as selftest().
+bool tf32_enabled();
+void set_tf32_enabled(int mode);
+bool fwd_tf32_applies(const FlashFwdParams& p);
+cudaError_t fwd_tf32(const FlashFwdParams& p, cudaStream_t stream);
+int64_t fwd_tf32_launches();
+// Its variants (flash_fwd_sm90_tf32.cu's kTf32Sched: 0 Q in shared memory, K rounded; 1 Q in registers;
+// 2 as 1 with K truncated by the tensor cores instead of rounded): tf32_variants() of them;
+// tf32_variant() is TF_FLASHATTN_SM90_TF32_VARIANT (read once; 0 .. tf32_variants() - 1; else the
+// default, 1; D = 64 launches run 0 whatever is set) unless set_tf32_variant(v) overrides it (v < 0: back to the environment; false, nothing
+// changed, when v >= tf32_variants()); last_tf32_variant(): the variant of the last launch (-1 before any).
+int tf32_variants();
+int tf32_variant();
+bool set_tf32_variant(int v);
+int last_tf32_variant();
+int tf32_selftest(int which, double* max_err, char* msg, int msg_len);
+constexpr int kFwdTf32Selftests = 7;
+
 // The sm_90a backward (flash_bwd_sm90.cu), on by default: bwd_applies is false when
 // TF_FLASHATTN_SM90_BWD=0 or TF_FLASHATTN_SM90=0 (read once) or after set_bwd_enabled(0); else for
 // float16 / bfloat16, D == Dv in {64, 128}, the index masks (causal, window, lengths, [B, Tq] /
@@ -192,6 +222,19 @@ bool bwd_enabled();
 int bwd_det_mode();
 void set_bwd_enabled(int mode);  // 1 on, 0 off, -1 back to the environment
 int64_t bwd_launches();
+// The key-tile order of the D = 64 / 128 / 256 kernels (flash_bwd_sm90.cu, "Tile order"; causal
+// masks only): TF_FLASHATTN_SM90_BWD_ORDER (read once: 0 the launch order, 1 / unset grouped
+// longest-first, 2 longest-first) and TF_FLASHATTN_SM90_BWD_ORDER_G (order 1's pairs per group;
+// unset: from the L2 budget). set_bwd_order overrides them: order -1 back to the environment, group
+// 0 back to the environment's (or the automatic) group size.
+void set_bwd_order(int order, int group);
+struct BwdOrderInfo {
+  int order = 0;      // the order set now (override, else the environment)
+  int group = 0;      // order 1's group size set now (0: automatic)
+  int last_g = -1;    // the last launch's pairs per group (0: the launch order; -1: no launch yet)
+  int last_big = 0;   // the last launch's groups with last_g + 1 pairs
+};
+BwdOrderInfo bwd_order_info();
 // Self-test of the backward's building blocks (which: 0 wgmma m64n64k16 SS K-major (S^T = K Q^T),
 // 1 / 2 wgmma m64n64k16 SS with A and B MN-major (dQ = dS K; B from column panel 0 / 1), 3 the
 // same from key row 64 with K = 64 (the D = 64 split), 4 the P^T dO form: A from the S^T

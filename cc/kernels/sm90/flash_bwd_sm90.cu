@@ -171,7 +171,7 @@
 // bulk reduce-add of the kernels without DET, which has no order to keep), but each (b, h,
 // 64-row query tile) block receives its contributions in one fixed order, so dQ is bitwise
 // reproducible (dK, dV are sums in registers in a fixed order anyway):
-//   order     across CTAs: increasing key tile x (blockIdx.x); within a CTA: consumer 0, then
+//   order     across CTAs: increasing key tile x (bwd_tile); within a CTA: consumer 0, then
 //             consumer 1 (D = 64 both add to the whole block: keys 0..63, then 64..127; D = 128
 //             disjoint column panels, the same protocol); the 8 float4 adds of a thread touch
 //             distinct addresses.
@@ -198,11 +198,69 @@
 //   deadlock  CTA (x, hk, b) waits only on CTA (x - 1, hk, b), whose linear block index is one
 //             less (grid x = key tiles, y = kv head, z = batch): CTAs are dispatched in linear
 //             order, so it is running or done, and the lowest-index unfinished CTA never waits
-//             on an unfinished one. GQA: a CTA covers the G query heads of its kv head; the
+//             on an unfinished one (tile orders 1 and 2, below: x - 1 has the index less by the
+//             group's size, the same argument). GQA: a CTA covers the G query heads of its kv head; the
 //             counters are per query head h, and CTAs of other kv heads or batches share none.
 //   cost      a no-mask walk (every tile from query tile 0) starts as a wavefront: tile x adds
 //             its first block x units after tile 0 (first wave only); causal walks start
 //             at their own diagonal and wait about 2 units.
+// Tile order (TF_FLASHATTN_SM90_BWD_ORDER, read once, default 1, or the harness's set_sm90_bwd_order;
+// bwd_tile_order, bwd_tile). Order 1 is the default since 2026-12-01: on the H200 its numerics equal
+// order 0's (dK / dV bitwise, dQ bitwise in deterministic mode, sm90_bwd_check.py --phase order, 133 / 133)
+// and, orders 0 and 1 alternated four times per shape (bf16, causal, B*T = 16384), order 1 took
+// 1.03x order 0's speed at D = 128, T = 4096 / 8192, 1.03x at D = 256, T = 4096, 1.00x-1.02x elsewhere
+// (T 2048-16384, D 64 / 128 / 256), never below 0.997x. Which CTA gets which (key tile x, kv head hk, batch
+// b). CTAs are dispatched in linear block index order (blockIdx.x fastest), one per SM at a time.
+//   0         (TF_FLASHATTN_SM90_BWD_ORDER=0) the launch order: x = blockIdx.x, hk = blockIdx.y, b = blockIdx.z,
+//             the index x + nx (hk + Hkv b), nx = the key tiles. With a causal mask (Tq = Tk) key tile
+//             x has nqb - x kBk / 64 units, so each wave holds the heavy and light tiles of about 132 /
+//             nx pairs and the last wave ends with heavy ones (benchmarks/bwd_order_model.py: makespan
+//             1.03x-1.07x of total work / 132 SMs at T = 2048..8192, B*T = 16384).
+//   1         grouped longest-first: the pairs (hk + Hkv b, the launch order's pair order) in ng = ceil(pairs / G)
+//             groups of consecutive pairs, balanced (the first pairs % ng groups have pairs / ng + 1,
+//             the others pairs / ng); within a group of gs pairs, index = (CTAs of the groups before)
+//             + gs x + (pair - the group's first pair): x slowest, increasing, so each group runs its
+//             heaviest tiles first and the launch ends with the last group's lightest. G:
+//             TF_FLASHATTN_SM90_BWD_ORDER_G (read once) or set_sm90_bwd_order's group, else
+//             bwd_auto_group: the pairs whose Q + dO (16-bit), lse2 + dsum and dQ accumulator
+//             (float32) fit 20 MiB (Gq Tq (8 D + 8) bytes per pair), about 40 % of the H200's L2,
+//             so that a group's reused rows stay in L2 while it runs next to the end of the one
+//             before (a causal key tile re-reads the pair's query tiles from its diagonal on, so
+//             the reuse spans the pair's whole run).
+//   2         pure longest-first: order 1 with one group of all pairs (x slowest over all pairs:
+//             the best tail, but the running CTAs spread over up to 132 pairs, whose Q / dO / dQ
+//             accumulators then compete for L2).
+// Where it applies: causal masks only (p.mask.causal; with or without the index masks); without one
+// every key tile has the same units, so no order shortens the tail, and the launch order keeps the
+// fewest pairs running at once (best for L2). Also the launch order with one pair, a group of one pair
+// (G = 1 from bwd_auto_group: same order), 2^31 CTAs or more (bwd_tile's 32-bit index), and in the
+// kernels with dropout or bias (no ORD instantiation: add them if the orders pay). Any (causal)
+// offset: the causal units of key tile x are [max(0, (x kBk - off) / 64), nqb): non-increasing in x
+// for every offset (top-left, bottom-right, negative: rows that see no key), so x increasing is
+// heavy first. The index masks: with a window the counts are about constant (the band) except at
+// the ends, with q / k lengths per batch they fall to 0 past the lengths (non-increasing within a
+// pair), [B, Tk] validity does not change them (units are ranges); where they are not monotone
+// (a non-causal window: never ordered) the order is only a worse or better guess. Correctness
+// never depends on the order: each CTA's work is a function of (x, hk, b) alone, the map from the
+// linear index to (x, hk, b) is a bijection onto the grid's triples, and the deterministic mode's
+// chain is by x within (hk, b).
+//   DET       deadlock freedom needs, for every pair, x - 1 at a lower linear index than x: in a
+//             group of gs pairs the index is base + gs x + q with q = pair - first pair fixed, so
+//             x - 1 is at index - gs < index (order 2: gs = all pairs); order 0's argument then holds
+//             unchanged (the lowest unfinished index waits on nothing unfinished). The dQ order
+//             itself (key tile x after x - 1 per block) does not depend on the dispatch order, so
+//             dQ stays bitwise equal to order 0's in deterministic mode.
+//   kernels   flash_bwd_sm90_ord_kernel / flash_bwd_sm90_d256_ord_kernel: the same CTA body
+//             (bwd_cta<..., ORD = true>) with bwd_tile's map (a few integer divisions once per CTA),
+//             taken only when order 1 or 2 applies; the plain kernels (bwd_cta<..., ORD = false>)
+//             read blockIdx as before, their SASS unchanged (cuobjdump -sass, 2026-12-01, every
+//             function of this file identical). ptxas 13.0 for the 20 ORD kernels (D = 64 / 128:
+//             no mask / causal and IDX, with and without DET; D = 256: no mask / causal and IDX):
+//             168 registers, 0 spills, no C75xx warnings, the same HGMMA / UTMALDG / SYNCS / BAR /
+//             global and shared memory instruction counts as their order-0 twins, the consumers'
+//             highest register R237 at D = 128 as before. An explicitly set G = 1 runs the ORD
+//             kernel in the launch order (order_g = 1: bwd_tile's map is then the identity), a
+//             control for the ORD kernels' own code.
 // Not yet here: the two consumers' ping-pong at D = 128 (both meet on named barrier 1 before dQ every unit;
 // deferring unit n's dQ past unit n + 1's S^T / dP^T issue would keep its 32 accumulators live
 // through the P pass, over the 240 registers at D = 128) and any overlap of the P pass with the
@@ -287,7 +345,43 @@ struct BwdSm90Args {
   float* dq_acc;      // [B, H, tq_pad, D], 64-row blocks in fragment order (header comment)
   int64_t tq_pad;
   int* dq_sem;        // DET: [B, H, tq_pad / 64] ordered-reduction counters (zeroed with dq_acc)
+  // The tile order (header comment, "Tile order"; bwd_tile): order_g 0, the launch order (blockIdx as is); else
+  // grouped longest-first, the (b, kv head) pairs in groups of order_g pairs, the first order_big
+  // groups with one more.
+  int order_g = 0, order_big = 0;
 };
+
+// This CTA's key tile x, kv head hk and batch b under the launch's tile order (header comment, "Tile
+// order"). order_g 0: (blockIdx.x, blockIdx.y, blockIdx.z), the launch order. Else the linear block index
+// (x fastest, then y, then z: the order the CTAs are dispatched in; below 2^31, bwd_tile_order) walks the
+// pairs (hk + Hkv b, as the launch order) in groups: order_big groups of order_g + 1 pairs, then groups of
+// order_g; within a group of gs pairs the index is gs * x + (pair - first pair of the group), so x is
+// slowest and increasing (the causal work is non-increasing in x: heavy tiles first), and for one pair,
+// x - 1 always has the lower linear index (the deterministic mode's deadlock freedom).
+struct BwdTile {
+  unsigned x;  // unsigned as blockIdx.x, so that the plain kernels keep their code (j0's zero extension)
+  int hk, b;
+};
+template <bool ORD>
+__device__ __forceinline__ BwdTile bwd_tile(int order_g, int order_big) {
+  if (!ORD) return {0u, 0, 0};  // unused: the !ORD kernels read blockIdx themselves (bwd_cta)
+  if (order_g == 0) return {blockIdx.x, static_cast<int>(blockIdx.y), static_cast<int>(blockIdx.z)};
+  const int nx = gridDim.x;
+  const int lin = blockIdx.x + nx * (blockIdx.y + gridDim.y * blockIdx.z);
+  const int big = order_big * (order_g + 1) * nx;  // CTAs of the larger groups
+  int gs, p0;
+  if (lin < big) {
+    gs = order_g + 1;
+    p0 = lin / (gs * nx) * gs;
+  } else {
+    gs = order_g;
+    p0 = order_big * (order_g + 1) + (lin - big) / (gs * nx) * gs;
+  }
+  const int r = lin - p0 * nx;  // within the group: r = gs x + pair - p0
+  const int x = r / gs;
+  const int pair = p0 + (r - x * gs);
+  return {static_cast<unsigned>(x), pair % static_cast<int>(gridDim.y), pair / static_cast<int>(gridDim.y)};
+}
 
 // DET: the counters of the ordered dQ reduction (header comment, "Deterministic mode"), used by
 // one thread of the producer's warp 3: acquire loads at GPU scope to poll, a release max to publish
@@ -375,14 +469,15 @@ __device__ __forceinline__ void bwd_init_barriers(uint32_t kv_full, uint32_t ful
 // Q, dO per unit into the kStages ring), warp 1 copies each unit's lse2 / dsum rows, IDX: warp 2
 // writes the rows' key ranges and the unit's mask flag, DET: warp 3 runs the ordered dQ reduction's
 // waits and publications. Called by the kernel's producer branch, which returns after it.
-// L: the kernel's shared-memory layout (kK, kV, kQ, kDo, kKBytes, kQBytes); U: its Units.
-template <int KB, int D, bool IDX, bool DET, class L, class U>
+// L: the kernel's shared-memory layout (kK, kV, kQ, kDo, kKBytes, kQBytes); U: its Units; ORD: the
+// CTA's key tile is tile.x (the tile order), else blockIdx.x.
+template <int KB, int D, bool IDX, bool DET, bool ORD, class L, class U>
 __device__ __forceinline__ void bwd_producer(const CUtensorMap* tm_q, const CUtensorMap* tm_k,
                                              const CUtensorMap* tm_v, const CUtensorMap* tm_do,
                                              const BwdSm90Args& a, const U& units, uint32_t base,
                                              uint32_t kv_full, uint32_t full0, uint32_t empty0, float* rows_f,
                                              int* range_i, int* flag_i, int hk, int b, int G, int64_t j0,
-                                             int prev_hi) {
+                                             const BwdTile& tile, int prev_hi) {
   const FlashBwdParams& p = a.p;
   const AttnShape& sh = p.shape;
   setmaxnreg_dec<kProducerRegs>();
@@ -462,12 +557,12 @@ __device__ __forceinline__ void bwd_producer(const CUtensorMap* tm_q, const CUte
     }
   } else if (DET && warp == 3) {
     // The ordered dQ reduction, per unit (the consumers' order): lane 0 waits until key tile
-    // blockIdx.x - 1 has published its contribution to the unit's dQ block (counter >= blockIdx.x)
-    // when it visits the query tile (qb < prev_hi; else this CTA is the block's first contributor),
-    // lets consumer 0 add (barrier 2), waits until consumer 1 has added after it (barrier 4), and
-    // publishes blockIdx.x + 1 with release semantics. The poll runs while the consumers compute
-    // the unit's products; only the adds wait for it.
-    const int x = static_cast<int>(blockIdx.x);
+    // x - 1 has published its contribution to the unit's dQ block (counter >= x) when it visits
+    // the query tile (qb < prev_hi; else this CTA is the block's first contributor), lets
+    // consumer 0 add (barrier 2), waits until consumer 1 has added after it (barrier 4), and
+    // publishes x + 1 with release semantics. The poll runs while the consumers compute the
+    // unit's products; only the adds wait for it.
+    const int x = static_cast<int>(ORD ? tile.x : blockIdx.x);
     for (int n = 0; n < units.n; ++n) {
       const int64_t h = hk * G + n / units.nq;
       const int qb = units.qb_lo + n % units.nq;
@@ -491,11 +586,10 @@ __device__ __forceinline__ void bwd_producer(const CUtensorMap* tm_q, const CUte
 // TensorFlow's op determinism, the dQ contributions added in key-tile order (header comment); the
 // instantiations without it are unchanged. BIAS (IDX without dropout, D = 64 only): the additive
 // bias and dbias (header comment), a fourth instantiation so that the IDX kernel carries no bias code.
-template <typename T, int D, bool IDX, bool DROP = false, bool DET = false, bool BIAS = false>
-__global__ void __launch_bounds__(kThreads, 1)
-    flash_bwd_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
-                          const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_do,
-                          const __grid_constant__ BwdSm90Args a) {
+// ORD: the CTA's tile from bwd_tile<true> (the launch's tile order), else blockIdx (the kernels below).
+template <typename T, int D, bool IDX, bool DROP, bool DET, bool BIAS, bool ORD>
+__device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorMap& tm_k, const CUtensorMap& tm_v,
+                                        const CUtensorMap& tm_do, const BwdSm90Args& a) {
   static_assert(!DROP || IDX, "dropout runs the index-masked kernel");
   static_assert(!BIAS || (IDX && !DROP && D == 64), "bias / dbias: the IDX kernel without dropout, D = 64");
   // The dQ accumulation through shared memory and the copy engine's reduce-add (dq_bulk_reduce).
@@ -516,17 +610,20 @@ __global__ void __launch_bounds__(kThreads, 1)
   const AttnShape& sh = p.shape;
   const bool causal = p.mask.causal;
   const int64_t off = p.mask.causal_offset;
-  const int hk = blockIdx.y, b = blockIdx.z;
+  // Key tile, kv head, batch: ORD, from the tile order (bwd_tile); else blockIdx, read where the plain
+  // kernels read it, so that their code stays unchanged.
+  const BwdTile tile = bwd_tile<ORD>(a.order_g, a.order_big);
+  const int hk = ORD ? tile.hk : blockIdx.y, b = ORD ? tile.b : blockIdx.z;
   const int G = static_cast<int>(sh.H / sh.Hkv);
-  const int64_t j0 = static_cast<int64_t>(blockIdx.x) * kBk;
+  const int64_t j0 = static_cast<int64_t>(ORD ? tile.x : blockIdx.x) * kBk;
   const Units<IDX> units(sh, causal, off, j0, p.mask, b);
-  // DET: key tile blockIdx.x - 1 (same kv head and batch) visits query tiles [lo', hi') with
+  // DET: key tile x - 1 (same kv head and batch) visits query tiles [lo', hi') with
   // lo' <= units.qb_lo (both ends grow with the key tile: header comment), so the tiles of this CTA
   // that it visits too, whose dQ blocks wait for its contribution, are those below prev_hi = hi'
   // (0: none). Computed here, before the producer's setmaxnreg.dec, for its warp 3.
   int prev_hi = 0;
   if constexpr (DET) {
-    if (blockIdx.x > 0 && units.n > 0) {
+    if ((ORD ? tile.x : blockIdx.x) > 0 && units.n > 0) {
       const Units<IDX> prev(sh, causal, off, j0 - kBk, p.mask, b);
       prev_hi = prev.qb_lo + prev.nq;
     }
@@ -537,8 +634,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   if (wg == 0) {
     // ---- Producer warpgroup (bwd_producer: TMA loads, lse2 / dsum rows, IDX: key ranges). ----
-    bwd_producer<kBk, D, IDX, DET, L>(&tm_q, &tm_k, &tm_v, &tm_do, a, units, base, kv_full, full0, empty0, rows_f,
-                                      range_i, flag_i, hk, b, G, j0, prev_hi);
+    bwd_producer<kBk, D, IDX, DET, ORD, L>(&tm_q, &tm_k, &tm_v, &tm_do, a, units, base, kv_full, full0, empty0,
+                                           rows_f, range_i, flag_i, hk, b, G, j0, tile, prev_hi);
     return;
   }
 
@@ -964,7 +1061,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                   make_float4(dq[4 * j], dq[4 * j + 1], dq[4 * j + 2], dq[4 * j + 3]));
     } else {
       // Ordered (header comment, "Deterministic mode"): the producer's warp 3 has seen key tile
-      // blockIdx.x - 1's contribution to this block (barrier 2), consumer 0 adds, then consumer 1
+      // x - 1's contribution to this block (barrier 2), consumer 0 adds, then consumer 1
       // (barrier 3; D = 64: the same elements, so the order within the CTA matters; D = 128:
       // disjoint columns, the same protocol), then warp 3 publishes (barrier 4). Only barriers here:
       // the counters' addresses and polling in the consumers made ptxas spill at D = 128.
@@ -1010,6 +1107,24 @@ __global__ void __launch_bounds__(kThreads, 1)
   if constexpr (kDqBulk) {
     if (tid == 0) bulk_wait<0>();
   }
+}
+
+// The kernels: the CTA body above, in the launch order (flash_bwd_sm90_kernel, its code unchanged
+// by the tile orders: bwd_tile<false> is blockIdx) or in the launch's (flash_bwd_sm90_ord_kernel, taken
+// only when bwd_tile_order picked order 1 or 2; header comment, "Tile order").
+template <typename T, int D, bool IDX, bool DROP = false, bool DET = false, bool BIAS = false>
+__global__ void __launch_bounds__(kThreads, 1)
+    flash_bwd_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
+                          const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_do,
+                          const __grid_constant__ BwdSm90Args a) {
+  bwd_cta<T, D, IDX, DROP, DET, BIAS, false>(tm_q, tm_k, tm_v, tm_do, a);
+}
+template <typename T, int D, bool IDX, bool DROP = false, bool DET = false, bool BIAS = false>
+__global__ void __launch_bounds__(kThreads, 1)
+    flash_bwd_sm90_ord_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
+                              const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_do,
+                              const __grid_constant__ BwdSm90Args a) {
+  bwd_cta<T, D, IDX, DROP, DET, BIAS, true>(tm_q, tm_k, tm_v, tm_do, a);
 }
 
 // dQ [B, Tq, H, D] = scale * dQacc, dQacc [B, H, tq_pad, D] in the kernel's fragment order: one
@@ -1141,11 +1256,10 @@ static_assert(BwdSmem256<true>::kAlloc <= 227 * 1024, "D = 256 backward: over th
 // [B, H, tq_pad, 256] from a. Grid (ceil(Tk / 64), Hkv, B). Without IDX no mask or causal; IDX: the
 // index masks (window, lengths, [B, Tq] / [B, Tk] validity; causal too), the D <= 128 IDX kernel's
 // rules and code; DROP (with IDX only): dropout (header comment above, "Head dim 256").
-template <typename T, bool IDX, bool DROP = false>
-__global__ void __launch_bounds__(kThreads, 1)
-    flash_bwd_sm90_d256_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
-                               const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_do,
-                               const __grid_constant__ BwdSm90Args a) {
+// ORD: as bwd_cta's.
+template <typename T, bool IDX, bool DROP, bool ORD>
+__device__ __forceinline__ void bwd_cta_d256(const CUtensorMap& tm_q, const CUtensorMap& tm_k, const CUtensorMap& tm_v,
+                                             const CUtensorMap& tm_do, const BwdSm90Args& a) {
   static_assert(!DROP || IDX, "dropout runs the index-masked kernel");
   constexpr int D = 256;
   using L = BwdSmem256<IDX>;
@@ -1164,9 +1278,12 @@ __global__ void __launch_bounds__(kThreads, 1)
   const AttnShape& sh = p.shape;
   const bool causal = p.mask.causal;
   const int64_t off = p.mask.causal_offset;
-  const int hk = blockIdx.y, b = blockIdx.z;
+  // Key tile, kv head, batch: ORD, from the tile order (bwd_tile); else blockIdx, read where the plain
+  // kernels read it, so that their code stays unchanged.
+  const BwdTile tile = bwd_tile<ORD>(a.order_g, a.order_big);
+  const int hk = ORD ? tile.hk : blockIdx.y, b = ORD ? tile.b : blockIdx.z;
   const int G = static_cast<int>(sh.H / sh.Hkv);
-  const int64_t j0 = static_cast<int64_t>(blockIdx.x) * kBk256;
+  const int64_t j0 = static_cast<int64_t>(ORD ? tile.x : blockIdx.x) * kBk256;
   const Units<IDX, kBk256> units(sh, causal, off, j0, p.mask, b);
 
   const int wg = threadIdx.x / 128;
@@ -1174,8 +1291,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   if (wg == 0) {
     // ---- Producer warpgroup (bwd_producer: TMA loads, lse2 / dsum rows, IDX: key ranges). ----
-    bwd_producer<kBk256, D, IDX, false, L>(&tm_q, &tm_k, &tm_v, &tm_do, a, units, base, kv_full, full0, empty0,
-                                           rows_f, range_i, flag_i, hk, b, G, j0, 0);
+    bwd_producer<kBk256, D, IDX, false, ORD, L>(&tm_q, &tm_k, &tm_v, &tm_do, a, units, base, kv_full, full0,
+                                                empty0, rows_f, range_i, flag_i, hk, b, G, j0, tile, 0);
     return;
   }
 
@@ -1398,8 +1515,95 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
+// The kernels, as flash_bwd_sm90_kernel / flash_bwd_sm90_ord_kernel above.
+template <typename T, bool IDX, bool DROP = false>
+__global__ void __launch_bounds__(kThreads, 1)
+    flash_bwd_sm90_d256_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
+                               const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_do,
+                               const __grid_constant__ BwdSm90Args a) {
+  bwd_cta_d256<T, IDX, DROP, false>(tm_q, tm_k, tm_v, tm_do, a);
+}
+template <typename T, bool IDX, bool DROP = false>
+__global__ void __launch_bounds__(kThreads, 1)
+    flash_bwd_sm90_d256_ord_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
+                                   const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_do,
+                                   const __grid_constant__ BwdSm90Args a) {
+  bwd_cta_d256<T, IDX, DROP, true>(tm_q, tm_k, tm_v, tm_do, a);
+}
+
 std::atomic<int64_t> g_launches{0};
 std::atomic<int> g_override{-1};
+
+// The tile order (header comment, "Tile order"): TF_FLASHATTN_SM90_BWD_ORDER (read once; 0 the launch
+// order, 2 longest-first, anything else or unset 1, grouped longest-first) and
+// TF_FLASHATTN_SM90_BWD_ORDER_G (read once; order 1's pairs per group, unset or < 1: bwd_auto_group);
+// set_bwd_order overrides both (-1: back to the environment).
+std::atomic<int> g_order_override{-1}, g_group_override{0};
+std::atomic<int> g_last_order_g{-1}, g_last_order_big{0};  // the last launch's BwdSm90Args (the harness)
+
+int env_int(const char* name, int dflt) {
+  const char* v = getenv(name);
+  if (!v || !*v) return dflt;
+  char* end = nullptr;
+  const long x = strtol(v, &end, 10);
+  return (*end == '\0' && x >= 0 && x <= (1 << 30)) ? static_cast<int>(x) : dflt;
+}
+int bwd_order_setting() {
+  static const int env = [] {
+    const int o = env_int("TF_FLASHATTN_SM90_BWD_ORDER", 1);
+    return o == 0 || o == 2 ? o : 1;
+  }();
+  const int o = g_order_override.load(std::memory_order_relaxed);
+  return o >= 0 ? o : env;
+}
+int bwd_group_setting() {
+  static const int env = env_int("TF_FLASHATTN_SM90_BWD_ORDER_G", 0);
+  const int g = g_group_override.load(std::memory_order_relaxed);
+  return g > 0 ? g : env;
+}
+
+// Order 1's group size when none is set: the (b, kv head) pairs whose Q and dO (16-bit), lse2 and
+// dsum (float32) and dQ accumulator (float32, read and written by every unit's reduce-add) fit in
+// kGroupBytes = 20 MiB, about 40 % of the H200's 50 MB L2 (so that two groups, the end of one and the
+// start of the next, can run at once): per pair (G query heads of a kv head) G Tq (2 * 2 D + 8 + 4 D)
+// bytes, so floor(20 MiB / that), at least 1. B*T = 16384, no GQA: D = 128 T = 4096 4 pairs, T = 2048 9;
+// D = 64 T = 4096 9; D = 256 T = 4096 2 (benchmarks/bwd_order_model.py prints the rest).
+constexpr int64_t kGroupBytes = int64_t(20) << 20;
+int64_t bwd_auto_group(const AttnShape& s, int D) {
+  const int64_t per_pair = (s.H / s.Hkv) * s.Tq * (2 * 2 * D + 8 + 4 * D);
+  const int64_t g = per_pair > 0 ? kGroupBytes / per_pair : 1;
+  return g < 1 ? 1 : g;
+}
+
+// BwdSm90Args' order_g / order_big for a grid of nx key tiles x Hkv x B (header comment, "Tile order"):
+// {0, 0} (the launch order) unless order 1 or 2 is set, the mask is causal, there are at least 2 pairs and
+// fewer than 2^31 CTAs (bwd_tile's 32-bit index). Order 2: one group of all pairs. Order 1: groups of
+// at most G pairs (bwd_group_setting, else bwd_auto_group), balanced: ng = ceil(pairs / G) groups, the
+// first pairs % ng of them with pairs / ng + 1 pairs, the others pairs / ng (a last group of a few pairs
+// would start its heavy tiles late: the model's makespan at D = 128, T = 2048, G = 9 went from 1.092 to
+// 1.046 of the ideal with balanced groups). A group of one pair is the launch order: the plain kernel when
+// bwd_auto_group gives 1, the ORD kernel with order_g = 1 (the identity map) when G = 1 is set.
+// has_ord: the launcher has an ORD kernel (not with dropout or bias); else the launch order.
+void bwd_tile_order(const FlashBwdParams& p, int64_t nx, int D, bool has_ord, BwdSm90Args* args) {
+  const AttnShape& s = p.shape;
+  const int order = bwd_order_setting();
+  const int64_t pairs = s.Hkv * s.B;
+  args->order_g = args->order_big = 0;
+  if (has_ord && (order == 1 || order == 2) && p.mask.causal && pairs >= 2 && nx * pairs < (int64_t(1) << 31)) {
+    const int set = bwd_group_setting();
+    int64_t g = order == 2 ? pairs : set > 0 ? set : bwd_auto_group(s, D);
+    if (g > pairs) g = pairs;
+    if (g >= 2) {
+      const int64_t ng = (pairs + g - 1) / g;
+      args->order_g = static_cast<int>(pairs / ng);
+      args->order_big = static_cast<int>(pairs % ng);
+    } else if (order == 1 && set == 1) {
+      args->order_g = 1;  // G = 1 set explicitly: the ORD kernel in the launch order (a control)
+    }
+  }
+  g_last_order_g.store(args->order_g, std::memory_order_relaxed);
+  g_last_order_big.store(args->order_big, std::memory_order_relaxed);
+}
 
 // IDX: the index-masked kernel (window, lengths, validity masks), else the no-mask / causal one;
 // DROP: the index-masked kernel with dropout; DET: the ordered dQ reduction (deterministic mode);
@@ -1420,7 +1624,17 @@ cudaError_t launch(const FlashBwdParams& p, cudaStream_t stream) {
       !tma_map_rows(&tv, p.dtype, p.v, s.B, s.Tk, s.Hkv, D, s.v_stride, kBk) ||
       !tma_map_rows(&tdo, p.dtype, p.d_o, s.B, s.Tq, s.H, D, s.o_stride, kBq))
     return cudaErrorNotSupported;  // nothing queued yet: the dispatch falls back to sm80
+  BwdSm90Args args{p, ws.dsum, ws.lse2, ws.dq_acc, ws.tq_pad, DET ? ws.dq_sem : nullptr};
+  const dim3 grid(static_cast<unsigned>((s.Tk + kBk - 1) / kBk), static_cast<unsigned>(s.Hkv),
+                  static_cast<unsigned>(s.B));
+  // The tile order (header comment, "Tile order"): the ORD kernel when order 1 or 2 applies (built for
+  // the kernels without dropout or bias only), else the plain kernel, unchanged.
+  constexpr bool kOrd = !DROP && !BIAS;
+  bwd_tile_order(p, grid.x, D, kOrd, &args);
   auto kernel = flash_bwd_sm90_kernel<T, D, IDX, DROP, DET, BIAS>;
+  if constexpr (kOrd) {
+    if (args.order_g != 0) kernel = flash_bwd_sm90_ord_kernel<T, D, IDX, DROP, DET, BIAS>;
+  }
   const int smem = BwdSmem<D, IDX, dq_bulk_reduce(D, DET)>::kAlloc;
   cudaError_t err = set_dynamic_smem(kernel, smem);
   if (err != cudaSuccess) return cudaErrorNotSupported;  // nothing queued yet: sm80 takes it
@@ -1436,9 +1650,6 @@ cudaError_t launch(const FlashBwdParams& p, cudaStream_t stream) {
   const size_t sem_ints = DET ? static_cast<size_t>(s.B * s.H * (ws.tq_pad / kBq)) : 0;
   if ((err = cudaMemsetAsync(ws.dq_acc, 0, (acc_floats + sem_ints) * sizeof(float), stream)) != cudaSuccess)
     return err;
-  BwdSm90Args args{p, ws.dsum, ws.lse2, ws.dq_acc, ws.tq_pad, DET ? ws.dq_sem : nullptr};
-  const dim3 grid(static_cast<unsigned>((s.Tk + kBk - 1) / kBk), static_cast<unsigned>(s.Hkv),
-                  static_cast<unsigned>(s.B));
   kernel<<<grid, kThreads, smem, stream>>>(tq, tk, tv, tdo, args);
   if ((err = cudaGetLastError()) != cudaSuccess) return err;
   const int64_t n4 = static_cast<int64_t>(acc_floats / 4);
@@ -1468,16 +1679,21 @@ cudaError_t launch_d256(const FlashBwdParams& p, cudaStream_t stream) {
       !tma_map_rows(&tv, p.dtype, p.v, s.B, s.Tk, s.Hkv, D, s.v_stride, kBk256) ||
       !tma_map_rows(&tdo, p.dtype, p.d_o, s.B, s.Tq, s.H, D, s.o_stride, kBq))
     return cudaErrorNotSupported;  // nothing queued yet: the dispatch falls back to sm80
+  BwdSm90Args args{p, ws.dsum, ws.lse2, ws.dq_acc, ws.tq_pad, nullptr};
+  const dim3 grid(static_cast<unsigned>((s.Tk + kBk256 - 1) / kBk256), static_cast<unsigned>(s.Hkv),
+                  static_cast<unsigned>(s.B));
+  constexpr bool kOrd = !DROP;  // as launch()'s: no ORD kernel with dropout
+  bwd_tile_order(p, grid.x, D, kOrd, &args);
   auto kernel = flash_bwd_sm90_d256_kernel<T, IDX, DROP>;
+  if constexpr (kOrd) {
+    if (args.order_g != 0) kernel = flash_bwd_sm90_d256_ord_kernel<T, IDX, DROP>;
+  }
   const int smem = BwdSmem256<IDX>::kAlloc;
   cudaError_t err = set_dynamic_smem(kernel, smem);
   if (err != cudaSuccess) return cudaErrorNotSupported;  // nothing queued yet: sm80 takes it
   if ((err = bwd_dsum_tc(p, ws.dsum, ws.lse2, stream)) != cudaSuccess) return err;
   const size_t acc_floats = static_cast<size_t>(s.B * s.H * ws.tq_pad) * D;
   if ((err = cudaMemsetAsync(ws.dq_acc, 0, acc_floats * sizeof(float), stream)) != cudaSuccess) return err;
-  BwdSm90Args args{p, ws.dsum, ws.lse2, ws.dq_acc, ws.tq_pad, nullptr};
-  const dim3 grid(static_cast<unsigned>((s.Tk + kBk256 - 1) / kBk256), static_cast<unsigned>(s.Hkv),
-                  static_cast<unsigned>(s.B));
   kernel<<<grid, kThreads, smem, stream>>>(tq, tk, tv, tdo, args);
   if ((err = cudaGetLastError()) != cudaSuccess) return err;
   const int64_t n4 = static_cast<int64_t>(acc_floats / 4);
@@ -1537,6 +1753,20 @@ bool bwd_d256_enabled() {
 }  // namespace
 
 void set_bwd_enabled(int mode) { g_override.store(mode < 0 ? -1 : (mode ? 1 : 0), std::memory_order_relaxed); }
+
+void set_bwd_order(int order, int group) {
+  g_order_override.store(order < 0 ? -1 : (order == 1 || order == 2 ? order : 0), std::memory_order_relaxed);
+  g_group_override.store(group > 0 ? group : 0, std::memory_order_relaxed);
+}
+
+BwdOrderInfo bwd_order_info() {
+  BwdOrderInfo r;
+  r.order = bwd_order_setting();
+  r.group = bwd_group_setting();
+  r.last_g = g_last_order_g.load(std::memory_order_relaxed);
+  r.last_big = g_last_order_big.load(std::memory_order_relaxed);
+  return r;
+}
 
 int64_t bwd_launches() { return g_launches.load(std::memory_order_relaxed); }
 

@@ -1,7 +1,7 @@
 // Host-side helpers of the Hopper kernels: tensor maps for the copy engine (cuTensorMapEncodeTiled,
 // reached through cudaGetDriverEntryPointByVersion: no link against libcuda, cudart stays static)
 // and the compute-capability-9.0 check (sm_90a machine code runs on 9.0 only). Used by
-// sm90/flash_fwd_sm90.cu and sm90/flash_bwd_sm90.cu.
+// sm90/flash_fwd_sm90.cu, sm90/flash_fwd_sm90_tf32.cu and sm90/flash_bwd_sm90.cu.
 #ifndef TF_FLASHATTN_KERNELS_SM90_SM90_HOST_CUH_
 #define TF_FLASHATTN_KERNELS_SM90_SM90_HOST_CUH_
 
@@ -56,6 +56,32 @@ inline bool tma_map_rows(CUtensorMap* map, DType dt, const void* ptr, int64_t B,
   const CUresult r = fn(map, dt == DType::kBFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
                         4, const_cast<void*>(ptr), dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
                         CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return r == CUDA_SUCCESS;
+}
+
+// The same over a float32 tensor (sm90/flash_fwd_sm90_tf32.cu): box {32, 1, rows, 1} (32 floats =
+// 128 bytes, the widest inner box the 128-byte swizzle takes), CU_TENSOR_MAP_DATA_TYPE_FLOAT32 (the
+// bits as stored; the kernel rounds to tf32 itself), out-of-bounds elements read as zero. False as
+// tma_map_rows (base and byte strides must be multiples of 16: element strides multiples of 4).
+inline bool tma_map_rows_f32(CUtensorMap* map, const void* ptr, int64_t B, int64_t T, int64_t Hx, int64_t Dx,
+                             const int64_t st[3], int rows) {
+  auto fn = tensor_map_encoder();
+  if (!fn) return false;
+  cuuint64_t dims[4] = {static_cast<cuuint64_t>(Dx), static_cast<cuuint64_t>(Hx), static_cast<cuuint64_t>(T),
+                        static_cast<cuuint64_t>(B)};
+  const int64_t want[3] = {st[2], st[1], st[0]};
+  cuuint64_t strides[3];
+  int64_t compact = Dx * 4;
+  for (int i = 0; i < 3; ++i) {
+    const int64_t s = dims[i + 1] == 1 ? compact : want[i] * 4;
+    strides[i] = static_cast<cuuint64_t>(s);
+    compact = s * static_cast<int64_t>(dims[i + 1]);
+  }
+  cuuint32_t box[4] = {32, 1, static_cast<cuuint32_t>(rows), 1};
+  cuuint32_t estr[4] = {1, 1, 1, 1};
+  const CUresult r = fn(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, const_cast<void*>(ptr), dims, strides, box, estr,
+                        CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                         CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   return r == CUDA_SUCCESS;
 }

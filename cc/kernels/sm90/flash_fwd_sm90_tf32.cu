@@ -1,0 +1,889 @@
+// Hopper-native FlashAttention forward for FLOAT32 inputs on TF32 tensor cores (sm_90a only; wgmma
+// .tf32, TMA, warp specialization), for calls that allow TF32 (FlashFwdParams::allow_tf32).
+// On by default on compute capability 9.0 (TF_FLASHATTN_SM90_TF32=0 turns it off, read once; the
+// harness's set_sm90_tf32 overrides it); otherwise sm80/flash_fwd_tf32.cu (mma.sync m16n8k8 .tf32)
+// runs, as it does for everything this kernel does not take. Checked on the H200 (2026-12-01):
+// self-tests exact, numerics of variant 0 26 / 26 cases, memcheck clean, the GPU tests with it on. benchmarks/sm90_check.py
+// --phase tf32selftest / tf32 / tf32bench / tf32sanitize check it (gpu_run.sh sm90,
+// SM90_PHASES=tf32selftest,tf32,tf32bench,tf32sanitize).
+//
+// Scope (fwd_tf32_applies): float32 q / k / v / o, D == Dv in {64, 128}, GQA (H % Hkv == 0), the
+// softmax scale, causal (any causal_offset) or no mask; no window, lengths, validity masks, dense mask,
+// bias, soft-cap or dropout (those calls keep sm80's TF32 kernel). Strides multiples of 4 elements
+// (16 bytes, what TMA needs), 16-byte aligned bases. Tq, Tk arbitrary; rows that see no key give O = 0
+// and lse = -inf, as sm80/flash_fwd_tile.cuh.
+//
+// What differs from the 16-bit forward (flash_fwd_sm90.cu, whose schedule 0 this follows):
+//   wgmma .tf32 takes k8 per instruction and no transpose: both shared-memory operands must be
+//   K-major (PTX ISA, wgmma.mma_async: imm-trans-a / -b only for .f16 / .bf16). S = Q K^T is K-major
+//   as it is (Q [rows, D], K [keys, D]); O += P V is not (V [keys, Dv] has Dv contiguous: MN-major
+//   for B with K = keys). So the producer warpgroup's three idle warps (the transposers) write each V
+//   tile, after its TMA load, transposed into a K-major V^T buffer [Dv rows][keys], and rounded to
+//   tf32 on the way; the consumers read V^T.
+//   Rounding: as sm80/flash_fwd_tf32.cu, every operand is rounded to tf32 with cvt.rna before the MMA
+//   (the tensor cores would otherwise use the top 19 bits, i.e. truncate): Q by the consumer
+//   warpgroups in shared memory once (each its own 64 rows), K by the transposers in place after its
+//   TMA load (not in variant 2, below), V while transposing, P in registers when packed; variants 1
+//   and 2 load Q's A fragments into registers instead (rounded on the way).
+//
+// Tiles (kBr = 128 query rows per CTA, 64 per consumer warpgroup; kBc = 64 keys per K / V tile):
+//   Shared memory, float32, 128-byte swizzle in panels of 32 floats (sm90_ptx.cuh, swz128_offset_f32):
+//     Q [128 x D]          D = 128: 64 KiB   D = 64: 32 KiB   (loaded once)
+//     K [64 x D] x 2 stages         2 x 32 KiB        2 x 16 KiB
+//     V [64 x D] x 1 (raw, as TMA writes it; read only by the transposers)   32 / 16 KiB
+//     V^T [D x 64] x 2 stages       2 x 32 KiB        2 x 16 KiB
+//   = 224 KiB at D = 128 (229,376 B + 88 B of barriers + 1 KiB alignment slack = 230,488 B of the
+//   232,448 B opt-in limit), 112 KiB at D = 64. 128-key tiles at D = 128 would need 64 KiB per K / V /
+//   V^T buffer (no room next to a 64 KiB Q); a third stage at D = 128 does not fit either. D = 64
+//   keeps the same tiles (one code path; its smem would allow more stages: not tried).
+//   Registers: consumers S 32 + O D/2 floats, P 32 words, in variants 1 / 2 Q's D/2 words
+//   (setmaxnreg 224; ptxas 13.0 uses up to 216); producer warpgroup 56 (the transposers hold 8 floats
+//   at a time; ptxas uses up to 38): 128 x 56 + 256 x 224 = 64,512 = 384 x 168, the launch's pool
+//   (__launch_bounds__(384, 1)).
+//   V^T layout: the B operand of O += P V, N = Dv rows x K = 64 keys, K-major: key panel j (keys 32j ..
+//   32j+31) at j * Dv * 128, row d at d * 128, the keys of each k8 step permuted (tf32_kperm): key 2u of
+//   the step at position u, key 2u + 1 at position u + 4 (u < 4). So the S accumulators are the
+//   register A fragment of the step without a shuffle (as sm80's TF32 kernel permutes its k8 steps):
+//   thread (g, t) holds S[g][8kk + 2t], S[g][8kk + 2t + 1], S[g+8][8kk + 2t], S[g+8][8kk + 2t + 1] =
+//   sacc[4kk + 0 .. 3], and A column u is key 2u, column u + 4 key 2u + 1, so a = {sacc[4kk], sacc[4kk +
+//   2], sacc[4kk + 1], sacc[4kk + 3]} (a[0] = A[g][t], a[1] = A[g+8][t], a[2] = A[g][t+4], a[3] =
+//   A[g+8][t+4]). benchmarks/sm90_tf32_model.py checks this mapping and every descriptor address
+//   against the layout the transposers write, on the host.
+//   Per key tile and consumer warpgroup: S = Q K^T, D/8 wgmma m64n64k8 SS (k8 step k: panel k / 4 at
+//   byte (k % 4) * 32 of the row, SBO = 1024); online softmax as flash_fwd_sm90.cu's plain kernel
+//   (scale folded into exp2, the CTA-uniform causal branch); P packed (cvt.rna); O += P V, 8 wgmma
+//   m64nDk8 RS, B = V^T with the same K-major descriptor form (k8 step kk: key panel kk / 4 at byte
+//   (kk % 4) * 32). One tile at a time per warpgroup (schedule 0's order: no S / P V overlap inside a
+//   warpgroup, which would hold K and V^T longer than 2 stages allow); the two consumer warpgroups
+//   interleave on the tensor cores.
+// Variants (kTf32Sched below; TF_FLASHATTN_SM90_TF32_VARIANT): 0 as above (the default), 1 Q's A
+// fragments in registers (S = Q K^T by wgmma RS), 2 as 1 without K's rounding; see their comment for
+// the shared-memory traffic that motivates them.
+// Barriers (mbarriers; counts in parentheses), tile n of the CTA's key tiles, stage s = n % 2:
+//   q_full (1 + tx)          producer: Q's TMA bytes
+//   v_full (1 + tx)          producer: V_n's TMA bytes into the raw buffer (phase n)
+//   v_empty (96)             transposers: done reading the raw V_n (phase n); the producer waits for
+//                            phase n - 1 before loading V_n
+//   k_full[s] (1 + tx)       producer: K_n's TMA bytes (phase n / 2)
+//   kv_ready[s] (96)         transposers: K_n rounded and V_n^T written, fenced for the async proxy
+//   k_empty[s] (256)         consumers: done with K_n (right after their S = Q K^T product); the
+//                            producer waits for tile n - 2's phase before loading K_n into stage s
+//   vt_empty[s] (256)        consumers: done with V_n^T (after their P V product); the transposers wait
+//                            for tile n - 2's phase before writing V_n^T into stage s
+//   (K's stage is released before the softmax and P V, so K_{n+2}'s load starts a softmax and a P V
+//   product earlier than a joint K / V^T release would let it.)
+// Producer thread per tile: K_n (after k_empty of n - 2), then V_n (after v_empty of n - 1).
+// Transposers per tile: k_full(n); round K; v_full(n); vt_empty(n - 2); V^T; arrive v_empty; fence;
+// arrive kv_ready. Consumers: kv_ready(n); S; arrive k_empty; softmax; P V; arrive vt_empty. No cycle
+// (each wait is on an earlier tile's step or an earlier step of the same tile), and no buffer is
+// written before its readers released it: benchmarks/sm90_tf32_model.py runs this protocol under
+// random interleavings.
+#include <cuda.h>
+#include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "cc/kernels/common/flash_cuda_common.cuh"  // QueryTileKeys, fast_exp2, to_tf32
+#include "cc/kernels/common/flash_cuda_internal.h"
+#include "cc/kernels/common/flash_params.h"
+#include "cc/kernels/sm90/sm90_host.cuh"
+#include "cc/kernels/sm90/sm90_ptx.cuh"
+
+namespace flashattn {
+namespace cuda {
+namespace sm90 {
+namespace {
+
+constexpr int kBr = 128;           // query rows per CTA (64 per consumer warpgroup)
+constexpr int kBc = 64;            // keys per K / V tile
+constexpr int kStages = 2;         // K and V^T stages (the raw V buffer is single)
+constexpr int kThreads = 384;      // producer warpgroup + 2 consumer warpgroups
+constexpr int kTransposers = 96;   // warps 1..3 of the producer warpgroup
+constexpr int kConsumerThreads = 256;
+// Registers after setmaxnreg. ptxas 13.0 (sm_90a) allots the producer warpgroup's code (the transposers'
+// loop) up to 38 and the consumers up to 216 (variants 1 / 2 at D = 128; 172 in variant 0): both fit
+// with a margin.
+constexpr int kProducerRegs = 56;
+constexpr int kConsumerRegs = 224;
+static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= kThreads * 168, "the launch's register pool");
+static_assert(kProducerRegs % 8 == 0 && kConsumerRegs % 8 == 0, "setmaxnreg takes multiples of 8");
+
+// Variants (TF_FLASHATTN_SM90_TF32_VARIANT, read once, or the harness's set_sm90_tf32_variant;
+// default kTf32DefaultVariant; variants 1 and 2 at D = 128 only: fwd_tf32). Shared-memory traffic per key tile and
+// CTA at D = 128 (the budget: 128 B / clock per SM; the tile's 4.2 MFLOP take ~2,050 clocks of the
+// tensor cores at TF32's 2,048 FLOP / clock / SM, the H200's 495 TFLOP/s): variant 0 384 KiB (wgmma
+// reads of Q 2 x 32, K 2 x 32, V^T 2 x 32; TMA writes of K and V 64; the transposers' V read and V^T
+// write 64 and K's rounding 64), ~3,070 clocks, so shared memory, not the tensor cores, bounds it (a
+// model, not a measurement); variant 1 320 KiB (~2,560), variant 2 256 KiB (~2,050).
+//   0  Q in shared memory (S = Q K^T by wgmma SS), K rounded in place by the transposers: every operand
+//      rounded with cvt.rna, as sm80/flash_fwd_tf32.cu (the reference of the bitwise checks)
+//   1  Q in registers: each consumer thread loads its A fragments of Q once (D / 8 k8 steps x 4 words,
+//      rounded on the way: 64 registers at D = 128) and S = Q K^T runs as wgmma RS (A from
+//      registers, B = K K-major); K rounded as in 0. Same operand values as 0 (expected bit for bit
+//      equal unless the RS and SS forms accumulate differently).
+//   2  1 without K's rounding: the tensor cores take K's top 19 bits (truncation), as a TF32 GEMM on
+//      unrounded inputs does; not sm80's numerics (the tf32 phase judges it against the same bars).
+struct Tf32Sched {
+  bool q_regs, round_k;
+};
+constexpr Tf32Sched kTf32Sched[] = {{false, true}, {true, true}, {true, false}};
+constexpr int kTf32Variants = sizeof(kTf32Sched) / sizeof(kTf32Sched[0]);
+// Variant 1 is the default: on the H200 (2026-12-01) bitwise equal to variant 0 in every D = 128 case of
+// sm90_check.py's tf32 phase and 1.08x-1.09x its speed. At D = 64 variants 1 and 2 gave wrong outputs
+// (9 of 9 D = 64 cases; cause not found), so D = 64 always runs variant 0 (fwd_tf32).
+constexpr int kTf32DefaultVariant = 1;
+
+template <int D>
+struct Tf32Smem {
+  static constexpr int kQBytes = kBr * D * 4;
+  static constexpr int kKVBytes = kBc * D * 4;  // one K, V or V^T tile
+  static constexpr int kQ = 0;
+  static constexpr int kK = kQ + kQBytes;                   // + stage * kKVBytes
+  static constexpr int kVRaw = kK + kStages * kKVBytes;     // one buffer
+  static constexpr int kVT = kVRaw + kKVBytes;              // + stage * kKVBytes
+  static constexpr int kBars = kVT + kStages * kKVBytes;
+  static constexpr int kQFull = kBars, kVFull = kBars + 8, kVEmpty = kBars + 16;
+  static constexpr int kKFull = kBars + 24;                 // + 8 * stage
+  static constexpr int kKVReady = kKFull + 8 * kStages;     // + 8 * stage
+  static constexpr int kKEmpty = kKVReady + 8 * kStages;    // + 8 * stage
+  static constexpr int kVTEmpty = kKEmpty + 8 * kStages;    // + 8 * stage
+  static constexpr int kBytes = kVTEmpty + 8 * kStages;
+  static constexpr int kAlloc = kBytes + 1024;              // slack to align the base to 1024
+};
+static_assert(Tf32Smem<128>::kAlloc <= 227 * 1024, "D = 128 exceeds the opt-in shared memory");
+static_assert(Tf32Smem<128>::kAlloc == 230488, "the header's figure");
+static_assert(Tf32Smem<64>::kK % 1024 == 0 && Tf32Smem<64>::kVRaw % 1024 == 0 && Tf32Smem<64>::kVT % 1024 == 0 &&
+                  Tf32Smem<128>::kVT % 1024 == 0,
+              "tiles 1024-byte aligned (the swizzle is computed from the address)");
+
+// Position of key j of a k8 step in V^T's rows: key 2u at u, key 2u + 1 at u + 4 (j's step and
+// panel unchanged), so that the S accumulators are P's A fragment as they are (header).
+__host__ __device__ constexpr int tf32_kperm(int j) { return (j & ~7) | ((j & 1) << 2) | ((j & 7) >> 1); }
+// Byte offset of V^T's element (d, key) in a V^T tile of dv rows.
+__host__ __device__ __forceinline__ uint32_t vt_offset(int dv, int d, int key) {
+  return swz128_offset_f32(dv, d, tf32_kperm(key));
+}
+
+// V^T [DV x kBc] at vt (K-major, keys permuted, rounded to tf32) from the raw V tile [kBc x DV] at
+// vraw (TMA's layout), by n threads numbered tid (whole warps): work item (kg, db) = keys 8kg .. 8kg+7
+// x columns 32db .. 32db+31, lane = column. Loads: 8 of one 128-byte row of a panel per warp (no
+// bank conflict); stores: two 16-byte chunks of row d per lane, the 8 lanes of a quarter warp on 8
+// rows d with distinct (d % 8), so distinct chunks (no bank conflict).
+template <int DV>
+__device__ __forceinline__ void transpose_v_tile(uint32_t vt, uint32_t vraw, int tid, int n) {
+  constexpr int kGroups = kBc / 8;
+  constexpr int kItems = kGroups * (DV / 32);
+  const int lane = tid & 31;
+  for (int it = tid >> 5; it < kItems; it += n >> 5) {
+    const int kg = it % kGroups, d = 32 * (it / kGroups) + lane;
+    uint32_t x[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) x[e] = to_tf32(ld_shared_f32(vraw + swz128_offset_f32(kBc, 8 * kg + e, d)));
+    // Positions 0..3 of the step hold keys 0, 2, 4, 6; positions 4..7 keys 1, 3, 5, 7 (tf32_kperm).
+    st_shared_v4_u32(vt + swz128_offset_f32(DV, d, 8 * kg), x[0], x[2], x[4], x[6]);
+    st_shared_v4_u32(vt + swz128_offset_f32(DV, d, 8 * kg + 4), x[1], x[3], x[5], x[7]);
+  }
+}
+
+// Rounds `bytes` (a multiple of 16) of float32 at addr to tf32 in place, n threads numbered tid
+// (16 bytes per thread and step: consecutive threads on consecutive chunks).
+__device__ __forceinline__ void round_tf32_smem(uint32_t addr, int bytes, int tid, int n) {
+  for (int off = tid * 16; off < bytes; off += n * 16) {
+    uint32_t x, y, z, w;
+    ld_shared_v4_u32(addr + off, x, y, z, w);
+    st_shared_v4_u32(addr + off, to_tf32(__uint_as_float(x)), to_tf32(__uint_as_float(y)),
+                     to_tf32(__uint_as_float(z)), to_tf32(__uint_as_float(w)));
+  }
+}
+
+// P (the softmax's S accumulators of one k8 step kk, unnormalized) as the m64k8 .tf32 A fragment,
+// rounded (cvt.rna): see the header for the mapping.
+__device__ __forceinline__ void pack_p_step(uint32_t (&a)[4], const float* s4) {
+  a[0] = to_tf32(s4[0]);
+  a[1] = to_tf32(s4[2]);
+  a[2] = to_tf32(s4[1]);
+  a[3] = to_tf32(s4[3]);
+}
+
+// Q's A fragments for S = Q K^T from registers (variants 1 / 2): rows r0 and r0 + 8 (r0 = 16 warp + g
+// of the warpgroup's rows) of a Q tile of R rows at q (TMA's layout), k8 step k = columns 8k .. 8k+7
+// as stored (B = K is not permuted): qa[k] = {Q[r0][8k+t], Q[r0+8][8k+t], Q[r0][8k+t+4],
+// Q[r0+8][8k+t+4]}, rounded. The 8 rows of a warp's lanes sit in 8 distinct 16-byte chunks.
+template <int D, int R>
+__device__ __forceinline__ void load_q_frags(uint32_t (&qa)[D / 8][4], uint32_t q, int r0, int t) {
+#pragma unroll
+  for (int k = 0; k < D / 8; ++k)
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      qa[k][e] = to_tf32(ld_shared_f32(q + swz128_offset_f32(R, r0 + 8 * (e & 1), 8 * k + t + 4 * (e >> 1))));
+}
+
+template <int D>
+__device__ __forceinline__ void wgmma_tf32_pv(float (&o)[D / 2], const uint32_t (&a)[4], uint64_t desc) {
+  static_assert(D == 64 || D == 128, "wgmma N");
+  if constexpr (D == 128) wgmma_tf32_rs_m64n128k8(o, a, desc, 1);
+  else wgmma_tf32_rs_m64n64k8(o, a, desc, 1);
+}
+
+// q [B, Tq, H, D], k [B, Tk, Hkv, D], v [B, Tk, Hkv, D] float32 through tm_q / tm_k / tm_v (rank 4:
+// d, head, time, batch; boxes {32, 1, 128, 1} for q, {32, 1, 64, 1} for k / v); o [B, Tq, H, D]
+// float32 and lse [B, H, Tq] from p. Grid (ceil(Tq / kBr), H, B), longest causal rows first.
+// V: the variant (kTf32Sched).
+template <int D, int V>
+__global__ void __launch_bounds__(kThreads, 1)
+    flash_fwd_sm90_tf32_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
+                               const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ FlashFwdParams p) {
+  using L = Tf32Smem<D>;
+  constexpr Tf32Sched kS = kTf32Sched[V];
+  extern __shared__ uint8_t smem_raw[];
+  const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
+  const uint32_t q_full = base + L::kQFull, v_full = base + L::kVFull, v_empty = base + L::kVEmpty;
+  const uint32_t k_full0 = base + L::kKFull, kv_ready0 = base + L::kKVReady;
+  const uint32_t k_empty0 = base + L::kKEmpty, vt_empty0 = base + L::kVTEmpty;
+  const AttnShape& sh = p.shape;
+  const int m_block = gridDim.x - 1 - blockIdx.x;  // longest causal rows first
+  const int h = blockIdx.y, b = blockIdx.z;
+  const int64_t m0 = static_cast<int64_t>(m_block) * kBr;
+  // The key tiles this query tile visits (sm80's rule: the union of its rows' causal ranges, in kBc-key
+  // tiles from j_first); producer, transposers and consumers loop over the same ones.
+  const QueryTileKeys<kBr, kBc> keys(p.mask, sh, b, m0);
+  const int n_tiles = keys.ntiles;
+  const int j_first = static_cast<int>(keys.jstart);
+  const int wg = threadIdx.x / 128;
+
+  if (threadIdx.x == 0) {
+    mbar_init(q_full, 1);
+    mbar_init(v_full, 1);
+    mbar_init(v_empty, kTransposers);
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(k_full0 + 8 * s, 1);
+      mbar_init(kv_ready0 + 8 * s, kTransposers);
+      mbar_init(k_empty0 + 8 * s, kConsumerThreads);
+      mbar_init(vt_empty0 + 8 * s, kConsumerThreads);
+    }
+    mbar_fence_init();
+  }
+  __syncthreads();
+
+  if (wg == 0) {
+    setmaxnreg_dec<kProducerRegs>();
+    const int tid = threadIdx.x;
+    if (tid == 0 && n_tiles > 0) {
+      // ---- Producer thread: every TMA load. ----
+      const int hkv = h / static_cast<int>(sh.H / sh.Hkv);
+      tma_prefetch_map(&tm_k);
+      tma_prefetch_map(&tm_v);
+      mbar_arrive_expect_tx(q_full, L::kQBytes);
+#pragma unroll
+      for (int j = 0; j < D / 32; ++j)
+        tma_load_4d(base + L::kQ + j * kBr * 128, &tm_q, q_full, 32 * j, h, static_cast<int>(m0), b);
+      for (int n = 0; n < n_tiles; ++n) {
+        const int key0 = j_first + n * kBc, s = n % kStages;
+        if (n >= kStages) mbar_wait(k_empty0 + 8 * s, ((n / kStages) - 1) & 1);  // S of tile n - 2 done
+        mbar_arrive_expect_tx(k_full0 + 8 * s, L::kKVBytes);
+#pragma unroll
+        for (int j = 0; j < D / 32; ++j)
+          tma_load_4d(base + L::kK + s * L::kKVBytes + j * kBc * 128, &tm_k, k_full0 + 8 * s, 32 * j, hkv, key0, b);
+        if (n >= 1) mbar_wait(v_empty, (n - 1) & 1);  // the transposers have read V_{n-1}
+        mbar_arrive_expect_tx(v_full, L::kKVBytes);
+#pragma unroll
+        for (int j = 0; j < D / 32; ++j) tma_load_4d(base + L::kVRaw + j * kBc * 128, &tm_v, v_full, 32 * j, hkv, key0, b);
+      }
+    } else if (tid >= 32) {
+      // ---- Transposers (warps 1..3): V^T and K's rounding. ----
+      const int ttid = tid - 32;
+      for (int n = 0; n < n_tiles; ++n) {
+        const int s = n % kStages;
+        const uint32_t vt = base + L::kVT + s * L::kKVBytes;
+        mbar_wait(k_full0 + 8 * s, (n / kStages) & 1);
+        if constexpr (kS.round_k) round_tf32_smem(base + L::kK + s * L::kKVBytes, L::kKVBytes, ttid, kTransposers);
+        mbar_wait(v_full, n & 1);
+        if (n >= kStages) mbar_wait(vt_empty0 + 8 * s, ((n / kStages) - 1) & 1);  // P V of tile n - 2 done
+        transpose_v_tile<D>(vt, base + L::kVRaw, ttid, kTransposers);
+        // The proxy fence first: it orders this thread's generic-proxy writes (K rounded, V^T) before the
+        // consumers' wgmma reads, and its generic reads of the raw V before the producer's next TMA
+        // write into that buffer (the async proxy), which v_empty releases.
+        fence_proxy_async();
+        mbar_arrive(v_empty);  // this thread's reads of the raw V are done
+        mbar_arrive(kv_ready0 + 8 * s);
+      }
+    }
+    return;
+  }
+
+  // ---- Consumer warpgroups: 64 query rows each. ----
+  setmaxnreg_inc<kConsumerRegs>();
+  const int c = wg - 1;
+  const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  const int64_t Tq = sh.Tq;
+  const int64_t wrow0 = m0 + c * 64 + warp * 16;  // this warp's 16 rows
+  const int64_t row[2] = {wrow0 + g, wrow0 + g + 8};
+  const float scale_log2 = p.score.scale * 1.4426950408889634f;
+  // Keys [0, ke) row i sees (key_end: causal or Tk); ke_cta of the CTA's first row (non-decreasing in
+  // the row, so a tile the first row sees whole every row does: one CTA-uniform branch per tile, as
+  // flash_fwd_sm90.cu's plain kernel). Rows past Tq are never written.
+  int ke[2];
+#pragma unroll
+  for (int h2 = 0; h2 < 2; ++h2) ke[h2] = static_cast<int>(p.mask.key_end(row[h2], sh.Tk));  // <= Tk
+  const int ke_cta = static_cast<int>(p.mask.key_end(m0, sh.Tk));
+
+  float o[D / 2];
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+  const uint32_t q_tile = base + L::kQ + c * 64 * 128;  // this warpgroup's 64 rows in each panel
+
+  // Variants 1 / 2: Q's A fragments in registers (load_q_frags), rounded.
+  uint32_t qa[D / 8][4];  // (variants 1 / 2 only; unused otherwise)
+  if (n_tiles > 0) {
+    mbar_wait(q_full, 0);
+    if constexpr (kS.q_regs) {
+      load_q_frags<D, kBr>(qa, base + L::kQ, c * 64 + warp * 16 + g, t);
+    } else {
+      // Q to tf32, this warpgroup's rows of each 32-column panel (the other warpgroup's are its own).
+#pragma unroll
+      for (int j = 0; j < D / 32; ++j) round_tf32_smem(q_tile + j * kBr * 128, 64 * 128, tid, 128);
+      fence_proxy_async();
+      named_bar_sync(1 + c, 128);
+    }
+  }
+  for (int n = 0; n < n_tiles; ++n) {
+    const int s = n % kStages;
+    const int j0 = j_first + n * kBc;
+    mbar_wait(kv_ready0 + 8 * s, (n / kStages) & 1);
+    // S = Q K^T [64 x kBc], contraction over D in k8 steps.
+    float sacc[kBc / 2];
+    const uint32_t k_tile = base + L::kK + s * L::kKVBytes;
+    wgmma_fence();
+#pragma unroll
+    for (int k = 0; k < D / 8; ++k) {
+      const uint32_t koff = (k % 4) * 32;  // k8 step within the 128-byte row
+      const uint64_t db = wgmma_desc(k_tile + (k / 4) * kBc * 128 + koff, 16, 1024);
+      if constexpr (kS.q_regs) {
+        wgmma_tf32_rs_m64n64k8(sacc, qa[k], db, k > 0);
+      } else {
+        const uint64_t da = wgmma_desc(q_tile + (k / 4) * kBr * 128 + koff, 16, 1024);
+        wgmma_tf32_ss_m64n64k8(sacc, da, db, k > 0);
+      }
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_regs(sacc);
+    mbar_arrive(k_empty0 + 8 * s);  // this thread is done with K[s]
+    // x = S * scale * log2e, -inf where key j0 + jl >= ke(row) (only in tiles the first row does
+    // not see whole).
+#pragma unroll
+    for (int i = 0; i < kBc / 2; ++i) sacc[i] *= scale_log2;
+    if (j0 + kBc > ke_cta) {
+      const int lim[2] = {ke[0] - j0 - 2 * t, ke[1] - j0 - 2 * t};
+#pragma unroll
+      for (int i = 0; i < kBc / 2; ++i)
+        if (8 * (i / 4) + (i & 1) >= lim[(i / 2) & 1]) sacc[i] = -INFINITY;
+    }
+    // Online softmax, per row half h2 (rows g and g + 8 of this warp).
+    float alpha[2];
+#pragma unroll
+    for (int h2 = 0; h2 < 2; ++h2) {
+      float mx = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < kBc / 8; ++j) mx = fmaxf(mx, fmaxf(sacc[4 * j + 2 * h2], sacc[4 * j + 2 * h2 + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float m_new = fmaxf(m[h2], mx);
+      const float m_use = m_new == -INFINITY ? 0.f : m_new;  // rows with nothing visible yet
+      alpha[h2] = fast_exp2(m[h2] - m_use);
+      m[h2] = m_new;
+      float sum = 0.f;
+#pragma unroll
+      for (int j = 0; j < kBc / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const float pv = fast_exp2(sacc[4 * j + 2 * h2 + e] - m_use);
+          sacc[4 * j + 2 * h2 + e] = pv;
+          sum += pv;
+        }
+      l[h2] = l[h2] * alpha[h2] + sum;  // this thread's partial sum; the quad reduces at the end
+    }
+#pragma unroll
+    for (int h2 = 0; h2 < 2; ++h2)
+#pragma unroll
+      for (int j = 0; j < D / 8; ++j) {
+        o[4 * j + 2 * h2] *= alpha[h2];
+        o[4 * j + 2 * h2 + 1] *= alpha[h2];
+      }
+    uint32_t pa[kBc / 8][4];
+#pragma unroll
+    for (int kk = 0; kk < kBc / 8; ++kk) pack_p_step(pa[kk], sacc + 4 * kk);
+    // O += P V: contraction over the tile's keys in k8 steps, B = V^T (K-major, keys permuted).
+    const uint32_t vt_tile = base + L::kVT + s * L::kKVBytes;
+    fence_regs(o);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kBc / 8; ++kk)
+      wgmma_tf32_pv<D>(o, pa[kk], wgmma_desc(vt_tile + (kk / 4) * D * 128 + (kk % 4) * 32, 16, 1024));
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_regs(o);
+    fence_regs(pa);
+    mbar_arrive(vt_empty0 + 8 * s);  // this thread is done with V^T[s]
+  }
+
+  // Epilogue: O / l into o [B, Tq, H, D] (float2 stores); lse [B, H, Tq].
+  float inv[2];
+#pragma unroll
+  for (int h2 = 0; h2 < 2; ++h2) {
+    float lt = l[h2];
+    lt += __shfl_xor_sync(0xffffffffu, lt, 1);
+    lt += __shfl_xor_sync(0xffffffffu, lt, 2);
+    const bool any = lt > 0.f || lt != lt;  // l = 0: no key visible (O = 0, lse = -inf)
+    inv[h2] = any ? 1.f / lt : 0.f;
+    const int64_t i = row[h2];
+    if (i < Tq && t == 0)
+      p.lse[(static_cast<int64_t>(b) * sh.H + h) * Tq + i] = any ? (m[h2] + log2f(lt)) * 0.6931471805599453f : -INFINITY;
+  }
+  float* out = static_cast<float*>(p.o);
+#pragma unroll
+  for (int h2 = 0; h2 < 2; ++h2) {
+    const int64_t i = row[h2];
+    if (i < Tq) {
+      float* orow = out + b * sh.o_stride[0] + i * sh.o_stride[1] + h * sh.o_stride[2];
+#pragma unroll
+      for (int j = 0; j < D / 8; ++j)
+        *reinterpret_cast<float2*>(orow + 8 * j + 2 * t) =
+            make_float2(o[4 * j + 2 * h2] * inv[h2], o[4 * j + 2 * h2 + 1] * inv[h2]);
+    }
+  }
+}
+
+// ---- Host side ---------------------------------------------------------------------------------
+std::atomic<int64_t> g_tf32_launches{0};
+std::atomic<int> g_tf32_override{-1};
+std::atomic<int> g_tf32_variant_override{-1};
+std::atomic<int> g_tf32_last_variant{-1};
+
+template <int D, int V>
+cudaError_t launch_tf32(const FlashFwdParams& p, cudaStream_t stream) {
+  const AttnShape& s = p.shape;
+  CUtensorMap tq, tk, tv;
+  if (!tma_map_rows_f32(&tq, p.q, s.B, s.Tq, s.H, D, s.q_stride, kBr) ||
+      !tma_map_rows_f32(&tk, p.k, s.B, s.Tk, s.Hkv, D, s.k_stride, kBc) ||
+      !tma_map_rows_f32(&tv, p.v, s.B, s.Tk, s.Hkv, D, s.v_stride, kBc))
+    return cudaErrorNotSupported;  // the dispatch falls back to sm80's TF32 kernel
+  auto kernel = flash_fwd_sm90_tf32_kernel<D, V>;
+  const int smem = Tf32Smem<D>::kAlloc;
+  cudaError_t err = set_dynamic_smem(kernel, smem);
+  if (err != cudaSuccess) return err;
+  const dim3 grid(static_cast<unsigned>((s.Tq + kBr - 1) / kBr), static_cast<unsigned>(s.H), static_cast<unsigned>(s.B));
+  kernel<<<grid, kThreads, smem, stream>>>(tq, tk, tv, p);
+  err = cudaGetLastError();
+  if (err == cudaSuccess) {
+    g_tf32_launches.fetch_add(1, std::memory_order_relaxed);
+    g_tf32_last_variant.store(V, std::memory_order_relaxed);
+  }
+  return err;
+}
+
+template <int D>
+cudaError_t launch_tf32_variant(const FlashFwdParams& p, cudaStream_t stream, int v) {
+  static_assert(kTf32Variants == 3, "one case per variant");
+  switch (v) {
+    case 1: return launch_tf32<D, 1>(p, stream);
+    case 2: return launch_tf32<D, 2>(p, stream);
+    default: return launch_tf32<D, 0>(p, stream);
+  }
+}
+
+}  // namespace
+
+bool tf32_enabled() {
+  const int o = g_tf32_override.load(std::memory_order_relaxed);
+  if (o >= 0) return o != 0;
+  static const bool env_on = [] {  // on unless exactly "0"
+    const char* v = getenv("TF_FLASHATTN_SM90_TF32");
+    return !(v && v[0] == '0' && v[1] == '\0');
+  }();
+  return env_on;
+}
+
+void set_tf32_enabled(int mode) { g_tf32_override.store(mode < 0 ? -1 : (mode ? 1 : 0), std::memory_order_relaxed); }
+
+int64_t fwd_tf32_launches() { return g_tf32_launches.load(std::memory_order_relaxed); }
+
+int tf32_variants() { return kTf32Variants; }
+
+int tf32_variant() {
+  const int o = g_tf32_variant_override.load(std::memory_order_relaxed);
+  if (o >= 0) return o;
+  // TF_FLASHATTN_SM90_TF32_VARIANT: a whole decimal number in [0, kTf32Variants); else the default.
+  static const int env_v = [] {
+    const char* v = getenv("TF_FLASHATTN_SM90_TF32_VARIANT");
+    if (!v || !*v) return -1;
+    char* end = nullptr;
+    const long x = strtol(v, &end, 10);
+    return *end == '\0' && x >= 0 && x < kTf32Variants ? static_cast<int>(x) : -1;
+  }();
+  return env_v >= 0 ? env_v : kTf32DefaultVariant;
+}
+
+bool set_tf32_variant(int v) {
+  if (v >= kTf32Variants) return false;
+  g_tf32_variant_override.store(v < 0 ? -1 : v, std::memory_order_relaxed);
+  return true;
+}
+
+int last_tf32_variant() { return g_tf32_last_variant.load(std::memory_order_relaxed); }
+
+bool fwd_tf32_applies(const FlashFwdParams& p) {
+  const AttnShape& s = p.shape;
+  if (p.dtype != DType::kFloat32 || !p.allow_tf32) return false;
+  if (s.D != s.Dv || (s.D != 64 && s.D != 128)) return false;
+  if (s.Tk <= 0 || s.Tq <= 0 || s.Tq > (1ll << 31) - kBr || s.Tk > (1ll << 31) - kBc) return false;
+  if (s.H > 65535 || s.B > 65535 || s.Hkv <= 0 || s.H % s.Hkv != 0) return false;
+  // Causal (any offset) or no mask; nothing else in this version.
+  const MaskParams& m = p.mask;
+  if (m.window_left >= 0 || m.window_right >= 0 || m.q_lengths || m.k_lengths || m.q_valid || m.k_valid || m.mask)
+    return false;
+  if (p.score.bias || p.score.softcap != 0.f || p.dropout.rate > 0.f) return false;
+  // TMA: 16-byte aligned bases and byte strides (element strides multiples of 4); o's float2 stores too.
+  for (int i = 0; i < 3; ++i) {
+    if (s.q_stride[i] < 0 || s.k_stride[i] < 0 || s.v_stride[i] < 0 || s.o_stride[i] < 0) return false;
+    if (s.q_stride[i] % 4 || s.k_stride[i] % 4 || s.v_stride[i] % 4 || s.o_stride[i] % 4) return false;
+  }
+  if (!aligned16(p.q) || !aligned16(p.k) || !aligned16(p.v) || !aligned16(p.o)) return false;
+  return current_device_is_sm90();
+}
+
+cudaError_t fwd_tf32(const FlashFwdParams& p, cudaStream_t stream) {
+  // Variants 1 and 2 only at D = 128 (wrong at D = 64 on the H200: kTf32DefaultVariant's comment).
+  const int v = tf32_variant();
+  return p.shape.D == 128 ? launch_tf32_variant<128>(p, stream, v) : launch_tf32_variant<64>(p, stream, 0);
+}
+
+// ---- Self-test of the building blocks (checked on the H200, 2026-12-01) -------------------------
+namespace {
+
+// Test 0: four TMA boxes {32, 1, 64, 1} (the 4 column panels of rows t0 .. t0+63 of head h, batch b)
+// of a [B, T, H, 128] float32 tensor into one swizzled tile, read back through swz128_offset_f32;
+// bits as stored (no rounding), rows past T zero. out [64, 128].
+// Test 1 (mode 1): the same load of a V tile, then the kernel's transposer (warps 1..3,
+// transpose_v_tile<128>) into V^T, then the kernel's K rounding (round_tf32_smem, same 96 threads)
+// of the raw tile: out [128 (d), 64 (key)] V^T read through vt_offset, then [64, 128] the rounded tile.
+__global__ void selftest_tf32_tma_kernel(const __grid_constant__ CUtensorMap tm, float* out, int h, int t0, int b,
+                                         int mode) {
+  extern __shared__ uint8_t smem_raw[];
+  const uint32_t raw = smem_u32(smem_raw);
+  const uint32_t base = (raw + 1023u) & ~1023u;
+  constexpr int kTile = 64 * 128 * 4;
+  const uint32_t vt = base + kTile, bar = base + 2 * kTile;
+  const uint8_t* tile = smem_raw + (base - raw);
+  if (threadIdx.x == 0) {
+    mbar_init(bar, 1);
+    mbar_fence_init();
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    mbar_arrive_expect_tx(bar, kTile);
+    for (int j = 0; j < 4; ++j) tma_load_4d(base + j * 64 * 128, &tm, bar, 32 * j, h, t0, b);
+  }
+  mbar_wait(bar, 0);
+  if (mode == 0) {
+    for (int i = threadIdx.x; i < 64 * 128; i += blockDim.x)
+      out[i] = *reinterpret_cast<const float*>(tile + swz128_offset_f32(64, i / 128, i % 128));
+    return;
+  }
+  if (threadIdx.x >= 32) transpose_v_tile<128>(vt, base, threadIdx.x - 32, kTransposers);
+  __syncthreads();
+  if (threadIdx.x >= 32) round_tf32_smem(base, kTile, threadIdx.x - 32, kTransposers);
+  __syncthreads();
+  for (int i = threadIdx.x; i < 128 * 64; i += blockDim.x)
+    out[i] = *reinterpret_cast<const float*>(tile + kTile + vt_offset(128, i / 64, i % 64));
+  for (int i = threadIdx.x; i < 64 * 128; i += blockDim.x)
+    out[128 * 64 + i] = *reinterpret_cast<const float*>(tile + swz128_offset_f32(64, i / 128, i % 128));
+}
+
+// Tests 2-5: one warpgroup, the kernel's products on small exact values (multiples of 1/2 in
+// {-1/2, 0, 1/2}: S = Q K^T is a multiple of 1/4 below 32 in magnitude, tf32-exact; O = P V a
+// multiple of 1/8 below 1024, float32-exact): Q [64, 128] and K [64 (keys), 128] stored by plain stores
+// into swizzled tiles (64 rows), V [64 (keys), DV] into the raw layout, V^T by the transposer.
+// S = Q K^T by 16 wgmma m64n64k8 SS (out s [64, 64]); P = S packed into A fragments (ALT: the
+// diagnostic order {c0, c1, c2, c3} instead of the kernel's {c0, c2, c1, c3}); O = P V by 8 wgmma
+// m64nDVk8 RS from V^T (out o [64, DV]). QREGS: S by 16 wgmma m64n64k8 RS instead, A = Q's fragments
+// loaded by the kernel's load_q_frags (variants 1 / 2's S = Q K^T form).
+template <int DV, bool ALT, bool QREGS = false>
+__global__ void selftest_tf32_mma_kernel(const float* q, const float* k, const float* v, float* s_out, float* o_out) {
+  extern __shared__ uint8_t smem_raw[];
+  const uint32_t raw = smem_u32(smem_raw);
+  const uint32_t base = (raw + 1023u) & ~1023u;
+  uint8_t* tile = smem_raw + (base - raw);
+  const uint32_t q_tile = base, k_tile = base + 64 * 128 * 4, v_raw = k_tile + 64 * 128 * 4, vt = v_raw + 64 * DV * 4;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  for (int i = tid; i < 64 * 128; i += 128) {
+    *reinterpret_cast<float*>(tile + swz128_offset_f32(64, i / 128, i % 128)) = q[i];
+    *reinterpret_cast<float*>(tile + (k_tile - base) + swz128_offset_f32(64, i / 128, i % 128)) = k[i];
+  }
+  for (int i = tid; i < 64 * DV; i += 128)
+    *reinterpret_cast<float*>(tile + (v_raw - base) + swz128_offset_f32(64, i / DV, i % DV)) = v[i];
+  __syncthreads();
+  if (tid >= 32) transpose_v_tile<DV>(vt, v_raw, tid - 32, kTransposers);
+  fence_proxy_async();
+  __syncthreads();
+  float sacc[32];
+  uint32_t qa[16][4];
+  if constexpr (QREGS) load_q_frags<128, 64>(qa, q_tile, warp * 16 + g, t);
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < 16; ++kk) {
+    const uint64_t db = wgmma_desc(k_tile + (kk / 4) * 64 * 128 + (kk % 4) * 32, 16, 1024);
+    if constexpr (QREGS)
+      wgmma_tf32_rs_m64n64k8(sacc, qa[kk], db, kk > 0);
+    else
+      wgmma_tf32_ss_m64n64k8(sacc, wgmma_desc(q_tile + (kk / 4) * 64 * 128 + (kk % 4) * 32, 16, 1024), db, kk > 0);
+  }
+  wgmma_commit();
+  wgmma_wait<0>();
+  fence_regs(sacc);
+#pragma unroll
+  for (int i = 0; i < 32; ++i) {
+    const int r = warp * 16 + g + 8 * ((i / 2) & 1), col = 8 * (i / 4) + 2 * t + (i & 1);
+    s_out[r * 64 + col] = sacc[i];
+  }
+  uint32_t pa[8][4];
+#pragma unroll
+  for (int kk = 0; kk < 8; ++kk) {
+    if constexpr (ALT) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) pa[kk][e] = to_tf32(sacc[4 * kk + e]);
+    } else {
+      pack_p_step(pa[kk], sacc + 4 * kk);
+    }
+  }
+  float acc[DV / 2];
+#pragma unroll
+  for (int i = 0; i < DV / 2; ++i) acc[i] = 0.f;
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < 8; ++kk) wgmma_tf32_pv<DV>(acc, pa[kk], wgmma_desc(vt + (kk / 4) * DV * 128 + (kk % 4) * 32, 16, 1024));
+  wgmma_commit();
+  wgmma_wait<0>();
+  fence_regs(acc);
+  fence_regs(pa);
+  if constexpr (QREGS) fence_regs(qa);
+#pragma unroll
+  for (int i = 0; i < DV / 2; ++i) {
+    const int r = warp * 16 + g + 8 * ((i / 2) & 1), col = 8 * (i / 4) + 2 * t + (i & 1);
+    o_out[r * DV + col] = acc[i];
+  }
+}
+
+// cvt.rna.tf32.f32 on the host: round to nearest on the top 19 bits, ties away from zero; infinities
+// and NaN unchanged (the inputs here are finite).
+float host_tf32(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0x1000u) & ~0x1fffu;
+  std::memcpy(&x, &u, 4);
+  return x;
+}
+
+// A float with all 23 mantissa bits in play (so that rounding matters), from (i, j, salt).
+float test_float(int i, int j, int salt) {
+  uint32_t x = static_cast<uint32_t>(i * 7919 + j * 104729 + salt * 1299709) * 2654435761u;
+  x ^= x >> 15;
+  x *= 2246822519u;
+  x ^= x >> 13;
+  return (static_cast<float>(x & 0xffffff) / 16777216.f - 0.5f) * 8.f;
+}
+
+// {-1/2, 0, 1/2} from (i, j, salt).
+float test_half(int i, int j, int salt) {
+  uint32_t x = static_cast<uint32_t>(i * 131 + j * 71 + salt * 29) * 2654435761u;
+  x ^= x >> 16;
+  return (static_cast<int>(x % 3) - 1) * 0.5f;
+}
+
+bool same_bits(float a, float b) { return std::memcmp(&a, &b, 4) == 0; }
+
+struct Buffers {
+  std::vector<void*> ptrs;
+  void* alloc(size_t bytes) {
+    void* p = nullptr;
+    if (cudaMalloc(&p, bytes) != cudaSuccess) return nullptr;
+    ptrs.push_back(p);
+    return p;
+  }
+  ~Buffers() {
+    for (void* p : ptrs) cudaFree(p);
+  }
+};
+
+}  // namespace
+
+int tf32_selftest(int which, double* max_err, char* msg, int msg_len) {
+  auto say = [&](const char* fmt, auto... args) {
+    if (msg && msg_len > 0) std::snprintf(msg, msg_len, fmt, args...);
+  };
+  *max_err = 0.0;
+  int dev = 0, major = 0, minor = 0;
+  cudaGetDevice(&dev);
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+  if (major != 9 || minor != 0) {
+    say("needs compute capability 9.0, this device is %d.%d", major, minor);
+    return -1;
+  }
+  if (which < 0 || which >= kFwdTf32Selftests) { say("no test %d", which); return -1; }
+  Buffers buf;
+  cudaError_t err = cudaSuccess;
+  if (which <= 1) {
+    const int B = 2, T = 100, H = 3, D = 128, h = 2, t0 = 64, b = 1;  // rows 100..127 past T
+    std::vector<float> x(static_cast<size_t>(B) * T * H * D);
+    auto idx = [&](int bb, int tt, int hh, int dd) { return ((static_cast<size_t>(bb) * T + tt) * H + hh) * D + dd; };
+    for (int bb = 0; bb < B; ++bb)
+      for (int tt = 0; tt < T; ++tt)
+        for (int hh = 0; hh < H; ++hh)
+          for (int dd = 0; dd < D; ++dd) x[idx(bb, tt, hh, dd)] = test_float(bb * 1000 + tt, hh * 1000 + dd, 3);
+    auto val = [&](int r, int d) { return t0 + r < T ? x[idx(b, t0 + r, h, d)] : 0.f; };  // tile row r
+    void* dx = buf.alloc(x.size() * 4);
+    const int n_out = which == 0 ? 64 * 128 : 2 * 64 * 128;
+    float* dout = static_cast<float*>(buf.alloc(n_out * 4));
+    if (!dx || !dout) { say("cudaMalloc failed"); return -1; }
+    cudaMemcpy(dx, x.data(), x.size() * 4, cudaMemcpyHostToDevice);
+    cudaMemset(dout, 0xff, n_out * 4);  // NaN
+    CUtensorMap tm;
+    const int64_t st[3] = {static_cast<int64_t>(T) * H * D, H * D, D};
+    if (!tma_map_rows_f32(&tm, dx, B, T, H, D, st, 64)) {
+      say("cuTensorMapEncodeTiled (float32) failed (or no driver entry point)");
+      return -1;
+    }
+    const int smem = 2 * 64 * 128 * 4 + 8 + 1024;
+    err = cudaFuncSetAttribute(selftest_tf32_tma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (err == cudaSuccess) {
+      selftest_tf32_tma_kernel<<<1, 128, smem>>>(tm, dout, h, t0, b, which);
+      err = cudaDeviceSynchronize();
+    }
+    if (err != cudaSuccess) { say("kernel failed: %s", cudaGetErrorString(err)); return 0; }
+    std::vector<float> out(n_out);
+    cudaMemcpy(out.data(), dout, out.size() * 4, cudaMemcpyDeviceToHost);
+    // want(i): element i of out.
+    auto want = [&](int i) {
+      if (which == 0) return val(i / 128, i % 128);
+      if (i < 128 * 64) return host_tf32(val(i % 64, i / 64));  // V^T (d, key) = tf32(V[key][d])
+      i -= 128 * 64;
+      return host_tf32(val(i / 128, i % 128));
+    };
+    int bad = 0, first = -1;
+    for (int i = 0; i < n_out; ++i)
+      if (!same_bits(out[i], want(i))) {
+        if (first < 0) first = i;
+        ++bad;
+        const double e = std::fabs(static_cast<double>(out[i]) - want(i));
+        *max_err = std::isnan(e) ? INFINITY : std::max(*max_err, e);
+      }
+    if (bad) {
+      say("%d of %d elements differ (bits); first at %d: got %.9g want %.9g", bad, n_out, first, out[first], want(first));
+      return 0;
+    }
+    if (which == 0)
+      say("TMA float32 4 x {32,1,64,1} boxes, 128B swizzle, rows %d..%d zero-filled past T=%d: bits exact", T, t0 + 63, T);
+    else
+      say("V^T by the transposer warps (keys permuted, cvt.rna) and K rounding in place: bits equal the host's rna");
+    return 1;
+  }
+  // Tests 2-6.
+  const int DV = which == 4 ? 64 : 128;
+  const bool alt = which == 5, qregs = which == 6;
+  std::vector<float> q(64 * 128), k(64 * 128), v(64 * DV);
+  for (int i = 0; i < 64; ++i)
+    for (int j = 0; j < 128; ++j) {
+      q[i * 128 + j] = test_half(i, j, 1);
+      k[i * 128 + j] = test_half(i, j, 2);
+    }
+  for (int i = 0; i < 64; ++i)
+    for (int j = 0; j < DV; ++j) v[i * DV + j] = test_half(i, j, 3);
+  std::vector<double> s_ref(64 * 64, 0.0), o_ref(64 * DV, 0.0);
+  for (int i = 0; i < 64; ++i)
+    for (int n = 0; n < 64; ++n)
+      for (int j = 0; j < 128; ++j) s_ref[i * 64 + n] += static_cast<double>(q[i * 128 + j]) * k[n * 128 + j];
+  for (int i = 0; i < 64; ++i)
+    for (int d = 0; d < DV; ++d)
+      for (int n = 0; n < 64; ++n) o_ref[i * DV + d] += s_ref[i * 64 + n] * v[n * DV + d];
+  float* dq = static_cast<float*>(buf.alloc(q.size() * 4));
+  float* dk = static_cast<float*>(buf.alloc(k.size() * 4));
+  float* dv = static_cast<float*>(buf.alloc(v.size() * 4));
+  float* ds = static_cast<float*>(buf.alloc(64 * 64 * 4));
+  float* dout = static_cast<float*>(buf.alloc(64 * DV * 4));
+  if (!dq || !dk || !dv || !ds || !dout) { say("cudaMalloc failed"); return -1; }
+  cudaMemcpy(dq, q.data(), q.size() * 4, cudaMemcpyHostToDevice);
+  cudaMemcpy(dk, k.data(), k.size() * 4, cudaMemcpyHostToDevice);
+  cudaMemcpy(dv, v.data(), v.size() * 4, cudaMemcpyHostToDevice);
+  cudaMemset(ds, 0xff, 64 * 64 * 4);
+  cudaMemset(dout, 0xff, 64 * DV * 4);
+  const int smem = 2 * 64 * 128 * 4 + 2 * 64 * DV * 4 + 1024;
+  auto run = [&](auto kernel) {
+    cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (e != cudaSuccess) return e;
+    kernel<<<1, 128, smem>>>(dq, dk, dv, ds, dout);
+    return cudaDeviceSynchronize();
+  };
+  err = alt     ? run(selftest_tf32_mma_kernel<128, true>)
+        : qregs ? run(selftest_tf32_mma_kernel<128, false, true>)
+        : DV == 64 ? run(selftest_tf32_mma_kernel<64, false>) : run(selftest_tf32_mma_kernel<128, false>);
+  if (err != cudaSuccess) { say("kernel failed: %s", cudaGetErrorString(err)); return 0; }
+  std::vector<float> s(64 * 64), o(64 * DV);
+  cudaMemcpy(s.data(), ds, s.size() * 4, cudaMemcpyDeviceToHost);
+  cudaMemcpy(o.data(), dout, o.size() * 4, cudaMemcpyDeviceToHost);
+  const bool check_s = which == 2 || which == 6;
+  const std::vector<float>& got = check_s ? s : o;
+  const std::vector<double>& ref = check_s ? s_ref : o_ref;
+  const int cols = check_s ? 64 : DV;
+  int bad = 0, first = -1;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double e = std::fabs(got[i] - ref[i]);
+    if (!(e == 0.0)) {
+      if (first < 0) first = static_cast<int>(i);
+      ++bad;
+      *max_err = std::isnan(e) ? INFINITY : std::max(*max_err, e);
+    }
+  }
+  const char* what[] = {"", "", "wgmma m64n64k8 .tf32 SS, A and B K-major (S = Q K^T form)",
+                        "wgmma m64n128k8 .tf32 RS, A from the S accumulators {c0,c2,c1,c3}, B = V^T from the transposer (D = 128 P V form)",
+                        "wgmma m64n64k8 .tf32 RS, A from the S accumulators, B = V^T (D = 64 P V form)",
+                        "DIAGNOSTIC (expected FAIL): test 3 with A packed {c0,c1,c2,c3}; if this passes and test 3 "
+                        "fails, the A order is a0 (g,t), a1 (g,t+4), a2 (g+8,t), a3 (g+8,t+4): swap a[1] / a[2] in "
+                        "pack_p_step and load_q_frags",
+                        "wgmma m64n64k8 .tf32 RS, A = Q's fragments by load_q_frags, B = K K-major (variants 1 / 2's S = Q K^T)"};
+  if (bad && !check_s && !alt) {
+    // Tell whether S itself was right (a P V failure with a bad S is test 2's).
+    int sbad = 0;
+    for (int i = 0; i < 64 * 64; ++i) sbad += !(s[i] == s_ref[i]);
+    say("%s: %d of %d differ (S: %d of 4096 differ); first at (%d, %d): got %g want %g", what[which], bad,
+        static_cast<int>(got.size()), sbad, first / cols, first % cols, got[first], ref[first]);
+    return 0;
+  }
+  if (!bad && qregs) {  // the P V product of the same run too (A from these S accumulators)
+    for (int i = 0; i < 64 * DV; ++i) bad += !(o[i] == o_ref[i]);
+    if (bad) {
+      say("%s: S exact, but O = P V after it: %d of %d differ", what[which], bad, 64 * DV);
+      return 0;
+    }
+  }
+  if (bad) {
+    say("%s: %d of %d differ; first at (%d, %d): got %g want %g", what[which], bad, static_cast<int>(got.size()),
+        first / cols, first % cols, got[first], ref[first]);
+    return 0;
+  }
+  say("%s: exact (64 x %d)", what[which], cols);
+  return 1;
+}
+
+}  // namespace sm90
+}  // namespace cuda
+}  // namespace flashattn
