@@ -240,10 +240,12 @@ BwdOrderInfo bwd_order_info();
 // same from key row 64 with K = 64 (the D = 64 split), 4 the P^T dO form: A from the S^T
 // accumulators of test 0 repacked in registers, B MN-major [64 x 128]; the head-dim-256 kernel's forms:
 // 5 wgmma m64n32k16 SS K-major with B from row 32, 6 m64n128k16 SS with A K-major and B MN-major
-// (dV += P^T dO), 7 m64n128k16 SS with A and B MN-major, B panels 2 and 3 (dQ = dS K)); returns as
-// selftest().
+// (dV += P^T dO), 7 m64n128k16 SS with A and B MN-major, B panels 2 and 3 (dQ = dS K); the D = 128 split
+// kernel's forms (opt-in, TF_FLASHATTN_SM90_BWD_SPLITD=1): 8 m64n64k16 SS with A K-major and B MN-major from
+// panel 1 (dV_c, dK_c), 9 m64n64k16 SS with A and B MN-major over 64-row panels, B panel 1 (dQ_c)); returns
+// as selftest().
 int bwd_selftest(int which, double* max_err, char* msg, int msg_len);
-constexpr int kBwdSelftests = 8;
+constexpr int kBwdSelftests = 10;
 }  // namespace sm90
 
 }  // namespace cuda

@@ -435,6 +435,92 @@ struct UnitElems {
   __device__ __forceinline__ E& operator()(int q, int h2) const { return ptr[q * qs + (h2 ? ks8 : 0)]; }
 };
 
+// ---- The score options per element (soft-cap, the dense mask, bias / dbias; header comment "Bias and
+// dbias"), for the D <= 128 kernel's passes (bwd_cta) and the split kernel's SCORE instantiations
+// (bwd_cta_split): the same operations in the same order, so that both compute the same values for the
+// same element. bwd_cta calls bias_unit, dbias_unit, softcap_log2 and softcap_ds; its BIAS copies keep
+// their own (identical) text of idx_visible + bias_p and of bias_ds, because calling those two from
+// bwd_cta changed the SASS of its BIAS kernels (nvcc 13.0: a different schedule and register assignment,
+// 6,330 against 6,418 instructions), and the kernels without SCORE must stay bit for bit what they were
+// (cuobjdump -sass, every function of this file identical). ----
+
+// The bias elements of one unit as UnitElems: queries i0 + q, keys j0 + key0 + 8 h2 (key0: the
+// thread's first key in the tile; bias [B, H, Tq, Tk], any strides; 32-bit offsets: bwd_applies keeps the query and
+// key strides below 2^23). The strides go through an empty asm at each call (once per pass, on a
+// non-null tensor), so that nothing derived from them is hoisted out of the unit loop (the
+// loop-invariant element offsets, 32 per tensor, spilled: 204 bytes at D = 64).
+template <typename T>
+__device__ __forceinline__ UnitElems<const T> bias_unit(const ScoreParams& sp, const T* bias, int b, int64_t h,
+                                                        int64_t i0, int64_t j0, int key0) {
+  int64_t s0 = sp.bias_stride[0], s1 = sp.bias_stride[1], s2 = sp.bias_stride[2], s3 = sp.bias_stride[3];
+  asm volatile("" : "+l"(s0), "+l"(s1), "+l"(s2), "+l"(s3));
+  return UnitElems<const T>{bias + b * s0 + h * s1 + i0 * s2 + (j0 + key0) * s3, static_cast<int>(s2),
+                            8 * static_cast<int>(s3)};
+}
+// dbias [B, H, Tq, Tk] float32 (compact) of one unit, as bias_unit (key stride 1, query stride Tk,
+// opaque for the same reason).
+__device__ __forceinline__ UnitElems<float> dbias_unit(float* dbias, const AttnShape& sh, int b, int64_t h, int64_t i0,
+                                                       int64_t j0, int key0) {
+  int64_t tk = sh.Tk;
+  asm volatile("" : "+l"(tk));
+  return UnitElems<float>{dbias + ((static_cast<int64_t>(b) * sh.H + h) * sh.Tq + i0) * tk + j0 + key0,
+                          static_cast<int>(tk), 8};
+}
+// IDX: whether element (key key_l of the tile, query row qi) is visible: the key passes k_lengths /
+// k_valid (key_ok), lies in the row's range r = lo | hi << 16 (the producer's warp 2), and, with a
+// dense mask (dmask_u: the unit's [b, h] plane, non-null), the mask's element at qi * dmask_q + dmask_k
+// (dmask_k: the key's column offset) is true. The mask is read only for elements the ranges let through.
+__device__ __forceinline__ bool idx_visible(bool key_ok, int key_l, int r, const bool* dmask_u, int64_t qi,
+                                            int64_t dmask_q, int64_t dmask_k) {
+  bool vis = key_ok && key_l >= (r & 0xffff) && key_l < (r >> 16);
+  if (vis && dmask_u) vis = dmask_u[qi * dmask_q + dmask_k];
+  return vis;
+}
+// P of one element under a bias (the masked P pass' bias copy): x = s pmul + log2e bias as the
+// forward's IDX kernel (x = s mul, then x += log2e bias; pmul: scale log2e, or 1 after the in-place
+// soft-cap), the bias element (ba(q, h2)) read only where the element is visible; P = 2^(x - l2), 0
+// where not visible or x = -inf (a bias of -inf, maybe on every key a row sees: then l2 = -inf too,
+// and 2^(x - l2) would be NaN; sm80's rule).
+template <typename T>
+__device__ __forceinline__ float bias_p(float s, float pmul, float l2, bool vis, UnitElems<const T> ba, int q, int h2) {
+  float bv = 0.f;
+  if (vis) bv = Elem<T>::to_f(ba(q, h2));
+  float z = s * pmul;
+  z += bv * 1.4426950408889634f;
+  return vis && z != -INFINITY ? fast_exp2(z - l2) : 0.f;
+}
+// Soft-cap of one S element in base-2 units, in place before the P pass: c log2e tanh(scale S / c)
+// (cap_log2 = c log2e, inv_cap = 1 / c; sm80's score_elem, s = c tanh(scale S / c)).
+__device__ __forceinline__ float softcap_log2(float s, float scale, float inv_cap, float cap_log2) {
+  return cap_log2 * tanhf((s * scale) * inv_cap);
+}
+// dS of one element under soft-cap without a bias: P (1 - tanh^2) (dP - dsum), tanh recovered from P
+// itself: tanh = (log2 P + l2) / (c log2e) (inv_cap_log2 = 1 / (c log2e)), exact up to ex2 / lg2's
+// rounding; a P of 0 (masked or underflowed) has dS = 0 whatever the factor.
+__device__ __forceinline__ float softcap_ds(float pv, float dp, float dsm, float l2, float inv_cap_log2) {
+  const float th = (__log2f(pv) + l2) * inv_cap_log2;
+  const float dcap = pv > 0.f ? 1.f - th * th : 1.f;
+  return pv * dcap * (dp - dsm);
+}
+// dS of one element with dbias and / or under soft-cap with a bias (the dS pass' bias copy): dlogit =
+// P (dP - dsum) (sm80's order), stored to dbias (dba(q, h2), when has_dbias) where P != 0 (the rest
+// stays launch()'s 0); then, kCap, dS = dlogit (1 - tanh^2) with tanh recovered from P less the bias'
+// log2e b (the bias re-read where P > 0: visible elements only, the P pass' load again).
+template <typename T, bool kCap>
+__device__ __forceinline__ float bias_ds(float pv, float dp, float dsm, float l2, float inv_cap_log2,
+                                         UnitElems<float> dba, bool has_dbias, UnitElems<const T> ba, bool has_bias,
+                                         int q, int h2) {
+  float dl = pv * (dp - dsm);
+  if (has_dbias && pv != 0.f) dba(q, h2) = dl;
+  if constexpr (kCap) {
+    float bv = 0.f;
+    if (has_bias && pv > 0.f) bv = Elem<T>::to_f(ba(q, h2));
+    const float th = ((__log2f(pv) + l2) - bv * 1.4426950408889634f) * inv_cap_log2;
+    dl *= pv > 0.f ? 1.f - th * th : 1.f;
+  }
+  return dl;
+}
+
 // DROP: one unit's keep bits for this thread's S^T elements, drop_cols_bits<1, AN> of the unit's
 // (head h, batch b) Philox stream with the CTA's key (dropout_key): keys from jm0, queries from qn0
 // (both kernels draw them before waiting for the unit's tiles).
@@ -760,7 +846,7 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
     fence_regs(sacc);
     if (softcap != 0.f) {
 #pragma unroll
-      for (int x = 0; x < 32; ++x) sacc[x] = cap_log2 * tanhf((sacc[x] * p.score.scale) * inv_cap);
+      for (int x = 0; x < 32; ++x) sacc[x] = softcap_log2(sacc[x], p.score.scale, inv_cap, cap_log2);
     }
 
     // P^T, then dS^T, in place: element i = 4j + 2h2 + e is (key key_l[h2], query 8j + 2t + e).
@@ -773,23 +859,10 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
     const T* const bias_u = bias;  // non-null: this unit takes the bias copies of the passes below
     float* const dbias_u = dbias;
     // The bias / dbias elements of queries i0 + q (q < 64) and keys j0 + key_l[h2] of this unit:
-    // a pointer to (q 0, key_l[0]) and 32-bit offsets (bwd_applies: strides below 2^23). The strides
-    // go through an empty asm at each call (once per pass, on a non-null tensor), so that nothing
-    // derived from them is hoisted out of the unit loop (the loop-invariant element offsets, 32 per
-    // tensor, spilled: 204 bytes at D = 64).
-    auto bias_at = [&]() {
-      const ScoreParams& sp = p.score;
-      int64_t s0 = sp.bias_stride[0], s1 = sp.bias_stride[1], s2 = sp.bias_stride[2], s3 = sp.bias_stride[3];
-      asm volatile("" : "+l"(s0), "+l"(s1), "+l"(s2), "+l"(s3));
-      return UnitElems<const T>{bias + b * s0 + h * s1 + i0 * s2 + (j0 + key_l[0]) * s3, static_cast<int>(s2),
-                                8 * static_cast<int>(s3)};
-    };
-    auto dbias_at = [&]() {
-      int64_t tk = sh.Tk;
-      asm volatile("" : "+l"(tk));
-      return UnitElems<float>{dbias + ((static_cast<int64_t>(b) * sh.H + h) * sh.Tq + i0) * tk + j0 + key_l[0],
-                              static_cast<int>(tk), 8};
-    };
+    // a pointer to (q 0, key_l[0]) and 32-bit offsets (bwd_applies: strides below 2^23), the strides
+    // opaque at each call (bias_unit / dbias_unit, shared with the split kernel).
+    auto bias_at = [&]() { return bias_unit<T>(p.score, bias, b, h, i0, j0, key_l[0]); };
+    auto dbias_at = [&]() { return dbias_unit(dbias, sh, b, h, i0, j0, key_l[0]); };
     const bool need_mask = IDX ? flag_i[s] != 0 || dmask != nullptr || bias_u != nullptr
                                : i0 + kBq > sh.Tq || j0 + kBk > sh.Tk || (causal && j0 + kBk - 1 > i0 + off);
     const int* range_s = range_i + s * kBq;
@@ -945,10 +1018,7 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
             const int x = 4 * j + 2 * h2 + e;
-            const float pv = sacc[x];
-            const float th = (__log2f(pv) + (e ? l2.y : l2.x)) * inv_cap_log2;
-            const float dcap = pv > 0.f ? 1.f - th * th : 1.f;
-            dpacc[x] = pv * dcap * (dpacc[x] - (e ? dsm.y : dsm.x));
+            dpacc[x] = softcap_ds(sacc[x], dpacc[x], e ? dsm.y : dsm.x, e ? l2.y : l2.x, inv_cap_log2);
           }
       }
     } else
@@ -1226,12 +1296,14 @@ __global__ void bwd_dq_sm90_convert_kernel(const FlashBwdParams p, const float* 
 // registers of its own: ptxas 13.0 serialized those kernels' wgmmas, C7515, and spilled 128 bytes,
 // with S^T / dP^T in flight across the unit loop's back edge), dQ by the bulk reduce-add, dK / dV
 // stored by TMA, soft-cap, a dense mask, bias, determinism.
-constexpr int kBk256 = 64;  // keys per CTA at D = 256 (rows of every consumer accumulator but dQ's)
-template <bool IDX>
-struct BwdSmem256 {
-  static constexpr int kD = 256;
-  static constexpr int kKBytes = kBk256 * kD * 2;   // K or V tile [64 x 256]: 32 KiB, 4 panels
-  static constexpr int kQBytes = kBq * kD * 2;      // Q or dO tile [64 x 256]: 32 KiB, 4 panels
+constexpr int kBk256 = 64;  // keys per CTA of the split kernel (rows of every consumer accumulator but dQ's)
+// The split kernel's shared memory at head dim D (256; 128 in the SCORE instantiations): K, V, the
+// Q / dO ring, two P^T and two dS^T buffers, the rows; IDX: the key ranges and flags; the barriers.
+template <int D, bool IDX>
+struct BwdSmemSplit {
+  static constexpr int kD = D;
+  static constexpr int kKBytes = kBk256 * kD * 2;   // K or V tile [64 x D]: D = 256 32 KiB, 4 panels
+  static constexpr int kQBytes = kBq * kD * 2;      // Q or dO tile [64 x D]: D = 256 32 KiB, 4 panels
   static constexpr int kPBytes = kBk256 * kBq * 2;  // P^T or dS^T [64 keys x 64 queries]: 8 KiB, 1 panel
   static constexpr int kK = 0;
   static constexpr int kV = kK + kKBytes;
@@ -1246,23 +1318,45 @@ struct BwdSmem256 {
   static constexpr int kBytes = kBars + 8 * (1 + 2 * kStages);
   static constexpr int kAlloc = kBytes + 1024;        // slack to align the base to 1024
 };
+template <bool IDX>
+using BwdSmem256 = BwdSmemSplit<256, IDX>;
 static_assert(BwdSmem256<false>::kRows % 1024 == 0, "every tile starts 1024-byte aligned (the swizzle's period)");
+static_assert(BwdSmemSplit<128, true>::kRows % 1024 == 0, "every tile starts 1024-byte aligned (the swizzle's period)");
 static_assert(BwdSmem256<false>::kBytes == 230440 && BwdSmem256<false>::kAlloc == 231464 &&
                   BwdSmem256<true>::kAlloc == 231992, "the layout of the header comment");
 static_assert(BwdSmem256<true>::kAlloc <= 227 * 1024, "D = 256 backward: over the opt-in shared memory");
+static_assert(BwdSmemSplit<128, true>::kAlloc == 133688, "the D = 128 split layout of the header comment");
 
-// q, d_o [B, Tq, H, 256] through tm_q / tm_do (boxes {64, 1, 64, 1}); k, v [B, Tk, Hkv, 256]
-// through tm_k / tm_v (boxes {64, 1, 64, 1}); dk, dv [B, Tk, Hkv, 256] and the dQ accumulator
-// [B, H, tq_pad, 256] from a. Grid (ceil(Tk / 64), Hkv, B). Without IDX no mask or causal; IDX: the
-// index masks (window, lengths, [B, Tq] / [B, Tk] validity; causal too), the D <= 128 IDX kernel's
-// rules and code; DROP (with IDX only): dropout (header comment above, "Head dim 256").
-// ORD: as bwd_cta's.
-template <typename T, bool IDX, bool DROP, bool ORD>
-__device__ __forceinline__ void bwd_cta_d256(const CUtensorMap& tm_q, const CUtensorMap& tm_k, const CUtensorMap& tm_v,
-                                             const CUtensorMap& tm_do, const BwdSm90Args& a) {
+// The split kernel's dV / dK / dQ products, N = D / 2 (each consumer's half of the head dims): D = 256
+// wgmma m64n128k16 (wgmma_ss_m64n128k16_tr, B over two 64-column panels), D = 128 m64n64k16 (one panel;
+// the same descriptors: LBO, the panel stride, then unused). TA / TB as wgmma_ss_m64n64k16's.
+template <typename T, int D, int TA, int TB>
+__device__ __forceinline__ void wgmma_ss_split_half(float (&d)[D / 4], uint64_t desc_a, uint64_t desc_b, int accumulate) {
+  static_assert(D == 256 || D == 128, "split kernel: D = 128 or 256");
+  if constexpr (D == 256)
+    wgmma_ss_m64n128k16_tr<TA, TB>(WgmmaType<T>{}, d, desc_a, desc_b, accumulate);
+  else
+    wgmma_ss_m64n64k16<TA, TB>(WgmmaType<T>{}, d, desc_a, desc_b, accumulate);
+}
+
+// q, d_o [B, Tq, H, D] through tm_q / tm_do (boxes {64, 1, 64, 1}); k, v [B, Tk, Hkv, D] through
+// tm_k / tm_v (boxes {64, 1, 64, 1}); dk, dv [B, Tk, Hkv, D] and the dQ accumulator [B, H, tq_pad, D]
+// from a; SCORE: bias [B, H, Tq, Tk] (p.score.bias, q's dtype, any strides), dbias [B, H, Tq, Tk]
+// float32 compact (p.dbias, zeroed by launch_split), the dense mask [B, H, Tq, Tk] (p.mask.mask, bool,
+// any strides). Grid (ceil(Tk / 64), Hkv, B). D = 256 or 128 (header comments "Head dim 256" and
+// "Split kernel at D = 128, and the score options"). Without IDX no mask or causal; IDX: the index
+// masks (window, lengths, [B, Tq] / [B, Tk] validity; causal too), the D <= 128 IDX kernel's rules and
+// code; DROP (with IDX only): dropout (header comment above, "Head dim 256"); SCORE (with IDX, without
+// DROP; the opt-in instantiations, UNTESTED ON A GPU): soft-cap, the dense mask, bias / dbias, the D <= 128
+// kernels' arithmetic (the score helpers above). ORD: as bwd_cta's.
+template <typename T, int D, bool IDX, bool DROP, bool SCORE, bool ORD>
+__device__ __forceinline__ void bwd_cta_split(const CUtensorMap& tm_q, const CUtensorMap& tm_k, const CUtensorMap& tm_v,
+                                              const CUtensorMap& tm_do, const BwdSm90Args& a) {
   static_assert(!DROP || IDX, "dropout runs the index-masked kernel");
-  constexpr int D = 256;
-  using L = BwdSmem256<IDX>;
+  static_assert(!SCORE || (IDX && !DROP), "soft-cap, dense mask, bias: the IDX kernel without dropout");
+  static_assert(D == 256 || (D == 128 && SCORE), "the split kernel: D = 256, and D = 128 for the score options");
+  constexpr int kNcg = D / 128;  // 64-column groups of each consumer's half of the head dims
+  using L = BwdSmemSplit<D, IDX>;
   extern __shared__ uint8_t smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
   uint8_t* const tile_ptr = smem_raw + (base - smem_u32(smem_raw));
@@ -1296,7 +1390,7 @@ __device__ __forceinline__ void bwd_cta_d256(const CUtensorMap& tm_q, const CUte
     return;
   }
 
-  // ---- Consumer warpgroups: queries 32c .. 32c+31 of S^T / dP^T, dims 128c .. 128c+127 of dK, dV, dQ. ----
+  // ---- Consumer warpgroups: queries 32c .. 32c+31 of S^T / dP^T, dims (D/2)c .. (D/2)c + D/2 - 1 of dK, dV, dQ. ----
   setmaxnreg_inc<kConsumerRegs>();
   const int c = wg - 1;
   const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
@@ -1323,10 +1417,34 @@ __device__ __forceinline__ void bwd_cta_d256(const CUtensorMap& tm_q, const CUte
       }
     }
   }
-
-  float dv[64], dk[64];  // [64 keys x 128 dims]: d[4j + 2h2 + e] = (key_l[h2], 128c + 8j + 2t + e)
+  // SCORE (header comment "Split kernel at D = 128, and the score options"; the D <= 128 kernel's
+  // soft-cap, dense mask and BIAS code, per element through the shared score helpers): soft-cap in
+  // place in base-2 units before the P pass (pmul = 1 then, else scale log2e), 1 - tanh^2 in the dS
+  // pass with tanh recovered from P; the dense mask (this thread's two keys' column offsets once, the
+  // unit's [b, h] plane per unit), read only where the index ranges let the element through; bias /
+  // dbias (either may be null) addressed per pass (bias_unit / dbias_unit). All null / 0 without SCORE,
+  // so none of their code is compiled in.
+  const float softcap = SCORE ? p.score.softcap : 0.f;
+  const float cap_log2 = softcap * 1.4426950408889634f;
+  const float inv_cap = softcap != 0.f ? 1.f / softcap : 0.f;
+  const float inv_cap_log2 = softcap != 0.f ? 1.f / cap_log2 : 0.f;
+  const float pmul = softcap != 0.f ? 1.f : sl2;
+  const bool* dmask = SCORE ? p.mask.mask : nullptr;
+  const bool* dmask_bh = nullptr;
+  int64_t dmask_q = 0, dmask_k[2] = {0, 0};
+  if (dmask) {
+    const MaskParams& mk = p.mask;
+    dmask_bh = dmask + b * mk.mask_stride[0];  // + h * mask_stride[1] per unit
+    dmask_q = mk.mask_stride[2];
 #pragma unroll
-  for (int i = 0; i < 64; ++i) dv[i] = dk[i] = 0.f;
+    for (int h2 = 0; h2 < 2; ++h2) dmask_k[h2] = (j0 + key_l[h2]) * mk.mask_stride[3];
+  }
+  const T* const bias = SCORE ? static_cast<const T*>(p.score.bias) : nullptr;
+  float* const dbias = SCORE ? p.dbias : nullptr;
+
+  float dv[D / 4], dk[D / 4];  // [64 keys x D/2 dims]: d[4j + 2h2 + e] = (key_l[h2], (D/2)c + 8j + 2t + e)
+#pragma unroll
+  for (int i = 0; i < D / 4; ++i) dv[i] = dk[i] = 0.f;
 
   if (units.n > 0) mbar_wait(kv_full, 0);
   const uint32_t k_t = base + L::kK, v_t = base + L::kV;
@@ -1348,7 +1466,7 @@ __device__ __forceinline__ void bwd_cta_d256(const CUtensorMap& tm_q, const CUte
     const uint32_t p_t = base + L::kP + (n & 1) * L::kPBytes;
     const uint32_t ds_t = base + L::kDs + (n & 1) * L::kPBytes;
 
-    // S^T_c = K Q_c^T and dP^T_c = V dO_c^T: [64 keys x 32 queries], contraction over D in 16 k16
+    // S^T_c = K Q_c^T and dP^T_c = V dO_c^T: [64 keys x 32 queries], contraction over D in D / 16 k16
     // steps (panel k / 4, 32 bytes per step within a 128-byte row; rows 32c .. 32c+31 of Q / dO's
     // panels start at 32c * 128 bytes, a multiple of 1024).
     float sacc[16], dpacc[16];
@@ -1371,18 +1489,28 @@ __device__ __forceinline__ void bwd_cta_d256(const CUtensorMap& tm_q, const CUte
     wgmma_commit();
     wgmma_wait<1>();  // S^T done (groups complete in order); dP^T may still run
     fence_regs(sacc);
+    if (softcap != 0.f) {  // SCORE only (else the constant 0)
+#pragma unroll
+      for (int x = 0; x < 16; ++x) sacc[x] = softcap_log2(sacc[x], p.score.scale, inv_cap, cap_log2);
+    }
 
-    // P^T in place: element x = 4j + 2h2 + e is (key key_l[h2], query q_c + 8j + 2t + e). Two
-    // straight-line copies of the pass, one branch per unit (as the first kernel's p_pass).
+    // P^T in place: element x = 4j + 2h2 + e is (key key_l[h2], query q_c + 8j + 2t + e). Straight-line
+    // copies of the pass, one branch per unit (as the first kernel's p_pass).
     const float* lse2_s = rows_f + (2 * s) * kBq + q_c;
     const float* dsum_s = rows_f + (2 * s + 1) * kBq + q_c;
+    // SCORE: this unit's dense-mask plane and bias / dbias (non-null: the bias copies of the passes).
+    const bool* dmask_u = dmask ? dmask_bh + h * p.mask.mask_stride[1] : nullptr;
     // IDX: the producer's per-unit flag; the ranges select P = 0 (never a product with 2^(S - lse2):
-    // fully masked rows have lse2 = -inf), so dS = 0 too.
-    const bool need_mask = IDX ? flag_i[s] != 0
+    // fully masked rows have lse2 = -inf), so dS = 0 too. SCORE: every unit with a dense mask or a bias
+    // takes the masked pass (as the D <= 128 IDX kernel).
+    const bool need_mask = IDX ? flag_i[s] != 0 || dmask != nullptr || bias != nullptr
                                : i0 + kBq > sh.Tq || j0 + kBk256 > sh.Tk || (causal && j0 + kBk256 - 1 > i0 + off);
     const int* range_s = range_i + s * kBq + q_c;
-    auto p_pass = [&](auto mask_c) {
+    auto p_pass = [&](auto mask_c, auto bias_c) {
       constexpr bool kMasked = decltype(mask_c)::value;
+      constexpr bool kBias = SCORE && decltype(bias_c)::value;
+      UnitElems<const T> ba{nullptr, 0, 0};
+      if constexpr (kBias) ba = bias_unit<T>(p.score, bias, b, h, i0, j0, key_l[0]);
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         const float2 l2 = *reinterpret_cast<const float2*>(lse2_s + 8 * j + 2 * t);
@@ -1393,22 +1521,38 @@ __device__ __forceinline__ void bwd_cta_d256(const CUtensorMap& tm_q, const CUte
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
             const int x = 4 * j + 2 * h2 + e;
-            float pv = fast_exp2(sacc[x] * sl2 - (e ? l2.y : l2.x));
-            if constexpr (kMasked && IDX) {
-              const int r = e ? rg.y : rg.x;
-              if (!(key_ok[h2] && key_l[h2] >= (r & 0xffff) && key_l[h2] < (r >> 16))) pv = 0.f;
-            } else if constexpr (kMasked) {
-              const int64_t key = j0 + key_l[h2], qi = i0 + q_c + 8 * j + 2 * t + e;
-              if (key >= sh.Tk || qi >= sh.Tq || (causal && key > qi + off)) pv = 0.f;
+            if constexpr (SCORE) {  // IDX: the ranges, then the dense mask; the bias (kBias)
+              const int q = q_c + 8 * j + 2 * t + e;
+              const float l2e = e ? l2.y : l2.x;
+              if constexpr (kBias) {
+                const bool vis = idx_visible(key_ok[h2], key_l[h2], e ? rg.y : rg.x, dmask_u, i0 + q, dmask_q, dmask_k[h2]);
+                sacc[x] = bias_p<T>(sacc[x], pmul, l2e, vis, ba, q, h2);
+              } else {
+                float pv = fast_exp2(sacc[x] * pmul - l2e);
+                if (kMasked && !idx_visible(key_ok[h2], key_l[h2], e ? rg.y : rg.x, dmask_u, i0 + q, dmask_q, dmask_k[h2]))
+                  pv = 0.f;
+                sacc[x] = pv;
+              }
+            } else {
+              float pv = fast_exp2(sacc[x] * sl2 - (e ? l2.y : l2.x));
+              if constexpr (kMasked && IDX) {
+                const int r = e ? rg.y : rg.x;
+                if (!(key_ok[h2] && key_l[h2] >= (r & 0xffff) && key_l[h2] < (r >> 16))) pv = 0.f;
+              } else if constexpr (kMasked) {
+                const int64_t key = j0 + key_l[h2], qi = i0 + q_c + 8 * j + 2 * t + e;
+                if (key >= sh.Tk || qi >= sh.Tq || (causal && key > qi + off)) pv = 0.f;
+              }
+              sacc[x] = pv;
             }
-            sacc[x] = pv;
           }
       }
     };
-    if (need_mask)
-      p_pass(std::true_type{});
+    if (SCORE && bias != nullptr)
+      p_pass(std::true_type{}, std::true_type{});
+    else if (need_mask)
+      p_pass(std::true_type{}, std::false_type{});
     else
-      p_pass(std::false_type{});
+      p_pass(std::false_type{}, std::false_type{});
     // P^T (16-bit; DROP: Pd^T = P^T Z, Z = keep_scale where kept, else 0, the dV operand) to this
     // consumer's 32 columns of the shared P^T buffer ([key][query], one 128-byte-swizzled panel of 64
     // rows), while dP^T may still run; then barrier 1 (both halves).
@@ -1430,65 +1574,129 @@ __device__ __forceinline__ void bwd_cta_d256(const CUtensorMap& tm_q, const CUte
     fence_proxy_async();  // the stores above before the wgmma (async proxy) reads below
     named_bar_sync(1, 128 * kConsumers);  // both consumers' halves of P^T written
 
-    // dV_c += P^T dO[:, 128c ..] (its own commit group), issued before the dS^T pass so that it runs
+    // dV_c += P^T dO[:, (D/2)c ..] (its own commit group), issued before the dS^T pass so that it runs
     // under it: contraction over the 64 queries in k16 steps (A = P^T K-major, 32 bytes per step
-    // within its rows; B = dO MN-major, 16 rows = 2 KiB per step, N = 128 over panels 2c and 2c + 1,
-    // LBO = the panel stride).
+    // within its rows; B = dO MN-major, 16 rows = 2 KiB per step, N = D/2 over panels kNcg c ..
+    // kNcg c + kNcg - 1, LBO = the panel stride).
     fence_regs(dv);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk)
-      wgmma_ss_m64n128k16_tr<0, 1>(WgmmaType<T>{}, dv, wgmma_desc(p_t + kk * 32, 16, 1024),
-                                   wgmma_desc(do_t + 2 * c * kBq * 128 + kk * 2048, kBq * 128, 1024), 1);
+      wgmma_ss_split_half<T, D, 0, 1>(dv, wgmma_desc(p_t + kk * 32, 16, 1024),
+                                      wgmma_desc(do_t + kNcg * c * kBq * 128 + kk * 2048, kBq * 128, 1024), 1);
     wgmma_commit();
     wgmma_wait<1>();  // dP^T done (groups complete in order); dV may still run
     fence_regs(dpacc);
     // dS^T = P^T (dP^T - dsum) (DROP: sm80's rule, P^T (dP^T Z - dsum)) (16-bit) to this consumer's
     // 32 columns of the dS^T buffer; barrier 2.
+    if constexpr (SCORE) {
+      // The D <= 128 kernel's dS pass copies, one branch per unit: with dbias, or under soft-cap with a
+      // bias (bias_ds: dlogit = P (dP - dsum) stored to dbias where P != 0, then the soft-cap factor
+      // with the bias' log2e b taken out of the recovered tanh); soft-cap alone (softcap_ds); neither
+      // (the plain pass). In place in dpacc, then stored.
+      auto ds_pass_bias = [&](auto cap_c) {
+        constexpr bool kCap = decltype(cap_c)::value;
+        UnitElems<float> dba{nullptr, 0, 0};
+        if (dbias) dba = dbias_unit(dbias, sh, b, h, i0, j0, key_l[0]);
+        UnitElems<const T> ba{nullptr, 0, 0};
+        if constexpr (kCap) ba = bias_unit<T>(p.score, bias, b, h, i0, j0, key_l[0]);
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const float2 dsm = *reinterpret_cast<const float2*>(dsum_s + 8 * j + 2 * t);
+        for (int j = 0; j < 4; ++j) {
+          const float2 dsm = *reinterpret_cast<const float2*>(dsum_s + 8 * j + 2 * t);
+          float2 l2 = make_float2(0.f, 0.f);
+          if constexpr (kCap) l2 = *reinterpret_cast<const float2*>(lse2_s + 8 * j + 2 * t);
 #pragma unroll
-      for (int h2 = 0; h2 < 2; ++h2) {
-        const int x = 4 * j + 2 * h2;
-        float dp0 = dpacc[x], dp1 = dpacc[x + 1];
-        if constexpr (DROP) {
-          dp0 *= ((kbits >> x) & 1u) ? p.dropout.keep_scale : 0.f;
-          dp1 *= ((kbits >> (x + 1)) & 1u) ? p.dropout.keep_scale : 0.f;
+          for (int h2 = 0; h2 < 2; ++h2)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const int x = 4 * j + 2 * h2 + e;
+              dpacc[x] = bias_ds<T, kCap>(sacc[x], dpacc[x], e ? dsm.y : dsm.x, e ? l2.y : l2.x, inv_cap_log2, dba,
+                                          dbias != nullptr, ba, bias != nullptr, q_c + 8 * j + 2 * t + e, h2);
+            }
         }
-        const float ds0 = sacc[x] * (dp0 - dsm.x), ds1 = sacc[x + 1] * (dp1 - dsm.y);
-        *reinterpret_cast<uint32_t*>(ds_ptr + swz128_offset(kBk256, key_l[h2], q_c + 8 * j + 2 * t)) =
-            Elem<T>::pack(ds0, ds1);
+      };
+      if (dbias != nullptr || (softcap != 0.f && bias != nullptr)) {
+        if (softcap != 0.f)
+          ds_pass_bias(std::true_type{});
+        else
+          ds_pass_bias(std::false_type{});
+      } else if (softcap != 0.f) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const float2 dsm = *reinterpret_cast<const float2*>(dsum_s + 8 * j + 2 * t);
+          const float2 l2 = *reinterpret_cast<const float2*>(lse2_s + 8 * j + 2 * t);
+#pragma unroll
+          for (int h2 = 0; h2 < 2; ++h2)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const int x = 4 * j + 2 * h2 + e;
+              dpacc[x] = softcap_ds(sacc[x], dpacc[x], e ? dsm.y : dsm.x, e ? l2.y : l2.x, inv_cap_log2);
+            }
+        }
+      } else {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const float2 dsm = *reinterpret_cast<const float2*>(dsum_s + 8 * j + 2 * t);
+#pragma unroll
+          for (int x = 4 * j; x < 4 * j + 4; ++x) dpacc[x] = sacc[x] * (dpacc[x] - ((x & 1) ? dsm.y : dsm.x));
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+#pragma unroll
+        for (int h2 = 0; h2 < 2; ++h2) {
+          const int x = 4 * j + 2 * h2;
+          *reinterpret_cast<uint32_t*>(ds_ptr + swz128_offset(kBk256, key_l[h2], q_c + 8 * j + 2 * t)) =
+              Elem<T>::pack(dpacc[x], dpacc[x + 1]);
+        }
+    } else {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const float2 dsm = *reinterpret_cast<const float2*>(dsum_s + 8 * j + 2 * t);
+#pragma unroll
+        for (int h2 = 0; h2 < 2; ++h2) {
+          const int x = 4 * j + 2 * h2;
+          float dp0 = dpacc[x], dp1 = dpacc[x + 1];
+          if constexpr (DROP) {
+            dp0 *= ((kbits >> x) & 1u) ? p.dropout.keep_scale : 0.f;
+            dp1 *= ((kbits >> (x + 1)) & 1u) ? p.dropout.keep_scale : 0.f;
+          }
+          const float ds0 = sacc[x] * (dp0 - dsm.x), ds1 = sacc[x + 1] * (dp1 - dsm.y);
+          *reinterpret_cast<uint32_t*>(ds_ptr + swz128_offset(kBk256, key_l[h2], q_c + 8 * j + 2 * t)) =
+              Elem<T>::pack(ds0, ds1);
+        }
       }
     }
     fence_proxy_async();
     named_bar_sync(2, 128 * kConsumers);  // both consumers' halves of dS^T written
 
-    // dQ_c = dS K[:, 128c ..] (own commit group): A = dS [64 queries x 64 keys] read transposed from
-    // dS^T (16 key rows = 2 KiB per step), B = K [64 keys x 128 dims] MN-major (panels 2c, 2c + 1).
-    // Then dK_c += dS^T Q[:, 128c ..] (own group), as dV. dQ's atomics are issued once dQ is done,
+    // dQ_c = dS K[:, (D/2)c ..] (own commit group): A = dS [64 queries x 64 keys] read transposed from
+    // dS^T (16 key rows = 2 KiB per step), B = K [64 keys x D/2 dims] MN-major (panels kNcg c ..).
+    // Then dK_c += dS^T Q[:, (D/2)c ..] (own group), as dV. dQ's atomics are issued once dQ is done,
     // while the tensor cores run dK.
-    float dq[64];
+    float dq[D / 4];
     fence_regs(dk);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk)
-      wgmma_ss_m64n128k16_tr<1, 1>(WgmmaType<T>{}, dq, wgmma_desc(ds_t + kk * 2048, kBk256 * 128, 1024),
-                                   wgmma_desc(k_t + 2 * c * kBk256 * 128 + kk * 2048, kBk256 * 128, 1024), kk > 0);
+      wgmma_ss_split_half<T, D, 1, 1>(dq, wgmma_desc(ds_t + kk * 2048, kBk256 * 128, 1024),
+                                      wgmma_desc(k_t + kNcg * c * kBk256 * 128 + kk * 2048, kBk256 * 128, 1024),
+                                      kk > 0);
     wgmma_commit();
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk)
-      wgmma_ss_m64n128k16_tr<0, 1>(WgmmaType<T>{}, dk, wgmma_desc(ds_t + kk * 32, 16, 1024),
-                                   wgmma_desc(q_t + 2 * c * kBq * 128 + kk * 2048, kBq * 128, 1024), 1);
+      wgmma_ss_split_half<T, D, 0, 1>(dk, wgmma_desc(ds_t + kk * 32, 16, 1024),
+                                      wgmma_desc(q_t + kNcg * c * kBq * 128 + kk * 2048, kBq * 128, 1024), 1);
     wgmma_commit();
     wgmma_wait<1>();  // dV and dQ done (groups complete in order); dK may still run
     fence_regs(dq);
 
-    // dQacc block of (b, h, query tile): [64 x 256] in fragment order, column groups 2c, 2c + 1.
+    // dQacc block of (b, h, query tile): [64 x D] in fragment order, column groups kNcg c ..
+    // kNcg c + kNcg - 1 (float4 j: group kNcg c + j / 8, columns 8 (j % 8) + 2t, +1 of rows 16w + g, + 8).
     const int64_t blk_row = (static_cast<int64_t>(b) * sh.H + h) * a.tq_pad + i0;
-    float4* blk = reinterpret_cast<float4*>(a.dq_acc + blk_row * D + 2 * c * 64 * 64);
+    float4* blk = reinterpret_cast<float4*>(a.dq_acc + blk_row * D + kNcg * c * 64 * 64);
 #pragma unroll
-    for (int j = 0; j < 16; ++j)
+    for (int j = 0; j < D / 16; ++j)
       atomicAdd(blk + (j / 8) * 1024 + (j % 8) * 128 + tid, make_float4(dq[4 * j], dq[4 * j + 1], dq[4 * j + 2], dq[4 * j + 3]));
     wgmma_wait<0>();  // dK
     fence_regs(dv);
@@ -1504,10 +1712,10 @@ __device__ __forceinline__ void bwd_cta_d256(const CUtensorMap& tm_q, const CUte
   for (int h2 = 0; h2 < 2; ++h2) {
     const int64_t key = j0 + key_l[h2];
     if (key >= sh.Tk) continue;
-    T* dkr = dkp + b * sh.k_stride[0] + key * sh.k_stride[1] + hk * sh.k_stride[2] + 128 * c;
-    T* dvr = dvp + b * sh.v_stride[0] + key * sh.v_stride[1] + hk * sh.v_stride[2] + 128 * c;
+    T* dkr = dkp + b * sh.k_stride[0] + key * sh.k_stride[1] + hk * sh.k_stride[2] + (D / 2) * c;
+    T* dvr = dvp + b * sh.v_stride[0] + key * sh.v_stride[1] + hk * sh.v_stride[2] + (D / 2) * c;
 #pragma unroll
-    for (int j = 0; j < 16; ++j) {
+    for (int j = 0; j < D / 16; ++j) {
       *reinterpret_cast<uint32_t*>(dkr + 8 * j + 2 * t) =
           Elem<T>::pack(dk[4 * j + 2 * h2] * scale, dk[4 * j + 2 * h2 + 1] * scale);
       *reinterpret_cast<uint32_t*>(dvr + 8 * j + 2 * t) = Elem<T>::pack(dv[4 * j + 2 * h2], dv[4 * j + 2 * h2 + 1]);
@@ -1515,20 +1723,29 @@ __device__ __forceinline__ void bwd_cta_d256(const CUtensorMap& tm_q, const CUte
   }
 }
 
-// The kernels, as flash_bwd_sm90_kernel / flash_bwd_sm90_ord_kernel above.
+// The kernels, as flash_bwd_sm90_kernel / flash_bwd_sm90_ord_kernel above: D = 256 without the score
+// options (flash_bwd_sm90_d256_kernel, on by default), and the SCORE instantiations at D = 128 and 256
+// (flash_bwd_sm90_split_kernel, opt-in: TF_FLASHATTN_SM90_BWD_SPLITD=1; UNTESTED ON A GPU).
 template <typename T, bool IDX, bool DROP = false>
 __global__ void __launch_bounds__(kThreads, 1)
     flash_bwd_sm90_d256_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                                const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_do,
                                const __grid_constant__ BwdSm90Args a) {
-  bwd_cta_d256<T, IDX, DROP, false>(tm_q, tm_k, tm_v, tm_do, a);
+  bwd_cta_split<T, 256, IDX, DROP, false, false>(tm_q, tm_k, tm_v, tm_do, a);
 }
 template <typename T, bool IDX, bool DROP = false>
 __global__ void __launch_bounds__(kThreads, 1)
     flash_bwd_sm90_d256_ord_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                                    const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_do,
                                    const __grid_constant__ BwdSm90Args a) {
-  bwd_cta_d256<T, IDX, DROP, true>(tm_q, tm_k, tm_v, tm_do, a);
+  bwd_cta_split<T, 256, IDX, DROP, false, true>(tm_q, tm_k, tm_v, tm_do, a);
+}
+template <typename T, int D>
+__global__ void __launch_bounds__(kThreads, 1)
+    flash_bwd_sm90_split_score_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
+                                      const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_do,
+                                      const __grid_constant__ BwdSm90Args a) {
+  bwd_cta_split<T, D, true, false, true, false>(tm_q, tm_k, tm_v, tm_do, a);
 }
 
 std::atomic<int64_t> g_launches{0};
@@ -1661,17 +1878,20 @@ cudaError_t launch(const FlashBwdParams& p, cudaStream_t stream) {
 }
 
 
-// Head dim 256 (flash_bwd_sm90_d256_kernel; bwd_applies: no mask, causal or the index masks, dropout,
-// not deterministic): as launch() without its DET / BIAS cases, key tiles of kBk256 = 64 keys.
-template <typename T, bool IDX, bool DROP = false>
-cudaError_t launch_d256(const FlashBwdParams& p, cudaStream_t stream) {
-  constexpr int D = 256;
+// The split kernel (bwd_cta_split): head dim 256 (flash_bwd_sm90_d256_kernel; bwd_applies: no mask,
+// causal or the index masks, dropout, not deterministic), and SCORE, the score options (soft-cap, the
+// dense mask, bias / dbias; no dropout, not deterministic) at D = 128 or 256
+// (flash_bwd_sm90_split_score_kernel, opt-in: bwd_applies with TF_FLASHATTN_SM90_BWD_SPLITD=1; UNTESTED
+// ON A GPU): as launch() without its DET cases, key tiles of kBk256 = 64 keys.
+template <typename T, int D, bool IDX, bool DROP = false, bool SCORE = false>
+cudaError_t launch_split(const FlashBwdParams& p, cudaStream_t stream) {
+  static_assert(D == 256 || (D == 128 && SCORE), "the split kernel's instantiations");
   const AttnShape& s = p.shape;
   const BwdWorkspaceParts ws = bwd_workspace_parts(p);
   if (!ws.dsum || !ws.lse2 || !ws.dq_acc || ws.hd != D || ws.tq_pad % kBq != 0 || !aligned16(ws.dq_acc))
     return cudaErrorNotSupported;
-  if (p.deterministic || p.score.bias || p.dbias || p.mask.mask || p.score.softcap != 0.f ||
-      (p.dropout.rate > 0.f) != DROP)
+  if (p.deterministic || (p.dropout.rate > 0.f) != DROP ||
+      (!SCORE && (p.score.bias || p.dbias || p.mask.mask || p.score.softcap != 0.f)))
     return cudaErrorNotSupported;  // no code for them here
   CUtensorMap tq, tk, tv, tdo;
   if (!tma_map_rows(&tq, p.dtype, p.q, s.B, s.Tq, s.H, D, s.q_stride, kBq) ||
@@ -1682,15 +1902,26 @@ cudaError_t launch_d256(const FlashBwdParams& p, cudaStream_t stream) {
   BwdSm90Args args{p, ws.dsum, ws.lse2, ws.dq_acc, ws.tq_pad, nullptr};
   const dim3 grid(static_cast<unsigned>((s.Tk + kBk256 - 1) / kBk256), static_cast<unsigned>(s.Hkv),
                   static_cast<unsigned>(s.B));
-  constexpr bool kOrd = !DROP;  // as launch()'s: no ORD kernel with dropout
+  constexpr bool kOrd = !DROP && !SCORE;  // as launch()'s: no ORD kernel with dropout or the score options
   bwd_tile_order(p, grid.x, D, kOrd, &args);
-  auto kernel = flash_bwd_sm90_d256_kernel<T, IDX, DROP>;
-  if constexpr (kOrd) {
-    if (args.order_g != 0) kernel = flash_bwd_sm90_d256_ord_kernel<T, IDX, DROP>;
+  void (*kernel)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const CUtensorMap, const BwdSm90Args);
+  if constexpr (SCORE) {
+    kernel = flash_bwd_sm90_split_score_kernel<T, D>;
+  } else {
+    kernel = flash_bwd_sm90_d256_kernel<T, IDX, DROP>;
+    if constexpr (kOrd) {
+      if (args.order_g != 0) kernel = flash_bwd_sm90_d256_ord_kernel<T, IDX, DROP>;
+    }
   }
-  const int smem = BwdSmem256<IDX>::kAlloc;
+  const int smem = BwdSmemSplit<D, IDX>::kAlloc;
   cudaError_t err = set_dynamic_smem(kernel, smem);
   if (err != cudaSuccess) return cudaErrorNotSupported;  // nothing queued yet: sm80 takes it
+  // SCORE: dbias [B, H, Tq, Tk] zeroed first, as launch() and sm80's bwd() do (the kernel stores only
+  // the elements of its units with P != 0).
+  if (SCORE && p.dbias &&
+      (err = cudaMemsetAsync(p.dbias, 0, static_cast<size_t>(s.B * s.H * s.Tq * s.Tk) * sizeof(float), stream)) !=
+          cudaSuccess)
+    return err;
   if ((err = bwd_dsum_tc(p, ws.dsum, ws.lse2, stream)) != cudaSuccess) return err;
   const size_t acc_floats = static_cast<size_t>(s.B * s.H * ws.tq_pad) * D;
   if ((err = cudaMemsetAsync(ws.dq_acc, 0, acc_floats * sizeof(float), stream)) != cudaSuccess) return err;
@@ -1752,6 +1983,20 @@ bool bwd_d256_enabled() {
 }
 }  // namespace
 
+// The split kernel's score options (flash_bwd_sm90_split_score_kernel: bias / dbias at D = 128; soft-cap,
+// the dense mask, bias / dbias at D = 256; no dropout, not deterministic), opt-in and UNTESTED ON A GPU:
+// bwd_applies takes those calls only with TF_FLASHATTN_SM90_BWD_SPLITD=1 (read once); otherwise they stay
+// on sm80's backward, as before.
+namespace {
+bool bwd_splitd_enabled() {
+  static const bool on = [] {
+    const char* v = getenv("TF_FLASHATTN_SM90_BWD_SPLITD");
+    return v && strcmp(v, "1") == 0;
+  }();
+  return on;
+}
+}  // namespace
+
 void set_bwd_enabled(int mode) { g_override.store(mode < 0 ? -1 : (mode ? 1 : 0), std::memory_order_relaxed); }
 
 void set_bwd_order(int order, int group) {
@@ -1783,12 +2028,16 @@ bool bwd_applies(const FlashBwdParams& p) {
     if (mode == 0 || (mode == 2 && s.D == 64 && p.mask.causal)) return false;
     if (!bwd_workspace_parts(p).dq_sem) return false;
   }
+  // The split kernel's SCORE instantiations (flash_bwd_sm90_split_score_kernel; opt-in,
+  // TF_FLASHATTN_SM90_BWD_SPLITD=1, UNTESTED ON A GPU): soft-cap, the dense mask, bias / dbias at D = 256,
+  // bias / dbias at D = 128; no dropout (the checks below), not deterministic (no DET instantiation).
+  const bool splitd = bwd_splitd_enabled() && !p.deterministic;
   if (s.D == 256 && s.Dv == 256) {
     // flash_bwd_sm90_d256_kernel (unless TF_FLASHATTN_SM90_BWD_D256=0): no mask, causal and the index masks (window, lengths,
     // validity; its IDX instantiation), dropout (IDX with DROP; the seed is checked below); no dense
-    // mask, soft-cap, bias / dbias, determinism.
+    // mask, soft-cap, bias / dbias (but with the opt-in split switch, above), determinism.
     if (!bwd_d256_enabled() || p.deterministic) return false;
-    if (p.mask.mask || p.score.softcap != 0.f || p.score.bias || p.dbias) return false;
+    if ((p.mask.mask || p.score.softcap != 0.f || p.score.bias || p.dbias) && !splitd) return false;
   } else if (s.D != s.Dv || (s.D != 128 && s.D != 64)) {
     return false;
   }
@@ -1799,7 +2048,8 @@ bool bwd_applies(const FlashBwdParams& p) {
   // the DROP kernel, D = 64 and 128) run here; a dense mask and soft-cap too, in the IDX kernel
   // without dropout, and bias / dbias there at D = 64 (with dropout, or at D = 128: sm80's kernels).
   if (p.mask.mask && p.dropout.rate > 0.f) return false;  // a dense mask: the IDX kernel without dropout
-  if ((p.score.bias || p.dbias) && (p.dropout.rate > 0.f || s.D != 64)) return false;  // BIAS kernels
+  // BIAS kernels at D = 64; the split kernel's SCORE instantiations at D = 128 / 256 with the opt-in switch.
+  if ((p.score.bias || p.dbias) && (p.dropout.rate > 0.f || (s.D != 64 && !splitd))) return false;
   // The bias' and dbias' element offsets within a unit are 32-bit (UnitElems): query and key strides
   // below 2^23 (dbias: compact, key stride 1, query stride Tk).
   constexpr int64_t kOffLim = int64_t(1) << 23;
@@ -1825,13 +2075,20 @@ template <bool DET>
 cudaError_t bwd_pick(const FlashBwdParams& p, cudaStream_t stream) {
   const bool bf16 = p.dtype == DType::kBFloat16;
   const MaskParams& m = p.mask;
+  // Soft-cap, a dense mask, bias / dbias (bwd_applies: only with TF_FLASHATTN_SM90_BWD_SPLITD=1 at D = 256,
+  // and for bias / dbias at D = 128; no dropout, not deterministic).
+  const bool score = p.score.softcap != 0.f || m.mask || p.score.bias || p.dbias;
   if (p.shape.D == 256) {  // bwd_applies: no mask, causal or the index masks, dropout; not deterministic
     if constexpr (DET) return cudaErrorNotSupported;  // nothing queued: sm80's
     if (p.dropout.rate > 0.f)  // dropout runs the index-masked kernel (any index mask, or none)
-      return bf16 ? launch_d256<__nv_bfloat16, true, true>(p, stream) : launch_d256<__half, true, true>(p, stream);
+      return bf16 ? launch_split<__nv_bfloat16, 256, true, true>(p, stream)
+                  : launch_split<__half, 256, true, true>(p, stream);
+    if (score)  // the SCORE instantiation (opt-in; index masks too)
+      return bf16 ? launch_split<__nv_bfloat16, 256, true, false, true>(p, stream)
+                  : launch_split<__half, 256, true, false, true>(p, stream);
     if (m.window_left >= 0 || m.window_right >= 0 || m.q_lengths || m.k_lengths || m.q_valid || m.k_valid)
-      return bf16 ? launch_d256<__nv_bfloat16, true>(p, stream) : launch_d256<__half, true>(p, stream);
-    return bf16 ? launch_d256<__nv_bfloat16, false>(p, stream) : launch_d256<__half, false>(p, stream);
+      return bf16 ? launch_split<__nv_bfloat16, 256, true>(p, stream) : launch_split<__half, 256, true>(p, stream);
+    return bf16 ? launch_split<__nv_bfloat16, 256, false>(p, stream) : launch_split<__half, 256, false>(p, stream);
   }
   if (p.dropout.rate > 0.f) {  // dropout runs the index-masked kernel (any index mask, or none)
     if (p.shape.D == 128)
@@ -1840,8 +2097,15 @@ cudaError_t bwd_pick(const FlashBwdParams& p, cudaStream_t stream) {
     return bf16 ? launch<__nv_bfloat16, 64, true, true, DET>(p, stream) : launch<__half, 64, true, true, DET>(p, stream);
   }
   // Bias / dbias: the BIAS kernels, the only ones with bias code (bwd_applies: D = 64, no dropout;
-  // launch() refuses bias / dbias in any other).
+  // launch() refuses bias / dbias in any other); at D = 128 the split kernel's SCORE instantiation
+  // (bwd_applies: only with TF_FLASHATTN_SM90_BWD_SPLITD=1, no dropout, not deterministic; it takes the
+  // soft-cap, dense mask and index masks of such a call too).
   const bool bias = p.score.bias || p.dbias;
+  if (bias && p.shape.D == 128) {
+    if constexpr (DET) return cudaErrorNotSupported;  // nothing queued: sm80's
+    return bf16 ? launch_split<__nv_bfloat16, 128, true, false, true>(p, stream)
+                : launch_split<__half, 128, true, false, true>(p, stream);
+  }
   if (m.window_left >= 0 || m.window_right >= 0 || m.q_lengths || m.k_lengths || m.q_valid || m.k_valid ||
       p.score.softcap != 0.f || m.mask || bias) {  // soft-cap, a dense mask: the IDX kernel's branches
     if (p.shape.D == 128)
@@ -2038,6 +2302,50 @@ __global__ void selftest_bwd_d256_kernel(const __nv_bfloat16* am, const __nv_bfl
   }
 }
 
+// The D = 128 split kernel's wgmma forms (bwd_selftest 8, 9; flash_bwd_sm90_split_score_kernel<T, 128>,
+// opt-in), one warpgroup, operands stored into 128-byte-swizzled tiles (R = 64 rows) by ordinary stores, C
+// [64 x 64] float32 row-major; Bm [64 (k) x 128] row-major, two 64-column panels, B from panel 1 (consumer 1):
+//   mode 8: C = A Bm[:, 64 .. 127], A [64 x 64] K-major (one panel), B MN-major (dV_c += P^T dO[:, 64 ..] and
+//     dK_c += dS^T Q[:, 64 ..], wgmma_ss_m64n64k16<0, 1>, LBO the panel stride).
+//   mode 9: C = At^T Bm[:, 64 .. 127], At [64 (k) x 64 (m)] stored as is (A MN-major) (dQ_c = dS K[:, 64 ..],
+//     wgmma_ss_m64n64k16<1, 1> over 64-row panels).
+// The S^T_c form (m64n32k16 K-major from row 32 over two panels) is bwd_selftest 5.
+__global__ void selftest_bwd_split128_kernel(const __nv_bfloat16* am, const __nv_bfloat16* bm, float* c, int mode) {
+  extern __shared__ uint8_t smem_raw[];
+  const uint32_t raw = smem_u32(smem_raw);
+  const uint32_t base = (raw + 1023u) & ~1023u;
+  uint8_t* tile = smem_raw + (base - raw);
+  const uint32_t a_tile = base, b_tile = base + 64 * 128;  // A 8 KiB, then Bm 16 KiB
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  using Bf = __nv_bfloat16;
+  for (int i = tid; i < 64 * 64; i += 128) *reinterpret_cast<Bf*>(tile + swz128_offset(64, i / 64, i % 64)) = am[i];
+  for (int i = tid; i < 64 * 128; i += 128)
+    *reinterpret_cast<Bf*>(tile + 64 * 128 + swz128_offset(64, i / 128, i % 128)) = bm[i];
+  fence_proxy_async();
+  __syncthreads();
+  float acc[32];
+  wgmma_fence();
+  if (mode == 8) {
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+      wgmma_ss_m64n64k16<0, 1>(WgmmaType<Bf>{}, acc, wgmma_desc(a_tile + kk * 32, 16, 1024),
+                               wgmma_desc(b_tile + 64 * 128 + kk * 2048, 64 * 128, 1024), kk > 0);
+  } else {
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+      wgmma_ss_m64n64k16<1, 1>(WgmmaType<Bf>{}, acc, wgmma_desc(a_tile + kk * 2048, 64 * 128, 1024),
+                               wgmma_desc(b_tile + 64 * 128 + kk * 2048, 64 * 128, 1024), kk > 0);
+  }
+  wgmma_commit();
+  wgmma_wait<0>();
+  fence_regs(acc);
+#pragma unroll
+  for (int i = 0; i < 32; ++i) {
+    const int r = warp * 16 + g + 8 * ((i / 2) & 1), col = 8 * (i / 4) + 2 * t + (i & 1);
+    c[r * 64 + col] = acc[i];
+  }
+}
+
 // Runs one backward self-test kernel (selftest_bwd_kernel or selftest_bwd_d256_kernel, in its mode:
 // A and B as bfloat16, C [64 x N] float32 out) on operands af / bf (values exact in bfloat16) and
 // compares C with the float64 reference ref within tol: 1 pass, 0 FAIL (msg says where), as
@@ -2121,6 +2429,27 @@ int bwd_selftest_d256(int which, double* max_err, char* msg, int msg_len) {
                           what[which - 5], max_err, msg, msg_len);
 }
 
+// bwd_selftest 8, 9 (selftest_bwd_split128_kernel's modes), returns as bwd_selftest.
+int bwd_selftest_split128(int which, double* max_err, char* msg, int msg_len) {
+  std::vector<float> af(64 * 64), bf(64 * 128);
+  for (int i = 0; i < 64; ++i)
+    for (int j = 0; j < 64; ++j) af[i * 64 + j] = st_value(i, j, 1);
+  for (int i = 0; i < 64; ++i)
+    for (int j = 0; j < 128; ++j) bf[i * 128 + j] = st_value(i, j * 5, 4);
+  std::vector<double> ref(64 * 64, 0.0);
+  for (int m = 0; m < 64; ++m)
+    for (int n = 0; n < 64; ++n) {
+      double x = 0;
+      for (int k = 0; k < 64; ++k)
+        x += static_cast<double>(which == 8 ? af[m * 64 + k] : af[k * 64 + m]) * bf[k * 128 + 64 + n];
+      ref[m * 64 + n] = x;
+    }
+  const char* what[] = {"wgmma m64n64k16 SS, A K-major, B MN-major panel 1 (dV_c / dK_c, split D = 128, consumer 1)",
+                        "wgmma m64n64k16 SS, A and B MN-major, 64-row panels, B panel 1 (dQ_c, split D = 128, consumer 1)"};
+  return run_bwd_selftest(selftest_bwd_split128_kernel, which, 64 * 128 + 64 * 128 * 2 + 1024, af, bf, ref, 64, 1e-3,
+                          what[which - 8], max_err, msg, msg_len);
+}
+
 }  // namespace
 
 int bwd_selftest(int which, double* max_err, char* msg, int msg_len) {
@@ -2136,6 +2465,7 @@ int bwd_selftest(int which, double* max_err, char* msg, int msg_len) {
     say("needs compute capability 9.0");
     return -1;
   }
+  if (which >= 8) return bwd_selftest_split128(which, max_err, msg, msg_len);  // the D = 128 split kernel's forms
   if (which >= 5) return bwd_selftest_d256(which, max_err, msg, msg_len);  // the D = 256 kernel's forms
   // Host operands (float values, exact in bfloat16) and the float64 reference.
   const bool kmaj = which == 0 || which == 4;
