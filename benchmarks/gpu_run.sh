@@ -36,7 +36,11 @@
 #             selftest,det,numerics,d256,bench,sanitize; det: deterministic mode; d256: the head-dim-256
 #             kernel's numerics; racecheck, synccheck on request; order, obench on request: the key-tile
 #             orders of TF_FLASHATTN_SM90_BWD_ORDER, their numerics against order 0 and their TFLOP/s
-#             beside FA2 and cuDNN, ~10 s and ~1 min on the H200; OBENCH_ALT=n alternates orders 0 and 1) limits the phases; SM90BWD_BUDGET (default 560 s) caps
+#             beside FA2 and cuDNN, ~10 s and ~1 min on the H200; OBENCH_ALT=n alternates orders 0 and 1;
+#             splitd, splitdbench on request: the split kernel's score options, opt-in with
+#             TF_FLASHATTN_SM90_BWD_SPLITD=1 (set by sm90_bwd_check.py for those phases and sanitize) and
+#             UNTESTED ON A GPU until they run: bias / dbias at D = 128, soft-cap, dense mask, bias at D = 256,
+#             numerics and ms against sm80) limits the phases; SM90BWD_BUDGET (default 560 s) caps
 #             the phases' timeouts together (a timed-out phase names its last case). Files:
 #             OUT/sm90bwd_summary.log and OUT/sm90bwd.tar.gz
 #   tune      no TensorFlow needed: the harness build, tile-configuration timings at T=16384 (D=64,
@@ -232,13 +236,13 @@ if [[ ,$what, == *,sm90bwd,* ]]; then (
   obj=$hb/flash_bwd_sm90.o
   { cuobjdump -sass $obj > $d/sm90bwd.sass 2>&1
     for ins in HGMMA UTMALDG SYNCS USETMAXREG WARPGROUP REDG UBLKRED LDL STL; do echo "$ins $(grep -c "$ins" $d/sm90bwd.sass)"; done
-    echo "== per kernel HGMMA count (expected 32 at D = 128, 20 at D = 64 (no-mask / causal kernels and IDX = index-masked ones alike), 44 in flash_bwd_sm90_d256_kernel (all instantiations), 21 in the self-test, 17 in the D = 256 self-test)"
+    echo "== per kernel HGMMA count (expected 32 at D = 128, 20 at D = 64 (no-mask / causal kernels and IDX = index-masked ones alike), 44 in flash_bwd_sm90_d256_kernel (all instantiations), 28 / 44 in flash_bwd_sm90_split_score_kernel at D = 128 / 256, 21 in the self-test, 17 in the D = 256 self-test, 9 in the D = 128 split self-test)"
     awk '/Function :/{f=$3} /HGMMA/{n[f]++} END{for(k in n) print n[k], k}' $d/sm90bwd.sass; } > $d/sass_counts.txt 2>&1
   gzip -f $d/sm90bwd.sass
   cat $d/sass_counts.txt | cut -c1-160 | head -22
   fi
   phases=${SM90BWD_PHASES:-selftest,det,numerics,d256,bench,sanitize}
-  for ph in selftest:45 det:150 numerics:360 d256:240 bench:240 order:200 obench:300; do
+  for ph in selftest:45 det:150 numerics:360 d256:240 splitd:240 bench:240 order:200 obench:300 splitdbench:120; do
     [[ ,$phases, == *,${ph%%:*},* ]] || continue
     lim=$(cap ${ph#*:})
     (( lim >= 15 )) || { echo "phase ${ph%%:*} skipped: SM90BWD_BUDGET spent"; continue; }
@@ -248,7 +252,7 @@ if [[ ,$what, == *,sm90bwd,* ]]; then (
     echo "phase ${ph%%:*} rc=$rc ($((SECONDS - t0)) s of $lim)" | tee -a $d/${ph%%:*}.log
     # A timeout (124 / 137): the case it was in (a hang shows here).
     if (( rc == 124 || rc == 137 )); then grep "^RUNNING" $d/${ph%%:*}.log | tail -1 | sed 's/^/  timed out in: /'; fi
-    grep -E "SELFTEST|^FAIL|numerics|^order:|TFLOP|^ +[0-9]+ |^ +(D  |feature|key_mask|causal_window|dropout|bias_head)|NOT taken|took the sm90|=False|Error|error" $d/${ph%%:*}.log | cut -c1-400 | head -60
+    grep -E "SELFTEST|^FAIL|numerics|^order:|TFLOP|^ +[0-9]+ |^ +(D  |feature|key_mask|causal_window|dropout|bias_head|softcap_30)|NOT taken|took the sm90|=False|Error|error" $d/${ph%%:*}.log | cut -c1-400 | head -60
   done
   lim=$(cap 150)
   if [[ ,$phases, == *,sanitize,* ]] && (( lim < 15 )); then echo "memcheck skipped: SM90BWD_BUDGET spent"

@@ -3,7 +3,7 @@ compute capability 9.0) through the kernel harness, without TensorFlow, on an H1
 with torch, triton and pybind11):
 
   ARCHS=90 bash benchmarks/build_harness.sh
-  python3 benchmarks/sm90_bwd_check.py --phase selftest|det|numerics|d256|bench|sanitize|order|obench [--lib DIR] [--out DIR]
+  python3 benchmarks/sm90_bwd_check.py --phase selftest|det|numerics|d256|bench|sanitize|order|obench|splitd|splitdbench [--lib DIR] [--out DIR]
 
 The sm90 backward is switched per call with the harness's set_sm90_bwd(1 / 0), so one process compares
 it with our sm80 backward; its launch counter (sm90_info()["bwd_launches"]) shows which path ran.
@@ -13,7 +13,8 @@ Phases (each its own process in `gpu_run.sh sm90bwd`, under a timeout):
             dS stored transposed; B from column panel 0 and 1, and from key row 64 with K = 64), and the
             S^T accumulators repacked as register A operands for dV += P^T dO; the D = 256 kernel's forms
             (m64n32k16 K-major from row 32, m64n128k16 with B MN-major over two panels for dV / dK, and with A
-            and B MN-major from panels 2, 3 for dQ).
+            and B MN-major from panels 2, 3 for dQ); the D = 128 split kernel's (m64n64k16 with A K-major and B
+            MN-major from panel 1 for dV_c / dK_c, with A and B MN-major over 64-row panels for dQ_c).
   numerics  dq / dk / dv on odd shapes (Tq, Tk not multiples of the 64 / 128 tiles, B*H > 1, GQA ratios
             1 and 4 and MQA, causal with both alignments, rows that see no key, Tk = 1, Tq = 1, d_lse,
             D = 64 and 128) and bigger ones, bf16 and fp16, against a float64 torch autograd reference;
@@ -78,9 +79,21 @@ Phases (each its own process in `gpu_run.sh sm90bwd`, under a timeout):
             causal mask the orders do not apply (order 0, order 2 for the fallback, order 0 again).
             OBENCH_ALT=n: causal shapes only, orders 0 and 1 alternated n times (the clock drifts within a
             shape's runs: o0_again ran at 0.89x-1.0x o0 on the H200), medians and their ratio.
+  splitd    the split kernel's score options (flash_bwd_sm90_split_score_kernel; opt-in, UNTESTED ON A GPU
+            before this phase first runs: it sets TF_FLASHATTN_SM90_BWD_SPLITD=1 for its own process):
+            SPLITD_CASES as numerics, bf16 and fp16: at D = 128 bias / dbias (bias alone, without dbias,
+            broadcast [1, H, Tq, Tk], [B, 1, Tq, Tk], [B, 1, 1, Tk], causal both alignments, GQA / MQA, lengths,
+            window + validity, -inf on some elements, whole key columns and whole rows, with a dense mask (rows
+            fully masked) and soft-cap, d_lse, Tq = 1, Tk = 1, odd sizes, poisoned K / V), at D = 256 soft-cap,
+            the dense mask and bias / dbias likewise; each must launch the sm90 backward once (bias with
+            dropout: sm80's, no launch); dbias exactly 0 where masked or -inf.
+  splitdbench milliseconds of the split kernel's score options against our sm80 backward (phase_splitdbench:
+            D = 128 bias with / without dbias, causal and not; D = 256 soft-cap and bias; T = 4096, B = 4, bf16);
+            also sets TF_FLASHATTN_SM90_BWD_SPLITD=1.
   sanitize  small odd cases, bf16, for compute-sanitizer (three of them with index masks: a KV-cache
             window with GQA at D = 64, validity masks with all-false batch rows, lengths with a causal
-            window and a key length 0; two in deterministic mode; seven at D = 256).
+            window and a key length 0; two in deterministic mode; seven at D = 256; six of SPLITD_CASES, so
+            this phase sets TF_FLASHATTN_SM90_BWD_SPLITD=1 too, which moves none of the others).
 Writes OUT/sm90_bwd_<phase>.json.
 """
 import argparse
@@ -294,6 +307,68 @@ D256_CASES = [
     dict(name="d256_softcap_sm80", B=2, Tq=113, Tk=203, H=3, D=256, softcap=20.0, expect_sm80=True),
     dict(name="d256_dmask_sm80", B=2, Tq=113, Tk=203, H=3, D=256, mask=(1, 0), expect_sm80=True),
 ]
+# The split kernel's score options (flash_bwd_sm90.cu, flash_bwd_sm90_split_score_kernel; opt-in with
+# TF_FLASHATTN_SM90_BWD_SPLITD=1, which phase splitd sets for its own process; written without a GPU, so these
+# are its first checks): at D = 128 an additive bias with dbias (the D <= 128 kernel's BIAS copies, D = 64 only,
+# send it to sm80 without the switch), at D = 256 soft-cap, a dense mask, bias / dbias. 64-key tiles, so the
+# tile edges are at multiples of 64. Bias broadcast through its strides: (0, 1) [1, H, Tq, Tk], (1, 0)
+# [B, 1, Tq, Tk], bias_bk [B, 1, 1, Tk] (bwd_inputs); bias_neginf: -inf at 10 % of the elements and on every key
+# of some rows of head 1 (lse = -inf there); bias_neginf_keys: -inf on whole key columns (every row) and every
+# key of some rows of head 0; mask_rows_false: the dense mask false on whole rows. Each is judged as phase
+# numerics (float64 reference, our sm80 backward, dbias exactly 0 where masked or -inf) and must launch the sm90
+# backward once; expect_sm80: calls the switch must still leave on sm80 (bias with dropout).
+SPLITD_CASES = [
+    # D = 128: bias / dbias
+    dict(name="sd128_bias_h", B=2, Tq=77, Tk=203, H=3, D=128, bias=(0, 1)),
+    dict(name="sd128_bias_full", B=2, Tq=77, Tk=203, H=3, D=128, bias=(1, 1)),
+    dict(name="sd128_bias_bk", B=2, Tq=150, Tk=260, H=4, D=128, bias=(1, 0), bias_bk=True),
+    dict(name="sd128_bias_causal_br", B=2, Tq=130, Tk=203, H=2, D=128, bias=(1, 1), causal=True, offset=203 - 130),
+    dict(name="sd128_bias_causal_tl_gqa", B=2, Tq=203, Tk=130, H=4, Hkv=2, D=128, bias=(0, 1), causal=True),
+    dict(name="sd128_bias_causal_len_gqa", B=3, Tq=77, Tk=203, H=4, Hkv=2, D=128, bias=(1, 1), causal=True,
+         offset=203 - 77, qlen_vals=[77, 40, 60], klen_vals=[203, 150, 70]),
+    dict(name="sd128_bias_mqa", B=2, Tq=190, Tk=260, H=4, Hkv=1, D=128, bias=(1, 1)),
+    dict(name="sd128_bias_softcap_len_dlse", B=2, Tq=77, Tk=203, H=4, Hkv=2, D=128, bias=(1, 0), softcap=20.0,
+         qlen=True, klen=True, dlse=True, scale=0.3),
+    dict(name="sd128_bias_neginf_mask_softcap", B=2, Tq=77, Tk=203, H=3, D=128, bias=(1, 1), bias_neginf=True,
+         mask=(0, 1), softcap=30.0),
+    dict(name="sd128_bias_neginf_keys", B=2, Tq=150, Tk=203, H=3, D=128, bias=(1, 0), bias_neginf_keys=True),
+    dict(name="sd128_bias_mask_rows", B=2, Tq=150, Tk=203, H=3, D=128, bias=(0, 1), mask=(1, 1), mask_rows_false=True),
+    dict(name="sd128_bias_window_valid", B=3, Tq=200, Tk=190, H=2, D=128, bias=(1, 1), wl=60, wr=20, qvalid=True,
+         kvalid=True, qvalid_false_b=[1]),
+    dict(name="sd128_bias_win_poison", B=2, Tq=400, Tk=400, H=2, D=128, bias=(0, 1), wl=100, poison_kv=True),
+    dict(name="sd128_bias_tq1", B=2, Tq=1, Tk=300, H=4, D=128, bias=(1, 1)),
+    dict(name="sd128_bias_tk1", B=2, Tq=130, Tk=1, H=2, D=128, bias=(1, 1)),
+    dict(name="sd128_bias_tiles_63_127", B=2, Tq=63, Tk=127, H=2, D=128, bias=(1, 1)),
+    dict(name="sd128_bias_tiles_65_129_causal", B=2, Tq=65, Tk=129, H=2, D=128, bias=(0, 1), causal=True),
+    dict(name="sd128_bias_nodbias", B=2, Tq=150, Tk=203, H=3, D=128, bias=(1, 1), no_dbias=True),
+    dict(name="sd128_bias_big_causal", B=1, Tq=1024, Tk=1024, H=4, D=128, bias=(0, 1), causal=True),
+    dict(name="sd128_bias_drop_sm80", B=2, Tq=77, Tk=203, H=3, D=128, bias=(1, 1), dropout=0.1, seed=(3, 4),
+         expect_sm80=True),
+    # D = 256: soft-cap, dense mask, bias / dbias
+    dict(name="sd256_softcap", B=2, Tq=113, Tk=203, H=3, D=256, softcap=20.0),
+    dict(name="sd256_softcap_causal_gqa", B=2, Tq=200, Tk=260, H=4, Hkv=2, D=256, softcap=30.0, causal=True,
+         offset=60),
+    dict(name="sd256_dmask", B=2, Tq=113, Tk=203, H=3, D=256, mask=(1, 0)),
+    dict(name="sd256_dmask_rows_causal_gqa", B=2, Tq=200, Tk=260, H=4, Hkv=2, D=256, mask=(1, 1),
+         mask_rows_false=True, causal=True, offset=60),
+    dict(name="sd256_dmask_softcap_win_poison", B=2, Tq=300, Tk=333, H=2, D=256, mask=(0, 1), softcap=15.0, wl=100,
+         poison_kv=True),
+    dict(name="sd256_bias_h", B=2, Tq=77, Tk=203, H=3, D=256, bias=(0, 1)),
+    dict(name="sd256_bias_bk", B=2, Tq=150, Tk=260, H=4, D=256, bias=(1, 0), bias_bk=True),
+    dict(name="sd256_bias_causal_len_gqa", B=3, Tq=77, Tk=203, H=4, Hkv=2, D=256, bias=(1, 1), causal=True,
+         offset=203 - 77, qlen_vals=[77, 40, 60], klen_vals=[203, 150, 70]),
+    dict(name="sd256_bias_softcap_len_dlse", B=2, Tq=77, Tk=203, H=4, Hkv=2, D=256, bias=(1, 0), softcap=20.0,
+         qlen=True, klen=True, dlse=True, scale=0.3),
+    dict(name="sd256_bias_neginf_mask_softcap", B=2, Tq=77, Tk=203, H=3, D=256, bias=(1, 1), bias_neginf=True,
+         mask=(0, 1), softcap=30.0),
+    dict(name="sd256_bias_neginf_keys", B=2, Tq=150, Tk=203, H=3, D=256, bias=(1, 0), bias_neginf_keys=True),
+    dict(name="sd256_bias_tq1", B=2, Tq=1, Tk=300, H=4, D=256, bias=(1, 1)),
+    dict(name="sd256_bias_tiles_65_129_causal", B=2, Tq=65, Tk=129, H=2, D=256, bias=(0, 1), causal=True),
+    dict(name="sd256_bias_nodbias_mask", B=2, Tq=150, Tk=203, H=3, D=256, bias=(1, 1), mask=(1, 0), no_dbias=True),
+    dict(name="sd256_bias_big_causal", B=1, Tq=1024, Tk=1024, H=2, D=256, bias=(0, 1), causal=True),
+    dict(name="sd256_bias_drop_sm80", B=2, Tq=77, Tk=203, H=3, D=256, bias=(1, 1), dropout=0.1, seed=(3, 4),
+         expect_sm80=True),
+]
 D256_DROP_EXACT_CASES = [
     dict(name="d256_dvexact_05_gqa", B=2, Tq=333, Tk=257, H=4, Hkv=2, D=256, dropout=0.5, seed=(-7, 1 << 40)),
     dict(name="d256_dvexact_01_klen", B=2, Tq=130, Tk=500, H=2, D=256, dropout=0.1, klen_vals=[500, 260],
@@ -331,7 +406,11 @@ SANITIZE = ("odd_d128", "odd_d128_causal_br", "empty_rows_causal", "gqa4_d128_ca
             "odd_d128_causal_br_det", "len_window_causal_det",
             "dmask_softcap_lengths", "dmask_causal_gqa_d64", "bias_softcap_len_d64",
             "d256_odd_causal_br", "d256_empty_rows_causal", "d256_gqa4", "d256_tiles_65_129_causal",
-            "d256_win_kvcache", "d256_len_zero_full", "d256_drop05_causal_br_gqa")
+            "d256_win_kvcache", "d256_len_zero_full", "d256_drop05_causal_br_gqa",
+            # the split kernel's score options (opt-in: the sanitize phase sets TF_FLASHATTN_SM90_BWD_SPLITD=1, which
+            # moves none of the cases above)
+            "sd128_bias_causal_len_gqa", "sd128_bias_neginf_mask_softcap", "sd128_bias_tiles_63_127",
+            "sd256_bias_softcap_len_dlse", "sd256_dmask_rows_causal_gqa", "sd256_bias_neginf_keys")
 # The tile orders (phase order): causal cases with more (b, kv head) pairs and key tiles than the lists above,
 # so that order 1's groups are several and unequal (15 pairs in groups of at most 2 / 4: 8 groups 2+..+1,
 # 4 groups 4, 4, 4, 3), GQA, top-left alignment, D = 64 / 128 / 256, and deterministic mode.
@@ -358,16 +437,31 @@ MASK_KEYS = ("qlen", "klen", "qvalid", "kvalid")  # the tensors of the index mas
 
 
 def grads_of(t):
-    """The gradients the backward writes for inputs t: dq, dk, dv, and dbias when there is a bias."""
-    return GRADS + (("dbias",) if t.get("bias") is not None else ())
+    """The gradients the backward writes for inputs t: dq, dk, dv, and dbias when it was given one (backward():
+    with a bias, unless the case says no_dbias)."""
+    return GRADS + (("dbias",) if t.get("dbias") is not None else ())
 
 
 def bwd_inputs(c, dt, gen):
     """sm90_check.py's inputs() (make_inputs + qlen_vals / klen_vals / kvalid_all), and: qvalid_all (an
     all-true [B, Tq] mask), qvalid_false_b / kvalid_false_b (those batches' validity rows all false),
     bias_neginf (the bias, made compact, -inf at 10 % of its elements and at every key of the rows i % 7 == 3
-    of head 1)."""
+    of head 1), bias_bk (the bias [B, 1, 1, Tk] expanded: query and head strides 0), bias_neginf_keys (the bias,
+    made compact, -inf at the keys j % 11 == 5 of every row and at every key of the rows i % 9 == 2 of head 0),
+    mask_rows_false (the dense mask, made compact, false on the rows i % 8 == 3)."""
     t = inputs(c, dt, gen)
+    if c.get("bias_bk"):  # [B, 1, 1, Tk]: query and head strides 0
+        B, H, Tq, Tk = c["B"], c["H"], c["Tq"], c["Tk"]
+        t["bias"] = torch.randn(B, 1, 1, Tk, device=DEV, generator=gen).to(dt).expand(B, H, Tq, Tk)
+    if c.get("bias_neginf_keys"):
+        bias = t["bias"].contiguous()
+        bias[..., 5::11] = float("-inf")
+        bias[:, 0, 2::9, :] = float("-inf")
+        t["bias"] = bias
+    if c.get("mask_rows_false"):
+        mask = t["mask"].contiguous()
+        mask[:, :, 3::8, :] = False
+        t["mask"] = mask
     if c.get("bias_neginf"):
         bias = t["bias"].contiguous()
         bias[torch.rand(bias.shape, device=DEV, generator=gen) < 0.1] = float("-inf")
@@ -438,7 +532,7 @@ def backward(h, c, t, sm90):
     dbias too ([B, H, Tq, Tk] float32, NaN-filled before the call)."""
     for n, like in (("dq", "q"), ("dk", "k"), ("dv", "v")):
         t[n] = torch.full_like(t[like], float("nan"))
-    if t.get("bias") is not None:
+    if t.get("bias") is not None and not c.get("no_dbias"):  # no_dbias: a bias without its gradient
         B, Tq, H = t["q"].shape[:3]
         t["dbias"] = torch.full((B, H, Tq, t["k"].shape[1]), float("nan"), device=DEV)
     h.m.set_sm90_bwd(1 if sm90 else 0)
@@ -949,14 +1043,63 @@ def bench_masks(h, log, plain_rows):
     return rows
 
 
+def phase_splitdbench(h, log):
+    """Phase splitdbench (module docstring): milliseconds of the split kernel's score options (opt-in,
+    TF_FLASHATTN_SM90_BWD_SPLITD=1, set by main()) against our sm80 backward, B = 4, T = 4096, bf16: at D = 128
+    (H = 16) a head-broadcast bias [1, H, T, T] with dbias, causal and not, and without dbias (not causal); at
+    D = 256 (H = 8) soft-cap 30 and the bias with dbias (not causal). dbias ([B, H, T, T] float32, 4 GiB at D =
+    128) is zeroed and written inside the timed call on both paths."""
+    rows = []
+    B, T = 4, 4096
+    specs = [(128, "bias_head_dbias", False), (128, "bias_head_dbias", True), (128, "bias_head_nodbias", False),
+             (256, "softcap_30", False), (256, "bias_head_dbias", False)]
+    for D, feature, causal in specs:
+        H = 2048 // D
+        c = dict(B=B, Tq=T, Tk=T, H=H, D=D, causal=causal)
+        if feature.startswith("bias"):
+            c.update(bias=(0, 1))
+        else:
+            c.update(softcap=30.0)
+        print(f"RUNNING splitdbench D={D} {feature} causal={int(causal)}", file=log, flush=True)
+        gen = torch.Generator(device=DEV)
+        gen.manual_seed(1)
+        t = make_inputs(c, torch.bfloat16, gen)
+        forward(h, c, t)
+        for n, like in (("dq", "q"), ("dk", "k"), ("dv", "v")):
+            t[n] = torch.empty_like(t[like])
+        if feature == "bias_head_dbias":
+            t["dbias"] = torch.empty((B, H, T, T), device=DEV)
+        r = dict(B=B, T=T, H=H, D=D, causal=causal, dtype="bfloat16", feature=feature)
+        time_sm90_and_sm80(h, c, t, r)
+        rows.append(r)
+        print("BENCH " + json.dumps(r), file=log, flush=True)
+        del t
+    print("\nms backward, the split kernel's score options (TF_FLASHATTN_SM90_BWD_SPLITD=1) against sm80, T = 4096, "
+          "B = 4, H = 2048 / D, bf16", file=log)
+    print("                  feature             D   causal sm90    sm80    sm80/sm90", file=log)
+    for r in rows:
+        s9, s8 = r.get("sm90_bwd_ms"), r["sm80_bwd_ms"]
+        f = lambda x: f"{x:.3f}" if x else "-"
+        print(f"                  {r['feature']:<19} {r['D']:<3} {int(r['causal']):<6} {f(s9):<7} {f(s8):<7} "
+              f"{round(s8 / s9, 2) if s9 else '-'}{'' if r['sm90_path_taken'] else '  (sm90 NOT taken)'}",
+              file=log, flush=True)
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--phase", required=True,
-                    choices=("selftest", "det", "numerics", "d256", "bench", "sanitize", "order", "obench"))
+                    choices=("selftest", "det", "numerics", "d256", "bench", "sanitize", "order", "obench", "splitd",
+                             "splitdbench"))
     ap.add_argument("--lib", default=".harness_build")
     ap.add_argument("--out", default=None)
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args()
+    if args.phase in ("splitd", "splitdbench", "sanitize"):
+        # The split kernel's score options are opt-in (flash_bwd_sm90.cu, bwd_splitd_enabled: read once, at the
+        # first backward): on for this process, whatever the caller's. In sanitize it moves only the SPLITD_CASES
+        # there (the other sanitize cases have no bias at D = 128 and no score option at D = 256).
+        os.environ["TF_FLASHATTN_SM90_BWD_SPLITD"] = "1"
     h = Harness(args.lib)
     log = sys.stdout
     print(f"device: {torch.cuda.get_device_name()}  sm90: {h.m.sm90_info()}", file=log, flush=True)
@@ -981,9 +1124,15 @@ def main():
     elif args.phase == "det":
         rows = phase_numerics(h, log, DET_CASES, (torch.bfloat16, torch.float16))
         print(f"numerics (deterministic): {sum(r['ok'] for r in rows)} / {len(rows)} pass", file=log, flush=True)
+    elif args.phase == "splitd":
+        rows = phase_numerics(h, log, SPLITD_CASES, (torch.bfloat16, torch.float16))
+        print(f"numerics (split kernel, score options): {sum(r['ok'] for r in rows)} / {len(rows)} pass", file=log,
+              flush=True)
+    elif args.phase == "splitdbench":
+        rows = phase_splitdbench(h, log)
     elif args.phase == "sanitize":
         rows = phase_numerics(h, log, [c for c in NUM_CASES + MASK_CASES + DROP_CASES + DET_CASES + D256_CASES
-                                       if c["name"] in SANITIZE],
+                                       + SPLITD_CASES if c["name"] in SANITIZE],
                               (torch.bfloat16,))
         print(f"numerics: {sum(r['ok'] for r in rows)} / {len(rows)} pass", file=log, flush=True)
     elif args.phase == "order":

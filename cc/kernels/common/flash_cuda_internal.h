@@ -210,8 +210,11 @@ constexpr int kFwdTf32Selftests = 7;
 // workspace holds its counters: BwdWorkspaceParts::dq_sem) or not, 16-byte
 // aligned tensors and strides, a workspace, compute capability 9.0; and, unless
 // TF_FLASHATTN_SM90_BWD_D256=0 (read once), D == Dv == 256 without a mask, causal or with the index
-// masks (window, lengths, validity), with or without dropout, not deterministic. It uses
-// flash_bwd_workspace_bytes' workspace as the sm80 backward does (same size).
+// masks (window, lengths, validity), with or without dropout, not deterministic; and only with
+// TF_FLASHATTN_SM90_BWD_SPLITD=1 (read once; opt-in, UNTESTED ON A GPU: the split kernel's SCORE
+// instantiations), bias / dbias at D == Dv == 128 and soft-cap, a dense mask, bias / dbias at D == Dv ==
+// 256, without dropout, not deterministic (with the index masks or none; the same stride limits). It
+// uses flash_bwd_workspace_bytes' workspace as the sm80 backward does (same size).
 bool bwd_applies(const FlashBwdParams& p);
 // Its launcher; cudaErrorNotSupported (before any work is queued) when the tensor maps cannot be
 // made: the caller falls back to sm80.

@@ -1,6 +1,9 @@
 // Hopper-native FlashAttention backward (sm_90a only): float16 / bfloat16, D == Dv in {64, 128}
 // (and D == Dv == 256 without a mask, causal or with the index masks, and dropout: its own kernel and
-// header comment below, "Head dim 256"; the rest of this comment is about D = 64 / 128),
+// header comment below, "Head dim 256"; that kernel templated on the head dim also serves, opt-in with
+// TF_FLASHATTN_SM90_BWD_SPLITD=1 and UNTESTED ON A GPU, bias / dbias at D = 128 and soft-cap, the dense
+// mask, bias / dbias at D = 256: "Split kernel at D = 128, and the score options" below; the rest of
+// this comment is about D = 64 / 128),
 // no mask, causal (any causal_offset) and the other index masks the Hopper forward takes (sliding
 // window, q / k lengths, [B, Tq] / [B, Tk] validity masks; sm80's rules, below), and dropout (with
 // any of those or none; below), soft-cap and a dense mask (in the IDX kernel, not with dropout), an
@@ -126,8 +129,9 @@
 // dO), dS = P (dP Z - dsum) (dK, dQ), dsum = rowsum(dO O) - d_lse from the same pre-pass (O is the
 // forward's dropped output). Masked elements keep P = 0 whatever Z.
 // Bias and dbias (the BIAS instantiations <T, 64, IDX = true, DROP = false, DET, BIAS = true>,
-// which bwd_pick takes whenever bias or dbias is set; bwd_applies sends bias / dbias with dropout
-// or at D = 128 to sm80; checked on the H200 2026-12-01, as part of the IDX kernel and again as its
+// which bwd_pick takes whenever bias or dbias is set at D = 64; bwd_applies sends bias / dbias with
+// dropout or at D = 128 to sm80, at D = 128 without dropout to the split kernel instead when
+// TF_FLASHATTN_SM90_BWD_SPLITD=1 (opt-in, UNTESTED ON A GPU; "Split kernel at D = 128" below); checked on the H200 2026-12-01, as part of the IDX kernel and again as its
 // own instantiation (session 16): sm90_bwd_check.py's five bias cases, deterministic included,
 // memcheck / synccheck clean). The bias
 // [B, H, Tq, Tk] (q's dtype, any strides, 0 for broadcast dims) enters the P pass as in the
@@ -152,7 +156,8 @@
 // ones hoisted out of the unit loop) with dV issued before the dS pass, and issuing dV with dK in
 // the bias units (as <DROP, D = 128>) or computing the soft-cap factors and the dense mask's
 // addresses per pass removed the spills but made ptxas serialize the IDX kernel's wgmmas (C7511 /
-// C7512, "insufficient register resources"), for every unit; so there is no BIAS kernel at D = 128.
+// C7512, "insufficient register resources"), for every unit; so there is no BIAS kernel at D = 128
+// (the opt-in split kernel carries bias / dbias there instead, with 64 of the 128 dims per consumer).
 // A separate instantiation because the bias code, carried by the D = 64 IDX kernel and skipped at
 // run time, made it slower without a bias (H200, B = 4, T = 4096, H = 32, bf16: 4.119 ms against
 // 3.926, +4.9 %, with an all-true key mask; +2.8 % with a padded one; RESULTS.md); the kernels
@@ -266,7 +271,8 @@
 // through the P pass, over the 240 registers at D = 128) and any overlap of the P pass with the
 // next unit's products, dK / dV stored by TMA,
 // a persistent causal-balancing scheduler; dropout's draws shared between warps w and w ^ 1 (each
-// thread uses 4 of a call's 8); bias / dbias at D = 128 and with dropout, coalesced dbias stores.
+// thread uses 4 of a call's 8); bias / dbias with dropout (at D = 128 without: only the opt-in split
+// kernel), coalesced dbias stores.
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -770,7 +776,7 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
   // both are null constants, so none of the bias copies below is compiled in. Not at D = 128: there
   // the bias code made ptxas spill or serialize the kernel's wgmmas (C7511, "insufficient register
   // resources") in every arrangement tried (header comment; bwd_applies sends bias / dbias at D =
-  // 128 to sm80).
+  // 128 to sm80, or with TF_FLASHATTN_SM90_BWD_SPLITD=1 to the split kernel).
   const T* const bias = BIAS ? static_cast<const T*>(p.score.bias) : nullptr;
   float* const dbias = BIAS ? p.dbias : nullptr;
   // IDX: whether those keys are below k_lengths (and Tk) and pass k_valid (key_visible).
@@ -1234,7 +1240,8 @@ __global__ void bwd_dq_sm90_convert_kernel(const FlashBwdParams p, const float* 
 // D <= 128 IDX kernel's rules and code, "Index masks" above, for 64-key tiles: Units<IDX, 64>, the
 // producer's warp 2 writing each row's key range within [0, 64] and the unit's flag, the masked P
 // pass selecting by range and key_ok); GQA; dropout; not deterministic, no soft-cap, dense mask or
-// bias (bwd_applies sends those to sm80). Dropout (<IDX, DROP = true>, whenever rate > 0, as
+// bias in this kernel (bwd_applies sends those to sm80, or with TF_FLASHATTN_SM90_BWD_SPLITD=1 to the
+// SCORE instantiation of the same CTA body: "Split kernel at D = 128, and the score options" below). Dropout (<IDX, DROP = true>, whenever rate > 0, as
 // "Dropout" above): the keep bits of the thread's S^T_c elements by drop_cols_bits<1, 4> (keys
 // j0 + 16 warp + g (+ 8), queries i0 + 32c + 8j + 2t + e), drawn per unit before its wait; Pd = P Z
 // goes to the P^T buffer (dV += Pd^T dO), dS = P (dP Z - dsum) (sm80's arithmetic).
@@ -1295,7 +1302,57 @@ __global__ void bwd_dq_sm90_convert_kernel(const FlashBwdParams p, const float* 
 // the next unit's S^T issued before this unit's dK finishes (tried 2026-12-01 as a variant, with P in
 // registers of its own: ptxas 13.0 serialized those kernels' wgmmas, C7515, and spilled 128 bytes,
 // with S^T / dP^T in flight across the unit loop's back edge), dQ by the bulk reduce-add, dK / dV
-// stored by TMA, soft-cap, a dense mask, bias, determinism.
+// stored by TMA, determinism (soft-cap, a dense mask, bias: the opt-in SCORE instantiation, below).
+// ---- Split kernel at D = 128, and the score options (opt-in, UNTESTED ON A GPU) --------------------
+// The CTA body above is bwd_cta_split<T, D, IDX, DROP, SCORE, ORD>, templated on the head dim: D = 256
+// as described (flash_bwd_sm90_d256_kernel / _ord_kernel, their SASS unchanged by the templating:
+// cuobjdump -sass, every function of this file identical to before), and, in new instantiations only
+// (flash_bwd_sm90_split_score_kernel<T, D>, SCORE = true with IDX, without DROP, no ORD), D = 128 and 256
+// with the score options. Taken only when TF_FLASHATTN_SM90_BWD_SPLITD=1 (bwd_splitd_enabled, read once):
+// bwd_applies then sends bias / dbias at D == Dv == 128 and soft-cap, a dense mask, bias / dbias at D ==
+// Dv == 256 here, without dropout and not deterministic (the D <= 128 kernel keeps soft-cap and the dense
+// mask at D = 128 without a bias); without the switch nothing changes. Written and compiled without a GPU:
+// benchmarks/sm90_bwd_check.py's phases splitd (numerics, bf16 / fp16, 72 rows), splitdbench and the
+// sanitize cases sd128_* / sd256_* are its first checks; bwd_selftest 8, 9 the D = 128 wgmma forms.
+//   D = 128: the same tiling as D = 256 with each consumer holding 64 of the 128 dims: K, V [64 x 128]
+//   (2 panels each), Q / dO ring [64 x 128] x 2 stages, S^T_c / dP^T_c [64 keys x 32 queries] by 8 wgmma
+//   m64n32k16 each (bwd_selftest 5's form over two panels), dV_c / dK_c [64 keys x 64 dims] by 4 wgmma
+//   m64n64k16 SS <0, 1> each (A = P^T / dS^T K-major from the shared buffers, B = dO / Q panel c
+//   MN-major; bwd_selftest 8), dQ_c [64 queries x 64 dims] by 4 m64n64k16 SS <1, 1> (A = dS read
+//   transposed, B = K panel c; bwd_selftest 9), 8 float4 atomics per thread into column group c of the
+//   accumulator block (the fragment order above, so bwd_dq_sm90_convert_kernel<T, 128> converts it
+//   unchanged). Registers per consumer thread: dK, dV 32 + 32, dQ 32, S^T / dP^T 16 + 16 (the D <= 128
+//   kernel: 64 + 64 + 32 + 32 + 32), which leaves room for the score code. Shared memory (BwdSmemSplit<128,
+//   true>): K, V 2 x 16 KiB, Q and dO rings 2 x 2 x 16 KiB, P^T and dS^T 2 x 2 x 8 KiB, rows 1 KiB, ranges
+//   and flags, barriers: 132,664 bytes, 133,688 allocated. Grid (ceil(Tk / 64), Hkv, B): twice the D <= 128
+//   kernel's CTAs, each reading every query tile it visits (its Q / dO / lse2 / dsum) for 64 keys instead
+//   of 128 (more L2 traffic per FLOP; splitdbench measures what that costs against sm80).
+//   Score options (SCORE; the D <= 128 kernel's semantics and arithmetic, element by element through the
+//   shared helpers above bwd_cta: bias_unit, dbias_unit, idx_visible, bias_p, softcap_log2, softcap_ds,
+//   bias_ds). Element x = 4j + 2h2 + e of S^T_c is (key j0 + key_l[h2], key_l = 16 warp + g (+ 8), query i0
+//   + 32c + 8j + 2t + e): the m64n32 accumulator layout, as the D = 256 kernel's P pass and dropout use it.
+//   soft-cap   S^T_c capped in place after its wait (softcap_log2: c log2e tanh(scale S / c)), the P pass
+//              with pmul = 1; dS = P (1 - tanh^2) (dP - dsum), tanh from P (softcap_ds).
+//   dense mask every unit takes the masked P pass; P = 0 where the index ranges or the mask element (read
+//              only where the ranges let the element through; this thread's two keys' column offsets
+//              once per CTA, the [b, h] plane per unit) say so (idx_visible).
+//   bias       every unit takes the masked P pass' bias copy: x = S^T pmul + log2e b, the bias read where
+//              visible, P = 0 where not visible or x = -inf (bias_p; a row whose visible keys all have a
+//              bias of -inf has lse2 = -inf, and every P of it is 0 by that rule).
+//   dbias      dlogit = P (dP - dsum) stored where P != 0 (bias_ds; 4-byte stores, generic ST.E in the
+//              SASS: the pointer comes from the params struct), dS = dlogit (1 - tanh^2) under soft-cap with
+//              the bias' log2e b taken out of the recovered tanh; launch_split zeroes dbias first, so
+//              masked elements and tiles no unit visits read 0. One writer per element (its 64-key tile's
+//              CTA, its head's unit, the consumer of its query, one thread): deterministic, no atomics.
+//   offsets    bias / dbias element offsets within a unit 32-bit (UnitElems; bwd_applies' stride limits,
+//              the same as D = 64's), addressed per pass from opaque strides (bias_unit / dbias_unit).
+//   The pass copies, one branch per unit as in bwd_cta: P with the bias, P masked, P unmasked; dS with
+//   dbias or (soft-cap and bias), with soft-cap alone, plain. The kernels without SCORE carry none of it
+//   (softcap, the dense mask and the bias are the constants 0 / null there).
+//   ptxas 13.0 (sm_90a): flash_bwd_sm90_split_score_kernel<T, 128> and <T, 256>, bf16 and fp16: 168
+//   registers (the launch bound; the consumers' highest register R184 at D = 128, R233 at D = 256, of the
+//   240 of setmaxnreg), 0 spills, no C7510-C7515 (wgmma serialization) warnings; 28 / 44 HGMMA, 8 / 16
+//   REDG.E.ADD.F32x4. Dynamic shared memory 133,688 (D = 128) and 231,992 bytes (D = 256, the IDX layout).
 constexpr int kBk256 = 64;  // keys per CTA of the split kernel (rows of every consumer accumulator but dQ's)
 // The split kernel's shared memory at head dim D (256; 128 in the SCORE instantiations): K, V, the
 // Q / dO ring, two P^T and two dS^T buffers, the rows; IDX: the key ranges and flags; the barriers.
@@ -2046,7 +2103,8 @@ bool bwd_applies(const FlashBwdParams& p) {
     return false;
   // Index masks (causal, window, lengths, [B, Tq] / [B, Tk] validity) and dropout (with its seed;
   // the DROP kernel, D = 64 and 128) run here; a dense mask and soft-cap too, in the IDX kernel
-  // without dropout, and bias / dbias there at D = 64 (with dropout, or at D = 128: sm80's kernels).
+  // without dropout, and bias / dbias there at D = 64 (with dropout, or at D = 128 without the split
+  // switch: sm80's kernels).
   if (p.mask.mask && p.dropout.rate > 0.f) return false;  // a dense mask: the IDX kernel without dropout
   // BIAS kernels at D = 64; the split kernel's SCORE instantiations at D = 128 / 256 with the opt-in switch.
   if ((p.score.bias || p.dbias) && (p.dropout.rate > 0.f || (s.D != 64 && !splitd))) return false;
