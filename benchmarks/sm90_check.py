@@ -60,7 +60,8 @@ others' answers):
   vsanitize small odd D = 128 cases (and D = 64 ones for WIDE_VARIANTS) for each variant 1 .. n-1, for
             compute-sanitizer.
   The float32 TF32 forward (cc/kernels/sm90/flash_fwd_sm90_tf32.cu; on by default, these phases set
-  TF_FLASHATTN_SM90_TF32=1 for their own process all the same; D = 64 runs variant 0 whatever is asked):
+  TF_FLASHATTN_SM90_TF32=1 for their own process all the same; a variant asked for by set_sm90_tf32_variant
+  runs at D = 64 too, where the default is 0):
   tf32selftest  its building blocks one at a time (flash_harness.sm90_tf32_selftest): TMA of a float32 tile
             (bits as stored, zero fill), the transposer warps' V^T (keys permuted, cvt.rna) and K's rounding
             against the host's rna bit for bit, wgmma m64n64k8 .tf32 SS (S = Q K^T), wgmma m64n128k8 /
@@ -75,7 +76,9 @@ others' answers):
             bar), and also 2x our sm80 TF32 kernel's error + the same floor; the sm90 TF32 path must have
             run (tf32_fwd_launches, last_tf32_variant) and repeat bit for bit; every variant
             (flash_fwd_sm90_tf32.cu's kTf32Sched: 0 Q in shared memory, 1 Q in registers, 2 as 1 with K
-            truncated), each against the same bars, 1 reported bit for bit against 0.
+            truncated), each against the same bars and at D = 64 too (set explicitly), 1 and 2 reported bit
+            for bit against 0; then the default (variant override -1, TF_FLASHATTN_SM90_TF32_VARIANT unset)
+            must run 1 at D = 128 and 0 at D = 64, bit for bit equal to 0.
             TF32_FALLBACK_CASES (window, lengths, D = 256, Dv != D, soft-cap) must not launch it and stay
             right (sm80's TF32 kernel).
   tf32bench TFLOP/s at D = 128 (H = 16) and 64 (H = 32), T in {1024, 4096, 16384}, B*T = 16384, causal and
@@ -546,6 +549,10 @@ def tf32_variant_list(h):
     return list(range(h.m.sm90_info().get("tf32_variants", 1)))
 
 
+# flash_fwd_sm90_tf32.cu: kTf32DefaultVariant (D = 128; D = 64 runs 0 unless a variant is set explicitly).
+TF32_DEFAULT_VARIANT = {128: 1, 64: 0}
+
+
 def phase_tf32(h, log, cases, fallback_cases=()):
     """Each case: sm80's TF32 kernel (set_sm90_tf32(0)), the float64 reference and torch's float32 attention
     with TF32 matmuls once; then for each variant of ours (flash_fwd_sm90_tf32.cu's kTf32Sched, picked by
@@ -585,8 +592,8 @@ def phase_tf32(h, log, cases, fallback_cases=()):
             repeat = bool(torch.equal(t["o"], ours["o"]) and torch.equal(t["lse"], ours["lse"]))
             row = dict(case=c["name"], dtype="tf32", variant=v, sm90_tf32_launched=int(took), expect_sm90=expect,
                        repeat_bitwise=repeat)
-            # D = 64 launches run variant 0 whatever is asked (fwd_tf32: variants 1 / 2 were wrong there).
-            ok = took == (2 if expect else 0) and repeat and (not expect or ran == (v if c["D"] == 128 else 0))
+            # A variant set explicitly (set_sm90_tf32_variant) runs at D = 64 too (fwd_tf32, tf32_variant_for).
+            ok = took == (2 if expect else 0) and repeat and (not expect or ran == v)
             if expect:
                 row["ran_variant"] = ran
                 if v == 0:
@@ -627,8 +634,21 @@ def phase_tf32(h, log, cases, fallback_cases=()):
                   f"o={row['o']['max']:.2e} (sm80 {row['o']['sm80_max']:.2e}, torch tf32 {row['o']['torch_tf32_max']:.2e}) "
                   f"lse={row['lse']['max']:.2e} (sm80 {row['lse']['sm80_max']:.2e}){extra}{where}", file=log, flush=True)
         h.m.set_sm90_tf32_variant(-1)
+        if expect and v0 is not None and "TF_FLASHATTN_SM90_TF32_VARIANT" not in os.environ:
+            # The dispatch's default (no variant set): kTf32DefaultVariant at D = 128, 0 at D = 64, bit for bit
+            # equal to variant 0 (variant 1 was, in every D = 128 case on the H200).
+            n0 = tf32_launches(h)
+            run_fwd(h, c, t)
+            ran = h.m.sm90_info().get("last_tf32_variant", -1)
+            want = TF32_DEFAULT_VARIANT[c["D"]]
+            same = bool(torch.equal(t["o"], v0["o"]) and torch.equal(t["lse"], v0["lse"]))
+            ok = tf32_launches(h) - n0 == 1 and ran == want and same
+            rows.append(dict(case=c["name"], dtype="tf32", variant="default", ran_variant=ran, expected_variant=want,
+                             bitwise_vs_v0=same, ok=bool(ok), expect_sm90=expect))
+            print(f"{'PASS' if ok else 'FAIL'} {c['name']:<26} default  ran variant {ran} (expected {want}), "
+                  f"bitwise_vs_v0={same}", file=log, flush=True)
         del t, ref, low
-    for v in variants:
+    for v in variants + ["default"]:
         vr = [r for r in rows if r.get("variant") == v and r["expect_sm90"]]
         print(f"tf32 variant {v}: {sum(r['ok'] for r in vr)} / {len(vr)} pass", file=log, flush=True)
     return rows
@@ -657,8 +677,7 @@ def phase_tf32_bench(h, log):
                     n0 = tf32_launches(h)
                     key = "sm90_fwd_ms" if v == 0 else f"sm90v{v}_fwd_ms"
                     r[key] = tt.do_bench(lambda: h.fwd(c, t), warmup=25, rep=100, return_mode="median")
-                    r["sm90_path_taken"] &= tf32_launches(h) > n0 and h.m.sm90_info()["last_tf32_variant"] == (
-                        v if D == 128 else 0)
+                    r["sm90_path_taken"] &= tf32_launches(h) > n0 and h.m.sm90_info()["last_tf32_variant"] == v
                 h.m.set_sm90_tf32_variant(-1)
                 h.m.set_sm90_tf32(0)
                 r["sm80_fwd_ms"] = tt.do_bench(lambda: h.fwd(c, t), warmup=25, rep=100, return_mode="median")

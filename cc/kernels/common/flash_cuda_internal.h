@@ -189,12 +189,15 @@ bool fwd_tf32_applies(const FlashFwdParams& p);
 cudaError_t fwd_tf32(const FlashFwdParams& p, cudaStream_t stream);
 int64_t fwd_tf32_launches();
 // Its variants (flash_fwd_sm90_tf32.cu's kTf32Sched: 0 Q in shared memory, K rounded; 1 Q in registers;
-// 2 as 1 with K truncated by the tensor cores instead of rounded): tf32_variants() of them;
-// tf32_variant() is TF_FLASHATTN_SM90_TF32_VARIANT (read once; 0 .. tf32_variants() - 1; else the
-// default, 1; D = 64 launches run 0 whatever is set) unless set_tf32_variant(v) overrides it (v < 0: back to the environment; false, nothing
-// changed, when v >= tf32_variants()); last_tf32_variant(): the variant of the last launch (-1 before any).
+// 2 as 1 with K truncated by the tensor cores instead of rounded): tf32_variants() of them; tf32_variant()
+// is set_tf32_variant(v)'s override (v < 0: back to the environment; false, nothing changed, when v >=
+// tf32_variants()), else TF_FLASHATTN_SM90_TF32_VARIANT (read once; 0 .. tf32_variants() - 1), else the
+// default, 1. tf32_variant_for(d): what a launch at head dim d runs: the variant set explicitly (the
+// override or the environment), else 1 at d = 128 and 0 at d = 64 (D = 64 takes 1 / 2 only when asked
+// for). last_tf32_variant(): the variant of the last launch (-1 before any).
 int tf32_variants();
 int tf32_variant();
+int tf32_variant_for(int d);
 bool set_tf32_variant(int v);
 int last_tf32_variant();
 int tf32_selftest(int which, double* max_err, char* msg, int msg_len);

@@ -3,7 +3,9 @@
 // On by default on compute capability 9.0 (TF_FLASHATTN_SM90_TF32=0 turns it off, read once; the
 // harness's set_sm90_tf32 overrides it); otherwise sm80/flash_fwd_tf32.cu (mma.sync m16n8k8 .tf32)
 // runs, as it does for everything this kernel does not take. Checked on the H200 (2026-12-01):
-// self-tests exact, numerics of variant 0 26 / 26 cases, memcheck clean, the GPU tests with it on. benchmarks/sm90_check.py
+// self-tests exact, numerics of variant 0 26 / 26 cases, memcheck clean, the GPU tests with it on
+// (since then, UNTESTED ON A GPU: the D = 64 fix of variants 1 / 2, opt-in there; the default kernels'
+// SASS unchanged). benchmarks/sm90_check.py
 // --phase tf32selftest / tf32 / tf32bench / tf32sanitize check it (gpu_run.sh sm90,
 // SM90_PHASES=tf32selftest,tf32,tf32bench,tf32sanitize).
 //
@@ -56,9 +58,9 @@
 //   (kk % 4) * 32). One tile at a time per warpgroup (schedule 0's order: no S / P V overlap inside a
 //   warpgroup, which would hold K and V^T longer than 2 stages allow); the two consumer warpgroups
 //   interleave on the tensor cores.
-// Variants (kTf32Sched below; TF_FLASHATTN_SM90_TF32_VARIANT): 0 as above (the default), 1 Q's A
-// fragments in registers (S = Q K^T by wgmma RS), 2 as 1 without K's rounding; see their comment for
-// the shared-memory traffic that motivates them.
+// Variants (kTf32Sched below; TF_FLASHATTN_SM90_TF32_VARIANT): 0 as above, 1 Q's A fragments in
+// registers (S = Q K^T by wgmma RS; the default at D = 128), 2 as 1 without K's rounding; see their
+// comment for the shared-memory traffic that motivates them.
 // Barriers (mbarriers; counts in parentheses), tile n of the CTA's key tiles, stage s = n % 2:
 //   q_full (1 + tx)          producer: Q's TMA bytes
 //   v_full (1 + tx)          producer: V_n's TMA bytes into the raw buffer (phase n)
@@ -117,7 +119,8 @@ static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= kThreads * 168, "the 
 static_assert(kProducerRegs % 8 == 0 && kConsumerRegs % 8 == 0, "setmaxnreg takes multiples of 8");
 
 // Variants (TF_FLASHATTN_SM90_TF32_VARIANT, read once, or the harness's set_sm90_tf32_variant;
-// default kTf32DefaultVariant; variants 1 and 2 at D = 128 only: fwd_tf32). Shared-memory traffic per key tile and
+// default kTf32DefaultVariant; at D = 64 variant 0 unless one is set explicitly: tf32_variant_for).
+// Shared-memory traffic per key tile and
 // CTA at D = 128 (the budget: 128 B / clock per SM; the tile's 4.2 MFLOP take ~2,050 clocks of the
 // tensor cores at TF32's 2,048 FLOP / clock / SM, the H200's 495 TFLOP/s): variant 0 384 KiB (wgmma
 // reads of Q 2 x 32, K 2 x 32, V^T 2 x 32; TMA writes of K and V 64; the transposers' V read and V^T
@@ -136,9 +139,12 @@ struct Tf32Sched {
 };
 constexpr Tf32Sched kTf32Sched[] = {{false, true}, {true, true}, {true, false}};
 constexpr int kTf32Variants = sizeof(kTf32Sched) / sizeof(kTf32Sched[0]);
-// Variant 1 is the default: on the H200 (2026-12-01) bitwise equal to variant 0 in every D = 128 case of
-// sm90_check.py's tf32 phase and 1.08x-1.09x its speed. At D = 64 variants 1 and 2 gave wrong outputs
-// (9 of 9 D = 64 cases; cause not found), so D = 64 always runs variant 0 (fwd_tf32).
+// Variant 1 is the default at D = 128: on the H200 (2026-12-01) bitwise equal to variant 0 in every
+// D = 128 case of sm90_check.py's tf32 phase and 1.08x-1.09x its speed. At D = 64 variants 1 and 2 gave
+// wrong outputs there (9 of 9 D = 64 cases): ptxas had given Q's fragment registers to the loop's P
+// packing (see `qa` in the kernel; fixed since, UNTESTED ON A GPU), so D = 64 runs variant 0 unless a
+// variant is set explicitly (TF_FLASHATTN_SM90_TF32_VARIANT or set_tf32_variant: tf32_variant_for),
+// until a GPU run shows 1 / 2 right there.
 constexpr int kTf32DefaultVariant = 1;
 
 template <int D>
@@ -343,6 +349,18 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   // Variants 1 / 2: Q's A fragments in registers (load_q_frags), rounded.
   uint32_t qa[D / 8][4];  // (variants 1 / 2 only; unused otherwise)
+  // At D = 64 they are also zeroed first, so that they are defined on every path into the key-tile loop
+  // (the `n_tiles > 0` branch below is the only other definition). Without it ptxas 13.0 gave their
+  // registers R88..R119 to the loop's P packing (the PTX's virtual registers were distinct): from the
+  // second key tile on S was P_{n-1} K^T, the H200's wrong D = 64 outputs of variants 1 / 2
+  // (2026-12-01). benchmarks/sm90_tf32_sass_check.py finds such a clobber in the SASS; D = 128 had none
+  // and keeps its code unchanged (no zeroing). UNTESTED ON A GPU (the D = 64 fix; SASS-checked only).
+  if constexpr (kS.q_regs && D == 64) {
+#pragma unroll
+    for (int k = 0; k < D / 8; ++k)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) qa[k][e] = 0u;
+  }
   if (n_tiles > 0) {
     mbar_wait(q_full, 0);
     if constexpr (kS.q_regs) {
@@ -519,10 +537,12 @@ int64_t fwd_tf32_launches() { return g_tf32_launches.load(std::memory_order_rela
 
 int tf32_variants() { return kTf32Variants; }
 
-int tf32_variant() {
+namespace {
+// The variant asked for explicitly: set_tf32_variant's override, else TF_FLASHATTN_SM90_TF32_VARIANT (read
+// once; a whole decimal number in [0, kTf32Variants)); -1 when neither.
+int tf32_explicit_variant() {
   const int o = g_tf32_variant_override.load(std::memory_order_relaxed);
   if (o >= 0) return o;
-  // TF_FLASHATTN_SM90_TF32_VARIANT: a whole decimal number in [0, kTf32Variants); else the default.
   static const int env_v = [] {
     const char* v = getenv("TF_FLASHATTN_SM90_TF32_VARIANT");
     if (!v || !*v) return -1;
@@ -530,7 +550,19 @@ int tf32_variant() {
     const long x = strtol(v, &end, 10);
     return *end == '\0' && x >= 0 && x < kTf32Variants ? static_cast<int>(x) : -1;
   }();
-  return env_v >= 0 ? env_v : kTf32DefaultVariant;
+  return env_v;
+}
+}  // namespace
+
+int tf32_variant() {
+  const int e = tf32_explicit_variant();
+  return e >= 0 ? e : kTf32DefaultVariant;
+}
+
+int tf32_variant_for(int d) {
+  const int e = tf32_explicit_variant();
+  if (e >= 0) return e;  // D = 64 included (opt-in: 1 / 2 there are UNTESTED ON A GPU since their fix)
+  return d == 128 ? kTf32DefaultVariant : 0;
 }
 
 bool set_tf32_variant(int v) {
@@ -562,9 +594,10 @@ bool fwd_tf32_applies(const FlashFwdParams& p) {
 }
 
 cudaError_t fwd_tf32(const FlashFwdParams& p, cudaStream_t stream) {
-  // Variants 1 and 2 only at D = 128 (wrong at D = 64 on the H200: kTf32DefaultVariant's comment).
-  const int v = tf32_variant();
-  return p.shape.D == 128 ? launch_tf32_variant<128>(p, stream, v) : launch_tf32_variant<64>(p, stream, 0);
+  // D = 64: variant 0 unless one is set explicitly (tf32_variant_for; kTf32DefaultVariant's comment).
+  const int d = static_cast<int>(p.shape.D);
+  const int v = tf32_variant_for(d);
+  return d == 128 ? launch_tf32_variant<128>(p, stream, v) : launch_tf32_variant<64>(p, stream, v);
 }
 
 // ---- Self-test of the building blocks (checked on the H200, 2026-12-01) -------------------------
@@ -616,7 +649,10 @@ __global__ void selftest_tf32_tma_kernel(const __grid_constant__ CUtensorMap tm,
 // S = Q K^T by 16 wgmma m64n64k8 SS (out s [64, 64]); P = S packed into A fragments (ALT: the
 // diagnostic order {c0, c1, c2, c3} instead of the kernel's {c0, c2, c1, c3}); O = P V by 8 wgmma
 // m64nDVk8 RS from V^T (out o [64, DV]). QREGS: S by 16 wgmma m64n64k8 RS instead, A = Q's fragments
-// loaded by the kernel's load_q_frags (variants 1 / 2's S = Q K^T form).
+// loaded by the kernel's load_q_frags (variants 1 / 2's S = Q K^T form). (Test 6 contracts over 128
+// columns, one key tile, no loop: it could not see what broke variants 1 / 2 at D = 64, the kernel's
+// register allocation giving Q's fragments to the loop's P; benchmarks/sm90_tf32_sass_check.py checks
+// that from the SASS.)
 template <int DV, bool ALT, bool QREGS = false>
 __global__ void selftest_tf32_mma_kernel(const float* q, const float* k, const float* v, float* s_out, float* o_out) {
   extern __shared__ uint8_t smem_raw[];
