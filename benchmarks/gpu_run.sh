@@ -150,7 +150,7 @@ if [[ ,$what, == *,sm90,* ]]; then (
       grep -o "HGMMA[^ ]*" $d/sm90_tf32.sass | sort | uniq -c; } > $d/tf32_sass_counts.txt 2>&1
     gzip -f $d/sm90_tf32.sass
     head -12 $d/tf32_sass_counts.txt
-    # Q's register fragments (variants 1 / 2) must survive the key-tile loop (ptxas once gave them to P
+    # Q's register fragments (variants 1 / 2 / 3) must survive the key-tile loop (ptxas once gave them to P
     # at D = 64): benchmarks/sm90_tf32_sass_check.py, from the SASS alone.
     python3 benchmarks/sm90_tf32_sass_check.py $hb/flash_fwd_sm90_tf32.o > $d/tf32_sass_check.txt 2>&1
     echo "tf32 SASS check (Q registers kept through the loop) rc=$?"; grep -E "CLOBBERED|checked" $d/tf32_sass_check.txt

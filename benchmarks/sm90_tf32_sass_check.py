@@ -5,7 +5,7 @@
 OBJECT: an sm_90a object of flash_fwd_sm90_tf32.cu (the harness's flash_fwd_sm90_tf32.o, or
 `nvcc -c` of the file alone); cuobjdump on PATH.
 
-Why: in the variants that hold Q's A fragments in registers (S = Q K^T by wgmma RS: variants 1 and 2),
+Why: in the variants that hold Q's A fragments in registers (S = Q K^T by wgmma RS: variants 1, 2 and 3),
 those registers are written once, before the key-tile loop, and must survive every iteration. ptxas
 13.0 broke that at D = 64 (found 2026-12-01 from the SASS, after the H200 showed variants 1 / 2 wrong in
 9 of 9 D = 64 cases): the loop's P packing (cvt.rna of the softmax output) was allocated to the very
