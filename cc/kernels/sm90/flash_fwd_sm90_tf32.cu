@@ -417,7 +417,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   // (the `n_tiles > 0` branch below is the only other definition). Without it ptxas 13.0 gave their
   // registers R88..R119 to the loop's P packing (the PTX's virtual registers were distinct): from the
   // second key tile on S was P_{n-1} K^T, the H200's wrong D = 64 outputs of variants 1 / 2
-  // (2026-12-01). benchmarks/sm90_tf32_sass_check.py finds such a clobber in the SASS; D = 128 had none
+  // (2026-12-01; results/2026-12-01-h200-i/cand7_tf32_fwd_summary.log agrees: the one D = 64 case with a
+  // single key tile per CTA, t_edges_65_63_causal_tl, passed, and t_empty_rows_causal_d64 went wrong from
+  // row 364, the first whose causal range reaches the second key tile, on: 364 - 300 = 64).
+  // benchmarks/sm90_tf32_sass_check.py finds such a clobber in the SASS; D = 128 had none
   // and keeps its code unchanged (no zeroing). UNTESTED ON A GPU (the D = 64 fix; SASS-checked only).
   // Variant 3 (a new kernel) zeroes them at D = 128 too.
   if constexpr (kS.q_regs && (D == 64 || kS.prepass)) {
