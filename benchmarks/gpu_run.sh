@@ -23,8 +23,9 @@
 #             only when named: tf32selftest, tf32 (numerics vs float64 / torch TF32 / our
 #             sm80 TF32), tf32bench, tf32sanitize (memcheck), tf32racecheck, tf32synccheck, e.g.
 #             SM90_PHASES=tf32selftest,tf32,tf32bench,tf32sanitize (sm90_check.py sets
-#             TF_FLASHATTN_SM90_TF32=1 for its own process); with SM90_SASS not 0 its ptxas report and
-#             HGMMA .TF32 counts too; SM90_BUDGET (seconds) caps the tf32 phases together.
+#             TF_FLASHATTN_SM90_TF32=1 for its own process); with SM90_SASS not 0 its ptxas report,
+#             HGMMA .TF32 counts and benchmarks/sm90_tf32_sass_check.py (Q's registers kept through the
+#             key-tile loop) too; SM90_BUDGET (seconds) caps the tf32 phases together.
 #             Files: OUT/sm90_summary.log and OUT/sm90.tar.gz (logs and JSON)
 #   sm90bwd   no TensorFlow needed: the Hopper backward (cc/kernels/sm90/flash_bwd_sm90.cu): harness
 #             build (ARCHS=90), ptxas report and SASS counts, benchmarks/sm90_bwd_check.py's phases
@@ -153,6 +154,10 @@ if [[ ,$what, == *,sm90,* ]]; then (
       grep -o "HGMMA[^ ]*" $d/sm90_tf32.sass | sort | uniq -c; } > $d/tf32_sass_counts.txt 2>&1
     gzip -f $d/sm90_tf32.sass
     head -12 $d/tf32_sass_counts.txt
+    # Q's register fragments (variants 1 / 2 / 3) must survive the key-tile loop (ptxas once gave them to P
+    # at D = 64): benchmarks/sm90_tf32_sass_check.py, from the SASS alone.
+    python3 benchmarks/sm90_tf32_sass_check.py $hb/flash_fwd_sm90_tf32.o > $d/tf32_sass_check.txt 2>&1
+    echo "tf32 SASS check (Q registers kept through the loop) rc=$?"; grep -E "CLOBBERED|checked" $d/tf32_sass_check.txt
   fi
   for ph in selftest:60 numerics:200 bench:240 variants:150 vbench:100 tf32selftest:60 tf32:240 tf32bench:240; do
     has_ph ${ph%%:*} || continue

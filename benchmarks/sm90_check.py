@@ -60,13 +60,16 @@ others' answers):
   vsanitize small odd D = 128 cases (and D = 64 ones for WIDE_VARIANTS) for each variant 1 .. n-1, for
             compute-sanitizer.
   The float32 TF32 forward (cc/kernels/sm90/flash_fwd_sm90_tf32.cu; on by default, these phases set
-  TF_FLASHATTN_SM90_TF32=1 for their own process all the same; D = 64 runs variant 0 whatever is asked):
+  TF_FLASHATTN_SM90_TF32=1 for their own process all the same; a variant asked for by set_sm90_tf32_variant
+  runs at D = 64 too, where the default is 0):
   tf32selftest  its building blocks one at a time (flash_harness.sm90_tf32_selftest): TMA of a float32 tile
             (bits as stored, zero fill), the transposer warps' V^T (keys permuted, cvt.rna) and K's rounding
             against the host's rna bit for bit, wgmma m64n64k8 .tf32 SS (S = Q K^T), wgmma m64n128k8 /
             m64n64k8 .tf32 RS with A from the S accumulators and B = V^T (exact on small values), a
             diagnostic with the other register order of A (expected FAIL: it tells the mapping apart), and
-            wgmma m64n64k8 .tf32 RS with A = Q's fragments loaded from shared memory (variants 1 / 2).
+            wgmma m64n64k8 .tf32 RS with A = Q's fragments loaded from shared memory (variants 1 / 2), and
+            variant 3's pre-pass (K and V^T into a NaN-poisoned workspace) with a TMA load of a V^T tile
+            from it, against the host's rna and the transposer's layout bit for bit.
   tf32      TF32_CASES (float32 inputs, allow_tf32): odd Tq / Tk around the 128-row / 64-key tiles, causal
             both alignments with rows that see no key, a KV-cache offset, GQA 2 / 4, MQA, Tq = 1 (decode
             off), Tk = 1, strided q/k/v, the softmax scale, D = 64 / 128, big ones (2048, 4096 causal),
@@ -75,12 +78,17 @@ others' answers):
             bar), and also 2x our sm80 TF32 kernel's error + the same floor; the sm90 TF32 path must have
             run (tf32_fwd_launches, last_tf32_variant) and repeat bit for bit; every variant
             (flash_fwd_sm90_tf32.cu's kTf32Sched: 0 Q in shared memory, 1 Q in registers, 2 as 1 with K
-            truncated), each against the same bars, 1 reported bit for bit against 0.
+            truncated, 3 as 1 with K / V^T from a pre-pass into the workspace), each against the same bars
+            and at D = 64 too (set explicitly), 1 and 2 reported bit for bit against 0, 3 required bit for
+            bit equal to 0 and run on an explicit NaN-poisoned workspace of fwd_workspace_bytes (which must
+            be variant 3's size there and 0 for the other variants); then the default (variant override
+            -1, TF_FLASHATTN_SM90_TF32_VARIANT unset) must run 1 at D = 128 and 0 at D = 64.
             TF32_FALLBACK_CASES (window, lengths, D = 256, Dv != D, soft-cap) must not launch it and stay
             right (sm80's TF32 kernel).
   tf32bench TFLOP/s at D = 128 (H = 16) and 64 (H = 32), T in {1024, 4096, 16384}, B*T = 16384, causal and
-            not: ours sm90 TF32 (each variant), ours sm80 TF32 (set_sm90_tf32(0)), torch SDPA in float32 with
-            allow_tf32: the efficient backend (mem-efficient, cutlass) and the math backend (T <= 4096).
+            not: ours sm90 TF32 (each variant; variant 3's time includes its pre-pass), ours sm80 TF32
+            (set_sm90_tf32(0)), torch SDPA in float32 with allow_tf32: the efficient backend (mem-efficient,
+            cutlass) and the math backend (T <= 4096).
   tf32sanitize  TF32_SANITIZE cases (small, each shape class) for compute-sanitizer (memcheck; racecheck and
             synccheck on request in gpu_run.sh).
 Writes OUT/sm90_<phase>.json.
@@ -546,6 +554,18 @@ def tf32_variant_list(h):
     return list(range(h.m.sm90_info().get("tf32_variants", 1)))
 
 
+# flash_fwd_sm90_tf32.cu: kTf32DefaultVariant (D = 128; D = 64 runs 0 unless a variant is set explicitly)
+# and the pre-pass variant with its workspace (tf32_prepass_layout).
+TF32_DEFAULT_VARIANT = {128: 1, 64: 0}
+TF32_PREPASS_VARIANT = 3
+
+
+def tf32_prepass_bytes(c):
+    B, Tk, Hkv, D = c["B"], c["Tk"], c.get("Hkv", c["H"]), c["D"]
+    tk_pad = (Tk + 63) // 64 * 64
+    return (B * Tk * Hkv * D * 4 + 255) // 256 * 256 + B * Hkv * D * tk_pad * 4
+
+
 def phase_tf32(h, log, cases, fallback_cases=()):
     """Each case: sm80's TF32 kernel (set_sm90_tf32(0)), the float64 reference and torch's float32 attention
     with TF32 matmuls once; then for each variant of ours (flash_fwd_sm90_tf32.cu's kTf32Sched, picked by
@@ -575,6 +595,13 @@ def phase_tf32(h, log, cases, fallback_cases=()):
         v0 = None
         for v in (variants if expect else variants[:1]):
             h.m.set_sm90_tf32_variant(v)
+            # Variant 3: its workspace, explicit and NaN-poisoned (every byte it reads must be written by its
+            # pre-pass); fwd_workspace_bytes must be its size there and 0 for the others (no decoding path here).
+            ws_bytes = h.fwd_ws_bytes(c, t)
+            ws_want = tf32_prepass_bytes(c) if expect and v == TF32_PREPASS_VARIANT else 0
+            t.pop("fws", None)
+            if v == TF32_PREPASS_VARIANT and ws_bytes > 0:
+                t["fws"] = torch.full((ws_bytes,), 0xff, dtype=torch.uint8, device=DEV)
             n0 = tf32_launches(h)
             run_fwd(h, c, t)
             took = tf32_launches(h) - n0
@@ -583,16 +610,24 @@ def phase_tf32(h, log, cases, fallback_cases=()):
             run_fwd(h, c, t)
             took = tf32_launches(h) - n0
             repeat = bool(torch.equal(t["o"], ours["o"]) and torch.equal(t["lse"], ours["lse"]))
+            t.pop("fws", None)
             row = dict(case=c["name"], dtype="tf32", variant=v, sm90_tf32_launched=int(took), expect_sm90=expect,
-                       repeat_bitwise=repeat)
-            # D = 64 launches run variant 0 whatever is asked (fwd_tf32: variants 1 / 2 were wrong there).
-            ok = took == (2 if expect else 0) and repeat and (not expect or ran == (v if c["D"] == 128 else 0))
+                       repeat_bitwise=repeat, ws_bytes=int(ws_bytes), ws_bytes_expected=ws_want)
+            # A variant set explicitly (set_sm90_tf32_variant) runs at D = 64 too (fwd_tf32, tf32_variant_for).
+            ok = took == (2 if expect else 0) and repeat and (not expect or ran == v) and ws_bytes == ws_want
+            if not expect and TF32_PREPASS_VARIANT in variants:  # no pre-pass workspace where ours does not run
+                h.m.set_sm90_tf32_variant(TF32_PREPASS_VARIANT)
+                row["ws_bytes_v3"] = int(h.fwd_ws_bytes(c, t))
+                h.m.set_sm90_tf32_variant(v)
+                ok &= row["ws_bytes_v3"] == 0
             if expect:
                 row["ran_variant"] = ran
                 if v == 0:
                     v0 = ours
                 else:
                     row["bitwise_vs_v0"] = bool(torch.equal(ours["o"], v0["o"]) and torch.equal(ours["lse"], v0["lse"]))
+                    if v == TF32_PREPASS_VARIANT:  # every operand rounded as in 0, same wgmma forms: required
+                        ok &= row["bitwise_vs_v0"]
             for name in ("o", "lse"):
                 e = err(ours[name], ref[name])
                 el = err(low[name], ref[name])
@@ -619,6 +654,8 @@ def phase_tf32(h, log, cases, fallback_cases=()):
                 extra += f" (ran variant {ran})"
             if not repeat:
                 extra += " (repeat NOT bitwise equal)"
+            if ws_bytes != ws_want:
+                extra += f" (fwd_workspace_bytes {ws_bytes}, expected {ws_want})"
             if "bitwise_vs_v0" in row:
                 extra += f" bitwise_vs_v0={row['bitwise_vs_v0']}"
             where = f" bad_rows={row.get('o_bad_rows')} first={row.get('o_first_bad')} t={row.get('o_bad_row_indices_sample')}" \
@@ -627,8 +664,22 @@ def phase_tf32(h, log, cases, fallback_cases=()):
                   f"o={row['o']['max']:.2e} (sm80 {row['o']['sm80_max']:.2e}, torch tf32 {row['o']['torch_tf32_max']:.2e}) "
                   f"lse={row['lse']['max']:.2e} (sm80 {row['lse']['sm80_max']:.2e}){extra}{where}", file=log, flush=True)
         h.m.set_sm90_tf32_variant(-1)
+        if expect and v0 is not None and "TF_FLASHATTN_SM90_TF32_VARIANT" not in os.environ:
+            # The dispatch's default (no variant set): kTf32DefaultVariant at D = 128, 0 at D = 64, bit for bit
+            # equal to variant 0 (variant 1 was, in every D = 128 case on the H200); no workspace wanted.
+            n0 = tf32_launches(h)
+            ws_bytes = h.fwd_ws_bytes(c, t)
+            run_fwd(h, c, t)
+            ran = h.m.sm90_info().get("last_tf32_variant", -1)
+            want = TF32_DEFAULT_VARIANT[c["D"]]
+            same = bool(torch.equal(t["o"], v0["o"]) and torch.equal(t["lse"], v0["lse"]))
+            ok = tf32_launches(h) - n0 == 1 and ran == want and same and ws_bytes == 0
+            rows.append(dict(case=c["name"], dtype="tf32", variant="default", ran_variant=ran, expected_variant=want,
+                             bitwise_vs_v0=same, ws_bytes=int(ws_bytes), ok=bool(ok), expect_sm90=expect))
+            print(f"{'PASS' if ok else 'FAIL'} {c['name']:<26} default  ran variant {ran} (expected {want}), "
+                  f"bitwise_vs_v0={same}, fwd_workspace_bytes {ws_bytes}", file=log, flush=True)
         del t, ref, low
-    for v in variants:
+    for v in variants + ["default"]:
         vr = [r for r in rows if r.get("variant") == v and r["expect_sm90"]]
         print(f"tf32 variant {v}: {sum(r['ok'] for r in vr)} / {len(vr)} pass", file=log, flush=True)
     return rows
@@ -657,8 +708,7 @@ def phase_tf32_bench(h, log):
                     n0 = tf32_launches(h)
                     key = "sm90_fwd_ms" if v == 0 else f"sm90v{v}_fwd_ms"
                     r[key] = tt.do_bench(lambda: h.fwd(c, t), warmup=25, rep=100, return_mode="median")
-                    r["sm90_path_taken"] &= tf32_launches(h) > n0 and h.m.sm90_info()["last_tf32_variant"] == (
-                        v if D == 128 else 0)
+                    r["sm90_path_taken"] &= tf32_launches(h) > n0 and h.m.sm90_info()["last_tf32_variant"] == v
                 h.m.set_sm90_tf32_variant(-1)
                 h.m.set_sm90_tf32(0)
                 r["sm80_fwd_ms"] = tt.do_bench(lambda: h.fwd(c, t), warmup=25, rep=100, return_mode="median")
@@ -687,12 +737,13 @@ def phase_tf32_bench(h, log):
                 del t, qh, kh, vh
     print("\nTFLOP/s forward, float32 with TF32 (torch: SDPA in float32 with matmul.allow_tf32 = True; "
           "efficient = the mem-efficient (cutlass) backend, math = the unfused one, T <= 4096)", file=log)
-    print("  D    T      causal sm90v0 sm90v1 sm90v2 sm80   torch_eff torch_math best/sm80", file=log)
+    print("  D    T      causal sm90v0 sm90v1 sm90v2 sm90v3 sm80   torch_eff torch_math best/sm80", file=log)
     for r in rows:
         f = lambda k: r.get(k, "-")
-        best = max(r.get(k, 0) for k in ("sm90_fwd_tflops", "sm90v1_fwd_tflops", "sm90v2_fwd_tflops"))
+        best = max(r.get(k, 0) for k in ("sm90_fwd_tflops", "sm90v1_fwd_tflops", "sm90v2_fwd_tflops",
+                                         "sm90v3_fwd_tflops"))
         print(f"  {r['D']:<4} {r['T']:<6} {int(r['causal']):<6} {f('sm90_fwd_tflops'):<6} {f('sm90v1_fwd_tflops'):<6} "
-              f"{f('sm90v2_fwd_tflops'):<6} {f('sm80_fwd_tflops'):<6} "
+              f"{f('sm90v2_fwd_tflops'):<6} {f('sm90v3_fwd_tflops'):<6} {f('sm80_fwd_tflops'):<6} "
               f"{f('torch_efficient_fwd_tflops'):<9} {f('torch_math_fwd_tflops'):<10} "
               f"{round(best / r['sm80_fwd_tflops'], 2)}"
               f"{'' if r['sm90_path_taken'] else '  (sm90 TF32 NOT taken)'}", file=log, flush=True)

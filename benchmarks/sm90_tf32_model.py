@@ -19,6 +19,13 @@
    no buffer (raw V, K[s], V^T[s]) written before every read of its previous tile is done, no read of
    a tile before all its writes are done, no wait on a phase the barrier has already run past (parity
    ambiguity). Mutant protocols (each with one wait left out) must be caught.
+4. Variant 3 (opt-in, UNTESTED ON A GPU): the pre-pass's workspace layout (Kr [B, Tk, Hkv, D]; VT [B, Hkv,
+   D, tk_pad] with keys permuted by tf32_kperm within 8-key groups, 0 past Tk) and the producer's TMA
+   boxes {32 positions, 1, D rows, 1} of VT: the V^T tile in shared memory must equal, address for
+   address, what the transposer writes from variant 0's TMA-loaded raw V (ragged Tk included); K's
+   tile from Kr must equal variant 0's K tile after its in-place rounding (same addresses). And its
+   barrier protocol (producer: K_n after k_empty of n - 2, V_n^T after vt_empty of n - 2; consumers:
+   k_full before S, vt_full before P V) under random interleavings, with mutants.
 The constants and formulas mirror the kernel's; change them together. --cxx FILE compares them with the
 kernel file's own functions (the output of benchmarks/sm90_tf32_xcheck.cu, which says how to build it).
 """
@@ -138,6 +145,71 @@ def check_layouts():
         fails += total > 227 * 1024
     print(f"layouts: {'OK' if fails == 0 else f'{fails} MISMATCHES'} (TMA tiles, transposer, every descriptor of "
           "S = Q K^T and O += P V, D = 64 and 128)")
+    return fails == 0
+
+
+# ---- Variant 3: the pre-pass's workspace and its TMA boxes -------------------------------------------
+def tf32_kperm_inv(pos):
+    return (pos & ~7) | ((pos & 3) << 1) | ((pos >> 2) & 1)
+
+
+def prepass_layout(B, Tk, Hkv, D):
+    """tf32_prepass_layout: (tk_pad, vt_off, bytes)."""
+    tk_pad = (Tk + KBC - 1) // KBC * KBC
+    vt_off = (B * Tk * Hkv * D * 4 + 255) // 256 * 256
+    return tk_pad, vt_off, vt_off + B * Hkv * D * tk_pad * 4
+
+
+def tma_box(mem, dst, rows, value):
+    """One TMA box {32 floats, 1, rows, 1} at dst (1024-aligned): row r's 32 floats value(r, c)."""
+    assert dst % 1024 == 0
+    for r in range(rows):
+        for c in range(32):
+            mem[swizzle_addr(dst + r * 128 + c * 4)] = value(r, c)
+
+
+def check_prepass_layout():
+    """Variant 3's V^T and K tiles against variant 0's, for ragged and whole key counts."""
+    fails = 0
+    for D in (64, 128):
+        for Tk in (100, 128, 203, 64, 1):
+            B, Hkv = 2, 3
+            tk_pad, vt_off, nbytes = prepass_layout(B, Tk, Hkv, D)
+            assert tk_pad % 8 == 0 and (tk_pad * 4) % 16 == 0 and vt_off % 256 == 0
+            V = {(t, d): ("V", t, d) for t in range(Tk) for d in range(D)}
+            K = {(t, d): ("K", t, d) for t in range(Tk) for d in range(D)}
+            rna = lambda x: None if x is None else ("rna",) + x
+            # The pre-pass (tf32_prepass_kernel): VT[b][h][d][pos] = rna(V[kperm_inv(pos)][d]) or 0 past Tk
+            # (written for every pos < tk_pad); Kr = rna(K).
+            VT = {}
+            for d in range(D):
+                for pos in range(tk_pad):
+                    key = tf32_kperm_inv(pos)
+                    VT[(d, pos)] = rna(V[(key, d)]) if key < Tk else 0
+            kvb = KBC * D * 4
+            for key0 in range(0, Tk, KBC):
+                # Variant 0: raw V by TMA (zero past Tk), transposer -> V^T; K by TMA, rounded in place.
+                m0 = {}
+                vraw, vt0, k0 = 0, kvb, 2 * kvb
+                tma_write(m0, vraw, KBC, D, lambda r, c: V.get((key0 + r, c), 0))
+                transpose_v_tile(m0, vt0, vraw, D)
+                tma_write(m0, k0, KBC, D, lambda r, c: K.get((key0 + r, c), 0))
+                for a in range(k0, k0 + kvb, 4):
+                    m0[a] = rna(m0[a]) if m0[a] != 0 else 0
+                # transpose_v_tile keeps the raw values: apply the transposer's rounding (to_tf32).
+                for a in range(vt0, vt0 + kvb, 4):
+                    m0[a] = rna(m0[a]) if m0[a] != 0 else 0
+                # Variant 3: two VT boxes (key panels j) into V^T, K's boxes from Kr.
+                m3 = {}
+                for j in range(KBC // 32):
+                    tma_box(m3, vt0 + j * D * 128, D,
+                            lambda r, c, j=j: VT.get((r, key0 + 32 * j + c), 0) if key0 + 32 * j + c < tk_pad else 0)
+                tma_write(m3, k0, KBC, D, lambda r, c: rna(K[(key0 + r, c)]) if key0 + r < Tk else 0)
+                for a in range(vt0, k0 + kvb, 4):
+                    fails += m0.get(a) != m3.get(a)
+    print(f"variant 3 (pre-pass): {'OK' if fails == 0 else f'{fails} MISMATCHES'} (its V^T and K tiles, TMA-loaded "
+          "from the workspace, equal variant 0's transposed / rounded tiles address for address; D = 64 and 128, "
+          "Tk = 100, 128, 203, 64, 1)")
     return fails == 0
 
 
@@ -388,6 +460,132 @@ def run_protocol(n_tiles, rng, n_tr=3, n_cons=4, mutant=None):
     return True
 
 
+def run_protocol_v3(n_tiles, rng, n_cons=4, mutant=None):
+    """Variant 3's protocol (no transposers): producer K_n -> K[s] (k_full[s]) after k_empty[s] of n - 2,
+    V_n^T -> V^T[s] (vt_full[s], the kv_ready slot) after vt_empty[s] of n - 2; consumers: k_full[s],
+    S, arrive k_empty[s], vt_full[s], P V, arrive vt_empty[s]."""
+    bars = {"q_full": MBar("q_full", 1)}
+    for s in range(STAGES):
+        for name, cnt in (("k_full", 1), ("vt_full", 1), ("k_empty", n_cons), ("vt_empty", n_cons)):
+            bars[f"{name}{s}"] = MBar(f"{name}{s}", cnt)
+    buf = {}
+    for s in range(STAGES):
+        buf[f"k{s}"] = dict(tile=None, written=True, reads=set())
+        buf[f"vt{s}"] = dict(tile=None, written=True, reads=set())
+    pending_tma = []
+    cons_ids = {f"c{i}" for i in range(n_cons)}
+
+    def overwrite(name, tile, need_reads):
+        b = buf[name]
+        if b["tile"] is not None and not need_reads <= b["reads"]:
+            raise Violation(f"{name}: tile {tile} written while tile {b['tile']} still has readers "
+                            f"{sorted(need_reads - b['reads'])}")
+        b.update(tile=tile, written=False, reads=set())
+
+    def read(name, tile, who):
+        b = buf[name]
+        if b["tile"] != tile or not b["written"]:
+            raise Violation(f"{name}: {who} reads tile {tile} but it holds {b['tile']} (written={b['written']})")
+        b["reads"].add(who)
+
+    def wait(bar, phase):
+        while not bars[bar].ready(phase):
+            yield ("wait", bar)
+
+    def producer():
+        if n_tiles == 0:
+            return
+        bars["q_full"].arrive_expect_tx(1)
+        pending_tma.append(("q", None, "q_full", 1))
+        yield ("step",)
+        for n in range(n_tiles):
+            s = n % STAGES
+            if n >= STAGES and mutant != "v3_producer_no_k_empty_wait":
+                yield from wait(f"k_empty{s}", n // STAGES - 1)
+            overwrite(f"k{s}", n, {f"S{c}" for c in cons_ids})
+            bars[f"k_full{s}"].arrive_expect_tx(1)
+            pending_tma.append((f"k{s}", n, f"k_full{s}", 1))
+            yield ("step",)
+            if n >= STAGES and mutant != "v3_producer_no_vt_empty_wait":
+                yield from wait(f"vt_empty{s}", n // STAGES - 1)
+            overwrite(f"vt{s}", n, {f"P{c}" for c in cons_ids})
+            bars[f"vt_full{s}"].arrive_expect_tx(1)
+            pending_tma.append((f"vt{s}", n, f"vt_full{s}", 1))
+            yield ("step",)
+
+    def consumer(me):
+        if n_tiles == 0:
+            return
+        yield from wait("q_full", 0)
+        for n in range(n_tiles):
+            s = n % STAGES
+            if mutant != "v3_consumer_no_k_full_wait":
+                yield from wait(f"k_full{s}", n // STAGES)
+            read(f"k{s}", n, f"S{me}")
+            yield ("step",)
+            bars[f"k_empty{s}"].arrive()
+            yield ("step",)
+            if mutant != "v3_consumer_no_vt_full_wait":
+                yield from wait(f"vt_full{s}", n // STAGES)
+            read(f"vt{s}", n, f"P{me}")
+            yield ("step",)
+            bars[f"vt_empty{s}"].arrive()
+            yield ("step",)
+
+    live = {"producer": producer()}
+    live.update({c: consumer(c) for c in cons_ids})
+    blocked_rounds = 0
+    while live or pending_tma:
+        choices = list(live.keys()) + (["tma"] if pending_tma else [])
+        who = rng.choice(choices)
+        if who == "tma":
+            name, tile, bar, b = pending_tma.pop(rng.randrange(len(pending_tma)))
+            if name != "q":
+                buf[name]["written"] = True
+            bars[bar].complete_tx(b)
+            blocked_rounds = 0
+            continue
+        try:
+            ev = next(live[who])
+        except StopIteration:
+            del live[who]
+            blocked_rounds = 0
+            continue
+        if ev[0] == "wait":
+            blocked_rounds += 1
+            if blocked_rounds > 2000 and not pending_tma:
+                raise Deadlock(f"n_tiles={n_tiles}: every thread waits ({sorted(live)})")
+        else:
+            blocked_rounds = 0
+    return True
+
+
+def check_protocol_v3(schedules):
+    rng = random.Random(3)
+    bad = 0
+    for i in range(schedules):
+        try:
+            run_protocol_v3(i % 9, rng)
+        except (Deadlock, Violation) as e:
+            bad += 1
+            if bad < 5:
+                print("  protocol v3:", e)
+    print(f"protocol (variant 3): {schedules - bad} / {schedules} random interleavings (0..8 key tiles) without "
+          "deadlock, early overwrite, early read or parity ambiguity")
+    every = True
+    for mutant in ("v3_producer_no_k_empty_wait", "v3_producer_no_vt_empty_wait", "v3_consumer_no_k_full_wait",
+                   "v3_consumer_no_vt_full_wait"):
+        caught = 0
+        for i in range(300):
+            try:
+                run_protocol_v3(2 + i % 6, rng, mutant=mutant)
+            except (Deadlock, Violation):
+                caught += 1
+        every &= caught > 0
+        print(f"protocol (variant 3) mutant {mutant}: caught in {caught} / 300 interleavings")
+    return bad == 0 and every
+
+
 def check_protocol(schedules):
     rng = random.Random(1)
     bad = 0
@@ -431,6 +629,12 @@ def main():
             elif f[0] == "P":
                 j, v = map(int, f[1:])
                 want = tf32_kperm(j)
+            elif f[0] == "I":
+                j, v = map(int, f[1:])
+                want = tf32_kperm_inv(j)
+            elif f[0] == "W":
+                tk, d, tk_pad, vt_off, nbytes = map(int, f[1:])
+                v, want = (tk_pad, vt_off, nbytes), prepass_layout(3, tk, 5, d)
             else:
                 dv, d, key, v = map(int, f[1:])
                 want = swz128_offset_f32(dv, d, tf32_kperm(key))
@@ -447,7 +651,9 @@ def main():
     qf = all(check_q_frags(D, seed=s) for D in (64, 128) for s in range(2))
     print(f"register A of S = Q K^T from load_q_frags (variants 1 / 2), D = 64 and 128: {'OK' if qf else 'WRONG'}")
     ok &= qf
+    ok &= check_prepass_layout()
     ok &= check_protocol(args.schedules)
+    ok &= check_protocol_v3(args.schedules)
     print("ALL OK" if ok else "FAILED")
     sys.exit(0 if ok else 1)
 

@@ -35,7 +35,9 @@
 //   set_sm90_tf32(mode) (1 on, 0 off, -1 env: on unless TF_FLASHATTN_SM90_TF32=0): the float32 TF32
 //   forward on Hopper (cc/kernels/sm90/flash_fwd_sm90_tf32.cu, allow_tf32 calls); sm90_info() has
 //   tf32_enabled, tf32_fwd_launches, tf32_variant(s), last_tf32_variant; set_sm90_tf32_variant(v) (0 ..
-//   tf32_variants - 1, -1 env TF_FLASHATTN_SM90_TF32_VARIANT); sm90_tf32_selftest() its building blocks
+//   tf32_variants - 1, -1 env TF_FLASHATTN_SM90_TF32_VARIANT; a variant set here or there runs at D = 64
+//   too, where the default is 0; variant 3 needs fwd_workspace_bytes of workspace, which fwd provides
+//   when none is passed); sm90_tf32_selftest() its building blocks
 //
 // Layouts and dtypes as in cc/kernels/common/flash_params.h: q [B, Tq, H, D], k [B, Tk, Hkv, D],
 // v [B, Tk, Hkv, Dv], o / d_o [B, Tq, H, Dv] (float32 / float16 / bfloat16, one dtype; the last
@@ -933,7 +935,8 @@ py::list sm90_tf32_selftest() {
 #if FA_HAS_SM90
   const char* names[] = {"tf32_tma_load_f32_tile", "tf32_v_transpose_and_k_round", "tf32_wgmma_ss_n64_kmajor",
                          "tf32_wgmma_rs_n128_from_acc", "tf32_wgmma_rs_n64_from_acc",
-                         "tf32_diag_rs_other_a_order_expect_FAIL", "tf32_wgmma_rs_n64_q_frags"};
+                         "tf32_diag_rs_other_a_order_expect_FAIL", "tf32_wgmma_rs_n64_q_frags",
+                         "tf32_prepass_and_vt_tma_load"};
   static_assert(sizeof(names) / sizeof(names[0]) == flashattn::cuda::sm90::kFwdTf32Selftests, "names");
   return selftest_rows(names, flashattn::cuda::sm90::kFwdTf32Selftests, flashattn::cuda::sm90::tf32_selftest);
 #else
@@ -1023,7 +1026,9 @@ PYBIND11_MODULE(flash_harness, m) {
         "TF_FLASHATTN_SM90=0 / set_sm90(0) turn it off too).", py::arg("mode"));
   m.def("set_sm90_tf32_variant", &set_sm90_tf32_variant,
         "Variant of the Hopper TF32 forward (flash_fwd_sm90_tf32.cu's kTf32Sched: 0 Q in shared memory, 1 Q in "
-        "registers, 2 as 1 with K truncated), -1 back to the environment (TF_FLASHATTN_SM90_TF32_VARIANT; unset: 1; D = 64 always runs 0).",
+        "registers, 2 as 1 with K truncated, 3 as 1 with K and V^T from a pre-pass into the workspace), -1 back to the "
+        "environment (TF_FLASHATTN_SM90_TF32_VARIANT; unset: 1 at D = 128, 0 at D = 64; a variant set explicitly "
+        "runs at D = 64 too).",
         py::arg("v"));
   m.def("sm90_tf32_selftest", &sm90_tf32_selftest,
         "The Hopper TF32 forward's building blocks (float32 TMA tile, V transpose, wgmma .tf32 forms) one at a "

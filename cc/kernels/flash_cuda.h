@@ -21,9 +21,11 @@
 namespace flashattn {
 
 // Bytes of device workspace flash_fwd_cuda needs for these params (the decoding path's partial
-// results; 0 when it does not apply). Depends on the shape, dtype and the params' fields only,
-// not on the device (the XLA lowering computes it at compile time). The caller allocates at
-// least this many bytes, 256-byte aligned, and sets params.workspace.
+// results; in builds with the Hopper kernels, the TF32 forward's pre-pass buffers when its opt-in
+// variant 3 is selected: sm90/flash_fwd_sm90_tf32.cu; 0 when neither applies). Depends on the shape,
+// dtype and the params' fields only, not on the device or the tensors' addresses (the XLA lowering
+// computes it at compile time: it may then count calls that will not need it, never fewer). The
+// caller allocates at least this many bytes, 256-byte aligned, and sets params.workspace.
 size_t flash_fwd_workspace_bytes(const FlashFwdParams& params);
 
 // Forward: writes o [B, Tq, H, Dv] and lse [B, H, Tq] (natural log, -inf for rows with no key).

@@ -73,6 +73,9 @@ inline int tuning_cfg(const char* var) {
 // params.workspace for several splits, falls back to one split when it is null).
 bool decode_applies(const FlashFwdParams& p);
 cudaError_t fwd_decode(const FlashFwdParams& p, cudaStream_t stream);
+// Its workspace (the key splits' partial results) when decode_applies(p), else 0: flash_fwd_workspace_bytes
+// (flash_cuda_dispatch.cu) adds the Hopper TF32 forward's.
+size_t decode_workspace_bytes(const FlashFwdParams& p);
 // What fwd_decode would launch on the current device (for the kernel harness and tuning):
 // applies = decode_applies(p); splits as chosen when a workspace is given (without one: 1).
 struct DecodePlan {
@@ -182,23 +185,35 @@ constexpr int kFwdSelftests = 6;
 // transpose and K rounding, 2 wgmma m64n64k8 .tf32 SS K-major, 3 / 4 wgmma m64n128k8 / m64n64k8 .tf32
 // RS with A from the S accumulators and B = V^T, 5 a diagnostic expected to fail: test 3 with the
 // other register order, 6 wgmma m64n64k8 .tf32 RS with A = Q's fragments from shared memory (variants
-// 1 / 2's S = Q K^T), and its P V); returns as selftest().
+// 1 / 2's S = Q K^T), and its P V, 7 variant 3's pre-pass (K rounded, V rounded and transposed into a
+// workspace) and a TMA load of a V^T tile from it, against the transposer's V^T bit for bit);
+// returns as selftest().
 bool tf32_enabled();
 void set_tf32_enabled(int mode);
 bool fwd_tf32_applies(const FlashFwdParams& p);
 cudaError_t fwd_tf32(const FlashFwdParams& p, cudaStream_t stream);
 int64_t fwd_tf32_launches();
 // Its variants (flash_fwd_sm90_tf32.cu's kTf32Sched: 0 Q in shared memory, K rounded; 1 Q in registers;
-// 2 as 1 with K truncated by the tensor cores instead of rounded): tf32_variants() of them;
-// tf32_variant() is TF_FLASHATTN_SM90_TF32_VARIANT (read once; 0 .. tf32_variants() - 1; else the
-// default, 1; D = 64 launches run 0 whatever is set) unless set_tf32_variant(v) overrides it (v < 0: back to the environment; false, nothing
-// changed, when v >= tf32_variants()); last_tf32_variant(): the variant of the last launch (-1 before any).
+// 2 as 1 with K truncated by the tensor cores instead of rounded; 3 as 1 with K and V^T prepared by a
+// pre-pass into the workspace, opt-in, UNTESTED ON A GPU): tf32_variants() of them; tf32_variant() is
+// set_tf32_variant(v)'s override (v < 0: back to the environment; false, nothing changed, when v >=
+// tf32_variants()), else TF_FLASHATTN_SM90_TF32_VARIANT (read once; 0 .. tf32_variants() - 1), else the
+// default, 1. tf32_variant_for(d): what a launch at head dim d runs: the variant set explicitly (the
+// override or the environment), else 1 at d = 128 and 0 at d = 64 (D = 64 takes 1 / 2 / 3 only when
+// asked for; fwd_tf32 runs the default instead of 3 when params.workspace is null).
+// last_tf32_variant(): the variant of the last launch (-1 before any).
 int tf32_variants();
 int tf32_variant();
+int tf32_variant_for(int d);
 bool set_tf32_variant(int v);
 int last_tf32_variant();
+// Bytes of workspace fwd_tf32 needs (variant 3's K and V^T, flash_fwd_sm90_tf32.cu "Variant 3"): non-zero
+// only for params fwd_tf32_applies would take, whatever their pointers and the device (the size is
+// asked at XLA compile time), when tf32_variant_for(D) is 3. flash_fwd_workspace_bytes returns it when
+// the dispatch would reach fwd_tf32 (not the decoding path; enabled() and tf32_enabled()).
+size_t fwd_tf32_workspace_bytes(const FlashFwdParams& p);
 int tf32_selftest(int which, double* max_err, char* msg, int msg_len);
-constexpr int kFwdTf32Selftests = 7;
+constexpr int kFwdTf32Selftests = 8;
 
 // The sm_90a backward (flash_bwd_sm90.cu), on by default: bwd_applies is false when
 // TF_FLASHATTN_SM90_BWD=0 or TF_FLASHATTN_SM90=0 (read once) or after set_bwd_enabled(0); else for

@@ -1789,13 +1789,13 @@ cudaError_t decode_plan(const FlashFwdParams& p, DecodePlan* plan) {
   return dec_dispatch(p, PlanFn{p, di, plan});
 }
 
-}  // namespace cuda
-
-size_t flash_fwd_workspace_bytes(const FlashFwdParams& p) {
+size_t decode_workspace_bytes(const FlashFwdParams& p) {
   const AttnShape& s = p.shape;
-  if (!cuda::decode_applies(p) || s.B <= 0 || s.Tq <= 0 || s.H <= 0) return 0;
-  const cuda::DecGeom g = cuda::dec_geom(p);
-  return cuda::dec_ws_bytes(s, g.cap, g.base);
+  if (!decode_applies(p) || s.B <= 0 || s.Tq <= 0 || s.H <= 0) return 0;
+  const DecGeom g = dec_geom(p);
+  return dec_ws_bytes(s, g.cap, g.base);
 }
+
+}  // namespace cuda
 
 }  // namespace flashattn

@@ -3,7 +3,9 @@
 // On by default on compute capability 9.0 (TF_FLASHATTN_SM90_TF32=0 turns it off, read once; the
 // harness's set_sm90_tf32 overrides it); otherwise sm80/flash_fwd_tf32.cu (mma.sync m16n8k8 .tf32)
 // runs, as it does for everything this kernel does not take. Checked on the H200 (2026-12-01):
-// self-tests exact, numerics of variant 0 26 / 26 cases, memcheck clean, the GPU tests with it on. benchmarks/sm90_check.py
+// self-tests exact, numerics of variant 0 26 / 26 cases, memcheck clean, the GPU tests with it on
+// (since then, UNTESTED ON A GPU: the D = 64 fix of variants 1 / 2, variant 3 and self-test 7; all
+// opt-in, the default kernels' SASS unchanged). benchmarks/sm90_check.py
 // --phase tf32selftest / tf32 / tf32bench / tf32sanitize check it (gpu_run.sh sm90,
 // SM90_PHASES=tf32selftest,tf32,tf32bench,tf32sanitize).
 //
@@ -56,9 +58,12 @@
 //   (kk % 4) * 32). One tile at a time per warpgroup (schedule 0's order: no S / P V overlap inside a
 //   warpgroup, which would hold K and V^T longer than 2 stages allow); the two consumer warpgroups
 //   interleave on the tensor cores.
-// Variants (kTf32Sched below; TF_FLASHATTN_SM90_TF32_VARIANT): 0 as above (the default), 1 Q's A
-// fragments in registers (S = Q K^T by wgmma RS), 2 as 1 without K's rounding; see their comment for
-// the shared-memory traffic that motivates them.
+// Variants (kTf32Sched below; TF_FLASHATTN_SM90_TF32_VARIANT): 0 as above, 1 Q's A fragments in
+// registers (S = Q K^T by wgmma RS; the default at D = 128), 2 as 1 without K's rounding, 3 (opt-in,
+// UNTESTED ON A GPU) as 1 with K rounded and V rounded and transposed by a pre-pass kernel into the
+// forward's workspace, so that TMA loads K and V^T as the consumers read them (no transposer work, no
+// raw V buffer use); see their comment for the shared-memory traffic that motivates them, and
+// "Variant 3" below for its workspace, pre-pass and barriers.
 // Barriers (mbarriers; counts in parentheses), tile n of the CTA's key tiles, stage s = n % 2:
 //   q_full (1 + tx)          producer: Q's TMA bytes
 //   v_full (1 + tx)          producer: V_n's TMA bytes into the raw buffer (phase n)
@@ -78,6 +83,37 @@
 // (each wait is on an earlier tile's step or an earlier step of the same tile), and no buffer is
 // written before its readers released it: benchmarks/sm90_tf32_model.py runs this protocol under
 // random interleavings.
+//
+// Variant 3 (opt-in: TF_FLASHATTN_SM90_TF32_VARIANT=3 or set_tf32_variant(3); UNTESTED ON A GPU):
+//   Workspace (flash_fwd_workspace_bytes, tf32_prepass_layout; float32, 256-byte aligned base):
+//     Kr  [B, Tk, Hkv, D] compact at 0: tf32(K) (cvt.rna), same shape as K, so the tensor map is K's
+//         with compact strides (rows past Tk zero-filled by TMA, as K's are);
+//     VT  [B, Hkv, D, tk_pad] at vt_off (Kr's bytes rounded up to 256): tf32(V) transposed, keys
+//         contiguous, tk_pad = Tk rounded up to kBc = 64 (every box in bounds); position u of each
+//         8-key group holds key tf32_kperm^-1(u) (the V^T tile's permutation, so that a TMA box
+//         lands exactly as transpose_v_tile writes it: a box {32 positions, D rows, 1, 1} per key
+//         panel j at vt + j * D * 128, 128-byte swizzle), keys in [Tk, tk_pad) written 0 (as TMA's
+//         zero fill of V past Tk in variant 0): the consumers see variant 0's V^T bit for bit.
+//     bytes = round_up(4 B Tk Hkv D, 256) + 4 B Hkv D tk_pad: about K's and V's size together.
+//   Pre-pass (tf32_prepass_kernel<D>, 256 threads, grid (ceil(Tk / 64), Hkv, B)): one 64-key tile of
+//   K and V per CTA, float4 loads (16-byte aligned: fwd_tf32_applies), K rounded straight to Kr, V
+//   rounded into shared memory [64][D + 1] and written out transposed (a warp on 32 consecutive
+//   positions of one d row: coalesced). Same stream, before the main kernel: the kernel boundary
+//   orders its global writes before the main kernel's TMA reads.
+//   Main kernel (kS.prepass): the producer thread loads K_n from Kr into K[s] (k_full[s], as before)
+//   and V_n^T from VT into V^T[s] (the kv_ready[s] barrier, initialized with count 1, becomes
+//   vt_full[s]: 1 + tx); the consumers wait k_full[s] before S and vt_full[s] before P V; k_empty[s] /
+//   vt_empty[s] as before (the producer waits tile n - 2's release before loading K_n / V_n^T). Warps
+//   1..3 of the producer warpgroup do nothing; v_full, v_empty and the raw V buffer go unused.
+//   Cost of the pre-pass: it reads K and V once and writes them once (4 x 4 B Tk Hkv D bytes of
+//   HBM traffic per call), where the main kernel reads them ceil(Tq / 128) x H / Hkv times (mostly from
+//   L2). At the harness's shapes (B T = 16384, H = Hkv = 16, D = 128: K and V 134 MB each) that is
+//   537 MB, ~0.13 ms at ~4 TB/s, against the main kernel's ~0.69 / 2.75 / 11 ms at T = 1,024 / 4,096 /
+//   16,384 (4 B H T^2 D FLOP at ~200 TFLOP/s, no mask; twice the share when causal): +19% / +5% / +1%,
+//   for a main kernel that the shared-memory model puts at least as fast as variant 2 (192 KiB per key
+//   tile: kTf32Sched's comment; variant 2, 256 KiB, measured 1.12x variant 1 on the H200 where the
+//   model said 1.25x). Estimates, not measurements: the tf32bench phase times variant 3 with its
+//   pre-pass (one call = both kernels). The workspace costs K's and V's size in device memory.
 #include <cuda.h>
 #include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
 #include <cuda_runtime.h>
@@ -117,7 +153,8 @@ static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= kThreads * 168, "the 
 static_assert(kProducerRegs % 8 == 0 && kConsumerRegs % 8 == 0, "setmaxnreg takes multiples of 8");
 
 // Variants (TF_FLASHATTN_SM90_TF32_VARIANT, read once, or the harness's set_sm90_tf32_variant;
-// default kTf32DefaultVariant; variants 1 and 2 at D = 128 only: fwd_tf32). Shared-memory traffic per key tile and
+// default kTf32DefaultVariant; at D = 64 variant 0 unless one is set explicitly: tf32_variant_for).
+// Shared-memory traffic per key tile and
 // CTA at D = 128 (the budget: 128 B / clock per SM; the tile's 4.2 MFLOP take ~2,050 clocks of the
 // tensor cores at TF32's 2,048 FLOP / clock / SM, the H200's 495 TFLOP/s): variant 0 384 KiB (wgmma
 // reads of Q 2 x 32, K 2 x 32, V^T 2 x 32; TMA writes of K and V 64; the transposers' V read and V^T
@@ -131,14 +168,26 @@ static_assert(kProducerRegs % 8 == 0 && kConsumerRegs % 8 == 0, "setmaxnreg take
 //      equal unless the RS and SS forms accumulate differently).
 //   2  1 without K's rounding: the tensor cores take K's top 19 bits (truncation), as a TF32 GEMM on
 //      unrounded inputs does; not sm80's numerics (the tf32 phase judges it against the same bars).
+//   3  (opt-in only, UNTESTED ON A GPU) 1 with K and V^T prepared once per call by a pre-pass kernel
+//      (tf32_prepass_kernel: K rounded, V rounded and transposed, into the workspace) and TMA-loaded
+//      from there: no K rounding (64 KiB) and no transposer V read / V^T write (64 KiB) in the main
+//      kernel, so 192 KiB per key tile (wgmma reads of K and V^T 128, TMA writes of K and V^T 64:
+//      ~1,540 clocks, under the tensor cores' ~2,050 in this model), with every operand rounded
+//      (cvt.rna) as in 0: expected bit for bit equal to 0 (same operand values, same wgmma forms and
+//      order as 1). Needs flash_fwd_workspace_bytes' workspace (the header's "Variant 3").
 struct Tf32Sched {
-  bool q_regs, round_k;
+  bool q_regs, round_k, prepass;
 };
-constexpr Tf32Sched kTf32Sched[] = {{false, true}, {true, true}, {true, false}};
+constexpr Tf32Sched kTf32Sched[] = {{false, true, false}, {true, true, false}, {true, false, false}, {true, false, true}};
 constexpr int kTf32Variants = sizeof(kTf32Sched) / sizeof(kTf32Sched[0]);
-// Variant 1 is the default: on the H200 (2026-12-01) bitwise equal to variant 0 in every D = 128 case of
-// sm90_check.py's tf32 phase and 1.08x-1.09x its speed. At D = 64 variants 1 and 2 gave wrong outputs
-// (9 of 9 D = 64 cases; cause not found), so D = 64 always runs variant 0 (fwd_tf32).
+constexpr int kTf32PrepassVariant = 3;
+static_assert(kTf32Sched[kTf32PrepassVariant].prepass, "variant 3 is the pre-pass one");
+// Variant 1 is the default at D = 128: on the H200 (2026-12-01) bitwise equal to variant 0 in every
+// D = 128 case of sm90_check.py's tf32 phase and 1.08x-1.09x its speed. At D = 64 variants 1 and 2 gave
+// wrong outputs there (9 of 9 D = 64 cases): ptxas had given Q's fragment registers to the loop's P
+// packing (see `qa` in the kernel; fixed since, UNTESTED ON A GPU), so D = 64 runs variant 0 unless a
+// variant is set explicitly (TF_FLASHATTN_SM90_TF32_VARIANT or set_tf32_variant: tf32_variant_for),
+// until a GPU run shows 1 / 2 / 3 right there.
 constexpr int kTf32DefaultVariant = 1;
 
 template <int D>
@@ -236,7 +285,9 @@ __device__ __forceinline__ void wgmma_tf32_pv(float (&o)[D / 2], const uint32_t 
 // q [B, Tq, H, D], k [B, Tk, Hkv, D], v [B, Tk, Hkv, D] float32 through tm_q / tm_k / tm_v (rank 4:
 // d, head, time, batch; boxes {32, 1, 128, 1} for q, {32, 1, 64, 1} for k / v); o [B, Tq, H, D]
 // float32 and lse [B, H, Tq] from p. Grid (ceil(Tq / kBr), H, B), longest causal rows first.
-// V: the variant (kTf32Sched).
+// V: the variant (kTf32Sched). Variant 3 (kS.prepass): tm_k maps the workspace's Kr, tm_v its VT
+// (rank 4: key position, d, head, batch; box {32, D, 1, 1}: tf32_prepass_maps); see "Variant 3" in the
+// header.
 template <int D, int V>
 __global__ void __launch_bounds__(kThreads, 1)
     flash_fwd_sm90_tf32_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
@@ -265,7 +316,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     mbar_init(v_empty, kTransposers);
     for (int s = 0; s < kStages; ++s) {
       mbar_init(k_full0 + 8 * s, 1);
-      mbar_init(kv_ready0 + 8 * s, kTransposers);
+      mbar_init(kv_ready0 + 8 * s, kS.prepass ? 1 : kTransposers);  // variant 3: vt_full[s] (1 + tx)
       mbar_init(k_empty0 + 8 * s, kConsumerThreads);
       mbar_init(vt_empty0 + 8 * s, kConsumerThreads);
     }
@@ -285,20 +336,39 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
       for (int j = 0; j < D / 32; ++j)
         tma_load_4d(base + L::kQ + j * kBr * 128, &tm_q, q_full, 32 * j, h, static_cast<int>(m0), b);
-      for (int n = 0; n < n_tiles; ++n) {
-        const int key0 = j_first + n * kBc, s = n % kStages;
-        if (n >= kStages) mbar_wait(k_empty0 + 8 * s, ((n / kStages) - 1) & 1);  // S of tile n - 2 done
-        mbar_arrive_expect_tx(k_full0 + 8 * s, L::kKVBytes);
+      if constexpr (kS.prepass) {
+        // Variant 3: K_n from the workspace's Kr (rounded), V_n^T from its VT (rounded, transposed,
+        // keys permuted), each into its stage once the consumers released tile n - 2's.
+        for (int n = 0; n < n_tiles; ++n) {
+          const int key0 = j_first + n * kBc, s = n % kStages;
+          if (n >= kStages) mbar_wait(k_empty0 + 8 * s, ((n / kStages) - 1) & 1);  // S of tile n - 2 done
+          mbar_arrive_expect_tx(k_full0 + 8 * s, L::kKVBytes);
 #pragma unroll
-        for (int j = 0; j < D / 32; ++j)
-          tma_load_4d(base + L::kK + s * L::kKVBytes + j * kBc * 128, &tm_k, k_full0 + 8 * s, 32 * j, hkv, key0, b);
-        if (n >= 1) mbar_wait(v_empty, (n - 1) & 1);  // the transposers have read V_{n-1}
-        mbar_arrive_expect_tx(v_full, L::kKVBytes);
+          for (int j = 0; j < D / 32; ++j)
+            tma_load_4d(base + L::kK + s * L::kKVBytes + j * kBc * 128, &tm_k, k_full0 + 8 * s, 32 * j, hkv, key0, b);
+          if (n >= kStages) mbar_wait(vt_empty0 + 8 * s, ((n / kStages) - 1) & 1);  // P V of tile n - 2 done
+          mbar_arrive_expect_tx(kv_ready0 + 8 * s, L::kKVBytes);  // vt_full[s]
 #pragma unroll
-        for (int j = 0; j < D / 32; ++j) tma_load_4d(base + L::kVRaw + j * kBc * 128, &tm_v, v_full, 32 * j, hkv, key0, b);
+          for (int j = 0; j < kBc / 32; ++j)
+            tma_load_4d(base + L::kVT + s * L::kKVBytes + j * D * 128, &tm_v, kv_ready0 + 8 * s, key0 + 32 * j, 0, hkv, b);
+        }
+      } else {
+        for (int n = 0; n < n_tiles; ++n) {
+          const int key0 = j_first + n * kBc, s = n % kStages;
+          if (n >= kStages) mbar_wait(k_empty0 + 8 * s, ((n / kStages) - 1) & 1);  // S of tile n - 2 done
+          mbar_arrive_expect_tx(k_full0 + 8 * s, L::kKVBytes);
+#pragma unroll
+          for (int j = 0; j < D / 32; ++j)
+            tma_load_4d(base + L::kK + s * L::kKVBytes + j * kBc * 128, &tm_k, k_full0 + 8 * s, 32 * j, hkv, key0, b);
+          if (n >= 1) mbar_wait(v_empty, (n - 1) & 1);  // the transposers have read V_{n-1}
+          mbar_arrive_expect_tx(v_full, L::kKVBytes);
+#pragma unroll
+          for (int j = 0; j < D / 32; ++j) tma_load_4d(base + L::kVRaw + j * kBc * 128, &tm_v, v_full, 32 * j, hkv, key0, b);
+        }
       }
     } else if (tid >= 32) {
-      // ---- Transposers (warps 1..3): V^T and K's rounding. ----
+      // ---- Transposers (warps 1..3): V^T and K's rounding (idle in variant 3). ----
+      if constexpr (kS.prepass) return;
       const int ttid = tid - 32;
       for (int n = 0; n < n_tiles; ++n) {
         const int s = n % kStages;
@@ -341,8 +411,24 @@ __global__ void __launch_bounds__(kThreads, 1)
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
   const uint32_t q_tile = base + L::kQ + c * 64 * 128;  // this warpgroup's 64 rows in each panel
 
-  // Variants 1 / 2: Q's A fragments in registers (load_q_frags), rounded.
-  uint32_t qa[D / 8][4];  // (variants 1 / 2 only; unused otherwise)
+  // Variants 1 / 2 / 3: Q's A fragments in registers (load_q_frags), rounded.
+  uint32_t qa[D / 8][4];  // (variants 1 / 2 / 3 only; unused otherwise)
+  // At D = 64 they are also zeroed first, so that they are defined on every path into the key-tile loop
+  // (the `n_tiles > 0` branch below is the only other definition). Without it ptxas 13.0 gave their
+  // registers R88..R119 to the loop's P packing (the PTX's virtual registers were distinct): from the
+  // second key tile on S was P_{n-1} K^T, the H200's wrong D = 64 outputs of variants 1 / 2
+  // (2026-12-01; results/2026-12-01-h200-i/cand7_tf32_fwd_summary.log agrees: the one D = 64 case with a
+  // single key tile per CTA, t_edges_65_63_causal_tl, passed, and t_empty_rows_causal_d64 went wrong from
+  // row 364, the first whose causal range reaches the second key tile, on: 364 - 300 = 64).
+  // benchmarks/sm90_tf32_sass_check.py finds such a clobber in the SASS; D = 128 had none
+  // and keeps its code unchanged (no zeroing). UNTESTED ON A GPU (the D = 64 fix; SASS-checked only).
+  // Variant 3 (a new kernel) zeroes them at D = 128 too.
+  if constexpr (kS.q_regs && (D == 64 || kS.prepass)) {
+#pragma unroll
+    for (int k = 0; k < D / 8; ++k)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) qa[k][e] = 0u;
+  }
   if (n_tiles > 0) {
     mbar_wait(q_full, 0);
     if constexpr (kS.q_regs) {
@@ -358,7 +444,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (int n = 0; n < n_tiles; ++n) {
     const int s = n % kStages;
     const int j0 = j_first + n * kBc;
-    mbar_wait(kv_ready0 + 8 * s, (n / kStages) & 1);
+    if constexpr (kS.prepass) mbar_wait(k_full0 + 8 * s, (n / kStages) & 1);  // K_n's TMA bytes
+    else mbar_wait(kv_ready0 + 8 * s, (n / kStages) & 1);
     // S = Q K^T [64 x kBc], contraction over D in k8 steps.
     float sacc[kBc / 2];
     const uint32_t k_tile = base + L::kK + s * L::kKVBytes;
@@ -424,6 +511,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int kk = 0; kk < kBc / 8; ++kk) pack_p_step(pa[kk], sacc + 4 * kk);
     // O += P V: contraction over the tile's keys in k8 steps, B = V^T (K-major, keys permuted).
     const uint32_t vt_tile = base + L::kVT + s * L::kKVBytes;
+    if constexpr (kS.prepass) mbar_wait(kv_ready0 + 8 * s, (n / kStages) & 1);  // vt_full[s]: V_n^T's TMA bytes
     fence_regs(o);
     wgmma_fence();
 #pragma unroll
@@ -463,6 +551,86 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
+// Key of position `pos` of an 8-key group of V^T: the inverse of tf32_kperm (position u < 4 holds key
+// 2u, position u + 4 key 2u + 1).
+__host__ __device__ constexpr int tf32_kperm_inv(int pos) { return (pos & ~7) | ((pos & 3) << 1) | ((pos >> 2) & 1); }
+static_assert(tf32_kperm_inv(tf32_kperm(5)) == 5 && tf32_kperm_inv(tf32_kperm(62)) == 62 && tf32_kperm(tf32_kperm_inv(3)) == 3,
+              "tf32_kperm_inv inverts tf32_kperm");
+
+// Variant 3's workspace (header, "Variant 3"): Kr at 0, VT at vt_off; bytes in all.
+struct Tf32PrepassLayout {
+  int64_t tk_pad = 0, vt_off = 0, bytes = 0;
+};
+Tf32PrepassLayout tf32_prepass_layout(const AttnShape& s) {
+  Tf32PrepassLayout w;
+  w.tk_pad = (s.Tk + kBc - 1) / kBc * kBc;
+  w.vt_off = (s.B * s.Tk * s.Hkv * s.D * 4 + 255) / 256 * 256;
+  w.bytes = w.vt_off + s.B * s.Hkv * s.D * w.tk_pad * 4;
+  return w;
+}
+
+// The tensor maps of Kr and VT in workspace ws. Kr: K's map (tma_map_rows_f32) with compact strides. VT
+// [B, Hkv, D, tk_pad]: rank 4 (position, d, head, batch), strides increasing with the dimension (as every
+// other map here), box {32 positions, D rows, 1, 1} (the same shared-memory box as {32, 1, D, 1}: row d
+// at d * 128), 128-byte swizzle; every box in bounds (tk_pad a multiple of 64).
+bool tf32_prepass_maps(const AttnShape& s, void* ws, CUtensorMap* tk, CUtensorMap* tvt) {
+  const Tf32PrepassLayout w = tf32_prepass_layout(s);
+  const int64_t D = s.D;
+  const int64_t kr_stride[3] = {s.Tk * s.Hkv * D, s.Hkv * D, D};
+  if (!tma_map_rows_f32(tk, ws, s.B, s.Tk, s.Hkv, D, kr_stride, kBc)) return false;
+  auto fn = tensor_map_encoder();
+  if (!fn) return false;
+  cuuint64_t dims[4] = {static_cast<cuuint64_t>(w.tk_pad), static_cast<cuuint64_t>(D), static_cast<cuuint64_t>(s.Hkv),
+                        static_cast<cuuint64_t>(s.B)};
+  cuuint64_t strides[3] = {static_cast<cuuint64_t>(w.tk_pad * 4), static_cast<cuuint64_t>(D * w.tk_pad * 4),
+                           static_cast<cuuint64_t>(s.Hkv * D * w.tk_pad * 4)};
+  cuuint32_t box[4] = {32, static_cast<cuuint32_t>(D), 1, 1};
+  cuuint32_t estr[4] = {1, 1, 1, 1};
+  return fn(tvt, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, static_cast<char*>(ws) + w.vt_off, dims, strides, box, estr,
+            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+constexpr int kPrepassThreads = 256;
+// Variant 3's pre-pass (UNTESTED ON A GPU): key tile blockIdx.x (keys key0 .. key0 + 63) of kv head
+// blockIdx.y, batch blockIdx.z. kr [B, Tk, Hkv, D] = tf32(K) (compact); vt [B, Hkv, D, tk_pad]: position
+// key0 + u of row d = tf32(V[key0 + tf32_kperm_inv(u)][d]), 0 for keys past Tk. cvt.rna as the main
+// kernel's transposers and round_tf32_smem (to_tf32): the same bits.
+template <int D>
+__global__ void __launch_bounds__(kPrepassThreads)
+    tf32_prepass_kernel(const __grid_constant__ FlashFwdParams p, float* __restrict__ kr, float* __restrict__ vt,
+                        int64_t tk_pad) {
+  __shared__ float sv[kBc][D + 1];  // V's tile, rounded; + 1: the transposed reads hit 32 banks
+  const AttnShape& sh = p.shape;
+  const int64_t key0 = static_cast<int64_t>(blockIdx.x) * kBc;
+  const int hkv = blockIdx.y, b = blockIdx.z;
+  const float* k = static_cast<const float*>(p.k) + b * sh.k_stride[0] + hkv * sh.k_stride[2];
+  const float* v = static_cast<const float*>(p.v) + b * sh.v_stride[0] + hkv * sh.v_stride[2];
+  constexpr int kC4 = D / 4;  // float4 per row
+  for (int i = threadIdx.x; i < kBc * kC4; i += kPrepassThreads) {
+    const int r = i / kC4, c = 4 * (i % kC4);
+    const int64_t key = key0 + r;
+    float4 x = make_float4(0.f, 0.f, 0.f, 0.f), y = x;
+    if (key < sh.Tk) {
+      x = *reinterpret_cast<const float4*>(k + key * sh.k_stride[1] + c);
+      y = *reinterpret_cast<const float4*>(v + key * sh.v_stride[1] + c);
+      x = make_float4(__uint_as_float(to_tf32(x.x)), __uint_as_float(to_tf32(x.y)), __uint_as_float(to_tf32(x.z)),
+                      __uint_as_float(to_tf32(x.w)));
+      *reinterpret_cast<float4*>(kr + ((b * sh.Tk + key) * sh.Hkv + hkv) * D + c) = x;
+    }
+    sv[r][c] = __uint_as_float(to_tf32(y.x));
+    sv[r][c + 1] = __uint_as_float(to_tf32(y.y));
+    sv[r][c + 2] = __uint_as_float(to_tf32(y.z));
+    sv[r][c + 3] = __uint_as_float(to_tf32(y.w));
+  }
+  __syncthreads();
+  float* out = vt + (static_cast<int64_t>(b) * sh.Hkv + hkv) * D * tk_pad + key0;
+  for (int i = threadIdx.x; i < D * kBc; i += kPrepassThreads) {
+    const int d = i / kBc, u = i % kBc;  // a warp: 32 consecutive positions of one row d
+    out[d * tk_pad + u] = sv[tf32_kperm_inv(u)][d];
+  }
+}
+
 // ---- Host side ---------------------------------------------------------------------------------
 std::atomic<int64_t> g_tf32_launches{0};
 std::atomic<int> g_tf32_override{-1};
@@ -491,12 +659,45 @@ cudaError_t launch_tf32(const FlashFwdParams& p, cudaStream_t stream) {
   return err;
 }
 
+// Variant 3 (UNTESTED ON A GPU): the pre-pass into p.workspace (at least tf32_prepass_layout(s).bytes,
+// 256-byte aligned: flash_fwd_workspace_bytes), then the main kernel with tm_k / tm_v on the
+// workspace's Kr / VT. Every tensor map and the shared-memory attribute first, so that
+// cudaErrorNotSupported (sm80's fallback) leaves no work queued.
+template <int D>
+cudaError_t launch_tf32_prepass(const FlashFwdParams& p, cudaStream_t stream) {
+  constexpr int V = kTf32PrepassVariant;
+  const AttnShape& s = p.shape;
+  const Tf32PrepassLayout w = tf32_prepass_layout(s);
+  float* kr = static_cast<float*>(p.workspace);
+  float* vt = reinterpret_cast<float*>(static_cast<char*>(p.workspace) + w.vt_off);
+  CUtensorMap tq, tk, tvt;
+  if (!tma_map_rows_f32(&tq, p.q, s.B, s.Tq, s.H, D, s.q_stride, kBr) || !tf32_prepass_maps(s, p.workspace, &tk, &tvt))
+    return cudaErrorNotSupported;
+  auto kernel = flash_fwd_sm90_tf32_kernel<D, V>;
+  const int smem = Tf32Smem<D>::kAlloc;
+  cudaError_t err = set_dynamic_smem(kernel, smem);
+  if (err != cudaSuccess) return err;
+  const dim3 pgrid(static_cast<unsigned>(w.tk_pad / kBc), static_cast<unsigned>(s.Hkv), static_cast<unsigned>(s.B));
+  tf32_prepass_kernel<D><<<pgrid, kPrepassThreads, 0, stream>>>(p, kr, vt, w.tk_pad);
+  err = cudaGetLastError();
+  if (err != cudaSuccess) return err;
+  const dim3 grid(static_cast<unsigned>((s.Tq + kBr - 1) / kBr), static_cast<unsigned>(s.H), static_cast<unsigned>(s.B));
+  kernel<<<grid, kThreads, smem, stream>>>(tq, tk, tvt, p);
+  err = cudaGetLastError();
+  if (err == cudaSuccess) {
+    g_tf32_launches.fetch_add(1, std::memory_order_relaxed);
+    g_tf32_last_variant.store(V, std::memory_order_relaxed);
+  }
+  return err;
+}
+
 template <int D>
 cudaError_t launch_tf32_variant(const FlashFwdParams& p, cudaStream_t stream, int v) {
-  static_assert(kTf32Variants == 3, "one case per variant");
+  static_assert(kTf32Variants == 4, "one case per variant");
   switch (v) {
     case 1: return launch_tf32<D, 1>(p, stream);
     case 2: return launch_tf32<D, 2>(p, stream);
+    case 3: return launch_tf32_prepass<D>(p, stream);
     default: return launch_tf32<D, 0>(p, stream);
   }
 }
@@ -519,10 +720,12 @@ int64_t fwd_tf32_launches() { return g_tf32_launches.load(std::memory_order_rela
 
 int tf32_variants() { return kTf32Variants; }
 
-int tf32_variant() {
+namespace {
+// The variant asked for explicitly: set_tf32_variant's override, else TF_FLASHATTN_SM90_TF32_VARIANT (read
+// once; a whole decimal number in [0, kTf32Variants)); -1 when neither.
+int tf32_explicit_variant() {
   const int o = g_tf32_variant_override.load(std::memory_order_relaxed);
   if (o >= 0) return o;
-  // TF_FLASHATTN_SM90_TF32_VARIANT: a whole decimal number in [0, kTf32Variants); else the default.
   static const int env_v = [] {
     const char* v = getenv("TF_FLASHATTN_SM90_TF32_VARIANT");
     if (!v || !*v) return -1;
@@ -530,7 +733,19 @@ int tf32_variant() {
     const long x = strtol(v, &end, 10);
     return *end == '\0' && x >= 0 && x < kTf32Variants ? static_cast<int>(x) : -1;
   }();
-  return env_v >= 0 ? env_v : kTf32DefaultVariant;
+  return env_v;
+}
+}  // namespace
+
+int tf32_variant() {
+  const int e = tf32_explicit_variant();
+  return e >= 0 ? e : kTf32DefaultVariant;
+}
+
+int tf32_variant_for(int d) {
+  const int e = tf32_explicit_variant();
+  if (e >= 0) return e;  // D = 64 included (opt-in: 1 / 2 / 3 there are UNTESTED ON A GPU since their fix)
+  return d == 128 ? kTf32DefaultVariant : 0;
 }
 
 bool set_tf32_variant(int v) {
@@ -541,7 +756,10 @@ bool set_tf32_variant(int v) {
 
 int last_tf32_variant() { return g_tf32_last_variant.load(std::memory_order_relaxed); }
 
-bool fwd_tf32_applies(const FlashFwdParams& p) {
+namespace {
+// fwd_tf32_applies without the pointers' alignment and the device: what the workspace size may depend on
+// (flash_fwd_workspace_bytes: shape, dtype and the params' fields; XLA asks at compile time).
+bool fwd_tf32_params_apply(const FlashFwdParams& p) {
   const AttnShape& s = p.shape;
   if (p.dtype != DType::kFloat32 || !p.allow_tf32) return false;
   if (s.D != s.Dv || (s.D != 64 && s.D != 128)) return false;
@@ -557,17 +775,33 @@ bool fwd_tf32_applies(const FlashFwdParams& p) {
     if (s.q_stride[i] < 0 || s.k_stride[i] < 0 || s.v_stride[i] < 0 || s.o_stride[i] < 0) return false;
     if (s.q_stride[i] % 4 || s.k_stride[i] % 4 || s.v_stride[i] % 4 || s.o_stride[i] % 4) return false;
   }
+  return true;
+}
+}  // namespace
+
+bool fwd_tf32_applies(const FlashFwdParams& p) {
+  if (!fwd_tf32_params_apply(p)) return false;
   if (!aligned16(p.q) || !aligned16(p.k) || !aligned16(p.v) || !aligned16(p.o)) return false;
   return current_device_is_sm90();
 }
 
-cudaError_t fwd_tf32(const FlashFwdParams& p, cudaStream_t stream) {
-  // Variants 1 and 2 only at D = 128 (wrong at D = 64 on the H200: kTf32DefaultVariant's comment).
-  const int v = tf32_variant();
-  return p.shape.D == 128 ? launch_tf32_variant<128>(p, stream, v) : launch_tf32_variant<64>(p, stream, 0);
+size_t fwd_tf32_workspace_bytes(const FlashFwdParams& p) {
+  const AttnShape& s = p.shape;
+  if (s.B <= 0 || s.H <= 0 || !fwd_tf32_params_apply(p) || tf32_variant_for(static_cast<int>(s.D)) != kTf32PrepassVariant)
+    return 0;
+  return static_cast<size_t>(tf32_prepass_layout(s).bytes);
 }
 
-// ---- Self-test of the building blocks (checked on the H200, 2026-12-01) -------------------------
+cudaError_t fwd_tf32(const FlashFwdParams& p, cudaStream_t stream) {
+  // D = 64: variant 0 unless one is set explicitly (tf32_variant_for; kTf32DefaultVariant's comment).
+  // Variant 3 without a workspace (a caller that did not ask flash_fwd_workspace_bytes): the default.
+  const int d = static_cast<int>(p.shape.D);
+  int v = tf32_variant_for(d);
+  if (v == kTf32PrepassVariant && p.workspace == nullptr) v = d == 128 ? kTf32DefaultVariant : 0;
+  return d == 128 ? launch_tf32_variant<128>(p, stream, v) : launch_tf32_variant<64>(p, stream, v);
+}
+
+// ---- Self-test of the building blocks (0-6 checked on the H200, 2026-12-01; 7 UNTESTED) -----------
 namespace {
 
 // Test 0: four TMA boxes {32, 1, 64, 1} (the 4 column panels of rows t0 .. t0+63 of head h, batch b)
@@ -609,6 +843,30 @@ __global__ void selftest_tf32_tma_kernel(const __grid_constant__ CUtensorMap tm,
     out[128 * 64 + i] = *reinterpret_cast<const float*>(tile + swz128_offset_f32(64, i / 128, i % 128));
 }
 
+// Test 7: variant 3's V^T path. After tf32_prepass_kernel<128> into a workspace, the two TMA boxes of key
+// tile key0 of VT (as the main kernel's producer loads them: tm maps VT by tf32_prepass_maps) into one
+// V^T tile, read back through vt_offset: out [128 (d), 64 (key)].
+__global__ void selftest_tf32_vt_kernel(const __grid_constant__ CUtensorMap tm, float* out, int h, int key0, int b) {
+  extern __shared__ uint8_t smem_raw[];
+  const uint32_t raw = smem_u32(smem_raw);
+  const uint32_t base = (raw + 1023u) & ~1023u;
+  constexpr int kTile = 128 * 64 * 4;
+  const uint32_t bar = base + kTile;
+  const uint8_t* tile = smem_raw + (base - raw);
+  if (threadIdx.x == 0) {
+    mbar_init(bar, 1);
+    mbar_fence_init();
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    mbar_arrive_expect_tx(bar, kTile);
+    for (int j = 0; j < kBc / 32; ++j) tma_load_4d(base + j * 128 * 128, &tm, bar, key0 + 32 * j, 0, h, b);
+  }
+  mbar_wait(bar, 0);
+  for (int i = threadIdx.x; i < 128 * 64; i += blockDim.x)
+    out[i] = *reinterpret_cast<const float*>(tile + vt_offset(128, i / 64, i % 64));
+}
+
 // Tests 2-5: one warpgroup, the kernel's products on small exact values (multiples of 1/2 in
 // {-1/2, 0, 1/2}: S = Q K^T is a multiple of 1/4 below 32 in magnitude, tf32-exact; O = P V a
 // multiple of 1/8 below 1024, float32-exact): Q [64, 128] and K [64 (keys), 128] stored by plain stores
@@ -616,7 +874,10 @@ __global__ void selftest_tf32_tma_kernel(const __grid_constant__ CUtensorMap tm,
 // S = Q K^T by 16 wgmma m64n64k8 SS (out s [64, 64]); P = S packed into A fragments (ALT: the
 // diagnostic order {c0, c1, c2, c3} instead of the kernel's {c0, c2, c1, c3}); O = P V by 8 wgmma
 // m64nDVk8 RS from V^T (out o [64, DV]). QREGS: S by 16 wgmma m64n64k8 RS instead, A = Q's fragments
-// loaded by the kernel's load_q_frags (variants 1 / 2's S = Q K^T form).
+// loaded by the kernel's load_q_frags (variants 1 / 2's S = Q K^T form). (Test 6 contracts over 128
+// columns, one key tile, no loop: it could not see what broke variants 1 / 2 at D = 64, the kernel's
+// register allocation giving Q's fragments to the loop's P; benchmarks/sm90_tf32_sass_check.py checks
+// that from the SASS.)
 template <int DV, bool ALT, bool QREGS = false>
 __global__ void selftest_tf32_mma_kernel(const float* q, const float* k, const float* v, float* s_out, float* o_out) {
   extern __shared__ uint8_t smem_raw[];
@@ -742,6 +1003,91 @@ int tf32_selftest(int which, double* max_err, char* msg, int msg_len) {
   if (which < 0 || which >= kFwdTf32Selftests) { say("no test %d", which); return -1; }
   Buffers buf;
   cudaError_t err = cudaSuccess;
+  if (which == 7) {
+    // Variant 3's pre-pass and V^T load (UNTESTED ON A GPU): [B, Tk, H, 128] K and V with Tk = 100 (keys
+    // 100..127 of the last tile past Tk: tk_pad 128), the workspace NaN-poisoned first. Checks, bit for bit:
+    // Kr = rna(K) everywhere; VT at every position of every row = rna(V) of key tf32_kperm_inv(position),
+    // 0 past Tk; key tile 1 (keys 64..127) of head h, batch b TMA-loaded through tf32_prepass_maps' map
+    // into a V^T tile = the transposer's V^T (read through vt_offset).
+    const int B = 2, Tk = 100, H = 3, D = 128, h = 2, b = 1, key0 = 64;
+    const size_t n = static_cast<size_t>(B) * Tk * H * D;
+    std::vector<float> k(n), v(n);
+    auto idx = [&](int bb, int tt, int hh, int dd) { return ((static_cast<size_t>(bb) * Tk + tt) * H + hh) * D + dd; };
+    for (int bb = 0; bb < B; ++bb)
+      for (int tt = 0; tt < Tk; ++tt)
+        for (int hh = 0; hh < H; ++hh)
+          for (int dd = 0; dd < D; ++dd) {
+            k[idx(bb, tt, hh, dd)] = test_float(bb * 1000 + tt, hh * 1000 + dd, 5);
+            v[idx(bb, tt, hh, dd)] = test_float(bb * 1000 + tt, hh * 1000 + dd, 6);
+          }
+    FlashFwdParams p;
+    p.dtype = DType::kFloat32;
+    p.allow_tf32 = true;
+    AttnShape& sh = p.shape;
+    sh.B = B, sh.Tq = 1, sh.Tk = Tk, sh.H = H, sh.Hkv = H, sh.D = D, sh.Dv = D;
+    const int64_t st[3] = {static_cast<int64_t>(Tk) * H * D, H * D, D};
+    for (int i = 0; i < 3; ++i) sh.k_stride[i] = sh.v_stride[i] = st[i];
+    const Tf32PrepassLayout w = tf32_prepass_layout(sh);
+    void* dk = buf.alloc(n * 4);
+    void* dv = buf.alloc(n * 4);
+    void* ws = buf.alloc(static_cast<size_t>(w.bytes));
+    float* dout = static_cast<float*>(buf.alloc(128 * 64 * 4));
+    if (!dk || !dv || !ws || !dout) { say("cudaMalloc failed"); return -1; }
+    cudaMemcpy(dk, k.data(), n * 4, cudaMemcpyHostToDevice);
+    cudaMemcpy(dv, v.data(), n * 4, cudaMemcpyHostToDevice);
+    cudaMemset(ws, 0xff, static_cast<size_t>(w.bytes));  // NaN
+    cudaMemset(dout, 0xff, 128 * 64 * 4);
+    p.k = dk;
+    p.v = dv;
+    CUtensorMap tk, tvt;
+    if (!tf32_prepass_maps(sh, ws, &tk, &tvt)) {
+      say("cuTensorMapEncodeTiled of the workspace's Kr / VT failed (or no driver entry point)");
+      return -1;
+    }
+    float* wf = static_cast<float*>(ws);
+    float* vt = reinterpret_cast<float*>(static_cast<char*>(ws) + w.vt_off);
+    tf32_prepass_kernel<128><<<dim3(static_cast<unsigned>(w.tk_pad / kBc), H, B), kPrepassThreads>>>(p, wf, vt, w.tk_pad);
+    err = cudaGetLastError();
+    const int smem = 128 * 64 * 4 + 8 + 1024;
+    if (err == cudaSuccess) err = cudaFuncSetAttribute(selftest_tf32_vt_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (err == cudaSuccess) {
+      selftest_tf32_vt_kernel<<<1, 128, smem>>>(tvt, dout, h, key0, b);
+      err = cudaDeviceSynchronize();
+    }
+    if (err != cudaSuccess) { say("kernel failed: %s", cudaGetErrorString(err)); return 0; }
+    std::vector<float> kr(n), vth(static_cast<size_t>(B) * H * D * w.tk_pad), out(128 * 64);
+    cudaMemcpy(kr.data(), wf, n * 4, cudaMemcpyDeviceToHost);
+    cudaMemcpy(vth.data(), vt, vth.size() * 4, cudaMemcpyDeviceToHost);
+    cudaMemcpy(out.data(), dout, out.size() * 4, cudaMemcpyDeviceToHost);
+    auto vval = [&](int bb, int key, int hh, int dd) { return key < Tk ? host_tf32(v[idx(bb, key, hh, dd)]) : 0.f; };
+    int bad_k = 0, bad_vt = 0, bad_tile = 0;
+    auto note = [&](float got, float want) {
+      const double e = std::fabs(static_cast<double>(got) - want);
+      *max_err = std::isnan(e) ? INFINITY : std::max(*max_err, e);
+    };
+    for (size_t i = 0; i < n; ++i)
+      if (!same_bits(kr[i], host_tf32(k[i]))) { ++bad_k; note(kr[i], host_tf32(k[i])); }
+    for (int bb = 0; bb < B; ++bb)
+      for (int hh = 0; hh < H; ++hh)
+        for (int dd = 0; dd < D; ++dd)
+          for (int64_t pos = 0; pos < w.tk_pad; ++pos) {
+            const float got = vth[((static_cast<size_t>(bb) * H + hh) * D + dd) * w.tk_pad + pos];
+            const float want = vval(bb, tf32_kperm_inv(static_cast<int>(pos)), hh, dd);
+            if (!same_bits(got, want)) { ++bad_vt; note(got, want); }
+          }
+    for (int i = 0; i < 128 * 64; ++i) {
+      const float want = vval(b, key0 + i % 64, h, i / 64);
+      if (!same_bits(out[i], want)) { ++bad_tile; note(out[i], want); }
+    }
+    if (bad_k || bad_vt || bad_tile) {
+      say("pre-pass: Kr %d of %zu differ, VT %d of %zu differ; the TMA-loaded V^T tile %d of 8192 differ (bits)", bad_k,
+          n, bad_vt, vth.size(), bad_tile);
+      return 0;
+    }
+    say("pre-pass Kr = rna(K), VT = rna(V) transposed with keys permuted (0 past Tk = %d, tk_pad %lld), TMA of a V^T "
+        "tile from it = the transposer's layout: bits exact", Tk, static_cast<long long>(w.tk_pad));
+    return 1;
+  }
   if (which <= 1) {
     const int B = 2, T = 100, H = 3, D = 128, h = 2, t0 = 64, b = 1;  // rows 100..127 past T
     std::vector<float> x(static_cast<size_t>(B) * T * H * D);
