@@ -84,7 +84,8 @@ Phases (each its own process in `gpu_run.sh sm90bwd`, under a timeout):
             SPLITD_CASES as numerics, bf16 and fp16: at D = 128 bias / dbias (bias alone, without dbias,
             broadcast [1, H, Tq, Tk], [B, 1, Tq, Tk], [B, 1, 1, Tk], causal both alignments, GQA / MQA, lengths,
             window + validity, -inf on some elements, whole key columns and whole rows, with a dense mask (rows
-            fully masked) and soft-cap, d_lse, Tq = 1, Tk = 1, odd sizes, poisoned K / V), at D = 256 soft-cap,
+            fully masked) and soft-cap (also a cap of 5 that bends the scores), d_lse, Tq = 1, Tk = 1, odd sizes,
+            poisoned K / V), at D = 256 soft-cap,
             the dense mask and bias / dbias likewise; each must launch the sm90 backward once (bias with
             dropout: sm80's, no launch); dbias exactly 0 where masked or -inf.
   splitdbench milliseconds of the split kernel's score options against our sm80 backward (phase_splitdbench:
@@ -335,24 +336,31 @@ SPLITD_CASES = [
     dict(name="sd128_bias_mask_rows", B=2, Tq=150, Tk=203, H=3, D=128, bias=(0, 1), mask=(1, 1), mask_rows_false=True),
     dict(name="sd128_bias_window_valid", B=3, Tq=200, Tk=190, H=2, D=128, bias=(1, 1), wl=60, wr=20, qvalid=True,
          kvalid=True, qvalid_false_b=[1]),
-    dict(name="sd128_bias_win_poison", B=2, Tq=400, Tk=400, H=2, D=128, bias=(0, 1), wl=100, poison_kv=True),
+    # a KV-cache window (causal, bottom-right): keys below 384 are seen by no row and poisoned (NaN K / V); a
+    # left window alone (wl=100 without causal) lets row 0 see every key, and poisons nothing
+    dict(name="sd128_bias_win_poison", B=2, Tq=77, Tk=611, H=4, Hkv=2, D=128, bias=(0, 1), causal=True,
+         offset=611 - 77, wl=63, poison_kv=True),
     dict(name="sd128_bias_tq1", B=2, Tq=1, Tk=300, H=4, D=128, bias=(1, 1)),
     dict(name="sd128_bias_tk1", B=2, Tq=130, Tk=1, H=2, D=128, bias=(1, 1)),
     dict(name="sd128_bias_tiles_63_127", B=2, Tq=63, Tk=127, H=2, D=128, bias=(1, 1)),
     dict(name="sd128_bias_tiles_65_129_causal", B=2, Tq=65, Tk=129, H=2, D=128, bias=(0, 1), causal=True),
     dict(name="sd128_bias_nodbias", B=2, Tq=150, Tk=203, H=3, D=128, bias=(1, 1), no_dbias=True),
     dict(name="sd128_bias_big_causal", B=1, Tq=1024, Tk=1024, H=4, D=128, bias=(0, 1), causal=True),
+    # soft-cap that bends the scores (|scale S| ~ 3 against a cap of 5): at a cap of 20 / 30 with scores ~ N(0, 1)
+    # 1 - tanh^2 is within 1 % of 1, and a dS pass without it passes the bf16 rows of those cases
+    dict(name="sd128_bias_softcap_tight", B=2, Tq=150, Tk=203, H=3, D=128, bias=(1, 1), softcap=5.0, scale=0.3),
     dict(name="sd128_bias_drop_sm80", B=2, Tq=77, Tk=203, H=3, D=128, bias=(1, 1), dropout=0.1, seed=(3, 4),
          expect_sm80=True),
     # D = 256: soft-cap, dense mask, bias / dbias
     dict(name="sd256_softcap", B=2, Tq=113, Tk=203, H=3, D=256, softcap=20.0),
     dict(name="sd256_softcap_causal_gqa", B=2, Tq=200, Tk=260, H=4, Hkv=2, D=256, softcap=30.0, causal=True,
          offset=60),
+    dict(name="sd256_softcap_tight", B=2, Tq=113, Tk=203, H=3, D=256, softcap=5.0, scale=0.2),
     dict(name="sd256_dmask", B=2, Tq=113, Tk=203, H=3, D=256, mask=(1, 0)),
     dict(name="sd256_dmask_rows_causal_gqa", B=2, Tq=200, Tk=260, H=4, Hkv=2, D=256, mask=(1, 1),
          mask_rows_false=True, causal=True, offset=60),
-    dict(name="sd256_dmask_softcap_win_poison", B=2, Tq=300, Tk=333, H=2, D=256, mask=(0, 1), softcap=15.0, wl=100,
-         poison_kv=True),
+    dict(name="sd256_dmask_softcap_win_poison", B=2, Tq=77, Tk=611, H=2, D=256, mask=(0, 1), softcap=15.0,
+         causal=True, offset=611 - 77, wl=100, poison_kv=True),
     dict(name="sd256_bias_h", B=2, Tq=77, Tk=203, H=3, D=256, bias=(0, 1)),
     dict(name="sd256_bias_bk", B=2, Tq=150, Tk=260, H=4, D=256, bias=(1, 0), bias_bk=True),
     dict(name="sd256_bias_causal_len_gqa", B=3, Tq=77, Tk=203, H=4, Hkv=2, D=256, bias=(1, 1), causal=True,
@@ -1095,11 +1103,12 @@ def main():
     ap.add_argument("--out", default=None)
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args()
-    if args.phase in ("splitd", "splitdbench", "sanitize"):
-        # The split kernel's score options are opt-in (flash_bwd_sm90.cu, bwd_splitd_enabled: read once, at the
-        # first backward): on for this process, whatever the caller's. In sanitize it moves only the SPLITD_CASES
-        # there (the other sanitize cases have no bias at D = 128 and no score option at D = 256).
-        os.environ["TF_FLASHATTN_SM90_BWD_SPLITD"] = "1"
+    # The split kernel's score options are opt-in (flash_bwd_sm90.cu, bwd_splitd_enabled: read once, at the
+    # first backward): on for these phases' processes, whatever the caller's. In sanitize it moves only the
+    # SPLITD_CASES there (the other sanitize cases have no bias at D = 128 and no score option at D = 256). Off
+    # for every other phase, whatever the caller's: their expect_sm80 cases (bias_*_d128_sm80, d256_softcap_sm80,
+    # d256_dmask_sm80) are the calls the switch moves to the split kernel.
+    os.environ["TF_FLASHATTN_SM90_BWD_SPLITD"] = "1" if args.phase in ("splitd", "splitdbench", "sanitize") else "0"
     h = Harness(args.lib)
     log = sys.stdout
     print(f"device: {torch.cuda.get_device_name()}  sm90: {h.m.sm90_info()}", file=log, flush=True)

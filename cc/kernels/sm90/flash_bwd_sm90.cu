@@ -1312,7 +1312,7 @@ __global__ void bwd_dq_sm90_convert_kernel(const FlashBwdParams p, const float* 
 // bwd_applies then sends bias / dbias at D == Dv == 128 and soft-cap, a dense mask, bias / dbias at D ==
 // Dv == 256 here, without dropout and not deterministic (the D <= 128 kernel keeps soft-cap and the dense
 // mask at D = 128 without a bias); without the switch nothing changes. Written and compiled without a GPU:
-// benchmarks/sm90_bwd_check.py's phases splitd (numerics, bf16 / fp16, 72 rows), splitdbench and the
+// benchmarks/sm90_bwd_check.py's phases splitd (numerics, bf16 / fp16, 76 rows), splitdbench and the
 // sanitize cases sd128_* / sd256_* are its first checks; bwd_selftest 8, 9 the D = 128 wgmma forms.
 //   D = 128: the same tiling as D = 256 with each consumer holding 64 of the 128 dims: K, V [64 x 128]
 //   (2 panels each), Q / dO ring [64 x 128] x 2 stages, S^T_c / dP^T_c [64 keys x 32 queries] by 8 wgmma
@@ -1782,7 +1782,7 @@ __device__ __forceinline__ void bwd_cta_split(const CUtensorMap& tm_q, const CUt
 
 // The kernels, as flash_bwd_sm90_kernel / flash_bwd_sm90_ord_kernel above: D = 256 without the score
 // options (flash_bwd_sm90_d256_kernel, on by default), and the SCORE instantiations at D = 128 and 256
-// (flash_bwd_sm90_split_kernel, opt-in: TF_FLASHATTN_SM90_BWD_SPLITD=1; UNTESTED ON A GPU).
+// (flash_bwd_sm90_split_score_kernel, opt-in: TF_FLASHATTN_SM90_BWD_SPLITD=1; UNTESTED ON A GPU).
 template <typename T, bool IDX, bool DROP = false>
 __global__ void __launch_bounds__(kThreads, 1)
     flash_bwd_sm90_d256_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
