@@ -21,7 +21,7 @@
    ambiguity). Mutant protocols (each with one wait left out) must be caught.
 4. Variant 3 (opt-in, UNTESTED ON A GPU): the pre-pass's workspace layout (Kr [B, Tk, Hkv, D]; VT [B, Hkv,
    D, tk_pad] with keys permuted by tf32_kperm within 8-key groups, 0 past Tk) and the producer's TMA
-   boxes {32 positions, 1, D rows, 1} of VT: the V^T tile in shared memory must equal, address for
+   boxes {32 positions, D rows, 1, 1} of VT (tf32_prepass_maps): the V^T tile in shared memory must equal, address for
    address, what the transposer writes from variant 0's TMA-loaded raw V (ragged Tk included); K's
    tile from Kr must equal variant 0's K tile after its in-place rounding (same addresses). And its
    barrier protocol (producer: K_n after k_empty of n - 2, V_n^T after vt_empty of n - 2; consumers:
@@ -161,7 +161,8 @@ def prepass_layout(B, Tk, Hkv, D):
 
 
 def tma_box(mem, dst, rows, value):
-    """One TMA box {32 floats, 1, rows, 1} at dst (1024-aligned): row r's 32 floats value(r, c)."""
+    """One TMA box of `rows` rows of 32 floats (128 bytes each, 128-byte swizzle) at dst (1024-aligned): row r's 32
+    floats value(r, c); VT's box {32 positions, D, 1, 1} lands as K's {32, 1, 64, 1} does."""
     assert dst % 1024 == 0
     for r in range(rows):
         for c in range(32):

@@ -3,7 +3,7 @@
   python3 benchmarks/sm90_tf32_sass_check.py OBJECT [--expect-bug]
 
 OBJECT: an sm_90a object of flash_fwd_sm90_tf32.cu (the harness's flash_fwd_sm90_tf32.o, or
-`nvcc -c` of the file alone); cuobjdump on PATH.
+`nvcc -c` of the file alone); cuobjdump on PATH (else CUDA_HOME/bin or /usr/local/cuda/bin).
 
 Why: in the variants that hold Q's A fragments in registers (S = Q K^T by wgmma RS: variants 1, 2 and 3),
 those registers are written once, before the key-tile loop, and must survive every iteration. ptxas
@@ -23,15 +23,26 @@ write is a clobber: FAIL. Exit 0 when no kernel has one (or, with --expect-bug, 
 that the check catches the old object).
 """
 import argparse
+import os
 import re
+import shutil
 import subprocess
 import sys
 
 INS = re.compile(r"^\s+/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
 
 
+def cuobjdump():
+    """cuobjdump on PATH, else CUDA_HOME's or /usr/local/cuda's."""
+    for c in (shutil.which("cuobjdump"), os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "cuobjdump"),
+              "/usr/local/cuda/bin/cuobjdump"):
+        if c and os.path.exists(c):
+            return c
+    sys.exit("cuobjdump not found (PATH, CUDA_HOME/bin, /usr/local/cuda/bin)")
+
+
 def functions(obj):
-    out = subprocess.run(["cuobjdump", "-sass", obj], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run([cuobjdump(), "-sass", obj], capture_output=True, text=True, check=True).stdout
     parts = re.split(r"\n\s+Function : (\S+)\n", out)
     for i in range(1, len(parts), 2):
         ins = []
@@ -66,14 +77,37 @@ def dest_regs(op, operands):
                 "UTMACCTL", "MEMBAR", "FENCE", "WARPSYNC", "WARPGROUP", "NOP", "CALL", "RET", "BSYNC", "BSSY",
                 "DEPBAR", "ERRBAR", "CCTL", "UBLKCP", "ELECT"):
         return set()
-    r = reg_num(operands[0])
+    first = operands[0]
+    # A predicate result first, then the register one: SHFL.BFLY PT, R12, R17, 0x1, 0x1f (the softmax's
+    # row reductions, inside the loop) and LOP3.LUT P0, R4, ... (FSETP / ISETP have a predicate second).
+    if base in ("SHFL", "LOP3", "LOP") and re.match(r"^!?(P\d|PT)$", first) and len(operands) > 1:
+        first = operands[1]
+    r = reg_num(first)
     if r is None:
         return set()
     if base == "HGMMA":
         n = int(re.search(r"HGMMA\.64x(\d+)x", op).group(1))
         return set(range(r, r + n // 2))
-    width = 4 if ".128" in op else 2 if (".64" in op or ".WIDE" in op) else 1
+    # 64-bit results (CS2R zeroes a register pair; F2I.U64, I2F.F64, ...: counted wide, conservatively).
+    wide = (".64" in op or ".WIDE" in op or base in ("CS2R", "DADD", "DMUL", "DFMA", "DMNMX") or
+            re.search(r"\.[USF]64", op) is not None)
+    width = 4 if ".128" in op else 2 if wide else 1
     return set(range(r, r + width))
+
+
+def parser_selftest():
+    """dest_regs on instruction forms of the kernel's SASS (ptxas 13.0): a parser regression must not
+    turn the check into a silent pass."""
+    cases = [("SHFL.BFLY PT, R12, R17, 0x1, 0x1f", {12}), ("CS2R R116, SRZ", {116, 117}),
+             ("LOP3.LUT P0, RZ, R3, 0x1, RZ, 0xc0, !PT", set()), ("LOP3.LUT P1, R4, R3, R5, RZ, 0xc0, !PT", {4}),
+             ("FSETP.GEU.AND P0, PT, |R88|, +INF , PT", set()), ("LDS.128 R8, [R2]", {8, 9, 10, 11}),
+             ("IMAD.WIDE.U32 R4, R2, R3, RZ", {4, 5}), ("@!P0 IMAD.IADD.U32 R88, R88, 0x1, R6", {88}),
+             ("MUFU.EX2 R93, R30", {93}), ("HGMMA.64x64x8.F32.TF32 R24, R88, gdesc[UR8], RZ, !UPT", set(range(24, 56))),
+             ("STS.128 [R2], R8", set()), ("R2UR UR4, R5", set())]
+    for text, want in cases:
+        _, op, ops = split(text)
+        got = dest_regs(op, ops)
+        assert got == want, f"dest_regs({text!r}) = {sorted(got)}, expected {sorted(want)}"
 
 
 def check(obj, verbose=True):
@@ -143,6 +177,7 @@ def main():
     ap.add_argument("obj")
     ap.add_argument("--expect-bug", action="store_true", help="exit 0 only if some kernel is clobbered")
     args = ap.parse_args()
+    parser_selftest()
     res = check(args.obj)
     checked = [v for v in res.values() if v is not None]
     bad = sum(1 for v in checked if not v)

@@ -614,9 +614,10 @@ __global__ void __launch_bounds__(kPrepassThreads)
     if (key < sh.Tk) {
       x = *reinterpret_cast<const float4*>(k + key * sh.k_stride[1] + c);
       y = *reinterpret_cast<const float4*>(v + key * sh.v_stride[1] + c);
-      x = make_float4(__uint_as_float(to_tf32(x.x)), __uint_as_float(to_tf32(x.y)), __uint_as_float(to_tf32(x.z)),
-                      __uint_as_float(to_tf32(x.w)));
-      *reinterpret_cast<float4*>(kr + ((b * sh.Tk + key) * sh.Hkv + hkv) * D + c) = x;
+      // One 16-byte store (a plain float4 / uint4 store of the rounded values became 4 st.global.u32 in nvcc
+      // 13.0's PTX); .cg: the main kernel's TMA reads it from L2.
+      __stcg(reinterpret_cast<uint4*>(kr + ((b * sh.Tk + key) * sh.Hkv + hkv) * D + c),
+             make_uint4(to_tf32(x.x), to_tf32(x.y), to_tf32(x.z), to_tf32(x.w)));
     }
     sv[r][c] = __uint_as_float(to_tf32(y.x));
     sv[r][c + 1] = __uint_as_float(to_tf32(y.y));
