@@ -3,9 +3,9 @@
 // On by default on compute capability 9.0 (TF_FLASHATTN_SM90_TF32=0 turns it off, read once; the
 // harness's set_sm90_tf32 overrides it); otherwise sm80/flash_fwd_tf32.cu (mma.sync m16n8k8 .tf32)
 // runs, as it does for everything this kernel does not take. Checked on the H200 (2026-12-01):
-// self-tests exact, numerics of variant 0 26 / 26 cases, memcheck clean, the GPU tests with it on. benchmarks/sm90_check.py
-// --phase tf32selftest / tf32 / tf32bench / tf32sanitize check it (gpu_run.sh sm90,
-// SM90_PHASES=tf32selftest,tf32,tf32bench,tf32sanitize).
+// self-tests exact, numerics of variant 0 26 / 26 cases, memcheck clean, the GPU tests with it on.
+// benchmarks/sm90_check.py --phase tf32selftest / tf32 / tf32bench / tf32sanitize check it (gpu_run.sh
+// sm90, SM90_PHASES=tf32selftest,tf32,tf32bench,tf32sanitize).
 //
 // Scope (fwd_tf32_applies): float32 q / k / v / o, D == Dv in {64, 128}, GQA (H % Hkv == 0), the
 // softmax scale, causal (any causal_offset) or no mask; no window, lengths, validity masks, dense mask,
@@ -56,9 +56,9 @@
 //   (kk % 4) * 32). One tile at a time per warpgroup (schedule 0's order: no S / P V overlap inside a
 //   warpgroup, which would hold K and V^T longer than 2 stages allow); the two consumer warpgroups
 //   interleave on the tensor cores.
-// Variants (kTf32Sched below; TF_FLASHATTN_SM90_TF32_VARIANT): 0 as above (the default), 1 Q's A
-// fragments in registers (S = Q K^T by wgmma RS), 2 as 1 without K's rounding; see their comment for
-// the shared-memory traffic that motivates them.
+// Variants (kTf32Sched below; TF_FLASHATTN_SM90_TF32_VARIANT): 0 as above (what D = 64 runs), 1 Q's A
+// fragments in registers (S = Q K^T by wgmma RS; the default at D = 128), 2 as 1 without K's rounding;
+// see their comment for the shared-memory traffic that motivates them.
 // Barriers (mbarriers; counts in parentheses), tile n of the CTA's key tiles, stage s = n % 2:
 //   q_full (1 + tx)          producer: Q's TMA bytes
 //   v_full (1 + tx)          producer: V_n's TMA bytes into the raw buffer (phase n)
@@ -136,9 +136,12 @@ struct Tf32Sched {
 };
 constexpr Tf32Sched kTf32Sched[] = {{false, true}, {true, true}, {true, false}};
 constexpr int kTf32Variants = sizeof(kTf32Sched) / sizeof(kTf32Sched[0]);
-// Variant 1 is the default: on the H200 (2026-12-01) bitwise equal to variant 0 in every D = 128 case of
-// sm90_check.py's tf32 phase and 1.08x-1.09x its speed. At D = 64 variants 1 and 2 gave wrong outputs
-// (9 of 9 D = 64 cases; cause not found), so D = 64 always runs variant 0 (fwd_tf32).
+// Variant 1 is the default: on the H200 (2026-12-01) bitwise equal to variant 0 in all 16 D = 128 cases
+// of sm90_check.py's tf32 phase and 1.08x-1.09x its speed. At D = 64 variants 1 and 2 gave wrong outputs
+// in 9 of the 10 D = 64 cases, every one with more than one key tile per CTA (the single-tile case passed,
+// bitwise), so D = 64 always runs variant 0 (fwd_tf32). The cause found since in the SASS (ptxas gives
+// Q's fragment registers to P inside the key loop) and its fix are on branch sm90-fwd-tf32-prepass,
+// not yet run on a GPU.
 constexpr int kTf32DefaultVariant = 1;
 
 template <int D>
