@@ -5,9 +5,9 @@
 // runs, as it does for everything this kernel does not take. Checked on the H200 (2026-12-01):
 // self-tests exact, numerics of variant 0 26 / 26 cases, memcheck clean, the GPU tests with it on
 // (since then, UNTESTED ON A GPU: the D = 64 fix of variants 1 / 2, variant 3 and self-test 7; all
-// opt-in, the default kernels' SASS unchanged). benchmarks/sm90_check.py
-// --phase tf32selftest / tf32 / tf32bench / tf32sanitize check it (gpu_run.sh sm90,
-// SM90_PHASES=tf32selftest,tf32,tf32bench,tf32sanitize).
+// opt-in, the default kernels' SASS unchanged). benchmarks/sm90_check.py --phase tf32selftest /
+// tf32 / tf32bench / tf32sanitize check it (gpu_run.sh sm90, SM90_PHASES=tf32selftest,tf32,tf32bench,
+// tf32sanitize).
 //
 // Scope (fwd_tf32_applies): float32 q / k / v / o, D == Dv in {64, 128}, GQA (H % Hkv == 0), the
 // softmax scale, causal (any causal_offset) or no mask; no window, lengths, validity masks, dense mask,
@@ -182,12 +182,13 @@ constexpr Tf32Sched kTf32Sched[] = {{false, true, false}, {true, true, false}, {
 constexpr int kTf32Variants = sizeof(kTf32Sched) / sizeof(kTf32Sched[0]);
 constexpr int kTf32PrepassVariant = 3;
 static_assert(kTf32Sched[kTf32PrepassVariant].prepass, "variant 3 is the pre-pass one");
-// Variant 1 is the default at D = 128: on the H200 (2026-12-01) bitwise equal to variant 0 in every
-// D = 128 case of sm90_check.py's tf32 phase and 1.08x-1.09x its speed. At D = 64 variants 1 and 2 gave
-// wrong outputs there (9 of 9 D = 64 cases): ptxas had given Q's fragment registers to the loop's P
-// packing (see `qa` in the kernel; fixed since, UNTESTED ON A GPU), so D = 64 runs variant 0 unless a
-// variant is set explicitly (TF_FLASHATTN_SM90_TF32_VARIANT or set_tf32_variant: tf32_variant_for),
-// until a GPU run shows 1 / 2 / 3 right there.
+// Variant 1 is the default at D = 128: on the H200 (2026-12-01) bitwise equal to variant 0 in all 16
+// D = 128 cases of sm90_check.py's tf32 phase and 1.08x-1.09x its speed. At D = 64 variants 1 and 2 gave
+// wrong outputs there in 9 of the 10 D = 64 cases, every one with more than one key tile per CTA:
+// ptxas had given Q's fragment registers to the loop's P packing (see `qa` in the kernel; fixed since,
+// UNTESTED ON A GPU), so D = 64 runs variant 0 unless a variant is set explicitly
+// (TF_FLASHATTN_SM90_TF32_VARIANT or set_tf32_variant: tf32_variant_for), until a GPU run shows 1 / 2 / 3
+// right there.
 constexpr int kTf32DefaultVariant = 1;
 
 template <int D>
