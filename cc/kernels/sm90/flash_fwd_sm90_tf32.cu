@@ -714,19 +714,6 @@ float test_half(int i, int j, int salt) {
 
 bool same_bits(float a, float b) { return std::memcmp(&a, &b, 4) == 0; }
 
-struct Buffers {
-  std::vector<void*> ptrs;
-  void* alloc(size_t bytes) {
-    void* p = nullptr;
-    if (cudaMalloc(&p, bytes) != cudaSuccess) return nullptr;
-    ptrs.push_back(p);
-    return p;
-  }
-  ~Buffers() {
-    for (void* p : ptrs) cudaFree(p);
-  }
-};
-
 }  // namespace
 
 int tf32_selftest(int which, double* max_err, char* msg, int msg_len) {
@@ -734,16 +721,9 @@ int tf32_selftest(int which, double* max_err, char* msg, int msg_len) {
     if (msg && msg_len > 0) std::snprintf(msg, msg_len, fmt, args...);
   };
   *max_err = 0.0;
-  int dev = 0, major = 0, minor = 0;
-  cudaGetDevice(&dev);
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
-  if (major != 9 || minor != 0) {
-    say("needs compute capability 9.0, this device is %d.%d", major, minor);
-    return -1;
-  }
+  if (!selftest_device_is_sm90(msg, msg_len)) return -1;
   if (which < 0 || which >= kFwdTf32Selftests) { say("no test %d", which); return -1; }
-  Buffers buf;
+  DeviceBuffers buf;
   cudaError_t err = cudaSuccess;
   if (which <= 1) {
     const int B = 2, T = 100, H = 3, D = 128, h = 2, t0 = 64, b = 1;  // rows 100..127 past T
