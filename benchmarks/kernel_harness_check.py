@@ -36,6 +36,7 @@ minute on an H200:
 --decode --dry-run runs that section's Python on the CPU against a reference stand-in (no GPU).
 """
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -175,6 +176,18 @@ def index_visibility(c, t):
     return vis
 
 
+@contextlib.contextmanager
+def tf32_matmuls():
+    """torch's float32 matmuls on TF32 tensor cores inside the block (torch.backends.cuda.matmul.allow_tf32),
+    the setting restored after it."""
+    prev = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = True
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = prev
+
+
 def reference(c, t, dtype, keep):
     """Unfused attention in `dtype` (float64 for the reference), with autograd."""
     q, k, v = (t[n].to(dtype).detach().requires_grad_() for n in ("q", "k", "v"))
@@ -306,12 +319,8 @@ def check_numerics(h, dtypes, cases, log):
                 ref = reference(c2, t, torch.float64, keep)
                 low = None
                 if tf32:
-                    prev = torch.backends.cuda.matmul.allow_tf32
-                    torch.backends.cuda.matmul.allow_tf32 = True
-                    try:
+                    with tf32_matmuls():
                         low = reference(c2, t, torch.float32, keep)
-                    finally:
-                        torch.backends.cuda.matmul.allow_tf32 = prev
                 elif dt != torch.float32:
                     low = reference(c2, t, dt, keep)
                 row = {"case": c["name"], "dtype": "tf32" if tf32 else str(dt).split(".")[-1], "det": det}

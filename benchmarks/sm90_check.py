@@ -101,8 +101,8 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from kernel_harness_check import (DEV, Harness, err, make_inputs, reference, torch_sdpa_ms,  # noqa: E402
-                                  index_visibility as visibility)
+from kernel_harness_check import (DEV, Harness, err, make_inputs, reference, tf32_matmuls,  # noqa: E402
+                                  torch_sdpa_ms, index_visibility as visibility)
 
 NUM_CASES = [
     # name, shape; decode=-1 keeps few-row cases on the tiled path (the decoding path takes Tq <= 16).
@@ -586,12 +586,8 @@ def phase_tf32(h, log, cases, fallback_cases=()):
         sm80 = {"o": t["o"].clone(), "lse": t["lse"].clone()}
         h.m.set_sm90_tf32(-1)  # the environment: TF_FLASHATTN_SM90_TF32=1 (main())
         ref = reference(c, t, torch.float64, None)
-        prev = torch.backends.cuda.matmul.allow_tf32
-        torch.backends.cuda.matmul.allow_tf32 = True
-        try:
+        with tf32_matmuls():
             low = reference(c, t, torch.float32, None)
-        finally:
-            torch.backends.cuda.matmul.allow_tf32 = prev
         v0 = None
         for v in (variants if expect else variants[:1]):
             h.m.set_sm90_tf32_variant(v)
@@ -714,9 +710,7 @@ def phase_tf32_bench(h, log):
                 r["sm80_fwd_ms"] = tt.do_bench(lambda: h.fwd(c, t), warmup=25, rep=100, return_mode="median")
                 h.m.set_sm90_tf32(-1)
                 qh, kh, vh = (t[n].permute(0, 2, 1, 3).contiguous() for n in ("q", "k", "v"))
-                prev = torch.backends.cuda.matmul.allow_tf32
-                torch.backends.cuda.matmul.allow_tf32 = True
-                try:
+                with tf32_matmuls():
                     for name, be in (("torch_efficient", SDPBackend.EFFICIENT_ATTENTION), ("torch_math", SDPBackend.MATH)):
                         if name == "torch_math" and T > 4096:
                             continue  # the math backend materializes [B, H, T, T]: 17 GB at T = 16384
@@ -727,8 +721,6 @@ def phase_tf32_bench(h, log):
                                     warmup=10, rep=50, return_mode="median")
                         except Exception as e:  # noqa
                             r[f"{name}_error"] = str(e)[:100]
-                finally:
-                    torch.backends.cuda.matmul.allow_tf32 = prev
                 for k in list(r):
                     if k.endswith("_fwd_ms"):
                         r[k.replace("_ms", "_tflops")] = round(fl / r[k] / 1e9, 1)

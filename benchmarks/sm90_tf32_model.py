@@ -74,6 +74,13 @@ def descriptor_read(mem, start, sbo, rows, k8):
     return out
 
 
+def kmajor_b(mem, start, n):
+    """The [8 x n] B operand (k, column) of one k8 step read through a K-major descriptor (SBO 1024) at
+    `start`, as a matrix."""
+    B = descriptor_read(mem, start, 1024, n, 8)
+    return np.array([[B[(col, u)] for col in range(n)] for u in range(8)], dtype=np.int64)
+
+
 def transpose_v_tile(mem, vt, vraw, DV):
     """transpose_v_tile<DV>: reads the raw tile at vraw + swz128_offset_f32(KBC, key, d), stores keys
     (0, 2, 4, 6) of each 8-key group at positions 0..3 and (1, 3, 5, 7) at 4..7 (two 16-byte chunks)."""
@@ -241,8 +248,7 @@ def check_fragments(DV=128, order=(0, 2, 1, 3), seed=0):
     transpose_v_tile(mem, vt, vraw, DV)
     O = np.zeros((64, DV), dtype=np.int64)
     for kk in range(KBC // 8):
-        B = descriptor_read(mem, vt + (kk // 4) * DV * 128 + (kk % 4) * 32, 1024, DV, 8)
-        Bm = np.array([[B[(n, u)] for n in range(DV)] for u in range(8)], dtype=np.int64)  # [u, n]
+        Bm = kmajor_b(mem, vt + (kk // 4) * DV * 128 + (kk % 4) * 32, DV)  # [u, n]
         A = np.zeros((64, 8), dtype=np.int64)
         for w in range(4):
             for lane in range(32):
@@ -273,8 +279,7 @@ def check_q_frags(D=128, seed=0):
     for c in range(2):
         S = np.zeros((64, KBC), dtype=np.int64)
         for k in range(D // 8):
-            B = descriptor_read(mem, k0 + (k // 4) * KBC * 128 + (k % 4) * 32, 1024, KBC, 8)
-            Bm = np.array([[B[(n, u)] for n in range(KBC)] for u in range(8)], dtype=np.int64)  # [u, n]
+            Bm = kmajor_b(mem, k0 + (k // 4) * KBC * 128 + (k % 4) * 32, KBC)  # [u, n]
             A = np.zeros((64, 8), dtype=np.int64)
             for w in range(4):
                 for lane in range(32):

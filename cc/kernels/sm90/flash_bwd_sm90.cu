@@ -2519,10 +2519,7 @@ int bwd_selftest(int which, double* max_err, char* msg, int msg_len) {
     say("no test %d", which);
     return -1;
   }
-  if (!current_device_is_sm90()) {
-    say("needs compute capability 9.0");
-    return -1;
-  }
+  if (!selftest_device_is_sm90(msg, msg_len)) return -1;
   if (which >= 8) return bwd_selftest_split128(which, max_err, msg, msg_len);  // the D = 128 split kernel's forms
   if (which >= 5) return bwd_selftest_d256(which, max_err, msg, msg_len);  // the D = 256 kernel's forms
   // Host operands (float values, exact in bfloat16) and the float64 reference.

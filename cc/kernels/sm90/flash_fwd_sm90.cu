@@ -1225,19 +1225,6 @@ uint16_t to_bf16_bits(float x) {  // exact for the values above
   return static_cast<uint16_t>(u >> 16);
 }
 
-struct DeviceBuffers {
-  std::vector<void*> ptrs;
-  void* alloc(size_t bytes) {
-    void* p = nullptr;
-    if (cudaMalloc(&p, bytes) != cudaSuccess) return nullptr;
-    ptrs.push_back(p);
-    return p;
-  }
-  ~DeviceBuffers() {
-    for (void* p : ptrs) cudaFree(p);
-  }
-};
-
 }  // namespace
 
 int selftest(int which, double* max_err, char* msg, int msg_len) {
@@ -1245,14 +1232,7 @@ int selftest(int which, double* max_err, char* msg, int msg_len) {
     if (msg && msg_len > 0) std::snprintf(msg, msg_len, fmt, args...);
   };
   *max_err = 0.0;
-  int dev = 0, major = 0, minor = 0;
-  cudaGetDevice(&dev);
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
-  if (major != 9 || minor != 0) {
-    say("needs compute capability 9.0, this device is %d.%d", major, minor);
-    return -1;
-  }
+  if (!selftest_device_is_sm90(msg, msg_len)) return -1;
   DeviceBuffers buf;
   cudaError_t err = cudaSuccess;
   if (which == 0) {

@@ -974,19 +974,6 @@ float test_half(int i, int j, int salt) {
 
 bool same_bits(float a, float b) { return std::memcmp(&a, &b, 4) == 0; }
 
-struct Buffers {
-  std::vector<void*> ptrs;
-  void* alloc(size_t bytes) {
-    void* p = nullptr;
-    if (cudaMalloc(&p, bytes) != cudaSuccess) return nullptr;
-    ptrs.push_back(p);
-    return p;
-  }
-  ~Buffers() {
-    for (void* p : ptrs) cudaFree(p);
-  }
-};
-
 }  // namespace
 
 int tf32_selftest(int which, double* max_err, char* msg, int msg_len) {
@@ -994,16 +981,9 @@ int tf32_selftest(int which, double* max_err, char* msg, int msg_len) {
     if (msg && msg_len > 0) std::snprintf(msg, msg_len, fmt, args...);
   };
   *max_err = 0.0;
-  int dev = 0, major = 0, minor = 0;
-  cudaGetDevice(&dev);
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
-  if (major != 9 || minor != 0) {
-    say("needs compute capability 9.0, this device is %d.%d", major, minor);
-    return -1;
-  }
+  if (!selftest_device_is_sm90(msg, msg_len)) return -1;
   if (which < 0 || which >= kFwdTf32Selftests) { say("no test %d", which); return -1; }
-  Buffers buf;
+  DeviceBuffers buf;
   cudaError_t err = cudaSuccess;
   if (which == 7) {
     // Variant 3's pre-pass and V^T load (UNTESTED ON A GPU): [B, Tk, H, 128] K and V with Tk = 100 (keys

@@ -1,6 +1,7 @@
 // Host-side helpers of the Hopper kernels: tensor maps for the copy engine (cuTensorMapEncodeTiled,
 // reached through cudaGetDriverEntryPointByVersion: no link against libcuda, cudart stays static)
-// and the compute-capability-9.0 check (sm_90a machine code runs on 9.0 only). Used by
+// the compute-capability-9.0 check (sm_90a machine code runs on 9.0 only), and the self-tests' device
+// check and buffers. Used by
 // sm90/flash_fwd_sm90.cu, sm90/flash_fwd_sm90_tf32.cu and sm90/flash_bwd_sm90.cu.
 #ifndef TF_FLASHATTN_KERNELS_SM90_SM90_HOST_CUH_
 #define TF_FLASHATTN_KERNELS_SM90_SM90_HOST_CUH_
@@ -11,6 +12,8 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
+#include <vector>
 
 #include "cc/kernels/common/flash_params.h"
 
@@ -31,12 +34,14 @@ inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
   return fn;
 }
 
-// Rank-4 map over a [B, T, Hx, Dx] 16-bit tensor with element strides st = {batch, time, head}
-// (the last dim contiguous): dims (d, head, time, batch), box {64, 1, rows, 1}, 128-byte swizzle
+// Rank-4 map over a [B, T, Hx, Dx] tensor of elem_bytes-byte elements with element strides st =
+// {batch, time, head} (the last dim contiguous): dims (d, head, time, batch), box {box_d, 1, rows, 1}
+// (box_d elements = 128 bytes, the widest inner box the 128-byte swizzle takes), 128-byte swizzle
 // (sm90_ptx.cuh's tile layout), out-of-bounds elements read as zero. False when the driver has no
-// encoder or refuses the map (alignment: base and strides must be multiples of 16 bytes).
-inline bool tma_map_rows(CUtensorMap* map, DType dt, const void* ptr, int64_t B, int64_t T, int64_t Hx, int64_t Dx,
-                         const int64_t st[3], int rows) {
+// encoder or refuses the map (alignment: base and byte strides must be multiples of 16 bytes).
+inline bool tma_map_rows_of(CUtensorMap* map, CUtensorMapDataType type, int64_t elem_bytes, cuuint32_t box_d,
+                            const void* ptr, int64_t B, int64_t T, int64_t Hx, int64_t Dx, const int64_t st[3],
+                            int rows) {
   auto fn = tensor_map_encoder();
   if (!fn) return false;
   cuuint64_t dims[4] = {static_cast<cuuint64_t>(Dx), static_cast<cuuint64_t>(Hx), static_cast<cuuint64_t>(T),
@@ -45,45 +50,33 @@ inline bool tma_map_rows(CUtensorMap* map, DType dt, const void* ptr, int64_t B,
   // valid multiple of 16).
   const int64_t want[3] = {st[2], st[1], st[0]};
   cuuint64_t strides[3];
-  int64_t compact = Dx * 2;
+  int64_t compact = Dx * elem_bytes;
   for (int i = 0; i < 3; ++i) {
-    const int64_t s = dims[i + 1] == 1 ? compact : want[i] * 2;
+    const int64_t s = dims[i + 1] == 1 ? compact : want[i] * elem_bytes;
     strides[i] = static_cast<cuuint64_t>(s);
     compact = s * static_cast<int64_t>(dims[i + 1]);
   }
-  cuuint32_t box[4] = {64, 1, static_cast<cuuint32_t>(rows), 1};
+  cuuint32_t box[4] = {box_d, 1, static_cast<cuuint32_t>(rows), 1};
   cuuint32_t estr[4] = {1, 1, 1, 1};
-  const CUresult r = fn(map, dt == DType::kBFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-                        4, const_cast<void*>(ptr), dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+  const CUresult r = fn(map, type, 4, const_cast<void*>(ptr), dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
                         CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                         CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   return r == CUDA_SUCCESS;
 }
 
-// The same over a float32 tensor (sm90/flash_fwd_sm90_tf32.cu): box {32, 1, rows, 1} (32 floats =
-// 128 bytes, the widest inner box the 128-byte swizzle takes), CU_TENSOR_MAP_DATA_TYPE_FLOAT32 (the
-// bits as stored; the kernel rounds to tf32 itself), out-of-bounds elements read as zero. False as
-// tma_map_rows (base and byte strides must be multiples of 16: element strides multiples of 4).
+// A 16-bit tensor (float16 / bfloat16): box {64, 1, rows, 1}.
+inline bool tma_map_rows(CUtensorMap* map, DType dt, const void* ptr, int64_t B, int64_t T, int64_t Hx, int64_t Dx,
+                         const int64_t st[3], int rows) {
+  const CUtensorMapDataType type =
+      dt == DType::kBFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  return tma_map_rows_of(map, type, 2, 64, ptr, B, T, Hx, Dx, st, rows);
+}
+
+// A float32 tensor (sm90/flash_fwd_sm90_tf32.cu): box {32, 1, rows, 1}, CU_TENSOR_MAP_DATA_TYPE_FLOAT32
+// (the bits as stored; the kernel rounds to tf32 itself); element strides multiples of 4.
 inline bool tma_map_rows_f32(CUtensorMap* map, const void* ptr, int64_t B, int64_t T, int64_t Hx, int64_t Dx,
                              const int64_t st[3], int rows) {
-  auto fn = tensor_map_encoder();
-  if (!fn) return false;
-  cuuint64_t dims[4] = {static_cast<cuuint64_t>(Dx), static_cast<cuuint64_t>(Hx), static_cast<cuuint64_t>(T),
-                        static_cast<cuuint64_t>(B)};
-  const int64_t want[3] = {st[2], st[1], st[0]};
-  cuuint64_t strides[3];
-  int64_t compact = Dx * 4;
-  for (int i = 0; i < 3; ++i) {
-    const int64_t s = dims[i + 1] == 1 ? compact : want[i] * 4;
-    strides[i] = static_cast<cuuint64_t>(s);
-    compact = s * static_cast<int64_t>(dims[i + 1]);
-  }
-  cuuint32_t box[4] = {32, 1, static_cast<cuuint32_t>(rows), 1};
-  cuuint32_t estr[4] = {1, 1, 1, 1};
-  const CUresult r = fn(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, const_cast<void*>(ptr), dims, strides, box, estr,
-                        CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  return r == CUDA_SUCCESS;
+  return tma_map_rows_of(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, 32, ptr, B, T, Hx, Dx, st, rows);
 }
 
 // Whether the current device is compute capability 9.0 (cached per device).
@@ -102,6 +95,33 @@ inline bool current_device_is_sm90() {
   }
   return c == 1;
 }
+
+// The self-tests' device check: true on compute capability 9.0; otherwise false, and msg (msg_len
+// bytes, may be null) says which capability the current device has.
+inline bool selftest_device_is_sm90(char* msg, int msg_len) {
+  int dev = 0, major = 0, minor = 0;
+  cudaGetDevice(&dev);
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+  if (major == 9 && minor == 0) return true;
+  if (msg && msg_len > 0)
+    std::snprintf(msg, msg_len, "needs compute capability 9.0, this device is %d.%d", major, minor);
+  return false;
+}
+
+// The self-tests' device memory: alloc is cudaMalloc (nullptr on failure), everything freed at scope exit.
+struct DeviceBuffers {
+  std::vector<void*> ptrs;
+  void* alloc(size_t bytes) {
+    void* p = nullptr;
+    if (cudaMalloc(&p, bytes) != cudaSuccess) return nullptr;
+    ptrs.push_back(p);
+    return p;
+  }
+  ~DeviceBuffers() {
+    for (void* p : ptrs) cudaFree(p);
+  }
+};
 
 // The current device's SM count (cached per device; the persistent forward's grid), 0 on error.
 inline int current_device_sm_count() {
