@@ -38,9 +38,9 @@
 #             kernel's numerics; racecheck, synccheck on request; order, obench on request: the key-tile
 #             orders of TF_FLASHATTN_SM90_BWD_ORDER, their numerics against order 0 and their TFLOP/s
 #             beside FA2 and cuDNN, ~10 s and ~1 min on the H200; OBENCH_ALT=n alternates orders 0 and 1;
-#             splitd, splitdbench on request: the split kernel's score options, opt-in with
-#             TF_FLASHATTN_SM90_BWD_SPLITD=1 (set by sm90_bwd_check.py for those phases and sanitize) and
-#             UNTESTED ON A GPU until they run: bias / dbias at D = 128, soft-cap, dense mask, bias at D = 256,
+#             splitd, splitdbench on request: the split kernel's score options, on by default
+#             (TF_FLASHATTN_SM90_BWD_SPLITD=1 set by sm90_bwd_check.py for those phases and sanitize, 0 for
+#             the others): bias / dbias at D = 128, soft-cap, dense mask, bias at D = 256,
 #             numerics and ms against sm80) limits the phases; SM90BWD_BUDGET (default 560 s) caps
 #             the phases' timeouts together (a timed-out phase names its last case). Files:
 #             OUT/sm90bwd_summary.log and OUT/sm90bwd.tar.gz

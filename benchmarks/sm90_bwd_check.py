@@ -79,8 +79,8 @@ Phases (each its own process in `gpu_run.sh sm90bwd`, under a timeout):
             causal mask the orders do not apply (order 0, order 2 for the fallback, order 0 again).
             OBENCH_ALT=n: causal shapes only, orders 0 and 1 alternated n times (the clock drifts within a
             shape's runs: o0_again ran at 0.89x-1.0x o0 on the H200), medians and their ratio.
-  splitd    the split kernel's score options (flash_bwd_sm90_split_score_kernel; opt-in, UNTESTED ON A GPU
-            before this phase first runs: it sets TF_FLASHATTN_SM90_BWD_SPLITD=1 for its own process):
+  splitd    the split kernel's score options (flash_bwd_sm90_split_score_kernel; on by default since
+            session 19; this phase sets TF_FLASHATTN_SM90_BWD_SPLITD=1 for its own process):
             SPLITD_CASES as numerics, bf16 and fp16: at D = 128 bias / dbias (bias alone, without dbias,
             broadcast [1, H, Tq, Tk], [B, 1, Tq, Tk], [B, 1, 1, Tk], causal both alignments, GQA / MQA, lengths,
             window + validity, -inf on some elements, whole key columns and whole rows, with a dense mask (rows
@@ -308,9 +308,8 @@ D256_CASES = [
     dict(name="d256_softcap_sm80", B=2, Tq=113, Tk=203, H=3, D=256, softcap=20.0, expect_sm80=True),
     dict(name="d256_dmask_sm80", B=2, Tq=113, Tk=203, H=3, D=256, mask=(1, 0), expect_sm80=True),
 ]
-# The split kernel's score options (flash_bwd_sm90.cu, flash_bwd_sm90_split_score_kernel; opt-in with
-# TF_FLASHATTN_SM90_BWD_SPLITD=1, which phase splitd sets for its own process; written without a GPU, so these
-# are its first checks): at D = 128 an additive bias with dbias (the D <= 128 kernel's BIAS copies, D = 64 only,
+# The split kernel's score options (flash_bwd_sm90.cu, flash_bwd_sm90_split_score_kernel; on by default,
+# TF_FLASHATTN_SM90_BWD_SPLITD=0 turns them off; phase splitd sets it to 1 for its own process): at D = 128 an additive bias with dbias (the D <= 128 kernel's BIAS copies, D = 64 only,
 # send it to sm80 without the switch), at D = 256 soft-cap, a dense mask, bias / dbias. 64-key tiles, so the
 # tile edges are at multiples of 64. Bias broadcast through its strides: (0, 1) [1, H, Tq, Tk], (1, 0)
 # [B, 1, Tq, Tk], bias_bk [B, 1, 1, Tk] (bwd_inputs); bias_neginf: -inf at 10 % of the elements and on every key
@@ -415,7 +414,7 @@ SANITIZE = ("odd_d128", "odd_d128_causal_br", "empty_rows_causal", "gqa4_d128_ca
             "dmask_softcap_lengths", "dmask_causal_gqa_d64", "bias_softcap_len_d64",
             "d256_odd_causal_br", "d256_empty_rows_causal", "d256_gqa4", "d256_tiles_65_129_causal",
             "d256_win_kvcache", "d256_len_zero_full", "d256_drop05_causal_br_gqa",
-            # the split kernel's score options (opt-in: the sanitize phase sets TF_FLASHATTN_SM90_BWD_SPLITD=1, which
+            # the split kernel's score options (the sanitize phase sets TF_FLASHATTN_SM90_BWD_SPLITD=1, which
             # moves none of the cases above)
             "sd128_bias_causal_len_gqa", "sd128_bias_neginf_mask_softcap", "sd128_bias_tiles_63_127",
             "sd256_bias_softcap_len_dlse", "sd256_dmask_rows_causal_gqa", "sd256_bias_neginf_keys")
@@ -1052,8 +1051,8 @@ def bench_masks(h, log, plain_rows):
 
 
 def phase_splitdbench(h, log):
-    """Phase splitdbench (module docstring): milliseconds of the split kernel's score options (opt-in,
-    TF_FLASHATTN_SM90_BWD_SPLITD=1, set by main()) against our sm80 backward, B = 4, T = 4096, bf16: at D = 128
+    """Phase splitdbench (module docstring): milliseconds of the split kernel's score options
+    (TF_FLASHATTN_SM90_BWD_SPLITD=1, set by main()) against our sm80 backward, B = 4, T = 4096, bf16: at D = 128
     (H = 16) a head-broadcast bias [1, H, T, T] with dbias, causal and not, and without dbias (not causal); at
     D = 256 (H = 8) soft-cap 30 and the bias with dbias (not causal). dbias ([B, H, T, T] float32, 4 GiB at D =
     128) is zeroed and written inside the timed call on both paths."""
@@ -1103,8 +1102,8 @@ def main():
     ap.add_argument("--out", default=None)
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args()
-    # The split kernel's score options are opt-in (flash_bwd_sm90.cu, bwd_splitd_enabled: read once, at the
-    # first backward): on for these phases' processes, whatever the caller's. In sanitize it moves only the
+    # The split kernel's score options (flash_bwd_sm90.cu, bwd_splitd_enabled: read once, at the first
+    # backward; on by default): on for these phases' processes, whatever the caller's. In sanitize it moves only the
     # SPLITD_CASES there (the other sanitize cases have no bias at D = 128 and no score option at D = 256). Off
     # for every other phase, whatever the caller's: their expect_sm80 cases (bias_*_d128_sm80, d256_softcap_sm80,
     # d256_dmask_sm80) are the calls the switch moves to the split kernel.

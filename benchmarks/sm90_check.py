@@ -82,7 +82,9 @@ others' answers):
             and at D = 64 too (set explicitly), 1 and 2 reported bit for bit against 0, 3 required bit for
             bit equal to 0 and run on an explicit NaN-poisoned workspace of fwd_workspace_bytes (which must
             be variant 3's size there and 0 for the other variants); then the default (variant override
-            -1, TF_FLASHATTN_SM90_TF32_VARIANT unset) must run 1 at D = 128 and 0 at D = 64.
+            -1, TF_FLASHATTN_SM90_TF32_VARIANT unset) must run tf32_default_variant's choice (3 when
+            ceil(Tq / 128) H / Hkv >= 8, else 1), bit for bit equal to 0, asking variant 3's workspace
+            exactly when it runs 3.
             TF32_FALLBACK_CASES (window, lengths, D = 256, Dv != D, soft-cap) must not launch it and stay
             right (sm80's TF32 kernel).
   tf32bench TFLOP/s at D = 128 (H = 16) and 64 (H = 32), T in {1024, 4096, 16384}, B*T = 16384, causal and
@@ -554,10 +556,16 @@ def tf32_variant_list(h):
     return list(range(h.m.sm90_info().get("tf32_variants", 1)))
 
 
-# flash_fwd_sm90_tf32.cu: kTf32DefaultVariant (D = 128; D = 64 runs 0 unless a variant is set explicitly)
-# and the pre-pass variant with its workspace (tf32_prepass_layout).
-TF32_DEFAULT_VARIANT = {128: 1, 64: 0}
+# flash_fwd_sm90_tf32.cu: the default by shape (tf32_default_variant: the pre-pass variant when each K / V tile
+# has at least kPrepassMinReaders readers, query tiles of 128 rows times the query heads per kv head, else
+# kTf32DefaultVariant) and the pre-pass variant's workspace (tf32_prepass_layout).
 TF32_PREPASS_VARIANT = 3
+TF32_PREPASS_MIN_READERS = 8
+
+
+def tf32_default_variant(c):
+    readers = (c["Tq"] + 127) // 128 * (c["H"] // c.get("Hkv", c["H"]))
+    return TF32_PREPASS_VARIANT if readers >= TF32_PREPASS_MIN_READERS else 1
 
 
 def tf32_prepass_bytes(c):
@@ -661,15 +669,16 @@ def phase_tf32(h, log, cases, fallback_cases=()):
                   f"lse={row['lse']['max']:.2e} (sm80 {row['lse']['sm80_max']:.2e}){extra}{where}", file=log, flush=True)
         h.m.set_sm90_tf32_variant(-1)
         if expect and v0 is not None and "TF_FLASHATTN_SM90_TF32_VARIANT" not in os.environ:
-            # The dispatch's default (no variant set): kTf32DefaultVariant at D = 128, 0 at D = 64, bit for bit
-            # equal to variant 0 (variant 1 was, in every D = 128 case on the H200); no workspace wanted.
+            # The dispatch's default (no variant set): tf32_default_variant's choice, bit for bit equal to
+            # variant 0 (variants 1 and 3 were, in every case on the H200); the workspace exactly when it is 3.
             n0 = tf32_launches(h)
             ws_bytes = h.fwd_ws_bytes(c, t)
             run_fwd(h, c, t)
             ran = h.m.sm90_info().get("last_tf32_variant", -1)
-            want = TF32_DEFAULT_VARIANT[c["D"]]
+            want = tf32_default_variant(c)
             same = bool(torch.equal(t["o"], v0["o"]) and torch.equal(t["lse"], v0["lse"]))
-            ok = tf32_launches(h) - n0 == 1 and ran == want and same and ws_bytes == 0
+            ws_want = tf32_prepass_bytes(c) if want == TF32_PREPASS_VARIANT else 0
+            ok = tf32_launches(h) - n0 == 1 and ran == want and same and ws_bytes == ws_want
             rows.append(dict(case=c["name"], dtype="tf32", variant="default", ran_variant=ran, expected_variant=want,
                              bitwise_vs_v0=same, ws_bytes=int(ws_bytes), ok=bool(ok), expect_sm90=expect))
             print(f"{'PASS' if ok else 'FAIL'} {c['name']:<26} default  ran variant {ran} (expected {want}), "

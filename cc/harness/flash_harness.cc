@@ -35,8 +35,8 @@
 //   set_sm90_tf32(mode) (1 on, 0 off, -1 env: on unless TF_FLASHATTN_SM90_TF32=0): the float32 TF32
 //   forward on Hopper (cc/kernels/sm90/flash_fwd_sm90_tf32.cu, allow_tf32 calls); sm90_info() has
 //   tf32_enabled, tf32_fwd_launches, tf32_variant(s), last_tf32_variant; set_sm90_tf32_variant(v) (0 ..
-//   tf32_variants - 1, -1 env TF_FLASHATTN_SM90_TF32_VARIANT; a variant set here or there runs at D = 64
-//   too, where the default is 0; variant 3 needs fwd_workspace_bytes of workspace, which fwd provides
+//   tf32_variants - 1, -1 env TF_FLASHATTN_SM90_TF32_VARIANT; unset: 3 from 8 query tiles per K / V tile,
+//   else 1 (tf32_default_variant); variant 3 needs fwd_workspace_bytes of workspace, which fwd provides
 //   when none is passed); sm90_tf32_selftest() its building blocks
 //
 // Layouts and dtypes as in cc/kernels/common/flash_params.h: q [B, Tq, H, D], k [B, Tk, Hkv, D],
@@ -1027,8 +1027,8 @@ PYBIND11_MODULE(flash_harness, m) {
   m.def("set_sm90_tf32_variant", &set_sm90_tf32_variant,
         "Variant of the Hopper TF32 forward (flash_fwd_sm90_tf32.cu's kTf32Sched: 0 Q in shared memory, 1 Q in "
         "registers, 2 as 1 with K truncated, 3 as 1 with K and V^T from a pre-pass into the workspace), -1 back to the "
-        "environment (TF_FLASHATTN_SM90_TF32_VARIANT; unset: 1 at D = 128, 0 at D = 64; a variant set explicitly "
-        "runs at D = 64 too).",
+        "environment (TF_FLASHATTN_SM90_TF32_VARIANT; unset: by shape, 3 when ceil(Tq / 128) H / Hkv >= 8, "
+        "else 1).",
         py::arg("v"));
   m.def("sm90_tf32_selftest", &sm90_tf32_selftest,
         "The Hopper TF32 forward's building blocks (float32 TMA tile, V transpose, wgmma .tf32 forms) one at a "

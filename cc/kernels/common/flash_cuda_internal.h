@@ -195,21 +195,22 @@ cudaError_t fwd_tf32(const FlashFwdParams& p, cudaStream_t stream);
 int64_t fwd_tf32_launches();
 // Its variants (flash_fwd_sm90_tf32.cu's kTf32Sched: 0 Q in shared memory, K rounded; 1 Q in registers;
 // 2 as 1 with K truncated by the tensor cores instead of rounded; 3 as 1 with K and V^T prepared by a
-// pre-pass into the workspace, opt-in, UNTESTED ON A GPU): tf32_variants() of them; tf32_variant() is
-// set_tf32_variant(v)'s override (v < 0: back to the environment; false, nothing changed, when v >=
-// tf32_variants()), else TF_FLASHATTN_SM90_TF32_VARIANT (read once; 0 .. tf32_variants() - 1), else the
-// default, 1. tf32_variant_for(d): what a launch at head dim d runs: the variant set explicitly (the
-// override or the environment), else 1 at d = 128 and 0 at d = 64 (D = 64 takes 1 / 2 / 3 only when
-// asked for; fwd_tf32 runs the default instead of 3 when params.workspace is null).
-// last_tf32_variant(): the variant of the last launch (-1 before any).
+// pre-pass into the workspace): tf32_variants() of them; tf32_variant() is set_tf32_variant(v)'s override
+// (v < 0: back to the environment; false, nothing changed, when v >= tf32_variants()), else
+// TF_FLASHATTN_SM90_TF32_VARIANT (read once; 0 .. tf32_variants() - 1), else 1 (the default below the
+// pre-pass threshold). tf32_default_variant(shape): 3 when each K / V tile has at least 8 readers
+// (ceil(Tq / 128) H / Hkv >= 8), else 1. tf32_variant_for(shape): what a launch runs: the variant set
+// explicitly (the override or the environment), else tf32_default_variant (fwd_tf32 runs 1 instead of
+// 3 when params.workspace is null). last_tf32_variant(): the variant of the last launch (-1 before any).
 int tf32_variants();
 int tf32_variant();
-int tf32_variant_for(int d);
+int tf32_default_variant(const AttnShape& shape);
+int tf32_variant_for(const AttnShape& shape);
 bool set_tf32_variant(int v);
 int last_tf32_variant();
 // Bytes of workspace fwd_tf32 needs (variant 3's K and V^T, flash_fwd_sm90_tf32.cu "Variant 3"): non-zero
 // only for params fwd_tf32_applies would take, whatever their pointers and the device (the size is
-// asked at XLA compile time), when tf32_variant_for(D) is 3. flash_fwd_workspace_bytes returns it when
+// asked at XLA compile time), when tf32_variant_for(shape) is 3. flash_fwd_workspace_bytes returns it when
 // the dispatch would reach fwd_tf32 (not the decoding path; enabled() and tf32_enabled()).
 size_t fwd_tf32_workspace_bytes(const FlashFwdParams& p);
 int tf32_selftest(int which, double* max_err, char* msg, int msg_len);
@@ -225,9 +226,8 @@ constexpr int kFwdTf32Selftests = 8;
 // workspace holds its counters: BwdWorkspaceParts::dq_sem) or not, 16-byte
 // aligned tensors and strides, a workspace, compute capability 9.0; and, unless
 // TF_FLASHATTN_SM90_BWD_D256=0 (read once), D == Dv == 256 without a mask, causal or with the index
-// masks (window, lengths, validity), with or without dropout, not deterministic; and only with
-// TF_FLASHATTN_SM90_BWD_SPLITD=1 (read once; opt-in, UNTESTED ON A GPU: the split kernel's SCORE
-// instantiations), bias / dbias at D == Dv == 128 and soft-cap, a dense mask, bias / dbias at D == Dv ==
+// masks (window, lengths, validity), with or without dropout, not deterministic; and unless
+// TF_FLASHATTN_SM90_BWD_SPLITD=0 (read once; the split kernel's SCORE instantiations), bias / dbias at D == Dv == 128 and soft-cap, a dense mask, bias / dbias at D == Dv ==
 // 256, without dropout, not deterministic (with the index masks or none; the same stride limits). It
 // uses flash_bwd_workspace_bytes' workspace as the sm80 backward does (same size).
 bool bwd_applies(const FlashBwdParams& p);
@@ -259,7 +259,7 @@ BwdOrderInfo bwd_order_info();
 // accumulators of test 0 repacked in registers, B MN-major [64 x 128]; the head-dim-256 kernel's forms:
 // 5 wgmma m64n32k16 SS K-major with B from row 32, 6 m64n128k16 SS with A K-major and B MN-major
 // (dV += P^T dO), 7 m64n128k16 SS with A and B MN-major, B panels 2 and 3 (dQ = dS K); the D = 128 split
-// kernel's forms (opt-in, TF_FLASHATTN_SM90_BWD_SPLITD=1): 8 m64n64k16 SS with A K-major and B MN-major from
+// kernel's forms: 8 m64n64k16 SS with A K-major and B MN-major from
 // panel 1 (dV_c, dK_c), 9 m64n64k16 SS with A and B MN-major over 64-row panels, B panel 1 (dQ_c)); returns
 // as selftest().
 int bwd_selftest(int which, double* max_err, char* msg, int msg_len);

@@ -1,8 +1,8 @@
 // Hopper-native FlashAttention backward (sm_90a only): float16 / bfloat16, D == Dv in {64, 128}
 // (and D == Dv == 256 without a mask, causal or with the index masks, and dropout: its own kernel and
-// header comment below, "Head dim 256"; that kernel templated on the head dim also serves, opt-in with
-// TF_FLASHATTN_SM90_BWD_SPLITD=1 and UNTESTED ON A GPU, bias / dbias at D = 128 and soft-cap, the dense
-// mask, bias / dbias at D = 256: "Split kernel at D = 128, and the score options" below; the rest of
+// header comment below, "Head dim 256"; that kernel templated on the head dim also serves bias / dbias
+// at D = 128 and soft-cap, the dense mask, bias / dbias at D = 256 (TF_FLASHATTN_SM90_BWD_SPLITD=0 sends
+// them back to sm80): "Split kernel at D = 128, and the score options" below; the rest of
 // this comment is about D = 64 / 128),
 // no mask, causal (any causal_offset) and the other index masks the Hopper forward takes (sliding
 // window, q / k lengths, [B, Tq] / [B, Tk] validity masks; sm80's rules, below), and dropout (with
@@ -130,8 +130,8 @@
 // forward's dropped output). Masked elements keep P = 0 whatever Z.
 // Bias and dbias (the BIAS instantiations <T, 64, IDX = true, DROP = false, DET, BIAS = true>,
 // which bwd_pick takes whenever bias or dbias is set at D = 64; bwd_applies sends bias / dbias with
-// dropout or at D = 128 to sm80, at D = 128 without dropout to the split kernel instead when
-// TF_FLASHATTN_SM90_BWD_SPLITD=1 (opt-in, UNTESTED ON A GPU; "Split kernel at D = 128" below); checked on the H200 2026-12-01, as part of the IDX kernel and again as its
+// dropout to sm80, at D = 128 without dropout to the split kernel ("Split kernel at D = 128" below;
+// sm80 with TF_FLASHATTN_SM90_BWD_SPLITD=0); checked on the H200 2026-12-01, as part of the IDX kernel and again as its
 // own instantiation (session 16): sm90_bwd_check.py's five bias cases, deterministic included,
 // memcheck / synccheck clean). The bias
 // [B, H, Tq, Tk] (q's dtype, any strides, 0 for broadcast dims) enters the P pass as in the
@@ -776,7 +776,7 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
   // both are null constants, so none of the bias copies below is compiled in. Not at D = 128: there
   // the bias code made ptxas spill or serialize the kernel's wgmmas (C7511, "insufficient register
   // resources") in every arrangement tried (header comment; bwd_applies sends bias / dbias at D =
-  // 128 to sm80, or with TF_FLASHATTN_SM90_BWD_SPLITD=1 to the split kernel).
+  // 128 to the split kernel, or to sm80 with TF_FLASHATTN_SM90_BWD_SPLITD=0 or dropout).
   const T* const bias = BIAS ? static_cast<const T*>(p.score.bias) : nullptr;
   float* const dbias = BIAS ? p.dbias : nullptr;
   // IDX: whether those keys are below k_lengths (and Tk) and pass k_valid (key_visible).
@@ -1240,7 +1240,7 @@ __global__ void bwd_dq_sm90_convert_kernel(const FlashBwdParams p, const float* 
 // D <= 128 IDX kernel's rules and code, "Index masks" above, for 64-key tiles: Units<IDX, 64>, the
 // producer's warp 2 writing each row's key range within [0, 64] and the unit's flag, the masked P
 // pass selecting by range and key_ok); GQA; dropout; not deterministic, no soft-cap, dense mask or
-// bias in this kernel (bwd_applies sends those to sm80, or with TF_FLASHATTN_SM90_BWD_SPLITD=1 to the
+// bias in this kernel (bwd_applies sends those without dropout to the
 // SCORE instantiation of the same CTA body: "Split kernel at D = 128, and the score options" below). Dropout (<IDX, DROP = true>, whenever rate > 0, as
 // "Dropout" above): the keep bits of the thread's S^T_c elements by drop_cols_bits<1, 4> (keys
 // j0 + 16 warp + g (+ 8), queries i0 + 32c + 8j + 2t + e), drawn per unit before its wait; Pd = P Z
@@ -1303,17 +1303,19 @@ __global__ void bwd_dq_sm90_convert_kernel(const FlashBwdParams p, const float* 
 // registers of its own: ptxas 13.0 serialized those kernels' wgmmas, C7515, and spilled 128 bytes,
 // with S^T / dP^T in flight across the unit loop's back edge), dQ by the bulk reduce-add, dK / dV
 // stored by TMA, determinism (soft-cap, a dense mask, bias: the opt-in SCORE instantiation, below).
-// ---- Split kernel at D = 128, and the score options (opt-in, UNTESTED ON A GPU) --------------------
+// ---- Split kernel at D = 128, and the score options -------------------------------------------------
 // The CTA body above is bwd_cta_split<T, D, IDX, DROP, SCORE, ORD>, templated on the head dim: D = 256
 // as described (flash_bwd_sm90_d256_kernel / _ord_kernel, their SASS unchanged by the templating:
 // cuobjdump -sass, every function of this file identical to before), and, in new instantiations only
 // (flash_bwd_sm90_split_score_kernel<T, D>, SCORE = true with IDX, without DROP, no ORD), D = 128 and 256
-// with the score options. Taken only when TF_FLASHATTN_SM90_BWD_SPLITD=1 (bwd_splitd_enabled, read once):
-// bwd_applies then sends bias / dbias at D == Dv == 128 and soft-cap, a dense mask, bias / dbias at D ==
-// Dv == 256 here, without dropout and not deterministic (the D <= 128 kernel keeps soft-cap and the dense
-// mask at D = 128 without a bias); without the switch nothing changes. Written and compiled without a GPU:
-// benchmarks/sm90_bwd_check.py's phases splitd (numerics, bf16 / fp16, 76 rows), splitdbench and the
-// sanitize cases sd128_* / sd256_* are its first checks; bwd_selftest 8, 9 the D = 128 wgmma forms.
+// with the score options. bwd_applies sends bias / dbias at D == Dv == 128 and soft-cap, a dense mask,
+// bias / dbias at D == Dv == 256 here, without dropout and not deterministic (the D <= 128 kernel keeps
+// soft-cap and the dense mask at D = 128 without a bias); TF_FLASHATTN_SM90_BWD_SPLITD=0 (bwd_splitd_enabled,
+// read once) sends them to sm80's backward instead. Checked on the H200 2026-12-01 (session 19,
+// benchmarks/RESULTS.md (j)): bwd_selftest 8, 9 (the D = 128 wgmma forms) exact, sm90_bwd_check.py's
+// phase splitd (numerics, bf16 / fp16) 76 / 76, memcheck of the sanitize cases (sd128_* / sd256_*
+// included) 0 errors, GPU tests 400 + 7 with it on; splitdbench 2.2x-2.9x faster than sm80's backward for
+// those calls (bias + dbias at D = 128, causal or not; soft-cap, bias at D = 256).
 //   D = 128: the same tiling as D = 256 with each consumer holding 64 of the 128 dims: K, V [64 x 128]
 //   (2 panels each), Q / dO ring [64 x 128] x 2 stages, S^T_c / dP^T_c [64 keys x 32 queries] by 8 wgmma
 //   m64n32k16 each (bwd_selftest 5's form over two panels), dV_c / dK_c [64 keys x 64 dims] by 4 wgmma
@@ -1404,7 +1406,7 @@ __device__ __forceinline__ void wgmma_ss_split_half(float (&d)[D / 4], uint64_t 
 // "Split kernel at D = 128, and the score options"). Without IDX no mask or causal; IDX: the index
 // masks (window, lengths, [B, Tq] / [B, Tk] validity; causal too), the D <= 128 IDX kernel's rules and
 // code; DROP (with IDX only): dropout (header comment above, "Head dim 256"); SCORE (with IDX, without
-// DROP; the opt-in instantiations, UNTESTED ON A GPU): soft-cap, the dense mask, bias / dbias, the D <= 128
+// DROP; checked on the H200 2026-12-01, session 19): soft-cap, the dense mask, bias / dbias, the D <= 128
 // kernels' arithmetic (the score helpers above). ORD: as bwd_cta's.
 template <typename T, int D, bool IDX, bool DROP, bool SCORE, bool ORD>
 __device__ __forceinline__ void bwd_cta_split(const CUtensorMap& tm_q, const CUtensorMap& tm_k, const CUtensorMap& tm_v,
@@ -1782,7 +1784,7 @@ __device__ __forceinline__ void bwd_cta_split(const CUtensorMap& tm_q, const CUt
 
 // The kernels, as flash_bwd_sm90_kernel / flash_bwd_sm90_ord_kernel above: D = 256 without the score
 // options (flash_bwd_sm90_d256_kernel, on by default), and the SCORE instantiations at D = 128 and 256
-// (flash_bwd_sm90_split_score_kernel, opt-in: TF_FLASHATTN_SM90_BWD_SPLITD=1; UNTESTED ON A GPU).
+// (flash_bwd_sm90_split_score_kernel; TF_FLASHATTN_SM90_BWD_SPLITD=0 leaves those calls to sm80).
 template <typename T, bool IDX, bool DROP = false>
 __global__ void __launch_bounds__(kThreads, 1)
     flash_bwd_sm90_d256_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
@@ -1938,8 +1940,7 @@ cudaError_t launch(const FlashBwdParams& p, cudaStream_t stream) {
 // The split kernel (bwd_cta_split): head dim 256 (flash_bwd_sm90_d256_kernel; bwd_applies: no mask,
 // causal or the index masks, dropout, not deterministic), and SCORE, the score options (soft-cap, the
 // dense mask, bias / dbias; no dropout, not deterministic) at D = 128 or 256
-// (flash_bwd_sm90_split_score_kernel, opt-in: bwd_applies with TF_FLASHATTN_SM90_BWD_SPLITD=1; UNTESTED
-// ON A GPU): as launch() without its DET cases, key tiles of kBk256 = 64 keys.
+// (flash_bwd_sm90_split_score_kernel; off with TF_FLASHATTN_SM90_BWD_SPLITD=0): as launch() without its DET cases, key tiles of kBk256 = 64 keys.
 template <typename T, int D, bool IDX, bool DROP = false, bool SCORE = false>
 cudaError_t launch_split(const FlashBwdParams& p, cudaStream_t stream) {
   static_assert(D == 256 || (D == 128 && SCORE), "the split kernel's instantiations");
@@ -2041,14 +2042,13 @@ bool bwd_d256_enabled() {
 }  // namespace
 
 // The split kernel's score options (flash_bwd_sm90_split_score_kernel: bias / dbias at D = 128; soft-cap,
-// the dense mask, bias / dbias at D = 256; no dropout, not deterministic), opt-in and UNTESTED ON A GPU:
-// bwd_applies takes those calls only with TF_FLASHATTN_SM90_BWD_SPLITD=1 (read once); otherwise they stay
-// on sm80's backward, as before.
+// the dense mask, bias / dbias at D = 256; no dropout, not deterministic): bwd_applies takes those calls
+// unless TF_FLASHATTN_SM90_BWD_SPLITD=0 (read once), which leaves them on sm80's backward.
 namespace {
 bool bwd_splitd_enabled() {
-  static const bool on = [] {
+  static const bool on = [] {  // on unless exactly "0"
     const char* v = getenv("TF_FLASHATTN_SM90_BWD_SPLITD");
-    return v && strcmp(v, "1") == 0;
+    return !(v && strcmp(v, "0") == 0);
   }();
   return on;
 }
@@ -2085,8 +2085,8 @@ bool bwd_applies(const FlashBwdParams& p) {
     if (mode == 0 || (mode == 2 && s.D == 64 && p.mask.causal)) return false;
     if (!bwd_workspace_parts(p).dq_sem) return false;
   }
-  // The split kernel's SCORE instantiations (flash_bwd_sm90_split_score_kernel; opt-in,
-  // TF_FLASHATTN_SM90_BWD_SPLITD=1, UNTESTED ON A GPU): soft-cap, the dense mask, bias / dbias at D = 256,
+  // The split kernel's SCORE instantiations (flash_bwd_sm90_split_score_kernel; off with
+  // TF_FLASHATTN_SM90_BWD_SPLITD=0): soft-cap, the dense mask, bias / dbias at D = 256,
   // bias / dbias at D = 128; no dropout (the checks below), not deterministic (no DET instantiation).
   const bool splitd = bwd_splitd_enabled() && !p.deterministic;
   if (s.D == 256 && s.Dv == 256) {
@@ -2133,7 +2133,7 @@ template <bool DET>
 cudaError_t bwd_pick(const FlashBwdParams& p, cudaStream_t stream) {
   const bool bf16 = p.dtype == DType::kBFloat16;
   const MaskParams& m = p.mask;
-  // Soft-cap, a dense mask, bias / dbias (bwd_applies: only with TF_FLASHATTN_SM90_BWD_SPLITD=1 at D = 256,
+  // Soft-cap, a dense mask, bias / dbias (bwd_applies: not with TF_FLASHATTN_SM90_BWD_SPLITD=0; at D = 256,
   // and for bias / dbias at D = 128; no dropout, not deterministic).
   const bool score = p.score.softcap != 0.f || m.mask || p.score.bias || p.dbias;
   if (p.shape.D == 256) {  // bwd_applies: no mask, causal or the index masks, dropout; not deterministic
@@ -2156,7 +2156,7 @@ cudaError_t bwd_pick(const FlashBwdParams& p, cudaStream_t stream) {
   }
   // Bias / dbias: the BIAS kernels, the only ones with bias code (bwd_applies: D = 64, no dropout;
   // launch() refuses bias / dbias in any other); at D = 128 the split kernel's SCORE instantiation
-  // (bwd_applies: only with TF_FLASHATTN_SM90_BWD_SPLITD=1, no dropout, not deterministic; it takes the
+  // (bwd_applies: not with TF_FLASHATTN_SM90_BWD_SPLITD=0, no dropout, not deterministic; it takes the
   // soft-cap, dense mask and index masks of such a call too).
   const bool bias = p.score.bias || p.dbias;
   if (bias && p.shape.D == 128) {

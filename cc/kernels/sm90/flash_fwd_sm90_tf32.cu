@@ -2,10 +2,11 @@
 // .tf32, TMA, warp specialization), for calls that allow TF32 (FlashFwdParams::allow_tf32).
 // On by default on compute capability 9.0 (TF_FLASHATTN_SM90_TF32=0 turns it off, read once; the
 // harness's set_sm90_tf32 overrides it); otherwise sm80/flash_fwd_tf32.cu (mma.sync m16n8k8 .tf32)
-// runs, as it does for everything this kernel does not take. Checked on the H200 (2026-12-01):
-// self-tests exact, numerics of variant 0 26 / 26 cases, memcheck clean, the GPU tests with it on
-// (since then, UNTESTED ON A GPU: the D = 64 fix of variants 1 / 2, variant 3 and self-test 7; all
-// opt-in, the default kernels' SASS unchanged). benchmarks/sm90_check.py --phase tf32selftest /
+// runs, as it does for everything this kernel does not take. Checked on the H200 (2026-12-01, sessions
+// 18 and 19, benchmarks/RESULTS.md (i) and (j)): self-tests 7 / 7 exact, numerics 26 / 26 cases for every
+// variant (1 and 3 bit for bit equal to 0 in all of them, D = 64 included), memcheck and racecheck clean,
+// the GPU tests with variant 3 forced and with the shape-chosen default (tf32_default_variant: 3 from
+// 8 query tiles per K / V tile, else 1). benchmarks/sm90_check.py --phase tf32selftest /
 // tf32 / tf32bench / tf32sanitize check it (gpu_run.sh sm90, SM90_PHASES=tf32selftest,tf32,tf32bench,
 // tf32sanitize).
 //
@@ -59,8 +60,8 @@
 //   warpgroup, which would hold K and V^T longer than 2 stages allow); the two consumer warpgroups
 //   interleave on the tensor cores.
 // Variants (kTf32Sched below; TF_FLASHATTN_SM90_TF32_VARIANT): 0 as above, 1 Q's A fragments in
-// registers (S = Q K^T by wgmma RS; the default at D = 128), 2 as 1 without K's rounding, 3 (opt-in,
-// UNTESTED ON A GPU) as 1 with K rounded and V rounded and transposed by a pre-pass kernel into the
+// registers (S = Q K^T by wgmma RS; the default for short queries), 2 as 1 without K's rounding, 3 (the
+// default from 8 query tiles per K / V tile) as 1 with K rounded and V rounded and transposed by a pre-pass kernel into the
 // forward's workspace, so that TMA loads K and V^T as the consumers read them (no transposer work, no
 // raw V buffer use); see their comment for the shared-memory traffic that motivates them, and
 // "Variant 3" below for its workspace, pre-pass and barriers.
@@ -84,7 +85,8 @@
 // written before its readers released it: benchmarks/sm90_tf32_model.py runs this protocol under
 // random interleavings.
 //
-// Variant 3 (opt-in: TF_FLASHATTN_SM90_TF32_VARIANT=3 or set_tf32_variant(3); UNTESTED ON A GPU):
+// Variant 3 (the default where tf32_default_variant picks it; TF_FLASHATTN_SM90_TF32_VARIANT=3 or
+// set_tf32_variant(3) force it):
 //   Workspace (flash_fwd_workspace_bytes, tf32_prepass_layout; float32, 256-byte aligned base):
 //     Kr  [B, Tk, Hkv, D] compact at 0: tf32(K) (cvt.rna), same shape as K, so the tensor map is K's
 //         with compact strides (rows past Tk zero-filled by TMA, as K's are);
@@ -112,8 +114,11 @@
 //   16,384 (4 B H T^2 D FLOP at ~200 TFLOP/s, no mask; twice the share when causal): +19% / +5% / +1%,
 //   for a main kernel that the shared-memory model puts at least as fast as variant 2 (192 KiB per key
 //   tile: kTf32Sched's comment; variant 2, 256 KiB, measured 1.12x variant 1 on the H200 where the
-//   model said 1.25x). Estimates, not measurements: the tf32bench phase times variant 3 with its
-//   pre-pass (one call = both kernels). The workspace costs K's and V's size in device memory.
+//   model said 1.25x). Measured on the H200 (2026-12-01, RESULTS (j), tf32bench: both kernels in one
+//   call): 1.02x-1.51x variant 1 from T = 1,024 (D = 128: 215.8 / 282.8 / 309.7 TFLOP/s at T = 1,024 /
+//   4,096 / 16,384 without a mask), 1.98x-2.05x sm80's TF32 kernel at T = 16,384; through TensorFlow, one
+//   call per step, variant 3 ran 0.7x-1.0x variant 1 at T = 512 (the pre-pass's share), hence
+//   tf32_default_variant. The workspace costs K's and V's size in device memory.
 #include <cuda.h>
 #include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
 #include <cuda_runtime.h>
@@ -153,7 +158,7 @@ static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= kThreads * 168, "the 
 static_assert(kProducerRegs % 8 == 0 && kConsumerRegs % 8 == 0, "setmaxnreg takes multiples of 8");
 
 // Variants (TF_FLASHATTN_SM90_TF32_VARIANT, read once, or the harness's set_sm90_tf32_variant;
-// default kTf32DefaultVariant; at D = 64 variant 0 unless one is set explicitly: tf32_variant_for).
+// default by shape: tf32_default_variant, kTf32DefaultVariant's comment).
 // Shared-memory traffic per key tile and
 // CTA at D = 128 (the budget: 128 B / clock per SM; the tile's 4.2 MFLOP take ~2,050 clocks of the
 // tensor cores at TF32's 2,048 FLOP / clock / SM, the H200's 495 TFLOP/s): variant 0 384 KiB (wgmma
@@ -168,7 +173,7 @@ static_assert(kProducerRegs % 8 == 0 && kConsumerRegs % 8 == 0, "setmaxnreg take
 //      equal unless the RS and SS forms accumulate differently).
 //   2  1 without K's rounding: the tensor cores take K's top 19 bits (truncation), as a TF32 GEMM on
 //      unrounded inputs does; not sm80's numerics (the tf32 phase judges it against the same bars).
-//   3  (opt-in only, UNTESTED ON A GPU) 1 with K and V^T prepared once per call by a pre-pass kernel
+//   3  (the default from 8 query tiles per K / V tile: tf32_default_variant) 1 with K and V^T prepared once per call by a pre-pass kernel
 //      (tf32_prepass_kernel: K rounded, V rounded and transposed, into the workspace) and TMA-loaded
 //      from there: no K rounding (64 KiB) and no transposer V read / V^T write (64 KiB) in the main
 //      kernel, so 192 KiB per key tile (wgmma reads of K and V^T 128, TMA writes of K and V^T 64:
@@ -182,14 +187,18 @@ constexpr Tf32Sched kTf32Sched[] = {{false, true, false}, {true, true, false}, {
 constexpr int kTf32Variants = sizeof(kTf32Sched) / sizeof(kTf32Sched[0]);
 constexpr int kTf32PrepassVariant = 3;
 static_assert(kTf32Sched[kTf32PrepassVariant].prepass, "variant 3 is the pre-pass one");
-// Variant 1 is the default at D = 128: on the H200 (2026-12-01) bitwise equal to variant 0 in all 16
-// D = 128 cases of sm90_check.py's tf32 phase and 1.08x-1.09x its speed. At D = 64 variants 1 and 2 gave
-// wrong outputs there in 9 of the 10 D = 64 cases, every one with more than one key tile per CTA:
-// ptxas had given Q's fragment registers to the loop's P packing (see `qa` in the kernel; fixed since,
-// UNTESTED ON A GPU), so D = 64 runs variant 0 unless a variant is set explicitly
-// (TF_FLASHATTN_SM90_TF32_VARIANT or set_tf32_variant: tf32_variant_for), until a GPU run shows 1 / 2 / 3
-// right there.
+// The default (no variant set explicitly: tf32_default_variant), at D = 64 and 128 alike: variant 3 when
+// each K / V tile is read by at least kPrepassMinReaders CTAs (query tiles of kBr rows times the query heads
+// of its kv head: ceil(Tq / 128) H / Hkv >= 8, so T >= 1,024 without GQA), else variant 1. On the H200
+// (2026-12-01, session 19, benchmarks/RESULTS.md (j)) variants 1 and 3 were bit for bit equal to variant 0
+// in all 26 cases of sm90_check.py's tf32 phase (D = 64 included, after the fix of `qa` in the kernel),
+// variant 1 ran 1.03x-1.09x variant 0 and variant 3 1.02x-1.51x variant 1 from T = 1,024 (tf32bench,
+// its pre-pass included); at T = 512 (4 query tiles) through TensorFlow variant 3 ran 0.7x-1.0x variant
+// 1: the pre-pass (a read and a write of K and V) costs about as much as the main kernel saves when few
+// CTAs read each tile. The threshold was measured with H = Hkv only; with GQA it counts the query heads
+// as further readers (each CTA of the group reads the same rounded K / V^T), a model.
 constexpr int kTf32DefaultVariant = 1;
+constexpr int64_t kPrepassMinReaders = 8;
 
 template <int D>
 struct Tf32Smem {
@@ -422,7 +431,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   // single key tile per CTA, t_edges_65_63_causal_tl, passed, and t_empty_rows_causal_d64 went wrong from
   // row 364, the first whose causal range reaches the second key tile, on: 364 - 300 = 64).
   // benchmarks/sm90_tf32_sass_check.py finds such a clobber in the SASS; D = 128 had none
-  // and keeps its code unchanged (no zeroing). UNTESTED ON A GPU (the D = 64 fix; SASS-checked only).
+  // and keeps its code unchanged (no zeroing). With the fix, variants 1 and 3 at D = 64 were bit for bit
+  // equal to variant 0 in all 10 D = 64 cases on the H200 (2026-12-01, session 19).
   // Variant 3 (a new kernel) zeroes them at D = 128 too.
   if constexpr (kS.q_regs && (D == 64 || kS.prepass)) {
 #pragma unroll
@@ -593,7 +603,7 @@ bool tf32_prepass_maps(const AttnShape& s, void* ws, CUtensorMap* tk, CUtensorMa
 }
 
 constexpr int kPrepassThreads = 256;
-// Variant 3's pre-pass (UNTESTED ON A GPU): key tile blockIdx.x (keys key0 .. key0 + 63) of kv head
+// Variant 3's pre-pass: key tile blockIdx.x (keys key0 .. key0 + 63) of kv head
 // blockIdx.y, batch blockIdx.z. kr [B, Tk, Hkv, D] = tf32(K) (compact); vt [B, Hkv, D, tk_pad]: position
 // key0 + u of row d = tf32(V[key0 + tf32_kperm_inv(u)][d]), 0 for keys past Tk. cvt.rna as the main
 // kernel's transposers and round_tf32_smem (to_tf32): the same bits.
@@ -661,7 +671,7 @@ cudaError_t launch_tf32(const FlashFwdParams& p, cudaStream_t stream) {
   return err;
 }
 
-// Variant 3 (UNTESTED ON A GPU): the pre-pass into p.workspace (at least tf32_prepass_layout(s).bytes,
+// Variant 3: the pre-pass into p.workspace (at least tf32_prepass_layout(s).bytes,
 // 256-byte aligned: flash_fwd_workspace_bytes), then the main kernel with tm_k / tm_v on the
 // workspace's Kr / VT. Every tensor map and the shared-memory attribute first, so that
 // cudaErrorNotSupported (sm80's fallback) leaves no work queued.
@@ -744,10 +754,14 @@ int tf32_variant() {
   return e >= 0 ? e : kTf32DefaultVariant;
 }
 
-int tf32_variant_for(int d) {
+int tf32_default_variant(const AttnShape& s) {
+  const int64_t readers = (s.Tq + kBr - 1) / kBr * (s.Hkv > 0 ? s.H / s.Hkv : 1);
+  return readers >= kPrepassMinReaders ? kTf32PrepassVariant : kTf32DefaultVariant;
+}
+
+int tf32_variant_for(const AttnShape& s) {
   const int e = tf32_explicit_variant();
-  if (e >= 0) return e;  // D = 64 included (opt-in: 1 / 2 / 3 there are UNTESTED ON A GPU since their fix)
-  return d == 128 ? kTf32DefaultVariant : 0;
+  return e >= 0 ? e : tf32_default_variant(s);
 }
 
 bool set_tf32_variant(int v) {
@@ -789,21 +803,21 @@ bool fwd_tf32_applies(const FlashFwdParams& p) {
 
 size_t fwd_tf32_workspace_bytes(const FlashFwdParams& p) {
   const AttnShape& s = p.shape;
-  if (s.B <= 0 || s.H <= 0 || !fwd_tf32_params_apply(p) || tf32_variant_for(static_cast<int>(s.D)) != kTf32PrepassVariant)
+  if (s.B <= 0 || s.H <= 0 || !fwd_tf32_params_apply(p) || tf32_variant_for(s) != kTf32PrepassVariant)
     return 0;
   return static_cast<size_t>(tf32_prepass_layout(s).bytes);
 }
 
 cudaError_t fwd_tf32(const FlashFwdParams& p, cudaStream_t stream) {
-  // D = 64: variant 0 unless one is set explicitly (tf32_variant_for; kTf32DefaultVariant's comment).
-  // Variant 3 without a workspace (a caller that did not ask flash_fwd_workspace_bytes): the default.
+  // The variant set explicitly, else by shape (tf32_variant_for; kTf32DefaultVariant's comment). Variant 3
+  // without a workspace (a caller that did not ask flash_fwd_workspace_bytes): variant 1, the same bits.
   const int d = static_cast<int>(p.shape.D);
-  int v = tf32_variant_for(d);
-  if (v == kTf32PrepassVariant && p.workspace == nullptr) v = d == 128 ? kTf32DefaultVariant : 0;
+  int v = tf32_variant_for(p.shape);
+  if (v == kTf32PrepassVariant && p.workspace == nullptr) v = kTf32DefaultVariant;
   return d == 128 ? launch_tf32_variant<128>(p, stream, v) : launch_tf32_variant<64>(p, stream, v);
 }
 
-// ---- Self-test of the building blocks (0-6 checked on the H200, 2026-12-01; 7 UNTESTED) -----------
+// ---- Self-test of the building blocks (0-7 checked on the H200, 2026-12-01) --------------------------
 namespace {
 
 // Test 0: four TMA boxes {32, 1, 64, 1} (the 4 column panels of rows t0 .. t0+63 of head h, batch b)
@@ -986,7 +1000,7 @@ int tf32_selftest(int which, double* max_err, char* msg, int msg_len) {
   DeviceBuffers buf;
   cudaError_t err = cudaSuccess;
   if (which == 7) {
-    // Variant 3's pre-pass and V^T load (UNTESTED ON A GPU): [B, Tk, H, 128] K and V with Tk = 100 (keys
+    // Variant 3's pre-pass and V^T load: [B, Tk, H, 128] K and V with Tk = 100 (keys
     // 100..127 of the last tile past Tk: tk_pad 128), the workspace NaN-poisoned first. Checks, bit for bit:
     // Kr = rna(K) everywhere; VT at every position of every row = rna(V) of key tf32_kperm_inv(position),
     // 0 past Tk; key tile 1 (keys 64..127) of head h, batch b TMA-loaded through tf32_prepass_maps' map
