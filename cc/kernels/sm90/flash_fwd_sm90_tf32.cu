@@ -5,8 +5,9 @@
 // runs, as it does for everything this kernel does not take. Checked on the H200 (2026-12-01, sessions
 // 18 and 19, benchmarks/RESULTS.md (i) and (j)): self-tests 7 / 7 exact, numerics 26 / 26 cases for every
 // variant (1 and 3 bit for bit equal to 0 in all of them, D = 64 included), memcheck and racecheck clean,
-// the GPU tests with variant 3 forced and with the shape-chosen default (tf32_default_variant: 3 from
-// 8 query tiles per K / V tile, else 1). benchmarks/sm90_check.py --phase tf32selftest /
+// the GPU tests with variant 3 forced (the default by shape, tf32_default_variant: 3 from 8 query tiles
+// per K / V tile, else 1, was chosen after that run; the rule itself has not run on a GPU yet).
+// benchmarks/sm90_check.py --phase tf32selftest /
 // tf32 / tf32bench / tf32sanitize check it (gpu_run.sh sm90, SM90_PHASES=tf32selftest,tf32,tf32bench,
 // tf32sanitize).
 //
