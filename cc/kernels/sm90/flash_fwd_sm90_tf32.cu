@@ -650,6 +650,22 @@ std::atomic<int> g_tf32_override{-1};
 std::atomic<int> g_tf32_variant_override{-1};
 std::atomic<int> g_tf32_last_variant{-1};
 
+// The main kernel's launch (its shared-memory attribute set by the caller) on tensor maps tq, tk and tv (V^T in
+// variant 3), and the launch counters.
+template <int D, int V>
+cudaError_t launch_tf32_main(const FlashFwdParams& p, cudaStream_t stream, const CUtensorMap& tq, const CUtensorMap& tk,
+                             const CUtensorMap& tv) {
+  const AttnShape& s = p.shape;
+  const dim3 grid(static_cast<unsigned>((s.Tq + kBr - 1) / kBr), static_cast<unsigned>(s.H), static_cast<unsigned>(s.B));
+  flash_fwd_sm90_tf32_kernel<D, V><<<grid, kThreads, Tf32Smem<D>::kAlloc, stream>>>(tq, tk, tv, p);
+  const cudaError_t err = cudaGetLastError();
+  if (err == cudaSuccess) {
+    g_tf32_launches.fetch_add(1, std::memory_order_relaxed);
+    g_tf32_last_variant.store(V, std::memory_order_relaxed);
+  }
+  return err;
+}
+
 template <int D, int V>
 cudaError_t launch_tf32(const FlashFwdParams& p, cudaStream_t stream) {
   const AttnShape& s = p.shape;
@@ -658,18 +674,9 @@ cudaError_t launch_tf32(const FlashFwdParams& p, cudaStream_t stream) {
       !tma_map_rows_f32(&tk, p.k, s.B, s.Tk, s.Hkv, D, s.k_stride, kBc) ||
       !tma_map_rows_f32(&tv, p.v, s.B, s.Tk, s.Hkv, D, s.v_stride, kBc))
     return cudaErrorNotSupported;  // the dispatch falls back to sm80's TF32 kernel
-  auto kernel = flash_fwd_sm90_tf32_kernel<D, V>;
-  const int smem = Tf32Smem<D>::kAlloc;
-  cudaError_t err = set_dynamic_smem(kernel, smem);
+  const cudaError_t err = set_dynamic_smem(flash_fwd_sm90_tf32_kernel<D, V>, Tf32Smem<D>::kAlloc);
   if (err != cudaSuccess) return err;
-  const dim3 grid(static_cast<unsigned>((s.Tq + kBr - 1) / kBr), static_cast<unsigned>(s.H), static_cast<unsigned>(s.B));
-  kernel<<<grid, kThreads, smem, stream>>>(tq, tk, tv, p);
-  err = cudaGetLastError();
-  if (err == cudaSuccess) {
-    g_tf32_launches.fetch_add(1, std::memory_order_relaxed);
-    g_tf32_last_variant.store(V, std::memory_order_relaxed);
-  }
-  return err;
+  return launch_tf32_main<D, V>(p, stream, tq, tk, tv);
 }
 
 // Variant 3: the pre-pass into p.workspace (at least tf32_prepass_layout(s).bytes,
@@ -686,22 +693,13 @@ cudaError_t launch_tf32_prepass(const FlashFwdParams& p, cudaStream_t stream) {
   CUtensorMap tq, tk, tvt;
   if (!tma_map_rows_f32(&tq, p.q, s.B, s.Tq, s.H, D, s.q_stride, kBr) || !tf32_prepass_maps(s, p.workspace, &tk, &tvt))
     return cudaErrorNotSupported;
-  auto kernel = flash_fwd_sm90_tf32_kernel<D, V>;
-  const int smem = Tf32Smem<D>::kAlloc;
-  cudaError_t err = set_dynamic_smem(kernel, smem);
+  cudaError_t err = set_dynamic_smem(flash_fwd_sm90_tf32_kernel<D, V>, Tf32Smem<D>::kAlloc);
   if (err != cudaSuccess) return err;
   const dim3 pgrid(static_cast<unsigned>(w.tk_pad / kBc), static_cast<unsigned>(s.Hkv), static_cast<unsigned>(s.B));
   tf32_prepass_kernel<D><<<pgrid, kPrepassThreads, 0, stream>>>(p, kr, vt, w.tk_pad);
   err = cudaGetLastError();
   if (err != cudaSuccess) return err;
-  const dim3 grid(static_cast<unsigned>((s.Tq + kBr - 1) / kBr), static_cast<unsigned>(s.H), static_cast<unsigned>(s.B));
-  kernel<<<grid, kThreads, smem, stream>>>(tq, tk, tvt, p);
-  err = cudaGetLastError();
-  if (err == cudaSuccess) {
-    g_tf32_launches.fetch_add(1, std::memory_order_relaxed);
-    g_tf32_last_variant.store(V, std::memory_order_relaxed);
-  }
-  return err;
+  return launch_tf32_main<D, V>(p, stream, tq, tk, tvt);
 }
 
 template <int D>
