@@ -333,6 +333,37 @@ class MBar:
         return self.done % 2 != phase % 2
 
 
+def interleave(live, pending_tma, buf, bars, rng, n_tiles):
+    """Runs the threads' generators (live: name -> generator yielding ("wait", ...) while blocked, anything
+    else on progress) and the pending TMA copies (pending_tma: (buffer, tile, barrier, bytes); each completes
+    its barrier's bytes and marks the buffer written, Q excepted) in a random order until all are done;
+    Deadlock when every thread keeps waiting with no copy in flight."""
+    blocked_rounds = 0
+    while live or pending_tma:
+        choices = list(live.keys()) + (["tma"] if pending_tma else [])
+        who = rng.choice(choices)
+        if who == "tma":
+            name, tile, bar, b = pending_tma.pop(rng.randrange(len(pending_tma)))
+            if name != "q":
+                buf[name]["written"] = True
+            bars[bar].complete_tx(b)
+            blocked_rounds = 0
+            continue
+        try:
+            ev = next(live[who])
+        except StopIteration:
+            del live[who]
+            blocked_rounds = 0
+            continue
+        if ev[0] == "wait":
+            blocked_rounds += 1
+            if blocked_rounds > 2000 and not pending_tma:
+                raise Deadlock(f"n_tiles={n_tiles}: every thread waits ({sorted(live)})")
+        else:
+            blocked_rounds = 0
+    return True
+
+
 def run_protocol(n_tiles, rng, n_tr=3, n_cons=4, mutant=None):
     """One random interleaving of the kernel's protocol for one CTA with n_tiles key tiles. Thread counts
     scaled down (transposers 96 -> n_tr, consumers 256 -> n_cons); barrier counts scaled alike."""
@@ -439,31 +470,7 @@ def run_protocol(n_tiles, rng, n_tr=3, n_cons=4, mutant=None):
     threads = {"producer": producer()}
     threads.update({t: transposer(t) for t in tr_ids})
     threads.update({c: consumer(c) for c in cons_ids})
-    live = dict(threads)
-    blocked_rounds = 0
-    while live or pending_tma:
-        choices = list(live.keys()) + (["tma"] if pending_tma else [])
-        who = rng.choice(choices)
-        if who == "tma":
-            name, tile, bar, b = pending_tma.pop(rng.randrange(len(pending_tma)))
-            if name != "q":
-                buf[name]["written"] = True
-            bars[bar].complete_tx(b)
-            blocked_rounds = 0
-            continue
-        try:
-            ev = next(live[who])
-        except StopIteration:
-            del live[who]
-            blocked_rounds = 0
-            continue
-        if ev[0] == "wait":
-            blocked_rounds += 1
-            if blocked_rounds > 2000 and not pending_tma:
-                raise Deadlock(f"n_tiles={n_tiles}: every thread waits ({sorted(live)})")
-        else:
-            blocked_rounds = 0
-    return True
+    return interleave(dict(threads), pending_tma, buf, bars, rng, n_tiles)
 
 
 def run_protocol_v3(n_tiles, rng, n_cons=4, mutant=None):
@@ -540,30 +547,7 @@ def run_protocol_v3(n_tiles, rng, n_cons=4, mutant=None):
 
     live = {"producer": producer()}
     live.update({c: consumer(c) for c in cons_ids})
-    blocked_rounds = 0
-    while live or pending_tma:
-        choices = list(live.keys()) + (["tma"] if pending_tma else [])
-        who = rng.choice(choices)
-        if who == "tma":
-            name, tile, bar, b = pending_tma.pop(rng.randrange(len(pending_tma)))
-            if name != "q":
-                buf[name]["written"] = True
-            bars[bar].complete_tx(b)
-            blocked_rounds = 0
-            continue
-        try:
-            ev = next(live[who])
-        except StopIteration:
-            del live[who]
-            blocked_rounds = 0
-            continue
-        if ev[0] == "wait":
-            blocked_rounds += 1
-            if blocked_rounds > 2000 and not pending_tma:
-                raise Deadlock(f"n_tiles={n_tiles}: every thread waits ({sorted(live)})")
-        else:
-            blocked_rounds = 0
-    return True
+    return interleave(live, pending_tma, buf, bars, rng, n_tiles)
 
 
 def check_protocol_v3(schedules):
