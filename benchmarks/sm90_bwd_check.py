@@ -755,6 +755,20 @@ def backward_ordered(h, c, t, order, group):
     return g, took, (info["last_bwd_order_g"], info["last_bwd_order_big"])
 
 
+def bench_inputs(h, c, dt=torch.bfloat16, before_forward=None):
+    """The timing phases' inputs of case c: make_inputs from seed 1, `before_forward(t)` (extra inputs), our
+    forward (its output and lse, the backward's inputs), and empty dq / dk / dv for the backward to write."""
+    gen = torch.Generator(device=DEV)
+    gen.manual_seed(1)
+    t = make_inputs(c, dt, gen)
+    if before_forward is not None:
+        before_forward(t)
+    forward(h, c, t)
+    for n, like in (("dq", "q"), ("dk", "k"), ("dv", "v")):
+        t[n] = torch.empty_like(t[like])
+    return t
+
+
 def phase_order(h, log, cases):
     """Phase order (module docstring): each case in order 0, then in each of ORDER_RUNS; bf16."""
     rows = []
@@ -812,12 +826,7 @@ def phase_obench(h, log):
                 B = 16384 // T
                 c = dict(B=B, Tq=T, Tk=T, H=H, D=D, causal=causal)
                 print(f"RUNNING obench D={D} T={T} causal={int(causal)}", file=log, flush=True)
-                gen = torch.Generator(device=DEV)
-                gen.manual_seed(1)
-                t = make_inputs(c, torch.bfloat16, gen)
-                forward(h, c, t)
-                for n, like in (("dq", "q"), ("dk", "k"), ("dv", "v")):
-                    t[n] = torch.empty_like(t[like])
+                t = bench_inputs(h, c)
                 fl = 2.5 * 4 * B * H * T * T * D / (2 if causal else 1)
                 ga = auto_group(c)
                 runs = [("o0", 0, 0)]
@@ -908,12 +917,7 @@ def phase_bench(h, log, quick):
     for D, H, T, causal, dt in shapes:
         B = max(1, 16384 // T)
         c = dict(B=B, Tq=T, Tk=T, H=H, D=D, causal=causal)
-        gen = torch.Generator(device=DEV)
-        gen.manual_seed(1)
-        t = make_inputs(c, dt, gen)
-        forward(h, c, t)
-        for n, like in (("dq", "q"), ("dk", "k"), ("dv", "v")):
-            t[n] = torch.empty_like(t[like])
+        t = bench_inputs(h, c, dt)
         fl = 2.5 * 4 * B * H * T * T * D / (2 if causal else 1)
         r = dict(B=B, T=T, H=H, D=D, causal=causal, dtype=str(dt).split(".")[-1])
         time_sm90_and_sm80(h, c, t, r)
@@ -947,12 +951,7 @@ def bench_det(h, log):
     for D, H in ((128, 16), (64, 32)):
         for causal in (False, True):
             c = dict(B=4, Tq=4096, Tk=4096, H=H, D=D, causal=causal, deterministic=True)
-            gen = torch.Generator(device=DEV)
-            gen.manual_seed(1)
-            t = make_inputs(c, torch.bfloat16, gen)
-            forward(h, c, t)  # the workspace for the deterministic mode (the larger one)
-            for n, like in (("dq", "q"), ("dk", "k"), ("dv", "v")):
-                t[n] = torch.empty_like(t[like])
+            t = bench_inputs(h, c)  # its forward: the workspace for the deterministic mode (the larger one)
             r = dict(B=4, T=4096, H=H, D=D, causal=causal, dtype="bfloat16")
             time_sm90_and_sm80(h, c, t, r)  # sm90 deterministic, sm80 deterministic
             r["sm90_det_bwd_ms"], r["sm80_det_bwd_ms"] = r.pop("sm90_bwd_ms", None), r.pop("sm80_bwd_ms")
@@ -1019,16 +1018,12 @@ def bench_masks(h, log, plain_rows):
             c.update(causal=True, wl=1024)
         if feature.startswith("dropout"):  # the DROP kernel (fused dropout, rate 0.1)
             c.update(dropout=0.1, seed=(1, 2), causal=feature.endswith("causal"))
-        gen = torch.Generator(device=DEV)
-        gen.manual_seed(1)
-        t = make_inputs(c, torch.bfloat16, gen)
-        if feature.startswith("key_mask"):
-            t["kvalid"] = torch.ones(B, T, dtype=torch.bool, device=DEV)
-            if feature == "key_mask_pad10":
-                t["kvalid"][:, T - T // 10:] = False
-        forward(h, c, t)
-        for n, like in (("dq", "q"), ("dk", "k"), ("dv", "v")):
-            t[n] = torch.empty_like(t[like])
+        def key_mask(t):
+            if feature.startswith("key_mask"):
+                t["kvalid"] = torch.ones(B, T, dtype=torch.bool, device=DEV)
+                if feature == "key_mask_pad10":
+                    t["kvalid"][:, T - T // 10:] = False
+        t = bench_inputs(h, c, before_forward=key_mask)
         if t.get("bias") is not None:
             t["dbias"] = torch.empty((B, H, T_, T_), device=DEV)
         r = dict(B=B, T=T_, H=H, D=D, dtype="bfloat16", feature=feature)
@@ -1068,12 +1063,7 @@ def phase_splitdbench(h, log):
         else:
             c.update(softcap=30.0)
         print(f"RUNNING splitdbench D={D} {feature} causal={int(causal)}", file=log, flush=True)
-        gen = torch.Generator(device=DEV)
-        gen.manual_seed(1)
-        t = make_inputs(c, torch.bfloat16, gen)
-        forward(h, c, t)
-        for n, like in (("dq", "q"), ("dk", "k"), ("dv", "v")):
-            t[n] = torch.empty_like(t[like])
+        t = bench_inputs(h, c)
         if feature == "bias_head_dbias":
             t["dbias"] = torch.empty((B, H, T, T), device=DEV)
         r = dict(B=B, T=T, H=H, D=D, causal=causal, dtype="bfloat16", feature=feature)
