@@ -84,7 +84,8 @@ others' answers):
             be variant 3's size there and 0 for the other variants); then the default (variant override
             -1, TF_FLASHATTN_SM90_TF32_VARIANT unset) must run tf32_default_variant's choice (3 when
             ceil(Tq / 128) H / Hkv >= 8, else 1), bit for bit equal to 0, asking variant 3's workspace
-            exactly when it runs 3.
+            exactly when it runs 3. TF32_VARIANTS=0 (a comma list) runs only those variants before the
+            default (0 must be among them for the default's bitwise check).
             TF32_FALLBACK_CASES (window, lengths, D = 256, Dv != D, soft-cap) must not launch it and stay
             right (sm80's TF32 kernel).
   tf32bench TFLOP/s at D = 128 (H = 16) and 64 (H = 32), T in {1024, 4096, 16384}, B*T = 16384, causal and
@@ -585,6 +586,8 @@ def phase_tf32(h, log, cases, fallback_cases=()):
     gen = torch.Generator(device=DEV)
     gen.manual_seed(0)
     variants = tf32_variant_list(h)
+    if os.environ.get("TF32_VARIANTS"):  # e.g. TF32_VARIANTS=0: variant 0 and the default only (with 0 listed)
+        variants = [int(v) for v in os.environ["TF32_VARIANTS"].split(",") if int(v) in variants]
     for c0, expect in [(c, True) for c in cases] + [(c, False) for c in fallback_cases]:
         c = dict(c0, tf32=True)
         print(f"RUNNING {c['name']} tf32", file=log, flush=True)
