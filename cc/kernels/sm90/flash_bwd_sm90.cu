@@ -1359,11 +1359,18 @@ __global__ void bwd_dq_sm90_convert_kernel(const FlashBwdParams p, const float* 
 //              CTA, its head's unit, the consumer of its query, one thread): deterministic, no atomics.
 //   offsets    bias / dbias element offsets within a unit 32-bit (UnitElems; bwd_applies' stride limits,
 //              the same as D = 64's), addressed per pass from opaque strides (bias_unit / dbias_unit).
+//   read ahead D = 128 (kBiasAhead, FA_SM90_BWD_BIAS_AHEAD): the P pass' bias elements of unit n + 1 are
+//              loaded into 16 registers right after unit n's P pass (unit 0's before the loop), so that
+//              their latency runs under dV, the dS pass, dQ and dK. On the H200 2026-12-01 (session 20,
+//              RESULTS.md "Hopper backward kernel" (k)): dk, dv, dbias bit for bit the former code's on
+//              SPLITD_CASES, 1.38x-1.50x faster (B = 4, T = 4096, H = 16: 160 TFLOP/s with dbias, 201
+//              without), racecheck / memcheck clean. Not at D = 256 (registers at R233 of 240).
 //   The pass copies, one branch per unit as in bwd_cta: P with the bias, P masked, P unmasked; dS with
 //   dbias or (soft-cap and bias), with soft-cap alone, plain. The kernels without SCORE carry none of it
 //   (softcap, the dense mask and the bias are the constants 0 / null there).
 //   ptxas 13.0 (sm_90a): flash_bwd_sm90_split_score_kernel<T, 128> and <T, 256>, bf16 and fp16: 168
-//   registers (the launch bound; the consumers' highest register R184 at D = 128, R233 at D = 256, of the
+//   registers (the launch bound; the consumers' highest register R207 at D = 128 (R186 without the bias read
+//   ahead), R233 at D = 256, of the
 //   240 of setmaxnreg), 0 spills, no C7510-C7515 (wgmma serialization) warnings; 28 / 44 HGMMA, 8 / 16
 //   REDG.E.ADD.F32x4. Dynamic shared memory 133,688 (D = 128) and 231,992 bytes (D = 256, the IDX layout).
 constexpr int kBk256 = 64;  // keys per CTA of the split kernel (rows of every consumer accumulator but dQ's)

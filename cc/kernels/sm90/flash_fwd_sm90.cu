@@ -4,7 +4,9 @@
 // causal_offset), sliding window, q/k lengths and the [B, Tq] / [B, Tk] validity masks; and
 // dropout (common/flash_dropout.cuh, bit-identical to sm80 and the CPU); soft-cap, a dense mask
 // and bias in the index-masked kernel, element by element as sm80's score_elem (mask and bias not
-// with dropout: then sm80's general kernels). The dispatch (flash_cuda_dispatch.cu) takes it through
+// with dropout: then sm80's general kernels), their rows prefetched into L2 two key tiles ahead
+// (prefetch_dense; on the H200 2026-12-01, sm90_check.py densesave / densecmp: o and lse bit for bit
+// the former code's, 1.06x-1.14x faster, still 0.15x-0.19x of the plain kernel). The dispatch (flash_cuda_dispatch.cu) takes it through
 // fwd_applies() and falls back to sm80/flash_fwd.cu otherwise. Checked on an H200: the causal-only
 // prototype on 2026-11-30 (benchmarks/RESULTS.md "Hopper forward kernel": self-tests, numerics,
 // memcheck, the TensorFlow GPU tests with it on), the index masks, dropout and the schedules below
@@ -104,7 +106,8 @@
 // Variants 8 and 9 (8 the default of the plain D = 64 kernel; the plain kernel at D = 64 only, other calls run 5):
 // FlashAttention-3's head-dim-64 tile, 3 consumer warpgroups and 192 query rows per CTA, variant 8
 // with the ping-pong as a round-robin ring, 9 without it (see their comment at kSched).
-// Not yet here (issue 16): an atomic tile counter for the persistent grid (see tile_order()); a
+// Not yet here (issue 16): the dense mask / bias tile brought into shared memory by the producer (TMA)
+// instead of each consumer thread's 2-byte loads after the S wait; an atomic tile counter for the persistent grid (see tile_order()); a
 // dense mask or bias together with dropout.
 #include <cuda.h>
 #include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
