@@ -3,7 +3,8 @@ compute capability 9.0) through the kernel harness, without TensorFlow, on an H1
 with torch, triton and pybind11):
 
   ARCHS=90 bash benchmarks/build_harness.sh
-  python3 benchmarks/sm90_bwd_check.py --phase selftest|det|numerics|d256|bench|sanitize|order|obench|splitd|splitdbench [--lib DIR] [--out DIR]
+  python3 benchmarks/sm90_bwd_check.py --phase selftest|det|numerics|d256|bench|sanitize|order|obench|splitd|splitdbench|splitdsave [--lib DIR] [--out DIR]
+  python3 benchmarks/sm90_bwd_check.py --phase splitdcmp --a FILE --b FILE
 
 The sm90 backward is switched per call with the harness's set_sm90_bwd(1 / 0), so one process compares
 it with our sm80 backward; its launch counter (sm90_info()["bwd_launches"]) shows which path ran.
@@ -88,13 +89,18 @@ Phases (each its own process in `gpu_run.sh sm90bwd`, under a timeout):
             poisoned K / V), at D = 256 soft-cap,
             the dense mask and bias / dbias likewise; each must launch the sm90 backward once (bias with
             dropout: sm80's, no launch); dbias exactly 0 where masked or -inf.
+  splitdsave the split kernel's dq / dk / dv / dbias on SPLITD_CASES and three timings of the D = 128 bias specs
+            of splitdbench, saved (--save FILE); splitdcmp --a FILE --b FILE (no GPU) compares two such files from
+            two builds (dk, dv, dbias bit for bit, dq within 1e-2, the timings side by side): the bias read ahead
+            (FA_SM90_BWD_BIAS_AHEAD, default 1) against the build with -DFA_SM90_BWD_BIAS_AHEAD=0.
   splitdbench milliseconds of the split kernel's score options against our sm80 backward (phase_splitdbench:
             D = 128 bias with / without dbias, causal and not; D = 256 soft-cap and bias; T = 4096, B = 4, bf16);
             also sets TF_FLASHATTN_SM90_BWD_SPLITD=1.
   sanitize  small odd cases, bf16, for compute-sanitizer (three of them with index masks: a KV-cache
             window with GQA at D = 64, validity masks with all-false batch rows, lengths with a causal
             window and a key length 0; two in deterministic mode; seven at D = 256; six of SPLITD_CASES, so
-            this phase sets TF_FLASHATTN_SM90_BWD_SPLITD=1 too, which moves none of the others).
+            this phase sets TF_FLASHATTN_SM90_BWD_SPLITD=1 too, which moves none of the others); SANITIZE_PREFIX=sd
+            keeps only the cases whose name starts with it (the split kernel's six).
 Writes OUT/sm90_bwd_<phase>.json.
 """
 import argparse
@@ -1083,21 +1089,109 @@ def phase_splitdbench(h, log):
     return rows
 
 
+def phase_splitdsave(h, log, path):
+    """Phase splitdsave (module docstring): the split kernel's outputs on SPLITD_CASES (those it takes, bf16
+    and fp16, inputs from seed 0 in list order as phase numerics), saved to `path` with the milliseconds of
+    the D = 128 bias specs of splitdbench (sm90 only, three repetitions each); phase splitdcmp compares two
+    such files (this build against one made with -DFA_SM90_BWD_BIAS_AHEAD=0)."""
+    import triton.testing as tt
+    gen = torch.Generator(device=DEV)
+    gen.manual_seed(0)
+    out, launches = {}, {}
+    for c in SPLITD_CASES:
+        for dt in (torch.bfloat16, torch.float16):
+            if c.get("expect_sm80"):
+                continue
+            key = f"{c['name']}/{str(dt).split('.')[-1]}"
+            print(f"RUNNING {key}", file=log, flush=True)
+            t = bwd_inputs(c, dt, gen)
+            tr = kv_poisoned(c, t) if c.get("poison_kv") else t
+            forward(h, c, tr)
+            g, took = backward(h, c, tr, True)
+            out[key] = {n: v.cpu() for n, v in g.items()}
+            launches[key] = int(took)
+            del t, tr, g
+    bench = []
+    B, T, D = 4, 4096, 128
+    for feature, causal in (("bias_head_dbias", False), ("bias_head_dbias", True), ("bias_head_nodbias", False)):
+        H = 2048 // D
+        c = dict(B=B, Tq=T, Tk=T, H=H, D=D, causal=causal, bias=(0, 1))
+        t = bench_inputs(h, c)
+        if feature == "bias_head_dbias":
+            t["dbias"] = torch.empty((B, H, T, T), device=DEV)
+        h.m.set_sm90_bwd(1)
+        n0 = h.m.sm90_info()["bwd_launches"]
+        ms = [tt.do_bench(lambda c=c, t=t: h.bwd(c, t), warmup=25, rep=100, return_mode="median") for _ in range(3)]
+        r = dict(D=D, T=T, B=B, H=H, feature=feature, causal=causal, sm90_bwd_ms=ms,
+                 sm90_path_taken=h.m.sm90_info()["bwd_launches"] > n0)
+        h.m.set_sm90_bwd(-1)
+        bench.append(r)
+        print("BENCH " + json.dumps(r), file=log, flush=True)
+        del t
+    torch.save(dict(out=out, launches=launches, bench=bench), path)
+    print(f"splitdsave: {len(out)} outputs, {sum(v == 1 for v in launches.values())} with one sm90 launch -> {path}",
+          file=log, flush=True)
+    return bench
+
+
+def phase_splitdcmp(log, path_a, path_b):
+    """Phase splitdcmp: two splitdsave files (a: this build, b: the reference build): dk, dv, dbias bit for bit
+    equal, dq within 1e-2 of its max (atomics in no fixed order), every case launched once in both; the
+    milliseconds side by side (b / a > 1: a faster)."""
+    a, b = torch.load(path_a), torch.load(path_b)
+    rows, ok_all = [], True
+    for key in a["out"]:
+        ga, gb = a["out"][key], b["out"].get(key)
+        row = dict(case=key, launched=(a["launches"][key], b["launches"].get(key)))
+        ok = gb is not None and row["launched"] == (1, 1)
+        if gb is not None:
+            for n in ga:
+                if n == "dq":
+                    sc = float(gb[n].double().abs().max()) if gb[n].numel() else 0.0
+                    d = float((ga[n].double() - gb[n].double()).abs().max()) if ga[n].numel() else 0.0
+                    row[n] = d <= 1e-2 * sc
+                else:
+                    row[n] = bool(torch.equal(ga[n].contiguous().view(torch.uint8), gb[n].contiguous().view(torch.uint8)))
+                ok &= row[n]
+        row["ok"] = bool(ok)
+        ok_all &= row["ok"]
+        rows.append(row)
+        print(f"{'PASS' if ok else 'FAIL'} {key:<40} " + " ".join(f"{n}={row[n]}" for n in ("dq", "dk", "dv", "dbias")
+                                                                   if n in row) + f" launched={row['launched']}",
+              file=log, flush=True)
+    print(f"splitdcmp: {sum(r['ok'] for r in rows)} / {len(rows)} equal (dk, dv, dbias bitwise; dq within 1e-2)",
+          file=log, flush=True)
+    print("ms (sm90, three medians each): feature causal | a (this build) | b (reference) | b / a", file=log)
+    for ra, rb in zip(a["bench"], b["bench"]):
+        ma, mb = min(ra["sm90_bwd_ms"]), min(rb["sm90_bwd_ms"])
+        print(f"  {ra['feature']:<18} {int(ra['causal'])} | {' '.join(f'{x:.3f}' for x in ra['sm90_bwd_ms'])} | "
+              f"{' '.join(f'{x:.3f}' for x in rb['sm90_bwd_ms'])} | {mb / ma:.3f}"
+              f"{'' if ra['sm90_path_taken'] and rb['sm90_path_taken'] else '  (sm90 NOT taken)'}", file=log, flush=True)
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--phase", required=True,
                     choices=("selftest", "det", "numerics", "d256", "bench", "sanitize", "order", "obench", "splitd",
-                             "splitdbench"))
+                             "splitdbench", "splitdsave", "splitdcmp"))
     ap.add_argument("--lib", default=".harness_build")
     ap.add_argument("--out", default=None)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--save", default=None, help="splitdsave: the file to write")
+    ap.add_argument("--a", default=None, help="splitdcmp: this build's splitdsave file")
+    ap.add_argument("--b", default=None, help="splitdcmp: the reference build's splitdsave file")
     args = ap.parse_args()
+    if args.phase == "splitdcmp":  # no GPU work: two saved files
+        phase_splitdcmp(sys.stdout, args.a, args.b)
+        return
     # The split kernel's score options (flash_bwd_sm90.cu, bwd_splitd_enabled: read once, at the first
     # backward; on by default): on for these phases' processes, whatever the caller's. In sanitize it moves only the
     # SPLITD_CASES there (the other sanitize cases have no bias at D = 128 and no score option at D = 256). Off
     # for every other phase, whatever the caller's: their expect_sm80 cases (bias_*_d128_sm80, d256_softcap_sm80,
     # d256_dmask_sm80) are the calls the switch moves to the split kernel.
-    os.environ["TF_FLASHATTN_SM90_BWD_SPLITD"] = "1" if args.phase in ("splitd", "splitdbench", "sanitize") else "0"
+    os.environ["TF_FLASHATTN_SM90_BWD_SPLITD"] = ("1" if args.phase in ("splitd", "splitdbench", "splitdsave", "sanitize")
+                                                 else "0")
     h = Harness(args.lib)
     log = sys.stdout
     print(f"device: {torch.cuda.get_device_name()}  sm90: {h.m.sm90_info()}", file=log, flush=True)
@@ -1128,9 +1222,14 @@ def main():
               flush=True)
     elif args.phase == "splitdbench":
         rows = phase_splitdbench(h, log)
+    elif args.phase == "splitdsave":
+        rows = phase_splitdsave(h, log, args.save)
     elif args.phase == "sanitize":
+        # SANITIZE_PREFIX (e.g. "sd"): only the sanitize cases whose name starts with it (racecheck of the whole
+        # list runs past a device call's budget before the last cases).
+        prefix = os.environ.get("SANITIZE_PREFIX", "")
         rows = phase_numerics(h, log, [c for c in NUM_CASES + MASK_CASES + DROP_CASES + DET_CASES + D256_CASES
-                                       + SPLITD_CASES if c["name"] in SANITIZE],
+                                       + SPLITD_CASES if c["name"] in SANITIZE and c["name"].startswith(prefix)],
                               (torch.bfloat16,))
         print(f"numerics: {sum(r['ok'] for r in rows)} / {len(rows)} pass", file=log, flush=True)
     elif args.phase == "order":

@@ -3,7 +3,8 @@ without TensorFlow, on an H100/H200 (python3 with torch, triton and pybind11):
 
   ARCHS=90 bash benchmarks/build_harness.sh
   python3 benchmarks/sm90_check.py --phase selftest|numerics|bench|sanitize|variants|vbench|vsanitize|
-      tf32selftest|tf32|tf32bench|tf32sanitize [--lib DIR] [--out DIR]
+      tf32selftest|tf32|tf32bench|tf32sanitize|densesave [--lib DIR] [--out DIR]
+  python3 benchmarks/sm90_check.py --phase densecmp --a FILE --b FILE
 
 Phases (each its own process in `gpu_run.sh sm90`, under a timeout, so a hang in one still leaves the
 others' answers):
@@ -84,13 +85,19 @@ others' answers):
             be variant 3's size there and 0 for the other variants); then the default (variant override
             -1, TF_FLASHATTN_SM90_TF32_VARIANT unset) must run tf32_default_variant's choice (3 when
             ceil(Tq / 128) H / Hkv >= 8, else 1), bit for bit equal to 0, asking variant 3's workspace
-            exactly when it runs 3.
+            exactly when it runs 3. TF32_VARIANTS=0 (a comma list) runs only those variants before the
+            default (0 must be among them for the default's bitwise check).
             TF32_FALLBACK_CASES (window, lengths, D = 256, Dv != D, soft-cap) must not launch it and stay
             right (sm80's TF32 kernel).
   tf32bench TFLOP/s at D = 128 (H = 16) and 64 (H = 32), T in {1024, 4096, 16384}, B*T = 16384, causal and
             not: ours sm90 TF32 (each variant; variant 3's time includes its pre-pass), ours sm80 TF32
             (set_sm90_tf32(0)), torch SDPA in float32 with allow_tf32: the efficient backend (mem-efficient,
             cutlass) and the math backend (T <= 4096).
+  densesave o / lse of DENSE_AB_CASES (a dense mask and / or bias, the index-masked kernel; schedules 0 and the
+            default, bf16 and fp16) and three timings of a head-broadcast bias and a batch-broadcast dense mask,
+            saved (--save FILE); densecmp --a FILE --b FILE (no GPU) compares two such files from two builds (o,
+            lse bit for bit, the timings side by side): the dense rows' L2 prefetch (FA_SM90_FWD_DENSE_PREFETCH,
+            default 2 tiles ahead) against the build with -DFA_SM90_FWD_DENSE_PREFETCH=0.
   tf32sanitize  TF32_SANITIZE cases (small, each shape class) for compute-sanitizer (memcheck; racecheck and
             synccheck on request in gpu_run.sh).
 Writes OUT/sm90_<phase>.json.
@@ -585,6 +592,8 @@ def phase_tf32(h, log, cases, fallback_cases=()):
     gen = torch.Generator(device=DEV)
     gen.manual_seed(0)
     variants = tf32_variant_list(h)
+    if os.environ.get("TF32_VARIANTS"):  # e.g. TF32_VARIANTS=0: variant 0 and the default only (with 0 listed)
+        variants = [int(v) for v in os.environ["TF32_VARIANTS"].split(",") if int(v) in variants]
     for c0, expect in [(c, True) for c in cases] + [(c, False) for c in fallback_cases]:
         c = dict(c0, tf32=True)
         print(f"RUNNING {c['name']} tf32", file=log, flush=True)
@@ -954,15 +963,96 @@ def skip_d256(log=None):
     return skip
 
 
+DENSE_AB_CASES = [c for c in NUM_CASES if c.get("mask") or c.get("bias")] + [
+    dict(name="ab_bias_causal_lengths_d128", B=3, Tq=300, Tk=650, H=2, D=128, bias=(1, 1), causal=True, offset=350,
+         qlen_vals=[300, 129, 0], klen_vals=[650, 400, 77]),
+    dict(name="ab_bias_kvcache_d256", B=2, Tq=65, Tk=999, H=2, D=256, bias=(0, 1), causal=True, offset=999 - 65),
+    dict(name="ab_mask_bias_big_d64", B=1, Tq=2048, Tk=2048, H=4, D=64, mask=(1, 0), bias=(0, 1)),
+]
+
+
+def phase_densesave(h, log, path):
+    """Phase densesave: o / lse of DENSE_AB_CASES (a dense mask and / or bias: the IDX kernel; bf16 and fp16,
+    schedules 0 and the default), saved to `path` with three timings each of a head-broadcast bias and a
+    batch-broadcast dense mask (D = 128, T = 4096 and 16384, B T = 16384, H = 16; the bias at D = 64 (H = 32) and
+    256 (H = 8), T = 4096). Phase densecmp compares two such files (this build against one made with
+    -DFA_SM90_FWD_DENSE_PREFETCH=0)."""
+    import triton.testing as tt
+    gen = torch.Generator(device=DEV)
+    gen.manual_seed(0)
+    out = {}
+    for c in DENSE_AB_CASES:
+        for dt in (torch.bfloat16, torch.float16):
+            t = inputs(c, dt, gen)
+            for v in (0, -1):
+                h.m.set_sm90_fwd_variant(v)
+                n0 = h.m.sm90_info()["fwd_launches"]
+                run_fwd(h, c, t)
+                key = f"{c['name']}/{str(dt).split('.')[-1]}/v{v}"
+                out[key] = dict(o=t["o"].cpu(), lse=t["lse"].cpu(), launched=h.m.sm90_info()["fwd_launches"] - n0)
+            h.m.set_sm90_fwd_variant(-1)
+            del t
+    bench = []
+    for D, T, feature in ((128, 4096, "bias_h"), (128, 4096, "dense_mask_b"), (128, 16384, "bias_h"),
+                          (128, 16384, "dense_mask_b"), (64, 4096, "bias_h"), (256, 4096, "bias_h")):
+        H = 2048 // D
+        B = 16384 // T
+        c = dict(B=B, Tq=T, Tk=T, H=H, D=D)
+        c.update(bias=(0, 1)) if feature == "bias_h" else c.update(mask=(1, 0))
+        g = torch.Generator(device=DEV)
+        g.manual_seed(1)
+        t = make_inputs(c, torch.bfloat16, g)
+        run_fwd(h, c, t)
+        n0 = h.m.sm90_info()["fwd_launches"]
+        ms = [tt.do_bench(lambda c=c, t=t: h.fwd(c, t), warmup=25, rep=100, return_mode="median") for _ in range(3)]
+        r = dict(D=D, T=T, B=B, H=H, feature=feature, sm90_fwd_ms=ms, sm90_path_taken=h.m.sm90_info()["fwd_launches"] > n0,
+                 tflops=round(4 * B * H * T * T * D / min(ms) / 1e9, 1))
+        bench.append(r)
+        print("BENCH " + json.dumps(r), file=log, flush=True)
+        del t
+    torch.save(dict(out=out, bench=bench), path)
+    print(f"densesave: {len(out)} outputs, {sum(v['launched'] == 1 for v in out.values())} with one sm90 launch -> {path}",
+          file=log, flush=True)
+    return bench
+
+
+def phase_densecmp(log, path_a, path_b):
+    """Phase densecmp: two densesave files (a: this build, b: the reference): o and lse bit for bit, one sm90
+    launch each; the timings side by side (b / a > 1: a faster)."""
+    a, b = torch.load(path_a), torch.load(path_b)
+    rows = []
+    for key, ra in a["out"].items():
+        rb = b["out"].get(key)
+        ok = rb is not None and ra["launched"] == 1 and rb["launched"] == 1 and all(
+            torch.equal(ra[n].view(torch.uint8), rb[n].view(torch.uint8)) for n in ("o", "lse"))
+        rows.append(dict(case=key, ok=bool(ok)))
+        print(f"{'PASS' if ok else 'FAIL'} {key}", file=log, flush=True)
+    print(f"densecmp: {sum(r['ok'] for r in rows)} / {len(rows)} equal (o, lse bitwise, one sm90 launch each)",
+          file=log, flush=True)
+    print("ms (sm90, three medians each): D T feature | a (this build) | b (reference) | b / a | a TFLOP/s", file=log)
+    for ra, rb in zip(a["bench"], b["bench"]):
+        ma, mb = min(ra["sm90_fwd_ms"]), min(rb["sm90_fwd_ms"])
+        print(f"  {ra['D']:<4} {ra['T']:<6} {ra['feature']:<13} | {' '.join(f'{x:.3f}' for x in ra['sm90_fwd_ms'])} | "
+              f"{' '.join(f'{x:.3f}' for x in rb['sm90_fwd_ms'])} | {mb / ma:.3f} | {ra['tflops']}"
+              f"{'' if ra['sm90_path_taken'] and rb['sm90_path_taken'] else '  (sm90 NOT taken)'}", file=log, flush=True)
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--phase", required=True,
                     choices=("selftest", "numerics", "bench", "sanitize", "variants", "vbench", "vsanitize",
-                             "tf32selftest", "tf32", "tf32bench", "tf32sanitize"))
+                             "tf32selftest", "tf32", "tf32bench", "tf32sanitize", "densesave", "densecmp"))
     ap.add_argument("--lib", default=".harness_build")
     ap.add_argument("--out", default=None)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--save", default=None, help="densesave: the file to write")
+    ap.add_argument("--a", default=None, help="densecmp: this build's densesave file")
+    ap.add_argument("--b", default=None, help="densecmp: the reference build's densesave file")
     args = ap.parse_args()
+    if args.phase == "densecmp":  # no GPU work: two saved files
+        phase_densecmp(sys.stdout, args.a, args.b)
+        return
     if args.phase.startswith("tf32"):
         # The TF32 forward's switch (read once, at its first use): on for this process, whatever the caller's.
         os.environ["TF_FLASHATTN_SM90_TF32"] = "1"
@@ -1010,6 +1100,8 @@ def main():
         rows = phase_tf32(h, log, [c for c in TF32_CASES if c["name"] in TF32_SANITIZE])
     elif args.phase == "tf32bench":
         rows = phase_tf32_bench(h, log)
+    elif args.phase == "densesave":
+        rows = phase_densesave(h, log, args.save)
     else:
         rows = phase_bench(h, log, args.quick)
     if args.out:

@@ -292,6 +292,12 @@
 #include "cc/kernels/sm90/sm90_host.cuh"
 #include "cc/kernels/sm90/sm90_ptx.cuh"
 
+// The split kernel's bias read ahead at D = 128 (bwd_cta_split, kBiasAhead). 0 builds the former code
+// (each bias element loaded in the P pass), the reference of sm90_bwd_check.py's phase splitdsave.
+#ifndef FA_SM90_BWD_BIAS_AHEAD
+#define FA_SM90_BWD_BIAS_AHEAD 1
+#endif
+
 namespace flashattn {
 namespace cuda {
 namespace sm90 {
@@ -487,13 +493,18 @@ __device__ __forceinline__ bool idx_visible(bool key_ok, int key_l, int r, const
 // soft-cap), the bias element (ba(q, h2)) read only where the element is visible; P = 2^(x - l2), 0
 // where not visible or x = -inf (a bias of -inf, maybe on every key a row sees: then l2 = -inf too,
 // and 2^(x - l2) would be NaN; sm80's rule).
+// bias_p_of: the same with the bias element bv already read (0 where not visible; the split kernel's
+// bias read ahead, FA_SM90_BWD_BIAS_AHEAD).
+__device__ __forceinline__ float bias_p_of(float s, float pmul, float l2, bool vis, float bv) {
+  float z = s * pmul;
+  z += bv * 1.4426950408889634f;
+  return vis && z != -INFINITY ? fast_exp2(z - l2) : 0.f;
+}
 template <typename T>
 __device__ __forceinline__ float bias_p(float s, float pmul, float l2, bool vis, UnitElems<const T> ba, int q, int h2) {
   float bv = 0.f;
   if (vis) bv = Elem<T>::to_f(ba(q, h2));
-  float z = s * pmul;
-  z += bv * 1.4426950408889634f;
-  return vis && z != -INFINITY ? fast_exp2(z - l2) : 0.f;
+  return bias_p_of(s, pmul, l2, vis, bv);
 }
 // Soft-cap of one S element in base-2 units, in place before the P pass: c log2e tanh(scale S / c)
 // (cap_log2 = c log2e, inv_cap = 1 / c; sm80's score_elem, s = c tanh(scale S / c)).
@@ -1348,11 +1359,18 @@ __global__ void bwd_dq_sm90_convert_kernel(const FlashBwdParams p, const float* 
 //              CTA, its head's unit, the consumer of its query, one thread): deterministic, no atomics.
 //   offsets    bias / dbias element offsets within a unit 32-bit (UnitElems; bwd_applies' stride limits,
 //              the same as D = 64's), addressed per pass from opaque strides (bias_unit / dbias_unit).
+//   read ahead D = 128 (kBiasAhead, FA_SM90_BWD_BIAS_AHEAD): the P pass' bias elements of unit n + 1 are
+//              loaded into 16 registers right after unit n's P pass (unit 0's before the loop), so that
+//              their latency runs under dV, the dS pass, dQ and dK. On the H200 2026-12-01 (session 20,
+//              RESULTS.md "Hopper backward kernel" (k)): dk, dv, dbias bit for bit the former code's on
+//              SPLITD_CASES, 1.38x-1.50x faster (B = 4, T = 4096, H = 16: 160 TFLOP/s with dbias, 201
+//              without), racecheck / memcheck clean. Not at D = 256 (registers at R233 of 240).
 //   The pass copies, one branch per unit as in bwd_cta: P with the bias, P masked, P unmasked; dS with
 //   dbias or (soft-cap and bias), with soft-cap alone, plain. The kernels without SCORE carry none of it
 //   (softcap, the dense mask and the bias are the constants 0 / null there).
 //   ptxas 13.0 (sm_90a): flash_bwd_sm90_split_score_kernel<T, 128> and <T, 256>, bf16 and fp16: 168
-//   registers (the launch bound; the consumers' highest register R184 at D = 128, R233 at D = 256, of the
+//   registers (the launch bound; the consumers' highest register R207 at D = 128 (R186 without the bias read
+//   ahead), R233 at D = 256, of the
 //   240 of setmaxnreg), 0 spills, no C7510-C7515 (wgmma serialization) warnings; 28 / 44 HGMMA, 8 / 16
 //   REDG.E.ADD.F32x4. Dynamic shared memory 133,688 (D = 128) and 231,992 bytes (D = 256, the IDX layout).
 constexpr int kBk256 = 64;  // keys per CTA of the split kernel (rows of every consumer accumulator but dQ's)
@@ -1500,6 +1518,33 @@ __device__ __forceinline__ void bwd_cta_split(const CUtensorMap& tm_q, const CUt
   }
   const T* const bias = SCORE ? static_cast<const T*>(p.score.bias) : nullptr;
   float* const dbias = SCORE ? p.dbias : nullptr;
+  // Bias read ahead (kBiasAhead: the D = 128 SCORE instantiation, FA_SM90_BWD_BIAS_AHEAD, default 1): the
+  // P pass' 16 bias elements of unit m (element x = 4j + 2h2 + e: query i0(m) + q_c + 8j + 2t + e, key j0 +
+  // key_l[h2]) loaded as raw 16-bit values into bias_next, unit 0's before the loop and unit n + 1's right
+  // after unit n's P pass, so that their global-memory latency runs under the rest of unit n (dV, the dS
+  // pass, dQ, dK) instead of stalling both consumers in the P pass (the former code loaded each element
+  // there, after the S^T wait). Elements past Tq / Tk are not read (0); the P pass uses a value only where
+  // the element is visible, as bias_p reads it, so P, dS, dbias are bit for bit the former code's. Not at
+  // D = 256 (its consumers' registers reach R233 of 240; the 16 values would spill).
+  constexpr bool kBiasAhead = SCORE && D == 128 && FA_SM90_BWD_BIAS_AHEAD;
+  uint16_t bias_next[16];
+  auto load_bias = [&](int m) {
+    const int64_t hm = hk * G + m / units.nq, im = static_cast<int64_t>(units.qb_lo + m % units.nq) * kBq;
+    const UnitElems<const T> ba = bias_unit<T>(p.score, bias, b, hm, im, j0, key_l[0]);
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int h2 = 0; h2 < 2; ++h2)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int q = q_c + 8 * j + 2 * t + e;
+          const bool in = im + q < sh.Tq && j0 + key_l[h2] < sh.Tk;
+          bias_next[4 * j + 2 * h2 + e] = in ? *reinterpret_cast<const uint16_t*>(&ba(q, h2)) : uint16_t{0};
+        }
+  };
+  if constexpr (kBiasAhead) {
+    if (bias != nullptr && units.n > 0) load_bias(0);
+  }
 
   float dv[D / 4], dk[D / 4];  // [64 keys x D/2 dims]: d[4j + 2h2 + e] = (key_l[h2], (D/2)c + 8j + 2t + e)
 #pragma unroll
@@ -1569,7 +1614,7 @@ __device__ __forceinline__ void bwd_cta_split(const CUtensorMap& tm_q, const CUt
       constexpr bool kMasked = decltype(mask_c)::value;
       constexpr bool kBias = SCORE && decltype(bias_c)::value;
       UnitElems<const T> ba{nullptr, 0, 0};
-      if constexpr (kBias) ba = bias_unit<T>(p.score, bias, b, h, i0, j0, key_l[0]);
+      if constexpr (kBias && !kBiasAhead) ba = bias_unit<T>(p.score, bias, b, h, i0, j0, key_l[0]);
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         const float2 l2 = *reinterpret_cast<const float2*>(lse2_s + 8 * j + 2 * t);
@@ -1585,7 +1630,12 @@ __device__ __forceinline__ void bwd_cta_split(const CUtensorMap& tm_q, const CUt
               const float l2e = e ? l2.y : l2.x;
               if constexpr (kBias) {
                 const bool vis = idx_visible(key_ok[h2], key_l[h2], e ? rg.y : rg.x, dmask_u, i0 + q, dmask_q, dmask_k[h2]);
-                sacc[x] = bias_p<T>(sacc[x], pmul, l2e, vis, ba, q, h2);
+                if constexpr (kBiasAhead) {
+                  const uint16_t raw = bias_next[x];
+                  sacc[x] = bias_p_of(sacc[x], pmul, l2e, vis, vis ? Elem<T>::to_f(*reinterpret_cast<const T*>(&raw)) : 0.f);
+                } else {
+                  sacc[x] = bias_p<T>(sacc[x], pmul, l2e, vis, ba, q, h2);
+                }
               } else {
                 float pv = fast_exp2(sacc[x] * pmul - l2e);
                 if (kMasked && !idx_visible(key_ok[h2], key_l[h2], e ? rg.y : rg.x, dmask_u, i0 + q, dmask_q, dmask_k[h2]))
@@ -1606,12 +1656,16 @@ __device__ __forceinline__ void bwd_cta_split(const CUtensorMap& tm_q, const CUt
           }
       }
     };
-    if (SCORE && bias != nullptr)
+    if (SCORE && bias != nullptr) {
       p_pass(std::true_type{}, std::true_type{});
-    else if (need_mask)
+      if constexpr (kBiasAhead) {
+        if (n + 1 < units.n) load_bias(n + 1);  // the next unit's, under the rest of this one
+      }
+    } else if (need_mask) {
       p_pass(std::true_type{}, std::false_type{});
-    else
+    } else {
       p_pass(std::false_type{}, std::false_type{});
+    }
     // P^T (16-bit; DROP: Pd^T = P^T Z, Z = keep_scale where kept, else 0, the dV operand) to this
     // consumer's 32 columns of the shared P^T buffer ([key][query], one 128-byte-swizzled panel of 64
     // rows), while dP^T may still run; then barrier 1 (both halves).

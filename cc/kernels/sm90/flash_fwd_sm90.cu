@@ -4,7 +4,9 @@
 // causal_offset), sliding window, q/k lengths and the [B, Tq] / [B, Tk] validity masks; and
 // dropout (common/flash_dropout.cuh, bit-identical to sm80 and the CPU); soft-cap, a dense mask
 // and bias in the index-masked kernel, element by element as sm80's score_elem (mask and bias not
-// with dropout: then sm80's general kernels). The dispatch (flash_cuda_dispatch.cu) takes it through
+// with dropout: then sm80's general kernels), their rows prefetched into L2 two key tiles ahead
+// (prefetch_dense; on the H200 2026-12-01, sm90_check.py densesave / densecmp: o and lse bit for bit
+// the former code's, 1.06x-1.14x faster, still 0.15x-0.19x of the plain kernel). The dispatch (flash_cuda_dispatch.cu) takes it through
 // fwd_applies() and falls back to sm80/flash_fwd.cu otherwise. Checked on an H200: the causal-only
 // prototype on 2026-11-30 (benchmarks/RESULTS.md "Hopper forward kernel": self-tests, numerics,
 // memcheck, the TensorFlow GPU tests with it on), the index masks, dropout and the schedules below
@@ -104,7 +106,8 @@
 // Variants 8 and 9 (8 the default of the plain D = 64 kernel; the plain kernel at D = 64 only, other calls run 5):
 // FlashAttention-3's head-dim-64 tile, 3 consumer warpgroups and 192 query rows per CTA, variant 8
 // with the ping-pong as a round-robin ring, 9 without it (see their comment at kSched).
-// Not yet here (issue 16): an atomic tile counter for the persistent grid (see tile_order()); a
+// Not yet here (issue 16): the dense mask / bias tile brought into shared memory by the producer (TMA)
+// instead of each consumer thread's 2-byte loads after the S wait; an atomic tile counter for the persistent grid (see tile_order()); a
 // dense mask or bias together with dropout.
 #include <cuda.h>
 #include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
@@ -189,6 +192,12 @@ constexpr int kDefaultVariant = 5;     // D = 128
 constexpr int kDefaultVariantD64 = 8;  // D = 64 (the plain kernel; the others run kWideFallback, 5)
 // The dropout kernel's schedule at D = 64 and 128 (schedule 0 when the variant asked for is 0).
 constexpr int kDropVariant = 5;
+// Key tiles ahead of their use that the IDX kernel prefetches a dense mask's / bias' rows into L2
+// (prefetch_dense in the consumer; 0: none, the former code).
+#ifndef FA_SM90_FWD_DENSE_PREFETCH
+#define FA_SM90_FWD_DENSE_PREFETCH 2
+#endif
+constexpr int kDensePrefetch = FA_SM90_FWD_DENSE_PREFETCH;
 static_assert(kDefaultVariant >= 0 && kDefaultVariant < kNumVariants, "the default is one of kSched");
 // The persistent schedule's fallback when its tile count does not fit its 32-bit tile index: the
 // same schedule on the one-CTA-per-tile grid.
@@ -451,6 +460,25 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
     }
     return kv;
   };
+  // Dense mask / bias rows of the key tile at j0 into L2 (prefetch_l2; kDensePrefetch tiles ahead of
+  // their use, FA_SM90_FWD_DENSE_PREFETCH): each thread's two rows are shared by its 4 lanes t, so lane
+  // t takes row h2 = t / 2 and the half (t % 2) of the tile's kBc keys, one line of each tensor (the
+  // elements themselves are still read in softmax_tile, only where visible: the same values). Only rows
+  // below Tq and keys below Tk, tiles this CTA visits (j0 < j_end).
+  const int j_end = j_first + n_tiles * kBc;
+  auto prefetch_dense = [&](int j0) {
+    if constexpr (kDense && kDensePrefetch > 0) {
+      // Selects, not live[t >> 1]: a run-time index would put the arrays in local memory.
+      const bool upper = (t & 2) != 0;
+      const T* const br = upper ? brow[1] : brow[0];
+      const bool* const mr = upper ? mrow[1] : mrow[0];
+      const int64_t col = j0 + (t & 1) * (kBc / 2);
+      if (dense && j0 < j_end && (upper ? live[1] : live[0]) && col < sh.Tk) {
+        if (br) prefetch_l2(br + col * bstride);
+        if (mr) prefetch_l2(mr + col * mstride);
+      }
+    }
+  };
   // Masks, scale and online softmax of the S tile of keys j0 .. j0 + kBc - 1 (kv: its
   // load_key_bytes): sacc becomes the unnormalized P, m and l move on, and alpha[h2] is the factor
   // O's rows h2 must be scaled by.
@@ -588,8 +616,10 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
   if (n_tiles > 0) mbar_wait(q_full, q_parity);
   if constexpr (!kS.overlap) {
     // One tile at a time: S, softmax, O += P V, each waited for before the next.
+    for (int k = 0; k < kDensePrefetch; ++k) prefetch_dense(j_first + k * kBc);
     for (int n = 0; n < n_tiles; ++n) {
       const int s = stage(n);
+      prefetch_dense(j_first + (n + kDensePrefetch) * kBc);
       const KeyBytes kv = load_key_bytes(j_first + n * kBc);  // in flight during the waits below
       mbar_wait(full0 + 8 * s, phase(n));
       float sacc[kBc / 2];
@@ -640,6 +670,7 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
     float sacc[kBc / 2];
     uint32_t pa[kBc / 16][4];
     float alpha[2];
+    for (int k = 0; k <= kDensePrefetch; ++k) prefetch_dense(j_first + k * kBc);
     KeyBytes kv = load_key_bytes(j_first);  // in flight during the waits below
     mbar_wait(full0 + 8 * stage(0), phase(0));
     turn_begin();
@@ -654,6 +685,7 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
     pack_p(pa, sacc);
     for (int n = 1; n < n_tiles; ++n) {
       const int s = stage(n), sp = stage(n - 1);
+      prefetch_dense(j_first + (n + kDensePrefetch) * kBc);
       kv = load_key_bytes(j_first + n * kBc);
       mbar_wait(full0 + 8 * s, phase(n));
       turn_begin();
