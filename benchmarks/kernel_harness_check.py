@@ -251,6 +251,17 @@ def run_ours(h, c, t, need_bwd=True):
     h.bwd(c, t)
 
 
+def print_ab_times(log, rows_a, rows_b, ms_key, label, extra=lambda r: ""):
+    """Two builds' timing rows side by side (sm90_check.py densecmp, sm90_bwd_check.py splitdcmp): per row
+    label(row) | build a's timings | build b's | b / a of their best | extra(row of a), and a note where
+    either build's run did not take the sm90 path."""
+    for ra, rb in zip(rows_a, rows_b):
+        ma, mb = min(ra[ms_key]), min(rb[ms_key])
+        taken = ra["sm90_path_taken"] and rb["sm90_path_taken"]
+        print(f"  {label(ra)} | {' '.join(f'{x:.3f}' for x in ra[ms_key])} | {' '.join(f'{x:.3f}' for x in rb[ms_key])}"
+              f" | {mb / ma:.3f}{extra(ra)}{'' if taken else '  (sm90 NOT taken)'}", file=log, flush=True)
+
+
 def err(a, ref):
     a = a.double()
     ref = ref.double()

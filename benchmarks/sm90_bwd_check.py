@@ -119,7 +119,8 @@ os.environ.setdefault("TF_FLASHATTN_SM90_BWD_DET", "1")
 os.environ["TF_FLASHATTN_SM90_BWD_D256"] = "1"
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from kernel_harness_check import DEV, Harness, err, make_inputs, reference, torch_sdpa_ms  # noqa: E402
+from kernel_harness_check import (DEV, Harness, err, make_inputs, print_ab_times, reference,  # noqa: E402
+                                  torch_sdpa_ms)
 from sm90_check import inputs, poisoned, run_fwd, visibility  # noqa: E402
 
 NUM_CASES = [
@@ -1162,11 +1163,7 @@ def phase_splitdcmp(log, path_a, path_b):
     print(f"splitdcmp: {sum(r['ok'] for r in rows)} / {len(rows)} equal (dk, dv, dbias bitwise; dq within 1e-2)",
           file=log, flush=True)
     print("ms (sm90, three medians each): feature causal | a (this build) | b (reference) | b / a", file=log)
-    for ra, rb in zip(a["bench"], b["bench"]):
-        ma, mb = min(ra["sm90_bwd_ms"]), min(rb["sm90_bwd_ms"])
-        print(f"  {ra['feature']:<18} {int(ra['causal'])} | {' '.join(f'{x:.3f}' for x in ra['sm90_bwd_ms'])} | "
-              f"{' '.join(f'{x:.3f}' for x in rb['sm90_bwd_ms'])} | {mb / ma:.3f}"
-              f"{'' if ra['sm90_path_taken'] and rb['sm90_path_taken'] else '  (sm90 NOT taken)'}", file=log, flush=True)
+    print_ab_times(log, a["bench"], b["bench"], "sm90_bwd_ms", lambda r: f"{r['feature']:<18} {int(r['causal'])}")
     return rows
 
 

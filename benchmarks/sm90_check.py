@@ -110,7 +110,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from kernel_harness_check import (DEV, Harness, err, make_inputs, reference, tf32_matmuls,  # noqa: E402
+from kernel_harness_check import (DEV, Harness, err, make_inputs, print_ab_times, reference, tf32_matmuls,  # noqa: E402
                                   torch_sdpa_ms, index_visibility as visibility)
 
 NUM_CASES = [
@@ -1030,11 +1030,8 @@ def phase_densecmp(log, path_a, path_b):
     print(f"densecmp: {sum(r['ok'] for r in rows)} / {len(rows)} equal (o, lse bitwise, one sm90 launch each)",
           file=log, flush=True)
     print("ms (sm90, three medians each): D T feature | a (this build) | b (reference) | b / a | a TFLOP/s", file=log)
-    for ra, rb in zip(a["bench"], b["bench"]):
-        ma, mb = min(ra["sm90_fwd_ms"]), min(rb["sm90_fwd_ms"])
-        print(f"  {ra['D']:<4} {ra['T']:<6} {ra['feature']:<13} | {' '.join(f'{x:.3f}' for x in ra['sm90_fwd_ms'])} | "
-              f"{' '.join(f'{x:.3f}' for x in rb['sm90_fwd_ms'])} | {mb / ma:.3f} | {ra['tflops']}"
-              f"{'' if ra['sm90_path_taken'] and rb['sm90_path_taken'] else '  (sm90 NOT taken)'}", file=log, flush=True)
+    print_ab_times(log, a["bench"], b["bench"], "sm90_fwd_ms", lambda r: f"{r['D']:<4} {r['T']:<6} {r['feature']:<13}",
+                   lambda r: f" | {r['tflops']}")
     return rows
 
 
