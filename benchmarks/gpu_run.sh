@@ -44,6 +44,12 @@
 #             numerics and ms against sm80) limits the phases; SM90BWD_BUDGET (default 560 s) caps
 #             the phases' timeouts together (a timed-out phase names its last case). Files:
 #             OUT/sm90bwd_summary.log and OUT/sm90bwd.tar.gz
+#   ab        no TensorFlow needed: two harness builds, a latency change against its former code, outputs
+#             bit for bit and timings: AB_A and AB_B, folders of kernel objects (ARCHS=90; B as A with the
+#             changed object rebuilt with the macro that gives the former code back, README "For
+#             maintainers"), AB_CHECKS (default splitd,dense): splitd runs sm90_bwd_check.py --phase
+#             splitdsave with A, B, A, B and --phase splitdcmp on each pair, dense sm90_check.py --phase
+#             densesave / densecmp the same way (~1.5 min). Files: OUT/ab_summary.log and the logs
 #   tune      no TensorFlow needed: the harness build, tile-configuration timings at T=16384 (D=64,
 #             128, 256) and T=512 (D=64, 128), numerics of each variant first, and compute-sanitizer
 #             over the index-masked bf16 kernels (~2.5 min)
@@ -283,6 +289,31 @@ if [[ ,$what, == *,sm90bwd,* ]]; then (
   done
 ) 2>&1 | tee $OUT/sm90bwd_summary.log
   tar -C $OUT -czf $OUT/sm90bwd.tar.gz sm90bwd && rm -rf $OUT/sm90bwd
+fi
+if [[ ,$what, == *,ab,* ]]; then (
+  : "${AB_A:?the folder of the objects of this build}" "${AB_B:?the folder of the reference objects}"
+  for dir in "$AB_A" "$AB_B"; do
+    OUTDIR=$dir ARCHS=90 HARNESS_ONLY=1 bash benchmarks/build_harness.sh 2>&1 | tail -1
+  done
+  checks=${AB_CHECKS:-splitd,dense}
+  for chk in ${checks//,/ }; do
+    case $chk in
+      splitd) script=benchmarks/sm90_bwd_check.py; save=splitdsave; cmp=splitdcmp;;
+      dense) script=benchmarks/sm90_check.py; save=densesave; cmp=densecmp;;
+      *) echo "ab: unknown check '$chk' (splitd, dense)"; continue;;
+    esac
+    for r in a1:$AB_A b1:$AB_B a2:$AB_A b2:$AB_B; do
+      t0=$SECONDS
+      timeout -k 5 150 python3 $script --phase $save --lib ${r#*:} --save /tmp/ab_${chk}_${r%%:*}.pt \
+        > $OUT/ab_${chk}_save_${r%%:*}.log 2>&1
+      echo "$save ${r%%:*} rc=$? ($((SECONDS - t0)) s): $(grep -E "^$save:" $OUT/ab_${chk}_save_${r%%:*}.log)"
+    done
+    for k in 1 2; do
+      python3 $script --phase $cmp --a /tmp/ab_${chk}_a$k.pt --b /tmp/ab_${chk}_b$k.pt > $OUT/ab_${chk}_cmp$k.log 2>&1
+      grep -E "^FAIL|^$cmp:|^ms |^  " $OUT/ab_${chk}_cmp$k.log | head -16
+    done
+  done
+) 2>&1 | tee $OUT/ab_summary.log
 fi
 if has harness; then
   python3 benchmarks/kernel_harness_check.py --out $OUT > $OUT/harness.log 2>&1; tail -40 $OUT/harness.log
