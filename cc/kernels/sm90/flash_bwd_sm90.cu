@@ -1369,10 +1369,9 @@ __global__ void bwd_dq_sm90_convert_kernel(const FlashBwdParams p, const float* 
 //   dbias or (soft-cap and bias), with soft-cap alone, plain. The kernels without SCORE carry none of it
 //   (softcap, the dense mask and the bias are the constants 0 / null there).
 //   ptxas 13.0 (sm_90a): flash_bwd_sm90_split_score_kernel<T, 128> and <T, 256>, bf16 and fp16: 168
-//   registers (the launch bound; the consumers' highest register R207 at D = 128 (R186 without the bias read
-//   ahead), R233 at D = 256, of the
-//   240 of setmaxnreg), 0 spills, no C7510-C7515 (wgmma serialization) warnings; 28 / 44 HGMMA, 8 / 16
-//   REDG.E.ADD.F32x4. Dynamic shared memory 133,688 (D = 128) and 231,992 bytes (D = 256, the IDX layout).
+//   registers (the launch bound; the consumers' highest register R207 at D = 128 (R186 without the bias
+//   read ahead), R233 at D = 256, of the 240 of setmaxnreg), 0 spills, no C7510-C7515 (wgmma
+//   serialization) warnings; 28 / 44 HGMMA, 8 / 16 REDG.E.ADD.F32x4. Dynamic shared memory 133,688 (D = 128) and 231,992 bytes (D = 256, the IDX layout).
 constexpr int kBk256 = 64;  // keys per CTA of the split kernel (rows of every consumer accumulator but dQ's)
 // The split kernel's shared memory at head dim D (256; 128 in the SCORE instantiations): K, V, the
 // Q / dO ring, two P^T and two dS^T buffers, the rows; IDX: the key ranges and flags; the barriers.

@@ -6,8 +6,8 @@
 // and bias in the index-masked kernel, element by element as sm80's score_elem (mask and bias not
 // with dropout: then sm80's general kernels), their rows prefetched into L2 two key tiles ahead
 // (prefetch_dense; on the H200 2026-12-01, sm90_check.py densesave / densecmp: o and lse bit for bit
-// the former code's, 1.06x-1.14x faster, still 0.15x-0.19x of the plain kernel). The dispatch (flash_cuda_dispatch.cu) takes it through
-// fwd_applies() and falls back to sm80/flash_fwd.cu otherwise. Checked on an H200: the causal-only
+// the former code's, 1.06x-1.14x faster, still 0.15x-0.19x of the plain kernel). The dispatch
+// (flash_cuda_dispatch.cu) takes it through fwd_applies() and falls back to sm80/flash_fwd.cu otherwise. Checked on an H200: the causal-only
 // prototype on 2026-11-30 (benchmarks/RESULTS.md "Hopper forward kernel": self-tests, numerics,
 // memcheck, the TensorFlow GPU tests with it on), the index masks, dropout and the schedules below
 // on 2026-12-01 (sm90_check.py's numerics, every schedule bitwise equal to variant 0, memcheck).
@@ -107,8 +107,8 @@
 // FlashAttention-3's head-dim-64 tile, 3 consumer warpgroups and 192 query rows per CTA, variant 8
 // with the ping-pong as a round-robin ring, 9 without it (see their comment at kSched).
 // Not yet here (issue 16): the dense mask / bias tile brought into shared memory by the producer (TMA)
-// instead of each consumer thread's 2-byte loads after the S wait; an atomic tile counter for the persistent grid (see tile_order()); a
-// dense mask or bias together with dropout.
+// instead of each consumer thread's 2-byte loads after the S wait; an atomic tile counter for the
+// persistent grid (see tile_order()); a dense mask or bias together with dropout.
 #include <cuda.h>
 #include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
 #include <cuda_runtime.h>

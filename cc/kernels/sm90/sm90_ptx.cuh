@@ -62,8 +62,9 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
   } while (!done);
 }
 
-// A hint that the 128-byte line holding p (global memory) be brought into L2; never faults, changes
-// no value (the forward's dense mask / bias rows a few key tiles ahead).
+// A hint that the 128-byte line holding p be brought into L2 (p: an element of a global-memory tensor;
+// callers check the bounds); it changes no value (the forward's dense mask / bias rows a few key tiles
+// ahead).
 __device__ __forceinline__ void prefetch_l2(const void* p) {
   asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
 }
