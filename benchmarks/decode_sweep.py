@@ -123,13 +123,6 @@ def set_variant(env):
         os.environ[k] = str(v)
 
 
-def same_bits(x, y):
-    """x and y hold the same bits (NaN included)."""
-    if x.shape != y.shape or x.dtype != y.dtype:
-        return False
-    return bool(torch.equal(x.contiguous().view(torch.uint8), y.contiguous().view(torch.uint8)))
-
-
 def check_bitwise(h, env, cases, log, strict_plan=True):
     """The variant env against the default on cases (bf16 and fp16, forced splits 1 / 2 / 5 and auto): the
     same bits of o and lse. Returns the failures as 'case/dtype/splits'. strict_plan=False: a case whose
@@ -154,7 +147,7 @@ def check_bitwise(h, env, cases, log, strict_plan=True):
                     set_variant(e)
                     khc.run_decode(h, c2, t)
                     outs.append((t["o"].clone(), t["lse"].clone(), h.decode_plan(c2, t)["splits"]))
-                same = same_bits(outs[0][0], outs[1][0]) and same_bits(outs[0][1], outs[1][1])
+                same = khc.same_bits(outs[0][0], outs[1][0]) and khc.same_bits(outs[0][1], outs[1][1])
                 if outs[0][2] != outs[1][2] and not strict_plan:
                     print(f"bitwise: {c['name']} {dn} splits {sp}: plans differ ({outs[0][2]} / {outs[1][2]}), "
                           "not compared", file=log, flush=True)
@@ -339,7 +332,7 @@ def main():
                     set_variant({})
                     same_plan = h.decode_plan(c_sp, t_sp)["splits"] == plan["splits"]
                     khc.run_decode(h, c_sp, t_sp)
-                    bits = same_bits(got[0], t_sp["o"]) and same_bits(got[1], t_sp["lse"])
+                    bits = khc.same_bits(got[0], t_sp["o"]) and khc.same_bits(got[1], t_sp["lse"])
                     if not same_plan and name in BITWISE_SAME_PLAN_ONLY:
                         bits = None  # another split count than the default's: not comparable
                     set_variant(env)

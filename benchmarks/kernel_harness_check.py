@@ -251,6 +251,13 @@ def run_ours(h, c, t, need_bwd=True):
     h.bwd(c, t)
 
 
+def same_bits(x, y):
+    """x and y hold the same bits (NaN included)."""
+    if x.shape != y.shape or x.dtype != y.dtype:
+        return False
+    return bool(torch.equal(x.contiguous().view(torch.uint8), y.contiguous().view(torch.uint8)))
+
+
 def print_ab_times(log, rows_a, rows_b, ms_key, label, extra=lambda r: ""):
     """Two builds' timing rows side by side (sm90_check.py densecmp, sm90_bwd_check.py splitdcmp): per row
     label(row) | build a's timings | build b's | b / a of their best | extra(row of a), and a note where

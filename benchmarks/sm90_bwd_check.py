@@ -120,7 +120,7 @@ os.environ["TF_FLASHATTN_SM90_BWD_D256"] = "1"
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from kernel_harness_check import (DEV, Harness, err, make_inputs, print_ab_times, reference,  # noqa: E402
-                                  torch_sdpa_ms)
+                                  same_bits, torch_sdpa_ms)
 from sm90_check import inputs, poisoned, run_fwd, visibility  # noqa: E402
 
 NUM_CASES = [
@@ -598,8 +598,7 @@ def phase_numerics(h, log, cases, dtypes):
                 det = dict(repeat_bitwise=all(torch.equal(again[n], ours[n]) for n in ours), repeat_sm90_launched=int(took2),
                            dkdv_bitwise_vs_default=all(torch.equal(nd[n], ours[n]) for n in ours if n != "dq"),
                            default_sm90_launched=int(took_nd), default_dq_differs=not torch.equal(nd["dq"], ours["dq"]))
-                dq_scale = float(nd["dq"].double().abs().max()) if nd["dq"].numel() else 0.0
-                det["dq_close_vs_default"] = float((nd["dq"].double() - ours["dq"].double()).abs().max()) <= 1e-2 * dq_scale
+                det["dq_close_vs_default"] = dq_within(ours["dq"], nd["dq"])
                 del again, nd
             sm80, took80 = backward(h, c, tr, False)
             keep = None  # dropout: the host keep mask (flash_params.h's rule), as sm90_check.py
@@ -630,8 +629,7 @@ def phase_numerics(h, log, cases, dtypes):
                 cn = {k: v for k, v in c.items() if k not in ("wl", "wr")}
                 plain, took_n = backward(h, cn, tn, True)
                 bitwise = bool(torch.equal(plain["dk"], ours["dk"]) and torch.equal(plain["dv"], ours["dv"]))
-                dq_scale = float(plain["dq"].double().abs().max()) if plain["dq"].numel() else 0.0
-                dq_close = float((plain["dq"].double() - ours["dq"].double()).abs().max()) <= 1e-2 * dq_scale
+                dq_close = dq_within(ours["dq"], plain["dq"])
                 row.update(bitwise_vs_nomask=bitwise, dq_close_vs_nomask=dq_close, nomask_sm90_launched=int(took_n))
                 ok &= bitwise and dq_close and took_n == 1
             floor = {torch.float16: 2e-3, torch.bfloat16: 1e-2}[dt]
@@ -760,6 +758,13 @@ def backward_ordered(h, c, t, order, group):
         h.m.set_sm90_bwd_order(-1, 0)
     info = h.m.sm90_info()
     return g, took, (info["last_bwd_order_g"], info["last_bwd_order_big"])
+
+
+def dq_within(dq, ref):
+    """dq within 1e-2 of ref's largest magnitude everywhere (runs whose dQ atomics add in another order)."""
+    scale = float(ref.double().abs().max()) if ref.numel() else 0.0
+    diff = float((dq.double() - ref.double()).abs().max()) if dq.numel() else 0.0
+    return diff <= 1e-2 * scale
 
 
 def bench_inputs(h, c, dt=torch.bfloat16, before_forward=None):
@@ -1100,9 +1105,9 @@ def phase_splitdsave(h, log, path):
     gen.manual_seed(0)
     out, launches = {}, {}
     for c in SPLITD_CASES:
+        if c.get("expect_sm80"):
+            continue
         for dt in (torch.bfloat16, torch.float16):
-            if c.get("expect_sm80"):
-                continue
             key = f"{c['name']}/{str(dt).split('.')[-1]}"
             print(f"RUNNING {key}", file=log, flush=True)
             t = bwd_inputs(c, dt, gen)
@@ -1140,22 +1145,16 @@ def phase_splitdcmp(log, path_a, path_b):
     equal, dq within 1e-2 of its max (atomics in no fixed order), every case launched once in both; the
     milliseconds side by side (b / a > 1: a faster)."""
     a, b = torch.load(path_a), torch.load(path_b)
-    rows, ok_all = [], True
+    rows = []
     for key in a["out"]:
         ga, gb = a["out"][key], b["out"].get(key)
         row = dict(case=key, launched=(a["launches"][key], b["launches"].get(key)))
         ok = gb is not None and row["launched"] == (1, 1)
         if gb is not None:
             for n in ga:
-                if n == "dq":
-                    sc = float(gb[n].double().abs().max()) if gb[n].numel() else 0.0
-                    d = float((ga[n].double() - gb[n].double()).abs().max()) if ga[n].numel() else 0.0
-                    row[n] = d <= 1e-2 * sc
-                else:
-                    row[n] = bool(torch.equal(ga[n].contiguous().view(torch.uint8), gb[n].contiguous().view(torch.uint8)))
+                row[n] = dq_within(ga[n], gb[n]) if n == "dq" else same_bits(ga[n], gb[n])
                 ok &= row[n]
         row["ok"] = bool(ok)
-        ok_all &= row["ok"]
         rows.append(row)
         print(f"{'PASS' if ok else 'FAIL'} {key:<40} " + " ".join(f"{n}={row[n]}" for n in ("dq", "dk", "dv", "dbias")
                                                                    if n in row) + f" launched={row['launched']}",

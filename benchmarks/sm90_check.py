@@ -110,8 +110,8 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from kernel_harness_check import (DEV, Harness, err, make_inputs, print_ab_times, reference, tf32_matmuls,  # noqa: E402
-                                  torch_sdpa_ms, index_visibility as visibility)
+from kernel_harness_check import (DEV, Harness, err, make_inputs, print_ab_times, reference,  # noqa: E402
+                                  same_bits, tf32_matmuls, torch_sdpa_ms, index_visibility as visibility)
 
 NUM_CASES = [
     # name, shape; decode=-1 keeps few-row cases on the tiled path (the decoding path takes Tq <= 16).
@@ -1024,7 +1024,7 @@ def phase_densecmp(log, path_a, path_b):
     for key, ra in a["out"].items():
         rb = b["out"].get(key)
         ok = rb is not None and ra["launched"] == 1 and rb["launched"] == 1 and all(
-            torch.equal(ra[n].view(torch.uint8), rb[n].view(torch.uint8)) for n in ("o", "lse"))
+            same_bits(ra[n], rb[n]) for n in ("o", "lse"))
         rows.append(dict(case=key, ok=bool(ok)))
         print(f"{'PASS' if ok else 'FAIL'} {key}", file=log, flush=True)
     print(f"densecmp: {sum(r['ok'] for r in rows)} / {len(rows)} equal (o, lse bitwise, one sm90 launch each)",
