@@ -132,13 +132,15 @@ def make_inputs(c, dtype, gen):
     r = lambda *s: torch.randn(*s, device=DEV, generator=gen, dtype=torch.float32)
     t = {"q": r(B, Tq, H, D).to(dtype), "k": r(B, Tk, Hkv, D).to(dtype), "v": r(B, Tk, Hkv, Dv).to(dtype),
          "do": r(B, Tq, H, Dv).to(dtype)}
-    if c.get("mask"):  # shape given with 1 for broadcast dims
-        shp = [B if c["mask"][0] else 1, H if c["mask"][1] else 1, Tq, Tk]
-        m = torch.rand(*shp, device=DEV, generator=gen) > 0.3
+    # mask / bias: (batch, head[, key]) flags, 0 for a dimension broadcast (size 1, stride 0 after the
+    # expand); the key dimension is present unless a third flag says 0.
+    def dense_shape(f):
+        return [B if f[0] else 1, H if f[1] else 1, Tq, Tk if len(f) < 3 or f[2] else 1]
+    if c.get("mask"):
+        m = torch.rand(*dense_shape(c["mask"]), device=DEV, generator=gen) > 0.3
         t["mask"] = m.expand(B, H, Tq, Tk)
     if c.get("bias"):
-        shp = [B if c["bias"][0] else 1, H if c["bias"][1] else 1, Tq, Tk]
-        t["bias"] = r(*shp).to(dtype).expand(B, H, Tq, Tk)
+        t["bias"] = r(*dense_shape(c["bias"])).to(dtype).expand(B, H, Tq, Tk)
     if c.get("qlen"):
         t["qlen"] = torch.randint(0, Tq + 1, (B,), device=DEV, generator=gen, dtype=torch.int32)
         t["qlen"][0] = Tq

@@ -23,8 +23,8 @@ it (what CUDA 13.0 did before branch sm90-fwd-overlap: 0 in all 44 overlap insta
 
 --branches summarizes every flash_fwd_sm90_kernel instantiation's main loop (the backward branch whose
 body holds the most HGMMA): its size, its BRA instructions (all; on a per-thread predicate @P / @!P,
-i.e. divergent-capable; on a uniform one @UP), LDG (global loads: the IDX kernel's k_valid bytes),
-VOTE and HGMMA. An element-wise `if` that ptxas kept as a branch shows as one BRA per S element
+i.e. divergent-capable; on a uniform one @UP), LDG (global loads: the IDX kernel's k_valid bytes and
+dense mask / bias elements), VOTE, HGMMA and LDL / STL (spilled registers' loads and stores). An element-wise `if` that ptxas kept as a branch shows as one BRA per S element
 (64 per 128-key tile).
 
   python3 benchmarks/sass_order.py flash_fwd_sm90.o --branches [NAME_FILTER]
@@ -149,7 +149,7 @@ def loop_stats(ins):
   if best is None:
     return None
   _, lo, hi = best
-  c = dict(ins=0, bra=0, bra_p=0, bra_up=0, ldg=0, vote=0, hgmma=0)
+  c = dict(ins=0, bra=0, bra_p=0, bra_up=0, ldg=0, vote=0, hgmma=0, local=0)
   for a, op in ins:
     if not lo <= a <= hi:
       continue
@@ -163,6 +163,7 @@ def loop_stats(ins):
     c['ldg'] += name.startswith('LDG')
     c['vote'] += name.startswith('VOTE')
     c['hgmma'] += name.startswith('HGMMA')
+    c['local'] += name.startswith(('LDL', 'STL'))  # register spills' reloads / stores
   return lo, hi, c
 
 
@@ -176,8 +177,9 @@ def branches(funcs, filt):
       print('%-40s no loop with HGMMA' % m.group(1))
       continue
     lo, hi, c = r
-    print('%-40s loop 0x%05x-0x%05x %5d ins  BRA %3d (@P %3d, @UP %2d)  LDG %2d  VOTE %2d  HGMMA %2d' %
-          (m.group(1), lo, hi, c['ins'], c['bra'], c['bra_p'], c['bra_up'], c['ldg'], c['vote'], c['hgmma']))
+    print('%-40s loop 0x%05x-0x%05x %5d ins  BRA %3d (@P %3d, @UP %2d)  LDG %3d  VOTE %2d  HGMMA %2d  LDL/STL %2d' %
+          (m.group(1), lo, hi, c['ins'], c['bra'], c['bra_p'], c['bra_up'], c['ldg'], c['vote'], c['hgmma'],
+           c['local']))
 
 
 def main():

@@ -93,11 +93,12 @@ others' answers):
             not: ours sm90 TF32 (each variant; variant 3's time includes its pre-pass), ours sm80 TF32
             (set_sm90_tf32(0)), torch SDPA in float32 with allow_tf32: the efficient backend (mem-efficient,
             cutlass) and the math backend (T <= 4096).
-  densesave o / lse of DENSE_AB_CASES (a dense mask and / or bias, the index-masked kernel; schedules 0 and the
+  densesave o / lse of DENSE_AB_CASES (a dense mask and / or bias, the DENSE kernel; schedules 0 and the
             default, bf16 and fp16) and three timings of a head-broadcast bias and a batch-broadcast dense mask,
-            saved (--save FILE); densecmp --a FILE --b FILE (no GPU) compares two such files from two builds (o,
-            lse bit for bit, the timings side by side): the dense rows' L2 prefetch (FA_SM90_FWD_DENSE_PREFETCH,
-            default 2 tiles ahead) against the build with -DFA_SM90_FWD_DENSE_PREFETCH=0.
+            and of the index-masked kernel with a padding mask and with soft-cap, saved (--save FILE);
+            densecmp --a FILE --b FILE (no GPU) compares two such files from two builds (o, lse bit for bit,
+            the timings side by side): e.g. a change against main's objects, or the dense rows' L2 prefetch
+            (FA_SM90_FWD_DENSE_PREFETCH, default 2 tiles ahead) against -DFA_SM90_FWD_DENSE_PREFETCH=0.
   tf32sanitize  TF32_SANITIZE cases (small, each shape class) for compute-sanitizer (memcheck; racecheck and
             synccheck on request in gpu_run.sh).
 Writes OUT/sm90_<phase>.json.
@@ -165,6 +166,10 @@ NUM_CASES = [
     dict(name="bias_d64_causal", B=2, Tq=260, Tk=390, H=3, D=64, bias=(0, 1), causal=True, offset=130),
     dict(name="mask_bias_softcap_gqa", B=2, Tq=257, Tk=300, H=4, Hkv=2, D=128, mask=(1, 1), bias=(1, 1),
          softcap=20.0, klen=True),
+    # Broadcast over the keys too (column stride 0: one value per row), alone and beside a full tensor.
+    dict(name="keybcast_mask_bias_d128", B=2, Tq=300, Tk=333, H=2, D=128, mask=(1, 0, 0), bias=(0, 1, 0),
+         causal=True, offset=33, qlen=True),
+    dict(name="keybcast_bias_mask_d64", B=2, Tq=260, Tk=390, H=3, D=64, mask=(1, 1), bias=(1, 0, 0), klen=True),
     dict(name="dropout_01", B=2, Tq=300, Tk=333, H=3, D=128, dropout=0.1, seed=(77, -5)),
     dict(name="dropout_05_causal_gqa", B=2, Tq=260, Tk=300, H=4, Hkv=2, D=64, dropout=0.5, causal=True,
          offset=40, seed=(3, 9)),
@@ -206,6 +211,7 @@ NUM_CASES = [
          offset=33),
     dict(name="mask_bias_d256", B=2, Tq=200, Tk=333, H=2, D=256, mask=(1, 0), bias=(1, 1), causal=True,
          offset=133),
+    dict(name="keybcast_mask_d256", B=2, Tq=200, Tk=333, H=2, D=256, mask=(0, 1, 0), bias=(1, 1)),
     dict(name="big_d256", B=1, Tq=2048, Tk=2048, H=8, D=256),
     dict(name="big_d256_causal", B=1, Tq=4096, Tk=4096, H=4, D=256, causal=True),
     dict(name="dropout_01_d256", B=2, Tq=300, Tk=333, H=3, D=256, dropout=0.1, seed=(77, -5)),
@@ -496,6 +502,9 @@ VARIANT_CASES = [c for c in NUM_CASES if c["D"] in (64, 128)] + D64_3WG_CASES
 # The dropout kernel runs schedule 0 or this one (flash_fwd_sm90.cu's kDropVariant): dropout cases
 # check only it against schedule 0.
 DROP_VARIANT = 5
+# A dense mask or bias runs its own instantiation (flash_fwd_sm90.cu's DENSE kernel) on schedule 0 or this
+# one (kDenseVariant).
+DENSE_VARIANT = 1
 # Case keys that take the index-masked kernel (flash_fwd_sm90.cu's needs_idx() and fwd()).
 IDX_KEYS = ("qlen", "klen", "qlen_vals", "klen_vals", "qvalid", "kvalid", "kvalid_all", "softcap", "mask", "bias",
             "dropout")
@@ -767,7 +776,9 @@ def variant_names(h):
 
 def expected_variant(c, v):
     """The schedule that case c runs when variant v is asked for: v, but WIDE_VARIANTS' fallback
-    outside the plain D = 64 kernel."""
+    outside the plain D = 64 kernel, and DENSE_VARIANT for any v but 0 with a dense mask or bias."""
+    if (c.get("mask") or c.get("bias")) and c["D"] != 256:
+        return v if v == 0 else DENSE_VARIANT
     if v not in WIDE_VARIANTS:
         return v
     plain = (c["D"] == 64 and not any(c.get(k) for k in IDX_KEYS) and c.get("wl", -1) < 0
@@ -972,11 +983,12 @@ DENSE_AB_CASES = [c for c in NUM_CASES if c.get("mask") or c.get("bias")] + [
 
 
 def phase_densesave(h, log, path):
-    """Phase densesave: o / lse of DENSE_AB_CASES (a dense mask and / or bias: the IDX kernel; bf16 and fp16,
+    """Phase densesave: o / lse of DENSE_AB_CASES (a dense mask and / or bias: the DENSE kernel; bf16 and fp16,
     schedules 0 and the default), saved to `path` with three timings each of a head-broadcast bias and a
     batch-broadcast dense mask (D = 128, T = 4096 and 16384, B T = 16384, H = 16; the bias at D = 64 (H = 32) and
-    256 (H = 8), T = 4096). Phase densecmp compares two such files (this build against one made with
-    -DFA_SM90_FWD_DENSE_PREFETCH=0)."""
+    256 (H = 8), T = 4096), and of the index-masked kernel without a dense tensor (a key mask with 10 %
+    padding, soft-cap 30; D = 128, T = 4096). Phase densecmp compares two such files (this build against
+    a reference build)."""
     import triton.testing as tt
     gen = torch.Generator(device=DEV)
     gen.manual_seed(0)
@@ -994,14 +1006,23 @@ def phase_densesave(h, log, path):
             del t
     bench = []
     for D, T, feature in ((128, 4096, "bias_h"), (128, 4096, "dense_mask_b"), (128, 16384, "bias_h"),
-                          (128, 16384, "dense_mask_b"), (64, 4096, "bias_h"), (256, 4096, "bias_h")):
+                          (128, 16384, "dense_mask_b"), (64, 4096, "bias_h"), (256, 4096, "bias_h"),
+                          (128, 4096, "key_mask_pad10"), (128, 4096, "softcap_30")):
         H = 2048 // D
         B = 16384 // T
         c = dict(B=B, Tq=T, Tk=T, H=H, D=D)
-        c.update(bias=(0, 1)) if feature == "bias_h" else c.update(mask=(1, 0))
+        if feature == "bias_h":
+            c.update(bias=(0, 1))
+        elif feature == "dense_mask_b":
+            c.update(mask=(1, 0))
+        elif feature == "softcap_30":
+            c.update(softcap=30.0)
         g = torch.Generator(device=DEV)
         g.manual_seed(1)
         t = make_inputs(c, torch.bfloat16, g)
+        if feature == "key_mask_pad10":  # the index-masked kernel without a dense tensor
+            t["kvalid"] = torch.ones(B, T, dtype=torch.bool, device=DEV)
+            t["kvalid"][:, T - T // 10:] = False
         run_fwd(h, c, t)
         n0 = h.m.sm90_info()["fwd_launches"]
         ms = [tt.do_bench(lambda c=c, t=t: h.fwd(c, t), warmup=25, rep=100, return_mode="median") for _ in range(3)]
@@ -1073,9 +1094,10 @@ def main():
             print(f"numerics: {sum(r['ok'] for r in rows)} / {len(rows)} pass", file=log, flush=True)
     elif args.phase == "sanitize":
         names = ["odd_d128", "odd_d128_causal_br", "empty_rows_causal", "odd_d64", "qk_valid_d128",
-                 "causal_window_lengths", "dropout_masks", "mask_bias_softcap_gqa", "softcap_causal_window_d64"]
+                 "causal_window_lengths", "dropout_masks", "mask_bias_softcap_gqa", "softcap_causal_window_d64",
+                 "keybcast_mask_bias_d128", "keybcast_bias_mask_d64"]
         if not skip_d256(log):
-            names += ["edges_d256_127_129_causal", "dropout_masks_d256", "mask_bias_d256"]
+            names += ["edges_d256_127_129_causal", "dropout_masks_d256", "mask_bias_d256", "keybcast_mask_d256"]
         rows = phase_numerics(h, log, [c for c in NUM_CASES if c["name"] in names], (torch.bfloat16,))
     elif args.phase == "variants":
         rows = phase_variants(h, log, VARIANT_CASES, (torch.bfloat16, torch.float16))

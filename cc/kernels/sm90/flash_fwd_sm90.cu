@@ -2,11 +2,10 @@
 // GQA allowed; q/k/v any strides that are multiples of 8 elements (16 bytes, what TMA needs).
 // Masks by index, with sm80's semantics (common/flash_cuda_common.cuh): causal (any
 // causal_offset), sliding window, q/k lengths and the [B, Tq] / [B, Tk] validity masks; and
-// dropout (common/flash_dropout.cuh, bit-identical to sm80 and the CPU); soft-cap, a dense mask
-// and bias in the index-masked kernel, element by element as sm80's score_elem (mask and bias not
-// with dropout: then sm80's general kernels), their rows prefetched into L2 two key tiles ahead
-// (prefetch_dense; on the H200 2026-12-01, sm90_check.py densesave / densecmp: o and lse bit for bit
-// the former code's, 1.06x-1.14x faster, still 0.15x-0.19x of the plain kernel). The dispatch
+// dropout (common/flash_dropout.cuh, bit-identical to sm80 and the CPU); soft-cap in the index-masked
+// kernel; a dense mask and bias (contiguous along the keys or broadcast over them; not with dropout:
+// then sm80's general kernels) in that kernel's DENSE instantiation, element by element as sm80's
+// score_elem: "Dense mask and bias" below. The dispatch
 // (flash_cuda_dispatch.cu) takes it through fwd_applies() and falls back to sm80/flash_fwd.cu otherwise. Checked on an H200: the causal-only
 // prototype on 2026-11-30 (benchmarks/RESULTS.md "Hopper forward kernel": self-tests, numerics,
 // memcheck, the TensorFlow GPU tests with it on), the index masks, dropout and the schedules below
@@ -96,7 +95,7 @@
 // bit. At D = 64 the plain kernel's default is variant 8 (three consumer warpgroups, below); its other
 // kernels run variant 5. D = 256 keeps
 // the schedule above (variant 0); dropout at D = 64 and 128 runs kDropVariant (5) unless variant 0 is
-// asked for. Variant 7 (not the default) is variant 5 on a persistent grid: one CTA per SM, each
+// asked for, a dense mask or bias kDenseVariant (1). Variant 7 (not the default) is variant 5 on a persistent grid: one CTA per SM, each
 // looping over (m_block, head, batch) tiles in a static longest-first order by L2 sections
 // (TileOrder), the producer loading the next tile's K / V while the consumers finish the previous
 // tile's products and epilogue (see the kernel's comment). On the H200 (2026-12-01, vbench; numerics
@@ -106,9 +105,25 @@
 // Variants 8 and 9 (8 the default of the plain D = 64 kernel; the plain kernel at D = 64 only, other calls run 5):
 // FlashAttention-3's head-dim-64 tile, 3 consumer warpgroups and 192 query rows per CTA, variant 8
 // with the ping-pong as a round-robin ring, 9 without it (see their comment at kSched).
-// Not yet here (issue 16): the dense mask / bias tile brought into shared memory by the producer (TMA)
-// instead of each consumer thread's 2-byte loads after the S wait; an atomic tile counter for the
-// persistent grid (see tile_order()); a dense mask or bias together with dropout.
+// Dense mask and bias (the <IDX = true, DROP = false, DENSE = true> instantiation, whenever either is
+// given; the IDX kernel without DENSE has no code for them): each consumer thread reads the mask bytes
+// and bias values of its 64 S elements per tile (32 at D = 256) kDenseBatch at a time, every load of a
+// batch issued before any is used, predicated on the column being below Tk (rows past Tq read row
+// Tq - 1), addressed from one pointer per row and tile plus an immediate; a tensor broadcast over the
+// keys (column stride 0) is read once per row. Rows are prefetched into L2 two key tiles ahead
+// (prefetch_dense, FA_SM90_FWD_DENSE_PREFETCH). The former code (one `if` per element around the
+// mask load and the bias load that depended on it, in the IDX kernel itself) compiled to a branch per
+// element with each load waited for before the next: 2 x 64 memory round trips in a row per tile and
+// thread. The DENSE kernel runs schedule 1 (kDenseVariant: three stages, no overlap; schedule 5's
+// overlap holds S, P and O at once and spilled with the batches, 25 LDL / STL in the loop) or 0 when
+// asked. On the H200 (2026-12-02, sm90_check.py densesave / densecmp against the former build): o and
+// lse bit for bit the former code's (40 / 40, both schedules and dtypes), a head-broadcast bias 2.0x
+// faster (D = 128: 170-175 TFLOP/s, 0.3x the plain kernel), a batch-broadcast dense mask 1.28x-1.34x
+// (137-141), D = 256 bias 1.65x; and the IDX kernel without the dense code 1.05x faster with a padding
+// mask, 1.34x with soft-cap.
+// Not yet here (issue 16): the dense mask / bias tile brought into shared memory by the producer (TMA);
+// an atomic tile counter for the persistent grid (see tile_order()); a dense mask or bias together
+// with dropout.
 #include <cuda.h>
 #include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
 #include <cuda_runtime.h>
@@ -192,12 +207,28 @@ constexpr int kDefaultVariant = 5;     // D = 128
 constexpr int kDefaultVariantD64 = 8;  // D = 64 (the plain kernel; the others run kWideFallback, 5)
 // The dropout kernel's schedule at D = 64 and 128 (schedule 0 when the variant asked for is 0).
 constexpr int kDropVariant = 5;
+// The dense mask / bias kernel's schedule at D = 64 and 128 (DENSE, a separate instantiation so that
+// the index-masked kernel's registers are not spent on it; schedule 0 when the variant asked for is 0).
+// Schedule 1, 0 spills; 5 spilled (see "Dense mask and bias" above) and ran 0.85x-0.9x as fast with a
+// bias (H200, 2026-12-02); FA_SM90_FWD_DENSE_VARIANT builds another for such comparisons.
+#ifndef FA_SM90_FWD_DENSE_VARIANT
+#define FA_SM90_FWD_DENSE_VARIANT 1
+#endif
+constexpr int kDenseVariant = FA_SM90_FWD_DENSE_VARIANT;
+static_assert(kDenseVariant >= 0 && kDenseVariant <= 6, "the dense kernel: a 2-consumer schedule, one tile per CTA");
 // Key tiles ahead of their use that the IDX kernel prefetches a dense mask's / bias' rows into L2
 // (prefetch_dense in the consumer; 0: none, the former code).
 #ifndef FA_SM90_FWD_DENSE_PREFETCH
 #define FA_SM90_FWD_DENSE_PREFETCH 2
 #endif
 constexpr int kDensePrefetch = FA_SM90_FWD_DENSE_PREFETCH;
+// Elements of a dense mask / bias that softmax_tile reads before using any.
+#ifndef FA_SM90_FWD_DENSE_BATCH
+#define FA_SM90_FWD_DENSE_BATCH 16
+#endif
+constexpr int kDenseBatch = FA_SM90_FWD_DENSE_BATCH;
+static_assert(kDenseBatch > 0 && 32 % kDenseBatch == 0 && kDenseBatch % 4 == 0,
+              "kDenseBatch: whole n-tiles (4 elements), dividing the D = 256 tile's 32 elements");
 static_assert(kDefaultVariant >= 0 && kDefaultVariant < kNumVariants, "the default is one of kSched");
 // The persistent schedule's fallback when its tile count does not fit its 32-bit tile index: the
 // same schedule on the one-CTA-per-tile grid.
@@ -316,7 +347,7 @@ struct TileOrder {
 // stored through them) are no longer read, so that the producer may load the next tile's Q.
 // kBr below is the schedule's query tile (kBrOf<V>: 128, or 192 with 3 consumers), kC its consumer
 // warpgroups; the 2-consumer schedules' code is the same as before either existed.
-template <typename T, int D, bool IDX, bool DROP, int V>
+template <typename T, int D, bool IDX, bool DROP, int V, bool DENSE>
 __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const FlashFwdParams& p, uint32_t base,
                                                   int m_block, int h, int b,
                                                   const QueryTileKeys<kBrOf<V>, kKeyTile<D>>& keys, uint32_t kv0,
@@ -358,13 +389,14 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
   const float softcap = IDX ? p.score.softcap : 0.f;
   const float inv_cap = softcap != 0.f ? 1.f / softcap : 0.f;
   const float cap_log2 = softcap * 1.4426950408889634f;
-  // IDX: a dense [B, H, Tq, Tk] mask and an additive bias (both broadcast through their strides),
-  // element by element as sm80's score_elem: x = log2e (softcap(scale S) + bias), -inf where the
-  // mask is false. Row pointers of this thread's two rows, once; read only for visible elements
-  // (rows past Tq or q_lengths see no key, so nothing past the tensors is read).
+  // DENSE: a dense [B, H, Tq, Tk] mask and an additive bias (both broadcast through their strides;
+  // column stride 1 or 0, fwd_applies), element by element as sm80's score_elem: x = log2e
+  // (softcap(scale S) + bias), -inf where the mask is false. Row pointers of this thread's two rows,
+  // once (softmax_tile reads kDenseBatch elements at a time from them).
   // Not in the dropout kernel (its registers are spoken for: it spilled at D = 128): with dropout,
   // a dense mask or bias take sm80's kernels (fwd_applies).
-  constexpr bool kDense = IDX && !DROP;
+  constexpr bool kDense = IDX && !DROP && DENSE;
+  static_assert(!DENSE || (IDX && !DROP), "the dense kernel is an index-masked one without dropout");
   const bool* mrow[2] = {nullptr, nullptr};
   const T* brow[2] = {nullptr, nullptr};
   int64_t mstride = 0, bstride = 0;
@@ -373,16 +405,31 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
     const ScoreParams& sp = p.score;
 #pragma unroll
     for (int h2 = 0; h2 < 2; ++h2) {
+      // Rows past Tq (never visible) point at row Tq - 1, so that softmax_tile's reads stay
+      // inside the tensors.
+      const int64_t r = row[h2] >= Tq ? Tq - 1 : row[h2];
       if (mk.mask)
-        mrow[h2] = mk.mask + b * mk.mask_stride[0] + h * mk.mask_stride[1] + row[h2] * mk.mask_stride[2];
+        mrow[h2] = mk.mask + b * mk.mask_stride[0] + h * mk.mask_stride[1] + r * mk.mask_stride[2];
       if (sp.bias)
         brow[h2] = static_cast<const T*>(sp.bias) + b * sp.bias_stride[0] + h * sp.bias_stride[1] +
-                   row[h2] * sp.bias_stride[2];
+                   r * sp.bias_stride[2];
     }
     mstride = mk.mask_stride[3];
     bstride = sp.bias_stride[3];
   }
   const bool dense = kDense && (p.mask.mask != nullptr || p.score.bias != nullptr);  // CTA-uniform
+  const bool has_mask = kDense && p.mask.mask != nullptr, has_bias = kDense && p.score.bias != nullptr;
+  // Each row's first element (a tensor broadcast over the keys, column stride 0, has no other; see
+  // softmax_tile), once: the row pointers are inside the tensors (Tk >= 1, rows below Tq).
+  unsigned char mval[2] = {0, 0};
+  T bval[2] = {Elem<T>::from_f(0.f), Elem<T>::from_f(0.f)};
+  if constexpr (kDense) {
+#pragma unroll
+    for (int h2 = 0; h2 < 2; ++h2) {
+      if (has_mask) mval[h2] = *reinterpret_cast<const unsigned char*>(mrow[h2]);
+      if (has_bias) bval[h2] = brow[h2][0];
+    }
+  }
   // Keys [kb, ke) each of this thread's two rows sees (row_info: causal / window / lengths; an
   // invalid row or one past q_lengths sees none, so it ends with O = 0 and lse = -inf). Rows past
   // Tq are never written: live = false, they take no part in the masking decision.
@@ -520,16 +567,45 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
       // than per element inside one (which ptxas 13.0 kept as 64 branches per 128-key tile). The same
       // values either way: x = S * scale_log2, then -inf where not visible.
       if (dense) {  // a dense mask or bias: every element through score_elem's rule
+        // kDenseBatch elements at a time: their mask bytes and bias values loaded first, then used,
+        // each load predicated on its column being below Tk (rows past Tq read row Tq - 1: see
+        // brow) and addressed from one pointer per row and tile plus an immediate. A tensor
+        // broadcast over the keys (column stride 0) loads nothing here: its row's value (mval /
+        // bval) stands for every element. Elements that are not visible discard what was read.
+        // The former code branched around each element's dependent loads (mask byte, then bias),
+        // which ptxas kept in order: 2 x 64 memory round trips one after another per tile and thread
+        // (SASS of the D = 128 kernel, 2026-12-02); the values are the same.
+        const int lim = static_cast<int>(sh.Tk - j0) - 2 * t;  // column 8 jn + e of the pair base is < Tk
+        const int lim_m = mstride != 0 ? lim : 0, lim_b = bstride != 0 ? lim : 0;
+        const unsigned char* mq[2];
+        const T* bq[2];
 #pragma unroll
-        for (int i = 0; i < kBc / 2; ++i) {
-          const int h2 = (i / 2) & 1;
-          const int jl = 8 * (i / 4) + 2 * t + (i & 1);  // column within the tile
-          const int64_t col = j0 + jl;
-          bool vis = jl >= kb[h2] - j0 && jl < ke[h2] - j0 && ((kv_bits >> (2 * (i / 4) + (i & 1))) & 1u);
-          if (vis && mrow[h2]) vis = mrow[h2][col * mstride];
-          float x = sacc[i] * mul;
-          if (vis && brow[h2]) x += Elem<T>::to_f(brow[h2][col * bstride]) * 1.4426950408889634f;
-          sacc[i] = vis ? x : -INFINITY;
+        for (int h2 = 0; h2 < 2; ++h2) {
+          mq[h2] = has_mask ? reinterpret_cast<const unsigned char*>(mrow[h2]) + j0 + 2 * t : nullptr;
+          bq[h2] = has_bias ? brow[h2] + j0 + 2 * t : nullptr;
+        }
+#pragma unroll
+        for (int i0 = 0; i0 < kBc / 2; i0 += kDenseBatch) {
+          unsigned char mv[kDenseBatch];
+          T bv[kDenseBatch];
+#pragma unroll
+          for (int u = 0; u < kDenseBatch; ++u) {
+            const int i = i0 + u, h2 = (i / 2) & 1, off = 8 * (i / 4) + (i & 1);
+            mv[u] = mval[h2];
+            bv[u] = bval[h2];
+            if (has_mask && off < lim_m) mv[u] = __ldg(mq[h2] + off);
+            if (has_bias && off < lim_b) bv[u] = bq[h2][off];
+          }
+#pragma unroll
+          for (int u = 0; u < kDenseBatch; ++u) {
+            const int i = i0 + u, h2 = (i / 2) & 1;
+            const int jl = 8 * (i / 4) + 2 * t + (i & 1);  // column within the tile
+            bool vis = jl >= kb[h2] - j0 && jl < ke[h2] - j0 && ((kv_bits >> (2 * (i / 4) + (i & 1))) & 1u);
+            if (has_mask) vis = vis && mv[u] != 0;
+            float x = sacc[i] * mul;
+            if (has_bias) x += Elem<T>::to_f(bv[u]) * 1.4426950408889634f;
+            sacc[i] = vis ? x : -INFINITY;
+          }
         }
       } else if (__any_sync(0xffffffffu, partial || kv_bits != kAllKeys)) {
 #pragma unroll
@@ -807,7 +883,7 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
 // q_full / q_empty phase on either side (so neither barrier can run two phases ahead of its
 // waiter); their consumers write O = 0 and lse = -inf directly.
 // Schedules 8 and 9: 4 warpgroups (512 threads), 192-row query tiles (kBrOf<V>; see their comment).
-template <typename T, int D, bool IDX, bool DROP, int V>
+template <typename T, int D, bool IDX, bool DROP, int V, bool DENSE>
 __global__ void __launch_bounds__(kThreadsOf<V>, 1)
     flash_fwd_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                           const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_o,
@@ -916,7 +992,7 @@ __global__ void __launch_bounds__(kThreadsOf<V>, 1)
     int m_block, h, b;
     tile_at(tile, m_block, h, b);
     const QueryTileKeys<kBr, kBc> keys(p.mask, sh, b, static_cast<int64_t>(m_block) * kBr);
-    fwd_tile_consumer<T, D, IDX, DROP, V>(tm_o, p, base, m_block, h, b, keys, kv, q_loads & 1);
+    fwd_tile_consumer<T, D, IDX, DROP, V, DENSE>(tm_o, p, base, m_block, h, b, keys, kv, q_loads & 1);
     if (keys.ntiles > 0) {
       kv += keys.ntiles;
       ++q_loads;
@@ -968,7 +1044,7 @@ bool tile_order(const AttnShape& s, TileOrder* o) {
   return true;
 }
 
-template <typename T, int D, bool IDX, bool DROP, int V = 0>
+template <typename T, int D, bool IDX, bool DROP, int V = 0, bool DENSE = false>
 cudaError_t launch(const FlashFwdParams& p, cudaStream_t stream) {
   constexpr Sched kS = kSched[V];
   constexpr int kBc = kKeyTile<D>;
@@ -976,7 +1052,7 @@ cudaError_t launch(const FlashFwdParams& p, cudaStream_t stream) {
   const AttnShape& s = p.shape;
   TileOrder order;
   if constexpr (kS.persistent) {
-    if (!tile_order<D>(s, &order)) return launch<T, D, IDX, DROP, kPersistentFallback>(p, stream);
+    if (!tile_order<D>(s, &order)) return launch<T, D, IDX, DROP, kPersistentFallback, DENSE>(p, stream);
   }
   CUtensorMap tq, tk, tv, to;
   if (!tma_map_rows(&tq, p.dtype, p.q, s.B, s.Tq, s.H, D, s.q_stride, kBr) ||
@@ -985,11 +1061,11 @@ cudaError_t launch(const FlashFwdParams& p, cudaStream_t stream) {
     return cudaErrorNotSupported;  // the dispatch falls back to sm80
   if constexpr (kS.tma_store) {
     // o [B, Tq, H, D] in boxes of one warpgroup's 64 rows; the default schedule when the map fails.
-    if (!tma_map_rows(&to, p.dtype, p.o, s.B, s.Tq, s.H, D, s.o_stride, 64)) return launch<T, D, IDX, DROP, 0>(p, stream);
+    if (!tma_map_rows(&to, p.dtype, p.o, s.B, s.Tq, s.H, D, s.o_stride, 64)) return launch<T, D, IDX, DROP, 0, DENSE>(p, stream);
   } else {
     to = tq;  // unused
   }
-  auto kernel = flash_fwd_sm90_kernel<T, D, IDX, DROP, V>;
+  auto kernel = flash_fwd_sm90_kernel<T, D, IDX, DROP, V, DENSE>;
   const int smem = SmemLayout<D, kS.stages, kBc, kS.persistent, kBr>::kAlloc;
   cudaError_t err = set_dynamic_smem(kernel, smem);
   if (err != cudaSuccess) return err;
@@ -1102,6 +1178,10 @@ bool fwd_applies(const FlashFwdParams& p) {
   // a dense mask and bias (element by element; not with dropout), and dropout run here.
   if (!std::isfinite(p.score.softcap)) return false;
   if (p.dropout.rate > 0.f && (p.mask.mask || p.score.bias)) return false;
+  // A dense mask / bias: contiguous along the keys, or broadcast over them (column stride 1 or 0, what
+  // the op's broadcasting gives; the DENSE kernel's reads assume it).
+  if (p.mask.mask && p.mask.mask_stride[3] != 0 && p.mask.mask_stride[3] != 1) return false;
+  if (p.score.bias && p.score.bias_stride[3] != 0 && p.score.bias_stride[3] != 1) return false;
   if (p.dropout.rate > 0.f && !p.dropout.seed) return false;
   // TMA: 16-byte aligned bases and strides (o is written with 4-byte stores: vec8 covers it too).
   if (!vec8(s, p.q, p.k, p.v, p.o)) return false;
@@ -1131,6 +1211,17 @@ cudaError_t fwd_typed(const FlashFwdParams& p, cudaStream_t stream) {
   return p.shape.D == 128 ? launch_sched<T, 128, IDX, DROP>(p, stream) : launch_sched<T, 64, IDX, DROP>(p, stream);
 }
 
+// A dense mask or bias (DENSE, the index-masked kernel without dropout): schedule 0 when asked
+// for (the reference of the checks), kDenseVariant otherwise; D = 256 schedule 0.
+template <typename T>
+cudaError_t fwd_dense_typed(const FlashFwdParams& p, cudaStream_t stream) {
+  if (p.shape.D == 256) return launch<T, 256, true, false, 0, true>(p, stream);
+  const bool v0 = fwd_variant_for(p.shape.D) == 0;
+  if (p.shape.D == 128)
+    return v0 ? launch<T, 128, true, false, 0, true>(p, stream) : launch<T, 128, true, false, kDenseVariant, true>(p, stream);
+  return v0 ? launch<T, 64, true, false, 0, true>(p, stream) : launch<T, 64, true, false, kDenseVariant, true>(p, stream);
+}
+
 template <bool IDX, bool DROP>
 cudaError_t fwd_drop(const FlashFwdParams& p, cudaStream_t stream) {
   static_assert(!DROP || IDX, "dropout runs the index-masked kernel");
@@ -1145,9 +1236,11 @@ cudaError_t fwd(const FlashFwdParams& p, cudaStream_t stream) {
     if (p.mask.mask || p.score.bias) return cudaErrorNotSupported;
     return fwd_drop<true, true>(p, stream);
   }
-  // Soft-cap, a dense mask and bias run the index-masked kernel too (CTA-uniform branches there).
-  const bool general = p.score.softcap != 0.f || p.mask.mask || p.score.bias;
-  return needs_idx(p.mask) || general ? fwd_drop<true, false>(p, stream) : fwd_drop<false, false>(p, stream);
+  // A dense mask or bias: the DENSE instantiation of the index-masked kernel (soft-cap and the index
+  // masks too); soft-cap alone runs the index-masked kernel (a CTA-uniform branch there).
+  if (p.mask.mask || p.score.bias)
+    return p.dtype == DType::kBFloat16 ? fwd_dense_typed<__nv_bfloat16>(p, stream) : fwd_dense_typed<__half>(p, stream);
+  return needs_idx(p.mask) || p.score.softcap != 0.f ? fwd_drop<true, false>(p, stream) : fwd_drop<false, false>(p, stream);
 }
 
 // ---- Self-test of the building blocks --------------------------------------------------------
