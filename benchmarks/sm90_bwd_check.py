@@ -324,6 +324,14 @@ D256_CASES = [
 # key of some rows of head 0; mask_rows_false: the dense mask false on whole rows. Each is judged as phase
 # numerics (float64 reference, our sm80 backward, dbias exactly 0 where masked or -inf) and must launch the sm90
 # backward once; expect_sm80: calls the switch must still leave on sm80 (bias with dropout).
+# The D <= 128 kernel's BIAS instantiation (D = 64): NUM_CASES' bias cases it takes, and a larger one over many
+# tiles with a dense mask and causal rows (phase splitdsave's A / B check of its bias copy of the P pass).
+BIAS64_AB_CASES_EXTRA = [
+    dict(name="ab_bias_mask_causal_d64", B=2, Tq=700, Tk=900, H=4, Hkv=2, D=64, bias=(1, 1), mask=(0, 1), causal=True,
+         offset=200, klen=True),
+    dict(name="ab_bias_bk_d64", B=2, Tq=333, Tk=517, H=3, D=64, bias=(1, 0), bias_bk=True),
+]
+BIAS64_AB_CASES = [c for c in NUM_CASES if c.get("bias") and c["D"] == 64] + BIAS64_AB_CASES_EXTRA
 SPLITD_CASES = [
     # D = 128: bias / dbias
     dict(name="sd128_bias_h", B=2, Tq=77, Tk=203, H=3, D=128, bias=(0, 1)),
@@ -418,7 +426,8 @@ SANITIZE = ("odd_d128", "odd_d128_causal_br", "empty_rows_causal", "gqa4_d128_ca
             "odd_d64", "gqa4_d64_causal_tl", "win_kvcache_odd_d64", "valid_false_rows", "len_window_causal",
             "drop05_d64_causal_gqa", "drop01_lengths", "odd_d64_causal_br_det", "win_kvcache_odd_d64_det",
             "odd_d128_causal_br_det", "len_window_causal_det",
-            "dmask_softcap_lengths", "dmask_causal_gqa_d64", "bias_softcap_len_d64",
+            "dmask_softcap_lengths", "dmask_causal_gqa_d64", "bias_softcap_len_d64", "bias_causal_len_gqa_d64",
+            "bias_neginf_mask_d64",
             "d256_odd_causal_br", "d256_empty_rows_causal", "d256_gqa4", "d256_tiles_65_129_causal",
             "d256_win_kvcache", "d256_len_zero_full", "d256_drop05_causal_br_gqa",
             # the split kernel's score options (the sanitize phase sets TF_FLASHATTN_SM90_BWD_SPLITD=1, which
@@ -1097,14 +1106,15 @@ def phase_splitdbench(h, log):
 
 def phase_splitdsave(h, log, path):
     """Phase splitdsave (module docstring): the split kernel's outputs on SPLITD_CASES (those it takes, bf16
-    and fp16, inputs from seed 0 in list order as phase numerics), saved to `path` with the milliseconds of
-    the D = 128 bias specs of splitdbench (sm90 only, three repetitions each); phase splitdcmp compares two
-    such files (this build against one made with -DFA_SM90_BWD_BIAS_AHEAD=0)."""
+    and fp16, inputs from seed 0 in list order as phase numerics) and the D = 64 BIAS kernel's on
+    BIAS64_AB_CASES, saved to `path` with the milliseconds of the D = 128 bias specs of splitdbench and two
+    D = 64 ones (sm90 only, three repetitions each); phase splitdcmp compares two such files (this build
+    against a reference: e.g. one made with -DFA_SM90_BWD_BIAS_AHEAD=0 or -DFA_SM90_BWD_BIAS_BATCH=0)."""
     import triton.testing as tt
     gen = torch.Generator(device=DEV)
     gen.manual_seed(0)
     out, launches = {}, {}
-    for c in SPLITD_CASES:
+    for c in SPLITD_CASES + BIAS64_AB_CASES:
         if c.get("expect_sm80"):
             continue
         for dt in (torch.bfloat16, torch.float16):
@@ -1118,8 +1128,10 @@ def phase_splitdsave(h, log, path):
             launches[key] = int(took)
             del t, tr, g
     bench = []
-    B, T, D = 4, 4096, 128
-    for feature, causal in (("bias_head_dbias", False), ("bias_head_dbias", True), ("bias_head_nodbias", False)):
+    B, T = 4, 4096
+    for D, feature, causal in ((128, "bias_head_dbias", False), (128, "bias_head_dbias", True),
+                               (128, "bias_head_nodbias", False), (64, "bias_head_dbias", False),
+                               (64, "bias_head_dbias", True)):
         H = 2048 // D
         c = dict(B=B, Tq=T, Tk=T, H=H, D=D, causal=causal, bias=(0, 1))
         t = bench_inputs(h, c)

@@ -294,6 +294,14 @@
 
 // The split kernel's bias read ahead at D = 128 (bwd_cta_split, kBiasAhead). 0 builds the former code
 // (each bias element loaded in the P pass), the reference of sm90_bwd_check.py's phase splitdsave.
+// n-tiles (4 elements each of a thread's 32 per unit) of the D <= 128 kernel's bias copy of the P pass
+// (the BIAS instantiation) whose mask bytes and bias values are read before any is used (0: the
+// former code, element by element).
+#ifndef FA_SM90_BWD_BIAS_BATCH
+#define FA_SM90_BWD_BIAS_BATCH 2
+#endif
+constexpr int kBiasBatch = FA_SM90_BWD_BIAS_BATCH;
+static_assert(kBiasBatch == 0 || 8 % kBiasBatch == 0, "kBiasBatch divides the unit's 8 n-tiles");
 #ifndef FA_SM90_BWD_BIAS_AHEAD
 #define FA_SM90_BWD_BIAS_AHEAD 1
 #endif
@@ -790,6 +798,12 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
   // 128 to the split kernel, or to sm80 with TF_FLASHATTN_SM90_BWD_SPLITD=0 or dropout).
   const T* const bias = BIAS ? static_cast<const T*>(p.score.bias) : nullptr;
   float* const dbias = BIAS ? p.dbias : nullptr;
+  // BIAS: whether those keys are below Tk (the batched bias reads' bound; kBiasBatch).
+  bool key_in[2] = {true, true};
+  if constexpr (BIAS) {
+#pragma unroll
+    for (int h2 = 0; h2 < 2; ++h2) key_in[h2] = j0 + key_l[h2] < sh.Tk;
+  }
   // IDX: whether those keys are below k_lengths (and Tk) and pass k_valid (key_visible).
   bool key_ok[2] = {true, true};
   if constexpr (IDX) {
@@ -903,6 +917,57 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
       constexpr bool kBias = BIAS && decltype(bias_c)::value;
       UnitElems<const T> ba{nullptr, 0, 0};
       if constexpr (kBias) ba = bias_at();
+      if constexpr (kBias && kBiasBatch > 0) {
+        // The bias copy, kBiasBatch n-tiles j (4 elements each) at a time: the mask bytes and bias
+        // values of a batch loaded first, each load predicated on the element lying inside the
+        // tensors (query below Tq, key below Tk), then used; elements that are not visible discard
+        // what was read (bv = 0 there, as before), so the values are the per-element code's (below)
+        // bit for bit. That code read the mask byte and then, where it was true, the bias element,
+        // each behind a branch, one element after the other.
+        const int qlim = sh.Tq - i0 < kBq ? static_cast<int>(sh.Tq - i0) : kBq;  // rows of this unit < Tq
+        int64_t mq = dmask_q;
+        asm volatile("" : "+l"(mq));  // (opaque per unit: nothing derived from it hoisted, as bias_unit)
+        const bool* const mb = dmask_u ? dmask_u + i0 * mq + dmask_k[0] : nullptr;
+        const int64_t mk8 = dmask_k[1] - dmask_k[0];
+#pragma unroll
+        for (int j0b = 0; j0b < 8; j0b += kBiasBatch) {
+          unsigned char mv[kBiasBatch][4];
+          T bvr[kBiasBatch][4];
+#pragma unroll
+          for (int jj = 0; jj < kBiasBatch; ++jj)
+#pragma unroll
+            for (int h2 = 0; h2 < 2; ++h2)
+#pragma unroll
+              for (int e = 0; e < 2; ++e) {
+                const int q = 8 * (j0b + jj) + 2 * t + e;
+                const bool in = q < qlim && key_in[h2];
+                mv[jj][2 * h2 + e] = 1;
+                bvr[jj][2 * h2 + e] = Elem<T>::from_f(0.f);
+                if (in && mb) mv[jj][2 * h2 + e] = *reinterpret_cast<const unsigned char*>(mb + q * mq + (h2 ? mk8 : 0));
+                if (in) bvr[jj][2 * h2 + e] = ba(q, h2);
+              }
+#pragma unroll
+          for (int jj = 0; jj < kBiasBatch; ++jj) {
+            const int j = j0b + jj;
+            const float2 l2 = *reinterpret_cast<const float2*>(lse2_s + 8 * j + 2 * t);
+            const int2 rg = *reinterpret_cast<const int2*>(range_s + 8 * j + 2 * t);
+#pragma unroll
+            for (int h2 = 0; h2 < 2; ++h2)
+#pragma unroll
+              for (int e = 0; e < 2; ++e) {
+                const int x = 4 * j + 2 * h2 + e;
+                const int r = e ? rg.y : rg.x;
+                bool vis = key_ok[h2] && key_l[h2] >= (r & 0xffff) && key_l[h2] < (r >> 16);
+                if (dmask_u) vis = vis && mv[jj][2 * h2 + e] != 0;
+                const float bv = vis ? Elem<T>::to_f(bvr[jj][2 * h2 + e]) : 0.f;
+                float z = sacc[x] * pmul;
+                z += bv * 1.4426950408889634f;
+                // z = -inf (a bias of -inf): P = 0, as sm80's (its row may see nothing else: lse2 = -inf).
+                sacc[x] = vis && z != -INFINITY ? fast_exp2(z - (e ? l2.y : l2.x)) : 0.f;
+              }
+          }
+        }
+      } else {
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
         const float2 l2 = *reinterpret_cast<const float2*>(lse2_s + 8 * j + 2 * t);
@@ -938,6 +1003,7 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
               sacc[x] = pv;
             }
           }
+      }
       }
     };
     if constexpr (DROP && D == 128)
