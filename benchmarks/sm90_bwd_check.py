@@ -332,6 +332,14 @@ BIAS64_AB_CASES_EXTRA = [
     dict(name="ab_bias_bk_d64", B=2, Tq=333, Tk=517, H=3, D=64, bias=(1, 0), bias_bk=True),
 ]
 BIAS64_AB_CASES = [c for c in NUM_CASES if c.get("bias") and c["D"] == 64] + BIAS64_AB_CASES_EXTRA
+# The index-masked kernel's dense mask copy of the P pass (a dense mask without bias or dropout, D = 64 and 128):
+# NUM_CASES' and two larger ones (one with a key-broadcast mask, column stride 0).
+DMASK_AB_CASES = [c for c in NUM_CASES if c.get("mask") and not c.get("bias") and not c.get("dropout")
+                  and c["D"] in (64, 128) and not c.get("expect_sm80")] + [
+    dict(name="ab_dmask_causal_len_d128", B=2, Tq=700, Tk=900, H=4, Hkv=2, D=128, mask=(1, 0), causal=True, offset=200,
+         klen=True, qlen=True),
+    dict(name="ab_dmask_keybcast_d64", B=2, Tq=333, Tk=517, H=3, D=64, mask=(1, 1, 0)),
+]
 SPLITD_CASES = [
     # D = 128: bias / dbias
     dict(name="sd128_bias_h", B=2, Tq=77, Tk=203, H=3, D=128, bias=(0, 1)),
@@ -1107,14 +1115,15 @@ def phase_splitdbench(h, log):
 def phase_splitdsave(h, log, path):
     """Phase splitdsave (module docstring): the split kernel's outputs on SPLITD_CASES (those it takes, bf16
     and fp16, inputs from seed 0 in list order as phase numerics) and the D = 64 BIAS kernel's on
-    BIAS64_AB_CASES, saved to `path` with the milliseconds of the D = 128 bias specs of splitdbench and two
-    D = 64 ones (sm90 only, three repetitions each); phase splitdcmp compares two such files (this build
-    against a reference: e.g. one made with -DFA_SM90_BWD_BIAS_AHEAD=0 or -DFA_SM90_BWD_BIAS_BATCH=0)."""
+    BIAS64_AB_CASES and the index-masked kernel's on DMASK_AB_CASES, saved to `path` with the milliseconds of the
+    D = 128 bias specs of splitdbench, two D = 64 ones, a dense mask [B, 1, T, T] at D = 128 and 64 and a [B, T]
+    key mask at D = 128 (sm90 only, three repetitions each); phase splitdcmp compares two such files (this
+    build against a reference: e.g. one made with -DFA_SM90_BWD_BIAS_AHEAD=0 or -DFA_SM90_BWD_BIAS_BATCH=0)."""
     import triton.testing as tt
     gen = torch.Generator(device=DEV)
     gen.manual_seed(0)
     out, launches = {}, {}
-    for c in SPLITD_CASES + BIAS64_AB_CASES:
+    for c in SPLITD_CASES + BIAS64_AB_CASES + DMASK_AB_CASES:
         if c.get("expect_sm80"):
             continue
         for dt in (torch.bfloat16, torch.float16):
@@ -1131,9 +1140,16 @@ def phase_splitdsave(h, log, path):
     B, T = 4, 4096
     for D, feature, causal in ((128, "bias_head_dbias", False), (128, "bias_head_dbias", True),
                                (128, "bias_head_nodbias", False), (64, "bias_head_dbias", False),
-                               (64, "bias_head_dbias", True)):
+                               (64, "bias_head_dbias", True), (128, "dmask_batch", False), (64, "dmask_batch", False),
+                               (128, "key_mask", False)):
         H = 2048 // D
-        c = dict(B=B, Tq=T, Tk=T, H=H, D=D, causal=causal, bias=(0, 1))
+        c = dict(B=B, Tq=T, Tk=T, H=H, D=D, causal=causal)
+        if feature.startswith("bias"):
+            c.update(bias=(0, 1))
+        elif feature == "dmask_batch":
+            c.update(mask=(1, 0))  # [B, 1, T, T]
+        else:
+            c.update(kvalid=True)  # [B, T], 20 % of the keys invalid
         t = bench_inputs(h, c)
         if feature == "bias_head_dbias":
             t["dbias"] = torch.empty((B, H, T, T), device=DEV)
@@ -1173,8 +1189,9 @@ def phase_splitdcmp(log, path_a, path_b):
               file=log, flush=True)
     print(f"splitdcmp: {sum(r['ok'] for r in rows)} / {len(rows)} equal (dk, dv, dbias bitwise; dq within 1e-2)",
           file=log, flush=True)
-    print("ms (sm90, three medians each): feature causal | a (this build) | b (reference) | b / a", file=log)
-    print_ab_times(log, a["bench"], b["bench"], "sm90_bwd_ms", lambda r: f"{r['feature']:<18} {int(r['causal'])}")
+    print("ms (sm90, three medians each): D feature causal | a (this build) | b (reference) | b / a", file=log)
+    print_ab_times(log, a["bench"], b["bench"], "sm90_bwd_ms",
+                   lambda r: f"{r.get('D', 128):<4} {r['feature']:<18} {int(r['causal'])}")
     return rows
 
 

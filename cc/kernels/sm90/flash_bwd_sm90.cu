@@ -798,9 +798,10 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
   // 128 to the split kernel, or to sm80 with TF_FLASHATTN_SM90_BWD_SPLITD=0 or dropout).
   const T* const bias = BIAS ? static_cast<const T*>(p.score.bias) : nullptr;
   float* const dbias = BIAS ? p.dbias : nullptr;
-  // BIAS: whether those keys are below Tk (the batched bias reads' bound; kBiasBatch).
+  // BIAS, or IDX without dropout (a dense mask): whether those keys are below Tk (the batched reads'
+  // bound; kBiasBatch).
   bool key_in[2] = {true, true};
-  if constexpr (BIAS) {
+  if constexpr (BIAS || (IDX && !DROP)) {
 #pragma unroll
     for (int h2 = 0; h2 < 2; ++h2) key_in[h2] = j0 + key_l[h2] < sh.Tk;
   }
@@ -908,16 +909,19 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
     // x = S^T pmul + log2e bias as the forward (its IDX kernel: x = sacc mul, then x += log2e bias),
     // the bias read only where the element is visible; P = 0 where x = -inf (a bias of -inf, maybe on
     // every key a row sees: then lse2 = -inf too, and 2^(x - lse2) would be NaN).
-    auto p_pass = [&](auto mask_c, auto bias_c) {
+    auto p_pass = [&](auto mask_c, auto bias_c, auto dense_c) {
       bool masked;  // a constant (std::true_type / false_type), but for <DROP, D = 128> (need_mask)
       if constexpr (std::is_same_v<decltype(mask_c), bool>)
         masked = mask_c;
       else
         masked = decltype(mask_c)::value;
       constexpr bool kBias = BIAS && decltype(bias_c)::value;
+      // The dense mask's copy (IDX without dropout or bias, a dense mask given): the batched reads
+      // below without the bias.
+      constexpr bool kDenseMask = IDX && !DROP && !kBias && decltype(dense_c)::value;
       UnitElems<const T> ba{nullptr, 0, 0};
       if constexpr (kBias) ba = bias_at();
-      if constexpr (kBias && kBiasBatch > 0) {
+      if constexpr ((kBias || kDenseMask) && kBiasBatch > 0) {
         // The bias copy, kBiasBatch n-tiles j (4 elements each) at a time: the mask bytes and bias
         // values of a batch loaded first, each load predicated on the element lying inside the
         // tensors (query below Tq, key below Tk), then used; elements that are not visible discard
@@ -944,7 +948,8 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
                 mv[jj][2 * h2 + e] = 1;
                 bvr[jj][2 * h2 + e] = Elem<T>::from_f(0.f);
                 if (in && mb) mv[jj][2 * h2 + e] = *reinterpret_cast<const unsigned char*>(mb + q * mq + (h2 ? mk8 : 0));
-                if (in) bvr[jj][2 * h2 + e] = ba(q, h2);
+                if constexpr (kBias)
+                  if (in) bvr[jj][2 * h2 + e] = ba(q, h2);
               }
 #pragma unroll
           for (int jj = 0; jj < kBiasBatch; ++jj) {
@@ -959,11 +964,16 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
                 const int r = e ? rg.y : rg.x;
                 bool vis = key_ok[h2] && key_l[h2] >= (r & 0xffff) && key_l[h2] < (r >> 16);
                 if (dmask_u) vis = vis && mv[jj][2 * h2 + e] != 0;
-                const float bv = vis ? Elem<T>::to_f(bvr[jj][2 * h2 + e]) : 0.f;
-                float z = sacc[x] * pmul;
-                z += bv * 1.4426950408889634f;
-                // z = -inf (a bias of -inf): P = 0, as sm80's (its row may see nothing else: lse2 = -inf).
-                sacc[x] = vis && z != -INFINITY ? fast_exp2(z - (e ? l2.y : l2.x)) : 0.f;
+                if constexpr (kBias) {
+                  const float bv = vis ? Elem<T>::to_f(bvr[jj][2 * h2 + e]) : 0.f;
+                  float z = sacc[x] * pmul;
+                  z += bv * 1.4426950408889634f;
+                  // z = -inf (a bias of -inf): P = 0, as sm80's (its row may see nothing else: lse2 = -inf).
+                  sacc[x] = vis && z != -INFINITY ? fast_exp2(z - (e ? l2.y : l2.x)) : 0.f;
+                } else {  // the masked copy's value: 2^(S^T pmul - lse2) where visible, else 0
+                  const float pv = fast_exp2(sacc[x] * pmul - (e ? l2.y : l2.x));
+                  sacc[x] = vis ? pv : 0.f;
+                }
               }
           }
         }
@@ -1007,13 +1017,15 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
       }
     };
     if constexpr (DROP && D == 128)
-      p_pass(need_mask, std::false_type{});
+      p_pass(need_mask, std::false_type{}, std::false_type{});
     else if (BIAS && bias_u != nullptr)
-      p_pass(std::true_type{}, std::true_type{});
+      p_pass(std::true_type{}, std::true_type{}, std::false_type{});
+    else if (kBiasBatch > 0 && IDX && !DROP && dmask_u != nullptr)
+      p_pass(std::true_type{}, std::false_type{}, std::true_type{});
     else if (need_mask)
-      p_pass(std::true_type{}, std::false_type{});
+      p_pass(std::true_type{}, std::false_type{}, std::false_type{});
     else
-      p_pass(std::false_type{}, std::false_type{});
+      p_pass(std::false_type{}, std::false_type{}, std::false_type{});
     wgmma_wait<0>();  // dP^T done
     fence_regs(dpacc);
     // dV += P^T dO (DROP: Pd^T dO, Pd = P Z) issued here, in its own commit group, so that the dV

@@ -134,6 +134,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>  // std::true_type (softmax_tile's paired reads)
 #include <vector>
 
 #include "cc/kernels/common/flash_cuda_common.cuh"  // QueryTileKeys, row_info, fast_exp2, Elem<T>::pack
@@ -421,6 +422,11 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
   const bool has_mask = kDense && p.mask.mask != nullptr, has_bias = kDense && p.score.bias != nullptr;
   // Each row's first element (a tensor broadcast over the keys, column stride 0, has no other; see
   // softmax_tile), once: the row pointers are inside the tensors (Tk >= 1, rows below Tq).
+  // Column pairs (8 jn + 2 t, + 1; even offsets from the row) in one load where the rows are contiguous
+  // and aligned for it (per thread: both of its rows).
+  const bool mpair = mstride == 1 && ((reinterpret_cast<uintptr_t>(mrow[0]) | reinterpret_cast<uintptr_t>(mrow[1])) & 1u) == 0;
+  const bool bpair = bstride == 1 && ((reinterpret_cast<uintptr_t>(brow[0]) | reinterpret_cast<uintptr_t>(brow[1])) & 3u) == 0;
+  const bool pairs_ok = (!has_mask || mpair) && (!has_bias || bpair);
   unsigned char mval[2] = {0, 0};
   T bval[2] = {Elem<T>::from_f(0.f), Elem<T>::from_f(0.f)};
   if constexpr (kDense) {
@@ -584,29 +590,54 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
           mq[h2] = has_mask ? reinterpret_cast<const unsigned char*>(mrow[h2]) + j0 + 2 * t : nullptr;
           bq[h2] = has_bias ? brow[h2] + j0 + 2 * t : nullptr;
         }
+        // Paired: columns off, off + 1 of a row (elements u, u + 1) read as one 2-byte mask / 4-byte bias
+        // load, on tiles whose columns are all below Tk when every thread's rows allow it (mpair /
+        // bpair; a warp-uniform choice, so that the branch is taken once per tile).
+        auto batches = [&](auto paired_c) {
+          constexpr bool kPaired = decltype(paired_c)::value;
 #pragma unroll
-        for (int i0 = 0; i0 < kBc / 2; i0 += kDenseBatch) {
-          unsigned char mv[kDenseBatch];
-          T bv[kDenseBatch];
+          for (int i0 = 0; i0 < kBc / 2; i0 += kDenseBatch) {
+            unsigned char mv[kDenseBatch];
+            T bv[kDenseBatch];
 #pragma unroll
-          for (int u = 0; u < kDenseBatch; ++u) {
-            const int i = i0 + u, h2 = (i / 2) & 1, off = 8 * (i / 4) + (i & 1);
-            mv[u] = mval[h2];
-            bv[u] = bval[h2];
-            if (has_mask && off < lim_m) mv[u] = __ldg(mq[h2] + off);
-            if (has_bias && off < lim_b) bv[u] = bq[h2][off];
+            for (int u = 0; u < kDenseBatch; u += 2) {
+              const int i = i0 + u, h2 = (i / 2) & 1, off = 8 * (i / 4);
+              mv[u] = mv[u + 1] = mval[h2];
+              bv[u] = bv[u + 1] = bval[h2];
+              if constexpr (kPaired) {
+                if (has_mask) {
+                  const unsigned short w = __ldg(reinterpret_cast<const unsigned short*>(mq[h2] + off));
+                  mv[u] = static_cast<unsigned char>(w & 0xffu);
+                  mv[u + 1] = static_cast<unsigned char>(w >> 8);
+                }
+                if (has_bias) {
+                  const uint32_t w = *reinterpret_cast<const uint32_t*>(bq[h2] + off);
+                  const unsigned short lo = static_cast<unsigned short>(w & 0xffffu);
+                  const unsigned short hi = static_cast<unsigned short>(w >> 16);
+                  memcpy(&bv[u], &lo, 2);
+                  memcpy(&bv[u + 1], &hi, 2);
+                }
+              } else {
+                if (has_mask && off < lim_m) mv[u] = __ldg(mq[h2] + off);
+                if (has_mask && off + 1 < lim_m) mv[u + 1] = __ldg(mq[h2] + off + 1);
+                if (has_bias && off < lim_b) bv[u] = bq[h2][off];
+                if (has_bias && off + 1 < lim_b) bv[u + 1] = bq[h2][off + 1];
+              }
+            }
+#pragma unroll
+            for (int u = 0; u < kDenseBatch; ++u) {
+              const int i = i0 + u, h2 = (i / 2) & 1;
+              const int jl = 8 * (i / 4) + 2 * t + (i & 1);  // column within the tile
+              bool vis = jl >= kb[h2] - j0 && jl < ke[h2] - j0 && ((kv_bits >> (2 * (i / 4) + (i & 1))) & 1u);
+              if (has_mask) vis = vis && mv[u] != 0;
+              float x = sacc[i] * mul;
+              if (has_bias) x += Elem<T>::to_f(bv[u]) * 1.4426950408889634f;
+              sacc[i] = vis ? x : -INFINITY;
+            }
           }
-#pragma unroll
-          for (int u = 0; u < kDenseBatch; ++u) {
-            const int i = i0 + u, h2 = (i / 2) & 1;
-            const int jl = 8 * (i / 4) + 2 * t + (i & 1);  // column within the tile
-            bool vis = jl >= kb[h2] - j0 && jl < ke[h2] - j0 && ((kv_bits >> (2 * (i / 4) + (i & 1))) & 1u);
-            if (has_mask) vis = vis && mv[u] != 0;
-            float x = sacc[i] * mul;
-            if (has_bias) x += Elem<T>::to_f(bv[u]) * 1.4426950408889634f;
-            sacc[i] = vis ? x : -INFINITY;
-          }
-        }
+        };
+        if (__all_sync(0xffffffffu, pairs_ok) && j0 + kBc <= sh.Tk) batches(std::true_type{});
+        else batches(std::false_type{});
       } else if (__any_sync(0xffffffffu, partial || kv_bits != kAllKeys)) {
 #pragma unroll
         for (int i = 0; i < kBc / 2; ++i) {
