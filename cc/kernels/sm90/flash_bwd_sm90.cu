@@ -295,13 +295,16 @@
 // The split kernel's bias read ahead at D = 128 (bwd_cta_split, kBiasAhead). 0 builds the former code
 // (each bias element loaded in the P pass), the reference of sm90_bwd_check.py's phase splitdsave.
 // n-tiles (4 elements each of a thread's 32 per unit) of the D <= 128 kernel's bias copy of the P pass
-// (the BIAS instantiation) whose mask bytes and bias values are read before any is used (0: the
-// former code, element by element).
+// (the BIAS instantiation) and dense-mask copy (the IDX kernel with a dense mask) whose mask bytes and
+// bias values are read before any is used (0: the former code, element by element in the bias and the
+// masked copies). On the H200 (2026-12-02, benchmarks/RESULTS.md "(l)", "(m)"): dK, dV, dbias bit for
+// bit the former code's; bias at D = 64 1.04x-1.08x, a dense mask 2.4x (D = 128) and 2.7x (D = 64);
+// the index masks' copy, without the dense-mask code, 1.49x with a [B, Tk] key mask at D = 128.
 #ifndef FA_SM90_BWD_BIAS_BATCH
 #define FA_SM90_BWD_BIAS_BATCH 2
 #endif
 constexpr int kBiasBatch = FA_SM90_BWD_BIAS_BATCH;
-static_assert(kBiasBatch == 0 || 8 % kBiasBatch == 0, "kBiasBatch divides the unit's 8 n-tiles");
+static_assert(kBiasBatch >= 0 && 8 % (kBiasBatch > 0 ? kBiasBatch : 1) == 0, "kBiasBatch divides the unit's 8 n-tiles");
 #ifndef FA_SM90_BWD_BIAS_AHEAD
 #define FA_SM90_BWD_BIAS_AHEAD 1
 #endif
@@ -768,10 +771,12 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
   const float pmul = softcap != 0.f ? 1.f : sl2;
   // Key of accumulator rows h2 = 0 / 1 (local to the tile).
   const int key_l[2] = {64 * c + 16 * warp + g, 64 * c + 16 * warp + g + 8};
-  // IDX without dropout: a dense [B, H, Tq, Tk] mask (broadcast through its strides), element by
-  // element in the masked P pass (every unit takes it): P = 0 where the mask is false, so dS = 0
-  // there too. This thread's two keys' column offsets once; read only for elements the index
-  // ranges already let through (queries past Tq / q_lengths and keys past Tk / k_lengths never).
+  // IDX without dropout: a dense [B, H, Tq, Tk] mask (broadcast through its strides), in the P pass'
+  // dense-mask copy (every unit takes it; the BIAS copy with a bias): P = 0 where the mask is false,
+  // so dS = 0 there too. This thread's two keys' column offsets once; the mask bytes of kBiasBatch
+  // n-tiles read before any is used, each load predicated on the element lying inside the tensor
+  // (query below Tq, key below Tk: key_in). With kBiasBatch = 0 (the former code) the masked copy
+  // reads it element by element, only where the index ranges let the element through.
   const bool* dmask = IDX && !DROP ? p.mask.mask : nullptr;
   const bool* dmask_bh = nullptr;
   int64_t dmask_q = 0, dmask_k[2] = {0, 0};

@@ -108,19 +108,21 @@
 // Dense mask and bias (the <IDX = true, DROP = false, DENSE = true> instantiation, whenever either is
 // given; the IDX kernel without DENSE has no code for them): each consumer thread reads the mask bytes
 // and bias values of its 64 S elements per tile (32 at D = 256) kDenseBatch at a time, every load of a
-// batch issued before any is used, predicated on the column being below Tk (rows past Tq read row
-// Tq - 1), addressed from one pointer per row and tile plus an immediate; a tensor broadcast over the
-// keys (column stride 0) is read once per row. Rows are prefetched into L2 two key tiles ahead
-// (prefetch_dense, FA_SM90_FWD_DENSE_PREFETCH). The former code (one `if` per element around the
-// mask load and the bias load that depended on it, in the IDX kernel itself) compiled to a branch per
-// element with each load waited for before the next: 2 x 64 memory round trips in a row per tile and
-// thread. The DENSE kernel runs schedule 1 (kDenseVariant: three stages, no overlap; schedule 5's
-// overlap holds S, P and O at once and spilled with the batches, 25 LDL / STL in the loop) or 0 when
-// asked. On the H200 (2026-12-02, sm90_check.py densesave / densecmp against the former build): o and
-// lse bit for bit the former code's (40 / 40, both schedules and dtypes), a head-broadcast bias 2.0x
-// faster (D = 128: 170-175 TFLOP/s, 0.3x the plain kernel), a batch-broadcast dense mask 1.28x-1.34x
-// (137-141), D = 256 bias 1.65x; and the IDX kernel without the dense code 1.05x faster with a padding
-// mask, 1.34x with soft-cap.
+// batch issued before any is used: on tiles inside Tk whose rows allow it (contiguous, aligned; a
+// warp-uniform choice) a column pair as one 2-byte mask / 4-byte bias load, else element by element
+// predicated on the column being below Tk (rows past Tq read row Tq - 1); one pointer per row and tile
+// plus immediates; a tensor broadcast over the keys (column stride 0) is read once per row. Rows are
+// prefetched into L2 two key tiles ahead (prefetch_dense, FA_SM90_FWD_DENSE_PREFETCH). The former code
+// (one `if` per element around the mask load and the bias load that depended on it, in the IDX kernel
+// itself) compiled to a branch per element with each load waited for before the next: 2 x 64 memory
+// round trips in a row per tile and thread. The DENSE kernel runs schedule 1 (kDenseVariant: three
+// stages, no overlap; schedule 5's overlap holds S, P and O at once and spilled with the batches, 25
+// LDL / STL in the loop) or 0 when asked. On the H200 (2026-12-02, sm90_check.py densesave / densecmp
+// against the former builds, benchmarks/RESULTS.md "(l)" and "(m)"): o and lse bit for bit the former
+// code's (40 / 40, both schedules and dtypes); at D = 128 a head-broadcast bias 2.0x faster with the
+// batches, then 1.11x with the pairs (189-193 TFLOP/s), a batch-broadcast dense mask 1.3x and 1.3x
+// (182), about a third of the plain kernel; and the IDX kernel without the dense code 1.05x faster
+// with a padding mask, 1.34x with soft-cap.
 // Not yet here (issue 16): the dense mask / bias tile brought into shared memory by the producer (TMA);
 // an atomic tile counter for the persistent grid (see tile_order()); a dense mask or bias together
 // with dropout.
