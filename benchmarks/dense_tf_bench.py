@@ -16,35 +16,18 @@ backward 3.5 times that. Prints a JSON line per row and writes them all to argv[
 import json
 import os
 import sys
-import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import tf_flashattn as fa  # noqa: E402
+from gpu_attention import bench  # noqa: E402  (timing and the device sync: one definition)
 
 SIZES = [int(x) for x in os.environ.get("BENCH_T", "4096,16384").split(",")]
 D, H = 128, 16
 TOKENS = int(os.environ.get("BENCH_TOKENS", "16384"))  # B = TOKENS / T (smaller: a CPU smoke test)
 KERAS = os.environ.get("BENCH_DENSE_KERAS", "1") != "0"
-
-
-def bench(fn, inner, reps=10, warmup=2):
-    """Milliseconds per attention: fn runs `inner` of them."""
-    for _ in range(warmup):
-        r = fn()
-    _sync(r)
-    t = time.perf_counter()
-    for _ in range(reps):
-        r = fn()
-    _sync(r)
-    return (time.perf_counter() - t) / reps / inner * 1e3
-
-
-def _sync(r):
-    for x in tf.nest.flatten(r):
-        float(tf.reduce_sum(tf.cast(tf.reshape(x, [-1])[:1], tf.float32)))
 
 
 def dense_args(feature, B, T):
@@ -80,9 +63,9 @@ def main():
                     o = fa.dot_product_attention(qs[0], k, v, **extra)
                 return tape.gradient(o, watched, output_gradients=do)
 
-            r["fwd_ms_inner1"] = round(bench(f1, 1), 3)
-            r["fwd_ms_inner8"] = round(bench(f8, 8), 3)
-            r["fwd_bwd_ms_inner1"] = round(bench(fb, 1, reps=5), 3)
+            r["fwd_ms_inner1"] = round(bench(f1, inner=1), 3)
+            r["fwd_ms_inner8"] = round(bench(f8, inner=8), 3)
+            r["fwd_bwd_ms_inner1"] = round(bench(fb, reps=5, inner=1), 3)
             r["fwd_tflops_inner1"] = round(fl / r["fwd_ms_inner1"] / 1e9, 1)
             r["fwd_tflops_inner8"] = round(fl / r["fwd_ms_inner8"] / 1e9, 1)
             r["fwd_bwd_tflops_inner1"] = round(3.5 * fl / r["fwd_bwd_ms_inner1"] / 1e9, 1)
@@ -90,7 +73,7 @@ def main():
                 kx = tf.function(lambda q: keras.ops.dot_product_attention(q, k, v, bias=extra["bias"]),
                                  jit_compile=True)
                 kf = tf.function(lambda: kx(qs[0]))
-                r["keras_xla_fwd_ms_inner1"] = round(bench(kf, 1), 3)
+                r["keras_xla_fwd_ms_inner1"] = round(bench(kf, inner=1), 3)
                 r["keras_xla_fwd_tflops_inner1"] = round(fl / r["keras_xla_fwd_ms_inner1"] / 1e9, 1)
             rows.append(r)
             print(json.dumps(r), flush=True)

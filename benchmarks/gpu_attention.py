@@ -50,8 +50,10 @@ DTYPE = tf.as_dtype(os.environ.get("BENCH_DTYPE", "bfloat16"))
 OURS = os.environ.get("BENCH_OURS", "1") != "0"
 
 
-def bench(fn, reps=10, warmup=2):
-    """Milliseconds per attention: fn runs INNER of them."""
+def bench(fn, reps=10, warmup=2, inner=None):
+    """Milliseconds per attention: fn runs `inner` of them (default INNER; benchmarks/dense_tf_bench.py
+    passes its own)."""
+    inner = INNER if inner is None else inner
     for _ in range(warmup):
         r = fn()
     _sync(r)
@@ -59,7 +61,7 @@ def bench(fn, reps=10, warmup=2):
     for _ in range(reps):
         r = fn()
     _sync(r)
-    return (time.perf_counter() - t) / reps / INNER * 1e3
+    return (time.perf_counter() - t) / reps / inner * 1e3
 
 
 def _sync(r):

@@ -267,3 +267,17 @@ def test_gpu_run_refuses_unknown_modes_and_gpu_pair_packs_both_queues(tmp_path):
     with tarfile.open(tmp_path / "pair.tgz") as t:
         names = t.getnames()
     assert "./gpu0/sm09.log" in names and "./gpu1/tets.log" in names, names
+
+
+def test_dense_tf_bench_times_each_feature(tmp_path):
+    """benchmarks/dense_tf_bench.py (a dense mask and a bias through TensorFlow): a row per (T, feature) with the
+    three timings, and Keras under XLA only on the bias row when asked for, at a tiny shape on the CPU."""
+    out = tmp_path / "dense.json"
+    env = dict(os.environ, BENCH_T="32", BENCH_TOKENS="64", BENCH_DENSE_KERAS="1")
+    subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "dense_tf_bench.py"), str(out)],
+                   check=True, env=env, cwd=ROOT, capture_output=True, timeout=600)
+    rows = json.loads(out.read_text())
+    assert [(r["T"], r["B"], r["feature"]) for r in rows] == [(32, 2, f) for f in ("none", "bias", "mask")]
+    for r in rows:
+        assert r["fwd_ms_inner1"] > 0 and r["fwd_ms_inner8"] > 0 and r["fwd_bwd_ms_inner1"] > 0
+        assert ("keras_xla_fwd_ms_inner1" in r) == (r["feature"] == "bias")
