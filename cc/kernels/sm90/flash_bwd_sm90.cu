@@ -791,8 +791,9 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
   // dtype, broadcast through its strides) and its gradient dbias [B, H, Tq, Tk] (float32, compact);
   // header comment "Bias and dbias". The bias enters the masked P pass (every unit then takes it) as
   // in the forward's IDX kernel: x = S^T pmul + log2e b (pmul: scale log2e, or 1 after the soft-cap,
-  // base-2 units), read only for elements the index ranges and the dense mask let through (so never
-  // past Tq / q_lengths or Tk / k_lengths). dbias = d loss / d(softcap(scale S) + b) = P (dP - dsum)
+  // base-2 units), read in batches (kBiasBatch: every element inside the tensor, below Tq and Tk,
+  // those the index ranges or the dense mask hide discarded; with kBiasBatch = 0 only the visible
+  // ones, never past Tq / q_lengths or Tk / k_lengths). dbias = d loss / d(softcap(scale S) + b) = P (dP - dsum)
   // (sm80's dlogit: before the soft-cap factor), stored in the dS pass for elements with P != 0;
   // launch() zeroes dbias beforehand, so every other element (masked, past the index limits, in units
   // no CTA visits) reads 0, as after sm80's memset. Addressed per unit (bias_at / dbias_at in the
@@ -912,8 +913,12 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
     // dP^T's wait below the pass: ptxas moves a WARPGROUP.DEPBAR up within its basic block
     // (sm90-fwd-overlap), not across the join. A bias (bias_c, BIAS, masked) is a third copy:
     // x = S^T pmul + log2e bias as the forward (its IDX kernel: x = sacc mul, then x += log2e bias),
-    // the bias read only where the element is visible; P = 0 where x = -inf (a bias of -inf, maybe on
-    // every key a row sees: then lse2 = -inf too, and 2^(x - lse2) would be NaN).
+    // the bias value used only where the element is visible (read in batches, kBiasBatch); P = 0 where
+    // x = -inf (a bias of -inf, maybe on every key a row sees: then lse2 = -inf too, and 2^(x - lse2)
+    // would be NaN). A dense mask without bias (dense_c) is a fourth copy, the batched reads without
+    // the bias; the masked copy's own dense-mask test below is then unreachable (the dispatch takes
+    // the dense copy whenever dmask_u is set), and ptxas drops it: that copy, which the index masks
+    // take, has 10-13 branches in the loop instead of 72-75 (benchmarks/sass_order.py's loop_stats).
     auto p_pass = [&](auto mask_c, auto bias_c, auto dense_c) {
       bool masked;  // a constant (std::true_type / false_type), but for <DROP, D = 128> (need_mask)
       if constexpr (std::is_same_v<decltype(mask_c), bool>)

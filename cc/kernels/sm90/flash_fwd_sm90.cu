@@ -518,8 +518,8 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
   // Dense mask / bias rows of the key tile at j0 into L2 (prefetch_l2; kDensePrefetch tiles ahead of
   // their use, FA_SM90_FWD_DENSE_PREFETCH): each thread's two rows are shared by its 4 lanes t, so lane
   // t takes row h2 = t / 2 and the half (t % 2) of the tile's kBc keys, one line of each tensor (the
-  // elements themselves are still read in softmax_tile, only where visible: the same values). Only rows
-  // below Tq and keys below Tk, tiles this CTA visits (j0 < j_end).
+  // elements themselves are read in softmax_tile, every one inside the tensors, those not visible
+  // discarded: the same values). Only rows below Tq and keys below Tk, tiles this CTA visits (j0 < j_end).
   const int j_end = j_first + n_tiles * kBc;
   auto prefetch_dense = [&](int j0) {
     if constexpr (kDense && kDensePrefetch > 0) {
