@@ -204,12 +204,14 @@ MASK_CASES = [
     dict(name="softcap_causal_gqa_d64", B=2, Tq=200, Tk=260, H=4, Hkv=2, D=64, softcap=30.0, causal=True,
          offset=60),
     dict(name="softcap_lengths_d128", B=3, Tq=300, Tk=333, H=2, D=128, softcap=10.0, qlen=True, klen=True),
-    # A dense mask (the IDX kernel's masked P pass, every unit), broadcast both ways, with soft-cap,
-    # causal, lengths and GQA.
+    # A dense mask (the IDX kernel's dense-mask copy of the P pass, every unit), broadcast both ways and over
+    # the keys (column stride 0), with soft-cap, causal, lengths and GQA.
     dict(name="dmask_d128", B=2, Tq=113, Tk=203, H=3, D=128, mask=(1, 0)),
     dict(name="dmask_causal_gqa_d64", B=2, Tq=200, Tk=260, H=4, Hkv=2, D=64, mask=(1, 1), causal=True, offset=60),
     dict(name="dmask_softcap_lengths", B=3, Tq=300, Tk=333, H=2, D=128, mask=(0, 1), softcap=15.0, qlen=True,
          klen=True),
+    dict(name="dmask_keybcast_causal_d128", B=2, Tq=150, Tk=203, H=3, D=128, mask=(1, 1, 0), causal=True,
+         offset=53, qlen=True),
     # An additive bias and dbias (the D = 64 IDX kernel's bias copies: the bias in the masked P pass, dbias =
     # P (dP - dsum) stored in the dS pass): broadcast over the batch (head bias [1, H, Tq, Tk]), full [B, H,
     # Tq, Tk], with causal + lengths + GQA, with soft-cap (tanh recovered from P less the bias) and d_lse;
@@ -434,7 +436,8 @@ SANITIZE = ("odd_d128", "odd_d128_causal_br", "empty_rows_causal", "gqa4_d128_ca
             "odd_d64", "gqa4_d64_causal_tl", "win_kvcache_odd_d64", "valid_false_rows", "len_window_causal",
             "drop05_d64_causal_gqa", "drop01_lengths", "odd_d64_causal_br_det", "win_kvcache_odd_d64_det",
             "odd_d128_causal_br_det", "len_window_causal_det",
-            "dmask_softcap_lengths", "dmask_causal_gqa_d64", "bias_softcap_len_d64", "bias_causal_len_gqa_d64",
+            "dmask_softcap_lengths", "dmask_causal_gqa_d64", "dmask_keybcast_causal_d128", "bias_softcap_len_d64",
+            "bias_causal_len_gqa_d64",
             "bias_neginf_mask_d64",
             "d256_odd_causal_br", "d256_empty_rows_causal", "d256_gqa4", "d256_tiles_65_129_causal",
             "d256_win_kvcache", "d256_len_zero_full", "d256_drop05_causal_br_gqa",

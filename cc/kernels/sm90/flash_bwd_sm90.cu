@@ -292,8 +292,6 @@
 #include "cc/kernels/sm90/sm90_host.cuh"
 #include "cc/kernels/sm90/sm90_ptx.cuh"
 
-// The split kernel's bias read ahead at D = 128 (bwd_cta_split, kBiasAhead). 0 builds the former code
-// (each bias element loaded in the P pass), the reference of sm90_bwd_check.py's phase splitdsave.
 // n-tiles (4 elements each of a thread's 32 per unit) of the D <= 128 kernel's bias copy of the P pass
 // (the BIAS instantiation) and dense-mask copy (the IDX kernel with a dense mask) whose mask bytes and
 // bias values are read before any is used (0: the former code, element by element in the bias and the
@@ -305,6 +303,8 @@
 #endif
 constexpr int kBiasBatch = FA_SM90_BWD_BIAS_BATCH;
 static_assert(kBiasBatch >= 0 && 8 % (kBiasBatch > 0 ? kBiasBatch : 1) == 0, "kBiasBatch divides the unit's 8 n-tiles");
+// The split kernel's bias read ahead at D = 128 (bwd_cta_split, kBiasAhead). 0 builds the former code
+// (each bias element loaded in the P pass), the reference of sm90_bwd_check.py's phase splitdsave.
 #ifndef FA_SM90_BWD_BIAS_AHEAD
 #define FA_SM90_BWD_BIAS_AHEAD 1
 #endif
@@ -932,12 +932,12 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
       UnitElems<const T> ba{nullptr, 0, 0};
       if constexpr (kBias) ba = bias_at();
       if constexpr ((kBias || kDenseMask) && kBiasBatch > 0) {
-        // The bias copy, kBiasBatch n-tiles j (4 elements each) at a time: the mask bytes and bias
-        // values of a batch loaded first, each load predicated on the element lying inside the
-        // tensors (query below Tq, key below Tk), then used; elements that are not visible discard
-        // what was read (bv = 0 there, as before), so the values are the per-element code's (below)
-        // bit for bit. That code read the mask byte and then, where it was true, the bias element,
-        // each behind a branch, one element after the other.
+        // The bias and dense-mask copies, kBiasBatch n-tiles j (4 elements each) at a time: the mask
+        // bytes and bias values of a batch loaded first, each load predicated on the element lying
+        // inside the tensors (query below Tq, key below Tk), then used; elements that are not visible
+        // discard what was read (bv = 0 there, as before), so the values are the per-element code's
+        // (below) bit for bit. That code read the mask byte and then, where it was true, the bias
+        // element, each behind a branch, one element after the other.
         const int qlim = sh.Tq - i0 < kBq ? static_cast<int>(sh.Tq - i0) : kBq;  // rows of this unit < Tq
         int64_t mq = dmask_q;
         asm volatile("" : "+l"(mq));  // (opaque per unit: nothing derived from it hoisted, as bias_unit)
@@ -987,7 +987,7 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
               }
           }
         }
-      } else {
+      } else {  // element by element (kBiasBatch = 0, and the masked and unmasked copies)
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
         const float2 l2 = *reinterpret_cast<const float2*>(lse2_s + 8 * j + 2 * t);

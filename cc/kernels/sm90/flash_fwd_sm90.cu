@@ -422,13 +422,13 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
   }
   const bool dense = kDense && (p.mask.mask != nullptr || p.score.bias != nullptr);  // CTA-uniform
   const bool has_mask = kDense && p.mask.mask != nullptr, has_bias = kDense && p.score.bias != nullptr;
-  // Each row's first element (a tensor broadcast over the keys, column stride 0, has no other; see
-  // softmax_tile), once: the row pointers are inside the tensors (Tk >= 1, rows below Tq).
   // Column pairs (8 jn + 2 t, + 1; even offsets from the row) in one load where the rows are contiguous
   // and aligned for it (per thread: both of its rows).
   const bool mpair = mstride == 1 && ((reinterpret_cast<uintptr_t>(mrow[0]) | reinterpret_cast<uintptr_t>(mrow[1])) & 1u) == 0;
   const bool bpair = bstride == 1 && ((reinterpret_cast<uintptr_t>(brow[0]) | reinterpret_cast<uintptr_t>(brow[1])) & 3u) == 0;
   const bool pairs_ok = (!has_mask || mpair) && (!has_bias || bpair);
+  // Each row's first element (a tensor broadcast over the keys, column stride 0, has no other; see
+  // softmax_tile), once: the row pointers are inside the tensors (Tk >= 1, rows below Tq).
   unsigned char mval[2] = {0, 0};
   T bval[2] = {Elem<T>::from_f(0.f), Elem<T>::from_f(0.f)};
   if constexpr (kDense) {
