@@ -461,8 +461,9 @@ struct UnitElems {
 // ---- The score options per element (soft-cap, the dense mask, bias / dbias; header comment "Bias and
 // dbias"), for the D <= 128 kernel's passes (bwd_cta) and the split kernel's SCORE instantiations
 // (bwd_cta_split): the same operations in the same order, so that both compute the same values for the
-// same element. bwd_cta calls bias_unit, dbias_unit, softcap_log2 and softcap_ds; its BIAS copies keep
-// their own (identical) text of idx_visible + bias_p and of bias_ds, because calling those two from
+// same element. bwd_cta calls bias_unit, dbias_unit, softcap_log2, softcap_ds and (its batched bias
+// copy, kBiasBatch) bias_p_of; its element-by-element BIAS copy (kBiasBatch = 0) keeps its own
+// (identical) text of idx_visible + bias_p, and its dS pass that of bias_ds, because calling those two from
 // bwd_cta changed the SASS of its BIAS kernels (nvcc 13.0: a different schedule and register assignment,
 // 6,330 against 6,418 instructions), and the kernels without SCORE must stay bit for bit what they were
 // (cuobjdump -sass, every function of this file identical). ----
@@ -976,10 +977,7 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
                 if (dmask_u) vis = vis && mv[jj][2 * h2 + e] != 0;
                 if constexpr (kBias) {
                   const float bv = vis ? Elem<T>::to_f(bvr[jj][2 * h2 + e]) : 0.f;
-                  float z = sacc[x] * pmul;
-                  z += bv * 1.4426950408889634f;
-                  // z = -inf (a bias of -inf): P = 0, as sm80's (its row may see nothing else: lse2 = -inf).
-                  sacc[x] = vis && z != -INFINITY ? fast_exp2(z - (e ? l2.y : l2.x)) : 0.f;
+                  sacc[x] = bias_p_of(sacc[x], pmul, e ? l2.y : l2.x, vis, bv);
                 } else {  // the masked copy's value: 2^(S^T pmul - lse2) where visible, else 0
                   const float pv = fast_exp2(sacc[x] * pmul - (e ? l2.y : l2.x));
                   sacc[x] = vis ? pv : 0.f;

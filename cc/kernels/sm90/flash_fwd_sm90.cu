@@ -420,8 +420,8 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
     mstride = mk.mask_stride[3];
     bstride = sp.bias_stride[3];
   }
-  const bool dense = kDense && (p.mask.mask != nullptr || p.score.bias != nullptr);  // CTA-uniform
   const bool has_mask = kDense && p.mask.mask != nullptr, has_bias = kDense && p.score.bias != nullptr;
+  const bool dense = has_mask || has_bias;  // CTA-uniform
   // Column pairs (8 jn + 2 t, + 1; even offsets from the row) in one load where the rows are contiguous
   // and aligned for it (per thread: both of its rows).
   const bool mpair = mstride == 1 && ((reinterpret_cast<uintptr_t>(mrow[0]) | reinterpret_cast<uintptr_t>(mrow[1])) & 1u) == 0;
@@ -1246,13 +1246,16 @@ cudaError_t fwd_typed(const FlashFwdParams& p, cudaStream_t stream) {
 
 // A dense mask or bias (DENSE, the index-masked kernel without dropout): schedule 0 when asked
 // for (the reference of the checks), kDenseVariant otherwise; D = 256 schedule 0.
+template <typename T, int D>
+cudaError_t launch_dense(const FlashFwdParams& p, cudaStream_t stream) {
+  if constexpr (D == 256) return launch<T, D, true, false, 0, true>(p, stream);
+  else return fwd_variant_for(D) == 0 ? launch<T, D, true, false, 0, true>(p, stream)
+                                      : launch<T, D, true, false, kDenseVariant, true>(p, stream);
+}
 template <typename T>
 cudaError_t fwd_dense_typed(const FlashFwdParams& p, cudaStream_t stream) {
-  if (p.shape.D == 256) return launch<T, 256, true, false, 0, true>(p, stream);
-  const bool v0 = fwd_variant_for(p.shape.D) == 0;
-  if (p.shape.D == 128)
-    return v0 ? launch<T, 128, true, false, 0, true>(p, stream) : launch<T, 128, true, false, kDenseVariant, true>(p, stream);
-  return v0 ? launch<T, 64, true, false, 0, true>(p, stream) : launch<T, 64, true, false, kDenseVariant, true>(p, stream);
+  if (p.shape.D == 256) return launch_dense<T, 256>(p, stream);
+  return p.shape.D == 128 ? launch_dense<T, 128>(p, stream) : launch_dense<T, 64>(p, stream);
 }
 
 template <bool IDX, bool DROP>
