@@ -21,11 +21,12 @@ it (what CUDA 13.0 did before branch sm90-fwd-overlap: 0 in all 44 overlap insta
 
   python3 benchmarks/sass_order.py flash_fwd_sm90.o --check
 
---branches summarizes every flash_fwd_sm90_kernel instantiation's main loop (the backward branch whose
-body holds the most HGMMA): its size, its BRA instructions (all; on a per-thread predicate @P / @!P,
-i.e. divergent-capable; on a uniform one @UP), LDG (global loads: the IDX kernel's k_valid bytes and
-dense mask / bias elements), VOTE, HGMMA and LDL / STL (spilled registers' loads and stores). An element-wise `if` that ptxas kept as a branch shows as one BRA per S element
-(64 per 128-key tile).
+--branches summarizes every kernel instantiation's main loop (the backward branch whose body holds the
+most HGMMA; flash_fwd_sm90_kernel's named by its template arguments, the others, e.g. flash_bwd_sm90.o's,
+by name and arguments): its size, its BRA instructions (all; on a per-thread predicate @P / @!P, i.e.
+divergent-capable; on a uniform one @UP), LDG (global loads: the IDX kernel's k_valid bytes and dense
+mask / bias elements), VOTE, HGMMA and LDL / STL (spilled registers' loads and stores). An element-wise
+`if` that ptxas kept as a branch shows as one BRA per S element (64 per 128-key tile).
 
   python3 benchmarks/sass_order.py flash_fwd_sm90.o --branches [NAME_FILTER]
 
@@ -169,16 +170,18 @@ def loop_stats(ins):
 
 def branches(funcs, filt):
   for name, ins in sorted(funcs.items()):
-    m = re.search(r'flash_fwd_sm90_kernelI(\w+?)EEEv', name)
+    # The kernels of the file's anonymous namespace: <hash><name length><name>I<template arguments>EEEv.
+    m = re.search(r'_cu_[0-9a-f]{8}\d+(\w+?_kernel)I(\w+?)EEEv', name)
     if not m or (filt and filt not in name):
       continue
+    label = m.group(2) if m.group(1) == 'flash_fwd_sm90_kernel' else '%s %s' % (m.group(1), m.group(2))
     r = loop_stats(ins)
     if r is None:
-      print('%-40s no loop with HGMMA' % m.group(1))
+      print('%-40s no loop with HGMMA' % label)
       continue
     lo, hi, c = r
     print('%-40s loop 0x%05x-0x%05x %5d ins  BRA %3d (@P %3d, @UP %2d)  LDG %3d  VOTE %2d  HGMMA %2d  LDL/STL %2d' %
-          (m.group(1), lo, hi, c['ins'], c['bra'], c['bra_p'], c['bra_up'], c['ldg'], c['vote'], c['hgmma'],
+          (label, lo, hi, c['ins'], c['bra'], c['bra_p'], c['bra_up'], c['ldg'], c['vote'], c['hgmma'],
            c['local']))
 
 

@@ -801,6 +801,21 @@ def bench_inputs(h, c, dt=torch.bfloat16, before_forward=None):
     return t
 
 
+def feature_bench_inputs(h, feature, B, T, H, D, causal):
+    """The case and bench_inputs of a timed feature (phases splitdbench and splitdsave), Tq = Tk = T:
+    bias_head_dbias / bias_head_nodbias (a head-broadcast bias [1, H, T, T], with or without a dbias buffer
+    [B, H, T, T] float32), softcap_30, dmask_batch (a dense mask [B, 1, T, T]), key_mask (a [B, T] key mask,
+    20 % of the keys invalid)."""
+    c = dict(B=B, Tq=T, Tk=T, H=H, D=D, causal=causal)
+    c.update({"bias_head_dbias": dict(bias=(0, 1)), "bias_head_nodbias": dict(bias=(0, 1)),
+              "softcap_30": dict(softcap=30.0), "dmask_batch": dict(mask=(1, 0)),
+              "key_mask": dict(kvalid=True)}[feature])
+    t = bench_inputs(h, c)
+    if feature == "bias_head_dbias":
+        t["dbias"] = torch.empty((B, H, T, T), device=DEV)
+    return c, t
+
+
 def phase_order(h, log, cases):
     """Phase order (module docstring): each case in order 0, then in each of ORDER_RUNS; bf16."""
     rows = []
@@ -1089,15 +1104,8 @@ def phase_splitdbench(h, log):
              (256, "softcap_30", False), (256, "bias_head_dbias", False)]
     for D, feature, causal in specs:
         H = 2048 // D
-        c = dict(B=B, Tq=T, Tk=T, H=H, D=D, causal=causal)
-        if feature.startswith("bias"):
-            c.update(bias=(0, 1))
-        else:
-            c.update(softcap=30.0)
         print(f"RUNNING splitdbench D={D} {feature} causal={int(causal)}", file=log, flush=True)
-        t = bench_inputs(h, c)
-        if feature == "bias_head_dbias":
-            t["dbias"] = torch.empty((B, H, T, T), device=DEV)
+        c, t = feature_bench_inputs(h, feature, B, T, H, D, causal)
         r = dict(B=B, T=T, H=H, D=D, causal=causal, dtype="bfloat16", feature=feature)
         time_sm90_and_sm80(h, c, t, r)
         rows.append(r)
@@ -1146,16 +1154,7 @@ def phase_splitdsave(h, log, path):
                                (64, "bias_head_dbias", True), (128, "dmask_batch", False), (64, "dmask_batch", False),
                                (128, "key_mask", False)):
         H = 2048 // D
-        c = dict(B=B, Tq=T, Tk=T, H=H, D=D, causal=causal)
-        if feature.startswith("bias"):
-            c.update(bias=(0, 1))
-        elif feature == "dmask_batch":
-            c.update(mask=(1, 0))  # [B, 1, T, T]
-        else:
-            c.update(kvalid=True)  # [B, T], 20 % of the keys invalid
-        t = bench_inputs(h, c)
-        if feature == "bias_head_dbias":
-            t["dbias"] = torch.empty((B, H, T, T), device=DEV)
+        c, t = feature_bench_inputs(h, feature, B, T, H, D, causal)
         h.m.set_sm90_bwd(1)
         n0 = h.m.sm90_info()["bwd_launches"]
         ms = [tt.do_bench(lambda c=c, t=t: h.bwd(c, t), warmup=25, rep=100, return_mode="median") for _ in range(3)]
@@ -1194,7 +1193,7 @@ def phase_splitdcmp(log, path_a, path_b):
           file=log, flush=True)
     print("ms (sm90, three medians each): D feature causal | a (this build) | b (reference) | b / a", file=log)
     print_ab_times(log, a["bench"], b["bench"], "sm90_bwd_ms",
-                   lambda r: f"{r.get('D', 128):<4} {r['feature']:<18} {int(r['causal'])}")
+                   lambda r: f"{r['D']:<4} {r['feature']:<18} {int(r['causal'])}")
     return rows
 
 

@@ -915,6 +915,29 @@ def phase_vbench(h, log):
     return rows
 
 
+def feature_inputs(feature, B, T, H, D):
+    """The case and bf16 inputs (seed 1) of a timed feature, not causal, Tq = Tk = T: dropout_0.1, softcap_30,
+    bias_h (a bias broadcast over the batch), dense_mask_b (a dense mask broadcast over the heads),
+    key_mask_true / key_mask_pad10 (a [B, Tk] key mask, all true / the last 10 % of the keys false)."""
+    c = dict(B=B, Tq=T, Tk=T, H=H, D=D)
+    if feature == "dropout_0.1":
+        c.update(dropout=0.1, seed=(1, 2))
+    elif feature == "softcap_30":
+        c.update(softcap=30.0)
+    elif feature == "bias_h":
+        c.update(bias=(0, 1))
+    elif feature == "dense_mask_b":
+        c.update(mask=(1, 0))
+    gen = torch.Generator(device=DEV)
+    gen.manual_seed(1)
+    t = make_inputs(c, torch.bfloat16, gen)
+    if feature.startswith("key_mask"):
+        t["kvalid"] = torch.ones(B, T, dtype=torch.bool, device=DEV)
+        if feature == "key_mask_pad10":
+            t["kvalid"][:, T - T // 10:] = False
+    return c, t
+
+
 def bench_features(h, log, quick, plain_rows):
     """D = 128, bf16, not causal: dropout 0.1, an all-true key mask, a key mask with 10 % padding,
     soft-cap 30, a bias broadcast over the batch, a dense mask broadcast over the heads."""
@@ -927,22 +950,7 @@ def bench_features(h, log, quick, plain_rows):
         fl = 4 * B * H * T * T * D
         plain = [r for r in plain_rows if (r["D"], r["T"], r["causal"], r["dtype"]) == (D, T, False, "bfloat16")]
         for feature in ("dropout_0.1", "key_mask_true", "key_mask_pad10", "softcap_30", "bias_h", "dense_mask_b"):
-            c = dict(B=B, Tq=T, Tk=T, H=H, D=D)
-            if feature == "dropout_0.1":
-                c.update(dropout=0.1, seed=(1, 2))
-            elif feature == "softcap_30":
-                c.update(softcap=30.0)
-            elif feature == "bias_h":
-                c.update(bias=(0, 1))
-            elif feature == "dense_mask_b":
-                c.update(mask=(1, 0))
-            gen = torch.Generator(device=DEV)
-            gen.manual_seed(1)
-            t = make_inputs(c, torch.bfloat16, gen)
-            if feature.startswith("key_mask"):
-                t["kvalid"] = torch.ones(B, T, dtype=torch.bool, device=DEV)
-                if feature == "key_mask_pad10":
-                    t["kvalid"][:, T - T // 10:] = False
+            c, t = feature_inputs(feature, B, T, H, D)
             run_fwd(h, c, t)
             r = dict(B=B, T=T, H=H, D=D, causal=False, dtype="bfloat16", feature=feature)
             time_sm90_and_sm80(h, c, t, r)
@@ -1010,19 +1018,7 @@ def phase_densesave(h, log, path):
                           (128, 4096, "key_mask_pad10"), (128, 4096, "softcap_30")):
         H = 2048 // D
         B = 16384 // T
-        c = dict(B=B, Tq=T, Tk=T, H=H, D=D)
-        if feature == "bias_h":
-            c.update(bias=(0, 1))
-        elif feature == "dense_mask_b":
-            c.update(mask=(1, 0))
-        elif feature == "softcap_30":
-            c.update(softcap=30.0)
-        g = torch.Generator(device=DEV)
-        g.manual_seed(1)
-        t = make_inputs(c, torch.bfloat16, g)
-        if feature == "key_mask_pad10":  # the index-masked kernel without a dense tensor
-            t["kvalid"] = torch.ones(B, T, dtype=torch.bool, device=DEV)
-            t["kvalid"][:, T - T // 10:] = False
+        c, t = feature_inputs(feature, B, T, H, D)
         run_fwd(h, c, t)
         n0 = h.m.sm90_info()["fwd_launches"]
         ms = [tt.do_bench(lambda c=c, t=t: h.fwd(c, t), warmup=25, rep=100, return_mode="median") for _ in range(3)]
