@@ -57,7 +57,9 @@ others' answers):
             flash_fwd_sm90.cu, schedule 8's comment); the pass bar stays the numerics tolerance.
   vbench    TFLOP/s of every variant at D = 128 and 64, H = 2048 / D, T in {4096, 16384} (B*T = 16384),
             causal and not, bf16, next to FlashAttention-2 and cuDNN (torch SDPA) and our sm80 forward;
-            variant 0 timed first and again last (drift); WIDE_VARIANTS at D = 64 only.
+            variant 0 timed first and again last (drift); WIDE_VARIANTS at D = 64 only. VBENCH_D=128,
+            VBENCH_T=1024,4096 and VBENCH_CAUSAL=0 (0,1 by default) choose other shapes.
+  SM90_VARIANTS=5,7,10 limits the schedules of variants, vbench and vsanitize to those listed.
   vsanitize small odd D = 128 cases (and D = 64 ones for WIDE_VARIANTS) for each variant 1 .. n-1, for
             compute-sanitizer.
   The float32 TF32 forward (cc/kernels/sm90/flash_fwd_sm90_tf32.cu; on by default, these phases set
@@ -770,8 +772,12 @@ def phase_tf32_bench(h, log):
 
 
 def variant_names(h):
+    """Schedules 1 .. n-1 of the library, or those of them listed in SM90_VARIANTS (e.g. 5,7,10)."""
     n = h.m.sm90_info().get("fwd_variants", 1)
-    return list(range(1, n))
+    names = list(range(1, n))
+    if os.environ.get("SM90_VARIANTS"):
+        names = [v for v in names if str(v) in os.environ["SM90_VARIANTS"].split(",")]
+    return names
 
 
 def expected_variant(c, v):
@@ -784,6 +790,43 @@ def expected_variant(c, v):
     plain = (c["D"] == 64 and not any(c.get(k) for k in IDX_KEYS) and c.get("wl", -1) < 0
              and c.get("wr", -1) < 0)
     return v if plain else WIDE_VARIANTS[v]
+
+
+# The schedule each kind of call runs when none is asked for (flash_fwd_sm90.cu's launch_sched, launch_dense
+# and fwd_typed): case name -> schedule. D = 128 without a causal mask or index masks: the persistent schedule.
+DEFAULT_SCHEDULES = {"odd_d128": 7, "odd_d128_causal_br": 5, "qk_valid_d128": 5, "odd_d64": 8, "odd_d64_causal": 8,
+                     "dropout_masks": DROP_VARIANT, "mask_bias_softcap_gqa": DENSE_VARIANT, "edges_d256_127_129_causal": 0}
+
+
+def phase_defaults(h, log):
+    """With no schedule asked for (TF_FLASHATTN_SM90_FWD_VARIANT unset, set_sm90_fwd_variant(-1)), the schedule
+    each DEFAULT_SCHEDULES case ran, and its numerics against the float64 reference."""
+    rows = []
+    if os.environ.get("TF_FLASHATTN_SM90_FWD_VARIANT"):
+        print("DEFAULTS skipped: TF_FLASHATTN_SM90_FWD_VARIANT is set", file=log, flush=True)
+        return rows
+    gen = torch.Generator(device=DEV)
+    gen.manual_seed(3)
+    h.m.set_sm90(1)
+    h.m.set_sm90_fwd_variant(-1)
+    for c in [c for c in NUM_CASES if c["name"] in DEFAULT_SCHEDULES]:
+        t = inputs(c, torch.bfloat16, gen)
+        keep = None
+        if c.get("dropout"):
+            keep = h.dropout_keep(c, c["B"], c["H"], c["Tq"], c["Tk"], c["D"]).to(DEV)
+        ref = reference(c, t, torch.float64, keep)
+        low = reference(c, t, torch.bfloat16, keep)
+        run_fwd(h, c, t)
+        ran = h.m.sm90_info()["last_fwd_variant"]
+        row = dict(case=c["name"], dtype="bfloat16", expected_variant=DEFAULT_SCHEDULES[c["name"]], ran_variant=ran)
+        ok = judge({"o": t["o"], "lse": t["lse"]}, ref, low, torch.bfloat16, row) and ran == row["expected_variant"]
+        row["ok"] = bool(ok)
+        rows.append(row)
+        print(f"{'PASS' if ok else 'FAIL'} default {c['name']:<26} ran schedule {ran} (expected "
+              f"{row['expected_variant']}) o={row['o']['max']:.2e}", file=log, flush=True)
+    h.m.set_sm90(-1)
+    print(f"defaults: {sum(r['ok'] for r in rows)} / {len(rows)} ran their default schedule and pass", file=log, flush=True)
+    return rows
 
 
 def phase_variants(h, log, cases, dtypes, skip_fallbacks=False):
@@ -870,7 +913,10 @@ def phase_vbench(h, log):
     import triton.testing as tt
     rows = []
     variants = [0] + variant_names(h)
-    for D, T, causal in [(D, T, causal) for D in (128, 64) for T in (4096, 16384) for causal in (False, True)]:
+    dims = [int(d) for d in os.environ.get("VBENCH_D", "128,64").split(",")]
+    lengths = [int(x) for x in os.environ.get("VBENCH_T", "4096,16384").split(",")]
+    causals = [bool(int(x)) for x in os.environ.get("VBENCH_CAUSAL", "0,1").split(",")]
+    for D, T, causal in [(D, T, causal) for D in dims for T in lengths for causal in causals]:
         H = 2048 // D
         B = 16384 // T
         c = dict(B=B, Tq=T, Tk=T, H=H, D=D, causal=causal)
@@ -1096,7 +1142,8 @@ def main():
             names += ["edges_d256_127_129_causal", "dropout_masks_d256", "mask_bias_d256", "keybcast_mask_d256"]
         rows = phase_numerics(h, log, [c for c in NUM_CASES if c["name"] in names], (torch.bfloat16,))
     elif args.phase == "variants":
-        rows = phase_variants(h, log, VARIANT_CASES, (torch.bfloat16, torch.float16))
+        rows = phase_defaults(h, log)
+        rows += phase_variants(h, log, VARIANT_CASES, (torch.bfloat16, torch.float16))
         print(f"variants: {sum(r['ok'] for r in rows)} / {len(rows)} pass", file=log, flush=True)
     elif args.phase == "vsanitize":
         cases = [c for c in VARIANT_CASES if c["name"] in ("odd_d128_causal_br", "empty_rows_causal",

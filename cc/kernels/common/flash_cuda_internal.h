@@ -150,7 +150,8 @@ void set_enabled(int mode);
 int64_t fwd_launches();
 // Schedules of the plain (no-dropout) D = 64 and D = 128 forward (flash_fwd_sm90.cu's kSched; 0 is
 // the first schedule, the reference of the bitwise checks; fwd_default_variant(), 5, the default at
-// D = 128; the plain D = 64 kernel's default is 8, its other kernels run 5): fwd_variants() of them. fwd_variant_for(d) is TF_FLASHATTN_SM90_FWD_VARIANT (read once;
+// D = 128, but 7 (the persistent grid) for the plain D = 128 kernel without a causal mask when no
+// schedule is asked for; the plain D = 64 kernel's default is 8, its other kernels run 5): fwd_variants() of them. fwd_variant_for(d) is TF_FLASHATTN_SM90_FWD_VARIANT (read once;
 // any of 0 .. fwd_variants() - 1, 0 included; head dim d's default when unset, empty, not a number
 // or out of range) unless set_fwd_variant(v) overrides it (v < 0: back to the environment; false,
 // nothing changed, when v >= fwd_variants()); fwd_variant() is fwd_variant_for(128). D = 256 always

@@ -95,13 +95,19 @@
 // bit. At D = 64 the plain kernel's default is variant 8 (three consumer warpgroups, below); its other
 // kernels run variant 5. D = 256 keeps
 // the schedule above (variant 0); dropout at D = 64 and 128 runs kDropVariant (5) unless variant 0 is
-// asked for, a dense mask or bias kDenseVariant (1). Variant 7 (not the default) is variant 5 on a persistent grid: one CTA per SM, each
-// looping over (m_block, head, batch) tiles in a static longest-first order by L2 sections
-// (TileOrder), the producer loading the next tile's K / V while the consumers finish the previous
-// tile's products and epilogue (see the kernel's comment). On the H200 (2026-12-01, vbench; numerics
-// and bitwise equality with variant 0 passed, also with the grid capped at 2 CTAs) it is not faster
-// than variant 5 overall: 521 / 467 / 590 / 518 TFLOP/s against 567 / 476 / 578 / 548 (D = 128;
-// T = 4096, 4096 causal, 16384, 16384 causal), so it is not the default.
+// asked for, a dense mask or bias kDenseVariant (1). Variant 7 is variant 5 on a persistent grid: one CTA per SM, each
+// looping over (m_block, head, batch) tiles in a static order (TileOrder), the producer loading the
+// next tile's K / V while the consumers finish the previous tile's products and epilogue (see the
+// kernel's comment); the default of the plain D = 128 kernel without a causal mask (launch_sched).
+// Its first tile order (FlashAttention-3's: 32 MiB sections of (batch, head) pairs, longest rows
+// first) kept 16 heads' K / V in flight at D = 128, T = 4096 and read 3.3x the HBM bytes of the
+// one-CTA-per-tile grid (ncu on the H200: 674 MB against 201, L2 hits 77 % against 86 %): 0.92x-0.97x
+// variant 5 there (2026-12-01 / 02). Without a causal mask the tiles now go head after head as the
+// grid's blockIdx order does (tile_order()): 201 MB, 88 % hits, and 1.01x-1.07x variant 5's TFLOP/s
+// at T = 1024 .. 16384 in the harness (2026-12-02, vbench, three processes), O and lse equal to variant
+// 0's bit for bit. With a causal mask the static order leaves the tiles unbalanced (0.74x-0.91x variant
+// 5 at T = 16384, any section size tried): causal calls keep variant 5's grid and the hardware's
+// dynamic dispatch of it.
 // Variants 8 and 9 (8 the default of the plain D = 64 kernel; the plain kernel at D = 64 only, other calls run 5):
 // FlashAttention-3's head-dim-64 tile, 3 consumer warpgroups and 192 query rows per CTA, variant 8
 // with the ping-pong as a round-robin ring, 9 without it (see their comment at kSched).
@@ -201,12 +207,12 @@ constexpr Sched kSched[] = {
     {3, true, true, false},    // 4
     {3, true, true, true},     // 5: the default at D = 128 (H200: 1.08x-1.16x variant 0's TFLOP/s)
     {2, true, true, true},     // 6
-    {3, true, true, true, true},  // 7: schedule 5 on a persistent grid (checked on the H200; not faster)
+    {3, true, true, true, true},  // 7: schedule 5 on a persistent grid (D = 128 plain, no causal mask: default)
     {3, true, true, true, false, 3},   // 8: schedule 5 with 3 consumers, round-robin turns (D = 64 plain only; its default)
     {3, true, false, true, false, 3},  // 9: 8 without the turns (D = 64 plain only)
 };
 constexpr int kNumVariants = sizeof(kSched) / sizeof(kSched[0]);
-constexpr int kDefaultVariant = 5;     // D = 128
+constexpr int kDefaultVariant = 5;     // D = 128 (without a causal mask or index masks: kPersistentVariant)
 constexpr int kDefaultVariantD64 = 8;  // D = 64 (the plain kernel; the others run kWideFallback, 5)
 // The dropout kernel's schedule at D = 64 and 128 (schedule 0 when the variant asked for is 0).
 constexpr int kDropVariant = 5;
@@ -316,10 +322,10 @@ static_assert(SmemLayout<64, 3, 128, false, 192>::kK % 1024 == 0, "K / V tiles 1
 // The persistent schedule's tiles (kSched's `persistent`): tile index t in [0, num) of the
 // (m_block, head, batch) work, ordered for the L2 and for causal balance, FlashAttention-3's
 // "longest processing time first" order: the (batch, head) pairs in sections of `sec` consecutive
-// pairs whose K and V fit in 32 MiB of L2 (query heads of one GQA group count once), section after
-// section; within a section, m_block from the last (the longest causal rows) to the first, the
-// section's heads inner (the CTAs running at one time read the K / V of a few heads, as the
-// one-CTA-per-tile grid's blockIdx order does). Computed on the host (launch()), read from the
+// pairs whose K and V fit in 32 MiB of L2 (query heads of one GQA group count once; with a causal
+// mask: without one, sections of one pair or GQA group, tile_order()), section after section; within
+// a section, m_block from the last (the longest causal rows) to the first, the section's heads inner.
+// Computed on the host (launch()), read from the
 // kernel's parameter space (no registers in the producer's 24 until used).
 struct TileOrder {
   int n_m = 1;     // query tiles per (batch, head): ceil(Tq / kBr)
@@ -1061,11 +1067,26 @@ constexpr int64_t kL2SectionBytes = 32ll << 20;
 // head's K / V at once (no L2 reuse: as many bytes from HBM as the tensor cores' rate). Measure
 // first; the atomic counter is the next step if the causal rows show it.
 template <int D>
-bool tile_order(const AttnShape& s, TileOrder* o) {
+bool tile_order(const FlashFwdParams& p, TileOrder* o) {
+  const AttnShape& s = p.shape;
   const int64_t n_m = (s.Tq + kBr - 1) / kBr, hb = s.H * s.B;
   if (n_m * hb >= (1ll << 30)) return false;
   const int64_t kv_head = s.Tk * D * 2 * 2;  // one kv head's K and V, 16-bit
-  int64_t sec = kv_head >= kL2SectionBytes ? 1 : kL2SectionBytes / kv_head;
+  // Without a causal mask the tiles cost the same and need no balancing: sections of one (batch,
+  // head) pair, the one-CTA-per-tile grid's blockIdx order (the CTAs running at one time read the
+  // K / V of a few heads). 32 MiB sections there read 3.3x the HBM bytes (H200, D = 128, T = 4096,
+  // B = 4, H = 16: 674 MB against 201, L2 hit rate 77 % against 88 %; ncu) and ran slower than the
+  // one-CTA-per-tile grid. TF_FLASHATTN_SM90_L2_SECTION_MB=n (a measurement's switch) sets the
+  // sections' K / V budget to n MiB, with or without a causal mask.
+  static const int64_t env_budget = [] {
+    const char* v = getenv("TF_FLASHATTN_SM90_L2_SECTION_MB");
+    if (!v || !*v) return int64_t{0};
+    char* end = nullptr;
+    const long x = strtol(v, &end, 10);
+    return *end == '\0' && x > 0 && x < (1 << 20) ? static_cast<int64_t>(x) << 20 : int64_t{0};
+  }();
+  const int64_t budget = env_budget > 0 ? env_budget : p.mask.causal ? kL2SectionBytes : 0;
+  int64_t sec = kv_head >= budget ? 1 : budget / kv_head;
   sec *= s.H / s.Hkv;  // the query heads of a GQA group share their K / V
   if (sec > hb) sec = hb;
   o->n_m = static_cast<int>(n_m);
@@ -1085,7 +1106,7 @@ cudaError_t launch(const FlashFwdParams& p, cudaStream_t stream) {
   const AttnShape& s = p.shape;
   TileOrder order;
   if constexpr (kS.persistent) {
-    if (!tile_order<D>(s, &order)) return launch<T, D, IDX, DROP, kPersistentFallback, DENSE>(p, stream);
+    if (!tile_order<D>(p, &order)) return launch<T, D, IDX, DROP, kPersistentFallback, DENSE>(p, stream);
   }
   CUtensorMap tq, tk, tv, to;
   if (!tma_map_rows(&tq, p.dtype, p.q, s.B, s.Tq, s.H, D, s.q_stride, kBr) ||
@@ -1175,7 +1196,8 @@ int fwd_default_variant() { return kDefaultVariant; }
 
 int fwd_variant() { return fwd_variant_for(128); }
 
-int fwd_variant_for(int d) {
+// The schedule asked for (set_fwd_variant, else TF_FLASHATTN_SM90_FWD_VARIANT), -1 when none.
+static int asked_fwd_variant() {
   const int o = g_variant_override.load(std::memory_order_relaxed);
   if (o >= 0) return o;
   // TF_FLASHATTN_SM90_FWD_VARIANT: a whole decimal number in [0, kNumVariants) selects that
@@ -1187,8 +1209,12 @@ int fwd_variant_for(int d) {
     const long x = strtol(v, &end, 10);
     return *end == '\0' && x >= 0 && x < kNumVariants ? static_cast<int>(x) : -1;
   }();
-  if (env_v >= 0) return env_v;
-  return d == 64 ? kDefaultVariantD64 : kDefaultVariant;
+  return env_v;
+}
+
+int fwd_variant_for(int d) {
+  const int v = asked_fwd_variant();
+  return v >= 0 ? v : d == 64 ? kDefaultVariantD64 : kDefaultVariant;
 }
 
 bool set_fwd_variant(int v) {
@@ -1229,11 +1255,16 @@ static bool needs_idx(const MaskParams& m) {
   return m.window_left >= 0 || m.window_right >= 0 || m.q_lengths || m.k_lengths || m.q_valid || m.k_valid;
 }
 
-// Head dim 64 or 128, on the schedules: the plain kernel on fwd_variant_for(D); the dropout
-// kernel on kDropVariant unless schedule 0 is asked for (the reference of the checks).
+// Head dim 64 or 128, on the schedules: the plain kernel on the schedule asked for, else its
+// default: at D = 128 without a causal mask or the index masks the persistent schedule (kPersistentVariant;
+// its tile order then follows the heads, see tile_order()), otherwise fwd_variant_for(D)'s (5; 8 at
+// D = 64). The dropout kernel on kDropVariant unless schedule 0 is asked for (the reference of the checks).
+// The persistent grid's static tile order would leave causal tiles unbalanced (H200, 2026-12-02: schedule 7
+// 0.74x-0.91x schedule 5 at T = 16384 causal), and the index masks' tiles may differ in length too.
 template <typename T, int D, bool IDX, bool DROP>
 cudaError_t launch_sched(const FlashFwdParams& p, cudaStream_t stream) {
-  const int v = fwd_variant_for(D);
+  int v = fwd_variant_for(D);
+  if (D == 128 && !IDX && !p.mask.causal && asked_fwd_variant() < 0) v = kPersistentVariant;
   if constexpr (!DROP) return launch_plain<T, D, IDX>(p, stream, v);
   else return v != 0 ? launch<T, D, IDX, DROP, kDropVariant>(p, stream) : launch<T, D, IDX, DROP>(p, stream);
 }
