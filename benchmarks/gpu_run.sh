@@ -18,7 +18,9 @@
 #             SM90_PHASES (default all) limits the sm90_check.py phases, e.g. SM90_PHASES=variants,vbench;
 #             SM90_SASS=0 skips the ptxas report and SASS counts (a minute of the call);
 #             racecheck and synccheck (compute-sanitizer's tools on the sanitize cases) run only when named;
-#             so does vcap (the variants phase with the persistent schedule's grid capped at 2 CTAs).
+#             so does vcap (the variants phase with the persistent schedule's grid capped at 2 CTAs);
+#             vgroup (in the default phases) runs the variants phase with TF_FLASHATTN_SM90_TILE_GROUP=2,
+#             the causal tile order's sections of 2 pairs, so that small cases span several (uneven) ones.
 #             The float32 TF32 forward (cc/kernels/sm90/flash_fwd_sm90_tf32.cu, on by default) is checked
 #             only when named: tf32selftest, tf32 (numerics vs float64 / torch TF32 / our
 #             sm80 TF32), tf32bench, tf32sanitize (memcheck), tf32racecheck, tf32synccheck, e.g.
@@ -143,7 +145,7 @@ if [[ ,$what, == *,sm90,* ]]; then (
   gzip -f $d/sm90.sass
   cat $d/sass_counts.txt | head -20
   fi
-  phases=${SM90_PHASES:-selftest,numerics,bench,sanitize,variants,vbench,vsanitize}
+  phases=${SM90_PHASES:-selftest,numerics,bench,sanitize,variants,vgroup,vbench,vsanitize}
   has_ph() { [[ ,$phases, == *,$1,* ]]; }
   # SM90_BUDGET (seconds, unset: no cap) caps the TF32 phases' timeouts together, as SM90BWD_BUDGET
   # does for sm90bwd: a hung phase then cannot push the call past its limit before the logs are packed.
@@ -190,6 +192,15 @@ if [[ ,$what, == *,sm90,* ]]; then (
       --lib $hb --out $d/vcap > $d/vcap.log 2>&1
     echo "phase vcap rc=$? ($((SECONDS - t0)) s)" | tee -a $d/vcap.log
     grep -E "^FAIL|variants:|^variant |bitwise_vs_v0=False|Error|error" $d/vcap.log | head -20
+  fi
+  # vgroup: the variants phase with the causal tile order in sections of 2 (batch, head) pairs
+  # (TF_FLASHATTN_SM90_TILE_GROUP; flash_fwd_sm90.cu's TileOrder): several sections, uneven ones too.
+  if has_ph vgroup; then
+    t0=$SECONDS; mkdir -p $d/vgroup
+    TF_FLASHATTN_SM90_TILE_GROUP=2 timeout -k 5 150 python3 benchmarks/sm90_check.py --phase variants \
+      --lib $hb --out $d/vgroup > $d/vgroup.log 2>&1
+    echo "phase vgroup rc=$? ($((SECONDS - t0)) s)" | tee -a $d/vgroup.log
+    grep -E "^FAIL|variants:|defaults:|^variant |bitwise_vs_v0=False|Error|error" $d/vgroup.log | head -20
   fi
   if has_ph sanitize; then
     timeout -k 5 200 compute-sanitizer --tool memcheck --print-limit 20 python3 benchmarks/sm90_check.py \

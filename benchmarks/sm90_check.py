@@ -500,7 +500,14 @@ D64_3WG_CASES = [
     dict(name="w3_strided", B=2, Tq=250, Tk=250, H=4, D=64, causal=True, packed=True),
     dict(name="w3_big", B=1, Tq=1000, Tk=1500, H=4, D=64, scale=0.3),
 ]
-VARIANT_CASES = [c for c in NUM_CASES if c["D"] in (64, 128)] + D64_3WG_CASES
+# The causal tile order's sections (flash_fwd_sm90.cu's TileOrder, kGridSectionBytes): one section of all pairs
+# at these sizes; with TF_FLASHATTN_SM90_TILE_GROUP=2 (gpu_run.sh's vgroup) 5 pairs in sections of 2, 2, 1 and 9
+# pairs (3 GQA groups of 3 query heads) in sections of 5 and 4 (query tiles of 128 rows, and of 192 for schedule 8).
+SECTION_CASES = [
+    dict(name="sections_h5_causal", B=1, Tq=300, Tk=300, H=5, D=128, causal=True),
+    dict(name="sections_gqa_b3_causal_br", B=3, Tq=200, Tk=330, H=3, Hkv=1, D=64, causal=True, offset=130),
+]
+VARIANT_CASES = [c for c in NUM_CASES if c["D"] in (64, 128)] + D64_3WG_CASES + SECTION_CASES
 # The dropout kernel runs schedule 0 or this one (flash_fwd_sm90.cu's kDropVariant): dropout cases
 # check only it against schedule 0.
 DROP_VARIANT = 5

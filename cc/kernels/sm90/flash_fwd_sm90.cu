@@ -59,7 +59,8 @@
 //   panel 0, LBO = 64 x 128 B (the next 64-column panel along N: the instruction walks all 4),
 //   SBO = 1024 (the next 8 keys).
 //   Dropout: the same Philox layout on 8 n-tiles per key tile (j0 a multiple of 64, so of 32).
-//   Masks: the grid's query tiles run longest first. The key tiles a query tile visits are
+//   Masks: the grid's query tiles run longest first (causal: grouped over a few (batch, head) pairs,
+//   kGridSectionBytes). The key tiles a query tile visits are
 //   QueryTileKeys' (the union of its rows' causal / window / length ranges): the producer loads
 //   only those and the consumers loop over the same ones. Per tile and warp, only warps with a
 //   live row whose range does not cover the tile, or with a key failing k_valid, mask element-
@@ -321,27 +322,37 @@ static_assert(SmemLayout<64, 3, 128, false, 192>::kK % 1024 == 0, "K / V tiles 1
 
 // The persistent schedule's tiles (kSched's `persistent`): tile index t in [0, num) of the
 // (m_block, head, batch) work, ordered for the L2 and for causal balance, FlashAttention-3's
-// "longest processing time first" order: the (batch, head) pairs in sections of `sec` consecutive
-// pairs whose K and V fit in 32 MiB of L2 (query heads of one GQA group count once; with a causal
-// mask: without one, sections of one pair or GQA group, tile_order()), section after section; within
-// a section, m_block from the last (the longest causal rows) to the first, the section's heads inner.
+// "longest processing time first" order: the (batch, head) pairs in sections of consecutive pairs
+// whose K and V fit in a budget of L2 (query heads of one GQA group count once; tile_order(): 32 MiB
+// for the persistent grid with a causal mask, one pair or GQA group without, kGridSectionBytes for the
+// one-CTA-per-tile grid with a causal mask), balanced (ng = ceil(pairs / most pairs per section)
+// sections, the first pairs % ng of them one pair larger), section after section; within a section,
+// m_block from the last (the longest causal rows) to the first, the section's heads inner.
 // Computed on the host (launch()), read from the
 // kernel's parameter space (no registers in the producer's 24 until used).
 struct TileOrder {
-  int n_m = 1;     // query tiles per (batch, head): ceil(Tq / kBr)
+  int n_m = 1;     // query tiles per (batch, head): ceil(Tq / rows)
   int H = 1;       // heads
-  int hb = 1;      // H * B
-  int sec = 1;     // (batch, head) pairs per section
-  int sec_tiles = 1;  // sec * n_m
+  int g = 1;       // (batch, head) pairs per section: the first `big` sections g + 1, the others g
+  int big = 0;
   int num = 1;     // n_m * H * B (< 2^30: launch() falls back to kPersistentFallback above)
+  int grid = 0;    // the one-CTA-per-tile schedules: 1 when the CTAs take their tiles in this order
+                   // (the linear block index as t; causal masks, launch()), 0 from blockIdx as launched
   // The tile at index t: m_block, head h, batch b.
   __device__ __forceinline__ void at(int t, int& m_block, int& h, int& b) const {
-    const int si = t / sec_tiles, r = t - si * sec_tiles;
-    const int hb0 = si * sec;
-    const int nh = hb - hb0 < sec ? hb - hb0 : sec;  // the last section may be short
-    const int q = r / nh;
+    const int big_tiles = big * (g + 1) * n_m;  // the tiles of the larger sections
+    int gs, p0;                                 // this section's pairs and its first pair
+    if (t < big_tiles) {
+      gs = g + 1;
+      p0 = t / (gs * n_m) * gs;
+    } else {
+      gs = g;
+      p0 = big * (g + 1) + (t - big_tiles) / (gs * n_m) * gs;
+    }
+    const int r = t - p0 * n_m;  // within the section: r = gs q + (pair - p0)
+    const int q = r / gs;
     m_block = n_m - 1 - q;
-    const int bh = hb0 + (r - q * nh);
+    const int bh = p0 + (r - q * gs);
     b = bh / H;
     h = bh - b * H;
   }
@@ -900,7 +911,9 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
 // q [B, Tq, H, D], k [B, Tk, Hkv, D], v [B, Tk, Hkv, D] through tm_q / tm_k / tm_v (rank 4:
 // d, head, time, batch; boxes {64, 1, 128, 1} for q, {64, 1, kBc, 1} for k / v); o [B, Tq, H, D] and
 // lse [B, H, Tq] from p.
-// Grid (ceil(Tq / kBr), H, B), one query tile per CTA, longest causal rows first; the persistent
+// Grid (ceil(Tq / kBr), H, B), one query tile per CTA, longest causal rows first (with a causal mask
+// in sections of a few (batch, head) pairs: order.grid, the linear block index through TileOrder,
+// kGridSectionBytes' comment; else from blockIdx: each pair's rows longest first); the persistent
 // schedule: grid (min(order.num, SMs)), CTA i takes tiles i, i + gridDim.x, ... of `order` (a
 // static stride: see TileOrder and launch()). IDX: the index masks (causal, window, lengths,
 // [B, Tq] / [B, Tk] validity) at run time, decided per warp and tile (row_info, k_valid loads,
@@ -953,6 +966,8 @@ __global__ void __launch_bounds__(kThreadsOf<V>, 1)
   auto tile_at = [&](int t, int& m_block, int& h, int& b) {
     if constexpr (kSched[V].persistent) {  // (kS is not a constant inside a lambda)
       order.at(t, m_block, h, b);
+    } else if (order.grid) {  // causal: grouped longest-first (launch()), from the dispatch order
+      order.at(static_cast<int>(blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z)), m_block, h, b);
     } else {
       m_block = gridDim.x - 1 - blockIdx.x;  // longest causal rows first
       h = blockIdx.y;
@@ -1049,51 +1064,70 @@ std::atomic<int> g_override{-1};
 std::atomic<int> g_variant_override{-1};
 std::atomic<int> g_last_variant{-1};
 
+// A check's or measurement's switch: the environment variable `name` as a whole decimal number in
+// [1, 2^20), else 0 (unset, empty, or anything else).
+int64_t env_count(const char* name) {
+  const char* v = getenv(name);
+  if (!v || !*v) return 0;
+  char* end = nullptr;
+  const long x = strtol(v, &end, 10);
+  return *end == '\0' && x > 0 && x < (1 << 20) ? static_cast<int64_t>(x) : 0;
+}
+
 // The persistent schedule's L2 budget for one section's K and V (TileOrder; FlashAttention-3's 32
 // MiB of the H100 / H200's 50 MB L2).
 constexpr int64_t kL2SectionBytes = 32ll << 20;
 
-// The persistent schedule's tile order (TileOrder) for shape s, or false when its tile count needs
-// more than the kernel's 32-bit tile index (< 2^30, so that tile + gridDim.x cannot overflow).
-// Static stride (CTA i takes tiles i, i + grid, ...), not an atomic tile counter: a counter in
-// global memory needs zeroing per launch (a memset, or a self-resetting counter that two launches
-// in flight on different streams, or two replays of a captured graph, would share: silent wrong
-// output) and the forward's work per tile is known in advance. The cost: a model of the H200 (132
+// The persistent schedule walks its tile order (TileOrder) with a static stride (CTA i takes tiles
+// i, i + grid, ...), not an atomic tile counter: a counter in global memory needs zeroing per launch
+// (a memset, or a self-resetting counter that two launches in flight on different streams, or two
+// replays of a captured graph, would share: silent wrong output) and the forward's work per tile is known in advance. The cost: a model of the H200 (132
 // CTAs, a tile's time = its key tiles + 1; benchmarks-free, a few lines of Python) puts the busiest
 // CTA 3% above the mean without a causal mask (as the one-CTA-per-tile grid) but 3-16% above with
 // one where the sections are few (H = 16 and B*T = 16384: 12-16% at T >= 2048, against 1-7% for the
 // hardware's dynamic dispatch of the one-CTA-per-tile grid, 0-1% for an atomic counter in this
 // order); 3% at H = 32. A strict longest-first order over all heads balances to 0-6% but reads every
 // head's K / V at once (no L2 reuse: as many bytes from HBM as the tensor cores' rate). Measure
-// first; the atomic counter is the next step if the causal rows show it.
+// first; the atomic counter is the next step if the causal rows show it. (They did: 0.74x-0.91x
+// schedule 5 at T = 16384 causal; causal calls run the one-CTA-per-tile grid.)
+//
+// The one-CTA-per-tile grid with a causal mask: the hardware dispatches the CTAs in linear block index
+// order, and blockIdx's order (each pair's query tiles longest first, pair after pair) ends with the
+// heavy tiles of the last pairs still running when the light ones are done: a model of the H200 (132
+// SMs, tile cost = its key tiles + 1.4, dynamic dispatch; a few lines of Python) puts the makespan
+// 6.6 % / 5.6 % / 6.8 % over the ideal at D = 128, B*T = 16384, H = 16, T = 4096 / 8192 / 2048, 0.3 % at
+// 16384; sections of 2-8 pairs bring it to 0.1-1.6 %. The grid takes the TileOrder with sections of
+// pairs whose K and V fit kGridSectionBytes (4 pairs at D = 128, T = 4096; 8 at 2048; 2 at 8192), few
+// enough that the running CTAs read the K / V of a few pairs, as blockIdx's order does. On the H200
+// (2026-12-02, harness vbench, causal, bf16, B*T = 16384, two processes each against blockIdx's order):
+// D = 128 schedule 5 1.02x-1.04x at T = 2048, 4096 and 8192, 0.99x-1.00x at 16384; D = 64 schedule 8
+// 1.00x-1.05x; 4 and 32 MiB sections gave less at D = 128, T = 4096 and 8192. O and lse are each
+// tile's as before (the order changes which CTA computes a tile, not how).
+constexpr int64_t kGridSectionBytes = 8ll << 20;
+
+// The tile order (TileOrder) for shape p.shape in query tiles of `rows`, sections of the pairs whose K
+// and V (16-bit) fit `budget` bytes (at least one pair, one GQA group), or false when its tile count
+// needs more than the kernel's 32-bit tile index (< 2^30, so that tile + gridDim.x cannot overflow).
+// TF_FLASHATTN_SM90_L2_SECTION_MB=n (a measurement's switch) sets every budget to n MiB;
+// TF_FLASHATTN_SM90_TILE_GROUP=n (a check's switch) sets n pairs per section (n GQA groups), so that
+// small cases run several, uneven sections.
 template <int D>
-bool tile_order(const FlashFwdParams& p, TileOrder* o) {
+bool tile_order(const FlashFwdParams& p, int rows, int64_t budget, TileOrder* o) {
   const AttnShape& s = p.shape;
-  const int64_t n_m = (s.Tq + kBr - 1) / kBr, hb = s.H * s.B;
+  const int64_t n_m = (s.Tq + rows - 1) / rows, hb = s.H * s.B;
   if (n_m * hb >= (1ll << 30)) return false;
   const int64_t kv_head = s.Tk * D * 2 * 2;  // one kv head's K and V, 16-bit
-  // Without a causal mask the tiles cost the same and need no balancing: sections of one (batch,
-  // head) pair, the one-CTA-per-tile grid's blockIdx order (the CTAs running at one time read the
-  // K / V of a few heads). 32 MiB sections there read 3.3x the HBM bytes (H200, D = 128, T = 4096,
-  // B = 4, H = 16: 674 MB against 201, L2 hit rate 77 % against 88 %; ncu) and ran slower than the
-  // one-CTA-per-tile grid. TF_FLASHATTN_SM90_L2_SECTION_MB=n (a measurement's switch) sets the
-  // sections' K / V budget to n MiB, with or without a causal mask.
-  static const int64_t env_budget = [] {
-    const char* v = getenv("TF_FLASHATTN_SM90_L2_SECTION_MB");
-    if (!v || !*v) return int64_t{0};
-    char* end = nullptr;
-    const long x = strtol(v, &end, 10);
-    return *end == '\0' && x > 0 && x < (1 << 20) ? static_cast<int64_t>(x) << 20 : int64_t{0};
-  }();
-  const int64_t budget = env_budget > 0 ? env_budget : p.mask.causal ? kL2SectionBytes : 0;
-  int64_t sec = kv_head >= budget ? 1 : budget / kv_head;
+  static const int64_t env_budget = env_count("TF_FLASHATTN_SM90_L2_SECTION_MB") << 20;
+  static const int64_t env_group = env_count("TF_FLASHATTN_SM90_TILE_GROUP");
+  if (env_budget > 0) budget = env_budget;
+  int64_t sec = env_group > 0 ? env_group : kv_head >= budget ? 1 : budget / kv_head;
   sec *= s.H / s.Hkv;  // the query heads of a GQA group share their K / V
   if (sec > hb) sec = hb;
+  const int64_t ng = (hb + sec - 1) / sec;  // balanced sections
   o->n_m = static_cast<int>(n_m);
   o->H = static_cast<int>(s.H);
-  o->hb = static_cast<int>(hb);
-  o->sec = static_cast<int>(sec);
-  o->sec_tiles = static_cast<int>(sec * n_m);
+  o->g = static_cast<int>(hb / ng);
+  o->big = static_cast<int>(hb % ng);
   o->num = static_cast<int>(n_m * hb);
   return true;
 }
@@ -1106,7 +1140,14 @@ cudaError_t launch(const FlashFwdParams& p, cudaStream_t stream) {
   const AttnShape& s = p.shape;
   TileOrder order;
   if constexpr (kS.persistent) {
-    if (!tile_order<D>(p, &order)) return launch<T, D, IDX, DROP, kPersistentFallback, DENSE>(p, stream);
+    // Without a causal mask the tiles cost the same and need no balancing: sections of one (batch,
+    // head) pair (GQA group), blockIdx's order. 32 MiB sections there read 3.3x the HBM bytes (H200,
+    // D = 128, T = 4096, B = 4, H = 16: 674 MB against 201, L2 hit rate 77 % against 88 %; ncu) and
+    // ran slower than the one-CTA-per-tile grid.
+    if (!tile_order<D>(p, kBr, p.mask.causal ? kL2SectionBytes : 0, &order))
+      return launch<T, D, IDX, DROP, kPersistentFallback, DENSE>(p, stream);
+  } else if (p.mask.causal && tile_order<D>(p, kBr, kGridSectionBytes, &order)) {
+    order.grid = 1;  // grouped longest-first (kGridSectionBytes' comment)
   }
   CUtensorMap tq, tk, tv, to;
   if (!tma_map_rows(&tq, p.dtype, p.q, s.B, s.Tq, s.H, D, s.q_stride, kBr) ||
@@ -1129,13 +1170,7 @@ cudaError_t launch(const FlashFwdParams& p, cudaStream_t stream) {
     // TF_FLASHATTN_SM90_PERSISTENT_CTAS=n (a check's switch, not a tuning one) caps the grid at n
     // CTAs, so that small cases run many tiles per CTA: the q_empty phases, key-less tiles inside
     // a CTA's walk and the ring's phases across tiles are then exercised (sm90_check.py's vcap).
-    static const int cap = [] {
-      const char* v = getenv("TF_FLASHATTN_SM90_PERSISTENT_CTAS");
-      if (!v || !*v) return 0;
-      char* end = nullptr;
-      const long x = strtol(v, &end, 10);
-      return *end == '\0' && x > 0 && x < (1 << 20) ? static_cast<int>(x) : 0;
-    }();
+    static const int cap = static_cast<int>(env_count("TF_FLASHATTN_SM90_PERSISTENT_CTAS"));
     int sms = current_device_sm_count();
     if (sms <= 0) return cudaErrorUnknown;
     if (cap > 0 && cap < sms) sms = cap;
