@@ -183,25 +183,20 @@ if [[ ,$what, == *,sm90,* ]]; then (
     grep -E "SELFTEST|^FAIL|numerics:|variants:|tf32:|^tf32 variant |^variant |TFLOP|^ +[0-9]+ |NOT taken|NOT bitwise|launches [0-9]+, expected|bitwise_vs_nomask=False|bitwise_vs_v0=False|Error|error" \
       $d/${ph%%:*}.log | head -70
   done
-  # vcap: the variants phase again with the persistent schedule's grid capped at 2 CTAs
+  # The variants phase again under a check's switch: vcap caps the persistent schedule's grid at 2 CTAs
   # (TF_FLASHATTN_SM90_PERSISTENT_CTAS), so that its small cases walk many tiles per CTA: q_empty
-  # phases past the first, key-less tiles in the middle of a walk, the ring's phases across tiles.
-  if has_ph vcap; then
-    t0=$SECONDS; mkdir -p $d/vcap
-    TF_FLASHATTN_SM90_PERSISTENT_CTAS=2 timeout -k 5 150 python3 benchmarks/sm90_check.py --phase variants \
-      --lib $hb --out $d/vcap > $d/vcap.log 2>&1
-    echo "phase vcap rc=$? ($((SECONDS - t0)) s)" | tee -a $d/vcap.log
-    grep -E "^FAIL|variants:|^variant |bitwise_vs_v0=False|Error|error" $d/vcap.log | head -20
-  fi
-  # vgroup: the variants phase with the causal tile order in sections of 2 (batch, head) pairs
-  # (TF_FLASHATTN_SM90_TILE_GROUP; flash_fwd_sm90.cu's TileOrder): several sections, uneven ones too.
-  if has_ph vgroup; then
-    t0=$SECONDS; mkdir -p $d/vgroup
-    TF_FLASHATTN_SM90_TILE_GROUP=2 timeout -k 5 150 python3 benchmarks/sm90_check.py --phase variants \
-      --lib $hb --out $d/vgroup > $d/vgroup.log 2>&1
-    echo "phase vgroup rc=$? ($((SECONDS - t0)) s)" | tee -a $d/vgroup.log
-    grep -E "^FAIL|variants:|defaults:|^variant |bitwise_vs_v0=False|Error|error" $d/vgroup.log | head -20
-  fi
+  # phases past the first, key-less tiles in the middle of a walk, the ring's phases across tiles;
+  # vgroup runs the causal tile order in sections of 2 (batch, head) pairs (TF_FLASHATTN_SM90_TILE_GROUP;
+  # flash_fwd_sm90.cu's TileOrder): several sections, uneven ones too.
+  for spec in vcap:TF_FLASHATTN_SM90_PERSISTENT_CTAS=2 vgroup:TF_FLASHATTN_SM90_TILE_GROUP=2; do
+    ph=${spec%%:*}
+    has_ph $ph || continue
+    t0=$SECONDS; mkdir -p $d/$ph
+    env ${spec#*:} timeout -k 5 150 python3 benchmarks/sm90_check.py --phase variants \
+      --lib $hb --out $d/$ph > $d/$ph.log 2>&1
+    echo "phase $ph rc=$? ($((SECONDS - t0)) s)" | tee -a $d/$ph.log
+    grep -E "^FAIL|variants:|defaults:|^variant |bitwise_vs_v0=False|Error|error" $d/$ph.log | head -20
+  done
   if has_ph sanitize; then
     timeout -k 5 200 compute-sanitizer --tool memcheck --print-limit 20 python3 benchmarks/sm90_check.py \
       --phase sanitize --lib $hb > $d/memcheck.log 2>&1; echo "memcheck rc=$?" | tee -a $d/memcheck.log

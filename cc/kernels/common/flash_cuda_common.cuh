@@ -417,6 +417,26 @@ struct KeyTileUnits {
   }
 };
 
+// Grouped longest-first tile orders (the Hopper kernels': the backward's key tiles, bwd_tile; the
+// forward's query tiles, TileOrder): `pairs` (batch, head) pairs in groups of consecutive pairs, the
+// first `big` groups of g + 1 pairs, the others of g; within a group of gs pairs, index i =
+// (tiles of the groups before) + gs x + (pair - the group's first pair), x in [0, n). From i, the
+// position x (slowest within the group) and the pair.
+__device__ __forceinline__ void grouped_tile(int i, int n, int g, int big, int& x, int& pair) {
+  const int big_tiles = big * (g + 1) * n;  // the tiles of the larger groups
+  int gs, p0;                               // this group's pairs and its first pair
+  if (i < big_tiles) {
+    gs = g + 1;
+    p0 = i / (gs * n) * gs;
+  } else {
+    gs = g;
+    p0 = big * (g + 1) + (i - big_tiles) / (gs * n) * gs;
+  }
+  const int r = i - p0 * n;  // within the group: r = gs x + (pair - p0)
+  x = r / gs;
+  pair = p0 + (r - x * gs);
+}
+
 __device__ __forceinline__ float warp_quad_max(float x) {
   x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
   return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));

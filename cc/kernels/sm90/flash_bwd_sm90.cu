@@ -285,7 +285,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "cc/kernels/common/flash_cuda_common.cuh"  // fast_exp2, Elem<T>::pack
+#include "cc/kernels/common/flash_cuda_common.cuh"  // fast_exp2, Elem<T>::pack, grouped_tile
 #include "cc/kernels/common/flash_dropout.cuh"      // DropTile, drop_cols_bits (DROP)
 #include "cc/kernels/common/flash_cuda_internal.h"
 #include "cc/kernels/common/flash_params.h"
@@ -391,18 +391,8 @@ __device__ __forceinline__ BwdTile bwd_tile(int order_g, int order_big) {
   if (order_g == 0) return {blockIdx.x, static_cast<int>(blockIdx.y), static_cast<int>(blockIdx.z)};
   const int nx = gridDim.x;
   const int lin = blockIdx.x + nx * (blockIdx.y + gridDim.y * blockIdx.z);
-  const int big = order_big * (order_g + 1) * nx;  // CTAs of the larger groups
-  int gs, p0;
-  if (lin < big) {
-    gs = order_g + 1;
-    p0 = lin / (gs * nx) * gs;
-  } else {
-    gs = order_g;
-    p0 = order_big * (order_g + 1) + (lin - big) / (gs * nx) * gs;
-  }
-  const int r = lin - p0 * nx;  // within the group: r = gs x + pair - p0
-  const int x = r / gs;
-  const int pair = p0 + (r - x * gs);
+  int x, pair;
+  grouped_tile(lin, nx, order_g, order_big, x, pair);
   return {static_cast<unsigned>(x), pair % static_cast<int>(gridDim.y), pair / static_cast<int>(gridDim.y)};
 }
 

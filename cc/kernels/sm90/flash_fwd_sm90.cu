@@ -146,7 +146,7 @@
 #include <type_traits>  // std::true_type (softmax_tile's paired reads)
 #include <vector>
 
-#include "cc/kernels/common/flash_cuda_common.cuh"  // QueryTileKeys, row_info, fast_exp2, Elem<T>::pack
+#include "cc/kernels/common/flash_cuda_common.cuh"  // QueryTileKeys, row_info, fast_exp2, Elem<T>::pack, grouped_tile
 #include "cc/kernels/common/flash_cuda_internal.h"
 #include "cc/kernels/common/flash_dropout.cuh"      // drop_tile, drop_rows_visit
 #include "cc/kernels/common/flash_params.h"
@@ -327,8 +327,8 @@ static_assert(SmemLayout<64, 3, 128, false, 192>::kK % 1024 == 0, "K / V tiles 1
 // for the persistent grid with a causal mask, one pair or GQA group without, kGridSectionBytes for the
 // one-CTA-per-tile grid with a causal mask), balanced (ng = ceil(pairs / most pairs per section)
 // sections, the first pairs % ng of them one pair larger), section after section; within a section,
-// m_block from the last (the longest causal rows) to the first, the section's heads inner.
-// Computed on the host (launch()), read from the
+// m_block from the last (the longest causal rows) to the first, the section's heads inner (common's
+// grouped_tile, as the backward's tile order). Computed on the host (launch()), read from the
 // kernel's parameter space (no registers in the producer's 24 until used).
 struct TileOrder {
   int n_m = 1;     // query tiles per (batch, head): ceil(Tq / rows)
@@ -340,19 +340,9 @@ struct TileOrder {
                    // (the linear block index as t; causal masks, launch()), 0 from blockIdx as launched
   // The tile at index t: m_block, head h, batch b.
   __device__ __forceinline__ void at(int t, int& m_block, int& h, int& b) const {
-    const int big_tiles = big * (g + 1) * n_m;  // the tiles of the larger sections
-    int gs, p0;                                 // this section's pairs and its first pair
-    if (t < big_tiles) {
-      gs = g + 1;
-      p0 = t / (gs * n_m) * gs;
-    } else {
-      gs = g;
-      p0 = big * (g + 1) + (t - big_tiles) / (gs * n_m) * gs;
-    }
-    const int r = t - p0 * n_m;  // within the section: r = gs q + (pair - p0)
-    const int q = r / gs;
+    int q, bh;
+    grouped_tile(t, n_m, g, big, q, bh);
     m_block = n_m - 1 - q;
-    const int bh = p0 + (r - q * gs);
     b = bh / H;
     h = bh - b * H;
   }
