@@ -955,8 +955,8 @@ def phase_vbench(h, log):
         del t
     names = [f"v{v}" for v in variants] + ["v0_again", "sm80", "flash", "cudnn"]
     dflt = h.m.sm90_info().get("fwd_default_variant", 0)
-    print(f"\nTFLOP/s forward, bf16, by schedule (v{dflt} = the default at D = 128; v0 = the first schedule, "
-          "v0_again: v0 timed last)", file=log)
+    print(f"\nTFLOP/s forward, bf16, by schedule (v{dflt} = the default at D = 128 with a causal mask, 7 without; "
+          "v0 = the first schedule, v0_again: v0 timed last)", file=log)
     print("  D    T      causal " + " ".join(f"{n:<8}" for n in names) + " best/cuDNN", file=log)
     for r in rows:
         vals = [r.get(f"{n}_fwd_tflops") for n in names]

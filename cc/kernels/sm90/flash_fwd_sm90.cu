@@ -1069,30 +1069,30 @@ int64_t env_count(const char* name) {
 constexpr int64_t kL2SectionBytes = 32ll << 20;
 
 // The persistent schedule walks its tile order (TileOrder) with a static stride (CTA i takes tiles
-// i, i + grid, ...), not an atomic tile counter: a counter in global memory needs zeroing per launch
-// (a memset, or a self-resetting counter that two launches in flight on different streams, or two
-// replays of a captured graph, would share: silent wrong output) and the forward's work per tile is known in advance. The cost: a model of the H200 (132
-// CTAs, a tile's time = its key tiles + 1; benchmarks-free, a few lines of Python) puts the busiest
-// CTA 3% above the mean without a causal mask (as the one-CTA-per-tile grid) but 3-16% above with
-// one where the sections are few (H = 16 and B*T = 16384: 12-16% at T >= 2048, against 1-7% for the
-// hardware's dynamic dispatch of the one-CTA-per-tile grid, 0-1% for an atomic counter in this
-// order); 3% at H = 32. A strict longest-first order over all heads balances to 0-6% but reads every
-// head's K / V at once (no L2 reuse: as many bytes from HBM as the tensor cores' rate). Measure
-// first; the atomic counter is the next step if the causal rows show it. (They did: 0.74x-0.91x
-// schedule 5 at T = 16384 causal; causal calls run the one-CTA-per-tile grid.)
+// i, i + grid, ...), not an atomic tile counter: a counter in global memory needs zeroing per launch (a
+// memset, or a self-resetting counter that two launches in flight on different streams, or two replays
+// of a captured graph, would share: silent wrong output) and the forward's work per tile is known in
+// advance. The cost: a model of the H200 (132 CTAs, a tile's time = its key tiles + 1; benchmarks-free,
+// a few lines of Python) puts the busiest CTA 3% above the mean without a causal mask (as the
+// one-CTA-per-tile grid) but 3-16% above with one where the sections are few (H = 16 and B*T = 16384:
+// 12-16% at T >= 2048, against 1-7% for the hardware's dynamic dispatch of the one-CTA-per-tile grid,
+// 0-1% for an atomic counter in this order); 3% at H = 32. A strict longest-first order over all heads
+// balances to 0-6% but reads every head's K / V at once (no L2 reuse: as many bytes from HBM as the
+// tensor cores' rate). Measure first; the atomic counter is the next step if the causal rows show it.
+// (They did: 0.74x-0.91x schedule 5 at T = 16384 causal; causal calls run the one-CTA-per-tile grid.)
 //
 // The one-CTA-per-tile grid with a causal mask: the hardware dispatches the CTAs in linear block index
 // order, and blockIdx's order (each pair's query tiles longest first, pair after pair) ends with the
 // heavy tiles of the last pairs still running when the light ones are done: a model of the H200 (132
 // SMs, tile cost = its key tiles + 1.4, dynamic dispatch; a few lines of Python) puts the makespan
 // 6.6 % / 5.6 % / 6.8 % over the ideal at D = 128, B*T = 16384, H = 16, T = 4096 / 8192 / 2048, 0.3 % at
-// 16384; sections of 2-8 pairs bring it to 0.1-1.6 %. The grid takes the TileOrder with sections of
-// pairs whose K and V fit kGridSectionBytes (4 pairs at D = 128, T = 4096; 8 at 2048; 2 at 8192), few
+// 16384. The grid takes the TileOrder with sections of pairs whose K and V fit kGridSectionBytes (4
+// pairs at D = 128, T = 4096; 2 at 8192; 8 at 2048: in the model 0.2 %, 0.1 %, 1.6 %), few
 // enough that the running CTAs read the K / V of a few pairs, as blockIdx's order does. On the H200
 // (2026-12-02, harness vbench, causal, bf16, B*T = 16384, two processes each against blockIdx's order):
 // D = 128 schedule 5 1.02x-1.04x at T = 2048, 4096 and 8192, 0.99x-1.00x at 16384; D = 64 schedule 8
-// 1.00x-1.05x; 4 and 32 MiB sections gave less at D = 128, T = 4096 and 8192. O and lse are each
-// tile's as before (the order changes which CTA computes a tile, not how).
+// 1.00x-1.05x; 4 and 32 MiB sections gave less at D = 128, T = 4096 and 8192. O and lse are each tile's
+// as before (the order changes which CTA computes a tile, not how).
 constexpr int64_t kGridSectionBytes = 8ll << 20;
 
 // The tile order (TileOrder) for shape p.shape in query tiles of `rows`, sections of the pairs whose K
