@@ -778,13 +778,19 @@ def phase_tf32_bench(h, log):
     return rows
 
 
+# Schedules not yet run on a GPU (flash_fwd_sm90.cu's kDynamicVariant): left out of the phases unless SM90_VARIANTS
+# names them, so that a hang there cannot take the other schedules' checks with it.
+PENDING_VARIANTS = (10,)
+
+
 def variant_names(h):
-    """Schedules 1 .. n-1 of the library, or those of them listed in SM90_VARIANTS (e.g. 5,7,10)."""
+    """Schedules 1 .. n-1 of the library but PENDING_VARIANTS, or those of them listed in SM90_VARIANTS
+    (e.g. 5,7,10)."""
     n = h.m.sm90_info().get("fwd_variants", 1)
     names = list(range(1, n))
     if os.environ.get("SM90_VARIANTS"):
-        names = [v for v in names if str(v) in os.environ["SM90_VARIANTS"].split(",")]
-    return names
+        return [v for v in names if str(v) in os.environ["SM90_VARIANTS"].split(",")]
+    return [v for v in names if v not in PENDING_VARIANTS]
 
 
 def expected_variant(c, v):

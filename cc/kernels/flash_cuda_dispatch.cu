@@ -87,13 +87,15 @@ cudaError_t flash_fwd_cuda(const FlashFwdParams& p, cudaStream_t stream) {
 }
 
 // The decoding path's partial results, or (Hopper TF32 forward, variant 3 only: opt-in) its pre-pass's K
-// and V^T; the same order of checks as flash_fwd_cuda, from the params alone (no device: XLA asks at
-// compile time; on another device the TF32 forward does not run and the bytes go unused).
+// and V^T, or (Hopper 16-bit forward, schedule 10 only: opt-in) its tile counter; the same order of
+// checks as flash_fwd_cuda, from the params alone (no device: XLA asks at compile time; on another
+// device the Hopper forwards do not run and the bytes go unused).
 size_t flash_fwd_workspace_bytes(const FlashFwdParams& p) {
   if (cuda::decode_applies(p)) return cuda::decode_workspace_bytes(p);
 #if FA_HAS_SM90
   if (p.dtype == DType::kFloat32 && p.allow_tf32 && cuda::sm90::enabled() && cuda::sm90::tf32_enabled())
     return cuda::sm90::fwd_tf32_workspace_bytes(p);
+  if (cuda::sm90::enabled()) return cuda::sm90::fwd_workspace_bytes(p);
 #endif
   return 0;
 }

@@ -160,6 +160,9 @@ int64_t fwd_launches();
 // D = 64 kernel only; other calls asking for them run 5. last_fwd_variant(): the schedule of the last
 // launch (-1 before any).
 int fwd_variants();
+// Bytes of workspace the 16-bit forward needs for params p: 256 (schedule 10's tile counter) when that
+// schedule is asked for, else 0; flash_fwd_workspace_bytes returns it for 16-bit calls.
+size_t fwd_workspace_bytes(const FlashFwdParams& p);
 int fwd_default_variant();
 int fwd_variant();
 int fwd_variant_for(int d);

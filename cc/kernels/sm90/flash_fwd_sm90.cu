@@ -191,6 +191,9 @@ static_assert(128 * kProducerRegs + 128 * kConsumers * kConsumerRegs <= 65536, "
 //   consumers  consumer warpgroups: 2 (128 query rows per CTA), or 3 (192 rows, 512 threads; the
 //              ping-pong a round-robin ring): schedules 8 and 9, the plain D = 64 kernel only
 //              (8 is its default; see their comment below)
+//   dynamic    (persistent) each next tile from an atomic counter in the workspace instead of the
+//              static stride, handed from the producer to the consumers through a shared-memory
+//              ring: schedule 10 (kDynamicVariant; opt-in, not yet run on a GPU)
 // The arithmetic is the same in every variant, in the same order (per tile: the persistent grid
 // changes which CTA computes a tile and when, not how): O and lse are expected to match variant 0
 // bit for bit.
@@ -199,6 +202,7 @@ struct Sched {
   bool overlap, pingpong, tma_store;
   bool persistent = false;
   int consumers = 2;  // consumer warpgroups (3: the 192-row query tile of schedules 8 and 9)
+  bool dynamic = false;  // (persistent) tiles from an atomic counter in the workspace, not a static stride
 };
 constexpr Sched kSched[] = {
     {2, false, false, false},  // 0: the first schedule (D = 256 always runs it)
@@ -211,6 +215,7 @@ constexpr Sched kSched[] = {
     {3, true, true, true, true},  // 7: schedule 5 on a persistent grid (D = 128 plain, no causal mask: default)
     {3, true, true, true, false, 3},   // 8: schedule 5 with 3 consumers, round-robin turns (D = 64 plain only; its default)
     {3, true, false, true, false, 3},  // 9: 8 without the turns (D = 64 plain only)
+    {3, true, true, true, true, 2, true},  // 10: 7 with dynamic tiles (opt-in; NOT YET RUN ON A GPU)
 };
 constexpr int kNumVariants = sizeof(kSched) / sizeof(kSched[0]);
 constexpr int kDefaultVariant = 5;     // D = 128 (without a causal mask or index masks: kPersistentVariant)
@@ -243,6 +248,15 @@ static_assert(kDefaultVariant >= 0 && kDefaultVariant < kNumVariants, "the defau
 // The persistent schedule's fallback when its tile count does not fit its 32-bit tile index: the
 // same schedule on the one-CTA-per-tile grid.
 constexpr int kPersistentVariant = 7, kPersistentFallback = 5;
+// Schedule 7 with its tiles from an atomic counter (opt-in; not yet run on a GPU): a 4-byte counter in the
+// workspace (fwd_workspace_bytes), zeroed by a memset before each launch; the producer thread takes
+// each next tile index from it and hands it to the consumers through a 2-slot ring in shared memory
+// (tile_full / tile_empty barriers), so that causal tiles balance as the hardware's dispatch of the
+// grid does while the epilogue and the next tile's loads overlap as in schedule 7.
+constexpr int kDynamicVariant = 10;
+static_assert(kSched[kDynamicVariant].dynamic && kSched[kDynamicVariant].persistent &&
+                  kSched[kDynamicVariant].stages == kSched[kPersistentFallback].stages,
+              "variant 10 is variant 7 with dynamic tiles");
 static_assert(kSched[kPersistentVariant].persistent && !kSched[kPersistentFallback].persistent &&
                   kSched[kPersistentVariant].stages == kSched[kPersistentFallback].stages,
               "variant 7 is variant 5 on a persistent grid");
@@ -302,7 +316,8 @@ static_assert(kBrOf<0> == kBr && kThreadsOf<0> == kThreads && kConsumersOf<0> ==
 static_assert(kSched[kWideFallback].consumers == 2 && kSched[8].consumers == 3 && kSched[9].consumers == 3,
               "schedules 8 and 9 are the 3-consumer ones");
 
-template <int D, int kStages = 2, int kBc = kKeyTile<D>, bool kPersistent = false, int kRows = kBr>
+template <int D, int kStages = 2, int kBc = kKeyTile<D>, bool kPersistent = false, int kRows = kBr,
+          bool kDynamic = false>
 struct SmemLayout {
   static constexpr int kQBytes = kRows * D * 2;  // kRows: the query tile (kBrOf<V>)
   static constexpr int kKVBytes = kBc * D * 2;
@@ -311,11 +326,13 @@ struct SmemLayout {
   static constexpr int kV = kK + kStages * kKVBytes;          // + stage * kKVBytes
   static constexpr int kBars = kV + kStages * kKVBytes;       // q_full, full[kStages], empty[kStages]
   static constexpr int kQEmpty = kBars + 8 * (1 + 2 * kStages);  // (persistent only) q_empty
-  static constexpr int kBytes = kQEmpty + (kPersistent ? 8 : 0);
+  // (dynamic only) the tile ring: tile_full[2], tile_empty[2], then the two slots' tile indices
+  static constexpr int kTileRing = kQEmpty + (kPersistent ? 8 : 0);
+  static constexpr int kBytes = kTileRing + (kDynamic ? 4 * 8 + 2 * 4 : 0);
   static constexpr int kAlloc = kBytes + 1024;                // slack to align the base to 1024
 };
 static_assert(SmemLayout<128, 3>::kAlloc <= 227 * 1024, "3 stages at D = 128 exceed the opt-in shared memory");
-static_assert(SmemLayout<128, 3, 128, true>::kAlloc <= 227 * 1024, "the persistent schedule exceeds the opt-in shared memory");
+static_assert(SmemLayout<128, 3, 128, true, kBr, true>::kAlloc <= 227 * 1024, "the persistent schedules exceed the opt-in shared memory");
 static_assert(SmemLayout<256, 2>::kAlloc <= 227 * 1024, "2 stages of 64 keys at D = 256 exceed the opt-in shared memory");
 static_assert(SmemLayout<64, 3, 128, false, 192>::kAlloc <= 227 * 1024, "schedule 8's 192-row tile at D = 64");
 static_assert(SmemLayout<64, 3, 128, false, 192>::kK % 1024 == 0, "K / V tiles 1024-byte aligned after 192 Q rows");
@@ -367,7 +384,7 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
   constexpr int kBc = kKeyTile<D>;
   constexpr int kBr = kBrOf<V>;  // (shadows the namespace's 128)
   constexpr int kC = kConsumersOf<V>;
-  using L = SmemLayout<D, kStages, kBc, kS.persistent, kBr>;
+  using L = SmemLayout<D, kStages, kBc, kS.persistent, kBr, kS.dynamic>;
   const uint32_t q_full = base + L::kBars;
   const uint32_t full0 = q_full + 8, empty0 = q_full + 8 * (1 + kStages);
   const uint32_t q_empty = base + L::kQEmpty;
@@ -937,19 +954,23 @@ __global__ void __launch_bounds__(kThreadsOf<V>, 1)
   static_assert(!DROP || IDX, "dropout runs the index-masked kernel");
   static_assert(D == 64 || D == 128 || (D == 256 && V == 0), "D = 256 runs schedule 0 only");
   static_assert(!kS.persistent || (kS.overlap && kS.pingpong), "the persistent schedule is schedule 5's");
+  static_assert(!kS.dynamic || kS.persistent, "dynamic tiles are a persistent grid's");
   static_assert(kS.consumers == 2 || (kS.consumers == 3 && D == 64 && !IDX && !DROP && !kS.persistent && kS.overlap),
                 "3 consumer warpgroups: the plain D = 64 kernel, one tile per CTA, overlap schedules only");
   constexpr int kBr = kBrOf<V>;  // (shadows the namespace's 128)
   constexpr int kC = kConsumersOf<V>;
-  using L = SmemLayout<D, kStages, kBc, kS.persistent, kBr>;
+  using L = SmemLayout<D, kStages, kBc, kS.persistent, kBr, kS.dynamic>;
   extern __shared__ uint8_t smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
   const uint32_t q_full = base + L::kBars;
   const uint32_t full0 = q_full + 8, empty0 = q_full + 8 * (1 + kStages);
   const uint32_t q_empty = base + L::kQEmpty;
+  // Dynamic: the tile ring (tile_full[2], tile_empty[2], two tile indices; flash_fwd_sm90_kernel's comment).
+  const uint32_t tile_full0 = base + L::kTileRing, tile_empty0 = tile_full0 + 16, tile_idx0 = tile_full0 + 32;
 
   const AttnShape& sh = p.shape;
-  // This CTA's tiles: [first, end) in steps of `stride` (one tile, from blockIdx, but persistent).
+  // This CTA's tiles: [first, end) in steps of `stride` (one tile, from blockIdx, but persistent;
+  // dynamic: the first from blockIdx, the others from the counter).
   const int first = kS.persistent ? static_cast<int>(blockIdx.x) : 0;
   const int end = kS.persistent ? order.num : 1;
   const int stride = kS.persistent ? static_cast<int>(gridDim.x) : 1;
@@ -973,6 +994,11 @@ __global__ void __launch_bounds__(kThreadsOf<V>, 1)
       mbar_init(empty0 + 8 * s, 128 * kC);
     }
     if constexpr (kS.persistent) mbar_init(q_empty, 128 * kC);
+    if constexpr (kS.dynamic)
+      for (int s = 0; s < 2; ++s) {
+        mbar_init(tile_full0 + 8 * s, 1);
+        mbar_init(tile_empty0 + 8 * s, 128 * kC);
+      }
     mbar_fence_init();
   }
   __syncthreads();
@@ -984,7 +1010,23 @@ __global__ void __launch_bounds__(kThreadsOf<V>, 1)
       uint32_t kv = 0;      // K / V tiles loaded so far (the ring's position; 32 bits: a CTA
                             // would need 2^32 K / V tiles, hours of one kernel, to wrap it)
       uint32_t q_loads = 0;  // tiles whose Q was loaded so far (q_empty's phases)
-      for (int tile = first; tile < end; tile += stride) {
+      // Dynamic: every tile index, the last (>= end) included, goes to the consumers through the
+      // ring (slot handed % 2) before its loads; the next comes from the counter.
+      uint32_t handed = 0;
+      auto hand = [&](int t) {
+        const uint32_t slot = handed & 1;
+        if (handed >= 2) mbar_wait(tile_empty0 + 8 * slot, ((handed >> 1) - 1) & 1);
+        st_shared_u32(tile_idx0 + 4 * slot, static_cast<uint32_t>(t));
+        mbar_arrive(tile_full0 + 8 * slot);  // (release: the index is visible to the waiters)
+        ++handed;
+        return t;
+      };
+      auto first_tile = [&]() { return kSched[V].dynamic ? hand(first) : first; };
+      auto next_tile = [&](int t) {
+        return kSched[V].dynamic ? hand(atomicAdd(static_cast<int*>(p.workspace), 1) + static_cast<int>(gridDim.x))
+                                 : t + stride;
+      };
+      for (int tile = first_tile(); tile < end; tile = next_tile(tile)) {
         int m_block, h, b;
         tile_at(tile, m_block, h, b);
         const int hkv = h / static_cast<int>(sh.H / sh.Hkv);
@@ -1032,7 +1074,16 @@ __global__ void __launch_bounds__(kThreadsOf<V>, 1)
 
   setmaxnreg_inc<kConsumerRegsOf<V>>();
   uint32_t kv = 0, q_loads = 0;  // as the producer's: K / V tiles and Q loads consumed so far
-  for (int tile = first; tile < end; tile += stride) {
+  uint32_t taken = 0;            // (dynamic) tile indices taken from the ring
+  auto take = [&]() {
+    const uint32_t slot = taken & 1;
+    mbar_wait(tile_full0 + 8 * slot, (taken >> 1) & 1);
+    const int t = static_cast<int>(ld_shared_u32(tile_idx0 + 4 * slot));
+    mbar_arrive(tile_empty0 + 8 * slot);
+    ++taken;
+    return t;
+  };
+  for (int tile = kS.dynamic ? take() : first; tile < end; tile = kS.dynamic ? take() : tile + stride) {
     int m_block, h, b;
     tile_at(tile, m_block, h, b);
     const QueryTileKeys<kBr, kBc> keys(p.mask, sh, b, static_cast<int64_t>(m_block) * kBr);
@@ -1129,7 +1180,12 @@ cudaError_t launch(const FlashFwdParams& p, cudaStream_t stream) {
   constexpr int kBr = kBrOf<V>;  // (shadows the namespace's 128)
   const AttnShape& s = p.shape;
   TileOrder order;
-  if constexpr (kS.persistent) {
+  if constexpr (kS.dynamic) {
+    // The counter lives in the workspace (fwd_workspace_bytes); the tiles are taken in the grid's
+    // order (kGridSectionBytes' sections with a causal mask), so no static balance is needed.
+    if (p.workspace == nullptr || !tile_order<D>(p, kBr, p.mask.causal ? kGridSectionBytes : 0, &order))
+      return launch<T, D, IDX, DROP, kPersistentFallback, DENSE>(p, stream);
+  } else if constexpr (kS.persistent) {
     // Without a causal mask the tiles cost the same and need no balancing: sections of one (batch,
     // head) pair (GQA group), blockIdx's order. 32 MiB sections there read 3.3x the HBM bytes (H200,
     // D = 128, T = 4096, B = 4, H = 16: 674 MB against 201, L2 hit rate 77 % against 88 %; ncu) and
@@ -1151,7 +1207,7 @@ cudaError_t launch(const FlashFwdParams& p, cudaStream_t stream) {
     to = tq;  // unused
   }
   auto kernel = flash_fwd_sm90_kernel<T, D, IDX, DROP, V, DENSE>;
-  const int smem = SmemLayout<D, kS.stages, kBc, kS.persistent, kBr>::kAlloc;
+  const int smem = SmemLayout<D, kS.stages, kBc, kS.persistent, kBr, kS.dynamic>::kAlloc;
   cudaError_t err = set_dynamic_smem(kernel, smem);
   if (err != cudaSuccess) return err;
   dim3 grid(static_cast<unsigned>((s.Tq + kBr - 1) / kBr), static_cast<unsigned>(s.H), static_cast<unsigned>(s.B));
@@ -1165,6 +1221,10 @@ cudaError_t launch(const FlashFwdParams& p, cudaStream_t stream) {
     if (sms <= 0) return cudaErrorUnknown;
     if (cap > 0 && cap < sms) sms = cap;
     grid = dim3(static_cast<unsigned>(order.num < sms ? order.num : sms), 1, 1);
+  }
+  if constexpr (kS.dynamic) {
+    err = cudaMemsetAsync(p.workspace, 0, sizeof(int), stream);  // the tile counter
+    if (err != cudaSuccess) return err;
   }
   kernel<<<grid, kThreadsOf<V>, smem, stream>>>(tq, tk, tv, to, p, order);
   err = cudaGetLastError();
@@ -1180,7 +1240,7 @@ cudaError_t launch(const FlashFwdParams& p, cudaStream_t stream) {
 // IDX at D = 64 only; elsewhere, and past the 192-row tiles' Tq bound, they run kWideFallback.
 template <typename T, int D, bool IDX>
 cudaError_t launch_plain(const FlashFwdParams& p, cudaStream_t stream, int v) {
-  static_assert(kNumVariants == 10, "one case per schedule");
+  static_assert(kNumVariants == 11, "one case per schedule");
   static_assert(D == 64 || D == 128, "D = 256 runs schedule 0 only");
   switch (v) {
     case 1: return launch<T, D, IDX, false, 1>(p, stream);
@@ -1190,6 +1250,7 @@ cudaError_t launch_plain(const FlashFwdParams& p, cudaStream_t stream, int v) {
     case 5: return launch<T, D, IDX, false, 5>(p, stream);
     case 6: return launch<T, D, IDX, false, 6>(p, stream);
     case 7: return launch<T, D, IDX, false, 7>(p, stream);
+    case kDynamicVariant: return launch<T, D, IDX, false, kDynamicVariant>(p, stream);
     case 8:
     case 9:
       if constexpr (D == 64 && !IDX) {
@@ -1235,6 +1296,11 @@ static int asked_fwd_variant() {
     return *end == '\0' && x >= 0 && x < kNumVariants ? static_cast<int>(x) : -1;
   }();
   return env_v;
+}
+
+size_t fwd_workspace_bytes(const FlashFwdParams& p) {
+  const bool b16 = p.dtype == DType::kFloat16 || p.dtype == DType::kBFloat16;
+  return b16 && asked_fwd_variant() == kDynamicVariant ? 256 : 0;
 }
 
 int fwd_variant_for(int d) {
