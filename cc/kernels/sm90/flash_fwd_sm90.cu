@@ -941,6 +941,12 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
 // Tiles without key tiles (causal rows before the keys, Tk past them) load nothing and take no
 // q_full / q_empty phase on either side (so neither barrier can run two phases ahead of its
 // waiter); their consumers write O = 0 and lse = -inf directly.
+// Dynamic (schedule 10; opt-in, not yet run on a GPU): the producer thread takes its CTA's first tile
+// from blockIdx and each next one from the workspace's counter (atomicAdd + gridDim.x, zeroed by
+// launch()), and hands every index, the final one (>= order.num) included, to the consumers through
+// a 2-slot ring in shared memory: slot k % 2 written, then tile_full[k % 2] arrived on (1 arrival);
+// the consumers wait on it, read the index, arrive on tile_empty[k % 2] (128 kC arrivals), which the
+// producer waits for before it writes that slot again (index k + 2).
 // Schedules 8 and 9: 4 warpgroups (512 threads), 192-row query tiles (kBrOf<V>; see their comment).
 template <typename T, int D, bool IDX, bool DROP, int V, bool DENSE>
 __global__ void __launch_bounds__(kThreadsOf<V>, 1)
