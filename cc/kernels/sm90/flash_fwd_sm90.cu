@@ -1360,8 +1360,8 @@ static bool needs_idx(const MaskParams& m) {
 // 0.74x-0.91x schedule 5 at T = 16384 causal), and the index masks' tiles may differ in length too.
 template <typename T, int D, bool IDX, bool DROP>
 cudaError_t launch_sched(const FlashFwdParams& p, cudaStream_t stream) {
-  int v = fwd_variant_for(D);
-  if (D == 128 && !IDX && !p.mask.causal && asked_fwd_variant() < 0) v = kPersistentVariant;
+  const int asked = asked_fwd_variant();
+  const int v = asked >= 0 ? asked : D == 128 && !IDX && !p.mask.causal ? kPersistentVariant : fwd_variant_for(D);
   if constexpr (!DROP) return launch_plain<T, D, IDX>(p, stream, v);
   else return v != 0 ? launch<T, D, IDX, DROP, kDropVariant>(p, stream) : launch<T, D, IDX, DROP>(p, stream);
 }
