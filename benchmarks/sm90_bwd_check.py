@@ -805,11 +805,11 @@ def feature_bench_inputs(h, feature, B, T, H, D, causal):
     """The case and bench_inputs of a timed feature (phases splitdbench and splitdsave), Tq = Tk = T:
     bias_head_dbias / bias_head_nodbias (a head-broadcast bias [1, H, T, T], with or without a dbias buffer
     [B, H, T, T] float32), softcap_30, dmask_batch (a dense mask [B, 1, T, T]), key_mask (a [B, T] key mask,
-    20 % of the keys invalid)."""
+    20 % of the keys invalid), plain (none of them)."""
     c = dict(B=B, Tq=T, Tk=T, H=H, D=D, causal=causal)
     c.update({"bias_head_dbias": dict(bias=(0, 1)), "bias_head_nodbias": dict(bias=(0, 1)),
               "softcap_30": dict(softcap=30.0), "dmask_batch": dict(mask=(1, 0)),
-              "key_mask": dict(kvalid=True)}[feature])
+              "key_mask": dict(kvalid=True), "plain": {}}[feature])
     t = bench_inputs(h, c)
     if feature == "bias_head_dbias":
         t["dbias"] = torch.empty((B, H, T, T), device=DEV)
@@ -1129,12 +1129,17 @@ def phase_splitdsave(h, log, path):
     BIAS64_AB_CASES and the index-masked kernel's on DMASK_AB_CASES, saved to `path` with the milliseconds of the
     D = 128 bias specs of splitdbench, two D = 64 ones, a dense mask [B, 1, T, T] at D = 128 and 64 and a [B, T]
     key mask at D = 128 (sm90 only, three repetitions each); phase splitdcmp compares two such files (this
-    build against a reference: e.g. one made with -DFA_SM90_BWD_BIAS_AHEAD=0 or -DFA_SM90_BWD_BIAS_BATCH=0)."""
+    build against a reference: e.g. one made with -DFA_SM90_BWD_BIAS_AHEAD=0 or -DFA_SM90_BWD_BIAS_BATCH=0).
+    SAVE_SET=main saves the D <= 128 kernel's outputs instead (NUM_CASES, MASK_CASES, DROP_CASES, DET_CASES) with
+    the milliseconds of plain D = 128 / 64 calls (causal and not) and a D = 128 key mask: two builds of that kernel
+    compared."""
     import triton.testing as tt
     gen = torch.Generator(device=DEV)
     gen.manual_seed(0)
     out, launches = {}, {}
-    for c in SPLITD_CASES + BIAS64_AB_CASES + DMASK_AB_CASES:
+    main_set = os.environ.get("SAVE_SET", "splitd") == "main"
+    cases = NUM_CASES + MASK_CASES + DROP_CASES + DET_CASES if main_set else SPLITD_CASES + BIAS64_AB_CASES + DMASK_AB_CASES
+    for c in cases:
         if c.get("expect_sm80"):
             continue
         for dt in (torch.bfloat16, torch.float16):
@@ -1149,10 +1154,12 @@ def phase_splitdsave(h, log, path):
             del t, tr, g
     bench = []
     B, T = 4, 4096
-    for D, feature, causal in ((128, "bias_head_dbias", False), (128, "bias_head_dbias", True),
-                               (128, "bias_head_nodbias", False), (64, "bias_head_dbias", False),
-                               (64, "bias_head_dbias", True), (128, "dmask_batch", False), (64, "dmask_batch", False),
-                               (128, "key_mask", False)):
+    specs = (((128, "plain", False), (128, "plain", True), (64, "plain", False), (64, "plain", True),
+              (128, "key_mask", False)) if main_set else
+             ((128, "bias_head_dbias", False), (128, "bias_head_dbias", True), (128, "bias_head_nodbias", False),
+              (64, "bias_head_dbias", False), (64, "bias_head_dbias", True), (128, "dmask_batch", False),
+              (64, "dmask_batch", False), (128, "key_mask", False)))
+    for D, feature, causal in specs:
         H = 2048 // D
         c, t = feature_bench_inputs(h, feature, B, T, H, D, causal)
         h.m.set_sm90_bwd(1)

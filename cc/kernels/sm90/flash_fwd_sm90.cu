@@ -107,8 +107,10 @@
 // grid's blockIdx order does (tile_order()): 201 MB, 88 % hits, and 1.01x-1.07x variant 5's TFLOP/s
 // at T = 1024 .. 16384 in the harness (2026-12-02, vbench, three processes), O and lse equal to variant
 // 0's bit for bit. With a causal mask the static order leaves the tiles unbalanced (0.74x-0.91x variant
-// 5 at T = 16384, any section size tried): causal calls keep variant 5's grid and the hardware's
-// dynamic dispatch of it.
+// 5 at T = 16384, any section size tried): there the plain kernel runs variant 10, variant 7 taking each
+// next tile from a counter in the workspace (kDynamicVariant, 1.00x-1.04x variant 5 at T = 2048 .. 16384;
+// variant 5's grid when the caller passes no workspace); the index-masked kernel keeps variant 5's grid
+// and the hardware's dynamic dispatch of it.
 // Variants 8 and 9 (8 the default of the plain D = 64 kernel; the plain kernel at D = 64 only, other calls run 5):
 // FlashAttention-3's head-dim-64 tile, 3 consumer warpgroups and 192 query rows per CTA, variant 8
 // with the ping-pong as a round-robin ring, 9 without it (see their comment at kSched).
@@ -193,7 +195,7 @@ static_assert(128 * kProducerRegs + 128 * kConsumers * kConsumerRegs <= 65536, "
 //              (8 is its default; see their comment below)
 //   dynamic    (persistent) each next tile from an atomic counter in the workspace instead of the
 //              static stride, handed from the producer to the consumers through a shared-memory
-//              ring: schedule 10 (kDynamicVariant; opt-in, not yet run on a GPU)
+//              ring: schedule 10 (kDynamicVariant; the default of the plain D = 128 kernel with a causal mask)
 // The arithmetic is the same in every variant, in the same order (per tile: the persistent grid
 // changes which CTA computes a tile and when, not how): O and lse are expected to match variant 0
 // bit for bit.
@@ -215,10 +217,10 @@ constexpr Sched kSched[] = {
     {3, true, true, true, true},  // 7: schedule 5 on a persistent grid (D = 128 plain, no causal mask: default)
     {3, true, true, true, false, 3},   // 8: schedule 5 with 3 consumers, round-robin turns (D = 64 plain only; its default)
     {3, true, false, true, false, 3},  // 9: 8 without the turns (D = 64 plain only)
-    {3, true, true, true, true, 2, true},  // 10: 7 with dynamic tiles (opt-in; NOT YET RUN ON A GPU)
+    {3, true, true, true, true, 2, true},  // 10: 7 with dynamic tiles (D = 128 plain, causal: default)
 };
 constexpr int kNumVariants = sizeof(kSched) / sizeof(kSched[0]);
-constexpr int kDefaultVariant = 5;     // D = 128 (without a causal mask or index masks: kPersistentVariant)
+constexpr int kDefaultVariant = 5;     // D = 128 (the plain kernel: kPersistentVariant, causal kDynamicVariant)
 constexpr int kDefaultVariantD64 = 8;  // D = 64 (the plain kernel; the others run kWideFallback, 5)
 // The dropout kernel's schedule at D = 64 and 128 (schedule 0 when the variant asked for is 0).
 constexpr int kDropVariant = 5;
@@ -248,7 +250,10 @@ static_assert(kDefaultVariant >= 0 && kDefaultVariant < kNumVariants, "the defau
 // The persistent schedule's fallback when its tile count does not fit its 32-bit tile index: the
 // same schedule on the one-CTA-per-tile grid.
 constexpr int kPersistentVariant = 7, kPersistentFallback = 5;
-// Schedule 7 with its tiles from an atomic counter (opt-in; not yet run on a GPU): a 4-byte counter in the
+// Schedule 7 with its tiles from an atomic counter (the default of the plain D = 128 kernel with a causal
+// mask, where the static stride leaves the tiles unbalanced; H200, 2026-12-02: 1.00x-1.04x schedule 5 at
+// T = 2048 .. 16384, 1.08x / 1.23x at 1024 / 512, bitwise equal to schedule 0, benchmarks/RESULTS.md
+// "Hopper forward kernel" (p)): a 4-byte counter in the
 // workspace (fwd_workspace_bytes), zeroed by a memset before each launch; the producer thread takes
 // each next tile index from it and hands it to the consumers through a 2-slot ring in shared memory
 // (tile_full / tile_empty barriers), so that causal tiles balance as the hardware's dispatch of the
@@ -941,7 +946,7 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
 // Tiles without key tiles (causal rows before the keys, Tk past them) load nothing and take no
 // q_full / q_empty phase on either side (so neither barrier can run two phases ahead of its
 // waiter); their consumers write O = 0 and lse = -inf directly.
-// Dynamic (schedule 10; opt-in, not yet run on a GPU): the producer thread takes its CTA's first tile
+// Dynamic (schedule 10; the plain D = 128 kernel's default with a causal mask): the producer thread takes its CTA's first tile
 // from blockIdx and each next one from the workspace's counter (atomicAdd + gridDim.x, zeroed by
 // launch()), and hands every index, the final one (>= order.num) included, to the consumers through
 // a 2-slot ring in shared memory: slot k % 2 written, then tile_full[k % 2] arrived on (1 arrival);
@@ -1304,9 +1309,25 @@ static int asked_fwd_variant() {
   return env_v;
 }
 
+// Whether a call needs the index-masked kernel (IDX): a window, lengths or a validity mask (causal
+// alone does not). Dropout always runs it (fwd()). The one place that picks the instantiation.
+static bool needs_idx(const MaskParams& m) {
+  return m.window_left >= 0 || m.window_right >= 0 || m.q_lengths || m.k_lengths || m.q_valid || m.k_valid;
+}
+
+// Whether the call runs the plain kernel (no index masks, soft-cap, dropout, dense mask or bias: fwd()'s
+// dispatch) at D = 128 with a causal mask, where launch_sched's default is kDynamicVariant.
+static bool dynamic_by_default(const FlashFwdParams& p) {
+  return p.shape.D == 128 && p.mask.causal && !needs_idx(p.mask) && p.score.softcap == 0.f && !(p.dropout.rate > 0.f) &&
+         !p.mask.mask && !p.score.bias;
+}
+
+// Schedule 10's tile counter (asked for, or launch_sched's default for the call). XLA asks at compile time,
+// without the lengths / validity masks' pointers: never fewer bytes than the call needs then.
 size_t fwd_workspace_bytes(const FlashFwdParams& p) {
   const bool b16 = p.dtype == DType::kFloat16 || p.dtype == DType::kBFloat16;
-  return b16 && asked_fwd_variant() == kDynamicVariant ? 256 : 0;
+  const int asked = asked_fwd_variant();
+  return b16 && (asked >= 0 ? asked == kDynamicVariant : dynamic_by_default(p)) ? 256 : 0;
 }
 
 int fwd_variant_for(int d) {
@@ -1346,22 +1367,20 @@ bool fwd_applies(const FlashFwdParams& p) {
   return current_device_is_sm90();
 }
 
-// Whether a call needs the index-masked kernel (IDX): a window, lengths or a validity mask (causal
-// alone does not). Dropout always runs it (fwd()). The one place that picks the instantiation.
-static bool needs_idx(const MaskParams& m) {
-  return m.window_left >= 0 || m.window_right >= 0 || m.q_lengths || m.k_lengths || m.q_valid || m.k_valid;
-}
-
 // Head dim 64 or 128, on the schedules: the plain kernel on the schedule asked for, else its
-// default: at D = 128 without a causal mask or the index masks the persistent schedule (kPersistentVariant;
-// its tile order then follows the heads, see tile_order()), otherwise fwd_variant_for(D)'s (5; 8 at
-// D = 64). The dropout kernel on kDropVariant unless schedule 0 is asked for (the reference of the checks).
-// The persistent grid's static tile order would leave causal tiles unbalanced (H200, 2026-12-02: schedule 7
-// 0.74x-0.91x schedule 5 at T = 16384 causal), and the index masks' tiles may differ in length too.
+// default: at D = 128 without the index masks the persistent schedule, kPersistentVariant without a causal
+// mask (its tile order then follows the heads, see tile_order()) and kDynamicVariant with one (its tiles
+// from a counter; schedule 5 when the caller passed no workspace: fwd_workspace_bytes), otherwise
+// fwd_variant_for(D)'s (5; 8 at D = 64). The dropout kernel on kDropVariant unless schedule 0 is asked
+// for (the reference of the checks). The persistent grid's static tile order would leave causal tiles
+// unbalanced (H200, 2026-12-02: schedule 7 0.74x-0.91x schedule 5 at T = 16384 causal), and the index
+// masks' tiles may differ in length too.
 template <typename T, int D, bool IDX, bool DROP>
 cudaError_t launch_sched(const FlashFwdParams& p, cudaStream_t stream) {
   const int asked = asked_fwd_variant();
-  const int v = asked >= 0 ? asked : D == 128 && !IDX && !p.mask.causal ? kPersistentVariant : fwd_variant_for(D);
+  const int v = asked >= 0              ? asked
+                : D == 128 && !IDX ? (p.mask.causal ? kDynamicVariant : kPersistentVariant)
+                                   : fwd_variant_for(D);
   if constexpr (!DROP) return launch_plain<T, D, IDX>(p, stream, v);
   else return v != 0 ? launch<T, D, IDX, DROP, kDropVariant>(p, stream) : launch<T, D, IDX, DROP>(p, stream);
 }
