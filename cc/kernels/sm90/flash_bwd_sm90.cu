@@ -1291,28 +1291,56 @@ __global__ void __launch_bounds__(kThreads, 1)
 }
 
 // dQ [B, Tq, H, D] = scale * dQacc, dQacc [B, H, tq_pad, D] in the kernel's fragment order: one
-// float4 (rows r, r + 8 x columns c, c + 1) per step.
+// float4 (rows r, r + 8 x columns c, c + 1) per step. A block per chunk of 64 rows x 64 columns (query tile,
+// column group cg: 1024 float4 in a row of the accumulator): the float4 read in order, their 4-byte pairs
+// written to a shared [64][72] tile (the 8 padding columns put a warp's 32 writes on 32 banks), then the
+// rows stored in 16-byte pieces (bwd_applies: dq 16-byte aligned, strides of 8 elements). The same values
+// as storing each pair from its float4 (the former kernel, 2 x 4 bytes per 16 read, whose half-used sectors
+// took 89 µs against cuDNN's 55 at D = 128, B = 4, T = 4096, H = 16 on the H200: RESULTS.md "Hopper backward
+// kernel" (p)).
 template <typename T, int D>
-__global__ void bwd_dq_sm90_convert_kernel(const FlashBwdParams p, const float* dq_acc, int64_t tq_pad) {
+__global__ void __launch_bounds__(256) bwd_dq_sm90_convert_kernel(const FlashBwdParams p, const float* dq_acc,
+                                                                 int64_t tq_pad) {
+  constexpr int kPitch = 64 + 8;
+  __shared__ __align__(16) T tile[kBq][kPitch];
   const AttnShape& sh = p.shape;
   const int64_t tiles_per_bh = tq_pad / kBq;
-  const int64_t n4 = sh.B * sh.H * tq_pad * D / 4;
-  constexpr int kTile4 = kBq * D / 4;
-  for (int64_t x = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; x < n4;
-       x += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t tile = x / kTile4;  // (b * H + h) * tiles_per_bh + query tile
-    const int w = static_cast<int>(x % kTile4);
-    const int cg = w / 1024, j = (w % 1024) / 128, tid = w % 128;
-    const int warp = tid / 32, g = (tid % 32) / 4, t = tid % 4;
-    const int col = 64 * cg + 8 * j + 2 * t;
-    const int64_t bh = tile / tiles_per_bh, h = bh % sh.H, b = bh / sh.H;
-    const int64_t i = (tile % tiles_per_bh) * kBq + 16 * warp + g;
-    const float4 v = reinterpret_cast<const float4*>(dq_acc)[x];
-    const float s = p.score.scale;
-    T* dq = static_cast<T*>(p.dq) + b * sh.q_stride[0] + h * sh.q_stride[2] + col;
-    if (i < sh.Tq) *reinterpret_cast<uint32_t*>(dq + i * sh.q_stride[1]) = Elem<T>::pack(s * v.x, s * v.y);
-    if (i + 8 < sh.Tq) *reinterpret_cast<uint32_t*>(dq + (i + 8) * sh.q_stride[1]) = Elem<T>::pack(s * v.z, s * v.w);
+  const int64_t chunks = sh.B * sh.H * tiles_per_bh * (D / 64);
+  const float s = p.score.scale;
+  for (int64_t ch = blockIdx.x; ch < chunks; ch += gridDim.x) {
+    const int64_t qt = ch / (D / 64);  // (b * H + h) * tiles_per_bh + query tile
+    const int cg = static_cast<int>(ch % (D / 64));
+    const float4* src = reinterpret_cast<const float4*>(dq_acc) + qt * (kBq * D / 4) + cg * 1024;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const int w = k * 256 + static_cast<int>(threadIdx.x);  // n8 tile j = w / 128 of consumer thread w % 128
+      const int j = w / 128, tid = w % 128;
+      const int r = 16 * (tid / 32) + (tid % 32) / 4, c = 8 * j + 2 * (tid % 4);
+      const float4 v = src[w];
+      *reinterpret_cast<uint32_t*>(&tile[r][c]) = Elem<T>::pack(s * v.x, s * v.y);
+      *reinterpret_cast<uint32_t*>(&tile[r + 8][c]) = Elem<T>::pack(s * v.z, s * v.w);
+    }
+    __syncthreads();
+    const int64_t bh = qt / tiles_per_bh, h = bh % sh.H, b = bh / sh.H;
+    const int64_t i0 = (qt % tiles_per_bh) * kBq;
+    T* dq = static_cast<T*>(p.dq) + b * sh.q_stride[0] + h * sh.q_stride[2] + 64 * cg;
+#pragma unroll
+    for (int m = 0; m < 2; ++m) {
+      const int x = m * 256 + static_cast<int>(threadIdx.x), r = x / 8, c = 8 * (x % 8);
+      if (i0 + r < sh.Tq)
+        *reinterpret_cast<uint4*>(dq + (i0 + r) * sh.q_stride[1] + c) = *reinterpret_cast<const uint4*>(&tile[r][c]);
+    }
+    __syncthreads();  // the tile is written again for the next chunk
   }
+}
+
+// One block per chunk of the accumulator (bwd_dq_sm90_convert_kernel), at most 2^20 blocks (grid-stride).
+template <typename T, int D>
+cudaError_t launch_dq_convert(const FlashBwdParams& p, const float* dq_acc, int64_t tq_pad, cudaStream_t stream) {
+  const int64_t chunks = p.shape.B * p.shape.H * (tq_pad / kBq) * (D / 64);
+  const unsigned blocks = static_cast<unsigned>(chunks < (1 << 20) ? chunks : (1 << 20));
+  bwd_dq_sm90_convert_kernel<T, D><<<blocks, 256, 0, stream>>>(p, dq_acc, tq_pad);
+  return cudaGetLastError();
 }
 
 // ---- Head dim 256 (flash_bwd_sm90_d256_kernel) ------------------------------------------------
@@ -2057,10 +2085,7 @@ cudaError_t launch(const FlashBwdParams& p, cudaStream_t stream) {
     return err;
   kernel<<<grid, kThreads, smem, stream>>>(tq, tk, tv, tdo, args);
   if ((err = cudaGetLastError()) != cudaSuccess) return err;
-  const int64_t n4 = static_cast<int64_t>(acc_floats / 4);
-  const unsigned blocks = static_cast<unsigned>(n4 / 256 + 1 < 65536 * 16 ? n4 / 256 + 1 : 65536 * 16);
-  bwd_dq_sm90_convert_kernel<T, D><<<blocks, 256, 0, stream>>>(p, ws.dq_acc, ws.tq_pad);
-  err = cudaGetLastError();
+  err = launch_dq_convert<T, D>(p, ws.dq_acc, ws.tq_pad, stream);
   if (err == cudaSuccess) g_launches.fetch_add(1, std::memory_order_relaxed);
   return err;
 }
@@ -2114,10 +2139,7 @@ cudaError_t launch_split(const FlashBwdParams& p, cudaStream_t stream) {
   if ((err = cudaMemsetAsync(ws.dq_acc, 0, acc_floats * sizeof(float), stream)) != cudaSuccess) return err;
   kernel<<<grid, kThreads, smem, stream>>>(tq, tk, tv, tdo, args);
   if ((err = cudaGetLastError()) != cudaSuccess) return err;
-  const int64_t n4 = static_cast<int64_t>(acc_floats / 4);
-  const unsigned blocks = static_cast<unsigned>(n4 / 256 + 1 < 65536 * 16 ? n4 / 256 + 1 : 65536 * 16);
-  bwd_dq_sm90_convert_kernel<T, D><<<blocks, 256, 0, stream>>>(p, ws.dq_acc, ws.tq_pad);
-  err = cudaGetLastError();
+  err = launch_dq_convert<T, D>(p, ws.dq_acc, ws.tq_pad, stream);
   if (err == cudaSuccess) g_launches.fetch_add(1, std::memory_order_relaxed);
   return err;
 }
