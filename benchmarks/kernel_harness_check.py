@@ -383,10 +383,28 @@ def check_numerics(h, dtypes, cases, log):
     return rows
 
 
+def bench_ms(fn):
+    """Milliseconds per call of fn: triton's do_bench (median of single calls, each after an L2 flush), or with
+    HARNESS_TIMING=loop gpu_attention.py's method (2 warm-up calls, then 10 back to back between two CUDA
+    events: warm caches, no gaps), to set the harness's figures beside those measured through TensorFlow."""
+    if os.environ.get("HARNESS_TIMING", "do_bench") != "loop":
+        import triton.testing as tt
+        return tt.do_bench(fn, warmup=25, rep=100, return_mode="median")
+    for _ in range(2):
+        fn()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(10):
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) / 10
+
+
 def torch_sdpa_ms(t, causal, names=("flash", "cudnn")):
     """Milliseconds of PyTorch's SDPA backends (flash: FlashAttention-2, cudnn) on the inputs of
     make_inputs: {name}_fwd_ms, {name}_bwd_ms (or {name}_error)."""
-    import triton.testing as tt
     from torch.nn.attention import sdpa_kernel, SDPBackend
     backends = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}
     r = {}
@@ -396,10 +414,10 @@ def torch_sdpa_ms(t, causal, names=("flash", "cudnn")):
             with sdpa_kernel(backends[name]):
                 f = lambda: F.scaled_dot_product_attention(qh, kh, vh, is_causal=causal)
                 o = f()
-                r[f"{name}_fwd_ms"] = tt.do_bench(f, warmup=25, rep=100, return_mode="median")
+                r[f"{name}_fwd_ms"] = bench_ms(f)
                 do = torch.randn_like(o)
                 fb = lambda: torch.autograd.grad(o, (qh, kh, vh), do, retain_graph=True)
-                r[f"{name}_bwd_ms"] = tt.do_bench(fb, warmup=25, rep=100, return_mode="median")
+                r[f"{name}_bwd_ms"] = bench_ms(fb)
         except Exception as e:  # noqa
             r[f"{name}_error"] = str(e)[:100]
     return r

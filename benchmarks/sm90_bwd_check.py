@@ -65,6 +65,8 @@ Phases (each its own process in `gpu_run.sh sm90bwd`, under a timeout):
             key padding, causal window 1024, and dropout 0.1 without a mask and causal: the DROP kernel)
             against sm80 and the plain sm90 backward (bench_masks); then deterministic against default
             milliseconds (sm90 DET, sm90 default, sm80 deterministic) at D = 128 / 64, T = 4096 (bench_det).
+            HARNESS_TIMING=loop times the first table's rows (ours and the SDPA anchors) as gpu_attention.py
+            times ours through TensorFlow, 10 calls back to back (kernel_harness_check.bench_ms).
   order     the key-tile orders (flash_bwd_sm90.cu, "Tile order"; set_sm90_bwd_order): NUM_CASES, MASK_CASES,
             D256_CASES, ORDER_CASES (more pairs and key tiles: several balanced groups) and DET_CASES, bf16,
             each run in order 0 and then in ORDER_RUNS (order 1 with the automatic group, G = 2, G = 4,
@@ -119,7 +121,7 @@ os.environ.setdefault("TF_FLASHATTN_SM90_BWD_DET", "1")
 os.environ["TF_FLASHATTN_SM90_BWD_D256"] = "1"
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from kernel_harness_check import (DEV, Harness, err, make_inputs, print_ab_times, reference,  # noqa: E402
+from kernel_harness_check import (DEV, Harness, bench_ms, err, make_inputs, print_ab_times, reference,  # noqa: E402
                                   same_bits, torch_sdpa_ms)
 from sm90_check import inputs, poisoned, run_fwd, visibility  # noqa: E402
 
@@ -1024,16 +1026,15 @@ def bench_det(h, log):
 def time_sm90_and_sm80(h, c, t, r):
     """Backward milliseconds of case c on inputs t into row r: the sm90 kernel (sm90_bwd_ms, whether it
     launched: sm90_path_taken; a launch error as sm90_error), then the sm80 one (sm80_bwd_ms)."""
-    import triton.testing as tt
     h.m.set_sm90_bwd(1)
     n0 = h.m.sm90_info()["bwd_launches"]
     try:
-        r["sm90_bwd_ms"] = tt.do_bench(lambda: h.bwd(c, t), warmup=25, rep=100, return_mode="median")
+        r["sm90_bwd_ms"] = bench_ms(lambda: h.bwd(c, t))
     except Exception as e:  # noqa: a launch error is reported, the other rows still run
         r["sm90_error"] = str(e)[:200]
     r["sm90_path_taken"] = h.m.sm90_info()["bwd_launches"] > n0
     h.m.set_sm90_bwd(0)
-    r["sm80_bwd_ms"] = tt.do_bench(lambda: h.bwd(c, t), warmup=25, rep=100, return_mode="median")
+    r["sm80_bwd_ms"] = bench_ms(lambda: h.bwd(c, t))
     h.m.set_sm90_bwd(-1)
 
 
