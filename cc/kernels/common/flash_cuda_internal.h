@@ -150,8 +150,8 @@ void set_enabled(int mode);
 int64_t fwd_launches();
 // Schedules of the plain (no-dropout) D = 64 and D = 128 forward (flash_fwd_sm90.cu's kSched; 0 is
 // the first schedule, the reference of the bitwise checks; fwd_default_variant(), 5, the default at
-// D = 128, but 7 (the persistent grid) for the plain D = 128 kernel without a causal mask when no
-// schedule is asked for; the plain D = 64 kernel's default is 8, its other kernels run 5): fwd_variants() of them. fwd_variant_for(d) is TF_FLASHATTN_SM90_FWD_VARIANT (read once;
+// D = 128, but for the plain D = 128 kernel 7 (the persistent grid) without a causal mask and 10 (its tiles
+// from a counter) with one when no schedule is asked for; the plain D = 64 kernel's default is 8, its other kernels run 5): fwd_variants() of them. fwd_variant_for(d) is TF_FLASHATTN_SM90_FWD_VARIANT (read once;
 // any of 0 .. fwd_variants() - 1, 0 included; head dim d's default when unset, empty, not a number
 // or out of range) unless set_fwd_variant(v) overrides it (v < 0: back to the environment; false,
 // nothing changed, when v >= fwd_variants()); fwd_variant() is fwd_variant_for(128). D = 256 always
@@ -160,8 +160,9 @@ int64_t fwd_launches();
 // D = 64 kernel only; other calls asking for them run 5. last_fwd_variant(): the schedule of the last
 // launch (-1 before any).
 int fwd_variants();
-// Bytes of workspace the 16-bit forward needs for params p: 256 (schedule 10's tile counter) when that
-// schedule is asked for, else 0; flash_fwd_workspace_bytes returns it for 16-bit calls.
+// Bytes of workspace the 16-bit forward needs for params p: 256 (schedule 10's tile counter) when the call
+// runs that schedule (asked for, or the causal plain D = 128 kernel's default), else 0;
+// flash_fwd_workspace_bytes returns it for 16-bit calls.
 size_t fwd_workspace_bytes(const FlashFwdParams& p);
 int fwd_default_variant();
 int fwd_variant();

@@ -1315,24 +1315,33 @@ static bool needs_idx(const MaskParams& m) {
   return m.window_left >= 0 || m.window_right >= 0 || m.q_lengths || m.k_lengths || m.q_valid || m.k_valid;
 }
 
-// Whether the call runs the plain kernel (no index masks, soft-cap, dropout, dense mask or bias: fwd()'s
-// dispatch) at D = 128 with a causal mask, where launch_sched's default is kDynamicVariant.
-static bool dynamic_by_default(const FlashFwdParams& p) {
-  return p.shape.D == 128 && p.mask.causal && !needs_idx(p.mask) && p.score.softcap == 0.f && !(p.dropout.rate > 0.f) &&
-         !p.mask.mask && !p.score.bias;
-}
-
-// Schedule 10's tile counter (asked for, or launch_sched's default for the call). XLA asks at compile time,
-// without the lengths / validity masks' pointers: never fewer bytes than the call needs then.
-size_t fwd_workspace_bytes(const FlashFwdParams& p) {
-  const bool b16 = p.dtype == DType::kFloat16 || p.dtype == DType::kBFloat16;
-  const int asked = asked_fwd_variant();
-  return b16 && (asked >= 0 ? asked == kDynamicVariant : dynamic_by_default(p)) ? 256 : 0;
-}
-
 int fwd_variant_for(int d) {
   const int v = asked_fwd_variant();
   return v >= 0 ? v : d == 64 ? kDefaultVariantD64 : kDefaultVariant;
+}
+
+// The schedule a 16-bit call at D = 64 or 128 runs (launch_sched; the dense kernel has its own): the one
+// asked for, else at D = 128 for the plain kernel (no index masks, soft-cap, dropout, dense mask or bias:
+// fwd()'s dispatch) the persistent schedule, kPersistentVariant without a causal mask (its tile order then
+// follows the heads, see tile_order()) and kDynamicVariant with one (its tiles from a counter; schedule 5
+// when the caller passed no workspace: fwd_workspace_bytes), otherwise fwd_variant_for(D)'s (5; 8 at
+// D = 64). The persistent grid's static tile order would leave causal tiles unbalanced (H200, 2026-12-02:
+// schedule 7 0.74x-0.91x schedule 5 at T = 16384 causal), and the index masks' tiles may differ in length
+// too.
+static int fwd_schedule(const FlashFwdParams& p) {
+  const int asked = asked_fwd_variant();
+  if (asked >= 0) return asked;
+  const bool plain = !needs_idx(p.mask) && p.score.softcap == 0.f && !(p.dropout.rate > 0.f) && !p.mask.mask &&
+                     !p.score.bias;
+  if (p.shape.D == 128 && plain) return p.mask.causal ? kDynamicVariant : kPersistentVariant;
+  return fwd_variant_for(static_cast<int>(p.shape.D));
+}
+
+// Schedule 10's tile counter, for the calls that run it (fwd_schedule). XLA asks at compile time, without
+// the lengths / validity masks' pointers: never fewer bytes than the call needs then.
+size_t fwd_workspace_bytes(const FlashFwdParams& p) {
+  const bool b16 = p.dtype == DType::kFloat16 || p.dtype == DType::kBFloat16;
+  return b16 && fwd_schedule(p) == kDynamicVariant ? 256 : 0;
 }
 
 bool set_fwd_variant(int v) {
@@ -1367,20 +1376,11 @@ bool fwd_applies(const FlashFwdParams& p) {
   return current_device_is_sm90();
 }
 
-// Head dim 64 or 128, on the schedules: the plain kernel on the schedule asked for, else its
-// default: at D = 128 without the index masks the persistent schedule, kPersistentVariant without a causal
-// mask (its tile order then follows the heads, see tile_order()) and kDynamicVariant with one (its tiles
-// from a counter; schedule 5 when the caller passed no workspace: fwd_workspace_bytes), otherwise
-// fwd_variant_for(D)'s (5; 8 at D = 64). The dropout kernel on kDropVariant unless schedule 0 is asked
-// for (the reference of the checks). The persistent grid's static tile order would leave causal tiles
-// unbalanced (H200, 2026-12-02: schedule 7 0.74x-0.91x schedule 5 at T = 16384 causal), and the index
-// masks' tiles may differ in length too.
+// Head dim 64 or 128, on the schedules: the plain and index-masked kernels on fwd_schedule(p), the
+// dropout kernel on kDropVariant unless schedule 0 is asked for (the reference of the checks).
 template <typename T, int D, bool IDX, bool DROP>
 cudaError_t launch_sched(const FlashFwdParams& p, cudaStream_t stream) {
-  const int asked = asked_fwd_variant();
-  const int v = asked >= 0              ? asked
-                : D == 128 && !IDX ? (p.mask.causal ? kDynamicVariant : kPersistentVariant)
-                                   : fwd_variant_for(D);
+  const int v = fwd_schedule(p);
   if constexpr (!DROP) return launch_plain<T, D, IDX>(p, stream, v);
   else return v != 0 ? launch<T, D, IDX, DROP, kDropVariant>(p, stream) : launch<T, D, IDX, DROP>(p, stream);
 }
