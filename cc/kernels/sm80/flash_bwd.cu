@@ -380,6 +380,17 @@ __global__ void __launch_bounds__(NW * 32) flash_bwd_kernel(const BwdArgs args) 
 // one warp per row. TF32 (float32 with allow_tf32): dO is rounded to tf32 as the dP = dO Vᵀ
 // products see it, so that Dsum = Σ_j P_ij dP_ij holds to float32 rounding instead of to tf32
 // rounding (dS = P (dP - Dsum) cancels; with one key, dS is exactly 0 and so is dK).
+// dsum_term: one element's product (both kernels below); dsum_store: a row's two outputs.
+template <typename T, bool kTf32>
+__device__ __forceinline__ float dsum_term(T o, T d_o) {
+  float g = Elem<T>::to_f(d_o);
+  if (kTf32) g = __uint_as_float(to_tf32(g));
+  return Elem<T>::to_f(o) * g;
+}
+__device__ __forceinline__ void dsum_store(const FlashBwdParams& p, float* dsum, float* lse2, int64_t row, float acc) {
+  dsum[row] = p.d_lse ? acc - p.d_lse[row] : acc;
+  if (lse2) lse2[row] = p.lse[row] * kLog2e;
+}
 template <typename T, bool kTf32 = false>
 __global__ void bwd_dsum_kernel(const FlashBwdParams p, float* dsum, float* lse2) {
   const AttnShape& sh = p.shape;
@@ -391,17 +402,10 @@ __global__ void bwd_dsum_kernel(const FlashBwdParams p, float* dsum, float* lse2
   const T* o = static_cast<const T*>(p.o) + off;
   const T* d_o = static_cast<const T*>(p.d_o) + off;
   float acc = 0.f;
-  for (int64_t e = lane; e < sh.Dv; e += 32) {
-    float g = Elem<T>::to_f(d_o[e]);
-    if (kTf32) g = __uint_as_float(to_tf32(g));
-    acc += Elem<T>::to_f(o[e]) * g;
-  }
+  for (int64_t e = lane; e < sh.Dv; e += 32) acc += dsum_term<T, kTf32>(o[e], d_o[e]);
 #pragma unroll
   for (int s = 16; s > 0; s >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, s);
-  if (lane == 0) {
-    dsum[row] = p.d_lse ? acc - p.d_lse[row] : acc;
-    if (lse2) lse2[row] = p.lse[row] * kLog2e;
-  }
+  if (lane == 0) dsum_store(p, dsum, lse2, row, acc);
 }
 
 // bwd_dsum_kernel with 16-byte loads: kG threads per row (each kVec elements a load, the row's 16-byte pieces
@@ -431,20 +435,12 @@ __global__ void __launch_bounds__(256) bwd_dsum_vec_kernel(const FlashBwdParams 
       const T* oe = reinterpret_cast<const T*>(&ov);
       const T* ge = reinterpret_cast<const T*>(&gv);
 #pragma unroll
-      for (int k = 0; k < kVec; ++k) {
-        float g = Elem<T>::to_f(ge[k]);
-        if (kTf32) g = __uint_as_float(to_tf32(g));
-        acc += Elem<T>::to_f(oe[k]) * g;
-      }
+      for (int k = 0; k < kVec; ++k) acc += dsum_term<T, kTf32>(oe[k], ge[k]);
     }
   }
 #pragma unroll
   for (int s = kG / 2; s > 0; s >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, s);
-  if (live && gl == 0) {
-    const int64_t row = (b * sh.H + h) * sh.Tq + i;
-    dsum[row] = p.d_lse ? acc - p.d_lse[row] : acc;
-    if (lse2) lse2[row] = p.lse[row] * kLog2e;
-  }
+  if (live && gl == 0) dsum_store(p, dsum, lse2, (b * sh.H + h) * sh.Tq + i, acc);
 }
 
 // dQ[b, i, h, d] = scale · dQacc, dQacc in fragment order (dq_accumulate_frag with layout L):
