@@ -65,8 +65,8 @@ Phases (each its own process in `gpu_run.sh sm90bwd`, under a timeout):
             key padding, causal window 1024, and dropout 0.1 without a mask and causal: the DROP kernel)
             against sm80 and the plain sm90 backward (bench_masks); then deterministic against default
             milliseconds (sm90 DET, sm90 default, sm80 deterministic) at D = 128 / 64, T = 4096 (bench_det).
-            HARNESS_TIMING=loop times the first table's rows (ours and the SDPA anchors) as gpu_attention.py
-            times ours through TensorFlow, 10 calls back to back (kernel_harness_check.bench_ms).
+            HARNESS_TIMING=loop times the first table's rows (ours and the SDPA anchors) and bench_det's as
+            gpu_attention.py times ours through TensorFlow, 10 calls back to back (kernel_harness_check.bench_ms).
   order     the key-tile orders (flash_bwd_sm90.cu, "Tile order"; set_sm90_bwd_order): NUM_CASES, MASK_CASES,
             D256_CASES, ORDER_CASES (more pairs and key tiles: several balanced groups) and DET_CASES, bf16,
             each run in order 0 and then in ORDER_RUNS (order 1 with the automatic group, G = 2, G = 4,
@@ -995,7 +995,6 @@ def bench_det(h, log):
     """Deterministic mode (the DET kernels' ordered dQ reduction) against the default atomics, milliseconds:
     D = 128 (H = 16) and D = 64 (H = 32), T = 4096, B = 4, bf16, causal and not: sm90 deterministic, sm90
     default, sm80 deterministic (what deterministic mode ran before)."""
-    import triton.testing as tt
     rows = []
     for D, H in ((128, 16), (64, 32)):
         for causal in (False, True):
@@ -1007,7 +1006,7 @@ def bench_det(h, log):
             r["det_path_taken"] = r.pop("sm90_path_taken")
             h.m.set_sm90_bwd(1)
             cd = dict(c, deterministic=False)
-            r["sm90_default_bwd_ms"] = tt.do_bench(lambda t=t: h.bwd(cd, t), warmup=25, rep=100, return_mode="median")
+            r["sm90_default_bwd_ms"] = bench_ms(lambda t=t: h.bwd(cd, t))  # as time_sm90_and_sm80 times the others
             h.m.set_sm90_bwd(-1)
             rows.append(r)
             print("BENCH " + json.dumps(r), file=log, flush=True)
