@@ -87,9 +87,9 @@ cudaError_t flash_fwd_cuda(const FlashFwdParams& p, cudaStream_t stream) {
 }
 
 // The decoding path's partial results, or (Hopper TF32 forward, variant 3 only: opt-in) its pre-pass's K
-// and V^T, or (Hopper 16-bit forward, schedule 10 only: opt-in) its tile counter; the same order of
-// checks as flash_fwd_cuda, from the params alone (no device: XLA asks at compile time; on another
-// device the Hopper forwards do not run and the bytes go unused).
+// and V^T, or (Hopper 16-bit forward, schedule 10 only: the causal plain D = 128 kernel's default) its tile
+// counter; the same order of checks as flash_fwd_cuda, from the params alone (no device: XLA asks at
+// compile time; on another device the Hopper forwards do not run and the bytes go unused).
 size_t flash_fwd_workspace_bytes(const FlashFwdParams& p) {
   if (cuda::decode_applies(p)) return cuda::decode_workspace_bytes(p);
 #if FA_HAS_SM90

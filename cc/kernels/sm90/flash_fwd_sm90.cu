@@ -1032,9 +1032,9 @@ __global__ void __launch_bounds__(kThreadsOf<V>, 1)
         ++handed;
         return t;
       };
-      auto first_tile = [&]() { return kSched[V].dynamic ? hand(first) : first; };
+      auto first_tile = [&]() { return kS.dynamic ? hand(first) : first; };
       auto next_tile = [&](int t) {
-        return kSched[V].dynamic ? hand(atomicAdd(static_cast<int*>(p.workspace), 1) + static_cast<int>(gridDim.x))
+        return kS.dynamic ? hand(atomicAdd(static_cast<int*>(p.workspace), 1) + static_cast<int>(gridDim.x))
                                  : t + stride;
       };
       for (int tile = first_tile(); tile < end; tile = next_tile(tile)) {
