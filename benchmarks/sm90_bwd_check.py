@@ -53,7 +53,7 @@ Phases (each its own process in `gpu_run.sh sm90bwd`, under a timeout):
             calls it must refuse (soft-cap, a dense mask: sm80's, no sm90 launch).
   det       deterministic mode (TensorFlow's op determinism; the kernel's DET instantiations: dQ contributions
             added in key-tile order behind per-block counters): DET_CASES (no mask, causal with both alignments,
-            GQA / MQA, D = 64 and 128, the index masks, dropout, many key tiles per query tile) as numerics,
+            GQA / MQA, D = 64, 128 and 256, the index masks, dropout, many key tiles per query tile) as numerics,
             plus: two deterministic sm90 runs (the workspace NaN-poisoned in between) bitwise equal in dq, dk,
             dv; against the default (atomic) sm90 run dk / dv bit for bit and dq within 1e-2 of its max
             (whether its dq differed bitwise is reported: it usually does with many key tiles); the sm90 path
@@ -64,7 +64,7 @@ Phases (each its own process in `gpu_run.sh sm90bwd`, under a timeout):
             then milliseconds of the index-masked kernel at D = 128, T = 4096 (all-true key mask, 10 %
             key padding, causal window 1024, and dropout 0.1 without a mask and causal: the DROP kernel)
             against sm80 and the plain sm90 backward (bench_masks); then deterministic against default
-            milliseconds (sm90 DET, sm90 default, sm80 deterministic) at D = 128 / 64, T = 4096 (bench_det).
+            milliseconds (sm90 DET, sm90 default, sm80 deterministic) at D = 128 / 64 / 256, T = 4096 (bench_det).
             HARNESS_TIMING=loop times the first table's rows (ours and the SDPA anchors) and bench_det's as
             gpu_attention.py times ours through TensorFlow, 10 calls back to back (kernel_harness_check.bench_ms).
   order     the key-tile orders (flash_bwd_sm90.cu, "Tile order"; set_sm90_bwd_order): NUM_CASES, MASK_CASES,
@@ -100,7 +100,8 @@ Phases (each its own process in `gpu_run.sh sm90bwd`, under a timeout):
             also sets TF_FLASHATTN_SM90_BWD_SPLITD=1.
   sanitize  small odd cases, bf16, for compute-sanitizer (three of them with index masks: a KV-cache
             window with GQA at D = 64, validity masks with all-false batch rows, lengths with a causal
-            window and a key length 0; two in deterministic mode; seven at D = 256; six of SPLITD_CASES, so
+            window and a key length 0; two in deterministic mode; seven at D = 256 and three more there in
+            deterministic mode; six of SPLITD_CASES, so
             this phase sets TF_FLASHATTN_SM90_BWD_SPLITD=1 too, which moves none of the others); SANITIZE_PREFIX=sd
             keeps only the cases whose name starts with it (the split kernel's six).
 Writes OUT/sm90_bwd_<phase>.json.
@@ -426,18 +427,25 @@ _DET_FROM = ("odd_d128", "odd_d128_causal_br", "odd_d128_causal_tl", "empty_rows
              "gqa4_d64_causal_tl", "empty_rows_d64", "win_kvcache_odd_d64", "win_causal_tl_empty_rows",
              "win_gqa_mqa_d64", "len_zero_full_d128", "len_skip_tiles", "len_window_causal", "valid_false_rows",
              "all_masks_dlse", "drop01_lengths", "drop05_d64_causal_gqa", "softcap_causal_gqa_d64",
-             "dmask_causal_gqa_d64", "bias_causal_len_gqa_d64")
+             "dmask_causal_gqa_d64", "bias_causal_len_gqa_d64",
+             # D = 256: the split kernel's DET instantiations (no mask / causal, IDX, DROP)
+             "d256_odd_causal_br", "d256_gqa4_causal_br", "d256_mqa_causal_tl", "d256_tk1", "d256_tq1",
+             "d256_tiles_65_129_causal", "d256_dlse_scale", "d256_win_kvcache", "d256_len_zero_full",
+             "d256_valid_false_rows", "d256_drop05_causal_br_gqa", "d256_drop01_lengths_window")
 DET_CASES = [dict(c, name=c["name"] + "_det", deterministic=True)
-             for c in NUM_CASES + MASK_CASES + DROP_CASES if c["name"] in _DET_FROM] + [
+             for c in NUM_CASES + MASK_CASES + DROP_CASES + D256_CASES if c["name"] in _DET_FROM] + [
     dict(name="big_d128_det", B=1, Tq=4096, Tk=4096, H=4, D=128, deterministic=True),
     dict(name="big_d64_gqa_det", B=2, Tq=2048, Tk=4096, H=8, Hkv=2, D=64, deterministic=True),
     dict(name="big_d128_causal_det", B=1, Tq=4096, Tk=4096, H=4, D=128, causal=True, deterministic=True),
     dict(name="big_d64_window_det", B=1, Tq=4096, Tk=4096, H=4, D=64, wl=1000, wr=300, deterministic=True),
+    dict(name="big_d256_det", B=1, Tq=2048, Tk=2048, H=4, D=256, deterministic=True),
+    dict(name="big_d256_causal_det", B=1, Tq=2048, Tk=2048, H=4, D=256, causal=True, deterministic=True),
 ]
 SANITIZE = ("odd_d128", "odd_d128_causal_br", "empty_rows_causal", "gqa4_d128_causal_br", "tiles_65_129_causal",
             "odd_d64", "gqa4_d64_causal_tl", "win_kvcache_odd_d64", "valid_false_rows", "len_window_causal",
             "drop05_d64_causal_gqa", "drop01_lengths", "odd_d64_causal_br_det", "win_kvcache_odd_d64_det",
-            "odd_d128_causal_br_det", "len_window_causal_det",
+            "odd_d128_causal_br_det", "len_window_causal_det", "d256_odd_causal_br_det",
+            "d256_drop05_causal_br_gqa_det", "d256_win_kvcache_det",
             "dmask_softcap_lengths", "dmask_causal_gqa_d64", "dmask_keybcast_causal_d128", "bias_softcap_len_d64",
             "bias_causal_len_gqa_d64",
             "bias_neginf_mask_d64",
@@ -464,6 +472,7 @@ ORDER_CASES = [
     dict(name="ord_d64_causal_gqa_det_waves", B=3, Tq=3000, Tk=3000, H=10, Hkv=5, D=64, causal=True,
          deterministic=True),
     dict(name="ord_d256_causal_waves", B=3, Tq=1500, Tk=1500, H=5, D=256, causal=True),
+    dict(name="ord_d256_causal_det_waves", B=3, Tq=1500, Tk=1500, H=5, D=256, causal=True, deterministic=True),
 ]
 # (label, order, group) of the order phase's runs after order 0; obench's (with G from the automatic size).
 ORDER_RUNS = (("1", 1, 0), ("1_G2", 1, 2), ("1_G4", 1, 4), ("1_G1_ctrl", 1, 1), ("2", 2, 0))
@@ -993,10 +1002,10 @@ def phase_bench(h, log, quick):
 
 def bench_det(h, log):
     """Deterministic mode (the DET kernels' ordered dQ reduction) against the default atomics, milliseconds:
-    D = 128 (H = 16) and D = 64 (H = 32), T = 4096, B = 4, bf16, causal and not: sm90 deterministic, sm90
-    default, sm80 deterministic (what deterministic mode ran before)."""
+    D = 128 (H = 16), D = 64 (H = 32) and D = 256 (H = 8), T = 4096, B = 4, bf16, causal and not: sm90
+    deterministic, sm90 default, sm80 deterministic (what deterministic mode ran before)."""
     rows = []
-    for D, H in ((128, 16), (64, 32)):
+    for D, H in ((128, 16), (64, 32), (256, 8)):
         for causal in (False, True):
             c = dict(B=4, Tq=4096, Tk=4096, H=H, D=D, causal=causal, deterministic=True)
             t = bench_inputs(h, c)  # its forward: the workspace for the deterministic mode (the larger one)

@@ -98,7 +98,7 @@ size_t bwd_workspace_bytes(const FlashBwdParams& p);
 // in deterministic mode unless dq_sem is set; tq_pad = Tq rounded up to 128, hd =
 // head_dim_bucket(max(D, Dv))), and the pre-pass that fills dsum = rowsum(dO * O) - d_lse and
 // lse2 = log2e * lse. dq_sem: deterministic mode only, in builds with the Hopper kernels, float16 /
-// bfloat16 with D == Dv in {64, 128} (else null): the dQ accumulator and, right after it, one int
+// bfloat16 with D == Dv in {64, 128, 256} (else null): the dQ accumulator and, right after it, one int
 // per (b, h, 64-row query tile) [B, H, tq_pad / 64], the ordered reduction's counters of sm90's
 // deterministic backward (sm80's deterministic backward uses neither).
 struct BwdWorkspaceParts {

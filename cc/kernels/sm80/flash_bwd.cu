@@ -590,7 +590,7 @@ static bool uses_dq_acc(const FlashBwdParams& p) {
 }
 
 // Deterministic mode where sm90/flash_bwd_sm90.cu's ordered dQ reduction may run (builds with the
-// Hopper kernels, float16 / bfloat16, D == Dv in {64, 128}: shape and flags only, as the XLA
+// Hopper kernels, float16 / bfloat16, D == Dv in {64, 128, 256}: shape and flags only, as the XLA
 // lowering sizes the workspace from those at compile time, without the masks): the dQ accumulator
 // as in the non-deterministic mode, then one int counter per (b, h, 64-row query tile). sm80's
 // deterministic backward uses neither (it runs on any GPU with this size). The non-deterministic
@@ -598,7 +598,7 @@ static bool uses_dq_acc(const FlashBwdParams& p) {
 static bool uses_dq_sem(const FlashBwdParams& p) {
 #if FA_HAS_SM90
   const AttnShape& s = p.shape;
-  return p.deterministic && uses_tc(p) && s.D == s.Dv && (s.D == 64 || s.D == 128);
+  return p.deterministic && uses_tc(p) && s.D == s.Dv && (s.D == 64 || s.D == 128 || s.D == 256);
 #else
   (void)p;
   return false;

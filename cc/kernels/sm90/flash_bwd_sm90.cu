@@ -9,7 +9,8 @@
 // any of those or none; below), soft-cap and a dense mask (in the IDX kernel, not with dropout), an
 // additive bias with its gradient dbias (the same, D = 64 only; below); GQA
 // allowed; TensorFlow's
-// op determinism too (the DET instantiations, below; bwd_det_mode: not at D = 64 with a causal mask). The index masks, dropout and the deterministic
+// op determinism too (the DET instantiations, below; bwd_det_mode: not at D = 64 with a causal mask; at D = 256
+// the split kernel's DET instantiations, written 2026-12-02 and NOT YET RUN on a GPU). The index masks, dropout and the deterministic
 // mode were checked on the H200 on 2026-12-01 (benchmarks/sm90_bwd_check.py: 138 numerics rows, 56
 // deterministic ones (repeat-bitwise, dK / dV bitwise equal to the default), memcheck; RESULTS.md
 // "Hopper backward kernel"); the dQ accumulation by bulk reduce-add at D = 128 (below, "dQacc += dQ_c")
@@ -170,7 +171,7 @@
 // cover 512 contiguous bytes, and each consumer's 64 x 64 sub-block is 16 contiguous KiB (the unit
 // of the default's bulk reduce-add; 16-byte aligned as the copy engine needs: dq_acc is, launch()
 // checks, and sub-blocks start at multiples of 16 KiB). Deterministic mode: the same, and the counters after dq_acc (below;
-// flash_bwd_workspace_bytes adds dq_acc and them in deterministic mode for D = Dv in {64, 128}).
+// flash_bwd_workspace_bytes adds dq_acc and them in deterministic mode for D = Dv in {64, 128, 256}).
 // Deterministic mode (the DET instantiations of all four kernels, when p.deterministic; the
 // others are unchanged, SASS included): float4 atomics into dq_acc (the former default's, not the
 // bulk reduce-add of the kernels without DET, which has no order to keep), but each (b, h,
@@ -575,8 +576,10 @@ __device__ __forceinline__ void bwd_init_barriers(uint32_t kv_full, uint32_t ful
 // writes the rows' key ranges and the unit's mask flag, DET: warp 3 runs the ordered dQ reduction's
 // waits and publications. Called by the kernel's producer branch, which returns after it.
 // L: the kernel's shared-memory layout (kK, kV, kQ, kDo, kKBytes, kQBytes); U: its Units; ORD: the
-// CTA's key tile is tile.x (the tile order), else blockIdx.x.
-template <int KB, int D, bool IDX, bool DET, bool ORD, class L, class U>
+// CTA's key tile is tile.x (the tile order), else blockIdx.x. DB: the first of the DET chain's three
+// named barriers (DB: warp 3 + consumer 0, DB + 1: the consumers, DB + 2: consumer 1 + warp 3; 2 in
+// flash_bwd_sm90_kernel, 3 in the split kernel, whose consumers use 1 and 2).
+template <int KB, int D, bool IDX, bool DET, bool ORD, class L, int DB = 2, class U>
 __device__ __forceinline__ void bwd_producer(const CUtensorMap* tm_q, const CUtensorMap* tm_k,
                                              const CUtensorMap* tm_v, const CUtensorMap* tm_do,
                                              const BwdSm90Args& a, const U& units, uint32_t base,
@@ -664,7 +667,7 @@ __device__ __forceinline__ void bwd_producer(const CUtensorMap* tm_q, const CUte
     // The ordered dQ reduction, per unit (the consumers' order): lane 0 waits until key tile
     // x - 1 has published its contribution to the unit's dQ block (counter >= x) when it visits
     // the query tile (qb < prev_hi; else this CTA is the block's first contributor), lets
-    // consumer 0 add (barrier 2), waits until consumer 1 has added after it (barrier 4), and
+    // consumer 0 add (barrier DB), waits until consumer 1 has added after it (barrier DB + 2), and
     // publishes x + 1 with release semantics. The poll runs while the consumers compute the
     // unit's products; only the adds wait for it.
     const int x = static_cast<int>(ORD ? tile.x : blockIdx.x);
@@ -676,8 +679,8 @@ __device__ __forceinline__ void bwd_producer(const CUtensorMap* tm_q, const CUte
         while (ld_acquire_gpu(sem) < x) {
         }
       __syncwarp();
-      named_bar_sync_unaligned(2, 128 + 32);
-      named_bar_sync_unaligned(4, 128 + 32);
+      named_bar_sync_unaligned(DB, 128 + 32);
+      named_bar_sync_unaligned(DB + 2, 128 + 32);
       if (lane == 0) red_release_gpu_max(sem, x + 1);
     }
   }
@@ -1354,7 +1357,9 @@ cudaError_t launch_dq_convert(const FlashBwdParams& p, const float* dq_acc, int6
 // masks (window, q / k lengths, [B, Tq] / [B, Tk] validity: the <IDX = true> instantiation, the
 // D <= 128 IDX kernel's rules and code, "Index masks" above, for 64-key tiles: Units<IDX, 64>, the
 // producer's warp 2 writing each row's key range within [0, 64] and the unit's flag, the masked P
-// pass selecting by range and key_ok); GQA; dropout; not deterministic, no soft-cap, dense mask or
+// pass selecting by range and key_ok); GQA; dropout; deterministic (the DET instantiations: bwd_cta's ordered
+// dQ reduction, the producer's warp 3 polling and publishing, named barriers 3 .. 5 around the consumers'
+// atomics; not yet run on a GPU); no soft-cap, dense mask or
 // bias in this kernel (bwd_applies sends those without dropout to the
 // SCORE instantiation of the same CTA body: "Split kernel at D = 128, and the score options" below). Dropout (<IDX, DROP = true>, whenever rate > 0, as
 // "Dropout" above): the keep bits of the thread's S^T_c elements by drop_cols_bits<1, 4> (keys
@@ -1410,16 +1415,17 @@ cudaError_t launch_dq_convert(const FlashBwdParams& p, const float* dq_acc, int6
 //   peak 192 accumulators + addresses, within the 240 of setmaxnreg (ptxas 13.0: registers up to
 //   R217, 0 spills; 44 HGMMA, 16 UTMALDG, 16 REDG.E.ADD.F32x4 per kernel).
 //   Named barriers: 0 __syncthreads (setup), 1 both consumers after the P^T stores, 2 both consumers
-//   after the dS^T stores. mbarriers: kv_full (1 arrival + tx), full[s] (1 + 32, IDX 1 + 64),
+//   after the dS^T stores; DET: 3 warp 3 + consumer 0, 4 the consumers, 5 consumer 1 + warp 3
+//   (bwd_producer's DB = 3). mbarriers: kv_full (1 arrival + tx), full[s] (1 + 32, IDX 1 + 64),
 //   empty[s] (256).
 // Not yet here (first version): overlap of the P pass with products (both consumers meet on
 // barriers 1 and 2 every unit, so the tensor cores idle during the P pass and the P^T stores),
 // the next unit's S^T issued before this unit's dK finishes (tried 2026-12-01 as a variant, with P in
 // registers of its own: ptxas 13.0 serialized those kernels' wgmmas, C7515, and spilled 128 bytes,
 // with S^T / dP^T in flight across the unit loop's back edge), dQ by the bulk reduce-add, dK / dV
-// stored by TMA, determinism (soft-cap, a dense mask, bias: the opt-in SCORE instantiation, below).
+// stored by TMA, determinism with soft-cap, a dense mask or bias (the SCORE instantiation, below).
 // ---- Split kernel at D = 128, and the score options -------------------------------------------------
-// The CTA body above is bwd_cta_split<T, D, IDX, DROP, SCORE, ORD>, templated on the head dim: D = 256
+// The CTA body above is bwd_cta_split<T, D, IDX, DROP, SCORE, ORD, DET>, templated on the head dim: D = 256
 // as described (flash_bwd_sm90_d256_kernel / _ord_kernel, their SASS unchanged by the templating:
 // cuobjdump -sass, every function of this file identical to before), and, in new instantiations only
 // (flash_bwd_sm90_split_score_kernel<T, D>, SCORE = true with IDX, without DROP, no ORD), D = 128 and 256
@@ -1528,13 +1534,16 @@ __device__ __forceinline__ void wgmma_ss_split_half(float (&d)[D / 4], uint64_t 
 // masks (window, lengths, [B, Tq] / [B, Tk] validity; causal too), the D <= 128 IDX kernel's rules and
 // code; DROP (with IDX only): dropout (header comment above, "Head dim 256"); SCORE (with IDX, without
 // DROP; checked on the H200 2026-12-01, session 19): soft-cap, the dense mask, bias / dbias, the D <= 128
-// kernels' arithmetic (the score helpers above). ORD: as bwd_cta's.
-template <typename T, int D, bool IDX, bool DROP, bool SCORE, bool ORD>
+// kernels' arithmetic (the score helpers above). ORD: as bwd_cta's. DET (D = 256 without SCORE): TensorFlow's
+// op determinism, bwd_cta's ordered dQ reduction (header comment "Deterministic mode") with named barriers 3,
+// 4, 5; the instantiations without it are unchanged.
+template <typename T, int D, bool IDX, bool DROP, bool SCORE, bool ORD, bool DET = false>
 __device__ __forceinline__ void bwd_cta_split(const CUtensorMap& tm_q, const CUtensorMap& tm_k, const CUtensorMap& tm_v,
                                               const CUtensorMap& tm_do, const BwdSm90Args& a) {
   static_assert(!DROP || IDX, "dropout runs the index-masked kernel");
   static_assert(!SCORE || (IDX && !DROP), "soft-cap, dense mask, bias: the IDX kernel without dropout");
   static_assert(D == 256 || (D == 128 && SCORE), "the split kernel: D = 256, and D = 128 for the score options");
+  static_assert(!DET || !SCORE, "deterministic: the D = 256 kernel without the score options");
   constexpr int kNcg = D / 128;  // 64-column groups of each consumer's half of the head dims
   using L = BwdSmemSplit<D, IDX>;
   extern __shared__ uint8_t smem_raw[];
@@ -1559,14 +1568,23 @@ __device__ __forceinline__ void bwd_cta_split(const CUtensorMap& tm_q, const CUt
   const int G = static_cast<int>(sh.H / sh.Hkv);
   const int64_t j0 = static_cast<int64_t>(ORD ? tile.x : blockIdx.x) * kBk256;
   const Units<IDX, kBk256> units(sh, causal, off, j0, p.mask, b);
+  // DET: the query tiles below prev_hi are visited by key tile x - 1 too (bwd_cta's comment).
+  int prev_hi = 0;
+  if constexpr (DET) {
+    if ((ORD ? tile.x : blockIdx.x) > 0 && units.n > 0) {
+      const Units<IDX, kBk256> prev(sh, causal, off, j0 - kBk256, p.mask, b);
+      prev_hi = prev.qb_lo + prev.nq;
+    }
+  }
 
   const int wg = threadIdx.x / 128;
   bwd_init_barriers<IDX>(kv_full, full0, empty0);
 
   if (wg == 0) {
-    // ---- Producer warpgroup (bwd_producer: TMA loads, lse2 / dsum rows, IDX: key ranges). ----
-    bwd_producer<kBk256, D, IDX, false, ORD, L>(&tm_q, &tm_k, &tm_v, &tm_do, a, units, base, kv_full, full0,
-                                                empty0, rows_f, range_i, flag_i, hk, b, G, j0, tile, 0);
+    // ---- Producer warpgroup (bwd_producer: TMA loads, lse2 / dsum rows, IDX: key ranges, DET: the
+    // ordered dQ reduction's waits and publications, barriers 3 .. 5). ----
+    bwd_producer<kBk256, D, IDX, DET, ORD, L, 3>(&tm_q, &tm_k, &tm_v, &tm_do, a, units, base, kv_full, full0,
+                                                 empty0, rows_f, range_i, flag_i, hk, b, G, j0, tile, prev_hi);
     return;
   }
 
@@ -1911,9 +1929,14 @@ __device__ __forceinline__ void bwd_cta_split(const CUtensorMap& tm_q, const CUt
     // kNcg c + kNcg - 1 (float4 j: group kNcg c + j / 8, columns 8 (j % 8) + 2t, +1 of rows 16w + g, + 8).
     const int64_t blk_row = (static_cast<int64_t>(b) * sh.H + h) * a.tq_pad + i0;
     float4* blk = reinterpret_cast<float4*>(a.dq_acc + blk_row * D + kNcg * c * 64 * 64);
+    // DET: in bwd_cta's order (key tile x - 1 first, then consumer 0, then consumer 1: disjoint column
+    // halves here, the same protocol), barriers 3 (warp 3 + consumer 0), 4 (the consumers), 5 (consumer 1 +
+    // warp 3), as bwd_cta's 2, 3, 4 (barrier.sync without .aligned, the count in a register).
+    if constexpr (DET) named_bar_sync_unaligned(c == 0 ? 3 : 4, c == 0 ? 128 + 32 : 128 * kConsumers);
 #pragma unroll
     for (int j = 0; j < D / 16; ++j)
       atomicAdd(blk + (j / 8) * 1024 + (j % 8) * 128 + tid, make_float4(dq[4 * j], dq[4 * j + 1], dq[4 * j + 2], dq[4 * j + 3]));
+    if constexpr (DET) named_bar_sync_unaligned(c == 0 ? 4 : 5, c == 0 ? 128 * kConsumers : 128 + 32);
     wgmma_wait<0>();  // dK
     fence_regs(dv);
     fence_regs(dk);
@@ -1942,19 +1965,19 @@ __device__ __forceinline__ void bwd_cta_split(const CUtensorMap& tm_q, const CUt
 // The kernels, as flash_bwd_sm90_kernel / flash_bwd_sm90_ord_kernel above: D = 256 without the score
 // options (flash_bwd_sm90_d256_kernel, on by default), and the SCORE instantiations at D = 128 and 256
 // (flash_bwd_sm90_split_score_kernel; TF_FLASHATTN_SM90_BWD_SPLITD=0 leaves those calls to sm80).
-template <typename T, bool IDX, bool DROP = false>
+template <typename T, bool IDX, bool DROP = false, bool DET = false>
 __global__ void __launch_bounds__(kThreads, 1)
     flash_bwd_sm90_d256_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                                const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_do,
                                const __grid_constant__ BwdSm90Args a) {
-  bwd_cta_split<T, 256, IDX, DROP, false, false>(tm_q, tm_k, tm_v, tm_do, a);
+  bwd_cta_split<T, 256, IDX, DROP, false, false, DET>(tm_q, tm_k, tm_v, tm_do, a);
 }
-template <typename T, bool IDX, bool DROP = false>
+template <typename T, bool IDX, bool DROP = false, bool DET = false>
 __global__ void __launch_bounds__(kThreads, 1)
     flash_bwd_sm90_d256_ord_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                                    const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_do,
                                    const __grid_constant__ BwdSm90Args a) {
-  bwd_cta_split<T, 256, IDX, DROP, false, true>(tm_q, tm_k, tm_v, tm_do, a);
+  bwd_cta_split<T, 256, IDX, DROP, false, true, DET>(tm_q, tm_k, tm_v, tm_do, a);
 }
 template <typename T, int D>
 __global__ void __launch_bounds__(kThreads, 1)
@@ -2094,24 +2117,27 @@ cudaError_t launch(const FlashBwdParams& p, cudaStream_t stream) {
 // The split kernel (bwd_cta_split): head dim 256 (flash_bwd_sm90_d256_kernel; bwd_applies: no mask,
 // causal or the index masks, dropout, not deterministic), and SCORE, the score options (soft-cap, the
 // dense mask, bias / dbias; no dropout, not deterministic) at D = 128 or 256
-// (flash_bwd_sm90_split_score_kernel; off with TF_FLASHATTN_SM90_BWD_SPLITD=0): as launch() without its DET cases, key tiles of kBk256 = 64 keys.
-template <typename T, int D, bool IDX, bool DROP = false, bool SCORE = false>
+// (flash_bwd_sm90_split_score_kernel; off with TF_FLASHATTN_SM90_BWD_SPLITD=0): as launch(), key tiles of
+// kBk256 = 64 keys; DET (D = 256 without SCORE) as launch()'s.
+template <typename T, int D, bool IDX, bool DROP = false, bool SCORE = false, bool DET = false>
 cudaError_t launch_split(const FlashBwdParams& p, cudaStream_t stream) {
   static_assert(D == 256 || (D == 128 && SCORE), "the split kernel's instantiations");
+  static_assert(!DET || !SCORE, "no deterministic SCORE instantiation");
   const AttnShape& s = p.shape;
   const BwdWorkspaceParts ws = bwd_workspace_parts(p);
   if (!ws.dsum || !ws.lse2 || !ws.dq_acc || ws.hd != D || ws.tq_pad % kBq != 0 || !aligned16(ws.dq_acc))
     return cudaErrorNotSupported;
-  if (p.deterministic || (p.dropout.rate > 0.f) != DROP ||
+  if (p.deterministic != DET || (p.dropout.rate > 0.f) != DROP ||
       (!SCORE && (p.score.bias || p.dbias || p.mask.mask || p.score.softcap != 0.f)))
     return cudaErrorNotSupported;  // no code for them here
+  if (DET && !ws.dq_sem) return cudaErrorNotSupported;  // nothing queued yet: sm80's deterministic one
   CUtensorMap tq, tk, tv, tdo;
   if (!tma_map_rows(&tq, p.dtype, p.q, s.B, s.Tq, s.H, D, s.q_stride, kBq) ||
       !tma_map_rows(&tk, p.dtype, p.k, s.B, s.Tk, s.Hkv, D, s.k_stride, kBk256) ||
       !tma_map_rows(&tv, p.dtype, p.v, s.B, s.Tk, s.Hkv, D, s.v_stride, kBk256) ||
       !tma_map_rows(&tdo, p.dtype, p.d_o, s.B, s.Tq, s.H, D, s.o_stride, kBq))
     return cudaErrorNotSupported;  // nothing queued yet: the dispatch falls back to sm80
-  BwdSm90Args args{p, ws.dsum, ws.lse2, ws.dq_acc, ws.tq_pad, nullptr};
+  BwdSm90Args args{p, ws.dsum, ws.lse2, ws.dq_acc, ws.tq_pad, DET ? ws.dq_sem : nullptr};
   const dim3 grid(static_cast<unsigned>((s.Tk + kBk256 - 1) / kBk256), static_cast<unsigned>(s.Hkv),
                   static_cast<unsigned>(s.B));
   constexpr bool kOrd = !DROP && !SCORE;  // as launch()'s: no ORD kernel with dropout or the score options
@@ -2120,9 +2146,9 @@ cudaError_t launch_split(const FlashBwdParams& p, cudaStream_t stream) {
   if constexpr (SCORE) {
     kernel = flash_bwd_sm90_split_score_kernel<T, D>;
   } else {
-    kernel = flash_bwd_sm90_d256_kernel<T, IDX, DROP>;
+    kernel = flash_bwd_sm90_d256_kernel<T, IDX, DROP, DET>;
     if constexpr (kOrd) {
-      if (args.order_g != 0) kernel = flash_bwd_sm90_d256_ord_kernel<T, IDX, DROP>;
+      if (args.order_g != 0) kernel = flash_bwd_sm90_d256_ord_kernel<T, IDX, DROP, DET>;
     }
   }
   const int smem = BwdSmemSplit<D, IDX>::kAlloc;
@@ -2136,7 +2162,9 @@ cudaError_t launch_split(const FlashBwdParams& p, cudaStream_t stream) {
     return err;
   if ((err = bwd_dsum_tc(p, ws.dsum, ws.lse2, stream)) != cudaSuccess) return err;
   const size_t acc_floats = static_cast<size_t>(s.B * s.H * ws.tq_pad) * D;
-  if ((err = cudaMemsetAsync(ws.dq_acc, 0, acc_floats * sizeof(float), stream)) != cudaSuccess) return err;
+  const size_t sem_ints = DET ? static_cast<size_t>(s.B * s.H * (ws.tq_pad / kBq)) : 0;  // as launch()'s
+  if ((err = cudaMemsetAsync(ws.dq_acc, 0, (acc_floats + sem_ints) * sizeof(float), stream)) != cudaSuccess)
+    return err;
   kernel<<<grid, kThreads, smem, stream>>>(tq, tk, tv, tdo, args);
   if ((err = cudaGetLastError()) != cudaSuccess) return err;
   err = launch_dq_convert<T, D>(p, ws.dq_acc, ws.tq_pad, stream);
@@ -2166,7 +2194,9 @@ bool bwd_enabled() {
 // 15). bench_det (T = 4096, B = 4, bf16): 2.19x / 1.25x / 1.38x sm80's deterministic backward at
 // D = 128, D = 128 causal, D = 64, but 0.86x at D = 64 causal (4.82 ms against 4.15: the ordered dQ
 // reduction waits along the diagonal), so by default a deterministic call at D = 64 with a causal
-// mask stays on sm80's (bwd_applies). TF_FLASHATTN_SM90_BWD_DET (read once): 0 keeps every
+// mask stays on sm80's (bwd_applies). At D = 256 (the split kernel's DET instantiations, 2026-12-02) the
+// default takes every deterministic call without the score options: not yet measured against sm80's
+// (bench_det has the D = 256 rows). TF_FLASHATTN_SM90_BWD_DET (read once): 0 keeps every
 // deterministic call on sm80's, 1 sends every one the Hopper kernel could take there (the checks of
 // benchmarks/sm90_bwd_check.py set it), anything else or unset the default.
 int bwd_det_mode() {
@@ -2230,7 +2260,7 @@ bool bwd_applies(const FlashBwdParams& p) {
   if (!p.workspace) return false;
   // Deterministic mode: the DET instantiations, unless turned off (bwd_det_mode 0), or by default at
   // D = 64 with a causal mask (slower there than sm80's), and when the workspace holds the counters
-  // (D = 64 / 128, builds with these kernels: bwd_workspace_parts).
+  // (D = 64 / 128 / 256, builds with these kernels: bwd_workspace_parts).
   if (p.deterministic) {
     const int mode = bwd_det_mode();
     if (mode == 0 || (mode == 2 && s.D == 64 && p.mask.causal)) return false;
@@ -2243,8 +2273,9 @@ bool bwd_applies(const FlashBwdParams& p) {
   if (s.D == 256 && s.Dv == 256) {
     // flash_bwd_sm90_d256_kernel (unless TF_FLASHATTN_SM90_BWD_D256=0): no mask, causal and the index masks (window, lengths,
     // validity; its IDX instantiation), dropout (IDX with DROP; the seed is checked below); no dense
-    // mask, soft-cap, bias / dbias (but with the opt-in split switch, above), determinism.
-    if (!bwd_d256_enabled() || p.deterministic) return false;
+    // mask, soft-cap, bias / dbias (but with the split switch, above, and not deterministic); deterministic
+    // with the ordered dQ reduction (the DET instantiations) otherwise.
+    if (!bwd_d256_enabled()) return false;
     if ((p.mask.mask || p.score.softcap != 0.f || p.score.bias || p.dbias) && !splitd) return false;
   } else if (s.D != s.Dv || (s.D != 128 && s.D != 64)) {
     return false;
@@ -2287,17 +2318,20 @@ cudaError_t bwd_pick(const FlashBwdParams& p, cudaStream_t stream) {
   // Soft-cap, a dense mask, bias / dbias (bwd_applies: not with TF_FLASHATTN_SM90_BWD_SPLITD=0; at D = 256,
   // and for bias / dbias at D = 128; no dropout, not deterministic).
   const bool score = p.score.softcap != 0.f || m.mask || p.score.bias || p.dbias;
-  if (p.shape.D == 256) {  // bwd_applies: no mask, causal or the index masks, dropout; not deterministic
-    if constexpr (DET) return cudaErrorNotSupported;  // nothing queued: sm80's
+  if (p.shape.D == 256) {  // bwd_applies: no mask, causal or the index masks, dropout; the score options not deterministic
     if (p.dropout.rate > 0.f)  // dropout runs the index-masked kernel (any index mask, or none)
-      return bf16 ? launch_split<__nv_bfloat16, 256, true, true>(p, stream)
-                  : launch_split<__half, 256, true, true>(p, stream);
-    if (score)  // the SCORE instantiation (opt-in; index masks too)
+      return bf16 ? launch_split<__nv_bfloat16, 256, true, true, false, DET>(p, stream)
+                  : launch_split<__half, 256, true, true, false, DET>(p, stream);
+    if (score) {  // the SCORE instantiation (index masks too)
+      if constexpr (DET) return cudaErrorNotSupported;  // nothing queued: sm80's
       return bf16 ? launch_split<__nv_bfloat16, 256, true, false, true>(p, stream)
                   : launch_split<__half, 256, true, false, true>(p, stream);
+    }
     if (m.window_left >= 0 || m.window_right >= 0 || m.q_lengths || m.k_lengths || m.q_valid || m.k_valid)
-      return bf16 ? launch_split<__nv_bfloat16, 256, true>(p, stream) : launch_split<__half, 256, true>(p, stream);
-    return bf16 ? launch_split<__nv_bfloat16, 256, false>(p, stream) : launch_split<__half, 256, false>(p, stream);
+      return bf16 ? launch_split<__nv_bfloat16, 256, true, false, false, DET>(p, stream)
+                  : launch_split<__half, 256, true, false, false, DET>(p, stream);
+    return bf16 ? launch_split<__nv_bfloat16, 256, false, false, false, DET>(p, stream)
+                : launch_split<__half, 256, false, false, false, DET>(p, stream);
   }
   if (p.dropout.rate > 0.f) {  // dropout runs the index-masked kernel (any index mask, or none)
     if (p.shape.D == 128)
