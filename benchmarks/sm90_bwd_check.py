@@ -53,7 +53,8 @@ Phases (each its own process in `gpu_run.sh sm90bwd`, under a timeout):
             calls it must refuse (soft-cap, a dense mask: sm80's, no sm90 launch).
   det       deterministic mode (TensorFlow's op determinism; the kernel's DET instantiations: dQ contributions
             added in key-tile order behind per-block counters): DET_CASES (no mask, causal with both alignments,
-            GQA / MQA, D = 64, 128 and 256, the index masks, dropout, many key tiles per query tile) as numerics,
+            GQA / MQA, D = 64, 128 and 256, the index masks, dropout, the split kernel's score options (bias at
+            D = 128; soft-cap, dense mask, bias at D = 256), many key tiles per query tile) as numerics,
             plus: two deterministic sm90 runs (the workspace NaN-poisoned in between) bitwise equal in dq, dk,
             dv; against the default (atomic) sm90 run dk / dv bit for bit and dq within 1e-2 of its max
             (whether its dq differed bitwise is reported: it usually does with many key tiles); the sm90 path
@@ -101,9 +102,10 @@ Phases (each its own process in `gpu_run.sh sm90bwd`, under a timeout):
   sanitize  small odd cases, bf16, for compute-sanitizer (three of them with index masks: a KV-cache
             window with GQA at D = 64, validity masks with all-false batch rows, lengths with a causal
             window and a key length 0; two in deterministic mode; seven at D = 256 and three more there in
-            deterministic mode; six of SPLITD_CASES, so
+            deterministic mode; six of SPLITD_CASES and two of them in deterministic mode, so
             this phase sets TF_FLASHATTN_SM90_BWD_SPLITD=1 too, which moves none of the others); SANITIZE_PREFIX=sd
-            keeps only the cases whose name starts with it (the split kernel's six).
+            keeps only the cases whose name starts with it (the split kernel's, comma-separated for several:
+            SANITIZE_PREFIX=d256,sd), SANITIZE_SUFFIX=_det those whose name ends with it.
 Writes OUT/sm90_bwd_<phase>.json.
 """
 import argparse
@@ -431,9 +433,15 @@ _DET_FROM = ("odd_d128", "odd_d128_causal_br", "odd_d128_causal_tl", "empty_rows
              # D = 256: the split kernel's DET instantiations (no mask / causal, IDX, DROP)
              "d256_odd_causal_br", "d256_gqa4_causal_br", "d256_mqa_causal_tl", "d256_tk1", "d256_tq1",
              "d256_tiles_65_129_causal", "d256_dlse_scale", "d256_win_kvcache", "d256_len_zero_full",
-             "d256_valid_false_rows", "d256_drop05_causal_br_gqa", "d256_drop01_lengths_window")
+             "d256_valid_false_rows", "d256_drop05_causal_br_gqa", "d256_drop01_lengths_window",
+             # the split kernel's score options (its SCORE instantiations' DET copies): bias / dbias at D = 128,
+             # soft-cap, the dense mask, bias / dbias at D = 256
+             "sd128_bias_causal_tl_gqa", "sd128_bias_causal_len_gqa", "sd128_bias_softcap_len_dlse",
+             "sd128_bias_neginf_mask_softcap", "sd128_bias_tiles_65_129_causal", "sd128_bias_tk1",
+             "sd256_softcap_causal_gqa", "sd256_dmask_rows_causal_gqa", "sd256_bias_softcap_len_dlse",
+             "sd256_bias_neginf_keys", "sd256_bias_tiles_65_129_causal")
 DET_CASES = [dict(c, name=c["name"] + "_det", deterministic=True)
-             for c in NUM_CASES + MASK_CASES + DROP_CASES + D256_CASES if c["name"] in _DET_FROM] + [
+             for c in NUM_CASES + MASK_CASES + DROP_CASES + D256_CASES + SPLITD_CASES if c["name"] in _DET_FROM] + [
     dict(name="big_d128_det", B=1, Tq=4096, Tk=4096, H=4, D=128, deterministic=True),
     dict(name="big_d64_gqa_det", B=2, Tq=2048, Tk=4096, H=8, Hkv=2, D=64, deterministic=True),
     dict(name="big_d128_causal_det", B=1, Tq=4096, Tk=4096, H=4, D=128, causal=True, deterministic=True),
@@ -445,7 +453,8 @@ SANITIZE = ("odd_d128", "odd_d128_causal_br", "empty_rows_causal", "gqa4_d128_ca
             "odd_d64", "gqa4_d64_causal_tl", "win_kvcache_odd_d64", "valid_false_rows", "len_window_causal",
             "drop05_d64_causal_gqa", "drop01_lengths", "odd_d64_causal_br_det", "win_kvcache_odd_d64_det",
             "odd_d128_causal_br_det", "len_window_causal_det", "d256_odd_causal_br_det",
-            "d256_drop05_causal_br_gqa_det", "d256_win_kvcache_det",
+            "d256_drop05_causal_br_gqa_det", "d256_win_kvcache_det", "sd128_bias_causal_len_gqa_det",
+            "sd256_dmask_rows_causal_gqa_det",
             "dmask_softcap_lengths", "dmask_causal_gqa_d64", "dmask_keybcast_causal_d128", "bias_softcap_len_d64",
             "bias_causal_len_gqa_d64",
             "bias_neginf_mask_d64",
@@ -1270,9 +1279,13 @@ def main():
     elif args.phase == "sanitize":
         # SANITIZE_PREFIX (e.g. "sd"): only the sanitize cases whose name starts with it (racecheck of the whole
         # list runs past a device call's budget before the last cases).
-        prefix = os.environ.get("SANITIZE_PREFIX", "")
+        # SANITIZE_PREFIX may name several, comma-separated; SANITIZE_SUFFIX (e.g. "_det") keeps only the
+        # cases whose name ends with it.
+        prefix = tuple(os.environ.get("SANITIZE_PREFIX", "").split(","))
+        suffix = os.environ.get("SANITIZE_SUFFIX", "")
         rows = phase_numerics(h, log, [c for c in NUM_CASES + MASK_CASES + DROP_CASES + DET_CASES + D256_CASES
-                                       + SPLITD_CASES if c["name"] in SANITIZE and c["name"].startswith(prefix)],
+                                       + SPLITD_CASES if c["name"] in SANITIZE and c["name"].startswith(prefix)
+                                       and c["name"].endswith(suffix)],
                               (torch.bfloat16,))
         print(f"numerics: {sum(r['ok'] for r in rows)} / {len(rows)} pass", file=log, flush=True)
     elif args.phase == "order":

@@ -329,11 +329,14 @@ DETERMINISM = textwrap.dedent("""
     import numpy as np, tensorflow as tf, tf_flashattn as fa
     tf.config.experimental.enable_op_determinism()
     tf.config.experimental.enable_tensor_float_32_execution(True)  # float32: the TF32 kernels
-    # bfloat16_d256: no bias, so that on the H200 the Hopper head-dim-256 kernel's deterministic
-    # instantiation runs (its dropout copy); with a bias that head dim runs sm80's deterministic backward.
-    dt, d, with_bias = {"bfloat16": (tf.bfloat16, 128, True), "float32": (tf.float32, 128, True),
-                        "float32_d256": (tf.float32, 256, True),
-                        "bfloat16_d256": (tf.bfloat16, 256, False)}[sys.argv[1]]
+    # (dtype, head dim, bias, dropout rate). On the H200: bias with dropout runs sm80's deterministic
+    # backward; bfloat16_d256 the Hopper head-dim-256 kernel's deterministic dropout copy; the _bias rows
+    # without dropout the split kernel's deterministic score copies (head dims 128 and 256).
+    dt, d, with_bias, rate = {
+        "bfloat16": (tf.bfloat16, 128, True, 0.1), "float32": (tf.float32, 128, True, 0.1),
+        "float32_d256": (tf.float32, 256, True, 0.1), "bfloat16_d256": (tf.bfloat16, 256, False, 0.1),
+        "bfloat16_bias": (tf.bfloat16, 128, True, 0.0),
+        "bfloat16_d256_bias": (tf.bfloat16, 256, True, 0.0)}[sys.argv[1]]
     rng = np.random.default_rng(0)
     q, k, v = (tf.constant(rng.standard_normal(s), dt) for s in
                [(2, 1500, 8, d), (2, 1700, 2, d), (2, 1700, 2, d)])
@@ -342,7 +345,7 @@ DETERMINISM = textwrap.dedent("""
         with tf.device('/GPU:0'), tf.GradientTape() as t:
             t.watch([q, k, v] + ([bias] if with_bias else []))
             o = fa.dot_product_attention(q, k, v, bias=bias, is_causal=True,
-                                         dropout_rate=0.1, seed=[1, 2])
+                                         dropout_rate=rate, seed=[1, 2] if rate else None)
             l = tf.reduce_sum(tf.cast(o, tf.float32) ** 2)
         return [o] + t.gradient(l, [q, k, v] + ([bias] if with_bias else []))
     if sys.argv[2:] == ["xla"]:  # the XLA custom calls, compiled after determinism was enabled
@@ -355,7 +358,8 @@ DETERMINISM = textwrap.dedent("""
 
 
 @pytest.mark.parametrize("which", ["bfloat16", "float32", "float32_d256", "bfloat16_d256",
-                                   "bfloat16 xla", "float32 xla", "bfloat16_d256 xla"])
+                                   "bfloat16_bias", "bfloat16_d256_bias", "bfloat16 xla", "float32 xla",
+                                   "bfloat16_d256 xla", "bfloat16_bias xla"])
 def test_deterministic_mode_is_bitwise_reproducible(which):
     res = subprocess.run([sys.executable, "-c", DETERMINISM] + which.split(), capture_output=True,
                          text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"), timeout=600)

@@ -10,7 +10,7 @@
 // additive bias with its gradient dbias (the same, D = 64 only; below); GQA
 // allowed; TensorFlow's
 // op determinism too (the DET instantiations, below; bwd_det_mode: not at D = 64 with a causal mask; at D = 256
-// the split kernel's DET instantiations, written 2026-12-02 and NOT YET RUN on a GPU). The index masks, dropout and the deterministic
+// and for the split kernel's score options its DET instantiations, written 2026-12-02 and NOT YET RUN on a GPU). The index masks, dropout and the deterministic
 // mode were checked on the H200 on 2026-12-01 (benchmarks/sm90_bwd_check.py: 138 numerics rows, 56
 // deterministic ones (repeat-bitwise, dK / dV bitwise equal to the default), memcheck; RESULTS.md
 // "Hopper backward kernel"); the dQ accumulation by bulk reduce-add at D = 128 (below, "dQacc += dQ_c")
@@ -1430,7 +1430,8 @@ cudaError_t launch_dq_convert(const FlashBwdParams& p, const float* dq_acc, int6
 // cuobjdump -sass, every function of this file identical to before), and, in new instantiations only
 // (flash_bwd_sm90_split_score_kernel<T, D>, SCORE = true with IDX, without DROP, no ORD), D = 128 and 256
 // with the score options. bwd_applies sends bias / dbias at D == Dv == 128 and soft-cap, a dense mask,
-// bias / dbias at D == Dv == 256 here, without dropout and not deterministic (the D <= 128 kernel keeps
+// bias / dbias at D == Dv == 256 here, without dropout (deterministic too: the DET instantiations of
+// 2026-12-02, not yet run on a GPU) (the D <= 128 kernel keeps
 // soft-cap and the dense mask at D = 128 without a bias); TF_FLASHATTN_SM90_BWD_SPLITD=0 (bwd_splitd_enabled,
 // read once) sends them to sm80's backward instead. Checked on the H200 2026-12-01 (session 19,
 // benchmarks/RESULTS.md (j)): bwd_selftest 8, 9 (the D = 128 wgmma forms) exact, sm90_bwd_check.py's
@@ -1534,16 +1535,15 @@ __device__ __forceinline__ void wgmma_ss_split_half(float (&d)[D / 4], uint64_t 
 // masks (window, lengths, [B, Tq] / [B, Tk] validity; causal too), the D <= 128 IDX kernel's rules and
 // code; DROP (with IDX only): dropout (header comment above, "Head dim 256"); SCORE (with IDX, without
 // DROP; checked on the H200 2026-12-01, session 19): soft-cap, the dense mask, bias / dbias, the D <= 128
-// kernels' arithmetic (the score helpers above). ORD: as bwd_cta's. DET (D = 256 without SCORE): TensorFlow's
-// op determinism, bwd_cta's ordered dQ reduction (header comment "Deterministic mode") with named barriers 3,
-// 4, 5; the instantiations without it are unchanged.
+// kernels' arithmetic (the score helpers above). ORD: as bwd_cta's. DET: TensorFlow's op determinism,
+// bwd_cta's ordered dQ reduction (header comment "Deterministic mode") with named barriers 3, 4, 5 (dbias has
+// one writer per element anyway); the instantiations without it are unchanged.
 template <typename T, int D, bool IDX, bool DROP, bool SCORE, bool ORD, bool DET = false>
 __device__ __forceinline__ void bwd_cta_split(const CUtensorMap& tm_q, const CUtensorMap& tm_k, const CUtensorMap& tm_v,
                                               const CUtensorMap& tm_do, const BwdSm90Args& a) {
   static_assert(!DROP || IDX, "dropout runs the index-masked kernel");
   static_assert(!SCORE || (IDX && !DROP), "soft-cap, dense mask, bias: the IDX kernel without dropout");
   static_assert(D == 256 || (D == 128 && SCORE), "the split kernel: D = 256, and D = 128 for the score options");
-  static_assert(!DET || !SCORE, "deterministic: the D = 256 kernel without the score options");
   constexpr int kNcg = D / 128;  // 64-column groups of each consumer's half of the head dims
   using L = BwdSmemSplit<D, IDX>;
   extern __shared__ uint8_t smem_raw[];
@@ -1979,12 +1979,12 @@ __global__ void __launch_bounds__(kThreads, 1)
                                    const __grid_constant__ BwdSm90Args a) {
   bwd_cta_split<T, 256, IDX, DROP, false, true, DET>(tm_q, tm_k, tm_v, tm_do, a);
 }
-template <typename T, int D>
+template <typename T, int D, bool DET = false>
 __global__ void __launch_bounds__(kThreads, 1)
     flash_bwd_sm90_split_score_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                                       const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_do,
                                       const __grid_constant__ BwdSm90Args a) {
-  bwd_cta_split<T, D, true, false, true, false>(tm_q, tm_k, tm_v, tm_do, a);
+  bwd_cta_split<T, D, true, false, true, false, DET>(tm_q, tm_k, tm_v, tm_do, a);
 }
 
 std::atomic<int64_t> g_launches{0};
@@ -2115,14 +2115,13 @@ cudaError_t launch(const FlashBwdParams& p, cudaStream_t stream) {
 
 
 // The split kernel (bwd_cta_split): head dim 256 (flash_bwd_sm90_d256_kernel; bwd_applies: no mask,
-// causal or the index masks, dropout, not deterministic), and SCORE, the score options (soft-cap, the
-// dense mask, bias / dbias; no dropout, not deterministic) at D = 128 or 256
+// causal or the index masks, dropout), and SCORE, the score options (soft-cap, the dense mask, bias / dbias;
+// no dropout) at D = 128 or 256
 // (flash_bwd_sm90_split_score_kernel; off with TF_FLASHATTN_SM90_BWD_SPLITD=0): as launch(), key tiles of
-// kBk256 = 64 keys; DET (D = 256 without SCORE) as launch()'s.
+// kBk256 = 64 keys; DET as launch()'s.
 template <typename T, int D, bool IDX, bool DROP = false, bool SCORE = false, bool DET = false>
 cudaError_t launch_split(const FlashBwdParams& p, cudaStream_t stream) {
   static_assert(D == 256 || (D == 128 && SCORE), "the split kernel's instantiations");
-  static_assert(!DET || !SCORE, "no deterministic SCORE instantiation");
   const AttnShape& s = p.shape;
   const BwdWorkspaceParts ws = bwd_workspace_parts(p);
   if (!ws.dsum || !ws.lse2 || !ws.dq_acc || ws.hd != D || ws.tq_pad % kBq != 0 || !aligned16(ws.dq_acc))
@@ -2144,7 +2143,7 @@ cudaError_t launch_split(const FlashBwdParams& p, cudaStream_t stream) {
   bwd_tile_order(p, grid.x, D, kOrd, &args);
   void (*kernel)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const CUtensorMap, const BwdSm90Args);
   if constexpr (SCORE) {
-    kernel = flash_bwd_sm90_split_score_kernel<T, D>;
+    kernel = flash_bwd_sm90_split_score_kernel<T, D, DET>;
   } else {
     kernel = flash_bwd_sm90_d256_kernel<T, IDX, DROP, DET>;
     if constexpr (kOrd) {
@@ -2194,9 +2193,9 @@ bool bwd_enabled() {
 // 15). bench_det (T = 4096, B = 4, bf16): 2.19x / 1.25x / 1.38x sm80's deterministic backward at
 // D = 128, D = 128 causal, D = 64, but 0.86x at D = 64 causal (4.82 ms against 4.15: the ordered dQ
 // reduction waits along the diagonal), so by default a deterministic call at D = 64 with a causal
-// mask stays on sm80's (bwd_applies). At D = 256 (the split kernel's DET instantiations, 2026-12-02) the
-// default takes every deterministic call without the score options: not yet measured against sm80's
-// (bench_det has the D = 256 rows). TF_FLASHATTN_SM90_BWD_DET (read once): 0 keeps every
+// mask stays on sm80's (bwd_applies). The split kernel's DET instantiations (D = 256, and the score options
+// at D = 128 / 256; 2026-12-02) take every deterministic call they can by default: not yet measured against
+// sm80's (bench_det has the D = 256 rows). TF_FLASHATTN_SM90_BWD_DET (read once): 0 keeps every
 // deterministic call on sm80's, 1 sends every one the Hopper kernel could take there (the checks of
 // benchmarks/sm90_bwd_check.py set it), anything else or unset the default.
 int bwd_det_mode() {
@@ -2223,7 +2222,7 @@ bool bwd_d256_enabled() {
 }  // namespace
 
 // The split kernel's score options (flash_bwd_sm90_split_score_kernel: bias / dbias at D = 128; soft-cap,
-// the dense mask, bias / dbias at D = 256; no dropout, not deterministic): bwd_applies takes those calls
+// the dense mask, bias / dbias at D = 256; no dropout): bwd_applies takes those calls
 // unless TF_FLASHATTN_SM90_BWD_SPLITD=0 (read once), which leaves them on sm80's backward.
 namespace {
 bool bwd_splitd_enabled() {
@@ -2268,13 +2267,13 @@ bool bwd_applies(const FlashBwdParams& p) {
   }
   // The split kernel's SCORE instantiations (flash_bwd_sm90_split_score_kernel; off with
   // TF_FLASHATTN_SM90_BWD_SPLITD=0): soft-cap, the dense mask, bias / dbias at D = 256,
-  // bias / dbias at D = 128; no dropout (the checks below), not deterministic (no DET instantiation).
-  const bool splitd = bwd_splitd_enabled() && !p.deterministic;
+  // bias / dbias at D = 128; no dropout (the checks below); deterministic with their DET instantiations.
+  const bool splitd = bwd_splitd_enabled();
   if (s.D == 256 && s.Dv == 256) {
     // flash_bwd_sm90_d256_kernel (unless TF_FLASHATTN_SM90_BWD_D256=0): no mask, causal and the index masks (window, lengths,
     // validity; its IDX instantiation), dropout (IDX with DROP; the seed is checked below); no dense
-    // mask, soft-cap, bias / dbias (but with the split switch, above, and not deterministic); deterministic
-    // with the ordered dQ reduction (the DET instantiations) otherwise.
+    // mask, soft-cap, bias / dbias (but with the split switch, above); deterministic with the ordered dQ
+    // reduction (the DET instantiations).
     if (!bwd_d256_enabled()) return false;
     if ((p.mask.mask || p.score.softcap != 0.f || p.score.bias || p.dbias) && !splitd) return false;
   } else if (s.D != s.Dv || (s.D != 128 && s.D != 64)) {
@@ -2316,17 +2315,15 @@ cudaError_t bwd_pick(const FlashBwdParams& p, cudaStream_t stream) {
   const bool bf16 = p.dtype == DType::kBFloat16;
   const MaskParams& m = p.mask;
   // Soft-cap, a dense mask, bias / dbias (bwd_applies: not with TF_FLASHATTN_SM90_BWD_SPLITD=0; at D = 256,
-  // and for bias / dbias at D = 128; no dropout, not deterministic).
+  // and for bias / dbias at D = 128; no dropout).
   const bool score = p.score.softcap != 0.f || m.mask || p.score.bias || p.dbias;
-  if (p.shape.D == 256) {  // bwd_applies: no mask, causal or the index masks, dropout; the score options not deterministic
+  if (p.shape.D == 256) {  // bwd_applies: no mask, causal or the index masks, dropout, the score options
     if (p.dropout.rate > 0.f)  // dropout runs the index-masked kernel (any index mask, or none)
       return bf16 ? launch_split<__nv_bfloat16, 256, true, true, false, DET>(p, stream)
                   : launch_split<__half, 256, true, true, false, DET>(p, stream);
-    if (score) {  // the SCORE instantiation (index masks too)
-      if constexpr (DET) return cudaErrorNotSupported;  // nothing queued: sm80's
-      return bf16 ? launch_split<__nv_bfloat16, 256, true, false, true>(p, stream)
-                  : launch_split<__half, 256, true, false, true>(p, stream);
-    }
+    if (score)  // the SCORE instantiation (index masks too)
+      return bf16 ? launch_split<__nv_bfloat16, 256, true, false, true, DET>(p, stream)
+                  : launch_split<__half, 256, true, false, true, DET>(p, stream);
     if (m.window_left >= 0 || m.window_right >= 0 || m.q_lengths || m.k_lengths || m.q_valid || m.k_valid)
       return bf16 ? launch_split<__nv_bfloat16, 256, true, false, false, DET>(p, stream)
                   : launch_split<__half, 256, true, false, false, DET>(p, stream);
@@ -2341,14 +2338,12 @@ cudaError_t bwd_pick(const FlashBwdParams& p, cudaStream_t stream) {
   }
   // Bias / dbias: the BIAS kernels, the only ones with bias code (bwd_applies: D = 64, no dropout;
   // launch() refuses bias / dbias in any other); at D = 128 the split kernel's SCORE instantiation
-  // (bwd_applies: not with TF_FLASHATTN_SM90_BWD_SPLITD=0, no dropout, not deterministic; it takes the
+  // (bwd_applies: not with TF_FLASHATTN_SM90_BWD_SPLITD=0, no dropout; it takes the
   // soft-cap, dense mask and index masks of such a call too).
   const bool bias = p.score.bias || p.dbias;
-  if (bias && p.shape.D == 128) {
-    if constexpr (DET) return cudaErrorNotSupported;  // nothing queued: sm80's
-    return bf16 ? launch_split<__nv_bfloat16, 128, true, false, true>(p, stream)
-                : launch_split<__half, 128, true, false, true>(p, stream);
-  }
+  if (bias && p.shape.D == 128)
+    return bf16 ? launch_split<__nv_bfloat16, 128, true, false, true, DET>(p, stream)
+                : launch_split<__half, 128, true, false, true, DET>(p, stream);
   if (m.window_left >= 0 || m.window_right >= 0 || m.q_lengths || m.k_lengths || m.q_valid || m.k_valid ||
       p.score.softcap != 0.f || m.mask || bias) {  // soft-cap, a dense mask: the IDX kernel's branches
     if (p.shape.D == 128)
