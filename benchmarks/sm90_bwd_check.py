@@ -115,9 +115,9 @@ import sys
 
 import torch
 
-# The deterministic sm90 backward takes every deterministic call it can with TF_FLASHATTN_SM90_BWD_DET=1
-# (flash_bwd_sm90.cu, bwd_det_mode; read once, at the first backward; by default not D = 64 with a causal
-# mask): this script checks all of them, so it sets 1 for its own process.
+# The deterministic sm90 backward takes every deterministic call it can unless TF_FLASHATTN_SM90_BWD_DET=0
+# (flash_bwd_sm90.cu, bwd_det_mode; read once, at the first backward): this script checks all of them, so it
+# sets 1 for its own process when unset.
 os.environ.setdefault("TF_FLASHATTN_SM90_BWD_DET", "1")
 # The head-dim-256 kernel (flash_bwd_sm90_d256_kernel) is on by default; TF_FLASHATTN_SM90_BWD_D256=0
 # (read once, at the first backward) would keep the D256_CASES below off it, so this script sets 1.
@@ -775,11 +775,13 @@ def auto_group(c):
 
 def order_expected(c, order, group):
     """(order_g, order_big) that flash_bwd_sm90.cu's bwd_tile_order gives case c: (0, 0), the plain kernel, unless
-    causal with >= 2 pairs and an ORD kernel (no dropout, no bias); order 2 one group of all pairs; order 1
-    balanced groups of at most `group` (0: auto_group) pairs; a group of 1 is the launch order ((1, 0), the ORD
-    kernel with the identity map, when group 1 is given)."""
+    causal with >= 2 pairs and an ORD kernel (no dropout, no bias, no soft-cap or dense mask at D = 256: the
+    split kernel's SCORE instantiations have no ORD copy); order 2 one group of all pairs; order 1 balanced
+    groups of at most `group` (0: auto_group) pairs; a group of 1 is the launch order ((1, 0), the ORD kernel
+    with the identity map, when group 1 is given)."""
     pairs = c["B"] * c.get("Hkv", c["H"])
-    if not c.get("causal") or pairs < 2 or c.get("dropout") or c.get("bias"):
+    score256 = c["D"] == 256 and bool(c.get("softcap") or c.get("mask"))
+    if not c.get("causal") or pairs < 2 or c.get("dropout") or c.get("bias") or score256:
         return (0, 0)
     g = min(pairs, pairs if order == 2 else group if group > 0 else auto_group(c))
     if g < 2:
@@ -1238,12 +1240,12 @@ def main():
         phase_splitdcmp(sys.stdout, args.a, args.b)
         return
     # The split kernel's score options (flash_bwd_sm90.cu, bwd_splitd_enabled: read once, at the first
-    # backward; on by default): on for these phases' processes, whatever the caller's. In sanitize it moves only the
-    # SPLITD_CASES there (the other sanitize cases have no bias at D = 128 and no score option at D = 256). Off
-    # for every other phase, whatever the caller's: their expect_sm80 cases (bias_*_d128_sm80, d256_softcap_sm80,
-    # d256_dmask_sm80) are the calls the switch moves to the split kernel.
-    os.environ["TF_FLASHATTN_SM90_BWD_SPLITD"] = ("1" if args.phase in ("splitd", "splitdbench", "splitdsave", "sanitize")
-                                                 else "0")
+    # backward; on by default): on for these phases' processes, whatever the caller's. In sanitize, det and order
+    # it moves only the SPLITD_CASES there (sd*: the other cases have no bias at D = 128 and no score option at
+    # D = 256, and none is expect_sm80). Off for every other phase, whatever the caller's: their expect_sm80 cases
+    # (bias_*_d128_sm80, d256_softcap_sm80, d256_dmask_sm80) are the calls the switch moves to the split kernel.
+    os.environ["TF_FLASHATTN_SM90_BWD_SPLITD"] = ("1" if args.phase in ("splitd", "splitdbench", "splitdsave", "sanitize",
+                                                                        "det", "order") else "0")
     h = Harness(args.lib)
     log = sys.stdout
     print(f"device: {torch.cuda.get_device_name()}  sm90: {h.m.sm90_info()}", file=log, flush=True)

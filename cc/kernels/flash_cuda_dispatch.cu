@@ -15,10 +15,10 @@
 // default on 9.0, TF_FLASHATTN_SM90_BWD=0 off: float16 / bfloat16, D == Dv in {64, 128}, index masks
 // (causal, window, lengths, [B, Tq] / [B, Tk] validity) or none, dropout or none, soft-cap, a dense
 // mask and (D = 64) bias / dbias (those three not with dropout), deterministic mode (an ordered dQ
-// reduction; by default not at D = 64 with a causal mask, TF_FLASHATTN_SM90_BWD_DET=0 / 1 none / all);
+// reduction; TF_FLASHATTN_SM90_BWD_DET=0 leaves it to sm80's);
 // D == Dv == 256 (no mask, causal, index masks, dropout; TF_FLASHATTN_SM90_BWD_D256=0 off;
 // sm90::bwd_applies); bias / dbias at D == Dv == 128 and soft-cap, a dense mask, bias / dbias at
-// D == Dv == 256 (no dropout, not deterministic) by the head-dim-split kernel
+// D == Dv == 256 (no dropout; deterministic too) by the head-dim-split kernel
 // (TF_FLASHATTN_SM90_BWD_SPLITD=0 off); float32 with allow_tf32: sm80/flash_bwd_tf32.cu. Per-target folders: cpu/ (the CPU
 // kernels, own dispatch in cpu/flash_cpu_dispatch.cc), sm80/ (every GPU from sm_80 on), sm90/
 // (Hopper-only kernels); shared pieces (params, Philox, masking rules, launch helpers) in common/.

@@ -227,21 +227,21 @@ constexpr int kFwdTf32Selftests = 8;
 // [B, Tk] validity; sm80's rules) or none, dropout (rate > 0 with a seed; sm80's keep mask and
 // arithmetic) or none, soft-cap, a dense mask, bias / dbias (those three not with dropout; bias /
 // dbias at D = 64 only, their query / key strides below 2^23), deterministic mode (the ordered
-// dQ reduction, per bwd_det_mode (by default not at D = 64 with a causal mask) and when the
+// dQ reduction, unless bwd_det_mode is 0, and when the
 // workspace holds its counters: BwdWorkspaceParts::dq_sem) or not, 16-byte
 // aligned tensors and strides, a workspace, compute capability 9.0; and, unless
 // TF_FLASHATTN_SM90_BWD_D256=0 (read once), D == Dv == 256 without a mask, causal or with the index
-// masks (window, lengths, validity), with or without dropout, not deterministic; and unless
+// masks (window, lengths, validity), with or without dropout, deterministic or not; and unless
 // TF_FLASHATTN_SM90_BWD_SPLITD=0 (read once; the split kernel's SCORE instantiations), bias / dbias at D == Dv == 128 and soft-cap, a dense mask, bias / dbias at D == Dv ==
-// 256, without dropout, not deterministic (with the index masks or none; the same stride limits). It
+// 256, without dropout, deterministic or not (with the index masks or none; the same stride limits). It
 // uses flash_bwd_workspace_bytes' workspace as the sm80 backward does (same size).
 bool bwd_applies(const FlashBwdParams& p);
 // Its launcher; cudaErrorNotSupported (before any work is queued) when the tensor maps cannot be
 // made: the caller falls back to sm80.
 cudaError_t bwd(const FlashBwdParams& p, cudaStream_t stream);
 bool bwd_enabled();
-// TF_FLASHATTN_SM90_BWD_DET (read once): 0 off, 1 every deterministic call the kernel can take,
-// unset / else 2, the default (not at D = 64 with a causal mask, where sm80's is faster).
+// TF_FLASHATTN_SM90_BWD_DET (read once): 0 off (every deterministic call on sm80's), else 1 (every
+// deterministic call the Hopper kernels can take).
 int bwd_det_mode();
 void set_bwd_enabled(int mode);  // 1 on, 0 off, -1 back to the environment
 int64_t bwd_launches();

@@ -9,16 +9,16 @@
 // any of those or none; below), soft-cap and a dense mask (in the IDX kernel, not with dropout), an
 // additive bias with its gradient dbias (the same, D = 64 only; below); GQA
 // allowed; TensorFlow's
-// op determinism too (the DET instantiations, below; bwd_det_mode: not at D = 64 with a causal mask; at D = 256
-// and for the split kernel's score options its DET instantiations, written 2026-12-02 and NOT YET RUN on a GPU). The index masks, dropout and the deterministic
+// op determinism too (the DET instantiations, below, bwd_det_mode; at D = 256 and for the split kernel's score
+// options its DET instantiations, checked on the H200 2026-12-02). The index masks, dropout and the deterministic
 // mode were checked on the H200 on 2026-12-01 (benchmarks/sm90_bwd_check.py: 138 numerics rows, 56
 // deterministic ones (repeat-bitwise, dK / dV bitwise equal to the default), memcheck; RESULTS.md
 // "Hopper backward kernel"); the dQ accumulation by bulk reduce-add at D = 128 (below, "dQacc += dQ_c")
 // on 2026-12-01 too (RESULTS.md "(g)"). Deterministic mode costs 1.02x the default at D = 128 without a mask,
 // 1.74x with a causal one (the ordered dQ reduction waits along the diagonal), and at D = 64 with a
-// causal mask it is slower than sm80's deterministic backward (4.96 ms against 4.17, T = 4096, B =
+// causal mask it was slower than sm80's deterministic backward (4.96 ms against 4.17, T = 4096, B =
 // 4, H = 32, bf16; benchmarks/sm90_bwd_check.py's bench_det; both measured before the bulk dQ
-// reduce-add of D = 128's default): not yet addressed. Taken by flash_cuda_dispatch.cu where bwd_applies(): on
+// reduce-add of D = 128's default); since 2026-12-02 it is 1.3x faster there (bwd_det_mode). Taken by flash_cuda_dispatch.cu where bwd_applies(): on
 // by default on compute capability 9.0; TF_FLASHATTN_SM90_BWD=0 (or TF_FLASHATTN_SM90=0, which
 // turns off both Hopper kernels) or set_bwd_enabled(0) keep the sm80 backward; everything else
 // runs sm80/flash_bwd.cu. bwd_selftest() (below, exposed by the kernel harness) checks the wgmma
@@ -1359,7 +1359,7 @@ cudaError_t launch_dq_convert(const FlashBwdParams& p, const float* dq_acc, int6
 // producer's warp 2 writing each row's key range within [0, 64] and the unit's flag, the masked P
 // pass selecting by range and key_ok); GQA; dropout; deterministic (the DET instantiations: bwd_cta's ordered
 // dQ reduction, the producer's warp 3 polling and publishing, named barriers 3 .. 5 around the consumers'
-// atomics; not yet run on a GPU); no soft-cap, dense mask or
+// atomics; checked on the H200 2026-12-02: RESULTS.md (s)); no soft-cap, dense mask or
 // bias in this kernel (bwd_applies sends those without dropout to the
 // SCORE instantiation of the same CTA body: "Split kernel at D = 128, and the score options" below). Dropout (<IDX, DROP = true>, whenever rate > 0, as
 // "Dropout" above): the keep bits of the thread's S^T_c elements by drop_cols_bits<1, 4> (keys
@@ -1430,8 +1430,8 @@ cudaError_t launch_dq_convert(const FlashBwdParams& p, const float* dq_acc, int6
 // cuobjdump -sass, every function of this file identical to before), and, in new instantiations only
 // (flash_bwd_sm90_split_score_kernel<T, D>, SCORE = true with IDX, without DROP, no ORD), D = 128 and 256
 // with the score options. bwd_applies sends bias / dbias at D == Dv == 128 and soft-cap, a dense mask,
-// bias / dbias at D == Dv == 256 here, without dropout (deterministic too: the DET instantiations of
-// 2026-12-02, not yet run on a GPU) (the D <= 128 kernel keeps
+// bias / dbias at D == Dv == 256 here, without dropout (deterministic too: the DET instantiations,
+// checked on the H200 2026-12-02, RESULTS.md (s)) (the D <= 128 kernel keeps
 // soft-cap and the dense mask at D = 128 without a bias); TF_FLASHATTN_SM90_BWD_SPLITD=0 (bwd_splitd_enabled,
 // read once) sends them to sm80's backward instead. Checked on the H200 2026-12-01 (session 19,
 // benchmarks/RESULTS.md (j)): bwd_selftest 8, 9 (the D = 128 wgmma forms) exact, sm90_bwd_check.py's
@@ -2184,26 +2184,25 @@ bool bwd_enabled() {
   return env_on;
 }
 
-// The deterministic instantiations serve op determinism by default where they are the faster
-// deterministic backward (bwd_det_mode: 0 off, 1 everywhere, 2 the default). Their numerics,
+// The deterministic instantiations serve op determinism by default (bwd_det_mode: 0 off, else on). Their numerics,
 // repeat-bitwise, memcheck / racecheck checks passed on the H200 (2026-12-01); synccheck reported
 // "Divergent thread(s) in block" at the ordered reduction's barriers of <bf16, 64, no IDX, DET>
 // while they were bar.sync .aligned, and 0 errors since they are barrier.sync without .aligned
 // (named_bar_sync_unaligned; the sanitize phase's cases, two deterministic ones at D = 64; session
 // 15). bench_det (T = 4096, B = 4, bf16): 2.19x / 1.25x / 1.38x sm80's deterministic backward at
 // D = 128, D = 128 causal, D = 64, but 0.86x at D = 64 causal (4.82 ms against 4.15: the ordered dQ
-// reduction waits along the diagonal), so by default a deterministic call at D = 64 with a causal
-// mask stays on sm80's (bwd_applies). The split kernel's DET instantiations (D = 256, and the score options
-// at D = 128 / 256; 2026-12-02) take every deterministic call they can by default: not yet measured against
-// sm80's (bench_det has the D = 256 rows). TF_FLASHATTN_SM90_BWD_DET (read once): 0 keeps every
-// deterministic call on sm80's, 1 sends every one the Hopper kernel could take there (the checks of
-// benchmarks/sm90_bwd_check.py set it), anything else or unset the default.
+// reduction waits along the diagonal), so until 2026-12-02 a deterministic call at D = 64 with a causal
+// mask stayed on sm80's by default. Since the causal tile order and the later kernel changes bench_det gives
+// 1.30x-1.33x sm80's there (3.06-3.18 ms against 4.08-4.16, five runs on 2026-12-02: RESULTS.md "Hopper backward
+// kernel" (q), (r), (s)), so that exception is gone. The split kernel's DET instantiations (D = 256 and the
+// score options at D = 128 / 256; checked on the H200 2026-12-02, RESULTS.md (s)): bench_det 1.80x / 1.20x
+// sm80's at D = 256 without a mask / causal; the score options' DET copies not timed against sm80's.
+// TF_FLASHATTN_SM90_BWD_DET (read once): 0 keeps every deterministic call on sm80's; anything else or unset
+// (1 included, which benchmarks/sm90_bwd_check.py sets) sends every one the Hopper kernels can take.
 int bwd_det_mode() {
   static const int mode = [] {
     const char* v = getenv("TF_FLASHATTN_SM90_BWD_DET");
-    if (v && strcmp(v, "0") == 0) return 0;
-    if (v && strcmp(v, "1") == 0) return 1;
-    return 2;
+    return v && strcmp(v, "0") == 0 ? 0 : 1;
   }();
   return mode;
 }
@@ -2257,12 +2256,10 @@ bool bwd_applies(const FlashBwdParams& p) {
   const AttnShape& s = p.shape;
   if (p.dtype != DType::kFloat16 && p.dtype != DType::kBFloat16) return false;
   if (!p.workspace) return false;
-  // Deterministic mode: the DET instantiations, unless turned off (bwd_det_mode 0), or by default at
-  // D = 64 with a causal mask (slower there than sm80's), and when the workspace holds the counters
-  // (D = 64 / 128 / 256, builds with these kernels: bwd_workspace_parts).
+  // Deterministic mode: the DET instantiations, unless turned off (bwd_det_mode 0), when the workspace
+  // holds the counters (D = 64 / 128 / 256, builds with these kernels: bwd_workspace_parts).
   if (p.deterministic) {
-    const int mode = bwd_det_mode();
-    if (mode == 0 || (mode == 2 && s.D == 64 && p.mask.causal)) return false;
+    if (bwd_det_mode() == 0) return false;
     if (!bwd_workspace_parts(p).dq_sem) return false;
   }
   // The split kernel's SCORE instantiations (flash_bwd_sm90_split_score_kernel; off with
