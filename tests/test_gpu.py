@@ -336,8 +336,8 @@ DETERMINISM = textwrap.dedent("""
     dt, d, with_bias, rate = {
         "bfloat16": (tf.bfloat16, 128, True, 0.1), "float32": (tf.float32, 128, True, 0.1),
         "float32_d256": (tf.float32, 256, True, 0.1), "bfloat16_d256": (tf.bfloat16, 256, False, 0.1),
-        "bfloat16_bias": (tf.bfloat16, 128, True, 0.0),
-        "bfloat16_d256_bias": (tf.bfloat16, 256, True, 0.0), "bfloat16_d64": (tf.bfloat16, 64, False, 0.0)}[sys.argv[1]]
+        "bfloat16_bias": (tf.bfloat16, 128, True, 0.0), "bfloat16_d256_bias": (tf.bfloat16, 256, True, 0.0),
+        "bfloat16_d64": (tf.bfloat16, 64, False, 0.0)}[sys.argv[1]]
     rng = np.random.default_rng(0)
     q, k, v = (tf.constant(rng.standard_normal(s), dt) for s in
                [(2, 1500, 8, d), (2, 1700, 2, d), (2, 1700, 2, d)])
@@ -359,8 +359,8 @@ DETERMINISM = textwrap.dedent("""
 
 
 @pytest.mark.parametrize("which", ["bfloat16", "float32", "float32_d256", "bfloat16_d256",
-                                   "bfloat16_bias", "bfloat16_d256_bias", "bfloat16_d64", "bfloat16 xla", "float32 xla",
-                                   "bfloat16_d256 xla", "bfloat16_bias xla"])
+                                   "bfloat16_bias", "bfloat16_d256_bias", "bfloat16_d64", "bfloat16 xla",
+                                   "float32 xla", "bfloat16_d256 xla", "bfloat16_bias xla"])
 def test_deterministic_mode_is_bitwise_reproducible(which):
     res = subprocess.run([sys.executable, "-c", DETERMINISM] + which.split(), capture_output=True,
                          text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"), timeout=600)

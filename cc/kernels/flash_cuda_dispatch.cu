@@ -22,7 +22,14 @@
 // (TF_FLASHATTN_SM90_BWD_SPLITD=0 off); float32 with allow_tf32: sm80/flash_bwd_tf32.cu. Per-target folders: cpu/ (the CPU
 // kernels, own dispatch in cpu/flash_cpu_dispatch.cc), sm80/ (every GPU from sm_80 on), sm90/
 // (Hopper-only kernels); shared pieces (params, Philox, masking rules, launch helpers) in common/.
+#include <algorithm>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <vector>
 
 #include <cuda_runtime.h>
 
@@ -51,9 +58,172 @@ cudaError_t check_device(bool* big_smem) {
   return (c & 3) == 1 ? cudaSuccess : cudaErrorInvalidDeviceFunction;
 }
 
+// TF_FLASHATTN_GPU_TIMING=1 or =N (read once; for maintainers): the GPU time of every forward / backward call,
+// from a CUDA event recorded on the call's stream before its first piece of work to one after its last
+// (memsets, side kernels and main kernel together), and the GPU time from one call's end to the next
+// call's start on the same stream (what else ran there, or idle time); printed to stderr as the mean and
+// median of every 20 (or N) calls of a direction (the median of the gaps leaves out the few where the
+// caller waited for the GPU). The same code serves every caller (the TensorFlow op, the XLA custom
+// calls, the kernel harness), so their figures compare directly. Events are read when they have
+// completed (cudaEventQuery), so the probe adds no wait; off, it costs one test of a static flag. Calls
+// captured into a CUDA graph are not timed.
+class GpuTimer {
+ public:
+  explicit GpuTimer(const char* what) : what_(what) {}
+  // Calls per printed mean: TF_FLASHATTN_GPU_TIMING=1 20, =N (2 .. 100000) N; 0 off.
+  static int window() {
+    static const int v = [] {
+      const char* e = getenv("TF_FLASHATTN_GPU_TIMING");
+      const long n = e != nullptr ? strtol(e, nullptr, 10) : 0;
+      return n == 1 ? 20 : n >= 2 && n <= 100000 ? static_cast<int>(n) : 0;
+    }();
+    return v;
+  }
+  static bool on() { return window() > 0; }
+  // Whether to time a call on `stream`: on, and the stream not being captured into a CUDA graph (XLA's
+  // command buffers; an event query during capture would invalidate it).
+  static bool wanted(cudaStream_t stream) {
+    if (!on()) return false;
+    cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(stream, &st) != cudaSuccess) {
+      cudaGetLastError();
+      return false;
+    }
+    return st == cudaStreamCaptureStatusNone;
+  }
+  // Before the call's work: its start event (null when events cannot be made).
+  cudaEvent_t start(cudaStream_t stream) { return record(stream); }
+  // After the call's work (err: the call's status; failed calls are not timed).
+  void stop(cudaEvent_t begin, cudaStream_t stream, cudaError_t err) {
+    if (begin == nullptr) return;
+    cudaEvent_t end = err == cudaSuccess ? record(stream) : nullptr;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (end == nullptr) {
+      cudaEventDestroy(begin);
+    } else {
+      int dev = 0;
+      cudaGetDevice(&dev);
+      pending_.push_back({begin, end, stream, dev});
+    }
+    drain();
+  }
+
+ private:
+  struct Call {
+    cudaEvent_t begin, end;
+    cudaStream_t stream;
+    int dev;
+  };
+  cudaEvent_t record(cudaStream_t stream) {
+    cudaEvent_t e = nullptr;
+    if (cudaEventCreate(&e) != cudaSuccess) return nullptr;
+    if (cudaEventRecord(e, stream) != cudaSuccess) {
+      cudaEventDestroy(e);
+      return nullptr;
+    }
+    return e;
+  }
+  void release(cudaEvent_t* e) {
+    if (*e != nullptr) cudaEventDestroy(*e);
+    *e = nullptr;
+  }
+  // The completed calls, in order (one stream's calls complete in order). A query that neither succeeds
+  // nor answers "not ready" drops its call (not timed); the runtime's last error is cleared after either.
+  void drain() {
+    while (!pending_.empty()) {
+      const cudaError_t q = cudaEventQuery(pending_.front().end);
+      if (q == cudaErrorNotReady) {
+        cudaGetLastError();
+        break;
+      }
+      Call c = pending_.front();
+      pending_.pop_front();
+      if (q != cudaSuccess) {
+        cudaGetLastError();
+        release(&c.begin);
+        release(&c.end);
+        continue;
+      }
+      float ms = 0.f, gap = 0.f;
+      bool failed = false;  // an event of another device or context: not timed, not an error for the caller
+      if (cudaEventElapsedTime(&ms, c.begin, c.end) == cudaSuccess) {
+        calls_.push_back(ms);
+      } else {
+        failed = true;
+      }
+      if (last_.end != nullptr && last_.stream == c.stream && last_.dev == c.dev) {
+        if (cudaEventElapsedTime(&gap, last_.end, c.begin) == cudaSuccess) {
+          gaps_.push_back(gap);
+        } else {
+          failed = true;
+        }
+      }
+      if (failed) cudaGetLastError();
+      release(&c.begin);
+      release(&last_.end);
+      last_ = c;
+      if (static_cast<int>(calls_.size()) == window()) {
+        fprintf(stderr, "tf_flashattn GPU timing: %s: %zu calls, %.4f ms per call on the GPU (median %.4f); %zu gaps "
+                "between calls on one stream, %.4f ms each (median %.4f)\n", what_, calls_.size(), mean(calls_),
+                median(calls_), gaps_.size(), mean(gaps_), median(gaps_));
+        calls_.clear();
+        gaps_.clear();
+      }
+    }
+  }
+  static double mean(const std::vector<float>& v) {
+    double sum = 0.0;
+    for (float x : v) sum += x;
+    return v.empty() ? 0.0 : sum / v.size();
+  }
+  static double median(std::vector<float> v) {
+    if (v.empty()) return 0.0;
+    std::sort(v.begin(), v.end());
+    const size_t h = v.size() / 2;
+    return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
+  }
+  const char* what_;
+  std::mutex mu_;
+  std::deque<Call> pending_;
+  Call last_{nullptr, nullptr, nullptr, -1};
+  std::vector<float> calls_, gaps_;  // ms of the window's calls, and of the gaps before them
+};
+
+GpuTimer& fwd_timer() {
+  static GpuTimer* t = new GpuTimer("forward");  // never destroyed: the process may exit with events pending
+  return *t;
+}
+GpuTimer& bwd_timer() {
+  static GpuTimer* t = new GpuTimer("backward");
+  return *t;
+}
+
 }  // namespace cuda
 
+namespace {
+cudaError_t flash_fwd_impl(const FlashFwdParams& p, cudaStream_t stream);
+cudaError_t flash_bwd_impl(const FlashBwdParams& p, cudaStream_t stream);
+}  // namespace
+
 cudaError_t flash_fwd_cuda(const FlashFwdParams& p, cudaStream_t stream) {
+  if (!cuda::GpuTimer::wanted(stream)) return flash_fwd_impl(p, stream);
+  cudaEvent_t begin = cuda::fwd_timer().start(stream);
+  const cudaError_t err = flash_fwd_impl(p, stream);
+  cuda::fwd_timer().stop(begin, stream, err);
+  return err;
+}
+
+cudaError_t flash_bwd_cuda(const FlashBwdParams& p, cudaStream_t stream) {
+  if (!cuda::GpuTimer::wanted(stream)) return flash_bwd_impl(p, stream);
+  cudaEvent_t begin = cuda::bwd_timer().start(stream);
+  const cudaError_t err = flash_bwd_impl(p, stream);
+  cuda::bwd_timer().stop(begin, stream, err);
+  return err;
+}
+
+namespace {
+
+cudaError_t flash_fwd_impl(const FlashFwdParams& p, cudaStream_t stream) {
   bool big_smem = false;
   cudaError_t err = cuda::check_device(&big_smem);
   if (err != cudaSuccess) return err;
@@ -86,23 +256,7 @@ cudaError_t flash_fwd_cuda(const FlashFwdParams& p, cudaStream_t stream) {
   return cuda::fwd_tc(p, cuda::vec8(s, p.q, p.k, p.v, p.o), big_smem, stream);
 }
 
-// The decoding path's partial results, or (Hopper TF32 forward, variant 3 only: opt-in) its pre-pass's K
-// and V^T, or (Hopper 16-bit forward, schedule 10 only: the causal plain D = 128 kernel's default) its tile
-// counter; the same order of checks as flash_fwd_cuda, from the params alone (no device: XLA asks at
-// compile time; on another device the Hopper forwards do not run and the bytes go unused).
-size_t flash_fwd_workspace_bytes(const FlashFwdParams& p) {
-  if (cuda::decode_applies(p)) return cuda::decode_workspace_bytes(p);
-#if FA_HAS_SM90
-  if (p.dtype == DType::kFloat32 && p.allow_tf32 && cuda::sm90::enabled() && cuda::sm90::tf32_enabled())
-    return cuda::sm90::fwd_tf32_workspace_bytes(p);
-  if (cuda::sm90::enabled()) return cuda::sm90::fwd_workspace_bytes(p);
-#endif
-  return 0;
-}
-
-size_t flash_bwd_workspace_bytes(const FlashBwdParams& p) { return cuda::bwd_workspace_bytes(p); }
-
-cudaError_t flash_bwd_cuda(const FlashBwdParams& p, cudaStream_t stream) {
+cudaError_t flash_bwd_impl(const FlashBwdParams& p, cudaStream_t stream) {
   bool big_smem = false;
   cudaError_t err = cuda::check_device(&big_smem);
   if (err != cudaSuccess) return err;
@@ -119,6 +273,24 @@ cudaError_t flash_bwd_cuda(const FlashBwdParams& p, cudaStream_t stream) {
 #endif
   return cuda::bwd(p, big_smem, stream);
 }
+
+}  // namespace
+
+// The decoding path's partial results, or (Hopper TF32 forward, variant 3 only: opt-in) its pre-pass's K
+// and V^T, or (Hopper 16-bit forward, schedule 10 only: the causal plain D = 128 kernel's default) its tile
+// counter; the same order of checks as flash_fwd_cuda, from the params alone (no device: XLA asks at
+// compile time; on another device the Hopper forwards do not run and the bytes go unused).
+size_t flash_fwd_workspace_bytes(const FlashFwdParams& p) {
+  if (cuda::decode_applies(p)) return cuda::decode_workspace_bytes(p);
+#if FA_HAS_SM90
+  if (p.dtype == DType::kFloat32 && p.allow_tf32 && cuda::sm90::enabled() && cuda::sm90::tf32_enabled())
+    return cuda::sm90::fwd_tf32_workspace_bytes(p);
+  if (cuda::sm90::enabled()) return cuda::sm90::fwd_workspace_bytes(p);
+#endif
+  return 0;
+}
+
+size_t flash_bwd_workspace_bytes(const FlashBwdParams& p) { return cuda::bwd_workspace_bytes(p); }
 
 namespace {
 __global__ void next_seed_kernel(const int64_t* state, int64_t* next) {
