@@ -189,8 +189,20 @@ class GpuTimer {
   std::vector<float> calls_, gaps_;  // ms of the window's calls, and of the gaps before them
 };
 
+// impl(p, stream), timed by timer() when the probe wants this call.
+template <typename Params>
+cudaError_t timed(GpuTimer& (*timer)(), cudaError_t (*impl)(const Params&, cudaStream_t), const Params& p,
+                  cudaStream_t stream) {
+  if (!GpuTimer::wanted(stream)) return impl(p, stream);
+  cudaEvent_t begin = timer().start(stream);
+  const cudaError_t err = impl(p, stream);
+  timer().stop(begin, stream, err);
+  return err;
+}
+
+// One probe per direction, never destroyed (the process may exit with events pending).
 GpuTimer& fwd_timer() {
-  static GpuTimer* t = new GpuTimer("forward");  // never destroyed: the process may exit with events pending
+  static GpuTimer* t = new GpuTimer("forward");
   return *t;
 }
 GpuTimer& bwd_timer() {
@@ -206,19 +218,11 @@ cudaError_t flash_bwd_impl(const FlashBwdParams& p, cudaStream_t stream);
 }  // namespace
 
 cudaError_t flash_fwd_cuda(const FlashFwdParams& p, cudaStream_t stream) {
-  if (!cuda::GpuTimer::wanted(stream)) return flash_fwd_impl(p, stream);
-  cudaEvent_t begin = cuda::fwd_timer().start(stream);
-  const cudaError_t err = flash_fwd_impl(p, stream);
-  cuda::fwd_timer().stop(begin, stream, err);
-  return err;
+  return cuda::timed(cuda::fwd_timer, flash_fwd_impl, p, stream);
 }
 
 cudaError_t flash_bwd_cuda(const FlashBwdParams& p, cudaStream_t stream) {
-  if (!cuda::GpuTimer::wanted(stream)) return flash_bwd_impl(p, stream);
-  cudaEvent_t begin = cuda::bwd_timer().start(stream);
-  const cudaError_t err = flash_bwd_impl(p, stream);
-  cuda::bwd_timer().stop(begin, stream, err);
-  return err;
+  return cuda::timed(cuda::bwd_timer, flash_bwd_impl, p, stream);
 }
 
 namespace {
