@@ -383,9 +383,9 @@ def check_numerics(h, dtypes, cases, log):
     return rows
 
 
-def bench_ms(fn):
+def bench_ms(fn, reps=10):
     """Milliseconds per call of fn: triton's do_bench (median of single calls, each after an L2 flush), or with
-    HARNESS_TIMING=loop gpu_attention.py's method (2 warm-up calls, then 10 back to back between two CUDA
+    HARNESS_TIMING=loop gpu_attention.py's method (2 warm-up calls, then `reps` back to back between two CUDA
     events: warm caches, no gaps), to set the harness's figures beside those measured through TensorFlow."""
     if os.environ.get("HARNESS_TIMING", "do_bench") != "loop":
         import triton.testing as tt
@@ -395,11 +395,11 @@ def bench_ms(fn):
     torch.cuda.synchronize()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
-    for _ in range(10):
+    for _ in range(reps):
         fn()
     end.record()
     torch.cuda.synchronize()
-    return start.elapsed_time(end) / 10
+    return start.elapsed_time(end) / reps
 
 
 def torch_sdpa_ms(t, causal, names=("flash", "cudnn")):

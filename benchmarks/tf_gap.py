@@ -5,7 +5,8 @@ through TensorFlow goes (benchmarks/RESULTS.md, "Attention through TensorFlow" (
                                                  # gpu_attention.py times ours (2 warm-up calls, GAP_REPS (10)
                                                  # back to back, wall time), three times, causal and not;
                                                  # GAP_FWD=1: the forward first, the same way
-    python3 benchmarks/tf_gap.py hloop LIB       # the harness (LIB: a build_harness.sh folder), the same loop
+    python3 benchmarks/tf_gap.py hloop LIB       # the harness (LIB: a build_harness.sh folder), the same loop by
+                                                 # kernel_harness_check.bench_ms (CUDA events)
     python3 benchmarks/tf_gap.py tf [D]          # TensorFlow: forward once, backward 3 times (for ncu)
     python3 benchmarks/tf_gap.py harness LIB [D] # the harness: the same (for ncu)
 With TF_FLASHATTN_GPU_TIMING=12 (flash_cuda_dispatch.cu) both processes also print the GPU time of each call
@@ -14,7 +15,6 @@ one timing's 2 + 10. TF_GPU_ALLOCATOR and TF_FORCE_GPU_ALLOW_GROWTH are read by 
 repository root with the package importable (PYTHONPATH=. or installed), as gpu_attention.py."""
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 T = int(os.environ.get("GAP_T", "4096"))
@@ -61,20 +61,14 @@ def harness_runs(mode, lib, dims):
     """`hloop`: TIME lines of the harness's backward (and with GAP_FWD its forward) as `time` gives them;
     `harness`: D's backward 3 times, no mask (for ncu)."""
     import torch
-    from kernel_harness_check import Harness
+    os.environ["HARNESS_TIMING"] = "loop"  # bench_ms as gpu_attention.bench: 2 warm-up calls, REPS back to back
+    from kernel_harness_check import Harness, bench_ms
     from sm90_bwd_check import bench_inputs
     h = Harness(lib)
     h.m.set_sm90_bwd(1)
 
-    def loop_ms(fn):  # gpu_attention.bench's loop: 2 warm-up calls, REPS back to back, per call
-        for _ in range(2):
-            fn()
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        for _ in range(REPS):
-            fn()
-        torch.cuda.synchronize()
-        return round((time.perf_counter() - t0) / REPS * 1e3, 4)
+    def loop_ms(fn):
+        return round(bench_ms(fn, reps=REPS), 4)
     for D in dims:
         for causal in ((False, True) if mode == "hloop" else (False,)):
             c = dict(B=16384 // T, Tq=T, Tk=T, H=2048 // D, D=D, causal=causal)
