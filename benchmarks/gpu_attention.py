@@ -15,6 +15,14 @@ different query tensors (distinct, so XLA cannot merge them), and the time per a
 call's time / INNER: the host's per-call dispatch (a few hundred microseconds through TensorFlow)
 would otherwise dominate the short sequences, where the kernels take about as long. (Runs before
 the fourth H200 round of 2026-11-29 timed one attention per call.)
+Our rows carry three timings of the same calls. fwd_ms / bwd_ms: bench() as for every impl (2 warm-up
+calls, 10 timed back to back between two syncs, wall time / 10). *_ms_steady: steady(), the time per call
+in a steady stream (the slope between 10 and 40 calls: what a timing pays once, the first call's
+dispatch and the syncs, about 1-2.5 ms through TensorFlow, cancels; BENCH_STEADY=0 leaves it out).
+*_gpu_ms: the median GPU time of one call of ours from the library's probe (CUDA events around each call
+on its stream, flash_cuda.h; BENCH_GPU_TIME=0 leaves it out) -- the measure the anchors' triton
+do_bench gives theirs (events around each call, median). TFLOP/s for each: *_tflops, *_tflops_steady,
+*_tflops_gpu.
 Ours runs first at every shape, then the comparisons (a call cut short keeps our whole table).
 Environment: BENCH_T, BENCH_D (shapes), BENCH_KERAS_D (head dims with the comparisons, in that
 order), BENCH_IMPLS (which comparisons: keras,keras_nofold,keras_xla,tf_flashattn_xla),
@@ -48,6 +56,8 @@ KERAS_D = [int(x) for x in os.environ.get("BENCH_KERAS_D", "64,128,256").split("
 INNER = int(os.environ.get("BENCH_INNER", "8"))
 DTYPE = tf.as_dtype(os.environ.get("BENCH_DTYPE", "bfloat16"))
 OURS = os.environ.get("BENCH_OURS", "1") != "0"
+STEADY = os.environ.get("BENCH_STEADY", "1") != "0"  # ours: the *_steady figures (steady())
+PROBE = None  # ours: the *_gpu figures (GpuProbe, made in main unless BENCH_GPU_TIME=0)
 
 
 def bench(fn, reps=10, warmup=2, inner=None):
@@ -67,6 +77,64 @@ def bench(fn, reps=10, warmup=2, inner=None):
 def _sync(r):
     for x in tf.nest.flatten(r):
         float(tf.reduce_sum(tf.cast(x[..., :1], tf.float32)))
+
+
+def steady(fn, reps=10, inner=None):
+    """Milliseconds per attention in a steady stream of calls: bench's loop of reps and of 4 * reps,
+    (4 * reps * t4 - reps * t1) / (3 * reps). What each bench pays once (the first call's dispatch while
+    the GPU waits, the syncs after the last call: about 1-2.5 ms through TensorFlow on the H200, which
+    bench's 10 calls spread as 0.1-0.25 ms each) cancels; the calls' own host time stays wherever the
+    host, not the GPU, sets the pace."""
+    t1 = bench(fn, reps=reps, inner=inner)
+    t4 = bench(fn, reps=4 * reps, inner=inner)
+    return (4 * t4 - t1) / 3
+
+
+class GpuProbe:
+    """The library's GPU-time probe (tf_flashattn_gpu_timing_collect / _take, cc/kernels/flash_cuda.h)
+    through ctypes: the GPU time of each forward / backward call of ours, from CUDA events around it on
+    its stream, beside the wall-clock figures. `available` is False for a library built without CUDA."""
+
+    def __init__(self):
+        import ctypes
+        import glob
+        lib_dir = os.path.dirname(os.path.abspath(fa.__file__))
+        paths = sorted(glob.glob(os.path.join(lib_dir, "_tf_flashattn_ops*.so")))
+        self.available = False
+        if not paths:
+            return
+        _ops.load()  # TensorFlow loads it first; ctypes then shares the loaded copy
+        lib = ctypes.CDLL(paths[-1])
+        try:
+            self._collect, self._take = lib.tf_flashattn_gpu_timing_collect, lib.tf_flashattn_gpu_timing_take
+        except AttributeError:
+            return
+        self._collect.argtypes = [ctypes.c_int]
+        self._take.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_float), ctypes.POINTER(ctypes.c_float),
+                               ctypes.c_int, ctypes.POINTER(ctypes.c_int)]
+        self._ctypes = ctypes
+        self.available = True
+
+    def median_ms(self, fn, direction, reps=10, warmup=2):
+        """The median GPU time (ms) of the `direction` (0 forward, 1 backward) calls of ours in fn's last
+        reps runs (warmup runs first; each run may make several calls: INNER), None if none ran on a
+        GPU."""
+        c = self._ctypes
+        for _ in range(warmup):
+            r = fn()
+        _sync(r)
+        self._collect(1)
+        try:
+            for _ in range(reps):
+                r = fn()
+            _sync(r)
+            cap = 1 << 16
+            ms, gaps, n_gaps = (c.c_float * cap)(), (c.c_float * cap)(), c.c_int(0)
+            n = self._take(direction, ms, gaps, cap, c.byref(n_gaps))
+        finally:
+            self._collect(0)
+        got = sorted(ms[i] for i in range(min(n, cap)))
+        return got[len(got) // 2] if got else None
 
 
 def our_steps(qs, k, v, causal):
@@ -180,8 +248,18 @@ def _timed_row(name, D, T, B, H, causal, steps, reps):
         bms = bms - fms
     row.update(fwd_ms=round(fms, 4), fwd_tflops=round(fl / fms / 1e9, 1),
                bwd_ms=round(bms, 4) if bms > 0 else None,
-               bwd_tflops=round(2.5 * fl / bms / 1e9, 1) if bms > 0 else None,
-               wall_s=round(time.perf_counter() - started, 1))
+               bwd_tflops=round(2.5 * fl / bms / 1e9, 1) if bms > 0 else None)
+    if name == "tf_flashattn":  # ours also as a steady stream of calls, and each call's GPU time
+        for key, fn, direction, flops in (("fwd", f, 0, fl), ("bwd", b, 1, 2.5 * fl)):
+            if STEADY:
+                ms = steady(fn, reps=reps)
+                row[key + "_ms_steady"] = round(ms, 4) if ms > 0 else None
+                row[key + "_tflops_steady"] = round(flops / ms / 1e9, 1) if ms > 0 else None
+            if PROBE is not None and PROBE.available:
+                ms = PROBE.median_ms(fn, direction, reps=reps)
+                row[key + "_gpu_ms"] = round(ms, 4) if ms else None
+                row[key + "_tflops_gpu"] = round(flops / ms / 1e9, 1) if ms else None
+    row["wall_s"] = round(time.perf_counter() - started, 1)
     return row
 
 
@@ -201,6 +279,9 @@ def main():
     # Pass 1, ours at every shape (about 35 s on the H200), so that a call cut short still has the
     # whole table against the anchors; pass 2, the comparisons, head dims in BENCH_KERAS_D's order.
     shapes = [(D, T, causal) for D in HEAD_DIMS for T in SIZES for causal in (False, True)]
+    global PROBE
+    if OURS and os.environ.get("BENCH_GPU_TIME", "1") != "0":
+        PROBE = GpuProbe()
     if OURS:
         for D, T, causal in shapes:
             B, H, qs, k, v = _inputs(D, T)

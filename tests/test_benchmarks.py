@@ -37,6 +37,9 @@ def test_bench_writes_every_row_with_its_shape(bench_rows):
         if "error" in r:
             continue
         assert r["fwd_ms"] > 0 and r["wall_s"] >= 0, r
+        if r["impl"] == "tf_flashattn":  # also a steady stream of calls, and no GPU time on the CPU
+            assert {"fwd_ms_steady", "bwd_ms_steady"} <= set(r), r
+            assert r.get("fwd_gpu_ms") is None and r.get("bwd_gpu_ms") is None, r
         # Ours: the gradient op timed alone. Theirs: (forward+backward) - forward, None when timing
         # noise makes it non-positive (dispatch-bound at these sizes on a busy CPU).
         if r["impl"] == "tf_flashattn":
@@ -64,12 +67,25 @@ def test_results_table_has_a_line_per_shape(bench_rows, tmp_path):
     table = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "results_table.py"),
                             str(anchors), str(ours)], check=True, capture_output=True, text=True,
                            cwd=os.path.join(ROOT, "benchmarks")).stdout.splitlines()
-    assert len(table) == 2 + 8
-    assert table[0].count("|") == table[1].count("|") == table[2].count("|")
+    # The table, then (ours carry *_steady / *_gpu figures) ours timed three ways: a caption, the table.
+    main, caption, other = table[:10], table[11], table[13:]
+    assert table[10] == table[12] == "" and caption.startswith("Ours timed three ways")
+    assert len(main) == 2 + 8 and len(other) == 2 + 8
+    for t in (main, other):
+        assert all(line.count("|") == t[0].count("|") for line in t)
     # D=16, T=256, causal: Keras skipped, the no-folding and XLA rows timed.
-    last = [c.strip() for c in table[-1].strip("|").split("|")]
+    last = [c.strip() for c in main[-1].strip("|").split("|")]
     assert last[:3] == ["16", "256", "yes"] and last[8] == "skipped"
     assert last[9] != "-" and last[10] != "-"
+    rows = {(r["D"], r["T"], r["causal"]): r for r in bench_rows[0] if r["impl"] == "tf_flashattn"}
+    for line in other[2:]:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        r = rows[(int(cells[0]), int(cells[1]), cells[2] == "yes")]
+        assert cells[3] == f"{r['fwd_tflops']:.1f} / {r['bwd_tflops']:.1f}"
+        steady = [r[f"{d}_tflops_steady"] for d in ("fwd", "bwd")]
+        assert cells[4] == " / ".join(f"{x:.1f}" if x is not None else "-" for x in steady)
+        assert cells[5] == "- / -"  # no GPU calls here: no GPU times
+        assert cells[7:] == ["-"] * 3  # no anchors
 
 
 def test_folding_is_restored_after_an_exception():
@@ -86,6 +102,25 @@ def test_folding_is_restored_after_an_exception():
             assert tf.config.optimizer.get_experimental_options()["constant_folding"] is False
             raise RuntimeError("a row failed")
     assert tf.config.optimizer.get_experimental_options().get("constant_folding", True) == before
+
+
+def test_steady_leaves_out_what_each_timing_pays_once(monkeypatch):
+    """gpu_attention.steady: a call of 2 ms and a sync after the calls of 20 ms (what a timing pays
+    once): bench's 10 calls give 4 ms each, the steady stream about 2."""
+    import time
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    try:
+        import gpu_attention
+    finally:
+        sys.path.pop(0)
+    monkeypatch.setattr(gpu_attention, "_sync", lambda r: time.sleep(0.02))
+
+    def call():
+        time.sleep(0.002)
+        return []
+    loop = gpu_attention.bench(call, reps=10, inner=1)
+    assert 3.8 < loop < 5.5, loop
+    assert 1.8 < gpu_attention.steady(call, reps=10, inner=1) < 2.8
 
 
 def test_bench_dtype_float32_rows_say_their_dtype_and_tf32(tmp_path):

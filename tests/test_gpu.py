@@ -545,3 +545,47 @@ def test_out_of_range_lengths_are_errors_on_the_gpu():
                                                     key_lengths=[9, 4]))[0]
     assert "GPU" in out.device
     np.testing.assert_allclose(out.numpy(), want.numpy(), atol=2e-3)
+
+
+def test_gpu_time_probe_times_each_call():
+    """The library's GPU-time probe as tools reach it (tf_flashattn_gpu_timing_collect / _take through
+    ctypes; benchmarks/gpu_attention.py's *_gpu figures): while collecting, one positive GPU time per
+    forward and per backward call, and the gaps between the calls on their stream; nothing after it
+    stops."""
+    import ctypes
+    import glob
+    path = sorted(glob.glob(os.path.join(os.path.dirname(fa.__file__), "_tf_flashattn_ops*.so")))[-1]
+    lib = ctypes.CDLL(path)
+    collect, take = lib.tf_flashattn_gpu_timing_collect, lib.tf_flashattn_gpu_timing_take
+    take.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_float), ctypes.POINTER(ctypes.c_float),
+                     ctypes.c_int, ctypes.POINTER(ctypes.c_int)]
+    rng = np.random.default_rng(12)
+    q, k, v = (rand(rng, 2, 1000, 4, 64, dtype=tf.bfloat16) for _ in range(3))
+
+    def step():
+        with tf.GradientTape() as tape:
+            tape.watch([q, k, v])
+            o = fa.dot_product_attention(q, k, v, is_causal=True)
+        return tape.gradient(o, [q, k, v])
+
+    def taken(direction):
+        ms, gaps, n_gaps = (ctypes.c_float * 16)(), (ctypes.c_float * 16)(), ctypes.c_int(-1)
+        n = take(direction, ms, gaps, 16, ctypes.byref(n_gaps))
+        return list(ms[:max(min(n, 16), 0)]), list(gaps[:n_gaps.value]), n
+
+    float(tf.reduce_sum(tf.cast(step()[0], tf.float32)))  # compiled and warm
+    assert collect(1) == 0
+    try:
+        for _ in range(3):
+            r = step()
+        float(tf.reduce_sum(tf.cast(r[0], tf.float32)))
+        fwd, bwd = taken(0), taken(1)
+        assert take(2, None, None, 0, None) == -1
+    finally:
+        collect(0)
+    for what, (ms, gaps, n) in (("forward", fwd), ("backward", bwd)):
+        assert n == 3 and len(ms) == 3 and all(0 < x < 1000 for x in ms), (what, ms, n)
+        assert len(gaps) == 2 and all(x >= 0 for x in gaps), (what, gaps)  # none before the first
+    r = step()
+    float(tf.reduce_sum(tf.cast(r[0], tf.float32)))
+    assert taken(0)[2] == 0 and taken(1)[2] == 0

@@ -57,4 +57,17 @@ cudaError_t next_seed_cuda(const int64_t* state, int64_t* next, cudaStream_t str
 
 }  // namespace flashattn
 
+// The GPU-time probe (flash_cuda_dispatch.cu; TF_FLASHATTN_GPU_TIMING prints it) for tools, exported with
+// C names so that Python reaches them through ctypes on the loaded library (benchmarks/gpu_attention.py).
+// collect(1): time every forward / backward call from now on (CUDA events around the call on its stream,
+// read once completed: no wait), forgetting what was collected; collect(0): stop. Returns 0.
+extern "C" int tf_flashattn_gpu_timing_collect(int on);
+// The collected calls of direction 0 (forward) or 1 (backward) completed so far, oldest first: the GPU
+// time of each call (ms) into ms, and the GPU time from the previous timed call's end to its start on the
+// same stream (ms) into gaps, at most cap of each (*n_gaps: how many gaps were written; a call on another
+// stream or the first after collect has none). Returns the number of calls collected (also those past
+// cap), -1 for another direction; all are then forgotten. Calls still running are left for the next
+// take: synchronize first.
+extern "C" int tf_flashattn_gpu_timing_take(int direction, float* ms, float* gaps, int cap, int* n_gaps);
+
 #endif  // TF_FLASHATTN_KERNELS_FLASH_CUDA_H_

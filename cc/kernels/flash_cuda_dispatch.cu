@@ -23,6 +23,7 @@
 // kernels, own dispatch in cpu/flash_cpu_dispatch.cc), sm80/ (every GPU from sm_80 on), sm90/
 // (Hopper-only kernels); shared pieces (params, Philox, masking rules, launch helpers) in common/.
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -65,8 +66,9 @@ cudaError_t check_device(bool* big_smem) {
 // median of every 20 (or N) calls of a direction (the median of the gaps leaves out the few where the
 // caller waited for the GPU). The same code serves every caller (the TensorFlow op, the XLA custom
 // calls, the kernel harness), so their figures compare directly. Events are read when they have
-// completed (cudaEventQuery), so the probe adds no wait; off, it costs one test of a static flag. Calls
-// captured into a CUDA graph are not timed.
+// completed (cudaEventQuery), so the probe adds no wait; off, it costs one test of a static flag and one of
+// an atomic one. Calls captured into a CUDA graph are not timed. Tools switch it on for a while and read
+// every call's figures through tf_flashattn_gpu_timing_collect / _take (flash_cuda.h; gpu_attention.py).
 class GpuTimer {
  public:
   explicit GpuTimer(const char* what) : what_(what) {}
@@ -79,7 +81,12 @@ class GpuTimer {
     }();
     return v;
   }
-  static bool on() { return window() > 0; }
+  // Collection for tf_flashattn_gpu_timing_take (on whatever the environment says).
+  static std::atomic<bool>& collecting() {
+    static std::atomic<bool> v{false};
+    return v;
+  }
+  static bool on() { return window() > 0 || collecting().load(std::memory_order_relaxed); }
   // Whether to time a call on `stream`: on, and the stream not being captured into a CUDA graph (XLA's
   // command buffers; an event query during capture would invalidate it).
   static bool wanted(cudaStream_t stream) {
@@ -90,6 +97,29 @@ class GpuTimer {
       return false;
     }
     return st == cudaStreamCaptureStatusNone;
+  }
+  // Forgets what was collected and the last call (so no gap reaches back before this point).
+  void reset() {
+    std::lock_guard<std::mutex> lock(mu_);
+    drain();
+    release(&last_.end);
+    last_ = Call{nullptr, nullptr, nullptr, -1};
+    taken_calls_.clear();
+    taken_gaps_.clear();
+  }
+  // The collected call times and gaps (ms) of the calls completed so far, at most cap of each; returns the
+  // number of calls collected (all of them, also past cap) and forgets them.
+  int take(float* ms, float* gaps, int cap, int* n_gaps) {
+    std::lock_guard<std::mutex> lock(mu_);
+    drain();
+    const int n = static_cast<int>(taken_calls_.size());
+    const int g = static_cast<int>(std::min<size_t>(taken_gaps_.size(), std::max(cap, 0)));
+    std::copy_n(taken_calls_.begin(), std::min(n, std::max(cap, 0)), ms);
+    std::copy_n(taken_gaps_.begin(), g, gaps);
+    if (n_gaps != nullptr) *n_gaps = g;
+    taken_calls_.clear();
+    taken_gaps_.clear();
+    return n;
   }
   // Before the call's work: its start event (null when events cannot be made).
   cudaEvent_t start(cudaStream_t stream) { return record(stream); }
@@ -146,14 +176,18 @@ class GpuTimer {
       }
       float ms = 0.f, gap = 0.f;
       bool failed = false;  // an event of another device or context: not timed, not an error for the caller
+      const bool printing = window() > 0, collect = collecting().load(std::memory_order_relaxed) &&
+                                                    taken_calls_.size() < kMaxTaken;
       if (cudaEventElapsedTime(&ms, c.begin, c.end) == cudaSuccess) {
-        calls_.push_back(ms);
+        if (printing) calls_.push_back(ms);
+        if (collect) taken_calls_.push_back(ms);
       } else {
         failed = true;
       }
       if (last_.end != nullptr && last_.stream == c.stream && last_.dev == c.dev) {
         if (cudaEventElapsedTime(&gap, last_.end, c.begin) == cudaSuccess) {
-          gaps_.push_back(gap);
+          if (printing) gaps_.push_back(gap);
+          if (collect) taken_gaps_.push_back(gap);
         } else {
           failed = true;
         }
@@ -162,7 +196,7 @@ class GpuTimer {
       release(&c.begin);
       release(&last_.end);
       last_ = c;
-      if (static_cast<int>(calls_.size()) == window()) {
+      if (printing && static_cast<int>(calls_.size()) == window()) {
         fprintf(stderr, "tf_flashattn GPU timing: %s: %zu calls, %.4f ms per call on the GPU (median %.4f); %zu gaps "
                 "between calls on one stream, %.4f ms each (median %.4f)\n", what_, calls_.size(), mean(calls_),
                 median(calls_), gaps_.size(), mean(gaps_), median(gaps_));
@@ -187,6 +221,8 @@ class GpuTimer {
   std::deque<Call> pending_;
   Call last_{nullptr, nullptr, nullptr, -1};
   std::vector<float> calls_, gaps_;  // ms of the window's calls, and of the gaps before them
+  static constexpr size_t kMaxTaken = size_t{1} << 20;  // collected calls kept until taken (later ones dropped)
+  std::vector<float> taken_calls_, taken_gaps_;  // the same, collected for take()
 };
 
 // impl(p, stream), timed by timer() when the probe wants this call.
@@ -224,6 +260,23 @@ cudaError_t flash_fwd_cuda(const FlashFwdParams& p, cudaStream_t stream) {
 cudaError_t flash_bwd_cuda(const FlashBwdParams& p, cudaStream_t stream) {
   return cuda::timed(cuda::bwd_timer, flash_bwd_impl, p, stream);
 }
+
+}  // namespace flashattn
+
+extern "C" int tf_flashattn_gpu_timing_collect(int on) {
+  flashattn::cuda::GpuTimer::collecting().store(false);
+  flashattn::cuda::fwd_timer().reset();
+  flashattn::cuda::bwd_timer().reset();
+  flashattn::cuda::GpuTimer::collecting().store(on != 0);
+  return 0;
+}
+
+extern "C" int tf_flashattn_gpu_timing_take(int direction, float* ms, float* gaps, int cap, int* n_gaps) {
+  if (direction != 0 && direction != 1) return -1;
+  return (direction == 0 ? flashattn::cuda::fwd_timer() : flashattn::cuda::bwd_timer()).take(ms, gaps, cap, n_gaps);
+}
+
+namespace flashattn {
 
 namespace {
 
