@@ -59,8 +59,10 @@ cudaError_t next_seed_cuda(const int64_t* state, int64_t* next, cudaStream_t str
 
 // The GPU-time probe (flash_cuda_dispatch.cu; TF_FLASHATTN_GPU_TIMING prints it) for tools, exported with
 // C names so that Python reaches them through ctypes on the loaded library (benchmarks/gpu_attention.py).
-// collect(1): time every forward / backward call from now on (CUDA events around the call on its stream,
-// read once completed: no wait), forgetting what was collected; collect(0): stop. Returns 0.
+// collect(1): time every forward / backward call made from now on (CUDA events around the call on its
+// stream, read once completed: no wait), forgetting what was collected before (also calls of that earlier
+// collection still running); collect(0): stop (calls made before it are kept for take, also those still
+// running). Returns 0.
 extern "C" int tf_flashattn_gpu_timing_collect(int on);
 // The collected calls of direction 0 (forward) or 1 (backward) completed so far, oldest first: the GPU
 // time of each call (ms) into ms, and the GPU time from the previous timed call's end to its start on the

@@ -86,6 +86,11 @@ class GpuTimer {
     static std::atomic<bool> v{false};
     return v;
   }
+  // Which collection a call belongs to (0: none): tf_flashattn_gpu_timing_collect(1) starts the next one.
+  static std::atomic<unsigned>& generation() {
+    static std::atomic<unsigned> v{0};
+    return v;
+  }
   static bool on() { return window() > 0 || collecting().load(std::memory_order_relaxed); }
   // Whether to time a call on `stream`: on, and the stream not being captured into a CUDA graph (XLA's
   // command buffers; an event query during capture would invalidate it).
@@ -103,7 +108,7 @@ class GpuTimer {
     std::lock_guard<std::mutex> lock(mu_);
     drain();
     release(&last_.end);
-    last_ = Call{nullptr, nullptr, nullptr, -1};
+    last_ = Call{nullptr, nullptr, nullptr, -1, 0u};
     taken_calls_.clear();
     taken_gaps_.clear();
   }
@@ -133,7 +138,8 @@ class GpuTimer {
     } else {
       int dev = 0;
       cudaGetDevice(&dev);
-      pending_.push_back({begin, end, stream, dev});
+      const unsigned gen = collecting().load(std::memory_order_relaxed) ? generation().load() : 0u;
+      pending_.push_back({begin, end, stream, dev, gen});
     }
     drain();
   }
@@ -143,6 +149,7 @@ class GpuTimer {
     cudaEvent_t begin, end;
     cudaStream_t stream;
     int dev;
+    unsigned gen;  // the collection it was made in (generation()), 0 for none
   };
   cudaEvent_t record(cudaStream_t stream) {
     cudaEvent_t e = nullptr;
@@ -176,8 +183,8 @@ class GpuTimer {
       }
       float ms = 0.f, gap = 0.f;
       bool failed = false;  // an event of another device or context: not timed, not an error for the caller
-      const bool printing = window() > 0, collect = collecting().load(std::memory_order_relaxed) &&
-                                                    taken_calls_.size() < kMaxTaken;
+      const bool printing = window() > 0;
+      const bool collect = c.gen != 0 && c.gen == generation().load() && taken_calls_.size() < kMaxTaken;
       if (cudaEventElapsedTime(&ms, c.begin, c.end) == cudaSuccess) {
         if (printing) calls_.push_back(ms);
         if (collect) taken_calls_.push_back(ms);
@@ -219,7 +226,7 @@ class GpuTimer {
   const char* what_;
   std::mutex mu_;
   std::deque<Call> pending_;
-  Call last_{nullptr, nullptr, nullptr, -1};
+  Call last_{nullptr, nullptr, nullptr, -1, 0u};
   std::vector<float> calls_, gaps_;  // ms of the window's calls, and of the gaps before them
   static constexpr size_t kMaxTaken = size_t{1} << 20;  // collected calls kept until taken (later ones dropped)
   std::vector<float> taken_calls_, taken_gaps_;  // the same, collected for take()
@@ -264,10 +271,14 @@ cudaError_t flash_bwd_cuda(const FlashBwdParams& p, cudaStream_t stream) {
 }  // namespace flashattn
 
 extern "C" int tf_flashattn_gpu_timing_collect(int on) {
-  flashattn::cuda::GpuTimer::collecting().store(false);
-  flashattn::cuda::fwd_timer().reset();
-  flashattn::cuda::bwd_timer().reset();
-  flashattn::cuda::GpuTimer::collecting().store(on != 0);
+  using flashattn::cuda::GpuTimer;
+  GpuTimer::collecting().store(false);
+  if (on != 0) {  // a new collection: what is still running of an earlier one is not kept
+    GpuTimer::generation().fetch_add(1);
+    flashattn::cuda::fwd_timer().reset();
+    flashattn::cuda::bwd_timer().reset();
+    GpuTimer::collecting().store(true);
+  }
   return 0;
 }
 
