@@ -18,7 +18,7 @@ the fourth H200 round of 2026-11-29 timed one attention per call.)
 Our rows carry three timings of the same calls. fwd_ms / bwd_ms: bench() as for every impl (2 warm-up
 calls, 10 timed back to back between two syncs, wall time / 10). *_ms_steady: steady(), the time per call
 in a steady stream (the slope between 10 and 40 calls: what a timing pays once, the first call's
-dispatch and the syncs, about 1-2.5 ms through TensorFlow, cancels; BENCH_STEADY=0 leaves it out).
+dispatch and the syncs, about 2-3 ms through TensorFlow on the H200, cancels; BENCH_STEADY=0 leaves it out).
 *_gpu_ms: the median GPU time of one call of ours from the library's probe (CUDA events around each call
 on its stream, flash_cuda.h; BENCH_GPU_TIME=0 leaves it out) -- the measure the anchors' triton
 do_bench gives theirs (events around each call, median). TFLOP/s for each: *_tflops, *_tflops_steady,
@@ -82,9 +82,9 @@ def _sync(r):
 def steady(fn, reps=10, inner=None):
     """Milliseconds per attention in a steady stream of calls: bench's loop of reps and of 4 * reps,
     (4 * reps * t4 - reps * t1) / (3 * reps). What each bench pays once (the first call's dispatch while
-    the GPU waits, the syncs after the last call: about 1-2.5 ms through TensorFlow on the H200, which
-    bench's 10 calls spread as 0.1-0.25 ms each) cancels; the calls' own host time stays wherever the
-    host, not the GPU, sets the pace."""
+    the GPU waits, the syncs after the last call: about 2-3 ms through TensorFlow on the H200, which
+    bench's 10 calls spread as 0.2-0.3 ms each; benchmarks/RESULTS.md (t)) cancels; the calls' own host
+    time stays wherever the host, not the GPU, sets the pace."""
     t1 = bench(fn, reps=reps, inner=inner)
     t4 = bench(fn, reps=4 * reps, inner=inner)
     return (4 * t4 - t1) / 3
