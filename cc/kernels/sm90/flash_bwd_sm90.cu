@@ -839,6 +839,19 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
   const int dq_key0 = kSplitCols ? 0 : 64 * c;
   const uint32_t dq_b0 = base + L::kK + (kSplitCols ? c * kBk * 128 : 0) + dq_key0 * 128;
   const int dq_cg = kSplitCols ? c : 0;
+  // The dQ atomics' address kept live into the next unit: the plain kernel at D = 64 without DET in the
+  // launch order (no mask, or causal where the tile order is off). The 8 REDGs of a unit read their address
+  // register only as the memory pipe takes them, and ptxas reused that register for the next unit's first
+  // instructions (a shared-memory descriptor at the loop top), which then waited for all 8 (the D = 64
+  // profile's largest stall, 8.4 % of the samples, long scoreboard: RESULTS.md "Hopper backward kernel"
+  // (p)). A use of the previous unit's address after the next unit's S^T wait (a store under a condition
+  // never true, opaque to the compiler; an empty asm reading it was dropped by ptxas) keeps that register
+  // out of the loop top. Only there: in all the D = 64 kernels and the split kernel (branch
+  // sm90-bwd-d64-keep-addr, RESULTS (s)) it gained 2.6-4.0 % without a mask but lost 2.6-3.8 % at D = 64
+  // causal (the ORD kernel) and 2.4-4.1 % at D = 256 causal; with dropout ptxas gave the use a register of its
+  // own and the loop top's Philox code still reused the REDGs'.
+  constexpr bool kKeepDqAddr = !kDqBulk && !DET && !IDX && !ORD;
+  float* dq_addr_prev = a.dq_acc;
   for (int n = 0; n < units.n; ++n) {
     const int s = n % kStages;
     const int64_t h = hk * G + n / units.nq, i0 = static_cast<int64_t>(units.qb_lo + n % units.nq) * kBq;
@@ -876,6 +889,9 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
     wgmma_commit();
     wgmma_wait<1>();  // S^T done (groups complete in order); dP^T may still run
     fence_regs(sacc);
+    if constexpr (kKeepDqAddr) {
+      if (a.tq_pad < 0) *dq_addr_prev = 0.f;  // never taken (tq_pad >= 0): a use of the register that ptxas keeps
+    }
     if (softcap != 0.f) {
 #pragma unroll
       for (int x = 0; x < 32; ++x) sacc[x] = softcap_log2(sacc[x], p.score.scale, inv_cap, cap_log2);
@@ -1221,10 +1237,11 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
         bulk_commit();
       }
     } else if constexpr (!DET) {
+      float4* const dq_addr = reinterpret_cast<float4*>(blk) + tid;  // the REDGs' one address register
 #pragma unroll
       for (int j = 0; j < 8; ++j)
-        atomicAdd(reinterpret_cast<float4*>(blk) + j * 128 + tid,
-                  make_float4(dq[4 * j], dq[4 * j + 1], dq[4 * j + 2], dq[4 * j + 3]));
+        atomicAdd(dq_addr + j * 128, make_float4(dq[4 * j], dq[4 * j + 1], dq[4 * j + 2], dq[4 * j + 3]));
+      dq_addr_prev = reinterpret_cast<float*>(dq_addr);  // kKeepDqAddr
     } else {
       // Ordered (header comment, "Deterministic mode"): the producer's warp 3 has seen key tile
       // x - 1's contribution to this block (barrier 2), consumer 0 adds, then consumer 1
