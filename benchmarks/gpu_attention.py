@@ -79,13 +79,13 @@ def _sync(r):
         float(tf.reduce_sum(tf.cast(x[..., :1], tf.float32)))
 
 
-def steady(fn, reps=10, inner=None):
-    """Milliseconds per attention in a steady stream of calls: bench's loop of reps and of 4 * reps,
-    (4 * reps * t4 - reps * t1) / (3 * reps). What each bench pays once (the first call's dispatch while
-    the GPU waits, the syncs after the last call: about 2-3 ms through TensorFlow on the H200, which
-    bench's 10 calls spread as 0.2-0.3 ms each; benchmarks/RESULTS.md (t)) cancels; the calls' own host
-    time stays wherever the host, not the GPU, sets the pace."""
-    t1 = bench(fn, reps=reps, inner=inner)
+def steady(fn, reps=10, inner=None, loop_ms=None):
+    """Milliseconds per attention in a steady stream of calls: bench's loop of reps (t1; loop_ms when the
+    caller has timed it already) and of 4 * reps (t4), (4 * reps * t4 - reps * t1) / (3 * reps). What each
+    bench pays once (the first call's dispatch while the GPU waits, the syncs after the last call: about 2-3 ms
+    through TensorFlow on the H200, which bench's 10 calls spread as 0.2-0.3 ms each; benchmarks/RESULTS.md
+    (t)) cancels; the calls' own host time stays wherever the host, not the GPU, sets the pace."""
+    t1 = bench(fn, reps=reps, inner=inner) if loop_ms is None else loop_ms
     t4 = bench(fn, reps=4 * reps, inner=inner)
     return (4 * t4 - t1) / 3
 
@@ -97,14 +97,12 @@ class GpuProbe:
 
     def __init__(self):
         import ctypes
-        import glob
-        lib_dir = os.path.dirname(os.path.abspath(fa.__file__))
-        paths = sorted(glob.glob(os.path.join(lib_dir, "_tf_flashattn_ops*.so")))
+        path = _ops.library_path()
         self.available = False
-        if not paths:
+        if path is None:
             return
         _ops.load()  # TensorFlow loads it first; ctypes then shares the loaded copy
-        lib = ctypes.CDLL(paths[-1])
+        lib = ctypes.CDLL(path)
         try:
             self._collect, self._take = lib.tf_flashattn_gpu_timing_collect, lib.tf_flashattn_gpu_timing_take
         except AttributeError:
@@ -250,9 +248,9 @@ def _timed_row(name, D, T, B, H, causal, steps, reps):
                bwd_ms=round(bms, 4) if bms > 0 else None,
                bwd_tflops=round(2.5 * fl / bms / 1e9, 1) if bms > 0 else None)
     if name == "tf_flashattn":  # ours also as a steady stream of calls, and each call's GPU time
-        for key, fn, direction, flops in (("fwd", f, 0, fl), ("bwd", b, 1, 2.5 * fl)):
+        for key, fn, direction, flops, loop_ms in (("fwd", f, 0, fl, fms), ("bwd", b, 1, 2.5 * fl, bms)):
             if STEADY:
-                ms = steady(fn, reps=reps)
+                ms = steady(fn, reps=reps, loop_ms=loop_ms)
                 row[key + "_ms_steady"] = round(ms, 4) if ms > 0 else None
                 row[key + "_tflops_steady"] = round(flops / ms / 1e9, 1) if ms > 0 else None
             if PROBE is not None and PROBE.available:

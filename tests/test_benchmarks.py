@@ -121,6 +121,7 @@ def test_steady_leaves_out_what_each_timing_pays_once(monkeypatch):
     loop = gpu_attention.bench(call, reps=10, inner=1)
     assert 3.8 < loop < 5.5, loop
     assert 1.8 < gpu_attention.steady(call, reps=10, inner=1) < 2.8
+    assert 1.8 < gpu_attention.steady(call, reps=10, inner=1, loop_ms=loop) < 2.8  # the loop timed already
 
 
 def test_bench_dtype_float32_rows_say_their_dtype_and_tf32(tmp_path):

@@ -553,9 +553,9 @@ def test_gpu_time_probe_times_each_call():
     forward and per backward call, and the gaps between the calls on their stream; nothing after it
     stops."""
     import ctypes
-    import glob
-    path = sorted(glob.glob(os.path.join(os.path.dirname(fa.__file__), "_tf_flashattn_ops*.so")))[-1]
-    lib = ctypes.CDLL(path)
+
+    from tf_flashattn import _ops
+    lib = ctypes.CDLL(_ops.library_path())
     collect, take = lib.tf_flashattn_gpu_timing_collect, lib.tf_flashattn_gpu_timing_take
     take.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_float), ctypes.POINTER(ctypes.c_float),
                      ctypes.c_int, ctypes.POINTER(ctypes.c_int)]

@@ -8,13 +8,19 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 _lib = None
 
 
+def library_path():
+    """The op library's file (the last of the package's matches), None when it is not built."""
+    paths = sorted(glob.glob(os.path.join(_HERE, "_tf_flashattn_ops*.so")))
+    return paths[-1] if paths else None
+
+
 def load():
     """Returns the loaded op module, building nothing: run the README's set-up command first."""
     global _lib
     if _lib is not None:
         return _lib
-    paths = sorted(glob.glob(os.path.join(_HERE, "_tf_flashattn_ops*.so")))
-    if not paths:
+    path = library_path()
+    if path is None:
         raise ImportError(
             "tf_flashattn's op library is not built. From the repository root run:\n"
             "    pip install -v -e .        (or, to rebuild in place: python build_ops.py)")
@@ -27,7 +33,7 @@ def load():
         raise ImportError(
             f"tf_flashattn's op library was built against TensorFlow {built_for}, but TensorFlow "
             f"{tf.__version__} is installed; rebuild: pip install -v -e . (or python build_ops.py)")
-    _lib = tf.load_op_library(paths[-1])
+    _lib = tf.load_op_library(path)
     return _lib
 
 
