@@ -293,6 +293,16 @@
 #include "cc/kernels/sm90/sm90_host.cuh"
 #include "cc/kernels/sm90/sm90_ptx.cuh"
 
+// The first array if A, else the second (the D <= 128 kernel's S^T / dP^T accumulators: kRotate's, which
+// live across the unit loop's back edge, or the loop body's own).
+template <bool A, typename X, typename Y>
+__device__ __forceinline__ auto& pick_array(X& a, Y& b) {
+  if constexpr (A)
+    return a;
+  else
+    return b;
+}
+
 // n-tiles (4 elements each of a thread's 32 per unit) of the D <= 128 kernel's bias copy of the P pass
 // (the BIAS instantiation) and dense-mask copy (the IDX kernel with a dense mask) whose mask bytes and
 // bias values are read before any is used (0: the former code, element by element in the bias and the
@@ -308,6 +318,14 @@ static_assert(kBiasBatch >= 0 && 8 % (kBiasBatch > 0 ? kBiasBatch : 1) == 0, "kB
 // (each bias element loaded in the P pass), the reference of sm90_bwd_check.py's phase splitdsave.
 #ifndef FA_SM90_BWD_BIAS_AHEAD
 #define FA_SM90_BWD_BIAS_AHEAD 1
+#endif
+// The plain D = 128 kernel's unit loop rotated (experiment, branch sm90-bwd-rotate): unit n + 1's S^T and dP^T
+// products issued right after unit n's dQ staging stores, so that they run under the proxy fence, the
+// warpgroup's barrier and the bulk reduce-add of dQ instead of after them. 0: off (the loop as before); 1: the
+// iteration then waits for both products (nothing in flight across the loop's back edge, so the P pass no longer
+// runs under dP^T); 2: it waits for S^T only (dP^T in flight across the back edge, under the next P pass).
+#ifndef FA_SM90_BWD_ROTATE
+#define FA_SM90_BWD_ROTATE 0
 #endif
 
 namespace flashattn {
@@ -852,6 +870,42 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
   // own and the loop top's Philox code still reused the REDGs'.
   constexpr bool kKeepDqAddr = !kDqBulk && !DET && !IDX && !ORD;
   float* dq_addr_prev = a.dq_acc;
+  // kRotate (FA_SM90_BWD_ROTATE): unit nn's S^T and dP^T (as in the loop below) issued at the end of unit
+  // nn - 1, after the wait for its Q / dO stage, into accumulators that live across the loop's back edge.
+  constexpr bool kRotate = FA_SM90_BWD_ROTATE != 0 && kDqBulk && !IDX;
+  float sacc_r[32], dpacc_r[32];  // (unused without kRotate)
+  auto issue_sdp = [&](int nn) {
+    float(&sacc)[32] = sacc_r;
+    float(&dpacc)[32] = dpacc_r;
+    const int ss = nn % kStages;
+    // Issued after the last unit too (their results unused, reading the stage of the unit before it, which
+    // no copy engine writes any more), without waiting: a conditional issue left ptxas a copy into the
+    // accumulators on the path without it, and it serialized every wgmma (C7515).
+    if (nn < units.n) mbar_wait(full0 + 8 * ss, (nn / kStages) & 1);
+    const uint32_t q_n = base + L::kQ + ss * L::kQBytes;
+    const uint32_t do_n = base + L::kDo + ss * L::kQBytes;
+    wgmma_fence();
+#pragma unroll
+    for (int k = 0; k < D / 16; ++k) {
+      const uint32_t koff = (k / 4) * kBk * 128 + (k % 4) * 32, qoff = (k / 4) * kBq * 128 + (k % 4) * 32;
+      wgmma_ss_m64n64k16<0, 0>(WgmmaType<T>{}, sacc, wgmma_desc(k_rows + koff, 16, 1024),
+                               wgmma_desc(q_n + qoff, 16, 1024), k > 0);
+    }
+    wgmma_commit();
+#pragma unroll
+    for (int k = 0; k < D / 16; ++k) {
+      const uint32_t koff = (k / 4) * kBk * 128 + (k % 4) * 32, qoff = (k / 4) * kBq * 128 + (k % 4) * 32;
+      wgmma_ss_m64n64k16<0, 0>(WgmmaType<T>{}, dpacc, wgmma_desc(v_rows + koff, 16, 1024),
+                               wgmma_desc(do_n + qoff, 16, 1024), k > 0);
+    }
+    wgmma_commit();
+  };
+  if constexpr (kRotate) {
+    if (units.n > 0) {
+      issue_sdp(0);
+      wgmma_wait<FA_SM90_BWD_ROTATE == 1 ? 0 : 1>();
+    }
+  }
   for (int n = 0; n < units.n; ++n) {
     const int s = n % kStages;
     const int64_t h = hk * G + n / units.nq, i0 = static_cast<int64_t>(units.qb_lo + n % units.nq) * kBq;
@@ -864,30 +918,35 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
       kbits = unit_keep_bits<8>(drop_key, p.dropout, h, b, drop_k0, i0, g, t);
       asm volatile("" : "+r"(kbits)::"memory");  // drawn before the wait below
     }
-    mbar_wait(full0 + 8 * s, (n / kStages) & 1);
+    if constexpr (!kRotate) mbar_wait(full0 + 8 * s, (n / kStages) & 1);
     const uint32_t q_t = base + L::kQ + s * L::kQBytes;
     const uint32_t do_t = base + L::kDo + s * L::kQBytes;
     const uint32_t ds_t = base + L::kDs + (n & 1) * L::kDsBytes;
     uint8_t* ds_ptr = smem_raw + (ds_t - smem_u32(smem_raw));
 
-    // S^T = K_c Q^T and dP^T = V_c dO^T: [64 keys x 64 queries], contraction over D in k16 steps.
-    float sacc[32], dpacc[32];
-    wgmma_fence();
+    // S^T = K_c Q^T and dP^T = V_c dO^T: [64 keys x 64 queries], contraction over D in k16 steps (kRotate:
+    // issued at the end of the unit before, issue_sdp).
+    float sacc_l[32], dpacc_l[32];
+    float(&sacc)[32] = pick_array<kRotate>(sacc_r, sacc_l);
+    float(&dpacc)[32] = pick_array<kRotate>(dpacc_r, dpacc_l);
+    if constexpr (!kRotate) {
+      wgmma_fence();
 #pragma unroll
-    for (int k = 0; k < D / 16; ++k) {
-      const uint32_t koff = (k / 4) * kBk * 128 + (k % 4) * 32, qoff = (k / 4) * kBq * 128 + (k % 4) * 32;
-      wgmma_ss_m64n64k16<0, 0>(WgmmaType<T>{}, sacc, wgmma_desc(k_rows + koff, 16, 1024),
-                               wgmma_desc(q_t + qoff, 16, 1024), k > 0);
-    }
-    wgmma_commit();  // S^T: its own group, so that P^T is computed while dP^T runs
+      for (int k = 0; k < D / 16; ++k) {
+        const uint32_t koff = (k / 4) * kBk * 128 + (k % 4) * 32, qoff = (k / 4) * kBq * 128 + (k % 4) * 32;
+        wgmma_ss_m64n64k16<0, 0>(WgmmaType<T>{}, sacc, wgmma_desc(k_rows + koff, 16, 1024),
+                                 wgmma_desc(q_t + qoff, 16, 1024), k > 0);
+      }
+      wgmma_commit();  // S^T: its own group, so that P^T is computed while dP^T runs
 #pragma unroll
-    for (int k = 0; k < D / 16; ++k) {
-      const uint32_t koff = (k / 4) * kBk * 128 + (k % 4) * 32, qoff = (k / 4) * kBq * 128 + (k % 4) * 32;
-      wgmma_ss_m64n64k16<0, 0>(WgmmaType<T>{}, dpacc, wgmma_desc(v_rows + koff, 16, 1024),
-                               wgmma_desc(do_t + qoff, 16, 1024), k > 0);
+      for (int k = 0; k < D / 16; ++k) {
+        const uint32_t koff = (k / 4) * kBk * 128 + (k % 4) * 32, qoff = (k / 4) * kBq * 128 + (k % 4) * 32;
+        wgmma_ss_m64n64k16<0, 0>(WgmmaType<T>{}, dpacc, wgmma_desc(v_rows + koff, 16, 1024),
+                                 wgmma_desc(do_t + qoff, 16, 1024), k > 0);
+      }
+      wgmma_commit();
+      wgmma_wait<1>();  // S^T done (groups complete in order); dP^T may still run
     }
-    wgmma_commit();
-    wgmma_wait<1>();  // S^T done (groups complete in order); dP^T may still run
     fence_regs(sacc);
     if constexpr (kKeepDqAddr) {
       if (a.tq_pad < 0) *dq_addr_prev = 0.f;  // never taken (tq_pad >= 0): a use of the register that ptxas keeps
@@ -1230,12 +1289,14 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
 #pragma unroll
       for (int j = 0; j < 8; ++j)
         st_shared_v4_f32(stage + (j * 128 + tid) * 16, dq[4 * j], dq[4 * j + 1], dq[4 * j + 2], dq[4 * j + 3]);
+      if constexpr (kRotate) issue_sdp(n + 1);
       fence_proxy_async();  // the stores above before the copy engine's (async proxy) read
       named_bar_sync(7 + c, 128);
       if (tid == 0) {
         bulk_reduce_add_f32(blk, stage, L::kDqBytes);
         bulk_commit();
       }
+      if constexpr (kRotate) wgmma_wait<FA_SM90_BWD_ROTATE == 1 ? 0 : 1>();  // (unconditional: ptxas pairs it)
     } else if constexpr (!DET) {
       float4* const dq_addr = reinterpret_cast<float4*>(blk) + tid;  // the REDGs' one address register
 #pragma unroll
