@@ -59,6 +59,8 @@
 //                          D = 64: all 64 columns over the consumer's own 64 keys (4 steps);
 //                          wgmma m64n64k16 SS with A = dS read transposed (MN-major) from the dS^T
 //                          buffer and B = K MN-major
+//     (D = 128 without DET or index masks, kRotate: the next unit's S^T and dP^T are issued here, after
+//     dQ_c's staging stores below, and run under its fence, barrier and bulk reduce-add)
 //     dQacc += dQ_c        into the workspace's dQ accumulator, in this file's fragment order
 //                          (below; the stage released first, its last reader done). The consumer's
 //                          64 x 64 block is one contiguous 16 KiB of it. D = 128 without DET
@@ -270,7 +272,8 @@
 // Not yet here: the two consumers' ping-pong at D = 128 (both meet on named barrier 1 before dQ every unit;
 // deferring unit n's dQ past unit n + 1's S^T / dP^T issue would keep its 32 accumulators live
 // through the P pass, over the 240 registers at D = 128) and any overlap of the P pass with the
-// next unit's products, dK / dV stored by TMA,
+// next unit's products, the rotated loop (kRotate) in the D = 64 kernels (dQ by atomics), the
+// index-masked D = 128 kernel and the D = 256 one, dK / dV stored by TMA,
 // a persistent causal-balancing scheduler; dropout's draws shared between warps w and w ^ 1 (each
 // thread uses 4 of a call's 8); bias / dbias with dropout (at D = 128 without: only the opt-in split
 // kernel), coalesced dbias stores.
@@ -319,13 +322,18 @@ static_assert(kBiasBatch >= 0 && 8 % (kBiasBatch > 0 ? kBiasBatch : 1) == 0, "kB
 #ifndef FA_SM90_BWD_BIAS_AHEAD
 #define FA_SM90_BWD_BIAS_AHEAD 1
 #endif
-// The plain D = 128 kernel's unit loop rotated (experiment, branch sm90-bwd-rotate): unit n + 1's S^T and dP^T
-// products issued right after unit n's dQ staging stores, so that they run under the proxy fence, the
-// warpgroup's barrier and the bulk reduce-add of dQ instead of after them. 0: off (the loop as before); 1: the
-// iteration then waits for both products (nothing in flight across the loop's back edge, so the P pass no longer
-// runs under dP^T); 2: it waits for S^T only (dP^T in flight across the back edge, under the next P pass).
+// The plain D = 128 kernel's unit loop rotated (kRotate in bwd_cta): unit n + 1's S^T and dP^T products issued
+// right after unit n's dQ staging stores, so that they run under the proxy fence, the warpgroup's barrier and the
+// bulk reduce-add of dQ instead of after them. 0: off (the loop as before, the reference); 1 (default): the
+// iteration then waits for both products, so nothing is in flight across the loop's back edge (the P pass no
+// longer runs under dP^T); 2: it waits for S^T only (dP^T in flight across the back edge, under the next P pass;
+// ptxas adds a wait at the loop's exit, C7517). On the H200 (2026-12-02, benchmarks/RESULTS.md "Hopper backward
+// kernel" (u)): dK, dV bit for bit 0's, numerics 168 / 168 and memcheck clean for 1 and 2; D = 128, T = 4096,
+// bf16: 1.033x / 1.037x 0's speed (1: no mask / causal, do_bench) and 1.030x / 1.052x (2), 1.05x-1.06x without a
+// mask timed in a loop (both); the other kernels' SASS unchanged. 1 and 2 are within the spread; 1 has no
+// compiler-made wait.
 #ifndef FA_SM90_BWD_ROTATE
-#define FA_SM90_BWD_ROTATE 0
+#define FA_SM90_BWD_ROTATE 1
 #endif
 
 namespace flashattn {
