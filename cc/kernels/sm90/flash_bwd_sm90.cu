@@ -272,8 +272,9 @@
 // Not yet here: the two consumers' ping-pong at D = 128 (both meet on named barrier 1 before dQ every unit;
 // deferring unit n's dQ past unit n + 1's S^T / dP^T issue would keep its 32 accumulators live
 // through the P pass, over the 240 registers at D = 128) and any overlap of the P pass with the
-// next unit's products, the rotated loop (kRotate) in the D = 64 kernels (dQ by atomics), the
-// index-masked D = 128 kernel and the D = 256 one, dK / dV stored by TMA,
+// next unit's products, the rotated loop (kRotate) in the index-masked D = 128 kernel and the D = 256
+// one (in the plain D = 64 kernels, dQ by atomics, it ran 0.96x-0.99x: branch sm90-bwd-rotate64, RESULTS.md
+// "Hopper backward kernel" (u)), dK / dV stored by TMA,
 // a persistent causal-balancing scheduler; dropout's draws shared between warps w and w ^ 1 (each
 // thread uses 4 of a call's 8); bias / dbias with dropout (at D = 128 without: only the opt-in split
 // kernel), coalesced dbias stores.
