@@ -882,32 +882,33 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
   // kRotate (FA_SM90_BWD_ROTATE): unit nn's S^T and dP^T (as in the loop below) issued at the end of unit
   // nn - 1, after the wait for its Q / dO stage, into accumulators that live across the loop's back edge.
   constexpr bool kRotate = FA_SM90_BWD_ROTATE != 0 && kDqBulk && !IDX;
-  float sacc_r[32], dpacc_r[32];  // (unused without kRotate)
-  auto issue_sdp = [&](int nn) {
-    float(&sacc)[32] = sacc_r;
-    float(&dpacc)[32] = dpacc_r;
-    const int ss = nn % kStages;
-    // Issued after the last unit too (their results unused, reading the stage of the unit before it, which
-    // no copy engine writes any more), without waiting: a conditional issue left ptxas a copy into the
-    // accumulators on the path without it, and it serialized every wgmma (C7515).
-    if (nn < units.n) mbar_wait(full0 + 8 * ss, (nn / kStages) & 1);
-    const uint32_t q_n = base + L::kQ + ss * L::kQBytes;
-    const uint32_t do_n = base + L::kDo + ss * L::kQBytes;
+  // S^T = K_c Q^T and dP^T = V_c dO^T: [64 keys x 64 queries], contraction over D in k16 steps, from the Q /
+  // dO tiles at q_s / do_s; S^T in its own commit group, so that P^T is computed while dP^T runs.
+  auto issue_s_dp = [&](float(&sacc)[32], float(&dpacc)[32], uint32_t q_s, uint32_t do_s) {
     wgmma_fence();
 #pragma unroll
     for (int k = 0; k < D / 16; ++k) {
       const uint32_t koff = (k / 4) * kBk * 128 + (k % 4) * 32, qoff = (k / 4) * kBq * 128 + (k % 4) * 32;
       wgmma_ss_m64n64k16<0, 0>(WgmmaType<T>{}, sacc, wgmma_desc(k_rows + koff, 16, 1024),
-                               wgmma_desc(q_n + qoff, 16, 1024), k > 0);
+                               wgmma_desc(q_s + qoff, 16, 1024), k > 0);
     }
     wgmma_commit();
 #pragma unroll
     for (int k = 0; k < D / 16; ++k) {
       const uint32_t koff = (k / 4) * kBk * 128 + (k % 4) * 32, qoff = (k / 4) * kBq * 128 + (k % 4) * 32;
       wgmma_ss_m64n64k16<0, 0>(WgmmaType<T>{}, dpacc, wgmma_desc(v_rows + koff, 16, 1024),
-                               wgmma_desc(do_n + qoff, 16, 1024), k > 0);
+                               wgmma_desc(do_s + qoff, 16, 1024), k > 0);
     }
     wgmma_commit();
+  };
+  float sacc_r[32], dpacc_r[32];  // (unused without kRotate)
+  auto issue_sdp = [&](int nn) {
+    const int ss = nn % kStages;
+    // Issued after the last unit too (their results unused, reading the stage of the unit before it, which
+    // no copy engine writes any more), without waiting: a conditional issue left ptxas a copy into the
+    // accumulators on the path without it, and it serialized every wgmma (C7515).
+    if (nn < units.n) mbar_wait(full0 + 8 * ss, (nn / kStages) & 1);
+    issue_s_dp(sacc_r, dpacc_r, base + L::kQ + ss * L::kQBytes, base + L::kDo + ss * L::kQBytes);
   };
   if constexpr (kRotate) {
     if (units.n > 0) {
@@ -933,27 +934,12 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
     const uint32_t ds_t = base + L::kDs + (n & 1) * L::kDsBytes;
     uint8_t* ds_ptr = smem_raw + (ds_t - smem_u32(smem_raw));
 
-    // S^T = K_c Q^T and dP^T = V_c dO^T: [64 keys x 64 queries], contraction over D in k16 steps (kRotate:
-    // issued at the end of the unit before, issue_sdp).
+    // S^T and dP^T (kRotate: issued at the end of the unit before, issue_sdp).
     float sacc_l[32], dpacc_l[32];
     float(&sacc)[32] = pick_array<kRotate>(sacc_r, sacc_l);
     float(&dpacc)[32] = pick_array<kRotate>(dpacc_r, dpacc_l);
     if constexpr (!kRotate) {
-      wgmma_fence();
-#pragma unroll
-      for (int k = 0; k < D / 16; ++k) {
-        const uint32_t koff = (k / 4) * kBk * 128 + (k % 4) * 32, qoff = (k / 4) * kBq * 128 + (k % 4) * 32;
-        wgmma_ss_m64n64k16<0, 0>(WgmmaType<T>{}, sacc, wgmma_desc(k_rows + koff, 16, 1024),
-                                 wgmma_desc(q_t + qoff, 16, 1024), k > 0);
-      }
-      wgmma_commit();  // S^T: its own group, so that P^T is computed while dP^T runs
-#pragma unroll
-      for (int k = 0; k < D / 16; ++k) {
-        const uint32_t koff = (k / 4) * kBk * 128 + (k % 4) * 32, qoff = (k / 4) * kBq * 128 + (k % 4) * 32;
-        wgmma_ss_m64n64k16<0, 0>(WgmmaType<T>{}, dpacc, wgmma_desc(v_rows + koff, 16, 1024),
-                                 wgmma_desc(do_t + qoff, 16, 1024), k > 0);
-      }
-      wgmma_commit();
+      issue_s_dp(sacc, dpacc, q_t, do_t);
       wgmma_wait<1>();  // S^T done (groups complete in order); dP^T may still run
     }
     fence_regs(sacc);
