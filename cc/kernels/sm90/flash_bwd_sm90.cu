@@ -884,23 +884,23 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
   constexpr bool kRotate = FA_SM90_BWD_ROTATE != 0 && kDqBulk && !IDX;
   // S^T = K_c Q^T and dP^T = V_c dO^T: [64 keys x 64 queries], contraction over D in k16 steps, from the Q /
   // dO tiles at q_s / do_s; S^T in its own commit group, so that P^T is computed while dP^T runs.
-  auto issue_s_dp = [&](float(&sacc)[32], float(&dpacc)[32], uint32_t q_s, uint32_t do_s) {
-    wgmma_fence();
+  // One of them: acc = A B^T, A this consumer's 64 rows of the K or V tile (a_rows), B the Q or dO tile (b_s).
+  auto product = [&](float(&acc)[32], uint32_t a_rows, uint32_t b_s) {
 #pragma unroll
     for (int k = 0; k < D / 16; ++k) {
       const uint32_t koff = (k / 4) * kBk * 128 + (k % 4) * 32, qoff = (k / 4) * kBq * 128 + (k % 4) * 32;
-      wgmma_ss_m64n64k16<0, 0>(WgmmaType<T>{}, sacc, wgmma_desc(k_rows + koff, 16, 1024),
-                               wgmma_desc(q_s + qoff, 16, 1024), k > 0);
-    }
-    wgmma_commit();
-#pragma unroll
-    for (int k = 0; k < D / 16; ++k) {
-      const uint32_t koff = (k / 4) * kBk * 128 + (k % 4) * 32, qoff = (k / 4) * kBq * 128 + (k % 4) * 32;
-      wgmma_ss_m64n64k16<0, 0>(WgmmaType<T>{}, dpacc, wgmma_desc(v_rows + koff, 16, 1024),
-                               wgmma_desc(do_s + qoff, 16, 1024), k > 0);
+      wgmma_ss_m64n64k16<0, 0>(WgmmaType<T>{}, acc, wgmma_desc(a_rows + koff, 16, 1024),
+                               wgmma_desc(b_s + qoff, 16, 1024), k > 0);
     }
     wgmma_commit();
   };
+  auto issue_s_dp = [&](float(&sacc)[32], float(&dpacc)[32], uint32_t q_s, uint32_t do_s) {
+    wgmma_fence();
+    product(sacc, k_rows, q_s);
+    product(dpacc, v_rows, do_s);
+  };
+  // kRotate: what the end of a unit waits for (1: both products; 2: S^T only).
+  constexpr int kRotateWait = FA_SM90_BWD_ROTATE == 1 ? 0 : 1;
   float sacc_r[32], dpacc_r[32];  // (unused without kRotate)
   auto issue_sdp = [&](int nn) {
     const int ss = nn % kStages;
@@ -913,7 +913,7 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
   if constexpr (kRotate) {
     if (units.n > 0) {
       issue_sdp(0);
-      wgmma_wait<FA_SM90_BWD_ROTATE == 1 ? 0 : 1>();
+      wgmma_wait<kRotateWait>();
     }
   }
   for (int n = 0; n < units.n; ++n) {
@@ -1291,7 +1291,7 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
         bulk_reduce_add_f32(blk, stage, L::kDqBytes);
         bulk_commit();
       }
-      if constexpr (kRotate) wgmma_wait<FA_SM90_BWD_ROTATE == 1 ? 0 : 1>();  // (unconditional: ptxas pairs it)
+      if constexpr (kRotate) wgmma_wait<kRotateWait>();  // (unconditional: ptxas pairs it)
     } else if constexpr (!DET) {
       float4* const dq_addr = reinterpret_cast<float4*>(blk) + tid;  // the REDGs' one address register
 #pragma unroll
