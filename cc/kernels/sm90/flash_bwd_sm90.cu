@@ -59,7 +59,7 @@
 //                          D = 64: all 64 columns over the consumer's own 64 keys (4 steps);
 //                          wgmma m64n64k16 SS with A = dS read transposed (MN-major) from the dS^T
 //                          buffer and B = K MN-major
-//     (D = 128 without DET or index masks, kRotate: the next unit's S^T and dP^T are issued here, after
+//     (D = 128 without DET or dropout, kRotate: the next unit's S^T and dP^T are issued here, after
 //     dQ_c's staging stores below, and run under its fence, barrier and bulk reduce-add)
 //     dQacc += dQ_c        into the workspace's dQ accumulator, in this file's fragment order
 //                          (below; the stage released first, its last reader done). The consumer's
@@ -272,7 +272,7 @@
 // Not yet here: the two consumers' ping-pong at D = 128 (both meet on named barrier 1 before dQ every unit;
 // deferring unit n's dQ past unit n + 1's S^T / dP^T issue would keep its 32 accumulators live
 // through the P pass, over the 240 registers at D = 128) and any overlap of the P pass with the
-// next unit's products, the rotated loop (kRotate) in the index-masked D = 128 kernel and the D = 256
+// next unit's products, the rotated loop (kRotate) in the D = 128 kernel with dropout and in the D = 256
 // one (in the plain D = 64 kernels, dQ by atomics, it ran 0.96x-0.99x: branch sm90-bwd-rotate64, RESULTS.md
 // "Hopper backward kernel" (u)), dK / dV stored by TMA,
 // a persistent causal-balancing scheduler; dropout's draws shared between warps w and w ^ 1 (each
@@ -323,16 +323,17 @@ static_assert(kBiasBatch >= 0 && 8 % (kBiasBatch > 0 ? kBiasBatch : 1) == 0, "kB
 #ifndef FA_SM90_BWD_BIAS_AHEAD
 #define FA_SM90_BWD_BIAS_AHEAD 1
 #endif
-// The plain D = 128 kernel's unit loop rotated (kRotate in bwd_cta): unit n + 1's S^T and dP^T products issued
-// right after unit n's dQ staging stores, so that they run under the proxy fence, the warpgroup's barrier and the
-// bulk reduce-add of dQ instead of after them. 0: off (the loop as before, the reference); 1 (default): the
+// The D = 128 kernel's unit loop rotated (kRotate in bwd_cta; plain and index-masked, not with dropout): unit
+// n + 1's S^T and dP^T products issued right after unit n's dQ staging stores, so that they run under the proxy
+// fence, the warpgroup's barrier and the bulk reduce-add of dQ instead of after them. 0: off (the loop as before, the reference); 1 (default): the
 // iteration then waits for both products, so nothing is in flight across the loop's back edge (the P pass no
 // longer runs under dP^T); 2: it waits for S^T only (dP^T in flight across the back edge, under the next P pass;
 // ptxas adds a wait at the loop's exit, C7517). On the H200 (2026-12-02, benchmarks/RESULTS.md "Hopper backward
 // kernel" (u)): dK, dV bit for bit 0's, numerics 168 / 168 and memcheck clean for 1 and 2; D = 128, T = 4096,
 // bf16: 1.033x / 1.037x 0's speed (1: no mask / causal, do_bench) and 1.030x / 1.052x (2), 1.05x-1.06x without a
 // mask timed in a loop (both); the other kernels' SASS unchanged. 1 and 2 are within the spread; 1 has no
-// compiler-made wait.
+// compiler-made wait. The index-masked kernel (key masks; since 2026-12-02, session 28): numerics 168 / 168, dK /
+// dV bit for bit 0's, 1.039x 0's speed with a [B, Tk] key mask (D = 128, T = 4096, bf16, do_bench).
 #ifndef FA_SM90_BWD_ROTATE
 #define FA_SM90_BWD_ROTATE 1
 #endif
@@ -881,7 +882,7 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
   float* dq_addr_prev = a.dq_acc;
   // kRotate (FA_SM90_BWD_ROTATE): unit nn's S^T and dP^T (as in the loop below) issued at the end of unit
   // nn - 1, after the wait for its Q / dO stage, into accumulators that live across the loop's back edge.
-  constexpr bool kRotate = FA_SM90_BWD_ROTATE != 0 && kDqBulk && !IDX;
+  constexpr bool kRotate = FA_SM90_BWD_ROTATE != 0 && kDqBulk && !DROP;
   // S^T = K_c Q^T and dP^T = V_c dO^T: [64 keys x 64 queries], contraction over D in k16 steps, from the Q /
   // dO tiles at q_s / do_s; S^T in its own commit group, so that P^T is computed while dP^T runs.
   // One of them: acc = A B^T, A this consumer's 64 rows of the K or V tile (a_rows), B the Q or dO tile (b_s).
