@@ -325,15 +325,15 @@ static_assert(kBiasBatch >= 0 && 8 % (kBiasBatch > 0 ? kBiasBatch : 1) == 0, "kB
 #endif
 // The D = 128 kernel's unit loop rotated (kRotate in bwd_cta; plain and index-masked, not with dropout): unit
 // n + 1's S^T and dP^T products issued right after unit n's dQ staging stores, so that they run under the proxy
-// fence, the warpgroup's barrier and the bulk reduce-add of dQ instead of after them. 0: off (the loop as before, the reference); 1 (default): the
-// iteration then waits for both products, so nothing is in flight across the loop's back edge (the P pass no
-// longer runs under dP^T); 2: it waits for S^T only (dP^T in flight across the back edge, under the next P pass;
-// ptxas adds a wait at the loop's exit, C7517). On the H200 (2026-12-02, benchmarks/RESULTS.md "Hopper backward
-// kernel" (u)): dK, dV bit for bit 0's, numerics 168 / 168 and memcheck clean for 1 and 2; D = 128, T = 4096,
-// bf16: 1.033x / 1.037x 0's speed (1: no mask / causal, do_bench) and 1.030x / 1.052x (2), 1.05x-1.06x without a
-// mask timed in a loop (both); the other kernels' SASS unchanged. 1 and 2 are within the spread; 1 has no
-// compiler-made wait. The index-masked kernel (key masks; since 2026-12-02, session 28): numerics 168 / 168, dK /
-// dV bit for bit 0's, 1.039x 0's speed with a [B, Tk] key mask (D = 128, T = 4096, bf16, do_bench).
+// fence, the warpgroup's barrier and the bulk reduce-add of dQ instead of after them. 0: off (the loop as before,
+// the reference); 1 (default): the iteration then waits for both products, so nothing is in flight across the
+// loop's back edge (the P pass no longer runs under dP^T); 2: it waits for S^T only (dP^T in flight across the
+// back edge, under the next P pass; ptxas adds a wait at the loop's exit, C7517). On the H200 (2026-12-02,
+// benchmarks/RESULTS.md "Hopper backward kernel" (u), (v)): dK, dV bit for bit 0's, numerics 168 / 168 and
+// memcheck clean for 1 and 2; D = 128, T = 4096, bf16: 1.033x / 1.037x 0's speed (1: no mask / causal, do_bench)
+// and 1.030x / 1.052x (2), 1.05x-1.06x without a mask timed in a loop (both); the other kernels' SASS unchanged.
+// 1 and 2 are within the spread; 1 has no compiler-made wait. In the index-masked kernel too since (v): 1.039x
+// with a [B, Tk] key mask (do_bench), 1.06x-1.11x timed in a loop.
 #ifndef FA_SM90_BWD_ROTATE
 #define FA_SM90_BWD_ROTATE 1
 #endif
