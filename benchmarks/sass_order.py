@@ -30,6 +30,15 @@ mask / bias elements), VOTE, HGMMA and LDL / STL (spilled registers' loads and s
 
   python3 benchmarks/sass_order.py flash_fwd_sm90.o --branches [NAME_FILTER]
 
+--redg summarizes, for every kernel whose main loop (as --branches finds it) ends with REDG atomics (the
+backward's dQ at D = 64 and 256), the scoreboard those REDGs hold until the memory pipe has read their
+registers, and the first instruction after the loop's top that waits for that scoreboard (or reuses it): from
+the control bits of each instruction (Volta and later: the second 64-bit word's bits 46-48 the write barrier,
+49-51 the read barrier, 7 = none, 52-57 the mask of barriers waited for). A first wait at the loop's top means
+the next unit cannot start before the memory pipe has taken all of the previous unit's REDGs.
+
+  python3 benchmarks/sass_order.py flash_bwd_sm90.o --redg [NAME_FILTER]
+
 The object comes from e.g. `OUTDIR=/tmp/o ARCHS=90 JOBS=2 bash benchmarks/build_harness.sh` (then
 /tmp/o/flash_fwd_sm90.o), or the one nvcc command for cc/kernels/sm90/flash_fwd_sm90.cu it runs.
 """
@@ -64,6 +73,51 @@ def functions(text):
       if m:
         out[name].append((int(m.group(1), 16), m.group(2).strip()))
   return out
+
+
+def functions_ctrl(text):
+  """{mangled name: [(address, instruction, write barrier, read barrier, wait mask)]}, the barriers 0-5 or 7
+  (none), from the second 64-bit word cuobjdump prints (on the line after the instruction's)."""
+  out, name, pending = {}, None, None
+  for line in text.split('\n'):
+    s = line.strip()
+    if s.startswith('Function :'):
+      name, pending = s.split(':', 1)[1].strip(), None
+      out[name] = []
+      continue
+    if not name:
+      continue
+    m = PAT.search(line)
+    if m:
+      pending = (int(m.group(1), 16), m.group(2).strip())
+      continue
+    w = re.fullmatch(r'/\*\s*0x([0-9a-f]{16})\s*\*/', s)
+    if w and pending:
+      hi = int(w.group(1), 16)
+      out[name].append(pending + ((hi >> 46) & 7, (hi >> 49) & 7, (hi >> 52) & 0x3f))
+      pending = None
+  return out
+
+
+def redg_waits(text, filt):
+  for name, ins in sorted(functions_ctrl(text).items()):
+    m = re.search(r'_cu_[0-9a-f]{8}\d+(\w+?_kernel)I(\w+?)EEEv', name)
+    if not m or (filt and filt not in name):
+      continue
+    r = loop_stats([(a, op) for a, op, *_ in ins])
+    if r is None:
+      continue
+    lo, hi, _ = r
+    redg = [x for x in ins if lo <= x[0] <= hi and 'REDG' in x[1]]
+    if not redg or redg[-1][3] == 7:
+      continue
+    rb = redg[-1][3]
+    body = [x for x in ins if x[0] >= lo]
+    k = next((i for i, x in enumerate(body) if (x[4] >> rb) & 1 or rb in (x[2], x[3]) and 'REDG' not in x[1]), None)
+    where = ('never' if k is None else
+             '0x%05x, %3d instructions after the loop top: %s' % (body[k][0], k, body[k][1][:60]))
+    print('%s %s: loop 0x%05x-0x%05x, %d REDG (read barrier %d), first wait for it at %s' %
+          (m.group(1), m.group(2), lo, hi, len(redg), rb, where))
 
 
 def kind(op):
@@ -188,6 +242,9 @@ def branches(funcs, filt):
 def main():
   if len(sys.argv) < 3:
     sys.exit(__doc__)
+  if sys.argv[2] == '--redg':
+    redg_waits(read_sass(sys.argv[1]), sys.argv[3] if len(sys.argv) > 3 else None)
+    return
   funcs = functions(read_sass(sys.argv[1]))
   if sys.argv[2] == '--check':
     check(funcs)

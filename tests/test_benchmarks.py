@@ -317,3 +317,36 @@ def test_dense_tf_bench_times_each_feature(tmp_path):
     for r in rows:
         assert r["fwd_ms_inner1"] > 0 and r["fwd_ms_inner8"] > 0 and r["fwd_bwd_ms_inner1"] > 0
         assert ("keras_xla_fwd_ms_inner1" in r) == (r["feature"] == "bias")
+
+
+def _sass_line(addr, op, wbar=7, rbar=7, wait=0):
+    """One instruction as cuobjdump -sass prints it: the instruction with its first 64-bit word, then the
+    second word (control bits: 46-48 the write barrier, 49-51 the read barrier, 52-57 the wait mask)."""
+    hi = (wbar << 46) | (rbar << 49) | (wait << 52)
+    return (f"        /*{addr:04x}*/                   {op} ;   /* 0x0000000000000000 */\n"
+            f"                                                   /* 0x{hi:016x} */\n")
+
+
+@pytest.mark.parametrize("wait_at, expected", [(0, "0x00010,   0 instructions"), (2, "0x00030,   2 instructions")])
+def test_sass_order_redg_finds_the_first_wait_for_the_atomics(tmp_path, wait_at, expected):
+    """sass_order.py --redg: the REDGs' read barrier (2 here) and the first instruction after the loop's top that
+    waits for it; an instruction that waits for another barrier does not count."""
+    body = [(0x10, "S2UR UR6, SR_CgaCtaId"), (0x20, "IMAD.SHL.U32 R4, R2, 0x40, RZ"),
+            (0x30, "LOP3.LUT R4, R4, 0x1, RZ")]
+    text = "\t\tFunction : _ZN9flashattn4cuda4sm9050_GLOBAL__N__c23acdb5_17_flash_bwd_sm90_cu_2369a6a621" \
+           "flash_bwd_sm90_kernelI13__nv_bfloat16Li64ELb0ELb0ELb0ELb0EEEv14CUtensorMap_st\n"
+    text += _sass_line(0x0, "MOV R2, RZ")
+    for k, (a, op) in enumerate(body):
+        text += _sass_line(a, op, wait=(1 << 2) if k == wait_at else (1 << 0))
+    text += _sass_line(0x40, "HGMMA.64x64x16.F32.BF16 R56, gdesc[UR16], RZ, !UPT")
+    text += _sass_line(0x50, "REDG.E.ADD.F32x4.FTZ.RN.STRONG.GPU desc[UR28][R4.64], R24", rbar=2)
+    text += _sass_line(0x60, "REDG.E.ADD.F32x4.FTZ.RN.STRONG.GPU desc[UR28][R4.64+0x800], R28", rbar=2)
+    text += _sass_line(0x70, "@!P0 BRA 0x10")
+    text += _sass_line(0x80, "EXIT")
+    path = tmp_path / "k.sass"
+    path.write_text(text)
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "sass_order.py"), str(path), "--redg"],
+                         check=True, capture_output=True, text=True).stdout
+    assert "flash_bwd_sm90_kernel 13__nv_bfloat16Li64ELb0ELb0ELb0ELb0" in out, out
+    assert "2 REDG (read barrier 2)" in out and "loop 0x00010-0x00070" in out, out
+    assert f"first wait for it at {expected}" in out, out
