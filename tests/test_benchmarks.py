@@ -350,3 +350,25 @@ def test_sass_order_redg_finds_the_first_wait_for_the_atomics(tmp_path, wait_at,
     assert "flash_bwd_sm90_kernel 13__nv_bfloat16Li64ELb0ELb0ELb0ELb0" in out, out
     assert "2 REDG (read barrier 2)" in out and "loop 0x00010-0x00070" in out, out
     assert f"first wait for it at {expected}" in out, out
+
+
+def test_ncu_stalls_totals_reasons_and_ranks_instructions(tmp_path):
+    """ncu_stalls.py on a source-page CSV (gzipped): the samples' total, the reasons' shares, the instructions
+    ranked by samples with their largest reasons; the 'Not Issued' columns are not counted twice."""
+    import gzip
+    hdr = ["Address", "Source", "Warp Stall Sampling (All Samples)", "Warp Stall Sampling (Not-issued Samples)",
+           "Instructions Executed", "stall_long_sb", "stall_wait", "stall_long_sb (Not Issued)"]
+    rows = [["0x7f00000b1d80", "  S2UR UR6, SR_CgaCtaId", "30", "29", "100", "27", "3", "27"],
+            ["0x7f00000b1d90", "  UMOV UR5, 0x400", "10", "9", "100", "0", "10", "0"]]
+    path = tmp_path / "src.csv.gz"
+    with gzip.open(path, "wt") as f:
+        f.write('"Kernel Name","k"\n')
+        for r in [hdr] + rows:
+            f.write(",".join('"%s"' % x for x in r) + "\n")
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "ncu_stalls.py"), str(path), "2"],
+                         check=True, capture_output=True, text=True).stdout.splitlines()
+    assert out[0] == "total samples 40", out
+    assert out[1].split() == ["stall_long_sb", "27", "67.5%"] and out[2].split() == ["stall_wait", "13", "32.5%"], out
+    top = [line for line in out if "SR_CgaCtaId" in line or "UMOV" in line]
+    assert "S2UR" in top[0] and "75.0%" in top[0] and "(27, 'long_sb')" in top[0], top
+    assert "UMOV" in top[1] and "25.0%" in top[1], top
