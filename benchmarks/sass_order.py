@@ -60,24 +60,10 @@ def read_sass(path):
   return subprocess.run([tool, '-sass', path], check=True, capture_output=True, text=True).stdout
 
 
-def functions(text):
-  """{mangled name: [(address, instruction)]}"""
-  out, name = {}, None
-  for line in text.split('\n'):
-    s = line.strip()
-    if s.startswith('Function :'):
-      name = s.split(':', 1)[1].strip()
-      out[name] = []
-    elif name:
-      m = PAT.search(line)
-      if m:
-        out[name].append((int(m.group(1), 16), m.group(2).strip()))
-  return out
-
-
-def functions_ctrl(text):
-  """{mangled name: [(address, instruction, write barrier, read barrier, wait mask)]}, the barriers 0-5 or 7
-  (none), from the second 64-bit word cuobjdump prints (on the line after the instruction's)."""
+def functions(text, ctrl=False):
+  """{mangled name: [(address, instruction)]}; ctrl: [(address, instruction, write barrier, read barrier, wait
+  mask)], the barriers 0-5 or 7 (none), from the second 64-bit word cuobjdump prints (on the line after the
+  instruction's)."""
   out, name, pending = {}, None, None
   for line in text.split('\n'):
     s = line.strip()
@@ -90,8 +76,10 @@ def functions_ctrl(text):
     m = PAT.search(line)
     if m:
       pending = (int(m.group(1), 16), m.group(2).strip())
+      if not ctrl:
+        out[name].append(pending)
       continue
-    w = re.fullmatch(r'/\*\s*0x([0-9a-f]{16})\s*\*/', s)
+    w = re.fullmatch(r'/\*\s*0x([0-9a-f]{16})\s*\*/', s) if ctrl else None
     if w and pending:
       hi = int(w.group(1), 16)
       out[name].append(pending + ((hi >> 46) & 7, (hi >> 49) & 7, (hi >> 52) & 0x3f))
@@ -99,9 +87,13 @@ def functions_ctrl(text):
   return out
 
 
+# The kernels of a file's anonymous namespace: <hash><name length><name>I<template arguments>EEEv.
+KERNEL = re.compile(r'_cu_[0-9a-f]{8}\d+(\w+?_kernel)I(\w+?)EEEv')
+
+
 def redg_waits(text, filt):
-  for name, ins in sorted(functions_ctrl(text).items()):
-    m = re.search(r'_cu_[0-9a-f]{8}\d+(\w+?_kernel)I(\w+?)EEEv', name)
+  for name, ins in sorted(functions(text, ctrl=True).items()):
+    m = KERNEL.search(name)
     if not m or (filt and filt not in name):
       continue
     r = loop_stats([(a, op) for a, op, *_ in ins])
@@ -113,7 +105,9 @@ def redg_waits(text, filt):
       continue
     rb = redg[-1][3]
     body = [x for x in ins if x[0] >= lo]
-    k = next((i for i, x in enumerate(body) if (x[4] >> rb) & 1 or rb in (x[2], x[3]) and 'REDG' not in x[1]), None)
+    # Waits for the barrier, or takes it for itself (the REDGs themselves set it).
+    k = next((i for i, x in enumerate(body) if (x[4] >> rb) & 1 or (rb in (x[2], x[3]) and 'REDG' not in x[1])),
+             None)
     where = ('never' if k is None else
              '0x%05x, %3d instructions after the loop top: %s' % (body[k][0], k, body[k][1][:60]))
     print('%s %s: loop 0x%05x-0x%05x, %d REDG (read barrier %d), first wait for it at %s' %
@@ -224,8 +218,7 @@ def loop_stats(ins):
 
 def branches(funcs, filt):
   for name, ins in sorted(funcs.items()):
-    # The kernels of the file's anonymous namespace: <hash><name length><name>I<template arguments>EEEv.
-    m = re.search(r'_cu_[0-9a-f]{8}\d+(\w+?_kernel)I(\w+?)EEEv', name)
+    m = KERNEL.search(name)
     if not m or (filt and filt not in name):
       continue
     label = m.group(2) if m.group(1) == 'flash_fwd_sm90_kernel' else '%s %s' % (m.group(1), m.group(2))
