@@ -46,7 +46,7 @@ def summarize(path, n=40):
     top = sorted(((num(r, col[h]), h[len('stall_'):]) for h in reasons), reverse=True)[:3]
     lines.append('  %5d %s %7d %5.1f%% %9s %-60s %s' % (
         j, r[col['Address']][-5:], num(r, samples), 100.0 * num(r, samples) / max(total, 1),
-        r[col['Instructions Executed']], r[col['Source']].strip()[:60], [(v, k) for v, k in top]))
+        r[col['Instructions Executed']], r[col['Source']].strip()[:60], top))
   return '\n'.join(lines)
 
 
