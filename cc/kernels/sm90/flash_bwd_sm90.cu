@@ -903,7 +903,8 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
   // kRotate: what the end of a unit waits for (1: both products; 2: S^T only).
   constexpr int kRotateWait = FA_SM90_BWD_ROTATE == 1 ? 0 : 1;
   float sacc_r[32], dpacc_r[32];  // (unused without kRotate)
-  auto issue_sdp = [&](int nn) {
+  // kRotate: unit nn's S^T and dP^T into the accumulators that live across the back edge (sacc_r, dpacc_r).
+  auto issue_next = [&](int nn) {
     const int ss = nn % kStages;
     // Issued after the last unit too (their results unused, reading the stage of the unit before it, which
     // no copy engine writes any more), without waiting: a conditional issue left ptxas a copy into the
@@ -913,7 +914,7 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
   };
   if constexpr (kRotate) {
     if (units.n > 0) {
-      issue_sdp(0);
+      issue_next(0);
       wgmma_wait<kRotateWait>();
     }
   }
@@ -935,7 +936,7 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
     const uint32_t ds_t = base + L::kDs + (n & 1) * L::kDsBytes;
     uint8_t* ds_ptr = smem_raw + (ds_t - smem_u32(smem_raw));
 
-    // S^T and dP^T (kRotate: issued at the end of the unit before, issue_sdp).
+    // S^T and dP^T (kRotate: issued at the end of the unit before, issue_next).
     float sacc_l[32], dpacc_l[32];
     float(&sacc)[32] = pick_array<kRotate>(sacc_r, sacc_l);
     float(&dpacc)[32] = pick_array<kRotate>(dpacc_r, dpacc_l);
@@ -1285,7 +1286,7 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
 #pragma unroll
       for (int j = 0; j < 8; ++j)
         st_shared_v4_f32(stage + (j * 128 + tid) * 16, dq[4 * j], dq[4 * j + 1], dq[4 * j + 2], dq[4 * j + 3]);
-      if constexpr (kRotate) issue_sdp(n + 1);
+      if constexpr (kRotate) issue_next(n + 1);
       fence_proxy_async();  // the stores above before the copy engine's (async proxy) read
       named_bar_sync(7 + c, 128);
       if (tid == 0) {
