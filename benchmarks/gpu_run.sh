@@ -51,7 +51,9 @@
 #             changed object rebuilt with the macro that gives the former code back, README "For
 #             maintainers"), AB_CHECKS (default splitd,dense): splitd runs sm90_bwd_check.py --phase
 #             splitdsave with A, B, A, B and --phase splitdcmp on each pair, dense sm90_check.py --phase
-#             densesave / densecmp the same way (~1.5 min). Files: OUT/ab_summary.log and the logs
+#             densesave / densecmp the same way (~1.5 min), loop benchmarks/harness_loop_ab.py (the backward
+#             timed in a loop and by do_bench, A, B, A, B, A, B, then the table; ~40 s; SAVE_SET=main makes
+#             splitd compare the D <= 128 kernel's outputs instead). Files: OUT/ab_summary.log and the logs
 #   tune      no TensorFlow needed: the harness build, tile-configuration timings at T=16384 (D=64,
 #             128, 256) and T=512 (D=64, 128), numerics of each variant first, and compute-sanitizer
 #             over the index-masked bf16 kernels (~2.5 min)
@@ -303,10 +305,17 @@ if [[ ,$what, == *,ab,* ]]; then (
   done
   checks=${AB_CHECKS:-splitd,dense}
   for chk in ${checks//,/ }; do
+    if [[ $chk == loop ]]; then  # the backward timed in a loop and by do_bench, A and B alternating
+      for r in A1:$AB_A B1:$AB_B A2:$AB_A B2:$AB_B A3:$AB_A B3:$AB_B; do
+        timeout -k 5 90 python3 benchmarks/harness_loop_ab.py time ${r#*:} ${r%%:*} >> $OUT/ab_loop.log 2>&1
+      done
+      python3 benchmarks/harness_loop_ab.py summary $OUT/ab_loop.log
+      continue
+    fi
     case $chk in
       splitd) script=benchmarks/sm90_bwd_check.py; save=splitdsave; cmp=splitdcmp;;
       dense) script=benchmarks/sm90_check.py; save=densesave; cmp=densecmp;;
-      *) echo "ab: unknown check '$chk' (splitd, dense)"; continue;;
+      *) echo "ab: unknown check '$chk' (splitd, dense, loop)"; continue;;
     esac
     for r in a1:$AB_A b1:$AB_B a2:$AB_A b2:$AB_B; do
       t0=$SECONDS

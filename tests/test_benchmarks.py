@@ -372,3 +372,22 @@ def test_ncu_stalls_totals_reasons_and_ranks_instructions(tmp_path):
     top = [line for line in out if "SR_CgaCtaId" in line or "UMOV" in line]
     assert "S2UR" in top[0] and "75.0%" in top[0] and "(27, 'long_sb')" in top[0], top
     assert "UMOV" in top[1] and "25.0%" in top[1], top
+
+
+def test_harness_loop_ab_summary_pairs_the_builds_per_shape(tmp_path):
+    """harness_loop_ab.py summary: per shape the medians over processes of A's and B's loop and do_bench times and
+    B / A; a shape that one build lacks is named, not divided; lines other than ABLOOP ones are skipped."""
+    def line(tag, D, T, causal, loop, db):
+        return "ABLOOP " + json.dumps(dict(tag=tag, D=D, T=T, causal=causal, loop_ms=loop, loops=[loop],
+                                           dobench_ms=db, tflops_loop=1.0, order_g=8 if causal else 0))
+    lines = [line("A1", 64, 4096, True, 2.0, 2.1), line("B1", 64, 4096, True, 2.2, 2.2),
+             line("A2", 64, 4096, True, 1.0, 2.0), line("B2", 64, 4096, True, 2.4, 2.3),
+             line("A3", 64, 4096, True, 3.0, 1.9), line("B3", 64, 4096, True, 2.3, 2.4),
+             "Traceback (most recent call last):", line("A1", 128, 4096, False, 1.0, 1.0)]
+    path = tmp_path / "ab_loop.log"
+    path.write_text("\n".join(lines) + "\n")
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "harness_loop_ab.py"), "summary",
+                          str(path)], check=True, capture_output=True, text=True).stdout.splitlines()
+    assert len(out) == 3, out
+    assert out[1].startswith("64 4096 1 | 2.000 / 2.300 1.150 | 2.000 / 2.300 1.150 | 8 8"), out
+    assert out[2] == "128 4096 0 | missing: B", out

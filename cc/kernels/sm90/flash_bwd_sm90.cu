@@ -337,6 +337,16 @@ static_assert(kBiasBatch >= 0 && 8 % (kBiasBatch > 0 ? kBiasBatch : 1) == 0, "kB
 #ifndef FA_SM90_BWD_ROTATE
 #define FA_SM90_BWD_ROTATE 1
 #endif
+// FA_SM90_BWD_KEEP64 (1, or 0 for the former code): the ORD kernel at D = 64 without a mask (the causal
+// D = 64 backward: flash_bwd_sm90_ord_kernel<T, 64, no IDX>) keeps the previous unit's dQ values, their
+// atomics' address and the shared-memory window's base live across the loop's back edge (kKeepOrd64 in
+// bwd_cta), so that the 8 REDGs' source registers are not the first ones the next unit writes. On the H200
+// (2026-12-02, benchmarks/RESULTS.md "Hopper backward kernel" (w)): dK, dV bit for bit the former code's (268 / 268
+// outputs; the tile orders' 160 / 160), numerics 168 / 168, memcheck clean; causal D = 64, T = 2048 .. 16384, bf16:
+// 1.017x-1.029x the former speed timed in a loop, 1.013x-1.026x by do_bench; the other 79 kernels' SASS unchanged.
+#ifndef FA_SM90_BWD_KEEP64
+#define FA_SM90_BWD_KEEP64 1
+#endif
 
 namespace flashattn {
 namespace cuda {
@@ -880,6 +890,17 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
   // own and the loop top's Philox code still reused the REDGs'.
   constexpr bool kKeepDqAddr = !kDqBulk && !DET && !IDX && !ORD;
   float* dq_addr_prev = a.dq_acc;
+  // kKeepOrd64 (FA_SM90_BWD_KEEP64): the ORD kernel's counterpart (D = 64, no mask: the causal D = 64
+  // backward). There ptxas rewrote one of the REDGs' source registers at the loop's first instruction (an
+  // S2UR recomputing the shared-memory window for the dS^T stores), which waited for all 8 (the causal D = 64
+  // profile: 7.5 % of the samples on that instruction; benchmarks/sass_order.py --redg names it). Here the
+  // previous unit's dQ values (dq_prev) and address stay live up to the same never-taken store as above, and
+  // the dS^T stores' generic pointer is loop-carried (opaque at the end of each unit), so not recomputed.
+  constexpr bool kKeepOrd64 = FA_SM90_BWD_KEEP64 != 0 && ORD && D == 64 && !kDqBulk && !DET && !IDX;
+  float dq_prev[32];  // kKeepOrd64: the previous unit's dQ (unused otherwise)
+#pragma unroll
+  for (int x = 0; x < 32; ++x) dq_prev[x] = 0.f;
+  uint8_t* ds_gen = smem_raw + (base - smem_u32(smem_raw)) + L::kDs;  // kKeepOrd64: dS^T's stage 0, generic
   // kRotate (FA_SM90_BWD_ROTATE): unit nn's S^T and dP^T (as in the loop below) issued at the end of unit
   // nn - 1, after the wait for its Q / dO stage, into accumulators that live across the loop's back edge.
   constexpr bool kRotate = FA_SM90_BWD_ROTATE != 0 && kDqBulk && !DROP;
@@ -934,7 +955,7 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
     const uint32_t q_t = base + L::kQ + s * L::kQBytes;
     const uint32_t do_t = base + L::kDo + s * L::kQBytes;
     const uint32_t ds_t = base + L::kDs + (n & 1) * L::kDsBytes;
-    uint8_t* ds_ptr = smem_raw + (ds_t - smem_u32(smem_raw));
+    uint8_t* ds_ptr = kKeepOrd64 ? ds_gen + (n & 1) * L::kDsBytes : smem_raw + (ds_t - smem_u32(smem_raw));
 
     // S^T and dP^T (kRotate: issued at the end of the unit before, issue_next).
     float sacc_l[32], dpacc_l[32];
@@ -947,6 +968,12 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
     fence_regs(sacc);
     if constexpr (kKeepDqAddr) {
       if (a.tq_pad < 0) *dq_addr_prev = 0.f;  // never taken (tq_pad >= 0): a use of the register that ptxas keeps
+    }
+    if constexpr (kKeepOrd64) {
+      if (a.tq_pad < 0) {  // never taken, as above: the previous unit's dQ values and address used here
+#pragma unroll
+        for (int x = 0; x < 32; ++x) dq_addr_prev[x] = dq_prev[x];
+      }
     }
     if (softcap != 0.f) {
 #pragma unroll
@@ -1299,7 +1326,12 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
 #pragma unroll
       for (int j = 0; j < 8; ++j)
         atomicAdd(dq_addr + j * 128, make_float4(dq[4 * j], dq[4 * j + 1], dq[4 * j + 2], dq[4 * j + 3]));
-      dq_addr_prev = reinterpret_cast<float*>(dq_addr);  // kKeepDqAddr
+      dq_addr_prev = reinterpret_cast<float*>(dq_addr);  // kKeepDqAddr, kKeepOrd64
+      if constexpr (kKeepOrd64) {
+#pragma unroll
+        for (int x = 0; x < 32; ++x) dq_prev[x] = dq[x];
+        asm volatile("" : "+l"(ds_gen));  // loop-carried: not recomputed at the next unit's start
+      }
     } else {
       // Ordered (header comment, "Deterministic mode"): the producer's warp 3 has seen key tile
       // x - 1's contribution to this block (barrier 2), consumer 0 adds, then consumer 1

@@ -1,0 +1,81 @@
+"""Two harness builds of the Hopper backward timed against each other, as gpu_attention.py times ours through
+TensorFlow (2 warm-up calls, then 10 back to back between two CUDA events) and with triton's do_bench, on the
+shapes where a backward change is meant to show (D = 64 causal from T = 2048 to 16384, D = 64 without a mask and
+D = 128 causal at T = 4096 as controls; B * T = 16384, H = 2048 / D, bf16). No TensorFlow; an H100 / H200 with
+torch, triton and the harness (benchmarks/build_harness.sh).
+
+  python3 benchmarks/harness_loop_ab.py time LIBDIR TAG >> ab_loop.log   # one build, one process: ABLOOP lines
+  python3 benchmarks/harness_loop_ab.py summary ab_loop.log               # no GPU: A (tags A*) against B (B*)
+
+`gpu_run.sh ab` with AB_CHECKS=...,loop runs `time` for A, B, A, B, A, B (one process each: the clock drifts
+between processes, so the builds alternate) and then `summary`: per shape the medians over the processes of the
+loop's milliseconds (each process: the median of 5 loops) and of do_bench's, and B / A (> 1: A faster), and the
+tile order the last launch used (sm90_info's last_bwd_order_g: > 0 the ORD kernel)."""
+import json
+import statistics
+import sys
+
+SHAPES = [(64, 2048, True), (64, 4096, True), (64, 8192, True), (64, 16384, True), (64, 4096, False),
+          (128, 4096, True)]
+
+
+def time_build(lib, tag):
+    import os
+    import torch
+    import triton.testing as tt
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from kernel_harness_check import Harness
+    from sm90_bwd_check import bench_inputs
+    h = Harness(lib)
+    for D, T, causal in SHAPES:
+        H, B = 2048 // D, 16384 // T
+        c = dict(B=B, Tq=T, Tk=T, H=H, D=D, causal=causal)
+        t = bench_inputs(h, c)
+        h.m.set_sm90_bwd(1)
+        f = lambda: h.bwd(c, t)  # noqa: E731
+        loops = []
+        for _ in range(5):
+            for _ in range(2):
+                f()
+            torch.cuda.synchronize()
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            for _ in range(10):
+                f()
+            e.record()
+            torch.cuda.synchronize()
+            loops.append(s.elapsed_time(e) / 10)
+        db = tt.do_bench(f, warmup=25, rep=100, return_mode="median")
+        flops = 2.5 * 4 * B * H * T * T * D / (2 if causal else 1)
+        r = dict(tag=tag, D=D, T=T, causal=causal, loop_ms=statistics.median(loops), loops=loops, dobench_ms=db,
+                 tflops_loop=flops / statistics.median(loops) / 1e9, order_g=h.m.sm90_info().get("last_bwd_order_g"))
+        h.m.set_sm90_bwd(-1)
+        print("ABLOOP " + json.dumps(r), flush=True)
+        del t
+
+
+def summary(lines):
+    """The table of `time`'s ABLOOP lines (tags starting with A: this build, B: the reference), one row per shape."""
+    rows = [json.loads(line.split(" ", 1)[1]) for line in lines if line.startswith("ABLOOP ")]
+    out = ["D T causal | loop ms A / B (medians over processes) B/A | do_bench ms A / B B/A | order_g A B"]
+    for key in sorted({(r["D"], r["T"], r["causal"]) for r in rows}):
+        a = [r for r in rows if (r["D"], r["T"], r["causal"]) == key and r["tag"].startswith("A")]
+        b = [r for r in rows if (r["D"], r["T"], r["causal"]) == key and r["tag"].startswith("B")]
+        if not a or not b:
+            out.append(f"{key[0]} {key[1]} {int(key[2])} | missing: {'A' if not a else 'B'}")
+            continue
+        la, lb = (statistics.median(x["loop_ms"] for x in s) for s in (a, b))
+        da, db = (statistics.median(x["dobench_ms"] for x in s) for s in (a, b))
+        out.append(f"{key[0]} {key[1]} {int(key[2])} | {la:.3f} / {lb:.3f} {lb / la:.3f} | {da:.3f} / {db:.3f} "
+                   f"{db / da:.3f} | {a[0]['order_g']} {b[0]['order_g']}")
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "time":
+        time_build(sys.argv[2], sys.argv[3])
+    elif len(sys.argv) == 3 and sys.argv[1] == "summary":
+        with open(sys.argv[2]) as f:
+            print(summary(f.read().splitlines()))
+    else:
+        sys.exit(__doc__)
