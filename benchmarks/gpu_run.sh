@@ -52,7 +52,8 @@
 #             maintainers"), AB_CHECKS (default splitd,dense): splitd runs sm90_bwd_check.py --phase
 #             splitdsave with A, B, A, B and --phase splitdcmp on each pair, dense sm90_check.py --phase
 #             densesave / densecmp the same way (~1.5 min), loop benchmarks/harness_loop_ab.py (the backward
-#             timed in a loop and by do_bench, A, B, A, B, A, B, then the table; ~40 s; SAVE_SET=main makes
+#             timed in a loop and by do_bench, A, B, A, B, A, B, then the table; ~40 s; AB_LOOP_SET=mask
+#             times the D = 64 index-masked kernel's shapes instead; SAVE_SET=main makes
 #             splitd compare the D <= 128 kernel's outputs instead). Files: OUT/ab_summary.log and the logs
 #   tune      no TensorFlow needed: the harness build, tile-configuration timings at T=16384 (D=64,
 #             128, 256) and T=512 (D=64, 128), numerics of each variant first, and compute-sanitizer
@@ -307,7 +308,8 @@ if [[ ,$what, == *,ab,* ]]; then (
   for chk in ${checks//,/ }; do
     if [[ $chk == loop ]]; then  # the backward timed in a loop and by do_bench, A and B alternating
       for r in A1:$AB_A B1:$AB_B A2:$AB_A B2:$AB_B A3:$AB_A B3:$AB_B; do
-        timeout -k 5 90 python3 benchmarks/harness_loop_ab.py time ${r#*:} ${r%%:*} >> $OUT/ab_loop.log 2>&1
+        timeout -k 5 90 python3 benchmarks/harness_loop_ab.py time ${r#*:} ${r%%:*} ${AB_LOOP_SET:-plain} \
+          >> $OUT/ab_loop.log 2>&1
       done
       python3 benchmarks/harness_loop_ab.py summary $OUT/ab_loop.log
       continue

@@ -1,10 +1,11 @@
 """Two harness builds of the Hopper backward timed against each other, as gpu_attention.py times ours through
 TensorFlow (2 warm-up calls, then 10 back to back between two CUDA events) and with triton's do_bench, on the
-shapes where a backward change is meant to show (D = 64 causal from T = 2048 to 16384, D = 64 without a mask and
-D = 128 causal at T = 4096 as controls; B * T = 16384, H = 2048 / D, bf16). No TensorFlow; an H100 / H200 with
-torch, triton and the harness (benchmarks/build_harness.sh).
+shapes where a backward change is meant to show (SETS: "plain", D = 64 causal from T = 2048 to 16384, D = 64
+without a mask and D = 128 causal at T = 4096 as controls; "mask", the D = 64 index-masked kernel: a [B, T] key
+mask with and without a causal mask, a causal window; B * T = 16384, H = 2048 / D, bf16). No TensorFlow; an
+H100 / H200 with torch, triton and the harness (benchmarks/build_harness.sh).
 
-  python3 benchmarks/harness_loop_ab.py time LIBDIR TAG >> ab_loop.log   # one build, one process: ABLOOP lines
+  python3 benchmarks/harness_loop_ab.py time LIBDIR TAG [plain|mask] >> ab_loop.log   # one build: ABLOOP lines
   python3 benchmarks/harness_loop_ab.py summary ab_loop.log               # no GPU: A (tags A*) against B (B*)
 
 `gpu_run.sh ab` with AB_CHECKS=...,loop runs `time` for A, B, A, B, A, B (one process each: the clock drifts
@@ -15,11 +16,16 @@ import json
 import statistics
 import sys
 
-SHAPES = [(64, 2048, True), (64, 4096, True), (64, 8192, True), (64, 16384, True), (64, 4096, False),
-          (128, 4096, True)]
+# (D, T, causal, feature); feature "": no mask, "key_mask": a [B, T] key mask with the last 10 % of each sequence
+# invalid, "window": a causal sliding window of 1024 keys (both the index-masked kernel).
+SETS = {"plain": [(64, 2048, True, ""), (64, 4096, True, ""), (64, 8192, True, ""), (64, 16384, True, ""),
+                  (64, 4096, False, ""), (128, 4096, True, "")],
+        "mask": [(64, 4096, True, ""), (64, 4096, False, "key_mask"), (64, 4096, True, "key_mask"),
+                 (64, 16384, False, "key_mask"), (64, 16384, True, "key_mask"), (64, 4096, True, "window"),
+                 (128, 4096, False, "key_mask")]}
 
 
-def time_build(lib, tag):
+def time_build(lib, tag, shape_set="plain"):
     import os
     import torch
     import triton.testing as tt
@@ -27,12 +33,19 @@ def time_build(lib, tag):
     from kernel_harness_check import Harness
     from sm90_bwd_check import bench_inputs
     h = Harness(lib)
-    for D, T, causal in SHAPES:
+    for D, T, causal, feature in SETS[shape_set]:
         H, B = 2048 // D, 16384 // T
         c = dict(B=B, Tq=T, Tk=T, H=H, D=D, causal=causal)
-        t = bench_inputs(h, c)
+        if feature == "window":
+            c.update(wl=1024)
+
+        def key_mask(x, feature=feature, B=B, T=T):
+            if feature == "key_mask":
+                x["kvalid"] = torch.ones(B, T, dtype=torch.bool, device=x["q"].device)
+                x["kvalid"][:, T - T // 10:] = False
+        t = bench_inputs(h, c, before_forward=key_mask)
         h.m.set_sm90_bwd(1)
-        f = lambda: h.bwd(c, t)  # noqa: E731
+        f = lambda c=c, t=t: h.bwd(c, t)  # noqa: E731
         loops = []
         for _ in range(5):
             for _ in range(2):
@@ -47,33 +60,35 @@ def time_build(lib, tag):
             loops.append(s.elapsed_time(e) / 10)
         db = tt.do_bench(f, warmup=25, rep=100, return_mode="median")
         flops = 2.5 * 4 * B * H * T * T * D / (2 if causal else 1)
-        r = dict(tag=tag, D=D, T=T, causal=causal, loop_ms=statistics.median(loops), loops=loops, dobench_ms=db,
+        r = dict(tag=tag, D=D, T=T, causal=causal, feature=feature, loop_ms=statistics.median(loops), loops=loops, dobench_ms=db,
                  tflops_loop=flops / statistics.median(loops) / 1e9, order_g=h.m.sm90_info().get("last_bwd_order_g"))
         h.m.set_sm90_bwd(-1)
         print("ABLOOP " + json.dumps(r), flush=True)
-        del t
+        del t, f
 
 
 def summary(lines):
     """The table of `time`'s ABLOOP lines (tags starting with A: this build, B: the reference), one row per shape."""
     rows = [json.loads(line.split(" ", 1)[1]) for line in lines if line.startswith("ABLOOP ")]
-    out = ["D T causal | loop ms A / B (medians over processes) B/A | do_bench ms A / B B/A | order_g A B"]
-    for key in sorted({(r["D"], r["T"], r["causal"]) for r in rows}):
-        a = [r for r in rows if (r["D"], r["T"], r["causal"]) == key and r["tag"].startswith("A")]
-        b = [r for r in rows if (r["D"], r["T"], r["causal"]) == key and r["tag"].startswith("B")]
+    out = ["D T causal [feature] | loop ms A / B (medians over processes) B/A | do_bench ms A / B B/A | order_g A B"]
+    shape = lambda r: (r["D"], r["T"], r["causal"], r.get("feature", ""))  # noqa: E731
+    for key in sorted({shape(r) for r in rows}):
+        a = [r for r in rows if shape(r) == key and r["tag"].startswith("A")]
+        b = [r for r in rows if shape(r) == key and r["tag"].startswith("B")]
+        name = f"{key[0]} {key[1]} {int(key[2])}" + (f" {key[3]}" if key[3] else "")
         if not a or not b:
-            out.append(f"{key[0]} {key[1]} {int(key[2])} | missing: {'A' if not a else 'B'}")
+            out.append(f"{name} | missing: {'A' if not a else 'B'}")
             continue
         la, lb = (statistics.median(x["loop_ms"] for x in s) for s in (a, b))
         da, db = (statistics.median(x["dobench_ms"] for x in s) for s in (a, b))
-        out.append(f"{key[0]} {key[1]} {int(key[2])} | {la:.3f} / {lb:.3f} {lb / la:.3f} | {da:.3f} / {db:.3f} "
+        out.append(f"{name} | {la:.3f} / {lb:.3f} {lb / la:.3f} | {da:.3f} / {db:.3f} "
                    f"{db / da:.3f} | {a[0]['order_g']} {b[0]['order_g']}")
     return "\n".join(out)
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 4 and sys.argv[1] == "time":
-        time_build(sys.argv[2], sys.argv[3])
+    if len(sys.argv) in (4, 5) and sys.argv[1] == "time" and (len(sys.argv) == 4 or sys.argv[4] in SETS):
+        time_build(*sys.argv[2:])
     elif len(sys.argv) == 3 and sys.argv[1] == "summary":
         with open(sys.argv[2]) as f:
             print(summary(f.read().splitlines()))

@@ -383,11 +383,14 @@ def test_harness_loop_ab_summary_pairs_the_builds_per_shape(tmp_path):
     lines = [line("A1", 64, 4096, True, 2.0, 2.1), line("B1", 64, 4096, True, 2.2, 2.2),
              line("A2", 64, 4096, True, 1.0, 2.0), line("B2", 64, 4096, True, 2.4, 2.3),
              line("A3", 64, 4096, True, 3.0, 1.9), line("B3", 64, 4096, True, 2.3, 2.4),
-             "Traceback (most recent call last):", line("A1", 128, 4096, False, 1.0, 1.0)]
+             "Traceback (most recent call last):", line("A1", 128, 4096, False, 1.0, 1.0),
+             line("A1", 64, 4096, False, 2.0, 2.0).replace('"tag"', '"feature": "key_mask", "tag"'),
+             line("B1", 64, 4096, False, 3.0, 2.0).replace('"tag"', '"feature": "key_mask", "tag"')]
     path = tmp_path / "ab_loop.log"
     path.write_text("\n".join(lines) + "\n")
     out = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "harness_loop_ab.py"), "summary",
                           str(path)], check=True, capture_output=True, text=True).stdout.splitlines()
-    assert len(out) == 3, out
-    assert out[1].startswith("64 4096 1 | 2.000 / 2.300 1.150 | 2.000 / 2.300 1.150 | 8 8"), out
-    assert out[2] == "128 4096 0 | missing: B", out
+    assert len(out) == 4, out
+    assert out[1].startswith("64 4096 0 key_mask | 2.000 / 3.000 1.500 | 2.000 / 2.000 1.000 | 0 0"), out
+    assert out[2].startswith("64 4096 1 | 2.000 / 2.300 1.150 | 2.000 / 2.300 1.150 | 8 8"), out
+    assert out[3] == "128 4096 0 | missing: B", out

@@ -339,13 +339,22 @@ static_assert(kBiasBatch >= 0 && 8 % (kBiasBatch > 0 ? kBiasBatch : 1) == 0, "kB
 #endif
 // FA_SM90_BWD_KEEP64 (1, or 0 for the former code): the ORD kernel at D = 64 without a mask (the causal
 // D = 64 backward: flash_bwd_sm90_ord_kernel<T, 64, no IDX>) keeps the previous unit's dQ values, their
-// atomics' address and the shared-memory window's base live across the loop's back edge (kKeepOrd64 in
+// atomics' address and the dS^T stores' shared-memory pointer live across the loop's back edge (kKeep64 in
 // bwd_cta), so that the 8 REDGs' source registers are not the first ones the next unit writes. On the H200
 // (2026-12-02, benchmarks/RESULTS.md "Hopper backward kernel" (w)): dK, dV bit for bit the former code's (268 / 268
 // outputs; the tile orders' 160 / 160), numerics 168 / 168, memcheck clean; causal D = 64, T = 2048 .. 16384, bf16:
 // 1.017x-1.029x the former speed timed in a loop, 1.013x-1.026x by do_bench; the other 79 kernels' SASS unchanged.
+// FA_SM90_BWD_KEEP64_IDX (1, or 0): the same in the index-masked D = 64 kernel in the launch order without dropout
+// or bias (a key mask or lengths without a causal mask), there with st.shared stores of dS^T and the named
+// barrier's id kept too (that BAR.SYNC's id register shared the REDGs' read scoreboard). Measured in (w): D = 64,
+// [B, Tk] key mask, T = 4096 / 16384: 1.009x / 1.016x timed in a loop and 1.017x / 1.021x in another call;
+// with the generic-pointer stores of the ORD kernel instead, 0.97x-0.99x; in the ORD index-masked kernel (causal
+// with a key mask or window) 0.99x-1.00x, so not there.
 #ifndef FA_SM90_BWD_KEEP64
 #define FA_SM90_BWD_KEEP64 1
+#endif
+#ifndef FA_SM90_BWD_KEEP64_IDX
+#define FA_SM90_BWD_KEEP64_IDX 1
 #endif
 
 namespace flashattn {
@@ -890,17 +899,23 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
   // own and the loop top's Philox code still reused the REDGs'.
   constexpr bool kKeepDqAddr = !kDqBulk && !DET && !IDX && !ORD;
   float* dq_addr_prev = a.dq_acc;
-  // kKeepOrd64 (FA_SM90_BWD_KEEP64): the ORD kernel's counterpart (D = 64, no mask: the causal D = 64
-  // backward). There ptxas rewrote one of the REDGs' source registers at the loop's first instruction (an
-  // S2UR recomputing the shared-memory window for the dS^T stores), which waited for all 8 (the causal D = 64
-  // profile: 7.5 % of the samples on that instruction; benchmarks/sass_order.py --redg names it). Here the
-  // previous unit's dQ values (dq_prev) and address stay live up to the same never-taken store as above, and
-  // the dS^T stores' generic pointer is loop-carried (opaque at the end of each unit), so not recomputed.
-  constexpr bool kKeepOrd64 = FA_SM90_BWD_KEEP64 != 0 && ORD && D == 64 && !kDqBulk && !DET && !IDX;
-  float dq_prev[32];  // kKeepOrd64: the previous unit's dQ (unused otherwise)
+  // kKeep64 (FA_SM90_BWD_KEEP64, _IDX): the counterpart in the causal D = 64 kernel (ORD, no IDX) and the
+  // index-masked one in the launch order. There ptxas rewrote one of the REDGs' source registers at the loop's first
+  // instruction (an S2UR recomputing the shared-memory window for the dS^T stores; in the IDX kernel the BAR.SYNC
+  // id's register, on the same scoreboard), which waited for all 8 (the causal D = 64 profile: 7.5 % of the samples
+  // on that instruction; benchmarks/sass_order.py --redg names it). Here the previous unit's dQ values (dq_prev) and
+  // address stay live up to the same never-taken store as above, and the dS^T stores' address (IDX: a shared-space
+  // address for st.shared; ORD: the generic pointer, which measured faster there) and IDX's barrier id are
+  // loop-carried (opaque at the end of each unit), so not recomputed.
+  constexpr bool kKeep64 = FA_SM90_BWD_KEEP64 != 0 && D == 64 && !kDqBulk && !DET &&
+                         ((ORD && !IDX) || (FA_SM90_BWD_KEEP64_IDX != 0 && IDX && !ORD && !DROP && !BIAS));
+  float dq_prev[32];  // kKeep64: the previous unit's dQ (unused otherwise)
 #pragma unroll
   for (int x = 0; x < 32; ++x) dq_prev[x] = 0.f;
-  uint8_t* ds_gen = smem_raw + (base - smem_u32(smem_raw)) + L::kDs;  // kKeepOrd64: dS^T's stage 0, generic
+  uint32_t ds_s0 = base + L::kDs;  // kKeep64: dS^T's stage 0 (shared address), loop-carried
+  uint8_t* ds_gen = smem_raw + (base - smem_u32(smem_raw)) + L::kDs;  // kKeep64: dS^T's stage 0, generic
+  constexpr bool kSts = IDX;  // kKeep64: dS^T stored with st.shared (IDX) or through the generic pointer
+  int ds_bar = 5 + c;  // kKeep64 with IDX: the named barrier's id below, loop-carried
   // kRotate (FA_SM90_BWD_ROTATE): unit nn's S^T and dP^T (as in the loop below) issued at the end of unit
   // nn - 1, after the wait for its Q / dO stage, into accumulators that live across the loop's back edge.
   constexpr bool kRotate = FA_SM90_BWD_ROTATE != 0 && kDqBulk && !DROP;
@@ -955,7 +970,7 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
     const uint32_t q_t = base + L::kQ + s * L::kQBytes;
     const uint32_t do_t = base + L::kDo + s * L::kQBytes;
     const uint32_t ds_t = base + L::kDs + (n & 1) * L::kDsBytes;
-    uint8_t* ds_ptr = kKeepOrd64 ? ds_gen + (n & 1) * L::kDsBytes : smem_raw + (ds_t - smem_u32(smem_raw));
+    uint8_t* ds_ptr = kKeep64 && !kSts ? ds_gen + (n & 1) * L::kDsBytes : smem_raw + (ds_t - smem_u32(smem_raw));
 
     // S^T and dP^T (kRotate: issued at the end of the unit before, issue_next).
     float sacc_l[32], dpacc_l[32];
@@ -969,7 +984,7 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
     if constexpr (kKeepDqAddr) {
       if (a.tq_pad < 0) *dq_addr_prev = 0.f;  // never taken (tq_pad >= 0): a use of the register that ptxas keeps
     }
-    if constexpr (kKeepOrd64) {
+    if constexpr (kKeep64) {
       if (a.tq_pad < 0) {  // never taken, as above: the previous unit's dQ values and address used here
 #pragma unroll
         for (int x = 0; x < 32; ++x) dq_addr_prev[x] = dq_prev[x];
@@ -1244,7 +1259,10 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
         da[kk][x] = Elem<T>::pack(dpacc[8 * kk + 2 * x], dpacc[8 * kk + 2 * x + 1]);
         // x = 2 (j & 1) + h2 with j = 2 kk + x / 2: rows key_l[x & 1], queries 8j + 2t, +1.
         const int j = 2 * kk + x / 2;
-        *reinterpret_cast<uint32_t*>(ds_ptr + swz128_offset(kBk, key_l[x & 1], 8 * j + 2 * t)) = da[kk][x];
+        if constexpr (kKeep64 && kSts)  // st.shared from the loop-carried address (no generic pointer to rebuild)
+          st_shared_u32(ds_s0 + (n & 1) * L::kDsBytes + swz128_offset(kBk, key_l[x & 1], 8 * j + 2 * t), da[kk][x]);
+        else
+          *reinterpret_cast<uint32_t*>(ds_ptr + swz128_offset(kBk, key_l[x & 1], 8 * j + 2 * t)) = da[kk][x];
       }
     fence_proxy_async();  // dS^T stores before the wgmma (async proxy) reads below
     // kDqBulk: this consumer's dQ staging block is written again after this unit's dQ product
@@ -1279,7 +1297,7 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
     if constexpr (kSplitCols)
       named_bar_sync(1, 128 * kConsumers);
     else
-      named_bar_sync(5 + c, 128);
+      named_bar_sync(kKeep64 && IDX ? ds_bar : 5 + c, 128);
 
     // dQ_c = dS K: A = dS [64 queries x keys] read transposed from dS^T, B = K [keys x 64 cols].
     float dq[32];
@@ -1326,11 +1344,13 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
 #pragma unroll
       for (int j = 0; j < 8; ++j)
         atomicAdd(dq_addr + j * 128, make_float4(dq[4 * j], dq[4 * j + 1], dq[4 * j + 2], dq[4 * j + 3]));
-      dq_addr_prev = reinterpret_cast<float*>(dq_addr);  // kKeepDqAddr, kKeepOrd64
-      if constexpr (kKeepOrd64) {
+      dq_addr_prev = reinterpret_cast<float*>(dq_addr);  // kKeepDqAddr, kKeep64
+      if constexpr (kKeep64) {
 #pragma unroll
         for (int x = 0; x < 32; ++x) dq_prev[x] = dq[x];
-        asm volatile("" : "+l"(ds_gen));  // loop-carried: not recomputed at the next unit's start
+        if constexpr (kSts) asm volatile("" : "+r"(ds_s0));  // loop-carried: not recomputed at the next unit's start
+        else asm volatile("" : "+l"(ds_gen));
+        if constexpr (IDX) asm volatile("" : "+r"(ds_bar));
       }
     } else {
       // Ordered (header comment, "Deterministic mode"): the producer's warp 3 has seen key tile
