@@ -106,7 +106,9 @@
 #   hdropout  no TensorFlow needed: dropout's mask (GPU forward against the harness's host mask) and
 #             its cost, bf16 forward / backward at [1, 16384, 16, 128] and [4, 4096, 16, 128] with
 #             dropout 0 and 0.1 (benchmarks/dropout_speed.py; < 2 min with the harness build)
-#   bench     anchors_torch.py (~75 s), ours at all shapes (~35 s), then the comparisons
+#   bench     anchors_torch.py (~75 s), ours at all shapes (~35 s), then the comparisons, then OUT/table.md
+#             (benchmarks/results_table.py); one call per step without Keras' rows (RESULTS.md's table):
+#             BENCH_INNER=1 BENCH_IMPLS= BENCH_KERAS_D= (~100 s)
 #             (BENCH_IMPLS, default keras,keras_nofold,keras_xla) at D=128,64,256 (BENCH_KERAS_D,
 #             only head dims in BENCH_D): 392.7 s in all on the H200 (2026-11-29, seventh round;
 #             Keras under XLA 191 s of it). It overran 600 s before: Keras' causal
@@ -536,4 +538,7 @@ if has bench; then (
   if [[ -n ${keras_pid:-} ]]; then
     wait $keras_pid; echo "Keras rows on GPU 1: exit status $?"; tail -3 $OUT/keras.log
   fi
+  # The table of this call (RESULTS.md's form), Keras' rows beside ours where they ran.
+  python3 benchmarks/results_table.py $OUT/anchors.json $OUT/ours.json $(ls $OUT/keras.json 2>/dev/null) \
+    > $OUT/table.md 2>&1; head -40 $OUT/table.md
 ) fi

@@ -1298,6 +1298,7 @@ def main():
     else:
         rows = phase_bench(h, log, args.quick)
     if args.out:
+        os.makedirs(args.out, exist_ok=True)  # (a folder not made yet lost every phase's JSON at the end)
         with open(os.path.join(args.out, f"sm90_bwd_{args.phase}.json"), "w") as f:
             json.dump(rows, f, indent=1, default=str)
 
