@@ -345,7 +345,8 @@ static_assert(kBiasBatch >= 0 && 8 % (kBiasBatch > 0 ? kBiasBatch : 1) == 0, "kB
 // outputs; the tile orders' 160 / 160), numerics 168 / 168, memcheck clean; causal D = 64, T = 2048 .. 16384, bf16:
 // 1.017x-1.029x the former speed timed in a loop, 1.013x-1.026x by do_bench; the other 79 kernels' SASS unchanged.
 // FA_SM90_BWD_KEEP64_IDX (1, or 0): the same in the index-masked D = 64 kernel in the launch order without dropout
-// or bias (a key mask or lengths without a causal mask), there with st.shared stores of dS^T and the named
+// or bias (masks, lengths, windows, a dense mask or soft-cap without a causal mask: the tile orders take causal
+// calls to the ORD kernel), there with st.shared stores of dS^T and the named
 // barrier's id kept too (that BAR.SYNC's id register shared the REDGs' read scoreboard). Measured in (w): D = 64,
 // [B, Tk] key mask, T = 4096 / 16384: 1.009x / 1.016x timed in a loop and 1.017x / 1.021x in another call;
 // with the generic-pointer stores of the ORD kernel instead, 0.97x-0.99x; in the ORD index-masked kernel (causal
