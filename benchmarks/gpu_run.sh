@@ -106,9 +106,7 @@
 #   hdropout  no TensorFlow needed: dropout's mask (GPU forward against the harness's host mask) and
 #             its cost, bf16 forward / backward at [1, 16384, 16, 128] and [4, 4096, 16, 128] with
 #             dropout 0 and 0.1 (benchmarks/dropout_speed.py; < 2 min with the harness build)
-#   bench     anchors_torch.py (~75 s), ours at all shapes (~35 s), then the comparisons, then OUT/table.md
-#             (benchmarks/results_table.py); one call per step without Keras' rows (RESULTS.md's table):
-#             BENCH_INNER=1 BENCH_IMPLS= BENCH_KERAS_D= (~100 s)
+#   bench     anchors_torch.py (~75 s), ours at all shapes (~35 s), then the comparisons
 #             (BENCH_IMPLS, default keras,keras_nofold,keras_xla) at D=128,64,256 (BENCH_KERAS_D,
 #             only head dims in BENCH_D): 392.7 s in all on the H200 (2026-11-29, seventh round;
 #             Keras under XLA 191 s of it). It overran 600 s before: Keras' causal
@@ -116,7 +114,8 @@
 #             (D=128), so causal "keras" rows run only up to BENCH_FOLD_MAX mask elements (2^26:
 #             D=256, T=512) and keras_nofold covers every shape. BENCH_SPLIT=1 on nvidia-h200-x2
 #             runs the comparisons on the second GPU meanwhile; BENCH_D=128 then BENCH_D=64,256
-#             splits it over two calls.
+#             splits it over two calls. Then OUT/table.md (benchmarks/results_table.py). RESULTS.md's table,
+#             one call per step without Keras' rows: BENCH_INNER=1 BENCH_IMPLS= BENCH_KERAS_D= (~100 s).
 set -uo pipefail
 what=${1:-all}
 # Modes are the names this header lists; a misspelt one would otherwise run nothing and exit 0.
