@@ -99,9 +99,10 @@ Phases (each its own process in `gpu_run.sh sm90bwd`, under a timeout):
   splitdbench milliseconds of the split kernel's score options against our sm80 backward (phase_splitdbench:
             D = 128 bias with / without dbias, causal and not; D = 256 soft-cap and bias; T = 4096, B = 4, bf16);
             also sets TF_FLASHATTN_SM90_BWD_SPLITD=1.
-  sanitize  small odd cases, bf16, for compute-sanitizer (three of them with index masks: a KV-cache
+  sanitize  small odd cases, bf16, for compute-sanitizer (five of them with index masks: a KV-cache
             window with GQA at D = 64, validity masks with all-false batch rows, lengths with a causal
-            window and a key length 0; two in deterministic mode; seven at D = 256 and three more there in
+            window and a key length 0, and two at D = 64 without a causal mask (all index masks at once;
+            a two-sided window with GQA and MQA); two in deterministic mode; seven at D = 256 and three more there in
             deterministic mode; six of SPLITD_CASES and two of them in deterministic mode, so
             this phase sets TF_FLASHATTN_SM90_BWD_SPLITD=1 too, which moves none of the others); SANITIZE_PREFIX=sd
             keeps only the cases whose name starts with it (the split kernel's, comma-separated for several:
@@ -458,6 +459,8 @@ SANITIZE = ("odd_d128", "odd_d128_causal_br", "empty_rows_causal", "gqa4_d128_ca
             "dmask_softcap_lengths", "dmask_causal_gqa_d64", "dmask_keybcast_causal_d128", "bias_softcap_len_d64",
             "bias_causal_len_gqa_d64",
             "bias_neginf_mask_d64",
+            # the index-masked D = 64 kernel in the launch order (no causal mask: FA_SM90_BWD_KEEP64_IDX's kernel)
+            "all_masks_d64", "win_gqa_mqa_d64",
             "d256_odd_causal_br", "d256_empty_rows_causal", "d256_gqa4", "d256_tiles_65_129_causal",
             "d256_win_kvcache", "d256_len_zero_full", "d256_drop05_causal_br_gqa",
             # the split kernel's score options (the sanitize phase sets TF_FLASHATTN_SM90_BWD_SPLITD=1, which
