@@ -27,37 +27,20 @@ SETS = {"plain": [(64, 2048, True, ""), (64, 4096, True, ""), (64, 8192, True, "
 
 def time_build(lib, tag, shape_set="plain"):
     import os
-    import torch
     import triton.testing as tt
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from kernel_harness_check import Harness
-    from sm90_bwd_check import bench_inputs
+    from kernel_harness_check import Harness, loop_ms
+    from sm90_bwd_check import bench_inputs, key_mask_padded
     h = Harness(lib)
     for D, T, causal, feature in SETS[shape_set]:
         H, B = 2048 // D, 16384 // T
         c = dict(B=B, Tq=T, Tk=T, H=H, D=D, causal=causal)
         if feature == "window":
             c.update(wl=1024)
-
-        def key_mask(x, feature=feature, B=B, T=T):
-            if feature == "key_mask":
-                x["kvalid"] = torch.ones(B, T, dtype=torch.bool, device=x["q"].device)
-                x["kvalid"][:, T - T // 10:] = False
-        t = bench_inputs(h, c, before_forward=key_mask)
+        t = bench_inputs(h, c, before_forward=key_mask_padded(B, T, 10) if feature == "key_mask" else None)
         h.m.set_sm90_bwd(1)
         f = lambda c=c, t=t: h.bwd(c, t)  # noqa: E731
-        loops = []
-        for _ in range(5):
-            for _ in range(2):
-                f()
-            torch.cuda.synchronize()
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record()
-            for _ in range(10):
-                f()
-            e.record()
-            torch.cuda.synchronize()
-            loops.append(s.elapsed_time(e) / 10)
+        loops = [loop_ms(f) for _ in range(5)]
         db = tt.do_bench(f, warmup=25, rep=100, return_mode="median")
         flops = 2.5 * 4 * B * H * T * T * D / (2 if causal else 1)
         r = dict(tag=tag, D=D, T=T, causal=causal, feature=feature, loop_ms=statistics.median(loops), loops=loops, dobench_ms=db,

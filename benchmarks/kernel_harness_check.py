@@ -390,6 +390,12 @@ def bench_ms(fn, reps=10):
     if os.environ.get("HARNESS_TIMING", "do_bench") != "loop":
         import triton.testing as tt
         return tt.do_bench(fn, warmup=25, rep=100, return_mode="median")
+    return loop_ms(fn, reps)
+
+
+def loop_ms(fn, reps=10):
+    """gpu_attention.py's timing of fn: 2 warm-up calls, then `reps` back to back between two CUDA events;
+    milliseconds per call."""
     for _ in range(2):
         fn()
     torch.cuda.synchronize()

@@ -826,6 +826,15 @@ def bench_inputs(h, c, dt=torch.bfloat16, before_forward=None):
     return t
 
 
+def key_mask_padded(B, T, pct):
+    """bench_inputs' before_forward for a [B, T] key mask with the last pct % of each sequence invalid."""
+    def add(t):
+        t["kvalid"] = torch.ones(B, T, dtype=torch.bool, device=DEV)
+        if pct:
+            t["kvalid"][:, T - T * pct // 100:] = False
+    return add
+
+
 def feature_bench_inputs(h, feature, B, T, H, D, causal):
     """The case and bench_inputs of a timed feature (phases splitdbench and splitdsave), Tq = Tk = T:
     bias_head_dbias / bias_head_nodbias (a head-broadcast bias [1, H, T, T], with or without a dbias buffer
@@ -1088,11 +1097,8 @@ def bench_masks(h, log, plain_rows):
             c.update(causal=True, wl=1024)
         if feature.startswith("dropout"):  # the DROP kernel (fused dropout, rate 0.1)
             c.update(dropout=0.1, seed=(1, 2), causal=feature.endswith("causal"))
-        def key_mask(t):
-            if feature.startswith("key_mask"):
-                t["kvalid"] = torch.ones(B, T, dtype=torch.bool, device=DEV)
-                if feature == "key_mask_pad10":
-                    t["kvalid"][:, T - T // 10:] = False
+        key_mask = (key_mask_padded(B, T, 10 if feature == "key_mask_pad10" else 0)
+                    if feature.startswith("key_mask") else None)
         t = bench_inputs(h, c, before_forward=key_mask)
         if t.get("bias") is not None:
             t["dbias"] = torch.empty((B, H, T_, T_), device=DEV)
