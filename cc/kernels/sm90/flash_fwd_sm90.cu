@@ -166,7 +166,7 @@ constexpr int kBr = 128;      // query rows per CTA (64 per consumer warpgroup)
 // O's 128; see the header).
 template <int D>
 constexpr int kKeyTile = D <= 128 ? 128 : 64;
-constexpr int kBcMax = 128;   // the largest key tile (fwd_applies' bound on Tk)
+constexpr int kBcMax = 176;   // the largest key tile (fwd_applies' bound on Tk; kSched's keys)
 constexpr int kConsumers = 2; // consumer warpgroups
 constexpr int kThreads = 128 * (1 + kConsumers);
 constexpr int kProducerRegs = 24;
@@ -205,6 +205,7 @@ struct Sched {
   bool persistent = false;
   int consumers = 2;  // consumer warpgroups (3: the 192-row query tile of schedules 8 and 9)
   bool dynamic = false;  // (persistent) tiles from an atomic counter in the workspace, not a static stride
+  int keys = 0;          // keys per K / V tile: 0 for kKeyTile<D>, or 176 (schedules 11 and 12; see below)
 };
 constexpr Sched kSched[] = {
     {2, false, false, false},  // 0: the first schedule (D = 256 always runs it)
@@ -218,8 +219,22 @@ constexpr Sched kSched[] = {
     {3, true, true, true, false, 3},   // 8: schedule 5 with 3 consumers, round-robin turns (D = 64 plain only; its default)
     {3, true, false, true, false, 3},  // 9: 8 without the turns (D = 64 plain only)
     {3, true, true, true, true, 2, true},  // 10: 7 with dynamic tiles (D = 128 plain, causal: default)
+    {2, true, true, true, true, 2, false, 176},   // 11: 7 with 176-key tiles on 2 stages (D = 128 plain only)
+    {2, true, true, true, false, 2, false, 176},  // 12: 6 (5 on 2 stages) with 176-key tiles (D = 128 plain only)
 };
 constexpr int kNumVariants = sizeof(kSched) / sizeof(kSched[0]);
+// Schedules 11 and 12 (opt-in; TF_FLASHATTN_SM90_FWD_VARIANT or set_sm90_fwd_variant): FlashAttention-3's
+// tile for head dim 128 without a causal mask, 128 query rows x 176 keys, to spread each tile's fixed
+// costs (the row max / sum shuffles, the O rescale, the barriers and turns) over 1.375x the keys. S is
+// 88 floats per consumer thread (wgmma m64n176k16), P 44 words, O 64 floats: 196 live in the overlap
+// (setmaxnreg 240). Shared memory: Q 32 KiB + 2 stages x (K + V) 2 x 44 KiB = 208 KiB (3 stages would
+// need 296). The plain D = 128 kernel only (no index masks, dropout, soft-cap, dense mask or bias:
+// their per-32-key code, the key bytes and the dropout blocks, assumes 32 | kBc); elsewhere 11 and 12
+// run kWideFallback (5). Not bit for bit schedule 0's: a row's online softmax sees its keys in
+// 176-key steps (the rescaling order differs), so the checks hold them to the numerics tolerance.
+constexpr int kWideKeys = 176;
+template <int D, int V>
+constexpr int kKeyTileOf = kSched[V].keys ? kSched[V].keys : kKeyTile<D>;
 constexpr int kDefaultVariant = 5;     // D = 128 (the plain kernel: kPersistentVariant, causal kDynamicVariant)
 constexpr int kDefaultVariantD64 = 8;  // D = 64 (the plain kernel; the others run kWideFallback, 5)
 // The dropout kernel's schedule at D = 64 and 128 (schedule 0 when the variant asked for is 0).
@@ -340,6 +355,8 @@ static_assert(SmemLayout<128, 3>::kAlloc <= 227 * 1024, "3 stages at D = 128 exc
 static_assert(SmemLayout<128, 3, 128, true, kBr, true>::kAlloc <= 227 * 1024, "the persistent schedules exceed the opt-in shared memory");
 static_assert(SmemLayout<256, 2>::kAlloc <= 227 * 1024, "2 stages of 64 keys at D = 256 exceed the opt-in shared memory");
 static_assert(SmemLayout<64, 3, 128, false, 192>::kAlloc <= 227 * 1024, "schedule 8's 192-row tile at D = 64");
+static_assert(SmemLayout<128, 2, 176, true>::kAlloc <= 227 * 1024, "schedule 11's 176-key tiles at D = 128");
+static_assert((176 * 128) % 1024 == 0, "176-key K / V panels keep the 1024-byte alignment of the 128-byte swizzle");
 static_assert(SmemLayout<64, 3, 128, false, 192>::kK % 1024 == 0, "K / V tiles 1024-byte aligned after 192 Q rows");
 
 // The persistent schedule's tiles (kSched's `persistent`): tile index t in [0, num) of the
@@ -382,11 +399,11 @@ struct TileOrder {
 template <typename T, int D, bool IDX, bool DROP, int V, bool DENSE>
 __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const FlashFwdParams& p, uint32_t base,
                                                   int m_block, int h, int b,
-                                                  const QueryTileKeys<kBrOf<V>, kKeyTile<D>>& keys, uint32_t kv0,
+                                                  const QueryTileKeys<kBrOf<V>, kKeyTileOf<D, V>>& keys, uint32_t kv0,
                                                   uint32_t q_parity) {
   constexpr Sched kS = kSched[V];
   constexpr int kStages = kS.stages;
-  constexpr int kBc = kKeyTile<D>;
+  constexpr int kBc = kKeyTileOf<D, V>;
   constexpr int kBr = kBrOf<V>;  // (shadows the namespace's 128)
   constexpr int kC = kConsumersOf<V>;
   using L = SmemLayout<D, kStages, kBc, kS.persistent, kBr, kS.dynamic>;
@@ -510,7 +527,8 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
       const uint32_t koff = (k % 4) * 32;  // k16 step within the 128-byte row
       const uint64_t da = wgmma_desc(q_tile + (k / 4) * kBr * 128 + koff, 16, 1024);
       const uint64_t db = wgmma_desc(k_tile + (k / 4) * kBc * 128 + koff, 16, 1024);
-      if constexpr (kBc == 128) wgmma_ss_m64n128k16(WgmmaType<T>{}, sacc, da, db, k > 0);
+      if constexpr (kBc == kWideKeys) wgmma_ss_m64n176k16(WgmmaType<T>{}, sacc, da, db, k > 0);
+      else if constexpr (kBc == 128) wgmma_ss_m64n128k16(WgmmaType<T>{}, sacc, da, db, k > 0);
       else wgmma_ss_m64n64k16<0, 0>(WgmmaType<T>{}, sacc, da, db, k > 0);
     }
   };
@@ -960,8 +978,10 @@ __global__ void __launch_bounds__(kThreadsOf<V>, 1)
                           const __grid_constant__ FlashFwdParams p, const __grid_constant__ TileOrder order) {
   constexpr Sched kS = kSched[V];
   constexpr int kStages = kS.stages;
-  constexpr int kBc = kKeyTile<D>;
+  constexpr int kBc = kKeyTileOf<D, V>;
   static_assert(!DROP || V == 0 || V == kDropVariant, "the dropout kernel runs schedule 0 or kDropVariant");
+  static_assert(kS.keys == 0 || (kS.keys == kWideKeys && D == 128 && !IDX && !DROP && !DENSE && kS.stages == 2),
+                "176-key tiles: the plain D = 128 kernel on 2 stages");
   static_assert(!DROP || IDX, "dropout runs the index-masked kernel");
   static_assert(D == 64 || D == 128 || (D == 256 && V == 0), "D = 256 runs schedule 0 only");
   static_assert(!kS.persistent || (kS.overlap && kS.pingpong), "the persistent schedule is schedule 5's");
@@ -1187,7 +1207,7 @@ bool tile_order(const FlashFwdParams& p, int rows, int64_t budget, TileOrder* o)
 template <typename T, int D, bool IDX, bool DROP, int V = 0, bool DENSE = false>
 cudaError_t launch(const FlashFwdParams& p, cudaStream_t stream) {
   constexpr Sched kS = kSched[V];
-  constexpr int kBc = kKeyTile<D>;
+  constexpr int kBc = kKeyTileOf<D, V>;
   constexpr int kBr = kBrOf<V>;  // (shadows the namespace's 128)
   const AttnShape& s = p.shape;
   TileOrder order;
@@ -1251,7 +1271,7 @@ cudaError_t launch(const FlashFwdParams& p, cudaStream_t stream) {
 // IDX at D = 64 only; elsewhere, and past the 192-row tiles' Tq bound, they run kWideFallback.
 template <typename T, int D, bool IDX>
 cudaError_t launch_plain(const FlashFwdParams& p, cudaStream_t stream, int v) {
-  static_assert(kNumVariants == 11, "one case per schedule");
+  static_assert(kNumVariants == 13, "one case per schedule");
   static_assert(D == 64 || D == 128, "D = 256 runs schedule 0 only");
   switch (v) {
     case 1: return launch<T, D, IDX, false, 1>(p, stream);
@@ -1262,6 +1282,11 @@ cudaError_t launch_plain(const FlashFwdParams& p, cudaStream_t stream, int v) {
     case 6: return launch<T, D, IDX, false, 6>(p, stream);
     case 7: return launch<T, D, IDX, false, 7>(p, stream);
     case kDynamicVariant: return launch<T, D, IDX, false, kDynamicVariant>(p, stream);
+    case 11:
+    case 12:
+      if constexpr (D == 128 && !IDX)
+        return v == 11 ? launch<T, D, IDX, false, 11>(p, stream) : launch<T, D, IDX, false, 12>(p, stream);
+      return launch<T, D, IDX, false, kWideFallback>(p, stream);
     case 8:
     case 9:
       if constexpr (D == 64 && !IDX) {
