@@ -55,10 +55,10 @@ others' answers):
             192 apart, causal both alignments, rows that see no key, GQA, strided q/k/v). Expected
             bitwise equal to variant 0 as well (each row's arithmetic and key-tile order unchanged:
             flash_fwd_sm90.cu, schedule 8's comment); the pass bar stays the numerics tolerance.
-            Variants 11 and 12 (KEY176_VARIANTS: 176-key tiles, FlashAttention-3's D = 128 tile) exist for
-            the plain D = 128 kernel only (others must report variant 5 as run); D128_176_CASES add shapes
-            around the 176-key tile. Not bitwise equal to variant 0 (the softmax steps 176 keys at a time).
-            Both are in PENDING_VARIANTS until they have run on a GPU: name them in SM90_VARIANTS.
+            Variants 11 and 12 (176-key tiles, FlashAttention-3's D = 128 tile) and 13 (7 with split K / V
+            stages) exist for the plain D = 128 kernel only (KEY176_VARIANTS; others must report variant 5 as
+            run); D128_176_CASES add shapes around the 176-key tile. 11 and 12 are not bitwise equal to variant 0
+            (the softmax steps 176 keys at a time). PENDING_VARIANTS until run on a GPU: name them in SM90_VARIANTS.
   vbench    TFLOP/s of every variant at D = 128 and 64, H = 2048 / D, T in {4096, 16384} (B*T = 16384),
             causal and not, bf16, next to FlashAttention-2 and cuDNN (torch SDPA) and our sm80 forward;
             variant 0 timed first and again last (drift); WIDE_VARIANTS at D = 64 only, KEY176_VARIANTS at 128 only. VBENCH_D=128,
@@ -489,10 +489,10 @@ def phase_bench(h, log, quick):
 # The 3-consumer schedules (flash_fwd_sm90.cu's kSched 8 and 9: 192-row query tiles) of the plain
 # D = 64 kernel, each with the schedule that every other call asking for it runs (kWideFallback).
 WIDE_VARIANTS = {8: 5, 9: 5}
-# The 176-key schedules (kSched 11 and 12, keys = 176) of the plain D = 128 kernel, with the schedule that
-# every other call asking for them runs (kWideFallback). Not bitwise equal to schedule 0 (the online softmax
-# steps 176 keys at a time): held to the numerics tolerance like every variant.
-KEY176_VARIANTS = {11: 5, 12: 5}
+# The schedules of the plain D = 128 kernel only (kSched 11 and 12: 176-key tiles; 13: schedule 7 with split K / V
+# stages), with the schedule that every other call asking for them runs (kWideFallback). 11 and 12 are not bitwise
+# equal to schedule 0 (the online softmax steps 176 keys at a time): held to the numerics tolerance like every variant.
+KEY176_VARIANTS = {11: 5, 12: 5, 13: 5}
 # D = 128 plain cases around the 176-key tile (the variants phase only): Tk one short of / at / one past a
 # tile and two, causal both alignments with ragged key tiles, a key tile past a causal row's end, GQA,
 # strided q/k/v, Tk = 1.
@@ -801,7 +801,7 @@ def phase_tf32_bench(h, log):
 
 # Schedules left out of the phases unless SM90_VARIANTS names them (one not yet run on a GPU: a hang there
 # cannot take the other schedules' checks with it). Schedule 10 ran on the H200 on 2026-12-02.
-PENDING_VARIANTS = (11, 12)
+PENDING_VARIANTS = (11, 12, 13)
 
 
 def variant_names(h):
