@@ -55,13 +55,9 @@ others' answers):
             192 apart, causal both alignments, rows that see no key, GQA, strided q/k/v). Expected
             bitwise equal to variant 0 as well (each row's arithmetic and key-tile order unchanged:
             flash_fwd_sm90.cu, schedule 8's comment); the pass bar stays the numerics tolerance.
-            Variants 11 and 12 (176-key tiles, FlashAttention-3's D = 128 tile) and 13 (7 with split K / V
-            stages) exist for the plain D = 128 kernel only (KEY176_VARIANTS; others must report variant 5 as
-            run); D128_176_CASES add shapes around the 176-key tile. 11 and 12 are not bitwise equal to variant 0
-            (the softmax steps 176 keys at a time). PENDING_VARIANTS until run on a GPU: name them in SM90_VARIANTS.
   vbench    TFLOP/s of every variant at D = 128 and 64, H = 2048 / D, T in {4096, 16384} (B*T = 16384),
             causal and not, bf16, next to FlashAttention-2 and cuDNN (torch SDPA) and our sm80 forward;
-            variant 0 timed first and again last (drift); WIDE_VARIANTS at D = 64 only, KEY176_VARIANTS at 128 only. VBENCH_D=128,
+            variant 0 timed first and again last (drift); WIDE_VARIANTS at D = 64 only. VBENCH_D=128,
             VBENCH_T=1024,4096 and VBENCH_CAUSAL=0 (0,1 by default) choose other shapes.
   SM90_VARIANTS=5,7,10 limits the schedules of variants, vbench and vsanitize to those listed.
   vsanitize small odd D = 128 cases (and D = 64 ones for WIDE_VARIANTS) for each variant 1 .. n-1, for
@@ -489,23 +485,6 @@ def phase_bench(h, log, quick):
 # The 3-consumer schedules (flash_fwd_sm90.cu's kSched 8 and 9: 192-row query tiles) of the plain
 # D = 64 kernel, each with the schedule that every other call asking for it runs (kWideFallback).
 WIDE_VARIANTS = {8: 5, 9: 5}
-# The schedules of the plain D = 128 kernel only (kSched 11 and 12: 176-key tiles; 13: schedule 7 with split K / V
-# stages), with the schedule that every other call asking for them runs (kWideFallback). 11 and 12 are not bitwise
-# equal to schedule 0 (the online softmax steps 176 keys at a time): held to the numerics tolerance like every variant.
-KEY176_VARIANTS = {11: 5, 12: 5, 13: 5}
-# D = 128 plain cases around the 176-key tile (the variants phase only): Tk one short of / at / one past a
-# tile and two, causal both alignments with ragged key tiles, a key tile past a causal row's end, GQA,
-# strided q/k/v, Tk = 1.
-D128_176_CASES = [
-    dict(name="k176_175", B=2, Tq=130, Tk=175, H=2, D=128),
-    dict(name="k176_176", B=2, Tq=128, Tk=176, H=2, D=128),
-    dict(name="k176_177", B=2, Tq=129, Tk=177, H=2, D=128),
-    dict(name="k176_351_causal_br", B=2, Tq=200, Tk=351, H=2, D=128, causal=True, offset=351 - 200),
-    dict(name="k176_353_causal_tl", B=2, Tq=353, Tk=353, H=2, D=128, causal=True, offset=0),
-    dict(name="k176_gqa", B=2, Tq=300, Tk=530, H=6, Hkv=2, D=128),
-    dict(name="k176_strided", B=2, Tq=400, Tk=400, H=4, D=128, packed=True),
-    dict(name="k176_big", B=1, Tq=1000, Tk=1500, H=4, D=128, scale=0.3),
-]
 # D = 64 plain cases around the 192-row query tile (the variants phase only; NUM_CASES covers the
 # default schedule): Tq one past / short of a tile, Tq = 64 and 130 (consumers without rows), causal
 # bottom-right and top-left with tile edges, a whole 192-row tile that sees no key, GQA, strided q/k/v.
@@ -528,7 +507,7 @@ SECTION_CASES = [
     dict(name="sections_h5_causal", B=1, Tq=300, Tk=300, H=5, D=128, causal=True),
     dict(name="sections_gqa_b3_causal_br", B=3, Tq=200, Tk=330, H=3, Hkv=1, D=64, causal=True, offset=130),
 ]
-VARIANT_CASES = [c for c in NUM_CASES if c["D"] in (64, 128)] + D64_3WG_CASES + SECTION_CASES + D128_176_CASES
+VARIANT_CASES = [c for c in NUM_CASES if c["D"] in (64, 128)] + D64_3WG_CASES + SECTION_CASES
 # The dropout kernel runs schedule 0 or this one (flash_fwd_sm90.cu's kDropVariant): dropout cases
 # check only it against schedule 0.
 DROP_VARIANT = 5
@@ -801,7 +780,7 @@ def phase_tf32_bench(h, log):
 
 # Schedules left out of the phases unless SM90_VARIANTS names them (one not yet run on a GPU: a hang there
 # cannot take the other schedules' checks with it). Schedule 10 ran on the H200 on 2026-12-02.
-PENDING_VARIANTS = (11, 12, 13)
+PENDING_VARIANTS = ()
 
 
 def variant_names(h):
@@ -816,14 +795,9 @@ def variant_names(h):
 
 def expected_variant(c, v):
     """The schedule that case c runs when variant v is asked for: v, but WIDE_VARIANTS' fallback
-    outside the plain D = 64 kernel, KEY176_VARIANTS' outside the plain D = 128 kernel, and DENSE_VARIANT
-    for any v but 0 with a dense mask or bias."""
+    outside the plain D = 64 kernel, and DENSE_VARIANT for any v but 0 with a dense mask or bias."""
     if (c.get("mask") or c.get("bias")) and c["D"] != 256:
         return v if v == 0 else DENSE_VARIANT
-    if v in KEY176_VARIANTS:
-        plain = (c["D"] == 128 and not any(c.get(k) for k in IDX_KEYS) and c.get("wl", -1) < 0
-                 and c.get("wr", -1) < 0)
-        return v if plain else KEY176_VARIANTS[v]
     if v not in WIDE_VARIANTS:
         return v
     plain = (c["D"] == 64 and not any(c.get(k) for k in IDX_KEYS) and c.get("wl", -1) < 0
@@ -965,7 +939,7 @@ def phase_vbench(h, log):
         fl = 4 * B * H * T * T * D / (2 if causal else 1)
         r = dict(B=B, T=T, H=H, D=D, causal=causal, dtype="bfloat16")
         h.m.set_sm90(1)
-        for v in [v for v in variants if (D == 64 or v not in WIDE_VARIANTS) and (D == 128 or v not in KEY176_VARIANTS)] + [0]:
+        for v in [v for v in variants if D == 64 or v not in WIDE_VARIANTS] + [0]:
             h.m.set_sm90_fwd_variant(v)
             run_fwd(h, c, t)
             ran = h.m.sm90_info()["last_fwd_variant"]
@@ -1188,8 +1162,7 @@ def main():
     elif args.phase == "vsanitize":
         cases = [c for c in VARIANT_CASES if c["name"] in ("odd_d128_causal_br", "empty_rows_causal",
                                                             "causal_window_lengths", "w3_ragged_193",
-                                                            "w3_causal_br", "w3_empty_rows", "k176_177",
-                                                            "k176_351_causal_br")]
+                                                            "w3_causal_br", "w3_empty_rows")]
         rows = phase_variants(h, log, cases, (torch.bfloat16,), skip_fallbacks=True)
     elif args.phase == "vbench":
         rows = phase_vbench(h, log)

@@ -166,7 +166,7 @@ constexpr int kBr = 128;      // query rows per CTA (64 per consumer warpgroup)
 // O's 128; see the header).
 template <int D>
 constexpr int kKeyTile = D <= 128 ? 128 : 64;
-constexpr int kBcMax = 176;   // the largest key tile (fwd_applies' bound on Tk; kSched's keys)
+constexpr int kBcMax = 128;   // the largest key tile (fwd_applies' bound on Tk)
 constexpr int kConsumers = 2; // consumer warpgroups
 constexpr int kThreads = 128 * (1 + kConsumers);
 constexpr int kProducerRegs = 24;
@@ -205,8 +205,6 @@ struct Sched {
   bool persistent = false;
   int consumers = 2;  // consumer warpgroups (3: the 192-row query tile of schedules 8 and 9)
   bool dynamic = false;  // (persistent) tiles from an atomic counter in the workspace, not a static stride
-  int keys = 0;          // keys per K / V tile: 0 for kKeyTile<D>, or 176 (schedules 11 and 12; see below)
-  bool split_kv = false;  // (overlap) K and V on barriers of their own, K released after S (see below)
 };
 constexpr Sched kSched[] = {
     {2, false, false, false},  // 0: the first schedule (D = 256 always runs it)
@@ -220,29 +218,14 @@ constexpr Sched kSched[] = {
     {3, true, true, true, false, 3},   // 8: schedule 5 with 3 consumers, round-robin turns (D = 64 plain only; its default)
     {3, true, false, true, false, 3},  // 9: 8 without the turns (D = 64 plain only)
     {3, true, true, true, true, 2, true},  // 10: 7 with dynamic tiles (D = 128 plain, causal: default)
-    {2, true, true, true, true, 2, false, 176, true},   // 11: 7 with 176-key tiles on 2 split stages (D = 128 plain only)
-    {2, true, true, true, false, 2, false, 176, true},  // 12: 6 (5 on 2 stages) with 176-key tiles, split (D = 128 plain only)
-    {3, true, true, true, true, 2, false, 0, true},     // 13: 7 with split K / V stages (D = 128 plain only)
 };
 constexpr int kNumVariants = sizeof(kSched) / sizeof(kSched[0]);
-// Schedules 11 and 12 (opt-in; TF_FLASHATTN_SM90_FWD_VARIANT or set_sm90_fwd_variant): FlashAttention-3's
-// tile for head dim 128 without a causal mask, 128 query rows x 176 keys, to spread each tile's fixed
-// costs (the row max / sum shuffles, the O rescale, the barriers and turns) over 1.375x the keys. S is
-// 88 floats per consumer thread (wgmma m64n176k16), P 44 words, O 64 floats: 196 live in the overlap
-// (setmaxnreg 240). Shared memory: Q 32 KiB + 2 stages x (K + V) 2 x 44 KiB = 208 KiB (3 stages would
-// need 296). The plain D = 128 kernel only (no index masks, dropout, soft-cap, dense mask or bias:
-// their per-32-key code, the key bytes and the dropout blocks, assumes 32 | kBc); elsewhere 11 and 12
-// run kWideFallback (5). Not bit for bit schedule 0's: a row's online softmax sees its keys in
-// 176-key steps (the rescaling order differs), so the checks hold them to the numerics tolerance.
-// With K and V on joint stages (0a1bd09) they ran 0.87x-0.94x schedule 7 on the H200 (2 stages: the
-// next tile's K and V can load only after the previous P V product is done; schedule 6, 5 on 2 stages
-// of 128 keys, lost 9 % against 5 the same way). So they split each stage (split_kv): K_n has its own
-// full / empty barriers and is released as soon as S_n is done (before the softmax), V_n its own,
-// released after P_n V_n; the producer loads K_{n+2} then V_{n+2}, each after its own release. Schedule
-// 13 is 7 with the split on 3 stages of 128 keys (bit for bit schedule 0's: only the barriers move).
-constexpr int kWideKeys = 176;
-template <int D, int V>
-constexpr int kKeyTileOf = kSched[V].keys ? kSched[V].keys : kKeyTile<D>;
+// Tried and removed (2026-12-03, benchmarks/RESULTS.md "Hopper forward kernel" (x)): FlashAttention-3's
+// 128 x 176 tile for the plain D = 128 kernel without a causal mask (wgmma m64n176k16, 2 K / V stages:
+// 3 would need 296 KiB), commit 0a1bd09, 0.87x-0.94x schedule 7; with K and V on barriers of their own
+// (K released after S, V after P V; 92501a9) 0.98x-1.02x schedule 7 from T = 2048 to 8192 and 1.01x-1.07x
+// at 16384, and the same split on schedule 7's 3 stages of 128 keys no consistent gain: kept out, as each
+// adds kernels to the build for no default.
 constexpr int kDefaultVariant = 5;     // D = 128 (the plain kernel: kPersistentVariant, causal kDynamicVariant)
 constexpr int kDefaultVariantD64 = 8;  // D = 64 (the plain kernel; the others run kWideFallback, 5)
 // The dropout kernel's schedule at D = 64 and 128 (schedule 0 when the variant asked for is 0).
@@ -345,16 +328,15 @@ static_assert(kSched[kWideFallback].consumers == 2 && kSched[8].consumers == 3 &
               "schedules 8 and 9 are the 3-consumer ones");
 
 template <int D, int kStages = 2, int kBc = kKeyTile<D>, bool kPersistent = false, int kRows = kBr,
-          bool kDynamic = false, bool kSplit = false>
+          bool kDynamic = false>
 struct SmemLayout {
   static constexpr int kQBytes = kRows * D * 2;  // kRows: the query tile (kBrOf<V>)
   static constexpr int kKVBytes = kBc * D * 2;
   static constexpr int kQ = 0;
   static constexpr int kK = kQ + kQBytes;                     // + stage * kKVBytes
   static constexpr int kV = kK + kStages * kKVBytes;          // + stage * kKVBytes
-  // q_full, full[kStages], empty[kStages] (split: K's), then (split only) V's full_v[kStages], empty_v[kStages]
-  static constexpr int kBars = kV + kStages * kKVBytes;
-  static constexpr int kQEmpty = kBars + 8 * (1 + 2 * kStages + (kSplit ? 2 * kStages : 0));  // (persistent only) q_empty
+  static constexpr int kBars = kV + kStages * kKVBytes;       // q_full, full[kStages], empty[kStages]
+  static constexpr int kQEmpty = kBars + 8 * (1 + 2 * kStages);  // (persistent only) q_empty
   // (dynamic only) the tile ring: tile_full[2], tile_empty[2], then the two slots' tile indices
   static constexpr int kTileRing = kQEmpty + (kPersistent ? 8 : 0);
   static constexpr int kBytes = kTileRing + (kDynamic ? 4 * 8 + 2 * 4 : 0);
@@ -364,9 +346,6 @@ static_assert(SmemLayout<128, 3>::kAlloc <= 227 * 1024, "3 stages at D = 128 exc
 static_assert(SmemLayout<128, 3, 128, true, kBr, true>::kAlloc <= 227 * 1024, "the persistent schedules exceed the opt-in shared memory");
 static_assert(SmemLayout<256, 2>::kAlloc <= 227 * 1024, "2 stages of 64 keys at D = 256 exceed the opt-in shared memory");
 static_assert(SmemLayout<64, 3, 128, false, 192>::kAlloc <= 227 * 1024, "schedule 8's 192-row tile at D = 64");
-static_assert(SmemLayout<128, 2, 176, true, kBr, false, true>::kAlloc <= 227 * 1024, "schedule 11's 176-key tiles at D = 128");
-static_assert(SmemLayout<128, 3, 128, true, kBr, false, true>::kAlloc <= 227 * 1024, "schedule 13's split stages at D = 128");
-static_assert((176 * 128) % 1024 == 0, "176-key K / V panels keep the 1024-byte alignment of the 128-byte swizzle");
 static_assert(SmemLayout<64, 3, 128, false, 192>::kK % 1024 == 0, "K / V tiles 1024-byte aligned after 192 Q rows");
 
 // The persistent schedule's tiles (kSched's `persistent`): tile index t in [0, num) of the
@@ -409,19 +388,16 @@ struct TileOrder {
 template <typename T, int D, bool IDX, bool DROP, int V, bool DENSE>
 __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const FlashFwdParams& p, uint32_t base,
                                                   int m_block, int h, int b,
-                                                  const QueryTileKeys<kBrOf<V>, kKeyTileOf<D, V>>& keys, uint32_t kv0,
+                                                  const QueryTileKeys<kBrOf<V>, kKeyTile<D>>& keys, uint32_t kv0,
                                                   uint32_t q_parity) {
   constexpr Sched kS = kSched[V];
   constexpr int kStages = kS.stages;
-  constexpr int kBc = kKeyTileOf<D, V>;
+  constexpr int kBc = kKeyTile<D>;
   constexpr int kBr = kBrOf<V>;  // (shadows the namespace's 128)
   constexpr int kC = kConsumersOf<V>;
-  using L = SmemLayout<D, kStages, kBc, kS.persistent, kBr, kS.dynamic, kS.split_kv>;
+  using L = SmemLayout<D, kStages, kBc, kS.persistent, kBr, kS.dynamic>;
   const uint32_t q_full = base + L::kBars;
   const uint32_t full0 = q_full + 8, empty0 = q_full + 8 * (1 + kStages);
-  // split_kv: V's barriers (full0 / empty0 are then K's); otherwise the joint ones.
-  const uint32_t fullv0 = kS.split_kv ? q_full + 8 * (1 + 2 * kStages) : full0;
-  const uint32_t emptyv0 = kS.split_kv ? fullv0 + 8 * kStages : empty0;
   const uint32_t q_empty = base + L::kQEmpty;
   const AttnShape& sh = p.shape;
   const int64_t Tq = sh.Tq;
@@ -540,8 +516,7 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
       const uint32_t koff = (k % 4) * 32;  // k16 step within the 128-byte row
       const uint64_t da = wgmma_desc(q_tile + (k / 4) * kBr * 128 + koff, 16, 1024);
       const uint64_t db = wgmma_desc(k_tile + (k / 4) * kBc * 128 + koff, 16, 1024);
-      if constexpr (kBc == kWideKeys) wgmma_ss_m64n176k16(WgmmaType<T>{}, sacc, da, db, k > 0);
-      else if constexpr (kBc == 128) wgmma_ss_m64n128k16(WgmmaType<T>{}, sacc, da, db, k > 0);
+      if constexpr (kBc == 128) wgmma_ss_m64n128k16(WgmmaType<T>{}, sacc, da, db, k > 0);
       else wgmma_ss_m64n64k16<0, 0>(WgmmaType<T>{}, sacc, da, db, k > 0);
     }
   };
@@ -849,7 +824,6 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
     turn_end(0);
     wgmma_wait<0>();
     fence_regs(sacc);
-    if constexpr (kS.split_kv) mbar_arrive(empty0 + 8 * stage(0));  // K_0 read
     softmax_tile(sacc, j_first, kv, alpha);  // O is still zero: nothing to rescale
     apply_dropout(sacc, j_first);
     pack_p(pa, sacc);
@@ -858,7 +832,6 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
       prefetch_dense(j_first + (n + kDensePrefetch) * kBc);
       kv = load_key_bytes(j_first + n * kBc);
       mbar_wait(full0 + 8 * s, phase(n));
-      if constexpr (kS.split_kv) mbar_wait(fullv0 + 8 * sp, phase(n - 1));  // V_{n-1}
       turn_begin();
       fence_regs(o);
       wgmma_fence();
@@ -869,18 +842,16 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
       turn_end(n);
       wgmma_wait<1>();  // S_n is done (groups complete in order); P_{n-1} V_{n-1} may still run
       fence_regs(sacc);
-      if constexpr (kS.split_kv) mbar_arrive(empty0 + 8 * s);  // K_n read
       softmax_tile(sacc, j_first + n * kBc, kv, alpha);
       apply_dropout(sacc, j_first + n * kBc);  // (overlaps P_{n-1} V_{n-1} too)
       wgmma_wait<0>();
       fence_regs(o);
       fence_regs(pa);  // P_{n-1} stays allocated until its product is done
-      mbar_arrive(emptyv0 + 8 * sp);  // this thread is done reading stage sp (split_kv: V_{n-1})
+      mbar_arrive(empty0 + 8 * sp);  // this thread is done reading stage sp
       rescale_o(alpha);
       pack_p(pa, sacc);
     }
     const int sl = stage(n_tiles - 1);
-    if constexpr (kS.split_kv) mbar_wait(fullv0 + 8 * sl, phase(n_tiles - 1));  // V of the last tile
     turn_begin();
     fence_regs(o);
     wgmma_fence();
@@ -890,7 +861,7 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
     wgmma_wait<0>();
     fence_regs(o);
     fence_regs(pa);
-    mbar_arrive(emptyv0 + 8 * sl);
+    mbar_arrive(empty0 + 8 * sl);
   }
 
   // Epilogue: O / l into o [B, Tq, H, D]; lse [B, H, Tq].
@@ -995,11 +966,8 @@ __global__ void __launch_bounds__(kThreadsOf<V>, 1)
                           const __grid_constant__ FlashFwdParams p, const __grid_constant__ TileOrder order) {
   constexpr Sched kS = kSched[V];
   constexpr int kStages = kS.stages;
-  constexpr int kBc = kKeyTileOf<D, V>;
+  constexpr int kBc = kKeyTile<D>;
   static_assert(!DROP || V == 0 || V == kDropVariant, "the dropout kernel runs schedule 0 or kDropVariant");
-  static_assert(kS.keys == 0 || (kS.keys == kWideKeys && D == 128 && !IDX && !DROP && !DENSE && kS.stages == 2),
-                "176-key tiles: the plain D = 128 kernel on 2 stages");
-  static_assert(!kS.split_kv || (D == 128 && !IDX && !DROP && !DENSE), "split K / V stages: the plain D = 128 kernel");
   static_assert(!DROP || IDX, "dropout runs the index-masked kernel");
   static_assert(D == 64 || D == 128 || (D == 256 && V == 0), "D = 256 runs schedule 0 only");
   static_assert(!kS.persistent || (kS.overlap && kS.pingpong), "the persistent schedule is schedule 5's");
@@ -1008,14 +976,11 @@ __global__ void __launch_bounds__(kThreadsOf<V>, 1)
                 "3 consumer warpgroups: the plain D = 64 kernel, one tile per CTA, overlap schedules only");
   constexpr int kBr = kBrOf<V>;  // (shadows the namespace's 128)
   constexpr int kC = kConsumersOf<V>;
-  using L = SmemLayout<D, kStages, kBc, kS.persistent, kBr, kS.dynamic, kS.split_kv>;
-  static_assert(!kS.split_kv || kS.overlap, "split K / V stages: the overlap schedules' main loop");
+  using L = SmemLayout<D, kStages, kBc, kS.persistent, kBr, kS.dynamic>;
   extern __shared__ uint8_t smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
   const uint32_t q_full = base + L::kBars;
   const uint32_t full0 = q_full + 8, empty0 = q_full + 8 * (1 + kStages);
-  const uint32_t fullv0 = kS.split_kv ? q_full + 8 * (1 + 2 * kStages) : full0;  // (split_kv) V's barriers
-  const uint32_t emptyv0 = kS.split_kv ? fullv0 + 8 * kStages : empty0;
   const uint32_t q_empty = base + L::kQEmpty;
   // Dynamic: the tile ring (tile_full[2], tile_empty[2], two tile indices; flash_fwd_sm90_kernel's comment).
   const uint32_t tile_full0 = base + L::kTileRing, tile_empty0 = tile_full0 + 16, tile_idx0 = tile_full0 + 32;
@@ -1044,10 +1009,6 @@ __global__ void __launch_bounds__(kThreadsOf<V>, 1)
     for (int s = 0; s < kStages; ++s) {
       mbar_init(full0 + 8 * s, 1);
       mbar_init(empty0 + 8 * s, 128 * kC);
-      if constexpr (kS.split_kv) {
-        mbar_init(fullv0 + 8 * s, 1);
-        mbar_init(emptyv0 + 8 * s, 128 * kC);
-      }
     }
     if constexpr (kS.persistent) mbar_init(q_empty, 128 * kC);
     if constexpr (kS.dynamic)
@@ -1103,25 +1064,11 @@ __global__ void __launch_bounds__(kThreadsOf<V>, 1)
           const int s = static_cast<int>(u % kStages);
           if (u >= kStages) mbar_wait(empty0 + 8 * s, ((u / kStages) - 1) & 1);
           const uint32_t bar = full0 + 8 * s;
-          if constexpr (kSched[V].split_kv) {
-            // K_n after K_{n - kStages}'s release, then V_n after V_{n - kStages}'s (each its own barriers).
-            mbar_arrive_expect_tx(bar, L::kKVBytes);
+          mbar_arrive_expect_tx(bar, 2 * L::kKVBytes);
 #pragma unroll
-            for (int j = 0; j < D / 64; ++j)
-              tma_load_4d(base + L::kK + s * L::kKVBytes + j * kBc * 128, &tm_k, bar, 64 * j, hkv, j_first + n * kBc, b);
-            if (u >= kStages) mbar_wait(emptyv0 + 8 * s, ((u / kStages) - 1) & 1);
-            const uint32_t barv = fullv0 + 8 * s;
-            mbar_arrive_expect_tx(barv, L::kKVBytes);
-#pragma unroll
-            for (int j = 0; j < D / 64; ++j)
-              tma_load_4d(base + L::kV + s * L::kKVBytes + j * kBc * 128, &tm_v, barv, 64 * j, hkv, j_first + n * kBc, b);
-          } else {
-            mbar_arrive_expect_tx(bar, 2 * L::kKVBytes);
-#pragma unroll
-            for (int j = 0; j < D / 64; ++j) {
-              tma_load_4d(base + L::kK + s * L::kKVBytes + j * kBc * 128, &tm_k, bar, 64 * j, hkv, j_first + n * kBc, b);
-              tma_load_4d(base + L::kV + s * L::kKVBytes + j * kBc * 128, &tm_v, bar, 64 * j, hkv, j_first + n * kBc, b);
-            }
+          for (int j = 0; j < D / 64; ++j) {
+            tma_load_4d(base + L::kK + s * L::kKVBytes + j * kBc * 128, &tm_k, bar, 64 * j, hkv, j_first + n * kBc, b);
+            tma_load_4d(base + L::kV + s * L::kKVBytes + j * kBc * 128, &tm_v, bar, 64 * j, hkv, j_first + n * kBc, b);
           }
         };
         // Persistent: the K / V tiles whose stages the previous tiles' main loops release, before
@@ -1246,7 +1193,7 @@ bool tile_order(const FlashFwdParams& p, int rows, int64_t budget, TileOrder* o)
 template <typename T, int D, bool IDX, bool DROP, int V = 0, bool DENSE = false>
 cudaError_t launch(const FlashFwdParams& p, cudaStream_t stream) {
   constexpr Sched kS = kSched[V];
-  constexpr int kBc = kKeyTileOf<D, V>;
+  constexpr int kBc = kKeyTile<D>;
   constexpr int kBr = kBrOf<V>;  // (shadows the namespace's 128)
   const AttnShape& s = p.shape;
   TileOrder order;
@@ -1277,7 +1224,7 @@ cudaError_t launch(const FlashFwdParams& p, cudaStream_t stream) {
     to = tq;  // unused
   }
   auto kernel = flash_fwd_sm90_kernel<T, D, IDX, DROP, V, DENSE>;
-  const int smem = SmemLayout<D, kS.stages, kBc, kS.persistent, kBr, kS.dynamic, kS.split_kv>::kAlloc;
+  const int smem = SmemLayout<D, kS.stages, kBc, kS.persistent, kBr, kS.dynamic>::kAlloc;
   cudaError_t err = set_dynamic_smem(kernel, smem);
   if (err != cudaSuccess) return err;
   dim3 grid(static_cast<unsigned>((s.Tq + kBr - 1) / kBr), static_cast<unsigned>(s.H), static_cast<unsigned>(s.B));
@@ -1310,7 +1257,7 @@ cudaError_t launch(const FlashFwdParams& p, cudaStream_t stream) {
 // IDX at D = 64 only; elsewhere, and past the 192-row tiles' Tq bound, they run kWideFallback.
 template <typename T, int D, bool IDX>
 cudaError_t launch_plain(const FlashFwdParams& p, cudaStream_t stream, int v) {
-  static_assert(kNumVariants == 14, "one case per schedule");
+  static_assert(kNumVariants == 11, "one case per schedule");
   static_assert(D == 64 || D == 128, "D = 256 runs schedule 0 only");
   switch (v) {
     case 1: return launch<T, D, IDX, false, 1>(p, stream);
@@ -1321,13 +1268,6 @@ cudaError_t launch_plain(const FlashFwdParams& p, cudaStream_t stream, int v) {
     case 6: return launch<T, D, IDX, false, 6>(p, stream);
     case 7: return launch<T, D, IDX, false, 7>(p, stream);
     case kDynamicVariant: return launch<T, D, IDX, false, kDynamicVariant>(p, stream);
-    case 11:
-    case 12:
-    case 13:
-      if constexpr (D == 128 && !IDX)
-        return v == 11 ? launch<T, D, IDX, false, 11>(p, stream)
-                       : v == 12 ? launch<T, D, IDX, false, 12>(p, stream) : launch<T, D, IDX, false, 13>(p, stream);
-      return launch<T, D, IDX, false, kWideFallback>(p, stream);
     case 8:
     case 9:
       if constexpr (D == 64 && !IDX) {
