@@ -35,13 +35,16 @@ __device__ __forceinline__ DropTile drop_tile(const DropoutParams& dp, int64_t b
                   static_cast<uint32_t>(b), dp.keep_scale};
 }
 
+// kU32: philox4x32_10_u32 (the same words; flash_params.h says where each form is faster).
+template <bool kU32 = false>
 __device__ __forceinline__ void drop_call(const DropTile& d, uint32_t c0, uint32_t c1,
                                           uint32_t (&w)[4]) {
   w[0] = c0;
   w[1] = c1;
   w[2] = d.h;
   w[3] = d.b;
-  philox4x32_10(w, d.k0, d.k1);
+  if constexpr (kU32) philox4x32_10_u32(w, d.k0, d.k1);
+  else philox4x32_10(w, d.k0, d.k1);
 }
 
 // Draw `k` of word w passes (hi: the high half, else the low half).
@@ -51,8 +54,8 @@ __device__ __forceinline__ bool drop_pass(uint32_t w, bool hi, uint32_t thr) {
 
 // Rows x keys: f(nt, e, keep) for the 4 NT elements of one m-tile whose rows start at rm0
 // (a multiple of 16), keys at j0 + nt * 8 + 2 tq + e % 2. NT % 4 == 0: j0 a multiple of 32, one
-// call per 8 elements; NT == 2: j0 a multiple of 16, one call per 4 elements.
-template <int NT, typename F>
+// call per 8 elements; NT == 2: j0 a multiple of 16, one call per 4 elements. kU32: drop_call's.
+template <int NT, bool kU32 = false, typename F>
 __device__ __forceinline__ void drop_rows_visit(const DropTile& d, int64_t rm0, int64_t j0, int g,
                                                 int tq, F&& f) {
   static_assert(NT % 4 == 0 || NT == 2, "n-tiles per key tile");
@@ -63,7 +66,7 @@ __device__ __forceinline__ void drop_rows_visit(const DropTile& d, int64_t rm0, 
 #pragma unroll
       for (int c = 0; c < 2; ++c) {
         uint32_t w[4];
-        drop_call(d, static_cast<uint32_t>((((j0 >> 5) + n4) << 3) | (2 * tq + c)), c1, w);
+        drop_call<kU32>(d, static_cast<uint32_t>((((j0 >> 5) + n4) << 3) | (2 * tq + c)), c1, w);
 #pragma unroll
         for (int r = 0; r < 2; ++r)
 #pragma unroll
@@ -75,7 +78,7 @@ __device__ __forceinline__ void drop_rows_visit(const DropTile& d, int64_t rm0, 
 #pragma unroll
     for (int c = 0; c < 2; ++c) {
       uint32_t w[4];
-      drop_call(d, static_cast<uint32_t>(((j0 >> 5) << 3) | (2 * tq + c)), c1, w);
+      drop_call<kU32>(d, static_cast<uint32_t>(((j0 >> 5) << 3) | (2 * tq + c)), c1, w);
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         const uint32_t wr = upper ? w[2 * r + 1] : w[2 * r];

@@ -753,7 +753,7 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
   // schedule applies it between the tile's softmax and packing P (the same bits in each).
   auto apply_dropout = [&](float (&sacc)[kBc / 2], int j0) {
     if constexpr (DROP)
-      drop_rows_visit<kBc / 8>(drop, wrow0, j0, g, t,
+      drop_rows_visit<kBc / 8, true>(drop, wrow0, j0, g, t,
                                [&](int nt, int e, bool keep) { sacc[4 * nt + e] *= keep ? drop.scale : 0.f; });
   };
 
