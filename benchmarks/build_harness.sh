@@ -2,7 +2,7 @@
 # Builds the CUDA kernels and the pybind11 harness module `flash_harness` (cc/harness/flash_harness.cc)
 # for the python3 on PATH into $OUTDIR/flash_harness<EXT_SUFFIX> (e.g. .cpython-312-x86_64-linux-gnu.so).
 # No TensorFlow; cudart linked statically. Needs nvcc, g++, and pybind11 + Python headers for python3.
-#   ARCHS="80 86 89 90" (default) or e.g. ARCHS=90 for a quick build; JOBS parallel nvcc (default nproc);
+#   ARCHS="80 90" (default, as build_ops.py) or e.g. ARCHS=90 for a quick build; JOBS parallel nvcc (default nproc);
 #   NVCC (default /usr/local/cuda/bin/nvcc); PYTHON (default python3); NVCC_EXTRA (e.g. -DFA_TUNING);
 #   HARNESS_ONLY=1: reuse the kernel objects already in $OUTDIR (compile only missing ones), rebuild
 #   the module (they must be for the same ARCHS / NVCC_EXTRA).
@@ -17,7 +17,7 @@
 #   -> ValueError: q: expected a CUDA device tensor, got a tensor on DLPack device type 1 (CPU)
 set -euo pipefail
 OUTDIR=${OUTDIR:-.harness_build}
-ARCHS=${ARCHS:-"80 86 89 90"}
+ARCHS=${ARCHS:-"80 90"}
 JOBS=${JOBS:-$(nproc)}
 NVCC=${NVCC:-/usr/local/cuda/bin/nvcc}
 CUDA_HOME=${CUDA_HOME:-$(dirname "$(dirname "$NVCC")")}

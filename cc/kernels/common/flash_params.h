@@ -159,26 +159,34 @@ FA_HD void philox4x32_10(uint32_t ctr[4], uint32_t k0, uint32_t k1) {
   }
 }
 
-#if defined(__CUDACC__)
-// The same rounds with each product as 32-bit halves (__umulhi and the low word): the same output
-// words bit for bit. Inside the Hopper forward's tile loop nvcc 13.0 compiles philox_round's 64-bit
-// form with an integer add on each high half (20 more instructions per call); this form has none
-// and made the forward with dropout 1.08x-1.10x faster on the H200 (benchmarks/RESULTS.md, "Dropout
-// cost" (x)). In the Hopper backward it made the backward with dropout 1-5 % slower (measured in the
-// same call), so only the forward's rows x keys draws take it (flash_dropout.cuh, drop_rows_visit's
-// kU32).
-__device__ __forceinline__ void philox4x32_10_u32(uint32_t ctr[4], uint32_t k0, uint32_t k1) {
+// The high word of a * b (__umulhi on the device).
+FA_HD uint32_t mulhi_u32(uint32_t a, uint32_t b) {
+#if defined(__CUDA_ARCH__)
+  return __umulhi(a, b);
+#else
+  return static_cast<uint32_t>((static_cast<uint64_t>(a) * b) >> 32);
+#endif
+}
+
+// The same rounds with each product as 32-bit halves (mulhi_u32 and the low word): the same output
+// words bit for bit (tests/test_dropout_philox.py compiles both forms on the host and compares them
+// with tests/reference.py's). Inside the Hopper forward's tile loop nvcc 13.0 compiles philox_round's
+// 64-bit form with an integer add on each high half (20 more instructions per call); this form has
+// none and made the forward with dropout 1.08x-1.10x faster on the H200 (benchmarks/RESULTS.md,
+// "Dropout cost" (x)). In the Hopper backward it made the backward with dropout 1-4 % slower
+// (measured in the same call), so only the forward's rows x keys draws take it (flash_dropout.cuh,
+// drop_rows_visit's kU32).
+FA_HD void philox4x32_10_u32(uint32_t ctr[4], uint32_t k0, uint32_t k1) {
 #pragma unroll
   for (int r = 0; r < 10; ++r) {
-    const uint32_t hi0 = __umulhi(0xD2511F53u, ctr[0]), lo0 = 0xD2511F53u * ctr[0];
-    const uint32_t hi1 = __umulhi(0xCD9E8D57u, ctr[2]), lo1 = 0xCD9E8D57u * ctr[2];
+    const uint32_t hi0 = mulhi_u32(0xD2511F53u, ctr[0]), lo0 = 0xD2511F53u * ctr[0];
+    const uint32_t hi1 = mulhi_u32(0xCD9E8D57u, ctr[2]), lo1 = 0xCD9E8D57u * ctr[2];
     const uint32_t c0 = hi1 ^ ctr[1] ^ k0, c2 = hi0 ^ ctr[3] ^ k1;
     ctr[0] = c0; ctr[1] = lo1; ctr[2] = c2; ctr[3] = lo0;
     k0 += 0x9E3779B9u;
     k1 += 0xBB67AE85u;
   }
 }
-#endif
 
 // Seed (two int64 words) to Philox key.
 FA_HD void dropout_key_from_seed(int64_t s0, int64_t s1, uint32_t key[2]) {
