@@ -223,7 +223,7 @@ constexpr int kNumVariants = sizeof(kSched) / sizeof(kSched[0]);
 // Tried and removed (2026-12-03, benchmarks/RESULTS.md "Hopper forward kernel" (x)): FlashAttention-3's
 // 128 x 176 tile for the plain D = 128 kernel without a causal mask (wgmma m64n176k16, 2 K / V stages:
 // 3 would need 296 KiB), commit 0a1bd09, 0.87x-0.94x schedule 7; with K and V on barriers of their own
-// (K released after S, V after P V; 92501a9) 0.98x-1.02x schedule 7 from T = 2048 to 8192 and 1.01x-1.07x
+// (K released after S, V after P V; 92501a9) 0.97x-1.03x schedule 7 from T = 2048 to 8192 and 0.99x-1.07x
 // at 16384, and the same split on schedule 7's 3 stages of 128 keys no consistent gain: kept out, as each
 // adds kernels to the build for no default.
 constexpr int kDefaultVariant = 5;     // D = 128 (the plain kernel: kPersistentVariant, causal kDynamicVariant)
