@@ -11,9 +11,10 @@ benchmarks/build_harness.sh builds (ARCHS=90 for an H100/H200):
    the GPU kernels draw the same mask, so the output error stays at the no-dropout level; a wrong
    draw would move whole probabilities (errors of order P * keep_scale). Also the host mask's
    keep rate against t16 / 65536.
-2. Speed: bf16 forward and backward at [B, T, H, D] = [1, 16384, 16, 128] and [4, 4096, 16, 128]
-   (not causal and causal) with dropout 0 and 0.1, GPU time by triton's do_bench (median), and the
-   ratio with / without (issue 16's bar: within 10 %). JSON in OUT/dropout_speed.json.
+2. Speed: bf16 forward and backward at [B, T, H, D] = [1, 16384, 16, D] and [4, 4096, 16, D] (D from
+   --head-dims, default 128), not causal and causal, with dropout 0 and 0.1, GPU time by triton's
+   do_bench (median), and the ratio with / without (issue 16's bar: within 10 %). JSON in
+   OUT/dropout_speed.json.
 """
 import argparse
 import json
@@ -95,10 +96,10 @@ def check_mask(h, log):
     return rows
 
 
-def bench(h, log):
+def bench(h, log, head_dims=(128,)):
     import triton.testing as tt
     rows = []
-    for (B, T, H, D) in ((1, 16384, 16, 128), (4, 4096, 16, 128)):
+    for (B, T, H, D) in ((16384 // T, T, 16, D) for D in head_dims for T in (16384, 4096)):
         for causal in (False, True):
             ms = {}
             for rate in (0.0, 0.1):
@@ -109,7 +110,7 @@ def bench(h, log):
                 run_ours(h, c, t)
                 ms[rate] = (tt.do_bench(lambda: h.fwd(c, t), warmup=10, rep=60, return_mode="median"),
                             tt.do_bench(lambda: h.bwd(c, t), warmup=10, rep=60, return_mode="median"))
-                del t
+                t = None  # the inputs freed before the next case
             fl = 4 * B * H * T * T * D / (2 if causal else 1)
             r = dict(B=B, T=T, H=H, D=D, causal=causal,
                      fwd_ms=round(ms[0.0][0], 3), fwd_drop_ms=round(ms[0.1][0], 3),
@@ -129,12 +130,13 @@ def main():
     ap.add_argument("--lib", default=".harness_build")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--no-bench", action="store_true")
+    ap.add_argument("--head-dims", default="128", help="comma-separated head dims of the speed table")
     args = ap.parse_args()
     h = Harness(args.lib)
     log = sys.stdout
     print(f"device: {torch.cuda.get_device_name()}", flush=True)
     mask = check_mask(h, log)
-    speed = [] if args.no_bench else bench(h, log)
+    speed = [] if args.no_bench else bench(h, log, [int(d) for d in args.head_dims.split(",")])
     print("\n| case | dtype | max err (dropout) | max err (none) | dropped | ok |\n|---|---|---|---|---|---|")
     for r in mask:
         print(f"| {r['case']} | {r.get('dtype', '')} | {r.get('err_dropout', float('nan')):.2e} | "

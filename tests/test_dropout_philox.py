@@ -1,7 +1,7 @@
-"""The two forms of Philox4x32-10 in cc/kernels/common/flash_params.h (philox4x32_10, the 64-bit products
-that the CPU kernels and most CUDA kernels use; philox4x32_10_u32, 32-bit halves, the Hopper forward's)
-give the words of tests/reference.py's Philox on random counters and keys. Compiled on the host with g++
-(the device form differs only in taking the high word from __umulhi)."""
+"""The two forms of Philox4x32-10 in cc/kernels/common/flash_params.h (philox4x32_10<false>, 64-bit
+products, which the CPU kernels and most CUDA kernels use; philox4x32_10<true>, 32-bit halves, the Hopper
+forward's) give the words of tests/reference.py's Philox on random counters and keys. Compiled on the host
+with g++ (the device form differs only in taking the high word from __umulhi)."""
 import os
 import shutil
 import subprocess
@@ -20,8 +20,8 @@ int main() {
   unsigned c[4], k0, k1;
   while (std::scanf("%u %u %u %u %u %u", &c[0], &c[1], &c[2], &c[3], &k0, &k1) == 6) {
     uint32_t a[4] = {c[0], c[1], c[2], c[3]}, b[4] = {c[0], c[1], c[2], c[3]};
-    flashattn::philox4x32_10(a, k0, k1);
-    flashattn::philox4x32_10_u32(b, k0, k1);
+    flashattn::philox4x32_10<false>(a, k0, k1);
+    flashattn::philox4x32_10<true>(b, k0, k1);
     std::printf("%u %u %u %u %u %u %u %u\n", a[0], a[1], a[2], a[3], b[0], b[1], b[2], b[3]);
   }
   return 0;

@@ -35,7 +35,7 @@ __device__ __forceinline__ DropTile drop_tile(const DropoutParams& dp, int64_t b
                   static_cast<uint32_t>(b), dp.keep_scale};
 }
 
-// kU32: philox4x32_10_u32 (the same words; flash_params.h says where each form is faster).
+// kU32: philox_round_u32 (the same words; flash_params.h says where each form is faster).
 template <bool kU32 = false>
 __device__ __forceinline__ void drop_call(const DropTile& d, uint32_t c0, uint32_t c1,
                                           uint32_t (&w)[4]) {
@@ -43,8 +43,7 @@ __device__ __forceinline__ void drop_call(const DropTile& d, uint32_t c0, uint32
   w[1] = c1;
   w[2] = d.h;
   w[3] = d.b;
-  if constexpr (kU32) philox4x32_10_u32(w, d.k0, d.k1);
-  else philox4x32_10(w, d.k0, d.k1);
+  philox4x32_10<kU32>(w, d.k0, d.k1);
 }
 
 // Draw `k` of word w passes (hi: the high half, else the low half).

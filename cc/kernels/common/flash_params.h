@@ -140,24 +140,6 @@ struct FlashBwdParams {
 // keys x queries in the key-tile backward), so the GPU tiles draw one call per 8 elements
 // without exchanging words between lanes (common/flash_dropout.cuh). CPU and CUDA share this
 // code, so their masks are bit-identical (tests/reference.py has a NumPy copy).
-FA_HD void philox_round(uint32_t ctr[4], const uint32_t key[2]) {
-  const uint64_t p0 = static_cast<uint64_t>(0xD2511F53u) * ctr[0];
-  const uint64_t p1 = static_cast<uint64_t>(0xCD9E8D57u) * ctr[2];
-  const uint32_t hi0 = static_cast<uint32_t>(p0 >> 32), lo0 = static_cast<uint32_t>(p0);
-  const uint32_t hi1 = static_cast<uint32_t>(p1 >> 32), lo1 = static_cast<uint32_t>(p1);
-  const uint32_t c0 = hi1 ^ ctr[1] ^ key[0], c2 = hi0 ^ ctr[3] ^ key[1];
-  ctr[0] = c0; ctr[1] = lo1; ctr[2] = c2; ctr[3] = lo0;
-}
-
-FA_HD void philox4x32_10(uint32_t ctr[4], uint32_t k0, uint32_t k1) {
-  uint32_t key[2] = {k0, k1};
-#pragma unroll
-  for (int r = 0; r < 10; ++r) {
-    philox_round(ctr, key);
-    key[0] += 0x9E3779B9u;
-    key[1] += 0xBB67AE85u;
-  }
-}
 
 // The high word of a * b (__umulhi on the device).
 FA_HD uint32_t mulhi_u32(uint32_t a, uint32_t b) {
@@ -168,23 +150,40 @@ FA_HD uint32_t mulhi_u32(uint32_t a, uint32_t b) {
 #endif
 }
 
-// The same rounds with each product as 32-bit halves (mulhi_u32 and the low word): the same output
-// words bit for bit (tests/test_dropout_philox.py compiles both forms on the host and compares them
-// with tests/reference.py's). Inside the Hopper forward's tile loop nvcc 13.0 compiles philox_round's
-// 64-bit form with an integer add on each high half (20 more instructions per call); this form has
-// none and made the forward with dropout 1.08x-1.10x faster on the H200 (benchmarks/RESULTS.md,
-// "Dropout cost" (x)). In the Hopper backward it made the backward with dropout 1-4 % slower
-// (measured in the same call), so only the forward's rows x keys draws take it (flash_dropout.cuh,
-// drop_rows_visit's kU32).
-FA_HD void philox4x32_10_u32(uint32_t ctr[4], uint32_t k0, uint32_t k1) {
+// One round with 64-bit products.
+FA_HD void philox_round(uint32_t ctr[4], const uint32_t key[2]) {
+  const uint64_t p0 = static_cast<uint64_t>(0xD2511F53u) * ctr[0];
+  const uint64_t p1 = static_cast<uint64_t>(0xCD9E8D57u) * ctr[2];
+  const uint32_t hi0 = static_cast<uint32_t>(p0 >> 32), lo0 = static_cast<uint32_t>(p0);
+  const uint32_t hi1 = static_cast<uint32_t>(p1 >> 32), lo1 = static_cast<uint32_t>(p1);
+  const uint32_t c0 = hi1 ^ ctr[1] ^ key[0], c2 = hi0 ^ ctr[3] ^ key[1];
+  ctr[0] = c0; ctr[1] = lo1; ctr[2] = c2; ctr[3] = lo0;
+}
+
+// The same round with each product as 32-bit halves (mulhi_u32 and the low word).
+FA_HD void philox_round_u32(uint32_t ctr[4], const uint32_t key[2]) {
+  const uint32_t hi0 = mulhi_u32(0xD2511F53u, ctr[0]), lo0 = 0xD2511F53u * ctr[0];
+  const uint32_t hi1 = mulhi_u32(0xCD9E8D57u, ctr[2]), lo1 = 0xCD9E8D57u * ctr[2];
+  const uint32_t c0 = hi1 ^ ctr[1] ^ key[0], c2 = hi0 ^ ctr[3] ^ key[1];
+  ctr[0] = c0; ctr[1] = lo1; ctr[2] = c2; ctr[3] = lo0;
+}
+
+// Ten rounds. kU32: philox_round_u32, the same words bit for bit (tests/test_dropout_philox.py
+// compiles both forms on the host and compares them with tests/reference.py's). Inside the Hopper
+// forward's tile loop nvcc 13.0 compiles the 64-bit products with an integer add on each high half
+// (about 15 more instructions per call); the 32-bit form has none and made the forward with dropout
+// 1.08x-1.10x faster on the H200 (benchmarks/RESULTS.md, "Dropout cost" (x)). In the Hopper backward
+// it made the backward with dropout 1-4 % slower (measured in the same call), so only the forward's
+// rows x keys draws take it (flash_dropout.cuh, drop_rows_visit's kU32).
+template <bool kU32 = false>
+FA_HD void philox4x32_10(uint32_t ctr[4], uint32_t k0, uint32_t k1) {
+  uint32_t key[2] = {k0, k1};
 #pragma unroll
   for (int r = 0; r < 10; ++r) {
-    const uint32_t hi0 = mulhi_u32(0xD2511F53u, ctr[0]), lo0 = 0xD2511F53u * ctr[0];
-    const uint32_t hi1 = mulhi_u32(0xCD9E8D57u, ctr[2]), lo1 = 0xCD9E8D57u * ctr[2];
-    const uint32_t c0 = hi1 ^ ctr[1] ^ k0, c2 = hi0 ^ ctr[3] ^ k1;
-    ctr[0] = c0; ctr[1] = lo1; ctr[2] = c2; ctr[3] = lo0;
-    k0 += 0x9E3779B9u;
-    k1 += 0xBB67AE85u;
+    if constexpr (kU32) philox_round_u32(ctr, key);
+    else philox_round(ctr, key);
+    key[0] += 0x9E3779B9u;
+    key[1] += 0xBB67AE85u;
   }
 }
 

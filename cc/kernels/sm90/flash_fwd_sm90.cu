@@ -85,7 +85,7 @@
 //   328 / 339 (0.58x): its cost is the Philox mask, not the branches.
 //   Dropout (the <IDX = true, DROP = true> instantiation): P *= keep * keep_scale after the row
 //   sum, one Philox call per 8 elements on the m16n8 fragment that each warp's part of the m64nN
-//   accumulator is.
+//   accumulator is. At D = 64 keep_scale joins 1 / l in the epilogue instead (kDropScaleInEpilogue).
 // Schedules (kSched below; the plain kernel at D = 64 and 128, picked at run time by
 // TF_FLASHATTN_SM90_FWD_VARIANT or the harness's set_sm90_fwd_variant): variant 0 is the schedule
 // above; the others add 3 K/V stages, the softmax / next-tile QK^T overlap inside a warpgroup, the
@@ -746,15 +746,29 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
     }
   };
 
+  // Where dropout's keep_scale goes: on P (an FSEL and an FMUL per element) or, at D = 64, into the
+  // epilogue's 1 / l (an FSEL per element). On the H200 (kernel harness, dropout 0.1, bf16, T = 4096
+  // and 16384, causal and not) the epilogue form made the D = 64 forward 1.03x-1.05x faster and the
+  // D = 128 one 0.95x-1.02x as fast, slower in three shapes of four (benchmarks/RESULTS.md, "Dropout
+  // cost" (y)).
+  constexpr bool kDropScaleInEpilogue = DROP && D == 64;
+
   // Dropout on P after the row sum (sm80's fwd_tile_dropout): the m64nN accumulator gives warp w
   // rows 16 w + g, 16 w + g + 8 and columns 8 jn + 2 t + e as sacc[4 jn + 2 h2 + e], i.e. the
   // m16n8 fragment of flash_dropout.cuh with n-tile jn and element 2 h2 + e: one Philox call per 8
   // elements (rows {g, g + 8} x keys 2 t + e of 4 n-tiles), the mask of the CPU and sm80. Every
   // schedule applies it between the tile's softmax and packing P (the same bits in each).
   auto apply_dropout = [&](float (&sacc)[kBc / 2], int j0) {
-    if constexpr (DROP)
-      drop_rows_visit<kBc / 8, true>(drop, wrow0, j0, g, t,
-                               [&](int nt, int e, bool keep) { sacc[4 * nt + e] *= keep ? drop.scale : 0.f; });
+    if constexpr (DROP) {
+      if constexpr (kDropScaleInEpilogue)
+        drop_rows_visit<kBc / 8, true>(drop, wrow0, j0, g, t, [&](int nt, int e, bool keep) {
+          sacc[4 * nt + e] = keep ? sacc[4 * nt + e] : 0.f;  // keep_scale: in the epilogue
+        });
+      else
+        drop_rows_visit<kBc / 8, true>(drop, wrow0, j0, g, t, [&](int nt, int e, bool keep) {
+          sacc[4 * nt + e] *= keep ? drop.scale : 0.f;
+        });
+    }
   };
 
   if (n_tiles > 0) mbar_wait(q_full, q_parity);
@@ -872,7 +886,7 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
     lt += __shfl_xor_sync(0xffffffffu, lt, 1);
     lt += __shfl_xor_sync(0xffffffffu, lt, 2);
     const bool any = lt > 0.f || lt != lt;  // l = 0: no key visible (O = 0, lse = -inf)
-    inv[h2] = any ? 1.f / lt : 0.f;
+    inv[h2] = any ? (kDropScaleInEpilogue ? drop.scale : 1.f) / lt : 0.f;  // (apply_dropout)
     const int64_t i = row[h2];
     if (i < Tq && t == 0)
       p.lse[(static_cast<int64_t>(b) * sh.H + h) * Tq + i] =
