@@ -96,7 +96,9 @@ def check_mask(h, log):
     return rows
 
 
-def bench(h, log, head_dims=(128,)):
+def bench(h, log, head_dims=(128,), drop_variant=-1):
+    """drop_variant >= 0: the Hopper forward's schedule for the calls with dropout (set_sm90_fwd_variant;
+    the dropout kernel runs 0 or its default), recorded as the row's fwd_drop_variant."""
     import triton.testing as tt
     rows = []
     for (B, T, H, D) in ((16384 // T, T, 16, D) for D in head_dims for T in (16384, 4096)):
@@ -107,12 +109,15 @@ def bench(h, log, head_dims=(128,)):
                 gen = torch.Generator(device=DEV)
                 gen.manual_seed(1)
                 t = make_inputs(c, torch.bfloat16, gen)
+                h.m.set_sm90_fwd_variant(drop_variant if rate > 0 else -1)
                 run_ours(h, c, t)
+                ran = h.m.sm90_info().get("last_fwd_variant", -1)
                 ms[rate] = (tt.do_bench(lambda: h.fwd(c, t), warmup=10, rep=60, return_mode="median"),
                             tt.do_bench(lambda: h.bwd(c, t), warmup=10, rep=60, return_mode="median"))
                 t = None  # the inputs freed before the next case
+            h.m.set_sm90_fwd_variant(-1)
             fl = 4 * B * H * T * T * D / (2 if causal else 1)
-            r = dict(B=B, T=T, H=H, D=D, causal=causal,
+            r = dict(B=B, T=T, H=H, D=D, causal=causal, fwd_drop_variant=ran,
                      fwd_ms=round(ms[0.0][0], 3), fwd_drop_ms=round(ms[0.1][0], 3),
                      bwd_ms=round(ms[0.0][1], 3), bwd_drop_ms=round(ms[0.1][1], 3),
                      fwd_ratio=round(ms[0.1][0] / ms[0.0][0], 3), bwd_ratio=round(ms[0.1][1] / ms[0.0][1], 3),
@@ -131,22 +136,27 @@ def main():
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--no-bench", action="store_true")
     ap.add_argument("--head-dims", default="128", help="comma-separated head dims of the speed table")
+    ap.add_argument("--drop-variant", type=int, default=-1,
+                    help="the Hopper forward's schedule for the calls with dropout (default: the kernel's own)")
     args = ap.parse_args()
     h = Harness(args.lib)
     log = sys.stdout
     print(f"device: {torch.cuda.get_device_name()}", flush=True)
+    h.m.set_sm90_fwd_variant(args.drop_variant)  # the mask checked on that schedule too
     mask = check_mask(h, log)
-    speed = [] if args.no_bench else bench(h, log, [int(d) for d in args.head_dims.split(",")])
+    h.m.set_sm90_fwd_variant(-1)
+    speed = [] if args.no_bench else bench(h, log, [int(d) for d in args.head_dims.split(",")], args.drop_variant)
     print("\n| case | dtype | max err (dropout) | max err (none) | dropped | ok |\n|---|---|---|---|---|---|")
     for r in mask:
         print(f"| {r['case']} | {r.get('dtype', '')} | {r.get('err_dropout', float('nan')):.2e} | "
               f"{r.get('err_plain', float('nan')):.2e} | {r['dropped_fraction']:.4f} | {r['ok']} |")
     if speed:
-        print("\n| B, T, H, D | causal | fwd ms (0 / 0.1) | ratio | bwd ms (0 / 0.1) | ratio | fwd+bwd ratio |"
-              "\n|---|---|---|---|---|---|---|")
+        print("\n| B, T, H, D | causal | fwd ms (0 / 0.1) | ratio | bwd ms (0 / 0.1) | ratio | fwd+bwd ratio | "
+              "fwd schedule (0.1) |\n|---|---|---|---|---|---|---|---|")
         for r in speed:
             print(f"| {r['B']}, {r['T']}, {r['H']}, {r['D']} | {r['causal']} | {r['fwd_ms']} / {r['fwd_drop_ms']} | "
-                  f"{r['fwd_ratio']} | {r['bwd_ms']} / {r['bwd_drop_ms']} | {r['bwd_ratio']} | {r['fwdbwd_ratio']} |")
+                  f"{r['fwd_ratio']} | {r['bwd_ms']} / {r['bwd_drop_ms']} | {r['bwd_ratio']} | {r['fwdbwd_ratio']} | "
+                  f"{r['fwd_drop_variant']} |")
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "dropout_speed.json"), "w") as f:
         json.dump(dict(device=torch.cuda.get_device_name(), mask=mask, speed=speed), f, indent=1)
