@@ -14,7 +14,9 @@ benchmarks/build_harness.sh builds (ARCHS=90 for an H100/H200):
 2. Speed: bf16 forward and backward at [B, T, H, D] = [1, 16384, 16, D] and [4, 4096, 16, D] (D from
    --head-dims, default 128), not causal and causal, with dropout 0 and 0.1, GPU time by triton's
    do_bench (median), and the ratio with / without (issue 16's bar: within 10 %). JSON in
-   OUT/dropout_speed.json.
+   OUT/dropout_speed.json. --idx-baseline: also without dropout but with k_lengths = T for every
+   sequence (nothing masked): the index-masked kernel, which the calls with dropout run, so the
+   dropout cost splits into that kernel's and the draws'.
 """
 import argparse
 import json
@@ -96,7 +98,7 @@ def check_mask(h, log):
     return rows
 
 
-def bench(h, log, head_dims=(128,), drop_variant=-1):
+def bench(h, log, head_dims=(128,), drop_variant=-1, idx_baseline=False):
     """drop_variant >= 0: the Hopper forward's schedule for the calls with dropout (set_sm90_fwd_variant;
     the dropout kernel runs 0 or its default), recorded as the row's fwd_drop_variant."""
     import triton.testing as tt
@@ -104,14 +106,18 @@ def bench(h, log, head_dims=(128,), drop_variant=-1):
     for (B, T, H, D) in ((16384 // T, T, 16, D) for D in head_dims for T in (16384, 4096)):
         for causal in (False, True):
             ms = {}
-            for rate in (0.0, 0.1):
-                c = dict(B=B, Tq=T, Tk=T, H=H, D=D, causal=causal, dropout=rate, seed=(1, 2))
+            for rate in (0.0, 0.1) + (("idx",) if idx_baseline else ()):
+                c = dict(B=B, Tq=T, Tk=T, H=H, D=D, causal=causal, dropout=0.0 if rate == "idx" else rate,
+                         seed=(1, 2))
                 gen = torch.Generator(device=DEV)
                 gen.manual_seed(1)
                 t = make_inputs(c, torch.bfloat16, gen)
-                h.m.set_sm90_fwd_variant(drop_variant if rate > 0 else -1)
+                if rate == "idx":  # every key valid: the index-masked kernel with nothing to mask
+                    t["klen"] = torch.full((B,), T, device=DEV, dtype=torch.int32)
+                h.m.set_sm90_fwd_variant(drop_variant if rate != "idx" and rate > 0 else -1)
                 run_ours(h, c, t)
-                ran = h.m.sm90_info().get("last_fwd_variant", -1)
+                if rate == 0.1:  # the dropout call's schedule
+                    ran = h.m.sm90_info().get("last_fwd_variant", -1)
                 ms[rate] = (tt.do_bench(lambda: h.fwd(c, t), warmup=10, rep=60, return_mode="median"),
                             tt.do_bench(lambda: h.bwd(c, t), warmup=10, rep=60, return_mode="median"))
                 t = None  # the inputs freed before the next case
@@ -125,6 +131,8 @@ def bench(h, log, head_dims=(128,), drop_variant=-1):
                      fwd_tflops=round(fl / ms[0.0][0] / 1e9, 1), fwd_drop_tflops=round(fl / ms[0.1][0] / 1e9, 1),
                      bwd_tflops=round(2.5 * fl / ms[0.0][1] / 1e9, 1),
                      bwd_drop_tflops=round(2.5 * fl / ms[0.1][1] / 1e9, 1))
+            if idx_baseline:
+                r.update(fwd_idx_ms=round(ms["idx"][0], 3), bwd_idx_ms=round(ms["idx"][1], 3))
             rows.append(r)
             print("BENCH " + json.dumps(r), file=log, flush=True)
     return rows
@@ -136,6 +144,8 @@ def main():
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--no-bench", action="store_true")
     ap.add_argument("--head-dims", default="128", help="comma-separated head dims of the speed table")
+    ap.add_argument("--idx-baseline", action="store_true",
+                    help="also time the index-masked kernel without dropout (k_lengths = T)")
     ap.add_argument("--drop-variant", type=int, default=-1,
                     help="the Hopper forward's schedule for the calls with dropout (default: the kernel's own)")
     args = ap.parse_args()
@@ -145,7 +155,8 @@ def main():
     h.m.set_sm90_fwd_variant(args.drop_variant)  # the mask checked on that schedule too
     mask = check_mask(h, log)
     h.m.set_sm90_fwd_variant(-1)
-    speed = [] if args.no_bench else bench(h, log, [int(d) for d in args.head_dims.split(",")], args.drop_variant)
+    speed = [] if args.no_bench else bench(h, log, [int(d) for d in args.head_dims.split(",")], args.drop_variant,
+                                           args.idx_baseline)
     print("\n| case | dtype | max err (dropout) | max err (none) | dropped | ok |\n|---|---|---|---|---|---|")
     for r in mask:
         print(f"| {r['case']} | {r.get('dtype', '')} | {r.get('err_dropout', float('nan')):.2e} | "
@@ -157,6 +168,11 @@ def main():
             print(f"| {r['B']}, {r['T']}, {r['H']}, {r['D']} | {r['causal']} | {r['fwd_ms']} / {r['fwd_drop_ms']} | "
                   f"{r['fwd_ratio']} | {r['bwd_ms']} / {r['bwd_drop_ms']} | {r['bwd_ratio']} | {r['fwdbwd_ratio']} | "
                   f"{r['fwd_drop_variant']} |")
+        if args.idx_baseline:
+            print("\n| B, T, H, D | causal | fwd ms (0 / k_lengths / 0.1) | bwd ms (0 / k_lengths / 0.1) |\n|---|---|---|---|")
+            for r in speed:
+                print(f"| {r['B']}, {r['T']}, {r['H']}, {r['D']} | {r['causal']} | {r['fwd_ms']} / {r['fwd_idx_ms']} / "
+                      f"{r['fwd_drop_ms']} | {r['bwd_ms']} / {r['bwd_idx_ms']} / {r['bwd_drop_ms']} |")
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "dropout_speed.json"), "w") as f:
         json.dump(dict(device=torch.cuda.get_device_name(), mask=mask, speed=speed), f, indent=1)

@@ -156,7 +156,7 @@ int64_t fwd_launches();
 // or out of range) unless set_fwd_variant(v) overrides it (v < 0: back to the environment; false,
 // nothing changed, when v >= fwd_variants()); fwd_variant() is fwd_variant_for(128). D = 256 always
 // takes variant 0; dropout at D = 64 / 128 takes variant 0 when fwd_variant_for(d) is 0, else
-// flash_fwd_sm90.cu's kDropVariant (5). Variants 8 and 9 (3 consumer warpgroups) exist for the plain
+// flash_fwd_sm90.cu's kDropVariant (0: schedule 0 either way). Variants 8 and 9 (3 consumer warpgroups) exist for the plain
 // D = 64 kernel only; other calls asking for them run 5. last_fwd_variant(): the schedule of the last
 // launch (-1 before any).
 int fwd_variants();

@@ -95,8 +95,8 @@
 // 432 at T = 4096 / 4096 causal / 16384 / 16384 causal, with O and lse equal to variant 0's bit for
 // bit. At D = 64 the plain kernel's default is variant 8 (three consumer warpgroups, below); its other
 // kernels run variant 5. D = 256 keeps
-// the schedule above (variant 0); dropout at D = 64 and 128 runs kDropVariant (5) unless variant 0 is
-// asked for, a dense mask or bias kDenseVariant (1). Variant 7 is variant 5 on a persistent grid: one CTA per SM, each
+// the schedule above (variant 0); dropout at D = 64 and 128 runs kDropVariant (now 0, see there), a dense
+// mask or bias kDenseVariant (1). Variant 7 is variant 5 on a persistent grid: one CTA per SM, each
 // looping over (m_block, head, batch) tiles in a static order (TileOrder), the producer loading the
 // next tile's K / V while the consumers finish the previous tile's products and epilogue (see the
 // kernel's comment); the default of the plain D = 128 kernel without a causal mask (launch_sched).
@@ -228,8 +228,13 @@ constexpr int kNumVariants = sizeof(kSched) / sizeof(kSched[0]);
 // adds kernels to the build for no default.
 constexpr int kDefaultVariant = 5;     // D = 128 (the plain kernel: kPersistentVariant, causal kDynamicVariant)
 constexpr int kDefaultVariantD64 = 8;  // D = 64 (the plain kernel; the others run kWideFallback, 5)
-// The dropout kernel's schedule at D = 64 and 128 (schedule 0 when the variant asked for is 0).
-constexpr int kDropVariant = 5;
+// The dropout kernel's schedule at D = 64 and 128 (schedule 0 when the variant asked for is 0). Schedule 0:
+// on the H200 (2026-12-03, benchmarks/dropout_speed.py, schedule 0 against the former default 5, four
+// alternating processes each, benchmarks/RESULTS.md "Dropout cost" (z)) the forward with dropout 0.1 took
+// 0.90x-0.95x schedule 5's time at D = 64 and 0.96x-1.00x at D = 128 (means; B T = 16384, T = 4096 and
+// 16384, causal or not); schedule 5's overlap keeps S, P and O live together beside the Philox code. With 0
+// the dropout kernel has one instantiation per head dim and dtype (launch_sched).
+constexpr int kDropVariant = 0;
 // The dense mask / bias kernel's schedule at D = 64 and 128 (DENSE, a separate instantiation so that
 // the index-masked kernel's registers are not spent on it; schedule 0 when the variant asked for is 0).
 // Schedule 1, 0 spills; 5 spilled (see "Dense mask and bias" above) and ran 0.85x-0.9x as fast with a
