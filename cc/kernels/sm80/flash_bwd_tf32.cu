@@ -475,6 +475,26 @@ static cudaError_t launch_dq_tf32(const Tf32BwdArgs& args, cudaStream_t stream) 
 
 static bool aligned16_tf32b(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0; }
 
+#ifdef FA_TUNING
+// Tuning builds (benchmarks/tune_tf32_bwd.py): FA_TF32_BWD_CFG picks another tile configuration on a
+// GPU with big_smem (keys x queries per step, warps, Q / dO stages): 1 HD 64 128 x 64, 8 warps (136.5
+// KiB); 2 HD 64 128 x 32, 8 warps, 2 stages (120.5 KiB); 3 HD 128 without the general features 128 x
+// 32, 8 warps, 2 stages (216.5 KiB); 4 the same with 1 stage (183.3 KiB); 5 HD 128 general 64 x 32, 4
+// warps (108.3 KiB, two CTAs per SM). 0 / unset, or a value for another bucket: the default below.
+// True when it launched (err: the launch's result).
+static bool launch_tuned_tf32(int hd, bool gen, bool big_smem, const Tf32BwdArgs& args, cudaStream_t stream,
+                              cudaError_t& err) {
+  const int tune = big_smem ? tuning_cfg("FA_TF32_BWD_CFG") : 0;
+  if (hd == 64 && tune == 1) err = launch_bwd_tf32<64, 128, 64, 8, 1, 1>(args, stream);
+  else if (hd == 64 && tune == 2) err = launch_bwd_tf32<64, 128, 32, 8, 2, 1>(args, stream);
+  else if (hd == 128 && !gen && tune == 3) err = launch_bwd_tf32<128, 128, 32, 8, 2, 1, 0>(args, stream);
+  else if (hd == 128 && !gen && tune == 4) err = launch_bwd_tf32<128, 128, 32, 8, 1, 1, 0>(args, stream);
+  else if (hd == 128 && gen && tune == 5) err = launch_bwd_tf32<128, 64, 32, 4, 1, 1>(args, stream);
+  else return false;
+  return true;
+}
+#endif
+
 // Tile configurations (keys x queries per step, warps, Q/dO stages, column splits), shared memory:
 //   HD 64:  64 x 64, 4 warps, 1 stage: 85 KiB (all devices)
 //   HD 128: sm_90 (>= 210 KiB per SM), index masks only: 64 x 32, 4 warps, 2 stages: 142.5 KiB;
@@ -510,6 +530,9 @@ cudaError_t bwd_tf32(const FlashBwdParams& p, const float* dsum, float* dq_acc, 
   }
   if (s.Tk > 0) {
     const bool gen = needs_general(p.mask, p.score, p.dropout, args.p.dbias, true);
+#ifdef FA_TUNING
+    if (!launch_tuned_tf32(hd, gen, big_smem, args, stream, err))
+#endif
     switch (hd) {
       case 64: err = launch_bwd_tf32<64, 64, 64, 4, 1, 1>(args, stream); break;
       case 128:
