@@ -5,6 +5,8 @@ both measured in this one run (ratios, not absolute times, are the result), then
 each can run (forward+backward) by doubling until it fails or passes --max-t.
 
     python benchmarks/cpu_attention.py [--max-t 65536] [--skip-largest]
+    python benchmarks/cpu_attention.py --batch 8 --heads 12 --sizes 128,256,512 --skip-largest
+      (short sequences in batches, as a BERT-base layer sees them)
 
 FLOPs (FlashAttention count): forward 4*B*H*T*T*D, backward 2.5x forward.
 """
@@ -21,7 +23,7 @@ import tensorflow as tf  # noqa: E402
 
 import tf_flashattn as fa  # noqa: E402
 
-B, H, D = 1, 8, 64
+B, H, D = 1, 8, 64  # defaults; --batch / --heads set B and H
 
 
 def timed(fn, repeats):
@@ -69,11 +71,15 @@ def largest_t(name, max_t):
 
 
 def main():
+    global B, H
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="512,2048,8192")
     ap.add_argument("--max-t", type=int, default=32768)
     ap.add_argument("--skip-largest", action="store_true")
+    ap.add_argument("--batch", type=int, default=B)
+    ap.add_argument("--heads", type=int, default=H)
     args = ap.parse_args()
+    B, H = args.batch, args.heads
     # The commit of the tf_flashattn actually imported (an editable install may point elsewhere).
     pkg = os.path.dirname(os.path.abspath(fa.__file__))
     commit = subprocess.run(["git", "-C", pkg, "rev-parse", "--short", "HEAD"],

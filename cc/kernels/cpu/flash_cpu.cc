@@ -67,6 +67,47 @@ template <typename Acc> inline void store(BF16* p, Acc x) {
 template <typename Acc>
 inline Acc nan_max(Acc a, Acc b) { return (b > a || b != b) ? b : a; }
 
+// ---- scratch buffers -------------------------------------------------------------------
+// n elements from the scratch pool (flash_cpu.h: cpu_scratch_acquire), zero-filled as a
+// std::vector's unless kUninit (for buffers every element of which is written before it is read).
+// Each call's buffers are blocks its previous calls used, so no call page-faults them in again.
+struct Uninit {};
+constexpr Uninit kUninit{};
+
+template <typename Acc>
+class Scratch {
+ public:
+  Scratch() = default;
+  Scratch(int64_t n, Uninit) : n_(n) {
+    if (n_ > 0) p_ = static_cast<Acc*>(cpu_scratch_acquire(static_cast<size_t>(n_) * sizeof(Acc), &bytes_));
+  }
+  explicit Scratch(int64_t n, Acc fill = Acc(0)) : Scratch(n, kUninit) { std::fill(begin(), end(), fill); }
+  Scratch(Scratch&& o) noexcept : p_(o.p_), n_(o.n_), bytes_(o.bytes_) { o.p_ = nullptr; o.n_ = 0; }
+  Scratch& operator=(Scratch&& o) noexcept {
+    std::swap(p_, o.p_);
+    std::swap(n_, o.n_);
+    std::swap(bytes_, o.bytes_);
+    return *this;
+  }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  ~Scratch() {
+    if (p_) cpu_scratch_release(p_, bytes_);
+  }
+  Acc* data() { return p_; }
+  const Acc* data() const { return p_; }
+  Acc* begin() { return p_; }
+  Acc* end() { return p_ + n_; }
+  int64_t size() const { return n_; }
+  Acc& operator[](int64_t i) { return p_[i]; }
+  const Acc& operator[](int64_t i) const { return p_[i]; }
+
+ private:
+  Acc* p_ = nullptr;
+  int64_t n_ = 0;
+  size_t bytes_ = 0;
+};
+
 // ---- tile matrix products --------------------------------------------------------------
 // One register-blocked product serves every tile product of both directions:
 //   C[r][e] (+)= Σ_d A[r][d] · B[d][e]    A: [rows, kdim] at a[r * ars + d * acs] (so Aᵀ is
@@ -295,7 +336,7 @@ void load_rows_t(const T* x, const int64_t stride[3], int64_t b, int64_t h, int6
 // loops to products alone; it costs one O(N) copy.
 template <typename Acc>
 struct Packed {
-  std::vector<Acc> data;
+  Scratch<Acc> data;
   int64_t heads = 0, nblocks = 0, tile = 0;
   const Acc* at(int64_t b, int64_t h, int64_t blk) const {
     return data.data() + ((b * heads + h) * nblocks + blk) * tile;
@@ -309,7 +350,7 @@ Packed<Acc> pack(const T* x, const int64_t stride[3], int64_t batch, int64_t len
   pk.heads = heads;
   pk.nblocks = (len + block - 1) / block;
   pk.tile = block * n;
-  pk.data.resize(batch * heads * pk.nblocks * pk.tile);
+  pk.data = Scratch<Acc>(batch * heads * pk.nblocks * pk.tile, kUninit);  // every tile written below
   parallel_for(batch * heads * pk.nblocks, pk.tile * 4, [&](int64_t begin, int64_t end) {
     for (int64_t u = begin; u < end; ++u) {
       const int64_t blk = u % pk.nblocks, h = (u / pk.nblocks) % heads, b = u / (pk.nblocks * heads);
@@ -410,9 +451,9 @@ void fwd_impl(const FlashFwdParams& p, const ParallelFor& parallel_for) {
                                       parallel_for);    // V tiles [kBlockK, Dv]
 
   parallel_for(units, cost, [&](int64_t begin, int64_t end) {
-    std::vector<Acc> qt(kBlockQ * sh.D);
-    std::vector<Acc> s(kBlockQ * kBlockK), acc(kBlockQ * sh.Dv), m(kBlockQ), l(kBlockQ);
-    std::vector<Acc> z(kBlockK);
+    Scratch<Acc> qt(kBlockQ * sh.D);
+    Scratch<Acc> s(kBlockQ * kBlockK), acc(kBlockQ * sh.Dv), m(kBlockQ), l(kBlockQ);
+    Scratch<Acc> z(kBlockK);
     for (int64_t u = begin; u < end; ++u) {
       const int64_t qb = u % nqb, h = (u / nqb) % sh.H, b = u / (nqb * sh.H);
       const int64_t hk = h / sh.group();
@@ -755,7 +796,7 @@ void fwd_decode(const FlashFwdParams& p, const ParallelFor& parallel_for, int th
   // Partial states of the splits (S > 1), per (unit, head of the chunk, row): O unnormalized
   // [.., Dv], m and ℓ.
   const int64_t part_rows = S > 1 ? units * HC * R : 0;
-  std::vector<Acc> part_o(part_rows * sh.Dv), part_m(part_rows), part_l(part_rows);
+  Scratch<Acc> part_o(part_rows * sh.Dv), part_m(part_rows), part_l(part_rows);
   const int64_t cost = (sh.Tk / S + 1) * HC * (R * (sh.D + sh.Dv) * 2 + R * 20 + (sh.D + sh.Dv) * 4);
 
   // Output row r of kv head hk (query head hk * G + r / Tq, row r % Tq) from its unnormalized
@@ -771,8 +812,8 @@ void fwd_decode(const FlashFwdParams& p, const ParallelFor& parallel_for, int th
   };
 
   parallel_for(units, cost, [&](int64_t begin, int64_t end) {
-    std::vector<Acc> qt(HC * R * dp), acc(HC * R * sh.Dv), m(HC * Rp), l(HC * Rp), alpha(Rp);
-    std::vector<Acc> s(Rp * kBlockK, Acc(0)), z(kBlockK), kt(HC * dp * kBlockK),
+    Scratch<Acc> qt(HC * R * dp), acc(HC * R * sh.Dv), m(HC * Rp), l(HC * Rp), alpha(Rp);
+    Scratch<Acc> s(Rp * kBlockK, Acc(0)), z(kBlockK), kt(HC * dp * kBlockK),
         vb(HC * kBlockK * sh.Dv);
     for (int64_t u = begin; u < end; ++u) {
       const int64_t split = u % S, chunk = (u / S) % pl.nhc, b = u / (S * pl.nhc);
@@ -844,7 +885,7 @@ void fwd_decode(const FlashFwdParams& p, const ParallelFor& parallel_for, int th
 
   // Merge, per (b, kv head, row), the S partial states in split order.
   parallel_for(sh.B * sh.Hkv * R, S * (sh.Dv * 3 + 30), [&](int64_t begin, int64_t end) {
-    std::vector<Acc> out(sh.Dv);
+    Scratch<Acc> out(sh.Dv);
     for (int64_t x = begin; x < end; ++x) {
       const int64_t r = x % R, hk = (x / R) % sh.Hkv, b = x / (R * sh.Hkv);
       const int64_t u0 = (b * pl.nhc + hk / HC) * S, hl = hk % HC;  // unit of split 0
@@ -873,7 +914,7 @@ void fwd_decode(const FlashFwdParams& p, const ParallelFor& parallel_for, int th
 template <typename T, typename Acc>
 struct BwdTile {
   const FlashBwdParams& p;
-  std::vector<Acc> s, ds, pd, dcap;
+  Scratch<Acc> s, ds, pd, dcap;
   explicit BwdTile(const FlashBwdParams& params)
       : p(params), s(kBlockQ * kBlockK), ds(kBlockQ * kBlockK), pd(kBlockQ * kBlockK),
         dcap(kBlockQ * kBlockK) {}
@@ -935,7 +976,7 @@ void bwd_impl(const FlashBwdParams& p, const ParallelFor& parallel_for, int thre
   const int64_t nkb = (sh.Tk + kBlockK - 1) / kBlockK;
 
   // D = rowsum(dO ∘ O) - d_lse, [B, H, Tq] (d lse / d logit = P, so d_lse joins D).
-  std::vector<Acc> dsum(sh.B * sh.H * sh.Tq);
+  Scratch<Acc> dsum(sh.B * sh.H * sh.Tq);
   parallel_for(sh.B * sh.H * sh.Tq, sh.Dv * 4, [&](int64_t begin, int64_t end) {
     for (int64_t u = begin; u < end; ++u) {
       const int64_t i = u % sh.Tq, h = (u / sh.Tq) % sh.H, b = u / (sh.Tq * sh.H);
@@ -1028,9 +1069,9 @@ void bwd_impl(const FlashBwdParams& p, const ParallelFor& parallel_for, int thre
     // owns dK, dV, dQ and dbias of its heads, so S and dP are computed once per tile.
     parallel_for(sh.B * sh.Hkv, tile_cost * nqb * nkb * sh.group(), [&](int64_t begin, int64_t end) {
       BwdTile<T, Acc> tile(p);
-      std::vector<Acc> lse(kBlockQ), ds(kBlockQ);
-      std::vector<Acc> dk(kKeyChunk * kBlockK * sh.D), dv(kKeyChunk * kBlockK * sh.Dv);
-      std::vector<Acc> dq(sh.group() * sh.Tq * sh.D);
+      Scratch<Acc> lse(kBlockQ), ds(kBlockQ);
+      Scratch<Acc> dk(kKeyChunk * kBlockK * sh.D), dv(kKeyChunk * kBlockK * sh.Dv);
+      Scratch<Acc> dq(sh.group() * sh.Tq * sh.D);
       for (int64_t u = begin; u < end; ++u) {
         const int64_t hk = u % sh.Hkv, b = u / sh.Hkv;
         std::fill(dq.begin(), dq.end(), Acc(0));
@@ -1051,7 +1092,7 @@ void bwd_impl(const FlashBwdParams& p, const ParallelFor& parallel_for, int thre
   // Otherwise two passes that parallelize over blocks too. Pass 1: dK, dV per key block.
   parallel_for(sh.B * sh.Hkv * nkb, tile_cost * nqb * sh.group(), [&](int64_t begin, int64_t end) {
     BwdTile<T, Acc> tile(p);
-    std::vector<Acc> lse(kBlockQ), ds(kBlockQ), dk(kBlockK * sh.D), dv(kBlockK * sh.Dv);
+    Scratch<Acc> lse(kBlockQ), ds(kBlockQ), dk(kBlockK * sh.D), dv(kBlockK * sh.Dv);
     for (int64_t u = begin; u < end; ++u) {
       const int64_t kb = u % nkb, hk = (u / nkb) % sh.Hkv, b = u / (nkb * sh.Hkv);
       key_blocks(tile, b, hk, kb, kb + 1, lse.data(), ds.data(), dk.data(), dv.data(), nullptr);
@@ -1061,7 +1102,7 @@ void bwd_impl(const FlashBwdParams& p, const ParallelFor& parallel_for, int thre
   // Pass 2: dQ (and dbias rows) per (b, h, query block).
   parallel_for(sh.B * sh.H * nqb, tile_cost * nkb, [&](int64_t begin, int64_t end) {
     BwdTile<T, Acc> tile(p);
-    std::vector<Acc> lse(kBlockQ), ds(kBlockQ), dq(kBlockQ * sh.D);
+    Scratch<Acc> lse(kBlockQ), ds(kBlockQ), dq(kBlockQ * sh.D);
     for (int64_t u = begin; u < end; ++u) {
       const int64_t qb = u % nqb, h = (u / nqb) % sh.H, b = u / (nqb * sh.H);
       const int64_t hk = h / sh.group();

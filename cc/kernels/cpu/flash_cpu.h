@@ -3,6 +3,7 @@
 #ifndef TF_FLASHATTN_KERNELS_FLASH_CPU_H_
 #define TF_FLASHATTN_KERNELS_FLASH_CPU_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 
@@ -16,6 +17,16 @@ using ParallelFor =
 
 // Whether this processor runs the CPU kernels (they need AVX2, FMA and F16C).
 bool flash_cpu_supported();
+
+// Scratch memory of the CPU kernels (flash_cpu_dispatch.cc): a block of at least `bytes` bytes,
+// 64-byte aligned, contents undefined; *block_bytes receives its size, to be passed back to
+// cpu_scratch_release. Released blocks stay in a process-wide pool for later calls, up to
+// TF_FLASHATTN_CPU_SCRATCH_MB (read once; default 256, 0 keeps none); past that they are freed.
+// TF_FLASHATTN_CPU_SCRATCH_POISON=1 (read once; tests) fills every block handed out with 0xFF
+// bytes, NaN as float or double, so that a kernel reading scratch it did not write shows it.
+// Thread-safe. Throws std::bad_alloc when memory runs out.
+void* cpu_scratch_acquire(size_t bytes, size_t* block_bytes);
+void cpu_scratch_release(void* block, size_t block_bytes);
 
 // Forward: writes o [B, Tq, H, Dv] and lse [B, H, Tq] for every row (0 / -inf where masked).
 // Few query rows (params.decode, flash_cpu.cc: decode path) take the decoding path: the query

@@ -1,0 +1,112 @@
+"""The CPU kernels' scratch pool (cc/kernels/cpu/flash_cpu_dispatch.cc): calls after the first take
+their O(N) buffers from blocks earlier calls used, without page-faulting them in again, and a
+reused block changes no result (each run in a fresh process: the pool's size is read once)."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+FAULTS = textwrap.dedent("""
+    import resource
+    import tensorflow as tf
+    import tf_flashattn as fa
+    q, k, v, do = (tf.random.normal([8, 128, 12, 64], seed=i) for i in range(4))
+    @tf.function
+    def step():
+        with tf.GradientTape() as tape:
+            tape.watch([q, k, v])
+            o = fa.dot_product_attention(q, k, v)
+        return tape.gradient(o, [q, k, v], output_gradients=do)
+    for _ in range(3):
+        step()
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(10):
+        step()
+    print("FAULTS", resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+""")
+
+# Calls of different shapes and features one after the other, so that later calls get blocks that
+# earlier ones filled: odd lengths and head dims (padded tiles), GQA, masks, dropout, bias, float32,
+# bfloat16 and float64, the decoding path (few query rows) and both backward schedules (B x Hkv
+# below and above twice the thread count).
+SEQUENCE = textwrap.dedent("""
+    import sys
+    import numpy as np
+    import tensorflow as tf
+    import tf_flashattn as fa
+    out = {}
+    cases = [
+        dict(B=2, Tq=77, Tk=77, H=4, Hkv=2, D=40, dtype=tf.float32, causal=True),
+        dict(B=1, Tq=300, Tk=203, H=3, Hkv=3, D=96, dtype=tf.float32, kmask=True, dropout=0.2),
+        dict(B=3, Tq=5, Tk=333, H=8, Hkv=2, D=64, dtype=tf.float32),
+        dict(B=1, Tq=129, Tk=129, H=2, Hkv=1, D=17, dtype=tf.bfloat16, bias=True),
+        dict(B=8, Tq=65, Tk=130, H=6, Hkv=6, D=64, dtype=tf.float32, causal=True),
+        dict(B=2, Tq=33, Tk=47, H=2, Hkv=2, D=24, dtype=tf.float64),
+        dict(B=2, Tq=77, Tk=77, H=4, Hkv=2, D=40, dtype=tf.float32, causal=True),
+    ]
+    for n, c in enumerate(cases):
+        g = tf.random.Generator.from_seed(n)
+        r = lambda *s: tf.cast(g.normal(s), c["dtype"])
+        q, k, v = r(c["B"], c["Tq"], c["H"], c["D"]), r(c["B"], c["Tk"], c["Hkv"], c["D"]), r(c["B"], c["Tk"], c["Hkv"], c["D"])
+        do = r(c["B"], c["Tq"], c["H"], c["D"])
+        kw = dict(is_causal=c.get("causal", False))
+        if c.get("kmask"):
+            kw["key_mask"] = g.uniform([c["B"], c["Tk"]]) > 0.3
+        if c.get("dropout"):
+            kw.update(dropout_rate=c["dropout"], seed=tf.constant([3, n], tf.int64))
+        bias = r(1, c["H"], c["Tq"], c["Tk"]) if c.get("bias") else None
+        with tf.GradientTape() as tape:
+            tape.watch([q, k, v] + ([bias] if bias is not None else []))
+            o = fa.dot_product_attention(q, k, v, bias=bias, **kw)
+        grads = tape.gradient(o, [q, k, v] + ([bias] if bias is not None else []), output_gradients=do)
+        for name, t in zip(("o", "dq", "dk", "dv", "dbias"), [o] + grads):
+            out[f"{n}_{name}"] = tf.cast(t, tf.float64).numpy()
+    np.savez(sys.argv[1], **out)
+""")
+
+
+def _run(code, *args, mb=None, poison=False):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env.pop("TF_FLASHATTN_CPU_SCRATCH_MB", None)
+    env.pop("TF_FLASHATTN_CPU_SCRATCH_POISON", None)
+    if mb is not None:
+        env["TF_FLASHATTN_CPU_SCRATCH_MB"] = str(mb)
+    if poison:
+        env["TF_FLASHATTN_CPU_SCRATCH_POISON"] = "1"
+    env["CUDA_VISIBLE_DEVICES"] = ""  # the CPU kernels
+    res = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env,
+                         timeout=900)
+    assert res.returncode == 0, res.stderr[-3000:]
+    return res.stdout
+
+
+def test_repeated_backward_calls_do_not_fault_their_scratch_in_again():
+    faults = int([l for l in _run(FAULTS).splitlines() if l.startswith("FAULTS")][0].split()[1])
+    # One call's scratch at this shape: five packed operands of 8 * 12 * 128 * 64 floats (3 MiB each)
+    # and D, about 3,900 pages of 4 KiB. Ten calls that took fresh blocks would fault ~39,000 (38k
+    # measured with TF_FLASHATTN_CPU_SCRATCH_MB=0); reused blocks fault none of them.
+    one_call_pages = 5 * 8 * 12 * 128 * 64 * 4 // 4096
+    assert faults < one_call_pages, faults
+
+
+def test_reused_and_poisoned_blocks_change_no_result(tmp_path):
+    """Blocks that earlier calls filled, and blocks filled with NaN (TF_FLASHATTN_CPU_SCRATCH_POISON:
+    a kernel that read scratch it had not written, e.g. a tile's padding, would turn results NaN),
+    give the results of fresh blocks bit for bit."""
+    fresh = tmp_path / "fresh.npz"
+    _run(SEQUENCE, str(fresh), mb=0)
+    b = np.load(fresh)
+    assert len(b.files) == 7 * 4 + 1
+    for name in b.files:
+        assert np.isfinite(b[name]).all(), name
+    for label, kw in (("pooled", {}), ("poisoned", dict(poison=True))):
+        path = tmp_path / f"{label}.npz"
+        _run(SEQUENCE, str(path), **kw)
+        a = np.load(path)
+        assert sorted(a.files) == sorted(b.files), label
+        for name in a.files:
+            assert np.array_equal(a[name], b[name]), (label, name)
