@@ -17,7 +17,8 @@ import time
 ROOT = os.path.dirname(os.path.abspath(__file__))
 
 # Kernels: no TensorFlow headers. flash_cpu.cc is compiled once per instruction set below.
-CPU_KERNEL_SOURCES = ["cc/kernels/cpu/flash_cpu.cc", "cc/kernels/cpu/flash_cpu_dispatch.cc"]
+CPU_KERNEL_SOURCES = ["cc/kernels/cpu/flash_cpu.cc", "cc/kernels/cpu/flash_cpu_dispatch.cc",
+                      "cc/kernels/cpu/flash_cpu_scratch.cc"]
 CPU_ISA_FLAGS = {
     "avx2": ["-mavx2", "-mfma", "-mf16c"],
     "avx512": ["-mavx512f", "-mavx512vl", "-mavx2", "-mfma", "-mf16c"],

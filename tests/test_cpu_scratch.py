@@ -1,4 +1,4 @@
-"""The CPU kernels' scratch pool (cc/kernels/cpu/flash_cpu_dispatch.cc): calls after the first take
+"""The CPU kernels' scratch pool (cc/kernels/cpu/flash_cpu_scratch.cc): calls after the first take
 their O(N) buffers from blocks earlier calls used, without page-faulting them in again, and a
 reused block changes no result (each run in a fresh process: the pool's size is read once)."""
 import os

@@ -68,7 +68,7 @@ template <typename Acc>
 inline Acc nan_max(Acc a, Acc b) { return (b > a || b != b) ? b : a; }
 
 // ---- scratch buffers -------------------------------------------------------------------
-// n elements from the scratch pool (flash_cpu.h: cpu_scratch_acquire), zero-filled as a
+// n elements from the scratch pool (flash_cpu.h: cpu_scratch_acquire, flash_cpu_scratch.cc), zero-filled as a
 // std::vector's unless kUninit (for buffers every element of which is written before it is read).
 // Each call's buffers are blocks its previous calls used, so no call page-faults them in again.
 struct Uninit {};

@@ -18,7 +18,7 @@ using ParallelFor =
 // Whether this processor runs the CPU kernels (they need AVX2, FMA and F16C).
 bool flash_cpu_supported();
 
-// Scratch memory of the CPU kernels (flash_cpu_dispatch.cc): a block of at least `bytes` bytes,
+// Scratch memory of the CPU kernels (flash_cpu_scratch.cc): a block of at least `bytes` bytes,
 // 64-byte aligned, contents undefined; *block_bytes receives its size, to be passed back to
 // cpu_scratch_release. Released blocks stay in a process-wide pool for later calls, up to
 // TF_FLASHATTN_CPU_SCRATCH_MB (read once; default 256, 0 keeps none); past that they are freed.

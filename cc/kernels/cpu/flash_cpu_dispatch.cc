@@ -3,85 +3,10 @@
 // so its tests can run there too; nothing forces a build the processor lacks.
 #include <cstdlib>
 #include <cstring>
-#include <map>
-#include <mutex>
-#include <new>
-#include <vector>
 
 #include "cc/kernels/cpu/flash_cpu.h"
 
 namespace flashattn {
-
-// ---- scratch pool ------------------------------------------------------------------------
-// The CPU kernels' O(N) buffers (the packed operands, D, per-shard tiles and accumulators) are
-// taken from here rather than allocated afresh at every call: glibc serves blocks of a few MB with
-// mmap and hands them back to the system when they are freed (its per-thread arenas trim too), so
-// each call page-faulted its buffers in again, the kernel zeroing every page first. Measured on a
-// 2-core machine (benchmarks/RESULTS.md, "Scratch memory"): forward + backward at B = 8, T = 128,
-// H = 12, D = 64, float32, 32 ms a call, 17-19 ms with glibc told to keep its memory. Block sizes
-// are powers of two (at least 4 KiB), so a free block of the right class fits any request of it.
-namespace {
-class ScratchPool {
- public:
-  static ScratchPool& get() {
-    static ScratchPool* pool = new ScratchPool();  // never destroyed: kernels may run at exit
-    return *pool;
-  }
-  void* acquire(size_t bytes, size_t* block_bytes) {
-    size_t cls = 4096;
-    while (cls < bytes) cls <<= 1;
-    *block_bytes = cls;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      auto it = free_.find(cls);
-      if (it != free_.end() && !it->second.empty()) {
-        void* block = it->second.back();
-        it->second.pop_back();
-        cached_ -= cls;
-        return block;
-      }
-    }
-    void* block = std::aligned_alloc(64, cls);
-    if (block == nullptr) throw std::bad_alloc();
-    return block;
-  }
-  void* acquire_checked(size_t bytes, size_t* block_bytes) {
-    void* block = acquire(bytes, block_bytes);
-    if (poison_) std::memset(block, 0xFF, *block_bytes);  // NaN in every float / double
-    return block;
-  }
-  void release(void* block, size_t cls) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (cached_ + cls <= limit_) {
-        free_[cls].push_back(block);
-        cached_ += cls;
-        return;
-      }
-    }
-    std::free(block);
-  }
-
- private:
-  ScratchPool() {
-    const char* poison = std::getenv("TF_FLASHATTN_CPU_SCRATCH_POISON");
-    poison_ = poison != nullptr && std::strcmp(poison, "1") == 0;
-    const char* mb = std::getenv("TF_FLASHATTN_CPU_SCRATCH_MB");
-    char* end = nullptr;
-    const long long v = mb && *mb ? std::strtoll(mb, &end, 10) : -1;
-    limit_ = (v >= 0 && end && *end == '\0') ? static_cast<size_t>(v) << 20 : size_t{256} << 20;
-  }
-  std::mutex mu_;
-  std::map<size_t, std::vector<void*>> free_;  // free blocks by size
-  size_t cached_ = 0, limit_ = 0;
-  bool poison_ = false;
-};
-}  // namespace
-
-void* cpu_scratch_acquire(size_t bytes, size_t* block_bytes) {
-  return ScratchPool::get().acquire_checked(bytes, block_bytes);
-}
-void cpu_scratch_release(void* block, size_t block_bytes) { ScratchPool::get().release(block, block_bytes); }
 
 void flash_fwd_cpu_avx2(const FlashFwdParams& p, const ParallelFor& pf, int threads);
 void flash_bwd_cpu_avx2(const FlashBwdParams& p, const ParallelFor& pf, int threads);
