@@ -29,6 +29,33 @@ FAULTS = textwrap.dedent("""
     print("FAULTS", resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
 """)
 
+# A pool too small for two shapes' buffers at once (TF_FLASHATTN_CPU_SCRATCH_MB=24): after calls of
+# a larger shape fill it (5 packed operands of 4 MiB), the new shape's blocks (2 MiB classes) must
+# displace them, or all but one of its packed operands would be allocated afresh at every call.
+FAULTS_AFTER_OTHER_SHAPE = textwrap.dedent("""
+    import resource
+    import tensorflow as tf
+    import tf_flashattn as fa
+    def make(shape):
+        q, k, v, do = (tf.random.normal(shape, seed=i) for i in range(4))
+        @tf.function
+        def step():
+            with tf.GradientTape() as tape:
+                tape.watch([q, k, v])
+                o = fa.dot_product_attention(q, k, v)
+            return tape.gradient(o, [q, k, v], output_gradients=do)
+        return step
+    big, small = make([8, 256, 8, 64]), make([4, 128, 12, 64])
+    for _ in range(3):
+        big()
+    for _ in range(3):
+        small()
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(10):
+        small()
+    print("FAULTS", resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+""")
+
 # Calls of different shapes and features one after the other, so that later calls get blocks that
 # earlier ones filled: odd lengths and head dims (padded tiles), GQA, masks, dropout, bias, float32,
 # bfloat16 and float64, the decoding path (few query rows) and both backward schedules (B x Hkv
@@ -90,6 +117,13 @@ def test_repeated_backward_calls_do_not_fault_their_scratch_in_again():
     # and D, about 3,900 pages of 4 KiB. Ten calls that took fresh blocks would fault ~39,000 (38k
     # measured with TF_FLASHATTN_CPU_SCRATCH_MB=0); reused blocks fault none of them.
     one_call_pages = 5 * 8 * 12 * 128 * 64 * 4 // 4096
+    assert faults < one_call_pages, faults
+
+
+def test_a_full_pool_makes_room_for_the_current_shape():
+    out = _run(FAULTS_AFTER_OTHER_SHAPE, mb=24)
+    faults = int([l for l in out.splitlines() if l.startswith("FAULTS")][0].split()[1])
+    one_call_pages = 5 * 4 * 12 * 128 * 64 * 4 // 4096  # five packed operands of 1.5 MiB
     assert faults < one_call_pages, faults
 
 

@@ -21,7 +21,8 @@ bool flash_cpu_supported();
 // Scratch memory of the CPU kernels (flash_cpu_scratch.cc): a block of at least `bytes` bytes,
 // 64-byte aligned, contents undefined; *block_bytes receives its size, to be passed back to
 // cpu_scratch_release. Released blocks stay in a process-wide pool for later calls, up to
-// TF_FLASHATTN_CPU_SCRATCH_MB (read once; default 256, 0 keeps none); past that they are freed.
+// TF_FLASHATTN_CPU_SCRATCH_MB (read once; default 256, 0 keeps none); past that the blocks
+// released longest ago are freed.
 // TF_FLASHATTN_CPU_SCRATCH_POISON=1 (read once; tests) fills every block handed out with 0xFF
 // bytes, NaN as float or double, so that a kernel reading scratch it did not write shows it.
 // Thread-safe. Throws std::bad_alloc when memory runs out.

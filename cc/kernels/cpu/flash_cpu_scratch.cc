@@ -2,9 +2,11 @@
 // once and shared by the per-instruction-set builds of flash_cpu.cc. No framework headers.
 #include <cstdlib>
 #include <cstring>
-#include <map>
+#include <deque>
+#include <iterator>
 #include <mutex>
 #include <new>
+#include <utility>
 #include <vector>
 
 #include "cc/kernels/cpu/flash_cpu.h"
@@ -32,10 +34,10 @@ class ScratchPool {
     *block_bytes = cls;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      auto it = free_.find(cls);
-      if (it != free_.end() && !it->second.empty()) {
-        void* block = it->second.back();
-        it->second.pop_back();
+      for (auto it = free_.rbegin(); it != free_.rend(); ++it) {  // the latest released first
+        if (it->first != cls) continue;
+        void* block = it->second;
+        free_.erase(std::next(it).base());
         cached_ -= cls;
         return block;
       }
@@ -49,16 +51,25 @@ class ScratchPool {
     if (poison_) std::memset(block, 0xFF, *block_bytes);  // NaN in every float / double
     return block;
   }
+  // Keeps the block for reuse, freeing the blocks released longest ago when the pool would
+  // otherwise pass its limit (so a changed shape's blocks displace the old shape's).
   void release(void* block, size_t cls) {
+    std::vector<void*> drop;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (cached_ + cls <= limit_) {
-        free_[cls].push_back(block);
+      if (cls > limit_) {
+        drop.push_back(block);
+      } else {
+        while (cached_ + cls > limit_) {
+          drop.push_back(free_.front().second);
+          cached_ -= free_.front().first;
+          free_.pop_front();
+        }
+        free_.emplace_back(cls, block);
         cached_ += cls;
-        return;
       }
     }
-    std::free(block);
+    for (void* b : drop) std::free(b);
   }
 
  private:
@@ -71,7 +82,7 @@ class ScratchPool {
     limit_ = (v >= 0 && end && *end == '\0') ? static_cast<size_t>(v) << 20 : size_t{256} << 20;
   }
   std::mutex mu_;
-  std::map<size_t, std::vector<void*>> free_;  // free blocks by size
+  std::deque<std::pair<size_t, void*>> free_;  // released blocks (size, address), oldest first
   size_t cached_ = 0, limit_ = 0;
   bool poison_ = false;
 };
