@@ -55,6 +55,10 @@
 #             timed in a loop and by do_bench, A, B, A, B, A, B, then the table; ~40 s; AB_LOOP_SET=mask
 #             times the D = 64 index-masked kernel's shapes instead; SAVE_SET=main makes
 #             splitd compare the D <= 128 kernel's outputs instead). Files: OUT/ab_summary.log and the logs
+#   tf32tune  no TensorFlow needed: the harness build (FA_TUNING), then benchmarks/tune_tf32_bwd.py: the
+#             float32 backward's TF32 tile configurations (FA_TF32_BWD_CFG in flash_bwd_tf32.cu), their
+#             numerics, dK / dV bits against the default, and TFLOP/s at 16k tokens. File:
+#             OUT/tune_tf32_bwd.log
 #   tune      no TensorFlow needed: the harness build, tile-configuration timings at T=16384 (D=64,
 #             128, 256) and T=512 (D=64, 128), numerics of each variant first, and compute-sanitizer
 #             over the index-masked bf16 kernels (~2.5 min)
@@ -126,8 +130,11 @@ done
 export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader | tee $OUT/gpu.txt
 has() { [[ ,$what, == *,$1,* || $what == all ]]; }
-if has harness || has tune; then
+if has harness || has tune || has tf32tune; then
   NVCC_EXTRA=-DFA_TUNING ARCHS=90 bash benchmarks/build_harness.sh 2>&1 | tail -2
+fi
+if has tf32tune; then
+  python3 benchmarks/tune_tf32_bwd.py 2>&1 | grep -v Warn | tee $OUT/tune_tf32_bwd.log
 fi
 if [[ ,$what, == *,sm90,* ]]; then (
   d=$OUT/sm90; mkdir -p $d

@@ -4,7 +4,7 @@ configuration's bits where both sum the same query tiles in the same order, and 
   python3 benchmarks/tune_tf32_bwd.py [--quick]
 Build: a tuning build, FA_TUNING defined for flash_bwd_tf32.cu (FA_TF32_BWD_CFG picks the configuration
 at run time; 0 / unset: the default), e.g. NVCC_EXTRA=-DFA_TUNING bash benchmarks/build_harness.sh (module
-from $HARNESS_DIR, default .harness_build)."""
+from $HARNESS_DIR, default .harness_build). On the lent GPU, build and run: bash benchmarks/gpu_run.sh tf32tune."""
 import os, sys
 sys.path.insert(0, os.path.dirname(__file__))
 import torch
