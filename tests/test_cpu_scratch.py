@@ -10,30 +10,10 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+# Minor page faults of ten forward + backward calls at the last shape given (argv: shapes as
+# B,T,H,D), after three warm-up calls at each shape in turn.
 FAULTS = textwrap.dedent("""
-    import resource
-    import tensorflow as tf
-    import tf_flashattn as fa
-    q, k, v, do = (tf.random.normal([8, 128, 12, 64], seed=i) for i in range(4))
-    @tf.function
-    def step():
-        with tf.GradientTape() as tape:
-            tape.watch([q, k, v])
-            o = fa.dot_product_attention(q, k, v)
-        return tape.gradient(o, [q, k, v], output_gradients=do)
-    for _ in range(3):
-        step()
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-    for _ in range(10):
-        step()
-    print("FAULTS", resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
-""")
-
-# A pool too small for two shapes' buffers at once (TF_FLASHATTN_CPU_SCRATCH_MB=24): after calls of
-# a larger shape fill it (5 packed operands of 4 MiB), the new shape's blocks (2 MiB classes) must
-# displace them, or all but one of its packed operands would be allocated afresh at every call.
-FAULTS_AFTER_OTHER_SHAPE = textwrap.dedent("""
-    import resource
+    import resource, sys
     import tensorflow as tf
     import tf_flashattn as fa
     def make(shape):
@@ -45,16 +25,21 @@ FAULTS_AFTER_OTHER_SHAPE = textwrap.dedent("""
                 o = fa.dot_product_attention(q, k, v)
             return tape.gradient(o, [q, k, v], output_gradients=do)
         return step
-    big, small = make([8, 256, 8, 64]), make([4, 128, 12, 64])
-    for _ in range(3):
-        big()
-    for _ in range(3):
-        small()
+    steps = [make([int(x) for x in a.split(",")]) for a in sys.argv[1:]]
+    for step in steps:
+        for _ in range(3):
+            step()
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     for _ in range(10):
-        small()
+        steps[-1]()
     print("FAULTS", resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
 """)
+
+
+def _faults(*shapes, mb=None):
+    out = _run(FAULTS, *shapes, mb=mb)
+    return int([l for l in out.splitlines() if l.startswith("FAULTS")][0].split()[1])
+
 
 # Calls of different shapes and features one after the other, so that later calls get blocks that
 # earlier ones filled: odd lengths and head dims (padded tiles), GQA, masks, dropout, bias, float32,
@@ -112,7 +97,7 @@ def _run(code, *args, mb=None, poison=False):
 
 
 def test_repeated_backward_calls_do_not_fault_their_scratch_in_again():
-    faults = int([l for l in _run(FAULTS).splitlines() if l.startswith("FAULTS")][0].split()[1])
+    faults = _faults("8,128,12,64")
     # One call's scratch at this shape: five packed operands of 8 * 12 * 128 * 64 floats (3 MiB each)
     # and D, about 3,900 pages of 4 KiB. Ten calls that took fresh blocks would fault ~39,000 (38k
     # measured with TF_FLASHATTN_CPU_SCRATCH_MB=0); reused blocks fault none of them.
@@ -121,8 +106,10 @@ def test_repeated_backward_calls_do_not_fault_their_scratch_in_again():
 
 
 def test_a_full_pool_makes_room_for_the_current_shape():
-    out = _run(FAULTS_AFTER_OTHER_SHAPE, mb=24)
-    faults = int([l for l in out.splitlines() if l.startswith("FAULTS")][0].split()[1])
+    """A pool too small for two shapes' buffers at once (TF_FLASHATTN_CPU_SCRATCH_MB=24): after calls
+    of a larger shape fill it (5 packed operands of 4 MiB), the new shape's blocks (2 MiB classes)
+    must displace them, or all but one of its packed operands would be allocated afresh each call."""
+    faults = _faults("8,256,8,64", "4,128,12,64", mb=24)
     one_call_pages = 5 * 4 * 12 * 128 * 64 * 4 // 4096  # five packed operands of 1.5 MiB
     assert faults < one_call_pages, faults
 
