@@ -23,7 +23,6 @@
 #include <thread>
 #include <type_traits>
 #include <utility>
-#include <vector>
 
 namespace flashattn {
 namespace {
@@ -452,7 +451,8 @@ void fwd_impl(const FlashFwdParams& p, const ParallelFor& parallel_for) {
 
   parallel_for(units, cost, [&](int64_t begin, int64_t end) {
     Scratch<Acc> qt(kBlockQ * sh.D);
-    Scratch<Acc> s(kBlockQ * kBlockK), acc(kBlockQ * sh.Dv), m(kBlockQ), l(kBlockQ);
+    Scratch<Acc> s(kBlockQ * kBlockK);
+    Scratch<Acc> acc(kBlockQ * sh.Dv, kUninit), m(kBlockQ, kUninit), l(kBlockQ, kUninit);  // set per unit
     Scratch<Acc> z(kBlockK);
     for (int64_t u = begin; u < end; ++u) {
       const int64_t qb = u % nqb, h = (u / nqb) % sh.H, b = u / (nqb * sh.H);
@@ -812,7 +812,8 @@ void fwd_decode(const FlashFwdParams& p, const ParallelFor& parallel_for, int th
   };
 
   parallel_for(units, cost, [&](int64_t begin, int64_t end) {
-    Scratch<Acc> qt(HC * R * dp), acc(HC * R * sh.Dv), m(HC * Rp), l(HC * Rp), alpha(Rp);
+    Scratch<Acc> qt(HC * R * dp), alpha(Rp);
+    Scratch<Acc> acc(HC * R * sh.Dv, kUninit), m(HC * Rp, kUninit), l(HC * Rp, kUninit);  // set per unit
     Scratch<Acc> s(Rp * kBlockK, Acc(0)), z(kBlockK), kt(HC * dp * kBlockK),
         vb(HC * kBlockK * sh.Dv);
     for (int64_t u = begin; u < end; ++u) {
@@ -1070,8 +1071,9 @@ void bwd_impl(const FlashBwdParams& p, const ParallelFor& parallel_for, int thre
     parallel_for(sh.B * sh.Hkv, tile_cost * nqb * nkb * sh.group(), [&](int64_t begin, int64_t end) {
       BwdTile<T, Acc> tile(p);
       Scratch<Acc> lse(kBlockQ), ds(kBlockQ);
-      Scratch<Acc> dk(kKeyChunk * kBlockK * sh.D), dv(kKeyChunk * kBlockK * sh.Dv);
-      Scratch<Acc> dq(sh.group() * sh.Tq * sh.D);
+      // dk, dv set by key_blocks, dq per unit
+      Scratch<Acc> dk(kKeyChunk * kBlockK * sh.D, kUninit), dv(kKeyChunk * kBlockK * sh.Dv, kUninit);
+      Scratch<Acc> dq(sh.group() * sh.Tq * sh.D, kUninit);
       for (int64_t u = begin; u < end; ++u) {
         const int64_t hk = u % sh.Hkv, b = u / sh.Hkv;
         std::fill(dq.begin(), dq.end(), Acc(0));
@@ -1092,7 +1094,8 @@ void bwd_impl(const FlashBwdParams& p, const ParallelFor& parallel_for, int thre
   // Otherwise two passes that parallelize over blocks too. Pass 1: dK, dV per key block.
   parallel_for(sh.B * sh.Hkv * nkb, tile_cost * nqb * sh.group(), [&](int64_t begin, int64_t end) {
     BwdTile<T, Acc> tile(p);
-    Scratch<Acc> lse(kBlockQ), ds(kBlockQ), dk(kBlockK * sh.D), dv(kBlockK * sh.Dv);
+    Scratch<Acc> lse(kBlockQ), ds(kBlockQ);
+    Scratch<Acc> dk(kBlockK * sh.D, kUninit), dv(kBlockK * sh.Dv, kUninit);  // set by key_blocks
     for (int64_t u = begin; u < end; ++u) {
       const int64_t kb = u % nkb, hk = (u / nkb) % sh.Hkv, b = u / (nkb * sh.Hkv);
       key_blocks(tile, b, hk, kb, kb + 1, lse.data(), ds.data(), dk.data(), dv.data(), nullptr);
@@ -1102,7 +1105,7 @@ void bwd_impl(const FlashBwdParams& p, const ParallelFor& parallel_for, int thre
   // Pass 2: dQ (and dbias rows) per (b, h, query block).
   parallel_for(sh.B * sh.H * nqb, tile_cost * nkb, [&](int64_t begin, int64_t end) {
     BwdTile<T, Acc> tile(p);
-    Scratch<Acc> lse(kBlockQ), ds(kBlockQ), dq(kBlockQ * sh.D);
+    Scratch<Acc> lse(kBlockQ), ds(kBlockQ), dq(kBlockQ * sh.D, kUninit);  // dq set per unit
     for (int64_t u = begin; u < end; ++u) {
       const int64_t qb = u % nqb, h = (u / nqb) % sh.H, b = u / (nqb * sh.H);
       const int64_t hk = h / sh.group();
