@@ -12,13 +12,16 @@ import triton.testing as tt
 from kernel_harness_check import Harness, make_inputs, run_ours, check_numerics, same_bits, CASES, DEV
 
 # FA_TF32_BWD_CFG values (flash_bwd_tf32.cu, bwd_tf32): keys x queries per step, warps, Q / dO stages.
-CFGS = {0: "default (HD 64: 64 x 64, 4 warps; HD 128: 64 x 32, 4 warps, 2 stages; general 32 x 32, 2 warps)",
+CFGS = {0: "default (HD 64: 64 x 64, 4 warps; HD 128 on sm_90: 128 x 32, 8 warps, 2 stages; general 64 x 32, "
+           "4 warps)",
         1: "HD 64: 128 x 64, 8 warps", 2: "HD 64: 128 x 32, 8 warps, 2 stages",
-        3: "HD 128: 128 x 32, 8 warps, 2 stages", 4: "HD 128: 128 x 32, 8 warps, 1 stage",
-        5: "HD 128 general: 64 x 32, 4 warps"}
+        3: "HD 128: 128 x 32, 8 warps, 2 stages (the default)", 4: "HD 128: 128 x 32, 8 warps, 1 stage",
+        5: "HD 128 general: 64 x 32, 4 warps (the default)",
+        6: "HD 128: 64 x 32, 4 warps, 2 stages (the default before 2026-12-04)",
+        7: "HD 128 general: 32 x 32, 2 warps (the default before 2026-12-04)"}
 # Configurations whose dK / dV must equal the default's bit for bit (same query-tile height, so the
 # same sums in the same order per key row), by head-dim bucket and general / not.
-SAME_SUMS = {1: 64, 3: 128, 4: 128, 5: 128}
+SAME_SUMS = {1: 64, 3: 128, 4: 128, 5: 128, 6: 128, 7: 128}
 
 
 def bucket(c):
@@ -71,14 +74,14 @@ def main():
         for T in ((4096,) if quick else (1024, 4096, 16384)):
             for causal in (False, True):
                 for drop in ((False, True) if D == 128 and T == 4096 else (False,)):
-                    # dropout: the general kernel (cfg 5's)
+                    # dropout: the general kernel
                     c = dict(B=16384 // T, Tq=T, Tk=T, H=1024 // D, D=D, causal=causal, tf32=True,
                              dropout=0.1 if drop else 0.0)
                     g.manual_seed(0)
                     t = make_inputs(c, torch.float32, g)
                     run_ours(h, c, t)
                     fl = 2.5 * 4 * c["B"] * T * T * c["H"] * D / (2 if causal else 1)
-                    vs = (0, 1, 2) if D == 64 else (0, 5) if drop else (0, 3, 4)
+                    vs = (0, 1, 2) if D == 64 else (0, 7) if drop else (0, 6, 4)
                     base = None
                     for v in vs:
                         ms = with_cfg(v, lambda: tt.do_bench(lambda: h.bwd(c, t), warmup=25, rep=200,

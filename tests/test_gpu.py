@@ -478,7 +478,12 @@ def test_calls_do_not_wait_for_the_gpu(case):
     body = grad if "grad" in case else attn
     fn = {"graph": tf.function, "eager": lambda f: f,
           "xla": lambda f: tf.function(f, jit_compile=True)}[case.split("_")[0]](body)
-    host, total = _host_and_total_ms(fn)
+    # Best of three rounds: with the GPU tests' 8 workers on one machine a round's host time can
+    # stretch (1.44 ms of 3.66 once, 2026-12-04); a call that waits for the GPU fails every round.
+    for _ in range(3):
+        host, total = _host_and_total_ms(fn)
+        if host < 0.3 * total:
+            break
     assert host < 0.3 * total, (
         f"{case}: the host spent {host:.2f} ms per call of {total:.2f} ms: the call waits for "
         f"the GPU")

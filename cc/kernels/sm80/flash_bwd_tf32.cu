@@ -480,7 +480,9 @@ static bool aligned16_tf32b(const void* ptr) { return (reinterpret_cast<uintptr_
 // GPU with big_smem (keys x queries per step, warps, Q / dO stages): 1 HD 64 128 x 64, 8 warps (136.5
 // KiB); 2 HD 64 128 x 32, 8 warps, 2 stages (120.5 KiB); 3 HD 128 without the general features 128 x
 // 32, 8 warps, 2 stages (216.5 KiB); 4 the same with 1 stage (183.3 KiB); 5 HD 128 general 64 x 32, 4
-// warps (108.3 KiB, two CTAs per SM). 0 / unset, or a value for another bucket: the default below.
+// warps (108.3 KiB, two CTAs per SM); 3 and 5 are the sm_90 defaults since 2026-12-04, 6 and 7 the
+// configurations they replaced: 6 HD 128 without the general features 64 x 32, 4 warps, 2 stages (142.5
+// KiB), 7 HD 128 general 32 x 32, 2 warps (70.5 KiB). 0 / unset, or a value for another bucket: the default below.
 // True when it launched (err: the launch's result).
 static bool launch_tuned_tf32(int hd, bool gen, bool big_smem, const Tf32BwdArgs& args, cudaStream_t stream,
                               cudaError_t& err) {
@@ -490,6 +492,8 @@ static bool launch_tuned_tf32(int hd, bool gen, bool big_smem, const Tf32BwdArgs
   else if (hd == 128 && !gen && tune == 3) err = launch_bwd_tf32<128, 128, 32, 8, 2, 1, 0>(args, stream);
   else if (hd == 128 && !gen && tune == 4) err = launch_bwd_tf32<128, 128, 32, 8, 1, 1, 0>(args, stream);
   else if (hd == 128 && gen && tune == 5) err = launch_bwd_tf32<128, 64, 32, 4, 1, 1>(args, stream);
+  else if (hd == 128 && !gen && tune == 6) err = launch_bwd_tf32<128, 64, 32, 4, 2, 1, 0>(args, stream);
+  else if (hd == 128 && gen && tune == 7) err = launch_bwd_tf32<128, 32, 32, 2, 1, 1, 1>(args, stream);
   else return false;
   return true;
 }
@@ -497,8 +501,11 @@ static bool launch_tuned_tf32(int hd, bool gen, bool big_smem, const Tf32BwdArgs
 
 // Tile configurations (keys x queries per step, warps, Q/dO stages, column splits), shared memory:
 //   HD 64:  64 x 64, 4 warps, 1 stage: 85 KiB (all devices)
-//   HD 128: sm_90 (>= 210 KiB per SM), index masks only: 64 x 32, 4 warps, 2 stages: 142.5 KiB;
-//           otherwise 32 x 32, 2 warps, 1 stage: 70.5 KiB
+//   HD 128: sm_90 (>= 210 KiB per SM), index masks only: 128 x 32, 8 warps, 2 stages: 216.5 KiB;
+//           sm_90 with the general features (dropout, bias, soft-cap, dense mask): 64 x 32, 4 warps,
+//           1 stage: 108.3 KiB (two CTAs per SM); otherwise 32 x 32, 2 warps, 1 stage: 70.5 KiB.
+//           On the H200 the sm_90 pair is 1.12x-1.27x (index masks) and 1.46x (dropout 0.1) faster
+//           than the 64 x 32 / 32 x 32 ones before it (benchmarks/tune_tf32_bwd.py, RESULTS.md)
 //   HD 256: sm_90 only: 32 x 32, 2 warps, 1 stage, 2 column splits (phase A computed twice, dK/dV
 //           in 128 registers): 134.5 KiB
 // Deterministic dQ kernel (rows x keys): HD 64: 64 x 64 (68 KiB), HD 128: 32 x 32 (66 KiB),
@@ -536,8 +543,11 @@ cudaError_t bwd_tf32(const FlashBwdParams& p, const float* dsum, float* dq_acc, 
     switch (hd) {
       case 64: err = launch_bwd_tf32<64, 64, 64, 4, 1, 1>(args, stream); break;
       case 128:
-        err = (!gen && big_smem) ? launch_bwd_tf32<128, 64, 32, 4, 2, 1, 0>(args, stream)
-                                 : launch_bwd_tf32<128, 32, 32, 2, 1, 1>(args, stream);
+        if (big_smem)
+          err = gen ? launch_bwd_tf32<128, 64, 32, 4, 1, 1, 1>(args, stream)
+                    : launch_bwd_tf32<128, 128, 32, 8, 2, 1, 0>(args, stream);
+        else
+          err = launch_bwd_tf32<128, 32, 32, 2, 1, 1>(args, stream);
         break;
       case 256: err = launch_bwd_tf32<256, 32, 32, 2, 1, 2>(args, stream); break;
       default: return cudaErrorInvalidValue;
