@@ -18,10 +18,13 @@ CFGS = {0: "default (HD 64: 64 x 64, 4 warps; HD 128 on sm_90: 128 x 32, 8 warps
         3: "HD 128: 128 x 32, 8 warps, 2 stages (the default)", 4: "HD 128: 128 x 32, 8 warps, 1 stage",
         5: "HD 128 general: 64 x 32, 4 warps (the default)",
         6: "HD 128: 64 x 32, 4 warps, 2 stages (the default before 2026-12-04)",
-        7: "HD 128 general: 32 x 32, 2 warps (the default before 2026-12-04)"}
+        7: "HD 128 general: 32 x 32, 2 warps (the default before 2026-12-04)",
+        8: "HD 256: 64 x 32, 4 warps, 2 column splits (the default)", 9: "HD 256: 64 x 16, 4 warps, 2 column splits",
+        10: "HD 64: 64 x 32, 4 warps, 2 stages", 11: "HD 64: 64 x 32, 4 warps, 1 stage",
+        12: "HD 256: 32 x 32, 2 warps, 2 column splits (the default before 2026-12-04)"}
 # Configurations whose dK / dV must equal the default's bit for bit (same query-tile height, so the
 # same sums in the same order per key row), by head-dim bucket and general / not.
-SAME_SUMS = {1: 64, 3: 128, 4: 128, 5: 128, 6: 128, 7: 128}
+SAME_SUMS = {1: 64, 3: 128, 4: 128, 5: 128, 6: 128, 7: 128, 8: 256, 12: 256}
 
 
 def bucket(c):
@@ -40,7 +43,7 @@ def with_cfg(v, fn):
 def main():
     quick = "--quick" in sys.argv
     h = Harness(os.environ.get("HARNESS_DIR", ".harness_build"))
-    cases = [c for c in CASES if bucket(c) in (64, 128)]
+    cases = list(CASES)
     ok_all = True
     for v in CFGS:
         rows = with_cfg(v, lambda: check_numerics(h, ("tf32",), cases, open(os.devnull, "w")))
@@ -70,18 +73,21 @@ def main():
     # Backward TFLOP/s, float32 with TF32, 16k tokens, hidden 1024 (the float32 table's shapes).
     print("| D | T | causal | options | cfg | bwd ms | bwd TFLOP/s | / cfg 0 |")
     print("|---:|---:|---|---|---:|---:|---:|---:|")
-    for D in (128, 64):
+    # Configurations timed per head dim (2026-12-04's runs timed 128: 0, 3, 4 and 0, 5 with dropout, 64:
+    # 0, 1, 2, then 0, 10, 11, 256: 0, 8, 9; 3, 5 and 8 are now the default, 6, 7 and 12 the former one).
+    sets = {128: (0, 6), 64: (0, 10, 11), 256: (0, 12, 9)}
+    drop_sets = {128: (0, 7), 256: (0, 12)}
+    for D in (256, 128, 64):
         for T in ((4096,) if quick else (1024, 4096, 16384)):
             for causal in (False, True):
-                for drop in ((False, True) if D == 128 and T == 4096 else (False,)):
-                    # dropout: the general kernel
+                for drop in ((False, True) if D in drop_sets and T == 4096 else (False,)):
                     c = dict(B=16384 // T, Tq=T, Tk=T, H=1024 // D, D=D, causal=causal, tf32=True,
                              dropout=0.1 if drop else 0.0)
                     g.manual_seed(0)
                     t = make_inputs(c, torch.float32, g)
                     run_ours(h, c, t)
                     fl = 2.5 * 4 * c["B"] * T * T * c["H"] * D / (2 if causal else 1)
-                    vs = (0, 1, 2) if D == 64 else (0, 7) if drop else (0, 6, 4)
+                    vs = drop_sets[D] if drop else sets[D]
                     base = None
                     for v in vs:
                         ms = with_cfg(v, lambda: tt.do_bench(lambda: h.bwd(c, t), warmup=25, rep=200,

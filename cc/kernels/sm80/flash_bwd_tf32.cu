@@ -482,7 +482,10 @@ static bool aligned16_tf32b(const void* ptr) { return (reinterpret_cast<uintptr_
 // 32, 8 warps, 2 stages (216.5 KiB); 4 the same with 1 stage (183.3 KiB); 5 HD 128 general 64 x 32, 4
 // warps (108.3 KiB, two CTAs per SM); 3 and 5 are the sm_90 defaults since 2026-12-04, 6 and 7 the
 // configurations they replaced: 6 HD 128 without the general features 64 x 32, 4 warps, 2 stages (142.5
-// KiB), 7 HD 128 general 32 x 32, 2 warps (70.5 KiB). 0 / unset, or a value for another bucket: the default below.
+// KiB), 7 HD 128 general 32 x 32, 2 warps (70.5 KiB); 8 HD 256 64 x 32, 4 warps, 2 column splits (204.3
+// KiB), 9 HD 256 64 x 16, 4 warps, 2 splits (167.6 KiB); 10 HD 64 64 x 32, 4 warps, 2 stages (79.3 KiB), 11
+// HD 64 64 x 32, 4 warps, 1 stage (61.1 KiB); 8 is the HD 256 default since 2026-12-04, 12 the one it
+// replaced (32 x 32, 2 warps, 2 splits, 134.8 KiB). 0 / unset, or a value for another bucket: the default below.
 // True when it launched (err: the launch's result).
 static bool launch_tuned_tf32(int hd, bool gen, bool big_smem, const Tf32BwdArgs& args, cudaStream_t stream,
                               cudaError_t& err) {
@@ -494,6 +497,11 @@ static bool launch_tuned_tf32(int hd, bool gen, bool big_smem, const Tf32BwdArgs
   else if (hd == 128 && gen && tune == 5) err = launch_bwd_tf32<128, 64, 32, 4, 1, 1>(args, stream);
   else if (hd == 128 && !gen && tune == 6) err = launch_bwd_tf32<128, 64, 32, 4, 2, 1, 0>(args, stream);
   else if (hd == 128 && gen && tune == 7) err = launch_bwd_tf32<128, 32, 32, 2, 1, 1, 1>(args, stream);
+  else if (hd == 256 && tune == 8) err = launch_bwd_tf32<256, 64, 32, 4, 1, 2>(args, stream);
+  else if (hd == 256 && tune == 9) err = launch_bwd_tf32<256, 64, 16, 4, 1, 2>(args, stream);
+  else if (hd == 64 && tune == 10) err = launch_bwd_tf32<64, 64, 32, 4, 2, 1>(args, stream);
+  else if (hd == 64 && tune == 11) err = launch_bwd_tf32<64, 64, 32, 4, 1, 1>(args, stream);
+  else if (hd == 256 && tune == 12) err = launch_bwd_tf32<256, 32, 32, 2, 1, 2>(args, stream);
   else return false;
   return true;
 }
@@ -506,8 +514,9 @@ static bool launch_tuned_tf32(int hd, bool gen, bool big_smem, const Tf32BwdArgs
 //           1 stage: 108.3 KiB (two CTAs per SM); otherwise 32 x 32, 2 warps, 1 stage: 70.5 KiB.
 //           On the H200 the sm_90 pair is 1.12x-1.27x (index masks) and 1.46x (dropout 0.1) faster
 //           than the 64 x 32 / 32 x 32 ones before it (benchmarks/tune_tf32_bwd.py, RESULTS.md)
-//   HD 256: sm_90 only: 32 x 32, 2 warps, 1 stage, 2 column splits (phase A computed twice, dK/dV
-//           in 128 registers): 134.5 KiB
+//   HD 256: sm_90 only: 64 x 32, 4 warps, 1 stage, 2 column splits (phase A computed twice, dK/dV
+//           in 128 registers): 204.3 KiB; on the H200 1.69x-1.98x faster than the 32 x 32, 2-warp
+//           tiles (134.8 KiB: one CTA of 2 warps per SM) before it (tune_tf32_bwd.py, RESULTS.md)
 // Deterministic dQ kernel (rows x keys): HD 64: 64 x 64 (68 KiB), HD 128: 32 x 32 (66 KiB),
 // HD 256: 32 x 16 (97.5 KiB).
 cudaError_t bwd_tf32(const FlashBwdParams& p, const float* dsum, float* dq_acc, bool big_smem,
@@ -549,7 +558,7 @@ cudaError_t bwd_tf32(const FlashBwdParams& p, const float* dsum, float* dq_acc, 
         else
           err = launch_bwd_tf32<128, 32, 32, 2, 1, 1>(args, stream);
         break;
-      case 256: err = launch_bwd_tf32<256, 32, 32, 2, 1, 2>(args, stream); break;
+      case 256: err = launch_bwd_tf32<256, 64, 32, 4, 1, 2>(args, stream); break;
       default: return cudaErrorInvalidValue;
     }
     if (err != cudaSuccess) return err;
