@@ -57,8 +57,9 @@
 #             splitd compare the D <= 128 kernel's outputs instead). Files: OUT/ab_summary.log and the logs
 #   tf32tune  no TensorFlow needed: the harness build (FA_TUNING), then benchmarks/tune_tf32_bwd.py: the
 #             float32 backward's TF32 tile configurations (FA_TF32_BWD_CFG in flash_bwd_tf32.cu), their
-#             numerics, dK / dV bits against the default, and TFLOP/s at 16k tokens. File:
-#             OUT/tune_tf32_bwd.log
+#             numerics, dK / dV bits against the default, and TFLOP/s at 16k tokens; TF32TUNE_ARGS adds
+#             arguments (--quick: T = 4096 only; --fwd: the head-dim-256 forward's tiles instead,
+#             FA_TF32_FWD_CFG in flash_fwd_tf32.cu). File: OUT/tune_tf32_bwd.log
 #   tune      no TensorFlow needed: the harness build, tile-configuration timings at T=16384 (D=64,
 #             128, 256) and T=512 (D=64, 128), numerics of each variant first, and compute-sanitizer
 #             over the index-masked bf16 kernels (~2.5 min)
@@ -134,7 +135,7 @@ if has harness || has tune || has tf32tune; then
   NVCC_EXTRA=-DFA_TUNING ARCHS=90 bash benchmarks/build_harness.sh 2>&1 | tail -2
 fi
 if has tf32tune; then
-  python3 benchmarks/tune_tf32_bwd.py 2>&1 | grep -v Warn | tee $OUT/tune_tf32_bwd.log
+  python3 benchmarks/tune_tf32_bwd.py ${TF32TUNE_ARGS:-} 2>&1 | grep -v Warn | tee $OUT/tune_tf32_bwd.log
 fi
 if [[ ,$what, == *,sm90,* ]]; then (
   d=$OUT/sm90; mkdir -p $d

@@ -2,6 +2,8 @@
 configurations, on an sm_90 GPU: numerics of each against float64, dK / dV against the default
 configuration's bits where both sum the same query tiles in the same order, and backward TFLOP/s.
   python3 benchmarks/tune_tf32_bwd.py [--quick]
+  python3 benchmarks/tune_tf32_bwd.py --fwd   (the head-dim-256 forward's tiles, FA_TF32_FWD_CFG in
+                                               flash_fwd_tf32.cu: numerics, O / lse bits, TFLOP/s)
 Build: a tuning build, FA_TUNING defined for flash_bwd_tf32.cu (FA_TF32_BWD_CFG picks the configuration
 at run time; 0 / unset: the default), e.g. NVCC_EXTRA=-DFA_TUNING bash benchmarks/build_harness.sh (module
 from $HARNESS_DIR, default .harness_build). On the lent GPU, build and run: bash benchmarks/gpu_run.sh tf32tune."""
@@ -32,15 +34,77 @@ def bucket(c):
     return 64 if d <= 64 else 128 if d <= 128 else 256
 
 
-def with_cfg(v, fn):
-    os.environ["FA_TF32_BWD_CFG"] = str(v)
+def with_cfg(v, fn, var="FA_TF32_BWD_CFG"):
+    os.environ[var] = str(v)
     try:
         return fn()
     finally:
-        os.environ.pop("FA_TF32_BWD_CFG")
+        os.environ.pop(var)
+
+
+FWD_CFGS = {0: "default (HD 256 on sm_90: 128 x 32, 8 warps)", 1: "HD 256: 128 x 16, 8 warps",
+            2: "HD 256: 128 x 32, 8 warps (the default)",
+            3: "HD 256: 64 x 16, 4 warps (the default before 2026-12-04, and where shared memory is smaller)"}
+# (a, b): b's O / lse must equal a's bit for bit (each warp's 16 rows see the same 16-key steps).
+FWD_SAME = ((3, 1), (0, 2))
+
+
+def main_fwd():
+    """FA_TF32_FWD_CFG: numerics of every configuration (all harness cases; only head dim 256 changes),
+    O / lse bits of the FWD_SAME pairs, forward TFLOP/s at 16k tokens, hidden 1024."""
+    h = Harness(os.environ.get("HARNESS_DIR", ".harness_build"))
+    ok_all = True
+    for v in FWD_CFGS:
+        rows = with_cfg(v, lambda: check_numerics(h, ("tf32",), CASES, open(os.devnull, "w")),
+                        var="FA_TF32_FWD_CFG")
+        bad = [r["case"] + ("/det" if r["det"] else "") for r in rows if not r["ok"]]
+        ok_all &= not bad
+        print(f"fwd cfg {v} numerics {len(rows) - len(bad)} / {len(rows)}" + (f" FAIL {bad}" if bad else ""),
+              flush=True)
+    g = torch.Generator(device=DEV)
+    for va, vb in FWD_SAME:
+        n = same = 0
+        for c in CASES:
+            if bucket(c) != 256:
+                continue
+            c2 = dict(c, tf32=True)
+            g.manual_seed(7)
+            t0 = make_inputs(c2, torch.float32, g)
+            g.manual_seed(7)
+            t1 = make_inputs(c2, torch.float32, g)
+            with_cfg(va, lambda: run_ours(h, c2, t0, need_bwd=False), var="FA_TF32_FWD_CFG")
+            with_cfg(vb, lambda: run_ours(h, c2, t1, need_bwd=False), var="FA_TF32_FWD_CFG")
+            torch.cuda.synchronize()
+            for name in ("o", "lse"):
+                n += 1
+                same += same_bits(t0[name], t1[name])
+        ok_all &= same == n
+        print(f"fwd cfg {vb} o / lse bitwise equal to cfg {va}: {same} / {n}", flush=True)
+    print("| D | T | causal | options | fwd cfg | fwd ms | fwd TFLOP/s | / cfg 0 |")
+    print("|---:|---:|---|---|---:|---:|---:|---:|")
+    D = 256
+    for T in (1024, 4096, 16384):
+        for causal in (False, True):
+            for drop in ((False, True) if T == 4096 else (False,)):
+                c = dict(B=16384 // T, Tq=T, Tk=T, H=1024 // D, D=D, causal=causal, tf32=True,
+                         dropout=0.1 if drop else 0.0)
+                g.manual_seed(0)
+                t = make_inputs(c, torch.float32, g)
+                run_ours(h, c, t, need_bwd=False)
+                fl = 4 * c["B"] * T * T * c["H"] * D / (2 if causal else 1)
+                base = None
+                for v in FWD_CFGS:
+                    ms = with_cfg(v, lambda: tt.do_bench(lambda: h.fwd(c, t), warmup=25, rep=200,
+                                                         return_mode="median"), var="FA_TF32_FWD_CFG")
+                    base = base or ms
+                    print(f"| {D} | {T} | {'yes' if causal else 'no'} | {'dropout 0.1' if drop else '-'} | {v} | "
+                          f"{ms:.3f} | {fl / ms / 1e9:.1f} | {base / ms:.3f}x |", flush=True)
+    print("ALL CHECKS PASS" if ok_all else "SOME CHECKS FAILED")
 
 
 def main():
+    if "--fwd" in sys.argv:
+        return main_fwd()
     quick = "--quick" in sys.argv
     h = Harness(os.environ.get("HARNESS_DIR", ".harness_build"))
     cases = list(CASES)

@@ -310,7 +310,7 @@ cudaError_t flash_fwd_impl(const FlashFwdParams& p, cudaStream_t stream) {
       if (err != cudaErrorNotSupported) return err;
     }
 #endif
-    return cuda::fwd_tf32(p, stream);
+    return cuda::fwd_tf32(p, big_smem, stream);
   }
   if (p.dtype == DType::kFloat64) return cudaErrorNotSupported;
 #if FA_HAS_SM90

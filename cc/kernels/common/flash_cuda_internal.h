@@ -123,8 +123,9 @@ cudaError_t bwd_dq_tc(const FlashBwdParams& p, const float* dsum, const float* l
 // dK, dV per key row, no atomics (flash_bwd_simt.cu).
 cudaError_t bwd_dkdv_simt(const FlashBwdParams& p, const float* dsum, cudaStream_t stream);
 
-// float32 on TF32 tensor cores (params.allow_tf32). Forward (flash_fwd_tf32.cu).
-cudaError_t fwd_tf32(const FlashFwdParams& p, cudaStream_t stream);
+// float32 on TF32 tensor cores (params.allow_tf32). Forward (flash_fwd_tf32.cu); big_smem: see
+// check_device.
+cudaError_t fwd_tf32(const FlashFwdParams& p, bool big_smem, cudaStream_t stream);
 // Backward (flash_bwd_tf32.cu): dq_acc [B, H, Tq, head_dim_bucket(max(D, Dv))] float32 workspace
 // for dQ atomics, or null for the deterministic schedule (a separate dQ kernel, no atomics).
 // dsum: [B, H, Tq]. big_smem: see check_device.

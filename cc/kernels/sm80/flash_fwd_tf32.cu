@@ -176,8 +176,9 @@ static bool aligned16_tf32(const void* ptr) { return (reinterpret_cast<uintptr_t
 // index-masked kernels 4 warps x 32 rows (K/V fragments reused over two m-tiles), general ones
 // 8 warps x 16 rows (fewer registers for the per-element score function).
 //   HD 64:  BQ 128, BK 64: 68 KiB      HD 128: BQ 128, BK 32: 99 KiB (101376 B, the sm_86 limit)
-//   HD 256: BQ 64,  BK 16: 97.5 KiB
-cudaError_t fwd_tf32(const FlashFwdParams& p, cudaStream_t stream) {
+//   HD 256: BQ 64,  BK 16: 97.5 KiB; with >= 210 KiB per SM (big_smem: sm_90) BQ 128, BK 32, 8 warps:
+//           195 KiB, on the H200 1.11x-1.24x faster (tune_tf32_bwd.py --fwd, RESULTS.md)
+cudaError_t fwd_tf32(const FlashFwdParams& p, bool big_smem, cudaStream_t stream) {
   const AttnShape& s = p.shape;
   const bool vec = s.D % 4 == 0 && s.Dv % 4 == 0 && s.q_stride[0] % 4 == 0 && s.q_stride[1] % 4 == 0 &&
                    s.q_stride[2] % 4 == 0 && s.k_stride[0] % 4 == 0 && s.k_stride[1] % 4 == 0 &&
@@ -187,6 +188,21 @@ cudaError_t fwd_tf32(const FlashFwdParams& p, cudaStream_t stream) {
                    aligned16_tf32(p.v) && aligned16_tf32(p.o);
   const Tf32FwdArgs args{p, vec};
   const bool gen = needs_general(p.mask, p.score, p.dropout, nullptr, true);
+#ifdef FA_TUNING
+  // Tuning builds (benchmarks/tune_tf32_bwd.py --fwd): FA_TF32_FWD_CFG picks other head-dim-256 tiles
+  // (query rows per CTA x keys per step, warps): 1 128 x 16, 8 warps (162.5 KiB); 2 128 x 32, 8 warps
+  // (195 KiB; the big_smem default since 2026-12-04); 3 64 x 16, 4 warps (97.5 KiB; the default before,
+  // and elsewhere). 0 / unset: the default below.
+  if (head_dim_bucket(s.D > s.Dv ? s.D : s.Dv) == 256) {
+    const int tune = tuning_cfg("FA_TF32_FWD_CFG");
+    if (tune == 1)
+      return gen ? launch_fwd_tf32<256, 1, 16, 8, true>(args, stream) : launch_fwd_tf32<256, 1, 16, 8, false>(args, stream);
+    if (tune == 2)
+      return gen ? launch_fwd_tf32<256, 1, 32, 8, true>(args, stream) : launch_fwd_tf32<256, 1, 32, 8, false>(args, stream);
+    if (tune == 3)
+      return gen ? launch_fwd_tf32<256, 1, 16, 4, true>(args, stream) : launch_fwd_tf32<256, 1, 16, 4, false>(args, stream);
+  }
+#endif
   switch (head_dim_bucket(s.D > s.Dv ? s.D : s.Dv)) {
     case 64:
       return gen ? launch_fwd_tf32<64, 1, 64, 8, true>(args, stream) : launch_fwd_tf32<64, 2, 64, 4, false>(args, stream);
@@ -194,6 +210,9 @@ cudaError_t fwd_tf32(const FlashFwdParams& p, cudaStream_t stream) {
       return gen ? launch_fwd_tf32<128, 1, 32, 8, true>(args, stream)
                  : launch_fwd_tf32<128, 2, 32, 4, false>(args, stream);
     case 256:
+      if (big_smem)
+        return gen ? launch_fwd_tf32<256, 1, 32, 8, true>(args, stream)
+                   : launch_fwd_tf32<256, 1, 32, 8, false>(args, stream);
       return gen ? launch_fwd_tf32<256, 1, 16, 4, true>(args, stream)
                  : launch_fwd_tf32<256, 1, 16, 4, false>(args, stream);
     default: return cudaErrorInvalidValue;
