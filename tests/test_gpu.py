@@ -186,6 +186,21 @@ def test_float32_gqa_dropout_shapes(d, dv, dtype):
     compare(q, k, v, dtype, allowed=allowed, keep=keep, bias=rand(rng, 1, 4, 113, 203), kw=kw)
 
 
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("d", [64, 128, 256])
+def test_tf32_tile_edges(d, causal):
+    """TF32 without the general features at sizes that cross several tiles of every TF32 tile
+    configuration (key tiles of 16 to 128, query tiles of 32 to 128 rows; on an H100 / H200 the
+    head-dim-128 backward's 128-key tiles, the head-dim-256 forward's 128 x 32 and backward's
+    64 x 32 ones) with ragged last tiles, and GQA."""
+    rng = np.random.default_rng(d + causal)
+    tq, tk = 300, 517
+    q, k, v = rand(rng, 2, tq, 4, d), rand(rng, 2, tk, 2, d), rand(rng, 2, tk, 2, d)
+    kw = dict(is_causal=True, causal_offset=tk - tq) if causal else {}
+    allowed = (allowed_mask(2, 4, tq, tk, is_causal=True, causal_offset=tk - tq) if causal else None)
+    compare(q, k, v, TF32, allowed=allowed, kw=kw)
+
+
 B, TQ, TK, H = 2, 203, 333, 4
 
 
