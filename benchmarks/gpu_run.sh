@@ -6,7 +6,10 @@
 #   profile   no TensorFlow needed (builds the harness unless tune/harness did in the lease): ncu of
 #             our backward and FlashAttention-2's at T=4096 D=128 bf16, side by side, with stall
 #             reasons (~1 min); PROFILE_DIR=fwd|bwd, PROFILE_D, PROFILE_T, PROFILE_B (default
-#             16384 / PROFILE_T), PROFILE_CFG (our variant)
+#             16384 / PROFILE_T), PROFILE_CFG (our variant); PROFILE_DTYPE=tf32 profiles the float32
+#             TF32 kernel of that direction instead (sm80/flash_*_tf32.cu; FlashAttention-2 has no
+#             float32, so ours alone; PROFILE_CFG then sets FA_TF32_BWD_CFG / FA_TF32_FWD_CFG; the
+#             forward at head dims 64 and 128 runs the Hopper TF32 kernel unless TF_FLASHATTN_SM90_TF32=0)
 #   sm90      no TensorFlow needed: the Hopper forward (cc/kernels/sm90/): harness build (ARCHS=90),
 #             ptxas report and cuobjdump -sass counts (HGMMA, UTMALDG, SYNCS, setmaxnreg) of its object,
 #             then benchmarks/sm90_check.py's phases, each in its own process under a timeout (building-
@@ -364,12 +367,21 @@ if has profile; then
   export PROFILE_B=${PROFILE_B:-$(( 16384 / pt > 0 ? 16384 / pt : 1 ))}  # the benchmark's 16k tokens
   tag=${dir}_D${pd}_T${pt}
   fa2=$([[ $dir == bwd ]] && echo flash_bwd_dq_dk_dv || echo 'flash_fwd_(splitkv_)?kernel')
-  env "FA_${dir^^}_CFG=${PROFILE_CFG:-0}" ncu --clock-control none \
-    --kernel-name regex:flash_${dir}_kernel --launch-count 1 $SECTIONS \
-    python3 benchmarks/profile_one.py $pt $pd 0 bf16 > $OUT/ncu_ours_$tag.txt 2>&1
-  ncu --clock-control none --kernel-name "regex:$fa2" --launch-count 1 $SECTIONS \
-    python3 benchmarks/profile_fa2.py $pt $pd 0 > $OUT/ncu_fa2_$tag.txt 2>&1
-  for f in ours fa2; do echo "== $f $dir D=$pd T=$pt"
+  if [[ ${PROFILE_DTYPE:-bf16} == tf32 ]]; then
+    tag=${tag}_tf32
+    env "FA_TF32_${dir^^}_CFG=${PROFILE_CFG:-0}" ncu --clock-control none \
+      --kernel-name regex:flash_${dir}_tf32_kernel --launch-count 1 $SECTIONS \
+      python3 benchmarks/profile_one.py $pt $pd 0 fp32 tf32 > $OUT/ncu_ours_$tag.txt 2>&1
+    profiled=ours
+  else
+    env "FA_${dir^^}_CFG=${PROFILE_CFG:-0}" ncu --clock-control none \
+      --kernel-name regex:flash_${dir}_kernel --launch-count 1 $SECTIONS \
+      python3 benchmarks/profile_one.py $pt $pd 0 bf16 > $OUT/ncu_ours_$tag.txt 2>&1
+    ncu --clock-control none --kernel-name "regex:$fa2" --launch-count 1 $SECTIONS \
+      python3 benchmarks/profile_fa2.py $pt $pd 0 > $OUT/ncu_fa2_$tag.txt 2>&1
+    profiled="ours fa2"
+  fi
+  for f in $profiled; do echo "== $f $dir D=$pd T=$pt"
     grep -E "Duration|Executed Ipc Active|Issue Slots Busy|Executed Instructions  |Registers Per|L2 Cache Throughput|Mem Busy" $OUT/ncu_${f}_$tag.txt | head -24
     grep -E "issue_stalled" $OUT/ncu_${f}_$tag.txt | awk '$NF > 0.1' | sed 's/smsp__average_warps_issue_stalled_//; s/_per_issue_active.ratio//'; done
 fi
