@@ -23,14 +23,19 @@ CFGS = {0: "default (HD 64: 64 x 64, 4 warps; HD 128 on sm_90: 128 x 32, 8 warps
         7: "HD 128 general: 32 x 32, 2 warps (the default before 2026-12-04)",
         8: "HD 256: 64 x 32, 4 warps, 2 column splits (the default)", 9: "HD 256: 64 x 16, 4 warps, 2 column splits",
         10: "HD 64: 64 x 32, 4 warps, 2 stages", 11: "HD 64: 64 x 32, 4 warps, 1 stage",
-        12: "HD 256: 32 x 32, 2 warps, 2 column splits (the default before 2026-12-04)"}
+        12: "HD 256: 32 x 32, 2 warps, 2 column splits (the default before 2026-12-04)",
+        # Two m16 key tiles per warp (MTK = 2); 13-15 and 17 without the general features only.
+        13: "HD 64: 128 x 32, 4 warps, MTK 2", 14: "HD 64: 128 x 32, 4 warps, 2 stages, MTK 2",
+        15: "HD 64: 64 x 32, 2 warps, MTK 2", 16: "HD 64: 128 x 16, 4 warps, 2 stages, MTK 2",
+        17: "HD 128: 128 x 32, 4 warps, 2 column splits, MTK 2", 18: "HD 64: 128 x 16, 4 warps, MTK 2"}
 # Configurations whose dK / dV must equal the default's bit for bit (same query-tile height, so the
 # same sums in the same order per key row), by head-dim bucket and general / not.
 SAME_SUMS = {1: 64, 3: 128, 4: 128, 5: 128, 6: 128, 7: 128, 8: 256, 12: 256}
 # Configurations timed per head dim (2026-12-04's runs timed 128: 0, 3, 4 and 0, 5 with dropout, 64: 0,
-# 1, 2, then 0, 10, 11, 256: 0, 8, 9; 3, 5 and 8 are now the default, 6, 7 and 12 the former one).
-BWD_SETS = {256: (0, 12, 9), 128: (0, 6), 64: (0, 10, 11)}
-BWD_DROP_SETS = {128: (0, 7), 256: (0, 12)}
+# 1, 2, then 0, 10, 11, 256: 0, 8, 9; 3, 5 and 8 are now the default, 6, 7 and 12 the former one; 13-18
+# were added after those runs).
+BWD_SETS = {256: (0, 12), 128: (0, 6, 17), 64: (0, 13, 14, 15, 16, 18)}
+BWD_DROP_SETS = {128: (0, 7), 256: (0, 12), 64: (0, 16, 18)}
 
 # FA_TF32_FWD_CFG values (flash_fwd_tf32.cu, fwd_tf32): query rows per CTA x keys per step, warps.
 FWD_CFGS = {0: "default (HD 256 on sm_90: 128 x 32, 8 warps)", 1: "HD 256: 128 x 16, 8 warps",

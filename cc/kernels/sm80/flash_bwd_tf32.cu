@@ -1,8 +1,9 @@
 // FlashAttention-2 backward for float32 inputs on TF32 tensor cores (params.allow_tf32).
 //
 // Pre-pass (flash_bwd.cu): Dsum = rowsum(dO ∘ O) - d_lse, [B, H, Tq] float32 (workspace).
-// Main kernel, as flash_bwd.cu: one CTA per (key tile of BKb = 16 NW keys, column split, kv head
-// hk, batch b); warp w owns keys [16 w, 16 w + 16) in every phase. K and V stay in shared memory,
+// Main kernel, as flash_bwd.cu: one CTA per (key tile of BKb = 16 MTK NW keys, column split, kv head
+// hk, batch b); warp w owns keys [16 MTK w, 16 MTK (w + 1)) in every phase (MTK = 1 in the default
+// configurations; MTK = 2, two m16 key tiles per warp, lets each Q / dO fragment serve both). K and V stay in shared memory,
 // dK and dV (columns [split·HD/NSPLIT, (split+1)·HD/NSPLIT)) accumulate in registers. For every
 // query head of the group and every query tile (BQb rows) that sees the key tile (Q, dO, lse,
 // Dsum through shared memory, QST stages):
@@ -42,7 +43,8 @@ struct Tf32BwdArgs {
 template <int HD, int BKb, int BQb, int NW, int QST, int NSPLIT>
 struct Tf32BwdCfg {
   static constexpr int kThreads = NW * 32;
-  static_assert(BKb == 16 * NW, "one m16 key tile per warp");
+  static constexpr int MTK = BKb / (16 * NW);  // m16 key tiles per warp
+  static_assert(BKb == 16 * NW * MTK && (MTK == 1 || MTK == 2), "one or two m16 key tiles per warp");
   static_assert(BQb % 16 == 0 && HD % (8 * NSPLIT) == 0, "tile shapes");
   static constexpr int cmin(int a, int b) { return a < b ? a : b; }
   static constexpr int AN = BQb / 8;           // phase A: query n8 tiles per warp
@@ -113,15 +115,19 @@ __global__ void __launch_bounds__(NW * 32) flash_bwd_tf32_kernel(const Tf32BwdAr
     for (int r = tid; r < BQb; r += NT) sL[stage * BQb + r] *= kLog2e;  // -inf stays -inf
   };
 
-  float dk[HDS / 8][4], dv[HDS / 8][4];  // keys 16 warp + g (+8), cols split*HDS + 8 nd + 2 tq (+1)
+  constexpr int MTK = Cfg::MTK;
+  // keys kr0 + 16 mk + g (+8), cols split*HDS + 8 nd + 2 tq (+1)
+  float dk[MTK][HDS / 8][4], dv[MTK][HDS / 8][4];
 #pragma unroll
-  for (int nd = 0; nd < HDS / 8; ++nd)
+  for (int mk = 0; mk < MTK; ++mk)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) dk[nd][e] = dv[nd][e] = 0.f;
+    for (int nd = 0; nd < HDS / 8; ++nd)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dk[mk][nd][e] = dv[mk][nd][e] = 0.f;
 
   const float sl2 = p.score.scale * kLog2e;
   const bool dropout = p.dropout.rate > 0.f;
-  const int kr0 = warp * 16;
+  const int kr0 = warp * 16 * MTK;  // the warp's keys: kr0 + [0, 16 MTK)
 
   int hl = 0, qb = units.lo;
   units.seek(hl, qb);
@@ -155,65 +161,89 @@ __global__ void __launch_bounds__(NW * 32) flash_bwd_tf32_kernel(const Tf32BwdAr
     const float* cL = sL + st * BQb;
     const float* cDs = sDs + st * BQb;
 
-    // ---- phase A: Sᵀ = K Qᵀ, dPdᵀ = V dOᵀ for keys kr0 + [0, 16), all BQb queries -------------
-    float sacc[Cfg::AN][4], dpacc[Cfg::AN][4];
+    // ---- phase A: Sᵀ = K Qᵀ, dPdᵀ = V dOᵀ for keys kr0 + [0, 16 MTK), all BQb queries ---------
+    // (with MTK = 2 each Q / dO fragment serves both m16 key tiles)
+    float sacc[MTK][Cfg::AN][4], dpacc[MTK][Cfg::AN][4];
 #pragma unroll
-    for (int nt = 0; nt < Cfg::AN; ++nt)
+    for (int mk = 0; mk < MTK; ++mk)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) sacc[nt][e] = dpacc[nt][e] = 0.f;
+      for (int nt = 0; nt < Cfg::AN; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) sacc[mk][nt][e] = dpacc[mk][nt][e] = 0.f;
 #pragma unroll
     for (int kk = 0; kk < HD / 8; ++kk) {
-      uint32_t ak[4], av[4];
-      ldsm_x4(ak, sK + KTile::off(kr0 + (lane & 15), kk * 8 + (lane >> 4) * 4));
-      ldsm_x4(av, sV + KTile::off(kr0 + (lane & 15), kk * 8 + (lane >> 4) * 4));
+      uint32_t ak[MTK][4], av[MTK][4];
+#pragma unroll
+      for (int mk = 0; mk < MTK; ++mk) {
+        ldsm_x4(ak[mk], sK + KTile::off(kr0 + 16 * mk + (lane & 15), kk * 8 + (lane >> 4) * 4));
+        ldsm_x4(av[mk], sV + KTile::off(kr0 + 16 * mk + (lane & 15), kk * 8 + (lane >> 4) * 4));
+      }
 #pragma unroll
       for (int nt2 = 0; nt2 < Cfg::AN / 2; ++nt2) {
         uint32_t bq[4], bo[4];
         const int off = QTile::off(nt2 * 16 + (lane & 7) + (lane >> 4) * 8, kk * 8 + ((lane >> 3) & 1) * 4);
         ldsm_x4(bq, cQ + off);
         ldsm_x4(bo, cdO + off);
-        mma_tf32(sacc[2 * nt2], ak, bq);
-        mma_tf32(sacc[2 * nt2 + 1], ak, bq + 2);
-        mma_tf32(dpacc[2 * nt2], av, bo);
-        mma_tf32(dpacc[2 * nt2 + 1], av, bo + 2);
+#pragma unroll
+        for (int mk = 0; mk < MTK; ++mk) {
+          mma_tf32(sacc[mk][2 * nt2], ak[mk], bq);
+          mma_tf32(sacc[mk][2 * nt2 + 1], ak[mk], bq + 2);
+          mma_tf32(dpacc[mk][2 * nt2], av[mk], bo);
+          mma_tf32(dpacc[mk][2 * nt2 + 1], av[mk], bo + 2);
+        }
       }
     }
     // Element-wise: sacc <- Pd = P Z, dpacc <- dS (flash_bwd_tile.cuh; dbias from split 0 only).
-    uint32_t kbits[1] = {0u};  // dropout keep bits (one 16-key m-tile: a Philox call per 4)
-    if (GEN && dropout) drop_cols_bits<1, Cfg::AN>(kbits, drop_tile(p.dropout, b, h), j0 + kr0, i0, g, tq);
-    bwd_tile_probs<float, Cfg::AN, GEN>(sacc, dpacc, p, b, h, i0, j0, kr0, cL, cDs, sl2,
-                                        !GEN && tile_in_range(p.mask, i0, BQb, j0, BKb, qlim, klim),
-                                        qlim, klim, GEN && dropout, kbits[0], split == 0, g, tq);
+    // Dropout keep bits per m16 key tile (a Philox call covers 32 keys x 8 queries: with MTK = 1 a
+    // thread uses half of each call, with MTK = 2 all of it).
+    uint32_t kbits[MTK] = {};
+    if (GEN && dropout) drop_cols_bits<MTK, Cfg::AN>(kbits, drop_tile(p.dropout, b, h), j0 + kr0, i0, g, tq);
+    const bool in_range = !GEN && tile_in_range(p.mask, i0, BQb, j0, BKb, qlim, klim);
+#pragma unroll
+    for (int mk = 0; mk < MTK; ++mk)
+      bwd_tile_probs<float, Cfg::AN, GEN>(sacc[mk], dpacc[mk], p, b, h, i0, j0, kr0 + 16 * mk, cL, cDs, sl2,
+                                          in_range, qlim, klim, GEN && dropout, kbits[mk], split == 0, g, tq);
     // To tf32 bit patterns; dS into shared memory for phase C.
-    uint32_t pP[Cfg::AN][4], pS[Cfg::AN][4];
+    uint32_t pP[MTK][Cfg::AN][4], pS[MTK][Cfg::AN][4];
 #pragma unroll
-    for (int nt = 0; nt < Cfg::AN; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        pP[nt][e] = to_tf32(sacc[nt][e]);
-        pS[nt][e] = to_tf32(dpacc[nt][e]);
-      }
-    if (args.dq_acc) {
+    for (int mk = 0; mk < MTK; ++mk)
 #pragma unroll
       for (int nt = 0; nt < Cfg::AN; ++nt)
 #pragma unroll
-        for (int r = 0; r < 2; ++r)
-          *reinterpret_cast<uint2*>(sdS + (kr0 + g + 8 * r) * kSS + nt * 8 + 2 * tq) =
-              make_uint2(pS[nt][2 * r], pS[nt][2 * r + 1]);
+        for (int e = 0; e < 4; ++e) {
+          pP[mk][nt][e] = to_tf32(sacc[mk][nt][e]);
+          pS[mk][nt][e] = to_tf32(dpacc[mk][nt][e]);
+        }
+    if (args.dq_acc) {
+#pragma unroll
+      for (int mk = 0; mk < MTK; ++mk)
+#pragma unroll
+        for (int nt = 0; nt < Cfg::AN; ++nt)
+#pragma unroll
+          for (int r = 0; r < 2; ++r)
+            *reinterpret_cast<uint2*>(sdS + (kr0 + 16 * mk + g + 8 * r) * kSS + nt * 8 + 2 * tq) =
+                make_uint2(pS[mk][nt][2 * r], pS[mk][nt][2 * r + 1]);
     }
 
     // ---- phase B: dV += Pdᵀ dO, dK += dSᵀ Q (k8 step nt = queries 8 nt + {2t, 2t+1}) ---------
+    // (each dO / Q fragment serves the warp's MTK key tiles)
 #pragma unroll
     for (int nt = 0; nt < Cfg::AN; ++nt) {
-      const uint32_t ap[4] = {pP[nt][0], pP[nt][2], pP[nt][1], pP[nt][3]};
-      const uint32_t ad[4] = {pS[nt][0], pS[nt][2], pS[nt][1], pS[nt][3]};
+      uint32_t ap[MTK][4], ad[MTK][4];
+#pragma unroll
+      for (int mk = 0; mk < MTK; ++mk) {
+        ap[mk][0] = pP[mk][nt][0], ap[mk][1] = pP[mk][nt][2], ap[mk][2] = pP[mk][nt][1], ap[mk][3] = pP[mk][nt][3];
+        ad[mk][0] = pS[mk][nt][0], ad[mk][1] = pS[mk][nt][2], ad[mk][2] = pS[mk][nt][1], ad[mk][3] = pS[mk][nt][3];
+      }
       const int o0 = QTile::off(nt * 8 + 2 * tq, split * HDS + g);
 #pragma unroll
       for (int nd = 0; nd < HDS / 8; ++nd) {
         const uint32_t bo[2] = {ucdO[o0 + nd * 8], ucdO[o0 + QTile::kStride + nd * 8]};
-        mma_tf32(dv[nd], ap, bo);
+#pragma unroll
+        for (int mk = 0; mk < MTK; ++mk) mma_tf32(dv[mk][nd], ap[mk], bo);
         const uint32_t bq[2] = {ucQ[o0 + nd * 8], ucQ[o0 + QTile::kStride + nd * 8]};
-        mma_tf32(dk[nd], ad, bq);
+#pragma unroll
+        for (int mk = 0; mk < MTK; ++mk) mma_tf32(dk[mk][nd], ad[mk], bq);
       }
     }
 
@@ -274,8 +304,10 @@ __global__ void __launch_bounds__(NW * 32) flash_bwd_tf32_kernel(const Tf32BwdAr
   float* dvp = static_cast<float*>(p.dv);
   const float scale = p.score.scale;
 #pragma unroll
+  for (int mk = 0; mk < MTK; ++mk)
+#pragma unroll
   for (int r = 0; r < 2; ++r) {
-    const int64_t j = j0 + kr0 + g + 8 * r;
+    const int64_t j = j0 + kr0 + 16 * mk + g + 8 * r;
     if (j >= sh.Tk) continue;
     float* dkr = dkp + b * sh.k_stride[0] + j * sh.k_stride[1] + hk * sh.k_stride[2];
     float* dvr = dvp + b * sh.v_stride[0] + j * sh.v_stride[1] + hk * sh.v_stride[2];
@@ -283,13 +315,13 @@ __global__ void __launch_bounds__(NW * 32) flash_bwd_tf32_kernel(const Tf32BwdAr
     for (int nd = 0; nd < HDS / 8; ++nd) {
       const int d = split * HDS + nd * 8 + 2 * tq;
       if (args.vec) {
-        if (d < D) *reinterpret_cast<float2*>(dkr + d) = make_float2(dk[nd][2 * r] * scale, dk[nd][2 * r + 1] * scale);
-        if (d < Dv) *reinterpret_cast<float2*>(dvr + d) = make_float2(dv[nd][2 * r], dv[nd][2 * r + 1]);
+        if (d < D) *reinterpret_cast<float2*>(dkr + d) = make_float2(dk[mk][nd][2 * r] * scale, dk[mk][nd][2 * r + 1] * scale);
+        if (d < Dv) *reinterpret_cast<float2*>(dvr + d) = make_float2(dv[mk][nd][2 * r], dv[mk][nd][2 * r + 1]);
       } else {
-        if (d < D) dkr[d] = dk[nd][2 * r] * scale;
-        if (d + 1 < D) dkr[d + 1] = dk[nd][2 * r + 1] * scale;
-        if (d < Dv) dvr[d] = dv[nd][2 * r];
-        if (d + 1 < Dv) dvr[d + 1] = dv[nd][2 * r + 1];
+        if (d < D) dkr[d] = dk[mk][nd][2 * r] * scale;
+        if (d + 1 < D) dkr[d + 1] = dk[mk][nd][2 * r + 1] * scale;
+        if (d < Dv) dvr[d] = dv[mk][nd][2 * r];
+        if (d + 1 < Dv) dvr[d + 1] = dv[mk][nd][2 * r + 1];
       }
     }
   }
@@ -485,7 +517,11 @@ static bool aligned16_tf32b(const void* ptr) { return (reinterpret_cast<uintptr_
 // KiB), 7 HD 128 general 32 x 32, 2 warps (70.5 KiB); 8 HD 256 64 x 32, 4 warps, 2 column splits (204.3
 // KiB), 9 HD 256 64 x 16, 4 warps, 2 splits (167.6 KiB); 10 HD 64 64 x 32, 4 warps, 2 stages (79.3 KiB), 11
 // HD 64 64 x 32, 4 warps, 1 stage (61.1 KiB); 8 is the HD 256 default since 2026-12-04, 12 the one it
-// replaced (32 x 32, 2 warps, 2 splits, 134.8 KiB). 0 / unset, or a value for another bucket: the default below.
+// replaced (32 x 32, 2 warps, 2 splits, 134.8 KiB); 13-18 two m16 key tiles per warp (MTK = 2, below:
+// not yet run on a GPU): 13 HD 64 128 x 32, 4 warps, 1 stage (103.2 KiB); 14 the same, 2 stages (120.5 KiB);
+// 15 HD 64 64 x 32, 2 warps (60.2 KiB); 16 HD 64 128 x 16, 4 warps, 2 stages (95.2 KiB); 17 HD 128 128 x 32,
+// 4 warps, 2 column splits (183.2 KiB); 18 HD 64 128 x 16, 4 warps, 1 stage (86.6 KiB). 0 / unset, or a
+// value for another bucket: the default below.
 // True when it launched (err: the launch's result).
 static bool launch_tuned_tf32(int hd, bool gen, bool big_smem, const Tf32BwdArgs& args, cudaStream_t stream,
                               cudaError_t& err) {
@@ -502,6 +538,14 @@ static bool launch_tuned_tf32(int hd, bool gen, bool big_smem, const Tf32BwdArgs
   else if (hd == 64 && tune == 10) err = launch_bwd_tf32<64, 64, 32, 4, 2, 1>(args, stream);
   else if (hd == 64 && tune == 11) err = launch_bwd_tf32<64, 64, 32, 4, 1, 1>(args, stream);
   else if (hd == 256 && tune == 12) err = launch_bwd_tf32<256, 32, 32, 2, 1, 2>(args, stream);
+  // Two m16 key tiles per warp (Tf32BwdCfg::MTK = 2): each Q / dO fragment serves 32 keys. 13-15 and
+  // 17 without the general features only (their general kernels spill; ptxas 13.0).
+  else if (hd == 64 && !gen && tune == 13) err = launch_bwd_tf32<64, 128, 32, 4, 1, 1, 0>(args, stream);
+  else if (hd == 64 && !gen && tune == 14) err = launch_bwd_tf32<64, 128, 32, 4, 2, 1, 0>(args, stream);
+  else if (hd == 64 && !gen && tune == 15) err = launch_bwd_tf32<64, 64, 32, 2, 1, 1, 0>(args, stream);
+  else if (hd == 64 && tune == 16) err = launch_bwd_tf32<64, 128, 16, 4, 2, 1>(args, stream);
+  else if (hd == 128 && !gen && tune == 17) err = launch_bwd_tf32<128, 128, 32, 4, 1, 2, 0>(args, stream);
+  else if (hd == 64 && tune == 18) err = launch_bwd_tf32<64, 128, 16, 4, 1, 1>(args, stream);
   else return false;
   return true;
 }
