@@ -189,10 +189,10 @@ def test_float32_gqa_dropout_shapes(d, dv, dtype):
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("d", [64, 128, 256])
 def test_tf32_tile_edges(d, causal):
-    """TF32 without the general features at sizes that cross several tiles of every TF32 tile
-    configuration (key tiles of 16 to 128, query tiles of 32 to 128 rows; on an H100 / H200 the
-    head-dim-128 backward's 128-key tiles, the head-dim-256 forward's 128 x 32 and backward's
-    64 x 32 ones) with ragged last tiles, and GQA."""
+    """TF32 without the general features at sizes that cross several tiles of the TF32 kernels
+    this GPU runs, with ragged last tiles, and GQA: on an H100 / H200 the backward's 128-key tiles
+    at head dim 128 and 64 x 32 ones at 256, the forward's 128 x 32 tiles at 256 (the forward at 64
+    and 128 runs the Hopper TF32 kernel there)."""
     rng = np.random.default_rng(d + causal)
     tq, tk = 300, 517
     q, k, v = rand(rng, 2, tq, 4, d), rand(rng, 2, tk, 2, d), rand(rng, 2, tk, 2, d)

@@ -513,10 +513,10 @@ static bool aligned16_tf32b(const void* ptr) { return (reinterpret_cast<uintptr_
 // KiB); 2 HD 64 128 x 32, 8 warps, 2 stages (120.5 KiB); 3 HD 128 without the general features 128 x
 // 32, 8 warps, 2 stages (216.5 KiB); 4 the same with 1 stage (183.3 KiB); 5 HD 128 general 64 x 32, 4
 // warps (108.3 KiB, two CTAs per SM); 3 and 5 are the sm_90 defaults since 2026-12-04, 6 and 7 the
-// configurations they replaced: 6 HD 128 without the general features 64 x 32, 4 warps, 2 stages (142.5
-// KiB), 7 HD 128 general 32 x 32, 2 warps (70.5 KiB); 8 HD 256 64 x 32, 4 warps, 2 column splits (204.3
-// KiB), 9 HD 256 64 x 16, 4 warps, 2 splits (167.6 KiB); 10 HD 64 64 x 32, 4 warps, 2 stages (79.3 KiB), 11
-// HD 64 64 x 32, 4 warps, 1 stage (61.1 KiB); 8 is the HD 256 default since 2026-12-04, 12 the one it
+// configurations they replaced: 6 HD 128 without the general features 64 x 32, 4 warps, 2 stages (141.5
+// KiB), 7 HD 128 general 32 x 32, 2 warps (70.8 KiB); 8 HD 256 64 x 32, 4 warps, 2 column splits (204.3
+// KiB), 9 HD 256 64 x 16, 4 warps, 2 splits (167.6 KiB); 10 HD 64 64 x 32, 4 warps, 2 stages (77.5 KiB), 11
+// HD 64 64 x 32, 4 warps, 1 stage (60.3 KiB); 8 is the HD 256 default since 2026-12-04, 12 the one it
 // replaced (32 x 32, 2 warps, 2 splits, 134.8 KiB); 13-18 two m16 key tiles per warp (MTK = 2, below:
 // not yet run on a GPU): 13 HD 64 128 x 32, 4 warps, 1 stage (103.2 KiB); 14 the same, 2 stages (120.5 KiB);
 // 15 HD 64 64 x 32, 2 warps (60.2 KiB); 16 HD 64 128 x 16, 4 warps, 2 stages (95.2 KiB); 17 HD 128 128 x 32,
@@ -552,10 +552,10 @@ static bool launch_tuned_tf32(int hd, bool gen, bool big_smem, const Tf32BwdArgs
 #endif
 
 // Tile configurations (keys x queries per step, warps, Q/dO stages, column splits), shared memory:
-//   HD 64:  64 x 64, 4 warps, 1 stage: 85 KiB (all devices)
+//   HD 64:  64 x 64, 4 warps, 1 stage: 85.5 KiB (all devices)
 //   HD 128: sm_90 (>= 210 KiB per SM), index masks only: 128 x 32, 8 warps, 2 stages: 216.5 KiB;
 //           sm_90 with the general features (dropout, bias, soft-cap, dense mask): 64 x 32, 4 warps,
-//           1 stage: 108.3 KiB (two CTAs per SM); otherwise 32 x 32, 2 warps, 1 stage: 70.5 KiB.
+//           1 stage: 108.3 KiB (two CTAs per SM); otherwise 32 x 32, 2 warps, 1 stage: 70.8 KiB.
 //           On the H200 the sm_90 pair is 1.12x-1.27x (index masks) and 1.46x (dropout 0.1) faster
 //           than the 64 x 32 / 32 x 32 ones before it (benchmarks/tune_tf32_bwd.py, RESULTS.md)
 //   HD 256: sm_90 only: 64 x 32, 4 warps, 1 stage, 2 column splits (phase A computed twice, dK/dV

@@ -172,7 +172,8 @@ static cudaError_t launch_fwd_tf32(const Tf32FwdArgs& args, cudaStream_t stream)
 
 static bool aligned16_tf32(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0; }
 
-// Tile configurations (shared memory <= 99 KiB, so they run on sm_86 / sm_89 too):
+// Tile configurations (shared memory <= 99 KiB, so they run on sm_86 / sm_89 too, except HD 256's on
+// GPUs with >= 210 KiB per SM):
 // index-masked kernels 4 warps x 32 rows (K/V fragments reused over two m-tiles), general ones
 // 8 warps x 16 rows (fewer registers for the per-element score function).
 //   HD 64:  BQ 128, BK 64: 68 KiB      HD 128: BQ 128, BK 32: 99 KiB (101376 B, the sm_86 limit)
