@@ -114,6 +114,9 @@
 #   hdropout  no TensorFlow needed: dropout's mask (GPU forward against the harness's host mask) and
 #             its cost, bf16 forward / backward at [1, 16384, 16, 128] and [4, 4096, 16, 128] with
 #             dropout 0 and 0.1 (benchmarks/dropout_speed.py; < 2 min with the harness build)
+#   float32   the float32 (TF32) table through TensorFlow against Keras under XLA, one call per step
+#             (16k tokens, hidden 1024; RESULTS.md "Float32 (TF32) through TensorFlow"): F32_D head dims
+#             (default 64,128,256), F32_T (default 1024,4096,16384); OUT/float32.json, float32.log (~2 min)
 #   bench     anchors_torch.py (~75 s), ours at all shapes (~35 s), then the comparisons
 #             (BENCH_IMPLS, default keras,keras_nofold,keras_xla) at D=128,64,256 (BENCH_KERAS_D,
 #             only head dims in BENCH_D): 392.7 s in all on the H200 (2026-11-29, seventh round;
@@ -535,6 +538,12 @@ fi
 if has train; then
   python3 benchmarks/train_throughput.py ${TRAIN_ARGS:-} 2>&1 | grep -v "^WARNING\|^I0000\|^W0000" \
     | tee $OUT/train.log | tail -8
+fi
+if [[ ,$what, == *,float32,* ]]; then
+  BENCH_DTYPE=float32 BENCH_HIDDEN=1024 BENCH_INNER=1 BENCH_D=${F32_D:-64,128,256} BENCH_T=${F32_T:-1024,4096,16384} \
+    BENCH_KERAS_D=${F32_D:-64,128,256} timeout -k 10 500 python3 benchmarks/gpu_attention.py $OUT/float32.json \
+    > $OUT/float32.log 2>&1
+  echo "float32 rc=$?"; grep -v "^I0000\|^WARNING: All log" $OUT/float32.log | tail -5
 fi
 if has bench; then (
   # Anchors first: a run cut short still has them next to the rows it wrote (written row by row).
