@@ -370,20 +370,17 @@ if has profile; then
   export PROFILE_B=${PROFILE_B:-$(( 16384 / pt > 0 ? 16384 / pt : 1 ))}  # the benchmark's 16k tokens
   tag=${dir}_D${pd}_T${pt}
   fa2=$([[ $dir == bwd ]] && echo flash_bwd_dq_dk_dv || echo 'flash_fwd_(splitkv_)?kernel')
+  # bf16: ours and FlashAttention-2; tf32: ours alone (FA2 has no float32).
   if [[ ${PROFILE_DTYPE:-bf16} == tf32 ]]; then
-    tag=${tag}_tf32
-    env "FA_TF32_${dir^^}_CFG=${PROFILE_CFG:-0}" ncu --clock-control none \
-      --kernel-name regex:flash_${dir}_tf32_kernel --launch-count 1 $SECTIONS \
-      python3 benchmarks/profile_one.py $pt $pd 0 fp32 tf32 > $OUT/ncu_ours_$tag.txt 2>&1
-    profiled=ours
+    tag=${tag}_tf32; cfgvar=FA_TF32_${dir^^}_CFG; kname=flash_${dir}_tf32_kernel; pargs="fp32 tf32"; profiled=ours
   else
-    env "FA_${dir^^}_CFG=${PROFILE_CFG:-0}" ncu --clock-control none \
-      --kernel-name regex:flash_${dir}_kernel --launch-count 1 $SECTIONS \
-      python3 benchmarks/profile_one.py $pt $pd 0 bf16 > $OUT/ncu_ours_$tag.txt 2>&1
-    ncu --clock-control none --kernel-name "regex:$fa2" --launch-count 1 $SECTIONS \
-      python3 benchmarks/profile_fa2.py $pt $pd 0 > $OUT/ncu_fa2_$tag.txt 2>&1
-    profiled="ours fa2"
+    cfgvar=FA_${dir^^}_CFG; kname=flash_${dir}_kernel; pargs=bf16; profiled="ours fa2"
   fi
+  env "$cfgvar=${PROFILE_CFG:-0}" ncu --clock-control none \
+    --kernel-name regex:$kname --launch-count 1 $SECTIONS \
+    python3 benchmarks/profile_one.py $pt $pd 0 $pargs > $OUT/ncu_ours_$tag.txt 2>&1
+  [[ $profiled == *fa2* ]] && ncu --clock-control none --kernel-name "regex:$fa2" --launch-count 1 $SECTIONS \
+    python3 benchmarks/profile_fa2.py $pt $pd 0 > $OUT/ncu_fa2_$tag.txt 2>&1
   for f in $profiled; do echo "== $f $dir D=$pd T=$pt"
     grep -E "Duration|Executed Ipc Active|Issue Slots Busy|Executed Instructions  |Registers Per|L2 Cache Throughput|Mem Busy" $OUT/ncu_${f}_$tag.txt | head -24
     grep -E "issue_stalled" $OUT/ncu_${f}_$tag.txt | awk '$NF > 0.1' | sed 's/smsp__average_warps_issue_stalled_//; s/_per_issue_active.ratio//'; done

@@ -170,6 +170,12 @@ static cudaError_t launch_fwd_tf32(const Tf32FwdArgs& args, cudaStream_t stream)
   return cudaGetLastError();
 }
 
+// The same tiles for both kernels: the general one (GEN) when gen, else the index-masked one.
+template <int HD, int MT, int BK, int NW>
+static cudaError_t launch_fwd_tf32_either(bool gen, const Tf32FwdArgs& args, cudaStream_t stream) {
+  return gen ? launch_fwd_tf32<HD, MT, BK, NW, true>(args, stream) : launch_fwd_tf32<HD, MT, BK, NW, false>(args, stream);
+}
+
 static bool aligned16_tf32(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0; }
 
 // Tile configurations (shared memory <= 99 KiB, so they run on sm_86 / sm_89 too, except HD 256's on
@@ -189,33 +195,28 @@ cudaError_t fwd_tf32(const FlashFwdParams& p, bool big_smem, cudaStream_t stream
                    aligned16_tf32(p.v) && aligned16_tf32(p.o);
   const Tf32FwdArgs args{p, vec};
   const bool gen = needs_general(p.mask, p.score, p.dropout, nullptr, true);
+  const int hd = head_dim_bucket(s.D > s.Dv ? s.D : s.Dv);
 #ifdef FA_TUNING
   // Tuning builds (benchmarks/tune_tf32_bwd.py --fwd): FA_TF32_FWD_CFG picks other head-dim-256 tiles
   // (query rows per CTA x keys per step, warps): 1 128 x 16, 8 warps (162.5 KiB); 2 128 x 32, 8 warps
   // (195 KiB; the big_smem default since 2026-12-04); 3 64 x 16, 4 warps (97.5 KiB; the default before,
   // and elsewhere). 0 / unset: the default below.
-  if (head_dim_bucket(s.D > s.Dv ? s.D : s.Dv) == 256) {
+  if (hd == 256) {
     const int tune = tuning_cfg("FA_TF32_FWD_CFG");
-    if (tune == 1)
-      return gen ? launch_fwd_tf32<256, 1, 16, 8, true>(args, stream) : launch_fwd_tf32<256, 1, 16, 8, false>(args, stream);
-    if (tune == 2)
-      return gen ? launch_fwd_tf32<256, 1, 32, 8, true>(args, stream) : launch_fwd_tf32<256, 1, 32, 8, false>(args, stream);
-    if (tune == 3)
-      return gen ? launch_fwd_tf32<256, 1, 16, 4, true>(args, stream) : launch_fwd_tf32<256, 1, 16, 4, false>(args, stream);
+    if (tune == 1) return launch_fwd_tf32_either<256, 1, 16, 8>(gen, args, stream);
+    if (tune == 2) return launch_fwd_tf32_either<256, 1, 32, 8>(gen, args, stream);
+    if (tune == 3) return launch_fwd_tf32_either<256, 1, 16, 4>(gen, args, stream);
   }
 #endif
-  switch (head_dim_bucket(s.D > s.Dv ? s.D : s.Dv)) {
+  switch (hd) {
     case 64:
       return gen ? launch_fwd_tf32<64, 1, 64, 8, true>(args, stream) : launch_fwd_tf32<64, 2, 64, 4, false>(args, stream);
     case 128:
       return gen ? launch_fwd_tf32<128, 1, 32, 8, true>(args, stream)
                  : launch_fwd_tf32<128, 2, 32, 4, false>(args, stream);
     case 256:
-      if (big_smem)
-        return gen ? launch_fwd_tf32<256, 1, 32, 8, true>(args, stream)
-                   : launch_fwd_tf32<256, 1, 32, 8, false>(args, stream);
-      return gen ? launch_fwd_tf32<256, 1, 16, 4, true>(args, stream)
-                 : launch_fwd_tf32<256, 1, 16, 4, false>(args, stream);
+      return big_smem ? launch_fwd_tf32_either<256, 1, 32, 8>(gen, args, stream)
+                      : launch_fwd_tf32_either<256, 1, 16, 4>(gen, args, stream);
     default: return cudaErrorInvalidValue;
   }
 }
