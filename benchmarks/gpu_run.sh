@@ -407,7 +407,7 @@ if has hdropout; then
   tail -40 $OUT/dropout_speed.log
 fi
 has tests || has memory || has train || has bench || has xlacheck || has maxctx || has oldbuild || \
-  has async || has decode || has kerashub || has generate || exit 0  # the rest needs TensorFlow
+  has async || has decode || has kerashub || has generate || has float32 || exit 0  # the rest needs TensorFlow
 . .device-tf/env.sh
 export PYTHONPATH=$PWD:${PYTHONPATH:-} TF_CPP_MIN_LOG_LEVEL=2
 if has tests; then

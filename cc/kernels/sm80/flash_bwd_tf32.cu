@@ -2,8 +2,8 @@
 //
 // Pre-pass (flash_bwd.cu): Dsum = rowsum(dO ∘ O) - d_lse, [B, H, Tq] float32 (workspace).
 // Main kernel, as flash_bwd.cu: one CTA per (key tile of BKb = 16 MTK NW keys, column split, kv head
-// hk, batch b); warp w owns keys [16 MTK w, 16 MTK (w + 1)) in every phase (MTK = 1 in the default
-// configurations; MTK = 2, two m16 key tiles per warp, lets each Q / dO fragment serve both). K and V stay in shared memory,
+// hk, batch b); warp w owns keys [16 MTK w, 16 MTK (w + 1)) in every phase (MTK = 2, two m16 key tiles
+// per warp, in the head-dim-64 sm_90 defaults, lets each Q / dO fragment serve both; MTK = 1 elsewhere). K and V stay in shared memory,
 // dK and dV (columns [split·HD/NSPLIT, (split+1)·HD/NSPLIT)) accumulate in registers. For every
 // query head of the group and every query tile (BQb rows) that sees the key tile (Q, dO, lse,
 // Dsum through shared memory, QST stages):
@@ -518,10 +518,11 @@ static bool aligned16_tf32b(const void* ptr) { return (reinterpret_cast<uintptr_
 // KiB), 9 HD 256 64 x 16, 4 warps, 2 splits (167.6 KiB); 10 HD 64 64 x 32, 4 warps, 2 stages (77.5 KiB), 11
 // HD 64 64 x 32, 4 warps, 1 stage (60.3 KiB); 8 is the HD 256 default since 2026-12-04, 12 the one it
 // replaced (32 x 32, 2 warps, 2 splits, 134.8 KiB); 13-18 two m16 key tiles per warp (MTK = 2, below:
-// not yet run on a GPU): 13 HD 64 128 x 32, 4 warps, 1 stage (103.2 KiB); 14 the same, 2 stages (120.5 KiB);
-// 15 HD 64 64 x 32, 2 warps (60.2 KiB); 16 HD 64 128 x 16, 4 warps, 2 stages (95.2 KiB); 17 HD 128 128 x 32,
-// 4 warps, 2 column splits (183.2 KiB); 18 HD 64 128 x 16, 4 warps, 1 stage (86.6 KiB). 0 / unset, or a
-// value for another bucket: the default below.
+// first run on the H200 2026-12-04): 13 HD 64 128 x 32, 4 warps, 1 stage (103.2 KiB); 14 the same, 2 stages
+// (120.5 KiB); 15 HD 64 64 x 32, 2 warps (60.2 KiB); 16 HD 64 128 x 16, 4 warps, 2 stages (95.2 KiB); 17 HD
+// 128 128 x 32, 4 warps, 2 column splits (183.2 KiB); 18 HD 64 128 x 16, 4 warps, 1 stage (86.6 KiB); 13
+// (index masks) and 16 (general) are the HD 64 sm_90 defaults since then, 19 the configuration they
+// replaced (HD 64 64 x 64, 4 warps, 85.5 KiB). 0 / unset, or a value for another bucket: the default below.
 // True when it launched (err: the launch's result).
 static bool launch_tuned_tf32(int hd, bool gen, bool big_smem, const Tf32BwdArgs& args, cudaStream_t stream,
                               cudaError_t& err) {
@@ -546,13 +547,17 @@ static bool launch_tuned_tf32(int hd, bool gen, bool big_smem, const Tf32BwdArgs
   else if (hd == 64 && tune == 16) err = launch_bwd_tf32<64, 128, 16, 4, 2, 1>(args, stream);
   else if (hd == 128 && !gen && tune == 17) err = launch_bwd_tf32<128, 128, 32, 4, 1, 2, 0>(args, stream);
   else if (hd == 64 && tune == 18) err = launch_bwd_tf32<64, 128, 16, 4, 1, 1>(args, stream);
+  else if (hd == 64 && tune == 19) err = launch_bwd_tf32<64, 64, 64, 4, 1, 1>(args, stream);
   else return false;
   return true;
 }
 #endif
 
 // Tile configurations (keys x queries per step, warps, Q/dO stages, column splits), shared memory:
-//   HD 64:  64 x 64, 4 warps, 1 stage: 85.5 KiB (all devices)
+//   HD 64:  sm_90, index masks only: 128 x 32, 4 warps (two m16 key tiles each), 1 stage: 103.2 KiB;
+//           sm_90 with the general features: 128 x 16, 4 warps (two key tiles each), 2 stages: 95.2 KiB;
+//           otherwise 64 x 64, 4 warps, 1 stage: 85.5 KiB. On the H200 the sm_90 pair is 1.05x-1.31x
+//           (index masks) and 1.55x (dropout 0.1) faster than 64 x 64 (tune_tf32_bwd.py, RESULTS.md)
 //   HD 128: sm_90 (>= 210 KiB per SM), index masks only: 128 x 32, 8 warps, 2 stages: 216.5 KiB;
 //           sm_90 with the general features (dropout, bias, soft-cap, dense mask): 64 x 32, 4 warps,
 //           1 stage: 108.3 KiB (two CTAs per SM); otherwise 32 x 32, 2 warps, 1 stage: 70.8 KiB.
@@ -594,7 +599,13 @@ cudaError_t bwd_tf32(const FlashBwdParams& p, const float* dsum, float* dq_acc, 
     if (!launch_tuned_tf32(hd, gen, big_smem, args, stream, err))
 #endif
     switch (hd) {
-      case 64: err = launch_bwd_tf32<64, 64, 64, 4, 1, 1>(args, stream); break;
+      case 64:
+        if (big_smem)
+          err = gen ? launch_bwd_tf32<64, 128, 16, 4, 2, 1, 1>(args, stream)
+                    : launch_bwd_tf32<64, 128, 32, 4, 1, 1, 0>(args, stream);
+        else
+          err = launch_bwd_tf32<64, 64, 64, 4, 1, 1>(args, stream);
+        break;
       case 128:
         if (big_smem)
           err = gen ? launch_bwd_tf32<128, 64, 32, 4, 1, 1, 1>(args, stream)
