@@ -14,7 +14,7 @@ import triton.testing as tt
 from kernel_harness_check import Harness, make_inputs, run_ours, check_numerics, same_bits, CASES, DEV
 
 # FA_TF32_BWD_CFG values (flash_bwd_tf32.cu, bwd_tf32): keys x queries per step, warps, Q / dO stages.
-CFGS = {0: "default (HD 64: 64 x 64, 4 warps; HD 128 on sm_90: 128 x 32, 8 warps, 2 stages; general 64 x 32, "
+CFGS = {0: "default (HD 64 on sm_90: 128 x 32, 4 warps, MTK 2; general 128 x 16, 4 warps, 2 stages, MTK 2; HD 128 on sm_90: 128 x 32, 8 warps, 2 stages; general 64 x 32, "
            "4 warps; HD 256: 64 x 32, 4 warps, 2 column splits)",
         1: "HD 64: 128 x 64, 8 warps", 2: "HD 64: 128 x 32, 8 warps, 2 stages",
         3: "HD 128: 128 x 32, 8 warps, 2 stages (the default)", 4: "HD 128: 128 x 32, 8 warps, 1 stage",
@@ -25,19 +25,22 @@ CFGS = {0: "default (HD 64: 64 x 64, 4 warps; HD 128 on sm_90: 128 x 32, 8 warps
         10: "HD 64: 64 x 32, 4 warps, 2 stages", 11: "HD 64: 64 x 32, 4 warps, 1 stage",
         12: "HD 256: 32 x 32, 2 warps, 2 column splits (the default before 2026-12-04)",
         # Two m16 key tiles per warp (MTK = 2); 13-15 and 17 without the general features only.
-        13: "HD 64: 128 x 32, 4 warps, MTK 2", 14: "HD 64: 128 x 32, 4 warps, 2 stages, MTK 2",
-        15: "HD 64: 64 x 32, 2 warps, MTK 2", 16: "HD 64: 128 x 16, 4 warps, 2 stages, MTK 2",
-        17: "HD 128: 128 x 32, 4 warps, 2 column splits, MTK 2", 18: "HD 64: 128 x 16, 4 warps, MTK 2"}
+        13: "HD 64: 128 x 32, 4 warps, MTK 2 (the default)", 14: "HD 64: 128 x 32, 4 warps, 2 stages, MTK 2",
+        15: "HD 64: 64 x 32, 2 warps, MTK 2", 16: "HD 64: 128 x 16, 4 warps, 2 stages, MTK 2 (the general default)",
+        17: "HD 128: 128 x 32, 4 warps, 2 column splits, MTK 2", 18: "HD 64: 128 x 16, 4 warps, MTK 2",
+        19: "HD 64: 64 x 64, 4 warps (the default before 2026-12-04 session 35)"}
 # Configurations whose dK / dV must equal the default's bit for bit (same query-tile height, so the
 # same sums in the same order per key row), by head-dim bucket; 3, 5 and 8 are the defaults now (the
 # check then shows that the dispatch picks them), 17 the two-key-tile form (MTK = 2) of the default's
-# 32-query tiles.
-SAME_SUMS = {1: 64, 3: 128, 4: 128, 5: 128, 6: 128, 7: 128, 8: 256, 12: 256, 17: 128}
+# 32-query tiles; at HD 64 14 and 15 have the default's 32-query tiles (index masks only: the general
+# cases fall back to the default). Until session 35 the HD 64 default had 64-query tiles, and 1 was
+# checked against it (18 / 18).
+SAME_SUMS = {14: 64, 15: 64, 3: 128, 4: 128, 5: 128, 6: 128, 7: 128, 8: 256, 12: 256, 17: 128}
 # Configurations timed per head dim (2026-12-04's runs timed 128: 0, 3, 4 and 0, 5 with dropout, 64: 0,
 # 1, 2, then 0, 10, 11, 256: 0, 8, 9; 3, 5 and 8 are now the default, 6, 7 and 12 the former one; 13-18
-# were added after those runs).
-BWD_SETS = {256: (0, 12), 128: (0, 6, 17), 64: (0, 13, 14, 15, 16, 18)}
-BWD_DROP_SETS = {128: (0, 7), 256: (0, 12), 64: (0, 16, 18)}
+# ran first in session 35: 13 and 16 became the HD 64 defaults, 19 the former one).
+BWD_SETS = {256: (0, 12), 128: (0, 6), 64: (0, 19, 14, 15, 18)}
+BWD_DROP_SETS = {128: (0, 7), 256: (0, 12), 64: (0, 19, 18)}
 
 # FA_TF32_FWD_CFG values (flash_fwd_tf32.cu, fwd_tf32): query rows per CTA x keys per step, warps.
 FWD_CFGS = {0: "default (HD 256 on sm_90: 128 x 32, 8 warps)", 1: "HD 256: 128 x 16, 8 warps",
