@@ -32,7 +32,7 @@ CUDA_KERNEL_SOURCES = ["cc/kernels/flash_cuda_dispatch.cu", "cc/kernels/sm80/fla
 # "90" is among CUDA_ARCHS; the other sources then see FA_HAS_SM90=1 (the dispatch in
 # cc/kernels/flash_cuda_dispatch.cu takes them on compute capability 9.0).
 SM90_KERNEL_SOURCES = ["cc/kernels/sm90/flash_fwd_sm90.cu", "cc/kernels/sm90/flash_fwd_sm90_tf32.cu",
-                       "cc/kernels/sm90/flash_bwd_sm90.cu"]
+                       "cc/kernels/sm90/flash_bwd_sm90.cu", "cc/kernels/sm90/flash_bwd_sm90_tf32.cu"]
 # TensorFlow op definitions, kernel glue and the XLA lowering (custom calls through the XLA FFI).
 OP_SOURCES = ["cc/ops/flash_attention_ops.cc", "cc/ops/flash_attention_kernels.cc",
               "cc/ops/flash_attention_xla.cc"]
@@ -40,7 +40,7 @@ HEADERS = ["cc/kernels/common/flash_params.h", "cc/kernels/cpu/flash_cpu.h", "cc
            "cc/kernels/common/flash_cuda_common.cuh", "cc/kernels/common/flash_cuda_internal.h",
            "cc/kernels/sm80/flash_fwd_tile.cuh", "cc/kernels/sm80/flash_bwd_tile.cuh",
            "cc/kernels/common/flash_dropout.cuh",
-           "cc/kernels/sm90/sm90_ptx.cuh", "cc/kernels/sm90/sm90_host.cuh",
+           "cc/kernels/sm90/sm90_ptx.cuh", "cc/kernels/sm90/sm90_host.cuh", "cc/kernels/sm90/sm90_tf32.cuh",
            "cc/ops/flash_attention_common.h"]
 # Third-party headers that TensorFlow's XLA headers include, shipped in its include/external.
 XLA_EXTERNAL_INCLUDES = ["external/highwayhash", "external/farmhash_archive/src"]

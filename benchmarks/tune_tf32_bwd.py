@@ -1,9 +1,11 @@
 """The float32 backward on TF32 tensor cores (cc/kernels/sm80/flash_bwd_tf32.cu) in other tile
 configurations, on an sm_90 GPU: numerics of each against float64, dK / dV against the default
 configuration's bits where both sum the same query tiles in the same order, and backward TFLOP/s.
-  python3 benchmarks/tune_tf32_bwd.py [--quick] [--fwd]
+  python3 benchmarks/tune_tf32_bwd.py [--quick] [--fwd | --sm90]
 --quick times T = 4096 only; --fwd checks and times the head-dim-256 forward's tiles instead
-(FA_TF32_FWD_CFG in flash_fwd_tf32.cu: numerics, O / lse bits, forward TFLOP/s).
+(FA_TF32_FWD_CFG in flash_fwd_tf32.cu: numerics, O / lse bits, forward TFLOP/s); --sm90 the Hopper TF32
+backward (cc/kernels/sm90/flash_bwd_sm90_tf32.cu, head dim 64, off by default: set_sm90_tf32_bwd) against
+sm80's: numerics of the head-dim-64 cases with it on (and that it launched), then backward TFLOP/s of both.
 Build: a tuning build, FA_TUNING defined for flash_bwd_tf32.cu / flash_fwd_tf32.cu (FA_TF32_BWD_CFG picks the configuration
 at run time; 0 / unset: the default), e.g. NVCC_EXTRA=-DFA_TUNING bash benchmarks/build_harness.sh (module
 from $HARNESS_DIR, default .harness_build). On the lent GPU, build and run: bash benchmarks/gpu_run.sh tf32tune."""
@@ -57,6 +59,13 @@ def bucket(c):
 
 
 def with_cfg(var, v, fn):
+    """fn() with environment variable var = v, or, var a callable, after var(v) (and var(-1) after)."""
+    if callable(var):
+        var(v)
+        try:
+            return fn()
+        finally:
+            var(-1)
     os.environ[var] = str(v)
     try:
         return fn()
@@ -99,10 +108,10 @@ def same_outputs(h, var, va, vb, hd, names, need_bwd):
     return same == n
 
 
-def timings(h, var, bwd, Ts, sets, drop_sets):
+def timings(h, var, bwd, Ts, sets, drop_sets, name=None):
     """TFLOP/s of each configuration in sets[D] (drop_sets[D] with dropout 0.1 at T = 4096), float32 with
     TF32, 16k tokens, hidden 1024 (the float32 table's shapes)."""
-    print(f"| D | T | causal | options | {var} | ms | TFLOP/s | / the first |")
+    print(f"| D | T | causal | options | {name or var} | ms | TFLOP/s | / the first |")
     print("|---:|---:|---|---|---:|---:|---:|---:|")
     g = torch.Generator(device=DEV)
     for D, vs_plain in sets.items():
@@ -114,6 +123,9 @@ def timings(h, var, bwd, Ts, sets, drop_sets):
                     g.manual_seed(0)
                     t = make_inputs(c, torch.float32, g)
                     run_ours(h, c, t, need_bwd=bwd)
+                    if bwd and callable(var):  # a switch may change the workspace size: the largest
+                        need = max(with_cfg(var, v, lambda: h.ws_bytes(c, t)) for v in vs_plain)
+                        t["ws"] = torch.empty(max(need, 4) // 4, device=DEV)
                     fl = (2.5 if bwd else 1.0) * 4 * c["B"] * T * T * c["H"] * D / (2 if causal else 1)
                     call = (lambda: h.bwd(c, t)) if bwd else (lambda: h.fwd(c, t))
                     base = None
@@ -124,10 +136,48 @@ def timings(h, var, bwd, Ts, sets, drop_sets):
                               f"{v} | {ms:.3f} | {fl / ms / 1e9:.1f} | {base / ms:.3f}x |", flush=True)
 
 
+# The Hopper TF32 backward's checks (--sm90): the harness's head-dim-64 cases it takes (no mask or causal,
+# no other option; d_lse is fine), then ragged tiles, GQA, causal alignments (rows that see no key), tiny T.
+SM90_CASES = [
+    dict(name="t32_ragged_gqa", B=2, Tq=300, Tk=517, H=4, Hkv=2, D=64),
+    dict(name="t32_causal_gqa", B=2, Tq=300, Tk=517, H=4, Hkv=2, D=64, causal=True),
+    dict(name="t32_causal_rev", B=1, Tq=517, Tk=300, H=2, D=64, causal=True),
+    dict(name="t32_causal_br", B=1, Tq=517, Tk=300, H=2, D=64, causal=True, offset=300 - 517),
+    dict(name="t32_kvcache", B=2, Tq=40, Tk=1000, H=4, Hkv=1, D=64, causal=True, offset=1000 - 40),
+    dict(name="t32_tiny", B=3, Tq=1, Tk=17, H=2, D=64),
+    dict(name="t32_dlse", B=2, Tq=129, Tk=257, H=2, D=64, dlse=True),
+    dict(name="t32_long", B=1, Tq=1024, Tk=1024, H=2, D=64, causal=True),
+]
+
+
+def sm90_main(h, Ts):
+    """--sm90: numerics with the Hopper TF32 backward on (it must have launched once per case), then
+    TFLOP/s of sm80's (0) and it (1) at head dim 64."""
+    m = h.m
+    plain = [c for c in CASES if c["D"] == 64 and c.get("Dv", 64) == 64 and
+             not any(c.get(k) for k in ("mask", "bias", "qlen", "klen", "qvalid", "kvalid", "softcap", "dropout"))
+             and c.get("wl", -1) < 0 and c.get("wr", -1) < 0]
+    cases = plain + SM90_CASES
+    n0 = m.sm90_info()["tf32_bwd_launches"]
+    rows = with_cfg(m.set_sm90_tf32_bwd, 1, lambda: check_numerics(h, ("tf32",), cases, open(os.devnull, "w")))
+    launched = m.sm90_info()["tf32_bwd_launches"] - n0
+    bad = [r["case"] for r in rows if not r["ok"]]
+    for r in rows:
+        print(r, flush=True)
+    want = sum(not r["det"] for r in rows)  # deterministic mode keeps sm80's ordered kernels
+    ok = not bad and launched == want
+    print(f"sm90 tf32 bwd numerics {len(rows) - len(bad)} / {len(rows)}, launches {launched} (expected {want})"
+          + (f" FAIL {bad}" if bad else ""), flush=True)
+    timings(h, m.set_sm90_tf32_bwd, True, Ts, {64: (0, 1)}, {}, name="sm90 TF32 bwd")
+    return ok
+
+
 def main():
     h = Harness(os.environ.get("HARNESS_DIR", ".harness_build"))
     Ts = (4096,) if "--quick" in sys.argv else (1024, 4096, 16384)
-    if "--fwd" in sys.argv:
+    if "--sm90" in sys.argv:
+        ok = sm90_main(h, Ts)
+    elif "--fwd" in sys.argv:
         var = "FA_TF32_FWD_CFG"
         ok = numerics(h, var, FWD_CFGS)
         for va, vb, hd in FWD_SAME:

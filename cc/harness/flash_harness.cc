@@ -38,6 +38,9 @@
 //   tf32_variants - 1, -1 env TF_FLASHATTN_SM90_TF32_VARIANT; unset: 3 from 8 query tiles per K / V tile,
 //   else 1 (tf32_default_variant); variant 3 needs fwd_workspace_bytes of workspace, which fwd provides
 //   when none is passed); sm90_tf32_selftest() its building blocks
+//   set_sm90_tf32_bwd(mode) (1 on, 0 off, -1 env: off unless TF_FLASHATTN_SM90_TF32_BWD=1): the float32 TF32
+//   backward on Hopper (cc/kernels/sm90/flash_bwd_sm90_tf32.cu, first version, D = 64); sm90_info() has
+//   tf32_bwd_enabled and tf32_bwd_launches
 //
 // Layouts and dtypes as in cc/kernels/common/flash_params.h: q [B, Tq, H, D], k [B, Tk, Hkv, D],
 // v [B, Tk, Hkv, Dv], o / d_o [B, Tq, H, Dv] (float32 / float16 / bfloat16, one dtype; the last
@@ -833,7 +836,11 @@ py::dict sm90_info() {
   d["tf32_variant"] = flashattn::cuda::sm90::tf32_variant();
   d["tf32_variants"] = flashattn::cuda::sm90::tf32_variants();
   d["last_tf32_variant"] = flashattn::cuda::sm90::last_tf32_variant();
+  d["tf32_bwd_enabled"] = flashattn::cuda::sm90::bwd_tf32_enabled();
+  d["tf32_bwd_launches"] = flashattn::cuda::sm90::bwd_tf32_launches();
 #else
+  d["tf32_bwd_enabled"] = false;
+  d["tf32_bwd_launches"] = 0;
   d["bwd_order"] = 0;
   d["bwd_order_group"] = 0;
   d["last_bwd_order_g"] = -1;
@@ -909,6 +916,15 @@ py::list sm90_selftest() {
   return selftest_rows(names, flashattn::cuda::sm90::kFwdSelftests, flashattn::cuda::sm90::selftest);
 #else
   return py::list();
+#endif
+}
+
+// The float32 TF32 backward on Hopper (flash_bwd_sm90_tf32.cu; off unless TF_FLASHATTN_SM90_TF32_BWD=1).
+void set_sm90_tf32_bwd(int mode) {
+#if FA_HAS_SM90
+  flashattn::cuda::sm90::set_bwd_tf32_enabled(mode);
+#else
+  if (mode > 0) throw py::value_error("set_sm90_tf32_bwd: this harness was built without the sm90 kernels");
 #endif
 }
 
@@ -1010,7 +1026,7 @@ PYBIND11_MODULE(flash_harness, m) {
         "fwd_variant (the schedule set now), fwd_variants (how many), fwd_default_variant (the one when "
         "nothing is set), last_fwd_variant (of the last launch), bwd_enabled, bwd_launches, tf32_enabled "
         "(TF_FLASHATTN_SM90_TF32 / set_sm90_tf32), tf32_fwd_launches, tf32_variant, tf32_variants, "
-        "last_tf32_variant).");
+        "last_tf32_variant, tf32_bwd_enabled (TF_FLASHATTN_SM90_TF32_BWD / set_sm90_tf32_bwd), tf32_bwd_launches).");
   m.def("set_sm90", &set_sm90, "Hopper forward switch: 1 on, 0 off (sm80 kernels), -1 back to the "
         "environment (TF_FLASHATTN_SM90).", py::arg("mode"));
   m.def("set_sm90_fwd_variant", &set_sm90_fwd_variant,
@@ -1021,6 +1037,9 @@ PYBIND11_MODULE(flash_harness, m) {
   m.def("sm90_selftest", &sm90_selftest,
         "Hopper building blocks one at a time (TMA tile load, wgmma forms): a list of dicts "
         "(name, result pass / FAIL / not run, max_err, detail); empty without the sm90 kernels.");
+  m.def("set_sm90_tf32_bwd", &set_sm90_tf32_bwd, "Hopper float32 TF32 backward switch (flash_bwd_sm90_tf32.cu, "
+        "first version): 1 on, 0 off (sm80's TF32 backward), -1 back to the environment (off unless "
+        "TF_FLASHATTN_SM90_TF32_BWD=1).", py::arg("mode"));
   m.def("set_sm90_tf32", &set_sm90_tf32, "Hopper float32 TF32 forward switch (flash_fwd_sm90_tf32.cu): "
         "1 on, 0 off (sm80's TF32 kernel), -1 back to the environment (on unless TF_FLASHATTN_SM90_TF32=0; "
         "TF_FLASHATTN_SM90=0 / set_sm90(0) turn it off too).", py::arg("mode"));

@@ -613,6 +613,10 @@ size_t bwd_workspace_bytes(const FlashBwdParams& p) {
     floats += static_cast<size_t>(s.B * s.H * dq_rows_padded(s)) *
               static_cast<size_t>(head_dim_bucket(s.D > s.Dv ? s.D : s.Dv));
   if (uses_dq_sem(p)) floats += dq_sem_ints(s);  // int32, 4 bytes as a float
+#if FA_HAS_SM90
+  // The Hopper TF32 backward's pre-pass copies (sm90/flash_bwd_sm90_tf32.cu), after the parts above.
+  floats += sm90::bwd_tf32_workspace_floats(p);
+#endif
   return floats * sizeof(float);
 }
 
@@ -659,9 +663,19 @@ cudaError_t bwd(const FlashBwdParams& p, bool big_smem, cudaStream_t stream) {
     if (err != cudaSuccess) return err;
   }
   if (p.dtype == DType::kFloat32) {
-    if (p.allow_tf32)  // TF32 tensor cores (flash_bwd_tf32.cu); dQacc after Dsum in the workspace
-      return bwd_tf32(p, dsum, uses_dq_acc(p) ? p.workspace + dsum_floats(s) : nullptr,
-                            big_smem, stream);
+    if (p.allow_tf32) {  // TF32 tensor cores (flash_bwd_tf32.cu); dQacc after Dsum in the workspace
+      float* dq_acc = uses_dq_acc(p) ? p.workspace + dsum_floats(s) : nullptr;
+#if FA_HAS_SM90
+      // The Hopper TF32 backward where it applies (opt-in: sm90/flash_bwd_sm90_tf32.cu); its pre-pass copies
+      // follow sm80's parts in the workspace (bwd_workspace_bytes).
+      if (dq_acc && sm90::bwd_tf32_applies(p)) {
+        const size_t sm80_floats = bwd_workspace_bytes(p) / sizeof(float) - sm90::bwd_tf32_workspace_floats(p);
+        err = sm90::bwd_tf32(p, dsum, dq_acc, p.workspace + sm80_floats, stream);
+        if (err != cudaErrorNotSupported) return err;
+      }
+#endif
+      return bwd_tf32(p, dsum, dq_acc, big_smem, stream);
+    }
     if (s.Tq > 0 && (err = bwd_dq_simt(p, dsum, stream)) != cudaSuccess) return err;
     if (s.Tk > 0) return bwd_dkdv_simt(p, dsum, stream);
     return cudaSuccess;

@@ -138,6 +138,7 @@
 #include "cc/kernels/common/flash_params.h"
 #include "cc/kernels/sm90/sm90_host.cuh"
 #include "cc/kernels/sm90/sm90_ptx.cuh"
+#include "cc/kernels/sm90/sm90_tf32.cuh"  // tf32_kperm, round_tf32_smem, pack_p_step
 
 namespace flashattn {
 namespace cuda {
@@ -224,9 +225,6 @@ static_assert(Tf32Smem<64>::kK % 1024 == 0 && Tf32Smem<64>::kVRaw % 1024 == 0 &&
                   Tf32Smem<128>::kVT % 1024 == 0,
               "tiles 1024-byte aligned (the swizzle is computed from the address)");
 
-// Position of key j of a k8 step in V^T's rows: key 2u at u, key 2u + 1 at u + 4 (j's step and
-// panel unchanged), so that the S accumulators are P's A fragment as they are (header).
-__host__ __device__ constexpr int tf32_kperm(int j) { return (j & ~7) | ((j & 1) << 2) | ((j & 7) >> 1); }
 // Byte offset of V^T's element (d, key) in a V^T tile of dv rows.
 __host__ __device__ __forceinline__ uint32_t vt_offset(int dv, int d, int key) {
   return swz128_offset_f32(dv, d, tf32_kperm(key));
@@ -253,25 +251,6 @@ __device__ __forceinline__ void transpose_v_tile(uint32_t vt, uint32_t vraw, int
   }
 }
 
-// Rounds `bytes` (a multiple of 16) of float32 at addr to tf32 in place, n threads numbered tid
-// (16 bytes per thread and step: consecutive threads on consecutive chunks).
-__device__ __forceinline__ void round_tf32_smem(uint32_t addr, int bytes, int tid, int n) {
-  for (int off = tid * 16; off < bytes; off += n * 16) {
-    uint32_t x, y, z, w;
-    ld_shared_v4_u32(addr + off, x, y, z, w);
-    st_shared_v4_u32(addr + off, to_tf32(__uint_as_float(x)), to_tf32(__uint_as_float(y)),
-                     to_tf32(__uint_as_float(z)), to_tf32(__uint_as_float(w)));
-  }
-}
-
-// P (the softmax's S accumulators of one k8 step kk, unnormalized) as the m64k8 .tf32 A fragment,
-// rounded (cvt.rna): see the header for the mapping.
-__device__ __forceinline__ void pack_p_step(uint32_t (&a)[4], const float* s4) {
-  a[0] = to_tf32(s4[0]);
-  a[1] = to_tf32(s4[2]);
-  a[2] = to_tf32(s4[1]);
-  a[3] = to_tf32(s4[3]);
-}
 
 // Q's A fragments for S = Q K^T from registers (variants 1 / 2): rows r0 and r0 + 8 (r0 = 16 warp + g
 // of the warpgroup's rows) of a Q tile of R rows at q (TMA's layout), k8 step k = columns 8k .. 8k+7
@@ -563,11 +542,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
-// Key of position `pos` of an 8-key group of V^T: the inverse of tf32_kperm (position u < 4 holds key
-// 2u, position u + 4 key 2u + 1).
-__host__ __device__ constexpr int tf32_kperm_inv(int pos) { return (pos & ~7) | ((pos & 3) << 1) | ((pos >> 2) & 1); }
-static_assert(tf32_kperm_inv(tf32_kperm(5)) == 5 && tf32_kperm_inv(tf32_kperm(62)) == 62 && tf32_kperm(tf32_kperm_inv(3)) == 3,
-              "tf32_kperm_inv inverts tf32_kperm");
 
 // Variant 3's workspace (header, "Variant 3"): Kr at 0, VT at vt_off; bytes in all.
 struct Tf32PrepassLayout {

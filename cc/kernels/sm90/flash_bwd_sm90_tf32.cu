@@ -1,0 +1,578 @@
+// Hopper-native FlashAttention backward for FLOAT32 inputs on TF32 tensor cores (sm_90a only; wgmma .tf32,
+// TMA, warp specialization), for calls that allow TF32 (FlashBwdParams::allow_tf32). FIRST VERSION, OFF BY
+// DEFAULT: TF_FLASHATTN_SM90_TF32_BWD=1 (read once) or the harness's set_sm90_tf32_bwd(1) turn it on; it has
+// not run on a GPU yet (benchmarks/tune_tf32_bwd.py --sm90 checks and times it against sm80's TF32 backward).
+// Otherwise, and for everything it does not take, sm80/flash_bwd_tf32.cu (mma.sync m16n8k8 .tf32) runs.
+//
+// Scope (bwd_tf32_applies): float32 with allow_tf32, D == Dv == 64, no mask or causal (any causal_offset),
+// GQA (H % Hkv == 0), the softmax scale; no window, lengths, validity masks, dense mask, bias / dbias,
+// soft-cap, dropout, d_lse is fine (it is in dsum); not deterministic mode (sm80's ordered kernels).
+// Strides multiples of 4 elements and 16-byte aligned bases (TMA, float2 stores).
+//
+// Why a pre-pass: wgmma .tf32 reads both shared-memory operands K-major only (PTX ISA: no transpose for
+// .tf32). The backward's five products contract over three different indices:
+//   S^T  = K_c Q^T     [keys x queries], over d      A = K [key][d]         B = Q [q][d]
+//   dP^T = V_c dO^T    [keys x queries], over d      A = V [key][d]         B = dO [q][d]
+//   dV  += P^T dO      [keys x d], over queries      A = P^T (registers)    B = dO^T [d][q]
+//   dK  += dS^T Q      [keys x d], over queries      A = dS^T (registers)   B = Q^T [d][q]
+//   dQ^T = K_c^T dS^T  [d x queries], over keys      A = K^T [d][key]       B = dS [q][key]
+// so Q^T, dO^T and K^T must exist in memory, K-major. Two pre-pass kernels write them into the workspace
+// (flash_bwd_workspace_bytes adds their room when this kernel may run), rounded to tf32 (cvt.rna, as every
+// operand of sm80's TF32 kernels), together with rounded copies of Q and dO (Qr, dOr: the main kernel loads
+// only rounded operands, except K and V, which each consumer rounds in shared memory once per CTA). Q^T and
+// dO^T hold the queries of each 8-query group in tf32_kperm's order (sm90_tf32.cuh), so that the S^T / dS^T
+// accumulators are the A fragments of dV / dK as they are (pack_p_step). dQ^T rather than dQ because wgmma's
+// M is 64 and a unit has 32 queries.
+//
+// Workspace (after sm80's TF32 parts, dsum and the dQ accumulator: bwd_tf32_workspace_floats), float32:
+//   Qr, dOr [B, H, tq_pad, 64]  rounded Q / dO, rows past Tq zero           (tq_pad = Tq rounded up to 32)
+//   QT, dOT [B, H, 64, tq_pad]  rounded, transposed, queries in tf32_kperm order within groups of 8, zero past Tq
+//   KT      [B, Hkv, 64, tk_pad] rounded, transposed K, zero past Tk         (tk_pad = Tk rounded up to 128)
+// The dQ accumulator is sm80's TF32 one ([B, H, Tq, 64] row-major, zeroed here), converted by
+// tf32_dq_convert_kernel into dq = scale * acc; dsum = rowsum(dO O) - d_lse comes from sm80's pre-pass
+// (flash_bwd.cu), lse2 = log2e lse is computed by the producer.
+//
+// Design (flash_bwd_sm90.cu's D = 64 kernel, in float32):
+//   Grid (ceil(Tk / 128), Hkv, B); CTA = 3 warpgroups. Warpgroup 0 produces (setmaxnreg.dec 24): thread 0
+//   loads K, V (raw) and KT once (kv_full), then per unit (query head of the group x 32-query tile that sees
+//   the key tile; causal: from the first row that sees key j0) Qr, dOr, QT, dOT into a kStages ring (full[s]);
+//   warp 1 writes the unit's lse2 / dsum rows and arrives on full[s] too. Warpgroups 1 and 2 consume
+//   (setmaxnreg.inc 240); consumer c owns keys 64c .. 64c + 63: it rounds its rows of K and V in shared
+//   memory once, then per unit
+//     S^T, dP^T    8 wgmma m64n32k8 SS each (two commit groups), P^T = 2^(S^T scale log2e - lse2) under dP^T
+//                  (masked elements: key >= Tk, query >= Tq, causal key > query + offset: P = 0 by selection)
+//     dV += P^T dO 4 wgmma m64n64k8 RS (A = pack_p_step of the S^T accumulators, B = dOT)
+//     dS^T = P^T (dP^T - dsum), rounded, to registers (A of dK) and to shared memory as dS [32 q][64 keys]
+//     dK += dS^T Q 4 wgmma m64n64k8 RS (B = QT)
+//     (named barrier 5 + c: the warpgroup's dS stores, fenced for the async proxy, before dQ^T)
+//     dQ^T = K_c^T dS^T  8 wgmma m64n32k8 SS (A = KT's panels of this consumer's keys, B = dS)
+//     wait for all; release the stage (empty[s]); dQacc[q][d] += dQ^T[d][q] (16 atomics per thread)
+//   Epilogue: dK * scale and dV (float2 stores; keys past Tk skipped; CTAs with no unit write zeros).
+//   Shared memory (float32, 128-byte swizzle in panels of 32 floats, swz128_offset_f32):
+//     K, V [128 keys x 64]: 2 panels of 16 KiB each (32 KiB each); KT [64 d x 128 keys]: 4 panels of 8 KiB
+//     per stage: Qr, dOr [32 x 64] (2 panels of 4 KiB: 8 KiB each), QT, dOT [64 x 32] (8 KiB each): 32 KiB
+//     dS per consumer [32 q x 64 keys]: 2 panels of 4 KiB (8 KiB); rows [kStages][2][32] floats; barriers
+//   = 96 + 32 kStages + 16 KiB + 552 B (kStages = 2: 176.5 KiB; + 1 KiB alignment slack).
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <type_traits>
+
+#include "cc/kernels/common/flash_cuda_common.cuh"  // fast_exp2, to_tf32
+#include "cc/kernels/common/flash_cuda_internal.h"
+#include "cc/kernels/common/flash_params.h"
+#include "cc/kernels/sm90/sm90_host.cuh"
+#include "cc/kernels/sm90/sm90_ptx.cuh"
+#include "cc/kernels/sm90/sm90_tf32.cuh"
+
+namespace flashattn {
+namespace cuda {
+namespace sm90 {
+namespace {
+
+constexpr int kD = 64;          // head dim (D == Dv)
+constexpr int kBk = 128;        // keys per CTA (64 per consumer)
+constexpr int kBq = 32;         // queries per unit
+constexpr int kStages = 2;      // Qr / dOr / QT / dOT / rows ring depth
+constexpr int kThreads = 384;   // producer warpgroup + 2 consumer warpgroups
+constexpr int kProducerRegs = 24;
+constexpr int kConsumerRegs = 240;
+static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= 65536, "register file");
+
+struct Smem {
+  static constexpr int kKBytes = kBk * kD * 4;    // K or V [128 x 64]: 2 panels of 128 rows
+  static constexpr int kKTBytes = kD * kBk * 4;   // KT [64 x 128]: 4 panels of 64 rows
+  static constexpr int kQBytes = kBq * kD * 4;    // Qr or dOr [32 x 64]: 2 panels of 32 rows
+  static constexpr int kQTBytes = kD * kBq * 4;   // QT or dOT [64 x 32]: 1 panel of 64 rows
+  static constexpr int kStageBytes = 2 * kQBytes + 2 * kQTBytes;
+  static constexpr int kDsBytes = kBq * 64 * 4;   // dS of one consumer [32 q x 64 keys]: 2 panels
+  static constexpr int kK = 0;
+  static constexpr int kV = kK + kKBytes;
+  static constexpr int kKT = kV + kKBytes;
+  static constexpr int kStage = kKT + kKTBytes;   // + s * kStageBytes: Qr, dOr, QT, dOT
+  static constexpr int kQr = 0, kDOr = kQBytes, kQT = 2 * kQBytes, kDOT = 2 * kQBytes + kQTBytes;
+  static constexpr int kDs = kStage + kStages * kStageBytes;  // + c * kDsBytes
+  static constexpr int kRows = kDs + 2 * kDsBytes;             // float [kStages][2][kBq]: lse2, dsum
+  static constexpr int kBars = kRows + kStages * 2 * kBq * 4;  // kv_full, full[kStages], empty[kStages]
+  static constexpr int kBytes = kBars + 8 * (1 + 2 * kStages);
+  static constexpr int kAlloc = kBytes + 1024;                 // slack to align the base to 1024
+};
+static_assert(Smem::kKT % 1024 == 0 && Smem::kStage % 1024 == 0 && Smem::kStageBytes % 1024 == 0 &&
+                  Smem::kDs % 1024 == 0 && Smem::kDsBytes % 1024 == 0 && Smem::kQBytes % 1024 == 0,
+              "tiles 1024-byte aligned (the swizzle is computed from the address)");
+static_assert(Smem::kAlloc <= 227 * 1024, "over the opt-in shared memory");
+
+struct Tf32BwdSm90Args {
+  FlashBwdParams p;
+  const float* dsum;  // [B, H, Tq]
+  float* dq_acc;      // [B, H, Tq, 64] row-major, zeroed
+};
+
+// The workspace's pre-pass part (header comment), offsets in floats from its start.
+struct PrepassLayout {
+  int64_t tq_pad = 0, tk_pad = 0;
+  int64_t qr = 0, dor = 0, qt = 0, dot = 0, kt = 0, floats = 0;
+};
+PrepassLayout prepass_layout(const AttnShape& s) {
+  PrepassLayout w;
+  w.tq_pad = (s.Tq + kBq - 1) / kBq * kBq;
+  w.tk_pad = (s.Tk + kBk - 1) / kBk * kBk;
+  const int64_t nq = s.B * s.H * w.tq_pad * kD;  // a multiple of 2048 floats: every part stays 256-byte aligned
+  w.qr = 0;
+  w.dor = w.qr + nq;
+  w.qt = w.dor + nq;
+  w.dot = w.qt + nq;
+  w.kt = w.dot + nq;
+  w.floats = w.kt + s.B * s.Hkv * kD * w.tk_pad;
+  return w;
+}
+
+// The query tiles that key tile [j0, j0 + kBk) visits: [qb_lo, qb_lo + nq) for each of the G heads of its
+// kv head (unit n = hl * nq + (qb - qb_lo)); causal: from the first tile with a row that sees key j0.
+struct Units {
+  int qb_lo = 0, nq = 0, n = 0;
+  __device__ Units(const AttnShape& sh, bool causal, int64_t off, int64_t j0) {
+    const int64_t nqb = (sh.Tq + kBq - 1) / kBq;
+    int64_t lo = 0;
+    if (causal && j0 - off > 0) lo = (j0 - off) / kBq;  // row i sees key j0 when i >= j0 - off
+    if (lo > nqb) lo = nqb;
+    qb_lo = static_cast<int>(lo);
+    nq = static_cast<int>(nqb - lo);
+    n = nq * static_cast<int>(sh.H / sh.Hkv);
+  }
+};
+
+// tm_k, tm_v: K, V [B, Tk, Hkv, 64] (boxes {32, 1, 128, 1}); tm_kt: KT (boxes {32 keys, 1, 64 rows, 1});
+// tm_qr, tm_dor: Qr, dOr (boxes {32, 1, 32, 1}); tm_qt, tm_dot: QT, dOT (boxes {32 queries, 1, 64 rows, 1}).
+__global__ void __launch_bounds__(kThreads, 1)
+    flash_bwd_sm90_tf32_kernel(const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v,
+                               const __grid_constant__ CUtensorMap tm_kt, const __grid_constant__ CUtensorMap tm_qr,
+                               const __grid_constant__ CUtensorMap tm_dor, const __grid_constant__ CUtensorMap tm_qt,
+                               const __grid_constant__ CUtensorMap tm_dot, const __grid_constant__ Tf32BwdSm90Args a) {
+  using L = Smem;
+  extern __shared__ uint8_t smem_raw[];
+  const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
+  uint8_t* const gbase = smem_raw + (base - smem_u32(smem_raw));  // generic pointer to base
+  float* rows_f = reinterpret_cast<float*>(gbase + L::kRows);
+  const uint32_t kv_full = base + L::kBars;
+  const uint32_t full0 = kv_full + 8, empty0 = kv_full + 8 * (1 + kStages);
+
+  const FlashBwdParams& p = a.p;
+  const AttnShape& sh = p.shape;
+  const bool causal = p.mask.causal;
+  const int64_t off = p.mask.causal_offset;
+  const int hk = blockIdx.y, b = blockIdx.z;
+  const int G = static_cast<int>(sh.H / sh.Hkv);
+  const int64_t j0 = static_cast<int64_t>(blockIdx.x) * kBk;
+  const Units units(sh, causal, off, j0);
+  const int wg = threadIdx.x / 128;
+
+  if (threadIdx.x == 0) {
+    mbar_init(kv_full, 1);
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(full0 + 8 * s, 1 + 32);  // thread 0's expect_tx, warp 1's rows
+      mbar_init(empty0 + 8 * s, 256);    // every consumer thread
+    }
+    mbar_fence_init();
+  }
+  __syncthreads();
+
+  if (wg == 0) {
+    // ---- Producer warpgroup ----
+    setmaxnreg_dec<kProducerRegs>();
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (warp == 0 && lane == 0 && units.n > 0) {
+      mbar_arrive_expect_tx(kv_full, 2 * L::kKBytes + L::kKTBytes);
+#pragma unroll
+      for (int j = 0; j < kD / 32; ++j) {
+        tma_load_4d(base + L::kK + j * kBk * 128, &tm_k, kv_full, 32 * j, hk, static_cast<int>(j0), b);
+        tma_load_4d(base + L::kV + j * kBk * 128, &tm_v, kv_full, 32 * j, hk, static_cast<int>(j0), b);
+      }
+#pragma unroll
+      for (int pn = 0; pn < kBk / 32; ++pn)
+        tma_load_4d(base + L::kKT + pn * kD * 128, &tm_kt, kv_full, static_cast<int>(j0) + 32 * pn, hk, 0, b);
+      for (int n = 0; n < units.n; ++n) {
+        const int s = n % kStages;
+        if (n >= kStages) mbar_wait(empty0 + 8 * s, ((n / kStages) - 1) & 1);
+        const int h = hk * G + n / units.nq, i0 = (units.qb_lo + n % units.nq) * kBq;
+        const uint32_t bar = full0 + 8 * s, st = base + L::kStage + s * L::kStageBytes;
+        mbar_arrive_expect_tx(bar, L::kStageBytes);
+#pragma unroll
+        for (int j = 0; j < kD / 32; ++j) {
+          tma_load_4d(st + L::kQr + j * kBq * 128, &tm_qr, bar, 32 * j, h, i0, b);
+          tma_load_4d(st + L::kDOr + j * kBq * 128, &tm_dor, bar, 32 * j, h, i0, b);
+        }
+        tma_load_4d(st + L::kQT, &tm_qt, bar, i0, h, 0, b);
+        tma_load_4d(st + L::kDOT, &tm_dot, bar, i0, h, 0, b);
+      }
+    } else if (warp == 1) {
+      for (int n = 0; n < units.n; ++n) {
+        const int s = n % kStages;
+        if (n >= kStages) mbar_wait(empty0 + 8 * s, ((n / kStages) - 1) & 1);
+        const int64_t h = hk * G + n / units.nq, i = static_cast<int64_t>(units.qb_lo + n % units.nq) * kBq + lane;
+        const int64_t row = (b * sh.H + h) * sh.Tq + i;
+        // Rows past Tq: any finite values (their elements are masked to 0). lse = -inf (a row that sees
+        // no key, causal with Tq > Tk) gives lse2 = -inf: every element of it is masked, P = 0 by selection.
+        rows_f[(2 * s) * kBq + lane] = i < sh.Tq ? p.lse[row] * 1.4426950408889634f : 0.f;
+        rows_f[(2 * s + 1) * kBq + lane] = i < sh.Tq ? a.dsum[row] : 0.f;
+        mbar_arrive(full0 + 8 * s);  // release: the stores above are visible to the waiting consumers
+      }
+    }
+    return;
+  }
+
+  // ---- Consumer warpgroups: keys 64c .. 64c + 63 of the tile ----
+  setmaxnreg_inc<kConsumerRegs>();
+  const int c = wg - 1;
+  const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  const float sl2 = p.score.scale * 1.4426950408889634f;
+  const int key_l[2] = {16 * warp + g, 16 * warp + g + 8};  // this thread's accumulator rows (consumer-local)
+  const int64_t key_g[2] = {j0 + 64 * c + key_l[0], j0 + 64 * c + key_l[1]};
+
+  float dv[32], dk[32];
+#pragma unroll
+  for (int i = 0; i < 32; ++i) dv[i] = dk[i] = 0.f;
+
+  const uint32_t k_rows = base + L::kK + c * 64 * 128;  // this consumer's 64 rows in each K / V panel
+  const uint32_t v_rows = base + L::kV + c * 64 * 128;
+  const uint32_t kt_c = base + L::kKT + 2 * c * kD * 128;  // KT panels 2c, 2c + 1: this consumer's keys
+  const uint32_t ds_c = base + L::kDs + c * L::kDsBytes;
+  uint8_t* const ds_gen = gbase + L::kDs + c * L::kDsBytes;
+  if (units.n > 0) {
+    mbar_wait(kv_full, 0);
+    // Round this consumer's rows of K and V (raw float32 from TMA) to tf32 in place, for the async proxy.
+#pragma unroll
+    for (int j = 0; j < kD / 32; ++j) {
+      round_tf32_smem(k_rows + j * kBk * 128, 64 * 128, tid, 128);
+      round_tf32_smem(v_rows + j * kBk * 128, 64 * 128, tid, 128);
+    }
+    fence_proxy_async();
+    named_bar_sync(5 + c, 128);
+  }
+
+  for (int n = 0; n < units.n; ++n) {
+    const int s = n % kStages;
+    const int64_t h = hk * G + n / units.nq, i0 = static_cast<int64_t>(units.qb_lo + n % units.nq) * kBq;
+    const uint32_t st = base + L::kStage + s * L::kStageBytes;
+    mbar_wait(full0 + 8 * s, (n / kStages) & 1);
+
+    // S^T = K_c Q^T and dP^T = V_c dO^T [64 keys x 32 queries], over d in k8 steps (step k: panel k / 4,
+    // byte (k % 4) * 32 of each 128-byte row).
+    float sacc[16], dpacc[16];
+    wgmma_fence();
+#pragma unroll
+    for (int k = 0; k < kD / 8; ++k)
+      wgmma_tf32_ss_m64n32k8(sacc, wgmma_desc(k_rows + (k / 4) * kBk * 128 + (k % 4) * 32, 16, 1024),
+                             wgmma_desc(st + L::kQr + (k / 4) * kBq * 128 + (k % 4) * 32, 16, 1024), k > 0);
+    wgmma_commit();
+#pragma unroll
+    for (int k = 0; k < kD / 8; ++k)
+      wgmma_tf32_ss_m64n32k8(dpacc, wgmma_desc(v_rows + (k / 4) * kBk * 128 + (k % 4) * 32, 16, 1024),
+                             wgmma_desc(st + L::kDOr + (k / 4) * kBq * 128 + (k % 4) * 32, 16, 1024), k > 0);
+    wgmma_commit();
+    wgmma_wait<1>();  // S^T done; dP^T may still run
+    fence_regs(sacc);
+
+    // P^T = 2^(S^T scale log2e - lse2) in place; element x = 4j + 2h2 + e is (key key_l[h2], query 8j + 2t + e).
+    const float* lse2_s = rows_f + (2 * s) * kBq;
+    const float* dsum_s = rows_f + (2 * s + 1) * kBq;
+    const bool need_mask = i0 + kBq > sh.Tq || j0 + 64 * c + 64 > sh.Tk || (causal && j0 + 64 * c + 63 > i0 + off);
+    auto p_pass = [&](auto mask_c) {
+      constexpr bool kMasked = decltype(mask_c)::value;
+#pragma unroll
+      for (int j = 0; j < kBq / 8; ++j) {
+        const float2 l2 = *reinterpret_cast<const float2*>(lse2_s + 8 * j + 2 * t);
+#pragma unroll
+        for (int h2 = 0; h2 < 2; ++h2)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int x = 4 * j + 2 * h2 + e;
+            float pv = fast_exp2(sacc[x] * sl2 - (e ? l2.y : l2.x));
+            if constexpr (kMasked) {
+              const int64_t qi = i0 + 8 * j + 2 * t + e;
+              if (key_g[h2] >= sh.Tk || qi >= sh.Tq || (causal && key_g[h2] > qi + off)) pv = 0.f;
+            }
+            sacc[x] = pv;
+          }
+      }
+    };
+    if (need_mask)
+      p_pass(std::true_type{});
+    else
+      p_pass(std::false_type{});
+    wgmma_wait<0>();  // dP^T done
+    fence_regs(dpacc);
+
+    // dV += P^T dO: A = P^T's fragments (pack_p_step: QT / dOT hold each 8-query group in tf32_kperm order),
+    // B = dOT [64 d x 32 q], k8 step kk at byte kk * 32 of its rows.
+    uint32_t pa[kBq / 8][4], da[kBq / 8][4];
+#pragma unroll
+    for (int kk = 0; kk < kBq / 8; ++kk) pack_p_step(pa[kk], sacc + 4 * kk);
+    fence_regs(dv);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kBq / 8; ++kk)
+      wgmma_tf32_rs_m64n64k8(dv, pa[kk], wgmma_desc(st + L::kDOT + kk * 32, 16, 1024), 1);
+    wgmma_commit();
+
+    // dS^T = P^T (dP^T - dsum), then as A fragments (rounded) and, for dQ^T, to shared memory as dS
+    // [32 q][64 keys] (2 panels of 32 keys; the same rounded bits).
+#pragma unroll
+    for (int j = 0; j < kBq / 8; ++j) {
+      const float2 dsm = *reinterpret_cast<const float2*>(dsum_s + 8 * j + 2 * t);
+#pragma unroll
+      for (int h2 = 0; h2 < 2; ++h2)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int x = 4 * j + 2 * h2 + e;
+          dpacc[x] = sacc[x] * (dpacc[x] - (e ? dsm.y : dsm.x));
+        }
+    }
+#pragma unroll
+    for (int kk = 0; kk < kBq / 8; ++kk) {
+      pack_p_step(da[kk], dpacc + 4 * kk);
+      // da[kk] = {(g, 2t), (g + 8, 2t), (g, 2t + 1), (g + 8, 2t + 1)} of step kk: rows key_l[x & 1],
+      // query 8kk + 2t + (x >> 1).
+#pragma unroll
+      for (int x = 0; x < 4; ++x)
+        *reinterpret_cast<uint32_t*>(ds_gen + swz128_offset_f32(kBq, 8 * kk + 2 * t + (x >> 1), key_l[x & 1])) =
+            da[kk][x];
+    }
+    fence_proxy_async();  // dS stores before the wgmma (async proxy) reads below
+
+    // dK += dS^T Q: B = QT [64 d x 32 q].
+    fence_regs(dk);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kBq / 8; ++kk)
+      wgmma_tf32_rs_m64n64k8(dk, da[kk], wgmma_desc(st + L::kQT + kk * 32, 16, 1024), 1);
+    wgmma_commit();
+
+    // The warpgroup's dS stores are all done (and fenced) before dQ^T reads them.
+    named_bar_sync(5 + c, 128);
+    // dQ^T = K_c^T dS^T [64 d x 32 q] over this consumer's 64 keys: A = KT (panel 2c + k / 4), B = dS.
+    float dqt[16];
+    wgmma_fence();
+#pragma unroll
+    for (int k = 0; k < 64 / 8; ++k)
+      wgmma_tf32_ss_m64n32k8(dqt, wgmma_desc(kt_c + (k / 4) * kD * 128 + (k % 4) * 32, 16, 1024),
+                             wgmma_desc(ds_c + (k / 4) * kBq * 128 + (k % 4) * 32, 16, 1024), k > 0);
+    wgmma_commit();
+    wgmma_wait<0>();  // dQ^T, and dV / dK before it (complete in order)
+    fence_regs(dv);
+    fence_regs(dk);
+    fence_regs(dqt);
+    fence_regs(pa);
+    fence_regs(da);
+    mbar_arrive(empty0 + 8 * s);  // Qr, dOr, QT, dOT and the rows of stage s are no longer read
+
+    // dQacc[b, h, i0 + q, d] += dQ^T[d][q]: element x = 4j + 2h2 + e is (d key_l[h2], query 8j + 2t + e).
+    float* acc = a.dq_acc + ((static_cast<int64_t>(b) * sh.H + h) * sh.Tq + i0) * kD;
+#pragma unroll
+    for (int j = 0; j < kBq / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int q = 8 * j + 2 * t + e;
+        if (i0 + q < sh.Tq) {
+#pragma unroll
+          for (int h2 = 0; h2 < 2; ++h2) atomicAdd(acc + q * kD + key_l[h2], dqt[4 * j + 2 * h2 + e]);
+        }
+      }
+  }
+
+  // Epilogue: dK = scale dK_acc, dV; rows key_g[h2], columns 8j + 2t, +1.
+  const float scale = p.score.scale;
+#pragma unroll
+  for (int h2 = 0; h2 < 2; ++h2) {
+    if (key_g[h2] >= sh.Tk) continue;
+    float* dkr = static_cast<float*>(p.dk) + b * sh.k_stride[0] + key_g[h2] * sh.k_stride[1] + hk * sh.k_stride[2];
+    float* dvr = static_cast<float*>(p.dv) + b * sh.v_stride[0] + key_g[h2] * sh.v_stride[1] + hk * sh.v_stride[2];
+#pragma unroll
+    for (int j = 0; j < kD / 8; ++j) {
+      *reinterpret_cast<float2*>(dkr + 8 * j + 2 * t) =
+          make_float2(scale * dk[4 * j + 2 * h2], scale * dk[4 * j + 2 * h2 + 1]);
+      *reinterpret_cast<float2*>(dvr + 8 * j + 2 * t) = make_float2(dv[4 * j + 2 * h2], dv[4 * j + 2 * h2 + 1]);
+    }
+  }
+}
+
+constexpr int kPrepassThreads = 256;
+// Pre-pass for Q and dO: query tile blockIdx.x (rows i0 .. i0 + 31) of head blockIdx.y, batch blockIdx.z.
+// qr / dor [B, H, tq_pad, 64] = tf32(Q) / tf32(dO) (rows past Tq: 0); qt / dot [B, H, 64, tq_pad]: position
+// i0 + u of row d = tf32(Q[i0 + tf32_kperm_inv(u)][d]) (0 past Tq).
+__global__ void __launch_bounds__(kPrepassThreads)
+    tf32_bwd_prepass_q_kernel(const __grid_constant__ FlashBwdParams p, float* __restrict__ qr, float* __restrict__ dor,
+                              float* __restrict__ qt, float* __restrict__ dot, int64_t tq_pad) {
+  __shared__ float sq[kBq][kD + 1], sd[kBq][kD + 1];  // + 1: the transposed reads hit 32 banks
+  const AttnShape& sh = p.shape;
+  const int64_t i0 = static_cast<int64_t>(blockIdx.x) * kBq;
+  const int h = blockIdx.y, b = blockIdx.z;
+  const float* q = static_cast<const float*>(p.q) + b * sh.q_stride[0] + h * sh.q_stride[2];
+  const float* d_o = static_cast<const float*>(p.d_o) + b * sh.o_stride[0] + h * sh.o_stride[2];
+  const int64_t bh = static_cast<int64_t>(b) * sh.H + h;
+  constexpr int kC4 = kD / 4;  // float4 per row
+  for (int i = threadIdx.x; i < kBq * kC4; i += kPrepassThreads) {
+    const int r = i / kC4, col = 4 * (i % kC4);
+    const int64_t row = i0 + r;
+    float4 x = make_float4(0.f, 0.f, 0.f, 0.f), y = x;
+    if (row < sh.Tq) {
+      x = *reinterpret_cast<const float4*>(q + row * sh.q_stride[1] + col);
+      y = *reinterpret_cast<const float4*>(d_o + row * sh.o_stride[1] + col);
+    }
+    const uint4 xr = make_uint4(to_tf32(x.x), to_tf32(x.y), to_tf32(x.z), to_tf32(x.w));
+    const uint4 yr = make_uint4(to_tf32(y.x), to_tf32(y.y), to_tf32(y.z), to_tf32(y.w));
+    __stcg(reinterpret_cast<uint4*>(qr + (bh * tq_pad + row) * kD + col), xr);
+    __stcg(reinterpret_cast<uint4*>(dor + (bh * tq_pad + row) * kD + col), yr);
+    sq[r][col] = __uint_as_float(xr.x), sq[r][col + 1] = __uint_as_float(xr.y);
+    sq[r][col + 2] = __uint_as_float(xr.z), sq[r][col + 3] = __uint_as_float(xr.w);
+    sd[r][col] = __uint_as_float(yr.x), sd[r][col + 1] = __uint_as_float(yr.y);
+    sd[r][col + 2] = __uint_as_float(yr.z), sd[r][col + 3] = __uint_as_float(yr.w);
+  }
+  __syncthreads();
+  float* oq = qt + bh * kD * tq_pad + i0;
+  float* od = dot + bh * kD * tq_pad + i0;
+  for (int i = threadIdx.x; i < kD * kBq; i += kPrepassThreads) {
+    const int d = i / kBq, u = i % kBq;  // a warp: the 32 positions of one row d
+    oq[d * tq_pad + u] = sq[tf32_kperm_inv(u)][d];
+    od[d * tq_pad + u] = sd[tf32_kperm_inv(u)][d];
+  }
+}
+
+// Pre-pass for K: key tile blockIdx.x (keys j0 .. j0 + 31) of kv head blockIdx.y, batch blockIdx.z.
+// kt [B, Hkv, 64, tk_pad]: position j of row d = tf32(K[j][d]) (keys in order; 0 past Tk).
+__global__ void __launch_bounds__(kPrepassThreads)
+    tf32_bwd_prepass_k_kernel(const __grid_constant__ FlashBwdParams p, float* __restrict__ kt, int64_t tk_pad) {
+  __shared__ float sk[32][kD + 1];
+  const AttnShape& sh = p.shape;
+  const int64_t j0 = static_cast<int64_t>(blockIdx.x) * 32;
+  const int hk = blockIdx.y, b = blockIdx.z;
+  const float* k = static_cast<const float*>(p.k) + b * sh.k_stride[0] + hk * sh.k_stride[2];
+  constexpr int kC4 = kD / 4;
+  for (int i = threadIdx.x; i < 32 * kC4; i += kPrepassThreads) {
+    const int r = i / kC4, col = 4 * (i % kC4);
+    float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (j0 + r < sh.Tk) x = *reinterpret_cast<const float4*>(k + (j0 + r) * sh.k_stride[1] + col);
+    sk[r][col] = __uint_as_float(to_tf32(x.x)), sk[r][col + 1] = __uint_as_float(to_tf32(x.y));
+    sk[r][col + 2] = __uint_as_float(to_tf32(x.z)), sk[r][col + 3] = __uint_as_float(to_tf32(x.w));
+  }
+  __syncthreads();
+  float* out = kt + (static_cast<int64_t>(b) * sh.Hkv + hk) * kD * tk_pad + j0;
+  for (int i = threadIdx.x; i < kD * 32; i += kPrepassThreads) {
+    const int d = i / 32, u = i % 32;
+    out[d * tk_pad + u] = sk[u][d];
+  }
+}
+
+// dq[b, i, h, d] = scale * acc[(b H + h) Tq + i][d] (acc [B, H, Tq, 64]); float2 per thread and step.
+__global__ void __launch_bounds__(256) tf32_dq_convert_kernel(const FlashBwdParams p, const float* acc) {
+  const AttnShape& sh = p.shape;
+  const int64_t n = sh.B * sh.H * sh.Tq * (kD / 2);
+  for (int64_t x = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; x < n;
+       x += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t d2 = x % (kD / 2), row = x / (kD / 2);
+    const int64_t i = row % sh.Tq, h = (row / sh.Tq) % sh.H, b = row / (sh.Tq * sh.H);
+    const float2 v = *reinterpret_cast<const float2*>(acc + row * kD + 2 * d2);
+    *reinterpret_cast<float2*>(static_cast<float*>(p.dq) + b * sh.q_stride[0] + i * sh.q_stride[1] +
+                               h * sh.q_stride[2] + 2 * d2) = make_float2(p.score.scale * v.x, p.score.scale * v.y);
+  }
+}
+
+// A rank-4 map over a [B, Hx, R, C] float32 workspace array (C contiguous), box {32, 1, rows, 1} at
+// coordinates (c, hx, r, b): tma_map_rows_f32 with T = R, Dx = C.
+bool map_ws(CUtensorMap* m, const float* ptr, int64_t B, int64_t Hx, int64_t R, int64_t C, int rows) {
+  const int64_t st[3] = {Hx * R * C, C, R * C};
+  return tma_map_rows_f32(m, ptr, B, R, Hx, C, st, rows);
+}
+
+std::atomic<int64_t> g_launches{0};
+std::atomic<int> g_override{-1};
+
+}  // namespace
+
+bool bwd_tf32_enabled() {
+  const int o = g_override.load(std::memory_order_relaxed);
+  if (o >= 0) return o != 0;
+  static const bool env_on = [] {
+    const char* v = getenv("TF_FLASHATTN_SM90_TF32_BWD");
+    const char* all = getenv("TF_FLASHATTN_SM90");
+    return v && strcmp(v, "1") == 0 && !(all && strcmp(all, "0") == 0);
+  }();
+  return env_on;
+}
+void set_bwd_tf32_enabled(int mode) { g_override.store(mode, std::memory_order_relaxed); }
+int64_t bwd_tf32_launches() { return g_launches.load(std::memory_order_relaxed); }
+
+// Shape and flags only (the XLA lowering sizes the workspace at compile time, without the masks).
+size_t bwd_tf32_workspace_floats(const FlashBwdParams& p) {
+  const AttnShape& s = p.shape;
+  if (p.dtype != DType::kFloat32 || !p.allow_tf32 || p.deterministic || s.D != kD || s.Dv != kD ||
+      !bwd_tf32_enabled())
+    return 0;
+  return static_cast<size_t>(prepass_layout(s).floats);
+}
+
+bool bwd_tf32_applies(const FlashBwdParams& p) {
+  const AttnShape& s = p.shape;
+  if (bwd_tf32_workspace_floats(p) == 0) return false;
+  if (s.B <= 0 || s.H <= 0 || s.Tq <= 0 || s.Tk <= 0 || s.Hkv <= 0 || s.H % s.Hkv != 0 || s.B > 65535 ||
+      s.Hkv > 65535 || s.H > 65535 || s.Tq > (1ll << 30) || s.Tk > (1ll << 30))
+    return false;
+  const MaskParams& m = p.mask;
+  if (m.window_left >= 0 || m.window_right >= 0 || m.mask || m.q_lengths || m.k_lengths || m.q_valid || m.k_valid)
+    return false;
+  if (p.score.bias || p.dbias || p.score.softcap != 0.f || p.dropout.rate > 0.f) return false;
+  for (int i = 0; i < 3; ++i)
+    if (s.q_stride[i] < 0 || s.k_stride[i] < 0 || s.v_stride[i] < 0 || s.o_stride[i] < 0) return false;
+  if (!vec8(s, p.q, p.k, p.v, p.o) || !aligned16(p.d_o) || !aligned16(p.dq) || !aligned16(p.dk) || !aligned16(p.dv))
+    return false;
+  return current_device_is_sm90();
+}
+
+cudaError_t bwd_tf32(const FlashBwdParams& p, const float* dsum, float* dq_acc, float* prepass_ws,
+                     cudaStream_t stream) {
+  const AttnShape& s = p.shape;
+  const PrepassLayout w = prepass_layout(s);
+  if (!dsum || !dq_acc || !prepass_ws || !aligned16(prepass_ws)) return cudaErrorNotSupported;
+  float* qr = prepass_ws + w.qr;
+  float* dor = prepass_ws + w.dor;
+  float* qt = prepass_ws + w.qt;
+  float* dot = prepass_ws + w.dot;
+  float* kt = prepass_ws + w.kt;
+  CUtensorMap tk, tv, tkt, tqr, tdor, tqt, tdot;
+  if (!tma_map_rows_f32(&tk, p.k, s.B, s.Tk, s.Hkv, kD, s.k_stride, kBk) ||
+      !tma_map_rows_f32(&tv, p.v, s.B, s.Tk, s.Hkv, kD, s.v_stride, kBk) ||
+      !map_ws(&tkt, kt, s.B, s.Hkv, kD, w.tk_pad, kD) || !map_ws(&tqr, qr, s.B, s.H, w.tq_pad, kD, kBq) ||
+      !map_ws(&tdor, dor, s.B, s.H, w.tq_pad, kD, kBq) || !map_ws(&tqt, qt, s.B, s.H, kD, w.tq_pad, kD) ||
+      !map_ws(&tdot, dot, s.B, s.H, kD, w.tq_pad, kD))
+    return cudaErrorNotSupported;  // nothing queued yet: sm80's TF32 backward takes it
+  cudaError_t err = set_dynamic_smem(flash_bwd_sm90_tf32_kernel, Smem::kAlloc);
+  if (err != cudaSuccess) return cudaErrorNotSupported;
+  if ((err = cudaMemsetAsync(dq_acc, 0, static_cast<size_t>(s.B * s.H * s.Tq * kD) * sizeof(float), stream)) !=
+      cudaSuccess)
+    return err;
+  tf32_bwd_prepass_q_kernel<<<dim3(static_cast<unsigned>(w.tq_pad / kBq), static_cast<unsigned>(s.H),
+                                   static_cast<unsigned>(s.B)),
+                              kPrepassThreads, 0, stream>>>(p, qr, dor, qt, dot, w.tq_pad);
+  if ((err = cudaGetLastError()) != cudaSuccess) return err;
+  tf32_bwd_prepass_k_kernel<<<dim3(static_cast<unsigned>(w.tk_pad / 32), static_cast<unsigned>(s.Hkv),
+                                   static_cast<unsigned>(s.B)),
+                              kPrepassThreads, 0, stream>>>(p, kt, w.tk_pad);
+  if ((err = cudaGetLastError()) != cudaSuccess) return err;
+  const Tf32BwdSm90Args args{p, dsum, dq_acc};
+  const dim3 grid(static_cast<unsigned>(w.tk_pad / kBk), static_cast<unsigned>(s.Hkv), static_cast<unsigned>(s.B));
+  flash_bwd_sm90_tf32_kernel<<<grid, kThreads, Smem::kAlloc, stream>>>(tk, tv, tkt, tqr, tdor, tqt, tdot, args);
+  if ((err = cudaGetLastError()) != cudaSuccess) return err;
+  const int64_t n = s.B * s.H * s.Tq * (kD / 2);
+  const unsigned blocks = static_cast<unsigned>(n / 256 + 1 < 65536 * 16 ? n / 256 + 1 : 65536 * 16);
+  tf32_dq_convert_kernel<<<blocks, 256, 0, stream>>>(p, dq_acc);
+  if ((err = cudaGetLastError()) == cudaSuccess) g_launches.fetch_add(1, std::memory_order_relaxed);
+  return err;
+}
+
+}  // namespace sm90
+}  // namespace cuda
+}  // namespace flashattn

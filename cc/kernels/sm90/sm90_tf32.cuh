@@ -1,0 +1,53 @@
+// Pieces shared by the Hopper TF32 kernels (sm90/flash_fwd_sm90_tf32.cu, sm90/flash_bwd_sm90_tf32.cu):
+// the k8-step permutation that lets wgmma accumulators serve as register A fragments, the in-place
+// rounding of a shared-memory tile, and the accumulator -> A fragment packing. Include only from
+// sources compiled for sm_90a alone, after sm90_ptx.cuh and common/flash_cuda_common.cuh (to_tf32).
+#ifndef TF_FLASHATTN_KERNELS_SM90_SM90_TF32_CUH_
+#define TF_FLASHATTN_KERNELS_SM90_SM90_TF32_CUH_
+
+#include <cstdint>
+
+#include "cc/kernels/common/flash_cuda_common.cuh"  // to_tf32
+#include "cc/kernels/sm90/sm90_ptx.cuh"
+
+namespace flashattn {
+namespace cuda {
+namespace sm90 {
+
+// Position of index j (a key in the forward's V^T, a query in the backward's Q^T / dO^T) within its
+// k8 step: 2u at position u, 2u + 1 at position u + 4 (j's step and panel unchanged). A wgmma m64nN
+// accumulator holds columns 8kk + 2t, 8kk + 2t + 1 in thread t, which are then columns t, t + 4 of the
+// step's m64k8 .tf32 A fragment (pack_p_step): the accumulators serve as the A operand without a
+// shuffle, when the B operand's rows (K-major, the contraction index) are stored in this order.
+__host__ __device__ constexpr int tf32_kperm(int j) { return (j & ~7) | ((j & 1) << 2) | ((j & 7) >> 1); }
+// The index at position `pos`: the inverse of tf32_kperm (position u < 4 holds 2u, u + 4 holds 2u + 1).
+__host__ __device__ constexpr int tf32_kperm_inv(int pos) { return (pos & ~7) | ((pos & 3) << 1) | ((pos >> 2) & 1); }
+static_assert(tf32_kperm_inv(tf32_kperm(5)) == 5 && tf32_kperm_inv(tf32_kperm(62)) == 62 && tf32_kperm(tf32_kperm_inv(3)) == 3,
+              "tf32_kperm_inv inverts tf32_kperm");
+
+// Rounds `bytes` (a multiple of 16) of float32 at addr to tf32 in place, n threads numbered tid
+// (16 bytes per thread and step: consecutive threads on consecutive chunks).
+__device__ __forceinline__ void round_tf32_smem(uint32_t addr, int bytes, int tid, int n) {
+  for (int off = tid * 16; off < bytes; off += n * 16) {
+    uint32_t x, y, z, w;
+    ld_shared_v4_u32(addr + off, x, y, z, w);
+    st_shared_v4_u32(addr + off, to_tf32(__uint_as_float(x)), to_tf32(__uint_as_float(y)),
+                     to_tf32(__uint_as_float(z)), to_tf32(__uint_as_float(w)));
+  }
+}
+
+// The accumulators of one k8 step kk (s4 = acc + 4 kk: columns 8kk + 2t, +1 of rows g, g + 8) as the
+// m64k8 .tf32 A fragment under tf32_kperm, rounded (cvt.rna): a[0] = A[g][t] = acc column 2t of row g,
+// a[1] = A[g + 8][t], a[2] = A[g][t + 4] = column 2t + 1, a[3] = A[g + 8][t + 4].
+__device__ __forceinline__ void pack_p_step(uint32_t (&a)[4], const float* s4) {
+  a[0] = to_tf32(s4[0]);
+  a[1] = to_tf32(s4[2]);
+  a[2] = to_tf32(s4[1]);
+  a[3] = to_tf32(s4[3]);
+}
+
+}  // namespace sm90
+}  // namespace cuda
+}  // namespace flashattn
+
+#endif  // TF_FLASHATTN_KERNELS_SM90_SM90_TF32_CUH_
