@@ -4,8 +4,8 @@ configuration's bits where both sum the same query tiles in the same order, and 
   python3 benchmarks/tune_tf32_bwd.py [--quick] [--fwd | --sm90]
 --quick times T = 4096 only; --fwd checks and times the head-dim-256 forward's tiles instead
 (FA_TF32_FWD_CFG in flash_fwd_tf32.cu: numerics, O / lse bits, forward TFLOP/s); --sm90 the Hopper TF32
-backward (cc/kernels/sm90/flash_bwd_sm90_tf32.cu, head dim 64, off by default: set_sm90_tf32_bwd) against
-sm80's: numerics of the head-dim-64 cases with it on (and that it launched), then backward TFLOP/s of both.
+backward (cc/kernels/sm90/flash_bwd_sm90_tf32.cu, head dim 64; set_sm90_tf32_bwd picks it off / each variant)
+against sm80's: numerics of the head-dim-64 cases for each variant (and that it launched), then backward TFLOP/s.
 Build: a tuning build, FA_TUNING defined for flash_bwd_tf32.cu / flash_fwd_tf32.cu (FA_TF32_BWD_CFG picks the configuration
 at run time; 0 / unset: the default), e.g. NVCC_EXTRA=-DFA_TUNING bash benchmarks/build_harness.sh (module
 from $HARNESS_DIR, default .harness_build). On the lent GPU, build and run: bash benchmarks/gpu_run.sh tf32tune."""
@@ -150,25 +150,33 @@ SM90_CASES = [
 ]
 
 
+# set_sm90_tf32_bwd modes: 1 + the kernel's variant (flash_bwd_sm90_tf32.cu: 0 S^T / dP^T by wgmma SS, 1 by RS
+# with K / V fragments in registers, 2 as 1 with a 3-stage ring).
+SM90_MODES = (1, 2, 3)
+
+
 def sm90_main(h, Ts):
-    """--sm90: numerics with the Hopper TF32 backward on (it must have launched once per case), then
-    TFLOP/s of sm80's (0) and it (1) at head dim 64."""
+    """--sm90: numerics with the Hopper TF32 backward on, each variant (set_sm90_tf32_bwd(1 + variant); it must
+    have launched once per case), then TFLOP/s of sm80's (0) and each variant (1, 2) at head dim 64."""
     m = h.m
     plain = [c for c in CASES if c["D"] == 64 and c.get("Dv", 64) == 64 and
              not any(c.get(k) for k in ("mask", "bias", "qlen", "klen", "qvalid", "kvalid", "softcap", "dropout"))
              and c.get("wl", -1) < 0 and c.get("wr", -1) < 0]
     cases = plain + SM90_CASES
-    n0 = m.sm90_info()["tf32_bwd_launches"]
-    rows = with_cfg(m.set_sm90_tf32_bwd, 1, lambda: check_numerics(h, ("tf32",), cases, open(os.devnull, "w")))
-    launched = m.sm90_info()["tf32_bwd_launches"] - n0
-    bad = [r["case"] for r in rows if not r["ok"]]
-    for r in rows:
-        print(r, flush=True)
-    want = sum(not r["det"] for r in rows)  # deterministic mode keeps sm80's ordered kernels
-    ok = not bad and launched == want
-    print(f"sm90 tf32 bwd numerics {len(rows) - len(bad)} / {len(rows)}, launches {launched} (expected {want})"
-          + (f" FAIL {bad}" if bad else ""), flush=True)
-    timings(h, m.set_sm90_tf32_bwd, True, Ts, {64: (0, 1)}, {}, name="sm90 TF32 bwd")
+    ok = True
+    for mode in SM90_MODES:
+        n0 = m.sm90_info()["tf32_bwd_launches"]
+        rows = with_cfg(m.set_sm90_tf32_bwd, mode, lambda: check_numerics(h, ("tf32",), cases, open(os.devnull, "w")))
+        launched = m.sm90_info()["tf32_bwd_launches"] - n0
+        bad = [r["case"] for r in rows if not r["ok"]]
+        for r in rows:
+            if not r["ok"]:
+                print(r, flush=True)
+        want = sum(not r["det"] for r in rows)  # deterministic mode keeps sm80's ordered kernels
+        ok &= not bad and launched == want
+        print(f"sm90 tf32 bwd mode {mode}: numerics {len(rows) - len(bad)} / {len(rows)}, launches {launched} "
+              f"(expected {want})" + (f" FAIL {bad}" if bad else ""), flush=True)
+    timings(h, m.set_sm90_tf32_bwd, True, Ts, {64: (0,) + SM90_MODES}, {}, name="sm90 TF32 bwd mode")
     return ok
 
 

@@ -111,6 +111,17 @@ struct BwdWorkspaceParts {
 };
 BwdWorkspaceParts bwd_workspace_parts(const FlashBwdParams& p);
 cudaError_t bwd_dsum_tc(const FlashBwdParams& p, float* dsum, float* lse2, cudaStream_t stream);
+// The float32 TF32 workspace's parts (for sm90/flash_bwd_sm90_tf32.cu): dsum [B, H, Tq], the dQ accumulator
+// (null in deterministic mode) and, when sm90::bwd_tf32_workspace_floats(p) > 0, the Hopper pre-pass's room
+// after it (extra); all null without a workspace or for other dtypes. bwd_dsum_tf32: sm80's TF32 dsum
+// pre-pass (dsum = rowsum(dO O) - d_lse).
+struct Tf32BwdWorkspaceParts {
+  float* dsum = nullptr;
+  float* dq_acc = nullptr;
+  float* extra = nullptr;
+};
+Tf32BwdWorkspaceParts bwd_tf32_workspace_parts(const FlashBwdParams& p);
+cudaError_t bwd_dsum_tf32(const FlashBwdParams& p, float* dsum, cudaStream_t stream);
 
 // float32 / any dtype, SIMT, full float32 arithmetic (flash_fwd_simt.cu).
 cudaError_t fwd_simt(const FlashFwdParams& p, cudaStream_t stream);
@@ -199,20 +210,21 @@ void set_tf32_enabled(int mode);
 bool fwd_tf32_applies(const FlashFwdParams& p);
 cudaError_t fwd_tf32(const FlashFwdParams& p, cudaStream_t stream);
 int64_t fwd_tf32_launches();
-// The sm_90a backward for float32 on TF32 tensor cores (flash_bwd_sm90_tf32.cu; first version, off by
-// default): bwd_tf32_enabled() is true with TF_FLASHATTN_SM90_TF32_BWD=1 (read once; TF_FLASHATTN_SM90=0
-// turns it off) or after set_bwd_tf32_enabled(1) (0 off, -1 back to the environment).
+// The sm_90a backward for float32 on TF32 tensor cores (flash_bwd_sm90_tf32.cu, head dim 64): bwd_tf32_enabled()
+// is true unless TF_FLASHATTN_SM90_TF32_BWD=0 or TF_FLASHATTN_SM90=0 (read once), or set_bwd_tf32_enabled(0)
+// (1 .. 3: on with variant 0 .. 2, -1 back to the environment).
 // bwd_tf32_workspace_floats: the floats its pre-pass needs beyond sm80's TF32 workspace (shape and flags
 // only: float32, allow_tf32, not deterministic, D == Dv == 64, enabled; else 0). bwd_tf32_applies: those,
 // compute capability 9.0, no mask or causal, no bias / dbias, soft-cap or dropout, TMA's alignment.
-// bwd_tf32: after sm80's dsum pre-pass (dsum [B, H, Tq]); dq_acc sm80's TF32 dQ accumulator, prepass_ws the
-// extra floats (16-byte aligned); cudaErrorNotSupported before any work is queued when it cannot run.
+// bwd_tf32: the whole backward (sm80's dsum pre-pass, its own pre-pass, the kernel, dQ's conversion) in the
+// workspace's parts (bwd_tf32_workspace_parts); cudaErrorNotSupported before any work is queued when it
+// cannot run (the caller falls back to sm80).
 bool bwd_tf32_enabled();
 void set_bwd_tf32_enabled(int mode);
 int64_t bwd_tf32_launches();
 size_t bwd_tf32_workspace_floats(const FlashBwdParams& p);
 bool bwd_tf32_applies(const FlashBwdParams& p);
-cudaError_t bwd_tf32(const FlashBwdParams& p, const float* dsum, float* dq_acc, float* prepass_ws, cudaStream_t stream);
+cudaError_t bwd_tf32(const FlashBwdParams& p, cudaStream_t stream);
 // Its variants (flash_fwd_sm90_tf32.cu's kTf32Sched: 0 Q in shared memory, K rounded; 1 Q in registers;
 // 2 as 1 with K truncated by the tensor cores instead of rounded; 3 as 1 with K and V^T prepared by a
 // pre-pass into the workspace): tf32_variants() of them; tf32_variant() is set_tf32_variant(v)'s override

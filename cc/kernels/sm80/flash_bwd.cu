@@ -636,6 +636,25 @@ BwdWorkspaceParts bwd_workspace_parts(const FlashBwdParams& p) {
   return w;
 }
 
+Tf32BwdWorkspaceParts bwd_tf32_workspace_parts(const FlashBwdParams& p) {
+  const AttnShape& s = p.shape;
+  Tf32BwdWorkspaceParts w;
+  if (!p.workspace || p.dtype != DType::kFloat32 || !p.allow_tf32) return w;
+  w.dsum = p.workspace;
+  if (!uses_dq_acc(p)) return w;
+  w.dq_acc = p.workspace + dsum_floats(s);
+#if FA_HAS_SM90
+  if (sm90::bwd_tf32_workspace_floats(p) > 0)
+    w.extra = w.dq_acc + static_cast<size_t>(s.B * s.H * dq_rows_padded(s)) *
+                             static_cast<size_t>(head_dim_bucket(s.D > s.Dv ? s.D : s.Dv));
+#endif
+  return w;
+}
+
+cudaError_t bwd_dsum_tf32(const FlashBwdParams& p, float* dsum, cudaStream_t stream) {
+  return bwd_dsum<float, true>(p, dsum, nullptr, stream);
+}
+
 cudaError_t bwd_dsum_tc(const FlashBwdParams& p, float* dsum, float* lse2, cudaStream_t stream) {
   if (p.dtype == DType::kFloat16) return bwd_dsum<__half>(p, dsum, lse2, stream);
   if (p.dtype == DType::kBFloat16) return bwd_dsum<__nv_bfloat16>(p, dsum, lse2, stream);
@@ -663,19 +682,9 @@ cudaError_t bwd(const FlashBwdParams& p, bool big_smem, cudaStream_t stream) {
     if (err != cudaSuccess) return err;
   }
   if (p.dtype == DType::kFloat32) {
-    if (p.allow_tf32) {  // TF32 tensor cores (flash_bwd_tf32.cu); dQacc after Dsum in the workspace
-      float* dq_acc = uses_dq_acc(p) ? p.workspace + dsum_floats(s) : nullptr;
-#if FA_HAS_SM90
-      // The Hopper TF32 backward where it applies (opt-in: sm90/flash_bwd_sm90_tf32.cu); its pre-pass copies
-      // follow sm80's parts in the workspace (bwd_workspace_bytes).
-      if (dq_acc && sm90::bwd_tf32_applies(p)) {
-        const size_t sm80_floats = bwd_workspace_bytes(p) / sizeof(float) - sm90::bwd_tf32_workspace_floats(p);
-        err = sm90::bwd_tf32(p, dsum, dq_acc, p.workspace + sm80_floats, stream);
-        if (err != cudaErrorNotSupported) return err;
-      }
-#endif
-      return bwd_tf32(p, dsum, dq_acc, big_smem, stream);
-    }
+    if (p.allow_tf32)  // TF32 tensor cores (flash_bwd_tf32.cu); dQacc after Dsum in the workspace
+      return bwd_tf32(p, dsum, uses_dq_acc(p) ? p.workspace + dsum_floats(s) : nullptr,
+                            big_smem, stream);
     if (s.Tq > 0 && (err = bwd_dq_simt(p, dsum, stream)) != cudaSuccess) return err;
     if (s.Tk > 0) return bwd_dkdv_simt(p, dsum, stream);
     return cudaSuccess;

@@ -1,8 +1,15 @@
 // Hopper-native FlashAttention backward for FLOAT32 inputs on TF32 tensor cores (sm_90a only; wgmma .tf32,
-// TMA, warp specialization), for calls that allow TF32 (FlashBwdParams::allow_tf32). FIRST VERSION, OFF BY
-// DEFAULT: TF_FLASHATTN_SM90_TF32_BWD=1 (read once) or the harness's set_sm90_tf32_bwd(1) turn it on; it has
-// not run on a GPU yet (benchmarks/tune_tf32_bwd.py --sm90 checks and times it against sm80's TF32 backward).
-// Otherwise, and for everything it does not take, sm80/flash_bwd_tf32.cu (mma.sync m16n8k8 .tf32) runs.
+// TMA, warp specialization), for calls that allow TF32 (FlashBwdParams::allow_tf32). On by default on compute
+// capability 9.0 where it applies; TF_FLASHATTN_SM90_TF32_BWD=0 (read once; or TF_FLASHATTN_SM90=0) or the
+// harness's set_sm90_tf32_bwd(0) turn it off, 1 .. 3 pick variant 0 .. 2 (below). Everything it does not take
+// runs sm80/flash_bwd_tf32.cu (mma.sync m16n8k8 .tf32). Checked on the H200 (2026-12-04, session 35;
+// benchmarks/tune_tf32_bwd.py --sm90, raw results/2026-12-04-h200-sm90tf32bwd/): numerics 13 / 13 cases for
+// each variant (D = 64 harness cases without other options, ragged tiles, GQA / MQA, causal in both alignments
+// with rows that see no key, Tq = 1, d_lse), each launched where expected, compute-sanitizer memcheck clean
+// (variants 0 and 1); variant 1, the default, 1.13x-1.52x sm80's TF32 backward (its head-dim-64 default of that
+// day) at 16k tokens (T = 4096: 158.8 TFLOP/s, causal 158.9; T = 16384: 169.3 / 189.9); the GPU tests through
+// TensorFlow passed with it on (407 + 13; test_tf32_tile_edges' head-dim-64 cases run it), and through
+// TensorFlow the float32 backward at head dim 64 is 1.18x-1.52x the day's earlier figures.
 //
 // Scope (bwd_tf32_applies): float32 with allow_tf32, D == Dv == 64, no mask or causal (any causal_offset),
 // GQA (H % Hkv == 0), the softmax scale; no window, lengths, validity masks, dense mask, bias / dbias,
@@ -19,11 +26,13 @@
 // so Q^T, dO^T and K^T must exist in memory, K-major. Two pre-pass kernels write them into the workspace
 // (flash_bwd_workspace_bytes adds their room when this kernel may run), rounded to tf32 (cvt.rna, as every
 // operand of sm80's TF32 kernels), together with rounded copies of Q and dO (Qr, dOr: the main kernel loads
-// only rounded operands, except K and V, which each consumer rounds in shared memory once per CTA). Q^T and
+// only rounded operands, except K and V, which each consumer rounds once per CTA). Q^T and
 // dO^T hold the queries of each 8-query group in tf32_kperm's order (sm90_tf32.cuh), so that the S^T / dS^T
 // accumulators are the A fragments of dV / dK as they are (pack_p_step). dQ^T rather than dQ because wgmma's
 // M is 64 and a unit has 32 queries.
 //
+// Taken by flash_cuda_dispatch.cu's flash_bwd_impl (after the 16-bit Hopper backward's check), which falls
+// back to sm80's bwd() on cudaErrorNotSupported. bwd_tf32 runs sm80's dsum pre-pass itself (bwd_dsum_tf32).
 // Workspace (after sm80's TF32 parts, dsum and the dQ accumulator: bwd_tf32_workspace_floats), float32:
 //   Qr, dOr [B, H, tq_pad, 64]  rounded Q / dO, rows past Tq zero           (tq_pad = Tq rounded up to 32)
 //   QT, dOT [B, H, 64, tq_pad]  rounded, transposed, queries in tf32_kperm order within groups of 8, zero past Tq
@@ -48,6 +57,9 @@
 //     dQ^T = K_c^T dS^T  8 wgmma m64n32k8 SS (A = KT's panels of this consumer's keys, B = dS)
 //     wait for all; release the stage (empty[s]); dQacc[q][d] += dQ^T[d][q] (16 atomics per thread)
 //   Epilogue: dK * scale and dV (float2 stores; keys past Tk skipped; CTAs with no unit write zeros).
+//   Variants (kVariantTab): 0 as above; 1 (the default) S^T and dP^T by wgmma RS, K_c's and V_c's A fragments
+//   (64 registers) loaded from shared memory and rounded once per CTA instead of the in-place rounding, which
+//   halves those products' shared-memory reads (B only); 2 as 1 with a 3-stage ring (214 KiB).
 //   Shared memory (float32, 128-byte swizzle in panels of 32 floats, swz128_offset_f32):
 //     K, V [128 keys x 64]: 2 panels of 16 KiB each (32 KiB each); KT [64 d x 128 keys]: 4 panels of 8 KiB
 //     per stage: Qr, dOr [32 x 64] (2 panels of 4 KiB: 8 KiB each), QT, dOT [64 x 32] (8 KiB each): 32 KiB
@@ -77,13 +89,15 @@ namespace {
 constexpr int kD = 64;          // head dim (D == Dv)
 constexpr int kBk = 128;        // keys per CTA (64 per consumer)
 constexpr int kBq = 32;         // queries per unit
-constexpr int kStages = 2;      // Qr / dOr / QT / dOT / rows ring depth
 constexpr int kThreads = 384;   // producer warpgroup + 2 consumer warpgroups
 constexpr int kProducerRegs = 24;
 constexpr int kConsumerRegs = 240;
 static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= 65536, "register file");
 
+// ST: the Qr / dOr / QT / dOT / rows ring's depth (kStages).
+template <int ST>
 struct Smem {
+  static constexpr int kStages = ST;
   static constexpr int kKBytes = kBk * kD * 4;    // K or V [128 x 64]: 2 panels of 128 rows
   static constexpr int kKTBytes = kD * kBk * 4;   // KT [64 x 128]: 4 panels of 64 rows
   static constexpr int kQBytes = kBq * kD * 4;    // Qr or dOr [32 x 64]: 2 panels of 32 rows
@@ -101,10 +115,24 @@ struct Smem {
   static constexpr int kBytes = kBars + 8 * (1 + 2 * kStages);
   static constexpr int kAlloc = kBytes + 1024;                 // slack to align the base to 1024
 };
-static_assert(Smem::kKT % 1024 == 0 && Smem::kStage % 1024 == 0 && Smem::kStageBytes % 1024 == 0 &&
-                  Smem::kDs % 1024 == 0 && Smem::kDsBytes % 1024 == 0 && Smem::kQBytes % 1024 == 0,
+static_assert(Smem<2>::kKT % 1024 == 0 && Smem<2>::kStage % 1024 == 0 && Smem<2>::kStageBytes % 1024 == 0 &&
+                  Smem<2>::kDs % 1024 == 0 && Smem<3>::kDs % 1024 == 0 && Smem<2>::kDsBytes % 1024 == 0 &&
+                  Smem<2>::kQBytes % 1024 == 0,
               "tiles 1024-byte aligned (the swizzle is computed from the address)");
-static_assert(Smem::kAlloc <= 227 * 1024, "over the opt-in shared memory");
+static_assert(Smem<3>::kAlloc <= 227 * 1024, "over the opt-in shared memory");
+
+// The kernel's variants (TF_FLASHATTN_SM90_TF32_BWD = 1 + variant, or the harness's set_sm90_tf32_bwd):
+// kregs, S^T / dP^T by wgmma RS with K_c's and V_c's A fragments loaded into registers once per CTA (else
+// SS, K and V rounded in shared memory); stages, the ring's depth.
+struct Tf32BwdVariant {
+  bool kregs;
+  int stages;
+};
+constexpr Tf32BwdVariant kVariantTab[] = {{false, 2}, {true, 2}, {true, 3}};
+constexpr int kVariants = sizeof(kVariantTab) / sizeof(kVariantTab[0]);
+// The default: variant 1 (on the H200, tune_tf32_bwd.py --sm90: 1.10x-1.23x variant 0, and the 3-stage ring
+// of variant 2 0.96x-1.02x variant 1).
+constexpr int kDefaultVariant = 1;
 
 struct Tf32BwdSm90Args {
   FlashBwdParams p;
@@ -148,12 +176,17 @@ struct Units {
 
 // tm_k, tm_v: K, V [B, Tk, Hkv, 64] (boxes {32, 1, 128, 1}); tm_kt: KT (boxes {32 keys, 1, 64 rows, 1});
 // tm_qr, tm_dor: Qr, dOr (boxes {32, 1, 32, 1}); tm_qt, tm_dot: QT, dOT (boxes {32 queries, 1, 64 rows, 1}).
+// kVariantTab[VI]: KREGS, S^T / dP^T by wgmma RS with K_c's and V_c's A fragments loaded into registers once
+// per CTA (rounded on the way), else SS with K_c / V_c rounded in shared memory; the ring's depth.
+template <int VI>
 __global__ void __launch_bounds__(kThreads, 1)
     flash_bwd_sm90_tf32_kernel(const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v,
                                const __grid_constant__ CUtensorMap tm_kt, const __grid_constant__ CUtensorMap tm_qr,
                                const __grid_constant__ CUtensorMap tm_dor, const __grid_constant__ CUtensorMap tm_qt,
                                const __grid_constant__ CUtensorMap tm_dot, const __grid_constant__ Tf32BwdSm90Args a) {
-  using L = Smem;
+  constexpr bool KREGS = kVariantTab[VI].kregs;
+  constexpr int kStages = kVariantTab[VI].stages;
+  using L = Smem<kStages>;
   extern __shared__ uint8_t smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
   uint8_t* const gbase = smem_raw + (base - smem_u32(smem_raw));  // generic pointer to base
@@ -242,16 +275,30 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint32_t kt_c = base + L::kKT + 2 * c * kD * 128;  // KT panels 2c, 2c + 1: this consumer's keys
   const uint32_t ds_c = base + L::kDs + c * L::kDsBytes;
   uint8_t* const ds_gen = gbase + L::kDs + c * L::kDsBytes;
+  // V = 1: K_c's and V_c's m64k8 A fragments of each k8 step k (d 8k .. 8k + 7), rounded: a[x] = row
+  // key_l[x & 1], column 8k + t + 4 (x >> 1).
+  uint32_t kf[KREGS ? kD / 8 : 1][4], vf[KREGS ? kD / 8 : 1][4];
   if (units.n > 0) {
     mbar_wait(kv_full, 0);
-    // Round this consumer's rows of K and V (raw float32 from TMA) to tf32 in place, for the async proxy.
+    if constexpr (KREGS) {
 #pragma unroll
-    for (int j = 0; j < kD / 32; ++j) {
-      round_tf32_smem(k_rows + j * kBk * 128, 64 * 128, tid, 128);
-      round_tf32_smem(v_rows + j * kBk * 128, 64 * 128, tid, 128);
+      for (int k = 0; k < kD / 8; ++k)
+#pragma unroll
+        for (int x = 0; x < 4; ++x) {
+          const uint32_t o = swz128_offset_f32(kBk, key_l[x & 1], 8 * k + t + 4 * (x >> 1));
+          kf[k][x] = to_tf32(ld_shared_f32(k_rows + o));
+          vf[k][x] = to_tf32(ld_shared_f32(v_rows + o));
+        }
+    } else {
+      // Round this consumer's rows of K and V (raw float32 from TMA) to tf32 in place, for the async proxy.
+#pragma unroll
+      for (int j = 0; j < kD / 32; ++j) {
+        round_tf32_smem(k_rows + j * kBk * 128, 64 * 128, tid, 128);
+        round_tf32_smem(v_rows + j * kBk * 128, 64 * 128, tid, 128);
+      }
+      fence_proxy_async();
+      named_bar_sync(5 + c, 128);
     }
-    fence_proxy_async();
-    named_bar_sync(5 + c, 128);
   }
 
   for (int n = 0; n < units.n; ++n) {
@@ -265,14 +312,22 @@ __global__ void __launch_bounds__(kThreads, 1)
     float sacc[16], dpacc[16];
     wgmma_fence();
 #pragma unroll
-    for (int k = 0; k < kD / 8; ++k)
-      wgmma_tf32_ss_m64n32k8(sacc, wgmma_desc(k_rows + (k / 4) * kBk * 128 + (k % 4) * 32, 16, 1024),
-                             wgmma_desc(st + L::kQr + (k / 4) * kBq * 128 + (k % 4) * 32, 16, 1024), k > 0);
+    for (int k = 0; k < kD / 8; ++k) {
+      const uint64_t bq = wgmma_desc(st + L::kQr + (k / 4) * kBq * 128 + (k % 4) * 32, 16, 1024);
+      if constexpr (KREGS)
+        wgmma_tf32_rs_m64n32k8(sacc, kf[k], bq, k > 0);
+      else
+        wgmma_tf32_ss_m64n32k8(sacc, wgmma_desc(k_rows + (k / 4) * kBk * 128 + (k % 4) * 32, 16, 1024), bq, k > 0);
+    }
     wgmma_commit();
 #pragma unroll
-    for (int k = 0; k < kD / 8; ++k)
-      wgmma_tf32_ss_m64n32k8(dpacc, wgmma_desc(v_rows + (k / 4) * kBk * 128 + (k % 4) * 32, 16, 1024),
-                             wgmma_desc(st + L::kDOr + (k / 4) * kBq * 128 + (k % 4) * 32, 16, 1024), k > 0);
+    for (int k = 0; k < kD / 8; ++k) {
+      const uint64_t bdo = wgmma_desc(st + L::kDOr + (k / 4) * kBq * 128 + (k % 4) * 32, 16, 1024);
+      if constexpr (KREGS)
+        wgmma_tf32_rs_m64n32k8(dpacc, vf[k], bdo, k > 0);
+      else
+        wgmma_tf32_ss_m64n32k8(dpacc, wgmma_desc(v_rows + (k / 4) * kBk * 128 + (k % 4) * 32, 16, 1024), bdo, k > 0);
+    }
     wgmma_commit();
     wgmma_wait<1>();  // S^T done; dP^T may still run
     fence_regs(sacc);
@@ -491,18 +546,25 @@ bool map_ws(CUtensorMap* m, const float* ptr, int64_t B, int64_t Hx, int64_t R, 
 std::atomic<int64_t> g_launches{0};
 std::atomic<int> g_override{-1};
 
-}  // namespace
-
-bool bwd_tf32_enabled() {
+// The switch's mode: 0 off, 1 + v on with variant v. TF_FLASHATTN_SM90_TF32_BWD (read once): unset, on with
+// kDefaultVariant; "0" off; 1 .. kVariants that mode (anything else: the default); TF_FLASHATTN_SM90=0 turns it
+// off too. set_bwd_tf32_enabled(mode) overrides it (0 off, 1 .. kVariants, -1 back to the environment).
+int bwd_tf32_mode() {
   const int o = g_override.load(std::memory_order_relaxed);
-  if (o >= 0) return o != 0;
-  static const bool env_on = [] {
+  if (o >= 0) return o <= kVariants ? o : 0;
+  static const int env_mode = [] {
     const char* v = getenv("TF_FLASHATTN_SM90_TF32_BWD");
     const char* all = getenv("TF_FLASHATTN_SM90");
-    return v && strcmp(v, "1") == 0 && !(all && strcmp(all, "0") == 0);
+    if (all && strcmp(all, "0") == 0) return 0;
+    if (v && strcmp(v, "0") == 0) return 0;
+    const int m = v ? atoi(v) : 0;
+    return m >= 1 && m <= kVariants ? m : 1 + kDefaultVariant;
   }();
-  return env_on;
+  return env_mode;
 }
+}  // namespace
+
+bool bwd_tf32_enabled() { return bwd_tf32_mode() != 0; }
 void set_bwd_tf32_enabled(int mode) { g_override.store(mode, std::memory_order_relaxed); }
 int64_t bwd_tf32_launches() { return g_launches.load(std::memory_order_relaxed); }
 
@@ -517,7 +579,7 @@ size_t bwd_tf32_workspace_floats(const FlashBwdParams& p) {
 
 bool bwd_tf32_applies(const FlashBwdParams& p) {
   const AttnShape& s = p.shape;
-  if (bwd_tf32_workspace_floats(p) == 0) return false;
+  if (bwd_tf32_workspace_floats(p) == 0 || !p.workspace) return false;
   if (s.B <= 0 || s.H <= 0 || s.Tq <= 0 || s.Tk <= 0 || s.Hkv <= 0 || s.H % s.Hkv != 0 || s.B > 65535 ||
       s.Hkv > 65535 || s.H > 65535 || s.Tq > (1ll << 30) || s.Tk > (1ll << 30))
     return false;
@@ -532,10 +594,13 @@ bool bwd_tf32_applies(const FlashBwdParams& p) {
   return current_device_is_sm90();
 }
 
-cudaError_t bwd_tf32(const FlashBwdParams& p, const float* dsum, float* dq_acc, float* prepass_ws,
-                     cudaStream_t stream) {
+cudaError_t bwd_tf32(const FlashBwdParams& p, cudaStream_t stream) {
   const AttnShape& s = p.shape;
   const PrepassLayout w = prepass_layout(s);
+  const Tf32BwdWorkspaceParts ws = bwd_tf32_workspace_parts(p);
+  float* const dsum = ws.dsum;
+  float* const dq_acc = ws.dq_acc;
+  float* const prepass_ws = ws.extra;
   if (!dsum || !dq_acc || !prepass_ws || !aligned16(prepass_ws)) return cudaErrorNotSupported;
   float* qr = prepass_ws + w.qr;
   float* dor = prepass_ws + w.dor;
@@ -549,8 +614,13 @@ cudaError_t bwd_tf32(const FlashBwdParams& p, const float* dsum, float* dq_acc, 
       !map_ws(&tdor, dor, s.B, s.H, w.tq_pad, kD, kBq) || !map_ws(&tqt, qt, s.B, s.H, kD, w.tq_pad, kD) ||
       !map_ws(&tdot, dot, s.B, s.H, kD, w.tq_pad, kD))
     return cudaErrorNotSupported;  // nothing queued yet: sm80's TF32 backward takes it
-  cudaError_t err = set_dynamic_smem(flash_bwd_sm90_tf32_kernel, Smem::kAlloc);
+  const int variant = bwd_tf32_mode() - 1;
+  auto kernel = variant == 2 ? flash_bwd_sm90_tf32_kernel<2>
+                : variant == 1 ? flash_bwd_sm90_tf32_kernel<1> : flash_bwd_sm90_tf32_kernel<0>;
+  const int smem = kVariantTab[variant].stages == 3 ? Smem<3>::kAlloc : Smem<2>::kAlloc;
+  cudaError_t err = set_dynamic_smem(kernel, smem);
   if (err != cudaSuccess) return cudaErrorNotSupported;
+  if ((err = bwd_dsum_tf32(p, dsum, stream)) != cudaSuccess) return err;
   if ((err = cudaMemsetAsync(dq_acc, 0, static_cast<size_t>(s.B * s.H * s.Tq * kD) * sizeof(float), stream)) !=
       cudaSuccess)
     return err;
@@ -564,7 +634,7 @@ cudaError_t bwd_tf32(const FlashBwdParams& p, const float* dsum, float* dq_acc, 
   if ((err = cudaGetLastError()) != cudaSuccess) return err;
   const Tf32BwdSm90Args args{p, dsum, dq_acc};
   const dim3 grid(static_cast<unsigned>(w.tk_pad / kBk), static_cast<unsigned>(s.Hkv), static_cast<unsigned>(s.B));
-  flash_bwd_sm90_tf32_kernel<<<grid, kThreads, Smem::kAlloc, stream>>>(tk, tv, tkt, tqr, tdor, tqt, tdot, args);
+  kernel<<<grid, kThreads, smem, stream>>>(tk, tv, tkt, tqr, tdor, tqt, tdot, args);
   if ((err = cudaGetLastError()) != cudaSuccess) return err;
   const int64_t n = s.B * s.H * s.Tq * (kD / 2);
   const unsigned blocks = static_cast<unsigned>(n / 256 + 1 < 65536 * 16 ? n / 256 + 1 : 65536 * 16);
