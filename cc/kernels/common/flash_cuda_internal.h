@@ -117,8 +117,9 @@ cudaError_t bwd_dsum_tc(const FlashBwdParams& p, float* dsum, float* lse2, cudaS
 // pre-pass (dsum = rowsum(dO O) - d_lse).
 struct Tf32BwdWorkspaceParts {
   float* dsum = nullptr;
-  float* dq_acc = nullptr;
+  float* dq_acc = nullptr;   // [B, H, dq_rows, head_dim_bucket] floats
   float* extra = nullptr;
+  int64_t dq_rows = 0;       // Tq rounded up to 128
 };
 Tf32BwdWorkspaceParts bwd_tf32_workspace_parts(const FlashBwdParams& p);
 cudaError_t bwd_dsum_tf32(const FlashBwdParams& p, float* dsum, cudaStream_t stream);
@@ -212,7 +213,7 @@ cudaError_t fwd_tf32(const FlashFwdParams& p, cudaStream_t stream);
 int64_t fwd_tf32_launches();
 // The sm_90a backward for float32 on TF32 tensor cores (flash_bwd_sm90_tf32.cu, head dim 64): bwd_tf32_enabled()
 // is true unless TF_FLASHATTN_SM90_TF32_BWD=0 or TF_FLASHATTN_SM90=0 (read once), or set_bwd_tf32_enabled(0)
-// (1 .. 3: on with variant 0 .. 2, -1 back to the environment).
+// (1 .. 4: on with variant 0 .. 3, -1 back to the environment).
 // bwd_tf32_workspace_floats: the floats its pre-pass needs beyond sm80's TF32 workspace (shape and flags
 // only: float32, allow_tf32, not deterministic, D == Dv == 64, enabled; else 0). bwd_tf32_applies: those,
 // compute capability 9.0, no mask or causal, no bias / dbias, soft-cap or dropout, TMA's alignment.

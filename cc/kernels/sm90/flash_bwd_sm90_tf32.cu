@@ -1,7 +1,7 @@
 // Hopper-native FlashAttention backward for FLOAT32 inputs on TF32 tensor cores (sm_90a only; wgmma .tf32,
 // TMA, warp specialization), for calls that allow TF32 (FlashBwdParams::allow_tf32). On by default on compute
 // capability 9.0 where it applies; TF_FLASHATTN_SM90_TF32_BWD=0 (read once; or TF_FLASHATTN_SM90=0) or the
-// harness's set_sm90_tf32_bwd(0) turn it off, 1 .. 3 pick variant 0 .. 2 (below). Everything it does not take
+// harness's set_sm90_tf32_bwd(0) turn it off, 1 .. 4 pick variant 0 .. 3 (below). Everything it does not take
 // runs sm80/flash_bwd_tf32.cu (mma.sync m16n8k8 .tf32). Checked on the H200 (2026-12-04, session 35;
 // benchmarks/tune_tf32_bwd.py --sm90, raw results/2026-12-04-h200-sm90tf32bwd/): numerics 13 / 13 cases for
 // each variant (D = 64 harness cases without other options, ragged tiles, GQA / MQA, causal in both alignments
@@ -59,7 +59,8 @@
 //   Epilogue: dK * scale and dV (float2 stores; keys past Tk skipped; CTAs with no unit write zeros).
 //   Variants (kVariantTab): 0 as above; 1 (the default) S^T and dP^T by wgmma RS, K_c's and V_c's A fragments
 //   (64 registers) loaded from shared memory and rounded once per CTA instead of the in-place rounding, which
-//   halves those products' shared-memory reads (B only); 2 as 1 with a 3-stage ring (214 KiB).
+//   halves those products' shared-memory reads (B only); 2 as 1 with a 3-stage ring (214 KiB); 3 (not yet run
+//   on a GPU) as 1 with dQ^T added by the copy engine's bulk reduce-add from a staging block (kVariantTab).
 //   Shared memory (float32, 128-byte swizzle in panels of 32 floats, swz128_offset_f32):
 //     K, V [128 keys x 64]: 2 panels of 16 KiB each (32 KiB each); KT [64 d x 128 keys]: 4 panels of 8 KiB
 //     per stage: Qr, dOr [32 x 64] (2 panels of 4 KiB: 8 KiB each), QT, dOT [64 x 32] (8 KiB each): 32 KiB
@@ -94,8 +95,9 @@ constexpr int kProducerRegs = 24;
 constexpr int kConsumerRegs = 240;
 static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= 65536, "register file");
 
-// ST: the Qr / dOr / QT / dOT / rows ring's depth (kStages).
-template <int ST>
+// ST: the Qr / dOr / QT / dOT / rows ring's depth (kStages). DQB: the dQ staging blocks of the bulk
+// reduce-add (variant 3), after the barriers.
+template <int ST, bool DQB = false>
 struct Smem {
   static constexpr int kStages = ST;
   static constexpr int kKBytes = kBk * kD * 4;    // K or V [128 x 64]: 2 panels of 128 rows
@@ -112,23 +114,31 @@ struct Smem {
   static constexpr int kDs = kStage + kStages * kStageBytes;  // + c * kDsBytes
   static constexpr int kRows = kDs + 2 * kDsBytes;             // float [kStages][2][kBq]: lse2, dsum
   static constexpr int kBars = kRows + kStages * 2 * kBq * 4;  // kv_full, full[kStages], empty[kStages]
-  static constexpr int kBytes = kBars + 8 * (1 + 2 * kStages);
+  static constexpr int kBarsEnd = kBars + 8 * (1 + 2 * kStages);
+  static constexpr int kDqBytes = kBq * kD * 4;                // one consumer's dQ^T block [64 d x 32 q]
+  static constexpr int kDq = (kBarsEnd + 127) & ~127;          // DQB: + c * kDqBytes, fragment order
+  static constexpr int kBytes = DQB ? kDq + 2 * kDqBytes : kBarsEnd;
   static constexpr int kAlloc = kBytes + 1024;                 // slack to align the base to 1024
 };
 static_assert(Smem<2>::kKT % 1024 == 0 && Smem<2>::kStage % 1024 == 0 && Smem<2>::kStageBytes % 1024 == 0 &&
                   Smem<2>::kDs % 1024 == 0 && Smem<3>::kDs % 1024 == 0 && Smem<2>::kDsBytes % 1024 == 0 &&
                   Smem<2>::kQBytes % 1024 == 0,
               "tiles 1024-byte aligned (the swizzle is computed from the address)");
-static_assert(Smem<3>::kAlloc <= 227 * 1024, "over the opt-in shared memory");
+static_assert(Smem<3>::kAlloc <= 227 * 1024 && Smem<2, true>::kAlloc <= 227 * 1024, "over the opt-in shared memory");
 
 // The kernel's variants (TF_FLASHATTN_SM90_TF32_BWD = 1 + variant, or the harness's set_sm90_tf32_bwd):
 // kregs, S^T / dP^T by wgmma RS with K_c's and V_c's A fragments loaded into registers once per CTA (else
-// SS, K and V rounded in shared memory); stages, the ring's depth.
+// SS, K and V rounded in shared memory); stages, the ring's depth; dqbulk, each consumer's dQ^T block of a unit
+// staged in shared memory and added to the accumulator by one bulk reduce-add of the copy engine
+// (cp.reduce.async.bulk .add.f32, 8 KiB; the accumulator then in blocks of 32 queries in fragment order,
+// converted by tf32_dq_frag_convert_kernel) instead of 16 scalar atomics per thread. Variant 3 has NOT RUN
+// on a GPU yet.
 struct Tf32BwdVariant {
   bool kregs;
   int stages;
+  bool dqbulk;
 };
-constexpr Tf32BwdVariant kVariantTab[] = {{false, 2}, {true, 2}, {true, 3}};
+constexpr Tf32BwdVariant kVariantTab[] = {{false, 2, false}, {true, 2, false}, {true, 3, false}, {true, 2, true}};
 constexpr int kVariants = sizeof(kVariantTab) / sizeof(kVariantTab[0]);
 // The default: variant 1 (on the H200, tune_tf32_bwd.py --sm90: 1.10x-1.23x variant 0, and the 3-stage ring
 // of variant 2 0.96x-1.02x variant 1).
@@ -137,7 +147,8 @@ constexpr int kDefaultVariant = 1;
 struct Tf32BwdSm90Args {
   FlashBwdParams p;
   const float* dsum;  // [B, H, Tq]
-  float* dq_acc;      // [B, H, Tq, 64] row-major, zeroed
+  float* dq_acc;      // [B, H, Tq, 64] row-major, zeroed; dqbulk: [B, H, dq_rows / 32] blocks of [32 x 64]
+  int64_t dq_rows;    // dqbulk: rows per (b, h) in dq_acc (a multiple of 32, >= Tq)
 };
 
 // The workspace's pre-pass part (header comment), offsets in floats from its start.
@@ -186,7 +197,8 @@ __global__ void __launch_bounds__(kThreads, 1)
                                const __grid_constant__ CUtensorMap tm_dot, const __grid_constant__ Tf32BwdSm90Args a) {
   constexpr bool KREGS = kVariantTab[VI].kregs;
   constexpr int kStages = kVariantTab[VI].stages;
-  using L = Smem<kStages>;
+  constexpr bool DQB = kVariantTab[VI].dqbulk;
+  using L = Smem<kStages, DQB>;
   extern __shared__ uint8_t smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
   uint8_t* const gbase = smem_raw + (base - smem_u32(smem_raw));  // generic pointer to base
@@ -407,6 +419,12 @@ __global__ void __launch_bounds__(kThreads, 1)
       wgmma_tf32_rs_m64n64k8(dk, da[kk], wgmma_desc(st + L::kQT + kk * 32, 16, 1024), 1);
     wgmma_commit();
 
+    // DQB: this consumer's staging block is written again after this unit's dQ^T product; the thread that
+    // issued the previous unit's bulk reduce-add waits until the copy engine has read it, and the barrier
+    // below tells the rest of the warpgroup.
+    if constexpr (DQB) {
+      if (tid == 0) bulk_wait_read<0>();
+    }
     // The warpgroup's dS stores are all done (and fenced) before dQ^T reads them.
     named_bar_sync(5 + c, 128);
     // dQ^T = K_c^T dS^T [64 d x 32 q] over this consumer's 64 keys: A = KT (panel 2c + k / 4), B = dS.
@@ -425,18 +443,37 @@ __global__ void __launch_bounds__(kThreads, 1)
     fence_regs(da);
     mbar_arrive(empty0 + 8 * s);  // Qr, dOr, QT, dOT and the rows of stage s are no longer read
 
-    // dQacc[b, h, i0 + q, d] += dQ^T[d][q]: element x = 4j + 2h2 + e is (d key_l[h2], query 8j + 2t + e).
-    float* acc = a.dq_acc + ((static_cast<int64_t>(b) * sh.H + h) * sh.Tq + i0) * kD;
+    if constexpr (DQB) {
+      // The block of (b, h, query tile) is 8 KiB of the accumulator, in fragment order: float4 j * 128 + tid
+      // = dqt[4j .. 4j + 3] of consumer thread tid (conflict-free stores: a warp's 32 consecutive float4).
+      const uint32_t stage = base + L::kDq + c * L::kDqBytes;
 #pragma unroll
-    for (int j = 0; j < kBq / 8; ++j)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int q = 8 * j + 2 * t + e;
-        if (i0 + q < sh.Tq) {
-#pragma unroll
-          for (int h2 = 0; h2 < 2; ++h2) atomicAdd(acc + q * kD + key_l[h2], dqt[4 * j + 2 * h2 + e]);
-        }
+      for (int j = 0; j < kBq / 8; ++j)
+        st_shared_v4_f32(stage + (j * 128 + tid) * 16, dqt[4 * j], dqt[4 * j + 1], dqt[4 * j + 2], dqt[4 * j + 3]);
+      fence_proxy_async();  // the stores above before the copy engine's (async proxy) read
+      named_bar_sync(7 + c, 128);
+      if (tid == 0) {
+        bulk_reduce_add_f32(a.dq_acc + ((static_cast<int64_t>(b) * sh.H + h) * a.dq_rows + i0) * kD, stage,
+                            L::kDqBytes);
+        bulk_commit();
       }
+    } else {
+      // dQacc[b, h, i0 + q, d] += dQ^T[d][q]: element x = 4j + 2h2 + e is (d key_l[h2], query 8j + 2t + e).
+      float* acc = a.dq_acc + ((static_cast<int64_t>(b) * sh.H + h) * sh.Tq + i0) * kD;
+#pragma unroll
+      for (int j = 0; j < kBq / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int q = 8 * j + 2 * t + e;
+          if (i0 + q < sh.Tq) {
+#pragma unroll
+            for (int h2 = 0; h2 < 2; ++h2) atomicAdd(acc + q * kD + key_l[h2], dqt[4 * j + 2 * h2 + e]);
+          }
+        }
+    }
+  }
+  if constexpr (DQB) {
+    if (tid == 0) bulk_wait<0>();  // the copy engine's last adds done before the CTA (its shared memory) ends
   }
 
   // Epilogue: dK = scale dK_acc, dV; rows key_g[h2], columns 8j + 2t, +1.
@@ -536,6 +573,39 @@ __global__ void __launch_bounds__(256) tf32_dq_convert_kernel(const FlashBwdPara
   }
 }
 
+// dq[b, i, h, d] = scale * dQ^T[d][q] from the fragment-ordered blocks of variant 3 (Tf32BwdSm90Args::dq_acc):
+// one block of 256 threads per (b, h, 32-query tile) (grid-stride), through a [32][65] shared tile.
+__global__ void __launch_bounds__(256) tf32_dq_frag_convert_kernel(const FlashBwdParams p, const float* acc,
+                                                                  int64_t dq_rows) {
+  __shared__ float tile[kBq][kD + 1];
+  const AttnShape& sh = p.shape;
+  const int64_t tiles = dq_rows / kBq, blocks = sh.B * sh.H * tiles;
+  for (int64_t blk = blockIdx.x; blk < blocks; blk += gridDim.x) {
+    const float4* src = reinterpret_cast<const float4*>(acc) + blk * (kBq * kD / 4);
+#pragma unroll
+    for (int m = 0; m < 2; ++m) {
+      const int f = m * 256 + static_cast<int>(threadIdx.x), j = f / 128, tid = f % 128;
+      const int d0 = 16 * (tid / 32) + (tid % 32) / 4, q0 = 8 * j + 2 * (tid % 4);
+      const float4 v = src[f];
+      tile[q0][d0] = v.x;
+      tile[q0 + 1][d0] = v.y;
+      tile[q0][d0 + 8] = v.z;
+      tile[q0 + 1][d0 + 8] = v.w;
+    }
+    __syncthreads();
+    const int64_t bh = blk / tiles, h = bh % sh.H, b = bh / sh.H, i0 = (blk % tiles) * kBq;
+    float* dq = static_cast<float*>(p.dq) + b * sh.q_stride[0] + h * sh.q_stride[2];
+#pragma unroll
+    for (int m = 0; m < 4; ++m) {
+      const int x = m * 256 + static_cast<int>(threadIdx.x), r = x / (kD / 2), c2 = x % (kD / 2);
+      if (i0 + r < sh.Tq)
+        *reinterpret_cast<float2*>(dq + (i0 + r) * sh.q_stride[1] + 2 * c2) =
+            make_float2(p.score.scale * tile[r][2 * c2], p.score.scale * tile[r][2 * c2 + 1]);
+    }
+    __syncthreads();  // the tile is written again for the next block
+  }
+}
+
 // A rank-4 map over a [B, Hx, R, C] float32 workspace array (C contiguous), box {32, 1, rows, 1} at
 // coordinates (c, hx, r, b): tma_map_rows_f32 with T = R, Dx = C.
 bool map_ws(CUtensorMap* m, const float* ptr, int64_t B, int64_t Hx, int64_t R, int64_t C, int rows) {
@@ -615,13 +685,18 @@ cudaError_t bwd_tf32(const FlashBwdParams& p, cudaStream_t stream) {
       !map_ws(&tdot, dot, s.B, s.H, kD, w.tq_pad, kD))
     return cudaErrorNotSupported;  // nothing queued yet: sm80's TF32 backward takes it
   const int variant = bwd_tf32_mode() - 1;
-  auto kernel = variant == 2 ? flash_bwd_sm90_tf32_kernel<2>
-                : variant == 1 ? flash_bwd_sm90_tf32_kernel<1> : flash_bwd_sm90_tf32_kernel<0>;
-  const int smem = kVariantTab[variant].stages == 3 ? Smem<3>::kAlloc : Smem<2>::kAlloc;
+  const bool dqbulk = kVariantTab[variant].dqbulk;
+  if (dqbulk && (ws.dq_rows % kBq != 0 || ws.dq_rows < s.Tq)) return cudaErrorNotSupported;
+  auto kernel = variant == 3   ? flash_bwd_sm90_tf32_kernel<3>
+                : variant == 2 ? flash_bwd_sm90_tf32_kernel<2>
+                : variant == 1 ? flash_bwd_sm90_tf32_kernel<1>
+                               : flash_bwd_sm90_tf32_kernel<0>;
+  const int smem = dqbulk ? Smem<2, true>::kAlloc : kVariantTab[variant].stages == 3 ? Smem<3>::kAlloc : Smem<2>::kAlloc;
   cudaError_t err = set_dynamic_smem(kernel, smem);
   if (err != cudaSuccess) return cudaErrorNotSupported;
   if ((err = bwd_dsum_tf32(p, dsum, stream)) != cudaSuccess) return err;
-  if ((err = cudaMemsetAsync(dq_acc, 0, static_cast<size_t>(s.B * s.H * s.Tq * kD) * sizeof(float), stream)) !=
+  const int64_t acc_rows = dqbulk ? ws.dq_rows : s.Tq;
+  if ((err = cudaMemsetAsync(dq_acc, 0, static_cast<size_t>(s.B * s.H * acc_rows * kD) * sizeof(float), stream)) !=
       cudaSuccess)
     return err;
   tf32_bwd_prepass_q_kernel<<<dim3(static_cast<unsigned>(w.tq_pad / kBq), static_cast<unsigned>(s.H),
@@ -632,13 +707,19 @@ cudaError_t bwd_tf32(const FlashBwdParams& p, cudaStream_t stream) {
                                    static_cast<unsigned>(s.B)),
                               kPrepassThreads, 0, stream>>>(p, kt, w.tk_pad);
   if ((err = cudaGetLastError()) != cudaSuccess) return err;
-  const Tf32BwdSm90Args args{p, dsum, dq_acc};
+  const Tf32BwdSm90Args args{p, dsum, dq_acc, acc_rows};
   const dim3 grid(static_cast<unsigned>(w.tk_pad / kBk), static_cast<unsigned>(s.Hkv), static_cast<unsigned>(s.B));
   kernel<<<grid, kThreads, smem, stream>>>(tk, tv, tkt, tqr, tdor, tqt, tdot, args);
   if ((err = cudaGetLastError()) != cudaSuccess) return err;
-  const int64_t n = s.B * s.H * s.Tq * (kD / 2);
-  const unsigned blocks = static_cast<unsigned>(n / 256 + 1 < 65536 * 16 ? n / 256 + 1 : 65536 * 16);
-  tf32_dq_convert_kernel<<<blocks, 256, 0, stream>>>(p, dq_acc);
+  if (dqbulk) {
+    const int64_t nb = s.B * s.H * (acc_rows / kBq);
+    tf32_dq_frag_convert_kernel<<<static_cast<unsigned>(nb < (1 << 20) ? nb : (1 << 20)), 256, 0, stream>>>(
+        p, dq_acc, acc_rows);
+  } else {
+    const int64_t n = s.B * s.H * s.Tq * (kD / 2);
+    const unsigned blocks = static_cast<unsigned>(n / 256 + 1 < 65536 * 16 ? n / 256 + 1 : 65536 * 16);
+    tf32_dq_convert_kernel<<<blocks, 256, 0, stream>>>(p, dq_acc);
+  }
   if ((err = cudaGetLastError()) == cudaSuccess) g_launches.fetch_add(1, std::memory_order_relaxed);
   return err;
 }
