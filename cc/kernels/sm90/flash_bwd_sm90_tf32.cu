@@ -321,26 +321,23 @@ __global__ void __launch_bounds__(kThreads, 1)
 
     // S^T = K_c Q^T and dP^T = V_c dO^T [64 keys x 32 queries], over d in k8 steps (step k: panel k / 4,
     // byte (k % 4) * 32 of each 128-byte row).
+    // One of them: acc = A B^T, A this consumer's rows of K or V (KREGS: their fragments af), B the Qr / dOr tile
+    // at b_tile; its own commit group.
+    auto product = [&](float(&acc)[16], const uint32_t(&af)[KREGS ? kD / 8 : 1][4], uint32_t a_rows, uint32_t b_tile) {
+#pragma unroll
+      for (int k = 0; k < kD / 8; ++k) {
+        const uint64_t bd = wgmma_desc(b_tile + (k / 4) * kBq * 128 + (k % 4) * 32, 16, 1024);
+        if constexpr (KREGS)
+          wgmma_tf32_rs_m64n32k8(acc, af[k], bd, k > 0);
+        else
+          wgmma_tf32_ss_m64n32k8(acc, wgmma_desc(a_rows + (k / 4) * kBk * 128 + (k % 4) * 32, 16, 1024), bd, k > 0);
+      }
+      wgmma_commit();
+    };
     float sacc[16], dpacc[16];
     wgmma_fence();
-#pragma unroll
-    for (int k = 0; k < kD / 8; ++k) {
-      const uint64_t bq = wgmma_desc(st + L::kQr + (k / 4) * kBq * 128 + (k % 4) * 32, 16, 1024);
-      if constexpr (KREGS)
-        wgmma_tf32_rs_m64n32k8(sacc, kf[k], bq, k > 0);
-      else
-        wgmma_tf32_ss_m64n32k8(sacc, wgmma_desc(k_rows + (k / 4) * kBk * 128 + (k % 4) * 32, 16, 1024), bq, k > 0);
-    }
-    wgmma_commit();
-#pragma unroll
-    for (int k = 0; k < kD / 8; ++k) {
-      const uint64_t bdo = wgmma_desc(st + L::kDOr + (k / 4) * kBq * 128 + (k % 4) * 32, 16, 1024);
-      if constexpr (KREGS)
-        wgmma_tf32_rs_m64n32k8(dpacc, vf[k], bdo, k > 0);
-      else
-        wgmma_tf32_ss_m64n32k8(dpacc, wgmma_desc(v_rows + (k / 4) * kBk * 128 + (k % 4) * 32, 16, 1024), bdo, k > 0);
-    }
-    wgmma_commit();
+    product(sacc, kf, k_rows, st + L::kQr);
+    product(dpacc, vf, v_rows, st + L::kDOr);
     wgmma_wait<1>();  // S^T done; dP^T may still run
     fence_regs(sacc);
 
