@@ -158,7 +158,7 @@ SM90_MODES = (1, 2, 3, 4)
 
 def sm90_main(h, Ts):
     """--sm90: numerics with the Hopper TF32 backward on, each variant (set_sm90_tf32_bwd(1 + variant); it must
-    have launched once per case), then TFLOP/s of sm80's (0) and each variant (1, 2) at head dim 64."""
+    have launched once per case), then TFLOP/s of sm80's (0) and each mode in SM90_MODES at head dim 64."""
     m = h.m
     plain = [c for c in CASES if c["D"] == 64 and c.get("Dv", 64) == 64 and
              not any(c.get(k) for k in ("mask", "bias", "qlen", "klen", "qvalid", "kvalid", "softcap", "dropout"))

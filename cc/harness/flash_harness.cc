@@ -39,7 +39,7 @@
 //   else 1 (tf32_default_variant); variant 3 needs fwd_workspace_bytes of workspace, which fwd provides
 //   when none is passed); sm90_tf32_selftest() its building blocks
 //   set_sm90_tf32_bwd(mode) (0 off, 1 .. 4 on with variant 0 .. 3, -1 env: on unless
-//   TF_FLASHATTN_SM90_TF32_BWD=0): the float32 TF32 backward on Hopper (cc/kernels/sm90/flash_bwd_sm90_tf32.cu,
+//   TF_FLASHATTN_SM90_TF32_BWD=0 or TF_FLASHATTN_SM90=0; set_sm90(0) turns it off too): the float32 TF32 backward on Hopper (cc/kernels/sm90/flash_bwd_sm90_tf32.cu,
 //   D = 64); sm90_info() has
 //   tf32_bwd_enabled and tf32_bwd_launches
 //
@@ -760,6 +760,7 @@ void bwd(py::handle q, py::handle k, py::handle v, py::handle o, py::handle lse,
                             std::to_string(need) + " (bwd_workspace_bytes)");
     if (reinterpret_cast<uintptr_t>(t.ptr) % 256 != 0) fail("workspace", "must be 256-byte aligned");
     p.workspace = reinterpret_cast<float*>(t.ptr);
+    p.workspace_bytes = static_cast<size_t>(t.numel()) * 4;
   } else if (need > 0) {
     throw py::value_error("workspace: required, " + std::to_string(need) +
                           " bytes (bwd_workspace_bytes), float32");

@@ -401,6 +401,7 @@ struct Launcher<GPUDevice> {
                                            TensorShape({static_cast<int64_t>((bytes + 3) / 4)}),
                                            &workspace));
     p.workspace = workspace.flat<float>().data();
+    p.workspace_bytes = static_cast<size_t>(workspace.NumElements()) * sizeof(float);
     OP_REQUIRES_OK(ctx, CudaStatus(flashattn::flash_bwd_cuda(p, stream), "FlashAttention backward"));
   }
   static void NextSeed(OpKernelContext* ctx, const Tensor& state, Tensor* next) {

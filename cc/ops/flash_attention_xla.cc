@@ -462,7 +462,10 @@ ffi::Error BwdCuda(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingR
   if (!ws.has_value()) return ws.error();
   if ((*ws)->size_bytes() < bytes)
     return ffi::Error(ffi::ErrorCode::kInternal, "tf_flashattn: backward workspace too small");
-  if (bytes > 0) p.workspace = static_cast<float*>((*ws)->untyped_data());
+  if (bytes > 0) {
+    p.workspace = static_cast<float*>((*ws)->untyped_data());
+    p.workspace_bytes = (*ws)->size_bytes();
+  }
   if (empty && !p.dbias) return ffi::Error::Success();
   return CudaError(flashattn::flash_bwd_cuda(p, stream), "backward");
 }

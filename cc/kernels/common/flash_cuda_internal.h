@@ -112,9 +112,10 @@ struct BwdWorkspaceParts {
 BwdWorkspaceParts bwd_workspace_parts(const FlashBwdParams& p);
 cudaError_t bwd_dsum_tc(const FlashBwdParams& p, float* dsum, float* lse2, cudaStream_t stream);
 // The float32 TF32 workspace's parts (for sm90/flash_bwd_sm90_tf32.cu): dsum [B, H, Tq], the dQ accumulator
-// (null in deterministic mode) and, when sm90::bwd_tf32_workspace_floats(p) > 0, the Hopper pre-pass's room
-// after it (extra); all null without a workspace or for other dtypes. bwd_dsum_tf32: sm80's TF32 dsum
-// pre-pass (dsum = rowsum(dO O) - d_lse).
+// (null in deterministic mode) and where the Hopper pre-pass's room starts after it (extra; there only when
+// sm90::bwd_tf32_workspace_floats(p) > 0 was counted in the size: the caller checks workspace_bytes); all
+// null without a workspace or for other dtypes. bwd_dsum_tf32: sm80's TF32 dsum pre-pass (dsum = rowsum(dO O)
+// - d_lse).
 struct Tf32BwdWorkspaceParts {
   float* dsum = nullptr;
   float* dq_acc = nullptr;   // [B, H, dq_rows, head_dim_bucket] floats
@@ -214,9 +215,10 @@ int64_t fwd_tf32_launches();
 // The sm_90a backward for float32 on TF32 tensor cores (flash_bwd_sm90_tf32.cu, head dim 64): bwd_tf32_enabled()
 // is true unless TF_FLASHATTN_SM90_TF32_BWD=0 or TF_FLASHATTN_SM90=0 (read once), or set_bwd_tf32_enabled(0)
 // (1 .. 4: on with variant 0 .. 3, -1 back to the environment).
-// bwd_tf32_workspace_floats: the floats its pre-pass needs beyond sm80's TF32 workspace (shape and flags
-// only: float32, allow_tf32, not deterministic, D == Dv == 64, enabled; else 0). bwd_tf32_applies: those,
-// compute capability 9.0, no mask or causal, no bias / dbias, soft-cap or dropout, TMA's alignment.
+// bwd_tf32_workspace_floats: the floats its pre-pass needs beyond sm80's TF32 workspace (shape, flags and the
+// current device: float32, allow_tf32, not deterministic, D == Dv == 64, enabled, compute capability 9.0; else
+// 0). bwd_tf32_applies: those, a workspace_bytes that holds them, no mask or causal, no bias / dbias, soft-cap
+// or dropout, TMA's alignment.
 // bwd_tf32: the whole backward (sm80's dsum pre-pass, its own pre-pass, the kernel, dQ's conversion) in the
 // workspace's parts (bwd_tf32_workspace_parts); cudaErrorNotSupported before any work is queued when it
 // cannot run (the caller falls back to sm80).

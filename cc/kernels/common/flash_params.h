@@ -120,6 +120,8 @@ struct FlashBwdParams {
   void* dv = nullptr;          // [B, Tk, Hkv, Dv] same strides as v
   float* dbias = nullptr;      // [B, H, Tq, Tk] contiguous float32 (dL/d(score)), or null
   float* workspace = nullptr;  // device scratch for the CUDA backward (see flash_cuda.h)
+  size_t workspace_bytes = 0;  // its size (0: not given; the Hopper TF32 backward, whose part of the
+                               // workspace depends on the device, then does not run)
   bool deterministic = false;  // CUDA: no order-dependent atomics (bitwise reproducible)
   bool allow_tf32 = false;     // CUDA float32: TF32 tensor cores (TensorFlow's TF32 setting)
 };

@@ -644,11 +644,8 @@ Tf32BwdWorkspaceParts bwd_tf32_workspace_parts(const FlashBwdParams& p) {
   if (!uses_dq_acc(p)) return w;
   w.dq_acc = p.workspace + dsum_floats(s);
   w.dq_rows = dq_rows_padded(s);
-#if FA_HAS_SM90
-  if (sm90::bwd_tf32_workspace_floats(p) > 0)
-    w.extra = w.dq_acc + static_cast<size_t>(s.B * s.H * dq_rows_padded(s)) *
-                             static_cast<size_t>(head_dim_bucket(s.D > s.Dv ? s.D : s.Dv));
-#endif
+  w.extra = w.dq_acc + static_cast<size_t>(s.B * s.H * dq_rows_padded(s)) *
+                           static_cast<size_t>(head_dim_bucket(s.D > s.Dv ? s.D : s.Dv));
   return w;
 }
 

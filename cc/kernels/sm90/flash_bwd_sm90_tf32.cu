@@ -9,12 +9,16 @@
 // (variants 0 and 1); variant 1, the default, 1.13x-1.52x sm80's TF32 backward (its head-dim-64 default of that
 // day) at 16k tokens (T = 4096: 158.8 TFLOP/s, causal 158.9; T = 16384: 169.3 / 189.9); the GPU tests through
 // TensorFlow passed with it on (407 + 13; test_tf32_tile_edges' head-dim-64 cases run it), and through
-// TensorFlow the float32 backward at head dim 64 is 1.18x-1.52x the day's earlier figures.
+// TensorFlow the float32 backward at head dim 64 is 1.18x-1.52x the day's earlier figures. Those TensorFlow runs
+// called it from sm80's bwd(); its dispatch from flash_cuda_dispatch.cu (and the workspace_bytes check) came
+// after them: the first checked in the harness only, the second not yet on a GPU.
 //
 // Scope (bwd_tf32_applies): float32 with allow_tf32, D == Dv == 64, no mask or causal (any causal_offset),
 // GQA (H % Hkv == 0), the softmax scale; no window, lengths, validity masks, dense mask, bias / dbias,
 // soft-cap, dropout, d_lse is fine (it is in dsum); not deterministic mode (sm80's ordered kernels).
-// Strides multiples of 4 elements and 16-byte aligned bases (TMA, float2 stores).
+// Strides multiples of 8 elements (vec8, as the 16-bit kernels; TMA needs 4) and 16-byte aligned bases.
+// The pre-pass's room in the workspace is counted only on compute capability 9.0 (bwd_tf32_workspace_floats),
+// and the launch checks that FlashBwdParams::workspace_bytes holds it (else sm80 runs).
 //
 // Why a pre-pass: wgmma .tf32 reads both shared-memory operands K-major only (PTX ISA: no transpose for
 // .tf32). The backward's five products contract over three different indices:
@@ -37,7 +41,8 @@
 //   Qr, dOr [B, H, tq_pad, 64]  rounded Q / dO, rows past Tq zero           (tq_pad = Tq rounded up to 32)
 //   QT, dOT [B, H, 64, tq_pad]  rounded, transposed, queries in tf32_kperm order within groups of 8, zero past Tq
 //   KT      [B, Hkv, 64, tk_pad] rounded, transposed K, zero past Tk         (tk_pad = Tk rounded up to 128)
-// The dQ accumulator is sm80's TF32 one ([B, H, Tq, 64] row-major, zeroed here), converted by
+// The dQ accumulator is sm80's TF32 one ([B, H, Tq, 64] row-major, zeroed here; variant 3: blocks of 32 queries
+// in fragment order over [B, H, dq_rows], tf32_dq_frag_convert_kernel), converted by
 // tf32_dq_convert_kernel into dq = scale * acc; dsum = rowsum(dO O) - d_lse comes from sm80's pre-pass
 // (flash_bwd.cu), lse2 = log2e lse is computed by the producer.
 //
@@ -59,13 +64,14 @@
 //   Epilogue: dK * scale and dV (float2 stores; keys past Tk skipped; CTAs with no unit write zeros).
 //   Variants (kVariantTab): 0 as above; 1 (the default) S^T and dP^T by wgmma RS, K_c's and V_c's A fragments
 //   (64 registers) loaded from shared memory and rounded once per CTA instead of the in-place rounding, which
-//   halves those products' shared-memory reads (B only); 2 as 1 with a 3-stage ring (214 KiB); 3 (not yet run
+//   halves those products' shared-memory reads (B only); 2 as 1 with a 3-stage ring (209.8 KiB); 3 (not yet run
 //   on a GPU) as 1 with dQ^T added by the copy engine's bulk reduce-add from a staging block (kVariantTab).
 //   Shared memory (float32, 128-byte swizzle in panels of 32 floats, swz128_offset_f32):
 //     K, V [128 keys x 64]: 2 panels of 16 KiB each (32 KiB each); KT [64 d x 128 keys]: 4 panels of 8 KiB
 //     per stage: Qr, dOr [32 x 64] (2 panels of 4 KiB: 8 KiB each), QT, dOT [64 x 32] (8 KiB each): 32 KiB
 //     dS per consumer [32 q x 64 keys]: 2 panels of 4 KiB (8 KiB); rows [kStages][2][32] floats; barriers
-//   = 96 + 32 kStages + 16 KiB + 552 B (kStages = 2: 176.5 KiB; + 1 KiB alignment slack).
+//   = 96 + 32 kStages + 16 KiB + 256 kStages + 8 (1 + 2 kStages) B (kStages = 2: 176.5 KiB; + 1 KiB alignment
+//   slack); variant 3 adds two 8 KiB dQ staging blocks.
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -188,7 +194,8 @@ struct Units {
 // tm_k, tm_v: K, V [B, Tk, Hkv, 64] (boxes {32, 1, 128, 1}); tm_kt: KT (boxes {32 keys, 1, 64 rows, 1});
 // tm_qr, tm_dor: Qr, dOr (boxes {32, 1, 32, 1}); tm_qt, tm_dot: QT, dOT (boxes {32 queries, 1, 64 rows, 1}).
 // kVariantTab[VI]: KREGS, S^T / dP^T by wgmma RS with K_c's and V_c's A fragments loaded into registers once
-// per CTA (rounded on the way), else SS with K_c / V_c rounded in shared memory; the ring's depth.
+// per CTA (rounded on the way), else SS with K_c / V_c rounded in shared memory; the ring's depth; DQB, dQ^T
+// by bulk reduce-adds.
 template <int VI>
 __global__ void __launch_bounds__(kThreads, 1)
     flash_bwd_sm90_tf32_kernel(const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v,
@@ -287,7 +294,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint32_t kt_c = base + L::kKT + 2 * c * kD * 128;  // KT panels 2c, 2c + 1: this consumer's keys
   const uint32_t ds_c = base + L::kDs + c * L::kDsBytes;
   uint8_t* const ds_gen = gbase + L::kDs + c * L::kDsBytes;
-  // V = 1: K_c's and V_c's m64k8 A fragments of each k8 step k (d 8k .. 8k + 7), rounded: a[x] = row
+  // KREGS: K_c's and V_c's m64k8 A fragments of each k8 step k (d 8k .. 8k + 7), rounded: a[x] = row
   // key_l[x & 1], column 8k + t + 4 (x >> 1).
   uint32_t kf[KREGS ? kD / 8 : 1][4], vf[KREGS ? kD / 8 : 1][4];
   if (units.n > 0) {
@@ -556,6 +563,17 @@ __global__ void __launch_bounds__(kPrepassThreads)
   }
 }
 
+// Variant VI's kernel and its shared memory (the layout its body uses, Smem<stages, dqbulk>).
+struct Tf32BwdLaunch {
+  void (*kernel)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const CUtensorMap, const CUtensorMap,
+                 const CUtensorMap, const CUtensorMap, const Tf32BwdSm90Args);
+  int smem;
+};
+template <int VI>
+Tf32BwdLaunch tf32_bwd_launch() {
+  return {flash_bwd_sm90_tf32_kernel<VI>, Smem<kVariantTab[VI].stages, kVariantTab[VI].dqbulk>::kAlloc};
+}
+
 // dq[b, i, h, d] = scale * acc[(b H + h) Tq + i][d] (acc [B, H, Tq, 64]); float2 per thread and step.
 __global__ void __launch_bounds__(256) tf32_dq_convert_kernel(const FlashBwdParams p, const float* acc) {
   const AttnShape& sh = p.shape;
@@ -635,20 +653,23 @@ bool bwd_tf32_enabled() { return bwd_tf32_mode() != 0; }
 void set_bwd_tf32_enabled(int mode) { g_override.store(mode, std::memory_order_relaxed); }
 int64_t bwd_tf32_launches() { return g_launches.load(std::memory_order_relaxed); }
 
-// Shape and flags only (the XLA lowering sizes the workspace at compile time, without the masks).
+// Shape, flags and the current device, not the masks (the XLA lowering sizes the workspace at compile time).
+// A size taken under other settings (the harness's switch, another device) only makes the launch fall back:
+// bwd_tf32 checks workspace_bytes.
 size_t bwd_tf32_workspace_floats(const FlashBwdParams& p) {
   const AttnShape& s = p.shape;
   if (p.dtype != DType::kFloat32 || !p.allow_tf32 || p.deterministic || s.D != kD || s.Dv != kD ||
-      !bwd_tf32_enabled())
+      !bwd_tf32_enabled() || !enabled() || !current_device_is_sm90())
     return 0;
   return static_cast<size_t>(prepass_layout(s).floats);
 }
 
 bool bwd_tf32_applies(const FlashBwdParams& p) {
   const AttnShape& s = p.shape;
-  if (bwd_tf32_workspace_floats(p) == 0 || !p.workspace) return false;
+  if (bwd_tf32_workspace_floats(p) == 0 || !p.workspace || p.workspace_bytes == 0) return false;
   if (s.B <= 0 || s.H <= 0 || s.Tq <= 0 || s.Tk <= 0 || s.Hkv <= 0 || s.H % s.Hkv != 0 || s.B > 65535 ||
-      s.Hkv > 65535 || s.H > 65535 || s.Tq > (1ll << 30) || s.Tk > (1ll << 30))
+      s.Hkv > 65535 || s.H > 65535 || s.Tq > (1ll << 30) || s.Tk > (1ll << 30) ||
+      (s.Tq + kBq - 1) / kBq * (s.H / s.Hkv) >= (1ll << 31))  // Units::n is an int
     return false;
   const MaskParams& m = p.mask;
   if (m.window_left >= 0 || m.window_right >= 0 || m.mask || m.q_lengths || m.k_lengths || m.q_valid || m.k_valid)
@@ -663,12 +684,18 @@ bool bwd_tf32_applies(const FlashBwdParams& p) {
 
 cudaError_t bwd_tf32(const FlashBwdParams& p, cudaStream_t stream) {
   const AttnShape& s = p.shape;
+  const int mode = bwd_tf32_mode();  // read once for this call
+  if (mode < 1 || mode > kVariants) return cudaErrorNotSupported;
   const PrepassLayout w = prepass_layout(s);
   const Tf32BwdWorkspaceParts ws = bwd_tf32_workspace_parts(p);
   float* const dsum = ws.dsum;
   float* const dq_acc = ws.dq_acc;
   float* const prepass_ws = ws.extra;
-  if (!dsum || !dq_acc || !prepass_ws || !aligned16(prepass_ws)) return cudaErrorNotSupported;
+  if (!dsum || !dq_acc || !prepass_ws || !aligned16(prepass_ws) || !aligned16(dq_acc)) return cudaErrorNotSupported;
+  // The workspace must hold the pre-pass's room (a size taken with this kernel off, or on another device,
+  // does not): else sm80's TF32 backward, which needs only the parts before it.
+  if (p.workspace_bytes < static_cast<size_t>(prepass_ws - p.workspace + w.floats) * sizeof(float))
+    return cudaErrorNotSupported;
   float* qr = prepass_ws + w.qr;
   float* dor = prepass_ws + w.dor;
   float* qt = prepass_ws + w.qt;
@@ -681,14 +708,15 @@ cudaError_t bwd_tf32(const FlashBwdParams& p, cudaStream_t stream) {
       !map_ws(&tdor, dor, s.B, s.H, w.tq_pad, kD, kBq) || !map_ws(&tqt, qt, s.B, s.H, kD, w.tq_pad, kD) ||
       !map_ws(&tdot, dot, s.B, s.H, kD, w.tq_pad, kD))
     return cudaErrorNotSupported;  // nothing queued yet: sm80's TF32 backward takes it
-  const int variant = bwd_tf32_mode() - 1;
+  const int variant = mode - 1;
   const bool dqbulk = kVariantTab[variant].dqbulk;
   if (dqbulk && (ws.dq_rows % kBq != 0 || ws.dq_rows < s.Tq)) return cudaErrorNotSupported;
-  auto kernel = variant == 3   ? flash_bwd_sm90_tf32_kernel<3>
-                : variant == 2 ? flash_bwd_sm90_tf32_kernel<2>
-                : variant == 1 ? flash_bwd_sm90_tf32_kernel<1>
-                               : flash_bwd_sm90_tf32_kernel<0>;
-  const int smem = dqbulk ? Smem<2, true>::kAlloc : kVariantTab[variant].stages == 3 ? Smem<3>::kAlloc : Smem<2>::kAlloc;
+  const Tf32BwdLaunch launch = variant == 3   ? tf32_bwd_launch<3>()
+                               : variant == 2 ? tf32_bwd_launch<2>()
+                               : variant == 1 ? tf32_bwd_launch<1>()
+                                              : tf32_bwd_launch<0>();
+  const auto kernel = launch.kernel;
+  const int smem = launch.smem;
   cudaError_t err = set_dynamic_smem(kernel, smem);
   if (err != cudaSuccess) return cudaErrorNotSupported;
   if ((err = bwd_dsum_tf32(p, dsum, stream)) != cudaSuccess) return err;
