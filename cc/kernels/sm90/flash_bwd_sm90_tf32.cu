@@ -33,7 +33,9 @@
 // only rounded operands, except K and V, which each consumer rounds once per CTA). Q^T and
 // dO^T hold the queries of each 8-query group in tf32_kperm's order (sm90_tf32.cuh), so that the S^T / dS^T
 // accumulators are the A fragments of dV / dK as they are (pack_p_step). dQ^T rather than dQ because wgmma's
-// M is 64 and a unit has 32 queries.
+// M is 64 and a unit has 32 queries. benchmarks/sm90_tf32_bwd_model.py checks these layouts on the host (one
+// consumer's unit through the TMA / descriptor / fragment models of sm90_tf32_model.py, variant 3's fragment
+// order included, with mutants that must fail).
 //
 // Taken by flash_cuda_dispatch.cu's flash_bwd_impl (after the 16-bit Hopper backward's check), which falls
 // back to sm80's bwd() on cudaErrorNotSupported. bwd_tf32 runs sm80's dsum pre-pass itself (bwd_dsum_tf32).
