@@ -1,7 +1,7 @@
 // Hopper-native FlashAttention backward for FLOAT32 inputs on TF32 tensor cores (sm_90a only; wgmma .tf32,
 // TMA, warp specialization), for calls that allow TF32 (FlashBwdParams::allow_tf32). On by default on compute
 // capability 9.0 where it applies; TF_FLASHATTN_SM90_TF32_BWD=0 (read once; or TF_FLASHATTN_SM90=0) or the
-// harness's set_sm90_tf32_bwd(0) turn it off, 1 .. 4 pick variant 0 .. 3 (below). Everything it does not take
+// harness's set_sm90_tf32_bwd(0) turn it off, 1 .. 5 pick variant 0 .. 4 (below). Everything it does not take
 // runs sm80/flash_bwd_tf32.cu (mma.sync m16n8k8 .tf32). Checked on the H200 (2026-12-04, session 35;
 // benchmarks/tune_tf32_bwd.py --sm90, raw results/2026-12-04-h200-sm90tf32bwd/): numerics 13 / 13 cases for
 // each variant (D = 64 harness cases without other options, ragged tiles, GQA / MQA, causal in both alignments
@@ -67,7 +67,8 @@
 //   Variants (kVariantTab): 0 as above; 1 (the default) S^T and dP^T by wgmma RS, K_c's and V_c's A fragments
 //   (64 registers) loaded from shared memory and rounded once per CTA instead of the in-place rounding, which
 //   halves those products' shared-memory reads (B only); 2 as 1 with a 3-stage ring (209.8 KiB); 3 (not yet run
-//   on a GPU) as 1 with dQ^T added by the copy engine's bulk reduce-add from a staging block (kVariantTab).
+//   on a GPU) as 1 with dQ^T added by the copy engine's bulk reduce-add from a staging block; 4 (not yet run)
+//   as 1 with the next unit's S^T / dP^T issued before this unit's dQ adds, dP^T running under them (kVariantTab).
 //   Shared memory (float32, 128-byte swizzle in panels of 32 floats, swz128_offset_f32):
 //     K, V [128 keys x 64]: 2 panels of 16 KiB each (32 KiB each); KT [64 d x 128 keys]: 4 panels of 8 KiB
 //     per stage: Qr, dOr [32 x 64] (2 panels of 4 KiB: 8 KiB each), QT, dOT [64 x 32] (8 KiB each): 32 KiB
@@ -141,12 +142,17 @@ static_assert(Smem<3>::kAlloc <= 227 * 1024 && Smem<2, true>::kAlloc <= 227 * 10
 // (cp.reduce.async.bulk .add.f32, 8 KiB; the accumulator then in blocks of 32 queries in fragment order,
 // converted by tf32_dq_frag_convert_kernel) instead of 16 scalar atomics per thread. Variant 3 has NOT RUN
 // on a GPU yet.
+// rotate: the next unit's S^T and dP^T issued before this unit's dQ adds, dP^T left running under the adds and
+// the next unit's P pass (variant 4, NOT RUN on a GPU yet).
 struct Tf32BwdVariant {
   bool kregs;
   int stages;
   bool dqbulk;
+  bool rotate;
 };
-constexpr Tf32BwdVariant kVariantTab[] = {{false, 2, false}, {true, 2, false}, {true, 3, false}, {true, 2, true}};
+constexpr Tf32BwdVariant kVariantTab[] = {
+    {false, 2, false, false}, {true, 2, false, false}, {true, 3, false, false}, {true, 2, true, false},
+    {true, 2, false, true}};
 constexpr int kVariants = sizeof(kVariantTab) / sizeof(kVariantTab[0]);
 // The default: variant 1 (on the H200, tune_tf32_bwd.py --sm90: 1.10x-1.23x variant 0, and the 3-stage ring
 // of variant 2 0.96x-1.02x variant 1).
@@ -207,6 +213,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   constexpr bool KREGS = kVariantTab[VI].kregs;
   constexpr int kStages = kVariantTab[VI].stages;
   constexpr bool DQB = kVariantTab[VI].dqbulk;
+  constexpr bool ROT = kVariantTab[VI].rotate;
   using L = Smem<kStages, DQB>;
   extern __shared__ uint8_t smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
@@ -322,32 +329,40 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   }
 
+  // S^T = K_c Q^T and dP^T = V_c dO^T [64 keys x 32 queries], over d in k8 steps (step k: panel k / 4, byte
+  // (k % 4) * 32 of each 128-byte row). One of them: acc = A B^T, A this consumer's rows of K or V (KREGS: their
+  // fragments af), B the Qr / dOr tile at b_tile; its own commit group.
+  auto product = [&](float(&acc)[16], const uint32_t(&af)[KREGS ? kD / 8 : 1][4], uint32_t a_rows, uint32_t b_tile) {
+#pragma unroll
+    for (int k = 0; k < kD / 8; ++k) {
+      const uint64_t bd = wgmma_desc(b_tile + (k / 4) * kBq * 128 + (k % 4) * 32, 16, 1024);
+      if constexpr (KREGS)
+        wgmma_tf32_rs_m64n32k8(acc, af[k], bd, k > 0);
+      else
+        wgmma_tf32_ss_m64n32k8(acc, wgmma_desc(a_rows + (k / 4) * kBk * 128 + (k % 4) * 32, 16, 1024), bd, k > 0);
+    }
+    wgmma_commit();
+  };
+  // Unit nn's S^T and dP^T, after the wait for its stage (ROT: issued at the end of unit nn - 1, into sacc /
+  // dpacc, which then live across the loop's back edge; also after the last unit, nn = units.n, without a wait:
+  // their results unused, reading a slot the producer no longer writes, since a conditional issue made ptxas
+  // serialize the kernel's wgmmas (C7515), as in flash_bwd_sm90.cu's kRotate).
+  float sacc[16], dpacc[16];
+  auto issue_s_dp = [&](int nn) {
+    const int ss = nn % kStages;
+    const uint32_t st_n = base + L::kStage + ss * L::kStageBytes;
+    if (nn < units.n) mbar_wait(full0 + 8 * ss, (nn / kStages) & 1);
+    wgmma_fence();
+    product(sacc, kf, k_rows, st_n + L::kQr);
+    product(dpacc, vf, v_rows, st_n + L::kDOr);
+  };
+  if constexpr (ROT) issue_s_dp(0);  // unconditional, as the issue after the last unit
   for (int n = 0; n < units.n; ++n) {
     const int s = n % kStages;
     const int64_t h = hk * G + n / units.nq, i0 = static_cast<int64_t>(units.qb_lo + n % units.nq) * kBq;
     const uint32_t st = base + L::kStage + s * L::kStageBytes;
-    mbar_wait(full0 + 8 * s, (n / kStages) & 1);
-
-    // S^T = K_c Q^T and dP^T = V_c dO^T [64 keys x 32 queries], over d in k8 steps (step k: panel k / 4,
-    // byte (k % 4) * 32 of each 128-byte row).
-    // One of them: acc = A B^T, A this consumer's rows of K or V (KREGS: their fragments af), B the Qr / dOr tile
-    // at b_tile; its own commit group.
-    auto product = [&](float(&acc)[16], const uint32_t(&af)[KREGS ? kD / 8 : 1][4], uint32_t a_rows, uint32_t b_tile) {
-#pragma unroll
-      for (int k = 0; k < kD / 8; ++k) {
-        const uint64_t bd = wgmma_desc(b_tile + (k / 4) * kBq * 128 + (k % 4) * 32, 16, 1024);
-        if constexpr (KREGS)
-          wgmma_tf32_rs_m64n32k8(acc, af[k], bd, k > 0);
-        else
-          wgmma_tf32_ss_m64n32k8(acc, wgmma_desc(a_rows + (k / 4) * kBk * 128 + (k % 4) * 32, 16, 1024), bd, k > 0);
-      }
-      wgmma_commit();
-    };
-    float sacc[16], dpacc[16];
-    wgmma_fence();
-    product(sacc, kf, k_rows, st + L::kQr);
-    product(dpacc, vf, v_rows, st + L::kDOr);
-    wgmma_wait<1>();  // S^T done; dP^T may still run
+    if constexpr (!ROT) issue_s_dp(n);
+    wgmma_wait<1>();  // S^T done; dP^T may still run (groups complete in order)
     fence_regs(sacc);
 
     // P^T = 2^(S^T scale log2e - lse2) in place; element x = 4j + 2h2 + e is (key key_l[h2], query 8j + 2t + e).
@@ -448,6 +463,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     fence_regs(pa);
     fence_regs(da);
     mbar_arrive(empty0 + 8 * s);  // Qr, dOr, QT, dOT and the rows of stage s are no longer read
+    if constexpr (ROT) {
+      // The next unit's S^T and dP^T issued here (its stage is the other ring slot), S^T waited for at once, so
+      // that dP^T runs under this unit's dQ adds and the next unit's P pass. (With S^T in flight across the
+      // loop's back edge too, ptxas serialized the kernel's wgmmas, C7514.)
+      issue_s_dp(n + 1);
+      wgmma_wait<1>();
+    }
 
     if constexpr (DQB) {
       // The block of (b, h, query tile) is 8 KiB of the accumulator, in fragment order: float4 j * 128 + tid
@@ -481,6 +503,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   if constexpr (DQB) {
     if (tid == 0) bulk_wait<0>();  // the copy engine's last adds done before the CTA (its shared memory) ends
   }
+  // ROT: the unused products issued after the last unit (unconditional: ptxas serialized the kernel's wgmmas
+  // (C7514) when a path skipped this wait; with none in flight it returns at once).
+  if constexpr (ROT) wgmma_wait<0>();
 
   // Epilogue: dK = scale dK_acc, dV; rows key_g[h2], columns 8j + 2t, +1.
   const float scale = p.score.scale;
@@ -713,7 +738,8 @@ cudaError_t bwd_tf32(const FlashBwdParams& p, cudaStream_t stream) {
   const int variant = mode - 1;
   const bool dqbulk = kVariantTab[variant].dqbulk;
   if (dqbulk && (ws.dq_rows % kBq != 0 || ws.dq_rows < s.Tq)) return cudaErrorNotSupported;
-  const Tf32BwdLaunch launch = variant == 3   ? tf32_bwd_launch<3>()
+  const Tf32BwdLaunch launch = variant == 4   ? tf32_bwd_launch<4>()
+                               : variant == 3 ? tf32_bwd_launch<3>()
                                : variant == 2 ? tf32_bwd_launch<2>()
                                : variant == 1 ? tf32_bwd_launch<1>()
                                               : tf32_bwd_launch<0>();
