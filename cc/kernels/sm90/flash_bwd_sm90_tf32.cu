@@ -154,7 +154,7 @@ constexpr Tf32BwdVariant kVariantTab[] = {
     {false, 2, false, false}, {true, 2, false, false}, {true, 3, false, false}, {true, 2, true, false},
     {true, 2, false, true}};
 constexpr int kVariants = sizeof(kVariantTab) / sizeof(kVariantTab[0]);
-// The default: variant 1 (on the H200, tune_tf32_bwd.py --sm90: 1.10x-1.23x variant 0, and the 3-stage ring
+// The default: variant 1 (on the H200, tune_tf32_bwd.py --sm90: 1.06x-1.12x variant 0, and the 3-stage ring
 // of variant 2 0.96x-1.02x variant 1).
 constexpr int kDefaultVariant = 1;
 
