@@ -144,6 +144,9 @@ cudaError_t fwd_tf32(const FlashFwdParams& p, bool big_smem, cudaStream_t stream
 // dsum: [B, H, Tq]. big_smem: see check_device.
 cudaError_t bwd_tf32(const FlashBwdParams& p, const float* dsum, float* dq_acc, bool big_smem,
                      cudaStream_t stream);
+// dq = scale * dq_acc (dq_acc [B, H, Tq, hd] row-major; dq float32, q's strides): the TF32 backwards' last step
+// (flash_bwd_tf32.cu; also sm90/flash_bwd_sm90_tf32.cu).
+cudaError_t bwd_dq_convert_tf32(const FlashBwdParams& p, const float* dq_acc, int hd, cudaStream_t stream);
 
 // Hopper-only kernels (cc/kernels/sm90/, compiled for sm_90a alone; declared always, defined
 // only in builds with FA_HAS_SM90 = 1).

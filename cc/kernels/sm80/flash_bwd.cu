@@ -605,13 +605,15 @@ static bool uses_dq_sem(const FlashBwdParams& p) {
 #endif
 }
 static size_t dq_sem_ints(const AttnShape& s) { return static_cast<size_t>(s.B * s.H * (dq_rows_padded(s) / 64)); }
+// The dQ accumulator's floats: [B, H, dq_rows_padded, head_dim_bucket(max(D, Dv))].
+static size_t dq_acc_floats(const AttnShape& s) {
+  return static_cast<size_t>(s.B * s.H * dq_rows_padded(s)) * static_cast<size_t>(head_dim_bucket(s.D > s.Dv ? s.D : s.Dv));
+}
 
 size_t bwd_workspace_bytes(const FlashBwdParams& p) {
   const AttnShape& s = p.shape;
   size_t floats = dsum_floats(s) * (uses_tc(p) ? 2 : 1);
-  if (uses_dq_acc(p) || uses_dq_sem(p))
-    floats += static_cast<size_t>(s.B * s.H * dq_rows_padded(s)) *
-              static_cast<size_t>(head_dim_bucket(s.D > s.Dv ? s.D : s.Dv));
+  if (uses_dq_acc(p) || uses_dq_sem(p)) floats += dq_acc_floats(s);
   if (uses_dq_sem(p)) floats += dq_sem_ints(s);  // int32, 4 bytes as a float
 #if FA_HAS_SM90
   // The Hopper TF32 backward's pre-pass copies (sm90/flash_bwd_sm90_tf32.cu), after the parts above.
@@ -631,7 +633,7 @@ BwdWorkspaceParts bwd_workspace_parts(const FlashBwdParams& p) {
   if (uses_dq_acc(p)) w.dq_acc = p.workspace + 2 * dsum_floats(s);
   if (uses_dq_sem(p)) {
     w.dq_acc = p.workspace + 2 * dsum_floats(s);
-    w.dq_sem = reinterpret_cast<int*>(w.dq_acc + static_cast<size_t>(s.B * s.H * w.tq_pad) * w.hd);
+    w.dq_sem = reinterpret_cast<int*>(w.dq_acc + dq_acc_floats(s));
   }
   return w;
 }
@@ -644,8 +646,7 @@ Tf32BwdWorkspaceParts bwd_tf32_workspace_parts(const FlashBwdParams& p) {
   if (!uses_dq_acc(p)) return w;
   w.dq_acc = p.workspace + dsum_floats(s);
   w.dq_rows = dq_rows_padded(s);
-  w.extra = w.dq_acc + static_cast<size_t>(s.B * s.H * dq_rows_padded(s)) *
-                           static_cast<size_t>(head_dim_bucket(s.D > s.Dv ? s.D : s.Dv));
+  w.extra = w.dq_acc + dq_acc_floats(s);
   return w;
 }
 

@@ -629,6 +629,11 @@ cudaError_t bwd_tf32(const FlashBwdParams& p, const float* dsum, float* dq_acc, 
       default: return cudaErrorInvalidValue;
     }
   }
+  return bwd_dq_convert_tf32(p, dq_acc, hd, stream);
+}
+
+cudaError_t bwd_dq_convert_tf32(const FlashBwdParams& p, const float* dq_acc, int hd, cudaStream_t stream) {
+  const AttnShape& s = p.shape;
   const int64_t n = s.B * s.H * s.Tq * s.D;
   const unsigned blocks = static_cast<unsigned>(n / 256 + 1 < 65536 * 16 ? n / 256 + 1 : 65536 * 16);
   bwd_dq_convert_tf32_kernel<<<blocks, 256, 0, stream>>>(p, dq_acc, hd);

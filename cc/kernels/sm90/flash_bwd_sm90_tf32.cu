@@ -44,8 +44,8 @@
 //   QT, dOT [B, H, 64, tq_pad]  rounded, transposed, queries in tf32_kperm order within groups of 8, zero past Tq
 //   KT      [B, Hkv, 64, tk_pad] rounded, transposed K, zero past Tk         (tk_pad = Tk rounded up to 128)
 // The dQ accumulator is sm80's TF32 one ([B, H, Tq, 64] row-major, zeroed here; variant 3: blocks of 32 queries
-// in fragment order over [B, H, dq_rows], tf32_dq_frag_convert_kernel), converted by
-// tf32_dq_convert_kernel into dq = scale * acc; dsum = rowsum(dO O) - d_lse comes from sm80's pre-pass
+// in fragment order over [B, H, dq_rows], tf32_dq_frag_convert_kernel), converted by sm80's
+// bwd_dq_convert_tf32 into dq = scale * acc; dsum = rowsum(dO O) - d_lse comes from sm80's pre-pass
 // (flash_bwd.cu), lse2 = log2e lse is computed by the producer.
 //
 // Design (flash_bwd_sm90.cu's D = 64 kernel, in float32):
@@ -524,6 +524,34 @@ __global__ void __launch_bounds__(kThreads, 1)
 }
 
 constexpr int kPrepassThreads = 256;
+// The pre-passes' pieces. Rows row0 .. row0 + R - 1 of a [rows, 64] float32 tensor at src (row stride ld; rows
+// at or past limit read as 0), rounded to tf32 (cvt.rna, as the main kernel's K / V rounding and sm80's TF32
+// kernels), into sm; out (may be null): the rounded rows also stored compactly at out + r * kD (one 16-byte
+// .cg store each: the main kernel's TMA reads them from L2).
+template <int R>
+__device__ __forceinline__ void prepass_load_rows(const float* src, int64_t ld, int64_t row0, int64_t limit,
+                                                  float (&sm)[R][kD + 1], float* out) {
+  constexpr int kC4 = kD / 4;  // float4 per row
+  for (int i = threadIdx.x; i < R * kC4; i += kPrepassThreads) {
+    const int r = i / kC4, col = 4 * (i % kC4);
+    float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (row0 + r < limit) x = *reinterpret_cast<const float4*>(src + (row0 + r) * ld + col);
+    const uint4 xr = make_uint4(to_tf32(x.x), to_tf32(x.y), to_tf32(x.z), to_tf32(x.w));
+    if (out) __stcg(reinterpret_cast<uint4*>(out + r * kD + col), xr);
+    sm[r][col] = __uint_as_float(xr.x), sm[r][col + 1] = __uint_as_float(xr.y);
+    sm[r][col + 2] = __uint_as_float(xr.z), sm[r][col + 3] = __uint_as_float(xr.w);
+  }
+}
+// sm's rows transposed: out[d * ld + u] = sm[PERM ? tf32_kperm_inv(u) : u][d] for u < R (a warp: 32 consecutive
+// positions of one row d).
+template <bool PERM, int R>
+__device__ __forceinline__ void prepass_store_transposed(const float (&sm)[R][kD + 1], float* out, int64_t ld) {
+  for (int i = threadIdx.x; i < kD * R; i += kPrepassThreads) {
+    const int d = i / R, u = i % R;
+    out[d * ld + u] = sm[PERM ? tf32_kperm_inv(u) : u][d];
+  }
+}
+
 // Pre-pass for Q and dO: query tile blockIdx.x (rows i0 .. i0 + 31) of head blockIdx.y, batch blockIdx.z.
 // qr / dor [B, H, tq_pad, 64] = tf32(Q) / tf32(dO) (rows past Tq: 0); qt / dot [B, H, 64, tq_pad]: position
 // i0 + u of row d = tf32(Q[i0 + tf32_kperm_inv(u)][d]) (0 past Tq).
@@ -534,35 +562,14 @@ __global__ void __launch_bounds__(kPrepassThreads)
   const AttnShape& sh = p.shape;
   const int64_t i0 = static_cast<int64_t>(blockIdx.x) * kBq;
   const int h = blockIdx.y, b = blockIdx.z;
-  const float* q = static_cast<const float*>(p.q) + b * sh.q_stride[0] + h * sh.q_stride[2];
-  const float* d_o = static_cast<const float*>(p.d_o) + b * sh.o_stride[0] + h * sh.o_stride[2];
   const int64_t bh = static_cast<int64_t>(b) * sh.H + h;
-  constexpr int kC4 = kD / 4;  // float4 per row
-  for (int i = threadIdx.x; i < kBq * kC4; i += kPrepassThreads) {
-    const int r = i / kC4, col = 4 * (i % kC4);
-    const int64_t row = i0 + r;
-    float4 x = make_float4(0.f, 0.f, 0.f, 0.f), y = x;
-    if (row < sh.Tq) {
-      x = *reinterpret_cast<const float4*>(q + row * sh.q_stride[1] + col);
-      y = *reinterpret_cast<const float4*>(d_o + row * sh.o_stride[1] + col);
-    }
-    const uint4 xr = make_uint4(to_tf32(x.x), to_tf32(x.y), to_tf32(x.z), to_tf32(x.w));
-    const uint4 yr = make_uint4(to_tf32(y.x), to_tf32(y.y), to_tf32(y.z), to_tf32(y.w));
-    __stcg(reinterpret_cast<uint4*>(qr + (bh * tq_pad + row) * kD + col), xr);
-    __stcg(reinterpret_cast<uint4*>(dor + (bh * tq_pad + row) * kD + col), yr);
-    sq[r][col] = __uint_as_float(xr.x), sq[r][col + 1] = __uint_as_float(xr.y);
-    sq[r][col + 2] = __uint_as_float(xr.z), sq[r][col + 3] = __uint_as_float(xr.w);
-    sd[r][col] = __uint_as_float(yr.x), sd[r][col + 1] = __uint_as_float(yr.y);
-    sd[r][col + 2] = __uint_as_float(yr.z), sd[r][col + 3] = __uint_as_float(yr.w);
-  }
+  prepass_load_rows(static_cast<const float*>(p.q) + b * sh.q_stride[0] + h * sh.q_stride[2], sh.q_stride[1], i0,
+                    sh.Tq, sq, qr + (bh * tq_pad + i0) * kD);
+  prepass_load_rows(static_cast<const float*>(p.d_o) + b * sh.o_stride[0] + h * sh.o_stride[2], sh.o_stride[1], i0,
+                    sh.Tq, sd, dor + (bh * tq_pad + i0) * kD);
   __syncthreads();
-  float* oq = qt + bh * kD * tq_pad + i0;
-  float* od = dot + bh * kD * tq_pad + i0;
-  for (int i = threadIdx.x; i < kD * kBq; i += kPrepassThreads) {
-    const int d = i / kBq, u = i % kBq;  // a warp: the 32 positions of one row d
-    oq[d * tq_pad + u] = sq[tf32_kperm_inv(u)][d];
-    od[d * tq_pad + u] = sd[tf32_kperm_inv(u)][d];
-  }
+  prepass_store_transposed<true>(sq, qt + bh * kD * tq_pad + i0, tq_pad);
+  prepass_store_transposed<true>(sd, dot + bh * kD * tq_pad + i0, tq_pad);
 }
 
 // Pre-pass for K: key tile blockIdx.x (keys j0 .. j0 + 31) of kv head blockIdx.y, batch blockIdx.z.
@@ -573,21 +580,10 @@ __global__ void __launch_bounds__(kPrepassThreads)
   const AttnShape& sh = p.shape;
   const int64_t j0 = static_cast<int64_t>(blockIdx.x) * 32;
   const int hk = blockIdx.y, b = blockIdx.z;
-  const float* k = static_cast<const float*>(p.k) + b * sh.k_stride[0] + hk * sh.k_stride[2];
-  constexpr int kC4 = kD / 4;
-  for (int i = threadIdx.x; i < 32 * kC4; i += kPrepassThreads) {
-    const int r = i / kC4, col = 4 * (i % kC4);
-    float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
-    if (j0 + r < sh.Tk) x = *reinterpret_cast<const float4*>(k + (j0 + r) * sh.k_stride[1] + col);
-    sk[r][col] = __uint_as_float(to_tf32(x.x)), sk[r][col + 1] = __uint_as_float(to_tf32(x.y));
-    sk[r][col + 2] = __uint_as_float(to_tf32(x.z)), sk[r][col + 3] = __uint_as_float(to_tf32(x.w));
-  }
+  prepass_load_rows(static_cast<const float*>(p.k) + b * sh.k_stride[0] + hk * sh.k_stride[2], sh.k_stride[1], j0,
+                    sh.Tk, sk, nullptr);
   __syncthreads();
-  float* out = kt + (static_cast<int64_t>(b) * sh.Hkv + hk) * kD * tk_pad + j0;
-  for (int i = threadIdx.x; i < kD * 32; i += kPrepassThreads) {
-    const int d = i / 32, u = i % 32;
-    out[d * tk_pad + u] = sk[u][d];
-  }
+  prepass_store_transposed<false>(sk, kt + (static_cast<int64_t>(b) * sh.Hkv + hk) * kD * tk_pad + j0, tk_pad);
 }
 
 // Variant VI's kernel and its shared memory (the layout its body uses, Smem<stages, dqbulk>).
@@ -599,20 +595,6 @@ struct Tf32BwdLaunch {
 template <int VI>
 Tf32BwdLaunch tf32_bwd_launch() {
   return {flash_bwd_sm90_tf32_kernel<VI>, Smem<kVariantTab[VI].stages, kVariantTab[VI].dqbulk>::kAlloc};
-}
-
-// dq[b, i, h, d] = scale * acc[(b H + h) Tq + i][d] (acc [B, H, Tq, 64]); float2 per thread and step.
-__global__ void __launch_bounds__(256) tf32_dq_convert_kernel(const FlashBwdParams p, const float* acc) {
-  const AttnShape& sh = p.shape;
-  const int64_t n = sh.B * sh.H * sh.Tq * (kD / 2);
-  for (int64_t x = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; x < n;
-       x += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t d2 = x % (kD / 2), row = x / (kD / 2);
-    const int64_t i = row % sh.Tq, h = (row / sh.Tq) % sh.H, b = row / (sh.Tq * sh.H);
-    const float2 v = *reinterpret_cast<const float2*>(acc + row * kD + 2 * d2);
-    *reinterpret_cast<float2*>(static_cast<float*>(p.dq) + b * sh.q_stride[0] + i * sh.q_stride[1] +
-                               h * sh.q_stride[2] + 2 * d2) = make_float2(p.score.scale * v.x, p.score.scale * v.y);
-  }
 }
 
 // dq[b, i, h, d] = scale * dQ^T[d][q] from the fragment-ordered blocks of variant 3 (Tf32BwdSm90Args::dq_acc):
@@ -706,7 +688,7 @@ bool bwd_tf32_applies(const FlashBwdParams& p) {
     if (s.q_stride[i] < 0 || s.k_stride[i] < 0 || s.v_stride[i] < 0 || s.o_stride[i] < 0) return false;
   if (!vec8(s, p.q, p.k, p.v, p.o) || !aligned16(p.d_o) || !aligned16(p.dq) || !aligned16(p.dk) || !aligned16(p.dv))
     return false;
-  return current_device_is_sm90();
+  return true;  // the device: in bwd_tf32_workspace_floats
 }
 
 cudaError_t bwd_tf32(const FlashBwdParams& p, cudaStream_t stream) {
@@ -768,12 +750,11 @@ cudaError_t bwd_tf32(const FlashBwdParams& p, cudaStream_t stream) {
     const int64_t nb = s.B * s.H * (acc_rows / kBq);
     tf32_dq_frag_convert_kernel<<<static_cast<unsigned>(nb < (1 << 20) ? nb : (1 << 20)), 256, 0, stream>>>(
         p, dq_acc, acc_rows);
+    err = cudaGetLastError();
   } else {
-    const int64_t n = s.B * s.H * s.Tq * (kD / 2);
-    const unsigned blocks = static_cast<unsigned>(n / 256 + 1 < 65536 * 16 ? n / 256 + 1 : 65536 * 16);
-    tf32_dq_convert_kernel<<<blocks, 256, 0, stream>>>(p, dq_acc);
+    err = bwd_dq_convert_tf32(p, dq_acc, kD, stream);  // sm80's, the same accumulator layout
   }
-  if ((err = cudaGetLastError()) == cudaSuccess) g_launches.fetch_add(1, std::memory_order_relaxed);
+  if (err == cudaSuccess) g_launches.fetch_add(1, std::memory_order_relaxed);
   return err;
 }
 
