@@ -192,7 +192,7 @@ def test_tf32_tile_edges(d, causal):
     """TF32 without the general features at sizes that cross several tiles of the TF32 kernels
     this GPU runs, with ragged last tiles, and GQA: on an H100 / H200 the backward's 128-key tiles
     at head dim 128 and 64 x 32 ones at 256, the forward's 128 x 32 tiles at 256 (the forward at 64
-    and 128 runs the Hopper TF32 kernel there)."""
+    and 128 and the backward at 64 run the Hopper TF32 kernels there)."""
     rng = np.random.default_rng(d + causal)
     tq, tk = 300, 517
     q, k, v = rand(rng, 2, tq, 4, d), rand(rng, 2, tk, 2, d), rand(rng, 2, tk, 2, d)
