@@ -151,9 +151,10 @@ SM90_CASES = [
 
 
 # set_sm90_tf32_bwd modes: 1 + the kernel's variant (flash_bwd_sm90_tf32.cu: 0 S^T / dP^T by wgmma SS, 1 by RS
-# with K / V fragments in registers (the default), 2 as 1 with a 3-stage ring, 3 as 1 with dQ^T added by bulk
-# reduce-adds, 4 as 1 with the next unit's S^T / dP^T issued before the dQ adds).
-SM90_MODES = (1, 2, 3, 4, 5)
+# with K / V fragments in registers, 2 as 1 with a 3-stage ring, 3 as 1 with dQ^T added by bulk reduce-adds (the
+# default), 4 as 1 with the next unit's S^T / dP^T issued before the dQ adds, 5 as 3 with 4's order, 6 as 3
+# with a 3-stage ring).
+SM90_MODES = (1, 2, 3, 4, 5, 6, 7)
 
 
 def sm90_main(h, Ts):

@@ -1,17 +1,16 @@
 // Hopper-native FlashAttention backward for FLOAT32 inputs on TF32 tensor cores (sm_90a only; wgmma .tf32,
 // TMA, warp specialization), for calls that allow TF32 (FlashBwdParams::allow_tf32). On by default on compute
 // capability 9.0 where it applies; TF_FLASHATTN_SM90_TF32_BWD=0 (read once; or TF_FLASHATTN_SM90=0) or the
-// harness's set_sm90_tf32_bwd(0) turn it off, 1 .. 5 pick variant 0 .. 4 (below). Everything it does not take
-// runs sm80/flash_bwd_tf32.cu (mma.sync m16n8k8 .tf32). Checked on the H200 (2026-12-04, session 35;
-// benchmarks/tune_tf32_bwd.py --sm90, raw results/2026-12-04-h200-sm90tf32bwd/): numerics 13 / 13 cases for
-// each variant (D = 64 harness cases without other options, ragged tiles, GQA / MQA, causal in both alignments
-// with rows that see no key, Tq = 1, d_lse), each launched where expected, compute-sanitizer memcheck clean
-// (variants 0 and 1); variant 1, the default, 1.13x-1.52x sm80's TF32 backward (its head-dim-64 default of that
-// day) at 16k tokens (T = 4096: 158.8 TFLOP/s, causal 158.9; T = 16384: 169.3 / 189.9); the GPU tests through
-// TensorFlow passed with it on (407 + 13; test_tf32_tile_edges' head-dim-64 cases run it), and through
-// TensorFlow the float32 backward at head dim 64 is 1.18x-1.52x the day's earlier figures. Those TensorFlow runs
-// called it from sm80's bwd(); its dispatch from flash_cuda_dispatch.cu (and the workspace_bytes check) came
-// after them: the first checked in the harness only, the second not yet on a GPU.
+// harness's set_sm90_tf32_bwd(0) turn it off, 1 .. 7 pick variant 0 .. 6 (below). Everything it does not take
+// runs sm80/flash_bwd_tf32.cu (mma.sync m16n8k8 .tf32). Checked on the H200 (sessions 35 and 36, 2026-12-04;
+// benchmarks/tune_tf32_bwd.py --sm90, raw results/2026-12-04-h200-sm90tf32bwd/ and 2026-12-04-h200-s36/):
+// numerics 13 / 13 cases for each of the seven variants (D = 64 harness cases without other options, ragged
+// tiles, GQA / MQA, causal in both alignments with rows that see no key, Tq = 1, d_lse), each launched where
+// expected, compute-sanitizer memcheck clean (every variant), racecheck clean (variants 1 and 3); variant 3,
+// the default, 1.28x-1.63x sm80's TF32 backward at 16k tokens (T = 4096: 181.5 TFLOP/s, causal 164.2-173.8;
+// T = 16384: 194.6 / 204.3), 1.06x-1.21x variant 1 (the default before it). Through TensorFlow with variant
+// 3 dispatched from flash_cuda_dispatch.cu: GPU tests 407 + 13 passed; the float32 backward at head dim 64
+// 2.23x-4.25x Keras under XLA from T = 1024 (benchmarks/RESULTS.md, float32 (o)).
 //
 // Scope (bwd_tf32_applies): float32 with allow_tf32, D == Dv == 64, no mask or causal (any causal_offset),
 // GQA (H % Hkv == 0), the softmax scale; no window, lengths, validity masks, dense mask, bias / dbias,
@@ -64,17 +63,18 @@
 //     dQ^T = K_c^T dS^T  8 wgmma m64n32k8 SS (A = KT's panels of this consumer's keys, B = dS)
 //     wait for all; release the stage (empty[s]); dQacc[q][d] += dQ^T[d][q] (16 atomics per thread)
 //   Epilogue: dK * scale and dV (float2 stores; keys past Tk skipped; CTAs with no unit write zeros).
-//   Variants (kVariantTab): 0 as above; 1 (the default) S^T and dP^T by wgmma RS, K_c's and V_c's A fragments
+//   Variants (kVariantTab): 0 as above; 1 S^T and dP^T by wgmma RS, K_c's and V_c's A fragments
 //   (64 registers) loaded from shared memory and rounded once per CTA instead of the in-place rounding, which
-//   halves those products' shared-memory reads (B only); 2 as 1 with a 3-stage ring (209.8 KiB); 3 (not yet run
-//   on a GPU) as 1 with dQ^T added by the copy engine's bulk reduce-add from a staging block; 4 (not yet run)
-//   as 1 with the next unit's S^T / dP^T issued before this unit's dQ adds, dP^T running under them (kVariantTab).
+//   halves those products' shared-memory reads (B only); 2 as 1 with a 3-stage ring (209.8 KiB); 3 (the default)
+//   as 1 with dQ^T added by the copy engine's bulk reduce-add from a staging block; 4
+//   as 1 with the next unit's S^T / dP^T issued before this unit's dQ adds, dP^T running under them; 5, 6: 3 with
+//   4's order, 3 with 3 stages.
 //   Shared memory (float32, 128-byte swizzle in panels of 32 floats, swz128_offset_f32):
 //     K, V [128 keys x 64]: 2 panels of 16 KiB each (32 KiB each); KT [64 d x 128 keys]: 4 panels of 8 KiB
 //     per stage: Qr, dOr [32 x 64] (2 panels of 4 KiB: 8 KiB each), QT, dOT [64 x 32] (8 KiB each): 32 KiB
 //     dS per consumer [32 q x 64 keys]: 2 panels of 4 KiB (8 KiB); rows [kStages][2][32] floats; barriers
 //   = 96 + 32 kStages + 16 KiB + 256 kStages + 8 (1 + 2 kStages) B (kStages = 2: 176.5 KiB; + 1 KiB alignment
-//   slack); variant 3 adds two 8 KiB dQ staging blocks.
+//   slack); variants 3, 5, 6 add two 8 KiB dQ staging blocks.
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -133,17 +133,16 @@ static_assert(Smem<2>::kKT % 1024 == 0 && Smem<2>::kStage % 1024 == 0 && Smem<2>
                   Smem<2>::kDs % 1024 == 0 && Smem<3>::kDs % 1024 == 0 && Smem<2>::kDsBytes % 1024 == 0 &&
                   Smem<2>::kQBytes % 1024 == 0,
               "tiles 1024-byte aligned (the swizzle is computed from the address)");
-static_assert(Smem<3>::kAlloc <= 227 * 1024 && Smem<2, true>::kAlloc <= 227 * 1024, "over the opt-in shared memory");
+static_assert(Smem<3, true>::kAlloc <= 227 * 1024, "over the opt-in shared memory");
 
 // The kernel's variants (TF_FLASHATTN_SM90_TF32_BWD = 1 + variant, or the harness's set_sm90_tf32_bwd):
 // kregs, S^T / dP^T by wgmma RS with K_c's and V_c's A fragments loaded into registers once per CTA (else
 // SS, K and V rounded in shared memory); stages, the ring's depth; dqbulk, each consumer's dQ^T block of a unit
 // staged in shared memory and added to the accumulator by one bulk reduce-add of the copy engine
 // (cp.reduce.async.bulk .add.f32, 8 KiB; the accumulator then in blocks of 32 queries in fragment order,
-// converted by tf32_dq_frag_convert_kernel) instead of 16 scalar atomics per thread. Variant 3 has NOT RUN
-// on a GPU yet.
+// converted by tf32_dq_frag_convert_kernel) instead of 16 scalar atomics per thread (variant 3).
 // rotate: the next unit's S^T and dP^T issued before this unit's dQ adds, dP^T left running under the adds and
-// the next unit's P pass (variant 4, NOT RUN on a GPU yet).
+// the next unit's P pass (variant 4). Variants 5 and 6: 3 with rotate, 3 with a 3-stage ring (226 KiB).
 struct Tf32BwdVariant {
   bool kregs;
   int stages;
@@ -152,11 +151,14 @@ struct Tf32BwdVariant {
 };
 constexpr Tf32BwdVariant kVariantTab[] = {
     {false, 2, false, false}, {true, 2, false, false}, {true, 3, false, false}, {true, 2, true, false},
-    {true, 2, false, true}};
+    {true, 2, false, true},   {true, 2, true, true},   {true, 3, true, false}};
 constexpr int kVariants = sizeof(kVariantTab) / sizeof(kVariantTab[0]);
-// The default: variant 1 (on the H200, tune_tf32_bwd.py --sm90: 1.06x-1.12x variant 0, and the 3-stage ring
-// of variant 2 0.96x-1.02x variant 1).
-constexpr int kDefaultVariant = 1;
+// The default: variant 3. On the H200 (tune_tf32_bwd.py --sm90, head dim 64, 16k tokens, T = 1024 / 4096 /
+// 16384, causal or not; two runs, results/2026-12-04-h200-s36/tf32tune_run*.out): variant 1 1.06x-1.13x variant
+// 0; 3 1.06x-1.21x 1 (the bulk dQ adds); 2 (3 stages) 0.97x-1.01x 1; 4 (rotate) 0.93x-1.02x 1; 6 (3 + 3 stages)
+// 0.97x-1.04x 3 and 5 (3 + rotate) 0.98x-1.01x 3: inside the runs' spread (variant 3 at T = 4096 causal moved
+// 6 % between the two runs), so the one of the best with the least shared memory.
+constexpr int kDefaultVariant = 3;
 
 struct Tf32BwdSm90Args {
   FlashBwdParams p;
@@ -720,7 +722,9 @@ cudaError_t bwd_tf32(const FlashBwdParams& p, cudaStream_t stream) {
   const int variant = mode - 1;
   const bool dqbulk = kVariantTab[variant].dqbulk;
   if (dqbulk && (ws.dq_rows % kBq != 0 || ws.dq_rows < s.Tq)) return cudaErrorNotSupported;
-  const Tf32BwdLaunch launch = variant == 4   ? tf32_bwd_launch<4>()
+  const Tf32BwdLaunch launch = variant == 6   ? tf32_bwd_launch<6>()
+                               : variant == 5 ? tf32_bwd_launch<5>()
+                               : variant == 4 ? tf32_bwd_launch<4>()
                                : variant == 3 ? tf32_bwd_launch<3>()
                                : variant == 2 ? tf32_bwd_launch<2>()
                                : variant == 1 ? tf32_bwd_launch<1>()
