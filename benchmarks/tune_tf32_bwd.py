@@ -136,8 +136,9 @@ def timings(h, var, bwd, Ts, sets, drop_sets, name=None):
                               f"{v} | {ms:.3f} | {fl / ms / 1e9:.1f} | {base / ms:.3f}x |", flush=True)
 
 
-# The Hopper TF32 backward's checks (--sm90): the harness's head-dim-64 cases it takes (no mask or causal,
-# no other option; d_lse is fine), then ragged tiles, GQA, causal alignments (rows that see no key), tiny T.
+# The Hopper TF32 backward's checks (--sm90): the harness's head-dim-64 cases it takes (index masks only: causal,
+# window, lengths, validity; d_lse is fine), then ragged tiles, GQA, causal alignments (rows that see no key),
+# tiny T, and each index mask.
 SM90_CASES = [
     dict(name="t32_ragged_gqa", B=2, Tq=300, Tk=517, H=4, Hkv=2, D=64),
     dict(name="t32_causal_gqa", B=2, Tq=300, Tk=517, H=4, Hkv=2, D=64, causal=True),
@@ -147,6 +148,14 @@ SM90_CASES = [
     dict(name="t32_tiny", B=3, Tq=1, Tk=17, H=2, D=64),
     dict(name="t32_dlse", B=2, Tq=129, Tk=257, H=2, D=64, dlse=True),
     dict(name="t32_long", B=1, Tq=1024, Tk=1024, H=2, D=64, causal=True),
+    # Index masks (lengths, [B, T] validity, windows): random lengths (0 possible), rows that see no key.
+    dict(name="t32_lengths_gqa", B=3, Tq=300, Tk=517, H=4, Hkv=2, D=64, qlen=True, klen=True),
+    dict(name="t32_valid_causal", B=2, Tq=200, Tk=330, H=2, D=64, qvalid=True, kvalid=True, causal=True),
+    dict(name="t32_window", B=2, Tq=700, Tk=700, H=4, Hkv=2, D=64, wl=100, wr=20),
+    dict(name="t32_window_causal_len", B=2, Tq=517, Tk=1000, H=2, D=64, causal=True, offset=1000 - 517, wl=150,
+         qlen=True, klen=True),
+    dict(name="t32_window_no_key", B=1, Tq=300, Tk=260, H=2, D=64, wl=0, wr=0, offset=-50),
+    dict(name="t32_kvalid_long", B=2, Tq=1024, Tk=1024, H=2, D=64, kvalid=True, dlse=True),
 ]
 
 
@@ -154,7 +163,7 @@ SM90_CASES = [
 # with K / V fragments in registers, 2 as 1 with a 3-stage ring, 3 as 1 with dQ^T added by bulk reduce-adds (the
 # default), 4 as 1 with the next unit's S^T / dP^T issued before the dQ adds, 5 as 3 with 4's order, 6 as 3
 # with a 3-stage ring).
-SM90_MODES = (1, 2, 3, 4, 5, 6, 7)
+SM90_MODES = tuple(int(x) for x in os.environ.get("SM90_TUNE_MODES", "1,2,3,4,5,6,7").split(","))  # a subset: faster
 
 
 def sm90_main(h, Ts):
@@ -162,8 +171,7 @@ def sm90_main(h, Ts):
     have launched once per case), then TFLOP/s of sm80's (0) and each mode in SM90_MODES at head dim 64."""
     m = h.m
     plain = [c for c in CASES if c["D"] == 64 and c.get("Dv", 64) == 64 and
-             not any(c.get(k) for k in ("mask", "bias", "qlen", "klen", "qvalid", "kvalid", "softcap", "dropout"))
-             and c.get("wl", -1) < 0 and c.get("wr", -1) < 0]
+             not any(c.get(k) for k in ("mask", "bias", "softcap", "dropout"))]
     cases = plain + SM90_CASES
     ok = True
     for mode in SM90_MODES:
@@ -179,7 +187,43 @@ def sm90_main(h, Ts):
         print(f"sm90 tf32 bwd mode {mode}: numerics {len(rows) - len(bad)} / {len(rows)}, launches {launched} "
               f"(expected {want})" + (f" FAIL {bad}" if bad else ""), flush=True)
     timings(h, m.set_sm90_tf32_bwd, True, Ts, {64: (0,) + SM90_MODES}, {}, name="sm90 TF32 bwd mode")
+    masked_timings(h, SM90_MASKED_MODES)
     return ok
+
+
+# The index-masked backward at T = 4096 (16k tokens, hidden 1024): sm80's TF32 backward (mode 0) against the
+# Hopper one (the default variant, mode 4), for masks as users pass them.
+SM90_MASKED_MODES = (0, 4)
+
+
+def masked_timings(h, modes):
+    print("| D | T | mask | sm90 TF32 bwd mode | ms | / the first |")
+    print("|---:|---:|---|---:|---:|---:|")
+    g = torch.Generator(device=DEV)
+    T, D = 4096, 64
+    B, H = 16384 // T, 1024 // D
+    for label, extra in (("[B, Tk] padding mask, all true", dict(kvalid=True)),
+                         ("key lengths 3T/4, query lengths 3T/4", dict(klen=True, qlen=True)),
+                         ("[B, Tq] and [B, Tk] masks, random (80 % true), causal", dict(qvalid=True, kvalid=True,
+                                                                                      causal=True)),
+                         ("causal, window 512", dict(causal=True, wl=512))):
+        c = dict(B=B, Tq=T, Tk=T, H=H, D=D, tf32=True, **extra)
+        g.manual_seed(0)
+        t = make_inputs(c, torch.float32, g)
+        if label.endswith("all true"):
+            t["kvalid"] = torch.ones(B, T, dtype=torch.bool, device=DEV)
+        if "lengths" in label:
+            t["klen"].fill_(3 * T // 4)
+            t["qlen"].fill_(3 * T // 4)
+        run_ours(h, c, t, need_bwd=True)
+        need = max(with_cfg(h.m.set_sm90_tf32_bwd, v, lambda: h.ws_bytes(c, t)) for v in modes)
+        t["ws"] = torch.empty(max(need, 4) // 4, device=DEV)
+        base = None
+        for v in modes:
+            ms = with_cfg(h.m.set_sm90_tf32_bwd, v,
+                          lambda: tt.do_bench(lambda: h.bwd(c, t), warmup=25, rep=200, return_mode="median"))
+            base = base or ms
+            print(f"| {D} | {T} | {label} | {v} | {ms:.3f} | {base / ms:.3f}x |", flush=True)
 
 
 def main():

@@ -12,9 +12,11 @@
 // 3 dispatched from flash_cuda_dispatch.cu: GPU tests 407 + 13 passed; the float32 backward at head dim 64
 // 2.23x-4.25x Keras under XLA from T = 1024 (benchmarks/RESULTS.md, float32 (o)).
 //
-// Scope (bwd_tf32_applies): float32 with allow_tf32, D == Dv == 64, no mask or causal (any causal_offset),
-// GQA (H % Hkv == 0), the softmax scale; no window, lengths, validity masks, dense mask, bias / dbias,
-// soft-cap, dropout, d_lse is fine (it is in dsum); not deterministic mode (sm80's ordered kernels).
+// Scope (bwd_tf32_applies): float32 with allow_tf32, D == Dv == 64, the index masks (causal with any
+// causal_offset, sliding window, query / key lengths, [B, Tq] / [B, Tk] validity masks; session 36, checked on
+// the H200: 21 / 21 harness cases per variant, memcheck / racecheck, GPU tests through TensorFlow 407 + 13),
+// GQA (H % Hkv == 0), the softmax scale, d_lse (it is in dsum); no dense mask, bias / dbias, soft-cap,
+// dropout; not deterministic mode (sm80's ordered kernels).
 // Strides multiples of 8 elements (vec8, as the 16-bit kernels; TMA needs 4) and 16-byte aligned bases.
 // The pre-pass's room in the workspace is counted only on compute capability 9.0 (bwd_tf32_workspace_floats),
 // and the launch checks that FlashBwdParams::workspace_bytes holds it (else sm80 runs).
@@ -50,12 +52,15 @@
 // Design (flash_bwd_sm90.cu's D = 64 kernel, in float32):
 //   Grid (ceil(Tk / 128), Hkv, B); CTA = 3 warpgroups. Warpgroup 0 produces (setmaxnreg.dec 24): thread 0
 //   loads K, V (raw) and KT once (kv_full), then per unit (query head of the group x 32-query tile that sees
-//   the key tile; causal: from the first row that sees key j0) Qr, dOr, QT, dOT into a kStages ring (full[s]);
-//   warp 1 writes the unit's lse2 / dsum rows and arrives on full[s] too. Warpgroups 1 and 2 consume
+//   the key tile: Units, from the causal / window limits and the batch's lengths) Qr, dOr, QT, dOT into a
+//   kStages ring (full[s]); warp 1 writes the unit's lse2 / dsum rows and each row's visible keys [kb, ke)
+//   (row_info's rule, relative to the tile; empty for a row past the query length or off in the [B, Tq] mask)
+//   and arrives on full[s] too. Warpgroups 1 and 2 consume
 //   (setmaxnreg.inc 240); consumer c owns keys 64c .. 64c + 63: it rounds its rows of K and V in shared
 //   memory once, then per unit
 //     S^T, dP^T    8 wgmma m64n32k8 SS each (two commit groups), P^T = 2^(S^T scale log2e - lse2) under dP^T
-//                  (masked elements: key >= Tk, query >= Tq, causal key > query + offset: P = 0 by selection)
+//                  (tiles not tile_in_range: P = 0 by selection outside the row's [kb, ke) or where the key
+//                  is past the key length or off in the [B, Tk] mask, key_ok)
 //     dV += P^T dO 4 wgmma m64n64k8 RS (A = pack_p_step of the S^T accumulators, B = dOT)
 //     dS^T = P^T (dP^T - dsum), rounded, to registers (A of dK) and to shared memory as dS [32 q][64 keys]
 //     dK += dS^T Q 4 wgmma m64n64k8 RS (B = QT)
@@ -72,8 +77,8 @@
 //   Shared memory (float32, 128-byte swizzle in panels of 32 floats, swz128_offset_f32):
 //     K, V [128 keys x 64]: 2 panels of 16 KiB each (32 KiB each); KT [64 d x 128 keys]: 4 panels of 8 KiB
 //     per stage: Qr, dOr [32 x 64] (2 panels of 4 KiB: 8 KiB each), QT, dOT [64 x 32] (8 KiB each): 32 KiB
-//     dS per consumer [32 q x 64 keys]: 2 panels of 4 KiB (8 KiB); rows [kStages][2][32] floats; barriers
-//   = 96 + 32 kStages + 16 KiB + 256 kStages + 8 (1 + 2 kStages) B (kStages = 2: 176.5 KiB; + 1 KiB alignment
+//     dS per consumer [32 q x 64 keys]: 2 panels of 4 KiB (8 KiB); rows [kStages][4][32] words; barriers
+//   = 96 + 32 kStages + 16 KiB + 512 kStages + 8 (1 + 2 kStages) B (kStages = 2: 177 KiB; + 1 KiB alignment
 //   slack); variants 3, 5, 6 add two 8 KiB dQ staging blocks.
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -121,8 +126,9 @@ struct Smem {
   static constexpr int kStage = kKT + kKTBytes;   // + s * kStageBytes: Qr, dOr, QT, dOT
   static constexpr int kQr = 0, kDOr = kQBytes, kQT = 2 * kQBytes, kDOT = 2 * kQBytes + kQTBytes;
   static constexpr int kDs = kStage + kStages * kStageBytes;  // + c * kDsBytes
-  static constexpr int kRows = kDs + 2 * kDsBytes;             // float [kStages][2][kBq]: lse2, dsum
-  static constexpr int kBars = kRows + kStages * 2 * kBq * 4;  // kv_full, full[kStages], empty[kStages]
+  // [kStages][4][kBq] 4-byte words: lse2, dsum (float), the row's visible keys [kb, ke) (int, from the tile's j0)
+  static constexpr int kRows = kDs + 2 * kDsBytes;
+  static constexpr int kBars = kRows + kStages * 4 * kBq * 4;  // kv_full, full[kStages], empty[kStages]
   static constexpr int kBarsEnd = kBars + 8 * (1 + 2 * kStages);
   static constexpr int kDqBytes = kBq * kD * 4;                // one consumer's dQ^T block [64 d x 32 q]
   static constexpr int kDq = (kBarsEnd + 127) & ~127;          // DQB: + c * kDqBytes, fragment order
@@ -187,16 +193,22 @@ PrepassLayout prepass_layout(const AttnShape& s) {
 }
 
 // The query tiles that key tile [j0, j0 + kBk) visits: [qb_lo, qb_lo + nq) for each of the G heads of its
-// kv head (unit n = hl * nq + (qb - qb_lo)); causal: from the first tile with a row that sees key j0.
+// kv head (unit n = hl * nq + (qb - qb_lo)): the tiles of rows [lo, hi) that may see one of its keys below
+// klim (the batch's key length; none when j0 >= klim), hi <= qlim (the query length). Causal / window right:
+// row i sees a key >= j0 only if key_end(i) > j0, i.e. i >= j0 - off (causal), i >= j0 - off - window_right;
+// window left: a key <= j_last only if key_begin(i) = i + off - window_left <= j_last.
 struct Units {
   int qb_lo = 0, nq = 0, n = 0;
-  __device__ Units(const AttnShape& sh, bool causal, int64_t off, int64_t j0) {
-    const int64_t nqb = (sh.Tq + kBq - 1) / kBq;
-    int64_t lo = 0;
-    if (causal && j0 - off > 0) lo = (j0 - off) / kBq;  // row i sees key j0 when i >= j0 - off
-    if (lo > nqb) lo = nqb;
-    qb_lo = static_cast<int>(lo);
-    nq = static_cast<int>(nqb - lo);
+  __device__ Units(const AttnShape& sh, const MaskParams& m, int64_t qlim, int64_t klim, int64_t j0) {
+    const int64_t off = m.causal_offset;
+    int64_t lo = 0, hi = qlim;
+    if (m.causal && j0 - off > lo) lo = j0 - off;
+    if (m.window_right >= 0 && j0 - off - m.window_right > lo) lo = j0 - off - m.window_right;
+    const int64_t j_last = (j0 + kBk < klim ? j0 + kBk : klim) - 1;
+    if (m.window_left >= 0 && m.window_left < hi - (j_last - off + 1)) hi = j_last - off + 1 + m.window_left;
+    if (j0 >= klim || hi <= lo) return;
+    qb_lo = static_cast<int>(lo / kBq);
+    nq = static_cast<int>((hi + kBq - 1) / kBq - lo / kBq);
     n = nq * static_cast<int>(sh.H / sh.Hkv);
   }
 };
@@ -221,17 +233,18 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
   uint8_t* const gbase = smem_raw + (base - smem_u32(smem_raw));  // generic pointer to base
   float* rows_f = reinterpret_cast<float*>(gbase + L::kRows);
+  int* rows_i = reinterpret_cast<int*>(gbase + L::kRows);
   const uint32_t kv_full = base + L::kBars;
   const uint32_t full0 = kv_full + 8, empty0 = kv_full + 8 * (1 + kStages);
 
   const FlashBwdParams& p = a.p;
   const AttnShape& sh = p.shape;
-  const bool causal = p.mask.causal;
-  const int64_t off = p.mask.causal_offset;
+  const MaskParams& mk = p.mask;
   const int hk = blockIdx.y, b = blockIdx.z;
   const int G = static_cast<int>(sh.H / sh.Hkv);
   const int64_t j0 = static_cast<int64_t>(blockIdx.x) * kBk;
-  const Units units(sh, causal, off, j0);
+  const int64_t qlim = q_limit(mk, sh, b), klim = k_limit(mk, sh, b);  // the batch's lengths (Tq, Tk without)
+  const Units units(sh, mk, qlim, klim, j0);
   const int wg = threadIdx.x / 128;
 
   if (threadIdx.x == 0) {
@@ -280,8 +293,19 @@ __global__ void __launch_bounds__(kThreads, 1)
         const int64_t row = (b * sh.H + h) * sh.Tq + i;
         // Rows past Tq: any finite values (their elements are masked to 0). lse = -inf (a row that sees
         // no key, causal with Tq > Tk) gives lse2 = -inf: every element of it is masked, P = 0 by selection.
-        rows_f[(2 * s) * kBq + lane] = i < sh.Tq ? p.lse[row] * 1.4426950408889634f : 0.f;
-        rows_f[(2 * s + 1) * kBq + lane] = i < sh.Tq ? a.dsum[row] : 0.f;
+        rows_f[(4 * s) * kBq + lane] = i < sh.Tq ? p.lse[row] * 1.4426950408889634f : 0.f;
+        rows_f[(4 * s + 1) * kBq + lane] = i < sh.Tq ? a.dsum[row] : 0.f;
+        // The keys the row sees, as score_elem's rule (row_info): [key_begin(i), key_end(i, klim)) (causal,
+        // window, key length) relative to j0, clipped to [0, kBk]; empty where the row is past the query
+        // length or off in the [B, Tq] validity mask (the [B, Tk] one: key_ok, per consumer thread).
+        int kb = 0, ke = 0;
+        if (i < qlim && (!mk.q_valid || mk.q_valid[b * sh.Tq + i])) {
+          const int64_t lo = mk.key_begin(i) - j0, hi = mk.key_end(i, klim) - j0;
+          kb = static_cast<int>(lo < 0 ? 0 : (lo > kBk ? kBk : lo));
+          ke = static_cast<int>(hi < 0 ? 0 : (hi > kBk ? kBk : hi));
+        }
+        rows_i[(4 * s + 2) * kBq + lane] = kb;
+        rows_i[(4 * s + 3) * kBq + lane] = ke;
         mbar_arrive(full0 + 8 * s);  // release: the stores above are visible to the waiting consumers
       }
     }
@@ -295,6 +319,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   const float sl2 = p.score.scale * 1.4426950408889634f;
   const int key_l[2] = {16 * warp + g, 16 * warp + g + 8};  // this thread's accumulator rows (consumer-local)
   const int64_t key_g[2] = {j0 + 64 * c + key_l[0], j0 + 64 * c + key_l[1]};
+  // This thread's keys inside the batch's key length and the [B, Tk] validity mask.
+  const bool key_ok[2] = {key_g[0] < klim && key_visible(mk, sh, b, key_g[0]),
+                          key_g[1] < klim && key_visible(mk, sh, b, key_g[1])};
 
   float dv[32], dk[32];
 #pragma unroll
@@ -368,14 +395,23 @@ __global__ void __launch_bounds__(kThreads, 1)
     fence_regs(sacc);
 
     // P^T = 2^(S^T scale log2e - lse2) in place; element x = 4j + 2h2 + e is (key key_l[h2], query 8j + 2t + e).
-    const float* lse2_s = rows_f + (2 * s) * kBq;
-    const float* dsum_s = rows_f + (2 * s + 1) * kBq;
-    const bool need_mask = i0 + kBq > sh.Tq || j0 + 64 * c + 64 > sh.Tk || (causal && j0 + 64 * c + 63 > i0 + off);
+    const float* lse2_s = rows_f + (4 * s) * kBq;
+    const float* dsum_s = rows_f + (4 * s + 1) * kBq;
+    const int* kb_s = rows_i + (4 * s + 2) * kBq;
+    const int* ke_s = rows_i + (4 * s + 3) * kBq;
+    // Every element of this consumer's 64 keys x 32 queries visible (no validity mask, inside the lengths
+    // and the causal / window limits), else the per-element rule below.
+    const bool need_mask = !tile_in_range(mk, i0, kBq, j0 + 64 * c, 64, qlim, klim);
     auto p_pass = [&](auto mask_c) {
       constexpr bool kMasked = decltype(mask_c)::value;
 #pragma unroll
       for (int j = 0; j < kBq / 8; ++j) {
         const float2 l2 = *reinterpret_cast<const float2*>(lse2_s + 8 * j + 2 * t);
+        int2 kb2 = make_int2(0, 0), ke2 = make_int2(0, 0);
+        if constexpr (kMasked) {
+          kb2 = *reinterpret_cast<const int2*>(kb_s + 8 * j + 2 * t);
+          ke2 = *reinterpret_cast<const int2*>(ke_s + 8 * j + 2 * t);
+        }
 #pragma unroll
         for (int h2 = 0; h2 < 2; ++h2)
 #pragma unroll
@@ -383,8 +419,10 @@ __global__ void __launch_bounds__(kThreads, 1)
             const int x = 4 * j + 2 * h2 + e;
             float pv = fast_exp2(sacc[x] * sl2 - (e ? l2.y : l2.x));
             if constexpr (kMasked) {
-              const int64_t qi = i0 + 8 * j + 2 * t + e;
-              if (key_g[h2] >= sh.Tk || qi >= sh.Tq || (causal && key_g[h2] > qi + off)) pv = 0.f;
+              // as score_elem: the key inside the row's [kb, ke) (causal, window, lengths, row validity)
+              // and key_ok (key length, [B, Tk] mask); rows past Tq have an empty range.
+              const int kl = 64 * c + key_l[h2];  // the key's index in the CTA's tile
+              if (!key_ok[h2] || kl < (e ? kb2.y : kb2.x) || kl >= (e ? ke2.y : ke2.x)) pv = 0.f;
             }
             sacc[x] = pv;
           }
@@ -682,10 +720,8 @@ bool bwd_tf32_applies(const FlashBwdParams& p) {
       s.Hkv > 65535 || s.H > 65535 || s.Tq > (1ll << 30) || s.Tk > (1ll << 30) ||
       (s.Tq + kBq - 1) / kBq * (s.H / s.Hkv) >= (1ll << 31))  // Units::n is an int
     return false;
-  const MaskParams& m = p.mask;
-  if (m.window_left >= 0 || m.window_right >= 0 || m.mask || m.q_lengths || m.k_lengths || m.q_valid || m.k_valid)
-    return false;
-  if (p.score.bias || p.dbias || p.score.softcap != 0.f || p.dropout.rate > 0.f) return false;
+  // Index masks (causal, window, lengths, [B, Tq] / [B, Tk] validity) are taken; not the general features.
+  if (p.mask.mask || p.score.bias || p.dbias || p.score.softcap != 0.f || p.dropout.rate > 0.f) return false;
   for (int i = 0; i < 3; ++i)
     if (s.q_stride[i] < 0 || s.k_stride[i] < 0 || s.v_stride[i] < 0 || s.o_stride[i] < 0) return false;
   if (!vec8(s, p.q, p.k, p.v, p.o) || !aligned16(p.d_o) || !aligned16(p.dq) || !aligned16(p.dk) || !aligned16(p.dv))
