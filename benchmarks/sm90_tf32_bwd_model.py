@@ -15,8 +15,10 @@ products written plainly:
                       store it (swz128_offset_f32(32, q, key))
   variant 3           the staged dQ^T block (float4 j * 128 + tid) read back by tf32_dq_frag_convert_kernel's
                       mapping into dQ rows
-Mutants (the other register order, unpermuted Q^T / dO^T, dS stored transposed) must fail. The constants and
-formulas mirror the kernel's; change them together.
+Mutants (the other register order, unpermuted Q^T / dO^T, dS stored transposed) must fail. Then the index masks
+(check_masks): on 300 random configurations (causal, offset, windows, lengths, [B, T] masks), the elements
+given P != 0 (the units each key tile visits, the rows warp's [kb, ke), key_ok, need_mask) are exactly the
+visible ones; four mutants must fail. The constants and formulas mirror the kernel's; change them together.
 """
 import sys
 
@@ -128,6 +130,104 @@ def check(seed, order=(0, 2, 1, 3), perm_qt=True, ds_rows_q=True):
     return ok
 
 
+# ---- The index masks: which units a key tile visits (Units) and the P pass's rule (the rows warp's [kb, ke),
+# key_ok, need_mask = !tile_in_range), against the visibility of every element written plainly. Mutants:
+# mut = "hi_j0" (window-left bound from j0, not the tile's last key), "lo_plus1" (causal bound one row late),
+# "no_kvalid" (key_ok without the [B, Tk] mask), "ke_tk" (the rows' key end from Tk, not the key length, and
+# key_ok without the key length).
+def units_model(m, qlim, klim, j0, mut=None):
+    """Units(sh, m, qlim, klim, j0): the query tiles [qb_lo, qb_lo + nq) of one head."""
+    off = m["off"]
+    lo, hi = 0, qlim
+    if m["causal"] and j0 - off > lo:
+        lo = j0 - off + (1 if mut == "lo_plus1" else 0)
+    if m["wr"] >= 0 and j0 - off - m["wr"] > lo:
+        lo = j0 - off - m["wr"]
+    j_last = (j0 if mut == "hi_j0" else min(j0 + KBK, klim) - 1)
+    if m["wl"] >= 0 and m["wl"] < hi - (j_last - off + 1):
+        hi = j_last - off + 1 + m["wl"]
+    if j0 >= klim or hi <= lo:
+        return range(0)
+    return range(lo // KBQ, (hi + KBQ - 1) // KBQ)
+
+
+def key_begin(m, i):
+    return 0 if m["wl"] < 0 else max(0, i + m["off"] - m["wl"])
+
+
+def key_end(m, i, klim):
+    hi = klim
+    if m["causal"]:
+        hi = min(hi, i + m["off"] + 1)
+    if m["wr"] >= 0:
+        hi = min(hi, i + m["off"] + m["wr"] + 1)
+    return max(hi, 0)
+
+
+def tile_in_range(m, i0, rows, j0, cols, qlim, klim):
+    if m["qvalid"] is not None or m["kvalid"] is not None:
+        return False
+    if i0 + rows > qlim or j0 + cols > klim:
+        return False
+    if not m["causal"] and m["wl"] < 0 and m["wr"] < 0:
+        return True
+    return key_begin(m, i0 + rows - 1) <= j0 and key_end(m, i0, klim) >= j0 + cols
+
+
+def check_masks(seed, mut=None):
+    """One random mask configuration of one batch: the elements the kernel gives P != 0 (units visited, the
+    per-element rule where need_mask) must be exactly the visible ones."""
+    rng = np.random.default_rng(seed)
+    Tq, Tk = int(rng.integers(1, 700)), int(rng.integers(1, 700))
+    m = dict(causal=bool(rng.integers(2)), off=int(rng.integers(-Tq, Tk + 1)),
+             wl=int(rng.choice([-1, rng.integers(0, 300)])), wr=int(rng.choice([-1, rng.integers(0, 300)])),
+             qvalid=None, kvalid=None)
+    qlim = int(rng.integers(0, Tq + 1)) if rng.integers(2) else Tq
+    klim = int(rng.integers(0, Tk + 1)) if rng.integers(2) else Tk
+    if rng.integers(2):
+        m["qvalid"] = rng.random(Tq) > 0.2
+    if rng.integers(2):
+        m["kvalid"] = np.ones(Tk, bool) if rng.integers(2) else rng.random(Tk) > 0.2
+    i = np.arange(Tq)[:, None]
+    j = np.arange(Tk)[None, :]
+    d = i + m["off"]
+    vis = (i < qlim) & (j < klim)
+    if m["causal"]:
+        vis &= j <= d
+    if m["wl"] >= 0:
+        vis &= j >= d - m["wl"]
+    if m["wr"] >= 0:
+        vis &= j <= d + m["wr"]
+    if m["qvalid"] is not None:
+        vis &= m["qvalid"][:, None]
+    if m["kvalid"] is not None:
+        vis &= m["kvalid"][None, :]
+    got = np.zeros((Tq, Tk), bool)
+    for j0 in range(0, Tk, KBK):
+        for qb in units_model(m, qlim, klim, j0, mut):
+            i0 = qb * KBQ
+            rows = range(i0, min(i0 + KBQ, Tq))  # rows past Tq hold nothing (an empty key range)
+            kbke = {}
+            for r in rows:  # the rows warp
+                kb = ke = 0
+                if r < qlim and (m["qvalid"] is None or m["qvalid"][r]):
+                    lo, hi = key_begin(m, r) - j0, key_end(m, r, Tk if mut == "ke_tk" else klim) - j0
+                    kb, ke = min(max(lo, 0), KBK), min(max(hi, 0), KBK)
+                kbke[r] = (kb, ke)
+            for c in range(2):
+                need_mask = not tile_in_range(m, i0, KBQ, j0 + 64 * c, 64, qlim, klim)
+                for kl in range(64 * c, 64 * c + 64):
+                    key = j0 + kl
+                    if key >= Tk:
+                        continue
+                    key_ok = (key < klim or mut == "ke_tk") and (
+                        m["kvalid"] is None or mut == "no_kvalid" or m["kvalid"][key])
+                    for r in rows:
+                        kb, ke = kbke[r]
+                        got[r, key] = (not need_mask) or (key_ok and kb <= kl < ke)
+    return bool((got == vis).all())
+
+
 def main():
     fails = 0
     for seed in range(4):
@@ -142,6 +242,14 @@ def main():
         caught = not all(res.values())
         fails += not caught
         print(f"mutant {name}: {'caught' if caught else 'NOT CAUGHT (model too weak)'}")
+    nmask = 300
+    bad = [sd for sd in range(nmask) if not check_masks(sd)]
+    fails += len(bad)
+    print(f"index masks: {nmask - len(bad)} / {nmask} random configurations exact" + (f", WRONG: {bad[:10]}" if bad else ""))
+    for mut in ("hi_j0", "lo_plus1", "no_kvalid", "ke_tk"):
+        caught = not all(check_masks(sd, mut) for sd in range(nmask))
+        fails += not caught
+        print(f"mask mutant {mut}: {'caught' if caught else 'NOT CAUGHT (model too weak)'}")
     print("ALL CHECKS PASS" if fails == 0 else f"{fails} CHECKS FAILED")
     return 1 if fails else 0
 

@@ -394,3 +394,13 @@ def test_harness_loop_ab_summary_pairs_the_builds_per_shape(tmp_path):
     assert out[1].startswith("64 4096 0 key_mask | 2.000 / 3.000 1.500 | 2.000 / 2.000 1.000 | 0 0"), out
     assert out[2].startswith("64 4096 1 | 2.000 / 2.300 1.150 | 2.000 / 2.300 1.150 | 8 8"), out
     assert out[3] == "128 4096 0 | missing: B", out
+
+
+def test_sm90_tf32_bwd_layout_and_mask_model_passes_and_catches_its_mutants():
+    """benchmarks/sm90_tf32_bwd_model.py (host model of the Hopper TF32 backward's layouts and index-mask rule):
+    every check exact and every mutant caught (the script exits 1 otherwise)."""
+    res = subprocess.run([sys.executable, "sm90_tf32_bwd_model.py"], cwd=os.path.join(ROOT, "benchmarks"),
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "index masks: 300 / 300" in res.stdout and "ALL CHECKS PASS" in res.stdout
+    assert res.stdout.count("caught") >= 7 and "NOT CAUGHT" not in res.stdout
