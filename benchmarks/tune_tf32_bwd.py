@@ -156,6 +156,10 @@ SM90_CASES = [
          qlen=True, klen=True),
     dict(name="t32_window_no_key", B=1, Tq=300, Tk=260, H=2, D=64, wl=0, wr=0, offset=-50),
     dict(name="t32_kvalid_long", B=2, Tq=1024, Tk=1024, H=2, D=64, kvalid=True, dlse=True),
+    # Added after the session-36 run (not yet run on a GPU): one-sided windows, offsets past Tq.
+    dict(name="t32_window_left_only", B=2, Tq=400, Tk=450, H=2, D=64, wl=70),
+    dict(name="t32_window_right_offset", B=2, Tq=300, Tk=600, H=2, D=64, wr=40, offset=150, klen=True),
+    dict(name="t32_causal_offset_past_tq", B=1, Tq=100, Tk=700, H=2, D=64, causal=True, offset=650),
 ]
 
 

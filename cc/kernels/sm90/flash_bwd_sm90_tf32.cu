@@ -70,7 +70,7 @@
 //   Epilogue: dK * scale and dV (float2 stores; keys past Tk skipped; CTAs with no unit write zeros).
 //   Variants (kVariantTab): 0 as above; 1 S^T and dP^T by wgmma RS, K_c's and V_c's A fragments
 //   (64 registers) loaded from shared memory and rounded once per CTA instead of the in-place rounding, which
-//   halves those products' shared-memory reads (B only); 2 as 1 with a 3-stage ring (209.8 KiB); 3 (the default)
+//   halves those products' shared-memory reads (B only); 2 as 1 with a 3-stage ring (210.6 KiB); 3 (the default)
 //   as 1 with dQ^T added by the copy engine's bulk reduce-add from a staging block; 4
 //   as 1 with the next unit's S^T / dP^T issued before this unit's dQ adds, dP^T running under them; 5, 6: 3 with
 //   4's order, 3 with 3 stages.
@@ -148,7 +148,8 @@ static_assert(Smem<3, true>::kAlloc <= 227 * 1024, "over the opt-in shared memor
 // (cp.reduce.async.bulk .add.f32, 8 KiB; the accumulator then in blocks of 32 queries in fragment order,
 // converted by tf32_dq_frag_convert_kernel) instead of 16 scalar atomics per thread (variant 3).
 // rotate: the next unit's S^T and dP^T issued before this unit's dQ adds, dP^T left running under the adds and
-// the next unit's P pass (variant 4). Variants 5 and 6: 3 with rotate, 3 with a 3-stage ring (226 KiB).
+// the next unit's P pass (variant 4). Variants 5 and 6: 3 with rotate, 3 with a 3-stage ring (226.6 KiB, 384 bytes under the
+// opt-in limit: Smem's static_assert above catches any growth).
 struct Tf32BwdVariant {
   bool kregs;
   int stages;
