@@ -547,11 +547,18 @@ TF32_CASES = [
     dict(name="t_big_d64", B=2, Tq=2048, Tk=2048, H=8, D=64),
     dict(name="t_big_d128_causal", B=1, Tq=4096, Tk=4096, H=8, D=128, causal=True),
     dict(name="t_big_d64_causal_odd", B=1, Tq=2047, Tk=3001, H=4, D=64, causal=True, offset=3001 - 2047),
+    # Index masks (the IDX kernels, session 36): windows, lengths (0 possible), [B, T] validity masks.
+    dict(name="t_window", B=2, Tq=300, Tk=300, H=2, D=128, wl=50, wr=10),
+    dict(name="t_lengths_d64", B=3, Tq=300, Tk=333, H=2, D=64, qlen=True, klen=True),
+    dict(name="t_valid_causal_gqa", B=2, Tq=257, Tk=390, H=4, Hkv=2, D=128, qvalid=True, kvalid=True, causal=True,
+         offset=390 - 257),
+    dict(name="t_kvalid_d64", B=2, Tq=200, Tk=517, H=2, D=64, kvalid=True),
+    dict(name="t_window_left_len_d64", B=2, Tq=400, Tk=450, H=2, D=64, wl=70, causal=True, klen=True),
+    dict(name="t_window_no_key", B=1, Tq=300, Tk=260, H=2, D=128, wl=0, wr=0, offset=-50),
 ]
 # Calls the TF32 kernel does not take (fwd_tf32_applies): sm80's TF32 kernel must run them (no launch of ours).
 TF32_FALLBACK_CASES = [
-    dict(name="tf_window", B=2, Tq=300, Tk=300, H=2, D=128, wl=50, wr=10),
-    dict(name="tf_lengths", B=3, Tq=300, Tk=333, H=2, D=64, qlen=True, klen=True),
+    dict(name="tf_dense_mask", B=2, Tq=300, Tk=300, H=2, D=128, mask=(1, 0)),
     dict(name="tf_d256", B=2, Tq=113, Tk=203, H=2, D=256),
     dict(name="tf_dv_ne_d", B=2, Tq=113, Tk=203, H=2, D=64, Dv=128),
     dict(name="tf_softcap", B=2, Tq=200, Tk=200, H=2, D=128, softcap=20.0),
@@ -559,7 +566,7 @@ TF32_FALLBACK_CASES = [
 # Small cases for compute-sanitizer (each runs every variant twice): ragged tiles at both head dims, causal with
 # a ragged key tile, rows that see no key, GQA, one query row, strided q/k/v.
 TF32_SANITIZE = ("t_odd_d128", "t_odd_d64", "t_edges_127_129_causal", "t_empty_rows_causal", "t_gqa4_d64",
-                 "t_tq1_forced", "t_strided_qkv")
+                 "t_tq1_forced", "t_strided_qkv", "t_valid_causal_gqa", "t_window_no_key")
 
 
 def tf32_launches(h):
@@ -775,6 +782,28 @@ def phase_tf32_bench(h, log):
               f"{f('torch_efficient_fwd_tflops'):<9} {f('torch_math_fwd_tflops'):<10} "
               f"{round(best / r['sm80_fwd_tflops'], 2)}"
               f"{'' if r['sm90_path_taken'] else '  (sm90 TF32 NOT taken)'}", file=log, flush=True)
+    # The index masks (the IDX kernels) at T = 4096, 16k tokens: the default variant against sm80's TF32 kernel.
+    print("\n  D    mask                                      sm90 ms  sm80 ms  sm80/sm90", file=log)
+    for D, H in ((128, 16), (64, 32)):
+        for label, extra in (("none", {}), ("[B, Tk] padding mask, all true", dict(kvalid_all=True)),
+                             ("[B, Tq] / [B, Tk] masks 80 % true, causal", dict(qvalid=True, kvalid=True, causal=True)),
+                             ("causal, window 512", dict(causal=True, wl=512))):
+            c = dict(B=4, Tq=4096, Tk=4096, H=H, D=D, tf32=True, **extra)
+            gen = torch.Generator(device=DEV)
+            gen.manual_seed(1)
+            t = inputs(c, torch.float32, gen)
+            run_fwd(h, c, t)
+            h.m.set_sm90_tf32(-1)
+            n0 = tf32_launches(h)
+            ms90 = tt.do_bench(lambda: h.fwd(c, t), warmup=25, rep=100, return_mode="median")
+            taken = tf32_launches(h) > n0
+            h.m.set_sm90_tf32(0)
+            ms80 = tt.do_bench(lambda: h.fwd(c, t), warmup=25, rep=100, return_mode="median")
+            h.m.set_sm90_tf32(-1)
+            rows.append(dict(D=D, mask=label, sm90_ms=ms90, sm80_ms=ms80, sm90_path_taken=taken))
+            print(f"  {D:<4} {label:<41} {ms90:7.3f}  {ms80:7.3f}  {ms80 / ms90:.2f}x"
+                  f"{'' if taken else '  (sm90 TF32 NOT taken)'}", file=log, flush=True)
+            del t
     return rows
 
 
@@ -1130,6 +1159,7 @@ def main():
     if args.phase.startswith("tf32"):
         # The TF32 forward's switch (read once, at its first use): on for this process, whatever the caller's.
         os.environ["TF_FLASHATTN_SM90_TF32"] = "1"
+        os.environ["TF_FLASHATTN_SM90_TF32_IDX"] = "1"  # the index-masked kernels (off by default until checked)
     h = Harness(args.lib)
     log = sys.stdout
     print(f"device: {torch.cuda.get_device_name()}  sm90: {h.m.sm90_info()}", file=log, flush=True)

@@ -12,8 +12,10 @@
 // tf32sanitize).
 //
 // Scope (fwd_tf32_applies): float32 q / k / v / o, D == Dv in {64, 128}, GQA (H % Hkv == 0), the
-// softmax scale, causal (any causal_offset) or no mask; no window, lengths, validity masks, dense mask,
-// bias, soft-cap or dropout (those calls keep sm80's TF32 kernel). Strides multiples of 4 elements
+// softmax scale, causal (any causal_offset) or no mask, and (the IDX kernels, session 36, NOT YET RUN on a GPU,
+// so off unless TF_FLASHATTN_SM90_TF32_IDX=1) windows, lengths and [B, Tq] / [B, Tk] validity masks; no dense mask, bias, soft-cap or dropout (those
+// calls keep sm80's TF32 kernel). The plain kernels' PTX is unchanged by IDX (compared up to labels). Strides
+// multiples of 4 elements
 // (16 bytes, what TMA needs), 16-byte aligned bases. Tq, Tk arbitrary; rows that see no key give O = 0
 // and lse = -inf, as sm80/flash_fwd_tile.cuh.
 //
@@ -277,8 +279,10 @@ __device__ __forceinline__ void wgmma_tf32_pv(float (&o)[D / 2], const uint32_t 
 // float32 and lse [B, H, Tq] from p. Grid (ceil(Tq / kBr), H, B), longest causal rows first.
 // V: the variant (kTf32Sched). Variant 3 (kS.prepass): tm_k maps the workspace's Kr, tm_v its VT
 // (rank 4: key position, d, head, batch; box {32, D, 1, 1}: tf32_prepass_maps); see "Variant 3" in the
-// header.
-template <int D, int V>
+// header. IDX: the index masks (window, lengths, [B, Tq] / [B, Tk] validity masks; fwd_tf32_applies), each row's
+// visible keys [kb, ke) and the key tile's validity bits applied in tiles not tile_in_range; else (causal or no
+// mask) the CTA-uniform key_end rule below.
+template <int D, int V, bool IDX = false>
 __global__ void __launch_bounds__(kThreads, 1)
     flash_fwd_sm90_tf32_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                                const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ FlashFwdParams p) {
@@ -394,6 +398,19 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
   for (int h2 = 0; h2 < 2; ++h2) ke[h2] = static_cast<int>(p.mask.key_end(row[h2], sh.Tk));  // <= Tk
   const int ke_cta = static_cast<int>(p.mask.key_end(m0, sh.Tk));
+  // IDX: row_info's rule per row, [key_begin(i), key_end(i, klim)), empty for a row past the query length or
+  // off in the [B, Tq] mask (it then gives O = 0, lse = -inf as one that sees no key).
+  int64_t ikb[2] = {0, 0}, ike[2] = {0, 0};
+  if constexpr (IDX) {
+#pragma unroll
+    for (int h2 = 0; h2 < 2; ++h2) {
+      const int64_t i = row[h2];
+      if (i < keys.qlim && (!p.mask.q_valid || p.mask.q_valid[static_cast<int64_t>(b) * Tq + i])) {
+        ikb[h2] = p.mask.key_begin(i);
+        ike[h2] = p.mask.key_end(i, keys.klim);
+      }
+    }
+  }
 
   float o[D / 2];
 #pragma unroll
@@ -460,7 +477,30 @@ __global__ void __launch_bounds__(kThreads, 1)
     // not see whole).
 #pragma unroll
     for (int i = 0; i < kBc / 2; ++i) sacc[i] *= scale_log2;
-    if (j0 + kBc > ke_cta) {
+    if constexpr (IDX) {
+      if (!tile_in_range(p.mask, m0, kBr, j0, kBc, keys.qlim, keys.klim)) {  // CTA-uniform
+        // The tile's key validity, bit x of kv[w] = key j0 + 32 w + x inside the key length and the [B, Tk]
+        // mask (lane x loads one key of each word).
+        uint32_t kv[kBc / 32];
+#pragma unroll
+        for (int w = 0; w < kBc / 32; ++w) {
+          const int64_t j = static_cast<int64_t>(j0) + 32 * w + lane;
+          kv[w] = p.mask.k_valid ? __ballot_sync(0xffffffffu, j < keys.klim && p.mask.k_valid[b * sh.Tk + j]) : ~0u;
+        }
+        int lo[2], hi[2];  // the rows' [kb, ke) relative to j0, clipped to [0, kBc]
+#pragma unroll
+        for (int h2 = 0; h2 < 2; ++h2) {
+          const int64_t a = ikb[h2] - j0, z = ike[h2] - j0;
+          lo[h2] = static_cast<int>(a < 0 ? 0 : (a > kBc ? kBc : a));
+          hi[h2] = static_cast<int>(z < 0 ? 0 : (z > kBc ? kBc : z));
+        }
+#pragma unroll
+        for (int i = 0; i < kBc / 2; ++i) {
+          const int col = 8 * (i / 4) + 2 * t + (i & 1), h2 = (i / 2) & 1;  // sacc[i]: row h2, key j0 + col
+          if (col < lo[h2] || col >= hi[h2] || !((kv[i / 16] >> (col & 31)) & 1u)) sacc[i] = -INFINITY;
+        }
+      }
+    } else if (j0 + kBc > ke_cta) {
       const int lim[2] = {ke[0] - j0 - 2 * t, ke[1] - j0 - 2 * t};
 #pragma unroll
       for (int i = 0; i < kBc / 2; ++i)
@@ -626,12 +666,12 @@ std::atomic<int> g_tf32_last_variant{-1};
 
 // The main kernel's launch (its shared-memory attribute set by the caller) on tensor maps tq, tk and tv (V^T in
 // variant 3), and the launch counters.
-template <int D, int V>
+template <int D, int V, bool IDX>
 cudaError_t launch_tf32_main(const FlashFwdParams& p, cudaStream_t stream, const CUtensorMap& tq, const CUtensorMap& tk,
                              const CUtensorMap& tv) {
   const AttnShape& s = p.shape;
   const dim3 grid(static_cast<unsigned>((s.Tq + kBr - 1) / kBr), static_cast<unsigned>(s.H), static_cast<unsigned>(s.B));
-  flash_fwd_sm90_tf32_kernel<D, V><<<grid, kThreads, Tf32Smem<D>::kAlloc, stream>>>(tq, tk, tv, p);
+  flash_fwd_sm90_tf32_kernel<D, V, IDX><<<grid, kThreads, Tf32Smem<D>::kAlloc, stream>>>(tq, tk, tv, p);
   const cudaError_t err = cudaGetLastError();
   if (err == cudaSuccess) {
     g_tf32_launches.fetch_add(1, std::memory_order_relaxed);
@@ -640,7 +680,7 @@ cudaError_t launch_tf32_main(const FlashFwdParams& p, cudaStream_t stream, const
   return err;
 }
 
-template <int D, int V>
+template <int D, int V, bool IDX>
 cudaError_t launch_tf32(const FlashFwdParams& p, cudaStream_t stream) {
   const AttnShape& s = p.shape;
   CUtensorMap tq, tk, tv;
@@ -648,16 +688,16 @@ cudaError_t launch_tf32(const FlashFwdParams& p, cudaStream_t stream) {
       !tma_map_rows_f32(&tk, p.k, s.B, s.Tk, s.Hkv, D, s.k_stride, kBc) ||
       !tma_map_rows_f32(&tv, p.v, s.B, s.Tk, s.Hkv, D, s.v_stride, kBc))
     return cudaErrorNotSupported;  // the dispatch falls back to sm80's TF32 kernel
-  const cudaError_t err = set_dynamic_smem(flash_fwd_sm90_tf32_kernel<D, V>, Tf32Smem<D>::kAlloc);
+  const cudaError_t err = set_dynamic_smem(flash_fwd_sm90_tf32_kernel<D, V, IDX>, Tf32Smem<D>::kAlloc);
   if (err != cudaSuccess) return err;
-  return launch_tf32_main<D, V>(p, stream, tq, tk, tv);
+  return launch_tf32_main<D, V, IDX>(p, stream, tq, tk, tv);
 }
 
 // Variant 3: the pre-pass into p.workspace (at least tf32_prepass_layout(s).bytes,
 // 256-byte aligned: flash_fwd_workspace_bytes), then the main kernel with tm_k / tm_v on the
 // workspace's Kr / VT. Every tensor map and the shared-memory attribute first, so that
 // cudaErrorNotSupported (sm80's fallback) leaves no work queued.
-template <int D>
+template <int D, bool IDX>
 cudaError_t launch_tf32_prepass(const FlashFwdParams& p, cudaStream_t stream) {
   constexpr int V = kTf32PrepassVariant;
   const AttnShape& s = p.shape;
@@ -667,25 +707,26 @@ cudaError_t launch_tf32_prepass(const FlashFwdParams& p, cudaStream_t stream) {
   CUtensorMap tq, tk, tvt;
   if (!tma_map_rows_f32(&tq, p.q, s.B, s.Tq, s.H, D, s.q_stride, kBr) || !tf32_prepass_maps(s, p.workspace, &tk, &tvt))
     return cudaErrorNotSupported;
-  cudaError_t err = set_dynamic_smem(flash_fwd_sm90_tf32_kernel<D, V>, Tf32Smem<D>::kAlloc);
+  cudaError_t err = set_dynamic_smem(flash_fwd_sm90_tf32_kernel<D, V, IDX>, Tf32Smem<D>::kAlloc);
   if (err != cudaSuccess) return err;
   const dim3 pgrid(static_cast<unsigned>(w.tk_pad / kBc), static_cast<unsigned>(s.Hkv), static_cast<unsigned>(s.B));
   tf32_prepass_kernel<D><<<pgrid, kPrepassThreads, 0, stream>>>(p, kr, vt, w.tk_pad);
   err = cudaGetLastError();
   if (err != cudaSuccess) return err;
-  return launch_tf32_main<D, V>(p, stream, tq, tk, tvt);
+  return launch_tf32_main<D, V, IDX>(p, stream, tq, tk, tvt);
 }
 
-template <int D>
+template <int D, bool IDX>
 cudaError_t launch_tf32_variant(const FlashFwdParams& p, cudaStream_t stream, int v) {
   static_assert(kTf32Variants == 4, "one case per variant");
   switch (v) {
-    case 1: return launch_tf32<D, 1>(p, stream);
-    case 2: return launch_tf32<D, 2>(p, stream);
-    case 3: return launch_tf32_prepass<D>(p, stream);
-    default: return launch_tf32<D, 0>(p, stream);
+    case 1: return launch_tf32<D, 1, IDX>(p, stream);
+    case 2: return launch_tf32<D, 2, IDX>(p, stream);
+    case 3: return launch_tf32_prepass<D, IDX>(p, stream);
+    default: return launch_tf32<D, 0, IDX>(p, stream);
   }
 }
+
 
 }  // namespace
 
@@ -746,6 +787,20 @@ bool set_tf32_variant(int v) {
 int last_tf32_variant() { return g_tf32_last_variant.load(std::memory_order_relaxed); }
 
 namespace {
+// The index-masked kernels (IDX) for windows, lengths and [B, T] validity masks; causal alone keeps the plain ones.
+bool has_index_masks(const MaskParams& m) {
+  return m.window_left >= 0 || m.window_right >= 0 || m.q_lengths || m.k_lengths || m.q_valid || m.k_valid;
+}
+// The IDX kernels have NOT RUN on a GPU yet: off unless TF_FLASHATTN_SM90_TF32_IDX=1 (read once; sm90_check.py
+// sets it for its own checks), so that index-masked float32 forwards keep sm80's TF32 kernel until checked.
+bool tf32_idx_enabled() {
+  static const bool on = [] {
+    const char* v = getenv("TF_FLASHATTN_SM90_TF32_IDX");
+    return v && v[0] == '1' && v[1] == '\0';
+  }();
+  return on;
+}
+
 // fwd_tf32_applies without the pointers' alignment and the device: what the workspace size may depend on
 // (flash_fwd_workspace_bytes: shape, dtype and the params' fields; XLA asks at compile time).
 bool fwd_tf32_params_apply(const FlashFwdParams& p) {
@@ -754,10 +809,9 @@ bool fwd_tf32_params_apply(const FlashFwdParams& p) {
   if (s.D != s.Dv || (s.D != 64 && s.D != 128)) return false;
   if (s.Tk <= 0 || s.Tq <= 0 || s.Tq > (1ll << 31) - kBr || s.Tk > (1ll << 31) - kBc) return false;
   if (s.H > 65535 || s.B > 65535 || s.Hkv <= 0 || s.H % s.Hkv != 0) return false;
-  // Causal (any offset) or no mask; nothing else in this version.
-  const MaskParams& m = p.mask;
-  if (m.window_left >= 0 || m.window_right >= 0 || m.q_lengths || m.k_lengths || m.q_valid || m.k_valid || m.mask)
-    return false;
+  // Causal (any offset), windows, lengths, [B, T] validity masks (the IDX kernels, when tf32_idx_enabled); no
+  // dense mask.
+  if (p.mask.mask || (has_index_masks(p.mask) && !tf32_idx_enabled())) return false;
   if (p.score.bias || p.score.softcap != 0.f || p.dropout.rate > 0.f) return false;
   // TMA: 16-byte aligned bases and byte strides (element strides multiples of 4); o's float2 stores too.
   for (int i = 0; i < 3; ++i) {
@@ -787,7 +841,9 @@ cudaError_t fwd_tf32(const FlashFwdParams& p, cudaStream_t stream) {
   const int d = static_cast<int>(p.shape.D);
   int v = tf32_variant_for(p.shape);
   if (v == kTf32PrepassVariant && p.workspace == nullptr) v = kTf32DefaultVariant;
-  return d == 128 ? launch_tf32_variant<128>(p, stream, v) : launch_tf32_variant<64>(p, stream, v);
+  if (has_index_masks(p.mask))
+    return d == 128 ? launch_tf32_variant<128, true>(p, stream, v) : launch_tf32_variant<64, true>(p, stream, v);
+  return d == 128 ? launch_tf32_variant<128, false>(p, stream, v) : launch_tf32_variant<64, false>(p, stream, v);
 }
 
 // ---- Self-test of the building blocks (0-7 checked on the H200, 2026-12-01) --------------------------
