@@ -158,3 +158,17 @@ def test_results_folders_are_all_cited():
     results = os.path.join(ROOT, "benchmarks", "results")
     for name in sorted(os.listdir(results)):
         assert f"results/{name}" in text, name
+
+
+def test_readme_names_every_switch_the_kernels_read():
+    """Every TF_FLASHATTN_* environment switch named in the C++ sources is documented in the README."""
+    names = set()
+    for dirpath, _, files in os.walk(os.path.join(ROOT, "cc")):
+        for f in files:
+            with open(os.path.join(dirpath, f)) as fh:
+                names |= set(re.findall(r'"(TF_FLASHATTN_[A-Z0-9_]+)"', fh.read()))
+    with open(os.path.join(ROOT, "README.md")) as fh:
+        readme = fh.read()
+    assert len(names) >= 20, names  # the sources' switches were found
+    missing = sorted(n for n in names if not re.search(r"\b%s\b" % n, readme))
+    assert not missing, f"switches read by the kernels but not in README.md: {missing}"
