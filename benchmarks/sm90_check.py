@@ -89,7 +89,7 @@ others' answers):
             ceil(Tq / 128) H / Hkv >= 8, else 1), bit for bit equal to 0, asking variant 3's workspace
             exactly when it runs 3. TF32_VARIANTS=0 (a comma list) runs only those variants before the
             default (0 must be among them for the default's bitwise check).
-            TF32_FALLBACK_CASES (window, lengths, D = 256, Dv != D, soft-cap) must not launch it and stay
+            TF32_FALLBACK_CASES (dense mask, D = 256, Dv != D, soft-cap) must not launch it and stay
             right (sm80's TF32 kernel).
   tf32bench TFLOP/s at D = 128 (H = 16) and 64 (H = 32), T in {1024, 4096, 16384}, B*T = 16384, causal and
             not: ours sm90 TF32 (each variant; variant 3's time includes its pre-pass), ours sm80 TF32

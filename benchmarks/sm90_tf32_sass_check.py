@@ -113,10 +113,10 @@ def parser_selftest():
 def check(obj, verbose=True):
     results = {}
     for name, ins in functions(obj):
-        m = re.search(r"flash_fwd_sm90_tf32_kernelILi(\d+)ELi(\d+)E", name)
+        m = re.search(r"flash_fwd_sm90_tf32_kernelILi(\d+)ELi(\d+)E(?:Lb([01])E)?", name)
         if not m:
             continue
-        D, V = int(m.group(1)), int(m.group(2))
+        D, V, idx = int(m.group(1)), int(m.group(2)), m.group(3) == "1"  # IDX: the index-masked kernels (Lb1E)
         # The S chain: from an HGMMA with a register A that does not accumulate (RZ, !UPT) to its gsb0.
         chain, regs = [], set()
         for k, (addr, text) in enumerate(ins):
@@ -135,9 +135,9 @@ def check(obj, verbose=True):
                     j += 1
                 break
         if not chain:
-            results[(D, V)] = None  # S by SS (Q in shared memory): nothing to check
+            results[(D, V, idx)] = None  # S by SS (Q in shared memory): nothing to check
             if verbose:
-                print(f"D={D} V={V}: S = Q K^T by SS (no register Q): not applicable")
+                print(f"D={D} V={V}{' IDX' if idx else ''}: S = Q K^T by SS (no register Q): not applicable")
             continue
         # The loop around the chain: a backward branch whose target is at or before the chain's start.
         loops = []
@@ -150,8 +150,8 @@ def check(obj, verbose=True):
                     if target <= chain[0] and addr >= chain[-1]:
                         loops.append((target, addr))
         if not loops:
-            print(f"D={D} V={V}: S chain at {chain[0]:#x} in no loop (one key tile per CTA?): cannot check")
-            results[(D, V)] = False
+            print(f"D={D} V={V}{' IDX' if idx else ''}: S chain at {chain[0]:#x} in no loop (one key tile per CTA?): cannot check")
+            results[(D, V, idx)] = False
             continue
         lo, hi = min(loops, key=lambda x: x[1] - x[0])  # the innermost
         clob = []
@@ -162,9 +162,9 @@ def check(obj, verbose=True):
                 if w:
                     clob.append((addr, text, sorted(w)))
         ok = not clob
-        results[(D, V)] = ok
+        results[(D, V, idx)] = ok
         if verbose:
-            print(f"D={D} V={V}: S chain {len(chain)} HGMMA, Q's A registers R{min(regs)}..R{max(regs)} "
+            print(f"D={D} V={V}{' IDX' if idx else ''}: S chain {len(chain)} HGMMA, Q's A registers R{min(regs)}..R{max(regs)} "
                   f"({len(regs)}), loop {lo:#x}..{hi:#x}: "
                   + ("no write to them in the loop: OK" if ok else f"{len(clob)} writes to them in the loop: CLOBBERED"))
             for addr, text, w in clob[:4]:

@@ -199,8 +199,8 @@ constexpr int kFwdSelftests = 6;
 // tf32_enabled() is false with TF_FLASHATTN_SM90_TF32=0 (read once; exactly "0"), else true, unless
 // set_tf32_enabled(0 / 1) overrides it (-1: back to the environment); the dispatch also needs
 // enabled() (TF_FLASHATTN_SM90 not 0). fwd_tf32_applies: compute capability 9.0, float32 with
-// allow_tf32, D == Dv in {64, 128}, GQA, no mask or index masks (causal with any offset, windows, lengths,
-// [B, T] validity); no dense mask, bias, soft-cap or dropout; 16-byte aligned tensors, strides multiples of 4.
+// allow_tf32, D == Dv in {64, 128}, GQA, no mask or causal (any offset), or with TF_FLASHATTN_SM90_TF32_IDX=1
+// (its index-masked kernels, not yet run on a GPU) windows, lengths, [B, T] validity; no dense mask, bias, soft-cap or dropout; 16-byte aligned tensors, strides multiples of 4.
 // fwd_tf32: its launcher (cudaErrorNotSupported when the tensor maps cannot be made: the caller
 // falls back to sm80's fwd_tf32). fwd_tf32_launches(): its launches so far in this process.
 // tf32_selftest(which, ...): its building blocks one at a time (0 TMA of a float32 tile, 1 the V

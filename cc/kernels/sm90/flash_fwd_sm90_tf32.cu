@@ -297,8 +297,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int m_block = gridDim.x - 1 - blockIdx.x;  // longest causal rows first
   const int h = blockIdx.y, b = blockIdx.z;
   const int64_t m0 = static_cast<int64_t>(m_block) * kBr;
-  // The key tiles this query tile visits (sm80's rule: the union of its rows' causal ranges, in kBc-key
-  // tiles from j_first); producer, transposers and consumers loop over the same ones.
+  // The key tiles this query tile visits (sm80's rule: the union of its rows' key ranges (causal, window,
+  // lengths), in kBc-key tiles from j_first); producer, transposers and consumers loop over the same ones.
+  // (IDX: extra tiles a row does not see are masked whole.)
   const QueryTileKeys<kBr, kBc> keys(p.mask, sh, b, m0);
   const int n_tiles = keys.ntiles;
   const int j_first = static_cast<int>(keys.jstart);
@@ -400,14 +401,16 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int ke_cta = static_cast<int>(p.mask.key_end(m0, sh.Tk));
   // IDX: row_info's rule per row, [key_begin(i), key_end(i, klim)), empty for a row past the query length or
   // off in the [B, Tq] mask (it then gives O = 0, lse = -inf as one that sees no key).
-  int64_t ikb[2] = {0, 0}, ike[2] = {0, 0};
+  // Kept as int, clipped to [0, klim] (klim <= Tk < 2^31: fwd_tf32_params_apply), to spare registers.
+  int ikb[2] = {0, 0}, ike[2] = {0, 0};
   if constexpr (IDX) {
 #pragma unroll
     for (int h2 = 0; h2 < 2; ++h2) {
       const int64_t i = row[h2];
       if (i < keys.qlim && (!p.mask.q_valid || p.mask.q_valid[static_cast<int64_t>(b) * Tq + i])) {
-        ikb[h2] = p.mask.key_begin(i);
-        ike[h2] = p.mask.key_end(i, keys.klim);
+        const int64_t kb = p.mask.key_begin(i), ke_i = p.mask.key_end(i, keys.klim);  // ke_i in [0, klim]
+        ikb[h2] = static_cast<int>(kb < keys.klim ? kb : keys.klim);
+        ike[h2] = static_cast<int>(ke_i);
       }
     }
   }
@@ -473,8 +476,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     wgmma_wait<0>();
     fence_regs(sacc);
     mbar_arrive(k_empty0 + 8 * s);  // this thread is done with K[s]
-    // x = S * scale * log2e, -inf where key j0 + jl >= ke(row) (only in tiles the first row does
-    // not see whole).
+    // x = S * scale * log2e, -inf where masked. IDX: outside the row's [kb, ke) or the tile's key-validity bits,
+    // in tiles not tile_in_range. Else: where key j0 + jl >= ke(row) (only in tiles the first row does not see
+    // whole).
 #pragma unroll
     for (int i = 0; i < kBc / 2; ++i) sacc[i] *= scale_log2;
     if constexpr (IDX) {
@@ -490,7 +494,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         int lo[2], hi[2];  // the rows' [kb, ke) relative to j0, clipped to [0, kBc]
 #pragma unroll
         for (int h2 = 0; h2 < 2; ++h2) {
-          const int64_t a = ikb[h2] - j0, z = ike[h2] - j0;
+          const int a = ikb[h2] - j0, z = ike[h2] - j0;
           lo[h2] = static_cast<int>(a < 0 ? 0 : (a > kBc ? kBc : a));
           hi[h2] = static_cast<int>(z < 0 ? 0 : (z > kBc ? kBc : z));
         }
@@ -726,7 +730,6 @@ cudaError_t launch_tf32_variant(const FlashFwdParams& p, cudaStream_t stream, in
     default: return launch_tf32<D, 0, IDX>(p, stream);
   }
 }
-
 
 }  // namespace
 
