@@ -32,7 +32,8 @@ CUDA_KERNEL_SOURCES = ["cc/kernels/flash_cuda_dispatch.cu", "cc/kernels/sm80/fla
 # "90" is among CUDA_ARCHS; the other sources then see FA_HAS_SM90=1 (the dispatch in
 # cc/kernels/flash_cuda_dispatch.cu takes them on compute capability 9.0).
 SM90_KERNEL_SOURCES = ["cc/kernels/sm90/flash_fwd_sm90.cu", "cc/kernels/sm90/flash_fwd_sm90_tf32.cu",
-                       "cc/kernels/sm90/flash_bwd_sm90.cu", "cc/kernels/sm90/flash_bwd_sm90_tf32.cu"]
+                       "cc/kernels/sm90/flash_bwd_sm90.cu", "cc/kernels/sm90/flash_bwd_sm90_tf32.cu",
+                       "cc/kernels/sm90/flash_bwd_sm90_tf32_d128.cu"]
 # TensorFlow op definitions, kernel glue and the XLA lowering (custom calls through the XLA FFI).
 OP_SOURCES = ["cc/ops/flash_attention_ops.cc", "cc/ops/flash_attention_kernels.cc",
               "cc/ops/flash_attention_xla.cc"]

@@ -18,7 +18,9 @@ products written plainly:
 Mutants (the other register order, unpermuted Q^T / dO^T, dS stored transposed) must fail. Then the index masks
 (check_masks): on 300 random configurations (causal, offset, windows, lengths, [B, T] masks), the elements
 given P != 0 (the units each key tile visits, the rows warp's [kb, ke), key_ok, need_mask) are exactly the
-visible ones; four mutants must fail. The constants and formulas mirror the kernel's; change them together.
+visible ones; four mutants must fail. And flash_bwd_sm90_tf32_d128.cu's layouts (check_d128: S^T over the K tile's
+4 panels, dV with N = 128, dQ^T from K^T fragments read out of the K tile; one mutant). The constants and formulas
+mirror the kernels'; change them together.
 """
 import sys
 
@@ -127,6 +129,60 @@ def check(seed, order=(0, 2, 1, 3), perm_qt=True, ds_rows_q=True):
         v = stage[4 * f:4 * f + 4]
         tile[q0, d0], tile[q0 + 1, d0], tile[q0, d0 + 8], tile[q0 + 1, d0 + 8] = v
     ok["dQ frag order"] = (tile == dQT.T).all()
+    return ok
+
+
+# ---- flash_bwd_sm90_tf32_d128.cu (head dim 128, 64 keys per CTA, K^T fragments loaded from the K tile) ----
+def check_d128(seed, kt_swap=False):
+    """One consumer's unit at head dim 128: S^T SS (A = the K tile's 4 panels of 64 rows, B = Qr's 4 panels of 32
+    rows), dV RS with N = 128 (B = dOT, one panel of 128 rows), dQ^T in two M = 64 halves of d by RS with A = K^T's
+    fragments read from the K tile (kt_swap: row and column of the fragment read swapped, a mutant)."""
+    D, BK, BQ = 128, 64, 32
+    rng = np.random.default_rng(seed)
+    K = rng.integers(-8, 8, size=(BK, D))
+    Q = rng.integers(-8, 8, size=(BQ, D))
+    dO = rng.integers(-8, 8, size=(BQ, D))
+    P = rng.integers(-8, 8, size=(BK, BQ))
+    dS = rng.integers(-8, 8, size=(BK, BQ))
+    base = 1 << 20
+    kK, kSt = 0, 2 * BK * D * 4
+    kQr, kDOT = 0, 2 * BQ * D * 4 + BQ * D * 4
+    kDs = kSt + 2 * 4 * BQ * D * 4
+    mem = {}
+    tma_rows(mem, base + kK, BK, D, lambda row, col: int(K[row, col]))
+    tma_rows(mem, base + kSt + kQr, BQ, D, lambda row, col: int(Q[row, col]))
+    tma_box(mem, base + kSt + kDOT, D, lambda d, u: int(dO[tf32_kperm_inv(u), d]))
+    ok = {}
+    S = sum(kmajor_a(mem, base + kK + (k // 4) * BK * 128 + (k % 4) * 32) @
+            kmajor_b(mem, base + kSt + kQr + (k // 4) * BQ * 128 + (k % 4) * 32, BQ) for k in range(D // 8))
+    ok["d128 S^T SS"] = (S == K @ Q.T).all()
+    pacc = acc_of(P)
+    dV = sum(a_from_regs(lambda w, lane, kk=kk: [pacc[(w, lane)][4 * kk + (0, 2, 1, 3)[x]] for x in range(4)], 8) @
+             kmajor_b(mem, base + kSt + kDOT + kk * 32, D) for kk in range(BQ // 8))
+    ok["d128 dV (N = 128)"] = (dV == P @ dO).all()
+    dsacc = acc_of(dS)
+    for (w, lane), regs in dsacc.items():
+        g, t = lane // 4, lane % 4
+        key_l = (16 * w + g, 16 * w + g + 8)
+        for kk in range(BQ // 8):
+            for x in range(4):
+                q, key = 8 * kk + 2 * t + (x >> 1), key_l[x & 1]
+                mem[base + kDs + swz128_offset_f32(BQ, q, key)] = regs[4 * kk + (0, 2, 1, 3)[x]]
+    halves = []
+    for m in range(2):
+        def af(w, lane, k, m=m):
+            g, t = lane % 32 // 4, lane % 4
+            key_l = (16 * w + g, 16 * w + g + 8)
+            out = []
+            for x in range(4):
+                key, d = 8 * k + t + 4 * (x >> 1), 64 * m + key_l[x & 1]
+                if kt_swap:
+                    key, d = key_l[x & 1], 64 * m + 8 * k + t + 4 * (x >> 1)
+                out.append(mem[base + kK + swz128_offset_f32(BK, key, d)])
+            return out
+        halves.append(sum(a_from_regs(lambda w, lane, k=k: af(w, lane, k), 8) @
+                          kmajor_b(mem, base + kDs + (k // 4) * BQ * 128 + (k % 4) * 32, BQ) for k in range(BK // 8)))
+    ok["d128 dQ^T (K^T fragments)"] = (np.vstack(halves) == K.T @ dS).all()
     return ok
 
 
@@ -242,6 +298,13 @@ def main():
         caught = not all(res.values())
         fails += not caught
         print(f"mutant {name}: {'caught' if caught else 'NOT CAUGHT (model too weak)'}")
+    for seed in range(2):
+        res = check_d128(seed)
+        fails += sum(not v for v in res.values())
+        print(f"d128 seed {seed}: " + ", ".join(f"{k} {'OK' if v else 'WRONG'}" for k, v in res.items()))
+    caught = not all(check_d128(0, kt_swap=True).values())
+    fails += not caught
+    print(f"d128 mutant K^T fragments transposed: {'caught' if caught else 'NOT CAUGHT (model too weak)'}")
     nmask = 300
     bad = [sd for sd in range(nmask) if not check_masks(sd)]
     fails += len(bad)

@@ -1,7 +1,7 @@
 """The float32 backward on TF32 tensor cores (cc/kernels/sm80/flash_bwd_tf32.cu) in other tile
 configurations, on an sm_90 GPU: numerics of each against float64, dK / dV against the default
 configuration's bits where both sum the same query tiles in the same order, and backward TFLOP/s.
-  python3 benchmarks/tune_tf32_bwd.py [--quick] [--fwd | --sm90]
+  python3 benchmarks/tune_tf32_bwd.py [--quick] [--fwd | --sm90 | --sm90-d128]
 --quick times T = 4096 only; --fwd checks and times the head-dim-256 forward's tiles instead
 (FA_TF32_FWD_CFG in flash_fwd_tf32.cu: numerics, O / lse bits, forward TFLOP/s); --sm90 the Hopper TF32
 backward (cc/kernels/sm90/flash_bwd_sm90_tf32.cu, head dim 64; set_sm90_tf32_bwd picks it off / each variant)
@@ -230,10 +230,50 @@ def masked_timings(h, modes):
             print(f"| {D} | {T} | {label} | {v} | {ms:.3f} | {base / ms:.3f}x |", flush=True)
 
 
+# --sm90-d128: the head-dim-128 Hopper TF32 backward (flash_bwd_sm90_tf32_d128.cu, set_sm90_tf32_bwd128): the
+# harness's head-dim-128 cases it takes and these, then TFLOP/s against sm80's (mode 0 off, 1 on).
+SM90_D128_CASES = [
+    dict(name="t128_ragged_gqa", B=2, Tq=300, Tk=517, H=4, Hkv=2, D=128),
+    dict(name="t128_causal_gqa", B=2, Tq=300, Tk=517, H=4, Hkv=2, D=128, causal=True),
+    dict(name="t128_causal_rev", B=1, Tq=517, Tk=300, H=2, D=128, causal=True),
+    dict(name="t128_causal_br", B=1, Tq=517, Tk=300, H=2, D=128, causal=True, offset=300 - 517),
+    dict(name="t128_kvcache", B=2, Tq=40, Tk=1000, H=4, Hkv=1, D=128, causal=True, offset=1000 - 40),
+    dict(name="t128_tiny", B=3, Tq=1, Tk=17, H=2, D=128),
+    dict(name="t128_one_unit", B=1, Tq=20, Tk=100, H=1, D=128),
+    dict(name="t128_dlse", B=2, Tq=129, Tk=257, H=2, D=128, dlse=True),
+    dict(name="t128_long", B=1, Tq=1024, Tk=1024, H=2, D=128, causal=True),
+    dict(name="t128_lengths_gqa", B=3, Tq=300, Tk=517, H=4, Hkv=2, D=128, qlen=True, klen=True),
+    dict(name="t128_valid_causal", B=2, Tq=200, Tk=330, H=2, D=128, qvalid=True, kvalid=True, causal=True),
+    dict(name="t128_window", B=2, Tq=700, Tk=700, H=4, Hkv=2, D=128, wl=100, wr=20),
+    dict(name="t128_window_no_key", B=1, Tq=300, Tk=260, H=2, D=128, wl=0, wr=0, offset=-50),
+]
+
+
+def sm90_d128_main(h, Ts):
+    m = h.m
+    plain = [c for c in CASES if c["D"] == 128 and c.get("Dv", 128) == 128 and
+             not any(c.get(k) for k in ("mask", "bias", "softcap", "dropout"))]
+    cases = plain + SM90_D128_CASES
+    n0 = m.sm90_info()["tf32_bwd128_launches"]
+    rows = with_cfg(m.set_sm90_tf32_bwd128, 1, lambda: check_numerics(h, ("tf32",), cases, open(os.devnull, "w")))
+    launched = m.sm90_info()["tf32_bwd128_launches"] - n0
+    bad = [r["case"] for r in rows if not r["ok"]]
+    for r in rows:
+        if not r["ok"]:
+            print(r, flush=True)
+    want = sum(not r["det"] for r in rows)
+    print(f"sm90 tf32 bwd d128: numerics {len(rows) - len(bad)} / {len(rows)}, launches {launched} (expected {want})"
+          + (f" FAIL {bad}" if bad else ""), flush=True)
+    timings(h, m.set_sm90_tf32_bwd128, True, Ts, {128: (0, 1)}, {}, name="sm90 TF32 bwd d128 (0 off, 1 on)")
+    return not bad and launched == want
+
+
 def main():
     h = Harness(os.environ.get("HARNESS_DIR", ".harness_build"))
     Ts = (4096,) if "--quick" in sys.argv else (1024, 4096, 16384)
-    if "--sm90" in sys.argv:
+    if "--sm90-d128" in sys.argv:
+        ok = sm90_d128_main(h, Ts)
+    elif "--sm90" in sys.argv:
         ok = sm90_main(h, Ts)
     elif "--fwd" in sys.argv:
         var = "FA_TF32_FWD_CFG"

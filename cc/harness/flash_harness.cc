@@ -840,6 +840,7 @@ py::dict sm90_info() {
   d["last_tf32_variant"] = flashattn::cuda::sm90::last_tf32_variant();
   d["tf32_bwd_enabled"] = flashattn::cuda::sm90::bwd_tf32_enabled();
   d["tf32_bwd_launches"] = flashattn::cuda::sm90::bwd_tf32_launches();
+  d["tf32_bwd128_launches"] = flashattn::cuda::sm90::bwd_tf32_d128_launches();
 #else
   d["tf32_bwd_enabled"] = false;
   d["tf32_bwd_launches"] = 0;
@@ -927,6 +928,16 @@ void set_sm90_tf32_bwd(int mode) {
   flashattn::cuda::sm90::set_bwd_tf32_enabled(mode);
 #else
   if (mode > 0) throw py::value_error("set_sm90_tf32_bwd: this harness was built without the sm90 kernels");
+#endif
+}
+
+// The float32 TF32 backward at head dim 128 on Hopper (flash_bwd_sm90_tf32_d128.cu; off unless
+// TF_FLASHATTN_SM90_TF32_BWD128=1): 0 off, 1 on, -1 back to the environment.
+void set_sm90_tf32_bwd128(int mode) {
+#if FA_HAS_SM90
+  flashattn::cuda::sm90::set_bwd_tf32_d128_enabled(mode);
+#else
+  if (mode > 0) throw py::value_error("set_sm90_tf32_bwd128: this harness was built without the sm90 kernels");
 #endif
 }
 
@@ -1041,7 +1052,10 @@ PYBIND11_MODULE(flash_harness, m) {
         "(name, result pass / FAIL / not run, max_err, detail); empty without the sm90 kernels.");
   m.def("set_sm90_tf32_bwd", &set_sm90_tf32_bwd, "Hopper float32 TF32 backward switch (flash_bwd_sm90_tf32.cu, "
         "head dim 64): 0 off (sm80's TF32 backward), 1 .. 7 on with variant 0 .. 6, -1 back to the environment "
-        "(on with variant 1 unless TF_FLASHATTN_SM90_TF32_BWD=0).", py::arg("mode"));
+        "(on with variant 3 unless TF_FLASHATTN_SM90_TF32_BWD=0).", py::arg("mode"));
+  m.def("set_sm90_tf32_bwd128", &set_sm90_tf32_bwd128, "Hopper float32 TF32 backward at head dim 128 "
+        "(flash_bwd_sm90_tf32_d128.cu, not yet run on a GPU): 0 off, 1 on, -1 back to the environment (off unless "
+        "TF_FLASHATTN_SM90_TF32_BWD128=1).", py::arg("mode"));
   m.def("set_sm90_tf32", &set_sm90_tf32, "Hopper float32 TF32 forward switch (flash_fwd_sm90_tf32.cu): "
         "1 on, 0 off (sm80's TF32 kernel), -1 back to the environment (on unless TF_FLASHATTN_SM90_TF32=0; "
         "TF_FLASHATTN_SM90=0 / set_sm90(0) turn it off too).", py::arg("mode"));

@@ -348,6 +348,11 @@ cudaError_t flash_bwd_impl(const FlashBwdParams& p, cudaStream_t stream) {
     err = cuda::sm90::bwd_tf32(p, stream);
     if (err != cudaErrorNotSupported) return err;
   }
+  // Its head-dim-128 form (sm90/flash_bwd_sm90_tf32_d128.cu; off unless TF_FLASHATTN_SM90_TF32_BWD128=1).
+  if (cuda::sm90::bwd_tf32_d128_applies(p)) {
+    err = cuda::sm90::bwd_tf32_d128(p, stream);
+    if (err != cudaErrorNotSupported) return err;
+  }
 #endif
   return cuda::bwd(p, big_smem, stream);
 }

@@ -231,6 +231,14 @@ int64_t bwd_tf32_launches();
 size_t bwd_tf32_workspace_floats(const FlashBwdParams& p);
 bool bwd_tf32_applies(const FlashBwdParams& p);
 cudaError_t bwd_tf32(const FlashBwdParams& p, cudaStream_t stream);
+// The same at head dim 128 (flash_bwd_sm90_tf32_d128.cu; NOT YET RUN on a GPU): off unless
+// TF_FLASHATTN_SM90_TF32_BWD128=1 or set_bwd_tf32_d128_enabled(1) (-1: back to the environment); index masks or
+// none, not deterministic; its pre-pass room (Qr, dOr, QT, dOT) after sm80's TF32 parts.
+void set_bwd_tf32_d128_enabled(int mode);
+int64_t bwd_tf32_d128_launches();
+size_t bwd_tf32_d128_workspace_floats(const FlashBwdParams& p);
+bool bwd_tf32_d128_applies(const FlashBwdParams& p);
+cudaError_t bwd_tf32_d128(const FlashBwdParams& p, cudaStream_t stream);
 // Its variants (flash_fwd_sm90_tf32.cu's kTf32Sched: 0 Q in shared memory, K rounded; 1 Q in registers;
 // 2 as 1 with K truncated by the tensor cores instead of rounded; 3 as 1 with K and V^T prepared by a
 // pre-pass into the workspace): tf32_variants() of them; tf32_variant() is set_tf32_variant(v)'s override

@@ -1,0 +1,535 @@
+// Hopper TF32 backward for FLOAT32 inputs at head dim 128 (sm_90a only; wgmma .tf32, TMA, warp specialization).
+// NOT YET RUN ON A GPU (written in session 36): off unless TF_FLASHATTN_SM90_TF32_BWD128=1 (read once), or the
+// harness's set_sm90_tf32_bwd128(1). flash_bwd_sm90_tf32.cu (head dim 64) is the model; what differs is what head
+// dim 128 in float32 does to shared memory: K, V and K^T of 128 keys alone would take 192 KiB, so
+//   - a CTA takes 64 keys, and its two consumer warpgroups take alternate units (32-query tiles of the query heads
+//     that share the kv head), each with dK / dV accumulators for all 64 keys (summed through shared memory at the
+//     end); each consumer owns one slot of the 2-stage ring (unit n: slot n % 2 = the consumer);
+//   - K^T is not kept: dQ^T = K^T dS^T runs as wgmma RS, its A fragments (K^T, 64 d x 8 keys per k8 step) loaded
+//     from the rounded K tile by ld.shared, in two M = 64 halves of d (registers: dK, dV 128 + 32 fragments + 16);
+//   - S^T and dP^T are wgmma SS (K, V rounded in place once per CTA): their A fragments in registers would take 128.
+// Per unit (consumer c, 32 queries, all 64 keys; stage slot c):
+//   S^T  = K Q^T     16 wgmma m64n32k8 SS     dP^T = V dO^T   16 wgmma m64n32k8 SS
+//   P^T = 2^(S^T scale log2e - lse2) (index masks as flash_bwd_sm90_tf32.cu: the rows warp's [kb, ke), key_ok)
+//   dV += P^T dO     4 wgmma m64n128k8 RS (B = dOT [128 d x 32 q])
+//   dS^T = P^T (dP^T - dsum): A fragments of dK, and dS [32 q][64 keys] to shared memory (B of dQ^T)
+//   dK += dS^T Q     4 wgmma m64n128k8 RS (B = QT)
+//   dQ^T (2 halves)  8 wgmma m64n32k8 RS each (A = K^T fragments, B = dS); the stage slot released after the
+//                    first half's wait (dV, dK done); dQacc[q][d] += dQ^T[d][q] (16 atomics per thread and half)
+// Shared memory: K, V [64 keys x 128] (4 panels of 8 KiB each, 32 KiB each); per stage: Qr, dOr [32 x 128]
+// (4 panels of 4 KiB), QT, dOT [128 x 32] (one panel of 16 KiB) = 64 KiB; dS per consumer [32 q x 64 keys] (2
+// panels of 4 KiB); rows [2][4][32] words; barriers. 208 KiB + 1 KiB + 40 B (+ 1 KiB alignment slack).
+// Workspace (after sm80's TF32 parts): Qr, dOr [B, H, tq_pad, 128], QT, dOT [B, H, 128, tq_pad] (tf32_kperm order
+// within groups of 8 queries), as the head-dim-64 kernel's pre-pass (no K^T).
+// Scope (bwd_tf32_d128_applies): float32, allow_tf32, D == Dv == 128, index masks or none, GQA, d_lse; not
+// deterministic mode, no dense mask, bias, soft-cap, dropout.
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <type_traits>
+
+#include "cc/kernels/common/flash_cuda_common.cuh"  // fast_exp2, to_tf32, q_limit, k_limit, tile_in_range
+#include "cc/kernels/common/flash_cuda_internal.h"
+#include "cc/kernels/common/flash_params.h"
+#include "cc/kernels/sm90/sm90_host.cuh"
+#include "cc/kernels/sm90/sm90_ptx.cuh"
+#include "cc/kernels/sm90/sm90_tf32.cuh"
+
+namespace flashattn {
+namespace cuda {
+namespace sm90 {
+namespace {
+
+constexpr int kD = 128;         // head dim (D == Dv)
+constexpr int kBk = 64;         // keys per CTA (both consumers)
+constexpr int kBq = 32;         // queries per unit
+constexpr int kStages = 2;      // one ring slot per consumer
+constexpr int kThreads = 384;   // producer warpgroup + 2 consumer warpgroups
+constexpr int kProducerRegs = 24;
+constexpr int kConsumerRegs = 240;
+static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= 65536, "register file");
+
+struct Smem {
+  static constexpr int kKBytes = kBk * kD * 4;     // K or V [64 x 128]: 4 panels of 64 rows (8 KiB each)
+  static constexpr int kQBytes = kBq * kD * 4;     // Qr or dOr [32 x 128]: 4 panels of 32 rows (4 KiB each)
+  static constexpr int kQTBytes = kD * kBq * 4;    // QT or dOT [128 x 32]: one panel of 128 rows
+  static constexpr int kStageBytes = 2 * kQBytes + 2 * kQTBytes;
+  static constexpr int kDsBytes = kBq * kBk * 4;   // dS of one consumer [32 q x 64 keys]: 2 panels
+  static constexpr int kK = 0;
+  static constexpr int kV = kK + kKBytes;
+  static constexpr int kStage = kV + kKBytes;      // + s * kStageBytes: Qr, dOr, QT, dOT
+  static constexpr int kQr = 0, kDOr = kQBytes, kQT = 2 * kQBytes, kDOT = 2 * kQBytes + kQTBytes;
+  static constexpr int kDs = kStage + kStages * kStageBytes;  // + c * kDsBytes
+  static constexpr int kRows = kDs + 2 * kDsBytes;            // [kStages][4][kBq] words: lse2, dsum, kb, ke
+  static constexpr int kBars = kRows + kStages * 4 * kBq * 4;  // kv_full, full[kStages], empty[kStages]
+  static constexpr int kBytes = kBars + 8 * (1 + 2 * kStages);
+  static constexpr int kAlloc = kBytes + 1024;
+  static constexpr int kReduce = kStage;           // the end's dK / dV exchange: 128 floats x 128 threads
+};
+static_assert(Smem::kV % 1024 == 0 && Smem::kStage % 1024 == 0 && Smem::kStageBytes % 1024 == 0 &&
+                  Smem::kDs % 1024 == 0 && Smem::kQBytes % 1024 == 0 && Smem::kQTBytes % 1024 == 0,
+              "tiles 1024-byte aligned (the swizzle is computed from the address)");
+static_assert(Smem::kAlloc <= 227 * 1024, "over the opt-in shared memory");
+static_assert(128 * 128 * 4 <= kStages * Smem::kStageBytes, "the dK / dV exchange fits the stage slots");
+
+struct Tf32BwdD128Args {
+  FlashBwdParams p;
+  const float* dsum;  // [B, H, Tq]
+  float* dq_acc;      // [B, H, Tq, 128] row-major, zeroed
+};
+
+struct PrepassLayout {
+  int64_t tq_pad = 0;
+  int64_t qr = 0, dor = 0, qt = 0, dot = 0, floats = 0;
+};
+PrepassLayout prepass_layout(const AttnShape& s) {
+  PrepassLayout w;
+  w.tq_pad = (s.Tq + kBq - 1) / kBq * kBq;
+  const int64_t nq = s.B * s.H * w.tq_pad * kD;  // a multiple of 4096 floats: 256-byte aligned parts
+  w.qr = 0;
+  w.dor = nq;
+  w.qt = 2 * nq;
+  w.dot = 3 * nq;
+  w.floats = 4 * nq;
+  return w;
+}
+
+// The query tiles key tile [j0, j0 + kBk) visits, for each of the G heads of its kv head (unit n = hl * nq +
+// (qb - qb_lo)); as flash_bwd_sm90_tf32.cu's Units (causal / window bounds, the batch's lengths).
+struct Units {
+  int qb_lo = 0, nq = 0, n = 0;
+  __device__ Units(const AttnShape& sh, const MaskParams& m, int64_t qlim, int64_t klim, int64_t j0) {
+    const int64_t off = m.causal_offset;
+    int64_t lo = 0, hi = qlim;
+    if (m.causal && j0 - off > lo) lo = j0 - off;
+    if (m.window_right >= 0 && j0 - off - m.window_right > lo) lo = j0 - off - m.window_right;
+    const int64_t j_last = (j0 + kBk < klim ? j0 + kBk : klim) - 1;
+    if (m.window_left >= 0 && m.window_left < hi - (j_last - off + 1)) hi = j_last - off + 1 + m.window_left;
+    if (j0 >= klim || hi <= lo) return;
+    qb_lo = static_cast<int>(lo / kBq);
+    nq = static_cast<int>((hi + kBq - 1) / kBq - lo / kBq);
+    n = nq * static_cast<int>(sh.H / sh.Hkv);
+  }
+};
+
+// tm_k, tm_v: K, V [B, Tk, Hkv, 128] (boxes {32, 1, 64, 1}); tm_qr, tm_dor: Qr, dOr (boxes {32, 1, 32, 1});
+// tm_qt, tm_dot: QT, dOT (boxes {32 queries, 1, 128 rows, 1}).
+__global__ void __launch_bounds__(kThreads, 1)
+    flash_bwd_sm90_tf32_d128_kernel(const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v,
+                                    const __grid_constant__ CUtensorMap tm_qr, const __grid_constant__ CUtensorMap tm_dor,
+                                    const __grid_constant__ CUtensorMap tm_qt, const __grid_constant__ CUtensorMap tm_dot,
+                                    const __grid_constant__ Tf32BwdD128Args a) {
+  using L = Smem;
+  extern __shared__ uint8_t smem_raw[];
+  const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
+  uint8_t* const gbase = smem_raw + (base - smem_u32(smem_raw));
+  float* rows_f = reinterpret_cast<float*>(gbase + L::kRows);
+  int* rows_i = reinterpret_cast<int*>(gbase + L::kRows);
+  const uint32_t kv_full = base + L::kBars;
+  const uint32_t full0 = kv_full + 8, empty0 = kv_full + 8 * (1 + kStages);
+
+  const FlashBwdParams& p = a.p;
+  const AttnShape& sh = p.shape;
+  const MaskParams& mk = p.mask;
+  const int hk = blockIdx.y, b = blockIdx.z;
+  const int G = static_cast<int>(sh.H / sh.Hkv);
+  const int64_t j0 = static_cast<int64_t>(blockIdx.x) * kBk;
+  const int64_t qlim = q_limit(mk, sh, b), klim = k_limit(mk, sh, b);
+  const Units units(sh, mk, qlim, klim, j0);
+  const int wg = threadIdx.x / 128;
+
+  if (threadIdx.x == 0) {
+    mbar_init(kv_full, 1);
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(full0 + 8 * s, 1 + 32);  // thread 0's expect_tx, warp 1's rows
+      mbar_init(empty0 + 8 * s, 128);    // the slot's consumer
+    }
+    mbar_fence_init();
+  }
+  __syncthreads();
+
+  if (wg == 0) {
+    // ---- Producer warpgroup ----
+    setmaxnreg_dec<kProducerRegs>();
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (warp == 0 && lane == 0 && units.n > 0) {
+      mbar_arrive_expect_tx(kv_full, 2 * L::kKBytes);
+#pragma unroll
+      for (int j = 0; j < kD / 32; ++j) {
+        tma_load_4d(base + L::kK + j * kBk * 128, &tm_k, kv_full, 32 * j, hk, static_cast<int>(j0), b);
+        tma_load_4d(base + L::kV + j * kBk * 128, &tm_v, kv_full, 32 * j, hk, static_cast<int>(j0), b);
+      }
+      for (int n = 0; n < units.n; ++n) {
+        const int s = n % kStages;
+        if (n >= kStages) mbar_wait(empty0 + 8 * s, ((n / kStages) - 1) & 1);
+        const int h = hk * G + n / units.nq, i0 = (units.qb_lo + n % units.nq) * kBq;
+        const uint32_t bar = full0 + 8 * s, st = base + L::kStage + s * L::kStageBytes;
+        mbar_arrive_expect_tx(bar, L::kStageBytes);
+#pragma unroll
+        for (int j = 0; j < kD / 32; ++j) {
+          tma_load_4d(st + L::kQr + j * kBq * 128, &tm_qr, bar, 32 * j, h, i0, b);
+          tma_load_4d(st + L::kDOr + j * kBq * 128, &tm_dor, bar, 32 * j, h, i0, b);
+        }
+        tma_load_4d(st + L::kQT, &tm_qt, bar, i0, h, 0, b);
+        tma_load_4d(st + L::kDOT, &tm_dot, bar, i0, h, 0, b);
+      }
+    } else if (warp == 1) {
+      for (int n = 0; n < units.n; ++n) {
+        const int s = n % kStages;
+        if (n >= kStages) mbar_wait(empty0 + 8 * s, ((n / kStages) - 1) & 1);
+        const int64_t h = hk * G + n / units.nq, i = static_cast<int64_t>(units.qb_lo + n % units.nq) * kBq + lane;
+        const int64_t row = (b * sh.H + h) * sh.Tq + i;
+        rows_f[(4 * s) * kBq + lane] = i < sh.Tq ? p.lse[row] * 1.4426950408889634f : 0.f;
+        rows_f[(4 * s + 1) * kBq + lane] = i < sh.Tq ? a.dsum[row] : 0.f;
+        int kb = 0, ke = 0;  // the row's visible keys relative to j0, clipped to [0, kBk]; empty: a masked row
+        if (i < qlim && (!mk.q_valid || mk.q_valid[b * sh.Tq + i])) {
+          const int64_t lo = mk.key_begin(i) - j0, hi = mk.key_end(i, klim) - j0;
+          kb = static_cast<int>(lo < 0 ? 0 : (lo > kBk ? kBk : lo));
+          ke = static_cast<int>(hi < 0 ? 0 : (hi > kBk ? kBk : hi));
+        }
+        rows_i[(4 * s + 2) * kBq + lane] = kb;
+        rows_i[(4 * s + 3) * kBq + lane] = ke;
+        mbar_arrive(full0 + 8 * s);
+      }
+    }
+    return;
+  }
+
+  // ---- Consumer warpgroups: units c, c + 2, ... on stage slot c; all 64 keys ----
+  setmaxnreg_inc<kConsumerRegs>();
+  const int c = wg - 1;
+  const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  const float sl2 = p.score.scale * 1.4426950408889634f;
+  const int key_l[2] = {16 * warp + g, 16 * warp + g + 8};  // this thread's accumulator rows (keys in the tile)
+  const int64_t key_g[2] = {j0 + key_l[0], j0 + key_l[1]};
+  const bool key_ok[2] = {key_g[0] < klim && key_visible(mk, sh, b, key_g[0]),
+                          key_g[1] < klim && key_visible(mk, sh, b, key_g[1])};
+
+  float dv[64], dk[64];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) dv[i] = dk[i] = 0.f;
+
+  const uint32_t k_tile = base + L::kK, v_tile = base + L::kV;
+  const uint32_t ds_c = base + L::kDs + c * L::kDsBytes;
+  uint8_t* const ds_gen = gbase + L::kDs + c * L::kDsBytes;
+  if (units.n > 0) {
+    mbar_wait(kv_full, 0);
+    // K and V (raw float32 from TMA) to tf32 in place, half each consumer, for the async proxy (S^T, dP^T) and
+    // for the K^T fragments of dQ^T.
+    round_tf32_smem(k_tile + c * (L::kKBytes / 2), L::kKBytes / 2, tid, 128);
+    round_tf32_smem(v_tile + c * (L::kKBytes / 2), L::kKBytes / 2, tid, 128);
+    fence_proxy_async();
+  }
+  named_bar_sync(5, 256);  // both consumers (uniform: units.n is the CTA's)
+
+  for (int n = c; n < units.n; n += 2) {
+    const int s = c;  // n % kStages
+    const int64_t h = hk * G + n / units.nq, i0 = static_cast<int64_t>(units.qb_lo + n % units.nq) * kBq;
+    const uint32_t st = base + L::kStage + s * L::kStageBytes;
+    mbar_wait(full0 + 8 * s, (n / kStages) & 1);
+
+    // S^T = K Q^T and dP^T = V dO^T [64 keys x 32 queries] over d in k8 steps (step k: panel k / 4, byte
+    // (k % 4) * 32 of each 128-byte row); one commit group each.
+    float sacc[16], dpacc[16];
+    wgmma_fence();
+#pragma unroll
+    for (int k = 0; k < kD / 8; ++k)
+      wgmma_tf32_ss_m64n32k8(sacc, wgmma_desc(k_tile + (k / 4) * kBk * 128 + (k % 4) * 32, 16, 1024),
+                             wgmma_desc(st + L::kQr + (k / 4) * kBq * 128 + (k % 4) * 32, 16, 1024), k > 0);
+    wgmma_commit();
+#pragma unroll
+    for (int k = 0; k < kD / 8; ++k)
+      wgmma_tf32_ss_m64n32k8(dpacc, wgmma_desc(v_tile + (k / 4) * kBk * 128 + (k % 4) * 32, 16, 1024),
+                             wgmma_desc(st + L::kDOr + (k / 4) * kBq * 128 + (k % 4) * 32, 16, 1024), k > 0);
+    wgmma_commit();
+    wgmma_wait<1>();
+    fence_regs(sacc);
+
+    // P^T in place; element x = 4j + 2h2 + e is (key key_l[h2], query 8j + 2t + e).
+    const float* lse2_s = rows_f + (4 * s) * kBq;
+    const float* dsum_s = rows_f + (4 * s + 1) * kBq;
+    const int* kb_s = rows_i + (4 * s + 2) * kBq;
+    const int* ke_s = rows_i + (4 * s + 3) * kBq;
+    const bool need_mask = !tile_in_range(mk, i0, kBq, j0, kBk, qlim, klim);
+    auto p_pass = [&](auto mask_c) {
+      constexpr bool kMasked = decltype(mask_c)::value;
+#pragma unroll
+      for (int j = 0; j < kBq / 8; ++j) {
+        const float2 l2 = *reinterpret_cast<const float2*>(lse2_s + 8 * j + 2 * t);
+        int2 kb2 = make_int2(0, 0), ke2 = make_int2(0, 0);
+        if constexpr (kMasked) {
+          kb2 = *reinterpret_cast<const int2*>(kb_s + 8 * j + 2 * t);
+          ke2 = *reinterpret_cast<const int2*>(ke_s + 8 * j + 2 * t);
+        }
+#pragma unroll
+        for (int h2 = 0; h2 < 2; ++h2)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int x = 4 * j + 2 * h2 + e;
+            float pv = fast_exp2(sacc[x] * sl2 - (e ? l2.y : l2.x));
+            if constexpr (kMasked) {
+              const int kl = key_l[h2];
+              if (!key_ok[h2] || kl < (e ? kb2.y : kb2.x) || kl >= (e ? ke2.y : ke2.x)) pv = 0.f;
+            }
+            sacc[x] = pv;
+          }
+      }
+    };
+    if (need_mask)
+      p_pass(std::true_type{});
+    else
+      p_pass(std::false_type{});
+    wgmma_wait<0>();
+    fence_regs(dpacc);
+
+    // dV += P^T dO: A = P^T's fragments, B = dOT [128 d x 32 q] (one panel; k8 step kk at byte kk * 32).
+    uint32_t pa[kBq / 8][4], da[kBq / 8][4];
+#pragma unroll
+    for (int kk = 0; kk < kBq / 8; ++kk) pack_p_step(pa[kk], sacc + 4 * kk);
+    fence_regs(dv);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kBq / 8; ++kk)
+      wgmma_tf32_rs_m64n128k8(dv, pa[kk], wgmma_desc(st + L::kDOT + kk * 32, 16, 1024), 1);
+    wgmma_commit();
+
+    // dS^T = P^T (dP^T - dsum): A fragments of dK (rounded) and dS [32 q][64 keys] for dQ^T.
+#pragma unroll
+    for (int j = 0; j < kBq / 8; ++j) {
+      const float2 dsm = *reinterpret_cast<const float2*>(dsum_s + 8 * j + 2 * t);
+#pragma unroll
+      for (int h2 = 0; h2 < 2; ++h2)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int x = 4 * j + 2 * h2 + e;
+          dpacc[x] = sacc[x] * (dpacc[x] - (e ? dsm.y : dsm.x));
+        }
+    }
+#pragma unroll
+    for (int kk = 0; kk < kBq / 8; ++kk) {
+      pack_p_step(da[kk], dpacc + 4 * kk);
+#pragma unroll
+      for (int x = 0; x < 4; ++x)
+        *reinterpret_cast<uint32_t*>(ds_gen + swz128_offset_f32(kBq, 8 * kk + 2 * t + (x >> 1), key_l[x & 1])) =
+            da[kk][x];
+    }
+    fence_proxy_async();
+
+    // dK += dS^T Q: B = QT [128 d x 32 q].
+    fence_regs(dk);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kBq / 8; ++kk)
+      wgmma_tf32_rs_m64n128k8(dk, da[kk], wgmma_desc(st + L::kQT + kk * 32, 16, 1024), 1);
+    wgmma_commit();
+    named_bar_sync(7 + c, 128);  // the warpgroup's dS stores before dQ^T reads them
+
+    // dQ^T = K^T dS^T [128 d x 32 q] over the 64 keys, in two halves of 64 d: A = K^T's m64k8 fragments of k8
+    // step k (keys 8k .. 8k + 7), a[x] = K[8k + t + 4 (x >> 1)][64 m + key_l[x & 1]] from the rounded K tile.
+    float* acc = a.dq_acc + ((static_cast<int64_t>(b) * sh.H + h) * sh.Tq + i0) * kD;
+#pragma unroll
+    for (int m = 0; m < 2; ++m) {
+      uint32_t af[kBk / 8][4];
+#pragma unroll
+      for (int k = 0; k < kBk / 8; ++k)
+#pragma unroll
+        for (int x = 0; x < 4; ++x)
+          af[k][x] = __float_as_uint(
+              ld_shared_f32(k_tile + swz128_offset_f32(kBk, 8 * k + t + 4 * (x >> 1), 64 * m + key_l[x & 1])));
+      float dqt[16];
+      wgmma_fence();
+#pragma unroll
+      for (int k = 0; k < kBk / 8; ++k)
+        wgmma_tf32_rs_m64n32k8(dqt, af[k], wgmma_desc(ds_c + (k / 4) * kBq * 128 + (k % 4) * 32, 16, 1024), k > 0);
+      wgmma_commit();
+      wgmma_wait<0>();  // (m = 0: dV and dK too, committed before)
+      fence_regs(dqt);
+      fence_regs(af);
+      if (m == 0) {
+        fence_regs(dv);
+        fence_regs(dk);
+        fence_regs(pa);
+        fence_regs(da);
+        mbar_arrive(empty0 + 8 * s);  // Qr, dOr, QT, dOT and the rows of slot s are no longer read
+      }
+      // dQacc[b, h, i0 + q, 64 m + d] += dQ^T[d][q]: element x = 4j + 2h2 + e is (d key_l[h2], q 8j + 2t + e).
+#pragma unroll
+      for (int j = 0; j < kBq / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int q = 8 * j + 2 * t + e;
+          if (i0 + q < sh.Tq) {
+#pragma unroll
+            for (int h2 = 0; h2 < 2; ++h2) atomicAdd(acc + q * kD + 64 * m + key_l[h2], dqt[4 * j + 2 * h2 + e]);
+          }
+        }
+    }
+  }
+
+  // dK, dV summed over the two consumers through the stage slots (every unit done: barrier 6 after both loops),
+  // in fragment order: float4 i * 128 + tid holds dk / dv[4i .. 4i + 3] of consumer-1 thread tid.
+  named_bar_sync(6, 256);
+  float4* red = reinterpret_cast<float4*>(gbase + L::kReduce);
+  if (c == 1) {
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      red[i * 128 + tid] = make_float4(dk[4 * i], dk[4 * i + 1], dk[4 * i + 2], dk[4 * i + 3]);
+      red[(16 + i) * 128 + tid] = make_float4(dv[4 * i], dv[4 * i + 1], dv[4 * i + 2], dv[4 * i + 3]);
+    }
+  }
+  named_bar_sync(6, 256);
+  if (c == 1) return;
+#pragma unroll
+  for (int i = 0; i < 16; ++i) {
+    const float4 x = red[i * 128 + tid], y = red[(16 + i) * 128 + tid];
+    dk[4 * i] += x.x, dk[4 * i + 1] += x.y, dk[4 * i + 2] += x.z, dk[4 * i + 3] += x.w;
+    dv[4 * i] += y.x, dv[4 * i + 1] += y.y, dv[4 * i + 2] += y.z, dv[4 * i + 3] += y.w;
+  }
+  // Epilogue: dK = scale dK_acc, dV; rows key_g[h2], columns 8j + 2t, +1 (keys past Tk skipped).
+  const float scale = p.score.scale;
+#pragma unroll
+  for (int h2 = 0; h2 < 2; ++h2) {
+    if (key_g[h2] >= sh.Tk) continue;
+    float* dkr = static_cast<float*>(p.dk) + b * sh.k_stride[0] + key_g[h2] * sh.k_stride[1] + hk * sh.k_stride[2];
+    float* dvr = static_cast<float*>(p.dv) + b * sh.v_stride[0] + key_g[h2] * sh.v_stride[1] + hk * sh.v_stride[2];
+#pragma unroll
+    for (int j = 0; j < kD / 8; ++j) {
+      *reinterpret_cast<float2*>(dkr + 8 * j + 2 * t) =
+          make_float2(scale * dk[4 * j + 2 * h2], scale * dk[4 * j + 2 * h2 + 1]);
+      *reinterpret_cast<float2*>(dvr + 8 * j + 2 * t) = make_float2(dv[4 * j + 2 * h2], dv[4 * j + 2 * h2 + 1]);
+    }
+  }
+}
+
+constexpr int kPrepassThreads = 256;
+// Pre-pass for Q and dO at head dim 128 (as flash_bwd_sm90_tf32.cu's at 64): query tile blockIdx.x (rows i0 .. i0 +
+// 31) of head blockIdx.y, batch blockIdx.z. qr / dor [B, H, tq_pad, 128] = tf32(Q) / tf32(dO) (rows past Tq: 0);
+// qt / dot [B, H, 128, tq_pad]: position i0 + u of row d = tf32(Q[i0 + tf32_kperm_inv(u)][d]) (0 past Tq).
+__global__ void __launch_bounds__(kPrepassThreads)
+    tf32_bwd_d128_prepass_kernel(const __grid_constant__ FlashBwdParams p, float* __restrict__ qr,
+                                 float* __restrict__ dor, float* __restrict__ qt, float* __restrict__ dot,
+                                 int64_t tq_pad) {
+  __shared__ float sm[2][kBq][kD + 1];  // Q, dO; + 1: the transposed reads hit 32 banks
+  const AttnShape& sh = p.shape;
+  const int64_t i0 = static_cast<int64_t>(blockIdx.x) * kBq;
+  const int h = blockIdx.y, b = blockIdx.z;
+  const int64_t bh = static_cast<int64_t>(b) * sh.H + h;
+  const float* src[2] = {static_cast<const float*>(p.q) + b * sh.q_stride[0] + h * sh.q_stride[2],
+                         static_cast<const float*>(p.d_o) + b * sh.o_stride[0] + h * sh.o_stride[2]};
+  const int64_t ld[2] = {sh.q_stride[1], sh.o_stride[1]};
+  float* rows_out[2] = {qr + (bh * tq_pad + i0) * kD, dor + (bh * tq_pad + i0) * kD};
+  float* t_out[2] = {qt + bh * kD * tq_pad + i0, dot + bh * kD * tq_pad + i0};
+  constexpr int kC4 = kD / 4;
+  for (int w = 0; w < 2; ++w)
+    for (int i = threadIdx.x; i < kBq * kC4; i += kPrepassThreads) {
+      const int r = i / kC4, col = 4 * (i % kC4);
+      float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
+      if (i0 + r < sh.Tq) x = *reinterpret_cast<const float4*>(src[w] + (i0 + r) * ld[w] + col);
+      const uint4 xr = make_uint4(to_tf32(x.x), to_tf32(x.y), to_tf32(x.z), to_tf32(x.w));
+      __stcg(reinterpret_cast<uint4*>(rows_out[w] + r * kD + col), xr);
+      sm[w][r][col] = __uint_as_float(xr.x), sm[w][r][col + 1] = __uint_as_float(xr.y);
+      sm[w][r][col + 2] = __uint_as_float(xr.z), sm[w][r][col + 3] = __uint_as_float(xr.w);
+    }
+  __syncthreads();
+  for (int w = 0; w < 2; ++w)
+    for (int i = threadIdx.x; i < kD * kBq; i += kPrepassThreads) {
+      const int d = i / kBq, u = i % kBq;
+      t_out[w][d * tq_pad + u] = sm[w][tf32_kperm_inv(u)][d];
+    }
+}
+
+bool map_ws(CUtensorMap* m, const float* ptr, int64_t B, int64_t Hx, int64_t R, int64_t C, int rows) {
+  const int64_t st[3] = {Hx * R * C, C, R * C};
+  return tma_map_rows_f32(m, ptr, B, R, Hx, C, st, rows);
+}
+
+std::atomic<int64_t> g_launches{0};
+std::atomic<int> g_override{-1};
+
+// On with TF_FLASHATTN_SM90_TF32_BWD128=1 (read once; NOT YET RUN on a GPU, so off by default) or the
+// override (set_bwd_tf32_d128_enabled: 0 off, 1 on, -1 back to the environment); TF_FLASHATTN_SM90=0 turns it off.
+bool d128_enabled() {
+  const int o = g_override.load(std::memory_order_relaxed);
+  if (o >= 0) return o == 1;
+  static const bool env_on = [] {
+    const char* v = getenv("TF_FLASHATTN_SM90_TF32_BWD128");
+    const char* all = getenv("TF_FLASHATTN_SM90");
+    if (all && strcmp(all, "0") == 0) return false;
+    return v && strcmp(v, "1") == 0;
+  }();
+  return env_on;
+}
+}  // namespace
+
+void set_bwd_tf32_d128_enabled(int mode) { g_override.store(mode, std::memory_order_relaxed); }
+int64_t bwd_tf32_d128_launches() { return g_launches.load(std::memory_order_relaxed); }
+
+size_t bwd_tf32_d128_workspace_floats(const FlashBwdParams& p) {
+  const AttnShape& s = p.shape;
+  if (p.dtype != DType::kFloat32 || !p.allow_tf32 || p.deterministic || s.D != kD || s.Dv != kD || !d128_enabled() ||
+      !enabled() || !current_device_is_sm90())
+    return 0;
+  return static_cast<size_t>(prepass_layout(s).floats);
+}
+
+bool bwd_tf32_d128_applies(const FlashBwdParams& p) {
+  const AttnShape& s = p.shape;
+  if (bwd_tf32_d128_workspace_floats(p) == 0 || !p.workspace || p.workspace_bytes == 0) return false;
+  if (s.B <= 0 || s.H <= 0 || s.Tq <= 0 || s.Tk <= 0 || s.Hkv <= 0 || s.H % s.Hkv != 0 || s.B > 65535 ||
+      s.Hkv > 65535 || s.H > 65535 || s.Tq > (1ll << 30) || s.Tk > (1ll << 30) ||
+      (s.Tq + kBq - 1) / kBq * (s.H / s.Hkv) >= (1ll << 31))
+    return false;
+  if (p.mask.mask || p.score.bias || p.dbias || p.score.softcap != 0.f || p.dropout.rate > 0.f) return false;
+  for (int i = 0; i < 3; ++i)
+    if (s.q_stride[i] < 0 || s.k_stride[i] < 0 || s.v_stride[i] < 0 || s.o_stride[i] < 0) return false;
+  if (!vec8(s, p.q, p.k, p.v, p.o) || !aligned16(p.d_o) || !aligned16(p.dq) || !aligned16(p.dk) || !aligned16(p.dv))
+    return false;
+  return true;
+}
+
+cudaError_t bwd_tf32_d128(const FlashBwdParams& p, cudaStream_t stream) {
+  const AttnShape& s = p.shape;
+  if (!d128_enabled()) return cudaErrorNotSupported;
+  const PrepassLayout w = prepass_layout(s);
+  const Tf32BwdWorkspaceParts ws = bwd_tf32_workspace_parts(p);
+  if (!ws.dsum || !ws.dq_acc || !ws.extra || !aligned16(ws.extra) || !aligned16(ws.dq_acc))
+    return cudaErrorNotSupported;
+  if (p.workspace_bytes < static_cast<size_t>(ws.extra - p.workspace + w.floats) * sizeof(float))
+    return cudaErrorNotSupported;
+  float* qr = ws.extra + w.qr;
+  float* dor = ws.extra + w.dor;
+  float* qt = ws.extra + w.qt;
+  float* dot = ws.extra + w.dot;
+  CUtensorMap tk, tv, tqr, tdor, tqt, tdot;
+  if (!tma_map_rows_f32(&tk, p.k, s.B, s.Tk, s.Hkv, kD, s.k_stride, kBk) ||
+      !tma_map_rows_f32(&tv, p.v, s.B, s.Tk, s.Hkv, kD, s.v_stride, kBk) ||
+      !map_ws(&tqr, qr, s.B, s.H, w.tq_pad, kD, kBq) || !map_ws(&tdor, dor, s.B, s.H, w.tq_pad, kD, kBq) ||
+      !map_ws(&tqt, qt, s.B, s.H, kD, w.tq_pad, kD) || !map_ws(&tdot, dot, s.B, s.H, kD, w.tq_pad, kD))
+    return cudaErrorNotSupported;
+  cudaError_t err = set_dynamic_smem(flash_bwd_sm90_tf32_d128_kernel, Smem::kAlloc);
+  if (err != cudaSuccess) return cudaErrorNotSupported;
+  if ((err = bwd_dsum_tf32(p, ws.dsum, stream)) != cudaSuccess) return err;
+  if ((err = cudaMemsetAsync(ws.dq_acc, 0, static_cast<size_t>(s.B * s.H * s.Tq * kD) * sizeof(float), stream)) !=
+      cudaSuccess)
+    return err;
+  tf32_bwd_d128_prepass_kernel<<<dim3(static_cast<unsigned>(w.tq_pad / kBq), static_cast<unsigned>(s.H),
+                                      static_cast<unsigned>(s.B)),
+                                 kPrepassThreads, 0, stream>>>(p, qr, dor, qt, dot, w.tq_pad);
+  if ((err = cudaGetLastError()) != cudaSuccess) return err;
+  const Tf32BwdD128Args args{p, ws.dsum, ws.dq_acc};
+  const dim3 grid(static_cast<unsigned>((s.Tk + kBk - 1) / kBk), static_cast<unsigned>(s.Hkv),
+                  static_cast<unsigned>(s.B));
+  flash_bwd_sm90_tf32_d128_kernel<<<grid, kThreads, Smem::kAlloc, stream>>>(tk, tv, tqr, tdor, tqt, tdot, args);
+  if ((err = cudaGetLastError()) != cudaSuccess) return err;
+  err = bwd_dq_convert_tf32(p, ws.dq_acc, kD, stream);
+  if (err == cudaSuccess) g_launches.fetch_add(1, std::memory_order_relaxed);
+  return err;
+}
+
+}  // namespace sm90
+}  // namespace cuda
+}  // namespace flashattn
