@@ -844,6 +844,7 @@ py::dict sm90_info() {
 #else
   d["tf32_bwd_enabled"] = false;
   d["tf32_bwd_launches"] = 0;
+  d["tf32_bwd128_launches"] = 0;
   d["bwd_order"] = 0;
   d["bwd_order_group"] = 0;
   d["last_bwd_order_g"] = -1;

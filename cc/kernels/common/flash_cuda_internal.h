@@ -111,9 +111,10 @@ struct BwdWorkspaceParts {
 };
 BwdWorkspaceParts bwd_workspace_parts(const FlashBwdParams& p);
 cudaError_t bwd_dsum_tc(const FlashBwdParams& p, float* dsum, float* lse2, cudaStream_t stream);
-// The float32 TF32 workspace's parts (for sm90/flash_bwd_sm90_tf32.cu): dsum [B, H, Tq], the dQ accumulator
-// (null in deterministic mode) and where the Hopper pre-pass's room starts after it (extra; there only when
-// sm90::bwd_tf32_workspace_floats(p) > 0 was counted in the size: the caller checks workspace_bytes); all
+// The float32 TF32 workspace's parts (for sm90/flash_bwd_sm90_tf32.cu and _d128.cu): dsum [B, H, Tq], the dQ
+// accumulator (null in deterministic mode) and where the Hopper pre-pass's room starts after it (extra; there only
+// when sm90::bwd_tf32_workspace_floats(p) or bwd_tf32_d128_workspace_floats(p) > 0 was counted in the size: the
+// caller checks workspace_bytes); all
 // null without a workspace or for other dtypes. bwd_dsum_tf32: sm80's TF32 dsum pre-pass (dsum = rowsum(dO O)
 // - d_lse).
 struct Tf32BwdWorkspaceParts {
