@@ -38,6 +38,7 @@
 #include "cc/kernels/sm90/sm90_host.cuh"
 #include "cc/kernels/sm90/sm90_ptx.cuh"
 #include "cc/kernels/sm90/sm90_tf32.cuh"
+#include "cc/kernels/sm90/sm90_tf32_bwd.cuh"
 
 namespace flashattn {
 namespace cuda {
@@ -98,23 +99,7 @@ PrepassLayout prepass_layout(const AttnShape& s) {
   return w;
 }
 
-// The query tiles key tile [j0, j0 + kBk) visits, for each of the G heads of its kv head (unit n = hl * nq +
-// (qb - qb_lo)); as flash_bwd_sm90_tf32.cu's Units (causal / window bounds, the batch's lengths).
-struct Units {
-  int qb_lo = 0, nq = 0, n = 0;
-  __device__ Units(const AttnShape& sh, const MaskParams& m, int64_t qlim, int64_t klim, int64_t j0) {
-    const int64_t off = m.causal_offset;
-    int64_t lo = 0, hi = qlim;
-    if (m.causal && j0 - off > lo) lo = j0 - off;
-    if (m.window_right >= 0 && j0 - off - m.window_right > lo) lo = j0 - off - m.window_right;
-    const int64_t j_last = (j0 + kBk < klim ? j0 + kBk : klim) - 1;
-    if (m.window_left >= 0 && m.window_left < hi - (j_last - off + 1)) hi = j_last - off + 1 + m.window_left;
-    if (j0 >= klim || hi <= lo) return;
-    qb_lo = static_cast<int>(lo / kBq);
-    nq = static_cast<int>((hi + kBq - 1) / kBq - lo / kBq);
-    n = nq * static_cast<int>(sh.H / sh.Hkv);
-  }
-};
+using Units = Tf32BwdUnits<kBk, kBq>;  // sm90_tf32_bwd.cuh
 
 // tm_k, tm_v: K, V [B, Tk, Hkv, 128] (boxes {32, 1, 64, 1}); tm_qr, tm_dor: Qr, dOr (boxes {32, 1, 32, 1});
 // tm_qt, tm_dot: QT, dOT (boxes {32 queries, 1, 128 rows, 1}).
@@ -182,17 +167,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         const int s = n % kStages;
         if (n >= kStages) mbar_wait(empty0 + 8 * s, ((n / kStages) - 1) & 1);
         const int64_t h = hk * G + n / units.nq, i = static_cast<int64_t>(units.qb_lo + n % units.nq) * kBq + lane;
-        const int64_t row = (b * sh.H + h) * sh.Tq + i;
-        rows_f[(4 * s) * kBq + lane] = i < sh.Tq ? p.lse[row] * 1.4426950408889634f : 0.f;
-        rows_f[(4 * s + 1) * kBq + lane] = i < sh.Tq ? a.dsum[row] : 0.f;
-        int kb = 0, ke = 0;  // the row's visible keys relative to j0, clipped to [0, kBk]; empty: a masked row
-        if (i < qlim && (!mk.q_valid || mk.q_valid[b * sh.Tq + i])) {
-          const int64_t lo = mk.key_begin(i) - j0, hi = mk.key_end(i, klim) - j0;
-          kb = static_cast<int>(lo < 0 ? 0 : (lo > kBk ? kBk : lo));
-          ke = static_cast<int>(hi < 0 ? 0 : (hi > kBk ? kBk : hi));
-        }
-        rows_i[(4 * s + 2) * kBq + lane] = kb;
-        rows_i[(4 * s + 3) * kBq + lane] = ke;
+        tf32_bwd_write_rows<kBk, kBq>(rows_f, rows_i, s, lane, p, a.dsum, qlim, klim, j0, b, h, i);
         mbar_arrive(full0 + 8 * s);
       }
     }
@@ -249,40 +224,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     wgmma_wait<1>();
     fence_regs(sacc);
 
-    // P^T in place; element x = 4j + 2h2 + e is (key key_l[h2], query 8j + 2t + e).
-    const float* lse2_s = rows_f + (4 * s) * kBq;
-    const float* dsum_s = rows_f + (4 * s + 1) * kBq;
-    const int* kb_s = rows_i + (4 * s + 2) * kBq;
-    const int* ke_s = rows_i + (4 * s + 3) * kBq;
+    // P^T in place (tf32_bwd_p_pass), with the index rule unless the whole 64 x 32 tile is visible.
     const bool need_mask = !tile_in_range(mk, i0, kBq, j0, kBk, qlim, klim);
-    auto p_pass = [&](auto mask_c) {
-      constexpr bool kMasked = decltype(mask_c)::value;
-#pragma unroll
-      for (int j = 0; j < kBq / 8; ++j) {
-        const float2 l2 = *reinterpret_cast<const float2*>(lse2_s + 8 * j + 2 * t);
-        int2 kb2 = make_int2(0, 0), ke2 = make_int2(0, 0);
-        if constexpr (kMasked) {
-          kb2 = *reinterpret_cast<const int2*>(kb_s + 8 * j + 2 * t);
-          ke2 = *reinterpret_cast<const int2*>(ke_s + 8 * j + 2 * t);
-        }
-#pragma unroll
-        for (int h2 = 0; h2 < 2; ++h2)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int x = 4 * j + 2 * h2 + e;
-            float pv = fast_exp2(sacc[x] * sl2 - (e ? l2.y : l2.x));
-            if constexpr (kMasked) {
-              const int kl = key_l[h2];
-              if (!key_ok[h2] || kl < (e ? kb2.y : kb2.x) || kl >= (e ? ke2.y : ke2.x)) pv = 0.f;
-            }
-            sacc[x] = pv;
-          }
-      }
-    };
     if (need_mask)
-      p_pass(std::true_type{});
+      tf32_bwd_p_pass<true, kBq>(sacc, rows_f, rows_i, s, sl2, t, key_l, key_ok);
     else
-      p_pass(std::false_type{});
+      tf32_bwd_p_pass<false, kBq>(sacc, rows_f, rows_i, s, sl2, t, key_l, key_ok);
     wgmma_wait<0>();
     fence_regs(dpacc);
 
@@ -298,25 +245,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     wgmma_commit();
 
     // dS^T = P^T (dP^T - dsum): A fragments of dK (rounded) and dS [32 q][64 keys] for dQ^T.
-#pragma unroll
-    for (int j = 0; j < kBq / 8; ++j) {
-      const float2 dsm = *reinterpret_cast<const float2*>(dsum_s + 8 * j + 2 * t);
-#pragma unroll
-      for (int h2 = 0; h2 < 2; ++h2)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int x = 4 * j + 2 * h2 + e;
-          dpacc[x] = sacc[x] * (dpacc[x] - (e ? dsm.y : dsm.x));
-        }
-    }
-#pragma unroll
-    for (int kk = 0; kk < kBq / 8; ++kk) {
-      pack_p_step(da[kk], dpacc + 4 * kk);
-#pragma unroll
-      for (int x = 0; x < 4; ++x)
-        *reinterpret_cast<uint32_t*>(ds_gen + swz128_offset_f32(kBq, 8 * kk + 2 * t + (x >> 1), key_l[x & 1])) =
-            da[kk][x];
-    }
+    tf32_bwd_ds<kBq>(dpacc, sacc, da, ds_gen, rows_f, s, t, key_l);
     fence_proxy_async();
 
     // dK += dS^T Q: B = QT [128 d x 32 q].
@@ -389,20 +318,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     dk[4 * i] += x.x, dk[4 * i + 1] += x.y, dk[4 * i + 2] += x.z, dk[4 * i + 3] += x.w;
     dv[4 * i] += y.x, dv[4 * i + 1] += y.y, dv[4 * i + 2] += y.z, dv[4 * i + 3] += y.w;
   }
-  // Epilogue: dK = scale dK_acc, dV; rows key_g[h2], columns 8j + 2t, +1 (keys past Tk skipped).
-  const float scale = p.score.scale;
-#pragma unroll
-  for (int h2 = 0; h2 < 2; ++h2) {
-    if (key_g[h2] >= sh.Tk) continue;
-    float* dkr = static_cast<float*>(p.dk) + b * sh.k_stride[0] + key_g[h2] * sh.k_stride[1] + hk * sh.k_stride[2];
-    float* dvr = static_cast<float*>(p.dv) + b * sh.v_stride[0] + key_g[h2] * sh.v_stride[1] + hk * sh.v_stride[2];
-#pragma unroll
-    for (int j = 0; j < kD / 8; ++j) {
-      *reinterpret_cast<float2*>(dkr + 8 * j + 2 * t) =
-          make_float2(scale * dk[4 * j + 2 * h2], scale * dk[4 * j + 2 * h2 + 1]);
-      *reinterpret_cast<float2*>(dvr + 8 * j + 2 * t) = make_float2(dv[4 * j + 2 * h2], dv[4 * j + 2 * h2 + 1]);
-    }
-  }
+  // Epilogue: dK = scale dK_acc, dV (tf32_bwd_store_dkdv).
+  tf32_bwd_store_dkdv<kD>(p, dk, dv, key_g, hk, b, t);
 }
 
 constexpr int kPrepassThreads = 256;

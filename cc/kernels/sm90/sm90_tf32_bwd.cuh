@@ -1,0 +1,152 @@
+// Pieces shared by the Hopper TF32 backwards (sm90/flash_bwd_sm90_tf32.cu at head dim 64, sm90/flash_bwd_sm90_tf32_d128.cu
+// at 128): which query tiles a key tile visits, the rows warp's per-row words, the P^T pass with the index masks,
+// dS^T, and the dK / dV epilogue. Both kernels hold S^T / dP^T [keys x BQ queries] accumulators of a wgmma m64nBQ
+// (element x = 4j + 2h2 + e: key row key_l[h2] = 16 warp + g + 8 h2 of the warpgroup's 64, query 8j + 2t + e).
+// Include only from sources compiled for sm_90a alone, after sm90_tf32.cuh.
+#ifndef TF_FLASHATTN_KERNELS_SM90_SM90_TF32_BWD_CUH_
+#define TF_FLASHATTN_KERNELS_SM90_SM90_TF32_BWD_CUH_
+
+#include <cstdint>
+
+#include "cc/kernels/common/flash_cuda_common.cuh"  // fast_exp2
+#include "cc/kernels/common/flash_params.h"
+#include "cc/kernels/sm90/sm90_ptx.cuh"
+#include "cc/kernels/sm90/sm90_tf32.cuh"
+
+namespace flashattn {
+namespace cuda {
+namespace sm90 {
+
+// The query tiles (BQ rows) that key tile [j0, j0 + BK) visits: [qb_lo, qb_lo + nq) for each of the G heads of its
+// kv head (unit n = hl * nq + (qb - qb_lo)): the tiles of rows [lo, hi) that may see one of its keys below klim
+// (the batch's key length; none when j0 >= klim), hi <= qlim (the query length). Causal / window right: row i sees
+// a key >= j0 only if key_end(i) > j0, i.e. i >= j0 - off (causal), i >= j0 - off - window_right; window left: a
+// key <= j_last only if key_begin(i) = i + off - window_left <= j_last. (benchmarks/sm90_tf32_bwd_model.py checks
+// this rule against plain visibility.)
+template <int BK, int BQ>
+struct Tf32BwdUnits {
+  int qb_lo = 0, nq = 0, n = 0;
+  __device__ Tf32BwdUnits(const AttnShape& sh, const MaskParams& m, int64_t qlim, int64_t klim, int64_t j0) {
+    const int64_t off = m.causal_offset;
+    int64_t lo = 0, hi = qlim;
+    if (m.causal && j0 - off > lo) lo = j0 - off;
+    if (m.window_right >= 0 && j0 - off - m.window_right > lo) lo = j0 - off - m.window_right;
+    const int64_t j_last = (j0 + BK < klim ? j0 + BK : klim) - 1;
+    if (m.window_left >= 0 && m.window_left < hi - (j_last - off + 1)) hi = j_last - off + 1 + m.window_left;
+    if (j0 >= klim || hi <= lo) return;
+    qb_lo = static_cast<int>(lo / BQ);
+    nq = static_cast<int>((hi + BQ - 1) / BQ - lo / BQ);
+    n = nq * static_cast<int>(sh.H / sh.Hkv);
+  }
+};
+
+// The rows warp's words for row i (lane) of a unit, ring slot s, in rows [kStages][4][BQ] (4-byte words): lse2 =
+// log2e lse and dsum (float; rows past Tq any finite value: their elements are masked to 0; lse = -inf, a row that
+// sees no key, gives lse2 = -inf with every element masked), and the row's visible keys [kb, ke) as score_elem's
+// rule (row_info): [key_begin(i), key_end(i, klim)) relative to j0, clipped to [0, BK]; empty where the row is past
+// the query length or off in the [B, Tq] validity mask (the [B, Tk] one: the consumers' key_ok).
+template <int BK, int BQ>
+__device__ __forceinline__ void tf32_bwd_write_rows(float* rows_f, int* rows_i, int s, int lane, const FlashBwdParams& p,
+                                                    const float* dsum, int64_t qlim, int64_t klim, int64_t j0, int b,
+                                                    int64_t h, int64_t i) {
+  const AttnShape& sh = p.shape;
+  const MaskParams& mk = p.mask;
+  const int64_t row = (b * sh.H + h) * sh.Tq + i;
+  rows_f[(4 * s) * BQ + lane] = i < sh.Tq ? p.lse[row] * 1.4426950408889634f : 0.f;
+  rows_f[(4 * s + 1) * BQ + lane] = i < sh.Tq ? dsum[row] : 0.f;
+  int kb = 0, ke = 0;
+  if (i < qlim && (!mk.q_valid || mk.q_valid[b * sh.Tq + i])) {
+    const int64_t lo = mk.key_begin(i) - j0, hi = mk.key_end(i, klim) - j0;
+    kb = static_cast<int>(lo < 0 ? 0 : (lo > BK ? BK : lo));
+    ke = static_cast<int>(hi < 0 ? 0 : (hi > BK ? BK : hi));
+  }
+  rows_i[(4 * s + 2) * BQ + lane] = kb;
+  rows_i[(4 * s + 3) * BQ + lane] = ke;
+}
+
+// P^T = 2^(S^T scale log2e - lse2) in place (sl2 = scale log2e; rows_f / rows_i: slot s's words). MASKED (tiles not
+// tile_in_range): P = 0 unless key_ok[h2] (key length, [B, Tk] mask) and kl[h2], the key's index in the CTA's tile,
+// lies in the row's [kb, ke).
+template <bool MASKED, int BQ>
+__device__ __forceinline__ void tf32_bwd_p_pass(float (&sacc)[BQ / 2], const float* rows_f, const int* rows_i, int s,
+                                                float sl2, int t, const int (&kl)[2], const bool (&key_ok)[2]) {
+  const float* lse2_s = rows_f + (4 * s) * BQ;
+  const int* kb_s = rows_i + (4 * s + 2) * BQ;
+  const int* ke_s = rows_i + (4 * s + 3) * BQ;
+#pragma unroll
+  for (int j = 0; j < BQ / 8; ++j) {
+    const float2 l2 = *reinterpret_cast<const float2*>(lse2_s + 8 * j + 2 * t);
+    int2 kb2 = make_int2(0, 0), ke2 = make_int2(0, 0);
+    if constexpr (MASKED) {
+      kb2 = *reinterpret_cast<const int2*>(kb_s + 8 * j + 2 * t);
+      ke2 = *reinterpret_cast<const int2*>(ke_s + 8 * j + 2 * t);
+    }
+#pragma unroll
+    for (int h2 = 0; h2 < 2; ++h2)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int x = 4 * j + 2 * h2 + e;
+        float pv = fast_exp2(sacc[x] * sl2 - (e ? l2.y : l2.x));
+        if constexpr (MASKED) {
+          if (!key_ok[h2] || kl[h2] < (e ? kb2.y : kb2.x) || kl[h2] >= (e ? ke2.y : ke2.x)) pv = 0.f;
+        }
+        sacc[x] = pv;
+      }
+  }
+}
+
+// dS^T = P^T (dP^T - dsum) into dpacc, then as dK's A fragments da (rounded) and, for dQ^T, to shared memory as dS
+// [BQ q][64 keys] at ds_gen (swizzled, 2 panels of 32 keys; the same rounded bits).
+template <int BQ>
+__device__ __forceinline__ void tf32_bwd_ds(float (&dpacc)[BQ / 2], const float (&sacc)[BQ / 2], uint32_t (&da)[BQ / 8][4],
+                                            uint8_t* ds_gen, const float* rows_f, int s, int t, const int (&key_l)[2]) {
+  const float* dsum_s = rows_f + (4 * s + 1) * BQ;
+#pragma unroll
+  for (int j = 0; j < BQ / 8; ++j) {
+    const float2 dsm = *reinterpret_cast<const float2*>(dsum_s + 8 * j + 2 * t);
+#pragma unroll
+    for (int h2 = 0; h2 < 2; ++h2)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int x = 4 * j + 2 * h2 + e;
+        dpacc[x] = sacc[x] * (dpacc[x] - (e ? dsm.y : dsm.x));
+      }
+  }
+#pragma unroll
+  for (int kk = 0; kk < BQ / 8; ++kk) {
+    pack_p_step(da[kk], dpacc + 4 * kk);
+    // da[kk] = {(g, 2t), (g + 8, 2t), (g, 2t + 1), (g + 8, 2t + 1)} of step kk: rows key_l[x & 1],
+    // query 8kk + 2t + (x >> 1).
+#pragma unroll
+    for (int x = 0; x < 4; ++x)
+      *reinterpret_cast<uint32_t*>(ds_gen + swz128_offset_f32(BQ, 8 * kk + 2 * t + (x >> 1), key_l[x & 1])) = da[kk][x];
+  }
+}
+
+// Epilogue: dK = scale dK_acc, dV [64 keys x D] accumulators (rows key_g[h2], columns 8j + 2t, +1) to p.dk / p.dv of
+// kv head hk, batch b (float2 stores; keys past Tk skipped).
+template <int D>
+__device__ __forceinline__ void tf32_bwd_store_dkdv(const FlashBwdParams& p, const float (&dk)[D / 2],
+                                                    const float (&dv)[D / 2], const int64_t (&key_g)[2], int hk, int b,
+                                                    int t) {
+  const AttnShape& sh = p.shape;
+  const float scale = p.score.scale;
+#pragma unroll
+  for (int h2 = 0; h2 < 2; ++h2) {
+    if (key_g[h2] >= sh.Tk) continue;
+    float* dkr = static_cast<float*>(p.dk) + b * sh.k_stride[0] + key_g[h2] * sh.k_stride[1] + hk * sh.k_stride[2];
+    float* dvr = static_cast<float*>(p.dv) + b * sh.v_stride[0] + key_g[h2] * sh.v_stride[1] + hk * sh.v_stride[2];
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j) {
+      *reinterpret_cast<float2*>(dkr + 8 * j + 2 * t) =
+          make_float2(scale * dk[4 * j + 2 * h2], scale * dk[4 * j + 2 * h2 + 1]);
+      *reinterpret_cast<float2*>(dvr + 8 * j + 2 * t) = make_float2(dv[4 * j + 2 * h2], dv[4 * j + 2 * h2 + 1]);
+    }
+  }
+}
+
+}  // namespace sm90
+}  // namespace cuda
+}  // namespace flashattn
+
+#endif  // TF_FLASHATTN_KERNELS_SM90_SM90_TF32_BWD_CUH_
