@@ -170,26 +170,39 @@ SM90_CASES = [
 SM90_MODES = tuple(int(x) for x in os.environ.get("SM90_TUNE_MODES", "1,2,3,4,5,6,7").split(","))  # a subset: faster
 
 
-def sm90_main(h, Ts):
-    """--sm90: numerics with the Hopper TF32 backward on, each variant (set_sm90_tf32_bwd(1 + variant); it must
-    have launched once per case), then TFLOP/s of sm80's (0) and each mode in SM90_MODES at head dim 64."""
+def hopper_cases(D, extra):
+    """The harness's head-dim-D cases a Hopper TF32 backward takes (index masks only), then extra."""
+    return [c for c in CASES if c["D"] == D and c.get("Dv", D) == D and
+            not any(c.get(k) for k in ("mask", "bias", "softcap", "dropout"))] + extra
+
+
+def switched_numerics(h, switch, mode, cases, counter, label):
+    """check_numerics of cases (TF32) with switch(mode); the kernel must have launched once per case but those in
+    deterministic mode (sm80's ordered kernels), counted by sm90_info()[counter]. Prints a line; True when all
+    pass."""
     m = h.m
-    plain = [c for c in CASES if c["D"] == 64 and c.get("Dv", 64) == 64 and
-             not any(c.get(k) for k in ("mask", "bias", "softcap", "dropout"))]
-    cases = plain + SM90_CASES
+    n0 = m.sm90_info()[counter]
+    rows = with_cfg(switch, mode, lambda: check_numerics(h, ("tf32",), cases, open(os.devnull, "w")))
+    launched = m.sm90_info()[counter] - n0
+    bad = [r["case"] for r in rows if not r["ok"]]
+    for r in rows:
+        if not r["ok"]:
+            print(r, flush=True)
+    want = sum(not r["det"] for r in rows)
+    print(f"{label}: numerics {len(rows) - len(bad)} / {len(rows)}, launches {launched} (expected {want})"
+          + (f" FAIL {bad}" if bad else ""), flush=True)
+    return not bad and launched == want
+
+
+def sm90_main(h, Ts):
+    """--sm90: numerics with the Hopper TF32 backward on, each variant (set_sm90_tf32_bwd(1 + variant)), then
+    TFLOP/s of sm80's (0) and each mode in SM90_MODES at head dim 64."""
+    m = h.m
+    cases = hopper_cases(64, SM90_CASES)
     ok = True
     for mode in SM90_MODES:
-        n0 = m.sm90_info()["tf32_bwd_launches"]
-        rows = with_cfg(m.set_sm90_tf32_bwd, mode, lambda: check_numerics(h, ("tf32",), cases, open(os.devnull, "w")))
-        launched = m.sm90_info()["tf32_bwd_launches"] - n0
-        bad = [r["case"] for r in rows if not r["ok"]]
-        for r in rows:
-            if not r["ok"]:
-                print(r, flush=True)
-        want = sum(not r["det"] for r in rows)  # deterministic mode keeps sm80's ordered kernels
-        ok &= not bad and launched == want
-        print(f"sm90 tf32 bwd mode {mode}: numerics {len(rows) - len(bad)} / {len(rows)}, launches {launched} "
-              f"(expected {want})" + (f" FAIL {bad}" if bad else ""), flush=True)
+        ok &= switched_numerics(h, m.set_sm90_tf32_bwd, mode, cases, "tf32_bwd_launches",
+                                f"sm90 tf32 bwd mode {mode}")
     timings(h, m.set_sm90_tf32_bwd, True, Ts, {64: (0,) + SM90_MODES}, {}, name="sm90 TF32 bwd mode")
     masked_timings(h, SM90_MASKED_MODES)
     return ok
@@ -251,21 +264,10 @@ SM90_D128_CASES = [
 
 def sm90_d128_main(h, Ts):
     m = h.m
-    plain = [c for c in CASES if c["D"] == 128 and c.get("Dv", 128) == 128 and
-             not any(c.get(k) for k in ("mask", "bias", "softcap", "dropout"))]
-    cases = plain + SM90_D128_CASES
-    n0 = m.sm90_info()["tf32_bwd128_launches"]
-    rows = with_cfg(m.set_sm90_tf32_bwd128, 1, lambda: check_numerics(h, ("tf32",), cases, open(os.devnull, "w")))
-    launched = m.sm90_info()["tf32_bwd128_launches"] - n0
-    bad = [r["case"] for r in rows if not r["ok"]]
-    for r in rows:
-        if not r["ok"]:
-            print(r, flush=True)
-    want = sum(not r["det"] for r in rows)
-    print(f"sm90 tf32 bwd d128: numerics {len(rows) - len(bad)} / {len(rows)}, launches {launched} (expected {want})"
-          + (f" FAIL {bad}" if bad else ""), flush=True)
+    ok = switched_numerics(h, m.set_sm90_tf32_bwd128, 1, hopper_cases(128, SM90_D128_CASES), "tf32_bwd128_launches",
+                           "sm90 tf32 bwd d128")
     timings(h, m.set_sm90_tf32_bwd128, True, Ts, {128: (0, 1)}, {}, name="sm90 TF32 bwd d128 (0 off, 1 on)")
-    return not bad and launched == want
+    return ok
 
 
 def main():

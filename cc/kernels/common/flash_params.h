@@ -39,6 +39,11 @@ struct MaskParams {
   const bool* q_valid = nullptr;       // [B, Tq] or null
   const bool* k_valid = nullptr;       // [B, Tk] or null
 
+  // A window, lengths or a [B, T] validity mask: what the index-masked kernels take beyond causal alone.
+  FA_HD bool has_index_masks() const {
+    return window_left >= 0 || window_right >= 0 || q_lengths || k_lengths || q_valid || k_valid;
+  }
+
   // First key (inclusive) and last key (exclusive) row i can see, from causal/window only.
   FA_HD int64_t key_begin(int64_t i) const {
     if (window_left < 0) return 0;

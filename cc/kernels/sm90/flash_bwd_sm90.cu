@@ -2449,7 +2449,7 @@ cudaError_t bwd_pick(const FlashBwdParams& p, cudaStream_t stream) {
     if (score)  // the SCORE instantiation (index masks too)
       return bf16 ? launch_split<__nv_bfloat16, 256, true, false, true, DET>(p, stream)
                   : launch_split<__half, 256, true, false, true, DET>(p, stream);
-    if (m.window_left >= 0 || m.window_right >= 0 || m.q_lengths || m.k_lengths || m.q_valid || m.k_valid)
+    if (m.has_index_masks())
       return bf16 ? launch_split<__nv_bfloat16, 256, true, false, false, DET>(p, stream)
                   : launch_split<__half, 256, true, false, false, DET>(p, stream);
     return bf16 ? launch_split<__nv_bfloat16, 256, false, false, false, DET>(p, stream)
@@ -2469,8 +2469,7 @@ cudaError_t bwd_pick(const FlashBwdParams& p, cudaStream_t stream) {
   if (bias && p.shape.D == 128)
     return bf16 ? launch_split<__nv_bfloat16, 128, true, false, true, DET>(p, stream)
                 : launch_split<__half, 128, true, false, true, DET>(p, stream);
-  if (m.window_left >= 0 || m.window_right >= 0 || m.q_lengths || m.k_lengths || m.q_valid || m.k_valid ||
-      p.score.softcap != 0.f || m.mask || bias) {  // soft-cap, a dense mask: the IDX kernel's branches
+  if (m.has_index_masks() || p.score.softcap != 0.f || m.mask || bias) {  // soft-cap, a dense mask: the IDX kernel's branches
     if (p.shape.D == 128)
       return bf16 ? launch<__nv_bfloat16, 128, true, false, DET>(p, stream)
                   : launch<__half, 128, true, false, DET>(p, stream);

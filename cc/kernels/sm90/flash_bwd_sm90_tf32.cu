@@ -95,6 +95,7 @@
 #include "cc/kernels/sm90/sm90_host.cuh"
 #include "cc/kernels/sm90/sm90_ptx.cuh"
 #include "cc/kernels/sm90/sm90_tf32.cuh"
+#include "cc/kernels/sm90/sm90_tf32_bwd.cuh"
 
 namespace flashattn {
 namespace cuda {
@@ -565,34 +566,6 @@ __global__ void __launch_bounds__(kThreads, 1)
 }
 
 constexpr int kPrepassThreads = 256;
-// The pre-passes' pieces. Rows row0 .. row0 + R - 1 of a [rows, 64] float32 tensor at src (row stride ld; rows
-// at or past limit read as 0), rounded to tf32 (cvt.rna, as the main kernel's K / V rounding and sm80's TF32
-// kernels), into sm; out (may be null): the rounded rows also stored compactly at out + r * kD (one 16-byte
-// .cg store each: the main kernel's TMA reads them from L2).
-template <int R>
-__device__ __forceinline__ void prepass_load_rows(const float* src, int64_t ld, int64_t row0, int64_t limit,
-                                                  float (&sm)[R][kD + 1], float* out) {
-  constexpr int kC4 = kD / 4;  // float4 per row
-  for (int i = threadIdx.x; i < R * kC4; i += kPrepassThreads) {
-    const int r = i / kC4, col = 4 * (i % kC4);
-    float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
-    if (row0 + r < limit) x = *reinterpret_cast<const float4*>(src + (row0 + r) * ld + col);
-    const uint4 xr = make_uint4(to_tf32(x.x), to_tf32(x.y), to_tf32(x.z), to_tf32(x.w));
-    if (out) __stcg(reinterpret_cast<uint4*>(out + r * kD + col), xr);
-    sm[r][col] = __uint_as_float(xr.x), sm[r][col + 1] = __uint_as_float(xr.y);
-    sm[r][col + 2] = __uint_as_float(xr.z), sm[r][col + 3] = __uint_as_float(xr.w);
-  }
-}
-// sm's rows transposed: out[d * ld + u] = sm[PERM ? tf32_kperm_inv(u) : u][d] for u < R (a warp: 32 consecutive
-// positions of one row d).
-template <bool PERM, int R>
-__device__ __forceinline__ void prepass_store_transposed(const float (&sm)[R][kD + 1], float* out, int64_t ld) {
-  for (int i = threadIdx.x; i < kD * R; i += kPrepassThreads) {
-    const int d = i / R, u = i % R;
-    out[d * ld + u] = sm[PERM ? tf32_kperm_inv(u) : u][d];
-  }
-}
-
 // Pre-pass for Q and dO: query tile blockIdx.x (rows i0 .. i0 + 31) of head blockIdx.y, batch blockIdx.z.
 // qr / dor [B, H, tq_pad, 64] = tf32(Q) / tf32(dO) (rows past Tq: 0); qt / dot [B, H, 64, tq_pad]: position
 // i0 + u of row d = tf32(Q[i0 + tf32_kperm_inv(u)][d]) (0 past Tq).
@@ -604,13 +577,13 @@ __global__ void __launch_bounds__(kPrepassThreads)
   const int64_t i0 = static_cast<int64_t>(blockIdx.x) * kBq;
   const int h = blockIdx.y, b = blockIdx.z;
   const int64_t bh = static_cast<int64_t>(b) * sh.H + h;
-  prepass_load_rows(static_cast<const float*>(p.q) + b * sh.q_stride[0] + h * sh.q_stride[2], sh.q_stride[1], i0,
-                    sh.Tq, sq, qr + (bh * tq_pad + i0) * kD);
-  prepass_load_rows(static_cast<const float*>(p.d_o) + b * sh.o_stride[0] + h * sh.o_stride[2], sh.o_stride[1], i0,
-                    sh.Tq, sd, dor + (bh * tq_pad + i0) * kD);
+  tf32_prepass_load_rows<kPrepassThreads>(static_cast<const float*>(p.q) + b * sh.q_stride[0] + h * sh.q_stride[2],
+                                          sh.q_stride[1], i0, sh.Tq, sq, qr + (bh * tq_pad + i0) * kD);
+  tf32_prepass_load_rows<kPrepassThreads>(static_cast<const float*>(p.d_o) + b * sh.o_stride[0] + h * sh.o_stride[2],
+                                          sh.o_stride[1], i0, sh.Tq, sd, dor + (bh * tq_pad + i0) * kD);
   __syncthreads();
-  prepass_store_transposed<true>(sq, qt + bh * kD * tq_pad + i0, tq_pad);
-  prepass_store_transposed<true>(sd, dot + bh * kD * tq_pad + i0, tq_pad);
+  tf32_prepass_store_transposed<kPrepassThreads, true>(sq, qt + bh * kD * tq_pad + i0, tq_pad);
+  tf32_prepass_store_transposed<kPrepassThreads, true>(sd, dot + bh * kD * tq_pad + i0, tq_pad);
 }
 
 // Pre-pass for K: key tile blockIdx.x (keys j0 .. j0 + 31) of kv head blockIdx.y, batch blockIdx.z.
@@ -621,10 +594,11 @@ __global__ void __launch_bounds__(kPrepassThreads)
   const AttnShape& sh = p.shape;
   const int64_t j0 = static_cast<int64_t>(blockIdx.x) * 32;
   const int hk = blockIdx.y, b = blockIdx.z;
-  prepass_load_rows(static_cast<const float*>(p.k) + b * sh.k_stride[0] + hk * sh.k_stride[2], sh.k_stride[1], j0,
-                    sh.Tk, sk, nullptr);
+  const float* k = static_cast<const float*>(p.k) + b * sh.k_stride[0] + hk * sh.k_stride[2];
+  tf32_prepass_load_rows<kPrepassThreads>(k, sh.k_stride[1], j0, sh.Tk, sk, nullptr);
   __syncthreads();
-  prepass_store_transposed<false>(sk, kt + (static_cast<int64_t>(b) * sh.Hkv + hk) * kD * tk_pad + j0, tk_pad);
+  tf32_prepass_store_transposed<kPrepassThreads, false>(sk, kt + (static_cast<int64_t>(b) * sh.Hkv + hk) * kD * tk_pad + j0,
+                                                        tk_pad);
 }
 
 // Variant VI's kernel and its shared memory (the layout its body uses, Smem<stages, dqbulk>).
@@ -669,13 +643,6 @@ __global__ void __launch_bounds__(256) tf32_dq_frag_convert_kernel(const FlashBw
     }
     __syncthreads();  // the tile is written again for the next block
   }
-}
-
-// A rank-4 map over a [B, Hx, R, C] float32 workspace array (C contiguous), box {32, 1, rows, 1} at
-// coordinates (c, hx, r, b): tma_map_rows_f32 with T = R, Dx = C.
-bool map_ws(CUtensorMap* m, const float* ptr, int64_t B, int64_t Hx, int64_t R, int64_t C, int rows) {
-  const int64_t st[3] = {Hx * R * C, C, R * C};
-  return tma_map_rows_f32(m, ptr, B, R, Hx, C, st, rows);
 }
 
 std::atomic<int64_t> g_launches{0};
@@ -752,9 +719,9 @@ cudaError_t bwd_tf32(const FlashBwdParams& p, cudaStream_t stream) {
   CUtensorMap tk, tv, tkt, tqr, tdor, tqt, tdot;
   if (!tma_map_rows_f32(&tk, p.k, s.B, s.Tk, s.Hkv, kD, s.k_stride, kBk) ||
       !tma_map_rows_f32(&tv, p.v, s.B, s.Tk, s.Hkv, kD, s.v_stride, kBk) ||
-      !map_ws(&tkt, kt, s.B, s.Hkv, kD, w.tk_pad, kD) || !map_ws(&tqr, qr, s.B, s.H, w.tq_pad, kD, kBq) ||
-      !map_ws(&tdor, dor, s.B, s.H, w.tq_pad, kD, kBq) || !map_ws(&tqt, qt, s.B, s.H, kD, w.tq_pad, kD) ||
-      !map_ws(&tdot, dot, s.B, s.H, kD, w.tq_pad, kD))
+      !tma_map_ws_f32(&tkt, kt, s.B, s.Hkv, kD, w.tk_pad, kD) ||
+      !tma_map_ws_f32(&tqr, qr, s.B, s.H, w.tq_pad, kD, kBq) || !tma_map_ws_f32(&tdor, dor, s.B, s.H, w.tq_pad, kD, kBq) ||
+      !tma_map_ws_f32(&tqt, qt, s.B, s.H, kD, w.tq_pad, kD) || !tma_map_ws_f32(&tdot, dot, s.B, s.H, kD, w.tq_pad, kD))
     return cudaErrorNotSupported;  // nothing queued yet: sm80's TF32 backward takes it
   const int variant = mode - 1;
   const bool dqbulk = kVariantTab[variant].dqbulk;

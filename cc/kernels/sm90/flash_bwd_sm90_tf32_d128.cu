@@ -335,33 +335,13 @@ __global__ void __launch_bounds__(kPrepassThreads)
   const int64_t i0 = static_cast<int64_t>(blockIdx.x) * kBq;
   const int h = blockIdx.y, b = blockIdx.z;
   const int64_t bh = static_cast<int64_t>(b) * sh.H + h;
-  const float* src[2] = {static_cast<const float*>(p.q) + b * sh.q_stride[0] + h * sh.q_stride[2],
-                         static_cast<const float*>(p.d_o) + b * sh.o_stride[0] + h * sh.o_stride[2]};
-  const int64_t ld[2] = {sh.q_stride[1], sh.o_stride[1]};
-  float* rows_out[2] = {qr + (bh * tq_pad + i0) * kD, dor + (bh * tq_pad + i0) * kD};
-  float* t_out[2] = {qt + bh * kD * tq_pad + i0, dot + bh * kD * tq_pad + i0};
-  constexpr int kC4 = kD / 4;
-  for (int w = 0; w < 2; ++w)
-    for (int i = threadIdx.x; i < kBq * kC4; i += kPrepassThreads) {
-      const int r = i / kC4, col = 4 * (i % kC4);
-      float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
-      if (i0 + r < sh.Tq) x = *reinterpret_cast<const float4*>(src[w] + (i0 + r) * ld[w] + col);
-      const uint4 xr = make_uint4(to_tf32(x.x), to_tf32(x.y), to_tf32(x.z), to_tf32(x.w));
-      __stcg(reinterpret_cast<uint4*>(rows_out[w] + r * kD + col), xr);
-      sm[w][r][col] = __uint_as_float(xr.x), sm[w][r][col + 1] = __uint_as_float(xr.y);
-      sm[w][r][col + 2] = __uint_as_float(xr.z), sm[w][r][col + 3] = __uint_as_float(xr.w);
-    }
+  const float* q = static_cast<const float*>(p.q) + b * sh.q_stride[0] + h * sh.q_stride[2];
+  const float* d_o = static_cast<const float*>(p.d_o) + b * sh.o_stride[0] + h * sh.o_stride[2];
+  tf32_prepass_load_rows<kPrepassThreads>(q, sh.q_stride[1], i0, sh.Tq, sm[0], qr + (bh * tq_pad + i0) * kD);
+  tf32_prepass_load_rows<kPrepassThreads>(d_o, sh.o_stride[1], i0, sh.Tq, sm[1], dor + (bh * tq_pad + i0) * kD);
   __syncthreads();
-  for (int w = 0; w < 2; ++w)
-    for (int i = threadIdx.x; i < kD * kBq; i += kPrepassThreads) {
-      const int d = i / kBq, u = i % kBq;
-      t_out[w][d * tq_pad + u] = sm[w][tf32_kperm_inv(u)][d];
-    }
-}
-
-bool map_ws(CUtensorMap* m, const float* ptr, int64_t B, int64_t Hx, int64_t R, int64_t C, int rows) {
-  const int64_t st[3] = {Hx * R * C, C, R * C};
-  return tma_map_rows_f32(m, ptr, B, R, Hx, C, st, rows);
+  tf32_prepass_store_transposed<kPrepassThreads, true>(sm[0], qt + bh * kD * tq_pad + i0, tq_pad);
+  tf32_prepass_store_transposed<kPrepassThreads, true>(sm[1], dot + bh * kD * tq_pad + i0, tq_pad);
 }
 
 std::atomic<int64_t> g_launches{0};
@@ -424,8 +404,9 @@ cudaError_t bwd_tf32_d128(const FlashBwdParams& p, cudaStream_t stream) {
   CUtensorMap tk, tv, tqr, tdor, tqt, tdot;
   if (!tma_map_rows_f32(&tk, p.k, s.B, s.Tk, s.Hkv, kD, s.k_stride, kBk) ||
       !tma_map_rows_f32(&tv, p.v, s.B, s.Tk, s.Hkv, kD, s.v_stride, kBk) ||
-      !map_ws(&tqr, qr, s.B, s.H, w.tq_pad, kD, kBq) || !map_ws(&tdor, dor, s.B, s.H, w.tq_pad, kD, kBq) ||
-      !map_ws(&tqt, qt, s.B, s.H, kD, w.tq_pad, kD) || !map_ws(&tdot, dot, s.B, s.H, kD, w.tq_pad, kD))
+      !tma_map_ws_f32(&tqr, qr, s.B, s.H, w.tq_pad, kD, kBq) ||
+      !tma_map_ws_f32(&tdor, dor, s.B, s.H, w.tq_pad, kD, kBq) ||
+      !tma_map_ws_f32(&tqt, qt, s.B, s.H, kD, w.tq_pad, kD) || !tma_map_ws_f32(&tdot, dot, s.B, s.H, kD, w.tq_pad, kD))
     return cudaErrorNotSupported;
   cudaError_t err = set_dynamic_smem(flash_bwd_sm90_tf32_d128_kernel, Smem::kAlloc);
   if (err != cudaSuccess) return cudaErrorNotSupported;

@@ -1336,9 +1336,7 @@ static int asked_fwd_variant() {
 
 // Whether a call needs the index-masked kernel (IDX): a window, lengths or a validity mask (causal
 // alone does not). Dropout always runs it (fwd()). The one place that picks the instantiation.
-static bool needs_idx(const MaskParams& m) {
-  return m.window_left >= 0 || m.window_right >= 0 || m.q_lengths || m.k_lengths || m.q_valid || m.k_valid;
-}
+static bool needs_idx(const MaskParams& m) { return m.has_index_masks(); }
 
 int fwd_variant_for(int d) {
   const int v = asked_fwd_variant();

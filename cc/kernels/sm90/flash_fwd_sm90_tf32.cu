@@ -790,10 +790,6 @@ bool set_tf32_variant(int v) {
 int last_tf32_variant() { return g_tf32_last_variant.load(std::memory_order_relaxed); }
 
 namespace {
-// The index-masked kernels (IDX) for windows, lengths and [B, T] validity masks; causal alone keeps the plain ones.
-bool has_index_masks(const MaskParams& m) {
-  return m.window_left >= 0 || m.window_right >= 0 || m.q_lengths || m.k_lengths || m.q_valid || m.k_valid;
-}
 // The IDX kernels have NOT RUN on a GPU yet: off unless TF_FLASHATTN_SM90_TF32_IDX=1 (read once; sm90_check.py
 // sets it for its own checks), so that index-masked float32 forwards keep sm80's TF32 kernel until checked.
 bool tf32_idx_enabled() {
@@ -814,7 +810,7 @@ bool fwd_tf32_params_apply(const FlashFwdParams& p) {
   if (s.H > 65535 || s.B > 65535 || s.Hkv <= 0 || s.H % s.Hkv != 0) return false;
   // Causal (any offset), windows, lengths, [B, T] validity masks (the IDX kernels, when tf32_idx_enabled); no
   // dense mask.
-  if (p.mask.mask || (has_index_masks(p.mask) && !tf32_idx_enabled())) return false;
+  if (p.mask.mask || (p.mask.has_index_masks() && !tf32_idx_enabled())) return false;
   if (p.score.bias || p.score.softcap != 0.f || p.dropout.rate > 0.f) return false;
   // TMA: 16-byte aligned bases and byte strides (element strides multiples of 4); o's float2 stores too.
   for (int i = 0; i < 3; ++i) {
@@ -844,7 +840,7 @@ cudaError_t fwd_tf32(const FlashFwdParams& p, cudaStream_t stream) {
   const int d = static_cast<int>(p.shape.D);
   int v = tf32_variant_for(p.shape);
   if (v == kTf32PrepassVariant && p.workspace == nullptr) v = kTf32DefaultVariant;
-  if (has_index_masks(p.mask))
+  if (p.mask.has_index_masks())  // the index-masked kernels (IDX); causal alone keeps the plain ones
     return d == 128 ? launch_tf32_variant<128, true>(p, stream, v) : launch_tf32_variant<64, true>(p, stream, v);
   return d == 128 ? launch_tf32_variant<128, false>(p, stream, v) : launch_tf32_variant<64, false>(p, stream, v);
 }

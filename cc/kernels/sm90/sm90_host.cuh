@@ -79,6 +79,13 @@ inline bool tma_map_rows_f32(CUtensorMap* map, const void* ptr, int64_t B, int64
   return tma_map_rows_of(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, 32, ptr, B, T, Hx, Dx, st, rows);
 }
 
+// A rank-4 map over a [B, Hx, R, C] float32 workspace array (C contiguous), box {32, 1, rows, 1} at
+// coordinates (c, hx, r, b): tma_map_rows_f32 with T = R, Dx = C (the Hopper TF32 backwards' pre-pass copies).
+inline bool tma_map_ws_f32(CUtensorMap* m, const float* ptr, int64_t B, int64_t Hx, int64_t R, int64_t C, int rows) {
+  const int64_t st[3] = {Hx * R * C, C, R * C};
+  return tma_map_rows_f32(m, ptr, B, R, Hx, C, st, rows);
+}
+
 // Whether the current device is compute capability 9.0 (cached per device).
 inline bool current_device_is_sm90() {
   static int cached[64] = {0};  // 0 unknown, 1 yes, 2 no

@@ -123,6 +123,35 @@ __device__ __forceinline__ void tf32_bwd_ds(float (&dpacc)[BQ / 2], const float 
   }
 }
 
+// The pre-passes' pieces (THREADS threads; D = D1 - 1 columns, a row of sm padded by one float so that the
+// transposed reads hit 32 banks). Rows row0 .. row0 + R - 1 of a [rows, D] float32 tensor at src (row stride ld;
+// rows at or past limit read as 0), rounded to tf32 (cvt.rna, as the main kernels' K / V rounding and sm80's TF32
+// kernels), into sm; out (may be null): the rounded rows also stored compactly at out + r * D (one 16-byte .cg
+// store each: the main kernel's TMA reads them from L2).
+template <int THREADS, int R, int D1>
+__device__ __forceinline__ void tf32_prepass_load_rows(const float* src, int64_t ld, int64_t row0, int64_t limit,
+                                                       float (&sm)[R][D1], float* out) {
+  constexpr int kD = D1 - 1, kC4 = kD / 4;  // float4 per row
+  for (int i = threadIdx.x; i < R * kC4; i += THREADS) {
+    const int r = i / kC4, col = 4 * (i % kC4);
+    float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (row0 + r < limit) x = *reinterpret_cast<const float4*>(src + (row0 + r) * ld + col);
+    const uint4 xr = make_uint4(to_tf32(x.x), to_tf32(x.y), to_tf32(x.z), to_tf32(x.w));
+    if (out) __stcg(reinterpret_cast<uint4*>(out + r * kD + col), xr);
+    sm[r][col] = __uint_as_float(xr.x), sm[r][col + 1] = __uint_as_float(xr.y);
+    sm[r][col + 2] = __uint_as_float(xr.z), sm[r][col + 3] = __uint_as_float(xr.w);
+  }
+}
+// sm's rows transposed: out[d * ld + u] = sm[PERM ? tf32_kperm_inv(u) : u][d] for u < R (a warp: 32 consecutive
+// positions of one row d).
+template <int THREADS, bool PERM, int R, int D1>
+__device__ __forceinline__ void tf32_prepass_store_transposed(const float (&sm)[R][D1], float* out, int64_t ld) {
+  for (int i = threadIdx.x; i < (D1 - 1) * R; i += THREADS) {
+    const int d = i / R, u = i % R;
+    out[d * ld + u] = sm[PERM ? tf32_kperm_inv(u) : u][d];
+  }
+}
+
 // Epilogue: dK = scale dK_acc, dV [64 keys x D] accumulators (rows key_g[h2], columns 8j + 2t, +1) to p.dk / p.dv of
 // kv head hk, batch b (float2 stores; keys past Tk skipped).
 template <int D>
