@@ -1159,7 +1159,6 @@ def main():
     if args.phase.startswith("tf32"):
         # The TF32 forward's switch (read once, at its first use): on for this process, whatever the caller's.
         os.environ["TF_FLASHATTN_SM90_TF32"] = "1"
-        os.environ["TF_FLASHATTN_SM90_TF32_IDX"] = "1"  # the index-masked kernels (off by default until checked)
     h = Harness(args.lib)
     log = sys.stdout
     print(f"device: {torch.cuda.get_device_name()}  sm90: {h.m.sm90_info()}", file=log, flush=True)

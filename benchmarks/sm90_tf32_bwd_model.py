@@ -284,6 +284,42 @@ def check_masks(seed, mut=None):
     return bool((got == vis).all())
 
 
+def check_dq_frag(hd, seed, kernel_sub=None):
+    """The fragment-ordered dQ accumulator (the head-dim-64 kernel's variant 3, the head-dim-128 kernel's dQ modes
+    kVec4 / kBulk) against tf32_dq_frag_convert_kernel<hd> (sm90_tf32_bwd.cuh): a consumer thread tid's dQ^T
+    accumulators of half m (d 64 m .. 64 m + 63; hd = 64: m = 0) are x = 4j + 2h2 + e = (d 64 m + key_l[h2], q 8j +
+    2t + e) of a wgmma m64n32 (key_l[h2] = 16 warp + g + 8 h2); the kernel adds float4 j * 128 + tid of sub-block m
+    (float offset m * 2048) of the query tile's block. Random dQ^T values through the kernel's writes and the
+    converter's reads must give back dQ[q][d] = dQ^T[d][q]. kernel_sub: a mutant's sub-block offset in floats."""
+    rng = np.random.default_rng(seed)
+    dqt = rng.standard_normal((hd, 32)).tolist()  # [d][q]
+    blk = [None] * (32 * hd)
+    for m in range(hd // 64):
+        for tid in range(128):
+            warp, lane = tid // 32, tid % 32
+            g, t = lane // 4, lane % 4
+            key_l = (16 * warp + g, 16 * warp + g + 8)
+            for j in range(4):
+                for x4 in range(4):
+                    h2, e = x4 // 2, x4 % 2
+                    d, q = 64 * m + key_l[h2], 8 * j + 2 * t + e
+                    off = (m * 2048 if kernel_sub is None else m * kernel_sub) + (j * 128 + tid) * 4 + x4
+                    if blk[off] is not None:
+                        return False
+                    blk[off] = dqt[d][q]
+    if any(v is None for v in blk):
+        return False
+    tile = [[None] * hd for _ in range(32)]
+    for mm in range(hd // 32):  # the converter's loads: float4 f = mm * 256 + threadIdx.x
+        for th in range(256):
+            f = mm * 256 + th
+            sub, j, tid = f // 512, (f % 512) // 128, f % 128
+            d0, q0 = 64 * sub + 16 * (tid // 32) + (tid % 32) // 4, 8 * j + 2 * (tid % 4)
+            v = blk[4 * f: 4 * f + 4]
+            tile[q0][d0], tile[q0 + 1][d0], tile[q0][d0 + 8], tile[q0 + 1][d0 + 8] = v
+    return all(tile[q][d] == dqt[d][q] for q in range(32) for d in range(hd))
+
+
 def main():
     fails = 0
     for seed in range(4):
@@ -305,6 +341,13 @@ def main():
     caught = not all(check_d128(0, kt_swap=True).values())
     fails += not caught
     print(f"d128 mutant K^T fragments transposed: {'caught' if caught else 'NOT CAUGHT (model too weak)'}")
+    for hd in (64, 128):
+        ok = all(check_dq_frag(hd, sd) for sd in range(3))
+        fails += not ok
+        print(f"dQ fragment-ordered accumulator, head dim {hd}: {'OK' if ok else 'WRONG'}")
+    caught = not check_dq_frag(128, 0, kernel_sub=1024)
+    fails += not caught
+    print(f"dQ fragment mutant sub-block offset 1024: {'caught' if caught else 'NOT CAUGHT (model too weak)'}")
     nmask = 300
     bad = [sd for sd in range(nmask) if not check_masks(sd)]
     fails += len(bad)

@@ -244,7 +244,7 @@ def masked_timings(h, modes):
 
 
 # --sm90-d128: the head-dim-128 Hopper TF32 backward (flash_bwd_sm90_tf32_d128.cu, set_sm90_tf32_bwd128): the
-# harness's head-dim-128 cases it takes and these, then TFLOP/s against sm80's (mode 0 off, 1 on).
+# harness's head-dim-128 cases it takes and these, then TFLOP/s against sm80's (modes below).
 SM90_D128_CASES = [
     dict(name="t128_ragged_gqa", B=2, Tq=300, Tk=517, H=4, Hkv=2, D=128),
     dict(name="t128_causal_gqa", B=2, Tq=300, Tk=517, H=4, Hkv=2, D=128, causal=True),
@@ -262,11 +262,19 @@ SM90_D128_CASES = [
 ]
 
 
+# Its modes (set_sm90_tf32_bwd128): 0 off (sm80's), 1 + i on with dQ mode i (flash_bwd_sm90_tf32_d128.cu's
+# kDqModes: 0 scalar atomics, 1 float4 atomics in fragment order, 2 bulk reduce-adds); SM90_D128_MODES to pick.
+SM90_D128_MODES = tuple(int(x) for x in os.environ.get("SM90_D128_MODES", "1,2,3").split(","))
+
+
 def sm90_d128_main(h, Ts):
     m = h.m
-    ok = switched_numerics(h, m.set_sm90_tf32_bwd128, 1, hopper_cases(128, SM90_D128_CASES), "tf32_bwd128_launches",
-                           "sm90 tf32 bwd d128")
-    timings(h, m.set_sm90_tf32_bwd128, True, Ts, {128: (0, 1)}, {}, name="sm90 TF32 bwd d128 (0 off, 1 on)")
+    ok = True
+    for mode in SM90_D128_MODES:
+        ok &= switched_numerics(h, m.set_sm90_tf32_bwd128, mode, hopper_cases(128, SM90_D128_CASES),
+                                "tf32_bwd128_launches", f"sm90 tf32 bwd d128 mode {mode}")
+    timings(h, m.set_sm90_tf32_bwd128, True, Ts, {128: (0,) + SM90_D128_MODES}, {},
+            name="sm90 TF32 bwd d128 mode (0 off)")
     return ok
 
 

@@ -932,8 +932,8 @@ void set_sm90_tf32_bwd(int mode) {
 #endif
 }
 
-// The float32 TF32 backward at head dim 128 on Hopper (flash_bwd_sm90_tf32_d128.cu; off unless
-// TF_FLASHATTN_SM90_TF32_BWD128=1): 0 off, 1 on, -1 back to the environment.
+// The float32 TF32 backward at head dim 128 on Hopper (flash_bwd_sm90_tf32_d128.cu; on where the head-dim-64
+// one is): 0 off, 1 + i on with dQ mode i (its kDqModes), -1 back to that rule.
 void set_sm90_tf32_bwd128(int mode) {
 #if FA_HAS_SM90
   flashattn::cuda::sm90::set_bwd_tf32_d128_enabled(mode);
@@ -1055,8 +1055,8 @@ PYBIND11_MODULE(flash_harness, m) {
         "head dim 64): 0 off (sm80's TF32 backward), 1 .. 7 on with variant 0 .. 6, -1 back to the environment "
         "(on with variant 3 unless TF_FLASHATTN_SM90_TF32_BWD=0).", py::arg("mode"));
   m.def("set_sm90_tf32_bwd128", &set_sm90_tf32_bwd128, "Hopper float32 TF32 backward at head dim 128 "
-        "(flash_bwd_sm90_tf32_d128.cu, not yet run on a GPU): 0 off, 1 on, -1 back to the environment (off unless "
-        "TF_FLASHATTN_SM90_TF32_BWD128=1).", py::arg("mode"));
+        "(flash_bwd_sm90_tf32_d128.cu): 0 off, 1 + i on with dQ mode i (0 scalar atomics, 1 float4 atomics, 2 bulk "
+        "reduce-adds), -1 back to the environment (on unless TF_FLASHATTN_SM90_TF32_BWD=0).", py::arg("mode"));
   m.def("set_sm90_tf32", &set_sm90_tf32, "Hopper float32 TF32 forward switch (flash_fwd_sm90_tf32.cu): "
         "1 on, 0 off (sm80's TF32 kernel), -1 back to the environment (on unless TF_FLASHATTN_SM90_TF32=0; "
         "TF_FLASHATTN_SM90=0 / set_sm90(0) turn it off too).", py::arg("mode"));

@@ -1,8 +1,7 @@
 // The one dispatch point of the CUDA kernels: flash_fwd_cuda / flash_bwd_cuda (flash_cuda.h)
 // check the device and the shape, then pick the target's kernels:
 //   few query rows (any GPU)            -> sm80/flash_decode.cu (flash-decoding, key splits)
-//   float32, allow_tf32, compute 9.0, D == Dv in {64, 128}, causal or none (index masks with
-//     TF_FLASHATTN_SM90_TF32_IDX=1), GQA
+//   float32, allow_tf32, compute 9.0, D == Dv in {64, 128}, causal or none, index masks, GQA
 //     (sm90::fwd_tf32_applies), TF_FLASHATTN_SM90_TF32 and TF_FLASHATTN_SM90 not 0,
 //     FA_HAS_SM90 builds                -> sm90/flash_fwd_sm90_tf32.cu (wgmma .tf32, TMA)
 //   float32                             -> sm80/flash_fwd_tf32.cu (allow_tf32) or sm80/flash_fwd_simt.cu
@@ -348,7 +347,7 @@ cudaError_t flash_bwd_impl(const FlashBwdParams& p, cudaStream_t stream) {
     err = cuda::sm90::bwd_tf32(p, stream);
     if (err != cudaErrorNotSupported) return err;
   }
-  // Its head-dim-128 form (sm90/flash_bwd_sm90_tf32_d128.cu; off unless TF_FLASHATTN_SM90_TF32_BWD128=1).
+  // Its head-dim-128 form (sm90/flash_bwd_sm90_tf32_d128.cu; the same switch).
   if (cuda::sm90::bwd_tf32_d128_applies(p)) {
     err = cuda::sm90::bwd_tf32_d128(p, stream);
     if (err != cudaErrorNotSupported) return err;

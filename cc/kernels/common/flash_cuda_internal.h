@@ -200,8 +200,8 @@ constexpr int kFwdSelftests = 6;
 // tf32_enabled() is false with TF_FLASHATTN_SM90_TF32=0 (read once; exactly "0"), else true, unless
 // set_tf32_enabled(0 / 1) overrides it (-1: back to the environment); the dispatch also needs
 // enabled() (TF_FLASHATTN_SM90 not 0). fwd_tf32_applies: compute capability 9.0, float32 with
-// allow_tf32, D == Dv in {64, 128}, GQA, no mask or causal (any offset), or with TF_FLASHATTN_SM90_TF32_IDX=1
-// (its index-masked kernels, not yet run on a GPU) windows, lengths, [B, T] validity; no dense mask, bias, soft-cap or dropout; 16-byte aligned tensors, strides multiples of 4.
+// allow_tf32, D == Dv in {64, 128}, GQA, no mask or causal (any offset), windows, lengths, [B, T] validity
+// (its index-masked kernels); no dense mask, bias, soft-cap or dropout; 16-byte aligned tensors, strides multiples of 4.
 // fwd_tf32: its launcher (cudaErrorNotSupported when the tensor maps cannot be made: the caller
 // falls back to sm80's fwd_tf32). fwd_tf32_launches(): its launches so far in this process.
 // tf32_selftest(which, ...): its building blocks one at a time (0 TMA of a float32 tile, 1 the V
@@ -232,9 +232,8 @@ int64_t bwd_tf32_launches();
 size_t bwd_tf32_workspace_floats(const FlashBwdParams& p);
 bool bwd_tf32_applies(const FlashBwdParams& p);
 cudaError_t bwd_tf32(const FlashBwdParams& p, cudaStream_t stream);
-// The same at head dim 128 (flash_bwd_sm90_tf32_d128.cu; NOT YET RUN on a GPU): off unless
-// TF_FLASHATTN_SM90_TF32_BWD128=1 or set_bwd_tf32_d128_enabled(1) (-1: back to the environment); index masks or
-// none, not deterministic; its pre-pass room (Qr, dOr, QT, dOT) after sm80's TF32 parts.
+// The same at head dim 128 (flash_bwd_sm90_tf32_d128.cu): on where bwd_tf32_enabled() is, unless
+// set_bwd_tf32_d128_enabled overrides it (0 off, 1 + i on with its dQ mode i, -1: back to that); index masks or none, not deterministic; its pre-pass room (Qr, dOr, QT, dOT) after sm80's TF32 parts.
 void set_bwd_tf32_d128_enabled(int mode);
 int64_t bwd_tf32_d128_launches();
 size_t bwd_tf32_d128_workspace_floats(const FlashBwdParams& p);

@@ -87,7 +87,6 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <type_traits>
 
 #include "cc/kernels/common/flash_cuda_common.cuh"  // fast_exp2, to_tf32
 #include "cc/kernels/common/flash_cuda_internal.h"
@@ -199,21 +198,7 @@ PrepassLayout prepass_layout(const AttnShape& s) {
 // klim (the batch's key length; none when j0 >= klim), hi <= qlim (the query length). Causal / window right:
 // row i sees a key >= j0 only if key_end(i) > j0, i.e. i >= j0 - off (causal), i >= j0 - off - window_right;
 // window left: a key <= j_last only if key_begin(i) = i + off - window_left <= j_last.
-struct Units {
-  int qb_lo = 0, nq = 0, n = 0;
-  __device__ Units(const AttnShape& sh, const MaskParams& m, int64_t qlim, int64_t klim, int64_t j0) {
-    const int64_t off = m.causal_offset;
-    int64_t lo = 0, hi = qlim;
-    if (m.causal && j0 - off > lo) lo = j0 - off;
-    if (m.window_right >= 0 && j0 - off - m.window_right > lo) lo = j0 - off - m.window_right;
-    const int64_t j_last = (j0 + kBk < klim ? j0 + kBk : klim) - 1;
-    if (m.window_left >= 0 && m.window_left < hi - (j_last - off + 1)) hi = j_last - off + 1 + m.window_left;
-    if (j0 >= klim || hi <= lo) return;
-    qb_lo = static_cast<int>(lo / kBq);
-    nq = static_cast<int>((hi + kBq - 1) / kBq - lo / kBq);
-    n = nq * static_cast<int>(sh.H / sh.Hkv);
-  }
-};
+using Units = Tf32BwdUnits<kBk, kBq>;  // sm90_tf32_bwd.cuh
 
 // tm_k, tm_v: K, V [B, Tk, Hkv, 64] (boxes {32, 1, 128, 1}); tm_kt: KT (boxes {32 keys, 1, 64 rows, 1});
 // tm_qr, tm_dor: Qr, dOr (boxes {32, 1, 32, 1}); tm_qt, tm_dot: QT, dOT (boxes {32 queries, 1, 64 rows, 1}).
@@ -292,22 +277,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         const int s = n % kStages;
         if (n >= kStages) mbar_wait(empty0 + 8 * s, ((n / kStages) - 1) & 1);
         const int64_t h = hk * G + n / units.nq, i = static_cast<int64_t>(units.qb_lo + n % units.nq) * kBq + lane;
-        const int64_t row = (b * sh.H + h) * sh.Tq + i;
-        // Rows past Tq: any finite values (their elements are masked to 0). lse = -inf (a row that sees
-        // no key, causal with Tq > Tk) gives lse2 = -inf: every element of it is masked, P = 0 by selection.
-        rows_f[(4 * s) * kBq + lane] = i < sh.Tq ? p.lse[row] * 1.4426950408889634f : 0.f;
-        rows_f[(4 * s + 1) * kBq + lane] = i < sh.Tq ? a.dsum[row] : 0.f;
-        // The keys the row sees, as score_elem's rule (row_info): [key_begin(i), key_end(i, klim)) (causal,
-        // window, key length) relative to j0, clipped to [0, kBk]; empty where the row is past the query
-        // length or off in the [B, Tq] validity mask (the [B, Tk] one: key_ok, per consumer thread).
-        int kb = 0, ke = 0;
-        if (i < qlim && (!mk.q_valid || mk.q_valid[b * sh.Tq + i])) {
-          const int64_t lo = mk.key_begin(i) - j0, hi = mk.key_end(i, klim) - j0;
-          kb = static_cast<int>(lo < 0 ? 0 : (lo > kBk ? kBk : lo));
-          ke = static_cast<int>(hi < 0 ? 0 : (hi > kBk ? kBk : hi));
-        }
-        rows_i[(4 * s + 2) * kBq + lane] = kb;
-        rows_i[(4 * s + 3) * kBq + lane] = ke;
+        tf32_bwd_write_rows<kBk, kBq>(rows_f, rows_i, s, lane, p, a.dsum, qlim, klim, j0, b, h, i);
         mbar_arrive(full0 + 8 * s);  // release: the stores above are visible to the waiting consumers
       }
     }
@@ -320,7 +290,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
   const float sl2 = p.score.scale * 1.4426950408889634f;
   const int key_l[2] = {16 * warp + g, 16 * warp + g + 8};  // this thread's accumulator rows (consumer-local)
-  const int64_t key_g[2] = {j0 + 64 * c + key_l[0], j0 + 64 * c + key_l[1]};
+  const int key_t[2] = {64 * c + key_l[0], 64 * c + key_l[1]};  // the keys' indices in the CTA's tile
+  const int64_t key_g[2] = {j0 + key_t[0], j0 + key_t[1]};
   // This thread's keys inside the batch's key length and the [B, Tk] validity mask.
   const bool key_ok[2] = {key_g[0] < klim && key_visible(mk, sh, b, key_g[0]),
                           key_g[1] < klim && key_visible(mk, sh, b, key_g[1])};
@@ -396,44 +367,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     wgmma_wait<1>();  // S^T done; dP^T may still run (groups complete in order)
     fence_regs(sacc);
 
-    // P^T = 2^(S^T scale log2e - lse2) in place; element x = 4j + 2h2 + e is (key key_l[h2], query 8j + 2t + e).
-    const float* lse2_s = rows_f + (4 * s) * kBq;
-    const float* dsum_s = rows_f + (4 * s + 1) * kBq;
-    const int* kb_s = rows_i + (4 * s + 2) * kBq;
-    const int* ke_s = rows_i + (4 * s + 3) * kBq;
-    // Every element of this consumer's 64 keys x 32 queries visible (no validity mask, inside the lengths
-    // and the causal / window limits), else the per-element rule below.
+    // P^T in place (tf32_bwd_p_pass), with the index rule unless this consumer's 64 keys x 32 queries are all
+    // visible (no validity mask, inside the lengths and the causal / window limits).
     const bool need_mask = !tile_in_range(mk, i0, kBq, j0 + 64 * c, 64, qlim, klim);
-    auto p_pass = [&](auto mask_c) {
-      constexpr bool kMasked = decltype(mask_c)::value;
-#pragma unroll
-      for (int j = 0; j < kBq / 8; ++j) {
-        const float2 l2 = *reinterpret_cast<const float2*>(lse2_s + 8 * j + 2 * t);
-        int2 kb2 = make_int2(0, 0), ke2 = make_int2(0, 0);
-        if constexpr (kMasked) {
-          kb2 = *reinterpret_cast<const int2*>(kb_s + 8 * j + 2 * t);
-          ke2 = *reinterpret_cast<const int2*>(ke_s + 8 * j + 2 * t);
-        }
-#pragma unroll
-        for (int h2 = 0; h2 < 2; ++h2)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int x = 4 * j + 2 * h2 + e;
-            float pv = fast_exp2(sacc[x] * sl2 - (e ? l2.y : l2.x));
-            if constexpr (kMasked) {
-              // as score_elem: the key inside the row's [kb, ke) (causal, window, lengths, row validity)
-              // and key_ok (key length, [B, Tk] mask); rows past Tq have an empty range.
-              const int kl = 64 * c + key_l[h2];  // the key's index in the CTA's tile
-              if (!key_ok[h2] || kl < (e ? kb2.y : kb2.x) || kl >= (e ? ke2.y : ke2.x)) pv = 0.f;
-            }
-            sacc[x] = pv;
-          }
-      }
-    };
     if (need_mask)
-      p_pass(std::true_type{});
+      tf32_bwd_p_pass<true, kBq>(sacc, rows_f, rows_i, s, sl2, t, key_t, key_ok);
     else
-      p_pass(std::false_type{});
+      tf32_bwd_p_pass<false, kBq>(sacc, rows_f, rows_i, s, sl2, t, key_t, key_ok);
     wgmma_wait<0>();  // dP^T done
     fence_regs(dpacc);
 
@@ -449,29 +389,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       wgmma_tf32_rs_m64n64k8(dv, pa[kk], wgmma_desc(st + L::kDOT + kk * 32, 16, 1024), 1);
     wgmma_commit();
 
-    // dS^T = P^T (dP^T - dsum), then as A fragments (rounded) and, for dQ^T, to shared memory as dS
-    // [32 q][64 keys] (2 panels of 32 keys; the same rounded bits).
-#pragma unroll
-    for (int j = 0; j < kBq / 8; ++j) {
-      const float2 dsm = *reinterpret_cast<const float2*>(dsum_s + 8 * j + 2 * t);
-#pragma unroll
-      for (int h2 = 0; h2 < 2; ++h2)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int x = 4 * j + 2 * h2 + e;
-          dpacc[x] = sacc[x] * (dpacc[x] - (e ? dsm.y : dsm.x));
-        }
-    }
-#pragma unroll
-    for (int kk = 0; kk < kBq / 8; ++kk) {
-      pack_p_step(da[kk], dpacc + 4 * kk);
-      // da[kk] = {(g, 2t), (g + 8, 2t), (g, 2t + 1), (g + 8, 2t + 1)} of step kk: rows key_l[x & 1],
-      // query 8kk + 2t + (x >> 1).
-#pragma unroll
-      for (int x = 0; x < 4; ++x)
-        *reinterpret_cast<uint32_t*>(ds_gen + swz128_offset_f32(kBq, 8 * kk + 2 * t + (x >> 1), key_l[x & 1])) =
-            da[kk][x];
-    }
+    // dS^T = P^T (dP^T - dsum): A fragments of dK (rounded) and dS [32 q][64 keys] for dQ^T.
+    tf32_bwd_ds<kBq>(dpacc, sacc, da, ds_gen, rows_f, s, t, key_l);
     fence_proxy_async();  // dS stores before the wgmma (async proxy) reads below
 
     // dK += dS^T Q: B = QT [64 d x 32 q].
@@ -549,20 +468,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   // (C7514) when a path skipped this wait; with none in flight it returns at once).
   if constexpr (ROT) wgmma_wait<0>();
 
-  // Epilogue: dK = scale dK_acc, dV; rows key_g[h2], columns 8j + 2t, +1.
-  const float scale = p.score.scale;
-#pragma unroll
-  for (int h2 = 0; h2 < 2; ++h2) {
-    if (key_g[h2] >= sh.Tk) continue;
-    float* dkr = static_cast<float*>(p.dk) + b * sh.k_stride[0] + key_g[h2] * sh.k_stride[1] + hk * sh.k_stride[2];
-    float* dvr = static_cast<float*>(p.dv) + b * sh.v_stride[0] + key_g[h2] * sh.v_stride[1] + hk * sh.v_stride[2];
-#pragma unroll
-    for (int j = 0; j < kD / 8; ++j) {
-      *reinterpret_cast<float2*>(dkr + 8 * j + 2 * t) =
-          make_float2(scale * dk[4 * j + 2 * h2], scale * dk[4 * j + 2 * h2 + 1]);
-      *reinterpret_cast<float2*>(dvr + 8 * j + 2 * t) = make_float2(dv[4 * j + 2 * h2], dv[4 * j + 2 * h2 + 1]);
-    }
-  }
+  // Epilogue: dK = scale dK_acc, dV (tf32_bwd_store_dkdv).
+  tf32_bwd_store_dkdv<kD>(p, dk, dv, key_g, hk, b, t);
 }
 
 constexpr int kPrepassThreads = 256;
@@ -610,39 +517,6 @@ struct Tf32BwdLaunch {
 template <int VI>
 Tf32BwdLaunch tf32_bwd_launch() {
   return {flash_bwd_sm90_tf32_kernel<VI>, Smem<kVariantTab[VI].stages, kVariantTab[VI].dqbulk>::kAlloc};
-}
-
-// dq[b, i, h, d] = scale * dQ^T[d][q] from the fragment-ordered blocks of variant 3 (Tf32BwdSm90Args::dq_acc):
-// one block of 256 threads per (b, h, 32-query tile) (grid-stride), through a [32][65] shared tile.
-__global__ void __launch_bounds__(256) tf32_dq_frag_convert_kernel(const FlashBwdParams p, const float* acc,
-                                                                  int64_t dq_rows) {
-  __shared__ float tile[kBq][kD + 1];
-  const AttnShape& sh = p.shape;
-  const int64_t tiles = dq_rows / kBq, blocks = sh.B * sh.H * tiles;
-  for (int64_t blk = blockIdx.x; blk < blocks; blk += gridDim.x) {
-    const float4* src = reinterpret_cast<const float4*>(acc) + blk * (kBq * kD / 4);
-#pragma unroll
-    for (int m = 0; m < 2; ++m) {
-      const int f = m * 256 + static_cast<int>(threadIdx.x), j = f / 128, tid = f % 128;
-      const int d0 = 16 * (tid / 32) + (tid % 32) / 4, q0 = 8 * j + 2 * (tid % 4);
-      const float4 v = src[f];
-      tile[q0][d0] = v.x;
-      tile[q0 + 1][d0] = v.y;
-      tile[q0][d0 + 8] = v.z;
-      tile[q0 + 1][d0 + 8] = v.w;
-    }
-    __syncthreads();
-    const int64_t bh = blk / tiles, h = bh % sh.H, b = bh / sh.H, i0 = (blk % tiles) * kBq;
-    float* dq = static_cast<float*>(p.dq) + b * sh.q_stride[0] + h * sh.q_stride[2];
-#pragma unroll
-    for (int m = 0; m < 4; ++m) {
-      const int x = m * 256 + static_cast<int>(threadIdx.x), r = x / (kD / 2), c2 = x % (kD / 2);
-      if (i0 + r < sh.Tq)
-        *reinterpret_cast<float2*>(dq + (i0 + r) * sh.q_stride[1] + 2 * c2) =
-            make_float2(p.score.scale * tile[r][2 * c2], p.score.scale * tile[r][2 * c2 + 1]);
-    }
-    __syncthreads();  // the tile is written again for the next block
-  }
 }
 
 std::atomic<int64_t> g_launches{0};
@@ -756,7 +630,7 @@ cudaError_t bwd_tf32(const FlashBwdParams& p, cudaStream_t stream) {
   if ((err = cudaGetLastError()) != cudaSuccess) return err;
   if (dqbulk) {
     const int64_t nb = s.B * s.H * (acc_rows / kBq);
-    tf32_dq_frag_convert_kernel<<<static_cast<unsigned>(nb < (1 << 20) ? nb : (1 << 20)), 256, 0, stream>>>(
+    tf32_dq_frag_convert_kernel<kD><<<static_cast<unsigned>(nb < (1 << 20) ? nb : (1 << 20)), 256, 0, stream>>>(
         p, dq_acc, acc_rows);
     err = cudaGetLastError();
   } else {

@@ -1,6 +1,6 @@
 // Hopper TF32 backward for FLOAT32 inputs at head dim 128 (sm_90a only; wgmma .tf32, TMA, warp specialization).
-// NOT YET RUN ON A GPU (written in session 36): off unless TF_FLASHATTN_SM90_TF32_BWD128=1 (read once), or the
-// harness's set_sm90_tf32_bwd128(1). flash_bwd_sm90_tf32.cu (head dim 64) is the model; what differs is what head
+// On with the head-dim-64 kernel (TF_FLASHATTN_SM90_TF32_BWD=0 turns both off; the harness's set_sm90_tf32_bwd128
+// switches this one alone). flash_bwd_sm90_tf32.cu (head dim 64) is the model; what differs is what head
 // dim 128 in float32 does to shared memory: K, V and K^T of 128 keys alone would take 192 KiB, so
 //   - a CTA takes 64 keys, and its two consumer warpgroups take alternate units (32-query tiles of the query heads
 //     that share the kv head), each with dK / dV accumulators for all 64 keys (summed through shared memory at the
@@ -15,7 +15,8 @@
 //   dS^T = P^T (dP^T - dsum): A fragments of dK, and dS [32 q][64 keys] to shared memory (B of dQ^T)
 //   dK += dS^T Q     4 wgmma m64n128k8 RS (B = QT)
 //   dQ^T (2 halves)  8 wgmma m64n32k8 RS each (A = K^T fragments, B = dS); the stage slot released after the
-//                    first half's wait (dV, dK done); dQacc[q][d] += dQ^T[d][q] (16 atomics per thread and half)
+//                    first half's wait (dV, dK done); each half added into the float32 accumulator (DqAdd: by
+//                    default 4 float4 atomics per thread into fragment-ordered blocks)
 // Shared memory: K, V [64 keys x 128] (4 panels of 8 KiB each, 32 KiB each); per stage: Qr, dOr [32 x 128]
 // (4 panels of 4 KiB), QT, dOT [128 x 32] (one panel of 16 KiB) = 64 KiB; dS per consumer [32 q x 64 keys] (2
 // panels of 4 KiB); rows [2][4][32] words; barriers. 208 KiB + 1 KiB + 40 B (+ 1 KiB alignment slack).
@@ -28,8 +29,6 @@
 
 #include <atomic>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 #include <type_traits>
 
 #include "cc/kernels/common/flash_cuda_common.cuh"  // fast_exp2, to_tf32, q_limit, k_limit, tile_in_range
@@ -54,6 +53,21 @@ constexpr int kProducerRegs = 24;
 constexpr int kConsumerRegs = 240;
 static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= 65536, "register file");
 
+// How each half of dQ^T reaches the float32 accumulator dq_acc (the dQ modes, picked in one place: kDqModes):
+//   kScalar: 16 scalar atomics per thread into [B, H, Tq, 128] row-major (sm80's bwd_dq_convert_tf32 after);
+//   kVec4: 4 float4 atomics per thread into the fragment-ordered blocks of [B, H, dq_rows / 32] x [32 q x 128 d]
+//          (tf32_dq_frag_convert_kernel<128> after, sm90_tf32_bwd.cuh);
+//   kBulk: the half staged in shared memory (8 KiB per consumer, fragment order) and added into those blocks by one
+//          bulk reduce-add of the copy engine (as the head-dim-64 kernel's variant 3).
+enum class DqAdd { kScalar, kVec4, kBulk };
+constexpr DqAdd kDqModes[] = {DqAdd::kScalar, DqAdd::kVec4, DqAdd::kBulk};
+constexpr int kDqModeCount = sizeof(kDqModes) / sizeof(kDqModes[0]);
+// The default: kVec4. On the H200 (tune_tf32_bwd.py --sm90-d128, 16k tokens, hidden 1024, T = 1024 / 4096 / 16384,
+// causal or not; results/2026-12-04-h200-s37/d128m.out): kVec4 1.13x-1.24x kScalar, kBulk 0.95x-1.06x kVec4 (better
+// at T = 1024, worse at 16384 without a mask); kVec4 needs no shared memory of its own.
+constexpr int kDefaultDqMode = 1;
+
+template <bool BULK>
 struct Smem {
   static constexpr int kKBytes = kBk * kD * 4;     // K or V [64 x 128]: 4 panels of 64 rows (8 KiB each)
   static constexpr int kQBytes = kBq * kD * 4;     // Qr or dOr [32 x 128]: 4 panels of 32 rows (4 KiB each)
@@ -67,20 +81,25 @@ struct Smem {
   static constexpr int kDs = kStage + kStages * kStageBytes;  // + c * kDsBytes
   static constexpr int kRows = kDs + 2 * kDsBytes;            // [kStages][4][kBq] words: lse2, dsum, kb, ke
   static constexpr int kBars = kRows + kStages * 4 * kBq * 4;  // kv_full, full[kStages], empty[kStages]
-  static constexpr int kBytes = kBars + 8 * (1 + 2 * kStages);
+  static constexpr int kBarsEnd = kBars + 8 * (1 + 2 * kStages);
+  static constexpr int kDqBytes = kBq * 64 * 4;    // BULK: one half of dQ^T [32 q x 64 d] per consumer
+  static constexpr int kDq = (kBarsEnd + 127) & ~127;  // BULK: + c * kDqBytes
+  static constexpr int kBytes = BULK ? kDq + 2 * kDqBytes : kBarsEnd;
   static constexpr int kAlloc = kBytes + 1024;
   static constexpr int kReduce = kStage;           // the end's dK / dV exchange: 128 floats x 128 threads
 };
-static_assert(Smem::kV % 1024 == 0 && Smem::kStage % 1024 == 0 && Smem::kStageBytes % 1024 == 0 &&
-                  Smem::kDs % 1024 == 0 && Smem::kQBytes % 1024 == 0 && Smem::kQTBytes % 1024 == 0,
+static_assert(Smem<false>::kV % 1024 == 0 && Smem<false>::kStage % 1024 == 0 &&
+                  Smem<false>::kStageBytes % 1024 == 0 && Smem<false>::kDs % 1024 == 0 &&
+                  Smem<false>::kQBytes % 1024 == 0 && Smem<false>::kQTBytes % 1024 == 0,
               "tiles 1024-byte aligned (the swizzle is computed from the address)");
-static_assert(Smem::kAlloc <= 227 * 1024, "over the opt-in shared memory");
-static_assert(128 * 128 * 4 <= kStages * Smem::kStageBytes, "the dK / dV exchange fits the stage slots");
+static_assert(Smem<true>::kAlloc <= 227 * 1024, "over the opt-in shared memory");
+static_assert(128 * 128 * 4 <= kStages * Smem<false>::kStageBytes, "the dK / dV exchange fits the stage slots");
 
 struct Tf32BwdD128Args {
   FlashBwdParams p;
   const float* dsum;  // [B, H, Tq]
-  float* dq_acc;      // [B, H, Tq, 128] row-major, zeroed
+  float* dq_acc;      // zeroed; kScalar: [B, H, Tq, 128] row-major; else [B, H, dq_rows / 32] fragment-ordered blocks
+  int64_t dq_rows;    // not kScalar: rows per (b, h) in dq_acc (a multiple of 32, >= Tq)
 };
 
 struct PrepassLayout {
@@ -102,13 +121,15 @@ PrepassLayout prepass_layout(const AttnShape& s) {
 using Units = Tf32BwdUnits<kBk, kBq>;  // sm90_tf32_bwd.cuh
 
 // tm_k, tm_v: K, V [B, Tk, Hkv, 128] (boxes {32, 1, 64, 1}); tm_qr, tm_dor: Qr, dOr (boxes {32, 1, 32, 1});
-// tm_qt, tm_dot: QT, dOT (boxes {32 queries, 1, 128 rows, 1}).
+// tm_qt, tm_dot: QT, dOT (boxes {32 queries, 1, 128 rows, 1}). DQ: how dQ^T is added (DqAdd).
+template <DqAdd DQ>
 __global__ void __launch_bounds__(kThreads, 1)
     flash_bwd_sm90_tf32_d128_kernel(const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v,
                                     const __grid_constant__ CUtensorMap tm_qr, const __grid_constant__ CUtensorMap tm_dor,
                                     const __grid_constant__ CUtensorMap tm_qt, const __grid_constant__ CUtensorMap tm_dot,
                                     const __grid_constant__ Tf32BwdD128Args a) {
-  using L = Smem;
+  constexpr bool BULK = DQ == DqAdd::kBulk;
+  using L = Smem<BULK>;
   extern __shared__ uint8_t smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
   uint8_t* const gbase = smem_raw + (base - smem_u32(smem_raw));
@@ -255,11 +276,15 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int kk = 0; kk < kBq / 8; ++kk)
       wgmma_tf32_rs_m64n128k8(dk, da[kk], wgmma_desc(st + L::kQT + kk * 32, 16, 1024), 1);
     wgmma_commit();
+    // BULK: the previous unit's second half was read from the staging block before this unit's first is
+    // written there (thread 0 issued it and waits; the barrier tells the warpgroup).
+    if constexpr (BULK) {
+      if (tid == 0) bulk_wait_read<0>();
+    }
     named_bar_sync(7 + c, 128);  // the warpgroup's dS stores before dQ^T reads them
 
     // dQ^T = K^T dS^T [128 d x 32 q] over the 64 keys, in two halves of 64 d: A = K^T's m64k8 fragments of k8
     // step k (keys 8k .. 8k + 7), a[x] = K[8k + t + 4 (x >> 1)][64 m + key_l[x & 1]] from the rounded K tile.
-    float* acc = a.dq_acc + ((static_cast<int64_t>(b) * sh.H + h) * sh.Tq + i0) * kD;
 #pragma unroll
     for (int m = 0; m < 2; ++m) {
       uint32_t af[kBk / 8][4];
@@ -285,20 +310,51 @@ __global__ void __launch_bounds__(kThreads, 1)
         fence_regs(da);
         mbar_arrive(empty0 + 8 * s);  // Qr, dOr, QT, dOT and the rows of slot s are no longer read
       }
-      // dQacc[b, h, i0 + q, 64 m + d] += dQ^T[d][q]: element x = 4j + 2h2 + e is (d key_l[h2], q 8j + 2t + e).
+      if constexpr (DQ == DqAdd::kScalar) {
+        // dQacc[b, h, i0 + q, 64 m + d] += dQ^T[d][q]: element x = 4j + 2h2 + e is (d key_l[h2], q 8j + 2t + e).
+        float* acc = a.dq_acc + ((static_cast<int64_t>(b) * sh.H + h) * sh.Tq + i0) * kD;
 #pragma unroll
-      for (int j = 0; j < kBq / 8; ++j)
+        for (int j = 0; j < kBq / 8; ++j)
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int q = 8 * j + 2 * t + e;
-          if (i0 + q < sh.Tq) {
+          for (int e = 0; e < 2; ++e) {
+            const int q = 8 * j + 2 * t + e;
+            if (i0 + q < sh.Tq) {
 #pragma unroll
-            for (int h2 = 0; h2 < 2; ++h2) atomicAdd(acc + q * kD + 64 * m + key_l[h2], dqt[4 * j + 2 * h2 + e]);
+              for (int h2 = 0; h2 < 2; ++h2) atomicAdd(acc + q * kD + 64 * m + key_l[h2], dqt[4 * j + 2 * h2 + e]);
+            }
+          }
+      } else {
+        // Sub-block m of block (b, h, i0 / 32), fragment order: float4 j * 128 + tid = dqt[4j .. 4j + 3] (rows
+        // past Tq land in the padding, which the conversion skips).
+        float* blk = a.dq_acc + ((static_cast<int64_t>(b) * sh.H + h) * a.dq_rows + i0) * kD + m * (kBq * 64);
+        if constexpr (DQ == DqAdd::kVec4) {
+          float4* mine = reinterpret_cast<float4*>(blk) + tid;
+#pragma unroll
+          for (int j = 0; j < kBq / 8; ++j)
+            atomicAdd(mine + j * 128, make_float4(dqt[4 * j], dqt[4 * j + 1], dqt[4 * j + 2], dqt[4 * j + 3]));
+        } else {
+          const uint32_t stage = base + L::kDq + c * L::kDqBytes;
+          if (m == 1) {  // the first half was read from the staging block before the second is written there
+            if (tid == 0) bulk_wait_read<0>();
+            named_bar_sync(7 + c, 128);
+          }
+#pragma unroll
+          for (int j = 0; j < kBq / 8; ++j)
+            st_shared_v4_f32(stage + (j * 128 + tid) * 16, dqt[4 * j], dqt[4 * j + 1], dqt[4 * j + 2], dqt[4 * j + 3]);
+          fence_proxy_async();
+          named_bar_sync(7 + c, 128);
+          if (tid == 0) {
+            bulk_reduce_add_f32(blk, stage, L::kDqBytes);
+            bulk_commit();
           }
         }
+      }
     }
   }
 
+  if constexpr (BULK) {
+    if (tid == 0) bulk_wait<0>();  // the copy engine's last adds done before the CTA (its shared memory) ends
+  }
   // dK, dV summed over the two consumers through the stage slots (every unit done: barrier 6 after both loops),
   // in fragment order: float4 i * 128 + tid holds dk / dv[4i .. 4i + 3] of consumer-1 thread tid.
   named_bar_sync(6, 256);
@@ -347,19 +403,27 @@ __global__ void __launch_bounds__(kPrepassThreads)
 std::atomic<int64_t> g_launches{0};
 std::atomic<int> g_override{-1};
 
-// On with TF_FLASHATTN_SM90_TF32_BWD128=1 (read once; NOT YET RUN on a GPU, so off by default) or the
-// override (set_bwd_tf32_d128_enabled: 0 off, 1 on, -1 back to the environment); TF_FLASHATTN_SM90=0 turns it off.
-bool d128_enabled() {
+// The mode: 0 off, 1 + i on with dQ mode kDqModes[i]. The override (set_bwd_tf32_d128_enabled: 0 off, 1 ..
+// kDqModeCount, -1 back to the rule) first; else on with kDefaultDqMode where the head-dim-64 Hopper TF32 backward
+// is on (bwd_tf32_enabled: off with TF_FLASHATTN_SM90_TF32_BWD=0 or TF_FLASHATTN_SM90=0). Read once per call.
+int d128_mode() {
   const int o = g_override.load(std::memory_order_relaxed);
-  if (o >= 0) return o == 1;
-  static const bool env_on = [] {
-    const char* v = getenv("TF_FLASHATTN_SM90_TF32_BWD128");
-    const char* all = getenv("TF_FLASHATTN_SM90");
-    if (all && strcmp(all, "0") == 0) return false;
-    return v && strcmp(v, "1") == 0;
-  }();
-  return env_on;
+  if (o >= 0) return o <= kDqModeCount ? o : 0;
+  return bwd_tf32_enabled() ? 1 + kDefaultDqMode : 0;
 }
+
+// The kernel of dQ mode i and its shared memory.
+struct D128Launch {
+  void (*kernel)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const CUtensorMap, const CUtensorMap,
+                 const CUtensorMap, const Tf32BwdD128Args);
+  int smem;
+};
+template <int I>
+D128Launch d128_launch() {
+  return {flash_bwd_sm90_tf32_d128_kernel<kDqModes[I]>, Smem<kDqModes[I] == DqAdd::kBulk>::kAlloc};
+}
+constexpr D128Launch (*kD128Launches[])() = {d128_launch<0>, d128_launch<1>, d128_launch<2>};
+static_assert(sizeof(kD128Launches) / sizeof(kD128Launches[0]) == kDqModeCount, "one launch per dQ mode");
 }  // namespace
 
 void set_bwd_tf32_d128_enabled(int mode) { g_override.store(mode, std::memory_order_relaxed); }
@@ -367,7 +431,7 @@ int64_t bwd_tf32_d128_launches() { return g_launches.load(std::memory_order_rela
 
 size_t bwd_tf32_d128_workspace_floats(const FlashBwdParams& p) {
   const AttnShape& s = p.shape;
-  if (p.dtype != DType::kFloat32 || !p.allow_tf32 || p.deterministic || s.D != kD || s.Dv != kD || !d128_enabled() ||
+  if (p.dtype != DType::kFloat32 || !p.allow_tf32 || p.deterministic || s.D != kD || s.Dv != kD || d128_mode() == 0 ||
       !enabled() || !current_device_is_sm90())
     return 0;
   return static_cast<size_t>(prepass_layout(s).floats);
@@ -390,11 +454,15 @@ bool bwd_tf32_d128_applies(const FlashBwdParams& p) {
 
 cudaError_t bwd_tf32_d128(const FlashBwdParams& p, cudaStream_t stream) {
   const AttnShape& s = p.shape;
-  if (!d128_enabled()) return cudaErrorNotSupported;
+  const int mode = d128_mode();
+  if (mode == 0) return cudaErrorNotSupported;
+  const DqAdd dq_mode = kDqModes[mode - 1];
+  const D128Launch launch = kD128Launches[mode - 1]();
   const PrepassLayout w = prepass_layout(s);
   const Tf32BwdWorkspaceParts ws = bwd_tf32_workspace_parts(p);
   if (!ws.dsum || !ws.dq_acc || !ws.extra || !aligned16(ws.extra) || !aligned16(ws.dq_acc))
     return cudaErrorNotSupported;
+  if (dq_mode != DqAdd::kScalar && (ws.dq_rows % kBq != 0 || ws.dq_rows < s.Tq)) return cudaErrorNotSupported;
   if (p.workspace_bytes < static_cast<size_t>(ws.extra - p.workspace + w.floats) * sizeof(float))
     return cudaErrorNotSupported;
   float* qr = ws.extra + w.qr;
@@ -408,22 +476,30 @@ cudaError_t bwd_tf32_d128(const FlashBwdParams& p, cudaStream_t stream) {
       !tma_map_ws_f32(&tdor, dor, s.B, s.H, w.tq_pad, kD, kBq) ||
       !tma_map_ws_f32(&tqt, qt, s.B, s.H, kD, w.tq_pad, kD) || !tma_map_ws_f32(&tdot, dot, s.B, s.H, kD, w.tq_pad, kD))
     return cudaErrorNotSupported;
-  cudaError_t err = set_dynamic_smem(flash_bwd_sm90_tf32_d128_kernel, Smem::kAlloc);
+  cudaError_t err = set_dynamic_smem(launch.kernel, launch.smem);
   if (err != cudaSuccess) return cudaErrorNotSupported;
   if ((err = bwd_dsum_tf32(p, ws.dsum, stream)) != cudaSuccess) return err;
-  if ((err = cudaMemsetAsync(ws.dq_acc, 0, static_cast<size_t>(s.B * s.H * s.Tq * kD) * sizeof(float), stream)) !=
+  const int64_t acc_rows = dq_mode == DqAdd::kScalar ? s.Tq : ws.dq_rows;
+  if ((err = cudaMemsetAsync(ws.dq_acc, 0, static_cast<size_t>(s.B * s.H * acc_rows * kD) * sizeof(float), stream)) !=
       cudaSuccess)
     return err;
   tf32_bwd_d128_prepass_kernel<<<dim3(static_cast<unsigned>(w.tq_pad / kBq), static_cast<unsigned>(s.H),
                                       static_cast<unsigned>(s.B)),
                                  kPrepassThreads, 0, stream>>>(p, qr, dor, qt, dot, w.tq_pad);
   if ((err = cudaGetLastError()) != cudaSuccess) return err;
-  const Tf32BwdD128Args args{p, ws.dsum, ws.dq_acc};
+  const Tf32BwdD128Args args{p, ws.dsum, ws.dq_acc, acc_rows};
   const dim3 grid(static_cast<unsigned>((s.Tk + kBk - 1) / kBk), static_cast<unsigned>(s.Hkv),
                   static_cast<unsigned>(s.B));
-  flash_bwd_sm90_tf32_d128_kernel<<<grid, kThreads, Smem::kAlloc, stream>>>(tk, tv, tqr, tdor, tqt, tdot, args);
+  launch.kernel<<<grid, kThreads, launch.smem, stream>>>(tk, tv, tqr, tdor, tqt, tdot, args);
   if ((err = cudaGetLastError()) != cudaSuccess) return err;
-  err = bwd_dq_convert_tf32(p, ws.dq_acc, kD, stream);
+  if (dq_mode == DqAdd::kScalar) {
+    err = bwd_dq_convert_tf32(p, ws.dq_acc, kD, stream);  // sm80's, the same accumulator layout
+  } else {
+    const int64_t nb = s.B * s.H * (acc_rows / kBq);
+    tf32_dq_frag_convert_kernel<kD><<<static_cast<unsigned>(nb < (1 << 20) ? nb : (1 << 20)), 256, 0, stream>>>(
+        p, ws.dq_acc, acc_rows);
+    err = cudaGetLastError();
+  }
   if (err == cudaSuccess) g_launches.fetch_add(1, std::memory_order_relaxed);
   return err;
 }

@@ -12,10 +12,9 @@
 // tf32sanitize).
 //
 // Scope (fwd_tf32_applies): float32 q / k / v / o, D == Dv in {64, 128}, GQA (H % Hkv == 0), the
-// softmax scale, causal (any causal_offset) or no mask, and (the IDX kernels, session 36, NOT YET RUN on a GPU,
-// so off unless TF_FLASHATTN_SM90_TF32_IDX=1) windows, lengths and [B, Tq] / [B, Tk] validity masks; no dense mask, bias, soft-cap or dropout (those
-// calls keep sm80's TF32 kernel). The plain kernels' PTX is unchanged by IDX (compared up to labels). Strides
-// multiples of 4 elements
+// softmax scale, causal (any causal_offset) or no mask, and (the IDX kernels) windows, lengths and [B, Tq] /
+// [B, Tk] validity masks; no dense mask, bias, soft-cap or dropout (those calls keep sm80's TF32 kernel). The
+// plain kernels' PTX is unchanged by IDX (compared up to labels). Strides multiples of 4 elements
 // (16 bytes, what TMA needs), 16-byte aligned bases. Tq, Tk arbitrary; rows that see no key give O = 0
 // and lse = -inf, as sm80/flash_fwd_tile.cuh.
 //
@@ -790,16 +789,6 @@ bool set_tf32_variant(int v) {
 int last_tf32_variant() { return g_tf32_last_variant.load(std::memory_order_relaxed); }
 
 namespace {
-// The IDX kernels have NOT RUN on a GPU yet: off unless TF_FLASHATTN_SM90_TF32_IDX=1 (read once; sm90_check.py
-// sets it for its own checks), so that index-masked float32 forwards keep sm80's TF32 kernel until checked.
-bool tf32_idx_enabled() {
-  static const bool on = [] {
-    const char* v = getenv("TF_FLASHATTN_SM90_TF32_IDX");
-    return v && v[0] == '1' && v[1] == '\0';
-  }();
-  return on;
-}
-
 // fwd_tf32_applies without the pointers' alignment and the device: what the workspace size may depend on
 // (flash_fwd_workspace_bytes: shape, dtype and the params' fields; XLA asks at compile time).
 bool fwd_tf32_params_apply(const FlashFwdParams& p) {
@@ -808,9 +797,8 @@ bool fwd_tf32_params_apply(const FlashFwdParams& p) {
   if (s.D != s.Dv || (s.D != 64 && s.D != 128)) return false;
   if (s.Tk <= 0 || s.Tq <= 0 || s.Tq > (1ll << 31) - kBr || s.Tk > (1ll << 31) - kBc) return false;
   if (s.H > 65535 || s.B > 65535 || s.Hkv <= 0 || s.H % s.Hkv != 0) return false;
-  // Causal (any offset), windows, lengths, [B, T] validity masks (the IDX kernels, when tf32_idx_enabled); no
-  // dense mask.
-  if (p.mask.mask || (p.mask.has_index_masks() && !tf32_idx_enabled())) return false;
+  // Causal (any offset), windows, lengths, [B, T] validity masks (the IDX kernels for all but causal); no dense mask.
+  if (p.mask.mask) return false;
   if (p.score.bias || p.score.softcap != 0.f || p.dropout.rate > 0.f) return false;
   // TMA: 16-byte aligned bases and byte strides (element strides multiples of 4); o's float2 stores too.
   for (int i = 0; i < 3; ++i) {

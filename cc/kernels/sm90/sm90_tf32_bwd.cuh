@@ -1,6 +1,6 @@
 // Pieces shared by the Hopper TF32 backwards (sm90/flash_bwd_sm90_tf32.cu at head dim 64, sm90/flash_bwd_sm90_tf32_d128.cu
 // at 128): which query tiles a key tile visits, the rows warp's per-row words, the P^T pass with the index masks,
-// dS^T, and the dK / dV epilogue. Both kernels hold S^T / dP^T [keys x BQ queries] accumulators of a wgmma m64nBQ
+// dS^T, the dK / dV epilogue, and dQ's conversion from the fragment-ordered accumulator. Both kernels hold S^T / dP^T [keys x BQ queries] accumulators of a wgmma m64nBQ
 // (element x = 4j + 2h2 + e: key row key_l[h2] = 16 warp + g + 8 h2 of the warpgroup's 64, query 8j + 2t + e).
 // Include only from sources compiled for sm_90a alone, after sm90_tf32.cuh.
 #ifndef TF_FLASHATTN_KERNELS_SM90_SM90_TF32_BWD_CUH_
@@ -171,6 +171,44 @@ __device__ __forceinline__ void tf32_bwd_store_dkdv(const FlashBwdParams& p, con
           make_float2(scale * dk[4 * j + 2 * h2], scale * dk[4 * j + 2 * h2 + 1]);
       *reinterpret_cast<float2*>(dvr + 8 * j + 2 * t) = make_float2(dv[4 * j + 2 * h2], dv[4 * j + 2 * h2 + 1]);
     }
+  }
+}
+
+// dq[b, i, h, d] = scale * dQ^T[d][q] from a fragment-ordered accumulator: per (b, h) dq_rows / 32 blocks of
+// [32 q x HD d], each HD / 64 sub-blocks of 8 KiB (d 64 sub .. 64 sub + 63) in which float4 j * 128 + tid holds a
+// consumer thread's dQ^T accumulators x = 4j .. 4j + 3 of an m64n32 wgmma (x = 4j + 2h2 + e: d 16 (tid / 32) +
+// (tid % 32) / 4 + 8 h2, q 8j + 2 (tid % 4) + e). One block of 256 threads per (b, h, 32-query tile)
+// (grid-stride), through a [32][HD + 1] shared tile; rows past Tq are not written.
+template <int HD>
+__global__ void __launch_bounds__(256) tf32_dq_frag_convert_kernel(const FlashBwdParams p, const float* acc,
+                                                                  int64_t dq_rows) {
+  constexpr int kRows = 32;
+  __shared__ float tile[kRows][HD + 1];
+  const AttnShape& sh = p.shape;
+  const int64_t tiles = dq_rows / kRows, blocks = sh.B * sh.H * tiles;
+  for (int64_t blk = blockIdx.x; blk < blocks; blk += gridDim.x) {
+    const float4* src = reinterpret_cast<const float4*>(acc) + blk * (kRows * HD / 4);
+#pragma unroll
+    for (int m = 0; m < HD / 32; ++m) {
+      const int f = m * 256 + static_cast<int>(threadIdx.x), sub = f / 512, j = (f % 512) / 128, tid = f % 128;
+      const int d0 = 64 * sub + 16 * (tid / 32) + (tid % 32) / 4, q0 = 8 * j + 2 * (tid % 4);
+      const float4 v = src[f];
+      tile[q0][d0] = v.x;
+      tile[q0 + 1][d0] = v.y;
+      tile[q0][d0 + 8] = v.z;
+      tile[q0 + 1][d0 + 8] = v.w;
+    }
+    __syncthreads();
+    const int64_t bh = blk / tiles, h = bh % sh.H, b = bh / sh.H, i0 = (blk % tiles) * kRows;
+    float* dq = static_cast<float*>(p.dq) + b * sh.q_stride[0] + h * sh.q_stride[2];
+#pragma unroll
+    for (int m = 0; m < HD / 16; ++m) {
+      const int x = m * 256 + static_cast<int>(threadIdx.x), r = x / (HD / 2), c2 = x % (HD / 2);
+      if (i0 + r < sh.Tq)
+        *reinterpret_cast<float2*>(dq + (i0 + r) * sh.q_stride[1] + 2 * c2) =
+            make_float2(p.score.scale * tile[r][2 * c2], p.score.scale * tile[r][2 * c2 + 1]);
+    }
+    __syncthreads();  // the tile is written again for the next block
   }
 }
 
