@@ -273,13 +273,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         tma_load_4d(st + L::kDOT, &tm_dot, bar, i0, h, 0, b);
       }
     } else if (warp == 1) {
-      for (int n = 0; n < units.n; ++n) {
-        const int s = n % kStages;
-        if (n >= kStages) mbar_wait(empty0 + 8 * s, ((n / kStages) - 1) & 1);
-        const int64_t h = hk * G + n / units.nq, i = static_cast<int64_t>(units.qb_lo + n % units.nq) * kBq + lane;
-        tf32_bwd_write_rows<kBk, kBq>(rows_f, rows_i, s, lane, p, a.dsum, qlim, klim, j0, b, h, i);
-        mbar_arrive(full0 + 8 * s);  // release: the stores above are visible to the waiting consumers
-      }
+      tf32_bwd_rows_warp<kBk, kBq, kStages>(rows_f, rows_i, lane, p, a.dsum, units, hk, G, qlim, klim, j0, b, full0,
+                                            empty0);
     }
     return;
   }
@@ -447,18 +442,9 @@ __global__ void __launch_bounds__(kThreads, 1)
         bulk_commit();
       }
     } else {
-      // dQacc[b, h, i0 + q, d] += dQ^T[d][q]: element x = 4j + 2h2 + e is (d key_l[h2], query 8j + 2t + e).
-      float* acc = a.dq_acc + ((static_cast<int64_t>(b) * sh.H + h) * sh.Tq + i0) * kD;
-#pragma unroll
-      for (int j = 0; j < kBq / 8; ++j)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int q = 8 * j + 2 * t + e;
-          if (i0 + q < sh.Tq) {
-#pragma unroll
-            for (int h2 = 0; h2 < 2; ++h2) atomicAdd(acc + q * kD + key_l[h2], dqt[4 * j + 2 * h2 + e]);
-          }
-        }
+      // dQacc[b, h, i0 + q, d] += dQ^T[d][q].
+      tf32_dq_add_scalar(a.dq_acc + ((static_cast<int64_t>(b) * sh.H + h) * sh.Tq + i0) * kD, kD, 0, dqt, sh.Tq - i0,
+                         t, key_l);
     }
   }
   if constexpr (DQB) {

@@ -121,13 +121,14 @@ PrepassLayout prepass_layout(const AttnShape& s) {
 using Units = Tf32BwdUnits<kBk, kBq>;  // sm90_tf32_bwd.cuh
 
 // tm_k, tm_v: K, V [B, Tk, Hkv, 128] (boxes {32, 1, 64, 1}); tm_qr, tm_dor: Qr, dOr (boxes {32, 1, 32, 1});
-// tm_qt, tm_dot: QT, dOT (boxes {32 queries, 1, 128 rows, 1}). DQ: how dQ^T is added (DqAdd).
-template <DqAdd DQ>
+// tm_qt, tm_dot: QT, dOT (boxes {32 queries, 1, 128 rows, 1}). MI: the dQ mode kDqModes[MI].
+template <int MI>
 __global__ void __launch_bounds__(kThreads, 1)
     flash_bwd_sm90_tf32_d128_kernel(const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v,
                                     const __grid_constant__ CUtensorMap tm_qr, const __grid_constant__ CUtensorMap tm_dor,
                                     const __grid_constant__ CUtensorMap tm_qt, const __grid_constant__ CUtensorMap tm_dot,
                                     const __grid_constant__ Tf32BwdD128Args a) {
+  constexpr DqAdd DQ = kDqModes[MI];
   constexpr bool BULK = DQ == DqAdd::kBulk;
   using L = Smem<BULK>;
   extern __shared__ uint8_t smem_raw[];
@@ -184,13 +185,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         tma_load_4d(st + L::kDOT, &tm_dot, bar, i0, h, 0, b);
       }
     } else if (warp == 1) {
-      for (int n = 0; n < units.n; ++n) {
-        const int s = n % kStages;
-        if (n >= kStages) mbar_wait(empty0 + 8 * s, ((n / kStages) - 1) & 1);
-        const int64_t h = hk * G + n / units.nq, i = static_cast<int64_t>(units.qb_lo + n % units.nq) * kBq + lane;
-        tf32_bwd_write_rows<kBk, kBq>(rows_f, rows_i, s, lane, p, a.dsum, qlim, klim, j0, b, h, i);
-        mbar_arrive(full0 + 8 * s);
-      }
+      tf32_bwd_rows_warp<kBk, kBq, kStages>(rows_f, rows_i, lane, p, a.dsum, units, hk, G, qlim, klim, j0, b, full0,
+                                            empty0);
     }
     return;
   }
@@ -311,18 +307,9 @@ __global__ void __launch_bounds__(kThreads, 1)
         mbar_arrive(empty0 + 8 * s);  // Qr, dOr, QT, dOT and the rows of slot s are no longer read
       }
       if constexpr (DQ == DqAdd::kScalar) {
-        // dQacc[b, h, i0 + q, 64 m + d] += dQ^T[d][q]: element x = 4j + 2h2 + e is (d key_l[h2], q 8j + 2t + e).
-        float* acc = a.dq_acc + ((static_cast<int64_t>(b) * sh.H + h) * sh.Tq + i0) * kD;
-#pragma unroll
-        for (int j = 0; j < kBq / 8; ++j)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int q = 8 * j + 2 * t + e;
-            if (i0 + q < sh.Tq) {
-#pragma unroll
-              for (int h2 = 0; h2 < 2; ++h2) atomicAdd(acc + q * kD + 64 * m + key_l[h2], dqt[4 * j + 2 * h2 + e]);
-            }
-          }
+        // dQacc[b, h, i0 + q, 64 m + d] += dQ^T[d][q].
+        tf32_dq_add_scalar(a.dq_acc + ((static_cast<int64_t>(b) * sh.H + h) * sh.Tq + i0) * kD, kD, 64 * m, dqt,
+                           sh.Tq - i0, t, key_l);
       } else {
         // Sub-block m of block (b, h, i0 / 32), fragment order: float4 j * 128 + tid = dqt[4j .. 4j + 3] (rows
         // past Tq land in the padding, which the conversion skips).
@@ -420,7 +407,7 @@ struct D128Launch {
 };
 template <int I>
 D128Launch d128_launch() {
-  return {flash_bwd_sm90_tf32_d128_kernel<kDqModes[I]>, Smem<kDqModes[I] == DqAdd::kBulk>::kAlloc};
+  return {flash_bwd_sm90_tf32_d128_kernel<I>, Smem<kDqModes[I] == DqAdd::kBulk>::kAlloc};
 }
 constexpr D128Launch (*kD128Launches[])() = {d128_launch<0>, d128_launch<1>, d128_launch<2>};
 static_assert(sizeof(kD128Launches) / sizeof(kD128Launches[0]) == kDqModeCount, "one launch per dQ mode");

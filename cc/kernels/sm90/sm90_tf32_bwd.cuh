@@ -40,28 +40,58 @@ struct Tf32BwdUnits {
   }
 };
 
-// The rows warp's words for row i (lane) of a unit, ring slot s, in rows [kStages][4][BQ] (4-byte words): lse2 =
-// log2e lse and dsum (float; rows past Tq any finite value: their elements are masked to 0; lse = -inf, a row that
-// sees no key, gives lse2 = -inf with every element masked), and the row's visible keys [kb, ke) as score_elem's
-// rule (row_info): [key_begin(i), key_end(i, klim)) relative to j0, clipped to [0, BK]; empty where the row is past
-// the query length or off in the [B, Tq] validity mask (the [B, Tk] one: the consumers' key_ok).
-template <int BK, int BQ>
-__device__ __forceinline__ void tf32_bwd_write_rows(float* rows_f, int* rows_i, int s, int lane, const FlashBwdParams& p,
-                                                    const float* dsum, int64_t qlim, int64_t klim, int64_t j0, int b,
-                                                    int64_t h, int64_t i) {
+// The rows warp's words for row i of a unit: lse2 = log2e lse and dsum (rows past Tq any finite value: their
+// elements are masked to 0; lse = -inf, a row that sees no key, gives lse2 = -inf with every element masked), and
+// the row's visible keys [kb, ke) as score_elem's rule (row_info): [key_begin(i), key_end(i, klim)) relative to
+// j0, clipped to [0, BK]; empty where the row is past the query length or off in the [B, Tq] validity mask (the
+// [B, Tk] one: the consumers' key_ok). Stored in rows [kStages][4][BQ] (4-byte words) of ring slot s.
+struct Tf32BwdRowWords {
+  float lse2 = 0.f, dsum = 0.f;
+  int kb = 0, ke = 0;
+};
+template <int BK>
+__device__ __forceinline__ Tf32BwdRowWords tf32_bwd_row_words(const FlashBwdParams& p, const float* dsum, int64_t qlim,
+                                                              int64_t klim, int64_t j0, int b, int64_t h, int64_t i) {
   const AttnShape& sh = p.shape;
   const MaskParams& mk = p.mask;
   const int64_t row = (b * sh.H + h) * sh.Tq + i;
-  rows_f[(4 * s) * BQ + lane] = i < sh.Tq ? p.lse[row] * 1.4426950408889634f : 0.f;
-  rows_f[(4 * s + 1) * BQ + lane] = i < sh.Tq ? dsum[row] : 0.f;
-  int kb = 0, ke = 0;
+  Tf32BwdRowWords w;
+  if (i < sh.Tq) {
+    w.lse2 = p.lse[row] * 1.4426950408889634f;
+    w.dsum = dsum[row];
+  }
   if (i < qlim && (!mk.q_valid || mk.q_valid[b * sh.Tq + i])) {
     const int64_t lo = mk.key_begin(i) - j0, hi = mk.key_end(i, klim) - j0;
-    kb = static_cast<int>(lo < 0 ? 0 : (lo > BK ? BK : lo));
-    ke = static_cast<int>(hi < 0 ? 0 : (hi > BK ? BK : hi));
+    w.kb = static_cast<int>(lo < 0 ? 0 : (lo > BK ? BK : lo));
+    w.ke = static_cast<int>(hi < 0 ? 0 : (hi > BK ? BK : hi));
   }
-  rows_i[(4 * s + 2) * BQ + lane] = kb;
-  rows_i[(4 * s + 3) * BQ + lane] = ke;
+  return w;
+}
+
+// The producer's rows warp (lane = its lane): for each unit n of the key tile (query head hk G + n / nq, rows
+// (qb_lo + n % nq) BQ + lane), once the consumers released ring slot n % STAGES (empty), the rows' words into the
+// slot, then its arrival on full. (Reading unit n + 1's words before waiting for its slot, to hide the global loads'
+// latency, measured no faster on the H200: results/2026-12-04-h200-s37/pf64.out, pf128.out.)
+template <int BK, int BQ, int STAGES>
+__device__ __forceinline__ void tf32_bwd_rows_warp(float* rows_f, int* rows_i, int lane, const FlashBwdParams& p,
+                                                   const float* dsum, const Tf32BwdUnits<BK, BQ>& units, int hk,
+                                                   int G, int64_t qlim, int64_t klim, int64_t j0, int b,
+                                                   uint32_t full0, uint32_t empty0) {
+  auto words = [&](int n) {
+    const int64_t h = static_cast<int64_t>(hk) * G + n / units.nq;
+    const int64_t i = static_cast<int64_t>(units.qb_lo + n % units.nq) * BQ + lane;
+    return tf32_bwd_row_words<BK>(p, dsum, qlim, klim, j0, b, h, i);
+  };
+  for (int n = 0; n < units.n; ++n) {
+    const int s = n % STAGES;
+    if (n >= STAGES) mbar_wait(empty0 + 8 * s, ((n / STAGES) - 1) & 1);
+    const Tf32BwdRowWords w = words(n);
+    rows_f[(4 * s) * BQ + lane] = w.lse2;
+    rows_f[(4 * s + 1) * BQ + lane] = w.dsum;
+    rows_i[(4 * s + 2) * BQ + lane] = w.kb;
+    rows_i[(4 * s + 3) * BQ + lane] = w.ke;
+    mbar_arrive(full0 + 8 * s);  // release: the stores above are visible to the waiting consumers
+  }
 }
 
 // P^T = 2^(S^T scale log2e - lse2) in place (sl2 = scale log2e; rows_f / rows_i: slot s's words). MASKED (tiles not
@@ -121,6 +151,23 @@ __device__ __forceinline__ void tf32_bwd_ds(float (&dpacc)[BQ / 2], const float 
     for (int x = 0; x < 4; ++x)
       *reinterpret_cast<uint32_t*>(ds_gen + swz128_offset_f32(BQ, 8 * kk + 2 * t + (x >> 1), key_l[x & 1])) = da[kk][x];
   }
+}
+
+// dQacc[q][d0 + d] += dQ^T[d][q] by scalar atomics: dqt is a wgmma m64n32 accumulator of dQ^T (element x = 4j +
+// 2h2 + e: d = key_l[h2], q = 8j + 2t + e), acc the query tile's first row of a row-major accumulator of row stride
+// ld; rows q >= rows_left (past Tq) skipped.
+__device__ __forceinline__ void tf32_dq_add_scalar(float* acc, int ld, int d0, const float (&dqt)[16], int64_t rows_left,
+                                                   int t, const int (&key_l)[2]) {
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int q = 8 * j + 2 * t + e;
+      if (q < rows_left) {
+#pragma unroll
+        for (int h2 = 0; h2 < 2; ++h2) atomicAdd(acc + q * ld + d0 + key_l[h2], dqt[4 * j + 2 * h2 + e]);
+      }
+    }
 }
 
 // The pre-passes' pieces (THREADS threads; D = D1 - 1 columns, a row of sm padded by one float so that the
