@@ -167,7 +167,7 @@ SM90_CASES = [
 # with K / V fragments in registers, 2 as 1 with a 3-stage ring, 3 as 1 with dQ^T added by bulk reduce-adds (the
 # default), 4 as 1 with the next unit's S^T / dP^T issued before the dQ adds, 5 as 3 with 4's order, 6 as 3
 # with a 3-stage ring).
-SM90_MODES = tuple(int(x) for x in os.environ.get("SM90_TUNE_MODES", "1,2,3,4,5,6,7,8").split(","))  # a subset: faster
+SM90_MODES = tuple(int(x) for x in os.environ.get("SM90_TUNE_MODES", "1,2,3,4,5,6,7").split(","))  # a subset: faster
 
 
 def hopper_cases(D, extra):
@@ -263,9 +263,8 @@ SM90_D128_CASES = [
 
 
 # Its modes (set_sm90_tf32_bwd128): 0 off (sm80's), 1 + i on with dQ mode i (flash_bwd_sm90_tf32_d128.cu's
-# kDqModes: 0 scalar atomics, 1 float4 atomics in fragment order, 2 bulk reduce-adds, 3 = 1 with the rows warp's
-# prefetch); SM90_D128_MODES to pick.
-SM90_D128_MODES = tuple(int(x) for x in os.environ.get("SM90_D128_MODES", "1,2,3,4").split(","))
+# kDqModes: 0 scalar atomics, 1 float4 atomics in fragment order, 2 bulk reduce-adds); SM90_D128_MODES to pick.
+SM90_D128_MODES = tuple(int(x) for x in os.environ.get("SM90_D128_MODES", "1,2,3").split(","))
 
 
 def sm90_d128_main(h, Ts):

@@ -38,7 +38,7 @@
 //   tf32_variants - 1, -1 env TF_FLASHATTN_SM90_TF32_VARIANT; unset: 3 from 8 query tiles per K / V tile,
 //   else 1 (tf32_default_variant); variant 3 needs fwd_workspace_bytes of workspace, which fwd provides
 //   when none is passed); sm90_tf32_selftest() its building blocks
-//   set_sm90_tf32_bwd(mode) (0 off, 1 .. 8 on with variant 0 .. 7, -1 env: on unless
+//   set_sm90_tf32_bwd(mode) (0 off, 1 .. 7 on with variant 0 .. 6, -1 env: on unless
 //   TF_FLASHATTN_SM90_TF32_BWD=0 or TF_FLASHATTN_SM90=0; set_sm90(0) turns it off too): the float32 TF32 backward on Hopper (cc/kernels/sm90/flash_bwd_sm90_tf32.cu,
 //   D = 64); sm90_info() has
 //   tf32_bwd_enabled and tf32_bwd_launches
@@ -1052,11 +1052,11 @@ PYBIND11_MODULE(flash_harness, m) {
         "Hopper building blocks one at a time (TMA tile load, wgmma forms): a list of dicts "
         "(name, result pass / FAIL / not run, max_err, detail); empty without the sm90 kernels.");
   m.def("set_sm90_tf32_bwd", &set_sm90_tf32_bwd, "Hopper float32 TF32 backward switch (flash_bwd_sm90_tf32.cu, "
-        "head dim 64): 0 off (sm80's TF32 backward), 1 .. 8 on with variant 0 .. 7, -1 back to the environment "
+        "head dim 64): 0 off (sm80's TF32 backward), 1 .. 7 on with variant 0 .. 6, -1 back to the environment "
         "(on with variant 3 unless TF_FLASHATTN_SM90_TF32_BWD=0).", py::arg("mode"));
   m.def("set_sm90_tf32_bwd128", &set_sm90_tf32_bwd128, "Hopper float32 TF32 backward at head dim 128 "
         "(flash_bwd_sm90_tf32_d128.cu): 0 off, 1 + i on with mode i (0 scalar atomics, 1 float4 atomics, 2 bulk "
-        "reduce-adds, 3 = 1 with the rows warp's prefetch), -1 back to the environment (on unless TF_FLASHATTN_SM90_TF32_BWD=0).", py::arg("mode"));
+        "reduce-adds), -1 back to the environment (on unless TF_FLASHATTN_SM90_TF32_BWD=0).", py::arg("mode"));
   m.def("set_sm90_tf32", &set_sm90_tf32, "Hopper float32 TF32 forward switch (flash_fwd_sm90_tf32.cu): "
         "1 on, 0 off (sm80's TF32 kernel), -1 back to the environment (on unless TF_FLASHATTN_SM90_TF32=0; "
         "TF_FLASHATTN_SM90=0 / set_sm90(0) turn it off too).", py::arg("mode"));

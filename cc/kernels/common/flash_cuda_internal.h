@@ -218,7 +218,7 @@ cudaError_t fwd_tf32(const FlashFwdParams& p, cudaStream_t stream);
 int64_t fwd_tf32_launches();
 // The sm_90a backward for float32 on TF32 tensor cores (flash_bwd_sm90_tf32.cu, head dim 64): bwd_tf32_enabled()
 // is true unless TF_FLASHATTN_SM90_TF32_BWD=0 or TF_FLASHATTN_SM90=0 (read once), or set_bwd_tf32_enabled(0)
-// (1 .. 8: on with variant 0 .. 7, -1 back to the environment).
+// (1 .. 7: on with variant 0 .. 6, -1 back to the environment).
 // bwd_tf32_workspace_floats: the floats its pre-pass needs beyond sm80's TF32 workspace (shape, flags and the
 // current device: float32, allow_tf32, not deterministic, D == Dv == 64, enabled, compute capability 9.0; else
 // 0). bwd_tf32_applies: those, a workspace_bytes that holds them, index masks only (causal, window, lengths,
