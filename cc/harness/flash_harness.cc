@@ -1053,10 +1053,12 @@ PYBIND11_MODULE(flash_harness, m) {
         "(name, result pass / FAIL / not run, max_err, detail); empty without the sm90 kernels.");
   m.def("set_sm90_tf32_bwd", &set_sm90_tf32_bwd, "Hopper float32 TF32 backward switch (flash_bwd_sm90_tf32.cu, "
         "head dim 64): 0 off (sm80's TF32 backward), 1 .. 7 on with variant 0 .. 6, -1 back to the environment "
-        "(on with variant 3 unless TF_FLASHATTN_SM90_TF32_BWD=0).", py::arg("mode"));
+        "(on with variant 3 unless TF_FLASHATTN_SM90_TF32_BWD=0). The head-dim-128 kernel follows it (on / off) "
+        "unless set_sm90_tf32_bwd128 overrides.", py::arg("mode"));
   m.def("set_sm90_tf32_bwd128", &set_sm90_tf32_bwd128, "Hopper float32 TF32 backward at head dim 128 "
         "(flash_bwd_sm90_tf32_d128.cu): 0 off, 1 + i on with mode i (0 scalar atomics, 1 float4 atomics, 2 bulk "
-        "reduce-adds), -1 back to the environment (on unless TF_FLASHATTN_SM90_TF32_BWD=0).", py::arg("mode"));
+        "reduce-adds), -1 back to the rule: on with mode 2 where the head-dim-64 kernel is on (set_sm90_tf32_bwd, "
+        "TF_FLASHATTN_SM90_TF32_BWD).", py::arg("mode"));
   m.def("set_sm90_tf32", &set_sm90_tf32, "Hopper float32 TF32 forward switch (flash_fwd_sm90_tf32.cu): "
         "1 on, 0 off (sm80's TF32 kernel), -1 back to the environment (on unless TF_FLASHATTN_SM90_TF32=0; "
         "TF_FLASHATTN_SM90=0 / set_sm90(0) turn it off too).", py::arg("mode"));

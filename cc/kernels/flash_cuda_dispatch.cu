@@ -21,7 +21,8 @@
 // D == Dv == 256 (no dropout; deterministic too) by the head-dim-split kernel
 // (TF_FLASHATTN_SM90_BWD_SPLITD=0 off); float32 with allow_tf32: sm90/flash_bwd_sm90_tf32.cu on 9.0 where
 // sm90::bwd_tf32_applies (D == Dv == 64, index masks only, not deterministic; TF_FLASHATTN_SM90_TF32_BWD=0
-// off), else sm80/flash_bwd_tf32.cu. Per-target folders: cpu/ (the CPU
+// off), sm90/flash_bwd_sm90_tf32_d128.cu where sm90::bwd_tf32_d128_applies (D == Dv == 128, the same limits and
+// switch), else sm80/flash_bwd_tf32.cu. Per-target folders: cpu/ (the CPU
 // kernels, own dispatch in cpu/flash_cpu_dispatch.cc), sm80/ (every GPU from sm_80 on), sm90/
 // (Hopper-only kernels); shared pieces (params, Philox, masking rules, launch helpers) in common/.
 #include <algorithm>

@@ -19,7 +19,8 @@
 //                    default 4 float4 atomics per thread into fragment-ordered blocks)
 // Shared memory: K, V [64 keys x 128] (4 panels of 8 KiB each, 32 KiB each); per stage: Qr, dOr [32 x 128]
 // (4 panels of 4 KiB), QT, dOT [128 x 32] (one panel of 16 KiB) = 64 KiB; dS per consumer [32 q x 64 keys] (2
-// panels of 4 KiB); rows [2][4][32] words; barriers. 208 KiB + 1 KiB + 40 B (+ 1 KiB alignment slack).
+// panels of 4 KiB); rows [2][4][32] words; barriers. 208 KiB + 1 KiB + 40 B (+ 1 KiB alignment slack); the bulk dQ
+// mode adds two 8 KiB staging blocks after the barriers (225.1 KiB + the slack, under the 227 KiB opt-in limit).
 // Workspace (after sm80's TF32 parts): Qr, dOr [B, H, tq_pad, 128], QT, dOT [B, H, 128, tq_pad] (tf32_kperm order
 // within groups of 8 queries), as the head-dim-64 kernel's pre-pass (no K^T).
 // Scope (bwd_tf32_d128_applies): float32, allow_tf32, D == Dv == 128, index masks or none, GQA, d_lse; not
@@ -29,7 +30,6 @@
 
 #include <atomic>
 #include <cstdint>
-#include <type_traits>
 
 #include "cc/kernels/common/flash_cuda_common.cuh"  // fast_exp2, to_tf32, q_limit, k_limit, tile_in_range
 #include "cc/kernels/common/flash_cuda_internal.h"
