@@ -190,9 +190,10 @@ def test_float32_gqa_dropout_shapes(d, dv, dtype):
 @pytest.mark.parametrize("d", [64, 128, 256])
 def test_tf32_tile_edges(d, causal):
     """TF32 without the general features at sizes that cross several tiles of the TF32 kernels
-    this GPU runs, with ragged last tiles, and GQA: on an H100 / H200 the backward's 128-key tiles
-    at head dim 128 and 64 x 32 ones at 256, the forward's 128 x 32 tiles at 256 (the forward at 64
-    and 128 and the backward at 64 run the Hopper TF32 kernels there)."""
+    this GPU runs, with ragged last tiles, and GQA: on an H100 / H200 the sm80 backward's 64 x 32
+    tiles at head dim 256 and its forward's 128 x 32 tiles at 256; the forward and backward at 64
+    and 128 run the Hopper TF32 kernels there (the head-dim-128 backward: 64-key tiles, 32-query
+    units, ragged at both ends here)."""
     rng = np.random.default_rng(d + causal)
     tq, tk = 300, 517
     q, k, v = rand(rng, 2, tq, 4, d), rand(rng, 2, tk, 2, d), rand(rng, 2, tk, 2, d)
@@ -272,8 +273,8 @@ def test_all_true_key_mask_is_bitwise_full_key_lengths(d, dtype):
     output and gradients of full key lengths: the index-masked kernels run for both (the general
     kernels' per-element score function rounds differently). Not against no mask at all: on a
     Hopper GPU that forward takes the sm90 kernel, which rounds differently. float32 (TF32): on
-    the H200 the head-dim-64 backward is the Hopper TF32 kernel for both (its per-row key
-    ranges against its unmasked path)."""
+    the H200 the head-dim-64 and -128 backwards are the Hopper TF32 kernels for both (their per-row
+    key ranges against their unmasked path)."""
     rng = np.random.default_rng(d)
     with precision(dtype) as dt, tf.device("/GPU:0"):
         q, k, v = (tf.cast(rand(rng, 2, 700, 4, d), dt) for _ in range(3))
