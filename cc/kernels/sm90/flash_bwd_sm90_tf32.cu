@@ -258,20 +258,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
       for (int pn = 0; pn < kBk / 32; ++pn)
         tma_load_4d(base + L::kKT + pn * kD * 128, &tm_kt, kv_full, static_cast<int>(j0) + 32 * pn, hk, 0, b);
-      for (int n = 0; n < units.n; ++n) {
-        const int s = n % kStages;
-        if (n >= kStages) mbar_wait(empty0 + 8 * s, ((n / kStages) - 1) & 1);
-        const int h = hk * G + n / units.nq, i0 = (units.qb_lo + n % units.nq) * kBq;
-        const uint32_t bar = full0 + 8 * s, st = base + L::kStage + s * L::kStageBytes;
-        mbar_arrive_expect_tx(bar, L::kStageBytes);
-#pragma unroll
-        for (int j = 0; j < kD / 32; ++j) {
-          tma_load_4d(st + L::kQr + j * kBq * 128, &tm_qr, bar, 32 * j, h, i0, b);
-          tma_load_4d(st + L::kDOr + j * kBq * 128, &tm_dor, bar, 32 * j, h, i0, b);
-        }
-        tma_load_4d(st + L::kQT, &tm_qt, bar, i0, h, 0, b);
-        tma_load_4d(st + L::kDOT, &tm_dot, bar, i0, h, 0, b);
-      }
+      tf32_bwd_load_units<kD, kBq, kStages, L>(units, hk, G, b, base, &tm_qr, &tm_dor, &tm_qt, &tm_dot, full0, empty0);
     } else if (warp == 1) {
       tf32_bwd_rows_warp<kBk, kBq, kStages>(rows_f, rows_i, lane, p, a.dsum, units, hk, G, qlim, klim, j0, b, full0,
                                             empty0);
@@ -615,10 +602,7 @@ cudaError_t bwd_tf32(const FlashBwdParams& p, cudaStream_t stream) {
   kernel<<<grid, kThreads, smem, stream>>>(tk, tv, tkt, tqr, tdor, tqt, tdot, args);
   if ((err = cudaGetLastError()) != cudaSuccess) return err;
   if (dqbulk) {
-    const int64_t nb = s.B * s.H * (acc_rows / kBq);
-    tf32_dq_frag_convert_kernel<kD><<<static_cast<unsigned>(nb < (1 << 20) ? nb : (1 << 20)), 256, 0, stream>>>(
-        p, dq_acc, acc_rows);
-    err = cudaGetLastError();
+    err = tf32_dq_frag_convert<kD>(p, dq_acc, acc_rows, stream);
   } else {
     err = bwd_dq_convert_tf32(p, dq_acc, kD, stream);  // sm80's, the same accumulator layout
   }

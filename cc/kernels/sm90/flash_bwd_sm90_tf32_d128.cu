@@ -170,20 +170,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         tma_load_4d(base + L::kK + j * kBk * 128, &tm_k, kv_full, 32 * j, hk, static_cast<int>(j0), b);
         tma_load_4d(base + L::kV + j * kBk * 128, &tm_v, kv_full, 32 * j, hk, static_cast<int>(j0), b);
       }
-      for (int n = 0; n < units.n; ++n) {
-        const int s = n % kStages;
-        if (n >= kStages) mbar_wait(empty0 + 8 * s, ((n / kStages) - 1) & 1);
-        const int h = hk * G + n / units.nq, i0 = (units.qb_lo + n % units.nq) * kBq;
-        const uint32_t bar = full0 + 8 * s, st = base + L::kStage + s * L::kStageBytes;
-        mbar_arrive_expect_tx(bar, L::kStageBytes);
-#pragma unroll
-        for (int j = 0; j < kD / 32; ++j) {
-          tma_load_4d(st + L::kQr + j * kBq * 128, &tm_qr, bar, 32 * j, h, i0, b);
-          tma_load_4d(st + L::kDOr + j * kBq * 128, &tm_dor, bar, 32 * j, h, i0, b);
-        }
-        tma_load_4d(st + L::kQT, &tm_qt, bar, i0, h, 0, b);
-        tma_load_4d(st + L::kDOT, &tm_dot, bar, i0, h, 0, b);
-      }
+      tf32_bwd_load_units<kD, kBq, kStages, L>(units, hk, G, b, base, &tm_qr, &tm_dor, &tm_qt, &tm_dot, full0, empty0);
     } else if (warp == 1) {
       tf32_bwd_rows_warp<kBk, kBq, kStages>(rows_f, rows_i, lane, p, a.dsum, units, hk, G, qlim, klim, j0, b, full0,
                                             empty0);
@@ -228,16 +215,15 @@ __global__ void __launch_bounds__(kThreads, 1)
     // (k % 4) * 32 of each 128-byte row); one commit group each.
     float sacc[16], dpacc[16];
     wgmma_fence();
+    auto product = [&](float(&acc)[16], uint32_t a_tile, uint32_t b_tile) {  // acc = A B^T, its own commit group
 #pragma unroll
-    for (int k = 0; k < kD / 8; ++k)
-      wgmma_tf32_ss_m64n32k8(sacc, wgmma_desc(k_tile + (k / 4) * kBk * 128 + (k % 4) * 32, 16, 1024),
-                             wgmma_desc(st + L::kQr + (k / 4) * kBq * 128 + (k % 4) * 32, 16, 1024), k > 0);
-    wgmma_commit();
-#pragma unroll
-    for (int k = 0; k < kD / 8; ++k)
-      wgmma_tf32_ss_m64n32k8(dpacc, wgmma_desc(v_tile + (k / 4) * kBk * 128 + (k % 4) * 32, 16, 1024),
-                             wgmma_desc(st + L::kDOr + (k / 4) * kBq * 128 + (k % 4) * 32, 16, 1024), k > 0);
-    wgmma_commit();
+      for (int k = 0; k < kD / 8; ++k)
+        wgmma_tf32_ss_m64n32k8(acc, wgmma_desc(a_tile + (k / 4) * kBk * 128 + (k % 4) * 32, 16, 1024),
+                               wgmma_desc(b_tile + (k / 4) * kBq * 128 + (k % 4) * 32, 16, 1024), k > 0);
+      wgmma_commit();
+    };
+    product(sacc, k_tile, st + L::kQr);
+    product(dpacc, v_tile, st + L::kDOr);
     wgmma_wait<1>();
     fence_regs(sacc);
 
@@ -482,10 +468,7 @@ cudaError_t bwd_tf32_d128(const FlashBwdParams& p, cudaStream_t stream) {
   if (dq_mode == DqAdd::kScalar) {
     err = bwd_dq_convert_tf32(p, ws.dq_acc, kD, stream);  // sm80's, the same accumulator layout
   } else {
-    const int64_t nb = s.B * s.H * (acc_rows / kBq);
-    tf32_dq_frag_convert_kernel<kD><<<static_cast<unsigned>(nb < (1 << 20) ? nb : (1 << 20)), 256, 0, stream>>>(
-        p, ws.dq_acc, acc_rows);
-    err = cudaGetLastError();
+    err = tf32_dq_frag_convert<kD>(p, ws.dq_acc, acc_rows, stream);
   }
   if (err == cudaSuccess) g_launches.fetch_add(1, std::memory_order_relaxed);
   return err;

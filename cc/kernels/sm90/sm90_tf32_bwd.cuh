@@ -94,6 +94,31 @@ __device__ __forceinline__ void tf32_bwd_rows_warp(float* rows_f, int* rows_i, i
   }
 }
 
+// The producer thread's per-unit loads: for each unit n of the key tile (query head hk G + n / nq, rows
+// (qb_lo + n % nq) BQ ..), once the consumers released ring slot n % STAGES (empty), Qr, dOr (D / 32 panels of BQ
+// rows each) and QT, dOT (one panel) by TMA into the slot at base + L::kStage + s L::kStageBytes, completing on
+// full[s]. L: the kernel's shared-memory layout (kStage, kStageBytes, kQr, kDOr, kQT, kDOT).
+template <int D, int BQ, int STAGES, class L, int BK>
+__device__ __forceinline__ void tf32_bwd_load_units(const Tf32BwdUnits<BK, BQ>& units, int hk, int G, int b,
+                                                    uint32_t base, const CUtensorMap* tm_qr, const CUtensorMap* tm_dor,
+                                                    const CUtensorMap* tm_qt, const CUtensorMap* tm_dot, uint32_t full0,
+                                                    uint32_t empty0) {
+  for (int n = 0; n < units.n; ++n) {
+    const int s = n % STAGES;
+    if (n >= STAGES) mbar_wait(empty0 + 8 * s, ((n / STAGES) - 1) & 1);
+    const int h = hk * G + n / units.nq, i0 = (units.qb_lo + n % units.nq) * BQ;
+    const uint32_t bar = full0 + 8 * s, st = base + L::kStage + s * L::kStageBytes;
+    mbar_arrive_expect_tx(bar, L::kStageBytes);
+#pragma unroll
+    for (int j = 0; j < D / 32; ++j) {
+      tma_load_4d(st + L::kQr + j * BQ * 128, tm_qr, bar, 32 * j, h, i0, b);
+      tma_load_4d(st + L::kDOr + j * BQ * 128, tm_dor, bar, 32 * j, h, i0, b);
+    }
+    tma_load_4d(st + L::kQT, tm_qt, bar, i0, h, 0, b);
+    tma_load_4d(st + L::kDOT, tm_dot, bar, i0, h, 0, b);
+  }
+}
+
 // P^T = 2^(S^T scale log2e - lse2) in place (sl2 = scale log2e; rows_f / rows_i: slot s's words). MASKED (tiles not
 // tile_in_range): P = 0 unless key_ok[h2] (key length, [B, Tk] mask) and kl[h2], the key's index in the CTA's tile,
 // lies in the row's [kb, ke).
@@ -257,6 +282,15 @@ __global__ void __launch_bounds__(256) tf32_dq_frag_convert_kernel(const FlashBw
     }
     __syncthreads();  // the tile is written again for the next block
   }
+}
+
+// Its launch: one block per (b, h, 32-query tile), at most 2^20 (the kernel strides over the rest).
+template <int HD>
+inline cudaError_t tf32_dq_frag_convert(const FlashBwdParams& p, const float* acc, int64_t dq_rows, cudaStream_t stream) {
+  const int64_t nb = p.shape.B * p.shape.H * (dq_rows / 32);
+  tf32_dq_frag_convert_kernel<HD><<<static_cast<unsigned>(nb < (1 << 20) ? nb : (1 << 20)), 256, 0, stream>>>(
+      p, acc, dq_rows);
+  return cudaGetLastError();
 }
 
 }  // namespace sm90
