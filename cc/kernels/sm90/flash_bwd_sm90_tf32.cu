@@ -364,24 +364,14 @@ __global__ void __launch_bounds__(kThreads, 1)
     uint32_t pa[kBq / 8][4], da[kBq / 8][4];
 #pragma unroll
     for (int kk = 0; kk < kBq / 8; ++kk) pack_p_step(pa[kk], sacc + 4 * kk);
-    fence_regs(dv);
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < kBq / 8; ++kk)
-      wgmma_tf32_rs_m64n64k8(dv, pa[kk], wgmma_desc(st + L::kDOT + kk * 32, 16, 1024), 1);
-    wgmma_commit();
+    tf32_bwd_unit_product<kD, kBq>(dv, pa, st + L::kDOT);
 
     // dS^T = P^T (dP^T - dsum): A fragments of dK (rounded) and dS [32 q][64 keys] for dQ^T.
     tf32_bwd_ds<kBq>(dpacc, sacc, da, ds_gen, rows_f, s, t, key_l);
     fence_proxy_async();  // dS stores before the wgmma (async proxy) reads below
 
     // dK += dS^T Q: B = QT [64 d x 32 q].
-    fence_regs(dk);
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < kBq / 8; ++kk)
-      wgmma_tf32_rs_m64n64k8(dk, da[kk], wgmma_desc(st + L::kQT + kk * 32, 16, 1024), 1);
-    wgmma_commit();
+    tf32_bwd_unit_product<kD, kBq>(dk, da, st + L::kQT);
 
     // DQB: this consumer's staging block is written again after this unit's dQ^T product; the thread that
     // issued the previous unit's bulk reduce-add waits until the copy engine has read it, and the barrier

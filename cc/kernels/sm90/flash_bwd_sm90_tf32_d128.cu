@@ -240,24 +240,14 @@ __global__ void __launch_bounds__(kThreads, 1)
     uint32_t pa[kBq / 8][4], da[kBq / 8][4];
 #pragma unroll
     for (int kk = 0; kk < kBq / 8; ++kk) pack_p_step(pa[kk], sacc + 4 * kk);
-    fence_regs(dv);
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < kBq / 8; ++kk)
-      wgmma_tf32_rs_m64n128k8(dv, pa[kk], wgmma_desc(st + L::kDOT + kk * 32, 16, 1024), 1);
-    wgmma_commit();
+    tf32_bwd_unit_product<kD, kBq>(dv, pa, st + L::kDOT);
 
     // dS^T = P^T (dP^T - dsum): A fragments of dK (rounded) and dS [32 q][64 keys] for dQ^T.
     tf32_bwd_ds<kBq>(dpacc, sacc, da, ds_gen, rows_f, s, t, key_l);
     fence_proxy_async();
 
     // dK += dS^T Q: B = QT [128 d x 32 q].
-    fence_regs(dk);
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < kBq / 8; ++kk)
-      wgmma_tf32_rs_m64n128k8(dk, da[kk], wgmma_desc(st + L::kQT + kk * 32, 16, 1024), 1);
-    wgmma_commit();
+    tf32_bwd_unit_product<kD, kBq>(dk, da, st + L::kQT);
     // BULK: the previous unit's second half was read from the staging block before this unit's first is
     // written there (thread 0 issued it and waits; the barrier tells the warpgroup).
     if constexpr (BULK) {

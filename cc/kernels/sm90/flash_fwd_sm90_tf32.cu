@@ -266,13 +266,6 @@ __device__ __forceinline__ void load_q_frags(uint32_t (&qa)[D / 8][4], uint32_t 
       qa[k][e] = to_tf32(ld_shared_f32(q + swz128_offset_f32(R, r0 + 8 * (e & 1), 8 * k + t + 4 * (e >> 1))));
 }
 
-template <int D>
-__device__ __forceinline__ void wgmma_tf32_pv(float (&o)[D / 2], const uint32_t (&a)[4], uint64_t desc) {
-  static_assert(D == 64 || D == 128, "wgmma N");
-  if constexpr (D == 128) wgmma_tf32_rs_m64n128k8(o, a, desc, 1);
-  else wgmma_tf32_rs_m64n64k8(o, a, desc, 1);
-}
-
 // q [B, Tq, H, D], k [B, Tk, Hkv, D], v [B, Tk, Hkv, D] float32 through tm_q / tm_k / tm_v (rank 4:
 // d, head, time, batch; boxes {32, 1, 128, 1} for q, {32, 1, 64, 1} for k / v); o [B, Tq, H, D]
 // float32 and lse [B, H, Tq] from p. Grid (ceil(Tq / kBr), H, B), longest causal rows first.
@@ -550,7 +543,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kBc / 8; ++kk)
-      wgmma_tf32_pv<D>(o, pa[kk], wgmma_desc(vt_tile + (kk / 4) * D * 128 + (kk % 4) * 32, 16, 1024));
+      wgmma_tf32_rs_acc<D>(o, pa[kk], wgmma_desc(vt_tile + (kk / 4) * D * 128 + (kk % 4) * 32, 16, 1024));
     wgmma_commit();
     wgmma_wait<0>();
     fence_regs(o);
@@ -963,7 +956,7 @@ __global__ void selftest_tf32_mma_kernel(const float* q, const float* k, const f
   for (int i = 0; i < DV / 2; ++i) acc[i] = 0.f;
   wgmma_fence();
 #pragma unroll
-  for (int kk = 0; kk < 8; ++kk) wgmma_tf32_pv<DV>(acc, pa[kk], wgmma_desc(vt + (kk / 4) * DV * 128 + (kk % 4) * 32, 16, 1024));
+  for (int kk = 0; kk < 8; ++kk) wgmma_tf32_rs_acc<DV>(acc, pa[kk], wgmma_desc(vt + (kk / 4) * DV * 128 + (kk % 4) * 32, 16, 1024));
   wgmma_commit();
   wgmma_wait<0>();
   fence_regs(acc);

@@ -36,6 +36,15 @@ __device__ __forceinline__ void round_tf32_smem(uint32_t addr, int bytes, int ti
   }
 }
 
+// acc [64 x N] += A B by one wgmma m64nNk8 .tf32 RS (N = 64 or 128: the head dim), A this thread's fragments, B
+// at desc_b.
+template <int N>
+__device__ __forceinline__ void wgmma_tf32_rs_acc(float (&acc)[N / 2], const uint32_t (&a)[4], uint64_t desc_b) {
+  static_assert(N == 64 || N == 128, "wgmma N");
+  if constexpr (N == 128) wgmma_tf32_rs_m64n128k8(acc, a, desc_b, 1);
+  else wgmma_tf32_rs_m64n64k8(acc, a, desc_b, 1);
+}
+
 // The accumulators of one k8 step kk (s4 = acc + 4 kk: columns 8kk + 2t, +1 of rows g, g + 8) as the
 // m64k8 .tf32 A fragment under tf32_kperm, rounded (cvt.rna): a[0] = A[g][t] = acc column 2t of row g,
 // a[1] = A[g + 8][t], a[2] = A[g][t + 4] = column 2t + 1, a[3] = A[g + 8][t + 4].

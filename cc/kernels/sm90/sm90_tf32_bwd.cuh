@@ -195,6 +195,17 @@ __device__ __forceinline__ void tf32_dq_add_scalar(float* acc, int ld, int d0, c
     }
 }
 
+// acc [64 keys x D] += A B over one unit's BQ queries (dV += P^T dO, dK += dS^T Q): A the k8 steps' fragments,
+// B a one-panel [D x BQ] tile at b_tile (k8 step kk at byte kk * 32); its own commit group.
+template <int D, int BQ>
+__device__ __forceinline__ void tf32_bwd_unit_product(float (&acc)[D / 2], uint32_t (&a)[BQ / 8][4], uint32_t b_tile) {
+  fence_regs(acc);
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < BQ / 8; ++kk) wgmma_tf32_rs_acc<D>(acc, a[kk], wgmma_desc(b_tile + kk * 32, 16, 1024));
+  wgmma_commit();
+}
+
 // The pre-passes' pieces (THREADS threads; D = D1 - 1 columns, a row of sm padded by one float so that the
 // transposed reads hit 32 banks). Rows row0 .. row0 + R - 1 of a [rows, D] float32 tensor at src (row stride ld;
 // rows at or past limit read as 0), rounded to tf32 (cvt.rna, as the main kernels' K / V rounding and sm80's TF32
