@@ -187,10 +187,12 @@ def check_d128(seed, kt_swap=False):
 
 
 # ---- The index masks: which units a key tile visits (Units) and the P pass's rule (the rows warp's [kb, ke),
-# key_ok, need_mask = !tile_in_range), against the visibility of every element written plainly. Mutants:
+# key_ok, a warp's need_mask = tf32_bwd_needs_mask: not all its 16 keys pass key_ok, or the rows warp's word 3
+# says some row does not see the whole group), against the visibility of every element written plainly. Mutants:
 # mut = "hi_j0" (window-left bound from j0, not the tile's last key), "lo_plus1" (causal bound one row late),
 # "no_kvalid" (key_ok without the [B, Tk] mask), "ke_tk" (the rows' key end from Tk, not the key length, and
-# key_ok without the key length).
+# key_ok without the key length), "whole_half" (word 3 checks only half of each group's keys). "tile_in_range"
+# (tile_in_range per 64 keys: the head-dim-64 kernel's former rule, the head-dim-128 kernel's) must stay exact too.
 def units_model(m, qlim, klim, j0, mut=None):
     """Units(sh, m, qlim, klim, j0): the query tiles [qb_lo, qb_lo + nq) of one head."""
     off = m["off"]
@@ -264,23 +266,33 @@ def check_masks(seed, mut=None):
             i0 = qb * KBQ
             rows = range(i0, min(i0 + KBQ, Tq))  # rows past Tq hold nothing (an empty key range)
             kbke = {}
-            for r in rows:  # the rows warp
+            for r in range(i0, i0 + KBQ):  # the rows warp: a lane per row
                 kb = ke = 0
                 if r < qlim and (m["qvalid"] is None or m["qvalid"][r]):
                     lo, hi = key_begin(m, r) - j0, key_end(m, r, Tk if mut == "ke_tk" else klim) - j0
                     kb, ke = min(max(lo, 0), KBK), min(max(hi, 0), KBK)
                 kbke[r] = (kb, ke)
-            for c in range(2):
-                need_mask = not tile_in_range(m, i0, KBQ, j0 + 64 * c, 64, qlim, klim)
-                for kl in range(64 * c, 64 * c + 64):
-                    key = j0 + kl
+            # Word 3: key group q (keys 16 q .. 16 q + 15 of the tile) whole in every row of the unit.
+            whole = [all(kb <= 16 * q and (ke >= 16 * q + (8 if mut == "whole_half" else 16))
+                         for kb, ke in kbke.values()) for q in range(KBK // 16)]
+
+            def key_ok(key):
+                return (key < klim or mut == "ke_tk") and (
+                    m["kvalid"] is None or mut == "no_kvalid" or key >= Tk or m["kvalid"][key])
+
+            for q in range(KBK // 16):  # a consumer warp's 16 keys (group 4c + warp)
+                keys = [j0 + kl for kl in range(16 * q, 16 * q + 16)]
+                warp_keys_ok = all(key_ok(key) for key in keys)  # __all_sync over the warp's threads
+                if mut == "tile_in_range":  # the former rule, per consumer's 64 keys
+                    need_mask = not tile_in_range(m, i0, KBQ, j0 + 64 * (q // 4), 64, qlim, klim)
+                else:
+                    need_mask = not warp_keys_ok or not whole[q]
+                for kl, key in zip(range(16 * q, 16 * q + 16), keys):
                     if key >= Tk:
                         continue
-                    key_ok = (key < klim or mut == "ke_tk") and (
-                        m["kvalid"] is None or mut == "no_kvalid" or m["kvalid"][key])
                     for r in rows:
                         kb, ke = kbke[r]
-                        got[r, key] = (not need_mask) or (key_ok and kb <= kl < ke)
+                        got[r, key] = (not need_mask) or (key_ok(key) and kb <= kl < ke)
     return bool((got == vis).all())
 
 
@@ -352,7 +364,10 @@ def main():
     bad = [sd for sd in range(nmask) if not check_masks(sd)]
     fails += len(bad)
     print(f"index masks: {nmask - len(bad)} / {nmask} random configurations exact" + (f", WRONG: {bad[:10]}" if bad else ""))
-    for mut in ("hi_j0", "lo_plus1", "no_kvalid", "ke_tk"):
+    bad = [sd for sd in range(nmask) if not check_masks(sd, "tile_in_range")]
+    fails += len(bad)
+    print(f"index masks, tile_in_range per 64 keys: {nmask - len(bad)} / {nmask} exact")
+    for mut in ("hi_j0", "lo_plus1", "no_kvalid", "ke_tk", "whole_half"):
         caught = not all(check_masks(sd, mut) for sd in range(nmask))
         fails += not caught
         print(f"mask mutant {mut}: {'caught' if caught else 'NOT CAUGHT (model too weak)'}")

@@ -59,8 +59,9 @@
 //   (setmaxnreg.inc 240); consumer c owns keys 64c .. 64c + 63: it rounds its rows of K and V in shared
 //   memory once, then per unit
 //     S^T, dP^T    8 wgmma m64n32k8 SS each (two commit groups), P^T = 2^(S^T scale log2e - lse2) under dP^T
-//                  (tiles not tile_in_range: P = 0 by selection outside the row's [kb, ke) or where the key
-//                  is past the key length or off in the [B, Tk] mask, key_ok)
+//                  (where a warp's 16 keys x 32 queries are not all visible, tf32_bwd_needs_mask: P = 0 by
+//                  selection outside the row's [kb, ke) or where the key is past the key length or off in the
+//                  [B, Tk] mask, key_ok)
 //     dV += P^T dO 4 wgmma m64n64k8 RS (A = pack_p_step of the S^T accumulators, B = dOT)
 //     dS^T = P^T (dP^T - dsum), rounded, to registers (A of dK) and to shared memory as dS [32 q][64 keys]
 //     dK += dS^T Q 4 wgmma m64n64k8 RS (B = QT)
@@ -126,9 +127,10 @@ struct Smem {
   static constexpr int kStage = kKT + kKTBytes;   // + s * kStageBytes: Qr, dOr, QT, dOT
   static constexpr int kQr = 0, kDOr = kQBytes, kQT = 2 * kQBytes, kDOT = 2 * kQBytes + kQTBytes;
   static constexpr int kDs = kStage + kStages * kStageBytes;  // + c * kDsBytes
-  // [kStages][4][kBq] 4-byte words: lse2, dsum (float), the row's visible keys [kb, ke) (int, from the tile's j0)
+  // [kStages][kTf32BwdRowWords][kBq] 4-byte words: lse2, dsum (float), the row's visible keys [kb, ke) (int, from
+  // the tile's j0), the unit's whole key groups (tf32_bwd_rows_warp)
   static constexpr int kRows = kDs + 2 * kDsBytes;
-  static constexpr int kBars = kRows + kStages * 4 * kBq * 4;  // kv_full, full[kStages], empty[kStages]
+  static constexpr int kBars = kRows + kStages * kTf32BwdRowWords * kBq * 4;  // kv_full, full[kStages], empty[kStages]
   static constexpr int kBarsEnd = kBars + 8 * (1 + 2 * kStages);
   static constexpr int kDqBytes = kBq * kD * 4;                // one consumer's dQ^T block [64 d x 32 q]
   static constexpr int kDq = (kBarsEnd + 127) & ~127;          // DQB: + c * kDqBytes, fragment order
@@ -260,8 +262,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         tma_load_4d(base + L::kKT + pn * kD * 128, &tm_kt, kv_full, static_cast<int>(j0) + 32 * pn, hk, 0, b);
       tf32_bwd_load_units<kD, kBq, kStages, L>(units, hk, G, b, base, &tm_qr, &tm_dor, &tm_qt, &tm_dot, full0, empty0);
     } else if (warp == 1) {
-      tf32_bwd_rows_warp<kBk, kBq, kStages>(rows_f, rows_i, lane, p, a.dsum, units, hk, G, qlim, klim, j0, b, full0,
-                                            empty0);
+      tf32_bwd_rows_warp<kBk, kBq, kStages, true>(rows_f, rows_i, lane, p, a.dsum, units, hk, G, qlim, klim, j0, b,
+                                                   full0, empty0);
     }
     return;
   }
@@ -277,6 +279,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   // This thread's keys inside the batch's key length and the [B, Tk] validity mask.
   const bool key_ok[2] = {key_g[0] < klim && key_visible(mk, sh, b, key_g[0]),
                           key_g[1] < klim && key_visible(mk, sh, b, key_g[1])};
+  const bool warp_keys_ok = __all_sync(~0u, key_ok[0] && key_ok[1]);  // this warp's 16 keys, group 4c + warp
 
   float dv[32], dk[32];
 #pragma unroll
@@ -346,12 +349,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int64_t h = hk * G + n / units.nq, i0 = static_cast<int64_t>(units.qb_lo + n % units.nq) * kBq;
     const uint32_t st = base + L::kStage + s * L::kStageBytes;
     if constexpr (!ROT) issue_s_dp(n);
+    // Read before the wait, its latency under S^T's (slot s's words are visible: its full barrier was waited for).
+    const bool need_mask = tf32_bwd_needs_mask<kBq>(rows_i, s, 4 * c + warp, warp_keys_ok);
     wgmma_wait<1>();  // S^T done; dP^T may still run (groups complete in order)
     fence_regs(sacc);
 
-    // P^T in place (tf32_bwd_p_pass), with the index rule unless this consumer's 64 keys x 32 queries are all
-    // visible (no validity mask, inside the lengths and the causal / window limits).
-    const bool need_mask = !tile_in_range(mk, i0, kBq, j0 + 64 * c, 64, qlim, klim);
+    // P^T in place (tf32_bwd_p_pass), with the index rule unless this warp's 16 keys x 32 queries are all visible
+    // (the rows warp's word for key group 4c + warp, and the keys' key_ok).
     if (need_mask)
       tf32_bwd_p_pass<true, kBq>(sacc, rows_f, rows_i, s, sl2, t, key_t, key_ok);
     else

@@ -79,8 +79,8 @@ struct Smem {
   static constexpr int kStage = kV + kKBytes;      // + s * kStageBytes: Qr, dOr, QT, dOT
   static constexpr int kQr = 0, kDOr = kQBytes, kQT = 2 * kQBytes, kDOT = 2 * kQBytes + kQTBytes;
   static constexpr int kDs = kStage + kStages * kStageBytes;  // + c * kDsBytes
-  static constexpr int kRows = kDs + 2 * kDsBytes;            // [kStages][4][kBq] words: lse2, dsum, kb, ke
-  static constexpr int kBars = kRows + kStages * 4 * kBq * 4;  // kv_full, full[kStages], empty[kStages]
+  static constexpr int kRows = kDs + 2 * kDsBytes;  // [kStages][kTf32BwdRowWords][kBq] words (tf32_bwd_rows_warp)
+  static constexpr int kBars = kRows + kStages * kTf32BwdRowWords * kBq * 4;  // kv_full, full[kStages], empty[kStages]
   static constexpr int kBarsEnd = kBars + 8 * (1 + 2 * kStages);
   static constexpr int kDqBytes = kBq * 64 * 4;    // BULK: one half of dQ^T [32 q x 64 d] per consumer
   static constexpr int kDq = (kBarsEnd + 127) & ~127;  // BULK: + c * kDqBytes
@@ -172,8 +172,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
       tf32_bwd_load_units<kD, kBq, kStages, L>(units, hk, G, b, base, &tm_qr, &tm_dor, &tm_qt, &tm_dot, full0, empty0);
     } else if (warp == 1) {
-      tf32_bwd_rows_warp<kBk, kBq, kStages>(rows_f, rows_i, lane, p, a.dsum, units, hk, G, qlim, klim, j0, b, full0,
-                                            empty0);
+      tf32_bwd_rows_warp<kBk, kBq, kStages, false>(rows_f, rows_i, lane, p, a.dsum, units, hk, G, qlim, klim, j0, b,
+                                                   full0, empty0);
     }
     return;
   }
@@ -227,7 +227,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     wgmma_wait<1>();
     fence_regs(sacc);
 
-    // P^T in place (tf32_bwd_p_pass), with the index rule unless the whole 64 x 32 tile is visible.
+    // P^T in place (tf32_bwd_p_pass), with the index rule unless the whole 64 x 32 tile is visible (tile_in_range:
+    // the rows warp's whole-group word cost this kernel 3-5 %, see tf32_bwd_rows_warp).
     const bool need_mask = !tile_in_range(mk, i0, kBq, j0, kBk, qlim, klim);
     if (need_mask)
       tf32_bwd_p_pass<true, kBq>(sacc, rows_f, rows_i, s, sl2, t, key_l, key_ok);

@@ -44,7 +44,9 @@ struct Tf32BwdUnits {
 // elements are masked to 0; lse = -inf, a row that sees no key, gives lse2 = -inf with every element masked), and
 // the row's visible keys [kb, ke) as score_elem's rule (row_info): [key_begin(i), key_end(i, klim)) relative to
 // j0, clipped to [0, BK]; empty where the row is past the query length or off in the [B, Tq] validity mask (the
-// [B, Tk] one: the consumers' key_ok). Stored in rows [kStages][4][BQ] (4-byte words) of ring slot s.
+// [B, Tk] one: the consumers' key_ok). Stored in rows [kStages][kTf32BwdRowWords][BQ] (4-byte words) of ring slot
+// s: lse2, dsum, kb, ke, and the unit's key groups that every row sees whole (tf32_bwd_rows_warp's WHOLE).
+constexpr int kTf32BwdRowWords = 5;
 struct Tf32BwdRowWords {
   float lse2 = 0.f, dsum = 0.f;
   int kb = 0, ke = 0;
@@ -71,12 +73,20 @@ __device__ __forceinline__ Tf32BwdRowWords tf32_bwd_row_words(const FlashBwdPara
 // The producer's rows warp (lane = its lane): for each unit n of the key tile (query head hk G + n / nq, rows
 // (qb_lo + n % nq) BQ + lane), once the consumers released ring slot n % STAGES (empty), the rows' words into the
 // slot, then its arrival on full. (Reading unit n + 1's words before waiting for its slot, to hide the global loads'
-// latency, measured no faster on the H200: results/2026-12-04-h200-s37/pf64.out, pf128.out.)
-template <int BK, int BQ, int STAGES>
+// latency, measured no faster on the H200: results/2026-12-04-h200-s37/pf64.out, pf128.out.) WHOLE: word 4 (the
+// same in each row's entry), bit q set when every row of the unit sees all of the tile's keys [16 q, 16 q + 16)
+// (kb <= 16 q, ke >= 16 q + 16; a row past the query length or off in the [B, Tq] mask sees none): a consumer warp
+// whose 16 keys are group q then runs the P pass without the per-element rule (tf32_bwd_needs_mask). On the H200
+// (results/2026-12-04-h200-s38/) the head-dim-64 kernel gained 2-4 % at causal shapes from it, against the former
+// per-consumer tile_in_range after the S^T wait; the head-dim-128 kernel, whose two consumers each wait for their
+// own slot's words every unit, lost 3-5 % to the votes, and keeps tile_in_range (WHOLE false).
+template <int BK, int BQ, int STAGES, bool WHOLE>
 __device__ __forceinline__ void tf32_bwd_rows_warp(float* rows_f, int* rows_i, int lane, const FlashBwdParams& p,
                                                    const float* dsum, const Tf32BwdUnits<BK, BQ>& units, int hk,
                                                    int G, int64_t qlim, int64_t klim, int64_t j0, int b,
                                                    uint32_t full0, uint32_t empty0) {
+  static_assert(BQ == 32 && BK % 16 == 0 && BK / 16 <= 31, "a lane per row; a bit per key group");
+  constexpr int W = kTf32BwdRowWords;
   auto words = [&](int n) {
     const int64_t h = static_cast<int64_t>(hk) * G + n / units.nq;
     const int64_t i = static_cast<int64_t>(units.qb_lo + n % units.nq) * BQ + lane;
@@ -86,10 +96,16 @@ __device__ __forceinline__ void tf32_bwd_rows_warp(float* rows_f, int* rows_i, i
     const int s = n % STAGES;
     if (n >= STAGES) mbar_wait(empty0 + 8 * s, ((n / STAGES) - 1) & 1);
     const Tf32BwdRowWords w = words(n);
-    rows_f[(4 * s) * BQ + lane] = w.lse2;
-    rows_f[(4 * s + 1) * BQ + lane] = w.dsum;
-    rows_i[(4 * s + 2) * BQ + lane] = w.kb;
-    rows_i[(4 * s + 3) * BQ + lane] = w.ke;
+    rows_f[(W * s) * BQ + lane] = w.lse2;
+    rows_f[(W * s + 1) * BQ + lane] = w.dsum;
+    rows_i[(W * s + 2) * BQ + lane] = w.kb;
+    rows_i[(W * s + 3) * BQ + lane] = w.ke;
+    if constexpr (WHOLE) {
+      int whole = 0;
+#pragma unroll
+      for (int q = 0; q < BK / 16; ++q) whole |= (__all_sync(~0u, w.kb <= 16 * q && w.ke >= 16 * q + 16) ? 1 : 0) << q;
+      rows_i[(W * s + 4) * BQ + lane] = whole;
+    }
     mbar_arrive(full0 + 8 * s);  // release: the stores above are visible to the waiting consumers
   }
 }
@@ -119,15 +135,23 @@ __device__ __forceinline__ void tf32_bwd_load_units(const Tf32BwdUnits<BK, BQ>& 
   }
 }
 
-// P^T = 2^(S^T scale log2e - lse2) in place (sl2 = scale log2e; rows_f / rows_i: slot s's words). MASKED (tiles not
-// tile_in_range): P = 0 unless key_ok[h2] (key length, [B, Tk] mask) and kl[h2], the key's index in the CTA's tile,
-// lies in the row's [kb, ke).
+// Whether a consumer warp's P pass for the unit in slot s needs the per-element rule: unless every row sees all of
+// its 16 keys (group = the first key's index in the CTA's tile / 16; the rows warp's word 4, tf32_bwd_rows_warp's
+// WHOLE) and they all pass key_ok (keys_ok: the warp's __all_sync of it, the key length and the [B, Tk] mask).
+template <int BQ>
+__device__ __forceinline__ bool tf32_bwd_needs_mask(const int* rows_i, int s, int group, bool keys_ok) {
+  return !keys_ok || !((rows_i[(kTf32BwdRowWords * s + 4) * BQ] >> group) & 1);
+}
+
+// P^T = 2^(S^T scale log2e - lse2) in place (sl2 = scale log2e; rows_f / rows_i: slot s's words). MASKED: P = 0
+// unless key_ok[h2] (key length, [B, Tk] mask) and kl[h2], the key's index in the CTA's tile, lies in the row's
+// [kb, ke).
 template <bool MASKED, int BQ>
 __device__ __forceinline__ void tf32_bwd_p_pass(float (&sacc)[BQ / 2], const float* rows_f, const int* rows_i, int s,
                                                 float sl2, int t, const int (&kl)[2], const bool (&key_ok)[2]) {
-  const float* lse2_s = rows_f + (4 * s) * BQ;
-  const int* kb_s = rows_i + (4 * s + 2) * BQ;
-  const int* ke_s = rows_i + (4 * s + 3) * BQ;
+  const float* lse2_s = rows_f + (kTf32BwdRowWords * s) * BQ;
+  const int* kb_s = rows_i + (kTf32BwdRowWords * s + 2) * BQ;
+  const int* ke_s = rows_i + (kTf32BwdRowWords * s + 3) * BQ;
 #pragma unroll
   for (int j = 0; j < BQ / 8; ++j) {
     const float2 l2 = *reinterpret_cast<const float2*>(lse2_s + 8 * j + 2 * t);
@@ -155,7 +179,7 @@ __device__ __forceinline__ void tf32_bwd_p_pass(float (&sacc)[BQ / 2], const flo
 template <int BQ>
 __device__ __forceinline__ void tf32_bwd_ds(float (&dpacc)[BQ / 2], const float (&sacc)[BQ / 2], uint32_t (&da)[BQ / 8][4],
                                             uint8_t* ds_gen, const float* rows_f, int s, int t, const int (&key_l)[2]) {
-  const float* dsum_s = rows_f + (4 * s + 1) * BQ;
+  const float* dsum_s = rows_f + (kTf32BwdRowWords * s + 1) * BQ;
 #pragma unroll
   for (int j = 0; j < BQ / 8; ++j) {
     const float2 dsm = *reinterpret_cast<const float2*>(dsum_s + 8 * j + 2 * t);
