@@ -4,7 +4,11 @@
 // dim 128 in float32 does to shared memory: K, V and K^T of 128 keys alone would take 192 KiB, so
 //   - a CTA takes 64 keys, and its two consumer warpgroups take alternate units (32-query tiles of the query heads
 //     that share the kv head), each with dK / dV accumulators for all 64 keys (summed through shared memory at the
-//     end); each consumer owns one slot of the 2-stage ring (unit n: slot n % 2 = the consumer);
+//     end); each consumer owns one slot of the 2-stage ring (unit n: slot n % 2 = the consumer), whose two halves
+//     have their own barriers: Qr, dOr and the rows warp's words (full / empty, loaded by thread 0) are released
+//     after dS^T, QT and dOT (fullb / emptyb, loaded by warp 2) after dK, so that the next unit's loads run under
+//     this one's products (on the H200 1.04x-1.12x one barrier per slot released after dK, which left the
+//     consumers waiting ~19 % of their time for their slot: results/2026-12-04-h200-s38/);
 //   - K^T is not kept: dQ^T = K^T dS^T runs as wgmma RS, its A fragments (K^T, 64 d x 8 keys per k8 step) loaded
 //     from the rounded K tile by ld.shared, in two M = 64 halves of d (registers: dK, dV 128 + 32 fragments + 16);
 //   - S^T and dP^T are wgmma SS (K, V rounded in place once per CTA): their A fragments in registers would take 128.
@@ -14,13 +18,13 @@
 //   dV += P^T dO     4 wgmma m64n128k8 RS (B = dOT [128 d x 32 q])
 //   dS^T = P^T (dP^T - dsum): A fragments of dK, and dS [32 q][64 keys] to shared memory (B of dQ^T)
 //   dK += dS^T Q     4 wgmma m64n128k8 RS (B = QT)
-//   dQ^T (2 halves)  8 wgmma m64n32k8 RS each (A = K^T fragments, B = dS); the stage slot released after the
-//                    first half's wait (dV, dK done); each half added into the float32 accumulator (DqAdd: by
-//                    default 4 float4 atomics per thread into fragment-ordered blocks)
+//   dQ^T (2 halves)  8 wgmma m64n32k8 RS each (A = K^T fragments, B = dS); QT, dOT released after the first
+//                    half's wait (dV, dK done); each half added into the float32 accumulator (DqAdd: by default
+//                    4 float4 atomics per thread into fragment-ordered blocks)
 // Shared memory: K, V [64 keys x 128] (4 panels of 8 KiB each, 32 KiB each); per stage: Qr, dOr [32 x 128]
 // (4 panels of 4 KiB), QT, dOT [128 x 32] (one panel of 16 KiB) = 64 KiB; dS per consumer [32 q x 64 keys] (2
-// panels of 4 KiB); rows [2][4][32] words; barriers. 208 KiB + 1 KiB + 40 B (+ 1 KiB alignment slack); the bulk dQ
-// mode adds two 8 KiB staging blocks after the barriers (225.1 KiB + the slack, under the 227 KiB opt-in limit).
+// panels of 4 KiB); rows [2][5][32] words; 9 barriers. 208 KiB + 1.25 KiB + 72 B (+ 1 KiB alignment slack); the bulk
+// dQ mode adds two 8 KiB staging blocks after the barriers (225.4 KiB + the slack, under the 227 KiB opt-in limit).
 // Workspace (after sm80's TF32 parts): Qr, dOr [B, H, tq_pad, 128], QT, dOT [B, H, 128, tq_pad] (tf32_kperm order
 // within groups of 8 queries), as the head-dim-64 kernel's pre-pass (no K^T).
 // Scope (bwd_tf32_d128_applies): float32, allow_tf32, D == Dv == 128, index masks or none, GQA, d_lse; not
@@ -64,7 +68,8 @@ constexpr DqAdd kDqModes[] = {DqAdd::kScalar, DqAdd::kVec4, DqAdd::kBulk};
 constexpr int kDqModeCount = sizeof(kDqModes) / sizeof(kDqModes[0]);
 // The default: kVec4. On the H200 (tune_tf32_bwd.py --sm90-d128, 16k tokens, hidden 1024, T = 1024 / 4096 / 16384,
 // causal or not; results/2026-12-04-h200-s37/d128m.out): kVec4 1.13x-1.24x kScalar, kBulk 0.95x-1.06x kVec4 (better
-// at T = 1024, worse at 16384 without a mask); kVec4 needs no shared memory of its own.
+// at T = 1024, worse at 16384 without a mask); kVec4 needs no shared memory of its own. With the split slots
+// (results/2026-12-04-h200-s38/call5/sp1_128.out, T = 4096): kBulk 0.95x kVec4 without a mask, 0.95x causal.
 constexpr int kDefaultDqMode = 1;
 
 template <bool BULK>
@@ -80,8 +85,10 @@ struct Smem {
   static constexpr int kQr = 0, kDOr = kQBytes, kQT = 2 * kQBytes, kDOT = 2 * kQBytes + kQTBytes;
   static constexpr int kDs = kStage + kStages * kStageBytes;  // + c * kDsBytes
   static constexpr int kRows = kDs + 2 * kDsBytes;  // [kStages][kTf32BwdRowWords][kBq] words (tf32_bwd_rows_warp)
-  static constexpr int kBars = kRows + kStages * kTf32BwdRowWords * kBq * 4;  // kv_full, full[kStages], empty[kStages]
-  static constexpr int kBarsEnd = kBars + 8 * (1 + 2 * kStages);
+  // kv_full, full[kStages], empty[kStages] (the slots' Qr / dOr / rows half), fullb[kStages], emptyb[kStages]
+  // (their QT / dOT half)
+  static constexpr int kBars = kRows + kStages * kTf32BwdRowWords * kBq * 4;
+  static constexpr int kBarsEnd = kBars + 8 * (1 + 4 * kStages);
   static constexpr int kDqBytes = kBq * 64 * 4;    // BULK: one half of dQ^T [32 q x 64 d] per consumer
   static constexpr int kDq = (kBarsEnd + 127) & ~127;  // BULK: + c * kDqBytes
   static constexpr int kBytes = BULK ? kDq + 2 * kDqBytes : kBarsEnd;
@@ -138,6 +145,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   int* rows_i = reinterpret_cast<int*>(gbase + L::kRows);
   const uint32_t kv_full = base + L::kBars;
   const uint32_t full0 = kv_full + 8, empty0 = kv_full + 8 * (1 + kStages);
+  const uint32_t fullb0 = kv_full + 8 * (1 + 2 * kStages), emptyb0 = kv_full + 8 * (1 + 3 * kStages);
 
   const FlashBwdParams& p = a.p;
   const AttnShape& sh = p.shape;
@@ -154,6 +162,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int s = 0; s < kStages; ++s) {
       mbar_init(full0 + 8 * s, 1 + 32);  // thread 0's expect_tx, warp 1's rows
       mbar_init(empty0 + 8 * s, 128);    // the slot's consumer
+      mbar_init(fullb0 + 8 * s, 1);      // warp 2's expect_tx
+      mbar_init(emptyb0 + 8 * s, 128);   // the slot's consumer
     }
     mbar_fence_init();
   }
@@ -170,7 +180,12 @@ __global__ void __launch_bounds__(kThreads, 1)
         tma_load_4d(base + L::kK + j * kBk * 128, &tm_k, kv_full, 32 * j, hk, static_cast<int>(j0), b);
         tma_load_4d(base + L::kV + j * kBk * 128, &tm_v, kv_full, 32 * j, hk, static_cast<int>(j0), b);
       }
-      tf32_bwd_load_units<kD, kBq, kStages, L>(units, hk, G, b, base, &tm_qr, &tm_dor, &tm_qt, &tm_dot, full0, empty0);
+      // Qr, dOr here, QT, dOT from warp 2: each half of a slot is loaded as soon as its consumer released it.
+      tf32_bwd_load_units<kD, kBq, kStages, L, kBk, 1>(units, hk, G, b, base, &tm_qr, &tm_dor, &tm_qt, &tm_dot, full0,
+                                                       empty0);
+    } else if (warp == 2 && lane == 0 && units.n > 0) {
+      tf32_bwd_load_units<kD, kBq, kStages, L, kBk, 2>(units, hk, G, b, base, &tm_qr, &tm_dor, &tm_qt, &tm_dot, fullb0,
+                                                       emptyb0);
     } else if (warp == 1) {
       tf32_bwd_rows_warp<kBk, kBq, kStages, false>(rows_f, rows_i, lane, p, a.dsum, units, hk, G, qlim, klim, j0, b,
                                                    full0, empty0);
@@ -241,11 +256,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     uint32_t pa[kBq / 8][4], da[kBq / 8][4];
 #pragma unroll
     for (int kk = 0; kk < kBq / 8; ++kk) pack_p_step(pa[kk], sacc + 4 * kk);
+    mbar_wait(fullb0 + 8 * s, (n / kStages) & 1);  // QT, dOT
     tf32_bwd_unit_product<kD, kBq>(dv, pa, st + L::kDOT);
 
     // dS^T = P^T (dP^T - dsum): A fragments of dK (rounded) and dS [32 q][64 keys] for dQ^T.
     tf32_bwd_ds<kBq>(dpacc, sacc, da, ds_gen, rows_f, s, t, key_l);
     fence_proxy_async();
+    mbar_arrive(empty0 + 8 * s);  // Qr, dOr (S^T, dP^T waited for) and the rows: read
 
     // dK += dS^T Q: B = QT [128 d x 32 q].
     tf32_bwd_unit_product<kD, kBq>(dk, da, st + L::kQT);
@@ -281,7 +298,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         fence_regs(dk);
         fence_regs(pa);
         fence_regs(da);
-        mbar_arrive(empty0 + 8 * s);  // Qr, dOr, QT, dOT and the rows of slot s are no longer read
+        mbar_arrive(emptyb0 + 8 * s);  // QT, dOT read
       }
       if constexpr (DQ == DqAdd::kScalar) {
         // dQacc[b, h, i0 + q, 64 m + d] += dQ^T[d][q].

@@ -113,25 +113,34 @@ __device__ __forceinline__ void tf32_bwd_rows_warp(float* rows_f, int* rows_i, i
 // The producer thread's per-unit loads: for each unit n of the key tile (query head hk G + n / nq, rows
 // (qb_lo + n % nq) BQ ..), once the consumers released ring slot n % STAGES (empty), Qr, dOr (D / 32 panels of BQ
 // rows each) and QT, dOT (one panel) by TMA into the slot at base + L::kStage + s L::kStageBytes, completing on
-// full[s]. L: the kernel's shared-memory layout (kStage, kStageBytes, kQr, kDOr, kQT, kDOT).
-template <int D, int BQ, int STAGES, class L, int BK>
+// full[s]. L: the kernel's shared-memory layout (kStage, kStageBytes, kQr, kDOr, kQT, kDOT). PARTS: 1 loads Qr and
+// dOr only, 2 QT and dOT only (a kernel that releases the two halves of a slot at different times gives each its
+// own thread and barriers), 3 both.
+template <int D, int BQ, int STAGES, class L, int BK, int PARTS = 3>
 __device__ __forceinline__ void tf32_bwd_load_units(const Tf32BwdUnits<BK, BQ>& units, int hk, int G, int b,
                                                     uint32_t base, const CUtensorMap* tm_qr, const CUtensorMap* tm_dor,
                                                     const CUtensorMap* tm_qt, const CUtensorMap* tm_dot, uint32_t full0,
                                                     uint32_t empty0) {
+  static_assert(PARTS >= 1 && PARTS <= 3, "PARTS: 1 Qr / dOr, 2 QT / dOT, 3 both");
+  constexpr int kBytes = ((PARTS & 1) ? 2 * BQ * D * 4 : 0) + ((PARTS & 2) ? 2 * D * BQ * 4 : 0);
+  static_assert(PARTS != 3 || kBytes == L::kStageBytes, "a slot holds Qr, dOr, QT and dOT");
   for (int n = 0; n < units.n; ++n) {
     const int s = n % STAGES;
     if (n >= STAGES) mbar_wait(empty0 + 8 * s, ((n / STAGES) - 1) & 1);
     const int h = hk * G + n / units.nq, i0 = (units.qb_lo + n % units.nq) * BQ;
     const uint32_t bar = full0 + 8 * s, st = base + L::kStage + s * L::kStageBytes;
-    mbar_arrive_expect_tx(bar, L::kStageBytes);
+    mbar_arrive_expect_tx(bar, kBytes);
+    if constexpr ((PARTS & 1) != 0) {
 #pragma unroll
-    for (int j = 0; j < D / 32; ++j) {
-      tma_load_4d(st + L::kQr + j * BQ * 128, tm_qr, bar, 32 * j, h, i0, b);
-      tma_load_4d(st + L::kDOr + j * BQ * 128, tm_dor, bar, 32 * j, h, i0, b);
+      for (int j = 0; j < D / 32; ++j) {
+        tma_load_4d(st + L::kQr + j * BQ * 128, tm_qr, bar, 32 * j, h, i0, b);
+        tma_load_4d(st + L::kDOr + j * BQ * 128, tm_dor, bar, 32 * j, h, i0, b);
+      }
     }
-    tma_load_4d(st + L::kQT, tm_qt, bar, i0, h, 0, b);
-    tma_load_4d(st + L::kDOT, tm_dot, bar, i0, h, 0, b);
+    if constexpr ((PARTS & 2) != 0) {
+      tma_load_4d(st + L::kQT, tm_qt, bar, i0, h, 0, b);
+      tma_load_4d(st + L::kDOT, tm_dot, bar, i0, h, 0, b);
+    }
   }
 }
 
