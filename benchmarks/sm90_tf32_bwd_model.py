@@ -187,11 +187,11 @@ def check_d128(seed, kt_swap=False):
 
 
 # ---- The index masks: which units a key tile visits (Units) and the P pass's rule (the rows warp's [kb, ke),
-# key_ok, a warp's need_mask = tf32_bwd_needs_mask: not all its 16 keys pass key_ok, or the rows warp's word 3
+# key_ok, a warp's need_mask = tf32_bwd_needs_mask: not all its 16 keys pass key_ok, or the rows warp's word 4
 # says some row does not see the whole group), against the visibility of every element written plainly. Mutants:
 # mut = "hi_j0" (window-left bound from j0, not the tile's last key), "lo_plus1" (causal bound one row late),
 # "no_kvalid" (key_ok without the [B, Tk] mask), "ke_tk" (the rows' key end from Tk, not the key length, and
-# key_ok without the key length), "whole_half" (word 3 checks only half of each group's keys). "tile_in_range"
+# key_ok without the key length), "whole_half" (word 4 checks only half of each group's keys). "tile_in_range"
 # (tile_in_range per 64 keys: the head-dim-64 kernel's former rule, the head-dim-128 kernel's) must stay exact too.
 def units_model(m, qlim, klim, j0, mut=None):
     """Units(sh, m, qlim, klim, j0): the query tiles [qb_lo, qb_lo + nq) of one head."""
@@ -272,7 +272,7 @@ def check_masks(seed, mut=None):
                     lo, hi = key_begin(m, r) - j0, key_end(m, r, Tk if mut == "ke_tk" else klim) - j0
                     kb, ke = min(max(lo, 0), KBK), min(max(hi, 0), KBK)
                 kbke[r] = (kb, ke)
-            # Word 3: key group q (keys 16 q .. 16 q + 15 of the tile) whole in every row of the unit.
+            # Word 4: key group q (keys 16 q .. 16 q + 15 of the tile) whole in every row of the unit.
             whole = [all(kb <= 16 * q and (ke >= 16 * q + (8 if mut == "whole_half" else 16))
                          for kb, ke in kbke.values()) for q in range(KBK // 16)]
 

@@ -53,9 +53,9 @@
 //   Grid (ceil(Tk / 128), Hkv, B); CTA = 3 warpgroups. Warpgroup 0 produces (setmaxnreg.dec 24): thread 0
 //   loads K, V (raw) and KT once (kv_full), then per unit (query head of the group x 32-query tile that sees
 //   the key tile: Units, from the causal / window limits and the batch's lengths) Qr, dOr, QT, dOT into a
-//   kStages ring (full[s]); warp 1 writes the unit's lse2 / dsum rows and each row's visible keys [kb, ke)
+//   kStages ring (full[s]); warp 1 writes the unit's lse2 / dsum rows, each row's visible keys [kb, ke)
 //   (row_info's rule, relative to the tile; empty for a row past the query length or off in the [B, Tq] mask)
-//   and arrives on full[s] too. Warpgroups 1 and 2 consume
+//   and the unit's whole 16-key groups (tf32_bwd_rows_warp), and arrives on full[s] too. Warpgroups 1 and 2 consume
 //   (setmaxnreg.inc 240); consumer c owns keys 64c .. 64c + 63: it rounds its rows of K and V in shared
 //   memory once, then per unit
 //     S^T, dP^T    8 wgmma m64n32k8 SS each (two commit groups), P^T = 2^(S^T scale log2e - lse2) under dP^T
@@ -71,15 +71,15 @@
 //   Epilogue: dK * scale and dV (float2 stores; keys past Tk skipped; CTAs with no unit write zeros).
 //   Variants (kVariantTab): 0 as above; 1 S^T and dP^T by wgmma RS, K_c's and V_c's A fragments
 //   (64 registers) loaded from shared memory and rounded once per CTA instead of the in-place rounding, which
-//   halves those products' shared-memory reads (B only); 2 as 1 with a 3-stage ring (210.6 KiB); 3 (the default)
+//   halves those products' shared-memory reads (B only); 2 as 1 with a 3-stage ring (210.9 KiB); 3 (the default)
 //   as 1 with dQ^T added by the copy engine's bulk reduce-add from a staging block; 4
 //   as 1 with the next unit's S^T / dP^T issued before this unit's dQ adds, dP^T running under them; 5, 6: 3 with
 //   4's order, 3 with 3 stages.
 //   Shared memory (float32, 128-byte swizzle in panels of 32 floats, swz128_offset_f32):
 //     K, V [128 keys x 64]: 2 panels of 16 KiB each (32 KiB each); KT [64 d x 128 keys]: 4 panels of 8 KiB
 //     per stage: Qr, dOr [32 x 64] (2 panels of 4 KiB: 8 KiB each), QT, dOT [64 x 32] (8 KiB each): 32 KiB
-//     dS per consumer [32 q x 64 keys]: 2 panels of 4 KiB (8 KiB); rows [kStages][4][32] words; barriers
-//   = 96 + 32 kStages + 16 KiB + 512 kStages + 8 (1 + 2 kStages) B (kStages = 2: 177 KiB; + 1 KiB alignment
+//     dS per consumer [32 q x 64 keys]: 2 panels of 4 KiB (8 KiB); rows [kStages][5][32] words; barriers
+//   = 96 + 32 kStages + 16 KiB + 640 kStages + 8 (1 + 2 kStages) B (kStages = 2: 177.3 KiB; + 1 KiB alignment
 //   slack); variants 3, 5, 6 add two 8 KiB dQ staging blocks.
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -150,8 +150,8 @@ static_assert(Smem<3, true>::kAlloc <= 227 * 1024, "over the opt-in shared memor
 // (cp.reduce.async.bulk .add.f32, 8 KiB; the accumulator then in blocks of 32 queries in fragment order,
 // converted by tf32_dq_frag_convert_kernel) instead of 16 scalar atomics per thread (variant 3).
 // rotate: the next unit's S^T and dP^T issued before this unit's dQ adds, dP^T left running under the adds and
-// the next unit's P pass (variant 4). Variants 5 and 6: 3 with rotate, 3 with a 3-stage ring (226.6 KiB, 384 bytes under the
-// opt-in limit: Smem's static_assert above catches any growth).
+// the next unit's P pass (variant 4). Variants 5 and 6: 3 with rotate, 3 with a 3-stage ring (227.0 KiB with the 1 KiB
+// alignment slack: exactly the opt-in limit since the rows' fifth word; Smem's static_assert above catches any growth).
 struct Tf32BwdVariant {
   bool kregs;
   int stages;

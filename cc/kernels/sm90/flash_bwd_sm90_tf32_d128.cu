@@ -7,8 +7,8 @@
 //     end); each consumer owns one slot of the 2-stage ring (unit n: slot n % 2 = the consumer), whose two halves
 //     have their own barriers: Qr, dOr and the rows warp's words (full / empty, loaded by thread 0) are released
 //     after dS^T, QT and dOT (fullb / emptyb, loaded by warp 2) after dK, so that the next unit's loads run under
-//     this one's products (on the H200 1.04x-1.12x one barrier per slot released after dK, which left the
-//     consumers waiting ~19 % of their time for their slot: results/2026-12-04-h200-s38/);
+//     this one's products (on the H200 1.04x-1.12x the speed with one barrier per slot, released after dK, which
+//     left the consumers waiting ~19 % of their time for their slot: results/2026-12-04-h200-s38/);
 //   - K^T is not kept: dQ^T = K^T dS^T runs as wgmma RS, its A fragments (K^T, 64 d x 8 keys per k8 step) loaded
 //     from the rounded K tile by ld.shared, in two M = 64 halves of d (registers: dK, dV 128 + 32 fragments + 16);
 //   - S^T and dP^T are wgmma SS (K, V rounded in place once per CTA): their A fragments in registers would take 128.
