@@ -409,19 +409,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
 
     if constexpr (DQB) {
-      // The block of (b, h, query tile) is 8 KiB of the accumulator, in fragment order: float4 j * 128 + tid
-      // = dqt[4j .. 4j + 3] of consumer thread tid (conflict-free stores: a warp's 32 consecutive float4).
-      const uint32_t stage = base + L::kDq + c * L::kDqBytes;
-#pragma unroll
-      for (int j = 0; j < kBq / 8; ++j)
-        st_shared_v4_f32(stage + (j * 128 + tid) * 16, dqt[4 * j], dqt[4 * j + 1], dqt[4 * j + 2], dqt[4 * j + 3]);
-      fence_proxy_async();  // the stores above before the copy engine's (async proxy) read
-      named_bar_sync(7 + c, 128);
-      if (tid == 0) {
-        bulk_reduce_add_f32(a.dq_acc + ((static_cast<int64_t>(b) * sh.H + h) * a.dq_rows + i0) * kD, stage,
-                            L::kDqBytes);
-        bulk_commit();
-      }
+      // The block of (b, h, query tile) is 8 KiB of the accumulator, in fragment order.
+      static_assert(L::kDqBytes == 32 * 64 * 4, "one m64n32 dQ^T block");
+      tf32_dq_add_bulk([&] { return a.dq_acc + ((static_cast<int64_t>(b) * sh.H + h) * a.dq_rows + i0) * kD; },
+                       base + L::kDq + c * L::kDqBytes, dqt, tid, 7 + c);
     } else {
       // dQacc[b, h, i0 + q, d] += dQ^T[d][q].
       tf32_dq_add_scalar(a.dq_acc + ((static_cast<int64_t>(b) * sh.H + h) * sh.Tq + i0) * kD, kD, 0, dqt, sh.Tq - i0,

@@ -314,20 +314,12 @@ __global__ void __launch_bounds__(kThreads, 1)
           for (int j = 0; j < kBq / 8; ++j)
             atomicAdd(mine + j * 128, make_float4(dqt[4 * j], dqt[4 * j + 1], dqt[4 * j + 2], dqt[4 * j + 3]));
         } else {
-          const uint32_t stage = base + L::kDq + c * L::kDqBytes;
+          static_assert(L::kDqBytes == 32 * 64 * 4, "one m64n32 dQ^T half");
           if (m == 1) {  // the first half was read from the staging block before the second is written there
             if (tid == 0) bulk_wait_read<0>();
             named_bar_sync(7 + c, 128);
           }
-#pragma unroll
-          for (int j = 0; j < kBq / 8; ++j)
-            st_shared_v4_f32(stage + (j * 128 + tid) * 16, dqt[4 * j], dqt[4 * j + 1], dqt[4 * j + 2], dqt[4 * j + 3]);
-          fence_proxy_async();
-          named_bar_sync(7 + c, 128);
-          if (tid == 0) {
-            bulk_reduce_add_f32(blk, stage, L::kDqBytes);
-            bulk_commit();
-          }
+          tf32_dq_add_bulk([&] { return blk; }, base + L::kDq + c * L::kDqBytes, dqt, tid, 7 + c);
         }
       }
     }

@@ -228,6 +228,24 @@ __device__ __forceinline__ void tf32_dq_add_scalar(float* acc, int ld, int d0, c
     }
 }
 
+// dQ^T's m64n32 accumulator dqt added into an 8 KiB fragment-ordered block of the accumulator (blk(): its address,
+// formed by thread 0 alone) by the copy engine: the consumer warpgroup (thread tid, named barrier bar) stores it to
+// its staging block stage (float4 j * 128 + tid = dqt[4j .. 4j + 3]: a warp's 32 consecutive float4, conflict-free),
+// fenced for the async proxy; thread 0 then issues the bulk reduce-add and commits it (before stage is written
+// again, thread 0 waits with bulk_wait_read and tells the warpgroup).
+template <class Blk>
+__device__ __forceinline__ void tf32_dq_add_bulk(Blk blk, uint32_t stage, const float (&dqt)[16], int tid, int bar) {
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+    st_shared_v4_f32(stage + (j * 128 + tid) * 16, dqt[4 * j], dqt[4 * j + 1], dqt[4 * j + 2], dqt[4 * j + 3]);
+  fence_proxy_async();  // the stores above before the copy engine's (async proxy) read
+  named_bar_sync(bar, 128);
+  if (tid == 0) {
+    bulk_reduce_add_f32(blk(), stage, 32 * 64 * 4);
+    bulk_commit();
+  }
+}
+
 // acc [64 keys x D] += A B over one unit's BQ queries (dV += P^T dO, dK += dS^T Q): A the k8 steps' fragments,
 // B a one-panel [D x BQ] tile at b_tile (k8 step kk at byte kk * 32); its own commit group.
 template <int D, int BQ>
