@@ -127,7 +127,7 @@ os.environ["TF_FLASHATTN_SM90_BWD_D256"] = "1"
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from kernel_harness_check import (DEV, Harness, bench_ms, err, make_inputs, print_ab_times, reference,  # noqa: E402
                                   same_bits, torch_sdpa_ms)
-from sm90_check import inputs, poisoned, run_fwd, visibility  # noqa: E402
+from sm90_check import SENTINEL, inputs, poisoned, run_fwd, sentinel_ok, visibility, wide_width, widen  # noqa: E402
 
 NUM_CASES = [
     dict(name="odd_d128", B=2, Tq=113, Tk=203, H=3, D=128),
@@ -407,6 +407,46 @@ SPLITD_CASES = [
     dict(name="sd256_bias_drop_sm80", B=2, Tq=77, Tk=203, H=3, D=256, bias=(1, 1), dropout=0.1, seed=(3, 4),
          expect_sm80=True),
 ]
+# Other head dims, padded up to the kernels of head_dim_bucket(max(D, Dv)) (phase padded; the split switch on):
+# the main kernel at 64 / 128 (D = 80, 96, 40, 32, 112; Dv != D both ways), the head-dim-256 kernel (192 / 128,
+# 160, 248 / 8), each with causal both alignments, GQA / MQA, the index masks with poisoned keys, d_lse, dropout,
+# soft-cap and a dense mask, bias / dbias (the BIAS kernel at 64, the split kernel at 128 and 256), deterministic
+# mode. "wide" (sm90_check.widen()): q, k, v, dO and o as the first D / Dv columns of buffers as wide as the
+# kernel's head dim, NaN past them in the inputs, SENTINEL in dq, dk, dv, checked after the call (a store past
+# D / Dv, or a read past them, fails the case).
+PAD_CASES = [
+    dict(name="bpad_d80", wide=True, B=2, Tq=113, Tk=203, H=3, D=80),
+    dict(name="bpad_d96_causal_br_gqa", wide=True, B=3, Tq=257, Tk=390, H=8, Hkv=2, D=96, causal=True,
+         offset=390 - 257),
+    dict(name="bpad_d40_causal_tl", wide=True, B=2, Tq=203, Tk=113, H=3, D=40, causal=True),
+    dict(name="bpad_d32_mqa", B=2, Tq=190, Tk=260, H=4, Hkv=1, D=32),
+    dict(name="bpad_d112_tiles_65_129_causal", wide=True, B=2, Tq=65, Tk=129, H=2, D=112, causal=True),
+    dict(name="bpad_dv64_d128", wide=True, B=2, Tq=129, Tk=255, H=2, D=128, Dv=64),
+    dict(name="bpad_d64_dv128_causal", wide=True, B=2, Tq=255, Tk=129, H=2, D=64, Dv=128, causal=True),
+    dict(name="bpad_d192_dv128_causal_gqa", wide=True, B=2, Tq=300, Tk=333, H=4, Hkv=2, D=192, Dv=128,
+         causal=True, offset=33),
+    dict(name="bpad_d160_window_poison", B=2, Tq=700, Tk=700, H=2, D=160, wl=100, wr=20, poison_kv=True),
+    dict(name="bpad_d248_dv8_dlse", wide=True, B=2, Tq=127, Tk=129, H=2, D=248, Dv=8, dlse=True),
+    dict(name="bpad_d96_masks_poison", wide=True, B=3, Tq=600, Tk=650, H=2, D=96, causal=True, offset=50, wl=150,
+         qlen_vals=[600, 333, 70], klen_vals=[650, 400, 0], qvalid=True, poison_kv=True),
+    dict(name="bpad_d80_dropout_klen", wide=True, B=2, Tq=300, Tk=333, H=3, D=80, dropout=0.1, klen=True,
+         seed=(77, -5)),
+    dict(name="bpad_d160_dropout_causal_gqa", B=2, Tq=260, Tk=300, H=4, Hkv=2, D=160, dropout=0.5, causal=True,
+         offset=40, seed=(3, 9)),
+    dict(name="bpad_d96_softcap_dmask", wide=True, B=2, Tq=257, Tk=300, H=4, Hkv=2, D=96, softcap=20.0,
+         mask=(1, 1), klen=True),
+    dict(name="bpad_d40_bias_causal", wide=True, B=2, Tq=260, Tk=390, H=3, D=40, bias=(0, 1), causal=True,
+         offset=130),
+    dict(name="bpad_d96_bias_len_gqa", wide=True, B=3, Tq=77, Tk=203, H=4, Hkv=2, D=96, bias=(1, 1), causal=True,
+         offset=203 - 77, qlen_vals=[77, 40, 60], klen_vals=[203, 150, 70]),
+    dict(name="bpad_d200_bias_softcap", wide=True, B=2, Tq=77, Tk=203, H=4, Hkv=2, D=200, bias=(1, 0),
+         softcap=20.0),
+    dict(name="bpad_d96_det_causal", wide=True, B=2, Tq=300, Tk=333, H=4, Hkv=2, D=96, causal=True, offset=33,
+         deterministic=True),
+    dict(name="bpad_d160_det", B=2, Tq=200, Tk=333, H=3, D=160, deterministic=True),
+    dict(name="bpad_d96_big_causal", B=1, Tq=2048, Tk=2048, H=4, D=96, causal=True),
+    dict(name="bpad_d80_big", B=2, Tq=1024, Tk=1024, H=4, D=80),
+]
 D256_DROP_EXACT_CASES = [
     dict(name="d256_dvexact_05_gqa", B=2, Tq=333, Tk=257, H=4, Hkv=2, D=256, dropout=0.5, seed=(-7, 1 << 40)),
     dict(name="d256_dvexact_01_klen", B=2, Tq=130, Tk=500, H=2, D=256, dropout=0.1, klen_vals=[500, 260],
@@ -450,7 +490,10 @@ DET_CASES = [dict(c, name=c["name"] + "_det", deterministic=True)
     dict(name="big_d256_det", B=1, Tq=2048, Tk=2048, H=4, D=256, deterministic=True),
     dict(name="big_d256_causal_det", B=1, Tq=2048, Tk=2048, H=4, D=256, causal=True, deterministic=True),
 ]
-SANITIZE = ("odd_d128", "odd_d128_causal_br", "empty_rows_causal", "gqa4_d128_causal_br", "tiles_65_129_causal",
+SANITIZE = ("bpad_d80", "bpad_d96_causal_br_gqa", "bpad_d64_dv128_causal", "bpad_d192_dv128_causal_gqa",
+            "bpad_d248_dv8_dlse", "bpad_d96_masks_poison", "bpad_d80_dropout_klen", "bpad_d96_softcap_dmask",
+            "bpad_d40_bias_causal", "bpad_d96_bias_len_gqa", "bpad_d200_bias_softcap", "bpad_d96_det_causal",
+            "odd_d128", "odd_d128_causal_br", "empty_rows_causal", "gqa4_d128_causal_br", "tiles_65_129_causal",
             "odd_d64", "gqa4_d64_causal_tl", "win_kvcache_odd_d64", "valid_false_rows", "len_window_causal",
             "drop05_d64_causal_gqa", "drop01_lengths", "odd_d64_causal_br_det", "win_kvcache_odd_d64_det",
             "odd_d128_causal_br_det", "len_window_causal_det", "d256_odd_causal_br_det",
@@ -589,6 +632,9 @@ def backward(h, c, t, sm90):
     dbias too ([B, H, Tq, Tk] float32, NaN-filled before the call)."""
     for n, like in (("dq", "q"), ("dk", "k"), ("dv", "v")):
         t[n] = torch.full_like(t[like], float("nan"))
+        if wide_width(t[like]):  # a "wide" case: the gradient with its input's strides, SENTINEL past its columns
+            t[n] = widen(torch.full(t[like].shape, float("nan"), device=DEV, dtype=t[like].dtype),
+                         wide_width(t[like]), SENTINEL)
     if t.get("bias") is not None and not c.get("no_dbias"):  # no_dbias: a bias without its gradient
         B, Tq, H = t["q"].shape[:3]
         t["dbias"] = torch.full((B, H, Tq, t["k"].shape[1]), float("nan"), device=DEV)
@@ -599,6 +645,7 @@ def backward(h, c, t, sm90):
         torch.cuda.synchronize()
     finally:
         h.m.set_sm90_bwd(-1)
+    t["sentinel_ok"] = all(sentinel_ok(t[n]) for n in GRADS)  # no store past D / Dv ("wide" cases)
     return {n: t[n].clone() for n in grads_of(t)}, h.m.sm90_info()["bwd_launches"] - n0
 
 
@@ -631,7 +678,9 @@ def phase_numerics(h, log, cases, dtypes):
             t = bwd_inputs(c, dt, gen)
             tr = kv_poisoned(c, t) if c.get("poison_kv") else t  # what the kernels read
             forward(h, c, tr)
+            o_sentinel = sentinel_ok(tr["o"])
             ours, took = backward(h, c, tr, True)
+            ours_sentinel = tr["sentinel_ok"] and o_sentinel
             det = None
             if c.get("deterministic"):  # a second run on a NaN-poisoned workspace, and the default (atomic) run
                 tr["ws"].fill_(float("nan"))
@@ -652,6 +701,9 @@ def phase_numerics(h, log, cases, dtypes):
             row = dict(case=c["name"], dtype=dname, sm90_launched=int(took), sm80_run_launched_sm90=int(took80))
             want = 0 if c.get("expect_sm80") else 1  # expect_sm80: a call the Hopper backward must refuse
             ok = took == want and took80 == 0
+            if c.get("wide"):
+                row["sentinel_ok"] = ours_sentinel
+                ok &= ours_sentinel
             if det is not None:
                 row.update(det)
                 ok &= (det["repeat_bitwise"] and det["repeat_sm90_launched"] == 1 and det["default_sm90_launched"] == 1
@@ -696,6 +748,8 @@ def phase_numerics(h, log, cases, dtypes):
                      else f" (sm90 path taken, not refused: {took} launches)")
             if took80 != 0:
                 extra += f" (the sm80 run took the sm90 path: {took80} launches)"
+            if c.get("wide") and not ours_sentinel:
+                extra += " (a store past D / Dv: the sentinel columns changed)"
             if row["dead_rows"] or row["dead_keys"] or row.get("dead_dbias"):
                 extra += (f" dead rows/keys{'/dbias' if 'dead_dbias' in row else ''} {row['dead_rows']}/{row['dead_keys']}"
                           f"{'/' + str(row['dead_dbias']) if 'dead_dbias' in row else ''}: exact_zeros={row['exact_zeros']}"
@@ -1237,7 +1291,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--phase", required=True,
                     choices=("selftest", "det", "numerics", "d256", "bench", "sanitize", "order", "obench", "splitd",
-                             "splitdbench", "splitdsave", "splitdcmp"))
+                             "splitdbench", "splitdsave", "splitdcmp", "padded"))
     ap.add_argument("--lib", default=".harness_build")
     ap.add_argument("--out", default=None)
     ap.add_argument("--quick", action="store_true")
@@ -1254,7 +1308,7 @@ def main():
     # D = 256, and none is expect_sm80). Off for every other phase, whatever the caller's: their expect_sm80 cases
     # (bias_*_d128_sm80, d256_softcap_sm80, d256_dmask_sm80) are the calls the switch moves to the split kernel.
     os.environ["TF_FLASHATTN_SM90_BWD_SPLITD"] = ("1" if args.phase in ("splitd", "splitdbench", "splitdsave", "sanitize",
-                                                                        "det", "order") else "0")
+                                                                        "det", "order", "padded") else "0")
     h = Harness(args.lib)
     log = sys.stdout
     print(f"device: {torch.cuda.get_device_name()}  sm90: {h.m.sm90_info()}", file=log, flush=True)
@@ -1279,6 +1333,9 @@ def main():
     elif args.phase == "det":
         rows = phase_numerics(h, log, DET_CASES, (torch.bfloat16, torch.float16))
         print(f"numerics (deterministic): {sum(r['ok'] for r in rows)} / {len(rows)} pass", file=log, flush=True)
+    elif args.phase == "padded":
+        rows = phase_numerics(h, log, PAD_CASES, (torch.bfloat16, torch.float16))
+        print(f"numerics (padded head dims): {sum(r['ok'] for r in rows)} / {len(rows)} pass", file=log, flush=True)
     elif args.phase == "splitd":
         rows = phase_numerics(h, log, SPLITD_CASES, (torch.bfloat16, torch.float16))
         print(f"numerics (split kernel, score options): {sum(r['ok'] for r in rows)} / {len(rows)} pass", file=log,
@@ -1295,7 +1352,7 @@ def main():
         prefix = tuple(os.environ.get("SANITIZE_PREFIX", "").split(","))
         suffix = os.environ.get("SANITIZE_SUFFIX", "")
         rows = phase_numerics(h, log, [c for c in NUM_CASES + MASK_CASES + DROP_CASES + DET_CASES + D256_CASES
-                                       + SPLITD_CASES if c["name"] in SANITIZE and c["name"].startswith(prefix)
+                                       + SPLITD_CASES + PAD_CASES if c["name"] in SANITIZE and c["name"].startswith(prefix)
                                        and c["name"].endswith(suffix)],
                               (torch.bfloat16,))
         print(f"numerics: {sum(r['ok'] for r in rows)} / {len(rows)} pass", file=log, flush=True)

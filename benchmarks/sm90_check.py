@@ -221,6 +221,33 @@ NUM_CASES = [
          offset=40, seed=(3, 9)),
     dict(name="dropout_masks_d256", B=3, Tq=300, Tk=400, H=2, D=256, dropout=0.1, causal=True, offset=100, wl=200,
          qlen=True, klen=True, kvalid=True, qvalid=True, seed=(11, 12)),
+] + [
+    # Other head dims, padded up to the kernel of head_dim_bucket(max(D, Dv)) (the copy engine's zero
+    # fill past the real D / Dv; O's columns past Dv not stored: run_fwd fills o with NaN first, so a
+    # column left unwritten or a store past Dv into the next head fails): D = 80 and 96 (128's kernels,
+    # the plain schedules 7 / 10 and the index-masked one), 40 and 32 (64's: the three-consumer schedule
+    # 8), 160 and 248 (256's), Dv != D both ways (DeepSeek's 192 / 128), with causal both alignments,
+    # GQA, the index masks with poisoned keys, dropout, soft-cap, a dense mask and bias, strided q/k/v.
+    # "wide": q, k, v and o as the first D / Dv columns of buffers as wide as the kernel's head dim (widen():
+    # NaN past them in the inputs, SENTINEL in o, checked after the call).
+    dict(name="pad_d80", wide=True, B=2, Tq=113, Tk=203, H=3, D=80),
+    dict(name="pad_d96_causal_br", wide=True, B=2, Tq=113, Tk=203, H=3, D=96, causal=True, offset=203 - 113),
+    dict(name="pad_d96_causal_tl_gqa", B=2, Tq=203, Tk=113, H=4, Hkv=2, D=96, causal=True, offset=0),
+    dict(name="pad_d40", wide=True, B=2, Tq=200, Tk=333, H=3, D=40),
+    dict(name="pad_d32_causal_gqa", B=2, Tq=257, Tk=390, H=8, Hkv=2, D=32, causal=True, offset=390 - 257),
+    dict(name="pad_dv64_d128", wide=True, B=2, Tq=129, Tk=255, H=2, D=128, Dv=64),
+    dict(name="pad_d64_dv128_causal", wide=True, B=2, Tq=255, Tk=129, H=2, D=64, Dv=128, causal=True, offset=0),
+    dict(name="pad_d192_dv128_causal", wide=True, B=2, Tq=300, Tk=333, H=4, Hkv=2, D=192, Dv=128, causal=True, offset=33),
+    dict(name="pad_d160_window", B=2, Tq=700, Tk=700, H=2, D=160, wl=100, wr=20, poison=True),
+    dict(name="pad_d248_dv8", wide=True, B=2, Tq=127, Tk=129, H=2, D=248, Dv=8),
+    dict(name="pad_d96_masks", wide=True, B=3, Tq=600, Tk=650, H=2, D=96, causal=True, offset=50, wl=150,
+         qlen_vals=[600, 333, 70], klen_vals=[650, 400, 0], poison=True),
+    dict(name="pad_d80_dropout_klen", wide=True, B=2, Tq=300, Tk=333, H=3, D=80, dropout=0.1, klen=True, seed=(77, -5)),
+    dict(name="pad_d96_mask_bias_softcap", wide=True, B=2, Tq=257, Tk=300, H=4, Hkv=2, D=96, mask=(1, 1), bias=(1, 1),
+         softcap=20.0, klen=True),
+    dict(name="pad_d72_strided", B=2, Tq=200, Tk=200, H=4, D=72, causal=True, packed=True),
+    dict(name="pad_d96_big_causal", B=1, Tq=4096, Tk=4096, H=4, D=96, causal=True),
+    dict(name="pad_d80_big", B=2, Tq=2048, Tk=2048, H=4, D=80),
 ]
 
 # Exact dropout-mask checks (phase numerics, bf16 and fp16): see the module docstring.
@@ -237,6 +264,40 @@ DROP_EXACT_CASES = [
 ]
 
 
+def bucket(c):
+    """The head dim of the kernel a case runs: head_dim_bucket(max(D, Dv)) (flash_cuda_internal.h)."""
+    d = max(c["D"], c.get("Dv", c["D"]))
+    return 64 if d <= 64 else 128 if d <= 128 else 256
+
+
+SENTINEL = 7.0  # the columns past a "wide" case's D / Dv in its output buffers: no store may reach them
+
+
+def widen(x, w, fill=float("nan")):
+    """x [B, T, H, d] as the first d columns of a [B, T, H, w] buffer (w > d; the rest = fill): strides of w
+    per head, so that a kernel reading or writing a column past d meets fill (NaN in the inputs, SENTINEL in
+    the outputs) instead of the next head's data."""
+    if w <= x.shape[-1]:
+        return x
+    base = torch.full((*x.shape[:-1], w), fill, device=x.device, dtype=x.dtype)
+    base[..., :x.shape[-1]] = x
+    return base[..., :x.shape[-1]]
+
+
+def wide_width(x):
+    """The buffer width of a widen()ed x (its head stride), or None for a compact one."""
+    return x.stride(2) if x.dim() == 4 and x.stride(2) > x.shape[-1] and x.stride(3) == 1 else None
+
+
+def sentinel_ok(x):
+    """Whether the columns of x's widen() buffer past x's own still hold SENTINEL (True for a compact x)."""
+    w = wide_width(x)
+    if w is None:
+        return True
+    full = torch.as_strided(x, (*x.shape[:-1], w), x.stride())
+    return bool((full[..., x.shape[-1]:] == SENTINEL).all())
+
+
 def poisoned(c, t):
     """Copy of t with K/V NaN at the keys outside [floor128(first visible key), ceil128(last + 1)) of
     each batch (no query tile's key tiles reach them: the kernels must neither load nor use them) and
@@ -246,7 +307,7 @@ def poisoned(c, t):
     p["k"], p["v"], p["q"] = t["k"].clone(), t["v"].clone(), t["q"].clone()
     vis = visibility(c, t).any(1)  # [B, Tk]
     Tk = vis.shape[1]
-    bc = 64 if c["D"] == 256 else 128
+    bc = 64 if bucket(c) == 256 else 128
     for b in range(vis.shape[0]):
         idx = vis[b].nonzero()
         lo, hi = (0, 0) if len(idx) == 0 else (int(idx[0]) // bc * bc, -(-(int(idx[-1]) + 1) // bc) * bc)
@@ -256,6 +317,9 @@ def poisoned(c, t):
         p["v"][b, ~keep] = float("nan")
         if t.get("qlen") is not None:
             p["q"][b, int(t["qlen"][b]):] = float("nan")
+    for n in ("k", "v", "q"):  # clone() made the widen()ed ones compact
+        if wide_width(t[n]):
+            p[n] = widen(p[n], wide_width(t[n]))
     return p
 
 
@@ -272,13 +336,20 @@ def inputs(c, dt, gen):
         B, T, H, D = t["q"].shape
         qkv = torch.stack([t["q"], t["k"], t["v"]], dim=2)
         t["q"], t["k"], t["v"] = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
+    if c.get("wide"):  # q, k, v, do with NaN columns past D / Dv up to the kernel's head dim (widen())
+        for n in ("q", "k", "v", "do"):
+            t[n] = widen(t[n], bucket(c))
     return t
 
 
 def run_fwd(h, c, t):
+    """o (NaN-filled; a "wide" case's as widen()'s view with SENTINEL past Dv, as d_o, whose strides it
+    must share in the backward) and lse from the forward."""
     B, Tq, H, _ = t["q"].shape
     Dv = t["v"].shape[3]
     t["o"] = torch.full((B, Tq, H, Dv), float("nan"), device=DEV, dtype=t["q"].dtype)
+    if c.get("wide"):
+        t["o"] = widen(t["o"], bucket(c), SENTINEL)
     t["lse"] = torch.full((B, H, Tq), float("nan"), device=DEV)
     h.fwd(c, t)
     torch.cuda.synchronize()
@@ -336,6 +407,7 @@ def phase_numerics(h, log, cases, dtypes):
             run_fwd(h, c, tr)
             took = h.m.sm90_info()["fwd_launches"] - n0
             ours = {"o": tr["o"].clone(), "lse": tr["lse"].clone()}
+            ours_sentinel = sentinel_ok(tr["o"])
             bitwise = took_nomask = None
             if c.get("nomask_bitwise"):  # an all-true key mask: the no-mask output, bit for bit
                 tn = dict(tr)
@@ -355,6 +427,9 @@ def phase_numerics(h, log, cases, dtypes):
             low = reference(c, t, dt, keep)
             row = dict(case=c["name"], dtype=dname, sm90_launched=int(took))
             ok = took == 1
+            if c.get("wide"):  # no store past Dv (ours: `ours` is a compact clone, tr["o"] holds sm80's now)
+                row["sentinel_ok"] = ours_sentinel
+                ok &= ours_sentinel
             if bitwise is not None:
                 row["bitwise_vs_nomask"] = bitwise
                 row["nomask_sm90_launched"] = int(took_nomask)
@@ -363,6 +438,8 @@ def phase_numerics(h, log, cases, dtypes):
             row["ok"] = bool(ok)
             rows.append(row)
             extra = "" if took == 1 else f" (sm90 path NOT taken: {took} launches)"
+            if c.get("wide") and not ours_sentinel:
+                extra += " (a store past Dv: the sentinel columns changed)"
             if bitwise is not None:
                 extra += f" bitwise_vs_nomask={bitwise}"
                 if took_nomask != 1:
@@ -507,7 +584,7 @@ SECTION_CASES = [
     dict(name="sections_h5_causal", B=1, Tq=300, Tk=300, H=5, D=128, causal=True),
     dict(name="sections_gqa_b3_causal_br", B=3, Tq=200, Tk=330, H=3, Hkv=1, D=64, causal=True, offset=130),
 ]
-VARIANT_CASES = [c for c in NUM_CASES if c["D"] in (64, 128)] + D64_3WG_CASES + SECTION_CASES
+VARIANT_CASES = [c for c in NUM_CASES if bucket(c) in (64, 128)] + D64_3WG_CASES + SECTION_CASES
 # The dropout kernel runs schedule 0 or this one (flash_fwd_sm90.cu's kDropVariant): dropout cases
 # check only it against schedule 0.
 DROP_VARIANT = 0  # (5 before 2026-12-03; with 0 the variants phase skips the dropout cases)
@@ -769,7 +846,7 @@ def phase_tf32_bench(h, log):
                         r[k.replace("_ms", "_tflops")] = round(fl / r[k] / 1e9, 1)
                 rows.append(r)
                 print("TF32BENCH " + json.dumps(r), file=log, flush=True)
-                del t, qh, kh, vh
+                # (no `del` of the loop's tensors here: its lambdas name them; the next iteration rebinds them)
     print("\nTFLOP/s forward, float32 with TF32 (torch: SDPA in float32 with matmul.allow_tf32 = True; "
           "efficient = the mem-efficient (cutlass) backend, math = the unfused one, T <= 4096)", file=log)
     print("  D    T      causal sm90v0 sm90v1 sm90v2 sm90v3 sm80   torch_eff torch_math best/sm80", file=log)
@@ -803,7 +880,7 @@ def phase_tf32_bench(h, log):
             rows.append(dict(D=D, mask=label, sm90_ms=ms90, sm80_ms=ms80, sm90_path_taken=taken))
             print(f"  {D:<4} {label:<41} {ms90:7.3f}  {ms80:7.3f}  {ms80 / ms90:.2f}x"
                   f"{'' if taken else '  (sm90 TF32 NOT taken)'}", file=log, flush=True)
-            del t
+            # (no `del` of the loop's tensors here: its lambdas name them; the next iteration rebinds them)
     return rows
 
 
@@ -825,11 +902,11 @@ def variant_names(h):
 def expected_variant(c, v):
     """The schedule that case c runs when variant v is asked for: v, but WIDE_VARIANTS' fallback
     outside the plain D = 64 kernel, and DENSE_VARIANT for any v but 0 with a dense mask or bias."""
-    if (c.get("mask") or c.get("bias")) and c["D"] != 256:
+    if (c.get("mask") or c.get("bias")) and bucket(c) != 256:
         return v if v == 0 else DENSE_VARIANT
     if v not in WIDE_VARIANTS:
         return v
-    plain = (c["D"] == 64 and not any(c.get(k) for k in IDX_KEYS) and c.get("wl", -1) < 0
+    plain = (bucket(c) == 64 and not any(c.get(k) for k in IDX_KEYS) and c.get("wl", -1) < 0
              and c.get("wr", -1) < 0)
     return v if plain else WIDE_VARIANTS[v]
 
@@ -837,7 +914,10 @@ def expected_variant(c, v):
 # The schedule each kind of call runs when none is asked for (flash_fwd_sm90.cu's launch_sched, launch_dense
 # and fwd_typed): case name -> schedule. D = 128 without index masks: the persistent schedules (10 with a causal mask).
 DEFAULT_SCHEDULES = {"odd_d128": 7, "odd_d128_causal_br": 10, "qk_valid_d128": 5, "odd_d64": 8, "odd_d64_causal": 8,
-                     "dropout_masks": DROP_VARIANT, "mask_bias_softcap_gqa": DENSE_VARIANT, "edges_d256_127_129_causal": 0}
+                     "dropout_masks": DROP_VARIANT, "mask_bias_softcap_gqa": DENSE_VARIANT, "edges_d256_127_129_causal": 0,
+                     # padded up (head_dim_bucket(max(D, Dv))): the schedules of their bucket
+                     "pad_d80": 7, "pad_d96_causal_br": 10, "pad_d40": 8, "pad_d96_masks": 5,
+                     "pad_d192_dv128_causal": 0}
 
 
 def phase_defaults(h, log):
@@ -987,7 +1067,7 @@ def phase_vbench(h, log):
                 r[k.replace("_ms", "_tflops")] = round(fl / r[k] / 1e9, 1)
         rows.append(r)
         print("VBENCH " + json.dumps(r), file=log, flush=True)
-        del t
+        # (no `del` of the loop's tensors here: its lambdas name them; the next iteration rebinds them)
     names = [f"v{v}" for v in variants] + ["v0_again", "sm80", "flash", "cudnn"]
     dflt = h.m.sm90_info().get("fwd_default_variant", 0)
     print(f"\nTFLOP/s forward, bf16, by schedule (the defaults at D = 128: 10 with a causal mask, 7 without, "
@@ -1168,21 +1248,24 @@ def main():
         # D = 64 / 128 (and their exact dropout cases) first, D = 256 (the newest kernel) last: a hang
         # or crash there loses none of the others' lines.
         dts = (torch.bfloat16, torch.float16)
-        rows = phase_numerics(h, log, [c for c in NUM_CASES if c["D"] != 256], dts)
+        rows = phase_numerics(h, log, [c for c in NUM_CASES if bucket(c) != 256], dts)
         rows += phase_drop_exact(h, log, [c for c in DROP_EXACT_CASES if c["D"] != 256], dts)
         if skip_d256(log):
             print(f"numerics: {sum(r['ok'] for r in rows)} / {len(rows)} pass (D = 256 skipped)", file=log, flush=True)
         else:
             print(f"numerics: {sum(r['ok'] for r in rows)} / {len(rows)} pass (D = 64 / 128; D = 256 next)", file=log, flush=True)
-            rows += phase_numerics(h, log, [c for c in NUM_CASES if c["D"] == 256], dts)
+            rows += phase_numerics(h, log, [c for c in NUM_CASES if bucket(c) == 256], dts)
             rows += phase_drop_exact(h, log, [c for c in DROP_EXACT_CASES if c["D"] == 256], dts)
             print(f"numerics: {sum(r['ok'] for r in rows)} / {len(rows)} pass", file=log, flush=True)
     elif args.phase == "sanitize":
         names = ["odd_d128", "odd_d128_causal_br", "empty_rows_causal", "odd_d64", "qk_valid_d128",
                  "causal_window_lengths", "dropout_masks", "mask_bias_softcap_gqa", "softcap_causal_window_d64",
-                 "keybcast_mask_bias_d128", "keybcast_bias_mask_d64"]
+                 "keybcast_mask_bias_d128", "keybcast_bias_mask_d64", "pad_d80", "pad_d96_causal_tl_gqa",
+                 "pad_d40", "pad_d64_dv128_causal", "pad_d96_masks", "pad_d80_dropout_klen",
+                 "pad_d96_mask_bias_softcap", "pad_d72_strided"]
         if not skip_d256(log):
-            names += ["edges_d256_127_129_causal", "dropout_masks_d256", "mask_bias_d256", "keybcast_mask_d256"]
+            names += ["edges_d256_127_129_causal", "dropout_masks_d256", "mask_bias_d256", "keybcast_mask_d256",
+                      "pad_d192_dv128_causal", "pad_d248_dv8"]
         rows = phase_numerics(h, log, [c for c in NUM_CASES if c["name"] in names], (torch.bfloat16,))
     elif args.phase == "variants":
         rows = phase_defaults(h, log)

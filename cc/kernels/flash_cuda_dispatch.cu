@@ -5,20 +5,22 @@
 //     (sm90::fwd_tf32_applies), TF_FLASHATTN_SM90_TF32 and TF_FLASHATTN_SM90 not 0,
 //     FA_HAS_SM90 builds                -> sm90/flash_fwd_sm90_tf32.cu (wgmma .tf32, TMA)
 //   float32                             -> sm80/flash_fwd_tf32.cu (allow_tf32) or sm80/flash_fwd_simt.cu
-//   float16 / bfloat16, compute 9.0, D == Dv in {64, 128, 256},
+//   float16 / bfloat16, compute 9.0, D, Dv <= 256 (multiples of 8; the kernels of 64, 128 and 256,
+//     other head dims and Dv != D padded up to head_dim_bucket(max(D, Dv))),
 //     index masks, soft-cap, dense mask and bias (the last two not with dropout) and dropout
 //     (sm90::fwd_applies),
 //     TF_FLASHATTN_SM90 not 0, FA_HAS_SM90 builds
 //                                       -> sm90/flash_fwd_sm90.cu (wgmma, TMA, warp specialization)
 //   float16 / bfloat16                  -> sm80/flash_fwd.cu (mma.sync, cp.async; sm_80 and newer)
 // Backward: sm80/flash_bwd.cu for every dtype, except where sm90/flash_bwd_sm90.cu applies (on by
-// default on 9.0, TF_FLASHATTN_SM90_BWD=0 off: float16 / bfloat16, D == Dv in {64, 128}, index masks
+// default on 9.0, TF_FLASHATTN_SM90_BWD=0 off: float16 / bfloat16, head dims 64 and 128 (any D, Dv <= 256
+// run the kernels of head_dim_bucket(max(D, Dv)), padded up, as the forward), index masks
 // (causal, window, lengths, [B, Tq] / [B, Tk] validity) or none, dropout or none, soft-cap, a dense
 // mask and (D = 64) bias / dbias (those three not with dropout), deterministic mode (an ordered dQ
 // reduction; TF_FLASHATTN_SM90_BWD_DET=0 leaves it to sm80's);
-// D == Dv == 256 (no mask, causal, index masks, dropout; TF_FLASHATTN_SM90_BWD_D256=0 off;
-// sm90::bwd_applies); bias / dbias at D == Dv == 128 and soft-cap, a dense mask, bias / dbias at
-// D == Dv == 256 (no dropout; deterministic too) by the head-dim-split kernel
+// head dim 256 (no mask, causal, index masks, dropout; TF_FLASHATTN_SM90_BWD_D256=0 off;
+// sm90::bwd_applies); bias / dbias at head dim 128 and soft-cap, a dense mask, bias / dbias at
+// head dim 256 (no dropout; deterministic too) by the head-dim-split kernel
 // (TF_FLASHATTN_SM90_BWD_SPLITD=0 off); float32 with allow_tf32: sm90/flash_bwd_sm90_tf32.cu on 9.0 where
 // sm90::bwd_tf32_applies (D == Dv == 64, index masks only, not deterministic; TF_FLASHATTN_SM90_TF32_BWD=0
 // off), sm90/flash_bwd_sm90_tf32_d128.cu where sm90::bwd_tf32_d128_applies (D == Dv == 128, the same limits and

@@ -52,6 +52,9 @@ inline bool vec8(const AttnShape& s, const void* q, const void* k, const void* v
 
 // Padded head dim the tensor-core kernels use: 64, 128 or 256 (0: too large).
 inline int head_dim_bucket(int64_t d) { return d <= 64 ? 64 : d <= 128 ? 128 : d <= 256 ? 256 : 0; }
+// The head dim of the kernels a call runs: head_dim_bucket(max(D, Dv)) (0: too large); other head dims and
+// Dv != D are padded up to it.
+inline int padded_head_dim(const AttnShape& s) { return head_dim_bucket(s.D > s.Dv ? s.D : s.Dv); }
 
 // Tuning builds (-DFA_TUNING, benchmarks/tune_configs.py) pick other tile configurations at run
 // time: tuning_cfg(var) reads the environment variable var (0 when unset), and

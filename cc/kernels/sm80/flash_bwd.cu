@@ -590,7 +590,8 @@ static bool uses_dq_acc(const FlashBwdParams& p) {
 }
 
 // Deterministic mode where sm90/flash_bwd_sm90.cu's ordered dQ reduction may run (builds with the
-// Hopper kernels, float16 / bfloat16, D == Dv in {64, 128, 256}: shape and flags only, as the XLA
+// Hopper kernels, float16 / bfloat16, D, Dv <= 256 (padded up to head_dim_bucket(max(D, Dv)) there):
+// shape and flags only, as the XLA
 // lowering sizes the workspace from those at compile time, without the masks): the dQ accumulator
 // as in the non-deterministic mode, then one int counter per (b, h, 64-row query tile). sm80's
 // deterministic backward uses neither (it runs on any GPU with this size). The non-deterministic
@@ -598,7 +599,7 @@ static bool uses_dq_acc(const FlashBwdParams& p) {
 static bool uses_dq_sem(const FlashBwdParams& p) {
 #if FA_HAS_SM90
   const AttnShape& s = p.shape;
-  return p.deterministic && uses_tc(p) && s.D == s.Dv && (s.D == 64 || s.D == 128 || s.D == 256);
+  return p.deterministic && uses_tc(p) && s.D > 0 && s.Dv > 0 && padded_head_dim(s) != 0;
 #else
   (void)p;
   return false;
@@ -607,7 +608,7 @@ static bool uses_dq_sem(const FlashBwdParams& p) {
 static size_t dq_sem_ints(const AttnShape& s) { return static_cast<size_t>(s.B * s.H * (dq_rows_padded(s) / 64)); }
 // The dQ accumulator's floats: [B, H, dq_rows_padded, head_dim_bucket(max(D, Dv))].
 static size_t dq_acc_floats(const AttnShape& s) {
-  return static_cast<size_t>(s.B * s.H * dq_rows_padded(s)) * static_cast<size_t>(head_dim_bucket(s.D > s.Dv ? s.D : s.Dv));
+  return static_cast<size_t>(s.B * s.H * dq_rows_padded(s)) * static_cast<size_t>(padded_head_dim(s));
 }
 
 size_t bwd_workspace_bytes(const FlashBwdParams& p) {
@@ -627,7 +628,7 @@ BwdWorkspaceParts bwd_workspace_parts(const FlashBwdParams& p) {
   const AttnShape& s = p.shape;
   BwdWorkspaceParts w;
   w.tq_pad = dq_rows_padded(s);
-  w.hd = head_dim_bucket(s.D > s.Dv ? s.D : s.Dv);
+  w.hd = padded_head_dim(s);
   if (!p.workspace || !uses_tc(p)) return w;
   w.dsum = p.workspace;
   w.lse2 = p.workspace + dsum_floats(s);
@@ -689,7 +690,7 @@ cudaError_t bwd(const FlashBwdParams& p, bool big_smem, cudaStream_t stream) {
     if (s.Tk > 0) return bwd_dkdv_simt(p, dsum, stream);
     return cudaSuccess;
   }
-  const int hd = head_dim_bucket(s.D > s.Dv ? s.D : s.Dv);
+  const int hd = padded_head_dim(s);
   const bool vec = vec8(p.shape, p.q, p.k, p.v, p.o) && aligned16(p.d_o) && aligned16(p.dk) &&
                    aligned16(p.dv);
   BwdArgs args{p, dsum, lse2, nullptr, dq_rows_padded(s), vec};

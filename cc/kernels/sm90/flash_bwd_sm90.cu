@@ -1,9 +1,15 @@
-// Hopper-native FlashAttention backward (sm_90a only): float16 / bfloat16, D == Dv in {64, 128}
-// (and D == Dv == 256 without a mask, causal or with the index masks, and dropout: its own kernel and
+// Hopper-native FlashAttention backward (sm_90a only): float16 / bfloat16, head dims 64 and 128
+// (and 256 without a mask, causal or with the index masks, and dropout: its own kernel and
 // header comment below, "Head dim 256"; that kernel templated on the head dim also serves bias / dbias
 // at D = 128 and soft-cap, the dense mask, bias / dbias at D = 256 (TF_FLASHATTN_SM90_BWD_SPLITD=0 sends
 // them back to sm80): "Split kernel at D = 128, and the score options" below; the rest of
-// this comment is about D = 64 / 128),
+// this comment is about D = 64 / 128). Any other D and Dv <= 256 (multiples of 8) run the kernels of
+// head_dim_bucket(max(D, Dv)), padded up as the forward (flash_fwd_sm90.cu): the tensor maps carry the real
+// D (q, k) and Dv (v, dO), so the columns past them load as zeros and add nothing to S, dP, dS, and the
+// columns of dQ, dK, dV past D / Dv are zero and not stored (the epilogues and the dQ conversion check the
+// column; at head dims 64 / 128 such calls run the IDX kernel: the kernels without IDX carry no checks, and
+// their machine code stayed as it was (with checks it had moved, the head-dim-64 backward 2-3 % slower on the
+// H200: RESULTS.md "Other head dims on the Hopper kernels")),
 // no mask, causal (any causal_offset) and the other index masks the Hopper forward takes (sliding
 // window, q / k lengths, [B, Tq] / [B, Tk] validity masks; sm80's rules, below), and dropout (with
 // any of those or none; below), soft-cap and a dense mask (in the IDX kernel, not with dropout), an
@@ -1385,11 +1391,16 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
     if (key >= sh.Tk) continue;
     T* dkr = dkp + b * sh.k_stride[0] + key * sh.k_stride[1] + hk * sh.k_stride[2];
     T* dvr = dvp + b * sh.v_stride[0] + key * sh.v_stride[1] + hk * sh.v_stride[2];
+    // Padded up (D or Dv below the kernel's D; bwd_pick sends those calls to the IDX kernels): the columns past
+    // them are not stored. The kernels without IDX carry no column checks (their code as before the padding).
+    const int dd = static_cast<int>(sh.D), dv_ = static_cast<int>(sh.Dv);  // <= D, even (bwd_applies)
 #pragma unroll
     for (int j = 0; j < D / 8; ++j) {
-      *reinterpret_cast<uint32_t*>(dkr + 8 * j + 2 * t) =
-          Elem<T>::pack(dk[4 * j + 2 * h2] * scale, dk[4 * j + 2 * h2 + 1] * scale);
-      *reinterpret_cast<uint32_t*>(dvr + 8 * j + 2 * t) = Elem<T>::pack(dv[4 * j + 2 * h2], dv[4 * j + 2 * h2 + 1]);
+      if (!IDX || 8 * j + 2 * t < dd)
+        *reinterpret_cast<uint32_t*>(dkr + 8 * j + 2 * t) =
+            Elem<T>::pack(dk[4 * j + 2 * h2] * scale, dk[4 * j + 2 * h2 + 1] * scale);
+      if (!IDX || 8 * j + 2 * t < dv_)
+        *reinterpret_cast<uint32_t*>(dvr + 8 * j + 2 * t) = Elem<T>::pack(dv[4 * j + 2 * h2], dv[4 * j + 2 * h2 + 1]);
     }
   }
   // kDqBulk: the bulk reduce-adds complete (wait_group 0: their global writes done, not only their
@@ -1458,7 +1469,7 @@ __global__ void __launch_bounds__(256) bwd_dq_sm90_convert_kernel(const FlashBwd
 #pragma unroll
     for (int m = 0; m < 2; ++m) {
       const int x = m * 256 + static_cast<int>(threadIdx.x), r = x / 8, c = 8 * (x % 8);
-      if (i0 + r < sh.Tq)
+      if (i0 + r < sh.Tq && 64 * cg + c < sh.D)  // (columns past D, padded up: not stored; D % 8 == 0)
         *reinterpret_cast<uint4*>(dq + (i0 + r) * sh.q_stride[1] + c) = *reinterpret_cast<const uint4*>(&tile[r][c]);
     }
     __syncthreads();  // the tile is written again for the next chunk
@@ -2081,11 +2092,15 @@ __device__ __forceinline__ void bwd_cta_split(const CUtensorMap& tm_q, const CUt
     if (key >= sh.Tk) continue;
     T* dkr = dkp + b * sh.k_stride[0] + key * sh.k_stride[1] + hk * sh.k_stride[2] + (D / 2) * c;
     T* dvr = dvp + b * sh.v_stride[0] + key * sh.v_stride[1] + hk * sh.v_stride[2] + (D / 2) * c;
+    // This consumer's columns start at (D / 2) c; those past the real D / Dv (padded up) are not stored.
+    const int dd = static_cast<int>(sh.D) - (D / 2) * c, dv_ = static_cast<int>(sh.Dv) - (D / 2) * c;
 #pragma unroll
     for (int j = 0; j < D / 16; ++j) {
-      *reinterpret_cast<uint32_t*>(dkr + 8 * j + 2 * t) =
-          Elem<T>::pack(dk[4 * j + 2 * h2] * scale, dk[4 * j + 2 * h2 + 1] * scale);
-      *reinterpret_cast<uint32_t*>(dvr + 8 * j + 2 * t) = Elem<T>::pack(dv[4 * j + 2 * h2], dv[4 * j + 2 * h2 + 1]);
+      if (8 * j + 2 * t < dd)
+        *reinterpret_cast<uint32_t*>(dkr + 8 * j + 2 * t) =
+            Elem<T>::pack(dk[4 * j + 2 * h2] * scale, dk[4 * j + 2 * h2 + 1] * scale);
+      if (8 * j + 2 * t < dv_)
+        *reinterpret_cast<uint32_t*>(dvr + 8 * j + 2 * t) = Elem<T>::pack(dv[4 * j + 2 * h2], dv[4 * j + 2 * h2 + 1]);
     }
   }
 }
@@ -2202,11 +2217,14 @@ cudaError_t launch(const FlashBwdParams& p, cudaStream_t stream) {
   // Only the BIAS kernels have bias / dbias code (bwd_pick takes them for bias / dbias, bwd_applies
   // keeps the rest away, this guards the launcher itself): nothing queued yet, sm80 takes it.
   if ((p.score.bias || p.dbias) && !BIAS) return cudaErrorNotSupported;
+  // Padded up: only the IDX kernels check the columns they store (bwd_pick sends those calls there).
+  if (!IDX && (s.D != D || s.Dv != D)) return cudaErrorNotSupported;  // nothing queued yet: sm80 takes it
   CUtensorMap tq, tk, tv, tdo;
-  if (!tma_map_rows(&tq, p.dtype, p.q, s.B, s.Tq, s.H, D, s.q_stride, kBq) ||
-      !tma_map_rows(&tk, p.dtype, p.k, s.B, s.Tk, s.Hkv, D, s.k_stride, kBk) ||
-      !tma_map_rows(&tv, p.dtype, p.v, s.B, s.Tk, s.Hkv, D, s.v_stride, kBk) ||
-      !tma_map_rows(&tdo, p.dtype, p.d_o, s.B, s.Tq, s.H, D, s.o_stride, kBq))
+  // The real D (q, k) and Dv (v, dO), padded up to the kernel's D by the copy engine's zero fill.
+  if (!tma_map_rows(&tq, p.dtype, p.q, s.B, s.Tq, s.H, s.D, s.q_stride, kBq) ||
+      !tma_map_rows(&tk, p.dtype, p.k, s.B, s.Tk, s.Hkv, s.D, s.k_stride, kBk) ||
+      !tma_map_rows(&tv, p.dtype, p.v, s.B, s.Tk, s.Hkv, s.Dv, s.v_stride, kBk) ||
+      !tma_map_rows(&tdo, p.dtype, p.d_o, s.B, s.Tq, s.H, s.Dv, s.o_stride, kBq))
     return cudaErrorNotSupported;  // nothing queued yet: the dispatch falls back to sm80
   BwdSm90Args args{p, ws.dsum, ws.lse2, ws.dq_acc, ws.tq_pad, DET ? ws.dq_sem : nullptr};
   const dim3 grid(static_cast<unsigned>((s.Tk + kBk - 1) / kBk), static_cast<unsigned>(s.Hkv),
@@ -2259,10 +2277,11 @@ cudaError_t launch_split(const FlashBwdParams& p, cudaStream_t stream) {
     return cudaErrorNotSupported;  // no code for them here
   if (DET && !ws.dq_sem) return cudaErrorNotSupported;  // nothing queued yet: sm80's deterministic one
   CUtensorMap tq, tk, tv, tdo;
-  if (!tma_map_rows(&tq, p.dtype, p.q, s.B, s.Tq, s.H, D, s.q_stride, kBq) ||
-      !tma_map_rows(&tk, p.dtype, p.k, s.B, s.Tk, s.Hkv, D, s.k_stride, kBk256) ||
-      !tma_map_rows(&tv, p.dtype, p.v, s.B, s.Tk, s.Hkv, D, s.v_stride, kBk256) ||
-      !tma_map_rows(&tdo, p.dtype, p.d_o, s.B, s.Tq, s.H, D, s.o_stride, kBq))
+  // The real D (q, k) and Dv (v, dO), padded up to the kernel's D by the copy engine's zero fill.
+  if (!tma_map_rows(&tq, p.dtype, p.q, s.B, s.Tq, s.H, s.D, s.q_stride, kBq) ||
+      !tma_map_rows(&tk, p.dtype, p.k, s.B, s.Tk, s.Hkv, s.D, s.k_stride, kBk256) ||
+      !tma_map_rows(&tv, p.dtype, p.v, s.B, s.Tk, s.Hkv, s.Dv, s.v_stride, kBk256) ||
+      !tma_map_rows(&tdo, p.dtype, p.d_o, s.B, s.Tq, s.H, s.Dv, s.o_stride, kBq))
     return cudaErrorNotSupported;  // nothing queued yet: the dispatch falls back to sm80
   BwdSm90Args args{p, ws.dsum, ws.lse2, ws.dq_acc, ws.tq_pad, DET ? ws.dq_sem : nullptr};
   const dim3 grid(static_cast<unsigned>((s.Tk + kBk256 - 1) / kBk256), static_cast<unsigned>(s.Hkv),
@@ -2394,15 +2413,16 @@ bool bwd_applies(const FlashBwdParams& p) {
   // TF_FLASHATTN_SM90_BWD_SPLITD=0): soft-cap, the dense mask, bias / dbias at D = 256,
   // bias / dbias at D = 128; no dropout (the checks below); deterministic with their DET instantiations.
   const bool splitd = bwd_splitd_enabled();
-  if (s.D == 256 && s.Dv == 256) {
+  // Head dims 64, 128, 256, any other D, Dv <= 256 padded up to hd (multiples of 8: vec8 below).
+  const int hd = s.D > 0 && s.Dv > 0 ? padded_head_dim(s) : 0;
+  if (hd == 0) return false;
+  if (hd == 256) {
     // flash_bwd_sm90_d256_kernel (unless TF_FLASHATTN_SM90_BWD_D256=0): no mask, causal and the index masks (window, lengths,
     // validity; its IDX instantiation), dropout (IDX with DROP; the seed is checked below); no dense
     // mask, soft-cap, bias / dbias (but with the split switch, above); deterministic with the ordered dQ
     // reduction (the DET instantiations).
     if (!bwd_d256_enabled()) return false;
     if ((p.mask.mask || p.score.softcap != 0.f || p.score.bias || p.dbias) && !splitd) return false;
-  } else if (s.D != s.Dv || (s.D != 128 && s.D != 64)) {
-    return false;
   }
   if (s.Tk <= 0 || s.Tq <= 0 || s.Tq > (1ll << 31) - 2 * kBk || s.Tk > (1ll << 31) - 2 * kBk) return false;
   if (s.B <= 0 || s.H <= 0 || s.H > 65535 || s.B > 65535 || s.Hkv <= 0 || s.Hkv > 65535 || s.H % s.Hkv != 0)
@@ -2413,7 +2433,7 @@ bool bwd_applies(const FlashBwdParams& p) {
   // switch: sm80's kernels).
   if (p.mask.mask && p.dropout.rate > 0.f) return false;  // a dense mask: the IDX kernel without dropout
   // BIAS kernels at D = 64; the split kernel's SCORE instantiations at D = 128 / 256 with the opt-in switch.
-  if ((p.score.bias || p.dbias) && (p.dropout.rate > 0.f || (s.D != 64 && !splitd))) return false;
+  if ((p.score.bias || p.dbias) && (p.dropout.rate > 0.f || (hd != 64 && !splitd))) return false;
   // The bias' and dbias' element offsets within a unit are 32-bit (UnitElems): query and key strides
   // below 2^23 (dbias: compact, key stride 1, query stride Tk).
   constexpr int64_t kOffLim = int64_t(1) << 23;
@@ -2442,7 +2462,8 @@ cudaError_t bwd_pick(const FlashBwdParams& p, cudaStream_t stream) {
   // Soft-cap, a dense mask, bias / dbias (bwd_applies: not with TF_FLASHATTN_SM90_BWD_SPLITD=0; at D = 256,
   // and for bias / dbias at D = 128; no dropout).
   const bool score = p.score.softcap != 0.f || m.mask || p.score.bias || p.dbias;
-  if (p.shape.D == 256) {  // bwd_applies: no mask, causal or the index masks, dropout, the score options
+  const int hd = padded_head_dim(p.shape);  // (bwd_applies)
+  if (hd == 256) {  // bwd_applies: no mask, causal or the index masks, dropout, the score options
     if (p.dropout.rate > 0.f)  // dropout runs the index-masked kernel (any index mask, or none)
       return bf16 ? launch_split<__nv_bfloat16, 256, true, true, false, DET>(p, stream)
                   : launch_split<__half, 256, true, true, false, DET>(p, stream);
@@ -2456,7 +2477,7 @@ cudaError_t bwd_pick(const FlashBwdParams& p, cudaStream_t stream) {
                 : launch_split<__half, 256, false, false, false, DET>(p, stream);
   }
   if (p.dropout.rate > 0.f) {  // dropout runs the index-masked kernel (any index mask, or none)
-    if (p.shape.D == 128)
+    if (hd == 128)
       return bf16 ? launch<__nv_bfloat16, 128, true, true, DET>(p, stream)
                   : launch<__half, 128, true, true, DET>(p, stream);
     return bf16 ? launch<__nv_bfloat16, 64, true, true, DET>(p, stream) : launch<__half, 64, true, true, DET>(p, stream);
@@ -2466,11 +2487,13 @@ cudaError_t bwd_pick(const FlashBwdParams& p, cudaStream_t stream) {
   // (bwd_applies: not with TF_FLASHATTN_SM90_BWD_SPLITD=0, no dropout; it takes the
   // soft-cap, dense mask and index masks of such a call too).
   const bool bias = p.score.bias || p.dbias;
-  if (bias && p.shape.D == 128)
+  // Padded up (D or Dv below hd): the IDX kernel, the one with the epilogue's column checks.
+  const bool padded = p.shape.D != hd || p.shape.Dv != hd;
+  if (bias && hd == 128)
     return bf16 ? launch_split<__nv_bfloat16, 128, true, false, true, DET>(p, stream)
                 : launch_split<__half, 128, true, false, true, DET>(p, stream);
-  if (m.has_index_masks() || p.score.softcap != 0.f || m.mask || bias) {  // soft-cap, a dense mask: the IDX kernel's branches
-    if (p.shape.D == 128)
+  if (m.has_index_masks() || p.score.softcap != 0.f || m.mask || bias || padded) {  // soft-cap, a dense mask: the IDX kernel's branches
+    if (hd == 128)
       return bf16 ? launch<__nv_bfloat16, 128, true, false, DET>(p, stream)
                   : launch<__half, 128, true, false, DET>(p, stream);
     if (bias)
@@ -2478,7 +2501,7 @@ cudaError_t bwd_pick(const FlashBwdParams& p, cudaStream_t stream) {
                   : launch<__half, 64, true, false, DET, true>(p, stream);
     return bf16 ? launch<__nv_bfloat16, 64, true, false, DET>(p, stream) : launch<__half, 64, true, false, DET>(p, stream);
   }
-  if (p.shape.D == 128)
+  if (hd == 128)
     return bf16 ? launch<__nv_bfloat16, 128, false, false, DET>(p, stream)
                 : launch<__half, 128, false, false, DET>(p, stream);
   return bf16 ? launch<__nv_bfloat16, 64, false, false, DET>(p, stream) : launch<__half, 64, false, false, DET>(p, stream);

@@ -1,5 +1,9 @@
-// Hopper-native FlashAttention forward (sm_90a only): float16 / bfloat16, D == Dv in {64, 128, 256},
-// GQA allowed; q/k/v any strides that are multiples of 8 elements (16 bytes, what TMA needs).
+// Hopper-native FlashAttention forward (sm_90a only): float16 / bfloat16, kernels for head dims 64, 128
+// and 256; any other D and Dv <= 256 (multiples of 8) run the kernel of head_dim_bucket(max(D, Dv)),
+// padded up: the tensor maps carry the real D / Dv, so the copy engine fills the columns past them with
+// zeros (S = Q K^T and O = P V exact), and O's columns past Dv are not stored (the copy engine clips its
+// stores; the register epilogue checks the column). GQA allowed; q/k/v any strides that are multiples of
+// 8 elements (16 bytes, what TMA needs).
 // Masks by index, with sm80's semantics (common/flash_cuda_common.cuh): causal (any
 // causal_offset), sliding window, q/k lengths and the [B, Tq] / [B, Tk] validity masks; and
 // dropout (common/flash_dropout.cuh, bit-identical to sm80 and the CPU); soft-cap in the index-masked
@@ -917,8 +921,8 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
     named_bar_sync(1 + kC + c, 128);  // 3 + c with 2 consumers (past the ping-pong's 1 .. kC)
     if (tid == 0 && m0 + c * 64 < Tq) {
 #pragma unroll
-      for (int j = 0; j < D / 64; ++j)
-        tma_store_4d(&tm_o, q_tile + j * kBr * 128, 64 * j, h, static_cast<int>(m0) + c * 64, b);
+      for (int j = 0; j < D / 64; ++j)  // (a panel wholly past Dv, padded up: nothing to store)
+        if (64 * j < sh.Dv) tma_store_4d(&tm_o, q_tile + j * kBr * 128, 64 * j, h, static_cast<int>(m0) + c * 64, b);
       bulk_commit();
       // Shared memory stays until the copy engine has read it. Persistent: only until then (the
       // next tile's Q may overwrite it; the kernel waits for the writes once, at its end).
@@ -932,10 +936,12 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
       const int64_t i = row[h2];
       if (i < Tq) {
         T* orow = out + b * sh.o_stride[0] + i * sh.o_stride[1] + h * sh.o_stride[2];
+        const int dv = static_cast<int>(sh.Dv);  // <= D; even (fwd_applies: a multiple of 8)
 #pragma unroll
         for (int j = 0; j < D / 8; ++j)
-          *reinterpret_cast<uint32_t*>(orow + 8 * j + 2 * t) =
-              Elem<T>::pack(o[4 * j + 2 * h2] * inv[h2], o[4 * j + 2 * h2 + 1] * inv[h2]);
+          if (8 * j + 2 * t < dv)
+            *reinterpret_cast<uint32_t*>(orow + 8 * j + 2 * t) =
+                Elem<T>::pack(o[4 * j + 2 * h2] * inv[h2], o[4 * j + 2 * h2 + 1] * inv[h2]);
       }
     }
   }
@@ -1231,14 +1237,18 @@ cudaError_t launch(const FlashFwdParams& p, cudaStream_t stream) {
   } else if (p.mask.causal && tile_order<D>(p, kBr, kGridSectionBytes, &order)) {
     order.grid = 1;  // grouped longest-first (kGridSectionBytes' comment)
   }
+  // The maps' inner dims are the real D (q, k) and Dv (v, o), at most the kernel's D (fwd_applies): the
+  // columns past them load as zeros, and O's past Dv are clipped from the stores (header comment).
+  static_assert(D == 64 || D == 128 || D == 256, "a head-dim bucket");
+  if (padded_head_dim(s) != D) return cudaErrorNotSupported;
   CUtensorMap tq, tk, tv, to;
-  if (!tma_map_rows(&tq, p.dtype, p.q, s.B, s.Tq, s.H, D, s.q_stride, kBr) ||
-      !tma_map_rows(&tk, p.dtype, p.k, s.B, s.Tk, s.Hkv, D, s.k_stride, kBc) ||
-      !tma_map_rows(&tv, p.dtype, p.v, s.B, s.Tk, s.Hkv, D, s.v_stride, kBc))
+  if (!tma_map_rows(&tq, p.dtype, p.q, s.B, s.Tq, s.H, s.D, s.q_stride, kBr) ||
+      !tma_map_rows(&tk, p.dtype, p.k, s.B, s.Tk, s.Hkv, s.D, s.k_stride, kBc) ||
+      !tma_map_rows(&tv, p.dtype, p.v, s.B, s.Tk, s.Hkv, s.Dv, s.v_stride, kBc))
     return cudaErrorNotSupported;  // the dispatch falls back to sm80
   if constexpr (kS.tma_store) {
-    // o [B, Tq, H, D] in boxes of one warpgroup's 64 rows; the default schedule when the map fails.
-    if (!tma_map_rows(&to, p.dtype, p.o, s.B, s.Tq, s.H, D, s.o_stride, 64)) return launch<T, D, IDX, DROP, 0, DENSE>(p, stream);
+    // o [B, Tq, H, Dv] in boxes of one warpgroup's 64 rows; the default schedule when the map fails.
+    if (!tma_map_rows(&to, p.dtype, p.o, s.B, s.Tq, s.H, s.Dv, s.o_stride, 64)) return launch<T, D, IDX, DROP, 0, DENSE>(p, stream);
   } else {
     to = tq;  // unused
   }
@@ -1356,8 +1366,9 @@ static int fwd_schedule(const FlashFwdParams& p) {
   if (asked >= 0) return asked;
   const bool plain = !needs_idx(p.mask) && p.score.softcap == 0.f && !(p.dropout.rate > 0.f) && !p.mask.mask &&
                      !p.score.bias;
-  if (p.shape.D == 128 && plain) return p.mask.causal ? kDynamicVariant : kPersistentVariant;
-  return fwd_variant_for(static_cast<int>(p.shape.D));
+  const int hd = padded_head_dim(p.shape);
+  if (hd == 128 && plain) return p.mask.causal ? kDynamicVariant : kPersistentVariant;
+  return fwd_variant_for(hd);
 }
 
 // Schedule 10's tile counter, for the calls that run it (fwd_schedule). XLA asks at compile time, without
@@ -1380,7 +1391,9 @@ int64_t fwd_launches() { return g_launches.load(std::memory_order_relaxed); }
 bool fwd_applies(const FlashFwdParams& p) {
   const AttnShape& s = p.shape;
   if (p.dtype != DType::kFloat16 && p.dtype != DType::kBFloat16) return false;
-  if (s.D != s.Dv || (s.D != 64 && s.D != 128 && s.D != 256)) return false;
+  // Head dims 64, 128, 256, and any other D, Dv <= 256 padded up to head_dim_bucket(max(D, Dv)) (multiples
+  // of 8: vec8 below).
+  if (s.D <= 0 || s.Dv <= 0 || padded_head_dim(s) == 0) return false;
   if (s.Tk <= 0 || s.Tq <= 0 || s.Tq > (1ll << 31) - kBr || s.Tk > (1ll << 31) - kBcMax) return false;
   if (s.H > 65535 || s.B > 65535 || s.Hkv <= 0 || s.H % s.Hkv != 0) return false;
   // Index masks (causal, window, lengths, [B, Tq] / [B, Tk] validity), and in the IDX kernel soft-cap,
@@ -1410,8 +1423,9 @@ cudaError_t launch_sched(const FlashFwdParams& p, cudaStream_t stream) {
 
 template <typename T, bool IDX, bool DROP>
 cudaError_t fwd_typed(const FlashFwdParams& p, cudaStream_t stream) {
-  if (p.shape.D == 256) return launch<T, 256, IDX, DROP>(p, stream);  // schedule 0 only (64-key tiles)
-  return p.shape.D == 128 ? launch_sched<T, 128, IDX, DROP>(p, stream) : launch_sched<T, 64, IDX, DROP>(p, stream);
+  const int hd = padded_head_dim(p.shape);  // (fwd_applies)
+  if (hd == 256) return launch<T, 256, IDX, DROP>(p, stream);  // schedule 0 only (64-key tiles)
+  return hd == 128 ? launch_sched<T, 128, IDX, DROP>(p, stream) : launch_sched<T, 64, IDX, DROP>(p, stream);
 }
 
 // A dense mask or bias (DENSE, the index-masked kernel without dropout): schedule 0 when asked
@@ -1424,8 +1438,9 @@ cudaError_t launch_dense(const FlashFwdParams& p, cudaStream_t stream) {
 }
 template <typename T>
 cudaError_t fwd_dense_typed(const FlashFwdParams& p, cudaStream_t stream) {
-  if (p.shape.D == 256) return launch_dense<T, 256>(p, stream);
-  return p.shape.D == 128 ? launch_dense<T, 128>(p, stream) : launch_dense<T, 64>(p, stream);
+  const int hd = padded_head_dim(p.shape);  // (fwd_applies)
+  if (hd == 256) return launch_dense<T, 256>(p, stream);
+  return hd == 128 ? launch_dense<T, 128>(p, stream) : launch_dense<T, 64>(p, stream);
 }
 
 template <bool IDX, bool DROP>

@@ -1,0 +1,99 @@
+"""Times the Hopper kernels at head dims they have no kernel of their own for (padded up to
+head_dim_bucket(max(D, Dv)): flash_fwd_sm90.cu / flash_bwd_sm90.cu) against our sm80 kernels (which pad the
+same way), FlashAttention-2 and cuDNN (PyTorch SDPA), through the kernel harness, without TensorFlow, on an
+H100 / H200 (python3 with torch, triton and pybind11):
+
+  ARCHS=90 bash benchmarks/build_harness.sh
+  python3 benchmarks/pad_bench.py [--lib DIR] [--out FILE.json] [--shapes 128,80,96,192/128] [--t 4096,16384] [--sm90-only]
+
+bf16, 16k tokens (B = 16384 / T), H = 16, causal and not; forward and backward milliseconds (triton's
+do_bench, medians) and TFLOP/s by FlashAttention's count with the real head dims: forward
+2 B H Tq Tk (D + Dv), halved when causal; backward 2.5x that. A head dim of 128 is timed too, as the
+efficiency the padded ones are compared with. Each row says whether the sm90 path ran (launch counters).
+"""
+import argparse
+import json
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from kernel_harness_check import DEV, Harness, bench_ms, make_inputs, torch_sdpa_ms  # noqa: E402
+from sm90_bwd_check import forward  # noqa: E402
+
+
+def flops(B, H, T, D, Dv, causal):
+    f = 2.0 * B * H * T * T * (D + Dv)
+    return f / 2 if causal else f
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lib", default=".harness_build")
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--shapes", default="128,80,96,192/128")
+    ap.add_argument("--t", default="4096,16384")
+    ap.add_argument("--h", type=int, default=16)
+    ap.add_argument("--sm90-only", action="store_true", help="only our sm90 kernels (an A/B of two builds)")
+    args = ap.parse_args()
+    h = Harness(args.lib)
+    log = sys.stdout
+    print(f"device: {torch.cuda.get_device_name()}  sm90: {h.m.sm90_info()}", file=log, flush=True)
+    rows = []
+    hdr = (f"{'D/Dv':>8} {'T':>6} {'causal':>6} | {'fwd sm90':>9} {'sm80':>7} {'FA2':>7} {'cuDNN':>7} | "
+           f"{'bwd sm90':>9} {'sm80':>7} {'FA2':>7} {'cuDNN':>7} | TFLOP/s fwd / bwd sm90")
+    print(hdr, file=log, flush=True)
+    for spec in args.shapes.split(","):
+        D, Dv = (int(x) for x in spec.split("/")) if "/" in spec else (int(spec), int(spec))
+        for T in (int(x) for x in args.t.split(",")):
+            for causal in (False, True):
+                B, H = 16384 // T, args.h
+                c = dict(name=f"pad_bench_{D}_{Dv}", B=B, Tq=T, Tk=T, H=H, D=D, Dv=Dv, causal=causal)
+                gen = torch.Generator(device=DEV)
+                gen.manual_seed(1)
+                t = make_inputs(c, torch.bfloat16, gen)
+                forward(h, c, t)  # o, lse and the backward's workspace
+                for n, like in (("dq", "q"), ("dk", "k"), ("dv", "v")):
+                    t[n] = torch.empty_like(t[like])
+                r = dict(D=D, Dv=Dv, T=T, B=B, H=H, causal=causal, dtype="bfloat16")
+                info = h.m.sm90_info
+                h.m.set_sm90(1)
+                n0 = info()["fwd_launches"]
+                r["sm90_fwd_ms"] = bench_ms(lambda: h.fwd(c, t))
+                r["sm90_fwd_taken"] = info()["fwd_launches"] > n0
+                if not args.sm90_only:
+                    h.m.set_sm90(0)
+                    r["sm80_fwd_ms"] = bench_ms(lambda: h.fwd(c, t))
+                h.m.set_sm90(-1)
+                h.m.set_sm90_bwd(1)
+                n0 = info()["bwd_launches"]
+                r["sm90_bwd_ms"] = bench_ms(lambda: h.bwd(c, t))
+                r["sm90_bwd_taken"] = info()["bwd_launches"] > n0
+                if not args.sm90_only:
+                    h.m.set_sm90_bwd(0)
+                    r["sm80_bwd_ms"] = bench_ms(lambda: h.bwd(c, t))
+                h.m.set_sm90_bwd(-1)
+                if not args.sm90_only:
+                    r.update(torch_sdpa_ms(t, causal))
+                f = flops(B, H, T, D, Dv, causal)
+                r["sm90_fwd_tflops"] = f / r["sm90_fwd_ms"] / 1e9
+                r["sm90_bwd_tflops"] = 2.5 * f / r["sm90_bwd_ms"] / 1e9
+                rows.append(r)
+                ms = lambda k: f"{r[k]:7.3f}" if k in r else "    n/a"  # noqa: E731
+                taken = "" if r["sm90_fwd_taken"] and r["sm90_bwd_taken"] else \
+                    f" (sm90 NOT taken: fwd {r['sm90_fwd_taken']} bwd {r['sm90_bwd_taken']})"
+                print(f"{spec:>8} {T:>6} {str(causal):>6} | {r['sm90_fwd_ms']:9.3f} {ms('sm80_fwd_ms')} "
+                      f"{ms('flash_fwd_ms')} {ms('cudnn_fwd_ms')} | {r['sm90_bwd_ms']:9.3f} {ms('sm80_bwd_ms')} "
+                      f"{ms('flash_bwd_ms')} {ms('cudnn_bwd_ms')} | {r['sm90_fwd_tflops']:.1f} / "
+                      f"{r['sm90_bwd_tflops']:.1f}{taken}", file=log, flush=True)
+                for k in ("flash_error", "cudnn_error"):
+                    if k in r:
+                        print(f"    {k}: {r[k]}", file=log, flush=True)
+    if args.out:
+        with open(args.out, "w") as fh:
+            json.dump(rows, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()
