@@ -4,7 +4,8 @@ same way), FlashAttention-2 and cuDNN (PyTorch SDPA), through the kernel harness
 H100 / H200 (python3 with torch, triton and pybind11):
 
   ARCHS=90 bash benchmarks/build_harness.sh
-  python3 benchmarks/pad_bench.py [--lib DIR] [--out FILE.json] [--shapes 128,80,96,192/128] [--t 4096,16384] [--sm90-only]
+  python3 benchmarks/pad_bench.py [--lib DIR] [--out FILE.json] [--shapes 128,80,96,192/128] [--t 4096,16384]
+      [--sm90-only] [--tf32]
 
 bf16, 16k tokens (B = 16384 / T), H = 16, causal and not; forward and backward milliseconds (triton's
 do_bench, medians) and TFLOP/s by FlashAttention's count with the real head dims: forward
@@ -28,6 +29,43 @@ def flops(B, H, T, D, Dv, causal):
     return f / 2 if causal else f
 
 
+def tf32_rows(h, args, log):
+    """--tf32: float32 inputs (allow_tf32), forward milliseconds of the Hopper TF32 kernel (set_sm90_tf32(1)) and
+    of sm80's TF32 kernel (set_sm90_tf32(0)); the backward of a padded call runs sm80's TF32 kernel either way."""
+    rows = []
+    print(f"{'D/Dv':>8} {'T':>6} {'causal':>6} | {'fwd sm90':>9} {'sm80':>7} | sm90 TFLOP/s, sm90 / sm80", file=log, flush=True)
+    for spec in args.shapes.split(","):
+        D, Dv = (int(x) for x in spec.split("/")) if "/" in spec else (int(spec), int(spec))
+        for T in (int(x) for x in args.t.split(",")):
+            for causal in (False, True):
+                B, H = 16384 // T, args.h
+                c = dict(name=f"pad_bench_tf32_{D}_{Dv}", B=B, Tq=T, Tk=T, H=H, D=D, Dv=Dv, causal=causal, tf32=True)
+                gen = torch.Generator(device=DEV)
+                gen.manual_seed(1)
+                t = make_inputs(c, torch.float32, gen)
+                B_, Tq, H_, _ = t["q"].shape
+                t["o"] = torch.empty((B_, Tq, H_, Dv), device=DEV)
+                t["lse"] = torch.empty((B_, H_, Tq), device=DEV)
+                ws = h.fwd_ws_bytes(c, t)
+                if ws:
+                    t["fws"] = torch.empty((ws,), dtype=torch.uint8, device=DEV)
+                r = dict(D=D, Dv=Dv, T=T, B=B, H=H, causal=causal, dtype="tf32")
+                n0 = h.m.sm90_info()["tf32_fwd_launches"]
+                h.m.set_sm90_tf32(1)
+                r["sm90_fwd_ms"] = bench_ms(lambda: h.fwd(c, t))
+                r["sm90_fwd_taken"] = h.m.sm90_info()["tf32_fwd_launches"] > n0
+                r["variant"] = h.m.sm90_info()["last_tf32_variant"]
+                h.m.set_sm90_tf32(0)
+                r["sm80_fwd_ms"] = bench_ms(lambda: h.fwd(c, t))
+                h.m.set_sm90_tf32(-1)
+                r["sm90_fwd_tflops"] = flops(B, H, T, D, Dv, causal) / r["sm90_fwd_ms"] / 1e9
+                rows.append(r)
+                print(f"{spec:>8} {T:>6} {str(causal):>6} | {r['sm90_fwd_ms']:9.3f} {r['sm80_fwd_ms']:7.3f} | "
+                      f"{r['sm90_fwd_tflops']:.1f}, {r['sm80_fwd_ms'] / r['sm90_fwd_ms']:.2f}x (variant {r['variant']})"
+                      f"{'' if r['sm90_fwd_taken'] else ' (sm90 TF32 NOT taken)'}", file=log, flush=True)
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", default=".harness_build")
@@ -36,10 +74,18 @@ def main():
     ap.add_argument("--t", default="4096,16384")
     ap.add_argument("--h", type=int, default=16)
     ap.add_argument("--sm90-only", action="store_true", help="only our sm90 kernels (an A/B of two builds)")
+    ap.add_argument("--tf32", action="store_true",
+                    help="float32 with TF32: the forward only, the Hopper TF32 kernel against sm80's TF32 one")
     args = ap.parse_args()
     h = Harness(args.lib)
     log = sys.stdout
     print(f"device: {torch.cuda.get_device_name()}  sm90: {h.m.sm90_info()}", file=log, flush=True)
+    if args.tf32:
+        rows = tf32_rows(h, args, log)
+        if args.out:
+            with open(args.out, "w") as fh:
+                json.dump(rows, fh, indent=1)
+        return
     rows = []
     hdr = (f"{'D/Dv':>8} {'T':>6} {'causal':>6} | {'fwd sm90':>9} {'sm80':>7} {'FA2':>7} {'cuDNN':>7} | "
            f"{'bwd sm90':>9} {'sm80':>7} {'FA2':>7} {'cuDNN':>7} | TFLOP/s fwd / bwd sm90")

@@ -632,18 +632,34 @@ TF32_CASES = [
     dict(name="t_kvalid_d64", B=2, Tq=200, Tk=517, H=2, D=64, kvalid=True),
     dict(name="t_window_left_len_d64", B=2, Tq=400, Tk=450, H=2, D=64, wl=70, causal=True, klen=True),
     dict(name="t_window_no_key", B=1, Tq=300, Tk=260, H=2, D=128, wl=0, wr=0, offset=-50),
+    # Other head dims and Dv != D, padded up to 64 / 128 (the IDX kernels; "wide": sm90_check.widen(), NaN past
+    # D / Dv in q, k, v, a sentinel past Dv in o, checked after every run); the big ones take the pre-pass
+    # variant by default (its copies padded with zeros).
+    dict(name="t_pad_d80", wide=True, B=2, Tq=113, Tk=203, H=3, D=80),
+    dict(name="t_pad_d96_causal_br_gqa", wide=True, B=2, Tq=257, Tk=390, H=8, Hkv=2, D=96, causal=True,
+         offset=390 - 257),
+    dict(name="t_pad_d40_causal_tl", wide=True, B=2, Tq=203, Tk=113, H=3, D=40, causal=True, offset=0),
+    dict(name="t_pad_d64_dv128", wide=True, B=2, Tq=113, Tk=203, H=2, D=64, Dv=128),
+    dict(name="t_pad_d128_dv64_causal", wide=True, B=2, Tq=129, Tk=255, H=2, D=128, Dv=64, causal=True,
+         offset=255 - 129),
+    dict(name="t_pad_d36", B=2, Tq=200, Tk=333, H=3, D=36),
+    dict(name="t_pad_d96_masks", wide=True, B=3, Tq=300, Tk=333, H=2, D=96, wl=60, wr=20, klen=True, kvalid=True),
+    dict(name="t_pad_d80_big", B=2, Tq=2048, Tk=2048, H=4, D=80),
+    dict(name="t_pad_d112_big_causal", wide=True, B=1, Tq=4096, Tk=4096, H=4, D=112, causal=True),
 ]
 # Calls the TF32 kernel does not take (fwd_tf32_applies): sm80's TF32 kernel must run them (no launch of ours).
 TF32_FALLBACK_CASES = [
     dict(name="tf_dense_mask", B=2, Tq=300, Tk=300, H=2, D=128, mask=(1, 0)),
     dict(name="tf_d256", B=2, Tq=113, Tk=203, H=2, D=256),
-    dict(name="tf_dv_ne_d", B=2, Tq=113, Tk=203, H=2, D=64, Dv=128),
+    dict(name="tf_d66", B=2, Tq=113, Tk=203, H=2, D=66),  # not a multiple of 4 (TMA's 16 bytes)
+    dict(name="tf_d160_dv128", B=2, Tq=113, Tk=203, H=2, D=160, Dv=128),  # padded up to 256
     dict(name="tf_softcap", B=2, Tq=200, Tk=200, H=2, D=128, softcap=20.0),
 ]
 # Small cases for compute-sanitizer (each runs every variant twice): ragged tiles at both head dims, causal with
 # a ragged key tile, rows that see no key, GQA, one query row, strided q/k/v.
 TF32_SANITIZE = ("t_odd_d128", "t_odd_d64", "t_edges_127_129_causal", "t_empty_rows_causal", "t_gqa4_d64",
-                 "t_tq1_forced", "t_strided_qkv", "t_valid_causal_gqa", "t_window_no_key")
+                 "t_tq1_forced", "t_strided_qkv", "t_valid_causal_gqa", "t_window_no_key", "t_pad_d80",
+                 "t_pad_d40_causal_tl", "t_pad_d64_dv128", "t_pad_d96_masks")
 
 
 def tf32_launches(h):
@@ -678,7 +694,7 @@ def tf32_default_variant(c):
 
 
 def tf32_prepass_bytes(c):
-    B, Tk, Hkv, D = c["B"], c["Tk"], c.get("Hkv", c["H"]), c["D"]
+    B, Tk, Hkv, D = c["B"], c["Tk"], c.get("Hkv", c["H"]), bucket(c)  # the copies padded up
     tk_pad = (Tk + 63) // 64 * 64
     return (B * Tk * Hkv * D * 4 + 255) // 256 * 256 + B * Hkv * D * tk_pad * 4
 
@@ -722,6 +738,7 @@ def phase_tf32(h, log, cases, fallback_cases=()):
             took = tf32_launches(h) - n0
             ran = h.m.sm90_info().get("last_tf32_variant", -1)
             ours = {"o": t["o"].clone(), "lse": t["lse"].clone()}
+            sentinel = sentinel_ok(t["o"])  # "wide" cases: no store past Dv
             run_fwd(h, c, t)
             took = tf32_launches(h) - n0
             repeat = bool(torch.equal(t["o"], ours["o"]) and torch.equal(t["lse"], ours["lse"]))
@@ -729,7 +746,9 @@ def phase_tf32(h, log, cases, fallback_cases=()):
             row = dict(case=c["name"], dtype="tf32", variant=v, sm90_tf32_launched=int(took), expect_sm90=expect,
                        repeat_bitwise=repeat, ws_bytes=int(ws_bytes), ws_bytes_expected=ws_want)
             # A variant set explicitly (set_sm90_tf32_variant) runs at D = 64 too (fwd_tf32, tf32_variant_for).
-            ok = took == (2 if expect else 0) and repeat and (not expect or ran == v) and ws_bytes == ws_want
+            ok = took == (2 if expect else 0) and repeat and (not expect or ran == v) and ws_bytes == ws_want and sentinel
+            if c.get("wide"):
+                row["sentinel_ok"] = sentinel
             if not expect and TF32_PREPASS_VARIANT in variants:  # no pre-pass workspace where ours does not run
                 h.m.set_sm90_tf32_variant(TF32_PREPASS_VARIANT)
                 row["ws_bytes_v3"] = int(h.fwd_ws_bytes(c, t))
@@ -769,6 +788,8 @@ def phase_tf32(h, log, cases, fallback_cases=()):
                 extra += f" (ran variant {ran})"
             if not repeat:
                 extra += " (repeat NOT bitwise equal)"
+            if not sentinel:
+                extra += " (a store past Dv: the sentinel columns changed)"
             if ws_bytes != ws_want:
                 extra += f" (fwd_workspace_bytes {ws_bytes}, expected {ws_want})"
             if "bitwise_vs_v0" in row:

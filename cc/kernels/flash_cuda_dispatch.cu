@@ -1,7 +1,8 @@
 // The one dispatch point of the CUDA kernels: flash_fwd_cuda / flash_bwd_cuda (flash_cuda.h)
 // check the device and the shape, then pick the target's kernels:
 //   few query rows (any GPU)            -> sm80/flash_decode.cu (flash-decoding, key splits)
-//   float32, allow_tf32, compute 9.0, D == Dv in {64, 128}, causal or none, index masks, GQA
+//   float32, allow_tf32, compute 9.0, D, Dv <= 128 (multiples of 4; 64 and 128, others padded up), causal
+//     or none, index masks, GQA
 //     (sm90::fwd_tf32_applies), TF_FLASHATTN_SM90_TF32 and TF_FLASHATTN_SM90 not 0,
 //     FA_HAS_SM90 builds                -> sm90/flash_fwd_sm90_tf32.cu (wgmma .tf32, TMA)
 //   float32                             -> sm80/flash_fwd_tf32.cu (allow_tf32) or sm80/flash_fwd_simt.cu

@@ -11,7 +11,10 @@
 // tf32 / tf32bench / tf32sanitize check it (gpu_run.sh sm90, SM90_PHASES=tf32selftest,tf32,tf32bench,
 // tf32sanitize).
 //
-// Scope (fwd_tf32_applies): float32 q / k / v / o, D == Dv in {64, 128}, GQA (H % Hkv == 0), the
+// Scope (fwd_tf32_applies): float32 q / k / v / o, D, Dv <= 128 (multiples of 4; kernels for 64 and 128, other
+// head dims and Dv != D padded up to padded_head_dim: the tensor maps carry the real D / Dv, so the copy
+// engine fills the columns past them with zeros, the pre-pass writes its copies padded with zeros, and the
+// index-masked kernels, which such calls run, do not store O's columns past Dv), GQA (H % Hkv == 0), the
 // softmax scale, causal (any causal_offset) or no mask, and (the IDX kernels) windows, lengths and [B, Tq] /
 // [B, Tk] validity masks; no dense mask, bias, soft-cap or dropout (those calls keep sm80's TF32 kernel). The
 // plain kernels' PTX is unchanged by IDX (compared up to labels). Strides multiples of 4 elements
@@ -570,10 +573,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int64_t i = row[h2];
     if (i < Tq) {
       float* orow = out + b * sh.o_stride[0] + i * sh.o_stride[1] + h * sh.o_stride[2];
+      const int dv = static_cast<int>(sh.Dv);  // <= D, even; below D only in the IDX kernels (fwd_tf32)
 #pragma unroll
       for (int j = 0; j < D / 8; ++j)
-        *reinterpret_cast<float2*>(orow + 8 * j + 2 * t) =
-            make_float2(o[4 * j + 2 * h2] * inv[h2], o[4 * j + 2 * h2 + 1] * inv[h2]);
+        if (!IDX || 8 * j + 2 * t < dv)
+          *reinterpret_cast<float2*>(orow + 8 * j + 2 * t) =
+              make_float2(o[4 * j + 2 * h2] * inv[h2], o[4 * j + 2 * h2 + 1] * inv[h2]);
     }
   }
 }
@@ -586,8 +591,9 @@ struct Tf32PrepassLayout {
 Tf32PrepassLayout tf32_prepass_layout(const AttnShape& s) {
   Tf32PrepassLayout w;
   w.tk_pad = (s.Tk + kBc - 1) / kBc * kBc;
-  w.vt_off = (s.B * s.Tk * s.Hkv * s.D * 4 + 255) / 256 * 256;
-  w.bytes = w.vt_off + s.B * s.Hkv * s.D * w.tk_pad * 4;
+  const int64_t D = padded_head_dim(s);  // the copies are padded up to the kernel's head dim
+  w.vt_off = (s.B * s.Tk * s.Hkv * D * 4 + 255) / 256 * 256;
+  w.bytes = w.vt_off + s.B * s.Hkv * D * w.tk_pad * 4;
   return w;
 }
 
@@ -597,7 +603,7 @@ Tf32PrepassLayout tf32_prepass_layout(const AttnShape& s) {
 // at d * 128), 128-byte swizzle; every box in bounds (tk_pad a multiple of 64).
 bool tf32_prepass_maps(const AttnShape& s, void* ws, CUtensorMap* tk, CUtensorMap* tvt) {
   const Tf32PrepassLayout w = tf32_prepass_layout(s);
-  const int64_t D = s.D;
+  const int64_t D = padded_head_dim(s);
   const int64_t kr_stride[3] = {s.Tk * s.Hkv * D, s.Hkv * D, D};
   if (!tma_map_rows_f32(tk, ws, s.B, s.Tk, s.Hkv, D, kr_stride, kBc)) return false;
   auto fn = tensor_map_encoder();
@@ -616,7 +622,8 @@ bool tf32_prepass_maps(const AttnShape& s, void* ws, CUtensorMap* tk, CUtensorMa
 constexpr int kPrepassThreads = 256;
 // Variant 3's pre-pass: key tile blockIdx.x (keys key0 .. key0 + 63) of kv head
 // blockIdx.y, batch blockIdx.z. kr [B, Tk, Hkv, D] = tf32(K) (compact); vt [B, Hkv, D, tk_pad]: position
-// key0 + u of row d = tf32(V[key0 + tf32_kperm_inv(u)][d]), 0 for keys past Tk. cvt.rna as the main
+// key0 + u of row d = tf32(V[key0 + tf32_kperm_inv(u)][d]), 0 for keys past Tk; padded up (the call's D or Dv
+// below the kernel's D, multiples of 4), 0 in the columns of kr past D and the rows of vt past Dv. cvt.rna as the main
 // kernel's transposers and round_tf32_smem (to_tf32): the same bits.
 template <int D>
 __global__ void __launch_bounds__(kPrepassThreads)
@@ -634,8 +641,8 @@ __global__ void __launch_bounds__(kPrepassThreads)
     const int64_t key = key0 + r;
     float4 x = make_float4(0.f, 0.f, 0.f, 0.f), y = x;
     if (key < sh.Tk) {
-      x = *reinterpret_cast<const float4*>(k + key * sh.k_stride[1] + c);
-      y = *reinterpret_cast<const float4*>(v + key * sh.v_stride[1] + c);
+      if (c < sh.D) x = *reinterpret_cast<const float4*>(k + key * sh.k_stride[1] + c);
+      if (c < sh.Dv) y = *reinterpret_cast<const float4*>(v + key * sh.v_stride[1] + c);
       // One 16-byte store (a plain float4 / uint4 store of the rounded values became 4 st.global.u32 in nvcc
       // 13.0's PTX); .cg: the main kernel's TMA reads it from L2.
       __stcg(reinterpret_cast<uint4*>(kr + ((b * sh.Tk + key) * sh.Hkv + hkv) * D + c),
@@ -666,6 +673,8 @@ template <int D, int V, bool IDX>
 cudaError_t launch_tf32_main(const FlashFwdParams& p, cudaStream_t stream, const CUtensorMap& tq, const CUtensorMap& tk,
                              const CUtensorMap& tv) {
   const AttnShape& s = p.shape;
+  // Padded up (D or Dv below the kernel's): only the IDX kernels check the columns of O they store (fwd_tf32).
+  if (!IDX && (s.D != D || s.Dv != D)) return cudaErrorNotSupported;  // nothing queued yet: sm80 takes it
   const dim3 grid(static_cast<unsigned>((s.Tq + kBr - 1) / kBr), static_cast<unsigned>(s.H), static_cast<unsigned>(s.B));
   flash_fwd_sm90_tf32_kernel<D, V, IDX><<<grid, kThreads, Tf32Smem<D>::kAlloc, stream>>>(tq, tk, tv, p);
   const cudaError_t err = cudaGetLastError();
@@ -680,9 +689,10 @@ template <int D, int V, bool IDX>
 cudaError_t launch_tf32(const FlashFwdParams& p, cudaStream_t stream) {
   const AttnShape& s = p.shape;
   CUtensorMap tq, tk, tv;
-  if (!tma_map_rows_f32(&tq, p.q, s.B, s.Tq, s.H, D, s.q_stride, kBr) ||
-      !tma_map_rows_f32(&tk, p.k, s.B, s.Tk, s.Hkv, D, s.k_stride, kBc) ||
-      !tma_map_rows_f32(&tv, p.v, s.B, s.Tk, s.Hkv, D, s.v_stride, kBc))
+  // The real D (q, k) and Dv (v): the columns past them load as zeros (padded up).
+  if (!tma_map_rows_f32(&tq, p.q, s.B, s.Tq, s.H, s.D, s.q_stride, kBr) ||
+      !tma_map_rows_f32(&tk, p.k, s.B, s.Tk, s.Hkv, s.D, s.k_stride, kBc) ||
+      !tma_map_rows_f32(&tv, p.v, s.B, s.Tk, s.Hkv, s.Dv, s.v_stride, kBc))
     return cudaErrorNotSupported;  // the dispatch falls back to sm80's TF32 kernel
   const cudaError_t err = set_dynamic_smem(flash_fwd_sm90_tf32_kernel<D, V, IDX>, Tf32Smem<D>::kAlloc);
   if (err != cudaSuccess) return err;
@@ -701,7 +711,7 @@ cudaError_t launch_tf32_prepass(const FlashFwdParams& p, cudaStream_t stream) {
   float* kr = static_cast<float*>(p.workspace);
   float* vt = reinterpret_cast<float*>(static_cast<char*>(p.workspace) + w.vt_off);
   CUtensorMap tq, tk, tvt;
-  if (!tma_map_rows_f32(&tq, p.q, s.B, s.Tq, s.H, D, s.q_stride, kBr) || !tf32_prepass_maps(s, p.workspace, &tk, &tvt))
+  if (!tma_map_rows_f32(&tq, p.q, s.B, s.Tq, s.H, s.D, s.q_stride, kBr) || !tf32_prepass_maps(s, p.workspace, &tk, &tvt))
     return cudaErrorNotSupported;
   cudaError_t err = set_dynamic_smem(flash_fwd_sm90_tf32_kernel<D, V, IDX>, Tf32Smem<D>::kAlloc);
   if (err != cudaSuccess) return err;
@@ -787,7 +797,10 @@ namespace {
 bool fwd_tf32_params_apply(const FlashFwdParams& p) {
   const AttnShape& s = p.shape;
   if (p.dtype != DType::kFloat32 || !p.allow_tf32) return false;
-  if (s.D != s.Dv || (s.D != 64 && s.D != 128)) return false;
+  // Head dims 64 and 128, and any other D, Dv <= 128 (multiples of 4: TMA's 16 bytes) padded up.
+  if (s.D <= 0 || s.Dv <= 0 || s.D % 4 || s.Dv % 4) return false;
+  const int hd = padded_head_dim(s);
+  if (hd != 64 && hd != 128) return false;
   if (s.Tk <= 0 || s.Tq <= 0 || s.Tq > (1ll << 31) - kBr || s.Tk > (1ll << 31) - kBc) return false;
   if (s.H > 65535 || s.B > 65535 || s.Hkv <= 0 || s.H % s.Hkv != 0) return false;
   // Causal (any offset), windows, lengths, [B, T] validity masks (the IDX kernels for all but causal); no dense mask.
@@ -818,10 +831,12 @@ size_t fwd_tf32_workspace_bytes(const FlashFwdParams& p) {
 cudaError_t fwd_tf32(const FlashFwdParams& p, cudaStream_t stream) {
   // The variant set explicitly, else by shape (tf32_variant_for; kTf32DefaultVariant's comment). Variant 3
   // without a workspace (a caller that did not ask flash_fwd_workspace_bytes): variant 1, the same bits.
-  const int d = static_cast<int>(p.shape.D);
+  const int d = padded_head_dim(p.shape);  // 64 or 128 (fwd_tf32_params_apply)
   int v = tf32_variant_for(p.shape);
   if (v == kTf32PrepassVariant && p.workspace == nullptr) v = kTf32DefaultVariant;
-  if (p.mask.has_index_masks())  // the index-masked kernels (IDX); causal alone keeps the plain ones
+  // The index-masked kernels (IDX) for the index masks and for calls padded up (their O stores check the
+  // column); causal alone keeps the plain ones.
+  if (p.mask.has_index_masks() || p.shape.D != d || p.shape.Dv != d)
     return d == 128 ? launch_tf32_variant<128, true>(p, stream, v) : launch_tf32_variant<64, true>(p, stream, v);
   return d == 128 ? launch_tf32_variant<128, false>(p, stream, v) : launch_tf32_variant<64, false>(p, stream, v);
 }
