@@ -29,6 +29,19 @@ def flops(B, H, T, D, Dv, causal):
     return f / 2 if causal else f
 
 
+def time_both(h, r, direction, switch, call, sm90_only):
+    """Milliseconds of `call` with the Hopper kernels on (switch(1): r["sm90_<direction>_ms"], and whether they ran,
+    from the launch counter: r["sm90_<direction>_taken"]) and, unless sm90_only, off (switch(0): sm80's)."""
+    switch(1)
+    n0 = h.m.sm90_info()[f"{direction}_launches"]
+    r[f"sm90_{direction}_ms"] = bench_ms(call)
+    r[f"sm90_{direction}_taken"] = h.m.sm90_info()[f"{direction}_launches"] > n0
+    if not sm90_only:
+        switch(0)
+        r[f"sm80_{direction}_ms"] = bench_ms(call)
+    switch(-1)
+
+
 def tf32_rows(h, args, log):
     """--tf32: float32 inputs (allow_tf32), forward milliseconds of the Hopper TF32 kernel (set_sm90_tf32(1)) and
     of sm80's TF32 kernel (set_sm90_tf32(0)); the backward of a padded call runs sm80's TF32 kernel either way."""
@@ -103,23 +116,8 @@ def main():
                 for n, like in (("dq", "q"), ("dk", "k"), ("dv", "v")):
                     t[n] = torch.empty_like(t[like])
                 r = dict(D=D, Dv=Dv, T=T, B=B, H=H, causal=causal, dtype="bfloat16")
-                info = h.m.sm90_info
-                h.m.set_sm90(1)
-                n0 = info()["fwd_launches"]
-                r["sm90_fwd_ms"] = bench_ms(lambda: h.fwd(c, t))
-                r["sm90_fwd_taken"] = info()["fwd_launches"] > n0
-                if not args.sm90_only:
-                    h.m.set_sm90(0)
-                    r["sm80_fwd_ms"] = bench_ms(lambda: h.fwd(c, t))
-                h.m.set_sm90(-1)
-                h.m.set_sm90_bwd(1)
-                n0 = info()["bwd_launches"]
-                r["sm90_bwd_ms"] = bench_ms(lambda: h.bwd(c, t))
-                r["sm90_bwd_taken"] = info()["bwd_launches"] > n0
-                if not args.sm90_only:
-                    h.m.set_sm90_bwd(0)
-                    r["sm80_bwd_ms"] = bench_ms(lambda: h.bwd(c, t))
-                h.m.set_sm90_bwd(-1)
+                time_both(h, r, "fwd", h.m.set_sm90, lambda: h.fwd(c, t), args.sm90_only)
+                time_both(h, r, "bwd", h.m.set_sm90_bwd, lambda: h.bwd(c, t), args.sm90_only)
                 if not args.sm90_only:
                     r.update(torch_sdpa_ms(t, causal))
                 f = flops(B, H, T, D, Dv, causal)

@@ -101,7 +101,7 @@ size_t bwd_workspace_bytes(const FlashBwdParams& p);
 // in deterministic mode unless dq_sem is set; tq_pad = Tq rounded up to 128, hd =
 // head_dim_bucket(max(D, Dv))), and the pre-pass that fills dsum = rowsum(dO * O) - d_lse and
 // lse2 = log2e * lse. dq_sem: deterministic mode only, in builds with the Hopper kernels, float16 /
-// bfloat16 with D == Dv in {64, 128, 256} (else null): the dQ accumulator and, right after it, one int
+// bfloat16 with D, Dv <= 256, multiples of 8 (else null): the dQ accumulator and, right after it, one int
 // per (b, h, 64-row query tile) [B, H, tq_pad / 64], the ordered reduction's counters of sm90's
 // deterministic backward (sm80's deterministic backward uses neither).
 struct BwdWorkspaceParts {
@@ -156,10 +156,10 @@ cudaError_t bwd_dq_convert_tf32(const FlashBwdParams& p, const float* dq_acc, in
 // only in builds with FA_HAS_SM90 = 1).
 namespace sm90 {
 // Whether the sm_90a forward (flash_fwd_sm90.cu) takes these params: compute capability 9.0,
-// float16 / bfloat16, D == Dv in {64, 128, 256} (256: 64-key tiles, schedule 0; other head dims in
-// (128, 256) stay on sm80's zero-padded HD 256 kernels), index masks (causal,
-// window, lengths, validity) and dropout, no dense mask / bias / soft-cap, 16-byte aligned tensors and
-// strides.
+// float16 / bfloat16, D, Dv <= 256 and multiples of 8 (kernels for 64, 128 and 256 (64-key tiles,
+// schedule 0); other head dims and Dv != D padded up to padded_head_dim), index masks (causal,
+// window, lengths, validity), soft-cap, a dense mask and bias (not with dropout) and dropout, 16-byte
+// aligned tensors and strides.
 bool fwd_applies(const FlashFwdParams& p);
 // Its launcher; cudaErrorNotSupported when the tensor maps cannot be made (the caller falls back).
 cudaError_t fwd(const FlashFwdParams& p, cudaStream_t stream);
@@ -182,7 +182,7 @@ int64_t fwd_launches();
 // launch (-1 before any).
 int fwd_variants();
 // Bytes of workspace the 16-bit forward needs for params p: 256 (schedule 10's tile counter) when the call
-// runs that schedule (asked for, or the causal plain D = 128 kernel's default), else 0;
+// runs that schedule (asked for, or the causal plain kernel's default at padded head dim 128), else 0;
 // flash_fwd_workspace_bytes returns it for 16-bit calls.
 size_t fwd_workspace_bytes(const FlashFwdParams& p);
 int fwd_default_variant();
@@ -203,7 +203,8 @@ constexpr int kFwdSelftests = 6;
 // tf32_enabled() is false with TF_FLASHATTN_SM90_TF32=0 (read once; exactly "0"), else true, unless
 // set_tf32_enabled(0 / 1) overrides it (-1: back to the environment); the dispatch also needs
 // enabled() (TF_FLASHATTN_SM90 not 0). fwd_tf32_applies: compute capability 9.0, float32 with
-// allow_tf32, D == Dv in {64, 128}, GQA, no mask or causal (any offset), windows, lengths, [B, T] validity
+// allow_tf32, D, Dv <= 128 and multiples of 4 (64 and 128, others padded up), GQA, no mask or causal (any
+// offset), windows, lengths, [B, T] validity
 // (its index-masked kernels); no dense mask, bias, soft-cap or dropout; 16-byte aligned tensors, strides multiples of 4.
 // fwd_tf32: its launcher (cudaErrorNotSupported when the tensor maps cannot be made: the caller
 // falls back to sm80's fwd_tf32). fwd_tf32_launches(): its launches so far in this process.
@@ -267,17 +268,18 @@ constexpr int kFwdTf32Selftests = 8;
 
 // The sm_90a backward (flash_bwd_sm90.cu), on by default: bwd_applies is false when
 // TF_FLASHATTN_SM90_BWD=0 or TF_FLASHATTN_SM90=0 (read once) or after set_bwd_enabled(0); else for
-// float16 / bfloat16, D == Dv in {64, 128}, the index masks (causal, window, lengths, [B, Tq] /
+// float16 / bfloat16, head dims 64 and 128 (any D, Dv <= 256, multiples of 8, padded up to padded_head_dim, the
+// padded calls on the index-masked kernels), the index masks (causal, window, lengths, [B, Tq] /
 // [B, Tk] validity; sm80's rules) or none, dropout (rate > 0 with a seed; sm80's keep mask and
 // arithmetic) or none, soft-cap, a dense mask, bias / dbias (those three not with dropout; bias /
 // dbias at D = 64 only, their query / key strides below 2^23), deterministic mode (the ordered
 // dQ reduction, unless bwd_det_mode is 0, and when the
 // workspace holds its counters: BwdWorkspaceParts::dq_sem) or not, 16-byte
 // aligned tensors and strides, a workspace, compute capability 9.0; and, unless
-// TF_FLASHATTN_SM90_BWD_D256=0 (read once), D == Dv == 256 without a mask, causal or with the index
+// TF_FLASHATTN_SM90_BWD_D256=0 (read once), padded head dim 256 without a mask, causal or with the index
 // masks (window, lengths, validity), with or without dropout, deterministic or not; and unless
-// TF_FLASHATTN_SM90_BWD_SPLITD=0 (read once; the split kernel's SCORE instantiations), bias / dbias at D == Dv == 128 and soft-cap, a dense mask, bias / dbias at D == Dv ==
-// 256, without dropout, deterministic or not (with the index masks or none; the same stride limits). It
+// TF_FLASHATTN_SM90_BWD_SPLITD=0 (read once; the split kernel's SCORE instantiations), bias / dbias at padded head
+// dim 128 and soft-cap, a dense mask, bias / dbias at 256, without dropout, deterministic or not (with the index masks or none; the same stride limits). It
 // uses flash_bwd_workspace_bytes' workspace as the sm80 backward does (same size).
 bool bwd_applies(const FlashBwdParams& p);
 // Its launcher; cudaErrorNotSupported (before any work is queued) when the tensor maps cannot be

@@ -590,7 +590,8 @@ static bool uses_dq_acc(const FlashBwdParams& p) {
 }
 
 // Deterministic mode where sm90/flash_bwd_sm90.cu's ordered dQ reduction may run (builds with the
-// Hopper kernels, float16 / bfloat16, D, Dv <= 256 (padded up to head_dim_bucket(max(D, Dv)) there):
+// Hopper kernels, float16 / bfloat16, D, Dv <= 256 and multiples of 8 (padded up to
+// head_dim_bucket(max(D, Dv)) there):
 // shape and flags only, as the XLA
 // lowering sizes the workspace from those at compile time, without the masks): the dQ accumulator
 // as in the non-deterministic mode, then one int counter per (b, h, 64-row query tile). sm80's
@@ -599,7 +600,8 @@ static bool uses_dq_acc(const FlashBwdParams& p) {
 static bool uses_dq_sem(const FlashBwdParams& p) {
 #if FA_HAS_SM90
   const AttnShape& s = p.shape;
-  return p.deterministic && uses_tc(p) && s.D > 0 && s.Dv > 0 && padded_head_dim(s) != 0;
+  return p.deterministic && uses_tc(p) && s.D > 0 && s.Dv > 0 && s.D % 8 == 0 && s.Dv % 8 == 0 &&
+         padded_head_dim(s) != 0;
 #else
   (void)p;
   return false;

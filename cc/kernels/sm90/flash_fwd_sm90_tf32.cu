@@ -673,8 +673,6 @@ template <int D, int V, bool IDX>
 cudaError_t launch_tf32_main(const FlashFwdParams& p, cudaStream_t stream, const CUtensorMap& tq, const CUtensorMap& tk,
                              const CUtensorMap& tv) {
   const AttnShape& s = p.shape;
-  // Padded up (D or Dv below the kernel's): only the IDX kernels check the columns of O they store (fwd_tf32).
-  if (!IDX && (s.D != D || s.Dv != D)) return cudaErrorNotSupported;  // nothing queued yet: sm80 takes it
   const dim3 grid(static_cast<unsigned>((s.Tq + kBr - 1) / kBr), static_cast<unsigned>(s.H), static_cast<unsigned>(s.B));
   flash_fwd_sm90_tf32_kernel<D, V, IDX><<<grid, kThreads, Tf32Smem<D>::kAlloc, stream>>>(tq, tk, tv, p);
   const cudaError_t err = cudaGetLastError();
@@ -725,6 +723,11 @@ cudaError_t launch_tf32_prepass(const FlashFwdParams& p, cudaStream_t stream) {
 template <int D, bool IDX>
 cudaError_t launch_tf32_variant(const FlashFwdParams& p, cudaStream_t stream, int v) {
   static_assert(kTf32Variants == 4, "one case per variant");
+  // This kernel's head-dim bucket only (the pre-pass layout and the kernel both use D), and padded up (D or Dv
+  // below it) only in the IDX kernels, whose O stores check the column (fwd_tf32 sends such calls there): else
+  // nothing is queued and sm80's TF32 kernel takes the call.
+  const AttnShape& s = p.shape;
+  if (padded_head_dim(s) != D || (!IDX && (s.D != D || s.Dv != D))) return cudaErrorNotSupported;
   switch (v) {
     case 1: return launch_tf32<D, 1, IDX>(p, stream);
     case 2: return launch_tf32<D, 2, IDX>(p, stream);
