@@ -44,9 +44,11 @@ def time_both(h, r, direction, switch, call, sm90_only):
 
 def tf32_rows(h, args, log):
     """--tf32: float32 inputs (allow_tf32), forward milliseconds of the Hopper TF32 kernel (set_sm90_tf32(1)) and
-    of sm80's TF32 kernel (set_sm90_tf32(0)); the backward of a padded call runs sm80's TF32 kernel either way."""
+    of sm80's TF32 kernel (set_sm90_tf32(0)); backward milliseconds of the Hopper TF32 backwards (their switches
+    left at the default) and of sm80's TF32 backward (set_sm90_tf32_bwd(0) and set_sm90_tf32_bwd128(0))."""
     rows = []
-    print(f"{'D/Dv':>8} {'T':>6} {'causal':>6} | {'fwd sm90':>9} {'sm80':>7} | sm90 TFLOP/s, sm90 / sm80", file=log, flush=True)
+    print(f"{'D/Dv':>8} {'T':>6} {'causal':>6} | {'fwd sm90':>9} {'sm80':>7} | sm90 TFLOP/s, sm90 / sm80 | "
+          f"{'bwd sm90':>9} {'sm80':>7} | sm90 TFLOP/s, sm90 / sm80", file=log, flush=True)
     for spec in args.shapes.split(","):
         D, Dv = (int(x) for x in spec.split("/")) if "/" in spec else (int(spec), int(spec))
         for T in (int(x) for x in args.t.split(",")):
@@ -72,10 +74,25 @@ def tf32_rows(h, args, log):
                 r["sm80_fwd_ms"] = bench_ms(lambda: h.fwd(c, t))
                 h.m.set_sm90_tf32(-1)
                 r["sm90_fwd_tflops"] = flops(B, H, T, D, Dv, causal) / r["sm90_fwd_ms"] / 1e9
+                forward(h, c, t)  # o, lse and the backward's workspace (the Hopper TF32 backward's room included)
+                for n, like in (("dq", "q"), ("dk", "k"), ("dv", "v")):
+                    t[n] = torch.empty_like(t[like])
+                info = h.m.sm90_info
+                n0 = info()["tf32_bwd_launches"] + info()["tf32_bwd128_launches"]
+                r["sm90_bwd_ms"] = bench_ms(lambda: h.bwd(c, t))
+                r["sm90_bwd_taken"] = info()["tf32_bwd_launches"] + info()["tf32_bwd128_launches"] > n0
+                h.m.set_sm90_tf32_bwd(0)
+                h.m.set_sm90_tf32_bwd128(0)
+                r["sm80_bwd_ms"] = bench_ms(lambda: h.bwd(c, t))
+                h.m.set_sm90_tf32_bwd(-1)
+                h.m.set_sm90_tf32_bwd128(-1)
+                r["sm90_bwd_tflops"] = 2.5 * flops(B, H, T, D, Dv, causal) / r["sm90_bwd_ms"] / 1e9
                 rows.append(r)
                 print(f"{spec:>8} {T:>6} {str(causal):>6} | {r['sm90_fwd_ms']:9.3f} {r['sm80_fwd_ms']:7.3f} | "
                       f"{r['sm90_fwd_tflops']:.1f}, {r['sm80_fwd_ms'] / r['sm90_fwd_ms']:.2f}x (variant {r['variant']})"
-                      f"{'' if r['sm90_fwd_taken'] else ' (sm90 TF32 NOT taken)'}", file=log, flush=True)
+                      f"{'' if r['sm90_fwd_taken'] else ' (sm90 TF32 NOT taken)'} | {r['sm90_bwd_ms']:9.3f} "
+                      f"{r['sm80_bwd_ms']:7.3f} | {r['sm90_bwd_tflops']:.1f}, {r['sm80_bwd_ms'] / r['sm90_bwd_ms']:.2f}x"
+                      f"{'' if r['sm90_bwd_taken'] else ' (sm90 TF32 bwd NOT taken)'}", file=log, flush=True)
     return rows
 
 
@@ -88,7 +105,7 @@ def main():
     ap.add_argument("--h", type=int, default=16)
     ap.add_argument("--sm90-only", action="store_true", help="only our sm90 kernels (an A/B of two builds)")
     ap.add_argument("--tf32", action="store_true",
-                    help="float32 with TF32: the forward only, the Hopper TF32 kernel against sm80's TF32 one")
+                    help="float32 with TF32: the Hopper TF32 kernels against sm80's TF32 ones")
     args = ap.parse_args()
     h = Harness(args.lib)
     log = sys.stdout

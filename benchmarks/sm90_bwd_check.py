@@ -83,6 +83,8 @@ Phases (each its own process in `gpu_run.sh sm90bwd`, under a timeout):
             causal mask the orders do not apply (order 0, order 2 for the fallback, order 0 again).
             OBENCH_ALT=n: causal shapes only, orders 0 and 1 alternated n times (the clock drifts within a
             shape's runs: o0_again ran at 0.89x-1.0x o0 on the H200), medians and their ratio.
+  tf32pad   the Hopper TF32 backwards at head dims padded up to 64 / 128 (TF32_PAD_CASES, float32 with
+            allow_tf32, every variant / dQ mode; TF32PAD_CASES=a,b and TF32PAD_MODES=1 narrow it).
   splitd    the split kernel's score options (flash_bwd_sm90_split_score_kernel; on by default since
             session 19; this phase sets TF_FLASHATTN_SM90_BWD_SPLITD=1 for its own process):
             SPLITD_CASES as numerics, bf16 and fp16: at D = 128 bias / dbias (bias alone, without dbias,
@@ -127,7 +129,7 @@ os.environ["TF_FLASHATTN_SM90_BWD_D256"] = "1"
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from kernel_harness_check import (DEV, Harness, bench_ms, err, make_inputs, print_ab_times, reference,  # noqa: E402
                                   same_bits, torch_sdpa_ms)
-from sm90_check import SENTINEL, inputs, poisoned, run_fwd, sentinel_ok, visibility, wide_width, widen  # noqa: E402
+from sm90_check import SENTINEL, bucket, inputs, poisoned, run_fwd, sentinel_ok, visibility, wide_width, widen  # noqa: E402
 
 NUM_CASES = [
     dict(name="odd_d128", B=2, Tq=113, Tk=203, H=3, D=128),
@@ -447,6 +449,32 @@ PAD_CASES = [
     dict(name="bpad_d96_big_causal", B=1, Tq=2048, Tk=2048, H=4, D=96, causal=True),
     dict(name="bpad_d80_big", B=2, Tq=1024, Tk=1024, H=4, D=80),
 ]
+# The Hopper TF32 backwards (flash_bwd_sm90_tf32.cu at 64, flash_bwd_sm90_tf32_d128.cu at 128) at other head dims,
+# padded up (phase tf32pad): float32 with allow_tf32, D, Dv multiples of 4 up to 128, each run under every variant of
+# the kernel it takes (head dim 64: set_sm90_tf32_bwd 1 .. 7; 128: set_sm90_tf32_bwd128 1 .. 3, the dQ modes),
+# against the float64 reference (TF32 floors, as kernel_harness_check.py), sm80's TF32 backward, the exact zeros of
+# dead rows / keys, and the sentinel of "wide" cases (as PAD_CASES). tbpad_d44_compact: compact strides of 44 / 176
+# elements (multiples of 4, not 8). expect_sm80: calls the Hopper TF32 backwards must refuse.
+TF32_PAD_CASES = [
+    dict(name="tbpad_d80", wide=True, B=2, Tq=113, Tk=203, H=3, D=80),
+    dict(name="tbpad_d96_causal_br_gqa", wide=True, B=3, Tq=257, Tk=390, H=8, Hkv=2, D=96, causal=True,
+         offset=390 - 257),
+    dict(name="tbpad_d40_causal_tl", wide=True, B=2, Tq=203, Tk=113, H=3, D=40, causal=True),
+    dict(name="tbpad_d36", wide=True, B=2, Tq=200, Tk=333, H=3, D=36),
+    dict(name="tbpad_d44_compact", B=2, Tq=150, Tk=260, H=4, Hkv=2, D=44),
+    dict(name="tbpad_d64_dv128", wide=True, B=2, Tq=129, Tk=255, H=2, D=64, Dv=128),
+    dict(name="tbpad_d128_dv64_causal", wide=True, B=2, Tq=255, Tk=129, H=2, D=128, Dv=64, causal=True),
+    dict(name="tbpad_d60_dv32_dlse", wide=True, B=2, Tq=127, Tk=129, H=2, D=60, Dv=32, dlse=True),
+    dict(name="tbpad_d96_masks_poison", wide=True, B=3, Tq=600, Tk=650, H=2, D=96, causal=True, offset=50, wl=150,
+         qlen_vals=[600, 333, 70], klen_vals=[650, 400, 0], qvalid=True, poison_kv=True),
+    dict(name="tbpad_d48_window_kvalid", wide=True, B=2, Tq=300, Tk=333, H=2, D=48, wl=60, wr=20, kvalid=True),
+    dict(name="tbpad_d112_tq1", B=3, Tq=1, Tk=17, H=2, D=112),
+    dict(name="tbpad_d80_big", B=2, Tq=1024, Tk=1024, H=4, D=80),
+    dict(name="tbpad_d96_big_causal", B=1, Tq=2048, Tk=2048, H=4, D=96, causal=True),
+    dict(name="tbpad_d80_det_sm80", B=2, Tq=100, Tk=150, H=2, D=80, deterministic=True, expect_sm80=True),
+    dict(name="tbpad_d80_dropout_sm80", B=2, Tq=100, Tk=150, H=2, D=80, dropout=0.1, seed=(1, 2), expect_sm80=True),
+    dict(name="tbpad_d132_sm80", B=2, Tq=100, Tk=150, H=2, D=132, expect_sm80=True),
+]
 D256_DROP_EXACT_CASES = [
     dict(name="d256_dvexact_05_gqa", B=2, Tq=333, Tk=257, H=4, Hkv=2, D=256, dropout=0.5, seed=(-7, 1 << 40)),
     dict(name="d256_dvexact_01_klen", B=2, Tq=130, Tk=500, H=2, D=256, dropout=0.1, klen_vals=[500, 260],
@@ -656,6 +684,98 @@ def where_bad(mine, ref, bound, tdim=1):
     bad = (d > bound) | ~torch.isfinite(d)
     idx = bad.nonzero()
     return int(bad.sum()), (idx[0].tolist() if len(idx) else None), sorted(set(idx[:, tdim].tolist()))[:16]
+
+
+def tf32_backward(h, c, t, mode64, mode128):
+    """Our float32 backward with allow_tf32 under set_sm90_tf32_bwd(mode64) and set_sm90_tf32_bwd128(mode128) (0:
+    sm80's TF32 backward; -1: the default); gradients NaN-filled first (a "wide" case's as backward() does).
+    Returns (grads, the Hopper TF32 backwards' launches)."""
+    for n, like in (("dq", "q"), ("dk", "k"), ("dv", "v")):
+        t[n] = torch.full_like(t[like], float("nan"))
+        if wide_width(t[like]):
+            t[n] = widen(torch.full(t[like].shape, float("nan"), device=DEV, dtype=t[like].dtype),
+                         wide_width(t[like]), SENTINEL)
+    launches = lambda: h.m.sm90_info()["tf32_bwd_launches"] + h.m.sm90_info()["tf32_bwd128_launches"]
+    h.m.set_sm90_tf32_bwd(mode64)
+    h.m.set_sm90_tf32_bwd128(mode128)
+    n0 = launches()
+    try:
+        h.bwd(c, t)
+        torch.cuda.synchronize()
+    finally:
+        h.m.set_sm90_tf32_bwd(-1)
+        h.m.set_sm90_tf32_bwd128(-1)
+    t["sentinel_ok"] = all(sentinel_ok(t[n]) for n in GRADS)
+    return {n: t[n].clone() for n in GRADS}, launches() - n0
+
+
+def phase_tf32pad(h, log, cases):
+    """TF32_PAD_CASES (see there). TF32PAD_CASES (comma-separated names) and TF32PAD_MODES (e.g. "1" : the first
+    mode of each kernel only) narrow it (compute-sanitizer runs)."""
+    from kernel_harness_check import tf32_matmuls
+    only = [n for n in os.environ.get("TF32PAD_CASES", "").split(",") if n]
+    mode_cap = int(os.environ.get("TF32PAD_MODES", "0"))
+    rows = []
+    gen = torch.Generator(device=DEV)
+    gen.manual_seed(0)
+    for c0 in cases:
+        if only and c0["name"] not in only:
+            continue
+        c = dict(c0, tf32=True)
+        print(f"RUNNING {c['name']} tf32", file=log, flush=True)
+        t = bwd_inputs(c, torch.float32, gen)
+        tr = kv_poisoned(c, t) if c.get("poison_kv") else t
+        forward(h, c, tr)
+        sm80, took80 = tf32_backward(h, c, tr, 0, 0)
+        keep = h.dropout_keep(c, c["B"], c["H"], c["Tq"], c["Tk"], c["D"]).to(DEV) if c.get("dropout") else None
+        ref = reference(c, t, torch.float64, keep)
+        with tf32_matmuls():
+            low = reference(c, t, torch.float32, keep)
+        dead_q, dead_k = dead_rows_keys(c, t)
+        if c.get("expect_sm80"):
+            modes = [(-1, -1)]
+        elif bucket(c) == 64:
+            modes = [(m, -1) for m in range(1, 8)]
+        else:
+            modes = [(-1, m) for m in range(1, 4)]
+        if mode_cap:
+            modes = modes[:mode_cap]
+        for m64, m128 in modes:
+            ours, took = tf32_backward(h, c, tr, m64, m128)
+            want = 0 if c.get("expect_sm80") else 1
+            row = dict(case=c["name"], dtype="tf32", mode64=m64, mode128=m128, launched=int(took), expected=want,
+                       sm80_run_launched=int(took80), dead_rows=int(dead_q.sum()), dead_keys=int(dead_k.sum()),
+                       exact_zeros=exact_zeros(ours, dead_q, dead_k), sentinel_ok=tr["sentinel_ok"])
+            ok = took == want and took80 == 0 and row["exact_zeros"] and row["sentinel_ok"]
+            for n in GRADS:
+                e, e80, el = err(ours[n], ref[n]), err(sm80[n], ref[n]), err(low[n], ref[n])
+                fin = torch.isfinite(ref[n])
+                scale = max(1.0, float(ref[n][fin].abs().max())) if bool(fin.any()) else 1.0
+                # kernel_harness_check.py's TF32 bar, and within reach of sm80's TF32 backward's own error
+                good = e[0] <= 3.0 * el[0] + 1.5e-2 * scale and e[0] <= 4.0 * e80[0] + 2e-3 * scale
+                ok &= good
+                row[n] = dict(max=e[0], rel=e[1], sm80_max=e80[0], torch_tf32_max=el[0], ok=good)
+                if not good:
+                    cnt, first, sample = where_bad(ours[n], ref[n], 3.0 * el[0] + 1.5e-2 * scale)
+                    row[n].update(bad_rows=cnt, first_bad=first, bad_t_sample=sample)
+            row["ok"] = bool(ok)
+            rows.append(row)
+            extra = "" if took == want else f" (Hopper TF32 launches {took}, expected {want})"
+            if took80:
+                extra += f" (the sm80 run launched ours {took80}x)"
+            if not row["sentinel_ok"]:
+                extra += " (a store past D / Dv: the sentinel columns changed)"
+            if not row["exact_zeros"]:
+                extra += f" (dead rows / keys {row['dead_rows']} / {row['dead_keys']} not exactly 0)"
+            brief = " ".join(f"{n}={row[n]['max']:.2e} (sm80 {row[n]['sm80_max']:.2e}, torch {row[n]['torch_tf32_max']:.2e})"
+                             for n in GRADS)
+            where = " ".join(f"{n}: bad_rows={row[n]['bad_rows']} first={row[n]['first_bad']} t={row[n]['bad_t_sample']}"
+                             for n in GRADS if "bad_rows" in row[n])
+            print(f"{'PASS' if ok else 'FAIL'} {c['name']:<26} modes {m64:>2} / {m128:>2} {brief}{extra} {where}",
+                  file=log, flush=True)
+        del t, tr, ref, low, sm80
+    print(f"tf32pad: {sum(r['ok'] for r in rows)} / {len(rows)} pass", file=log, flush=True)
+    return rows
 
 
 def phase_selftest(h, log):
@@ -1291,7 +1411,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--phase", required=True,
                     choices=("selftest", "det", "numerics", "d256", "bench", "sanitize", "order", "obench", "splitd",
-                             "splitdbench", "splitdsave", "splitdcmp", "padded"))
+                             "splitdbench", "splitdsave", "splitdcmp", "padded", "tf32pad"))
     ap.add_argument("--lib", default=".harness_build")
     ap.add_argument("--out", default=None)
     ap.add_argument("--quick", action="store_true")
@@ -1336,6 +1456,8 @@ def main():
     elif args.phase == "padded":
         rows = phase_numerics(h, log, PAD_CASES, (torch.bfloat16, torch.float16))
         print(f"numerics (padded head dims): {sum(r['ok'] for r in rows)} / {len(rows)} pass", file=log, flush=True)
+    elif args.phase == "tf32pad":
+        rows = phase_tf32pad(h, log, TF32_PAD_CASES)
     elif args.phase == "splitd":
         rows = phase_numerics(h, log, SPLITD_CASES, (torch.bfloat16, torch.float16))
         print(f"numerics (split kernel, score options): {sum(r['ok'] for r in rows)} / {len(rows)} pass", file=log,

@@ -168,8 +168,9 @@ def test_value_dim_differs(dtype):
 def test_padded_head_dims_with_features(feature, d, dv, dtype):
     """Head dims without a kernel of their own, and Dv != D: on a Hopper GPU the 16-bit sm90 kernels of
     head_dim_bucket(max(D, Dv)) run them, padded up (flash_fwd_sm90.cu, flash_bwd_sm90.cu; sm80's kernels
-    elsewhere), and the TF32 forward up to 128 with the masks (flash_fwd_sm90_tf32.cu); with GQA, causal with
-    an offset, lengths, a window, dropout, bias with its gradient and soft-cap, against the float64 reference."""
+    elsewhere), and the TF32 forward and backwards up to 128 with the masks (flash_fwd_sm90_tf32.cu,
+    flash_bwd_sm90_tf32.cu, flash_bwd_sm90_tf32_d128.cu); with GQA, causal with an offset, lengths, a window,
+    dropout, bias with its gradient and soft-cap, against the float64 reference."""
     rng = np.random.default_rng(d + 3 * dv + len(feature))
     B, TQ_, TK_, H_ = 2, 113, 203, 4
     q, k, v = rand(rng, B, TQ_, H_, d), rand(rng, B, TK_, 2, d), rand(rng, B, TK_, 2, dv)

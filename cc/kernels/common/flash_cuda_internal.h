@@ -55,6 +55,9 @@ inline int head_dim_bucket(int64_t d) { return d <= 64 ? 64 : d <= 128 ? 128 : d
 // The head dim of the kernels a call runs: head_dim_bucket(max(D, Dv)) (0: too large); other head dims and
 // Dv != D are padded up to it.
 inline int padded_head_dim(const AttnShape& s) { return head_dim_bucket(s.D > s.Dv ? s.D : s.Dv); }
+// True when the call runs padded up (D or Dv below padded_head_dim): only kernels that check the columns they
+// store take such calls.
+inline bool runs_padded(const AttnShape& s) { const int hd = padded_head_dim(s); return s.D != hd || s.Dv != hd; }
 
 // Tuning builds (-DFA_TUNING, benchmarks/tune_configs.py) pick other tile configurations at run
 // time: tuning_cfg(var) reads the environment variable var (0 when unset), and
@@ -224,9 +227,10 @@ int64_t fwd_tf32_launches();
 // is true unless TF_FLASHATTN_SM90_TF32_BWD=0 or TF_FLASHATTN_SM90=0 (read once), or set_bwd_tf32_enabled(0)
 // (1 .. 7: on with variant 0 .. 6, -1 back to the environment).
 // bwd_tf32_workspace_floats: the floats its pre-pass needs beyond sm80's TF32 workspace (shape, flags and the
-// current device: float32, allow_tf32, not deterministic, D == Dv == 64, enabled, compute capability 9.0; else
+// current device: float32, allow_tf32, not deterministic, D, Dv multiples of 4 with padded_head_dim 64 (64 itself
+// or padded up), enabled, compute capability 9.0; else
 // 0). bwd_tf32_applies: those, a workspace_bytes that holds them, index masks only (causal, window, lengths,
-// [B, T] validity; no dense mask), no bias / dbias, soft-cap or dropout, TMA's alignment.
+// [B, T] validity; no dense mask), no bias / dbias, soft-cap or dropout, TMA's alignment (strides multiples of 4).
 // bwd_tf32: the whole backward (sm80's dsum pre-pass, its own pre-pass, the kernel, dQ's conversion) in the
 // workspace's parts (bwd_tf32_workspace_parts); cudaErrorNotSupported before any work is queued when it
 // cannot run (the caller falls back to sm80).
@@ -236,7 +240,7 @@ int64_t bwd_tf32_launches();
 size_t bwd_tf32_workspace_floats(const FlashBwdParams& p);
 bool bwd_tf32_applies(const FlashBwdParams& p);
 cudaError_t bwd_tf32(const FlashBwdParams& p, cudaStream_t stream);
-// The same at head dim 128 (flash_bwd_sm90_tf32_d128.cu): on where bwd_tf32_enabled() is, unless
+// The same at head dim 128 (flash_bwd_sm90_tf32_d128.cu; D, Dv padded up to 128 too): on where bwd_tf32_enabled() is, unless
 // set_bwd_tf32_d128_enabled overrides it (0 off, 1 + i on with its dQ mode i, -1: back to that); index masks or none, not deterministic; its pre-pass room (Qr, dOr, QT, dOT) after sm80's TF32 parts.
 void set_bwd_tf32_d128_enabled(int mode);
 int64_t bwd_tf32_d128_launches();

@@ -2204,6 +2204,17 @@ void bwd_tile_order(const FlashBwdParams& p, int64_t nx, int D, bool has_ord, Bw
   g_last_order_big.store(args->order_big, std::memory_order_relaxed);
 }
 
+// The backward's four tensor maps: q and k with the real D, v and dO with the real Dv (padded up to the kernel's
+// head dim by the copy engine's zero fill); boxes of kBq query rows and key_rows key rows.
+inline bool bwd_tensor_maps(const FlashBwdParams& p, int key_rows, CUtensorMap* tq, CUtensorMap* tk, CUtensorMap* tv,
+                            CUtensorMap* tdo) {
+  const AttnShape& s = p.shape;
+  return tma_map_rows(tq, p.dtype, p.q, s.B, s.Tq, s.H, s.D, s.q_stride, kBq) &&
+         tma_map_rows(tk, p.dtype, p.k, s.B, s.Tk, s.Hkv, s.D, s.k_stride, key_rows) &&
+         tma_map_rows(tv, p.dtype, p.v, s.B, s.Tk, s.Hkv, s.Dv, s.v_stride, key_rows) &&
+         tma_map_rows(tdo, p.dtype, p.d_o, s.B, s.Tq, s.H, s.Dv, s.o_stride, kBq);
+}
+
 // IDX: the index-masked kernel (window, lengths, validity masks), else the no-mask / causal one;
 // DROP: the index-masked kernel with dropout; DET: the ordered dQ reduction (deterministic mode);
 // BIAS: the index-masked kernel with bias / dbias (D = 64, no dropout).
@@ -2218,13 +2229,9 @@ cudaError_t launch(const FlashBwdParams& p, cudaStream_t stream) {
   // keeps the rest away, this guards the launcher itself): nothing queued yet, sm80 takes it.
   if ((p.score.bias || p.dbias) && !BIAS) return cudaErrorNotSupported;
   // Padded up: only the IDX kernels check the columns they store (bwd_pick sends those calls there).
-  if (!IDX && (s.D != D || s.Dv != D)) return cudaErrorNotSupported;  // nothing queued yet: sm80 takes it
+  if (!IDX && runs_padded(s)) return cudaErrorNotSupported;  // nothing queued yet: sm80 takes it
   CUtensorMap tq, tk, tv, tdo;
-  // The real D (q, k) and Dv (v, dO), padded up to the kernel's D by the copy engine's zero fill.
-  if (!tma_map_rows(&tq, p.dtype, p.q, s.B, s.Tq, s.H, s.D, s.q_stride, kBq) ||
-      !tma_map_rows(&tk, p.dtype, p.k, s.B, s.Tk, s.Hkv, s.D, s.k_stride, kBk) ||
-      !tma_map_rows(&tv, p.dtype, p.v, s.B, s.Tk, s.Hkv, s.Dv, s.v_stride, kBk) ||
-      !tma_map_rows(&tdo, p.dtype, p.d_o, s.B, s.Tq, s.H, s.Dv, s.o_stride, kBq))
+  if (!bwd_tensor_maps(p, kBk, &tq, &tk, &tv, &tdo))
     return cudaErrorNotSupported;  // nothing queued yet: the dispatch falls back to sm80
   BwdSm90Args args{p, ws.dsum, ws.lse2, ws.dq_acc, ws.tq_pad, DET ? ws.dq_sem : nullptr};
   const dim3 grid(static_cast<unsigned>((s.Tk + kBk - 1) / kBk), static_cast<unsigned>(s.Hkv),
@@ -2277,11 +2284,7 @@ cudaError_t launch_split(const FlashBwdParams& p, cudaStream_t stream) {
     return cudaErrorNotSupported;  // no code for them here
   if (DET && !ws.dq_sem) return cudaErrorNotSupported;  // nothing queued yet: sm80's deterministic one
   CUtensorMap tq, tk, tv, tdo;
-  // The real D (q, k) and Dv (v, dO), padded up to the kernel's D by the copy engine's zero fill.
-  if (!tma_map_rows(&tq, p.dtype, p.q, s.B, s.Tq, s.H, s.D, s.q_stride, kBq) ||
-      !tma_map_rows(&tk, p.dtype, p.k, s.B, s.Tk, s.Hkv, s.D, s.k_stride, kBk256) ||
-      !tma_map_rows(&tv, p.dtype, p.v, s.B, s.Tk, s.Hkv, s.Dv, s.v_stride, kBk256) ||
-      !tma_map_rows(&tdo, p.dtype, p.d_o, s.B, s.Tq, s.H, s.Dv, s.o_stride, kBq))
+  if (!bwd_tensor_maps(p, kBk256, &tq, &tk, &tv, &tdo))
     return cudaErrorNotSupported;  // nothing queued yet: the dispatch falls back to sm80
   BwdSm90Args args{p, ws.dsum, ws.lse2, ws.dq_acc, ws.tq_pad, DET ? ws.dq_sem : nullptr};
   const dim3 grid(static_cast<unsigned>((s.Tk + kBk256 - 1) / kBk256), static_cast<unsigned>(s.Hkv),
@@ -2488,7 +2491,7 @@ cudaError_t bwd_pick(const FlashBwdParams& p, cudaStream_t stream) {
   // soft-cap, dense mask and index masks of such a call too).
   const bool bias = p.score.bias || p.dbias;
   // Padded up (D or Dv below hd): the IDX kernel, the one with the epilogue's column checks.
-  const bool padded = p.shape.D != hd || p.shape.Dv != hd;
+  const bool padded = runs_padded(p.shape);
   if (bias && hd == 128)
     return bf16 ? launch_split<__nv_bfloat16, 128, true, false, true, DET>(p, stream)
                 : launch_split<__half, 128, true, false, true, DET>(p, stream);

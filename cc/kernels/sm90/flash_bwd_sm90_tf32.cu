@@ -12,12 +12,13 @@
 // 3 dispatched from flash_cuda_dispatch.cu: GPU tests 407 + 13 passed; the float32 backward at head dim 64
 // 2.23x-4.25x Keras under XLA from T = 1024 (benchmarks/RESULTS.md, float32 (o)).
 //
-// Scope (bwd_tf32_applies): float32 with allow_tf32, D == Dv == 64, the index masks (causal with any
+// Scope (bwd_tf32_applies): float32 with allow_tf32, D == Dv == 64, and any other D, Dv that are multiples of 4 with
+// padded_head_dim 64 (padded up: tf32_bwd_head_dims_apply in sm90_tf32_bwd.cuh), the index masks (causal with any
 // causal_offset, sliding window, query / key lengths, [B, Tq] / [B, Tk] validity masks; session 36, checked on
 // the H200: 21 / 21 harness cases per variant, memcheck / racecheck, GPU tests through TensorFlow 407 + 13),
 // GQA (H % Hkv == 0), the softmax scale, d_lse (it is in dsum); no dense mask, bias / dbias, soft-cap,
 // dropout; not deterministic mode (sm80's ordered kernels).
-// Strides multiples of 8 elements (vec8, as the 16-bit kernels; TMA needs 4) and 16-byte aligned bases.
+// Strides multiples of 4 elements (TMA's 16 bytes) and 16-byte aligned bases (tf32_bwd_strides_apply).
 // The pre-pass's room in the workspace is counted only on compute capability 9.0 (bwd_tf32_workspace_floats),
 // and the launch checks that FlashBwdParams::workspace_bytes holds it (else sm80 runs).
 //
@@ -206,8 +207,8 @@ using Units = Tf32BwdUnits<kBk, kBq>;  // sm90_tf32_bwd.cuh
 // tm_qr, tm_dor: Qr, dOr (boxes {32, 1, 32, 1}); tm_qt, tm_dot: QT, dOT (boxes {32 queries, 1, 64 rows, 1}).
 // kVariantTab[VI]: KREGS, S^T / dP^T by wgmma RS with K_c's and V_c's A fragments loaded into registers once
 // per CTA (rounded on the way), else SS with K_c / V_c rounded in shared memory; the ring's depth; DQB, dQ^T
-// by bulk reduce-adds.
-template <int VI>
+// by bulk reduce-adds. PAD: a call padded up (D or Dv below 64; the epilogue skips the columns past them).
+template <int VI, bool PAD>
 __global__ void __launch_bounds__(kThreads, 1)
     flash_bwd_sm90_tf32_kernel(const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v,
                                const __grid_constant__ CUtensorMap tm_kt, const __grid_constant__ CUtensorMap tm_qr,
@@ -427,7 +428,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   if constexpr (ROT) wgmma_wait<0>();
 
   // Epilogue: dK = scale dK_acc, dV (tf32_bwd_store_dkdv).
-  tf32_bwd_store_dkdv<kD>(p, dk, dv, key_g, hk, b, t);
+  tf32_bwd_store_dkdv<kD, PAD>(p, dk, dv, key_g, hk, b, t);
 }
 
 constexpr int kPrepassThreads = 256;
@@ -443,9 +444,9 @@ __global__ void __launch_bounds__(kPrepassThreads)
   const int h = blockIdx.y, b = blockIdx.z;
   const int64_t bh = static_cast<int64_t>(b) * sh.H + h;
   tf32_prepass_load_rows<kPrepassThreads>(static_cast<const float*>(p.q) + b * sh.q_stride[0] + h * sh.q_stride[2],
-                                          sh.q_stride[1], i0, sh.Tq, sq, qr + (bh * tq_pad + i0) * kD);
+                                          sh.q_stride[1], i0, sh.Tq, sh.D, sq, qr + (bh * tq_pad + i0) * kD);
   tf32_prepass_load_rows<kPrepassThreads>(static_cast<const float*>(p.d_o) + b * sh.o_stride[0] + h * sh.o_stride[2],
-                                          sh.o_stride[1], i0, sh.Tq, sd, dor + (bh * tq_pad + i0) * kD);
+                                          sh.o_stride[1], i0, sh.Tq, sh.Dv, sd, dor + (bh * tq_pad + i0) * kD);
   __syncthreads();
   tf32_prepass_store_transposed<kPrepassThreads, true>(sq, qt + bh * kD * tq_pad + i0, tq_pad);
   tf32_prepass_store_transposed<kPrepassThreads, true>(sd, dot + bh * kD * tq_pad + i0, tq_pad);
@@ -460,7 +461,7 @@ __global__ void __launch_bounds__(kPrepassThreads)
   const int64_t j0 = static_cast<int64_t>(blockIdx.x) * 32;
   const int hk = blockIdx.y, b = blockIdx.z;
   const float* k = static_cast<const float*>(p.k) + b * sh.k_stride[0] + hk * sh.k_stride[2];
-  tf32_prepass_load_rows<kPrepassThreads>(k, sh.k_stride[1], j0, sh.Tk, sk, nullptr);
+  tf32_prepass_load_rows<kPrepassThreads>(k, sh.k_stride[1], j0, sh.Tk, sh.D, sk, nullptr);
   __syncthreads();
   tf32_prepass_store_transposed<kPrepassThreads, false>(sk, kt + (static_cast<int64_t>(b) * sh.Hkv + hk) * kD * tk_pad + j0,
                                                         tk_pad);
@@ -473,8 +474,9 @@ struct Tf32BwdLaunch {
   int smem;
 };
 template <int VI>
-Tf32BwdLaunch tf32_bwd_launch() {
-  return {flash_bwd_sm90_tf32_kernel<VI>, Smem<kVariantTab[VI].stages, kVariantTab[VI].dqbulk>::kAlloc};
+Tf32BwdLaunch tf32_bwd_launch(bool padded) {
+  return {padded ? flash_bwd_sm90_tf32_kernel<VI, true> : flash_bwd_sm90_tf32_kernel<VI, false>,
+          Smem<kVariantTab[VI].stages, kVariantTab[VI].dqbulk>::kAlloc};
 }
 
 std::atomic<int64_t> g_launches{0};
@@ -507,7 +509,7 @@ int64_t bwd_tf32_launches() { return g_launches.load(std::memory_order_relaxed);
 // bwd_tf32 checks workspace_bytes.
 size_t bwd_tf32_workspace_floats(const FlashBwdParams& p) {
   const AttnShape& s = p.shape;
-  if (p.dtype != DType::kFloat32 || !p.allow_tf32 || p.deterministic || s.D != kD || s.Dv != kD ||
+  if (p.dtype != DType::kFloat32 || !p.allow_tf32 || p.deterministic || !tf32_bwd_head_dims_apply(s, kD) ||
       !bwd_tf32_enabled() || !enabled() || !current_device_is_sm90())
     return 0;
   return static_cast<size_t>(prepass_layout(s).floats);
@@ -522,10 +524,7 @@ bool bwd_tf32_applies(const FlashBwdParams& p) {
     return false;
   // Index masks (causal, window, lengths, [B, Tq] / [B, Tk] validity) are taken; not the general features.
   if (p.mask.mask || p.score.bias || p.dbias || p.score.softcap != 0.f || p.dropout.rate > 0.f) return false;
-  for (int i = 0; i < 3; ++i)
-    if (s.q_stride[i] < 0 || s.k_stride[i] < 0 || s.v_stride[i] < 0 || s.o_stride[i] < 0) return false;
-  if (!vec8(s, p.q, p.k, p.v, p.o) || !aligned16(p.d_o) || !aligned16(p.dq) || !aligned16(p.dk) || !aligned16(p.dv))
-    return false;
+  if (!tf32_bwd_strides_apply(p)) return false;
   return true;  // the device: in bwd_tf32_workspace_floats
 }
 
@@ -549,8 +548,8 @@ cudaError_t bwd_tf32(const FlashBwdParams& p, cudaStream_t stream) {
   float* dot = prepass_ws + w.dot;
   float* kt = prepass_ws + w.kt;
   CUtensorMap tk, tv, tkt, tqr, tdor, tqt, tdot;
-  if (!tma_map_rows_f32(&tk, p.k, s.B, s.Tk, s.Hkv, kD, s.k_stride, kBk) ||
-      !tma_map_rows_f32(&tv, p.v, s.B, s.Tk, s.Hkv, kD, s.v_stride, kBk) ||
+  if (!tma_map_rows_f32(&tk, p.k, s.B, s.Tk, s.Hkv, s.D, s.k_stride, kBk) ||
+      !tma_map_rows_f32(&tv, p.v, s.B, s.Tk, s.Hkv, s.Dv, s.v_stride, kBk) ||
       !tma_map_ws_f32(&tkt, kt, s.B, s.Hkv, kD, w.tk_pad, kD) ||
       !tma_map_ws_f32(&tqr, qr, s.B, s.H, w.tq_pad, kD, kBq) || !tma_map_ws_f32(&tdor, dor, s.B, s.H, w.tq_pad, kD, kBq) ||
       !tma_map_ws_f32(&tqt, qt, s.B, s.H, kD, w.tq_pad, kD) || !tma_map_ws_f32(&tdot, dot, s.B, s.H, kD, w.tq_pad, kD))
@@ -558,13 +557,14 @@ cudaError_t bwd_tf32(const FlashBwdParams& p, cudaStream_t stream) {
   const int variant = mode - 1;
   const bool dqbulk = kVariantTab[variant].dqbulk;
   if (dqbulk && (ws.dq_rows % kBq != 0 || ws.dq_rows < s.Tq)) return cudaErrorNotSupported;
-  const Tf32BwdLaunch launch = variant == 6   ? tf32_bwd_launch<6>()
-                               : variant == 5 ? tf32_bwd_launch<5>()
-                               : variant == 4 ? tf32_bwd_launch<4>()
-                               : variant == 3 ? tf32_bwd_launch<3>()
-                               : variant == 2 ? tf32_bwd_launch<2>()
-                               : variant == 1 ? tf32_bwd_launch<1>()
-                                              : tf32_bwd_launch<0>();
+  const bool pad = runs_padded(s);
+  const Tf32BwdLaunch launch = variant == 6   ? tf32_bwd_launch<6>(pad)
+                               : variant == 5 ? tf32_bwd_launch<5>(pad)
+                               : variant == 4 ? tf32_bwd_launch<4>(pad)
+                               : variant == 3 ? tf32_bwd_launch<3>(pad)
+                               : variant == 2 ? tf32_bwd_launch<2>(pad)
+                               : variant == 1 ? tf32_bwd_launch<1>(pad)
+                                              : tf32_bwd_launch<0>(pad);
   const auto kernel = launch.kernel;
   const int smem = launch.smem;
   cudaError_t err = set_dynamic_smem(kernel, smem);

@@ -27,8 +27,9 @@
 // dQ mode adds two 8 KiB staging blocks after the barriers (225.4 KiB + the slack, under the 227 KiB opt-in limit).
 // Workspace (after sm80's TF32 parts): Qr, dOr [B, H, tq_pad, 128], QT, dOT [B, H, 128, tq_pad] (tf32_kperm order
 // within groups of 8 queries), as the head-dim-64 kernel's pre-pass (no K^T).
-// Scope (bwd_tf32_d128_applies): float32, allow_tf32, D == Dv == 128, index masks or none, GQA, d_lse; not
-// deterministic mode, no dense mask, bias, soft-cap, dropout.
+// Scope (bwd_tf32_d128_applies): float32, allow_tf32, D == Dv == 128 and any other D, Dv that are multiples of 4
+// with padded_head_dim 128 (padded up: tf32_bwd_head_dims_apply in sm90_tf32_bwd.cuh), index masks or none, GQA,
+// d_lse; strides multiples of 4 elements; not deterministic mode, no dense mask, bias, soft-cap, dropout.
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -128,8 +129,9 @@ PrepassLayout prepass_layout(const AttnShape& s) {
 using Units = Tf32BwdUnits<kBk, kBq>;  // sm90_tf32_bwd.cuh
 
 // tm_k, tm_v: K, V [B, Tk, Hkv, 128] (boxes {32, 1, 64, 1}); tm_qr, tm_dor: Qr, dOr (boxes {32, 1, 32, 1});
-// tm_qt, tm_dot: QT, dOT (boxes {32 queries, 1, 128 rows, 1}). MI: the dQ mode kDqModes[MI].
-template <int MI>
+// tm_qt, tm_dot: QT, dOT (boxes {32 queries, 1, 128 rows, 1}). MI: the dQ mode kDqModes[MI]. PAD: a call padded up
+// (D or Dv below 128; the epilogue skips the columns past them).
+template <int MI, bool PAD>
 __global__ void __launch_bounds__(kThreads, 1)
     flash_bwd_sm90_tf32_d128_kernel(const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v,
                                     const __grid_constant__ CUtensorMap tm_qr, const __grid_constant__ CUtensorMap tm_dor,
@@ -348,7 +350,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     dv[4 * i] += y.x, dv[4 * i + 1] += y.y, dv[4 * i + 2] += y.z, dv[4 * i + 3] += y.w;
   }
   // Epilogue: dK = scale dK_acc, dV (tf32_bwd_store_dkdv).
-  tf32_bwd_store_dkdv<kD>(p, dk, dv, key_g, hk, b, t);
+  tf32_bwd_store_dkdv<kD, PAD>(p, dk, dv, key_g, hk, b, t);
 }
 
 constexpr int kPrepassThreads = 256;
@@ -366,8 +368,8 @@ __global__ void __launch_bounds__(kPrepassThreads)
   const int64_t bh = static_cast<int64_t>(b) * sh.H + h;
   const float* q = static_cast<const float*>(p.q) + b * sh.q_stride[0] + h * sh.q_stride[2];
   const float* d_o = static_cast<const float*>(p.d_o) + b * sh.o_stride[0] + h * sh.o_stride[2];
-  tf32_prepass_load_rows<kPrepassThreads>(q, sh.q_stride[1], i0, sh.Tq, sm[0], qr + (bh * tq_pad + i0) * kD);
-  tf32_prepass_load_rows<kPrepassThreads>(d_o, sh.o_stride[1], i0, sh.Tq, sm[1], dor + (bh * tq_pad + i0) * kD);
+  tf32_prepass_load_rows<kPrepassThreads>(q, sh.q_stride[1], i0, sh.Tq, sh.D, sm[0], qr + (bh * tq_pad + i0) * kD);
+  tf32_prepass_load_rows<kPrepassThreads>(d_o, sh.o_stride[1], i0, sh.Tq, sh.Dv, sm[1], dor + (bh * tq_pad + i0) * kD);
   __syncthreads();
   tf32_prepass_store_transposed<kPrepassThreads, true>(sm[0], qt + bh * kD * tq_pad + i0, tq_pad);
   tf32_prepass_store_transposed<kPrepassThreads, true>(sm[1], dot + bh * kD * tq_pad + i0, tq_pad);
@@ -392,10 +394,11 @@ struct D128Launch {
   int smem;
 };
 template <int I>
-D128Launch d128_launch() {
-  return {flash_bwd_sm90_tf32_d128_kernel<I>, Smem<kDqModes[I] == DqAdd::kBulk>::kAlloc};
+D128Launch d128_launch(bool padded) {
+  return {padded ? flash_bwd_sm90_tf32_d128_kernel<I, true> : flash_bwd_sm90_tf32_d128_kernel<I, false>,
+          Smem<kDqModes[I] == DqAdd::kBulk>::kAlloc};
 }
-constexpr D128Launch (*kD128Launches[])() = {d128_launch<0>, d128_launch<1>, d128_launch<2>};
+constexpr D128Launch (*kD128Launches[])(bool) = {d128_launch<0>, d128_launch<1>, d128_launch<2>};
 static_assert(sizeof(kD128Launches) / sizeof(kD128Launches[0]) == kDqModeCount, "one launch per dQ mode");
 }  // namespace
 
@@ -404,7 +407,8 @@ int64_t bwd_tf32_d128_launches() { return g_launches.load(std::memory_order_rela
 
 size_t bwd_tf32_d128_workspace_floats(const FlashBwdParams& p) {
   const AttnShape& s = p.shape;
-  if (p.dtype != DType::kFloat32 || !p.allow_tf32 || p.deterministic || s.D != kD || s.Dv != kD || d128_mode() == 0 ||
+  if (p.dtype != DType::kFloat32 || !p.allow_tf32 || p.deterministic || !tf32_bwd_head_dims_apply(s, kD) ||
+      d128_mode() == 0 ||
       !enabled() || !current_device_is_sm90())
     return 0;
   return static_cast<size_t>(prepass_layout(s).floats);
@@ -418,10 +422,7 @@ bool bwd_tf32_d128_applies(const FlashBwdParams& p) {
       (s.Tq + kBq - 1) / kBq * (s.H / s.Hkv) >= (1ll << 31))
     return false;
   if (p.mask.mask || p.score.bias || p.dbias || p.score.softcap != 0.f || p.dropout.rate > 0.f) return false;
-  for (int i = 0; i < 3; ++i)
-    if (s.q_stride[i] < 0 || s.k_stride[i] < 0 || s.v_stride[i] < 0 || s.o_stride[i] < 0) return false;
-  if (!vec8(s, p.q, p.k, p.v, p.o) || !aligned16(p.d_o) || !aligned16(p.dq) || !aligned16(p.dk) || !aligned16(p.dv))
-    return false;
+  if (!tf32_bwd_strides_apply(p)) return false;
   return true;
 }
 
@@ -430,7 +431,7 @@ cudaError_t bwd_tf32_d128(const FlashBwdParams& p, cudaStream_t stream) {
   const int mode = d128_mode();
   if (mode == 0) return cudaErrorNotSupported;
   const DqAdd dq_mode = kDqModes[mode - 1];
-  const D128Launch launch = kD128Launches[mode - 1]();
+  const D128Launch launch = kD128Launches[mode - 1](runs_padded(s));
   const PrepassLayout w = prepass_layout(s);
   const Tf32BwdWorkspaceParts ws = bwd_tf32_workspace_parts(p);
   if (!ws.dsum || !ws.dq_acc || !ws.extra || !aligned16(ws.extra) || !aligned16(ws.dq_acc))
@@ -443,8 +444,8 @@ cudaError_t bwd_tf32_d128(const FlashBwdParams& p, cudaStream_t stream) {
   float* qt = ws.extra + w.qt;
   float* dot = ws.extra + w.dot;
   CUtensorMap tk, tv, tqr, tdor, tqt, tdot;
-  if (!tma_map_rows_f32(&tk, p.k, s.B, s.Tk, s.Hkv, kD, s.k_stride, kBk) ||
-      !tma_map_rows_f32(&tv, p.v, s.B, s.Tk, s.Hkv, kD, s.v_stride, kBk) ||
+  if (!tma_map_rows_f32(&tk, p.k, s.B, s.Tk, s.Hkv, s.D, s.k_stride, kBk) ||
+      !tma_map_rows_f32(&tv, p.v, s.B, s.Tk, s.Hkv, s.Dv, s.v_stride, kBk) ||
       !tma_map_ws_f32(&tqr, qr, s.B, s.H, w.tq_pad, kD, kBq) ||
       !tma_map_ws_f32(&tdor, dor, s.B, s.H, w.tq_pad, kD, kBq) ||
       !tma_map_ws_f32(&tqt, qt, s.B, s.H, kD, w.tq_pad, kD) || !tma_map_ws_f32(&tdot, dot, s.B, s.H, kD, w.tq_pad, kD))

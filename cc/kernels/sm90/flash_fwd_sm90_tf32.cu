@@ -727,7 +727,7 @@ cudaError_t launch_tf32_variant(const FlashFwdParams& p, cudaStream_t stream, in
   // below it) only in the IDX kernels, whose O stores check the column (fwd_tf32 sends such calls there): else
   // nothing is queued and sm80's TF32 kernel takes the call.
   const AttnShape& s = p.shape;
-  if (padded_head_dim(s) != D || (!IDX && (s.D != D || s.Dv != D))) return cudaErrorNotSupported;
+  if (padded_head_dim(s) != D || (!IDX && runs_padded(s))) return cudaErrorNotSupported;
   switch (v) {
     case 1: return launch_tf32<D, 1, IDX>(p, stream);
     case 2: return launch_tf32<D, 2, IDX>(p, stream);
@@ -839,7 +839,7 @@ cudaError_t fwd_tf32(const FlashFwdParams& p, cudaStream_t stream) {
   if (v == kTf32PrepassVariant && p.workspace == nullptr) v = kTf32DefaultVariant;
   // The index-masked kernels (IDX) for the index masks and for calls padded up (their O stores check the
   // column); causal alone keeps the plain ones.
-  if (p.mask.has_index_masks() || p.shape.D != d || p.shape.Dv != d)
+  if (p.mask.has_index_masks() || runs_padded(p.shape))
     return d == 128 ? launch_tf32_variant<128, true>(p, stream, v) : launch_tf32_variant<64, true>(p, stream, v);
   return d == 128 ? launch_tf32_variant<128, false>(p, stream, v) : launch_tf32_variant<64, false>(p, stream, v);
 }

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "cc/kernels/common/flash_cuda_common.cuh"  // fast_exp2
+#include "cc/kernels/common/flash_cuda_internal.h"  // padded_head_dim, aligned16
 #include "cc/kernels/common/flash_params.h"
 #include "cc/kernels/sm90/sm90_ptx.cuh"
 #include "cc/kernels/sm90/sm90_tf32.cuh"
@@ -16,6 +17,25 @@
 namespace flashattn {
 namespace cuda {
 namespace sm90 {
+
+// Host: the head dims a Hopper TF32 backward of head dim kd takes: kd itself, and any other D, Dv (multiples of 4,
+// TMA's 16 bytes) whose padded_head_dim is kd. Padded up, the tensor maps of K and V carry the real D / Dv (the copy
+// engine fills the columns past them with zeros), the pre-passes write zeros past them in Qr, dOr, QT, dOT, K^T, so
+// that S^T, dP^T and every product are exact, and the epilogue and the dQ conversion store no column past D / Dv.
+inline bool tf32_bwd_head_dims_apply(const AttnShape& s, int kd) {
+  return s.D > 0 && s.Dv > 0 && s.D % 4 == 0 && s.Dv % 4 == 0 && padded_head_dim(s) == kd;
+}
+// Host: strides and bases the TF32 backwards take: every element stride a multiple of 4 (TMA's 16-byte strides, the
+// pre-passes' float4 loads), non-negative; q, k, v, o, dO, dq, dk, dv 16-byte aligned.
+inline bool tf32_bwd_strides_apply(const FlashBwdParams& p) {
+  const AttnShape& s = p.shape;
+  for (int i = 0; i < 3; ++i) {
+    if (s.q_stride[i] < 0 || s.k_stride[i] < 0 || s.v_stride[i] < 0 || s.o_stride[i] < 0) return false;
+    if (s.q_stride[i] % 4 || s.k_stride[i] % 4 || s.v_stride[i] % 4 || s.o_stride[i] % 4) return false;
+  }
+  return aligned16(p.q) && aligned16(p.k) && aligned16(p.v) && aligned16(p.o) && aligned16(p.d_o) &&
+         aligned16(p.dq) && aligned16(p.dk) && aligned16(p.dv);
+}
 
 // The query tiles (BQ rows) that key tile [j0, j0 + BK) visits: [qb_lo, qb_lo + nq) for each of the G heads of its
 // kv head (unit n = hl * nq + (qb - qb_lo)): the tiles of rows [lo, hi) that may see one of its keys below klim
@@ -257,19 +277,20 @@ __device__ __forceinline__ void tf32_bwd_unit_product(float (&acc)[D / 2], uint3
   wgmma_commit();
 }
 
-// The pre-passes' pieces (THREADS threads; D = D1 - 1 columns, a row of sm padded by one float so that the
-// transposed reads hit 32 banks). Rows row0 .. row0 + R - 1 of a [rows, D] float32 tensor at src (row stride ld;
-// rows at or past limit read as 0), rounded to tf32 (cvt.rna, as the main kernels' K / V rounding and sm80's TF32
-// kernels), into sm; out (may be null): the rounded rows also stored compactly at out + r * D (one 16-byte .cg
-// store each: the main kernel's TMA reads them from L2).
+// The pre-passes' pieces (THREADS threads; D = D1 - 1 columns, the kernel's head dim, a row of sm padded by one
+// float so that the transposed reads hit 32 banks). Rows row0 .. row0 + R - 1 of a [rows, cols] float32 tensor at
+// src (row stride ld; rows at or past limit and columns at or past cols (a multiple of 4, <= D: a head dim padded
+// up) read as 0), rounded to tf32 (cvt.rna, as the main kernels' K / V rounding and sm80's TF32 kernels), into sm;
+// out (may be null): the rounded rows also stored compactly at out + r * D (one 16-byte .cg store each: the main
+// kernel's TMA reads them from L2).
 template <int THREADS, int R, int D1>
 __device__ __forceinline__ void tf32_prepass_load_rows(const float* src, int64_t ld, int64_t row0, int64_t limit,
-                                                       float (&sm)[R][D1], float* out) {
+                                                       int cols, float (&sm)[R][D1], float* out) {
   constexpr int kD = D1 - 1, kC4 = kD / 4;  // float4 per row
   for (int i = threadIdx.x; i < R * kC4; i += THREADS) {
     const int r = i / kC4, col = 4 * (i % kC4);
     float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
-    if (row0 + r < limit) x = *reinterpret_cast<const float4*>(src + (row0 + r) * ld + col);
+    if (row0 + r < limit && col < cols) x = *reinterpret_cast<const float4*>(src + (row0 + r) * ld + col);
     const uint4 xr = make_uint4(to_tf32(x.x), to_tf32(x.y), to_tf32(x.z), to_tf32(x.w));
     if (out) __stcg(reinterpret_cast<uint4*>(out + r * kD + col), xr);
     sm[r][col] = __uint_as_float(xr.x), sm[r][col + 1] = __uint_as_float(xr.y);
@@ -287,8 +308,10 @@ __device__ __forceinline__ void tf32_prepass_store_transposed(const float (&sm)[
 }
 
 // Epilogue: dK = scale dK_acc, dV [64 keys x D] accumulators (rows key_g[h2], columns 8j + 2t, +1) to p.dk / p.dv of
-// kv head hk, batch b (float2 stores; keys past Tk skipped).
-template <int D>
+// kv head hk, batch b (float2 stores; keys past Tk skipped). PAD (a call padded up): columns past the real D / Dv
+// skipped too (both even: a pair is stored whole or not at all); the kernels for the exact head dims have no such
+// check (PAD = false), so that their machine code stays as it was measured.
+template <int D, bool PAD>
 __device__ __forceinline__ void tf32_bwd_store_dkdv(const FlashBwdParams& p, const float (&dk)[D / 2],
                                                     const float (&dv)[D / 2], const int64_t (&key_g)[2], int hk, int b,
                                                     int t) {
@@ -301,9 +324,11 @@ __device__ __forceinline__ void tf32_bwd_store_dkdv(const FlashBwdParams& p, con
     float* dvr = static_cast<float*>(p.dv) + b * sh.v_stride[0] + key_g[h2] * sh.v_stride[1] + hk * sh.v_stride[2];
 #pragma unroll
     for (int j = 0; j < D / 8; ++j) {
-      *reinterpret_cast<float2*>(dkr + 8 * j + 2 * t) =
-          make_float2(scale * dk[4 * j + 2 * h2], scale * dk[4 * j + 2 * h2 + 1]);
-      *reinterpret_cast<float2*>(dvr + 8 * j + 2 * t) = make_float2(dv[4 * j + 2 * h2], dv[4 * j + 2 * h2 + 1]);
+      if (!PAD || 8 * j + 2 * t < sh.D)
+        *reinterpret_cast<float2*>(dkr + 8 * j + 2 * t) =
+            make_float2(scale * dk[4 * j + 2 * h2], scale * dk[4 * j + 2 * h2 + 1]);
+      if (!PAD || 8 * j + 2 * t < sh.Dv)
+        *reinterpret_cast<float2*>(dvr + 8 * j + 2 * t) = make_float2(dv[4 * j + 2 * h2], dv[4 * j + 2 * h2 + 1]);
     }
   }
 }
@@ -312,7 +337,7 @@ __device__ __forceinline__ void tf32_bwd_store_dkdv(const FlashBwdParams& p, con
 // [32 q x HD d], each HD / 64 sub-blocks of 8 KiB (d 64 sub .. 64 sub + 63) in which float4 j * 128 + tid holds a
 // consumer thread's dQ^T accumulators x = 4j .. 4j + 3 of an m64n32 wgmma (x = 4j + 2h2 + e: d 16 (tid / 32) +
 // (tid % 32) / 4 + 8 h2, q 8j + 2 (tid % 4) + e). One block of 256 threads per (b, h, 32-query tile)
-// (grid-stride), through a [32][HD + 1] shared tile; rows past Tq are not written.
+// (grid-stride), through a [32][HD + 1] shared tile; rows past Tq and columns past D (padded up) are not written.
 template <int HD>
 __global__ void __launch_bounds__(256) tf32_dq_frag_convert_kernel(const FlashBwdParams p, const float* acc,
                                                                   int64_t dq_rows) {
@@ -338,7 +363,7 @@ __global__ void __launch_bounds__(256) tf32_dq_frag_convert_kernel(const FlashBw
 #pragma unroll
     for (int m = 0; m < HD / 16; ++m) {
       const int x = m * 256 + static_cast<int>(threadIdx.x), r = x / (HD / 2), c2 = x % (HD / 2);
-      if (i0 + r < sh.Tq)
+      if (i0 + r < sh.Tq && 2 * c2 < sh.D)
         *reinterpret_cast<float2*>(dq + (i0 + r) * sh.q_stride[1] + 2 * c2) =
             make_float2(p.score.scale * tile[r][2 * c2], p.score.scale * tile[r][2 * c2 + 1]);
     }
