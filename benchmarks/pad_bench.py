@@ -5,7 +5,7 @@ H100 / H200 (python3 with torch, triton and pybind11):
 
   ARCHS=90 bash benchmarks/build_harness.sh
   python3 benchmarks/pad_bench.py [--lib DIR] [--out FILE.json] [--shapes 128,80,96,192/128] [--t 4096,16384]
-      [--sm90-only] [--tf32]
+      [--sm90-only] [--tf32 [--det]]
 
 bf16, 16k tokens (B = 16384 / T), H = 16, causal and not; forward and backward milliseconds (triton's
 do_bench, medians) and TFLOP/s by FlashAttention's count with the real head dims: forward
@@ -54,7 +54,8 @@ def tf32_rows(h, args, log):
         for T in (int(x) for x in args.t.split(",")):
             for causal in (False, True):
                 B, H = 16384 // T, args.h
-                c = dict(name=f"pad_bench_tf32_{D}_{Dv}", B=B, Tq=T, Tk=T, H=H, D=D, Dv=Dv, causal=causal, tf32=True)
+                c = dict(name=f"pad_bench_tf32_{D}_{Dv}", B=B, Tq=T, Tk=T, H=H, D=D, Dv=Dv, causal=causal, tf32=True,
+                         deterministic=args.det)
                 gen = torch.Generator(device=DEV)
                 gen.manual_seed(1)
                 t = make_inputs(c, torch.float32, gen)
@@ -87,12 +88,17 @@ def tf32_rows(h, args, log):
                 h.m.set_sm90_tf32_bwd(-1)
                 h.m.set_sm90_tf32_bwd128(-1)
                 r["sm90_bwd_tflops"] = 2.5 * flops(B, H, T, D, Dv, causal) / r["sm90_bwd_ms"] / 1e9
+                if args.det:  # the Hopper backward without op determinism, for the ratio
+                    cn = dict(c, deterministic=False)
+                    r["sm90_nondet_bwd_ms"] = bench_ms(lambda: h.bwd(cn, t))
                 rows.append(r)
                 print(f"{spec:>8} {T:>6} {str(causal):>6} | {r['sm90_fwd_ms']:9.3f} {r['sm80_fwd_ms']:7.3f} | "
                       f"{r['sm90_fwd_tflops']:.1f}, {r['sm80_fwd_ms'] / r['sm90_fwd_ms']:.2f}x (variant {r['variant']})"
                       f"{'' if r['sm90_fwd_taken'] else ' (sm90 TF32 NOT taken)'} | {r['sm90_bwd_ms']:9.3f} "
                       f"{r['sm80_bwd_ms']:7.3f} | {r['sm90_bwd_tflops']:.1f}, {r['sm80_bwd_ms'] / r['sm90_bwd_ms']:.2f}x"
-                      f"{'' if r['sm90_bwd_taken'] else ' (sm90 TF32 bwd NOT taken)'}", file=log, flush=True)
+                      f"{'' if r['sm90_bwd_taken'] else ' (sm90 TF32 bwd NOT taken)'}"
+                      + (f" | det / default {r['sm90_nondet_bwd_ms'] / r['sm90_bwd_ms']:.2f}x ({r['sm90_nondet_bwd_ms']:.3f} ms)"
+                         if args.det else ""), file=log, flush=True)
     return rows
 
 
@@ -104,6 +110,9 @@ def main():
     ap.add_argument("--t", default="4096,16384")
     ap.add_argument("--h", type=int, default=16)
     ap.add_argument("--sm90-only", action="store_true", help="only our sm90 kernels (an A/B of two builds)")
+    ap.add_argument("--det", action="store_true",
+                    help="with --tf32: deterministic mode (the backwards' ordered dQ reductions; sm80's deterministic "
+                         "TF32 backward when the Hopper ones are off), and the Hopper one without it")
     ap.add_argument("--tf32", action="store_true",
                     help="float32 with TF32: the Hopper TF32 kernels against sm80's TF32 ones")
     args = ap.parse_args()

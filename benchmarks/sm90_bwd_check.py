@@ -85,6 +85,8 @@ Phases (each its own process in `gpu_run.sh sm90bwd`, under a timeout):
             shape's runs: o0_again ran at 0.89x-1.0x o0 on the H200), medians and their ratio.
   tf32pad   the Hopper TF32 backwards at head dims padded up to 64 / 128 (TF32_PAD_CASES, float32 with
             allow_tf32, every variant / dQ mode; TF32PAD_CASES=a,b and TF32PAD_MODES=1 narrow it).
+  tf32det   the Hopper TF32 backwards in deterministic mode (TF32_DET_CASES: repeat bitwise, dK / dV bitwise equal
+            to the default run's, the float64 reference).
   splitd    the split kernel's score options (flash_bwd_sm90_split_score_kernel; on by default since
             session 19; this phase sets TF_FLASHATTN_SM90_BWD_SPLITD=1 for its own process):
             SPLITD_CASES as numerics, bf16 and fp16: at D = 128 bias / dbias (bias alone, without dbias,
@@ -454,7 +456,8 @@ PAD_CASES = [
 # the kernel it takes (head dim 64: set_sm90_tf32_bwd 1 .. 7; 128: set_sm90_tf32_bwd128 1 .. 3, the dQ modes),
 # against the float64 reference (TF32 floors, as kernel_harness_check.py), sm80's TF32 backward, the exact zeros of
 # dead rows / keys, and the sentinel of "wide" cases (as PAD_CASES). tbpad_d44_compact: compact strides of 44 / 176
-# elements (multiples of 4, not 8). expect_sm80: calls the Hopper TF32 backwards must refuse.
+# elements (multiples of 4, not 8). expect_sm80: calls the Hopper TF32 backwards must refuse. tbpad_d80_det: deterministic
+# mode (the ordered dQ reduction; phase tf32det checks it).
 TF32_PAD_CASES = [
     dict(name="tbpad_d80", wide=True, B=2, Tq=113, Tk=203, H=3, D=80),
     dict(name="tbpad_d96_causal_br_gqa", wide=True, B=3, Tq=257, Tk=390, H=8, Hkv=2, D=96, causal=True,
@@ -471,9 +474,25 @@ TF32_PAD_CASES = [
     dict(name="tbpad_d112_tq1", B=3, Tq=1, Tk=17, H=2, D=112),
     dict(name="tbpad_d80_big", B=2, Tq=1024, Tk=1024, H=4, D=80),
     dict(name="tbpad_d96_big_causal", B=1, Tq=2048, Tk=2048, H=4, D=96, causal=True),
-    dict(name="tbpad_d80_det_sm80", B=2, Tq=100, Tk=150, H=2, D=80, deterministic=True, expect_sm80=True),
+    dict(name="tbpad_d80_det", B=2, Tq=100, Tk=150, H=2, D=80, deterministic=True),
     dict(name="tbpad_d80_dropout_sm80", B=2, Tq=100, Tk=150, H=2, D=80, dropout=0.1, seed=(1, 2), expect_sm80=True),
     dict(name="tbpad_d132_sm80", B=2, Tq=100, Tk=150, H=2, D=132, expect_sm80=True),
+]
+# The Hopper TF32 backwards in deterministic mode (phase tf32det: the DET instantiations, their ordered dQ reduction):
+# head dims 64 and 128 and padded ones, GQA, causal both alignments, index masks, d_lse, and long walks (T = 2048
+# without a mask: 16 / 32 key tiles add to every dQ block in order).
+TF32_DET_CASES = [
+    dict(name="tdet_d64_ragged_gqa", B=2, Tq=300, Tk=517, H=4, Hkv=2, D=64),
+    dict(name="tdet_d64_causal_br", B=2, Tq=517, Tk=300, H=2, D=64, causal=True, offset=300 - 517),
+    dict(name="tdet_d64_long", B=1, Tq=2048, Tk=2048, H=2, D=64, dlse=True),
+    dict(name="tdet_d64_long_causal_gqa", B=1, Tq=2048, Tk=2048, H=4, Hkv=2, D=64, causal=True),
+    dict(name="tdet_d128_ragged_gqa", B=2, Tq=300, Tk=517, H=4, Hkv=2, D=128),
+    dict(name="tdet_d128_causal_tl", B=2, Tq=300, Tk=517, H=2, D=128, causal=True),
+    dict(name="tdet_d128_long", B=1, Tq=2048, Tk=2048, H=2, D=128),
+    dict(name="tdet_d128_window_lengths", B=3, Tq=600, Tk=650, H=2, D=128, causal=True, offset=50, wl=150,
+         qlen_vals=[600, 333, 70], klen_vals=[650, 400, 0], qvalid=True),
+    dict(name="tdet_d80_causal_gqa_wide", wide=True, B=2, Tq=257, Tk=390, H=8, Hkv=2, D=80, causal=True, offset=133),
+    dict(name="tdet_d40_kvalid_wide", wide=True, B=2, Tq=300, Tk=333, H=2, D=40, kvalid=True),
 ]
 D256_DROP_EXACT_CASES = [
     dict(name="d256_dvexact_05_gqa", B=2, Tq=333, Tk=257, H=4, Hkv=2, D=256, dropout=0.5, seed=(-7, 1 << 40)),
@@ -775,6 +794,59 @@ def phase_tf32pad(h, log, cases):
                   file=log, flush=True)
         del t, tr, ref, low, sm80
     print(f"tf32pad: {sum(r['ok'] for r in rows)} / {len(rows)} pass", file=log, flush=True)
+    return rows
+
+
+def phase_tf32det(h, log, cases):
+    """TF32_DET_CASES (see there), float32 with allow_tf32, deterministic: the Hopper TF32 backward must launch; two
+    runs (the second on a NaN-poisoned workspace) bitwise equal; dK / dV bitwise equal to the default (atomic) run's,
+    dQ within 1e-2 of it; the float64 reference with the TF32 floors; dead rows / keys exactly 0; the sentinel of
+    "wide" cases. TF32DET_CASES (comma-separated names) narrows it (compute-sanitizer runs)."""
+    from kernel_harness_check import tf32_matmuls
+    only = [n for n in os.environ.get("TF32DET_CASES", "").split(",") if n]
+    rows = []
+    gen = torch.Generator(device=DEV)
+    gen.manual_seed(3)
+    for c0 in cases:
+        if only and c0["name"] not in only:
+            continue
+        c = dict(c0, tf32=True, deterministic=True)
+        print(f"RUNNING {c['name']} tf32 det", file=log, flush=True)
+        t = bwd_inputs(c, torch.float32, gen)
+        forward(h, c, t)
+        ours, took = tf32_backward(h, c, t, -1, -1)
+        sentinel = t["sentinel_ok"]
+        t["ws"].fill_(float("nan"))
+        again, took2 = tf32_backward(h, c, t, -1, -1)
+        nd, took_nd = tf32_backward(h, dict(c, deterministic=False), t, -1, -1)
+        ref = reference(c, t, torch.float64, None)
+        with tf32_matmuls():
+            low = reference(c, t, torch.float32, None)
+        dead_q, dead_k = dead_rows_keys(c, t)
+        row = dict(case=c["name"], launched=int(took), repeat_launched=int(took2), default_launched=int(took_nd),
+                   repeat_bitwise=all(torch.equal(again[n], ours[n]) for n in GRADS),
+                   dkdv_bitwise_vs_default=all(torch.equal(nd[n], ours[n]) for n in ("dk", "dv")),
+                   dq_close_vs_default=dq_within(ours["dq"], nd["dq"]),
+                   default_dq_differs=not torch.equal(nd["dq"], ours["dq"]),
+                   exact_zeros=exact_zeros(ours, dead_q, dead_k), sentinel_ok=sentinel)
+        ok = (took == 1 and took2 == 1 and took_nd == 1 and row["repeat_bitwise"] and row["dkdv_bitwise_vs_default"]
+              and row["dq_close_vs_default"] and row["exact_zeros"] and sentinel)
+        for n in GRADS:
+            e, el = err(ours[n], ref[n]), err(low[n], ref[n])
+            fin = torch.isfinite(ref[n])
+            scale = max(1.0, float(ref[n][fin].abs().max())) if bool(fin.any()) else 1.0
+            good = e[0] <= 3.0 * el[0] + 1.5e-2 * scale
+            ok &= good
+            row[n] = dict(max=e[0], torch_tf32_max=el[0], ok=good)
+        row["ok"] = bool(ok)
+        rows.append(row)
+        flags = " ".join(f"{k}={row[k]}" for k in ("launched", "repeat_launched", "default_launched", "repeat_bitwise",
+                                                    "dkdv_bitwise_vs_default", "dq_close_vs_default", "default_dq_differs",
+                                                    "exact_zeros", "sentinel_ok"))
+        brief = " ".join(f"{n}={row[n]['max']:.2e} (torch {row[n]['torch_tf32_max']:.2e})" for n in GRADS)
+        print(f"{'PASS' if ok else 'FAIL'} {c['name']:<26} {brief} {flags}", file=log, flush=True)
+        del t, ref, low, ours, again, nd
+    print(f"tf32det: {sum(r['ok'] for r in rows)} / {len(rows)} pass", file=log, flush=True)
     return rows
 
 
@@ -1411,7 +1483,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--phase", required=True,
                     choices=("selftest", "det", "numerics", "d256", "bench", "sanitize", "order", "obench", "splitd",
-                             "splitdbench", "splitdsave", "splitdcmp", "padded", "tf32pad"))
+                             "splitdbench", "splitdsave", "splitdcmp", "padded", "tf32pad", "tf32det"))
     ap.add_argument("--lib", default=".harness_build")
     ap.add_argument("--out", default=None)
     ap.add_argument("--quick", action="store_true")
@@ -1458,6 +1530,8 @@ def main():
         print(f"numerics (padded head dims): {sum(r['ok'] for r in rows)} / {len(rows)} pass", file=log, flush=True)
     elif args.phase == "tf32pad":
         rows = phase_tf32pad(h, log, TF32_PAD_CASES)
+    elif args.phase == "tf32det":
+        rows = phase_tf32det(h, log, TF32_DET_CASES)
     elif args.phase == "splitd":
         rows = phase_numerics(h, log, SPLITD_CASES, (torch.bfloat16, torch.float16))
         print(f"numerics (split kernel, score options): {sum(r['ok'] for r in rows)} / {len(rows)} pass", file=log,

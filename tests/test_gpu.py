@@ -378,12 +378,14 @@ DETERMINISM = textwrap.dedent("""
     # (dtype, head dim, bias, dropout rate). On the H200: bias with dropout runs sm80's deterministic
     # backward; bfloat16_d256 the Hopper head-dim-256 kernel's deterministic dropout copy; the _bias rows
     # without dropout the split kernel's deterministic score copies (head dims 128 and 256); bfloat16_d64
-    # the head-dim-64 causal deterministic kernel (sm80's before 2026-12-02).
+    # the head-dim-64 causal deterministic kernel (sm80's before 2026-12-02); the float32_*_plain rows the Hopper
+    # TF32 backwards' ordered dQ reduction (head dims 64, 128 and 80, padded up to 128).
     dt, d, with_bias, rate = {
         "bfloat16": (tf.bfloat16, 128, True, 0.1), "float32": (tf.float32, 128, True, 0.1),
         "float32_d256": (tf.float32, 256, True, 0.1), "bfloat16_d256": (tf.bfloat16, 256, False, 0.1),
         "bfloat16_bias": (tf.bfloat16, 128, True, 0.0), "bfloat16_d256_bias": (tf.bfloat16, 256, True, 0.0),
-        "bfloat16_d64": (tf.bfloat16, 64, False, 0.0)}[sys.argv[1]]
+        "bfloat16_d64": (tf.bfloat16, 64, False, 0.0), "float32_d64_plain": (tf.float32, 64, False, 0.0),
+        "float32_d128_plain": (tf.float32, 128, False, 0.0), "float32_d80_plain": (tf.float32, 80, False, 0.0)}[sys.argv[1]]
     rng = np.random.default_rng(0)
     q, k, v = (tf.constant(rng.standard_normal(s), dt) for s in
                [(2, 1500, 8, d), (2, 1700, 2, d), (2, 1700, 2, d)])
@@ -406,7 +408,8 @@ DETERMINISM = textwrap.dedent("""
 
 @pytest.mark.parametrize("which", ["bfloat16", "float32", "float32_d256", "bfloat16_d256",
                                    "bfloat16_bias", "bfloat16_d256_bias", "bfloat16_d64", "bfloat16 xla",
-                                   "float32 xla", "bfloat16_d256 xla", "bfloat16_bias xla"])
+                                   "float32 xla", "bfloat16_d256 xla", "bfloat16_bias xla", "float32_d64_plain",
+                                   "float32_d128_plain", "float32_d80_plain", "float32_d128_plain xla"])
 def test_deterministic_mode_is_bitwise_reproducible(which):
     res = subprocess.run([sys.executable, "-c", DETERMINISM] + which.split(), capture_output=True,
                          text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"), timeout=600)

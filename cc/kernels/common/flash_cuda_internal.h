@@ -118,7 +118,8 @@ struct BwdWorkspaceParts {
 BwdWorkspaceParts bwd_workspace_parts(const FlashBwdParams& p);
 cudaError_t bwd_dsum_tc(const FlashBwdParams& p, float* dsum, float* lse2, cudaStream_t stream);
 // The float32 TF32 workspace's parts (for sm90/flash_bwd_sm90_tf32.cu and _d128.cu): dsum [B, H, Tq], the dQ
-// accumulator (null in deterministic mode) and where the Hopper pre-pass's room starts after it (extra; there only
+// accumulator (null in deterministic mode unless a Hopper TF32 backward may run: its ordered reduction uses it) and
+// where the Hopper pre-pass's room starts after it (extra; there only
 // when sm90::bwd_tf32_workspace_floats(p) or bwd_tf32_d128_workspace_floats(p) > 0 was counted in the size: the
 // caller checks workspace_bytes); all
 // null without a workspace or for other dtypes. bwd_dsum_tf32: sm80's TF32 dsum pre-pass (dsum = rowsum(dO O)
@@ -227,8 +228,8 @@ int64_t fwd_tf32_launches();
 // is true unless TF_FLASHATTN_SM90_TF32_BWD=0 or TF_FLASHATTN_SM90=0 (read once), or set_bwd_tf32_enabled(0)
 // (1 .. 7: on with variant 0 .. 6, -1 back to the environment).
 // bwd_tf32_workspace_floats: the floats its pre-pass needs beyond sm80's TF32 workspace (shape, flags and the
-// current device: float32, allow_tf32, not deterministic, D, Dv multiples of 4 with padded_head_dim 64 (64 itself
-// or padded up), enabled, compute capability 9.0; else
+// current device: float32, allow_tf32, D, Dv multiples of 4 with padded_head_dim 64 (64 itself or padded up),
+// enabled, compute capability 9.0; in deterministic mode with the ordered reduction's counters; else
 // 0). bwd_tf32_applies: those, a workspace_bytes that holds them, index masks only (causal, window, lengths,
 // [B, T] validity; no dense mask), no bias / dbias, soft-cap or dropout, TMA's alignment (strides multiples of 4).
 // bwd_tf32: the whole backward (sm80's dsum pre-pass, its own pre-pass, the kernel, dQ's conversion) in the
@@ -241,7 +242,7 @@ size_t bwd_tf32_workspace_floats(const FlashBwdParams& p);
 bool bwd_tf32_applies(const FlashBwdParams& p);
 cudaError_t bwd_tf32(const FlashBwdParams& p, cudaStream_t stream);
 // The same at head dim 128 (flash_bwd_sm90_tf32_d128.cu; D, Dv padded up to 128 too): on where bwd_tf32_enabled() is, unless
-// set_bwd_tf32_d128_enabled overrides it (0 off, 1 + i on with its dQ mode i, -1: back to that); index masks or none, not deterministic; its pre-pass room (Qr, dOr, QT, dOT) after sm80's TF32 parts.
+// set_bwd_tf32_d128_enabled overrides it (0 off, 1 + i on with its dQ mode i, -1: back to that); index masks or none, deterministic mode too; its pre-pass room (Qr, dOr, QT, dOT) after sm80's TF32 parts.
 void set_bwd_tf32_d128_enabled(int mode);
 int64_t bwd_tf32_d128_launches();
 size_t bwd_tf32_d128_workspace_floats(const FlashBwdParams& p);

@@ -607,6 +607,18 @@ static bool uses_dq_sem(const FlashBwdParams& p) {
   return false;
 #endif
 }
+// Deterministic float32 with TF32 where a Hopper TF32 backward may run (sm90/flash_bwd_sm90_tf32*.cu: shape, flags
+// and the device, as their workspace sizes): its ordered dQ reduction needs the dQ accumulator too (its counters are
+// in its own part, after). sm80's deterministic TF32 backward does not use it (flash_bwd_impl passes none).
+static bool uses_tf32_det_acc(const FlashBwdParams& p) {
+#if FA_HAS_SM90
+  return p.deterministic && p.dtype == DType::kFloat32 && p.allow_tf32 &&
+         (sm90::bwd_tf32_workspace_floats(p) > 0 || sm90::bwd_tf32_d128_workspace_floats(p) > 0);
+#else
+  (void)p;
+  return false;
+#endif
+}
 static size_t dq_sem_ints(const AttnShape& s) { return static_cast<size_t>(s.B * s.H * (dq_rows_padded(s) / 64)); }
 // The dQ accumulator's floats: [B, H, dq_rows_padded, head_dim_bucket(max(D, Dv))].
 static size_t dq_acc_floats(const AttnShape& s) {
@@ -616,7 +628,7 @@ static size_t dq_acc_floats(const AttnShape& s) {
 size_t bwd_workspace_bytes(const FlashBwdParams& p) {
   const AttnShape& s = p.shape;
   size_t floats = dsum_floats(s) * (uses_tc(p) ? 2 : 1);
-  if (uses_dq_acc(p) || uses_dq_sem(p)) floats += dq_acc_floats(s);
+  if (uses_dq_acc(p) || uses_dq_sem(p) || uses_tf32_det_acc(p)) floats += dq_acc_floats(s);
   if (uses_dq_sem(p)) floats += dq_sem_ints(s);  // int32, 4 bytes as a float
 #if FA_HAS_SM90
   // The Hopper TF32 backward's pre-pass copies (sm90/flash_bwd_sm90_tf32.cu), after the parts above.
@@ -647,7 +659,7 @@ Tf32BwdWorkspaceParts bwd_tf32_workspace_parts(const FlashBwdParams& p) {
   Tf32BwdWorkspaceParts w;
   if (!p.workspace || p.dtype != DType::kFloat32 || !p.allow_tf32) return w;
   w.dsum = p.workspace;
-  if (!uses_dq_acc(p)) return w;
+  if (!uses_dq_acc(p) && !uses_tf32_det_acc(p)) return w;
   w.dq_acc = p.workspace + dsum_floats(s);
   w.dq_rows = dq_rows_padded(s);
   w.extra = w.dq_acc + dq_acc_floats(s);

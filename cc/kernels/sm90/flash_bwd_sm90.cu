@@ -451,17 +451,8 @@ __device__ __forceinline__ BwdTile bwd_tile(int order_g, int order_big) {
   return {static_cast<unsigned>(x), pair % static_cast<int>(gridDim.y), pair / static_cast<int>(gridDim.y)};
 }
 
-// DET: the counters of the ordered dQ reduction (header comment, "Deterministic mode"), used by
-// one thread of the producer's warp 3: acquire loads at GPU scope to poll, a release max to publish
-// (monotone, so a late writer could never move a counter back).
-__device__ __forceinline__ int ld_acquire_gpu(const int* ptr) {
-  int v;
-  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(ptr) : "memory");
-  return v;
-}
-__device__ __forceinline__ void red_release_gpu_max(int* ptr, int v) {
-  asm volatile("red.release.gpu.global.max.s32 [%0], %1;" ::"l"(ptr), "r"(v) : "memory");
-}
+// DET: the counters of the ordered dQ reduction (header comment, "Deterministic mode") are polled and
+// published by one thread of the producer's warp 3 (ld_acquire_gpu, red_release_gpu_max: sm90_ptx.cuh).
 
 // The query tiles that key tile [j0, j0 + KB) visits (KB = kBk, or kBk256 for the D = 256 kernel): [qb_lo, qb_lo + nq) for each of the G
 // heads (units n = hl * nq + (qb - qb_lo)).

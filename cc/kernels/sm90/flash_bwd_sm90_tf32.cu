@@ -17,7 +17,7 @@
 // causal_offset, sliding window, query / key lengths, [B, Tq] / [B, Tk] validity masks; session 36, checked on
 // the H200: 21 / 21 harness cases per variant, memcheck / racecheck, GPU tests through TensorFlow 407 + 13),
 // GQA (H % Hkv == 0), the softmax scale, d_lse (it is in dsum); no dense mask, bias / dbias, soft-cap,
-// dropout; not deterministic mode (sm80's ordered kernels).
+// dropout; deterministic mode by an ordered dQ reduction (kDetVariant below; sm90_tf32_bwd.cuh, tf32_dq_det_warp).
 // Strides multiples of 4 elements (TMA's 16 bytes) and 16-byte aligned bases (tf32_bwd_strides_apply).
 // The pre-pass's room in the workspace is counted only on compute capability 9.0 (bwd_tf32_workspace_floats),
 // and the launch checks that FlashBwdParams::workspace_bytes holds it (else sm80 runs).
@@ -175,14 +175,22 @@ struct Tf32BwdSm90Args {
   const float* dsum;  // [B, H, Tq]
   float* dq_acc;      // [B, H, Tq, 64] row-major, zeroed; dqbulk: [B, H, dq_rows / 32] blocks of [32 x 64]
   int64_t dq_rows;    // dqbulk: rows per (b, h) in dq_acc (a multiple of 32, >= Tq)
+  int* dq_sem;        // DET: [B, H, sem_tiles] ordered-reduction counters, zeroed (tf32_dq_det_warp)
+  int64_t sem_tiles;  // DET: tq_pad / 32
 };
+// Deterministic mode (p.deterministic): variant 1's form (scalar atomics, no bulk reduce-add, which keeps no order)
+// with the ordered dQ reduction (the DET instantiations, sm90_tf32_bwd.cuh's tf32_dq_det_warp), whatever variant is
+// set; both consumers add to the same elements of a unit's block, consumer 0 first.
+constexpr int kDetVariant = 1;
+static_assert(!kVariantTab[kDetVariant].dqbulk && !kVariantTab[kDetVariant].rotate, "the ordered adds' form");
 
 // The workspace's pre-pass part (header comment), offsets in floats from its start.
 struct PrepassLayout {
   int64_t tq_pad = 0, tk_pad = 0;
-  int64_t qr = 0, dor = 0, qt = 0, dot = 0, kt = 0, floats = 0;
+  int64_t qr = 0, dor = 0, qt = 0, dot = 0, kt = 0, sem = 0, floats = 0;
 };
-PrepassLayout prepass_layout(const AttnShape& s) {
+// det: the ordered reduction's counters after K^T ([B, H, tq_pad / 32] ints, one float's room each).
+PrepassLayout prepass_layout(const AttnShape& s, bool det) {
   PrepassLayout w;
   w.tq_pad = (s.Tq + kBq - 1) / kBq * kBq;
   w.tk_pad = (s.Tk + kBk - 1) / kBk * kBk;
@@ -192,7 +200,8 @@ PrepassLayout prepass_layout(const AttnShape& s) {
   w.qt = w.dor + nq;
   w.dot = w.qt + nq;
   w.kt = w.dot + nq;
-  w.floats = w.kt + s.B * s.Hkv * kD * w.tk_pad;
+  w.sem = w.kt + s.B * s.Hkv * kD * w.tk_pad;
+  w.floats = w.sem + (det ? s.B * s.H * (w.tq_pad / kBq) : 0);
   return w;
 }
 
@@ -207,8 +216,9 @@ using Units = Tf32BwdUnits<kBk, kBq>;  // sm90_tf32_bwd.cuh
 // tm_qr, tm_dor: Qr, dOr (boxes {32, 1, 32, 1}); tm_qt, tm_dot: QT, dOT (boxes {32 queries, 1, 64 rows, 1}).
 // kVariantTab[VI]: KREGS, S^T / dP^T by wgmma RS with K_c's and V_c's A fragments loaded into registers once
 // per CTA (rounded on the way), else SS with K_c / V_c rounded in shared memory; the ring's depth; DQB, dQ^T
-// by bulk reduce-adds. PAD: a call padded up (D or Dv below 64; the epilogue skips the columns past them).
-template <int VI, bool PAD>
+// by bulk reduce-adds. PAD: a call padded up (D or Dv below 64; the epilogue skips the columns past them). DET:
+// the ordered dQ reduction (deterministic mode, kDetVariant only).
+template <int VI, bool PAD, bool DET>
 __global__ void __launch_bounds__(kThreads, 1)
     flash_bwd_sm90_tf32_kernel(const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v,
                                const __grid_constant__ CUtensorMap tm_kt, const __grid_constant__ CUtensorMap tm_qr,
@@ -265,6 +275,15 @@ __global__ void __launch_bounds__(kThreads, 1)
     } else if (warp == 1) {
       tf32_bwd_rows_warp<kBk, kBq, kStages, true>(rows_f, rows_i, lane, p, a.dsum, units, hk, G, qlim, klim, j0, b,
                                                    full0, empty0);
+    } else if (DET && warp == 3) {
+      // The ordered dQ reduction: per unit, consumer 0 adds after barrier 2 (this warp + consumer 0), consumer 1
+      // after barrier 3 (both consumers), this warp publishes after barrier 4 (consumer 1 + this warp).
+      const Units prev(sh, mk, qlim, klim, j0 - kBk);
+      tf32_dq_det_warp<kBk, kBq>(units, prev, static_cast<int>(blockIdx.x), a.dq_sem, a.sem_tiles, sh.H, hk, G, b,
+                                 lane, [](int) {
+                                   named_bar_sync_unaligned(2, 128 + 32);
+                                   named_bar_sync_unaligned(4, 128 + 32);
+                                 });
     }
     return;
   }
@@ -415,9 +434,11 @@ __global__ void __launch_bounds__(kThreads, 1)
       tf32_dq_add_bulk([&] { return a.dq_acc + ((static_cast<int64_t>(b) * sh.H + h) * a.dq_rows + i0) * kD; },
                        base + L::kDq + c * L::kDqBytes, dqt, tid, 7 + c);
     } else {
-      // dQacc[b, h, i0 + q, d] += dQ^T[d][q].
+      // dQacc[b, h, i0 + q, d] += dQ^T[d][q]. DET: in order (consumer 0, then 1; the warp above orders the CTAs).
+      if constexpr (DET) named_bar_sync_unaligned(c == 0 ? 2 : 3, c == 0 ? 128 + 32 : 256);
       tf32_dq_add_scalar(a.dq_acc + ((static_cast<int64_t>(b) * sh.H + h) * sh.Tq + i0) * kD, kD, 0, dqt, sh.Tq - i0,
                          t, key_l);
+      if constexpr (DET) named_bar_sync_unaligned(c == 0 ? 3 : 4, c == 0 ? 256 : 128 + 32);
     }
   }
   if constexpr (DQB) {
@@ -475,7 +496,12 @@ struct Tf32BwdLaunch {
 };
 template <int VI>
 Tf32BwdLaunch tf32_bwd_launch(bool padded) {
-  return {padded ? flash_bwd_sm90_tf32_kernel<VI, true> : flash_bwd_sm90_tf32_kernel<VI, false>,
+  return {padded ? flash_bwd_sm90_tf32_kernel<VI, true, false> : flash_bwd_sm90_tf32_kernel<VI, false, false>,
+          Smem<kVariantTab[VI].stages, kVariantTab[VI].dqbulk>::kAlloc};
+}
+Tf32BwdLaunch tf32_bwd_det_launch(bool padded) {
+  constexpr int VI = kDetVariant;
+  return {padded ? flash_bwd_sm90_tf32_kernel<VI, true, true> : flash_bwd_sm90_tf32_kernel<VI, false, true>,
           Smem<kVariantTab[VI].stages, kVariantTab[VI].dqbulk>::kAlloc};
 }
 
@@ -509,10 +535,10 @@ int64_t bwd_tf32_launches() { return g_launches.load(std::memory_order_relaxed);
 // bwd_tf32 checks workspace_bytes.
 size_t bwd_tf32_workspace_floats(const FlashBwdParams& p) {
   const AttnShape& s = p.shape;
-  if (p.dtype != DType::kFloat32 || !p.allow_tf32 || p.deterministic || !tf32_bwd_head_dims_apply(s, kD) ||
-      !bwd_tf32_enabled() || !enabled() || !current_device_is_sm90())
+  if (p.dtype != DType::kFloat32 || !p.allow_tf32 || !tf32_bwd_head_dims_apply(s, kD) || !bwd_tf32_enabled() ||
+      !enabled() || !current_device_is_sm90())
     return 0;
-  return static_cast<size_t>(prepass_layout(s).floats);
+  return static_cast<size_t>(prepass_layout(s, p.deterministic).floats);
 }
 
 bool bwd_tf32_applies(const FlashBwdParams& p) {
@@ -532,7 +558,7 @@ cudaError_t bwd_tf32(const FlashBwdParams& p, cudaStream_t stream) {
   const AttnShape& s = p.shape;
   const int mode = bwd_tf32_mode();  // read once for this call
   if (mode < 1 || mode > kVariants) return cudaErrorNotSupported;
-  const PrepassLayout w = prepass_layout(s);
+  const PrepassLayout w = prepass_layout(s, p.deterministic);
   const Tf32BwdWorkspaceParts ws = bwd_tf32_workspace_parts(p);
   float* const dsum = ws.dsum;
   float* const dq_acc = ws.dq_acc;
@@ -554,11 +580,13 @@ cudaError_t bwd_tf32(const FlashBwdParams& p, cudaStream_t stream) {
       !tma_map_ws_f32(&tqr, qr, s.B, s.H, w.tq_pad, kD, kBq) || !tma_map_ws_f32(&tdor, dor, s.B, s.H, w.tq_pad, kD, kBq) ||
       !tma_map_ws_f32(&tqt, qt, s.B, s.H, kD, w.tq_pad, kD) || !tma_map_ws_f32(&tdot, dot, s.B, s.H, kD, w.tq_pad, kD))
     return cudaErrorNotSupported;  // nothing queued yet: sm80's TF32 backward takes it
-  const int variant = mode - 1;
+  const bool det = p.deterministic;
+  const int variant = det ? kDetVariant : mode - 1;
   const bool dqbulk = kVariantTab[variant].dqbulk;
   if (dqbulk && (ws.dq_rows % kBq != 0 || ws.dq_rows < s.Tq)) return cudaErrorNotSupported;
   const bool pad = runs_padded(s);
-  const Tf32BwdLaunch launch = variant == 6   ? tf32_bwd_launch<6>(pad)
+  const Tf32BwdLaunch launch = det            ? tf32_bwd_det_launch(pad)
+                               : variant == 6 ? tf32_bwd_launch<6>(pad)
                                : variant == 5 ? tf32_bwd_launch<5>(pad)
                                : variant == 4 ? tf32_bwd_launch<4>(pad)
                                : variant == 3 ? tf32_bwd_launch<3>(pad)
@@ -574,6 +602,10 @@ cudaError_t bwd_tf32(const FlashBwdParams& p, cudaStream_t stream) {
   if ((err = cudaMemsetAsync(dq_acc, 0, static_cast<size_t>(s.B * s.H * acc_rows * kD) * sizeof(float), stream)) !=
       cudaSuccess)
     return err;
+  int* const sem = reinterpret_cast<int*>(prepass_ws + w.sem);
+  if (det && (err = cudaMemsetAsync(sem, 0, static_cast<size_t>(s.B * s.H * (w.tq_pad / kBq)) * sizeof(int), stream)) !=
+                 cudaSuccess)
+    return err;
   tf32_bwd_prepass_q_kernel<<<dim3(static_cast<unsigned>(w.tq_pad / kBq), static_cast<unsigned>(s.H),
                                    static_cast<unsigned>(s.B)),
                               kPrepassThreads, 0, stream>>>(p, qr, dor, qt, dot, w.tq_pad);
@@ -582,7 +614,7 @@ cudaError_t bwd_tf32(const FlashBwdParams& p, cudaStream_t stream) {
                                    static_cast<unsigned>(s.B)),
                               kPrepassThreads, 0, stream>>>(p, kt, w.tk_pad);
   if ((err = cudaGetLastError()) != cudaSuccess) return err;
-  const Tf32BwdSm90Args args{p, dsum, dq_acc, acc_rows};
+  const Tf32BwdSm90Args args{p, dsum, dq_acc, acc_rows, det ? sem : nullptr, w.tq_pad / kBq};
   const dim3 grid(static_cast<unsigned>(w.tk_pad / kBk), static_cast<unsigned>(s.Hkv), static_cast<unsigned>(s.B));
   kernel<<<grid, kThreads, smem, stream>>>(tk, tv, tkt, tqr, tdor, tqt, tdot, args);
   if ((err = cudaGetLastError()) != cudaSuccess) return err;

@@ -29,7 +29,8 @@
 // within groups of 8 queries), as the head-dim-64 kernel's pre-pass (no K^T).
 // Scope (bwd_tf32_d128_applies): float32, allow_tf32, D == Dv == 128 and any other D, Dv that are multiples of 4
 // with padded_head_dim 128 (padded up: tf32_bwd_head_dims_apply in sm90_tf32_bwd.cuh), index masks or none, GQA,
-// d_lse; strides multiples of 4 elements; not deterministic mode, no dense mask, bias, soft-cap, dropout.
+// d_lse, deterministic mode (an ordered dQ reduction: kDetDqMode below); strides multiples of 4 elements; no dense
+// mask, bias, soft-cap, dropout.
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -108,13 +109,21 @@ struct Tf32BwdD128Args {
   const float* dsum;  // [B, H, Tq]
   float* dq_acc;      // zeroed; kScalar: [B, H, Tq, 128] row-major; else [B, H, dq_rows / 32] fragment-ordered blocks
   int64_t dq_rows;    // not kScalar: rows per (b, h) in dq_acc (a multiple of 32, >= Tq)
+  int* dq_sem;        // DET: [B, H, sem_tiles] ordered-reduction counters, zeroed (tf32_dq_det_warp)
+  int64_t sem_tiles;  // DET: tq_pad / 32
 };
+// Deterministic mode (p.deterministic): the default dQ mode's float4 atomics (not the bulk reduce-add, which keeps no
+// order) with the ordered dQ reduction (the DET instantiations, sm90_tf32_bwd.cuh's tf32_dq_det_warp), whatever mode
+// is set. A unit's block gets one contributor per CTA (its consumer, both halves).
+constexpr int kDetDqMode = 1;
+static_assert(kDqModes[kDetDqMode] != DqAdd::kBulk, "the ordered adds' form");
 
 struct PrepassLayout {
   int64_t tq_pad = 0;
-  int64_t qr = 0, dor = 0, qt = 0, dot = 0, floats = 0;
+  int64_t qr = 0, dor = 0, qt = 0, dot = 0, sem = 0, floats = 0;
 };
-PrepassLayout prepass_layout(const AttnShape& s) {
+// det: the ordered reduction's counters after dOT ([B, H, tq_pad / 32] ints, one float's room each).
+PrepassLayout prepass_layout(const AttnShape& s, bool det) {
   PrepassLayout w;
   w.tq_pad = (s.Tq + kBq - 1) / kBq * kBq;
   const int64_t nq = s.B * s.H * w.tq_pad * kD;  // a multiple of 4096 floats: 256-byte aligned parts
@@ -122,7 +131,8 @@ PrepassLayout prepass_layout(const AttnShape& s) {
   w.dor = nq;
   w.qt = 2 * nq;
   w.dot = 3 * nq;
-  w.floats = 4 * nq;
+  w.sem = 4 * nq;
+  w.floats = w.sem + (det ? s.B * s.H * (w.tq_pad / kBq) : 0);
   return w;
 }
 
@@ -130,8 +140,9 @@ using Units = Tf32BwdUnits<kBk, kBq>;  // sm90_tf32_bwd.cuh
 
 // tm_k, tm_v: K, V [B, Tk, Hkv, 128] (boxes {32, 1, 64, 1}); tm_qr, tm_dor: Qr, dOr (boxes {32, 1, 32, 1});
 // tm_qt, tm_dot: QT, dOT (boxes {32 queries, 1, 128 rows, 1}). MI: the dQ mode kDqModes[MI]. PAD: a call padded up
-// (D or Dv below 128; the epilogue skips the columns past them).
-template <int MI, bool PAD>
+// (D or Dv below 128; the epilogue skips the columns past them). DET: the ordered dQ reduction (deterministic mode,
+// kDetDqMode only).
+template <int MI, bool PAD, bool DET>
 __global__ void __launch_bounds__(kThreads, 1)
     flash_bwd_sm90_tf32_d128_kernel(const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v,
                                     const __grid_constant__ CUtensorMap tm_qr, const __grid_constant__ CUtensorMap tm_dor,
@@ -191,6 +202,15 @@ __global__ void __launch_bounds__(kThreads, 1)
     } else if (warp == 1) {
       tf32_bwd_rows_warp<kBk, kBq, kStages, false>(rows_f, rows_i, lane, p, a.dsum, units, hk, G, qlim, klim, j0, b,
                                                    full0, empty0);
+    } else if (DET && warp == 3) {
+      // The ordered dQ reduction: unit n's consumer (n % 2) adds both halves between barrier 2 + n % 2 (this warp +
+      // that consumer) and barrier 9 + n % 2.
+      const Units prev(sh, mk, qlim, klim, j0 - kBk);
+      tf32_dq_det_warp<kBk, kBq>(units, prev, static_cast<int>(blockIdx.x), a.dq_sem, a.sem_tiles, sh.H, hk, G, b,
+                                 lane, [](int n) {
+                                   named_bar_sync_unaligned(2 + n % 2, 128 + 32);
+                                   named_bar_sync_unaligned(9 + n % 2, 128 + 32);
+                                 });
     }
     return;
   }
@@ -302,6 +322,9 @@ __global__ void __launch_bounds__(kThreads, 1)
         fence_regs(da);
         mbar_arrive(emptyb0 + 8 * s);  // QT, dOT read
       }
+      if constexpr (DET) {  // this unit's turn in the block's order (the warp above), for both halves
+        if (m == 0) named_bar_sync_unaligned(2 + c, 128 + 32);
+      }
       if constexpr (DQ == DqAdd::kScalar) {
         // dQacc[b, h, i0 + q, 64 m + d] += dQ^T[d][q].
         tf32_dq_add_scalar(a.dq_acc + ((static_cast<int64_t>(b) * sh.H + h) * sh.Tq + i0) * kD, kD, 64 * m, dqt,
@@ -323,6 +346,9 @@ __global__ void __launch_bounds__(kThreads, 1)
           }
           tf32_dq_add_bulk([&] { return blk; }, base + L::kDq + c * L::kDqBytes, dqt, tid, 7 + c);
         }
+      }
+      if constexpr (DET) {
+        if (m == 1) named_bar_sync_unaligned(9 + c, 128 + 32);
       }
     }
   }
@@ -395,7 +421,12 @@ struct D128Launch {
 };
 template <int I>
 D128Launch d128_launch(bool padded) {
-  return {padded ? flash_bwd_sm90_tf32_d128_kernel<I, true> : flash_bwd_sm90_tf32_d128_kernel<I, false>,
+  return {padded ? flash_bwd_sm90_tf32_d128_kernel<I, true, false> : flash_bwd_sm90_tf32_d128_kernel<I, false, false>,
+          Smem<kDqModes[I] == DqAdd::kBulk>::kAlloc};
+}
+D128Launch d128_det_launch(bool padded) {
+  constexpr int I = kDetDqMode;
+  return {padded ? flash_bwd_sm90_tf32_d128_kernel<I, true, true> : flash_bwd_sm90_tf32_d128_kernel<I, false, true>,
           Smem<kDqModes[I] == DqAdd::kBulk>::kAlloc};
 }
 constexpr D128Launch (*kD128Launches[])(bool) = {d128_launch<0>, d128_launch<1>, d128_launch<2>};
@@ -407,11 +438,10 @@ int64_t bwd_tf32_d128_launches() { return g_launches.load(std::memory_order_rela
 
 size_t bwd_tf32_d128_workspace_floats(const FlashBwdParams& p) {
   const AttnShape& s = p.shape;
-  if (p.dtype != DType::kFloat32 || !p.allow_tf32 || p.deterministic || !tf32_bwd_head_dims_apply(s, kD) ||
-      d128_mode() == 0 ||
+  if (p.dtype != DType::kFloat32 || !p.allow_tf32 || !tf32_bwd_head_dims_apply(s, kD) || d128_mode() == 0 ||
       !enabled() || !current_device_is_sm90())
     return 0;
-  return static_cast<size_t>(prepass_layout(s).floats);
+  return static_cast<size_t>(prepass_layout(s, p.deterministic).floats);
 }
 
 bool bwd_tf32_d128_applies(const FlashBwdParams& p) {
@@ -430,9 +460,10 @@ cudaError_t bwd_tf32_d128(const FlashBwdParams& p, cudaStream_t stream) {
   const AttnShape& s = p.shape;
   const int mode = d128_mode();
   if (mode == 0) return cudaErrorNotSupported;
-  const DqAdd dq_mode = kDqModes[mode - 1];
-  const D128Launch launch = kD128Launches[mode - 1](runs_padded(s));
-  const PrepassLayout w = prepass_layout(s);
+  const bool det = p.deterministic;
+  const DqAdd dq_mode = kDqModes[det ? kDetDqMode : mode - 1];
+  const D128Launch launch = det ? d128_det_launch(runs_padded(s)) : kD128Launches[mode - 1](runs_padded(s));
+  const PrepassLayout w = prepass_layout(s, det);
   const Tf32BwdWorkspaceParts ws = bwd_tf32_workspace_parts(p);
   if (!ws.dsum || !ws.dq_acc || !ws.extra || !aligned16(ws.extra) || !aligned16(ws.dq_acc))
     return cudaErrorNotSupported;
@@ -457,11 +488,15 @@ cudaError_t bwd_tf32_d128(const FlashBwdParams& p, cudaStream_t stream) {
   if ((err = cudaMemsetAsync(ws.dq_acc, 0, static_cast<size_t>(s.B * s.H * acc_rows * kD) * sizeof(float), stream)) !=
       cudaSuccess)
     return err;
+  int* const sem = reinterpret_cast<int*>(ws.extra + w.sem);
+  if (det && (err = cudaMemsetAsync(sem, 0, static_cast<size_t>(s.B * s.H * (w.tq_pad / kBq)) * sizeof(int), stream)) !=
+                 cudaSuccess)
+    return err;
   tf32_bwd_d128_prepass_kernel<<<dim3(static_cast<unsigned>(w.tq_pad / kBq), static_cast<unsigned>(s.H),
                                       static_cast<unsigned>(s.B)),
                                  kPrepassThreads, 0, stream>>>(p, qr, dor, qt, dot, w.tq_pad);
   if ((err = cudaGetLastError()) != cudaSuccess) return err;
-  const Tf32BwdD128Args args{p, ws.dsum, ws.dq_acc, acc_rows};
+  const Tf32BwdD128Args args{p, ws.dsum, ws.dq_acc, acc_rows, det ? sem : nullptr, w.tq_pad / kBq};
   const dim3 grid(static_cast<unsigned>((s.Tk + kBk - 1) / kBk), static_cast<unsigned>(s.Hkv),
                   static_cast<unsigned>(s.B));
   launch.kernel<<<grid, kThreads, launch.smem, stream>>>(tk, tv, tqr, tdor, tqt, tdot, args);

@@ -476,6 +476,17 @@ __device__ __forceinline__ void named_bar_arrive(int id, int count) {
   asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(count) : "memory");
 }
 
+// The counters of the backwards' ordered dQ reductions (deterministic mode): acquire loads at GPU scope to poll, a
+// release max to publish (monotone, so a late writer could never move a counter back).
+__device__ __forceinline__ int ld_acquire_gpu(const int* ptr) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(ptr) : "memory");
+  return v;
+}
+__device__ __forceinline__ void red_release_gpu_max(int* ptr, int v) {
+  asm volatile("red.release.gpu.global.max.s32 [%0], %1;" ::"l"(ptr), "r"(v) : "memory");
+}
+
 }  // namespace sm90
 }  // namespace cuda
 }  // namespace flashattn

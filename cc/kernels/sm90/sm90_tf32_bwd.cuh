@@ -60,6 +60,33 @@ struct Tf32BwdUnits {
   }
 };
 
+// Deterministic mode (p.deterministic; the kernels' DET instantiations): each (b, h, BQ-query tile) block of the dQ
+// accumulator receives its contributions in one fixed order, as flash_bwd_sm90.cu's ordered reduction ("Deterministic
+// mode" there, whose argument holds here): across CTAs by increasing key tile x, within a CTA in the consumers'
+// order. The key tiles that visit a query tile are one contiguous range of x (Tf32BwdUnits' lo and hi are
+// non-decreasing in j0, and a CTA without units sits in an empty prefix or suffix of x), so key tile x waits only
+// when key tile x - 1 visits the same query tile (`prev`), for the block's counter to reach x; after its adds it
+// publishes x + 1 (release). CTA x waits only on CTA x - 1 of the same kv head and batch, one linear block index
+// lower (grid (key tiles, Hkv, B)), which is running or done. Counters: sem [B, H, tiles] ints, zeroed by the
+// launch. The producer's warp 3 polls and publishes; `between(n)` (the consumers' named barriers of unit n: go,
+// then done) runs between its wait and its publish, so the consumers' loop gains only barriers.
+template <int BK, int BQ, class Between>
+__device__ __forceinline__ void tf32_dq_det_warp(const Tf32BwdUnits<BK, BQ>& units, const Tf32BwdUnits<BK, BQ>& prev,
+                                                 int x, int* sem, int64_t tiles, int64_t H, int hk, int G, int b,
+                                                 int lane, Between between) {
+  for (int n = 0; n < units.n; ++n) {
+    const int64_t h = static_cast<int64_t>(hk) * G + n / units.nq;
+    const int qb = units.qb_lo + n % units.nq;
+    int* s = sem + (static_cast<int64_t>(b) * H + h) * tiles + qb;
+    if (lane == 0 && x > 0 && prev.n > 0 && qb >= prev.qb_lo && qb < prev.qb_lo + prev.nq)
+      while (ld_acquire_gpu(s) < x) {
+      }
+    __syncwarp();
+    between(n);
+    if (lane == 0) red_release_gpu_max(s, x + 1);
+  }
+}
+
 // The rows warp's words for row i of a unit: lse2 = log2e lse and dsum (rows past Tq any finite value: their
 // elements are masked to 0; lse = -inf, a row that sees no key, gives lse2 = -inf with every element masked), and
 // the row's visible keys [kb, ke) as score_elem's rule (row_info): [key_begin(i), key_end(i, klim)) relative to
