@@ -19,8 +19,11 @@ Mutants (the other register order, unpermuted Q^T / dO^T, dS stored transposed) 
 (check_masks): on 300 random configurations (causal, offset, windows, lengths, [B, T] masks), the elements
 given P != 0 (the units each key tile visits, the rows warp's [kb, ke), key_ok, need_mask) are exactly the
 visible ones; four mutants must fail. And flash_bwd_sm90_tf32_d128.cu's layouts (check_d128: S^T over the K tile's
-4 panels, dV with N = 128, dQ^T from K^T fragments read out of the K tile; one mutant). The constants and formulas
-mirror the kernels'; change them together.
+4 panels, dV with N = 128, dQ^T from K^T fragments read out of the K tile; one mutant). Deterministic mode's
+ordered dQ reduction (check_det_order): on 300 random configurations per key-tile size (128 and 64 keys), the key
+tiles that visit a query tile form one contiguous range and the kernels' wait rule (wait for x when key tile x - 1
+visits the same query tile) orders every contributor after the one before it without waiting forever; two
+mutants must fail. The constants and formulas mirror the kernels'; change them together.
 """
 import sys
 
@@ -193,15 +196,15 @@ def check_d128(seed, kt_swap=False):
 # "no_kvalid" (key_ok without the [B, Tk] mask), "ke_tk" (the rows' key end from Tk, not the key length, and
 # key_ok without the key length), "whole_half" (word 4 checks only half of each group's keys). "tile_in_range"
 # (tile_in_range per 64 keys: the head-dim-64 kernel's former rule, the head-dim-128 kernel's) must stay exact too.
-def units_model(m, qlim, klim, j0, mut=None):
-    """Units(sh, m, qlim, klim, j0): the query tiles [qb_lo, qb_lo + nq) of one head."""
+def units_model(m, qlim, klim, j0, mut=None, bk=KBK):
+    """Units(sh, m, qlim, klim, j0) (Tf32BwdUnits<bk, 32>): the query tiles [qb_lo, qb_lo + nq) of one head."""
     off = m["off"]
     lo, hi = 0, qlim
     if m["causal"] and j0 - off > lo:
         lo = j0 - off + (1 if mut == "lo_plus1" else 0)
     if m["wr"] >= 0 and j0 - off - m["wr"] > lo:
         lo = j0 - off - m["wr"]
-    j_last = (j0 if mut == "hi_j0" else min(j0 + KBK, klim) - 1)
+    j_last = (j0 if mut == "hi_j0" else min(j0 + bk, klim) - 1)
     if m["wl"] >= 0 and m["wl"] < hi - (j_last - off + 1):
         hi = j_last - off + 1 + m["wl"]
     if j0 >= klim or hi <= lo:
@@ -296,6 +299,40 @@ def check_masks(seed, mut=None):
     return bool((got == vis).all())
 
 
+def random_masks(rng):
+    """(m, Tq, Tk, qlim, klim): check_masks' random configuration without the [B, T] masks (they do not change the
+    units)."""
+    Tq, Tk = int(rng.integers(1, 1500)), int(rng.integers(1, 1500))
+    m = dict(causal=bool(rng.integers(2)), off=int(rng.integers(-Tq, Tk + 1)),
+             wl=int(rng.choice([-1, rng.integers(0, 400)])), wr=int(rng.choice([-1, rng.integers(0, 400)])),
+             qvalid=None, kvalid=None)
+    qlim = int(rng.integers(0, Tq + 1)) if rng.integers(2) else Tq
+    klim = int(rng.integers(0, Tk + 1)) if rng.integers(2) else Tk
+    return m, Tq, Tk, qlim, klim
+
+
+def check_det_order(seed, bk, mut=None):
+    """Deterministic mode's ordered dQ reduction (sm90_tf32_bwd.cuh, tf32_dq_det_warp) on one random mask
+    configuration, key tiles of bk keys (128: the head-dim-64 kernel, 64: the head-dim-128 one): for every query
+    tile, its contributors (the key tiles x whose units visit it) run the protocol in dispatch order x = 0, 1, ...:
+    x waits for the counter to reach x when key tile x - 1 visits the same query tile (mut "always": whenever x > 0;
+    "never": never), then publishes x + 1. True when no contributor waits forever and every contributor but the
+    first waits for the one before it (so the adds happen in increasing x, whatever the timing)."""
+    m, Tq, Tk, qlim, klim = random_masks(np.random.default_rng(seed))
+    units = [set(units_model(m, qlim, klim, j0, bk=bk)) for j0 in range(0, Tk, bk)]
+    for qb in range((Tq + KBQ - 1) // KBQ):
+        contributors = [x for x, u in enumerate(units) if qb in u]
+        counter = 0
+        for n, x in enumerate(contributors):
+            waits = {"always": x > 0, "never": False}.get(mut, x > 0 and qb in units[x - 1])
+            if waits and counter < x:
+                return False  # waits for a publish that never comes
+            if n > 0 and not (waits and contributors[n - 1] == x - 1):
+                return False  # not ordered after the contributor before it
+            counter = max(counter, x + 1)
+    return True
+
+
 def check_dq_frag(hd, seed, kernel_sub=None):
     """The fragment-ordered dQ accumulator (the head-dim-64 kernel's variant 3, the head-dim-128 kernel's dQ modes
     kVec4 / kBulk) against tf32_dq_frag_convert_kernel<hd> (sm90_tf32_bwd.cuh): a consumer thread tid's dQ^T
@@ -371,6 +408,16 @@ def main():
         caught = not all(check_masks(sd, mut) for sd in range(nmask))
         fails += not caught
         print(f"mask mutant {mut}: {'caught' if caught else 'NOT CAUGHT (model too weak)'}")
+    ndet = 300
+    for bk in (128, 64):
+        bad = [sd for sd in range(ndet) if not check_det_order(sd, bk)]
+        fails += len(bad)
+        print(f"deterministic dQ order, {bk}-key tiles: {ndet - len(bad)} / {ndet} random configurations exact"
+              + (f", WRONG: {bad[:10]}" if bad else ""))
+        for mut in ("always", "never"):
+            caught = not all(check_det_order(sd, bk, mut) for sd in range(ndet))
+            fails += not caught
+            print(f"deterministic order mutant {mut} ({bk}-key tiles): {'caught' if caught else 'NOT CAUGHT (model too weak)'}")
     print("ALL CHECKS PASS" if fails == 0 else f"{fails} CHECKS FAILED")
     return 1 if fails else 0
 

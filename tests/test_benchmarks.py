@@ -397,11 +397,13 @@ def test_harness_loop_ab_summary_pairs_the_builds_per_shape(tmp_path):
 
 
 def test_sm90_tf32_bwd_layout_and_mask_model_passes_and_catches_its_mutants():
-    """benchmarks/sm90_tf32_bwd_model.py (host model of the Hopper TF32 backward's layouts and index-mask rule):
-    every check exact and every mutant caught (the script exits 1 otherwise)."""
+    """benchmarks/sm90_tf32_bwd_model.py (host model of the Hopper TF32 backward's layouts, index-mask rule and
+    deterministic dQ order): every check exact and every mutant caught (the script exits 1 otherwise)."""
     res = subprocess.run([sys.executable, "sm90_tf32_bwd_model.py"], cwd=os.path.join(ROOT, "benchmarks"),
                          capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "index masks: 300 / 300" in res.stdout and "ALL CHECKS PASS" in res.stdout
     assert res.stdout.count("caught") >= 10 and "NOT CAUGHT" not in res.stdout
     assert "dQ fragment-ordered accumulator, head dim 128: OK" in res.stdout
+    assert "deterministic dQ order, 128-key tiles: 300 / 300" in res.stdout
+    assert "deterministic dQ order, 64-key tiles: 300 / 300" in res.stdout
