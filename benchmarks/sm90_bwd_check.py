@@ -705,6 +705,20 @@ def where_bad(mine, ref, bound, tdim=1):
     return int(bad.sum()), (idx[0].tolist() if len(idx) else None), sorted(set(idx[:, tdim].tolist()))[:16]
 
 
+def env_selected(cases, var):
+    """The cases named in the environment variable var (comma-separated), all of them when it is unset."""
+    only = [n for n in os.environ.get(var, "").split(",") if n]
+    return [c for c in cases if not only or c["name"] in only]
+
+
+def tf32_bound(ref, low_err):
+    """kernel_harness_check.py's TF32 error bar for a gradient: 3x torch's float32 error with TF32 matmuls plus a
+    floor of 1.5e-2 of the reference's largest finite magnitude (at least 1)."""
+    fin = torch.isfinite(ref)
+    scale = max(1.0, float(ref[fin].abs().max())) if bool(fin.any()) else 1.0
+    return 3.0 * low_err + 1.5e-2 * scale, scale
+
+
 def tf32_backward(h, c, t, mode64, mode128):
     """Our float32 backward with allow_tf32 under set_sm90_tf32_bwd(mode64) and set_sm90_tf32_bwd128(mode128) (0:
     sm80's TF32 backward; -1: the default); gradients NaN-filled first (a "wide" case's as backward() does).
@@ -732,14 +746,11 @@ def phase_tf32pad(h, log, cases):
     """TF32_PAD_CASES (see there). TF32PAD_CASES (comma-separated names) and TF32PAD_MODES (e.g. "1" : the first
     mode of each kernel only) narrow it (compute-sanitizer runs)."""
     from kernel_harness_check import tf32_matmuls
-    only = [n for n in os.environ.get("TF32PAD_CASES", "").split(",") if n]
     mode_cap = int(os.environ.get("TF32PAD_MODES", "0"))
     rows = []
     gen = torch.Generator(device=DEV)
     gen.manual_seed(0)
-    for c0 in cases:
-        if only and c0["name"] not in only:
-            continue
+    for c0 in env_selected(cases, "TF32PAD_CASES"):
         c = dict(c0, tf32=True)
         print(f"RUNNING {c['name']} tf32", file=log, flush=True)
         t = bwd_inputs(c, torch.float32, gen)
@@ -768,14 +779,13 @@ def phase_tf32pad(h, log, cases):
             ok = took == want and took80 == 0 and row["exact_zeros"] and row["sentinel_ok"]
             for n in GRADS:
                 e, e80, el = err(ours[n], ref[n]), err(sm80[n], ref[n]), err(low[n], ref[n])
-                fin = torch.isfinite(ref[n])
-                scale = max(1.0, float(ref[n][fin].abs().max())) if bool(fin.any()) else 1.0
+                bound, scale = tf32_bound(ref[n], el[0])
                 # kernel_harness_check.py's TF32 bar, and within reach of sm80's TF32 backward's own error
-                good = e[0] <= 3.0 * el[0] + 1.5e-2 * scale and e[0] <= 4.0 * e80[0] + 2e-3 * scale
+                good = e[0] <= bound and e[0] <= 4.0 * e80[0] + 2e-3 * scale
                 ok &= good
                 row[n] = dict(max=e[0], rel=e[1], sm80_max=e80[0], torch_tf32_max=el[0], ok=good)
                 if not good:
-                    cnt, first, sample = where_bad(ours[n], ref[n], 3.0 * el[0] + 1.5e-2 * scale)
+                    cnt, first, sample = where_bad(ours[n], ref[n], bound)
                     row[n].update(bad_rows=cnt, first_bad=first, bad_t_sample=sample)
             row["ok"] = bool(ok)
             rows.append(row)
@@ -803,13 +813,10 @@ def phase_tf32det(h, log, cases):
     dQ within 1e-2 of it; the float64 reference with the TF32 floors; dead rows / keys exactly 0; the sentinel of
     "wide" cases. TF32DET_CASES (comma-separated names) narrows it (compute-sanitizer runs)."""
     from kernel_harness_check import tf32_matmuls
-    only = [n for n in os.environ.get("TF32DET_CASES", "").split(",") if n]
     rows = []
     gen = torch.Generator(device=DEV)
     gen.manual_seed(3)
-    for c0 in cases:
-        if only and c0["name"] not in only:
-            continue
+    for c0 in env_selected(cases, "TF32DET_CASES"):
         c = dict(c0, tf32=True, deterministic=True)
         print(f"RUNNING {c['name']} tf32 det", file=log, flush=True)
         t = bwd_inputs(c, torch.float32, gen)
@@ -833,9 +840,7 @@ def phase_tf32det(h, log, cases):
               and row["dq_close_vs_default"] and row["exact_zeros"] and sentinel)
         for n in GRADS:
             e, el = err(ours[n], ref[n]), err(low[n], ref[n])
-            fin = torch.isfinite(ref[n])
-            scale = max(1.0, float(ref[n][fin].abs().max())) if bool(fin.any()) else 1.0
-            good = e[0] <= 3.0 * el[0] + 1.5e-2 * scale
+            good = e[0] <= tf32_bound(ref[n], el[0])[0]
             ok &= good
             row[n] = dict(max=e[0], torch_tf32_max=el[0], ok=good)
         row["ok"] = bool(ok)

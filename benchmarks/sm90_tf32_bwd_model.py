@@ -235,16 +235,23 @@ def tile_in_range(m, i0, rows, j0, cols, qlim, klim):
     return key_begin(m, i0 + rows - 1) <= j0 and key_end(m, i0, klim) >= j0 + cols
 
 
+def random_masks(rng, tmax, wmax):
+    """(m, Tq, Tk, qlim, klim): a random configuration of one batch (T up to tmax, windows up to wmax, lengths,
+    causal with any offset), without [B, T] masks (check_masks draws those next)."""
+    Tq, Tk = int(rng.integers(1, tmax)), int(rng.integers(1, tmax))
+    m = dict(causal=bool(rng.integers(2)), off=int(rng.integers(-Tq, Tk + 1)),
+             wl=int(rng.choice([-1, rng.integers(0, wmax)])), wr=int(rng.choice([-1, rng.integers(0, wmax)])),
+             qvalid=None, kvalid=None)
+    qlim = int(rng.integers(0, Tq + 1)) if rng.integers(2) else Tq
+    klim = int(rng.integers(0, Tk + 1)) if rng.integers(2) else Tk
+    return m, Tq, Tk, qlim, klim
+
+
 def check_masks(seed, mut=None):
     """One random mask configuration of one batch: the elements the kernel gives P != 0 (units visited, the
     per-element rule where need_mask) must be exactly the visible ones."""
     rng = np.random.default_rng(seed)
-    Tq, Tk = int(rng.integers(1, 700)), int(rng.integers(1, 700))
-    m = dict(causal=bool(rng.integers(2)), off=int(rng.integers(-Tq, Tk + 1)),
-             wl=int(rng.choice([-1, rng.integers(0, 300)])), wr=int(rng.choice([-1, rng.integers(0, 300)])),
-             qvalid=None, kvalid=None)
-    qlim = int(rng.integers(0, Tq + 1)) if rng.integers(2) else Tq
-    klim = int(rng.integers(0, Tk + 1)) if rng.integers(2) else Tk
+    m, Tq, Tk, qlim, klim = random_masks(rng, 700, 300)
     if rng.integers(2):
         m["qvalid"] = rng.random(Tq) > 0.2
     if rng.integers(2):
@@ -299,18 +306,6 @@ def check_masks(seed, mut=None):
     return bool((got == vis).all())
 
 
-def random_masks(rng):
-    """(m, Tq, Tk, qlim, klim): check_masks' random configuration without the [B, T] masks (they do not change the
-    units)."""
-    Tq, Tk = int(rng.integers(1, 1500)), int(rng.integers(1, 1500))
-    m = dict(causal=bool(rng.integers(2)), off=int(rng.integers(-Tq, Tk + 1)),
-             wl=int(rng.choice([-1, rng.integers(0, 400)])), wr=int(rng.choice([-1, rng.integers(0, 400)])),
-             qvalid=None, kvalid=None)
-    qlim = int(rng.integers(0, Tq + 1)) if rng.integers(2) else Tq
-    klim = int(rng.integers(0, Tk + 1)) if rng.integers(2) else Tk
-    return m, Tq, Tk, qlim, klim
-
-
 def check_det_order(seed, bk, mut=None):
     """Deterministic mode's ordered dQ reduction (sm90_tf32_bwd.cuh, tf32_dq_det_warp) on one random mask
     configuration, key tiles of bk keys (128: the head-dim-64 kernel, 64: the head-dim-128 one): for every query
@@ -318,7 +313,7 @@ def check_det_order(seed, bk, mut=None):
     x waits for the counter to reach x when key tile x - 1 visits the same query tile (mut "always": whenever x > 0;
     "never": never), then publishes x + 1. True when no contributor waits forever and every contributor but the
     first waits for the one before it (so the adds happen in increasing x, whatever the timing)."""
-    m, Tq, Tk, qlim, klim = random_masks(np.random.default_rng(seed))
+    m, Tq, Tk, qlim, klim = random_masks(np.random.default_rng(seed), 1500, 400)  # ([B, T] masks: no unit changes)
     units = [set(units_model(m, qlim, klim, j0, bk=bk)) for j0 in range(0, Tk, bk)]
     for qb in range((Tq + KBQ - 1) // KBQ):
         contributors = [x for x, u in enumerate(units) if qb in u]
