@@ -40,6 +40,16 @@ cudaError_t set_dynamic_smem(Kernel kernel, int bytes) {
 
 inline bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0; }
 
+// Whether every stride of q, k, v and o is non-negative and a multiple of 4 elements (16 bytes of float32: what TMA
+// needs of the TF32 kernels' tensor maps).
+inline bool strides_mult4(const AttnShape& s) {
+  for (int i = 0; i < 3; ++i) {
+    if (s.q_stride[i] < 0 || s.k_stride[i] < 0 || s.v_stride[i] < 0 || s.o_stride[i] < 0) return false;
+    if (s.q_stride[i] % 4 || s.k_stride[i] % 4 || s.v_stride[i] % 4 || s.o_stride[i] % 4) return false;
+  }
+  return true;
+}
+
 // Whether q, k, v and o (strides from shape) can move in 16-byte vectors of 16-bit elements:
 // every stride and head dim a multiple of 8 elements, every base pointer 16-byte aligned.
 inline bool vec8(const AttnShape& s, const void* q, const void* k, const void* v, const void* o) {

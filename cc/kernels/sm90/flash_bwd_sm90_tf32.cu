@@ -494,14 +494,9 @@ struct Tf32BwdLaunch {
                  const CUtensorMap, const CUtensorMap, const Tf32BwdSm90Args);
   int smem;
 };
-template <int VI>
+template <int VI, bool DET = false>
 Tf32BwdLaunch tf32_bwd_launch(bool padded) {
-  return {padded ? flash_bwd_sm90_tf32_kernel<VI, true, false> : flash_bwd_sm90_tf32_kernel<VI, false, false>,
-          Smem<kVariantTab[VI].stages, kVariantTab[VI].dqbulk>::kAlloc};
-}
-Tf32BwdLaunch tf32_bwd_det_launch(bool padded) {
-  constexpr int VI = kDetVariant;
-  return {padded ? flash_bwd_sm90_tf32_kernel<VI, true, true> : flash_bwd_sm90_tf32_kernel<VI, false, true>,
+  return {padded ? flash_bwd_sm90_tf32_kernel<VI, true, DET> : flash_bwd_sm90_tf32_kernel<VI, false, DET>,
           Smem<kVariantTab[VI].stages, kVariantTab[VI].dqbulk>::kAlloc};
 }
 
@@ -585,7 +580,7 @@ cudaError_t bwd_tf32(const FlashBwdParams& p, cudaStream_t stream) {
   const bool dqbulk = kVariantTab[variant].dqbulk;
   if (dqbulk && (ws.dq_rows % kBq != 0 || ws.dq_rows < s.Tq)) return cudaErrorNotSupported;
   const bool pad = runs_padded(s);
-  const Tf32BwdLaunch launch = det            ? tf32_bwd_det_launch(pad)
+  const Tf32BwdLaunch launch = det            ? tf32_bwd_launch<kDetVariant, true>(pad)
                                : variant == 6 ? tf32_bwd_launch<6>(pad)
                                : variant == 5 ? tf32_bwd_launch<5>(pad)
                                : variant == 4 ? tf32_bwd_launch<4>(pad)

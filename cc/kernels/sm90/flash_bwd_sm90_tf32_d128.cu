@@ -419,14 +419,9 @@ struct D128Launch {
                  const CUtensorMap, const Tf32BwdD128Args);
   int smem;
 };
-template <int I>
+template <int I, bool DET = false>
 D128Launch d128_launch(bool padded) {
-  return {padded ? flash_bwd_sm90_tf32_d128_kernel<I, true, false> : flash_bwd_sm90_tf32_d128_kernel<I, false, false>,
-          Smem<kDqModes[I] == DqAdd::kBulk>::kAlloc};
-}
-D128Launch d128_det_launch(bool padded) {
-  constexpr int I = kDetDqMode;
-  return {padded ? flash_bwd_sm90_tf32_d128_kernel<I, true, true> : flash_bwd_sm90_tf32_d128_kernel<I, false, true>,
+  return {padded ? flash_bwd_sm90_tf32_d128_kernel<I, true, DET> : flash_bwd_sm90_tf32_d128_kernel<I, false, DET>,
           Smem<kDqModes[I] == DqAdd::kBulk>::kAlloc};
 }
 constexpr D128Launch (*kD128Launches[])(bool) = {d128_launch<0>, d128_launch<1>, d128_launch<2>};
@@ -462,7 +457,7 @@ cudaError_t bwd_tf32_d128(const FlashBwdParams& p, cudaStream_t stream) {
   if (mode == 0) return cudaErrorNotSupported;
   const bool det = p.deterministic;
   const DqAdd dq_mode = kDqModes[det ? kDetDqMode : mode - 1];
-  const D128Launch launch = det ? d128_det_launch(runs_padded(s)) : kD128Launches[mode - 1](runs_padded(s));
+  const D128Launch launch = det ? d128_launch<kDetDqMode, true>(runs_padded(s)) : kD128Launches[mode - 1](runs_padded(s));
   const PrepassLayout w = prepass_layout(s, det);
   const Tf32BwdWorkspaceParts ws = bwd_tf32_workspace_parts(p);
   if (!ws.dsum || !ws.dq_acc || !ws.extra || !aligned16(ws.extra) || !aligned16(ws.dq_acc))

@@ -810,11 +810,7 @@ bool fwd_tf32_params_apply(const FlashFwdParams& p) {
   if (p.mask.mask) return false;
   if (p.score.bias || p.score.softcap != 0.f || p.dropout.rate > 0.f) return false;
   // TMA: 16-byte aligned bases and byte strides (element strides multiples of 4); o's float2 stores too.
-  for (int i = 0; i < 3; ++i) {
-    if (s.q_stride[i] < 0 || s.k_stride[i] < 0 || s.v_stride[i] < 0 || s.o_stride[i] < 0) return false;
-    if (s.q_stride[i] % 4 || s.k_stride[i] % 4 || s.v_stride[i] % 4 || s.o_stride[i] % 4) return false;
-  }
-  return true;
+  return strides_mult4(s);
 }
 }  // namespace
 

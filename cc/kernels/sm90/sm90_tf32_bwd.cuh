@@ -9,7 +9,7 @@
 #include <cstdint>
 
 #include "cc/kernels/common/flash_cuda_common.cuh"  // fast_exp2
-#include "cc/kernels/common/flash_cuda_internal.h"  // padded_head_dim, aligned16
+#include "cc/kernels/common/flash_cuda_internal.h"  // padded_head_dim, aligned16, strides_mult4
 #include "cc/kernels/common/flash_params.h"
 #include "cc/kernels/sm90/sm90_ptx.cuh"
 #include "cc/kernels/sm90/sm90_tf32.cuh"
@@ -28,12 +28,7 @@ inline bool tf32_bwd_head_dims_apply(const AttnShape& s, int kd) {
 // Host: strides and bases the TF32 backwards take: every element stride a multiple of 4 (TMA's 16-byte strides, the
 // pre-passes' float4 loads), non-negative; q, k, v, o, dO, dq, dk, dv 16-byte aligned.
 inline bool tf32_bwd_strides_apply(const FlashBwdParams& p) {
-  const AttnShape& s = p.shape;
-  for (int i = 0; i < 3; ++i) {
-    if (s.q_stride[i] < 0 || s.k_stride[i] < 0 || s.v_stride[i] < 0 || s.o_stride[i] < 0) return false;
-    if (s.q_stride[i] % 4 || s.k_stride[i] % 4 || s.v_stride[i] % 4 || s.o_stride[i] % 4) return false;
-  }
-  return aligned16(p.q) && aligned16(p.k) && aligned16(p.v) && aligned16(p.o) && aligned16(p.d_o) &&
+  return strides_mult4(p.shape) && aligned16(p.q) && aligned16(p.k) && aligned16(p.v) && aligned16(p.o) && aligned16(p.d_o) &&
          aligned16(p.dq) && aligned16(p.dk) && aligned16(p.dv);
 }
 
