@@ -674,14 +674,19 @@ def forward(h, c, t):
     t["ws"] = torch.empty(max(h.ws_bytes(c, t), 4) // 4, device=DEV)
 
 
+def nan_grads(t):
+    """dq, dk, dv NaN-filled (a "wide" case's with its input's strides, SENTINEL past its columns)."""
+    for n, like in (("dq", "q"), ("dk", "k"), ("dv", "v")):
+        t[n] = torch.full_like(t[like], float("nan"))
+        if wide_width(t[like]):
+            t[n] = widen(torch.full(t[like].shape, float("nan"), device=DEV, dtype=t[like].dtype),
+                         wide_width(t[like]), SENTINEL)
+
+
 def backward(h, c, t, sm90):
     """Our backward on the sm90 (True) or sm80 (False) path; returns (grads, sm90 launches). With a bias,
     dbias too ([B, H, Tq, Tk] float32, NaN-filled before the call)."""
-    for n, like in (("dq", "q"), ("dk", "k"), ("dv", "v")):
-        t[n] = torch.full_like(t[like], float("nan"))
-        if wide_width(t[like]):  # a "wide" case: the gradient with its input's strides, SENTINEL past its columns
-            t[n] = widen(torch.full(t[like].shape, float("nan"), device=DEV, dtype=t[like].dtype),
-                         wide_width(t[like]), SENTINEL)
+    nan_grads(t)
     if t.get("bias") is not None and not c.get("no_dbias"):  # no_dbias: a bias without its gradient
         B, Tq, H = t["q"].shape[:3]
         t["dbias"] = torch.full((B, H, Tq, t["k"].shape[1]), float("nan"), device=DEV)
@@ -721,13 +726,9 @@ def tf32_bound(ref, low_err):
 
 def tf32_backward(h, c, t, mode64, mode128):
     """Our float32 backward with allow_tf32 under set_sm90_tf32_bwd(mode64) and set_sm90_tf32_bwd128(mode128) (0:
-    sm80's TF32 backward; -1: the default); gradients NaN-filled first (a "wide" case's as backward() does).
+    sm80's TF32 backward; -1: the default); gradients NaN-filled first (nan_grads).
     Returns (grads, the Hopper TF32 backwards' launches)."""
-    for n, like in (("dq", "q"), ("dk", "k"), ("dv", "v")):
-        t[n] = torch.full_like(t[like], float("nan"))
-        if wide_width(t[like]):
-            t[n] = widen(torch.full(t[like].shape, float("nan"), device=DEV, dtype=t[like].dtype),
-                         wide_width(t[like]), SENTINEL)
+    nan_grads(t)
     launches = lambda: h.m.sm90_info()["tf32_bwd_launches"] + h.m.sm90_info()["tf32_bwd128_launches"]
     h.m.set_sm90_tf32_bwd(mode64)
     h.m.set_sm90_tf32_bwd128(mode128)
