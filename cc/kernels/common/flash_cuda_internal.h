@@ -68,6 +68,11 @@ inline int padded_head_dim(const AttnShape& s) { return head_dim_bucket(s.D > s.
 // True when the call runs padded up (D or Dv below padded_head_dim): only kernels that check the columns they
 // store take such calls.
 inline bool runs_padded(const AttnShape& s) { const int hd = padded_head_dim(s); return s.D != hd || s.Dv != hd; }
+// The head dims the Hopper TF32 kernels of head dim kd (64 or 128) take: D, Dv multiples of 4 (TMA's 16 bytes of
+// float32) whose padded_head_dim is kd.
+inline bool tf32_head_dims_apply(const AttnShape& s, int kd) {
+  return s.D > 0 && s.Dv > 0 && s.D % 4 == 0 && s.Dv % 4 == 0 && padded_head_dim(s) == kd;
+}
 
 // Tuning builds (-DFA_TUNING, benchmarks/tune_configs.py) pick other tile configurations at run
 // time: tuning_cfg(var) reads the environment variable var (0 when unset), and

@@ -13,7 +13,7 @@
 // 2.23x-4.25x Keras under XLA from T = 1024 (benchmarks/RESULTS.md, float32 (o)).
 //
 // Scope (bwd_tf32_applies): float32 with allow_tf32, D == Dv == 64, and any other D, Dv that are multiples of 4 with
-// padded_head_dim 64 (padded up: tf32_bwd_head_dims_apply in sm90_tf32_bwd.cuh), the index masks (causal with any
+// padded_head_dim 64 (padded up: tf32_head_dims_apply, sm90_tf32_bwd.cuh), the index masks (causal with any
 // causal_offset, sliding window, query / key lengths, [B, Tq] / [B, Tk] validity masks; session 36, checked on
 // the H200: 21 / 21 harness cases per variant, memcheck / racecheck, GPU tests through TensorFlow 407 + 13),
 // GQA (H % Hkv == 0), the softmax scale, d_lse (it is in dsum); no dense mask, bias / dbias, soft-cap,
@@ -530,7 +530,7 @@ int64_t bwd_tf32_launches() { return g_launches.load(std::memory_order_relaxed);
 // bwd_tf32 checks workspace_bytes.
 size_t bwd_tf32_workspace_floats(const FlashBwdParams& p) {
   const AttnShape& s = p.shape;
-  if (p.dtype != DType::kFloat32 || !p.allow_tf32 || !tf32_bwd_head_dims_apply(s, kD) || !bwd_tf32_enabled() ||
+  if (p.dtype != DType::kFloat32 || !p.allow_tf32 || !tf32_head_dims_apply(s, kD) || !bwd_tf32_enabled() ||
       !enabled() || !current_device_is_sm90())
     return 0;
   return static_cast<size_t>(prepass_layout(s, p.deterministic).floats);

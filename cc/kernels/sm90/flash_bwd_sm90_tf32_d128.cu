@@ -28,7 +28,7 @@
 // Workspace (after sm80's TF32 parts): Qr, dOr [B, H, tq_pad, 128], QT, dOT [B, H, 128, tq_pad] (tf32_kperm order
 // within groups of 8 queries), as the head-dim-64 kernel's pre-pass (no K^T).
 // Scope (bwd_tf32_d128_applies): float32, allow_tf32, D == Dv == 128 and any other D, Dv that are multiples of 4
-// with padded_head_dim 128 (padded up: tf32_bwd_head_dims_apply in sm90_tf32_bwd.cuh), index masks or none, GQA,
+// with padded_head_dim 128 (padded up: tf32_head_dims_apply, sm90_tf32_bwd.cuh), index masks or none, GQA,
 // d_lse, deterministic mode (an ordered dQ reduction: kDetDqMode below); strides multiples of 4 elements; no dense
 // mask, bias, soft-cap, dropout.
 #include <cuda.h>
@@ -433,7 +433,7 @@ int64_t bwd_tf32_d128_launches() { return g_launches.load(std::memory_order_rela
 
 size_t bwd_tf32_d128_workspace_floats(const FlashBwdParams& p) {
   const AttnShape& s = p.shape;
-  if (p.dtype != DType::kFloat32 || !p.allow_tf32 || !tf32_bwd_head_dims_apply(s, kD) || d128_mode() == 0 ||
+  if (p.dtype != DType::kFloat32 || !p.allow_tf32 || !tf32_head_dims_apply(s, kD) || d128_mode() == 0 ||
       !enabled() || !current_device_is_sm90())
     return 0;
   return static_cast<size_t>(prepass_layout(s, p.deterministic).floats);

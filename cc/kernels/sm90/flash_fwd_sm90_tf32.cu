@@ -801,9 +801,7 @@ bool fwd_tf32_params_apply(const FlashFwdParams& p) {
   const AttnShape& s = p.shape;
   if (p.dtype != DType::kFloat32 || !p.allow_tf32) return false;
   // Head dims 64 and 128, and any other D, Dv <= 128 (multiples of 4: TMA's 16 bytes) padded up.
-  if (s.D <= 0 || s.Dv <= 0 || s.D % 4 || s.Dv % 4) return false;
-  const int hd = padded_head_dim(s);
-  if (hd != 64 && hd != 128) return false;
+  if (!tf32_head_dims_apply(s, 64) && !tf32_head_dims_apply(s, 128)) return false;
   if (s.Tk <= 0 || s.Tq <= 0 || s.Tq > (1ll << 31) - kBr || s.Tk > (1ll << 31) - kBc) return false;
   if (s.H > 65535 || s.B > 65535 || s.Hkv <= 0 || s.H % s.Hkv != 0) return false;
   // Causal (any offset), windows, lengths, [B, T] validity masks (the IDX kernels for all but causal); no dense mask.

@@ -9,7 +9,7 @@
 #include <cstdint>
 
 #include "cc/kernels/common/flash_cuda_common.cuh"  // fast_exp2
-#include "cc/kernels/common/flash_cuda_internal.h"  // padded_head_dim, aligned16, strides_mult4
+#include "cc/kernels/common/flash_cuda_internal.h"  // aligned16, strides_mult4
 #include "cc/kernels/common/flash_params.h"
 #include "cc/kernels/sm90/sm90_ptx.cuh"
 #include "cc/kernels/sm90/sm90_tf32.cuh"
@@ -18,13 +18,10 @@ namespace flashattn {
 namespace cuda {
 namespace sm90 {
 
-// Host: the head dims a Hopper TF32 backward of head dim kd takes: kd itself, and any other D, Dv (multiples of 4,
-// TMA's 16 bytes) whose padded_head_dim is kd. Padded up, the tensor maps of K and V carry the real D / Dv (the copy
-// engine fills the columns past them with zeros), the pre-passes write zeros past them in Qr, dOr, QT, dOT, K^T, so
-// that S^T, dP^T and every product are exact, and the epilogue and the dQ conversion store no column past D / Dv.
-inline bool tf32_bwd_head_dims_apply(const AttnShape& s, int kd) {
-  return s.D > 0 && s.Dv > 0 && s.D % 4 == 0 && s.Dv % 4 == 0 && padded_head_dim(s) == kd;
-}
+// The head dims a Hopper TF32 backward of head dim kd takes: tf32_head_dims_apply(s, kd) (flash_cuda_internal.h).
+// Padded up, the tensor maps of K and V carry the real D / Dv (the copy engine fills the columns past them with
+// zeros), the pre-passes write zeros past them in Qr, dOr, QT, dOT, K^T, so that S^T, dP^T and every product are
+// exact, and the epilogue and the dQ conversion store no column past D / Dv.
 // Host: strides and bases the TF32 backwards take: every element stride a multiple of 4 (TMA's 16-byte strides, the
 // pre-passes' float4 loads), non-negative; q, k, v, o, dO, dq, dk, dv 16-byte aligned.
 inline bool tf32_bwd_strides_apply(const FlashBwdParams& p) {
