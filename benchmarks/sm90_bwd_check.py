@@ -475,6 +475,18 @@ TF32_PAD_CASES = [
     dict(name="tbpad_d80_big", B=2, Tq=1024, Tk=1024, H=4, D=80),
     dict(name="tbpad_d96_big_causal", B=1, Tq=2048, Tk=2048, H=4, D=96, causal=True),
     dict(name="tbpad_d80_det", B=2, Tq=100, Tk=150, H=2, D=80, deterministic=True),
+    # Soft-cap (the CAP instantiations, which run the default variant / dQ mode whatever mode is set): alone at both
+    # head dims, with a tight cap and a scale (tanh saturated), causal both alignments, GQA, masks, padded, long.
+    dict(name="tbcap_d64", B=2, Tq=113, Tk=203, H=3, D=64, softcap=20.0),
+    dict(name="tbcap_d128_tight", B=2, Tq=150, Tk=203, H=3, D=128, softcap=5.0, scale=0.3),
+    dict(name="tbcap_d64_causal_br_gqa", B=2, Tq=200, Tk=260, H=4, Hkv=2, D=64, softcap=30.0, causal=True,
+         offset=60),
+    dict(name="tbcap_d128_causal_tl_dlse", B=2, Tq=260, Tk=200, H=2, D=128, softcap=10.0, causal=True, dlse=True),
+    dict(name="tbcap_d96_masks_poison", wide=True, B=3, Tq=600, Tk=650, H=2, D=96, softcap=15.0, causal=True,
+         offset=50, wl=150, qlen_vals=[600, 333, 70], klen_vals=[650, 400, 0], qvalid=True, poison_kv=True),
+    dict(name="tbcap_d40_kvalid", wide=True, B=2, Tq=300, Tk=333, H=2, D=40, softcap=20.0, kvalid=True),
+    dict(name="tbcap_d128_big", B=1, Tq=2048, Tk=2048, H=4, D=128, softcap=30.0),
+    dict(name="tbcap_d64_big_causal", B=1, Tq=2048, Tk=2048, H=4, D=64, softcap=30.0, causal=True),
     dict(name="tbpad_d80_dropout_sm80", B=2, Tq=100, Tk=150, H=2, D=80, dropout=0.1, seed=(1, 2), expect_sm80=True),
     dict(name="tbpad_d132_sm80", B=2, Tq=100, Tk=150, H=2, D=132, expect_sm80=True),
 ]
@@ -493,6 +505,10 @@ TF32_DET_CASES = [
          qlen_vals=[600, 333, 70], klen_vals=[650, 400, 0], qvalid=True),
     dict(name="tdet_d80_causal_gqa_wide", wide=True, B=2, Tq=257, Tk=390, H=8, Hkv=2, D=80, causal=True, offset=133),
     dict(name="tdet_d40_kvalid_wide", wide=True, B=2, Tq=300, Tk=333, H=2, D=40, kvalid=True),
+    dict(name="tdet_d64_softcap_causal_gqa", B=2, Tq=517, Tk=600, H=4, Hkv=2, D=64, softcap=20.0, causal=True,
+         offset=83),
+    dict(name="tdet_d128_softcap_long", B=1, Tq=2048, Tk=2048, H=2, D=128, softcap=10.0),
+    dict(name="tdet_d96_softcap_wide", wide=True, B=2, Tq=300, Tk=333, H=2, D=96, softcap=5.0, scale=0.3),
 ]
 D256_DROP_EXACT_CASES = [
     dict(name="d256_dvexact_05_gqa", B=2, Tq=333, Tk=257, H=4, Hkv=2, D=256, dropout=0.5, seed=(-7, 1 << 40)),

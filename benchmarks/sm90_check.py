@@ -102,7 +102,7 @@ others' answers):
             the timings side by side): e.g. a change against main's objects, or the dense rows' L2 prefetch
             (FA_SM90_FWD_DENSE_PREFETCH, default 2 tiles ahead) against -DFA_SM90_FWD_DENSE_PREFETCH=0.
   tf32sanitize  TF32_SANITIZE cases (small, each shape class) for compute-sanitizer (memcheck; racecheck and
-            synccheck on request in gpu_run.sh).
+            synccheck on request in gpu_run.sh); TF32SAN_CASES (comma-separated names) narrows it.
 Writes OUT/sm90_<phase>.json.
 """
 import argparse
@@ -646,6 +646,14 @@ TF32_CASES = [
     dict(name="t_pad_d96_masks", wide=True, B=3, Tq=300, Tk=333, H=2, D=96, wl=60, wr=20, klen=True, kvalid=True),
     dict(name="t_pad_d80_big", B=2, Tq=2048, Tk=2048, H=4, D=80),
     dict(name="t_pad_d112_big_causal", wide=True, B=1, Tq=4096, Tk=4096, H=4, D=112, causal=True),
+    # Soft-cap (the IDX kernels): alone, with causal / GQA / a tight cap and a scale (tanh saturated), padded with
+    # the index masks, and long (the pre-pass variant by default).
+    dict(name="t_softcap_d128", B=2, Tq=300, Tk=333, H=2, D=128, softcap=20.0),
+    dict(name="t_softcap_causal_gqa_d64", B=2, Tq=257, Tk=390, H=4, Hkv=2, D=64, softcap=5.0, scale=0.5,
+         causal=True, offset=390 - 257),
+    dict(name="t_pad_d96_softcap_masks", wide=True, B=3, Tq=300, Tk=333, H=2, D=96, softcap=10.0, wl=60, wr=20,
+         klen=True, kvalid=True),
+    dict(name="t_softcap_big_d128_causal", B=1, Tq=2048, Tk=2048, H=4, D=128, softcap=30.0, causal=True),
 ]
 # Calls the TF32 kernel does not take (fwd_tf32_applies): sm80's TF32 kernel must run them (no launch of ours).
 TF32_FALLBACK_CASES = [
@@ -653,13 +661,14 @@ TF32_FALLBACK_CASES = [
     dict(name="tf_d256", B=2, Tq=113, Tk=203, H=2, D=256),
     dict(name="tf_d66", B=2, Tq=113, Tk=203, H=2, D=66),  # not a multiple of 4 (TMA's 16 bytes)
     dict(name="tf_d160_dv128", B=2, Tq=113, Tk=203, H=2, D=160, Dv=128),  # padded up to 256
-    dict(name="tf_softcap", B=2, Tq=200, Tk=200, H=2, D=128, softcap=20.0),
+    dict(name="tf_bias_softcap", B=2, Tq=200, Tk=200, H=2, D=128, bias=(1, 1), softcap=20.0),
 ]
 # Small cases for compute-sanitizer (each runs every variant twice): ragged tiles at both head dims, causal with
 # a ragged key tile, rows that see no key, GQA, one query row, strided q/k/v.
 TF32_SANITIZE = ("t_odd_d128", "t_odd_d64", "t_edges_127_129_causal", "t_empty_rows_causal", "t_gqa4_d64",
                  "t_tq1_forced", "t_strided_qkv", "t_valid_causal_gqa", "t_window_no_key", "t_pad_d80",
-                 "t_pad_d40_causal_tl", "t_pad_d64_dv128", "t_pad_d96_masks")
+                 "t_pad_d40_causal_tl", "t_pad_d64_dv128", "t_pad_d96_masks", "t_softcap_causal_gqa_d64",
+                 "t_pad_d96_softcap_masks")
 
 
 def tf32_launches(h):
@@ -1305,8 +1314,9 @@ def main():
         rows = phase_tf32(h, log, TF32_CASES, TF32_FALLBACK_CASES)
         print(f"tf32: {sum(r['ok'] for r in rows)} / {len(rows)} pass (every variant; fallback cases once)",
               file=log, flush=True)
-    elif args.phase == "tf32sanitize":
-        rows = phase_tf32(h, log, [c for c in TF32_CASES if c["name"] in TF32_SANITIZE])
+    elif args.phase == "tf32sanitize":  # TF32SAN_CASES (comma-separated names of TF32_SANITIZE) narrows it
+        only = [n for n in os.environ.get("TF32SAN_CASES", "").split(",") if n]
+        rows = phase_tf32(h, log, [c for c in TF32_CASES if c["name"] in TF32_SANITIZE and (not only or c["name"] in only)])
     elif args.phase == "tf32bench":
         rows = phase_tf32_bench(h, log)
     elif args.phase == "densesave":

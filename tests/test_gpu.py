@@ -337,6 +337,23 @@ def test_softcap(dtype):
     compare(q, k, v, dtype, softcap=4.0)
 
 
+@pytest.mark.parametrize("d,dv", [(64, 64), (128, 128), (96, 80)])
+@pytest.mark.parametrize("masks", [False, True], ids=["plain", "masks"])
+def test_tf32_softcap(masks, d, dv):
+    """Soft-cap in float32 with TF32 on: on an H100 / H200 the Hopper TF32 forward's and backwards' soft-cap
+    instantiations run it (head dims 64, 128, and 96 / 80 padded up to 128), elsewhere sm80's TF32 kernels; a
+    tight cap (tanh saturates for many scores), alone or with GQA, causal with an offset, lengths and a window."""
+    rng = np.random.default_rng(d + dv + masks)
+    B_, TQ_, TK_, H_ = 2, 150, 260, 4
+    q, k, v = rand(rng, B_, TQ_, H_, d) * 3, rand(rng, B_, TK_, 2, d) * 3, rand(rng, B_, TK_, 2, dv)
+    kw, allowed = {}, None
+    if masks:
+        kw = dict(is_causal=True, causal_offset=TK_ - TQ_, key_lengths=[260, 170], sliding_window=(90, None))
+        allowed = allowed_mask(B_, H_, TQ_, TK_, is_causal=True, causal_offset=TK_ - TQ_, window=(90, -1),
+                               key_lengths=[260, 170])
+    compare(q, k, v, TF32, softcap=5.0, allowed=allowed, kw=kw)
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
 def test_dropout_matches_reference_and_cpu(dtype):
     rng = np.random.default_rng(4)
@@ -379,13 +396,17 @@ DETERMINISM = textwrap.dedent("""
     # backward; bfloat16_d256 the Hopper head-dim-256 kernel's deterministic dropout copy; the _bias rows
     # without dropout the split kernel's deterministic score copies (head dims 128 and 256); bfloat16_d64
     # the head-dim-64 causal deterministic kernel (sm80's before 2026-12-02); the float32_*_plain rows the Hopper
-    # TF32 backwards' ordered dQ reduction (head dims 64, 128 and 80, padded up to 128).
+    # TF32 backwards' ordered dQ reduction (head dims 64, 128 and 80, padded up to 128), the _softcap rows their
+    # soft-cap instantiations.
+    softcap = 5.0 if sys.argv[1].endswith("_softcap") else None
     dt, d, with_bias, rate = {
         "bfloat16": (tf.bfloat16, 128, True, 0.1), "float32": (tf.float32, 128, True, 0.1),
         "float32_d256": (tf.float32, 256, True, 0.1), "bfloat16_d256": (tf.bfloat16, 256, False, 0.1),
         "bfloat16_bias": (tf.bfloat16, 128, True, 0.0), "bfloat16_d256_bias": (tf.bfloat16, 256, True, 0.0),
         "bfloat16_d64": (tf.bfloat16, 64, False, 0.0), "float32_d64_plain": (tf.float32, 64, False, 0.0),
-        "float32_d128_plain": (tf.float32, 128, False, 0.0), "float32_d80_plain": (tf.float32, 80, False, 0.0)}[sys.argv[1]]
+        "float32_d128_plain": (tf.float32, 128, False, 0.0), "float32_d80_plain": (tf.float32, 80, False, 0.0),
+        "float32_d64_softcap": (tf.float32, 64, False, 0.0),
+        "float32_d128_softcap": (tf.float32, 128, False, 0.0)}[sys.argv[1]]
     rng = np.random.default_rng(0)
     q, k, v = (tf.constant(rng.standard_normal(s), dt) for s in
                [(2, 1500, 8, d), (2, 1700, 2, d), (2, 1700, 2, d)])
@@ -393,7 +414,7 @@ DETERMINISM = textwrap.dedent("""
     def run():
         with tf.device('/GPU:0'), tf.GradientTape() as t:
             t.watch([q, k, v] + ([bias] if with_bias else []))
-            o = fa.dot_product_attention(q, k, v, bias=bias, is_causal=True,
+            o = fa.dot_product_attention(q, k, v, bias=bias, is_causal=True, attn_logits_soft_cap=softcap,
                                          dropout_rate=rate, seed=[1, 2] if rate else None)
             l = tf.reduce_sum(tf.cast(o, tf.float32) ** 2)
         return [o] + t.gradient(l, [q, k, v] + ([bias] if with_bias else []))
@@ -409,7 +430,8 @@ DETERMINISM = textwrap.dedent("""
 @pytest.mark.parametrize("which", ["bfloat16", "float32", "float32_d256", "bfloat16_d256",
                                    "bfloat16_bias", "bfloat16_d256_bias", "bfloat16_d64", "bfloat16 xla",
                                    "float32 xla", "bfloat16_d256 xla", "bfloat16_bias xla", "float32_d64_plain",
-                                   "float32_d128_plain", "float32_d80_plain", "float32_d128_plain xla"])
+                                   "float32_d128_plain", "float32_d80_plain", "float32_d128_plain xla",
+                                   "float32_d64_softcap", "float32_d128_softcap xla"])
 def test_deterministic_mode_is_bitwise_reproducible(which):
     res = subprocess.run([sys.executable, "-c", DETERMINISM] + which.split(), capture_output=True,
                          text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"), timeout=600)

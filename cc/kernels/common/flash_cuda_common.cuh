@@ -300,6 +300,21 @@ __device__ __forceinline__ float score_elem(float acc, const MaskParams& m, cons
   return ok ? x * kLog2e : neg_inf();
 }
 
+// The Hopper kernels' soft-cap (sm90/flash_bwd_sm90.cu, the TF32 forward and backwards): score_elem's rule in
+// base-2 units with the scale and log2e folded in, and the backward's factor recovered from P.
+// Soft-cap of one S element in base-2 units, in place before the P pass: c log2e tanh(scale S / c)
+// (cap_log2 = c log2e, inv_cap = 1 / c; sm80's score_elem, s = c tanh(scale S / c)).
+__device__ __forceinline__ float softcap_log2(float s, float scale, float inv_cap, float cap_log2) {
+  return cap_log2 * tanhf((s * scale) * inv_cap);
+}
+// dS of one element under soft-cap without a bias: P (1 - tanh^2) (dP - dsum), tanh recovered from P
+// itself: tanh = (log2 P + l2) / (c log2e) (inv_cap_log2 = 1 / (c log2e)), exact up to ex2 / lg2's
+// rounding; a P of 0 (masked or underflowed) has dS = 0 whatever the factor.
+__device__ __forceinline__ float softcap_ds(float pv, float dp, float dsm, float l2, float inv_cap_log2) {
+  const float th = (__log2f(pv) + l2) * inv_cap_log2;
+  const float dcap = pv > 0.f ? 1.f - th * th : 1.f;
+  return pv * dcap * (dp - dsm);
+}
 // True when the run needs the general per-element path: a dense mask, bias, soft-cap, dropout,
 // dbias or a non-positive scale, and the [B, Tq] / [B, Tk] validity masks unless the caller's
 // index path takes them (valid_by_index: the tiled kernels do, see key_visible; the decoding

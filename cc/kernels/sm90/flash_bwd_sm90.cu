@@ -554,19 +554,7 @@ __device__ __forceinline__ float bias_p(float s, float pmul, float l2, bool vis,
   if (vis) bv = Elem<T>::to_f(ba(q, h2));
   return bias_p_of(s, pmul, l2, vis, bv);
 }
-// Soft-cap of one S element in base-2 units, in place before the P pass: c log2e tanh(scale S / c)
-// (cap_log2 = c log2e, inv_cap = 1 / c; sm80's score_elem, s = c tanh(scale S / c)).
-__device__ __forceinline__ float softcap_log2(float s, float scale, float inv_cap, float cap_log2) {
-  return cap_log2 * tanhf((s * scale) * inv_cap);
-}
-// dS of one element under soft-cap without a bias: P (1 - tanh^2) (dP - dsum), tanh recovered from P
-// itself: tanh = (log2 P + l2) / (c log2e) (inv_cap_log2 = 1 / (c log2e)), exact up to ex2 / lg2's
-// rounding; a P of 0 (masked or underflowed) has dS = 0 whatever the factor.
-__device__ __forceinline__ float softcap_ds(float pv, float dp, float dsm, float l2, float inv_cap_log2) {
-  const float th = (__log2f(pv) + l2) * inv_cap_log2;
-  const float dcap = pv > 0.f ? 1.f - th * th : 1.f;
-  return pv * dcap * (dp - dsm);
-}
+// softcap_log2, softcap_ds: common/flash_cuda_common.cuh (the Hopper TF32 backwards use them too).
 // dS of one element with dbias and / or under soft-cap with a bias (the dS pass' bias copy): dlogit =
 // P (dP - dsum) (sm80's order), stored to dbias (dba(q, h2), when has_dbias) where P != 0 (the rest
 // stays launch()'s 0); then, kCap, dS = dlogit (1 - tanh^2) with tanh recovered from P less the bias'
@@ -1582,8 +1570,8 @@ cudaError_t launch_dq_convert(const FlashBwdParams& p, const float* dq_acc, int6
 //   kernel's CTAs, each reading every query tile it visits (its Q / dO / lse2 / dsum) for 64 keys instead
 //   of 128 (more L2 traffic per FLOP; splitdbench measures what that costs against sm80).
 //   Score options (SCORE; the D <= 128 kernel's semantics and arithmetic, element by element through the
-//   shared helpers above bwd_cta: bias_unit, dbias_unit, idx_visible, bias_p, softcap_log2, softcap_ds,
-//   bias_ds). Element x = 4j + 2h2 + e of S^T_c is (key j0 + key_l[h2], key_l = 16 warp + g (+ 8), query i0
+//   shared helpers above bwd_cta: bias_unit, dbias_unit, idx_visible, bias_p, bias_ds; softcap_log2 and
+//   softcap_ds from common/flash_cuda_common.cuh). Element x = 4j + 2h2 + e of S^T_c is (key j0 + key_l[h2], key_l = 16 warp + g (+ 8), query i0
 //   + 32c + 8j + 2t + e): the m64n32 accumulator layout, as the D = 256 kernel's P pass and dropout use it.
 //   soft-cap   S^T_c capped in place after its wait (softcap_log2: c log2e tanh(scale S / c)), the P pass
 //              with pmul = 1; dS = P (1 - tanh^2) (dP - dsum), tanh from P (softcap_ds).

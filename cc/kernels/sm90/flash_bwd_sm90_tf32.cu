@@ -16,8 +16,10 @@
 // padded_head_dim 64 (padded up: tf32_head_dims_apply, sm90_tf32_bwd.cuh), the index masks (causal with any
 // causal_offset, sliding window, query / key lengths, [B, Tq] / [B, Tk] validity masks; session 36, checked on
 // the H200: 21 / 21 harness cases per variant, memcheck / racecheck, GPU tests through TensorFlow 407 + 13),
-// GQA (H % Hkv == 0), the softmax scale, d_lse (it is in dsum); no dense mask, bias / dbias, soft-cap,
-// dropout; deterministic mode by an ordered dQ reduction (kDetVariant below; sm90_tf32_bwd.cuh, tf32_dq_det_warp).
+// GQA (H % Hkv == 0), the softmax scale, d_lse (it is in dsum), soft-cap (the CAP instantiations of kDefaultVariant
+// and kDetVariant, whatever variant is set: S^T capped before the P pass, dS^T times 1 - tanh^2, Tf32BwdCap in
+// sm90_tf32_bwd.cuh); no dense mask, bias / dbias, dropout; deterministic mode by an ordered dQ reduction
+// (kDetVariant below; sm90_tf32_bwd.cuh, tf32_dq_det_warp).
 // Strides multiples of 4 elements (TMA's 16 bytes) and 16-byte aligned bases (tf32_bwd_strides_apply).
 // The pre-pass's room in the workspace is counted only on compute capability 9.0 (bwd_tf32_workspace_floats),
 // and the launch checks that FlashBwdParams::workspace_bytes holds it (else sm80 runs).
@@ -217,8 +219,8 @@ using Units = Tf32BwdUnits<kBk, kBq>;  // sm90_tf32_bwd.cuh
 // kVariantTab[VI]: KREGS, S^T / dP^T by wgmma RS with K_c's and V_c's A fragments loaded into registers once
 // per CTA (rounded on the way), else SS with K_c / V_c rounded in shared memory; the ring's depth; DQB, dQ^T
 // by bulk reduce-adds. PAD: a call padded up (D or Dv below 64; the epilogue skips the columns past them). DET:
-// the ordered dQ reduction (deterministic mode, kDetVariant only).
-template <int VI, bool PAD, bool DET>
+// the ordered dQ reduction (deterministic mode, kDetVariant only). CAP: soft-cap (Tf32BwdCap).
+template <int VI, bool PAD, bool DET, bool CAP>
 __global__ void __launch_bounds__(kThreads, 1)
     flash_bwd_sm90_tf32_kernel(const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v,
                                const __grid_constant__ CUtensorMap tm_kt, const __grid_constant__ CUtensorMap tm_qr,
@@ -292,7 +294,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   setmaxnreg_inc<kConsumerRegs>();
   const int c = wg - 1;
   const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
-  const float sl2 = p.score.scale * 1.4426950408889634f;
+  const float sl2 = CAP ? 1.f : p.score.scale * 1.4426950408889634f;  // CAP: S^T capped in base-2 units first
   const int key_l[2] = {16 * warp + g, 16 * warp + g + 8};  // this thread's accumulator rows (consumer-local)
   const int key_t[2] = {64 * c + key_l[0], 64 * c + key_l[1]};  // the keys' indices in the CTA's tile
   const int64_t key_g[2] = {j0 + key_t[0], j0 + key_t[1]};
@@ -375,7 +377,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     fence_regs(sacc);
 
     // P^T in place (tf32_bwd_p_pass), with the index rule unless this warp's 16 keys x 32 queries are all visible
-    // (the rows warp's word for key group 4c + warp, and the keys' key_ok).
+    // (the rows warp's word for key group 4c + warp, and the keys' key_ok). CAP: S^T capped first.
+    if constexpr (CAP) Tf32BwdCap(p.score).cap(sacc);
     if (need_mask)
       tf32_bwd_p_pass<true, kBq>(sacc, rows_f, rows_i, s, sl2, t, key_t, key_ok);
     else
@@ -391,7 +394,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     tf32_bwd_unit_product<kD, kBq>(dv, pa, st + L::kDOT);
 
     // dS^T = P^T (dP^T - dsum): A fragments of dK (rounded) and dS [32 q][64 keys] for dQ^T.
-    tf32_bwd_ds<kBq>(dpacc, sacc, da, ds_gen, rows_f, s, t, key_l);
+    tf32_bwd_ds<kBq, CAP>(dpacc, sacc, da, ds_gen, rows_f, s, t, key_l, CAP ? Tf32BwdCap(p.score).inv_cap_log2 : 0.f);
     fence_proxy_async();  // dS stores before the wgmma (async proxy) reads below
 
     // dK += dS^T Q: B = QT [64 d x 32 q].
@@ -494,9 +497,9 @@ struct Tf32BwdLaunch {
                  const CUtensorMap, const CUtensorMap, const Tf32BwdSm90Args);
   int smem;
 };
-template <int VI, bool DET = false>
+template <int VI, bool DET = false, bool CAP = false>
 Tf32BwdLaunch tf32_bwd_launch(bool padded) {
-  return {padded ? flash_bwd_sm90_tf32_kernel<VI, true, DET> : flash_bwd_sm90_tf32_kernel<VI, false, DET>,
+  return {padded ? flash_bwd_sm90_tf32_kernel<VI, true, DET, CAP> : flash_bwd_sm90_tf32_kernel<VI, false, DET, CAP>,
           Smem<kVariantTab[VI].stages, kVariantTab[VI].dqbulk>::kAlloc};
 }
 
@@ -543,8 +546,9 @@ bool bwd_tf32_applies(const FlashBwdParams& p) {
       s.Hkv > 65535 || s.H > 65535 || s.Tq > (1ll << 30) || s.Tk > (1ll << 30) ||
       (s.Tq + kBq - 1) / kBq * (s.H / s.Hkv) >= (1ll << 31))  // Units::n is an int
     return false;
-  // Index masks (causal, window, lengths, [B, Tq] / [B, Tk] validity) are taken; not the general features.
-  if (p.mask.mask || p.score.bias || p.dbias || p.score.softcap != 0.f || p.dropout.rate > 0.f) return false;
+  // Index masks (causal, window, lengths, [B, Tq] / [B, Tk] validity) and soft-cap are taken; not the other
+  // general features.
+  if (p.mask.mask || p.score.bias || p.dbias || p.dropout.rate > 0.f) return false;
   if (!tf32_bwd_strides_apply(p)) return false;
   return true;  // the device: in bwd_tf32_workspace_floats
 }
@@ -575,12 +579,15 @@ cudaError_t bwd_tf32(const FlashBwdParams& p, cudaStream_t stream) {
       !tma_map_ws_f32(&tqr, qr, s.B, s.H, w.tq_pad, kD, kBq) || !tma_map_ws_f32(&tdor, dor, s.B, s.H, w.tq_pad, kD, kBq) ||
       !tma_map_ws_f32(&tqt, qt, s.B, s.H, kD, w.tq_pad, kD) || !tma_map_ws_f32(&tdot, dot, s.B, s.H, kD, w.tq_pad, kD))
     return cudaErrorNotSupported;  // nothing queued yet: sm80's TF32 backward takes it
-  const bool det = p.deterministic;
-  const int variant = det ? kDetVariant : mode - 1;
+  const bool det = p.deterministic, cap = p.score.softcap != 0.f;
+  // Soft-cap: kDefaultVariant's CAP instantiation (kDetVariant's in deterministic mode), whatever variant is set.
+  const int variant = det ? kDetVariant : cap ? kDefaultVariant : mode - 1;
   const bool dqbulk = kVariantTab[variant].dqbulk;
   if (dqbulk && (ws.dq_rows % kBq != 0 || ws.dq_rows < s.Tq)) return cudaErrorNotSupported;
   const bool pad = runs_padded(s);
-  const Tf32BwdLaunch launch = det            ? tf32_bwd_launch<kDetVariant, true>(pad)
+  const Tf32BwdLaunch launch = det && cap     ? tf32_bwd_launch<kDetVariant, true, true>(pad)
+                               : det          ? tf32_bwd_launch<kDetVariant, true>(pad)
+                               : cap          ? tf32_bwd_launch<kDefaultVariant, false, true>(pad)
                                : variant == 6 ? tf32_bwd_launch<6>(pad)
                                : variant == 5 ? tf32_bwd_launch<5>(pad)
                                : variant == 4 ? tf32_bwd_launch<4>(pad)

@@ -29,8 +29,9 @@
 // within groups of 8 queries), as the head-dim-64 kernel's pre-pass (no K^T).
 // Scope (bwd_tf32_d128_applies): float32, allow_tf32, D == Dv == 128 and any other D, Dv that are multiples of 4
 // with padded_head_dim 128 (padded up: tf32_head_dims_apply, sm90_tf32_bwd.cuh), index masks or none, GQA,
-// d_lse, deterministic mode (an ordered dQ reduction: kDetDqMode below); strides multiples of 4 elements; no dense
-// mask, bias, soft-cap, dropout.
+// d_lse, deterministic mode (an ordered dQ reduction: kDetDqMode below), soft-cap (the CAP instantiations of
+// kDefaultDqMode and kDetDqMode, whatever mode is set; Tf32BwdCap in sm90_tf32_bwd.cuh); strides multiples of 4
+// elements; no dense mask, bias, dropout.
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -141,8 +142,8 @@ using Units = Tf32BwdUnits<kBk, kBq>;  // sm90_tf32_bwd.cuh
 // tm_k, tm_v: K, V [B, Tk, Hkv, 128] (boxes {32, 1, 64, 1}); tm_qr, tm_dor: Qr, dOr (boxes {32, 1, 32, 1});
 // tm_qt, tm_dot: QT, dOT (boxes {32 queries, 1, 128 rows, 1}). MI: the dQ mode kDqModes[MI]. PAD: a call padded up
 // (D or Dv below 128; the epilogue skips the columns past them). DET: the ordered dQ reduction (deterministic mode,
-// kDetDqMode only).
-template <int MI, bool PAD, bool DET>
+// kDetDqMode only). CAP: soft-cap (Tf32BwdCap: S^T capped before the P pass, dS^T times 1 - tanh^2).
+template <int MI, bool PAD, bool DET, bool CAP>
 __global__ void __launch_bounds__(kThreads, 1)
     flash_bwd_sm90_tf32_d128_kernel(const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v,
                                     const __grid_constant__ CUtensorMap tm_qr, const __grid_constant__ CUtensorMap tm_dor,
@@ -219,7 +220,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   setmaxnreg_inc<kConsumerRegs>();
   const int c = wg - 1;
   const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
-  const float sl2 = p.score.scale * 1.4426950408889634f;
+  const float sl2 = CAP ? 1.f : p.score.scale * 1.4426950408889634f;  // CAP: S^T capped in base-2 units first
   const int key_l[2] = {16 * warp + g, 16 * warp + g + 8};  // this thread's accumulator rows (keys in the tile)
   const int64_t key_g[2] = {j0 + key_l[0], j0 + key_l[1]};
   const bool key_ok[2] = {key_g[0] < klim && key_visible(mk, sh, b, key_g[0]),
@@ -267,6 +268,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     // P^T in place (tf32_bwd_p_pass), with the index rule unless the whole 64 x 32 tile is visible (tile_in_range:
     // the rows warp's whole-group word cost this kernel 3-5 %, see tf32_bwd_rows_warp).
     const bool need_mask = !tile_in_range(mk, i0, kBq, j0, kBk, qlim, klim);
+    if constexpr (CAP) Tf32BwdCap(p.score).cap(sacc);
     if (need_mask)
       tf32_bwd_p_pass<true, kBq>(sacc, rows_f, rows_i, s, sl2, t, key_l, key_ok);
     else
@@ -282,7 +284,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     tf32_bwd_unit_product<kD, kBq>(dv, pa, st + L::kDOT);
 
     // dS^T = P^T (dP^T - dsum): A fragments of dK (rounded) and dS [32 q][64 keys] for dQ^T.
-    tf32_bwd_ds<kBq>(dpacc, sacc, da, ds_gen, rows_f, s, t, key_l);
+    tf32_bwd_ds<kBq, CAP>(dpacc, sacc, da, ds_gen, rows_f, s, t, key_l, CAP ? Tf32BwdCap(p.score).inv_cap_log2 : 0.f);
     fence_proxy_async();
     mbar_arrive(empty0 + 8 * s);  // Qr, dOr (S^T, dP^T waited for) and the rows: read
 
@@ -419,9 +421,9 @@ struct D128Launch {
                  const CUtensorMap, const Tf32BwdD128Args);
   int smem;
 };
-template <int I, bool DET = false>
+template <int I, bool DET = false, bool CAP = false>
 D128Launch d128_launch(bool padded) {
-  return {padded ? flash_bwd_sm90_tf32_d128_kernel<I, true, DET> : flash_bwd_sm90_tf32_d128_kernel<I, false, DET>,
+  return {padded ? flash_bwd_sm90_tf32_d128_kernel<I, true, DET, CAP> : flash_bwd_sm90_tf32_d128_kernel<I, false, DET, CAP>,
           Smem<kDqModes[I] == DqAdd::kBulk>::kAlloc};
 }
 constexpr D128Launch (*kD128Launches[])(bool) = {d128_launch<0>, d128_launch<1>, d128_launch<2>};
@@ -446,7 +448,8 @@ bool bwd_tf32_d128_applies(const FlashBwdParams& p) {
       s.Hkv > 65535 || s.H > 65535 || s.Tq > (1ll << 30) || s.Tk > (1ll << 30) ||
       (s.Tq + kBq - 1) / kBq * (s.H / s.Hkv) >= (1ll << 31))
     return false;
-  if (p.mask.mask || p.score.bias || p.dbias || p.score.softcap != 0.f || p.dropout.rate > 0.f) return false;
+  // Index masks and soft-cap; not a dense mask, bias / dbias or dropout.
+  if (p.mask.mask || p.score.bias || p.dbias || p.dropout.rate > 0.f) return false;
   if (!tf32_bwd_strides_apply(p)) return false;
   return true;
 }
@@ -455,9 +458,13 @@ cudaError_t bwd_tf32_d128(const FlashBwdParams& p, cudaStream_t stream) {
   const AttnShape& s = p.shape;
   const int mode = d128_mode();
   if (mode == 0) return cudaErrorNotSupported;
-  const bool det = p.deterministic;
-  const DqAdd dq_mode = kDqModes[det ? kDetDqMode : mode - 1];
-  const D128Launch launch = det ? d128_launch<kDetDqMode, true>(runs_padded(s)) : kD128Launches[mode - 1](runs_padded(s));
+  const bool det = p.deterministic, cap = p.score.softcap != 0.f, pad = runs_padded(s);
+  // Soft-cap: kDefaultDqMode's CAP instantiation (kDetDqMode's in deterministic mode), whatever mode is set.
+  const DqAdd dq_mode = kDqModes[det ? kDetDqMode : cap ? kDefaultDqMode : mode - 1];
+  const D128Launch launch = det && cap ? d128_launch<kDetDqMode, true, true>(pad)
+                            : det      ? d128_launch<kDetDqMode, true>(pad)
+                            : cap      ? d128_launch<kDefaultDqMode, false, true>(pad)
+                                       : kD128Launches[mode - 1](pad);
   const PrepassLayout w = prepass_layout(s, det);
   const Tf32BwdWorkspaceParts ws = bwd_tf32_workspace_parts(p);
   if (!ws.dsum || !ws.dq_acc || !ws.extra || !aligned16(ws.extra) || !aligned16(ws.dq_acc))

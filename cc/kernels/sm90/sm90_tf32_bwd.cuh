@@ -222,21 +222,47 @@ __device__ __forceinline__ void tf32_bwd_p_pass(float (&sacc)[BQ / 2], const flo
   }
 }
 
-// dS^T = P^T (dP^T - dsum) into dpacc, then as dK's A fragments da (rounded) and, for dQ^T, to shared memory as dS
-// [BQ q][64 keys] at ds_gen (swizzled, 2 panels of 32 keys; the same rounded bits).
-template <int BQ>
+// Soft-cap (the kernels' CAP instantiations; s = c tanh(scale S / c), sm80's score_elem): the constants of
+// softcap_log2 / softcap_ds (common/flash_cuda_common.cuh), taken once per thread. S^T is capped in place in base-2
+// units (cap) before the P pass, which then multiplies by 1 (p_mul) instead of scale log2e; tf32_bwd_ds multiplies
+// dS^T by 1 - tanh^2, tanh recovered from P and the row's lse2 (as the 16-bit backward: no registers carry it).
+struct Tf32BwdCap {
+  float scale, inv_cap, cap_log2, inv_cap_log2;
+  __device__ explicit Tf32BwdCap(const ScoreParams& sp)
+      : scale(sp.scale),
+        inv_cap(1.f / sp.softcap),
+        cap_log2(sp.softcap * 1.4426950408889634f),
+        inv_cap_log2(1.f / (sp.softcap * 1.4426950408889634f)) {}
+  template <int N>
+  __device__ __forceinline__ void cap(float (&sacc)[N]) const {
+#pragma unroll
+    for (int x = 0; x < N; ++x) sacc[x] = softcap_log2(sacc[x], scale, inv_cap, cap_log2);
+  }
+};
+
+// dS^T = P^T (dP^T - dsum) into dpacc (CAP: times 1 - tanh^2, softcap_ds with cap.inv_cap_log2 and the rows' lse2),
+// then as dK's A fragments da (rounded) and, for dQ^T, to shared memory as dS [BQ q][64 keys] at ds_gen (swizzled, 2
+// panels of 32 keys; the same rounded bits). inv_cap_log2 is read only when CAP.
+template <int BQ, bool CAP = false>
 __device__ __forceinline__ void tf32_bwd_ds(float (&dpacc)[BQ / 2], const float (&sacc)[BQ / 2], uint32_t (&da)[BQ / 8][4],
-                                            uint8_t* ds_gen, const float* rows_f, int s, int t, const int (&key_l)[2]) {
+                                            uint8_t* ds_gen, const float* rows_f, int s, int t, const int (&key_l)[2],
+                                            float inv_cap_log2 = 0.f) {
   const float* dsum_s = rows_f + (kTf32BwdRowWords * s + 1) * BQ;
+  const float* lse2_s = rows_f + (kTf32BwdRowWords * s) * BQ;
 #pragma unroll
   for (int j = 0; j < BQ / 8; ++j) {
     const float2 dsm = *reinterpret_cast<const float2*>(dsum_s + 8 * j + 2 * t);
+    float2 l2 = make_float2(0.f, 0.f);
+    if constexpr (CAP) l2 = *reinterpret_cast<const float2*>(lse2_s + 8 * j + 2 * t);
 #pragma unroll
     for (int h2 = 0; h2 < 2; ++h2)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int x = 4 * j + 2 * h2 + e;
-        dpacc[x] = sacc[x] * (dpacc[x] - (e ? dsm.y : dsm.x));
+        if constexpr (CAP)
+          dpacc[x] = softcap_ds(sacc[x], dpacc[x], e ? dsm.y : dsm.x, e ? l2.y : l2.x, inv_cap_log2);
+        else
+          dpacc[x] = sacc[x] * (dpacc[x] - (e ? dsm.y : dsm.x));
       }
   }
 #pragma unroll
