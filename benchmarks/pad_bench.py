@@ -5,7 +5,7 @@ H100 / H200 (python3 with torch, triton and pybind11):
 
   ARCHS=90 bash benchmarks/build_harness.sh
   python3 benchmarks/pad_bench.py [--lib DIR] [--out FILE.json] [--shapes 128,80,96,192/128] [--t 4096,16384]
-      [--sm90-only] [--tf32 [--det] [--softcap C]]
+      [--sm90-only] [--tf32 [--det] [--softcap C] [--dropout R]]
 
 bf16, 16k tokens (B = 16384 / T), H = 16, causal and not; forward and backward milliseconds (triton's
 do_bench, medians) and TFLOP/s by FlashAttention's count with the real head dims: forward
@@ -58,6 +58,8 @@ def tf32_rows(h, args, log):
                          deterministic=args.det)
                 if args.softcap:
                     c["softcap"] = args.softcap
+                if args.dropout:
+                    c.update(dropout=args.dropout, seed=(1, 2))
                 gen = torch.Generator(device=DEV)
                 gen.manual_seed(1)
                 t = make_inputs(c, torch.float32, gen)
@@ -67,7 +69,8 @@ def tf32_rows(h, args, log):
                 ws = h.fwd_ws_bytes(c, t)
                 if ws:
                     t["fws"] = torch.empty((ws,), dtype=torch.uint8, device=DEV)
-                r = dict(D=D, Dv=Dv, T=T, B=B, H=H, causal=causal, dtype="tf32", softcap=args.softcap)
+                r = dict(D=D, Dv=Dv, T=T, B=B, H=H, causal=causal, dtype="tf32", softcap=args.softcap,
+                         dropout=args.dropout)
                 n0 = h.m.sm90_info()["tf32_fwd_launches"]
                 h.m.set_sm90_tf32(1)
                 r["sm90_fwd_ms"] = bench_ms(lambda: h.fwd(c, t))
@@ -116,6 +119,7 @@ def main():
                     help="with --tf32: deterministic mode (the backwards' ordered dQ reductions; sm80's deterministic "
                          "TF32 backward when the Hopper ones are off), and the Hopper one without it")
     ap.add_argument("--softcap", type=float, default=0.0, help="with --tf32: soft-cap (attn_logits_soft_cap) C")
+    ap.add_argument("--dropout", type=float, default=0.0, help="with --tf32: dropout rate R")
     ap.add_argument("--tf32", action="store_true",
                     help="float32 with TF32: the Hopper TF32 kernels against sm80's TF32 ones")
     args = ap.parse_args()

@@ -487,7 +487,22 @@ TF32_PAD_CASES = [
     dict(name="tbcap_d40_kvalid", wide=True, B=2, Tq=300, Tk=333, H=2, D=40, softcap=20.0, kvalid=True),
     dict(name="tbcap_d128_big", B=1, Tq=2048, Tk=2048, H=4, D=128, softcap=30.0),
     dict(name="tbcap_d64_big_causal", B=1, Tq=2048, Tk=2048, H=4, D=64, softcap=30.0, causal=True),
-    dict(name="tbpad_d80_dropout_sm80", B=2, Tq=100, Tk=150, H=2, D=80, dropout=0.1, seed=(1, 2), expect_sm80=True),
+    # Dropout (the kTf32Drop instantiations, the default variant / dQ mode whatever mode is set; the reference takes
+    # the host's keep mask): both head dims, GQA, causal both alignments, lengths and masks, with soft-cap, padded,
+    # rate 0.5, long.
+    dict(name="tbdrop_d64", B=2, Tq=113, Tk=203, H=3, D=64, dropout=0.1, seed=(1, 2)),
+    dict(name="tbdrop_d128_causal_br_gqa", B=2, Tq=200, Tk=260, H=4, Hkv=2, D=128, dropout=0.2, seed=(3, 4),
+         causal=True, offset=60),
+    dict(name="tbdrop_d64_causal_tl_dlse", B=2, Tq=260, Tk=200, H=2, D=64, dropout=0.1, seed=(5, 6), causal=True,
+         dlse=True),
+    dict(name="tbdrop_d80_masks_poison", wide=True, B=3, Tq=600, Tk=650, H=2, D=80, dropout=0.5, seed=(-7, 1 << 40),
+         causal=True, offset=50, wl=150, qlen_vals=[600, 333, 70], klen_vals=[650, 400, 0], qvalid=True, poison_kv=True),
+    dict(name="tbdrop_softcap_d128", B=2, Tq=150, Tk=203, H=3, D=128, dropout=0.1, seed=(7, 8), softcap=10.0),
+    dict(name="tbdrop_softcap_d40_kvalid", wide=True, B=2, Tq=300, Tk=333, H=2, D=40, dropout=0.1, seed=(9, 10),
+         softcap=20.0, kvalid=True),
+    dict(name="tbdrop_d128_big", B=1, Tq=2048, Tk=2048, H=4, D=128, dropout=0.1, seed=(11, 12)),
+    dict(name="tbdrop_d64_big_causal", B=1, Tq=2048, Tk=2048, H=4, D=64, dropout=0.1, seed=(13, 14), causal=True),
+    dict(name="tbpad_bias_sm80", B=2, Tq=100, Tk=150, H=2, D=80, bias=(1, 1), expect_sm80=True),
     dict(name="tbpad_d132_sm80", B=2, Tq=100, Tk=150, H=2, D=132, expect_sm80=True),
 ]
 # The Hopper TF32 backwards in deterministic mode (phase tf32det: the DET instantiations, their ordered dQ reduction):
@@ -509,6 +524,9 @@ TF32_DET_CASES = [
          offset=83),
     dict(name="tdet_d128_softcap_long", B=1, Tq=2048, Tk=2048, H=2, D=128, softcap=10.0),
     dict(name="tdet_d96_softcap_wide", wide=True, B=2, Tq=300, Tk=333, H=2, D=96, softcap=5.0, scale=0.3),
+    dict(name="tdet_d64_drop_causal_gqa", B=2, Tq=517, Tk=600, H=4, Hkv=2, D=64, dropout=0.1, seed=(1, 2),
+         causal=True, offset=83),
+    dict(name="tdet_d128_drop_softcap_long", B=1, Tq=2048, Tk=2048, H=2, D=128, dropout=0.2, seed=(3, 4), softcap=20.0),
 ]
 D256_DROP_EXACT_CASES = [
     dict(name="d256_dvexact_05_gqa", B=2, Tq=333, Tk=257, H=4, Hkv=2, D=256, dropout=0.5, seed=(-7, 1 << 40)),
@@ -843,9 +861,10 @@ def phase_tf32det(h, log, cases):
         t["ws"].fill_(float("nan"))
         again, took2 = tf32_backward(h, c, t, -1, -1)
         nd, took_nd = tf32_backward(h, dict(c, deterministic=False), t, -1, -1)
-        ref = reference(c, t, torch.float64, None)
+        keep = h.dropout_keep(c, c["B"], c["H"], c["Tq"], c["Tk"], c["D"]).to(DEV) if c.get("dropout") else None
+        ref = reference(c, t, torch.float64, keep)
         with tf32_matmuls():
-            low = reference(c, t, torch.float32, None)
+            low = reference(c, t, torch.float32, keep)
         dead_q, dead_k = dead_rows_keys(c, t)
         row = dict(case=c["name"], launched=int(took), repeat_launched=int(took2), default_launched=int(took_nd),
                    repeat_bitwise=all(torch.equal(again[n], ours[n]) for n in GRADS),

@@ -3,7 +3,7 @@ without TensorFlow, on an H100/H200 (python3 with torch, triton and pybind11):
 
   ARCHS=90 bash benchmarks/build_harness.sh
   python3 benchmarks/sm90_check.py --phase selftest|numerics|bench|sanitize|variants|vbench|vsanitize|
-      tf32selftest|tf32|tf32bench|tf32sanitize|densesave [--lib DIR] [--out DIR]
+      tf32selftest|tf32|tf32bench|tf32sanitize|tf32dropexact|densesave [--lib DIR] [--out DIR]
   python3 benchmarks/sm90_check.py --phase densecmp --a FILE --b FILE
 
 Phases (each its own process in `gpu_run.sh sm90`, under a timeout, so a hang in one still leaves the
@@ -101,6 +101,8 @@ others' answers):
             densecmp --a FILE --b FILE (no GPU) compares two such files from two builds (o, lse bit for bit,
             the timings side by side): e.g. a change against main's objects, or the dense rows' L2 prefetch
             (FA_SM90_FWD_DENSE_PREFETCH, default 2 tiles ahead) against -DFA_SM90_FWD_DENSE_PREFETCH=0.
+  tf32dropexact DROP_EXACT_CASES (head dims up to 128) on the TF32 forward: its dropout mask against the host's,
+            exactly.
   tf32sanitize  TF32_SANITIZE cases (small, each shape class) for compute-sanitizer (memcheck; racecheck and
             synccheck on request in gpu_run.sh); TF32SAN_CASES (comma-separated names) narrows it.
 Writes OUT/sm90_<phase>.json.
@@ -453,25 +455,29 @@ def phase_numerics(h, log, cases, dtypes):
     return rows
 
 
-def phase_drop_exact(h, log, cases, dtypes):
+def phase_drop_exact(h, log, cases, dtypes, tf32=False):
     """q = 0, so every visible key of a row has P = 1 / n(row); V[j] = one-hot(j % D), so
-    O[i, d] * n(i) / keep_scale = #kept visible keys j = d (mod D) of row i: an integer."""
+    O[i, d] * n(i) / keep_scale = #kept visible keys j = d (mod D) of row i: an integer. tf32: float32 inputs with
+    allow_tf32 (dtypes [torch.float32]), the Hopper TF32 forward (its launch counter; P Z rounded to tf32 moves
+    the count by far less than 0.5 at these sizes)."""
     from kernel_harness_check import dropout_keep_scale
     rows = []
     gen = torch.Generator(device=DEV)
     gen.manual_seed(4)
-    for c in cases:
+    for c0 in cases:
         for dt in dtypes:
-            dname = str(dt).split(".")[-1]
+            dname = "tf32" if tf32 else str(dt).split(".")[-1]
+            c = dict(c0, tf32=True) if tf32 else c0
             t = inputs(c, dt, gen)
             B, Tq, H, D, Tk = c["B"], c["Tq"], c["H"], c["D"], c["Tk"]
             t["q"].zero_()
             onehot = torch.nn.functional.one_hot(torch.arange(Tk, device=DEV) % D, D).to(dt)  # [Tk, D]
             t["v"] = onehot[None, :, None, :].expand(B, Tk, t["v"].shape[2], D).contiguous()
+            counter = "tf32_fwd_launches" if tf32 else "fwd_launches"
             h.m.set_sm90(1)
-            n0 = h.m.sm90_info()["fwd_launches"]
+            n0 = h.m.sm90_info()[counter]
             run_fwd(h, c, t)
-            took = h.m.sm90_info()["fwd_launches"] - n0
+            took = h.m.sm90_info()[counter] - n0
             h.m.set_sm90(-1)
             keep = h.dropout_keep(c, B, H, Tq, Tk, D).to(DEV)  # [B, H, Tq, Tk]
             vis = visibility(c, t)  # [B, Tq, Tk]
@@ -654,6 +660,15 @@ TF32_CASES = [
     dict(name="t_pad_d96_softcap_masks", wide=True, B=3, Tq=300, Tk=333, H=2, D=96, softcap=10.0, wl=60, wr=20,
          klen=True, kvalid=True),
     dict(name="t_softcap_big_d128_causal", B=1, Tq=2048, Tk=2048, H=4, D=128, softcap=30.0, causal=True),
+    # Dropout (the reference takes the host's keep mask, flash_params.h's rule): alone at both head dims, with GQA,
+    # causal and lengths, with soft-cap, padded, rate 0.5, long.
+    dict(name="t_drop_d128", B=2, Tq=300, Tk=333, H=2, D=128, dropout=0.1, seed=(5, 6)),
+    dict(name="t_drop_causal_gqa_d64", B=2, Tq=257, Tk=390, H=4, Hkv=2, D=64, dropout=0.2, seed=(7, 8), causal=True,
+         offset=390 - 257, klen=True),
+    dict(name="t_drop_softcap_d128", B=2, Tq=200, Tk=260, H=3, D=128, dropout=0.1, seed=(9, 10), softcap=20.0),
+    dict(name="t_pad_d80_drop05_masks", wide=True, B=3, Tq=300, Tk=333, H=2, D=80, dropout=0.5, seed=(-7, 1 << 40),
+         wl=60, wr=20, qlen=True, kvalid=True),
+    dict(name="t_drop_big_d64", B=1, Tq=2048, Tk=2048, H=4, D=64, dropout=0.1, seed=(11, 12)),
 ]
 # Calls the TF32 kernel does not take (fwd_tf32_applies): sm80's TF32 kernel must run them (no launch of ours).
 TF32_FALLBACK_CASES = [
@@ -668,7 +683,7 @@ TF32_FALLBACK_CASES = [
 TF32_SANITIZE = ("t_odd_d128", "t_odd_d64", "t_edges_127_129_causal", "t_empty_rows_causal", "t_gqa4_d64",
                  "t_tq1_forced", "t_strided_qkv", "t_valid_causal_gqa", "t_window_no_key", "t_pad_d80",
                  "t_pad_d40_causal_tl", "t_pad_d64_dv128", "t_pad_d96_masks", "t_softcap_causal_gqa_d64",
-                 "t_pad_d96_softcap_masks")
+                 "t_pad_d96_softcap_masks", "t_drop_causal_gqa_d64", "t_drop_softcap_d128", "t_pad_d80_drop05_masks")
 
 
 def tf32_launches(h):
@@ -729,9 +744,10 @@ def phase_tf32(h, log, cases, fallback_cases=()):
         run_fwd(h, c, t)
         sm80 = {"o": t["o"].clone(), "lse": t["lse"].clone()}
         h.m.set_sm90_tf32(-1)  # the environment: TF_FLASHATTN_SM90_TF32=1 (main())
-        ref = reference(c, t, torch.float64, None)
+        keep = h.dropout_keep(c, c["B"], c["H"], c["Tq"], c["Tk"], c["D"]).to(DEV) if c.get("dropout") else None
+        ref = reference(c, t, torch.float64, keep)
         with tf32_matmuls():
-            low = reference(c, t, torch.float32, None)
+            low = reference(c, t, torch.float32, keep)
         v0 = None
         for v in (variants if expect else variants[:1]):
             h.m.set_sm90_tf32_variant(v)
@@ -1255,7 +1271,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--phase", required=True,
                     choices=("selftest", "numerics", "bench", "sanitize", "variants", "vbench", "vsanitize",
-                             "tf32selftest", "tf32", "tf32bench", "tf32sanitize", "densesave", "densecmp"))
+                             "tf32selftest", "tf32", "tf32bench", "tf32sanitize", "tf32dropexact", "densesave",
+                             "densecmp"))
     ap.add_argument("--lib", default=".harness_build")
     ap.add_argument("--out", default=None)
     ap.add_argument("--quick", action="store_true")
@@ -1314,6 +1331,9 @@ def main():
         rows = phase_tf32(h, log, TF32_CASES, TF32_FALLBACK_CASES)
         print(f"tf32: {sum(r['ok'] for r in rows)} / {len(rows)} pass (every variant; fallback cases once)",
               file=log, flush=True)
+    elif args.phase == "tf32dropexact":  # DROP_EXACT_CASES up to head dim 128, float32 with TF32
+        rows = phase_drop_exact(h, log, [c for c in DROP_EXACT_CASES if c["D"] <= 128], [torch.float32], tf32=True)
+        print(f"tf32dropexact: {sum(r['ok'] for r in rows)} / {len(rows)} pass", file=log, flush=True)
     elif args.phase == "tf32sanitize":  # TF32SAN_CASES (comma-separated names of TF32_SANITIZE) narrows it
         only = [n for n in os.environ.get("TF32SAN_CASES", "").split(",") if n]
         rows = phase_tf32(h, log, [c for c in TF32_CASES if c["name"] in TF32_SANITIZE and (not only or c["name"] in only)])

@@ -354,6 +354,21 @@ def test_tf32_softcap(masks, d, dv):
     compare(q, k, v, TF32, softcap=5.0, allowed=allowed, kw=kw)
 
 
+@pytest.mark.parametrize("d,dv,softcap", [(64, 64, None), (128, 128, None), (96, 80, None), (128, 128, 20.0)])
+def test_tf32_dropout(d, dv, softcap):
+    """Dropout in float32 with TF32 on (the mask of the CPU and sm80, tests/reference.py's): on an H100 / H200 the
+    Hopper TF32 forward's and backwards' dropout instantiations run it (head dims 64, 128, 96 / 80 padded up; with
+    soft-cap too), elsewhere sm80's TF32 kernels; with GQA, causal with an offset and key lengths."""
+    rng = np.random.default_rng(d + dv + (softcap is not None))
+    B_, TQ_, TK_, H_ = 2, 150, 260, 4
+    q, k, v = rand(rng, B_, TQ_, H_, d), rand(rng, B_, TK_, 2, d), rand(rng, B_, TK_, 2, dv)
+    seed, rate = [21, d], 0.2
+    kw = dict(dropout_rate=rate, seed=seed, is_causal=True, causal_offset=TK_ - TQ_, key_lengths=[260, 170])
+    allowed = allowed_mask(B_, H_, TQ_, TK_, is_causal=True, causal_offset=TK_ - TQ_, key_lengths=[260, 170])
+    compare(q, k, v, TF32, softcap=softcap, allowed=allowed, keep=dropout_keep_mask(seed, B_, H_, TQ_, TK_, rate),
+            kw=kw)
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
 def test_dropout_matches_reference_and_cpu(dtype):
     rng = np.random.default_rng(4)
@@ -396,8 +411,8 @@ DETERMINISM = textwrap.dedent("""
     # backward; bfloat16_d256 the Hopper head-dim-256 kernel's deterministic dropout copy; the _bias rows
     # without dropout the split kernel's deterministic score copies (head dims 128 and 256); bfloat16_d64
     # the head-dim-64 causal deterministic kernel (sm80's before 2026-12-02); the float32_*_plain rows the Hopper
-    # TF32 backwards' ordered dQ reduction (head dims 64, 128 and 80, padded up to 128), the _softcap rows their
-    # soft-cap instantiations.
+    # TF32 backwards' ordered dQ reduction (head dims 64, 128 and 80, padded up to 128), the _softcap and _dropout
+    # rows their soft-cap and dropout instantiations (float32 with bias and dropout: sm80's).
     softcap = 5.0 if sys.argv[1].endswith("_softcap") else None
     dt, d, with_bias, rate = {
         "bfloat16": (tf.bfloat16, 128, True, 0.1), "float32": (tf.float32, 128, True, 0.1),
@@ -405,7 +420,8 @@ DETERMINISM = textwrap.dedent("""
         "bfloat16_bias": (tf.bfloat16, 128, True, 0.0), "bfloat16_d256_bias": (tf.bfloat16, 256, True, 0.0),
         "bfloat16_d64": (tf.bfloat16, 64, False, 0.0), "float32_d64_plain": (tf.float32, 64, False, 0.0),
         "float32_d128_plain": (tf.float32, 128, False, 0.0), "float32_d80_plain": (tf.float32, 80, False, 0.0),
-        "float32_d64_softcap": (tf.float32, 64, False, 0.0),
+        "float32_d64_softcap": (tf.float32, 64, False, 0.0), "float32_d64_dropout": (tf.float32, 64, False, 0.1),
+        "float32_d128_dropout": (tf.float32, 128, False, 0.1),
         "float32_d128_softcap": (tf.float32, 128, False, 0.0)}[sys.argv[1]]
     rng = np.random.default_rng(0)
     q, k, v = (tf.constant(rng.standard_normal(s), dt) for s in
@@ -431,7 +447,8 @@ DETERMINISM = textwrap.dedent("""
                                    "bfloat16_bias", "bfloat16_d256_bias", "bfloat16_d64", "bfloat16 xla",
                                    "float32 xla", "bfloat16_d256 xla", "bfloat16_bias xla", "float32_d64_plain",
                                    "float32_d128_plain", "float32_d80_plain", "float32_d128_plain xla",
-                                   "float32_d64_softcap", "float32_d128_softcap xla"])
+                                   "float32_d64_softcap", "float32_d128_softcap xla", "float32_d64_dropout",
+                                   "float32_d128_dropout xla"])
 def test_deterministic_mode_is_bitwise_reproducible(which):
     res = subprocess.run([sys.executable, "-c", DETERMINISM] + which.split(), capture_output=True,
                          text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"), timeout=600)

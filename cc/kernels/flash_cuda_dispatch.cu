@@ -2,7 +2,7 @@
 // check the device and the shape, then pick the target's kernels:
 //   few query rows (any GPU)            -> sm80/flash_decode.cu (flash-decoding, key splits)
 //   float32, allow_tf32, compute 9.0, D, Dv <= 128 (multiples of 4; 64 and 128, others padded up), causal
-//     or none, index masks, soft-cap, GQA
+//     or none, index masks, soft-cap, dropout, GQA
 //     (sm90::fwd_tf32_applies), TF_FLASHATTN_SM90_TF32 and TF_FLASHATTN_SM90 not 0,
 //     FA_HAS_SM90 builds                -> sm90/flash_fwd_sm90_tf32.cu (wgmma .tf32, TMA)
 //   float32                             -> sm80/flash_fwd_tf32.cu (allow_tf32) or sm80/flash_fwd_simt.cu
@@ -23,8 +23,8 @@
 // sm90::bwd_applies); bias / dbias at head dim 128 and soft-cap, a dense mask, bias / dbias at
 // head dim 256 (no dropout; deterministic too) by the head-dim-split kernel
 // (TF_FLASHATTN_SM90_BWD_SPLITD=0 off); float32 with allow_tf32: sm90/flash_bwd_sm90_tf32.cu on 9.0 where
-// sm90::bwd_tf32_applies (D == Dv == 64, or D, Dv multiples of 4 padded up to 64; index masks and soft-cap,
-// deterministic mode too; TF_FLASHATTN_SM90_TF32_BWD=0 off), sm90/flash_bwd_sm90_tf32_d128.cu where
+// sm90::bwd_tf32_applies (D == Dv == 64, or D, Dv multiples of 4 padded up to 64; index masks, soft-cap and
+// dropout, deterministic mode too; TF_FLASHATTN_SM90_TF32_BWD=0 off), sm90/flash_bwd_sm90_tf32_d128.cu where
 // sm90::bwd_tf32_d128_applies (D, Dv padded up to 128, the same limits and switch), else sm80/flash_bwd_tf32.cu. Per-target folders: cpu/ (the CPU
 // kernels, own dispatch in cpu/flash_cpu_dispatch.cc), sm80/ (every GPU from sm_80 on), sm90/
 // (Hopper-only kernels); shared pieces (params, Philox, masking rules, launch helpers) in common/.

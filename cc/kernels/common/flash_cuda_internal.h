@@ -223,9 +223,8 @@ constexpr int kFwdSelftests = 6;
 // set_tf32_enabled(0 / 1) overrides it (-1: back to the environment); the dispatch also needs
 // enabled() (TF_FLASHATTN_SM90 not 0). fwd_tf32_applies: compute capability 9.0, float32 with
 // allow_tf32, D, Dv <= 128 and multiples of 4 (64 and 128, others padded up), GQA, no mask or causal (any
-// offset), windows, lengths, [B, T] validity
-// and soft-cap (its index-masked kernels); no dense mask, bias or dropout; 16-byte aligned tensors, strides multiples
-// of 4.
+// offset), windows, lengths, [B, T] validity, soft-cap and dropout (its index-masked kernels); no dense mask or bias;
+// 16-byte aligned tensors, strides multiples of 4.
 // fwd_tf32: its launcher (cudaErrorNotSupported when the tensor maps cannot be made: the caller
 // falls back to sm80's fwd_tf32). fwd_tf32_launches(): its launches so far in this process.
 // tf32_selftest(which, ...): its building blocks one at a time (0 TMA of a float32 tile, 1 the V
@@ -247,7 +246,7 @@ int64_t fwd_tf32_launches();
 // current device: float32, allow_tf32, D, Dv multiples of 4 with padded_head_dim 64 (64 itself or padded up),
 // enabled, compute capability 9.0; in deterministic mode with the ordered reduction's counters; else
 // 0). bwd_tf32_applies: those, a workspace_bytes that holds them, index masks only (causal, window, lengths,
-// [B, T] validity; no dense mask) and soft-cap, no bias / dbias or dropout, TMA's alignment (strides multiples of 4).
+// [B, T] validity; no dense mask), soft-cap and dropout, no bias / dbias, TMA's alignment (strides multiples of 4).
 // bwd_tf32: the whole backward (sm80's dsum pre-pass, its own pre-pass, the kernel, dQ's conversion) in the
 // workspace's parts (bwd_tf32_workspace_parts); cudaErrorNotSupported before any work is queued when it
 // cannot run (the caller falls back to sm80).
@@ -258,7 +257,7 @@ size_t bwd_tf32_workspace_floats(const FlashBwdParams& p);
 bool bwd_tf32_applies(const FlashBwdParams& p);
 cudaError_t bwd_tf32(const FlashBwdParams& p, cudaStream_t stream);
 // The same at head dim 128 (flash_bwd_sm90_tf32_d128.cu; D, Dv padded up to 128 too): on where bwd_tf32_enabled() is, unless
-// set_bwd_tf32_d128_enabled overrides it (0 off, 1 + i on with its dQ mode i, -1: back to that); index masks or none, soft-cap, deterministic mode too; its pre-pass room (Qr, dOr, QT, dOT) after sm80's TF32 parts.
+// set_bwd_tf32_d128_enabled overrides it (0 off, 1 + i on with its dQ mode i, -1: back to that); index masks or none, soft-cap, dropout, deterministic mode too; its pre-pass room (Qr, dOr, QT, dOT) after sm80's TF32 parts.
 void set_bwd_tf32_d128_enabled(int mode);
 int64_t bwd_tf32_d128_launches();
 size_t bwd_tf32_d128_workspace_floats(const FlashBwdParams& p);

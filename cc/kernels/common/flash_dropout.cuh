@@ -156,6 +156,19 @@ __device__ __forceinline__ void drop_cols_bits(uint32_t (&bits)[AM], const DropT
   });
 }
 
+// The Hopper backwards' keep bits of one unit for this thread's S^T elements (keys x queries): drop_cols_bits<1, AN>
+// of the unit's (head h, batch b) Philox stream with the CTA's key (dropout_key), keys from jm0, queries from qn0
+// (sm90/flash_bwd_sm90.cu and the TF32 backwards draw them before waiting for the unit's tiles).
+template <int AN>
+__device__ __forceinline__ uint32_t unit_keep_bits(const uint32_t (&drop_key)[2], const DropoutParams& d, int64_t h,
+                                                   int b, int64_t jm0, int64_t qn0, int g, int t) {
+  uint32_t bits[1];
+  const DropTile dt{drop_key[0], drop_key[1], d.threshold << 16, static_cast<uint32_t>(h), static_cast<uint32_t>(b),
+                    d.keep_scale};
+  drop_cols_bits<1, AN>(bits, dt, jm0, qn0, g, t);
+  return bits[0];
+}
+
 }  // namespace cuda
 }  // namespace flashattn
 

@@ -574,18 +574,7 @@ __device__ __forceinline__ float bias_ds(float pv, float dp, float dsm, float l2
   return dl;
 }
 
-// DROP: one unit's keep bits for this thread's S^T elements, drop_cols_bits<1, AN> of the unit's
-// (head h, batch b) Philox stream with the CTA's key (dropout_key): keys from jm0, queries from qn0
-// (both kernels draw them before waiting for the unit's tiles).
-template <int AN>
-__device__ __forceinline__ uint32_t unit_keep_bits(const uint32_t (&drop_key)[2], const DropoutParams& d, int64_t h,
-                                                   int b, int64_t jm0, int64_t qn0, int g, int t) {
-  uint32_t bits[1];
-  const DropTile dt{drop_key[0], drop_key[1], d.threshold << 16, static_cast<uint32_t>(h), static_cast<uint32_t>(b),
-                    d.keep_scale};
-  drop_cols_bits<1, AN>(bits, dt, jm0, qn0, g, t);
-  return bits[0];
-}
+// unit_keep_bits: common/flash_dropout.cuh (the Hopper TF32 backwards use it too).
 
 // The mbarriers of both backward kernels (thread 0; then the whole CTA waits): kv_full (K, V: thread
 // 0's expect_tx), full[s] (thread 0's expect_tx and warp 1's arrival; IDX: warp 2's too), empty[s]

@@ -16,9 +16,10 @@
 // padded_head_dim 64 (padded up: tf32_head_dims_apply, sm90_tf32_bwd.cuh), the index masks (causal with any
 // causal_offset, sliding window, query / key lengths, [B, Tq] / [B, Tk] validity masks; session 36, checked on
 // the H200: 21 / 21 harness cases per variant, memcheck / racecheck, GPU tests through TensorFlow 407 + 13),
-// GQA (H % Hkv == 0), the softmax scale, d_lse (it is in dsum), soft-cap (the CAP instantiations of kDefaultVariant
-// and kDetVariant, whatever variant is set: S^T capped before the P pass, dS^T times 1 - tanh^2, Tf32BwdCap in
-// sm90_tf32_bwd.cuh); no dense mask, bias / dbias, dropout; deterministic mode by an ordered dQ reduction
+// GQA (H % Hkv == 0), the softmax scale, d_lse (it is in dsum), soft-cap and dropout (the FEAT instantiations of
+// kDefaultVariant and kDetVariant, whatever variant is set, sm90_tf32.cuh's Tf32Feat: S^T capped before the P pass,
+// dS^T times 1 - tanh^2, Tf32BwdCap; dropout's keep bits per unit by unit_keep_bits, dV from P Z, dS = P (dP Z -
+// dsum), tf32_bwd_pack_p / tf32_bwd_ds); no dense mask, bias / dbias; deterministic mode by an ordered dQ reduction
 // (kDetVariant below; sm90_tf32_bwd.cuh, tf32_dq_det_warp).
 // Strides multiples of 4 elements (TMA's 16 bytes) and 16-byte aligned bases (tf32_bwd_strides_apply).
 // The pre-pass's room in the workspace is counted only on compute capability 9.0 (bwd_tf32_workspace_floats),
@@ -219,8 +220,8 @@ using Units = Tf32BwdUnits<kBk, kBq>;  // sm90_tf32_bwd.cuh
 // kVariantTab[VI]: KREGS, S^T / dP^T by wgmma RS with K_c's and V_c's A fragments loaded into registers once
 // per CTA (rounded on the way), else SS with K_c / V_c rounded in shared memory; the ring's depth; DQB, dQ^T
 // by bulk reduce-adds. PAD: a call padded up (D or Dv below 64; the epilogue skips the columns past them). DET:
-// the ordered dQ reduction (deterministic mode, kDetVariant only). CAP: soft-cap (Tf32BwdCap).
-template <int VI, bool PAD, bool DET, bool CAP>
+// the ordered dQ reduction (deterministic mode, kDetVariant only). FEAT: Tf32Feat bits (soft-cap, dropout).
+template <int VI, bool PAD, bool DET, int FEAT>
 __global__ void __launch_bounds__(kThreads, 1)
     flash_bwd_sm90_tf32_kernel(const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v,
                                const __grid_constant__ CUtensorMap tm_kt, const __grid_constant__ CUtensorMap tm_qr,
@@ -230,6 +231,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   constexpr int kStages = kVariantTab[VI].stages;
   constexpr bool DQB = kVariantTab[VI].dqbulk;
   constexpr bool ROT = kVariantTab[VI].rotate;
+  constexpr bool CAP = (FEAT & kTf32Cap) != 0, DROP = (FEAT & kTf32Drop) != 0;
   using L = Smem<kStages, DQB>;
   extern __shared__ uint8_t smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
@@ -302,6 +304,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   const bool key_ok[2] = {key_g[0] < klim && key_visible(mk, sh, b, key_g[0]),
                           key_g[1] < klim && key_visible(mk, sh, b, key_g[1])};
   const bool warp_keys_ok = __all_sync(~0u, key_ok[0] && key_ok[1]);  // this warp's 16 keys, group 4c + warp
+  uint32_t drop_key[2] = {0u, 0u};  // DROP: the Philox key (unit_keep_bits)
+  if constexpr (DROP) dropout_key(p.dropout, drop_key);
 
   float dv[32], dk[32];
 #pragma unroll
@@ -370,6 +374,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int s = n % kStages;
     const int64_t h = hk * G + n / units.nq, i0 = static_cast<int64_t>(units.qb_lo + n % units.nq) * kBq;
     const uint32_t st = base + L::kStage + s * L::kStageBytes;
+    // DROP: the unit's keep bits, bit x for element x of S^T (keys j0 + key_t[h2], queries i0 + 8j + 2t + e: the
+    // forward's mask), drawn before the wait for the unit's tiles.
+    uint32_t kbits = 0u;
+    if constexpr (DROP) kbits = unit_keep_bits<4>(drop_key, p.dropout, h, b, j0 + 64 * c + 16 * warp, i0, g, t);
     if constexpr (!ROT) issue_s_dp(n);
     // Read before the wait, its latency under S^T's (slot s's words are visible: its full barrier was waited for).
     const bool need_mask = tf32_bwd_needs_mask<kBq>(rows_i, s, 4 * c + warp, warp_keys_ok);
@@ -389,12 +397,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     // dV += P^T dO: A = P^T's fragments (pack_p_step: QT / dOT hold each 8-query group in tf32_kperm order),
     // B = dOT [64 d x 32 q], k8 step kk at byte kk * 32 of its rows.
     uint32_t pa[kBq / 8][4], da[kBq / 8][4];
-#pragma unroll
-    for (int kk = 0; kk < kBq / 8; ++kk) pack_p_step(pa[kk], sacc + 4 * kk);
+    tf32_bwd_pack_p<kBq, DROP>(pa, sacc, kbits, p.dropout.keep_scale);  // DROP: P Z
     tf32_bwd_unit_product<kD, kBq>(dv, pa, st + L::kDOT);
 
     // dS^T = P^T (dP^T - dsum): A fragments of dK (rounded) and dS [32 q][64 keys] for dQ^T.
-    tf32_bwd_ds<kBq, CAP>(dpacc, sacc, da, ds_gen, rows_f, s, t, key_l, CAP ? Tf32BwdCap(p.score).inv_cap_log2 : 0.f);
+    tf32_bwd_ds<kBq, FEAT>(dpacc, sacc, da, ds_gen, rows_f, s, t, key_l, CAP ? Tf32BwdCap(p.score).inv_cap_log2 : 0.f,
+                           kbits, p.dropout.keep_scale);
     fence_proxy_async();  // dS stores before the wgmma (async proxy) reads below
 
     // dK += dS^T Q: B = QT [64 d x 32 q].
@@ -497,10 +505,20 @@ struct Tf32BwdLaunch {
                  const CUtensorMap, const CUtensorMap, const Tf32BwdSm90Args);
   int smem;
 };
-template <int VI, bool DET = false, bool CAP = false>
+template <int VI, bool DET = false, int FEAT = 0>
 Tf32BwdLaunch tf32_bwd_launch(bool padded) {
-  return {padded ? flash_bwd_sm90_tf32_kernel<VI, true, DET, CAP> : flash_bwd_sm90_tf32_kernel<VI, false, DET, CAP>,
+  return {padded ? flash_bwd_sm90_tf32_kernel<VI, true, DET, FEAT> : flash_bwd_sm90_tf32_kernel<VI, false, DET, FEAT>,
           Smem<kVariantTab[VI].stages, kVariantTab[VI].dqbulk>::kAlloc};
+}
+// The FEAT instantiations (feat: tf32_feat's bits) of variant VI (kDefaultVariant, or kDetVariant with DET).
+template <int VI, bool DET>
+Tf32BwdLaunch tf32_bwd_feat_launch(int feat, bool padded) {
+  switch (feat) {
+    case kTf32Cap: return tf32_bwd_launch<VI, DET, kTf32Cap>(padded);
+    case kTf32Drop: return tf32_bwd_launch<VI, DET, kTf32Drop>(padded);
+    case kTf32Cap | kTf32Drop: return tf32_bwd_launch<VI, DET, kTf32Cap | kTf32Drop>(padded);
+    default: return tf32_bwd_launch<VI, DET>(padded);
+  }
 }
 
 std::atomic<int64_t> g_launches{0};
@@ -546,9 +564,9 @@ bool bwd_tf32_applies(const FlashBwdParams& p) {
       s.Hkv > 65535 || s.H > 65535 || s.Tq > (1ll << 30) || s.Tk > (1ll << 30) ||
       (s.Tq + kBq - 1) / kBq * (s.H / s.Hkv) >= (1ll << 31))  // Units::n is an int
     return false;
-  // Index masks (causal, window, lengths, [B, Tq] / [B, Tk] validity) and soft-cap are taken; not the other
-  // general features.
-  if (p.mask.mask || p.score.bias || p.dbias || p.dropout.rate > 0.f) return false;
+  // Index masks (causal, window, lengths, [B, Tq] / [B, Tk] validity), soft-cap and dropout are taken; not a dense
+  // mask, bias / dbias.
+  if (p.mask.mask || p.score.bias || p.dbias) return false;
   if (!tf32_bwd_strides_apply(p)) return false;
   return true;  // the device: in bwd_tf32_workspace_floats
 }
@@ -579,15 +597,16 @@ cudaError_t bwd_tf32(const FlashBwdParams& p, cudaStream_t stream) {
       !tma_map_ws_f32(&tqr, qr, s.B, s.H, w.tq_pad, kD, kBq) || !tma_map_ws_f32(&tdor, dor, s.B, s.H, w.tq_pad, kD, kBq) ||
       !tma_map_ws_f32(&tqt, qt, s.B, s.H, kD, w.tq_pad, kD) || !tma_map_ws_f32(&tdot, dot, s.B, s.H, kD, w.tq_pad, kD))
     return cudaErrorNotSupported;  // nothing queued yet: sm80's TF32 backward takes it
-  const bool det = p.deterministic, cap = p.score.softcap != 0.f;
-  // Soft-cap: kDefaultVariant's CAP instantiation (kDetVariant's in deterministic mode), whatever variant is set.
-  const int variant = det ? kDetVariant : cap ? kDefaultVariant : mode - 1;
+  const bool det = p.deterministic;
+  const int feat = tf32_feat(p.score.softcap, p.dropout.rate);
+  // Soft-cap, dropout: kDefaultVariant's FEAT instantiations (kDetVariant's in deterministic mode), whatever variant
+  // is set.
+  const int variant = det ? kDetVariant : feat ? kDefaultVariant : mode - 1;
   const bool dqbulk = kVariantTab[variant].dqbulk;
   if (dqbulk && (ws.dq_rows % kBq != 0 || ws.dq_rows < s.Tq)) return cudaErrorNotSupported;
   const bool pad = runs_padded(s);
-  const Tf32BwdLaunch launch = det && cap     ? tf32_bwd_launch<kDetVariant, true, true>(pad)
-                               : det          ? tf32_bwd_launch<kDetVariant, true>(pad)
-                               : cap          ? tf32_bwd_launch<kDefaultVariant, false, true>(pad)
+  const Tf32BwdLaunch launch = det            ? tf32_bwd_feat_launch<kDetVariant, true>(feat, pad)
+                               : feat         ? tf32_bwd_feat_launch<kDefaultVariant, false>(feat, pad)
                                : variant == 6 ? tf32_bwd_launch<6>(pad)
                                : variant == 5 ? tf32_bwd_launch<5>(pad)
                                : variant == 4 ? tf32_bwd_launch<4>(pad)

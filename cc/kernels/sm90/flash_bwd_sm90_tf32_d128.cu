@@ -29,9 +29,9 @@
 // within groups of 8 queries), as the head-dim-64 kernel's pre-pass (no K^T).
 // Scope (bwd_tf32_d128_applies): float32, allow_tf32, D == Dv == 128 and any other D, Dv that are multiples of 4
 // with padded_head_dim 128 (padded up: tf32_head_dims_apply, sm90_tf32_bwd.cuh), index masks or none, GQA,
-// d_lse, deterministic mode (an ordered dQ reduction: kDetDqMode below), soft-cap (the CAP instantiations of
-// kDefaultDqMode and kDetDqMode, whatever mode is set; Tf32BwdCap in sm90_tf32_bwd.cuh); strides multiples of 4
-// elements; no dense mask, bias, dropout.
+// d_lse, deterministic mode (an ordered dQ reduction: kDetDqMode below), soft-cap and dropout (the FEAT
+// instantiations of kDefaultDqMode and kDetDqMode, whatever mode is set; as the head-dim-64 kernel, sm90_tf32_bwd.cuh);
+// strides multiples of 4 elements; no dense mask, bias.
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -142,8 +142,8 @@ using Units = Tf32BwdUnits<kBk, kBq>;  // sm90_tf32_bwd.cuh
 // tm_k, tm_v: K, V [B, Tk, Hkv, 128] (boxes {32, 1, 64, 1}); tm_qr, tm_dor: Qr, dOr (boxes {32, 1, 32, 1});
 // tm_qt, tm_dot: QT, dOT (boxes {32 queries, 1, 128 rows, 1}). MI: the dQ mode kDqModes[MI]. PAD: a call padded up
 // (D or Dv below 128; the epilogue skips the columns past them). DET: the ordered dQ reduction (deterministic mode,
-// kDetDqMode only). CAP: soft-cap (Tf32BwdCap: S^T capped before the P pass, dS^T times 1 - tanh^2).
-template <int MI, bool PAD, bool DET, bool CAP>
+// kDetDqMode only). FEAT: Tf32Feat bits (soft-cap: S^T capped before the P pass, dS^T times 1 - tanh^2; dropout).
+template <int MI, bool PAD, bool DET, int FEAT>
 __global__ void __launch_bounds__(kThreads, 1)
     flash_bwd_sm90_tf32_d128_kernel(const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v,
                                     const __grid_constant__ CUtensorMap tm_qr, const __grid_constant__ CUtensorMap tm_dor,
@@ -151,6 +151,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                                     const __grid_constant__ Tf32BwdD128Args a) {
   constexpr DqAdd DQ = kDqModes[MI];
   constexpr bool BULK = DQ == DqAdd::kBulk;
+  constexpr bool CAP = (FEAT & kTf32Cap) != 0, DROP = (FEAT & kTf32Drop) != 0;
   using L = Smem<BULK>;
   extern __shared__ uint8_t smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
@@ -225,6 +226,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int64_t key_g[2] = {j0 + key_l[0], j0 + key_l[1]};
   const bool key_ok[2] = {key_g[0] < klim && key_visible(mk, sh, b, key_g[0]),
                           key_g[1] < klim && key_visible(mk, sh, b, key_g[1])};
+  uint32_t drop_key[2] = {0u, 0u};  // DROP: the Philox key (unit_keep_bits)
+  if constexpr (DROP) dropout_key(p.dropout, drop_key);
 
   float dv[64], dk[64];
 #pragma unroll
@@ -247,6 +250,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int s = c;  // n % kStages
     const int64_t h = hk * G + n / units.nq, i0 = static_cast<int64_t>(units.qb_lo + n % units.nq) * kBq;
     const uint32_t st = base + L::kStage + s * L::kStageBytes;
+    // DROP: the unit's keep bits, bit x for element x of S^T (keys j0 + key_l[h2], queries i0 + 8j + 2t + e),
+    // drawn before the wait for the unit's tiles.
+    uint32_t kbits = 0u;
+    if constexpr (DROP) kbits = unit_keep_bits<4>(drop_key, p.dropout, h, b, j0 + 16 * warp, i0, g, t);
     mbar_wait(full0 + 8 * s, (n / kStages) & 1);
 
     // S^T = K Q^T and dP^T = V dO^T [64 keys x 32 queries] over d in k8 steps (step k: panel k / 4, byte
@@ -278,13 +285,13 @@ __global__ void __launch_bounds__(kThreads, 1)
 
     // dV += P^T dO: A = P^T's fragments, B = dOT [128 d x 32 q] (one panel; k8 step kk at byte kk * 32).
     uint32_t pa[kBq / 8][4], da[kBq / 8][4];
-#pragma unroll
-    for (int kk = 0; kk < kBq / 8; ++kk) pack_p_step(pa[kk], sacc + 4 * kk);
+    tf32_bwd_pack_p<kBq, DROP>(pa, sacc, kbits, p.dropout.keep_scale);  // DROP: P Z
     mbar_wait(fullb0 + 8 * s, (n / kStages) & 1);  // QT, dOT
     tf32_bwd_unit_product<kD, kBq>(dv, pa, st + L::kDOT);
 
     // dS^T = P^T (dP^T - dsum): A fragments of dK (rounded) and dS [32 q][64 keys] for dQ^T.
-    tf32_bwd_ds<kBq, CAP>(dpacc, sacc, da, ds_gen, rows_f, s, t, key_l, CAP ? Tf32BwdCap(p.score).inv_cap_log2 : 0.f);
+    tf32_bwd_ds<kBq, FEAT>(dpacc, sacc, da, ds_gen, rows_f, s, t, key_l, CAP ? Tf32BwdCap(p.score).inv_cap_log2 : 0.f,
+                           kbits, p.dropout.keep_scale);
     fence_proxy_async();
     mbar_arrive(empty0 + 8 * s);  // Qr, dOr (S^T, dP^T waited for) and the rows: read
 
@@ -421,12 +428,22 @@ struct D128Launch {
                  const CUtensorMap, const Tf32BwdD128Args);
   int smem;
 };
-template <int I, bool DET = false, bool CAP = false>
+template <int I, bool DET = false, int FEAT = 0>
 D128Launch d128_launch(bool padded) {
-  return {padded ? flash_bwd_sm90_tf32_d128_kernel<I, true, DET, CAP> : flash_bwd_sm90_tf32_d128_kernel<I, false, DET, CAP>,
+  return {padded ? flash_bwd_sm90_tf32_d128_kernel<I, true, DET, FEAT> : flash_bwd_sm90_tf32_d128_kernel<I, false, DET, FEAT>,
           Smem<kDqModes[I] == DqAdd::kBulk>::kAlloc};
 }
 constexpr D128Launch (*kD128Launches[])(bool) = {d128_launch<0>, d128_launch<1>, d128_launch<2>};
+// The FEAT instantiations (feat: tf32_feat's bits) of dQ mode I (kDefaultDqMode, or kDetDqMode with DET).
+template <int I, bool DET>
+D128Launch d128_feat_launch(int feat, bool padded) {
+  switch (feat) {
+    case kTf32Cap: return d128_launch<I, DET, kTf32Cap>(padded);
+    case kTf32Drop: return d128_launch<I, DET, kTf32Drop>(padded);
+    case kTf32Cap | kTf32Drop: return d128_launch<I, DET, kTf32Cap | kTf32Drop>(padded);
+    default: return d128_launch<I, DET>(padded);
+  }
+}
 static_assert(sizeof(kD128Launches) / sizeof(kD128Launches[0]) == kDqModeCount, "one launch per dQ mode");
 }  // namespace
 
@@ -448,8 +465,8 @@ bool bwd_tf32_d128_applies(const FlashBwdParams& p) {
       s.Hkv > 65535 || s.H > 65535 || s.Tq > (1ll << 30) || s.Tk > (1ll << 30) ||
       (s.Tq + kBq - 1) / kBq * (s.H / s.Hkv) >= (1ll << 31))
     return false;
-  // Index masks and soft-cap; not a dense mask, bias / dbias or dropout.
-  if (p.mask.mask || p.score.bias || p.dbias || p.dropout.rate > 0.f) return false;
+  // Index masks, soft-cap and dropout; not a dense mask, bias / dbias.
+  if (p.mask.mask || p.score.bias || p.dbias) return false;
   if (!tf32_bwd_strides_apply(p)) return false;
   return true;
 }
@@ -458,13 +475,13 @@ cudaError_t bwd_tf32_d128(const FlashBwdParams& p, cudaStream_t stream) {
   const AttnShape& s = p.shape;
   const int mode = d128_mode();
   if (mode == 0) return cudaErrorNotSupported;
-  const bool det = p.deterministic, cap = p.score.softcap != 0.f, pad = runs_padded(s);
-  // Soft-cap: kDefaultDqMode's CAP instantiation (kDetDqMode's in deterministic mode), whatever mode is set.
-  const DqAdd dq_mode = kDqModes[det ? kDetDqMode : cap ? kDefaultDqMode : mode - 1];
-  const D128Launch launch = det && cap ? d128_launch<kDetDqMode, true, true>(pad)
-                            : det      ? d128_launch<kDetDqMode, true>(pad)
-                            : cap      ? d128_launch<kDefaultDqMode, false, true>(pad)
-                                       : kD128Launches[mode - 1](pad);
+  const bool det = p.deterministic, pad = runs_padded(s);
+  const int feat = tf32_feat(p.score.softcap, p.dropout.rate);
+  // Soft-cap, dropout: kDefaultDqMode's FEAT instantiations (kDetDqMode's in deterministic mode), whatever mode is set.
+  const DqAdd dq_mode = kDqModes[det ? kDetDqMode : feat ? kDefaultDqMode : mode - 1];
+  const D128Launch launch = det    ? d128_feat_launch<kDetDqMode, true>(feat, pad)
+                            : feat ? d128_feat_launch<kDefaultDqMode, false>(feat, pad)
+                                   : kD128Launches[mode - 1](pad);
   const PrepassLayout w = prepass_layout(s, det);
   const Tf32BwdWorkspaceParts ws = bwd_tf32_workspace_parts(p);
   if (!ws.dsum || !ws.dq_acc || !ws.extra || !aligned16(ws.extra) || !aligned16(ws.dq_acc))

@@ -16,7 +16,8 @@
 // engine fills the columns past them with zeros, the pre-pass writes its copies padded with zeros, and the
 // index-masked kernels, which such calls run, do not store O's columns past Dv), GQA (H % Hkv == 0), the
 // softmax scale, causal (any causal_offset) or no mask, and (the IDX kernels) windows, lengths, [B, Tq] /
-// [B, Tk] validity masks and soft-cap; no dense mask, bias or dropout (those calls keep sm80's TF32 kernel). The
+// [B, Tk] validity masks, soft-cap and dropout (Tf32Feat); no dense mask or bias (those calls keep sm80's TF32
+// kernel). The
 // plain kernels' PTX is unchanged by IDX (compared up to labels). Strides multiples of 4 elements
 // (16 bytes, what TMA needs), 16-byte aligned bases. Tq, Tk arbitrary; rows that see no key give O = 0
 // and lse = -inf, as sm80/flash_fwd_tile.cuh.
@@ -139,6 +140,7 @@
 
 #include "cc/kernels/common/flash_cuda_common.cuh"  // QueryTileKeys, fast_exp2, to_tf32
 #include "cc/kernels/common/flash_cuda_internal.h"
+#include "cc/kernels/common/flash_dropout.cuh"  // drop_tile, drop_rows_visit (dropout)
 #include "cc/kernels/common/flash_params.h"
 #include "cc/kernels/sm90/sm90_host.cuh"
 #include "cc/kernels/sm90/sm90_ptx.cuh"
@@ -276,8 +278,8 @@ __device__ __forceinline__ void load_q_frags(uint32_t (&qa)[D / 8][4], uint32_t 
 // (rank 4: key position, d, head, batch; box {32, D, 1, 1}: tf32_prepass_maps); see "Variant 3" in the
 // header. IDX: the index masks (window, lengths, [B, Tq] / [B, Tk] validity masks; fwd_tf32_applies), each row's
 // visible keys [kb, ke) and the key tile's validity bits applied in tiles not tile_in_range; else (causal or no
-// mask) the CTA-uniform key_end rule below. CAP (with IDX only): soft-cap.
-template <int D, int V, bool IDX = false, bool CAP = false>
+// mask) the CTA-uniform key_end rule below. FEAT (with IDX only; Tf32Feat bits): soft-cap, dropout.
+template <int D, int V, bool IDX = false, int FEAT = 0>
 __global__ void __launch_bounds__(kThreads, 1)
     flash_fwd_sm90_tf32_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                                const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ FlashFwdParams p) {
@@ -390,8 +392,12 @@ __global__ void __launch_bounds__(kThreads, 1)
   // CAP: soft-cap (s = c tanh(scale S / c), sm80's score_elem), S capped in base-2 units in place of the scaling
   // (softcap_log2, common/flash_cuda_common.cuh, as flash_fwd_sm90.cu's IDX kernel). Its own instantiations, so
   // that the other kernels' machine code stays as measured.
-  static_assert(!CAP || IDX, "soft-cap in the index-masked kernels");
+  constexpr bool CAP = (FEAT & kTf32Cap) != 0, DROP = (FEAT & kTf32Drop) != 0;
+  static_assert(FEAT == 0 || IDX, "soft-cap and dropout in the index-masked kernels");
   const float softcap = CAP ? p.score.softcap : 0.f;
+  // DROP: the Philox key, once (flash_fwd_sm90.cu's apply_dropout; the mask is flash_params.h's rule).
+  DropTile drop{};
+  if constexpr (DROP) drop = drop_tile(p.dropout, b, h);
   const float inv_cap = softcap != 0.f ? 1.f / softcap : 0.f;
   const float cap_log2 = softcap * 1.4426950408889634f;
   // Keys [0, ke) row i sees (key_end: causal or Tk); ke_cta of the CTA's first row (non-decreasing in
@@ -541,6 +547,15 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
       l[h2] = l[h2] * alpha[h2] + sum;  // this thread's partial sum; the quad reduces at the end
     }
+    // DROP: dropout on P after the row sum (sm80's fwd_tile_dropout): the m64n64 accumulator gives warp w rows
+    // wrow0 + g (+ 8), keys j0 + 8 nt + 2 t + e as sacc[4 nt + e'] (e' = 2 h2 + e), flash_dropout.cuh's m16n8
+    // fragment (j0 a multiple of 64): one Philox call per 8 elements, the mask of the CPU, sm80 and the 16-bit
+    // Hopper forward. P V then takes P Z (Z = keep_scale where kept, else 0); l stays the sum of P.
+    if constexpr (DROP) {
+      drop_rows_visit<kBc / 8, true>(drop, wrow0, j0, g, t, [&](int nt, int e, bool keep) {
+        sacc[4 * nt + e] *= keep ? drop.scale : 0.f;
+      });
+    }
 #pragma unroll
     for (int h2 = 0; h2 < 2; ++h2)
 #pragma unroll
@@ -681,12 +696,12 @@ std::atomic<int> g_tf32_last_variant{-1};
 
 // The main kernel's launch (its shared-memory attribute set by the caller) on tensor maps tq, tk and tv (V^T in
 // variant 3), and the launch counters.
-template <int D, int V, bool IDX, bool CAP>
+template <int D, int V, bool IDX, int FEAT>
 cudaError_t launch_tf32_main(const FlashFwdParams& p, cudaStream_t stream, const CUtensorMap& tq, const CUtensorMap& tk,
                              const CUtensorMap& tv) {
   const AttnShape& s = p.shape;
   const dim3 grid(static_cast<unsigned>((s.Tq + kBr - 1) / kBr), static_cast<unsigned>(s.H), static_cast<unsigned>(s.B));
-  flash_fwd_sm90_tf32_kernel<D, V, IDX, CAP><<<grid, kThreads, Tf32Smem<D>::kAlloc, stream>>>(tq, tk, tv, p);
+  flash_fwd_sm90_tf32_kernel<D, V, IDX, FEAT><<<grid, kThreads, Tf32Smem<D>::kAlloc, stream>>>(tq, tk, tv, p);
   const cudaError_t err = cudaGetLastError();
   if (err == cudaSuccess) {
     g_tf32_launches.fetch_add(1, std::memory_order_relaxed);
@@ -695,7 +710,7 @@ cudaError_t launch_tf32_main(const FlashFwdParams& p, cudaStream_t stream, const
   return err;
 }
 
-template <int D, int V, bool IDX, bool CAP>
+template <int D, int V, bool IDX, int FEAT>
 cudaError_t launch_tf32(const FlashFwdParams& p, cudaStream_t stream) {
   const AttnShape& s = p.shape;
   CUtensorMap tq, tk, tv;
@@ -704,16 +719,16 @@ cudaError_t launch_tf32(const FlashFwdParams& p, cudaStream_t stream) {
       !tma_map_rows_f32(&tk, p.k, s.B, s.Tk, s.Hkv, s.D, s.k_stride, kBc) ||
       !tma_map_rows_f32(&tv, p.v, s.B, s.Tk, s.Hkv, s.Dv, s.v_stride, kBc))
     return cudaErrorNotSupported;  // the dispatch falls back to sm80's TF32 kernel
-  const cudaError_t err = set_dynamic_smem(flash_fwd_sm90_tf32_kernel<D, V, IDX, CAP>, Tf32Smem<D>::kAlloc);
+  const cudaError_t err = set_dynamic_smem(flash_fwd_sm90_tf32_kernel<D, V, IDX, FEAT>, Tf32Smem<D>::kAlloc);
   if (err != cudaSuccess) return err;
-  return launch_tf32_main<D, V, IDX, CAP>(p, stream, tq, tk, tv);
+  return launch_tf32_main<D, V, IDX, FEAT>(p, stream, tq, tk, tv);
 }
 
 // Variant 3: the pre-pass into p.workspace (at least tf32_prepass_layout(s).bytes,
 // 256-byte aligned: flash_fwd_workspace_bytes), then the main kernel with tm_k / tm_v on the
 // workspace's Kr / VT. Every tensor map and the shared-memory attribute first, so that
 // cudaErrorNotSupported (sm80's fallback) leaves no work queued.
-template <int D, bool IDX, bool CAP>
+template <int D, bool IDX, int FEAT>
 cudaError_t launch_tf32_prepass(const FlashFwdParams& p, cudaStream_t stream) {
   constexpr int V = kTf32PrepassVariant;
   const AttnShape& s = p.shape;
@@ -723,16 +738,16 @@ cudaError_t launch_tf32_prepass(const FlashFwdParams& p, cudaStream_t stream) {
   CUtensorMap tq, tk, tvt;
   if (!tma_map_rows_f32(&tq, p.q, s.B, s.Tq, s.H, s.D, s.q_stride, kBr) || !tf32_prepass_maps(s, p.workspace, &tk, &tvt))
     return cudaErrorNotSupported;
-  cudaError_t err = set_dynamic_smem(flash_fwd_sm90_tf32_kernel<D, V, IDX, CAP>, Tf32Smem<D>::kAlloc);
+  cudaError_t err = set_dynamic_smem(flash_fwd_sm90_tf32_kernel<D, V, IDX, FEAT>, Tf32Smem<D>::kAlloc);
   if (err != cudaSuccess) return err;
   const dim3 pgrid(static_cast<unsigned>(w.tk_pad / kBc), static_cast<unsigned>(s.Hkv), static_cast<unsigned>(s.B));
   tf32_prepass_kernel<D><<<pgrid, kPrepassThreads, 0, stream>>>(p, kr, vt, w.tk_pad);
   err = cudaGetLastError();
   if (err != cudaSuccess) return err;
-  return launch_tf32_main<D, V, IDX, CAP>(p, stream, tq, tk, tvt);
+  return launch_tf32_main<D, V, IDX, FEAT>(p, stream, tq, tk, tvt);
 }
 
-template <int D, bool IDX, bool CAP = false>
+template <int D, bool IDX, int FEAT = 0>
 cudaError_t launch_tf32_variant(const FlashFwdParams& p, cudaStream_t stream, int v) {
   static_assert(kTf32Variants == 4, "one case per variant");
   // This kernel's head-dim bucket only (the pre-pass layout and the kernel both use D), and padded up (D or Dv
@@ -741,10 +756,10 @@ cudaError_t launch_tf32_variant(const FlashFwdParams& p, cudaStream_t stream, in
   const AttnShape& s = p.shape;
   if (padded_head_dim(s) != D || (!IDX && runs_padded(s))) return cudaErrorNotSupported;
   switch (v) {
-    case 1: return launch_tf32<D, 1, IDX, CAP>(p, stream);
-    case 2: return launch_tf32<D, 2, IDX, CAP>(p, stream);
-    case 3: return launch_tf32_prepass<D, IDX, CAP>(p, stream);
-    default: return launch_tf32<D, 0, IDX, CAP>(p, stream);
+    case 1: return launch_tf32<D, 1, IDX, FEAT>(p, stream);
+    case 2: return launch_tf32<D, 2, IDX, FEAT>(p, stream);
+    case 3: return launch_tf32_prepass<D, IDX, FEAT>(p, stream);
+    default: return launch_tf32<D, 0, IDX, FEAT>(p, stream);
   }
 }
 
@@ -816,10 +831,10 @@ bool fwd_tf32_params_apply(const FlashFwdParams& p) {
   if (!tf32_head_dims_apply(s, 64) && !tf32_head_dims_apply(s, 128)) return false;
   if (s.Tk <= 0 || s.Tq <= 0 || s.Tq > (1ll << 31) - kBr || s.Tk > (1ll << 31) - kBc) return false;
   if (s.H > 65535 || s.B > 65535 || s.Hkv <= 0 || s.H % s.Hkv != 0) return false;
-  // Causal (any offset), windows, lengths, [B, T] validity masks, soft-cap (the IDX kernels for all but causal); no
-  // dense mask, bias or dropout.
+  // Causal (any offset), windows, lengths, [B, T] validity masks, soft-cap, dropout (the IDX kernels for all but
+  // causal); no dense mask or bias.
   if (p.mask.mask) return false;
-  if (p.score.bias || p.dropout.rate > 0.f) return false;
+  if (p.score.bias) return false;
   // TMA: 16-byte aligned bases and byte strides (element strides multiples of 4); o's float2 stores too.
   return strides_mult4(s);
 }
@@ -846,8 +861,15 @@ cudaError_t fwd_tf32(const FlashFwdParams& p, cudaStream_t stream) {
   if (v == kTf32PrepassVariant && p.workspace == nullptr) v = kTf32DefaultVariant;
   // The index-masked kernels (IDX) for the index masks, soft-cap and calls padded up (their O stores check the
   // column); causal alone keeps the plain ones.
-  if (p.score.softcap != 0.f)  // soft-cap: the IDX kernels' CAP instantiations
-    return d == 128 ? launch_tf32_variant<128, true, true>(p, stream, v) : launch_tf32_variant<64, true, true>(p, stream, v);
+  // Soft-cap and dropout: the IDX kernels' FEAT instantiations (Tf32Feat), switched here only.
+  const int feat = tf32_feat(p.score.softcap, p.dropout.rate);
+  auto idx = [&](auto feat_c) {
+    constexpr int F = decltype(feat_c)::value;
+    return d == 128 ? launch_tf32_variant<128, true, F>(p, stream, v) : launch_tf32_variant<64, true, F>(p, stream, v);
+  };
+  if (feat == kTf32Cap) return idx(std::integral_constant<int, kTf32Cap>{});
+  if (feat == kTf32Drop) return idx(std::integral_constant<int, kTf32Drop>{});
+  if (feat == (kTf32Cap | kTf32Drop)) return idx(std::integral_constant<int, kTf32Cap | kTf32Drop>{});
   if (p.mask.has_index_masks() || runs_padded(p.shape))
     return d == 128 ? launch_tf32_variant<128, true>(p, stream, v) : launch_tf32_variant<64, true>(p, stream, v);
   return d == 128 ? launch_tf32_variant<128, false>(p, stream, v) : launch_tf32_variant<64, false>(p, stream, v);

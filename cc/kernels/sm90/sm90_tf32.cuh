@@ -14,6 +14,16 @@ namespace flashattn {
 namespace cuda {
 namespace sm90 {
 
+// The optional features of the TF32 kernels (the forward's index-masked kernels and both backwards: their FEAT
+// template argument, bits of Tf32Feat): soft-cap (s = c tanh(scale S / c), sm80's score_elem) and dropout
+// (flash_dropout.cuh's mask, the CPU's and sm80's bit for bit), each its own instantiation so that the kernels
+// without it carry none of its code.
+enum Tf32Feat : int { kTf32Cap = 1, kTf32Drop = 2 };
+// The feature bits of a call.
+__host__ __device__ inline int tf32_feat(float softcap, float dropout_rate) {
+  return (softcap != 0.f ? kTf32Cap : 0) | (dropout_rate > 0.f ? kTf32Drop : 0);
+}
+
 // Position of index j (a key in the forward's V^T, a query in the backward's Q^T / dO^T) within its
 // k8 step: 2u at position u, 2u + 1 at position u + 4 (j's step and panel unchanged). A wgmma m64nN
 // accumulator holds columns 8kk + 2t, 8kk + 2t + 1 in thread t, which are then columns t, t + 4 of the

@@ -10,6 +10,7 @@
 
 #include "cc/kernels/common/flash_cuda_common.cuh"  // fast_exp2
 #include "cc/kernels/common/flash_cuda_internal.h"  // aligned16, strides_mult4
+#include "cc/kernels/common/flash_dropout.cuh"       // unit_keep_bits (dropout)
 #include "cc/kernels/common/flash_params.h"
 #include "cc/kernels/sm90/sm90_ptx.cuh"
 #include "cc/kernels/sm90/sm90_tf32.cuh"
@@ -222,9 +223,9 @@ __device__ __forceinline__ void tf32_bwd_p_pass(float (&sacc)[BQ / 2], const flo
   }
 }
 
-// Soft-cap (the kernels' CAP instantiations; s = c tanh(scale S / c), sm80's score_elem): the constants of
+// Soft-cap (the kernels' kTf32Cap instantiations; s = c tanh(scale S / c), sm80's score_elem): the constants of
 // softcap_log2 / softcap_ds (common/flash_cuda_common.cuh), taken once per thread. S^T is capped in place in base-2
-// units (cap) before the P pass, which then multiplies by 1 (p_mul) instead of scale log2e; tf32_bwd_ds multiplies
+// units (cap) before the P pass, which then multiplies by 1 (the kernels' sl2) instead of scale log2e; tf32_bwd_ds multiplies
 // dS^T by 1 - tanh^2, tanh recovered from P and the row's lse2 (as the 16-bit backward: no registers carry it).
 struct Tf32BwdCap {
   float scale, inv_cap, cap_log2, inv_cap_log2;
@@ -240,13 +241,39 @@ struct Tf32BwdCap {
   }
 };
 
-// dS^T = P^T (dP^T - dsum) into dpacc (CAP: times 1 - tanh^2, softcap_ds with cap.inv_cap_log2 and the rows' lse2),
-// then as dK's A fragments da (rounded) and, for dQ^T, to shared memory as dS [BQ q][64 keys] at ds_gen (swizzled, 2
-// panels of 32 keys; the same rounded bits). inv_cap_log2 is read only when CAP.
-template <int BQ, bool CAP = false>
+// Dropout (FEAT & kTf32Drop): the factor Z of element x of a unit's S^T (keep_scale where bit x of the unit's keep
+// bits, unit_keep_bits<4> of flash_dropout.cuh, is set, else 0).
+__device__ __forceinline__ float tf32_drop_z(uint32_t kbits, int x, float keep_scale) {
+  return ((kbits >> x) & 1u) ? keep_scale : 0.f;
+}
+
+// P^T's A fragments of dV += P^T dO (pack_p_step of each k8 step); DROP: of Pd^T = P^T Z (sm80's rule: dV takes the
+// dropped P), sacc itself unchanged (dS^T needs P).
+template <int BQ, bool DROP>
+__device__ __forceinline__ void tf32_bwd_pack_p(uint32_t (&pa)[BQ / 8][4], const float (&sacc)[BQ / 2], uint32_t kbits,
+                                                float keep_scale) {
+#pragma unroll
+  for (int kk = 0; kk < BQ / 8; ++kk) {
+    if constexpr (DROP) {
+      float pz[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) pz[e] = sacc[4 * kk + e] * tf32_drop_z(kbits, 4 * kk + e, keep_scale);
+      pack_p_step(pa[kk], pz);
+    } else {
+      pack_p_step(pa[kk], sacc + 4 * kk);
+    }
+  }
+}
+
+// dS^T = P^T (dP^T - dsum) into dpacc, then as dK's A fragments da (rounded) and, for dQ^T, to shared memory as dS
+// [BQ q][64 keys] at ds_gen (swizzled, 2 panels of 32 keys; the same rounded bits). FEAT (Tf32Feat bits): with
+// kTf32Drop dP^T is Z dP^T first (sm80's rule, dS = P (dP Z - dsum); kbits, keep_scale: tf32_drop_z); with kTf32Cap
+// dS^T is times 1 - tanh^2 (softcap_ds with inv_cap_log2 and the rows' lse2). Both: P (1 - tanh^2) (dP Z - dsum).
+template <int BQ, int FEAT = 0>
 __device__ __forceinline__ void tf32_bwd_ds(float (&dpacc)[BQ / 2], const float (&sacc)[BQ / 2], uint32_t (&da)[BQ / 8][4],
                                             uint8_t* ds_gen, const float* rows_f, int s, int t, const int (&key_l)[2],
-                                            float inv_cap_log2 = 0.f) {
+                                            float inv_cap_log2 = 0.f, uint32_t kbits = 0u, float keep_scale = 0.f) {
+  constexpr bool CAP = (FEAT & kTf32Cap) != 0, DROP = (FEAT & kTf32Drop) != 0;
   const float* dsum_s = rows_f + (kTf32BwdRowWords * s + 1) * BQ;
   const float* lse2_s = rows_f + (kTf32BwdRowWords * s) * BQ;
 #pragma unroll
@@ -259,10 +286,12 @@ __device__ __forceinline__ void tf32_bwd_ds(float (&dpacc)[BQ / 2], const float 
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int x = 4 * j + 2 * h2 + e;
+        float dp = dpacc[x];
+        if constexpr (DROP) dp *= tf32_drop_z(kbits, x, keep_scale);
         if constexpr (CAP)
-          dpacc[x] = softcap_ds(sacc[x], dpacc[x], e ? dsm.y : dsm.x, e ? l2.y : l2.x, inv_cap_log2);
+          dpacc[x] = softcap_ds(sacc[x], dp, e ? dsm.y : dsm.x, e ? l2.y : l2.x, inv_cap_log2);
         else
-          dpacc[x] = sacc[x] * (dpacc[x] - (e ? dsm.y : dsm.x));
+          dpacc[x] = sacc[x] * (dp - (e ? dsm.y : dsm.x));
       }
   }
 #pragma unroll
