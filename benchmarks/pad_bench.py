@@ -5,7 +5,7 @@ H100 / H200 (python3 with torch, triton and pybind11):
 
   ARCHS=90 bash benchmarks/build_harness.sh
   python3 benchmarks/pad_bench.py [--lib DIR] [--out FILE.json] [--shapes 128,80,96,192/128] [--t 4096,16384]
-      [--sm90-only] [--tf32 [--det] [--softcap C] [--dropout R]]
+      [--sm90-only] [--tf32 [--det] [--softcap C] [--dropout R] [--bias] [--mask]]
 
 bf16, 16k tokens (B = 16384 / T), H = 16, causal and not; forward and backward milliseconds (triton's
 do_bench, medians) and TFLOP/s by FlashAttention's count with the real head dims: forward
@@ -60,6 +60,10 @@ def tf32_rows(h, args, log):
                     c["softcap"] = args.softcap
                 if args.dropout:
                     c.update(dropout=args.dropout, seed=(1, 2))
+                if args.bias:  # [1, H, T, T]
+                    c["bias"] = (0, 1)
+                if args.mask:  # [B, 1, T, T]
+                    c["mask"] = (1, 0)
                 gen = torch.Generator(device=DEV)
                 gen.manual_seed(1)
                 t = make_inputs(c, torch.float32, gen)
@@ -70,7 +74,7 @@ def tf32_rows(h, args, log):
                 if ws:
                     t["fws"] = torch.empty((ws,), dtype=torch.uint8, device=DEV)
                 r = dict(D=D, Dv=Dv, T=T, B=B, H=H, causal=causal, dtype="tf32", softcap=args.softcap,
-                         dropout=args.dropout)
+                         dropout=args.dropout, bias=args.bias, mask=args.mask)
                 n0 = h.m.sm90_info()["tf32_fwd_launches"]
                 h.m.set_sm90_tf32(1)
                 r["sm90_fwd_ms"] = bench_ms(lambda: h.fwd(c, t))
@@ -120,6 +124,8 @@ def main():
                          "TF32 backward when the Hopper ones are off), and the Hopper one without it")
     ap.add_argument("--softcap", type=float, default=0.0, help="with --tf32: soft-cap (attn_logits_soft_cap) C")
     ap.add_argument("--dropout", type=float, default=0.0, help="with --tf32: dropout rate R")
+    ap.add_argument("--bias", action="store_true", help="with --tf32: an additive bias [1, H, T, T]")
+    ap.add_argument("--mask", action="store_true", help="with --tf32: a dense mask [B, 1, T, T]")
     ap.add_argument("--tf32", action="store_true",
                     help="float32 with TF32: the Hopper TF32 kernels against sm80's TF32 ones")
     args = ap.parse_args()

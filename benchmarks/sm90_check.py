@@ -669,21 +669,32 @@ TF32_CASES = [
     dict(name="t_pad_d80_drop05_masks", wide=True, B=3, Tq=300, Tk=333, H=2, D=80, dropout=0.5, seed=(-7, 1 << 40),
          wl=60, wr=20, qlen=True, kvalid=True),
     dict(name="t_drop_big_d64", B=1, Tq=2048, Tk=2048, H=4, D=64, dropout=0.1, seed=(11, 12)),
+    # A dense mask and bias (the kTf32Dense instantiations): batch- / head-broadcast, with causal / GQA, with
+    # soft-cap and lengths, padded with key-broadcast tensors (whole rows masked) and the index masks, long.
+    dict(name="t_dmask_d128", B=2, Tq=300, Tk=300, H=2, D=128, mask=(1, 0)),
+    dict(name="t_bias_causal_gqa_d64", B=2, Tq=257, Tk=390, H=4, Hkv=2, D=64, bias=(0, 1), causal=True,
+         offset=390 - 257),
+    dict(name="t_dmask_bias_softcap_len", B=2, Tq=200, Tk=333, H=2, D=128, mask=(1, 1), bias=(1, 1), softcap=20.0,
+         klen=True),
+    dict(name="t_pad_d96_bias_keybcast_masks", wide=True, B=2, Tq=300, Tk=333, H=2, D=96, bias=(1, 1, 0),
+         mask=(1, 0, 0), wl=60, kvalid=True),
+    dict(name="t_bias_big_d128", B=1, Tq=2048, Tk=2048, H=4, D=128, bias=(0, 1)),
 ]
 # Calls the TF32 kernel does not take (fwd_tf32_applies): sm80's TF32 kernel must run them (no launch of ours).
 TF32_FALLBACK_CASES = [
-    dict(name="tf_dense_mask", B=2, Tq=300, Tk=300, H=2, D=128, mask=(1, 0)),
+    dict(name="tf_dense_mask_dropout", B=2, Tq=300, Tk=300, H=2, D=128, mask=(1, 0), dropout=0.1, seed=(1, 2)),
     dict(name="tf_d256", B=2, Tq=113, Tk=203, H=2, D=256),
     dict(name="tf_d66", B=2, Tq=113, Tk=203, H=2, D=66),  # not a multiple of 4 (TMA's 16 bytes)
     dict(name="tf_d160_dv128", B=2, Tq=113, Tk=203, H=2, D=160, Dv=128),  # padded up to 256
-    dict(name="tf_bias_softcap", B=2, Tq=200, Tk=200, H=2, D=128, bias=(1, 1), softcap=20.0),
+    dict(name="tf_bias_dropout", B=2, Tq=200, Tk=200, H=2, D=128, bias=(1, 1), dropout=0.1, seed=(3, 4)),
 ]
 # Small cases for compute-sanitizer (each runs every variant twice): ragged tiles at both head dims, causal with
 # a ragged key tile, rows that see no key, GQA, one query row, strided q/k/v.
 TF32_SANITIZE = ("t_odd_d128", "t_odd_d64", "t_edges_127_129_causal", "t_empty_rows_causal", "t_gqa4_d64",
                  "t_tq1_forced", "t_strided_qkv", "t_valid_causal_gqa", "t_window_no_key", "t_pad_d80",
                  "t_pad_d40_causal_tl", "t_pad_d64_dv128", "t_pad_d96_masks", "t_softcap_causal_gqa_d64",
-                 "t_pad_d96_softcap_masks", "t_drop_causal_gqa_d64", "t_drop_softcap_d128", "t_pad_d80_drop05_masks")
+                 "t_pad_d96_softcap_masks", "t_drop_causal_gqa_d64", "t_drop_softcap_d128", "t_pad_d80_drop05_masks",
+                 "t_dmask_bias_softcap_len", "t_pad_d96_bias_keybcast_masks")
 
 
 def tf32_launches(h):

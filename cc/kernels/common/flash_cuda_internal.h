@@ -223,8 +223,8 @@ constexpr int kFwdSelftests = 6;
 // set_tf32_enabled(0 / 1) overrides it (-1: back to the environment); the dispatch also needs
 // enabled() (TF_FLASHATTN_SM90 not 0). fwd_tf32_applies: compute capability 9.0, float32 with
 // allow_tf32, D, Dv <= 128 and multiples of 4 (64 and 128, others padded up), GQA, no mask or causal (any
-// offset), windows, lengths, [B, T] validity, soft-cap and dropout (its index-masked kernels); no dense mask or bias;
-// 16-byte aligned tensors, strides multiples of 4.
+// offset), windows, lengths, [B, T] validity, soft-cap, dropout, a dense mask and bias (not with dropout; its
+// index-masked kernels); 16-byte aligned tensors, strides multiples of 4.
 // fwd_tf32: its launcher (cudaErrorNotSupported when the tensor maps cannot be made: the caller
 // falls back to sm80's fwd_tf32). fwd_tf32_launches(): its launches so far in this process.
 // tf32_selftest(which, ...): its building blocks one at a time (0 TMA of a float32 tile, 1 the V

@@ -16,8 +16,8 @@
 // engine fills the columns past them with zeros, the pre-pass writes its copies padded with zeros, and the
 // index-masked kernels, which such calls run, do not store O's columns past Dv), GQA (H % Hkv == 0), the
 // softmax scale, causal (any causal_offset) or no mask, and (the IDX kernels) windows, lengths, [B, Tq] /
-// [B, Tk] validity masks, soft-cap and dropout (Tf32Feat); no dense mask or bias (those calls keep sm80's TF32
-// kernel). The
+// [B, Tk] validity masks, soft-cap, dropout, a dense mask and bias (Tf32Feat; a dense mask or bias not with dropout:
+// those calls keep sm80's TF32 kernel). The
 // plain kernels' PTX is unchanged by IDX (compared up to labels). Strides multiples of 4 elements
 // (16 bytes, what TMA needs), 16-byte aligned bases. Tq, Tk arbitrary; rows that see no key give O = 0
 // and lse = -inf, as sm80/flash_fwd_tile.cuh.
@@ -392,14 +392,33 @@ __global__ void __launch_bounds__(kThreads, 1)
   // CAP: soft-cap (s = c tanh(scale S / c), sm80's score_elem), S capped in base-2 units in place of the scaling
   // (softcap_log2, common/flash_cuda_common.cuh, as flash_fwd_sm90.cu's IDX kernel). Its own instantiations, so
   // that the other kernels' machine code stays as measured.
-  constexpr bool CAP = (FEAT & kTf32Cap) != 0, DROP = (FEAT & kTf32Drop) != 0;
-  static_assert(FEAT == 0 || IDX, "soft-cap and dropout in the index-masked kernels");
+  constexpr bool CAP = (FEAT & kTf32Cap) != 0, DROP = (FEAT & kTf32Drop) != 0, DENSE = (FEAT & kTf32Dense) != 0;
+  static_assert(FEAT == 0 || IDX, "soft-cap, dropout, a dense mask and bias in the index-masked kernels");
+  static_assert(!(DENSE && DROP), "a dense mask or bias not with dropout (sm80's kernels take those calls)");
   const float softcap = CAP ? p.score.softcap : 0.f;
   // DROP: the Philox key, once (flash_fwd_sm90.cu's apply_dropout; the mask is flash_params.h's rule).
   DropTile drop{};
   if constexpr (DROP) drop = drop_tile(p.dropout, b, h);
   const float inv_cap = softcap != 0.f ? 1.f / softcap : 0.f;
   const float cap_log2 = softcap * 1.4426950408889634f;
+  // DENSE: a dense mask [B, H, Tq, Tk] (bool) and / or an additive float32 bias of that shape (both broadcast
+  // through their strides, any column stride), element by element as sm80's score_elem: x = log2e (softcap(scale
+  // S) + bias), -inf where the mask is false. Row pointers of this thread's two rows, once; rows past Tq (never
+  // written) read row Tq - 1, so that every read stays inside the tensors.
+  const bool* mrow[2] = {nullptr, nullptr};
+  const float* brow[2] = {nullptr, nullptr};
+  if constexpr (DENSE) {
+#pragma unroll
+    for (int h2 = 0; h2 < 2; ++h2) {
+      const int64_t r = row[h2] >= sh.Tq ? sh.Tq - 1 : row[h2];
+      const MaskParams& mk = p.mask;
+      const ScoreParams& sp = p.score;
+      if (mk.mask) mrow[h2] = mk.mask + b * mk.mask_stride[0] + h * mk.mask_stride[1] + r * mk.mask_stride[2];
+      if (sp.bias)
+        brow[h2] = static_cast<const float*>(sp.bias) + b * sp.bias_stride[0] + h * sp.bias_stride[1] +
+                   r * sp.bias_stride[2];
+    }
+  }
   // Keys [0, ke) row i sees (key_end: causal or Tk); ke_cta of the CTA's first row (non-decreasing in
   // the row, so a tile the first row sees whole every row does: one CTA-uniform branch per tile, as
   // flash_fwd_sm90.cu's plain kernel). Rows past Tq are never written.
@@ -515,6 +534,31 @@ __global__ void __launch_bounds__(kThreads, 1)
         for (int i = 0; i < kBc / 2; ++i) {
           const int col = 8 * (i / 4) + 2 * t + (i & 1), h2 = (i / 2) & 1;  // sacc[i]: row h2, key j0 + col
           if (col < lo[h2] || col >= hi[h2] || !((kv[i / 16] >> (col & 31)) & 1u)) sacc[i] = -INFINITY;
+        }
+      }
+      if constexpr (DENSE) {
+        // The dense mask's bytes and the bias' values of kDenseBatch elements at a time, loaded first (each load
+        // predicated on its column being below Tk; the elements past Tk are -inf already), then used: the bias
+        // added (log2e b; -inf stays -inf), -inf where the mask is false.
+        constexpr int kDenseBatch = 8;
+        const int64_t lim = sh.Tk - j0;
+        const int64_t ms = p.mask.mask_stride[3], bs = p.score.bias_stride[3];
+#pragma unroll
+        for (int i0 = 0; i0 < kBc / 2; i0 += kDenseBatch) {
+          bool mv[kDenseBatch];
+          float bv[kDenseBatch];
+#pragma unroll
+          for (int u = 0; u < kDenseBatch; ++u) {
+            const int i = i0 + u, col = 8 * (i / 4) + 2 * t + (i & 1), h2 = (i / 2) & 1;
+            const bool in = col < lim;
+            mv[u] = !mrow[h2] || !in || mrow[h2][(j0 + col) * ms];
+            bv[u] = brow[h2] && in ? brow[h2][(j0 + col) * bs] : 0.f;
+          }
+#pragma unroll
+          for (int u = 0; u < kDenseBatch; ++u) {
+            const int i = i0 + u;
+            sacc[i] = mv[u] ? sacc[i] + bv[u] * 1.4426950408889634f : -INFINITY;
+          }
         }
       }
     } else if (j0 + kBc > ke_cta) {
@@ -831,10 +875,9 @@ bool fwd_tf32_params_apply(const FlashFwdParams& p) {
   if (!tf32_head_dims_apply(s, 64) && !tf32_head_dims_apply(s, 128)) return false;
   if (s.Tk <= 0 || s.Tq <= 0 || s.Tq > (1ll << 31) - kBr || s.Tk > (1ll << 31) - kBc) return false;
   if (s.H > 65535 || s.B > 65535 || s.Hkv <= 0 || s.H % s.Hkv != 0) return false;
-  // Causal (any offset), windows, lengths, [B, T] validity masks, soft-cap, dropout (the IDX kernels for all but
-  // causal); no dense mask or bias.
-  if (p.mask.mask) return false;
-  if (p.score.bias) return false;
+  // Causal (any offset), windows, lengths, [B, T] validity masks, soft-cap, dropout, a dense mask and bias (the
+  // IDX kernels for all but causal; a dense mask or bias not with dropout).
+  if ((p.mask.mask || p.score.bias) && p.dropout.rate > 0.f) return false;
   // TMA: 16-byte aligned bases and byte strides (element strides multiples of 4); o's float2 stores too.
   return strides_mult4(s);
 }
@@ -861,8 +904,8 @@ cudaError_t fwd_tf32(const FlashFwdParams& p, cudaStream_t stream) {
   if (v == kTf32PrepassVariant && p.workspace == nullptr) v = kTf32DefaultVariant;
   // The index-masked kernels (IDX) for the index masks, soft-cap and calls padded up (their O stores check the
   // column); causal alone keeps the plain ones.
-  // Soft-cap and dropout: the IDX kernels' FEAT instantiations (Tf32Feat), switched here only.
-  const int feat = tf32_feat(p.score.softcap, p.dropout.rate);
+  // Soft-cap, dropout, a dense mask and bias: the IDX kernels' FEAT instantiations (Tf32Feat), switched here only.
+  const int feat = tf32_feat(p.score.softcap, p.dropout.rate) | (p.mask.mask || p.score.bias ? kTf32Dense : 0);
   auto idx = [&](auto feat_c) {
     constexpr int F = decltype(feat_c)::value;
     return d == 128 ? launch_tf32_variant<128, true, F>(p, stream, v) : launch_tf32_variant<64, true, F>(p, stream, v);
@@ -870,6 +913,9 @@ cudaError_t fwd_tf32(const FlashFwdParams& p, cudaStream_t stream) {
   if (feat == kTf32Cap) return idx(std::integral_constant<int, kTf32Cap>{});
   if (feat == kTf32Drop) return idx(std::integral_constant<int, kTf32Drop>{});
   if (feat == (kTf32Cap | kTf32Drop)) return idx(std::integral_constant<int, kTf32Cap | kTf32Drop>{});
+  if (feat == kTf32Dense) return idx(std::integral_constant<int, kTf32Dense>{});
+  if (feat == (kTf32Dense | kTf32Cap)) return idx(std::integral_constant<int, kTf32Dense | kTf32Cap>{});
+  if (feat & kTf32Dense) return cudaErrorNotSupported;  // with dropout: sm80's (fwd_tf32_params_apply refuses it)
   if (p.mask.has_index_masks() || runs_padded(p.shape))
     return d == 128 ? launch_tf32_variant<128, true>(p, stream, v) : launch_tf32_variant<64, true>(p, stream, v);
   return d == 128 ? launch_tf32_variant<128, false>(p, stream, v) : launch_tf32_variant<64, false>(p, stream, v);
