@@ -1347,7 +1347,8 @@ def main():
         print(f"tf32dropexact: {sum(r['ok'] for r in rows)} / {len(rows)} pass", file=log, flush=True)
     elif args.phase == "tf32sanitize":  # TF32SAN_CASES (comma-separated names of TF32_SANITIZE) narrows it
         only = [n for n in os.environ.get("TF32SAN_CASES", "").split(",") if n]
-        rows = phase_tf32(h, log, [c for c in TF32_CASES if c["name"] in TF32_SANITIZE and (not only or c["name"] in only)])
+        rows = phase_tf32(h, log, [c for c in TF32_CASES
+                                   if c["name"] in TF32_SANITIZE and (not only or c["name"] in only)])
     elif args.phase == "tf32bench":
         rows = phase_tf32_bench(h, log)
     elif args.phase == "densesave":

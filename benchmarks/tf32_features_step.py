@@ -88,8 +88,8 @@ def run(impl, feature, D, T):
 
 def main():
     rows = []
-    print(f"device: {tf.config.list_physical_devices('GPU')}, TF32 {tf.config.experimental.tensor_float_32_execution_enabled()}",
-          flush=True)
+    tf32 = tf.config.experimental.tensor_float_32_execution_enabled()
+    print(f"device: {tf.config.list_physical_devices('GPU')}, TF32 {tf32}", flush=True)
     for D in HEAD_DIMS:
         for T in SIZES:
             for feature in FEATURES:

@@ -256,8 +256,10 @@ int64_t bwd_tf32_launches();
 size_t bwd_tf32_workspace_floats(const FlashBwdParams& p);
 bool bwd_tf32_applies(const FlashBwdParams& p);
 cudaError_t bwd_tf32(const FlashBwdParams& p, cudaStream_t stream);
-// The same at head dim 128 (flash_bwd_sm90_tf32_d128.cu; D, Dv padded up to 128 too): on where bwd_tf32_enabled() is, unless
-// set_bwd_tf32_d128_enabled overrides it (0 off, 1 + i on with its dQ mode i, -1: back to that); index masks or none, soft-cap, dropout, deterministic mode too; its pre-pass room (Qr, dOr, QT, dOT) after sm80's TF32 parts.
+// The same at head dim 128 (flash_bwd_sm90_tf32_d128.cu; D, Dv padded up to 128 too): on where bwd_tf32_enabled()
+// is, unless set_bwd_tf32_d128_enabled overrides it (0 off, 1 + i on with its dQ mode i, -1: back to that); index
+// masks or none, soft-cap, dropout, deterministic mode too; its pre-pass room (Qr, dOr, QT, dOT) after sm80's TF32
+// parts.
 void set_bwd_tf32_d128_enabled(int mode);
 int64_t bwd_tf32_d128_launches();
 size_t bwd_tf32_d128_workspace_floats(const FlashBwdParams& p);

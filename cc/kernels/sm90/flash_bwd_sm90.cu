@@ -1560,7 +1560,8 @@ cudaError_t launch_dq_convert(const FlashBwdParams& p, const float* dq_acc, int6
 //   of 128 (more L2 traffic per FLOP; splitdbench measures what that costs against sm80).
 //   Score options (SCORE; the D <= 128 kernel's semantics and arithmetic, element by element through the
 //   shared helpers above bwd_cta: bias_unit, dbias_unit, idx_visible, bias_p, bias_ds; softcap_log2 and
-//   softcap_ds from common/flash_cuda_common.cuh). Element x = 4j + 2h2 + e of S^T_c is (key j0 + key_l[h2], key_l = 16 warp + g (+ 8), query i0
+//   softcap_ds from common/flash_cuda_common.cuh).
+//   Element x = 4j + 2h2 + e of S^T_c is (key j0 + key_l[h2], key_l = 16 warp + g (+ 8), query i0
 //   + 32c + 8j + 2t + e): the m64n32 accumulator layout, as the D = 256 kernel's P pass and dropout use it.
 //   soft-cap   S^T_c capped in place after its wait (softcap_log2: c log2e tanh(scale S / c)), the P pass
 //              with pmul = 1; dS = P (1 - tanh^2) (dP - dsum), tanh from P (softcap_ds).

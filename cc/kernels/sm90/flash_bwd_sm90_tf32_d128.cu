@@ -430,7 +430,8 @@ struct D128Launch {
 };
 template <int I, bool DET = false, int FEAT = 0>
 D128Launch d128_launch(bool padded) {
-  return {padded ? flash_bwd_sm90_tf32_d128_kernel<I, true, DET, FEAT> : flash_bwd_sm90_tf32_d128_kernel<I, false, DET, FEAT>,
+  return {padded ? flash_bwd_sm90_tf32_d128_kernel<I, true, DET, FEAT>
+                 : flash_bwd_sm90_tf32_d128_kernel<I, false, DET, FEAT>,
           Smem<kDqModes[I] == DqAdd::kBulk>::kAlloc};
 }
 constexpr D128Launch (*kD128Launches[])(bool) = {d128_launch<0>, d128_launch<1>, d128_launch<2>};

@@ -278,7 +278,8 @@ __device__ __forceinline__ void load_q_frags(uint32_t (&qa)[D / 8][4], uint32_t 
 // (rank 4: key position, d, head, batch; box {32, D, 1, 1}: tf32_prepass_maps); see "Variant 3" in the
 // header. IDX: the index masks (window, lengths, [B, Tq] / [B, Tk] validity masks; fwd_tf32_applies), each row's
 // visible keys [kb, ke) and the key tile's validity bits applied in tiles not tile_in_range; else (causal or no
-// mask) the CTA-uniform key_end rule below. FEAT (with IDX only; Tf32Feat bits): soft-cap, dropout.
+// mask) the CTA-uniform key_end rule below. FEAT (with IDX only; Tf32Feat bits): soft-cap, dropout, a dense mask
+// and bias.
 template <int D, int V, bool IDX = false, int FEAT = 0>
 __global__ void __launch_bounds__(kThreads, 1)
     flash_fwd_sm90_tf32_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
@@ -902,9 +903,9 @@ cudaError_t fwd_tf32(const FlashFwdParams& p, cudaStream_t stream) {
   const int d = padded_head_dim(p.shape);  // 64 or 128 (fwd_tf32_params_apply)
   int v = tf32_variant_for(p.shape);
   if (v == kTf32PrepassVariant && p.workspace == nullptr) v = kTf32DefaultVariant;
-  // The index-masked kernels (IDX) for the index masks, soft-cap and calls padded up (their O stores check the
-  // column); causal alone keeps the plain ones.
-  // Soft-cap, dropout, a dense mask and bias: the IDX kernels' FEAT instantiations (Tf32Feat), switched here only.
+  // The index-masked kernels (IDX) for the index masks, the FEAT options and calls padded up (their O stores check
+  // the column); causal alone keeps the plain ones. Soft-cap, dropout, a dense mask and bias: the IDX kernels' FEAT
+  // instantiations (Tf32Feat), switched here only.
   const int feat = tf32_feat(p.score.softcap, p.dropout.rate) | (p.mask.mask || p.score.bias ? kTf32Dense : 0);
   auto idx = [&](auto feat_c) {
     constexpr int F = decltype(feat_c)::value;

@@ -224,9 +224,10 @@ __device__ __forceinline__ void tf32_bwd_p_pass(float (&sacc)[BQ / 2], const flo
 }
 
 // Soft-cap (the kernels' kTf32Cap instantiations; s = c tanh(scale S / c), sm80's score_elem): the constants of
-// softcap_log2 / softcap_ds (common/flash_cuda_common.cuh), taken once per thread. S^T is capped in place in base-2
-// units (cap) before the P pass, which then multiplies by 1 (the kernels' sl2) instead of scale log2e; tf32_bwd_ds multiplies
-// dS^T by 1 - tanh^2, tanh recovered from P and the row's lse2 (as the 16-bit backward: no registers carry it).
+// softcap_log2 / softcap_ds (common/flash_cuda_common.cuh), taken once per thread. S^T is capped in place in
+// base-2 units (cap) before the P pass, which then multiplies by 1 (the kernels' sl2) instead of scale log2e;
+// tf32_bwd_ds multiplies dS^T by 1 - tanh^2, tanh recovered from P and the row's lse2 (as the 16-bit backward: no
+// registers carry it).
 struct Tf32BwdCap {
   float scale, inv_cap, cap_log2, inv_cap_log2;
   __device__ explicit Tf32BwdCap(const ScoreParams& sp)
