@@ -724,6 +724,10 @@ TF32_PREPASS_MIN_READERS = 8
 
 
 def tf32_default_variant(c):
+    """flash_fwd_sm90_tf32.cu's tf32_default_variant: 0 with a dense mask or bias at head dim 128 (padded up
+    included), else 3 from TF32_PREPASS_MIN_READERS readers per K / V tile, else 1."""
+    if (c.get("mask") or c.get("bias")) and bucket(c) == 128:
+        return 0
     readers = (c["Tq"] + 127) // 128 * (c["H"] // c.get("Hkv", c["H"]))
     return TF32_PREPASS_VARIANT if readers >= TF32_PREPASS_MIN_READERS else 1
 

@@ -270,19 +270,20 @@ cudaError_t bwd_tf32_d128(const FlashBwdParams& p, cudaStream_t stream);
 // pre-pass into the workspace): tf32_variants() of them; tf32_variant() is set_tf32_variant(v)'s override
 // (v < 0: back to the environment; false, nothing changed, when v >= tf32_variants()), else
 // TF_FLASHATTN_SM90_TF32_VARIANT (read once; 0 .. tf32_variants() - 1), else 1 (the default below the
-// pre-pass threshold). tf32_default_variant(shape): 3 when each K / V tile has at least 8 readers
-// (ceil(Tq / 128) H / Hkv >= 8), else 1. tf32_variant_for(shape): what a launch runs: the variant set
-// explicitly (the override or the environment), else tf32_default_variant (fwd_tf32 runs 1 instead of
-// 3 when params.workspace is null). last_tf32_variant(): the variant of the last launch (-1 before any).
+// pre-pass threshold). tf32_default_variant(shape, dense): 0 for a call with a dense mask or bias (dense) at
+// head dim 128, else 3 when each K / V tile has at least 8 readers (ceil(Tq / 128) H / Hkv >= 8), else 1.
+// tf32_variant_for(shape, dense): what a launch runs: the variant set explicitly (the override or the
+// environment), else tf32_default_variant (fwd_tf32 runs 1 instead of 3 when params.workspace is null).
+// last_tf32_variant(): the variant of the last launch (-1 before any).
 int tf32_variants();
 int tf32_variant();
-int tf32_default_variant(const AttnShape& shape);
-int tf32_variant_for(const AttnShape& shape);
+int tf32_default_variant(const AttnShape& shape, bool dense = false);
+int tf32_variant_for(const AttnShape& shape, bool dense = false);
 bool set_tf32_variant(int v);
 int last_tf32_variant();
 // Bytes of workspace fwd_tf32 needs (variant 3's K and V^T, flash_fwd_sm90_tf32.cu "Variant 3"): non-zero
 // only for params fwd_tf32_applies would take, whatever their pointers and the device (the size is
-// asked at XLA compile time), when tf32_variant_for(shape) is 3. flash_fwd_workspace_bytes returns it when
+// asked at XLA compile time), when tf32_variant_for(shape, dense) is 3. flash_fwd_workspace_bytes returns it when
 // the dispatch would reach fwd_tf32 (not the decoding path; enabled() and tf32_enabled()).
 size_t fwd_tf32_workspace_bytes(const FlashFwdParams& p);
 int tf32_selftest(int which, double* max_err, char* msg, int msg_len);

@@ -848,14 +848,18 @@ int tf32_variant() {
   return e >= 0 ? e : kTf32DefaultVariant;
 }
 
-int tf32_default_variant(const AttnShape& s) {
+int tf32_default_variant(const AttnShape& s, bool dense) {
+  // A dense mask or bias at head dim 128: variant 0 (Q in shared memory). The variants that keep Q's fragments in
+  // registers spill there with the dense loads (ptxas 13.0: 68-128 bytes), and variant 0 ran 1.12x-1.15x the
+  // default, variant 3, with a bias [1, H, T, T] on the H200 (2026-12-04, RESULTS.md "Hopper TF32 kernels" (l)).
+  if (dense && padded_head_dim(s) == 128) return 0;
   const int64_t readers = (s.Tq + kBr - 1) / kBr * (s.Hkv > 0 ? s.H / s.Hkv : 1);
   return readers >= kPrepassMinReaders ? kTf32PrepassVariant : kTf32DefaultVariant;
 }
 
-int tf32_variant_for(const AttnShape& s) {
+int tf32_variant_for(const AttnShape& s, bool dense) {
   const int e = tf32_explicit_variant();
-  return e >= 0 ? e : tf32_default_variant(s);
+  return e >= 0 ? e : tf32_default_variant(s, dense);
 }
 
 bool set_tf32_variant(int v) {
@@ -892,7 +896,8 @@ bool fwd_tf32_applies(const FlashFwdParams& p) {
 
 size_t fwd_tf32_workspace_bytes(const FlashFwdParams& p) {
   const AttnShape& s = p.shape;
-  if (s.B <= 0 || s.H <= 0 || !fwd_tf32_params_apply(p) || tf32_variant_for(s) != kTf32PrepassVariant)
+  if (s.B <= 0 || s.H <= 0 || !fwd_tf32_params_apply(p) ||
+      tf32_variant_for(s, p.mask.mask || p.score.bias) != kTf32PrepassVariant)
     return 0;
   return static_cast<size_t>(tf32_prepass_layout(s).bytes);
 }
@@ -901,7 +906,7 @@ cudaError_t fwd_tf32(const FlashFwdParams& p, cudaStream_t stream) {
   // The variant set explicitly, else by shape (tf32_variant_for; kTf32DefaultVariant's comment). Variant 3
   // without a workspace (a caller that did not ask flash_fwd_workspace_bytes): variant 1, the same bits.
   const int d = padded_head_dim(p.shape);  // 64 or 128 (fwd_tf32_params_apply)
-  int v = tf32_variant_for(p.shape);
+  int v = tf32_variant_for(p.shape, p.mask.mask || p.score.bias);
   if (v == kTf32PrepassVariant && p.workspace == nullptr) v = kTf32DefaultVariant;
   // The index-masked kernels (IDX) for the index masks, the FEAT options and calls padded up (their O stores check
   // the column); causal alone keeps the plain ones. Soft-cap, dropout, a dense mask and bias: the IDX kernels' FEAT
