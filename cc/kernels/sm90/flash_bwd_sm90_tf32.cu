@@ -513,12 +513,7 @@ Tf32BwdLaunch tf32_bwd_launch(bool padded) {
 // The FEAT instantiations (feat: tf32_feat's bits) of variant VI (kDefaultVariant, or kDetVariant with DET).
 template <int VI, bool DET>
 Tf32BwdLaunch tf32_bwd_feat_launch(int feat, bool padded) {
-  switch (feat) {
-    case kTf32Cap: return tf32_bwd_launch<VI, DET, kTf32Cap>(padded);
-    case kTf32Drop: return tf32_bwd_launch<VI, DET, kTf32Drop>(padded);
-    case kTf32Cap | kTf32Drop: return tf32_bwd_launch<VI, DET, kTf32Cap | kTf32Drop>(padded);
-    default: return tf32_bwd_launch<VI, DET>(padded);
-  }
+  return tf32_feat_switch<false>(feat, [&](auto f) { return tf32_bwd_launch<VI, DET, decltype(f)::value>(padded); });
 }
 
 std::atomic<int64_t> g_launches{0};

@@ -438,12 +438,7 @@ constexpr D128Launch (*kD128Launches[])(bool) = {d128_launch<0>, d128_launch<1>,
 // The FEAT instantiations (feat: tf32_feat's bits) of dQ mode I (kDefaultDqMode, or kDetDqMode with DET).
 template <int I, bool DET>
 D128Launch d128_feat_launch(int feat, bool padded) {
-  switch (feat) {
-    case kTf32Cap: return d128_launch<I, DET, kTf32Cap>(padded);
-    case kTf32Drop: return d128_launch<I, DET, kTf32Drop>(padded);
-    case kTf32Cap | kTf32Drop: return d128_launch<I, DET, kTf32Cap | kTf32Drop>(padded);
-    default: return d128_launch<I, DET>(padded);
-  }
+  return tf32_feat_switch<false>(feat, [&](auto f) { return d128_launch<I, DET, decltype(f)::value>(padded); });
 }
 static_assert(sizeof(kD128Launches) / sizeof(kD128Launches[0]) == kDqModeCount, "one launch per dQ mode");
 }  // namespace

@@ -912,16 +912,12 @@ cudaError_t fwd_tf32(const FlashFwdParams& p, cudaStream_t stream) {
   // the column); causal alone keeps the plain ones. Soft-cap, dropout, a dense mask and bias: the IDX kernels' FEAT
   // instantiations (Tf32Feat), switched here only.
   const int feat = tf32_feat(p.score.softcap, p.dropout.rate) | (p.mask.mask || p.score.bias ? kTf32Dense : 0);
-  auto idx = [&](auto feat_c) {
-    constexpr int F = decltype(feat_c)::value;
-    return d == 128 ? launch_tf32_variant<128, true, F>(p, stream, v) : launch_tf32_variant<64, true, F>(p, stream, v);
-  };
-  if (feat == kTf32Cap) return idx(std::integral_constant<int, kTf32Cap>{});
-  if (feat == kTf32Drop) return idx(std::integral_constant<int, kTf32Drop>{});
-  if (feat == (kTf32Cap | kTf32Drop)) return idx(std::integral_constant<int, kTf32Cap | kTf32Drop>{});
-  if (feat == kTf32Dense) return idx(std::integral_constant<int, kTf32Dense>{});
-  if (feat == (kTf32Dense | kTf32Cap)) return idx(std::integral_constant<int, kTf32Dense | kTf32Cap>{});
-  if (feat & kTf32Dense) return cudaErrorNotSupported;  // with dropout: sm80's (fwd_tf32_params_apply refuses it)
+  if ((feat & kTf32Dense) && (feat & kTf32Drop)) return cudaErrorNotSupported;  // sm80's (params_apply refuses it)
+  if (feat)
+    return tf32_feat_switch<true>(feat, [&](auto f) {
+      constexpr int F = decltype(f)::value;
+      return d == 128 ? launch_tf32_variant<128, true, F>(p, stream, v) : launch_tf32_variant<64, true, F>(p, stream, v);
+    });
   if (p.mask.has_index_masks() || runs_padded(p.shape))
     return d == 128 ? launch_tf32_variant<128, true>(p, stream, v) : launch_tf32_variant<64, true>(p, stream, v);
   return d == 128 ? launch_tf32_variant<128, false>(p, stream, v) : launch_tf32_variant<64, false>(p, stream, v);

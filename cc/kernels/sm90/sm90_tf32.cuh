@@ -6,6 +6,7 @@
 #define TF_FLASHATTN_KERNELS_SM90_SM90_TF32_CUH_
 
 #include <cstdint>
+#include <type_traits>
 
 #include "cc/kernels/common/flash_cuda_common.cuh"  // to_tf32
 #include "cc/kernels/sm90/sm90_ptx.cuh"
@@ -22,6 +23,23 @@ enum Tf32Feat : int { kTf32Cap = 1, kTf32Drop = 2, kTf32Dense = 4 };
 // The soft-cap and dropout bits of a call.
 __host__ __device__ inline int tf32_feat(float softcap, float dropout_rate) {
   return (softcap != 0.f ? kTf32Cap : 0) | (dropout_rate > 0.f ? kTf32Drop : 0);
+}
+// The one switch from a call's feature bits to the instantiation: f(std::integral_constant<int, FEAT>{}) for the
+// sets the kernels are instantiated for (soft-cap, dropout, both; with kDense also a dense mask / bias alone or
+// with soft-cap); 0 for any other set (the callers refuse those before).
+template <bool kDense, class F>
+auto tf32_feat_switch(int feat, F&& f) -> decltype(f(std::integral_constant<int, 0>{})) {
+  switch (feat) {
+    case kTf32Cap: return f(std::integral_constant<int, kTf32Cap>{});
+    case kTf32Drop: return f(std::integral_constant<int, kTf32Drop>{});
+    case kTf32Cap | kTf32Drop: return f(std::integral_constant<int, kTf32Cap | kTf32Drop>{});
+    default: break;
+  }
+  if constexpr (kDense) {
+    if (feat == kTf32Dense) return f(std::integral_constant<int, kTf32Dense>{});
+    if (feat == (kTf32Dense | kTf32Cap)) return f(std::integral_constant<int, kTf32Dense | kTf32Cap>{});
+  }
+  return f(std::integral_constant<int, 0>{});
 }
 
 // Position of index j (a key in the forward's V^T, a query in the backward's Q^T / dO^T) within its
