@@ -334,6 +334,13 @@ def inputs(c, dt, gen):
         t["klen"] = torch.tensor(c["klen_vals"], dtype=torch.int32, device=DEV)
     if c.get("kvalid_all"):
         t["kvalid"] = torch.ones(B, Tk, dtype=torch.bool, device=DEV)
+    if c.get("bias_nan_masked"):  # NaN and +inf bias wherever the index masks hide an element (never to be read)
+        vis = visibility(c, t)[:, None]  # [B, 1, Tq, Tk]
+        if t.get("kvalid") is not None:
+            vis = vis & t["kvalid"][:, None, None, :]
+        bias = t["bias"].contiguous().clone()
+        bad = torch.where(torch.rand(bias.shape, device=DEV, generator=gen) < 0.5, float("nan"), float("inf"))
+        t["bias"] = torch.where(vis, bias, bad.to(bias.dtype))
     if c.get("packed"):  # q, k, v as views of one [B, T, 3, H, D] tensor: strides 3*H*D per time step
         B, T, H, D = t["q"].shape
         qkv = torch.stack([t["q"], t["k"], t["v"]], dim=2)
@@ -679,6 +686,12 @@ TF32_CASES = [
     dict(name="t_pad_d96_bias_keybcast_masks", wide=True, B=2, Tq=300, Tk=333, H=2, D=96, bias=(1, 1, 0),
          mask=(1, 0, 0), wl=60, kvalid=True),
     dict(name="t_bias_big_d128", B=1, Tq=2048, Tk=2048, H=4, D=128, bias=(0, 1)),
+    # bias_nan_masked: NaN / +inf bias where the index masks hide an element (the output must not see them, as
+    # sm80's score_elem never reads them).
+    dict(name="t_bias_nan_masked_causal", B=2, Tq=200, Tk=260, H=2, D=128, bias=(1, 1), bias_nan_masked=True,
+         causal=True, offset=60, klen=True),
+    dict(name="t_dmask_bias_nan_window_d64", B=2, Tq=257, Tk=300, H=4, Hkv=2, D=64, mask=(1, 0), bias=(1, 1),
+         bias_nan_masked=True, wl=50, kvalid=True, softcap=20.0),
 ]
 # Calls the TF32 kernel does not take (fwd_tf32_applies): sm80's TF32 kernel must run them (no launch of ours).
 TF32_FALLBACK_CASES = [

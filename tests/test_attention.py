@@ -163,6 +163,20 @@ def test_bias_and_its_gradient(bias_shape):
         assert_close(g, rg, 1e-3)
 
 
+def test_bias_nonfinite_where_masked():
+    """A bias holding NaN and +inf wherever causal masking and key lengths hide the element is never read: the
+    output and the gradients are those of the reference, which masks before the softmax (score_elem's rule; the
+    GPU kernels are held to it in test_gpu.py)."""
+    rng = np.random.default_rng(12)
+    q, k, v = rand(rng, B, TQ, H, D), rand(rng, B, TK, HKV, D), rand(rng, B, TK, HKV, D)
+    kw = dict(is_causal=True, key_lengths=[TK, TK // 2])
+    allowed = _allowed(kw)
+    bad = np.where(rng.random((B, H, TQ, TK)) < 0.5, np.nan, np.inf)
+    bias = tf.constant(np.where(allowed, rng.standard_normal((B, H, TQ, TK)), bad).astype(np.float32))
+    out, grads = check(q, k, v, allowed=allowed, bias=bias, **kw)
+    assert np.all(np.isfinite(grads[3].numpy()))
+
+
 def test_softcap():
     rng = np.random.default_rng(3)
     q, k, v = (rand(rng, 1, 50, 2, 32) * 4, rand(rng, 1, 60, 2, 32) * 4, rand(rng, 1, 60, 2, 32))

@@ -331,6 +331,19 @@ def test_bias_with_gradient(bias_shape, dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
+def test_bias_nonfinite_where_masked(dtype):
+    """A bias holding NaN and +inf wherever causal masking and key lengths hide the element: never read, so the
+    output and the gradients are those of the bias zeroed there (every kernel: score_elem's rule)."""
+    rng = np.random.default_rng(12)
+    q, k, v = rand(rng, B, TQ, H, 64), rand(rng, B, TK, 2, 64), rand(rng, B, TK, 2, 64)
+    allowed = allowed_mask(B, H, TQ, TK, is_causal=True, causal_offset=TK - TQ, key_lengths=[333, 200])
+    bad = np.where(rng.random((B, H, TQ, TK)) < 0.5, np.nan, np.inf)
+    bias = np.where(allowed, rand(rng, B, H, TQ, TK).numpy(), bad).astype(np.float32)
+    compare(q, k, v, dtype, bias=tf.constant(bias), allowed=allowed, keras_ok=False,
+            kw=dict(is_causal=True, causal_offset=TK - TQ, key_lengths=[333, 200]))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
 def test_softcap(dtype):
     rng = np.random.default_rng(3)
     q, k, v = rand(rng, B, TQ, H, 64) * 3, rand(rng, B, TK, 2, 64) * 3, rand(rng, B, TK, 2, 64)

@@ -515,6 +515,33 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int i = 0; i < kBc / 2; ++i) sacc[i] *= scale_log2;
     }
     if constexpr (IDX) {
+      if constexpr (DENSE) {
+        // Before the index masks below (which then set -inf wherever those hide an element, whatever its bias: a
+        // non-finite bias there is never used, as in score_elem): the dense mask's bytes and the bias' values of
+        // kDenseBatch elements at a time, loaded first (each load predicated on its column being below Tk; the
+        // index masks hide every element past it), then used: the bias added (log2e b), -inf where the mask is
+        // false.
+        constexpr int kDenseBatch = 8;
+        const int64_t lim = sh.Tk - j0;
+        const int64_t ms = p.mask.mask_stride[3], bs = p.score.bias_stride[3];
+#pragma unroll
+        for (int i0 = 0; i0 < kBc / 2; i0 += kDenseBatch) {
+          bool mv[kDenseBatch];
+          float bv[kDenseBatch];
+#pragma unroll
+          for (int u = 0; u < kDenseBatch; ++u) {
+            const int i = i0 + u, col = 8 * (i / 4) + 2 * t + (i & 1), h2 = (i / 2) & 1;
+            const bool in = col < lim;
+            mv[u] = !mrow[h2] || !in || mrow[h2][(j0 + col) * ms];
+            bv[u] = brow[h2] && in ? brow[h2][(j0 + col) * bs] : 0.f;
+          }
+#pragma unroll
+          for (int u = 0; u < kDenseBatch; ++u) {
+            const int i = i0 + u;
+            sacc[i] = mv[u] ? sacc[i] + bv[u] * 1.4426950408889634f : -INFINITY;
+          }
+        }
+      }
       if (!tile_in_range(p.mask, m0, kBr, j0, kBc, keys.qlim, keys.klim)) {  // CTA-uniform
         // The tile's key validity, bit x of kv[w] = key j0 + 32 w + x inside the key length and the [B, Tk]
         // mask (lane x loads one key of each word).
@@ -535,31 +562,6 @@ __global__ void __launch_bounds__(kThreads, 1)
         for (int i = 0; i < kBc / 2; ++i) {
           const int col = 8 * (i / 4) + 2 * t + (i & 1), h2 = (i / 2) & 1;  // sacc[i]: row h2, key j0 + col
           if (col < lo[h2] || col >= hi[h2] || !((kv[i / 16] >> (col & 31)) & 1u)) sacc[i] = -INFINITY;
-        }
-      }
-      if constexpr (DENSE) {
-        // The dense mask's bytes and the bias' values of kDenseBatch elements at a time, loaded first (each load
-        // predicated on its column being below Tk; the elements past Tk are -inf already), then used: the bias
-        // added (log2e b; -inf stays -inf), -inf where the mask is false.
-        constexpr int kDenseBatch = 8;
-        const int64_t lim = sh.Tk - j0;
-        const int64_t ms = p.mask.mask_stride[3], bs = p.score.bias_stride[3];
-#pragma unroll
-        for (int i0 = 0; i0 < kBc / 2; i0 += kDenseBatch) {
-          bool mv[kDenseBatch];
-          float bv[kDenseBatch];
-#pragma unroll
-          for (int u = 0; u < kDenseBatch; ++u) {
-            const int i = i0 + u, col = 8 * (i / 4) + 2 * t + (i & 1), h2 = (i / 2) & 1;
-            const bool in = col < lim;
-            mv[u] = !mrow[h2] || !in || mrow[h2][(j0 + col) * ms];
-            bv[u] = brow[h2] && in ? brow[h2][(j0 + col) * bs] : 0.f;
-          }
-#pragma unroll
-          for (int u = 0; u < kDenseBatch; ++u) {
-            const int i = i0 + u;
-            sacc[i] = mv[u] ? sacc[i] + bv[u] * 1.4426950408889634f : -INFINITY;
-          }
         }
       }
     } else if (j0 + kBc > ke_cta) {
