@@ -345,8 +345,9 @@ cudaError_t flash_bwd_impl(const FlashBwdParams& p, cudaStream_t stream) {
     if (err != cudaErrorNotSupported) return err;
   }
   // Hopper TF32 backward (sm90/flash_bwd_sm90_tf32.cu) where bwd_tf32_applies (float32 with allow_tf32, D, Dv
-  // padded up to 64, index masks only (causal, window, lengths, [B, T] validity); on unless TF_FLASHATTN_SM90_TF32_BWD=0);
-  // its pre-pass room follows sm80's TF32 workspace (bwd_workspace_bytes adds it).
+  // padded up to 64, the index masks (causal, window, lengths, [B, T] validity), soft-cap and dropout, no dense
+  // mask or bias; on unless TF_FLASHATTN_SM90_TF32_BWD=0); its pre-pass room follows sm80's TF32 workspace
+  // (bwd_workspace_bytes adds it).
   if (cuda::sm90::bwd_tf32_applies(p)) {
     err = cuda::sm90::bwd_tf32(p, stream);
     if (err != cudaErrorNotSupported) return err;
