@@ -26,7 +26,8 @@
 #             the causal tile order's sections of 2 pairs, so that small cases span several (uneven) ones.
 #             The float32 TF32 forward (cc/kernels/sm90/flash_fwd_sm90_tf32.cu, on by default) is checked
 #             only when named: tf32selftest, tf32 (numerics vs float64 / torch TF32 / our
-#             sm80 TF32), tf32bench, tf32sanitize (memcheck), tf32racecheck, tf32synccheck, e.g.
+#             sm80 TF32), tf32dropexact (its dropout mask against the host's, exactly), tf32bench, tf32sanitize
+#             (memcheck), tf32racecheck, tf32synccheck, e.g.
 #             SM90_PHASES=tf32selftest,tf32,tf32bench,tf32sanitize (sm90_check.py sets
 #             TF_FLASHATTN_SM90_TF32=1 for its own process); with SM90_SASS not 0 its ptxas report,
 #             HGMMA .TF32 counts and benchmarks/sm90_tf32_sass_check.py (Q's registers kept through the
@@ -189,7 +190,7 @@ if [[ ,$what, == *,sm90,* ]]; then (
     python3 benchmarks/sm90_tf32_sass_check.py $hb/flash_fwd_sm90_tf32.o > $d/tf32_sass_check.txt 2>&1
     echo "tf32 SASS check (Q registers kept through the loop) rc=$?"; grep -E "CLOBBERED|checked" $d/tf32_sass_check.txt
   fi
-  for ph in selftest:60 numerics:200 bench:240 variants:150 vbench:100 tf32selftest:60 tf32:240 tf32bench:240; do
+  for ph in selftest:60 numerics:200 bench:240 variants:150 vbench:100 tf32selftest:60 tf32:240 tf32dropexact:60 tf32bench:240; do
     has_ph ${ph%%:*} || continue
     lim=${ph#*:}; [[ ${ph%%:*} == tf32* ]] && lim=$(tcap $lim)
     (( lim >= 15 )) || { echo "phase ${ph%%:*} skipped: SM90_BUDGET spent"; continue; }
