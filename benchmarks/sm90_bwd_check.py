@@ -3,7 +3,8 @@ compute capability 9.0) through the kernel harness, without TensorFlow, on an H1
 with torch, triton and pybind11):
 
   ARCHS=90 bash benchmarks/build_harness.sh
-  python3 benchmarks/sm90_bwd_check.py --phase selftest|det|numerics|d256|bench|sanitize|order|obench|splitd|splitdbench|splitdsave [--lib DIR] [--out DIR]
+  python3 benchmarks/sm90_bwd_check.py --phase selftest|det|numerics|d256|bench|sanitize|order|obench|splitd|
+      splitdbench|splitdsave|padded|tf32pad|tf32det|tf32dropexact [--lib DIR] [--out DIR]
   python3 benchmarks/sm90_bwd_check.py --phase splitdcmp --a FILE --b FILE
 
 The sm90 backward is switched per call with the harness's set_sm90_bwd(1 / 0), so one process compares
@@ -87,6 +88,8 @@ Phases (each its own process in `gpu_run.sh sm90bwd`, under a timeout):
             allow_tf32, every variant / dQ mode; TF32PAD_CASES=a,b and TF32PAD_MODES=1 narrow it).
   tf32det   the Hopper TF32 backwards in deterministic mode (TF32_DET_CASES: repeat bitwise, dK / dV bitwise equal
             to the default run's, the float64 reference).
+  tf32dropexact  DROP_EXACT_CASES on the Hopper TF32 backwards: their dropout mask through dV against the host's,
+            exactly.
   splitd    the split kernel's score options (flash_bwd_sm90_split_score_kernel; on by default since
             session 19; this phase sets TF_FLASHATTN_SM90_BWD_SPLITD=1 for its own process):
             SPLITD_CASES as numerics, bf16 and fp16: at D = 128 bias / dbias (bias alone, without dbias,
@@ -1008,16 +1011,19 @@ def phase_numerics(h, log, cases, dtypes):
     return rows
 
 
-def phase_drop_exact(h, log, cases, dtypes):
+def phase_drop_exact(h, log, cases, dtypes, tf32=False):
     """DROP_EXACT_CASES (see there): round(dV n / keep_scale) against the host mask's counts, exactly, on
-    the sm90 path (and the sm80 backward's, reported); dV rows of keys past k_lengths exactly 0."""
+    the sm90 path (and the sm80 backward's, reported); dV rows of keys past k_lengths exactly 0. tf32: float32
+    with allow_tf32 (dtypes [torch.float32]) on the Hopper TF32 backwards (tf32_backward; P Z rounded to tf32 for
+    dV moves the counts by far less than 0.5 at these sizes)."""
     from kernel_harness_check import dropout_keep_scale
     rows = []
     gen = torch.Generator(device=DEV)
     gen.manual_seed(4)
-    for c in cases:
+    for c0 in cases:
         for dt in dtypes:
-            dname = str(dt).split(".")[-1]
+            dname = "tf32" if tf32 else str(dt).split(".")[-1]
+            c = dict(c0, tf32=True) if tf32 else c0
             print(f"RUNNING {c['name']} {dname}", file=log, flush=True)
             t = bwd_inputs(c, dt, gen)
             B, Tq, H, D, Tk = c["B"], c["Tq"], c["H"], c["D"], c["Tk"]
@@ -1027,8 +1033,12 @@ def phase_drop_exact(h, log, cases, dtypes):
             onehot = torch.nn.functional.one_hot(torch.arange(Tq, device=DEV) % D, D).to(dt)  # [Tq, D]
             t["do"] = onehot[None, :, None, :].expand(B, Tq, H, D).contiguous()
             forward(h, c, t)
-            ours, took = backward(h, c, t, True)
-            sm80, took80 = backward(h, c, t, False)
+            if tf32:
+                ours, took = tf32_backward(h, c, t, -1, -1)
+                sm80, took80 = tf32_backward(h, c, t, 0, 0)
+            else:
+                ours, took = backward(h, c, t, True)
+                sm80, took80 = backward(h, c, t, False)
             keep = h.dropout_keep(c, B, H, Tq, Tk, D).to(DEV)  # [B, H, Tq, Tk]
             vis = visibility(c, t)  # [B, Tq, Tk]: every row of a batch sees the same n keys here
             n = vis.sum(-1).double()  # [B, Tq]
@@ -1525,7 +1535,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--phase", required=True,
                     choices=("selftest", "det", "numerics", "d256", "bench", "sanitize", "order", "obench", "splitd",
-                             "splitdbench", "splitdsave", "splitdcmp", "padded", "tf32pad", "tf32det"))
+                             "splitdbench", "splitdsave", "splitdcmp", "padded", "tf32pad", "tf32det",
+                             "tf32dropexact"))
     ap.add_argument("--lib", default=".harness_build")
     ap.add_argument("--out", default=None)
     ap.add_argument("--quick", action="store_true")
@@ -1574,6 +1585,9 @@ def main():
         rows = phase_tf32pad(h, log, TF32_PAD_CASES)
     elif args.phase == "tf32det":
         rows = phase_tf32det(h, log, TF32_DET_CASES)
+    elif args.phase == "tf32dropexact":  # DROP_EXACT_CASES on the Hopper TF32 backwards
+        rows = phase_drop_exact(h, log, DROP_EXACT_CASES, [torch.float32], tf32=True)
+        print(f"tf32dropexact: {sum(r['ok'] for r in rows)} / {len(rows)} pass", file=log, flush=True)
     elif args.phase == "splitd":
         rows = phase_numerics(h, log, SPLITD_CASES, (torch.bfloat16, torch.float16))
         print(f"numerics (split kernel, score options): {sum(r['ok'] for r in rows)} / {len(rows)} pass", file=log,
