@@ -40,10 +40,11 @@
 #             validity) and dropout (0.1, 0.5; with an exact keep-mask check through dV), each case
 #             must launch the sm90 backward; backward TFLOP/s vs sm80, FA2 and cuDNN, with a dropout
 #             0.1 row) and compute-sanitizer memcheck of small cases (~6 min). SM90BWD_PHASES (default
-#             selftest,det,numerics,d256,padded,tf32pad,tf32det,bench,sanitize; det: deterministic mode; d256:
-#             the head-dim-256 kernel's numerics; padded: other head dims and Dv != D, padded up to the kernels'
-#             (PAD_CASES); tf32pad / tf32det: the Hopper TF32 backwards at padded head dims and in deterministic
-#             mode (flash_bwd_sm90_tf32*.cu); racecheck, synccheck on request; order, obench on request: the key-tile
+#             selftest,det,numerics,d256,padded,tf32pad,tf32det,tf32dropexact,bench,sanitize; det: deterministic
+#             mode; d256: the head-dim-256 kernel's numerics; padded: other head dims and Dv != D, padded up to the
+#             kernels' (PAD_CASES); tf32pad / tf32det / tf32dropexact: the Hopper TF32 backwards
+#             (flash_bwd_sm90_tf32*.cu) at padded head dims and with soft-cap and dropout, in deterministic mode, and
+#             their dropout mask exactly; racecheck, synccheck on request; order, obench on request: the key-tile
 #             orders of TF_FLASHATTN_SM90_BWD_ORDER, their numerics against order 0 and their TFLOP/s
 #             beside FA2 and cuDNN, ~10 s and ~1 min on the H200; OBENCH_ALT=n alternates orders 0 and 1;
 #             splitd, splitdbench on request: the split kernel's score options, on by default
@@ -281,8 +282,8 @@ if [[ ,$what, == *,sm90bwd,* ]]; then (
   gzip -f $d/sm90bwd.sass
   cat $d/sass_counts.txt | cut -c1-160 | head -22
   fi
-  phases=${SM90BWD_PHASES:-selftest,det,numerics,d256,padded,tf32pad,tf32det,bench,sanitize}
-  for ph in selftest:45 det:150 numerics:360 d256:240 padded:120 tf32pad:120 tf32det:120 splitd:240 bench:240 order:200 obench:300 splitdbench:120; do
+  phases=${SM90BWD_PHASES:-selftest,det,numerics,d256,padded,tf32pad,tf32det,tf32dropexact,bench,sanitize}
+  for ph in selftest:45 det:150 numerics:360 d256:240 padded:120 tf32pad:120 tf32det:120 tf32dropexact:60 splitd:240 bench:240 order:200 obench:300 splitdbench:120; do
     [[ ,$phases, == *,${ph%%:*},* ]] || continue
     lim=$(cap ${ph#*:})
     (( lim >= 15 )) || { echo "phase ${ph%%:*} skipped: SM90BWD_BUDGET spent"; continue; }
@@ -292,7 +293,7 @@ if [[ ,$what, == *,sm90bwd,* ]]; then (
     echo "phase ${ph%%:*} rc=$rc ($((SECONDS - t0)) s of $lim)" | tee -a $d/${ph%%:*}.log
     # A timeout (124 / 137): the case it was in (a hang shows here).
     if (( rc == 124 || rc == 137 )); then grep "^RUNNING" $d/${ph%%:*}.log | tail -1 | sed 's/^/  timed out in: /'; fi
-    grep -E "SELFTEST|^FAIL|numerics|^order:|^tf32pad:|^tf32det:|TFLOP|^ +[0-9]+ |^ +(D  |feature|key_mask|causal_window|dropout|bias_head|softcap_30)|NOT taken|took the sm90|=False|Error|error" $d/${ph%%:*}.log | cut -c1-400 | head -60
+    grep -E "SELFTEST|^FAIL|numerics|^order:|^tf32pad:|^tf32det:|^tf32dropexact:|TFLOP|^ +[0-9]+ |^ +(D  |feature|key_mask|causal_window|dropout|bias_head|softcap_30)|NOT taken|took the sm90|=False|Error|error" $d/${ph%%:*}.log | cut -c1-400 | head -60
   done
   lim=$(cap 150)
   if [[ ,$phases, == *,sanitize,* ]] && (( lim < 15 )); then echo "memcheck skipped: SM90BWD_BUDGET spent"
