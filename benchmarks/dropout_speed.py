@@ -69,7 +69,7 @@ def check_mask(h, log):
             t = make_inputs(c, dt, gen)
             run_ours(h, c, t, need_bwd=False)
             torch.cuda.synchronize()
-            keep = h.dropout_keep(c, c["B"], c["H"], c["Tq"], c["Tk"], c["D"]).to(DEV)
+            keep = h.case_keep(c)
             ref = reference_fwd(c, t, keep)
             ours = t["o"].to(torch.float64)
             e_drop = (ours - ref).abs().max().item()

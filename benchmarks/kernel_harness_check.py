@@ -116,6 +116,12 @@ class Harness:
         self.m.dropout_mask(B, H, Tq, Tk, c["dropout"], tuple(c.get("seed", (1234, 5678))), out=out)
         return out.bool()
 
+    def case_keep(self, c):
+        """Case c's keep mask [B, H, Tq, Tk] on the device (dropout_keep with its sizes), None without dropout."""
+        if not c.get("dropout"):
+            return None
+        return self.dropout_keep(c, c["B"], c["H"], c["Tq"], c["Tk"], c["D"]).to(DEV)
+
 
 def dropout_keep_scale(rate):
     """The kernels' keep scale (flash_params.h): float32 65536 / (65536 - t16), t16 = min(round(rate *
@@ -331,9 +337,7 @@ def check_numerics(h, dtypes, cases, log):
                 if det and c["name"] not in DET_CASES and not (tf32 and c["name"] in TF32_DET_CASES):
                     continue
                 t = make_inputs(c2, dt, gen)
-                keep = None
-                if c.get("dropout"):
-                    keep = h.dropout_keep(c2, c["B"], c["H"], c["Tq"], c["Tk"], c["D"]).to(DEV)
+                keep = h.case_keep(c2)
                 run_ours(h, c2, t)
                 torch.cuda.synchronize()
                 ref = reference(c2, t, torch.float64, keep)

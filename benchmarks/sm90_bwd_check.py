@@ -796,7 +796,7 @@ def phase_tf32pad(h, log, cases):
         tr = kv_poisoned(c, t) if c.get("poison_kv") else t
         forward(h, c, tr)
         sm80, took80 = tf32_backward(h, c, tr, 0, 0)
-        keep = h.dropout_keep(c, c["B"], c["H"], c["Tq"], c["Tk"], c["D"]).to(DEV) if c.get("dropout") else None
+        keep = h.case_keep(c)
         ref = reference(c, t, torch.float64, keep)
         with tf32_matmuls():
             low = reference(c, t, torch.float32, keep)
@@ -865,7 +865,7 @@ def phase_tf32det(h, log, cases):
         t["ws"].fill_(float("nan"))
         again, took2 = tf32_backward(h, c, t, -1, -1)
         nd, took_nd = tf32_backward(h, dict(c, deterministic=False), t, -1, -1)
-        keep = h.dropout_keep(c, c["B"], c["H"], c["Tq"], c["Tk"], c["D"]).to(DEV) if c.get("dropout") else None
+        keep = h.case_keep(c)
         ref = reference(c, t, torch.float64, keep)
         with tf32_matmuls():
             low = reference(c, t, torch.float32, keep)
@@ -930,9 +930,7 @@ def phase_numerics(h, log, cases, dtypes):
                 det["dq_close_vs_default"] = dq_within(ours["dq"], nd["dq"])
                 del again, nd
             sm80, took80 = backward(h, c, tr, False)
-            keep = None  # dropout: the host keep mask (flash_params.h's rule), as sm90_check.py
-            if c.get("dropout"):
-                keep = h.dropout_keep(c, c["B"], c["H"], c["Tq"], c["Tk"], c["D"]).to(DEV)
+            keep = h.case_keep(c)  # dropout: the host keep mask (flash_params.h's rule), as sm90_check.py
             ref = reference(c, t, torch.float64, keep)
             low = reference(c, t, dt, keep)
             row = dict(case=c["name"], dtype=dname, sm90_launched=int(took), sm80_run_launched_sm90=int(took80))
@@ -1039,7 +1037,7 @@ def phase_drop_exact(h, log, cases, dtypes, tf32=False):
             else:
                 ours, took = backward(h, c, t, True)
                 sm80, took80 = backward(h, c, t, False)
-            keep = h.dropout_keep(c, B, H, Tq, Tk, D).to(DEV)  # [B, H, Tq, Tk]
+            keep = h.case_keep(c)  # [B, H, Tq, Tk]
             vis = visibility(c, t)  # [B, Tq, Tk]: every row of a batch sees the same n keys here
             n = vis.sum(-1).double()  # [B, Tq]
             kv = (keep & vis[:, None]).double().reshape(B, Hkv, G, Tq, Tk).sum(2)  # [B, Hkv, Tq, Tk]

@@ -429,9 +429,7 @@ def phase_numerics(h, log, cases, dtypes):
             run_fwd(h, c, tr)
             h.m.set_sm90(-1)
             sm80 = {"o": tr["o"].clone(), "lse": tr["lse"].clone()}
-            keep = None
-            if c.get("dropout"):
-                keep = h.dropout_keep(c, c["B"], c["H"], c["Tq"], c["Tk"], c["D"]).to(DEV)
+            keep = h.case_keep(c)
             ref = reference(c, t, torch.float64, keep)
             low = reference(c, t, dt, keep)
             row = dict(case=c["name"], dtype=dname, sm90_launched=int(took))
@@ -476,7 +474,7 @@ def phase_drop_exact(h, log, cases, dtypes, tf32=False):
             dname = "tf32" if tf32 else str(dt).split(".")[-1]
             c = dict(c0, tf32=True) if tf32 else c0
             t = inputs(c, dt, gen)
-            B, Tq, H, D, Tk = c["B"], c["Tq"], c["H"], c["D"], c["Tk"]
+            B, D, Tk = c["B"], c["D"], c["Tk"]
             t["q"].zero_()
             onehot = torch.nn.functional.one_hot(torch.arange(Tk, device=DEV) % D, D).to(dt)  # [Tk, D]
             t["v"] = onehot[None, :, None, :].expand(B, Tk, t["v"].shape[2], D).contiguous()
@@ -486,7 +484,7 @@ def phase_drop_exact(h, log, cases, dtypes, tf32=False):
             run_fwd(h, c, t)
             took = h.m.sm90_info()[counter] - n0
             h.m.set_sm90(-1)
-            keep = h.dropout_keep(c, B, H, Tq, Tk, D).to(DEV)  # [B, H, Tq, Tk]
+            keep = h.case_keep(c)  # [B, H, Tq, Tk]
             vis = visibility(c, t)  # [B, Tq, Tk]
             n = vis.sum(-1).double()  # [B, Tq]
             kv = (keep & vis[:, None]).double()  # [B, H, Tq, Tk]
@@ -772,7 +770,7 @@ def phase_tf32(h, log, cases, fallback_cases=()):
         run_fwd(h, c, t)
         sm80 = {"o": t["o"].clone(), "lse": t["lse"].clone()}
         h.m.set_sm90_tf32(-1)  # the environment: TF_FLASHATTN_SM90_TF32=1 (main())
-        keep = h.dropout_keep(c, c["B"], c["H"], c["Tq"], c["Tk"], c["D"]).to(DEV) if c.get("dropout") else None
+        keep = h.case_keep(c)
         ref = reference(c, t, torch.float64, keep)
         with tf32_matmuls():
             low = reference(c, t, torch.float32, keep)
@@ -1007,9 +1005,7 @@ def phase_defaults(h, log):
     h.m.set_sm90_fwd_variant(-1)
     for c in [c for c in NUM_CASES if c["name"] in DEFAULT_SCHEDULES]:
         t = inputs(c, torch.bfloat16, gen)
-        keep = None
-        if c.get("dropout"):
-            keep = h.dropout_keep(c, c["B"], c["H"], c["Tq"], c["Tk"], c["D"]).to(DEV)
+        keep = h.case_keep(c)
         ref = reference(c, t, torch.float64, keep)
         low = reference(c, t, torch.bfloat16, keep)
         run_fwd(h, c, t)
@@ -1043,9 +1039,7 @@ def phase_variants(h, log, cases, dtypes, skip_fallbacks=False):
             dname = str(dt).split(".")[-1]
             t = inputs(c, dt, gen)
             tr = poisoned(c, t) if c.get("poison") else t
-            keep = None
-            if c.get("dropout"):
-                keep = h.dropout_keep(c, c["B"], c["H"], c["Tq"], c["Tk"], c["D"]).to(DEV)
+            keep = h.case_keep(c)
             ref = reference(c, t, torch.float64, keep)
             low = reference(c, t, dt, keep)
             h.m.set_sm90_fwd_variant(0)
