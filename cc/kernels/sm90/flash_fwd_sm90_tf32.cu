@@ -873,6 +873,11 @@ bool set_tf32_variant(int v) {
 int last_tf32_variant() { return g_tf32_last_variant.load(std::memory_order_relaxed); }
 
 namespace {
+// The call's FEAT bits (Tf32Feat): tf32_feat's soft-cap and dropout, kTf32Dense for a dense mask or bias.
+int fwd_feat(const FlashFwdParams& p) {
+  return tf32_feat(p.score.softcap, p.dropout.rate) | (p.mask.mask || p.score.bias ? kTf32Dense : 0);
+}
+
 // fwd_tf32_applies without the pointers' alignment and the device: what the workspace size may depend on
 // (flash_fwd_workspace_bytes: shape, dtype and the params' fields; XLA asks at compile time).
 bool fwd_tf32_params_apply(const FlashFwdParams& p) {
@@ -884,7 +889,8 @@ bool fwd_tf32_params_apply(const FlashFwdParams& p) {
   if (s.H > 65535 || s.B > 65535 || s.Hkv <= 0 || s.H % s.Hkv != 0) return false;
   // Causal (any offset), windows, lengths, [B, T] validity masks, soft-cap, dropout, a dense mask and bias (the
   // IDX kernels for all but causal; a dense mask or bias not with dropout).
-  if ((p.mask.mask || p.score.bias) && p.dropout.rate > 0.f) return false;
+  const int feat = fwd_feat(p);
+  if ((feat & kTf32Dense) && (feat & kTf32Drop)) return false;
   // TMA: 16-byte aligned bases and byte strides (element strides multiples of 4); o's float2 stores too.
   return strides_mult4(s);
 }
@@ -899,7 +905,7 @@ bool fwd_tf32_applies(const FlashFwdParams& p) {
 size_t fwd_tf32_workspace_bytes(const FlashFwdParams& p) {
   const AttnShape& s = p.shape;
   if (s.B <= 0 || s.H <= 0 || !fwd_tf32_params_apply(p) ||
-      tf32_variant_for(s, p.mask.mask || p.score.bias) != kTf32PrepassVariant)
+      tf32_variant_for(s, (fwd_feat(p) & kTf32Dense) != 0) != kTf32PrepassVariant)
     return 0;
   return static_cast<size_t>(tf32_prepass_layout(s).bytes);
 }
@@ -908,12 +914,12 @@ cudaError_t fwd_tf32(const FlashFwdParams& p, cudaStream_t stream) {
   // The variant set explicitly, else by shape (tf32_variant_for; kTf32DefaultVariant's comment). Variant 3
   // without a workspace (a caller that did not ask flash_fwd_workspace_bytes): variant 1, the same bits.
   const int d = padded_head_dim(p.shape);  // 64 or 128 (fwd_tf32_params_apply)
-  int v = tf32_variant_for(p.shape, p.mask.mask || p.score.bias);
+  const int feat = fwd_feat(p);
+  int v = tf32_variant_for(p.shape, (feat & kTf32Dense) != 0);
   if (v == kTf32PrepassVariant && p.workspace == nullptr) v = kTf32DefaultVariant;
   // The index-masked kernels (IDX) for the index masks, the FEAT options and calls padded up (their O stores check
   // the column); causal alone keeps the plain ones. Soft-cap, dropout, a dense mask and bias: the IDX kernels' FEAT
   // instantiations (Tf32Feat), switched here only.
-  const int feat = tf32_feat(p.score.softcap, p.dropout.rate) | (p.mask.mask || p.score.bias ? kTf32Dense : 0);
   if ((feat & kTf32Dense) && (feat & kTf32Drop)) return cudaErrorNotSupported;  // sm80's (params_apply refuses it)
   if (feat)
     return tf32_feat_switch<true>(feat, [&](auto f) {
