@@ -300,6 +300,18 @@ __device__ __forceinline__ float score_elem(float acc, const MaskParams& m, cons
   return ok ? x * kLog2e : neg_inf();
 }
 
+// The Hopper forwards' dense-mask and bias row pointers: row i of head h, batch b of the [B, H, Tq, Tk] tensors
+// (through their strides; left as they are where a tensor is absent). Rows past Tq (never visible) point at row
+// Tq - 1, so that reads for them stay inside the tensors.
+template <typename T>
+__device__ __forceinline__ void dense_row_ptrs(const MaskParams& mk, const ScoreParams& sp, int64_t Tq, int64_t b,
+                                               int64_t h, int64_t i, const bool*& mrow, const T*& brow) {
+  const int64_t r = i >= Tq ? Tq - 1 : i;
+  if (mk.mask) mrow = mk.mask + b * mk.mask_stride[0] + h * mk.mask_stride[1] + r * mk.mask_stride[2];
+  if (sp.bias)
+    brow = static_cast<const T*>(sp.bias) + b * sp.bias_stride[0] + h * sp.bias_stride[1] + r * sp.bias_stride[2];
+}
+
 // The Hopper kernels' soft-cap (sm90/flash_bwd_sm90.cu, the TF32 forward and backwards): score_elem's rule in
 // base-2 units with the scale and log2e folded in, and the backward's factor recovered from P.
 // Soft-cap of one S element in base-2 units, in place before the P pass: c log2e tanh(scale S / c)

@@ -448,21 +448,10 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
   const T* brow[2] = {nullptr, nullptr};
   int64_t mstride = 0, bstride = 0;
   if constexpr (kDense) {
-    const MaskParams& mk = p.mask;
-    const ScoreParams& sp = p.score;
 #pragma unroll
-    for (int h2 = 0; h2 < 2; ++h2) {
-      // Rows past Tq (never visible) point at row Tq - 1, so that softmax_tile's reads stay
-      // inside the tensors.
-      const int64_t r = row[h2] >= Tq ? Tq - 1 : row[h2];
-      if (mk.mask)
-        mrow[h2] = mk.mask + b * mk.mask_stride[0] + h * mk.mask_stride[1] + r * mk.mask_stride[2];
-      if (sp.bias)
-        brow[h2] = static_cast<const T*>(sp.bias) + b * sp.bias_stride[0] + h * sp.bias_stride[1] +
-                   r * sp.bias_stride[2];
-    }
-    mstride = mk.mask_stride[3];
-    bstride = sp.bias_stride[3];
+    for (int h2 = 0; h2 < 2; ++h2) dense_row_ptrs(p.mask, p.score, Tq, b, h, row[h2], mrow[h2], brow[h2]);
+    mstride = p.mask.mask_stride[3];
+    bstride = p.score.bias_stride[3];
   }
   const bool has_mask = kDense && p.mask.mask != nullptr, has_bias = kDense && p.score.bias != nullptr;
   const bool dense = has_mask || has_bias;  // CTA-uniform

@@ -404,21 +404,12 @@ __global__ void __launch_bounds__(kThreads, 1)
   const float cap_log2 = softcap * 1.4426950408889634f;
   // DENSE: a dense mask [B, H, Tq, Tk] (bool) and / or an additive float32 bias of that shape (both broadcast
   // through their strides, any column stride), element by element as sm80's score_elem: x = log2e (softcap(scale
-  // S) + bias), -inf where the mask is false. Row pointers of this thread's two rows, once; rows past Tq (never
-  // written) read row Tq - 1, so that every read stays inside the tensors.
+  // S) + bias), -inf where the mask is false. Row pointers of this thread's two rows, once (dense_row_ptrs).
   const bool* mrow[2] = {nullptr, nullptr};
   const float* brow[2] = {nullptr, nullptr};
   if constexpr (DENSE) {
 #pragma unroll
-    for (int h2 = 0; h2 < 2; ++h2) {
-      const int64_t r = row[h2] >= sh.Tq ? sh.Tq - 1 : row[h2];
-      const MaskParams& mk = p.mask;
-      const ScoreParams& sp = p.score;
-      if (mk.mask) mrow[h2] = mk.mask + b * mk.mask_stride[0] + h * mk.mask_stride[1] + r * mk.mask_stride[2];
-      if (sp.bias)
-        brow[h2] = static_cast<const float*>(sp.bias) + b * sp.bias_stride[0] + h * sp.bias_stride[1] +
-                   r * sp.bias_stride[2];
-    }
+    for (int h2 = 0; h2 < 2; ++h2) dense_row_ptrs(p.mask, p.score, sh.Tq, b, h, row[h2], mrow[h2], brow[h2]);
   }
   // Keys [0, ke) row i sees (key_end: causal or Tk); ke_cta of the CTA's first row (non-decreasing in
   // the row, so a tile the first row sees whole every row does: one CTA-uniform branch per tile, as
