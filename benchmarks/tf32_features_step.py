@@ -1,15 +1,16 @@
-"""One training step of float32 attention with soft-cap or dropout through TensorFlow (TF32 on, its default), as
+"""One training step of float32 attention with soft-cap, dropout or a bias through TensorFlow (TF32 on, its default), as
 a Keras user runs it: forward and backward in one tf.function per step, one attention per step, timed over
 several steps (the host's per-call overheads included). Ours (tf_flashattn.dot_product_attention) against the
 same attention unfused under XLA (jit_compile): keras.ops.dot_product_attention without an option; soft-cap as
 c tanh(s / c) on the scores (Keras' attn_logits_soft_cap is for its flash path only), dropout by a stateless keep
 mask on the softmax (what a Keras layer with attention dropout computes; not the same mask as ours, the same
-work).
+work); "bias": a head-broadcast bias [1, H, T, T] (float32) with its gradient, keras.ops.dot_product_attention's
+bias argument for the unfused one.
 
   python3 benchmarks/tf32_features_step.py [OUT.json]
 
 Environment: STEP_D (head dims, default 64,128), STEP_T (default 4096), STEP_TOKENS (B T, default 16384),
-STEP_HIDDEN (H D, default 1024), STEP_FEATURES (none,softcap,dropout), STEP_IMPLS (ours,keras_xla), STEP_STEPS
+STEP_HIDDEN (H D, default 1024), STEP_FEATURES (none,softcap,dropout; also bias), STEP_IMPLS (ours,keras_xla), STEP_STEPS
 (timed steps, default 10), STEP_LABEL (the name of "ours" in the rows: e.g. ours_sm80 in a process with
 TF_FLASHATTN_SM90_TF32=0 TF_FLASHATTN_SM90_TF32_BWD=0, which keeps float32 on the sm_80 TF32 kernels).
 TFLOP/s by FlashAttention's count: forward 4 B H T^2 D (halved when causal), the step 3.5x that.
@@ -36,11 +37,13 @@ LABEL = os.environ.get("STEP_LABEL", "ours")
 CAP, RATE = 30.0, 0.1
 
 
-def unfused(q, k, v, feature, seed):
+def unfused(q, k, v, feature, seed, bias):
     """The attention unfused, [B, T, H, D] in and out (run under XLA)."""
     scale = 1.0 / float(q.shape[-1]) ** 0.5
     if feature == "none":
         return keras.ops.dot_product_attention(q, k, v, scale=scale)
+    if feature == "bias":
+        return keras.ops.dot_product_attention(q, k, v, bias=bias, scale=scale)
     s = tf.einsum("bqhd,bkhd->bhqk", q, k) * scale
     if feature == "softcap":  # keras.ops.dot_product_attention takes attn_logits_soft_cap only with flash_attention
         s = CAP * tf.tanh(s / CAP)
@@ -52,17 +55,19 @@ def unfused(q, k, v, feature, seed):
 
 
 def make_step(impl, feature):
-    def step(q, k, v, w, seed):
+    def step(q, k, v, w, seed, bias):
+        xs = [q, k, v] + ([bias] if feature == "bias" else [])
         with tf.GradientTape() as tape:
-            tape.watch([q, k, v])
+            tape.watch(xs)
             if impl == "keras_xla":
-                o = unfused(q, k, v, feature, seed)
+                o = unfused(q, k, v, feature, seed, bias)
             else:
-                o = fa.dot_product_attention(q, k, v, attn_logits_soft_cap=CAP if feature == "softcap" else None,
+                o = fa.dot_product_attention(q, k, v, bias=bias if feature == "bias" else None,
+                                             attn_logits_soft_cap=CAP if feature == "softcap" else None,
                                              dropout_rate=RATE if feature == "dropout" else 0.0,
                                              seed=seed if feature == "dropout" else None)
             loss = tf.reduce_sum(o * w)
-        return [loss] + tape.gradient(loss, [q, k, v])
+        return [loss] + tape.gradient(loss, xs)
     return tf.function(step, jit_compile=impl == "keras_xla")
 
 
@@ -71,14 +76,15 @@ def run(impl, feature, D, T):
     gen = tf.random.Generator.from_seed(D + T)
     with tf.device("/GPU:0" if tf.config.list_physical_devices("GPU") else "/CPU:0"):
         q, k, v, w = (gen.normal([B, T, H, D], dtype=tf.float32) for _ in range(4))
+        bias = gen.normal([1, H, T, T], dtype=tf.float32) if feature == "bias" else tf.zeros([1], tf.float32)
         step = make_step(impl, feature)
         t0 = time.time()
         for i in range(2):  # tracing / compilation, warm-up
-            float(step(q, k, v, w, tf.constant([1, i], tf.int64))[0])
+            float(step(q, k, v, w, tf.constant([1, i], tf.int64), bias)[0])
         compile_s = time.time() - t0
         t0 = time.perf_counter()
         for i in range(STEPS):
-            out = step(q, k, v, w, tf.constant([1, 10 + i], tf.int64))
+            out = step(q, k, v, w, tf.constant([1, 10 + i], tf.int64), bias)
         float(out[0])  # waits for the last step
         ms = (time.perf_counter() - t0) * 1e3 / STEPS
     flops = 3.5 * 4.0 * B * H * T * T * D

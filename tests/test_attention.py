@@ -177,6 +177,23 @@ def test_bias_nonfinite_where_masked():
     assert np.all(np.isfinite(grads[3].numpy()))
 
 
+def test_bias_neginf_hides_its_element():
+    """A bias of -inf at visible elements hides them as a mask does, whole rows of one head included: those rows
+    give O = 0 and lse = -inf (as a row that sees no key), every gradient stays finite and dbias is exactly 0 at
+    the -inf elements (the reference, which masks them, agrees; the GPU kernels: test_gpu.py)."""
+    rng = np.random.default_rng(13)
+    q, k, v = rand(rng, B, TQ, H, D), rand(rng, B, TK, HKV, D), rand(rng, B, TK, HKV, D)
+    bias = rng.standard_normal((1, H, TQ, TK)).astype(np.float32)
+    bias[rng.random(bias.shape) < 0.1] = -np.inf
+    bias[:, 1, 2::5, :] = -np.inf
+    kw = dict(is_causal=True)
+    allowed = _allowed(kw) & np.isfinite(bias)
+    out, grads = check(q, k, v, allowed=allowed, bias=tf.constant(bias), **kw)
+    assert np.all(out.numpy()[:, 2::5, 1] == 0)
+    assert all(np.all(np.isfinite(g.numpy())) for g in grads)
+    assert np.all(grads[3].numpy()[~np.isfinite(bias)] == 0)
+
+
 def test_softcap():
     rng = np.random.default_rng(3)
     q, k, v = (rand(rng, 1, 50, 2, 32) * 4, rand(rng, 1, 60, 2, 32) * 4, rand(rng, 1, 60, 2, 32))
