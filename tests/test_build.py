@@ -172,3 +172,26 @@ def test_readme_names_every_switch_the_kernels_read():
     assert len(names) >= 20, names  # the sources' switches were found
     missing = sorted(n for n in names if not re.search(r"\b%s\b" % n, readme))
     assert not missing, f"switches read by the kernels but not in README.md: {missing}"
+
+
+def test_kernel_launch_counters():
+    """tf_flashattn._ops.kernel_launches() reads the library's Hopper launch counters through ctypes
+    (tf_flashattn_kernel_launches, cc/kernels/flash_cuda.h; test_gpu.py's expect_launches checks the
+    sm_90 dispatch with it): a dict of the five families in a build with sm_90 among its targets, None in
+    one without; calls on the CPU launch none of them."""
+    import numpy as np
+    import tensorflow as tf
+
+    import tf_flashattn as fa
+    from tf_flashattn import _ops
+
+    counts = _ops.kernel_launches()
+    if not any("sm_90" in b for b in _ops.backends()):
+        assert counts is None
+        return
+    assert counts is not None, "the library has sm_90 kernels but no tf_flashattn_kernel_launches"
+    assert set(counts) == set(_ops.KERNEL_LAUNCH_NAMES) and all(v >= 0 for v in counts.values())
+    with tf.device("/CPU:0"):
+        x = tf.constant(np.random.default_rng(0).standard_normal((1, 8, 2, 16)), tf.float32)
+        fa.dot_product_attention(x, x, x, is_causal=True)
+    assert _ops.kernel_launches() == counts

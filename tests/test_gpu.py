@@ -20,6 +20,7 @@ import pytest
 import tensorflow as tf
 
 import tf_flashattn as fa
+from tf_flashattn import _ops
 from reference import allowed_mask, dropout_keep_mask, f32_scale, rand, reference_attention
 
 pytestmark = pytest.mark.gpu
@@ -49,6 +50,34 @@ def precision(dtype):
         yield tf.float32
     finally:
         tf.config.experimental.enable_tensor_float_32_execution(prev)
+
+
+def on_hopper():
+    """Whether the first GPU is compute capability 9.0 (H100 / H200: the Hopper kernels' target)."""
+    gpus = tf.config.list_physical_devices("GPU")
+    return bool(gpus) and tf.config.experimental.get_device_details(gpus[0]).get("compute_capability") == (9, 0)
+
+
+# The switches that keep a Hopper kernel family off (README, "For maintainers"), per family of
+# _ops.kernel_launches().
+_HOPPER_SWITCHES = {"sm90_fwd": ("TF_FLASHATTN_SM90",), "sm90_bwd": ("TF_FLASHATTN_SM90", "TF_FLASHATTN_SM90_BWD"),
+                    "sm90_tf32_fwd": ("TF_FLASHATTN_SM90", "TF_FLASHATTN_SM90_TF32"),
+                    "sm90_tf32_bwd_d64": ("TF_FLASHATTN_SM90", "TF_FLASHATTN_SM90_TF32_BWD"),
+                    "sm90_tf32_bwd_d128": ("TF_FLASHATTN_SM90", "TF_FLASHATTN_SM90_TF32_BWD")}
+
+
+@contextlib.contextmanager
+def expect_launches(*names):
+    """On an H100 / H200, the block must launch each named Hopper kernel family (_ops.kernel_launches' keys) at
+    least once: the test then exercised the sm_90 dispatch it is about. Nothing is checked on other GPUs, or for a
+    family whose switch is set to 0 in the environment."""
+    wanted = [n for n in names if not any(os.environ.get(s) == "0" for s in _HOPPER_SWITCHES[n])]
+    before = _ops.kernel_launches() if wanted and on_hopper() else None
+    yield
+    if before is not None:
+        after = _ops.kernel_launches()
+        missing = [n for n in wanted if after[n] <= before[n]]
+        assert not missing, f"Hopper kernels not launched: {missing} (counts {after})"
 
 
 def poison():
@@ -267,7 +296,10 @@ def test_features(name, dtype):
     rng = np.random.default_rng(len(name))
     q, k, v = rand(rng, B, TQ, H, 64), rand(rng, B, TK, 2, 64), rand(rng, B, TK, 2, 64)
     kw, allowed = _feature(name, rng)
-    out = compare(q, k, v, dtype, allowed=allowed, kw=kw)
+    # On an H100 / H200 float16 / bfloat16 run the Hopper forward and backward with every one of these masks.
+    hopper = ("sm90_fwd", "sm90_bwd") if dtype in (tf.float16, tf.bfloat16) else ()
+    with expect_launches(*hopper):
+        out = compare(q, k, v, dtype, allowed=allowed, kw=kw)
     dead = ~np.any(allowed, axis=-1).transpose(0, 2, 1)  # [B, Tq, H]
     assert np.all(tf.cast(out, tf.float32).numpy()[dead] == 0)
 
@@ -364,7 +396,8 @@ def test_tf32_softcap(masks, d, dv):
         kw = dict(is_causal=True, causal_offset=TK_ - TQ_, key_lengths=[260, 170], sliding_window=(90, None))
         allowed = allowed_mask(B_, H_, TQ_, TK_, is_causal=True, causal_offset=TK_ - TQ_, window=(90, -1),
                                key_lengths=[260, 170])
-    compare(q, k, v, TF32, softcap=5.0, allowed=allowed, kw=kw)
+    with expect_launches("sm90_tf32_fwd", "sm90_tf32_bwd_d64" if d == 64 else "sm90_tf32_bwd_d128"):
+        compare(q, k, v, TF32, softcap=5.0, allowed=allowed, kw=kw)
 
 
 @pytest.mark.parametrize("d,dv,softcap", [(64, 64, None), (128, 128, None), (96, 80, None), (128, 128, 20.0)])
@@ -378,8 +411,9 @@ def test_tf32_dropout(d, dv, softcap):
     seed, rate = [21, d], 0.2
     kw = dict(dropout_rate=rate, seed=seed, is_causal=True, causal_offset=TK_ - TQ_, key_lengths=[260, 170])
     allowed = allowed_mask(B_, H_, TQ_, TK_, is_causal=True, causal_offset=TK_ - TQ_, key_lengths=[260, 170])
-    compare(q, k, v, TF32, softcap=softcap, allowed=allowed, keep=dropout_keep_mask(seed, B_, H_, TQ_, TK_, rate),
-            kw=kw)
+    with expect_launches("sm90_tf32_fwd", "sm90_tf32_bwd_d64" if d == 64 else "sm90_tf32_bwd_d128"):
+        compare(q, k, v, TF32, softcap=softcap, allowed=allowed,
+                keep=dropout_keep_mask(seed, B_, H_, TQ_, TK_, rate), kw=kw)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)

@@ -45,3 +45,27 @@ def backends():
         raise ImportError("tf_flashattn's build information is missing: rebuild with "
                           "pip install -v -e . (or python build_ops.py)") from None
     return list(_build_info.BACKENDS)
+
+
+KERNEL_LAUNCH_NAMES = ("sm90_fwd", "sm90_bwd", "sm90_tf32_fwd", "sm90_tf32_bwd_d64", "sm90_tf32_bwd_d128")
+
+
+def kernel_launches():
+    """How many times each Hopper kernel family has been launched in this process (host-side counters of the
+    library, read without a wait: tf_flashattn_kernel_launches in cc/kernels/flash_cuda.h), as a dict keyed by
+    KERNEL_LAUNCH_NAMES; None for a library built without the Hopper kernels or without CUDA. For tests and
+    tools that check which path a call took on an H100 / H200."""
+    import ctypes
+
+    load()  # TensorFlow loads the library first; ctypes then shares the loaded copy
+    try:
+        fn = ctypes.CDLL(library_path()).tf_flashattn_kernel_launches
+    except AttributeError:  # a CPU-only build
+        return None
+    fn.argtypes = [ctypes.POINTER(ctypes.c_int64), ctypes.c_int]
+    fn.restype = ctypes.c_int
+    counts = (ctypes.c_int64 * len(KERNEL_LAUNCH_NAMES))()
+    n = fn(counts, len(KERNEL_LAUNCH_NAMES))
+    if n != len(KERNEL_LAUNCH_NAMES):
+        return None
+    return dict(zip(KERNEL_LAUNCH_NAMES, (int(c) for c in counts)))
