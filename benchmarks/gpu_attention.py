@@ -97,15 +97,10 @@ class GpuProbe:
 
     def __init__(self):
         import ctypes
-        path = _ops.library_path()
+        self._collect = _ops.c_function("tf_flashattn_gpu_timing_collect")
+        self._take = _ops.c_function("tf_flashattn_gpu_timing_take")
         self.available = False
-        if path is None:
-            return
-        _ops.load()  # TensorFlow loads it first; ctypes then shares the loaded copy
-        lib = ctypes.CDLL(path)
-        try:
-            self._collect, self._take = lib.tf_flashattn_gpu_timing_collect, lib.tf_flashattn_gpu_timing_take
-        except AttributeError:
+        if self._collect is None or self._take is None:
             return
         self._collect.argtypes = [ctypes.c_int]
         self._take.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_float), ctypes.POINTER(ctypes.c_float),

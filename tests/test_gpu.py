@@ -80,6 +80,12 @@ def expect_launches(*names):
         assert not missing, f"Hopper kernels not launched: {missing} (counts {after})"
 
 
+def tf32_hopper(d, dv):
+    """The Hopper kernel families a float32 (TF32) call of head dims d, dv runs: the TF32 forward and the TF32
+    backward of the head dim it is padded up to (64 or 128)."""
+    return "sm90_tf32_fwd", "sm90_tf32_bwd_d64" if max(d, dv) <= 64 else "sm90_tf32_bwd_d128"
+
+
 def poison():
     """Fills then frees a large GPU buffer with NaN, so unwritten outputs show as NaN."""
     with tf.device("/GPU:0"):
@@ -396,7 +402,7 @@ def test_tf32_softcap(masks, d, dv):
         kw = dict(is_causal=True, causal_offset=TK_ - TQ_, key_lengths=[260, 170], sliding_window=(90, None))
         allowed = allowed_mask(B_, H_, TQ_, TK_, is_causal=True, causal_offset=TK_ - TQ_, window=(90, -1),
                                key_lengths=[260, 170])
-    with expect_launches("sm90_tf32_fwd", "sm90_tf32_bwd_d64" if d == 64 else "sm90_tf32_bwd_d128"):
+    with expect_launches(*tf32_hopper(d, dv)):
         compare(q, k, v, TF32, softcap=5.0, allowed=allowed, kw=kw)
 
 
@@ -411,7 +417,7 @@ def test_tf32_dropout(d, dv, softcap):
     seed, rate = [21, d], 0.2
     kw = dict(dropout_rate=rate, seed=seed, is_causal=True, causal_offset=TK_ - TQ_, key_lengths=[260, 170])
     allowed = allowed_mask(B_, H_, TQ_, TK_, is_causal=True, causal_offset=TK_ - TQ_, key_lengths=[260, 170])
-    with expect_launches("sm90_tf32_fwd", "sm90_tf32_bwd_d64" if d == 64 else "sm90_tf32_bwd_d128"):
+    with expect_launches(*tf32_hopper(d, dv)):
         compare(q, k, v, TF32, softcap=softcap, allowed=allowed,
                 keep=dropout_keep_mask(seed, B_, H_, TQ_, TK_, rate), kw=kw)
 

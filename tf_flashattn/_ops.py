@@ -47,6 +47,18 @@ def backends():
     return list(_build_info.BACKENDS)
 
 
+def c_function(name):
+    """The op library's C function `name` (cc/kernels/flash_cuda.h) through ctypes, None when the library lacks it
+    (built without CUDA) or is not built. TensorFlow loads the library first; ctypes then shares the loaded copy."""
+    import ctypes
+
+    path = library_path()
+    if path is None:
+        return None
+    load()
+    return getattr(ctypes.CDLL(path), name, None)
+
+
 KERNEL_LAUNCH_NAMES = ("sm90_fwd", "sm90_bwd", "sm90_tf32_fwd", "sm90_tf32_bwd_d64", "sm90_tf32_bwd_d128")
 
 
@@ -57,10 +69,8 @@ def kernel_launches():
     tools that check which path a call took on an H100 / H200."""
     import ctypes
 
-    load()  # TensorFlow loads the library first; ctypes then shares the loaded copy
-    try:
-        fn = ctypes.CDLL(library_path()).tf_flashattn_kernel_launches
-    except AttributeError:  # a CPU-only build
+    fn = c_function("tf_flashattn_kernel_launches")
+    if fn is None:
         return None
     fn.argtypes = [ctypes.POINTER(ctypes.c_int64), ctypes.c_int]
     fn.restype = ctypes.c_int
