@@ -245,21 +245,27 @@ int64_t fwd_tf32_launches();
 // bwd_tf32_workspace_floats: the floats its pre-pass needs beyond sm80's TF32 workspace (shape, flags and the
 // current device: float32, allow_tf32, D, Dv multiples of 4 with padded_head_dim 64 (64 itself or padded up),
 // enabled, compute capability 9.0; in deterministic mode with the ordered reduction's counters; else
-// 0). bwd_tf32_applies: those, a workspace_bytes that holds them, index masks only (causal, window, lengths,
-// [B, T] validity; no dense mask), soft-cap and dropout, no bias / dbias, TMA's alignment (strides multiples of 4).
+// 0). bwd_tf32_applies: those, a workspace_bytes that holds them, the index masks (causal, window, lengths,
+// [B, T] validity), soft-cap and dropout, a dense mask, bias / dbias where bwd_tf32_dense_enabled (not with
+// dropout), TMA's alignment (strides multiples of 4).
 // bwd_tf32: the whole backward (sm80's dsum pre-pass, its own pre-pass, the kernel, dQ's conversion) in the
 // workspace's parts (bwd_tf32_workspace_parts); cudaErrorNotSupported before any work is queued when it
 // cannot run (the caller falls back to sm80).
 bool bwd_tf32_enabled();
 void set_bwd_tf32_enabled(int mode);
 int64_t bwd_tf32_launches();
+// A dense mask, bias and dbias on both Hopper TF32 backwards (their kTf32Dense instantiations, not with dropout):
+// off by default until they have run on a GPU (sm80's TF32 backward takes those calls); on with
+// TF_FLASHATTN_SM90_TF32_BWD_DENSE=1 (read once) or set_bwd_tf32_dense(1) (0 off, -1 back to the environment).
+bool bwd_tf32_dense_enabled();
+void set_bwd_tf32_dense(int mode);
 size_t bwd_tf32_workspace_floats(const FlashBwdParams& p);
 bool bwd_tf32_applies(const FlashBwdParams& p);
 cudaError_t bwd_tf32(const FlashBwdParams& p, cudaStream_t stream);
 // The same at head dim 128 (flash_bwd_sm90_tf32_d128.cu; D, Dv padded up to 128 too): on where bwd_tf32_enabled()
 // is, unless set_bwd_tf32_d128_enabled overrides it (0 off, 1 + i on with its dQ mode i, -1: back to that); index
-// masks or none, soft-cap, dropout, deterministic mode too; its pre-pass room (Qr, dOr, QT, dOT) after sm80's TF32
-// parts.
+// masks or none, soft-cap, dropout, a dense mask and bias / dbias as the head-dim-64 one, deterministic mode too;
+// its pre-pass room (Qr, dOr, QT, dOT) after sm80's TF32 parts.
 void set_bwd_tf32_d128_enabled(int mode);
 int64_t bwd_tf32_d128_launches();
 size_t bwd_tf32_d128_workspace_floats(const FlashBwdParams& p);

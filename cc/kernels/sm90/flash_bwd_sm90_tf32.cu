@@ -19,7 +19,9 @@
 // GQA (H % Hkv == 0), the softmax scale, d_lse (it is in dsum), soft-cap and dropout (the FEAT instantiations of
 // kDefaultVariant and kDetVariant, whatever variant is set, sm90_tf32.cuh's Tf32Feat: S^T capped before the P pass,
 // dS^T times 1 - tanh^2, Tf32BwdCap; dropout's keep bits per unit by unit_keep_bits, dV from P Z, dS = P (dP Z -
-// dsum), tf32_bwd_pack_p / tf32_bwd_ds); no dense mask, bias / dbias; deterministic mode by an ordered dQ reduction
+// dsum), tf32_bwd_pack_p / tf32_bwd_ds); a dense mask, bias and dbias, not with dropout (the kTf32Dense
+// instantiations, alone or with soft-cap: sm90_tf32_bwd.cuh's Tf32BwdDense, tf32_bwd_dense_ds; off by default,
+// bwd_tf32_dense_enabled, until they have run on a GPU); deterministic mode by an ordered dQ reduction
 // (kDetVariant below; sm90_tf32_bwd.cuh, tf32_dq_det_warp).
 // Strides multiples of 4 elements (TMA's 16 bytes) and 16-byte aligned bases (tf32_bwd_strides_apply).
 // The pre-pass's room in the workspace is counted only on compute capability 9.0 (bwd_tf32_workspace_floats),
@@ -231,7 +233,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   constexpr int kStages = kVariantTab[VI].stages;
   constexpr bool DQB = kVariantTab[VI].dqbulk;
   constexpr bool ROT = kVariantTab[VI].rotate;
-  constexpr bool CAP = (FEAT & kTf32Cap) != 0, DROP = (FEAT & kTf32Drop) != 0;
+  constexpr bool CAP = (FEAT & kTf32Cap) != 0, DROP = (FEAT & kTf32Drop) != 0, DENSE = (FEAT & kTf32Dense) != 0;
+  static_assert(!DENSE || (!DROP && !ROT), "a dense mask / bias: not with dropout; the variants without rotate");
   using L = Smem<kStages, DQB>;
   extern __shared__ uint8_t smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
@@ -306,6 +309,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const bool warp_keys_ok = __all_sync(~0u, key_ok[0] && key_ok[1]);  // this warp's 16 keys, group 4c + warp
   uint32_t drop_key[2] = {0u, 0u};  // DROP: the Philox key (unit_keep_bits)
   if constexpr (DROP) dropout_key(p.dropout, drop_key);
+  Tf32BwdDense<kBq> dn(p, key_g);  // DENSE: the unit's mask bytes and bias values (unused otherwise)
 
   float dv[32], dk[32];
 #pragma unroll
@@ -378,6 +382,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     // forward's mask), drawn before the wait for the unit's tiles.
     uint32_t kbits = 0u;
     if constexpr (DROP) kbits = unit_keep_bits<4>(drop_key, p.dropout, h, b, j0 + 64 * c + 16 * warp, i0, g, t);
+    if constexpr (DENSE) dn.load(p, b, h, i0, t);  // before the wait for the unit's tiles
     if constexpr (!ROT) issue_s_dp(n);
     // Read before the wait, its latency under S^T's (slot s's words are visible: its full barrier was waited for).
     const bool need_mask = tf32_bwd_needs_mask<kBq>(rows_i, s, 4 * c + warp, warp_keys_ok);
@@ -385,12 +390,17 @@ __global__ void __launch_bounds__(kThreads, 1)
     fence_regs(sacc);
 
     // P^T in place (tf32_bwd_p_pass), with the index rule unless this warp's 16 keys x 32 queries are all visible
-    // (the rows warp's word for key group 4c + warp, and the keys' key_ok). CAP: S^T capped first.
+    // (the rows warp's word for key group 4c + warp, and the keys' key_ok). CAP: S^T capped first. DENSE: the bias
+    // added in base-2 units first (the P pass then scales by 1), P = 0 after it where the dense mask hides the
+    // element or the bias is -inf.
     if constexpr (CAP) Tf32BwdCap(p.score).cap(sacc);
+    if constexpr (DENSE) dn.add_bias(sacc, sl2);
+    const float sl2_p = DENSE ? 1.f : sl2;
     if (need_mask)
-      tf32_bwd_p_pass<true, kBq>(sacc, rows_f, rows_i, s, sl2, t, key_t, key_ok);
+      tf32_bwd_p_pass<true, kBq>(sacc, rows_f, rows_i, s, sl2_p, t, key_t, key_ok);
     else
-      tf32_bwd_p_pass<false, kBq>(sacc, rows_f, rows_i, s, sl2, t, key_t, key_ok);
+      tf32_bwd_p_pass<false, kBq>(sacc, rows_f, rows_i, s, sl2_p, t, key_t, key_ok);
+    if constexpr (DENSE) dn.hide(sacc);
     wgmma_wait<0>();  // dP^T done
     fence_regs(dpacc);
 
@@ -400,9 +410,16 @@ __global__ void __launch_bounds__(kThreads, 1)
     tf32_bwd_pack_p<kBq, DROP>(pa, sacc, kbits, p.dropout.keep_scale);  // DROP: P Z
     tf32_bwd_unit_product<kD, kBq>(dv, pa, st + L::kDOT);
 
-    // dS^T = P^T (dP^T - dsum): A fragments of dK (rounded) and dS [32 q][64 keys] for dQ^T.
-    tf32_bwd_ds<kBq, FEAT>(dpacc, sacc, da, ds_gen, rows_f, s, t, key_l, CAP ? Tf32BwdCap(p.score).inv_cap_log2 : 0.f,
-                           kbits, p.dropout.keep_scale);
+    // dS^T = P^T (dP^T - dsum): A fragments of dK (rounded) and dS [32 q][64 keys] for dQ^T. DENSE: dbias too.
+    if constexpr (DENSE)
+      tf32_bwd_dense_ds<kBq, FEAT>(dpacc, sacc, da, ds_gen, rows_f, s, t, key_l, dn,
+                                   CAP ? Tf32BwdCap(p.score).inv_cap_log2 : 0.f,
+                                   p.dbias ? p.dbias + ((static_cast<int64_t>(b) * sh.H + h) * sh.Tq + i0) * sh.Tk
+                                           : nullptr,
+                                   sh.Tk, sh.Tq - i0, key_g);
+    else
+      tf32_bwd_ds<kBq, FEAT>(dpacc, sacc, da, ds_gen, rows_f, s, t, key_l, CAP ? Tf32BwdCap(p.score).inv_cap_log2 : 0.f,
+                             kbits, p.dropout.keep_scale);
     fence_proxy_async();  // dS stores before the wgmma (async proxy) reads below
 
     // dK += dS^T Q: B = QT [64 d x 32 q].
@@ -510,10 +527,10 @@ Tf32BwdLaunch tf32_bwd_launch(bool padded) {
   return {padded ? flash_bwd_sm90_tf32_kernel<VI, true, DET, FEAT> : flash_bwd_sm90_tf32_kernel<VI, false, DET, FEAT>,
           Smem<kVariantTab[VI].stages, kVariantTab[VI].dqbulk>::kAlloc};
 }
-// The FEAT instantiations (feat: tf32_feat's bits) of variant VI (kDefaultVariant, or kDetVariant with DET).
+// The FEAT instantiations (feat: tf32_bwd_feat's bits) of variant VI (kDefaultVariant, or kDetVariant with DET).
 template <int VI, bool DET>
 Tf32BwdLaunch tf32_bwd_feat_launch(int feat, bool padded) {
-  return tf32_feat_switch<false>(feat, [&](auto f) { return tf32_bwd_launch<VI, DET, decltype(f)::value>(padded); });
+  return tf32_feat_switch<true>(feat, [&](auto f) { return tf32_bwd_launch<VI, DET, decltype(f)::value>(padded); });
 }
 
 std::atomic<int64_t> g_launches{0};
@@ -539,6 +556,23 @@ int bwd_tf32_mode() {
 
 bool bwd_tf32_enabled() { return bwd_tf32_mode() != 0; }
 void set_bwd_tf32_enabled(int mode) { g_override.store(mode, std::memory_order_relaxed); }
+
+namespace {
+std::atomic<int> g_dense_override{-1};
+}  // namespace
+// Both TF32 backwards' kTf32Dense instantiations (flash_cuda_internal.h): compiled and checked here (the .text of every
+// other kernel unchanged), not yet run on a GPU, so off unless TF_FLASHATTN_SM90_TF32_BWD_DENSE=1 (read once) or
+// set_bwd_tf32_dense(1) turns them on.
+bool bwd_tf32_dense_enabled() {
+  const int o = g_dense_override.load(std::memory_order_relaxed);
+  if (o >= 0) return o != 0;
+  static const bool env_on = [] {
+    const char* v = getenv("TF_FLASHATTN_SM90_TF32_BWD_DENSE");
+    return v && strcmp(v, "1") == 0;
+  }();
+  return env_on;
+}
+void set_bwd_tf32_dense(int mode) { g_dense_override.store(mode, std::memory_order_relaxed); }
 int64_t bwd_tf32_launches() { return g_launches.load(std::memory_order_relaxed); }
 
 // Shape, flags and the current device, not the masks (the XLA lowering sizes the workspace at compile time).
@@ -559,9 +593,9 @@ bool bwd_tf32_applies(const FlashBwdParams& p) {
       s.Hkv > 65535 || s.H > 65535 || s.Tq > (1ll << 30) || s.Tk > (1ll << 30) ||
       (s.Tq + kBq - 1) / kBq * (s.H / s.Hkv) >= (1ll << 31))  // Units::n is an int
     return false;
-  // Index masks (causal, window, lengths, [B, Tq] / [B, Tk] validity), soft-cap and dropout are taken; not a dense
-  // mask, bias / dbias.
-  if (p.mask.mask || p.score.bias || p.dbias) return false;
+  // Index masks (causal, window, lengths, [B, Tq] / [B, Tk] validity), soft-cap and dropout are taken; a dense mask,
+  // bias / dbias not with dropout, and only while bwd_tf32_dense_enabled.
+  if (!tf32_bwd_feat_applies(p)) return false;
   if (!tf32_bwd_strides_apply(p)) return false;
   return true;  // the device: in bwd_tf32_workspace_floats
 }
@@ -593,9 +627,10 @@ cudaError_t bwd_tf32(const FlashBwdParams& p, cudaStream_t stream) {
       !tma_map_ws_f32(&tqt, qt, s.B, s.H, kD, w.tq_pad, kD) || !tma_map_ws_f32(&tdot, dot, s.B, s.H, kD, w.tq_pad, kD))
     return cudaErrorNotSupported;  // nothing queued yet: sm80's TF32 backward takes it
   const bool det = p.deterministic;
-  const int feat = tf32_feat(p.score.softcap, p.dropout.rate);
-  // Soft-cap, dropout: kDefaultVariant's FEAT instantiations (kDetVariant's in deterministic mode), whatever variant
-  // is set.
+  if (!tf32_bwd_feat_applies(p)) return cudaErrorNotSupported;
+  const int feat = tf32_bwd_feat(p);
+  // Soft-cap, dropout, a dense mask / bias / dbias: kDefaultVariant's FEAT instantiations (kDetVariant's in
+  // deterministic mode), whatever variant is set.
   const int variant = det ? kDetVariant : feat ? kDefaultVariant : mode - 1;
   const bool dqbulk = kVariantTab[variant].dqbulk;
   if (dqbulk && (ws.dq_rows % kBq != 0 || ws.dq_rows < s.Tq)) return cudaErrorNotSupported;
@@ -613,6 +648,8 @@ cudaError_t bwd_tf32(const FlashBwdParams& p, cudaStream_t stream) {
   const int smem = launch.smem;
   cudaError_t err = set_dynamic_smem(kernel, smem);
   if (err != cudaSuccess) return cudaErrorNotSupported;
+  // From here on no fallback: dbias zeroed (DENSE stores only the elements of the units it visits).
+  if ((err = tf32_bwd_zero_dbias(p, stream)) != cudaSuccess) return err;
   if ((err = bwd_dsum_tf32(p, dsum, stream)) != cudaSuccess) return err;
   const int64_t acc_rows = dqbulk ? ws.dq_rows : s.Tq;
   if ((err = cudaMemsetAsync(dq_acc, 0, static_cast<size_t>(s.B * s.H * acc_rows * kD) * sizeof(float), stream)) !=

@@ -30,8 +30,9 @@
 // Scope (bwd_tf32_d128_applies): float32, allow_tf32, D == Dv == 128 and any other D, Dv that are multiples of 4
 // with padded_head_dim 128 (padded up: tf32_head_dims_apply, sm90_tf32_bwd.cuh), index masks or none, GQA,
 // d_lse, deterministic mode (an ordered dQ reduction: kDetDqMode below), soft-cap and dropout (the FEAT
-// instantiations of kDefaultDqMode and kDetDqMode, whatever mode is set; as the head-dim-64 kernel, sm90_tf32_bwd.cuh);
-// strides multiples of 4 elements; no dense mask, bias.
+// instantiations of kDefaultDqMode and kDetDqMode, whatever mode is set; as the head-dim-64 kernel, sm90_tf32_bwd.cuh),
+// a dense mask, bias and dbias as the head-dim-64 kernel (not with dropout; off by default, bwd_tf32_dense_enabled);
+// strides multiples of 4 elements.
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -151,7 +152,8 @@ __global__ void __launch_bounds__(kThreads, 1)
                                     const __grid_constant__ Tf32BwdD128Args a) {
   constexpr DqAdd DQ = kDqModes[MI];
   constexpr bool BULK = DQ == DqAdd::kBulk;
-  constexpr bool CAP = (FEAT & kTf32Cap) != 0, DROP = (FEAT & kTf32Drop) != 0;
+  constexpr bool CAP = (FEAT & kTf32Cap) != 0, DROP = (FEAT & kTf32Drop) != 0, DENSE = (FEAT & kTf32Dense) != 0;
+  static_assert(!DENSE || !DROP, "a dense mask / bias: not with dropout");
   using L = Smem<BULK>;
   extern __shared__ uint8_t smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
@@ -228,6 +230,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                           key_g[1] < klim && key_visible(mk, sh, b, key_g[1])};
   uint32_t drop_key[2] = {0u, 0u};  // DROP: the Philox key (unit_keep_bits)
   if constexpr (DROP) dropout_key(p.dropout, drop_key);
+  Tf32BwdDense<kBq> dn(p, key_g);  // DENSE: the unit's mask bytes and bias values (unused otherwise)
 
   float dv[64], dk[64];
 #pragma unroll
@@ -254,6 +257,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     // drawn before the wait for the unit's tiles.
     uint32_t kbits = 0u;
     if constexpr (DROP) kbits = unit_keep_bits<4>(drop_key, p.dropout, h, b, j0 + 16 * warp, i0, g, t);
+    if constexpr (DENSE) dn.load(p, b, h, i0, t);  // before the wait for the unit's tiles
     mbar_wait(full0 + 8 * s, (n / kStages) & 1);
 
     // S^T = K Q^T and dP^T = V dO^T [64 keys x 32 queries] over d in k8 steps (step k: panel k / 4, byte
@@ -274,12 +278,17 @@ __global__ void __launch_bounds__(kThreads, 1)
 
     // P^T in place (tf32_bwd_p_pass), with the index rule unless the whole 64 x 32 tile is visible (tile_in_range:
     // the rows warp's whole-group word cost this kernel 3-5 %, see tf32_bwd_rows_warp).
+    // DENSE: the bias added first (the P pass then scales by 1), P = 0 after it where the dense mask hides the element
+    // or the bias is -inf (as the head-dim-64 kernel).
     const bool need_mask = !tile_in_range(mk, i0, kBq, j0, kBk, qlim, klim);
     if constexpr (CAP) Tf32BwdCap(p.score).cap(sacc);
+    if constexpr (DENSE) dn.add_bias(sacc, sl2);
+    const float sl2_p = DENSE ? 1.f : sl2;
     if (need_mask)
-      tf32_bwd_p_pass<true, kBq>(sacc, rows_f, rows_i, s, sl2, t, key_l, key_ok);
+      tf32_bwd_p_pass<true, kBq>(sacc, rows_f, rows_i, s, sl2_p, t, key_l, key_ok);
     else
-      tf32_bwd_p_pass<false, kBq>(sacc, rows_f, rows_i, s, sl2, t, key_l, key_ok);
+      tf32_bwd_p_pass<false, kBq>(sacc, rows_f, rows_i, s, sl2_p, t, key_l, key_ok);
+    if constexpr (DENSE) dn.hide(sacc);
     wgmma_wait<0>();
     fence_regs(dpacc);
 
@@ -289,9 +298,16 @@ __global__ void __launch_bounds__(kThreads, 1)
     mbar_wait(fullb0 + 8 * s, (n / kStages) & 1);  // QT, dOT
     tf32_bwd_unit_product<kD, kBq>(dv, pa, st + L::kDOT);
 
-    // dS^T = P^T (dP^T - dsum): A fragments of dK (rounded) and dS [32 q][64 keys] for dQ^T.
-    tf32_bwd_ds<kBq, FEAT>(dpacc, sacc, da, ds_gen, rows_f, s, t, key_l, CAP ? Tf32BwdCap(p.score).inv_cap_log2 : 0.f,
-                           kbits, p.dropout.keep_scale);
+    // dS^T = P^T (dP^T - dsum): A fragments of dK (rounded) and dS [32 q][64 keys] for dQ^T. DENSE: dbias too.
+    if constexpr (DENSE)
+      tf32_bwd_dense_ds<kBq, FEAT>(dpacc, sacc, da, ds_gen, rows_f, s, t, key_l, dn,
+                                   CAP ? Tf32BwdCap(p.score).inv_cap_log2 : 0.f,
+                                   p.dbias ? p.dbias + ((static_cast<int64_t>(b) * sh.H + h) * sh.Tq + i0) * sh.Tk
+                                           : nullptr,
+                                   sh.Tk, sh.Tq - i0, key_g);
+    else
+      tf32_bwd_ds<kBq, FEAT>(dpacc, sacc, da, ds_gen, rows_f, s, t, key_l, CAP ? Tf32BwdCap(p.score).inv_cap_log2 : 0.f,
+                             kbits, p.dropout.keep_scale);
     fence_proxy_async();
     mbar_arrive(empty0 + 8 * s);  // Qr, dOr (S^T, dP^T waited for) and the rows: read
 
@@ -435,10 +451,10 @@ D128Launch d128_launch(bool padded) {
           Smem<kDqModes[I] == DqAdd::kBulk>::kAlloc};
 }
 constexpr D128Launch (*kD128Launches[])(bool) = {d128_launch<0>, d128_launch<1>, d128_launch<2>};
-// The FEAT instantiations (feat: tf32_feat's bits) of dQ mode I (kDefaultDqMode, or kDetDqMode with DET).
+// The FEAT instantiations (feat: tf32_bwd_feat's bits) of dQ mode I (kDefaultDqMode, or kDetDqMode with DET).
 template <int I, bool DET>
 D128Launch d128_feat_launch(int feat, bool padded) {
-  return tf32_feat_switch<false>(feat, [&](auto f) { return d128_launch<I, DET, decltype(f)::value>(padded); });
+  return tf32_feat_switch<true>(feat, [&](auto f) { return d128_launch<I, DET, decltype(f)::value>(padded); });
 }
 static_assert(sizeof(kD128Launches) / sizeof(kD128Launches[0]) == kDqModeCount, "one launch per dQ mode");
 }  // namespace
@@ -461,8 +477,8 @@ bool bwd_tf32_d128_applies(const FlashBwdParams& p) {
       s.Hkv > 65535 || s.H > 65535 || s.Tq > (1ll << 30) || s.Tk > (1ll << 30) ||
       (s.Tq + kBq - 1) / kBq * (s.H / s.Hkv) >= (1ll << 31))
     return false;
-  // Index masks, soft-cap and dropout; not a dense mask, bias / dbias.
-  if (p.mask.mask || p.score.bias || p.dbias) return false;
+  // Index masks, soft-cap and dropout; a dense mask, bias / dbias not with dropout, while bwd_tf32_dense_enabled.
+  if (!tf32_bwd_feat_applies(p)) return false;
   if (!tf32_bwd_strides_apply(p)) return false;
   return true;
 }
@@ -472,8 +488,9 @@ cudaError_t bwd_tf32_d128(const FlashBwdParams& p, cudaStream_t stream) {
   const int mode = d128_mode();
   if (mode == 0) return cudaErrorNotSupported;
   const bool det = p.deterministic, pad = runs_padded(s);
-  const int feat = tf32_feat(p.score.softcap, p.dropout.rate);
-  // Soft-cap, dropout: kDefaultDqMode's FEAT instantiations (kDetDqMode's in deterministic mode), whatever mode is set.
+  if (!tf32_bwd_feat_applies(p)) return cudaErrorNotSupported;
+  const int feat = tf32_bwd_feat(p);
+  // Soft-cap, dropout, a dense mask / bias / dbias: kDefaultDqMode's FEAT instantiations (kDetDqMode's in deterministic mode), whatever mode is set.
   const DqAdd dq_mode = kDqModes[det ? kDetDqMode : feat ? kDefaultDqMode : mode - 1];
   const D128Launch launch = det    ? d128_feat_launch<kDetDqMode, true>(feat, pad)
                             : feat ? d128_feat_launch<kDefaultDqMode, false>(feat, pad)
@@ -498,6 +515,8 @@ cudaError_t bwd_tf32_d128(const FlashBwdParams& p, cudaStream_t stream) {
     return cudaErrorNotSupported;
   cudaError_t err = set_dynamic_smem(launch.kernel, launch.smem);
   if (err != cudaSuccess) return cudaErrorNotSupported;
+  // From here on no fallback: dbias zeroed (DENSE stores only the elements of the units it visits).
+  if ((err = tf32_bwd_zero_dbias(p, stream)) != cudaSuccess) return err;
   if ((err = bwd_dsum_tf32(p, ws.dsum, stream)) != cudaSuccess) return err;
   const int64_t acc_rows = dq_mode == DqAdd::kScalar ? s.Tq : ws.dq_rows;
   if ((err = cudaMemsetAsync(ws.dq_acc, 0, static_cast<size_t>(s.B * s.H * acc_rows * kD) * sizeof(float), stream)) !=

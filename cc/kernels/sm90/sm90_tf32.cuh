@@ -17,8 +17,8 @@ namespace sm90 {
 
 // The optional features of the TF32 kernels (the forward's index-masked kernels and both backwards: their FEAT
 // template argument, bits of Tf32Feat): soft-cap (s = c tanh(scale S / c), sm80's score_elem), dropout
-// (flash_dropout.cuh's mask, the CPU's and sm80's bit for bit) and (the forward only) a dense mask and / or bias,
-// each its own instantiation so that the kernels without it carry none of its code.
+// (flash_dropout.cuh's mask, the CPU's and sm80's bit for bit) and a dense mask and / or bias (with dbias in the
+// backwards; not with dropout), each its own instantiation so that the kernels without it carry none of its code.
 enum Tf32Feat : int { kTf32Cap = 1, kTf32Drop = 2, kTf32Dense = 4 };
 // The soft-cap and dropout bits of a call.
 __host__ __device__ inline int tf32_feat(float softcap, float dropout_rate) {

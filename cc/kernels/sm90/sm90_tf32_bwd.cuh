@@ -242,6 +242,63 @@ struct Tf32BwdCap {
   }
 };
 
+// A dense mask [B, H, Tq, Tk] (bool) and / or an additive float32 bias of that shape (both broadcast through their
+// strides, any strides), and / or dbias [B, H, Tq, Tk] (float32, compact): the backwards' kTf32Dense instantiations
+// (not with dropout), score_elem's rule element by element as in the Hopper TF32 forward. A consumer thread's
+// elements of one unit (x = 4j + 2h2 + e of S^T: key key_g[h2], query i0 + 8j + 2t + e) are loaded at the start of
+// the unit (load: before the wait for its tiles, so that their latency hides under S^T's). Rows past Tq read row
+// Tq - 1 and keys past Tk read key Tk - 1, so every load stays inside the tensors; the index masks hide those
+// elements. Per unit: add_bias before the P pass (which then scales by 1), hide after it, tf32_bwd_dense_ds for dS^T
+// and dbias.
+template <int BQ>
+struct Tf32BwdDense {
+  static constexpr int kN = BQ / 2;  // this thread's elements of a unit's S^T
+  int64_t km[2], kb[2];              // the keys' offsets in the mask / bias (clamped to Tk - 1)
+  uint32_t mv[kN];                   // the mask's bytes (1 without a mask)
+  float bv[kN];                      // the bias (0 without one)
+  __device__ Tf32BwdDense(const FlashBwdParams& p, const int64_t (&key_g)[2]) {
+#pragma unroll
+    for (int h2 = 0; h2 < 2; ++h2) {
+      const int64_t k = key_g[h2] < p.shape.Tk ? key_g[h2] : p.shape.Tk - 1;
+      km[h2] = k * p.mask.mask_stride[3];
+      kb[h2] = k * p.score.bias_stride[3];
+    }
+  }
+  // The unit of query head h, rows i0 .. i0 + BQ - 1, batch b.
+  __device__ __forceinline__ void load(const FlashBwdParams& p, int b, int64_t h, int64_t i0, int t) {
+    const MaskParams& mk = p.mask;
+    const ScoreParams& sp = p.score;
+    const int64_t Tq = p.shape.Tq;
+    const bool* mb = mk.mask ? mk.mask + b * mk.mask_stride[0] + h * mk.mask_stride[1] : nullptr;
+    const float* bb =
+        sp.bias ? static_cast<const float*>(sp.bias) + b * sp.bias_stride[0] + h * sp.bias_stride[1] : nullptr;
+#pragma unroll
+    for (int j = 0; j < BQ / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int64_t q = i0 + 8 * j + 2 * t + e, r = q < Tq ? q : Tq - 1;
+#pragma unroll
+        for (int h2 = 0; h2 < 2; ++h2) {
+          const int x = 4 * j + 2 * h2 + e;
+          mv[x] = mb ? static_cast<uint32_t>(mb[r * mk.mask_stride[2] + km[h2]]) : 1u;
+          bv[x] = bb ? bb[r * sp.bias_stride[2] + kb[h2]] : 0.f;
+        }
+      }
+  }
+  // S^T (CAP: capped in base-2 units already, sl2 = 1) to base-2 scores with the bias: sl2 S + log2e b.
+  __device__ __forceinline__ void add_bias(float (&sacc)[kN], float sl2) const {
+#pragma unroll
+    for (int x = 0; x < kN; ++x) sacc[x] = fmaf(bv[x], 1.4426950408889634f, sacc[x] * sl2);
+  }
+  // P = 0 where the mask hides the element or the bias is -inf (a row whose visible biases are all -inf has
+  // lse = -inf, where 2^(-inf + inf) would be NaN).
+  __device__ __forceinline__ void hide(float (&sacc)[kN]) const {
+#pragma unroll
+    for (int x = 0; x < kN; ++x)
+      if (mv[x] == 0u || bv[x] == -INFINITY) sacc[x] = 0.f;
+  }
+};
+
 // Dropout (FEAT & kTf32Drop): the factor Z of element x of a unit's S^T (keep_scale where bit x of the unit's keep
 // bits, unit_keep_bits<4> of flash_dropout.cuh, is set, else 0).
 __device__ __forceinline__ float tf32_drop_z(uint32_t kbits, int x, float keep_scale) {
@@ -263,6 +320,22 @@ __device__ __forceinline__ void tf32_bwd_pack_p(uint32_t (&pa)[BQ / 8][4], const
     } else {
       pack_p_step(pa[kk], sacc + 4 * kk);
     }
+  }
+}
+
+// dS^T's accumulators dpacc as dK's A fragments da (pack_p_step: rounded) and, for dQ^T, to shared memory as dS
+// [BQ q][64 keys] at ds_gen (swizzled, 2 panels of 32 keys; the same rounded bits).
+template <int BQ>
+__device__ __forceinline__ void tf32_bwd_ds_out(const float (&dpacc)[BQ / 2], uint32_t (&da)[BQ / 8][4], uint8_t* ds_gen,
+                                                int t, const int (&key_l)[2]) {
+#pragma unroll
+  for (int kk = 0; kk < BQ / 8; ++kk) {
+    pack_p_step(da[kk], dpacc + 4 * kk);
+    // da[kk] = {(g, 2t), (g + 8, 2t), (g, 2t + 1), (g + 8, 2t + 1)} of step kk: rows key_l[x & 1],
+    // query 8kk + 2t + (x >> 1).
+#pragma unroll
+    for (int x = 0; x < 4; ++x)
+      *reinterpret_cast<uint32_t*>(ds_gen + swz128_offset_f32(BQ, 8 * kk + 2 * t + (x >> 1), key_l[x & 1])) = da[kk][x];
   }
 }
 
@@ -295,15 +368,65 @@ __device__ __forceinline__ void tf32_bwd_ds(float (&dpacc)[BQ / 2], const float 
           dpacc[x] = sacc[x] * (dp - (e ? dsm.y : dsm.x));
       }
   }
+  tf32_bwd_ds_out<BQ>(dpacc, da, ds_gen, t, key_l);
+}
+
+// dS^T with a dense mask / bias / dbias (kTf32Dense; not with dropout): dlogit = P^T (dP^T - dsum) (sm80's order)
+// stored to dbias at the unit's elements inside [Tq, Tk] (dbias_u: p.dbias at row i0 of the unit's (b, h), null
+// without dbias; rows_left = Tq - i0; every other element keeps the launcher's 0, tf32_bwd_zero_dbias); CAP: dS^T =
+// dlogit (1 - tanh^2), tanh recovered from P with the bias taken out, (log2 P + lse2 - log2e b) / (c log2e) (a P of
+// 0 has dS = 0 whatever the factor). Then as tf32_bwd_ds: dK's A fragments and dS in shared memory.
+template <int BQ, int FEAT>
+__device__ __forceinline__ void tf32_bwd_dense_ds(float (&dpacc)[BQ / 2], const float (&sacc)[BQ / 2],
+                                                  uint32_t (&da)[BQ / 8][4], uint8_t* ds_gen, const float* rows_f,
+                                                  int s, int t, const int (&key_l)[2], const Tf32BwdDense<BQ>& dn,
+                                                  float inv_cap_log2, float* dbias_u, int64_t Tk, int64_t rows_left,
+                                                  const int64_t (&key_g)[2]) {
+  static_assert((FEAT & kTf32Dense) != 0 && (FEAT & kTf32Drop) == 0, "a dense mask / bias, not with dropout");
+  constexpr bool CAP = (FEAT & kTf32Cap) != 0;
+  const float* dsum_s = rows_f + (kTf32BwdRowWords * s + 1) * BQ;
+  const float* lse2_s = rows_f + (kTf32BwdRowWords * s) * BQ;
 #pragma unroll
-  for (int kk = 0; kk < BQ / 8; ++kk) {
-    pack_p_step(da[kk], dpacc + 4 * kk);
-    // da[kk] = {(g, 2t), (g + 8, 2t), (g, 2t + 1), (g + 8, 2t + 1)} of step kk: rows key_l[x & 1],
-    // query 8kk + 2t + (x >> 1).
+  for (int j = 0; j < BQ / 8; ++j) {
+    const float2 dsm = *reinterpret_cast<const float2*>(dsum_s + 8 * j + 2 * t);
+    float2 l2 = make_float2(0.f, 0.f);
+    if constexpr (CAP) l2 = *reinterpret_cast<const float2*>(lse2_s + 8 * j + 2 * t);
 #pragma unroll
-    for (int x = 0; x < 4; ++x)
-      *reinterpret_cast<uint32_t*>(ds_gen + swz128_offset_f32(BQ, 8 * kk + 2 * t + (x >> 1), key_l[x & 1])) = da[kk][x];
+    for (int h2 = 0; h2 < 2; ++h2)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int x = 4 * j + 2 * h2 + e, q = 8 * j + 2 * t + e;
+        const float pv = sacc[x];
+        float dl = pv * (dpacc[x] - (e ? dsm.y : dsm.x));
+        if (dbias_u && q < rows_left && key_g[h2] < Tk) dbias_u[q * Tk + key_g[h2]] = dl;
+        if constexpr (CAP) {
+          const float th = (__log2f(pv) + (e ? l2.y : l2.x) - 1.4426950408889634f * dn.bv[x]) * inv_cap_log2;
+          dl *= pv > 0.f ? 1.f - th * th : 1.f;
+        }
+        dpacc[x] = dl;
+      }
   }
+  tf32_bwd_ds_out<BQ>(dpacc, da, ds_gen, t, key_l);
+}
+
+// dbias zeroed before a kTf32Dense launch (after the launcher's last fallback to sm80, which zeroes it itself):
+// the kernels store only the elements of the units they visit.
+inline cudaError_t tf32_bwd_zero_dbias(const FlashBwdParams& p, cudaStream_t stream) {
+  if (!p.dbias) return cudaSuccess;
+  const AttnShape& s = p.shape;
+  return cudaMemsetAsync(p.dbias, 0, static_cast<size_t>(s.B * s.H * s.Tq * s.Tk) * sizeof(float), stream);
+}
+
+// The call's Tf32Feat bits for the backwards: tf32_feat's soft-cap and dropout, kTf32Dense for a dense mask, a bias
+// or dbias.
+inline int tf32_bwd_feat(const FlashBwdParams& p) {
+  return tf32_feat(p.score.softcap, p.dropout.rate) | (p.mask.mask || p.score.bias || p.dbias ? kTf32Dense : 0);
+}
+// Whether the backwards take the call's features: any but a dense mask / bias / dbias with dropout (sm80's TF32
+// backward takes those), and the dense ones only while bwd_tf32_dense_enabled() (off by default: see there).
+inline bool tf32_bwd_feat_applies(const FlashBwdParams& p) {
+  const int f = tf32_bwd_feat(p);
+  return !(f & kTf32Dense) || (!(f & kTf32Drop) && bwd_tf32_dense_enabled());
 }
 
 // dQacc[q][d0 + d] += dQ^T[d][q] by scalar atomics: dqt is a wgmma m64n32 accumulator of dQ^T (element x = 4j +
