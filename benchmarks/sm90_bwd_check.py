@@ -456,7 +456,7 @@ PAD_CASES = [
 ]
 # The Hopper TF32 backwards (flash_bwd_sm90_tf32.cu at 64, flash_bwd_sm90_tf32_d128.cu at 128) at other head dims,
 # padded up (phase tf32pad): float32 with allow_tf32, D, Dv multiples of 4 up to 128, each run under every variant of
-# the kernel it takes (head dim 64: set_sm90_tf32_bwd 1 .. 7; 128: set_sm90_tf32_bwd128 1 .. 3, the dQ modes),
+# the kernel it takes (head dim 64: set_sm90_tf32_bwd 1 .. 7; 128: set_sm90_tf32_bwd128 1 .. 4, the dQ modes),
 # against the float64 reference (TF32 floors, as kernel_harness_check.py), sm80's TF32 backward, the exact zeros of
 # dead rows / keys, and the sentinel of "wide" cases (as PAD_CASES). tbpad_d44_compact: compact strides of 44 / 176
 # elements (multiples of 4, not 8). expect_sm80: calls the Hopper TF32 backwards must refuse. tbpad_d80_det: deterministic
@@ -875,7 +875,7 @@ def phase_tf32pad(h, log, cases):
         elif bucket(c) == 64:
             modes = [(m, -1) for m in range(1, 8)]
         else:
-            modes = [(-1, m) for m in range(1, 4)]
+            modes = [(-1, m) for m in range(1, 5)]
         if any(c.get(k) for k in FEATURE_KEYS):  # the feature kernels ignore the mode: its first and last
             modes = sorted(set([modes[0], modes[-1]]), key=modes.index)
         if mode_cap:

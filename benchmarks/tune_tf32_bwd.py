@@ -263,8 +263,9 @@ SM90_D128_CASES = [
 
 
 # Its modes (set_sm90_tf32_bwd128): 0 off (sm80's), 1 + i on with dQ mode i (flash_bwd_sm90_tf32_d128.cu's
-# kDqModes: 0 scalar atomics, 1 float4 atomics in fragment order, 2 bulk reduce-adds); SM90_D128_MODES to pick.
-SM90_D128_MODES = tuple(int(x) for x in os.environ.get("SM90_D128_MODES", "1,2,3").split(","))
+# kDqModes: 0 scalar atomics, 1 float4 atomics in fragment order, 2 bulk reduce-adds, 3 as 1 with K^T's fragments
+# from row addresses and immediate offsets, kKtRows); SM90_D128_MODES to pick.
+SM90_D128_MODES = tuple(int(x) for x in os.environ.get("SM90_D128_MODES", "1,2,3,4").split(","))
 
 
 def sm90_d128_main(h, Ts):

@@ -68,8 +68,15 @@ static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= 65536, "register file
 //   kBulk: the half staged in shared memory (8 KiB per consumer, fragment order) and added into those blocks by one
 //          bulk reduce-add of the copy engine (as the head-dim-64 kernel's variant 3).
 enum class DqAdd { kScalar, kVec4, kBulk };
-constexpr DqAdd kDqModes[] = {DqAdd::kScalar, DqAdd::kVec4, DqAdd::kBulk};
+// Mode 3 is mode 1 with dQ^T's K^T fragments loaded from 4 row addresses per half and immediate offsets (kKtRows:
+// row 8k + t + 4 (x >> 1) of the K tile has the same swizzle phase for every k8 step k, so step k's word is step
+// 0's plus 1024 k bytes): 112 fewer instructions in each of its two kernels (2936 / 3136 against mode 1's 3048 /
+// 3248, ptxas 13.0; spills unchanged), the same words loaded, so the same results; not yet timed on a GPU, so not
+// the default.
+constexpr DqAdd kDqModes[] = {DqAdd::kScalar, DqAdd::kVec4, DqAdd::kBulk, DqAdd::kVec4};
+constexpr bool kKtRows[] = {false, false, false, true};
 constexpr int kDqModeCount = sizeof(kDqModes) / sizeof(kDqModes[0]);
+static_assert(sizeof(kKtRows) / sizeof(kKtRows[0]) == kDqModeCount, "one K^T load form per mode");
 // The default: kVec4. On the H200 (tune_tf32_bwd.py --sm90-d128, 16k tokens, hidden 1024, T = 1024 / 4096 / 16384,
 // causal or not; results/2026-12-04-h200-s37/d128m.out): kVec4 1.13x-1.24x kScalar, kBulk 0.95x-1.06x kVec4 (better
 // at T = 1024, worse at 16384 without a mask); kVec4 needs no shared memory of its own. With the split slots
@@ -106,6 +113,15 @@ static_assert(Smem<false>::kV % 1024 == 0 && Smem<false>::kStage % 1024 == 0 &&
 static_assert(Smem<true>::kAlloc <= 227 * 1024, "over the opt-in shared memory");
 static_assert(128 * 128 * 4 <= kStages * Smem<false>::kStageBytes, "the dK / dV exchange fits the stage slots");
 
+// kKtRows: af[k][x] for k = K .. kBk / 8 - 1, the word at a0 + 1024 k (step k of fragment word x; a0: step 0's).
+template <int K>
+__device__ __forceinline__ void tf32_kt_frags(uint32_t (&af)[kBk / 8][4], int x, uint32_t a0) {
+  if constexpr (K < kBk / 8) {
+    af[K][x] = ld_shared_u32_imm<1024 * K>(a0);
+    tf32_kt_frags<K + 1>(af, x, a0);
+  }
+}
+
 struct Tf32BwdD128Args {
   FlashBwdParams p;
   const float* dsum;  // [B, H, Tq]
@@ -141,7 +157,7 @@ PrepassLayout prepass_layout(const AttnShape& s, bool det) {
 using Units = Tf32BwdUnits<kBk, kBq>;  // sm90_tf32_bwd.cuh
 
 // tm_k, tm_v: K, V [B, Tk, Hkv, 128] (boxes {32, 1, 64, 1}); tm_qr, tm_dor: Qr, dOr (boxes {32, 1, 32, 1});
-// tm_qt, tm_dot: QT, dOT (boxes {32 queries, 1, 128 rows, 1}). MI: the dQ mode kDqModes[MI]. PAD: a call padded up
+// tm_qt, tm_dot: QT, dOT (boxes {32 queries, 1, 128 rows, 1}). MI: the dQ mode kDqModes[MI] (and kKtRows[MI]). PAD: a call padded up
 // (D or Dv below 128; the epilogue skips the columns past them). DET: the ordered dQ reduction (deterministic mode,
 // kDetDqMode only). FEAT: Tf32Feat bits (soft-cap: S^T capped before the P pass, dS^T times 1 - tanh^2; dropout).
 template <int MI, bool PAD, bool DET, int FEAT>
@@ -152,6 +168,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                                     const __grid_constant__ Tf32BwdD128Args a) {
   constexpr DqAdd DQ = kDqModes[MI];
   constexpr bool BULK = DQ == DqAdd::kBulk;
+  constexpr bool KT_ROWS = kKtRows[MI];
   constexpr bool CAP = (FEAT & kTf32Cap) != 0, DROP = (FEAT & kTf32Drop) != 0, DENSE = (FEAT & kTf32Dense) != 0;
   static_assert(!DENSE || !DROP, "a dense mask / bias: not with dropout");
   using L = Smem<BULK>;
@@ -325,12 +342,18 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
     for (int m = 0; m < 2; ++m) {
       uint32_t af[kBk / 8][4];
-#pragma unroll
-      for (int k = 0; k < kBk / 8; ++k)
+      if constexpr (KT_ROWS) {
 #pragma unroll
         for (int x = 0; x < 4; ++x)
-          af[k][x] = __float_as_uint(
-              ld_shared_f32(k_tile + swz128_offset_f32(kBk, 8 * k + t + 4 * (x >> 1), 64 * m + key_l[x & 1])));
+          tf32_kt_frags<0>(af, x, k_tile + swz128_offset_f32(kBk, t + 4 * (x >> 1), 64 * m + key_l[x & 1]));
+      } else {
+#pragma unroll
+        for (int k = 0; k < kBk / 8; ++k)
+#pragma unroll
+          for (int x = 0; x < 4; ++x)
+            af[k][x] = __float_as_uint(
+                ld_shared_f32(k_tile + swz128_offset_f32(kBk, 8 * k + t + 4 * (x >> 1), 64 * m + key_l[x & 1])));
+      }
       float dqt[16];
       wgmma_fence();
 #pragma unroll
@@ -450,7 +473,7 @@ D128Launch d128_launch(bool padded) {
                  : flash_bwd_sm90_tf32_d128_kernel<I, false, DET, FEAT>,
           Smem<kDqModes[I] == DqAdd::kBulk>::kAlloc};
 }
-constexpr D128Launch (*kD128Launches[])(bool) = {d128_launch<0>, d128_launch<1>, d128_launch<2>};
+constexpr D128Launch (*kD128Launches[])(bool) = {d128_launch<0>, d128_launch<1>, d128_launch<2>, d128_launch<3>};
 // The FEAT instantiations (feat: tf32_bwd_feat's bits) of dQ mode I (kDefaultDqMode, or kDetDqMode with DET).
 template <int I, bool DET>
 D128Launch d128_feat_launch(int feat, bool padded) {

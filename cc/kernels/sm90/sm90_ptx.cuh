@@ -394,6 +394,13 @@ __device__ __forceinline__ float ld_shared_f32(uint32_t addr) {
   asm volatile("ld.shared.f32 %0, [%1];" : "=f"(x) : "r"(addr) : "memory");
   return x;
 }
+// The 32-bit word at addr + OFF, OFF an immediate of the instruction (no address arithmetic per load).
+template <int OFF>
+__device__ __forceinline__ uint32_t ld_shared_u32_imm(uint32_t addr) {
+  uint32_t x;
+  asm volatile("ld.shared.b32 %0, [%1+%2];" : "=r"(x) : "r"(addr), "n"(OFF) : "memory");
+  return x;
+}
 __device__ __forceinline__ void ld_shared_v4_u32(uint32_t addr, uint32_t& x, uint32_t& y, uint32_t& z, uint32_t& w) {
   asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(x), "=r"(y), "=r"(z), "=r"(w) : "r"(addr) : "memory");
 }
