@@ -23,7 +23,9 @@ visible ones; four mutants must fail. And flash_bwd_sm90_tf32_d128.cu's layouts 
 ordered dQ reduction (check_det_order): on 300 random configurations per key-tile size (128 and 64 keys), the key
 tiles that visit a query tile form one contiguous range and the kernels' wait rule (wait for x when key tile x - 1
 visits the same query tile) orders every contributor after the one before it without waiting forever; two
-mutants must fail. The constants and formulas mirror the kernels'; change them together.
+mutants must fail. A dense mask, bias and dbias (check_dense): every element of every unit as the kTf32Dense
+kernels compute it against P, dS and dbias written plainly, on 40 random configurations; six mutants must fail.
+The constants and formulas mirror the kernels'; change them together.
 """
 import sys
 
@@ -136,10 +138,12 @@ def check(seed, order=(0, 2, 1, 3), perm_qt=True, ds_rows_q=True):
 
 
 # ---- flash_bwd_sm90_tf32_d128.cu (head dim 128, 64 keys per CTA, K^T fragments loaded from the K tile) ----
-def check_d128(seed, kt_swap=False):
+def check_d128(seed, kt_swap=False, kt_rows=0):
     """One consumer's unit at head dim 128: S^T SS (A = the K tile's 4 panels of 64 rows, B = Qr's 4 panels of 32
     rows), dV RS with N = 128 (B = dOT, one panel of 128 rows), dQ^T in two M = 64 halves of d by RS with A = K^T's
-    fragments read from the K tile (kt_swap: row and column of the fragment read swapped, a mutant)."""
+    fragments read from the K tile (kt_swap: row and column of the fragment read swapped, a mutant). kt_rows: dQ
+    mode 4's form (kKtRows): step k's word read at step 0's address plus kt_rows * k bytes (1024; other values are
+    mutants)."""
     D, BK, BQ = 128, 64, 32
     rng = np.random.default_rng(seed)
     K = rng.integers(-8, 8, size=(BK, D))
@@ -181,7 +185,10 @@ def check_d128(seed, kt_swap=False):
                 key, d = 8 * k + t + 4 * (x >> 1), 64 * m + key_l[x & 1]
                 if kt_swap:
                     key, d = key_l[x & 1], 64 * m + 8 * k + t + 4 * (x >> 1)
-                out.append(mem[base + kK + swz128_offset_f32(BK, key, d)])
+                if kt_rows:
+                    out.append(mem[base + kK + swz128_offset_f32(BK, t + 4 * (x >> 1), d) + kt_rows * k])
+                else:
+                    out.append(mem[base + kK + swz128_offset_f32(BK, key, d)])
             return out
         halves.append(sum(a_from_regs(lambda w, lane, k=k: af(w, lane, k), 8) @
                           kmajor_b(mem, base + kDs + (k // 4) * BQ * 128 + (k % 4) * 32, BQ) for k in range(BK // 8)))
@@ -364,6 +371,143 @@ def check_dq_frag(hd, seed, kernel_sub=None):
     return all(tile[q][d] == dqt[d][q] for q in range(32) for d in range(hd))
 
 
+# ---- A dense mask, bias and dbias (sm90_tf32_bwd.cuh's Tf32BwdDense, tf32_bwd_dense_ds; both kernels'
+# kTf32Dense instantiations): every consumer thread's element x of a unit's S^T, emulated as the kernels compute it
+# (the load address with rows / keys clamped, the bias in base-2 units, the P pass's index rule, hide, dlogit, dbias's
+# store and soft-cap's tanh recovered with the bias taken out), against P, dS and dbias written plainly in float64.
+# Random broadcast strides (stride 0 over the batch, head or key), -inf biases (random elements and whole rows, lse
+# = -inf there), NaN / +inf biases where the dense mask / the index masks hide the element; every load must stay
+# inside its tensor and every dbias store inside [Tq, Tk]. Mutants: "no_bias" (add_bias skipped), "cap_no_shift"
+# (tanh recovered without taking the bias out), "hide_mask_only" (no zero for a -inf bias), "no_clamp" (rows / keys
+# past Tq / Tk read unclamped), "dbias_unbounded" (dbias stored past Tq / Tk too), "dbias_capped" (dbias = dS, times
+# 1 - tanh^2) must fail.
+LOG2E = 1.4426950408889634
+
+
+def dense_operand(rng, shape, fill, bcast):
+    """A [B, H, Tq, Tk] operand broadcast over the dimensions in bcast (stride 0): (flat array, strides)."""
+    real = [1 if d in bcast else n for d, n in enumerate(shape)]
+    strides, acc = [0] * 4, 1
+    for d in reversed(range(4)):
+        strides[d] = 0 if d in bcast else acc
+        acc *= real[d]
+    return fill(real).reshape(-1).copy(), strides
+
+
+# A consumer warpgroup's accumulator elements of S^T (thread (w, lane), element x), as the dense code names them:
+# key_l = 16 w + g + 8 ((x >> 1) & 1), query 8 (x >> 2) + 2 t + (x & 1).
+_W, _LANE, _X = (a.reshape(-1) for a in np.meshgrid(np.arange(4), np.arange(32), np.arange(16), indexing="ij"))
+_KEY_L = 16 * _W + _LANE // 4 + 8 * ((_X >> 1) & 1)
+_Q = 8 * (_X >> 2) + 2 * (_LANE % 4) + (_X & 1)
+
+
+def check_dense(seed, mut=None):
+    """One random configuration of one (b, h): the kernels' elements against the plain P, dS, dbias."""
+    if any(acc_coord(int(w), int(ln), int(x)) != (int(k), int(q))
+           for w, ln, x, k, q in zip(_W, _LANE, _X, _KEY_L, _Q)):
+        return False  # the dense code's element naming is not the accumulator's layout
+    rng = np.random.default_rng(seed)
+    B, H = 2, 3
+    m, Tq, Tk, qlim, klim = random_masks(rng, 150, 60)
+    cap = float(rng.choice([0.0, 5.0, 20.0]))
+    scale = float(rng.uniform(0.05, 0.4))
+    b, h = int(rng.integers(B)), int(rng.integers(H))
+    shape = (B, H, Tq, Tk)
+    bcast = lambda: set(rng.choice(4, int(rng.integers(0, 3)), replace=False).tolist())
+    has_mask = bool(rng.integers(3))
+    mask_f, ms = dense_operand(rng, shape, lambda sh: rng.random(sh) > 0.3, bcast())
+    bias_f, bs = dense_operand(rng, shape, lambda sh: rng.standard_normal(sh) * 2, bcast())
+    bias_f[rng.random(bias_f.size) < 0.1] = -np.inf
+    i = np.arange(Tq)[:, None]
+    j = np.arange(Tk)[None, :]
+    bidx = b * bs[0] + h * bs[1] + i * bs[2] + j * bs[3]
+    if rng.integers(2):  # a row of this head whose biases are all -inf (lse = -inf there)
+        bias_f[bidx[int(rng.integers(Tq))]] = -np.inf
+    mask = mask_f[b * ms[0] + h * ms[1] + i * ms[2] + j * ms[3]] if has_mask else np.ones((Tq, Tk), bool)
+    kb = np.array([key_begin(m, int(r)) for r in range(Tq)])[:, None]
+    ke = np.array([key_end(m, int(r), klim) for r in range(Tq)])[:, None]
+    index_vis = (j >= kb) & (j < ke) & (i < qlim) & (j < klim)
+    # NaN where the dense mask hides the element, +inf where the index masks do: never used (only at bias elements
+    # that no visible element of this (b, h) shares through a stride of 0)
+    used = set(bidx[index_vis & mask].tolist())
+    for (ii, jj) in zip(*np.nonzero(~(index_vis & mask))):
+        if bidx[ii, jj] not in used:
+            bias_f[bidx[ii, jj]] = np.nan if not mask[ii, jj] else np.inf
+    bias = bias_f[bidx]
+    vis = index_vis & mask & (bias != -np.inf)
+    tk_pad, tq_pad = (Tk + 63) // 64 * 64, (Tq + 31) // 32 * 32
+    S = np.zeros((tk_pad, tq_pad))  # S^T [keys x queries]; 0 past Tk / Tq (the zero-filled tiles)
+    S[:Tk, :Tq] = rng.standard_normal((Tk, Tq)) * 4
+    dP = np.zeros((tk_pad, tq_pad))
+    dP[:Tk, :Tq] = rng.standard_normal((Tk, Tq))
+    dsum = np.zeros(tq_pad)
+    dsum[:Tq] = rng.standard_normal(Tq)
+    # written plainly (float64)
+    sc = scale * S[:Tk, :Tq].T
+    if cap:
+        sc = cap * np.tanh(sc / cap)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        logit = np.where(vis, sc + np.where(vis, bias, 0.0), -np.inf)
+        mx = logit.max(1, keepdims=True)
+        mx = np.where(np.isfinite(mx), mx, 0.0)
+        den = np.exp(logit - mx).sum(1, keepdims=True)
+        lse = np.where(den > 0, np.log(np.where(den > 0, den, 1.0)) + mx, -np.inf)[:, 0]
+        P = np.where(vis, np.exp(logit - lse[:, None]), 0.0)
+    dl_ref = P * (dP[:Tk, :Tq].T - dsum[:Tq, None])
+    dS_ref = dl_ref * ((1 - np.tanh(scale * S[:Tk, :Tq].T / cap) ** 2) if cap else 1.0)
+    lse2 = np.zeros(tq_pad)
+    lse2[:Tq] = lse * LOG2E  # the rows warp's lse2 (rows past Tq: any finite value)
+    sl2 = 1.0 if cap else scale * LOG2E
+    # as the kernels compute it, every unit (32 queries) of every key tile (64 keys)
+    P_k, dS_k, dbias = np.zeros((Tq, Tk)), np.zeros((Tq, Tk)), np.zeros((Tq, Tk))
+    stored = np.zeros((Tq, Tk), bool)
+    qkb = np.array([key_begin(m, int(r)) for r in range(tq_pad)])
+    qke = np.array([key_end(m, int(r), klim) for r in range(tq_pad)])
+    for j0 in range(0, tk_pad, 64):
+        for i0 in range(0, tq_pad, 32):
+            kg, iq, q = j0 + _KEY_L, i0 + _Q, _Q
+            r, kc = (iq, kg) if mut == "no_clamp" else (np.minimum(iq, Tq - 1), np.minimum(kg, Tk - 1))
+            mi = b * ms[0] + h * ms[1] + r * ms[2] + kc * ms[3]
+            bi = b * bs[0] + h * bs[1] + r * bs[2] + kc * bs[3]
+            if (has_mask and not ((mi >= 0) & (mi < mask_f.size)).all()) or not ((bi >= 0) & (bi < bias_f.size)).all():
+                return False  # a load outside its tensor
+            mv = mask_f[mi] if has_mask else np.ones(kg.shape, bool)
+            bv = bias_f[bi]
+            sv = S[kg, iq]
+            with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+                if cap:  # Tf32BwdCap::cap: base-2 units
+                    sv = cap * LOG2E * np.tanh(sv * scale / cap)
+                sv = sv * sl2 if mut == "no_bias" else bv * LOG2E + sv * sl2  # add_bias
+                pv = np.exp2(sv - lse2[iq])  # the P pass (scale 1)
+                # its index rule: the row's [kb, ke) relative to j0 (empty past qlim) and key_ok
+                rkb = np.where(iq < qlim, np.clip(qkb[iq] - j0, 0, 64), 0)
+                rke = np.where(iq < qlim, np.clip(qke[iq] - j0, 0, 64), 0)
+                pv = np.where((kg < klim) & (_KEY_L >= rkb) & (_KEY_L < rke), pv, 0.0)
+                pv = np.where(~mv | ((bv == -np.inf) & (mut != "hide_mask_only")), 0.0, pv)  # hide
+                dl = pv * (dP[kg, iq] - dsum[iq])  # tf32_bwd_dense_ds
+                inside = (q < Tq - i0) & (kg < Tk)
+                st = np.ones(kg.shape, bool) if mut == "dbias_unbounded" else inside
+                if (st & ~((iq < Tq) & (kg < Tk))).any():
+                    return False  # a dbias store outside [Tq, Tk]
+                if mut != "dbias_capped":
+                    dbias[iq[st], kg[st]] = dl[st]
+                    stored[iq[st], kg[st]] = True
+                if cap:
+                    shift = 0.0 if mut == "cap_no_shift" else LOG2E * bv
+                    th = (np.log2(pv) + lse2[iq] - shift) / (cap * LOG2E)
+                    dl = dl * np.where(pv > 0, 1 - th * th, 1.0)
+                if mut == "dbias_capped":
+                    dbias[iq[st], kg[st]] = dl[st]
+                    stored[iq[st], kg[st]] = True
+            if (pv[~inside] != 0).any() or not np.isfinite(dl[~inside]).all():
+                return False  # a padded element with P != 0
+            P_k[iq[inside], kg[inside]] = pv[inside]
+            dS_k[iq[inside], kg[inside]] = dl[inside]
+    close = lambda a, c: bool(np.isfinite(a).all() and np.allclose(a, c, rtol=1e-9, atol=1e-12))
+    return (close(P_k, P) and close(dS_k, dS_ref) and close(dbias, dl_ref) and bool(stored.all())
+            and bool((dbias[~vis] == 0).all()))
+
+
 def main():
     fails = 0
     for seed in range(4):
@@ -385,6 +529,14 @@ def main():
     caught = not all(check_d128(0, kt_swap=True).values())
     fails += not caught
     print(f"d128 mutant K^T fragments transposed: {'caught' if caught else 'NOT CAUGHT (model too weak)'}")
+    for seed in range(2):
+        res = check_d128(seed, kt_rows=1024)
+        fails += sum(not v for v in res.values())
+        print(f"d128 dQ mode 4 (K^T from row addresses + 1024 k) seed {seed}: "
+              + ", ".join(f"{k} {'OK' if v else 'WRONG'}" for k, v in res.items()))
+    caught = not all(check_d128(0, kt_rows=512).values())
+    fails += not caught
+    print(f"d128 mutant row addresses + 512 k: {'caught' if caught else 'NOT CAUGHT (model too weak)'}")
     for hd in (64, 128):
         ok = all(check_dq_frag(hd, sd) for sd in range(3))
         fails += not ok
@@ -413,6 +565,15 @@ def main():
             caught = not all(check_det_order(sd, bk, mut) for sd in range(ndet))
             fails += not caught
             print(f"deterministic order mutant {mut} ({bk}-key tiles): {'caught' if caught else 'NOT CAUGHT (model too weak)'}")
+    ndense = 40
+    bad = [sd for sd in range(ndense) if not check_dense(sd)]
+    fails += len(bad)
+    print(f"dense mask / bias / dbias elements: {ndense - len(bad)} / {ndense} random configurations exact"
+          + (f", WRONG: {bad[:10]}" if bad else ""))
+    for mut in ("no_bias", "cap_no_shift", "hide_mask_only", "no_clamp", "dbias_unbounded", "dbias_capped"):
+        caught = not all(check_dense(sd, mut) for sd in range(ndense))
+        fails += not caught
+        print(f"dense mutant {mut}: {'caught' if caught else 'NOT CAUGHT (model too weak)'}")
     print("ALL CHECKS PASS" if fails == 0 else f"{fails} CHECKS FAILED")
     return 1 if fails else 0
 

@@ -397,8 +397,9 @@ def test_harness_loop_ab_summary_pairs_the_builds_per_shape(tmp_path):
 
 
 def test_sm90_tf32_bwd_layout_and_mask_model_passes_and_catches_its_mutants():
-    """benchmarks/sm90_tf32_bwd_model.py (host model of the Hopper TF32 backward's layouts, index-mask rule and
-    deterministic dQ order): every check exact and every mutant caught (the script exits 1 otherwise)."""
+    """benchmarks/sm90_tf32_bwd_model.py (host model of the Hopper TF32 backward's layouts, index-mask rule,
+    deterministic dQ order, dense mask / bias / dbias elements and the head-dim-128 kernel's K^T row-address form):
+    every check exact and every mutant caught (the script exits 1 otherwise)."""
     res = subprocess.run([sys.executable, "sm90_tf32_bwd_model.py"], cwd=os.path.join(ROOT, "benchmarks"),
                          capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stdout + res.stderr
@@ -407,3 +408,5 @@ def test_sm90_tf32_bwd_layout_and_mask_model_passes_and_catches_its_mutants():
     assert "dQ fragment-ordered accumulator, head dim 128: OK" in res.stdout
     assert "deterministic dQ order, 128-key tiles: 300 / 300" in res.stdout
     assert "deterministic dQ order, 64-key tiles: 300 / 300" in res.stdout
+    assert "dense mask / bias / dbias elements: 40 / 40" in res.stdout and res.stdout.count("dense mutant") == 6
+    assert "d128 dQ mode 4 (K^T from row addresses + 1024 k) seed 1: d128 S^T SS OK" in res.stdout

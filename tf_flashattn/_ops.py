@@ -59,6 +59,23 @@ def c_function(name):
     return getattr(ctypes.CDLL(path), name, None)
 
 
+def cpu_scratch_fresh():
+    """The CPU kernels' scratch pool: (blocks, bytes) it has allocated afresh in this process rather than taken from
+    blocks earlier calls released (tf_flashattn_cpu_scratch_fresh in cc/kernels/cpu/flash_cpu.h); None when the
+    library is not built. For tests and tools."""
+    import ctypes
+
+    fn = c_function("tf_flashattn_cpu_scratch_fresh")
+    if fn is None:
+        return None
+    fn.argtypes = [ctypes.POINTER(ctypes.c_int64)]
+    fn.restype = ctypes.c_int
+    out = (ctypes.c_int64 * 2)()
+    if fn(out) != 2:
+        return None
+    return int(out[0]), int(out[1])
+
+
 KERNEL_LAUNCH_NAMES = ("sm90_fwd", "sm90_bwd", "sm90_tf32_fwd", "sm90_tf32_bwd_d64", "sm90_tf32_bwd_d128")
 
 

@@ -28,6 +28,10 @@ bool flash_cpu_supported();
 // Thread-safe. Throws std::bad_alloc when memory runs out.
 void* cpu_scratch_acquire(size_t bytes, size_t* block_bytes);
 void cpu_scratch_release(void* block, size_t block_bytes);
+// The blocks the pool has allocated afresh in this process (not taken from released ones), and their bytes:
+// tests read them through ctypes (tests/test_cpu_scratch.py) to see that calls after the first reuse blocks.
+// Writes {blocks, bytes} to out[0], out[1] and returns 2.
+extern "C" int tf_flashattn_cpu_scratch_fresh(int64_t* out);
 
 // Forward: writes o [B, Tq, H, Dv] and lse [B, H, Tq] for every row (0 / -inf where masked).
 // Few query rows (params.decode, flash_cpu.cc: decode path) take the decoding path: the query

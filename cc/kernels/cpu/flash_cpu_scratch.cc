@@ -1,5 +1,6 @@
 // The CPU kernels' scratch pool (flash_cpu.h: cpu_scratch_acquire / cpu_scratch_release), compiled
 // once and shared by the per-instruction-set builds of flash_cpu.cc. No framework headers.
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -44,7 +45,17 @@ class ScratchPool {
     }
     void* block = std::aligned_alloc(64, cls);
     if (block == nullptr) throw std::bad_alloc();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++fresh_blocks_;
+      fresh_bytes_ += static_cast<int64_t>(cls);
+    }
     return block;
+  }
+  void fresh(int64_t* out) {
+    std::lock_guard<std::mutex> lock(mu_);
+    out[0] = fresh_blocks_;
+    out[1] = fresh_bytes_;
   }
   void* acquire_checked(size_t bytes, size_t* block_bytes) {
     void* block = acquire(bytes, block_bytes);
@@ -84,6 +95,7 @@ class ScratchPool {
   std::mutex mu_;
   std::deque<std::pair<size_t, void*>> free_;  // released blocks (size, address), oldest first
   size_t cached_ = 0, limit_ = 0;
+  int64_t fresh_blocks_ = 0, fresh_bytes_ = 0;  // blocks allocated afresh (tf_flashattn_cpu_scratch_fresh)
   bool poison_ = false;
 };
 }  // namespace
@@ -92,5 +104,10 @@ void* cpu_scratch_acquire(size_t bytes, size_t* block_bytes) {
   return ScratchPool::get().acquire_checked(bytes, block_bytes);
 }
 void cpu_scratch_release(void* block, size_t block_bytes) { ScratchPool::get().release(block, block_bytes); }
+
+extern "C" int tf_flashattn_cpu_scratch_fresh(int64_t* out) {
+  ScratchPool::get().fresh(out);
+  return 2;
+}
 
 }  // namespace flashattn
