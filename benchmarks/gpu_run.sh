@@ -44,8 +44,9 @@
 #             mode; d256: the head-dim-256 kernel's numerics; padded: other head dims and Dv != D, padded up to the
 #             kernels' (PAD_CASES); tf32pad / tf32det / tf32dropexact: the Hopper TF32 backwards
 #             (flash_bwd_sm90_tf32*.cu) at padded head dims and with soft-cap and dropout, in deterministic mode, and
-#             their dropout mask exactly; racecheck, synccheck on request; order, obench on request: the key-tile
-#             orders of TF_FLASHATTN_SM90_BWD_ORDER, their numerics against order 0 and their TFLOP/s
+#             their dropout mask exactly; racecheck, synccheck on request; tf32sanitize, tf32racecheck on request:
+#             tf32pad's TF32SAN_CASES (dense mask / bias, soft-cap, dropout by default) under memcheck / racecheck;
+#             order, obench on request: the key-tile orders of TF_FLASHATTN_SM90_BWD_ORDER, their numerics against order 0 and their TFLOP/s
 #             beside FA2 and cuDNN, ~10 s and ~1 min on the H200; OBENCH_ALT=n alternates orders 0 and 1;
 #             splitd, splitdbench on request: the split kernel's score options, on by default
 #             (TF_FLASHATTN_SM90_BWD_SPLITD=1 set by sm90_bwd_check.py for those phases and sanitize, 0 for
@@ -283,7 +284,7 @@ if [[ ,$what, == *,sm90bwd,* ]]; then (
   cat $d/sass_counts.txt | cut -c1-160 | head -22
   fi
   phases=${SM90BWD_PHASES:-selftest,det,numerics,d256,padded,tf32pad,tf32det,tf32dropexact,bench,sanitize}
-  for ph in selftest:45 det:150 numerics:360 d256:240 padded:120 tf32pad:120 tf32det:120 tf32dropexact:60 splitd:240 bench:240 order:200 obench:300 splitdbench:120; do
+  for ph in selftest:45 det:150 numerics:360 d256:240 padded:120 tf32pad:300 tf32det:150 tf32dropexact:60 splitd:240 bench:240 order:200 obench:300 splitdbench:120; do
     [[ ,$phases, == *,${ph%%:*},* ]] || continue
     lim=$(cap ${ph#*:})
     (( lim >= 15 )) || { echo "phase ${ph%%:*} skipped: SM90BWD_BUDGET spent"; continue; }
@@ -305,6 +306,20 @@ if [[ ,$what, == *,sm90bwd,* ]]; then (
     if (( rc == 124 || rc == 137 )); then grep "^RUNNING" $d/memcheck.log | tail -1 | sed 's/^/  timed out in: /'; fi
     grep -E "ERROR SUMMARY|Invalid|^FAIL|^PASS|numerics:" $d/memcheck.log | cut -c1-300 | head -20
   fi
+  # Opt-in: tf32sanitize / tf32racecheck, tf32pad's TF32SAN_CASES (default: dense mask / bias, soft-cap and
+  # dropout cases of both Hopper TF32 backwards), the first mode of each, under memcheck / racecheck.
+  for ph in tf32sanitize tf32racecheck; do
+    [[ ,$phases, == *,$ph,* ]] || continue
+    lim=$(cap 240)
+    (( lim < 15 )) && { echo "$ph skipped: SM90BWD_BUDGET spent"; continue; }
+    tool=$([[ $ph == tf32sanitize ]] && echo memcheck || echo racecheck)
+    t0=$SECONDS
+    TF32PAD_CASES=${TF32SAN_CASES:-tbbias_h_d64,tbbias_neginf_mask_softcap_d128,tbbias_pad_d96_len_gqa,tbmask_rows_d64,tbbias_tk1_d64,tbcap_d64,tbdrop_d128_causal_br_gqa} \
+      TF32PAD_MODES=1 timeout -k 5 $lim compute-sanitizer --tool $tool --print-limit 20 python3 \
+      benchmarks/sm90_bwd_check.py --phase tf32pad --lib $hb > $d/$ph.log 2>&1
+    echo "$ph rc=$? ($((SECONDS - t0)) s of $lim)" | tee -a $d/$ph.log
+    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|hazard|Invalid|^FAIL|^tf32pad:" $d/$ph.log | cut -c1-300 | head -12
+  done
   # Opt-in (not in the default phases): the sanitize cases under racecheck (shared-memory hazards)
   # and synccheck (barrier misuse), e.g. SM90BWD_PHASES=racecheck,synccheck.
   for tool in racecheck synccheck; do
