@@ -435,7 +435,7 @@ if has tests; then
   # In parallel, then one at a time the tests that take most of the GPU (4 GiB tensors past 2^31
   # elements) or start their own TensorFlow process (determinism): run next to the others they
   # ran out of memory at start-up (seen on the H200).
-  serial="deterministic or past_2_to_31"
+  serial="deterministic or past_2_to_31 or dense_backward_switch"
   # GPU_TESTS_EXTRA: more test files run the same way (e.g. the Keras-wide and KerasHub tests,
   # which need keras-hub: carry .whl, see kerashub below).
   if [[ -n ${GPU_TESTS_EXTRA:-} ]]; then

@@ -412,11 +412,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 
     // dS^T = P^T (dP^T - dsum): A fragments of dK (rounded) and dS [32 q][64 keys] for dQ^T. DENSE: dbias too.
     if constexpr (DENSE)
-      tf32_bwd_dense_ds<kBq, FEAT>(dpacc, sacc, da, ds_gen, rows_f, s, t, key_l, dn,
-                                   CAP ? Tf32BwdCap(p.score).inv_cap_log2 : 0.f,
-                                   p.dbias ? p.dbias + ((static_cast<int64_t>(b) * sh.H + h) * sh.Tq + i0) * sh.Tk
-                                           : nullptr,
-                                   sh.Tk, sh.Tq - i0, key_g);
+      tf32_bwd_dense_ds_unit<kBq, FEAT>(dpacc, sacc, da, ds_gen, rows_f, s, t, key_l, key_g, dn, p, b, h, i0);
     else
       tf32_bwd_ds<kBq, FEAT>(dpacc, sacc, da, ds_gen, rows_f, s, t, key_l, CAP ? Tf32BwdCap(p.score).inv_cap_log2 : 0.f,
                              kbits, p.dropout.keep_scale);

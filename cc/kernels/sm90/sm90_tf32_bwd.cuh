@@ -409,6 +409,21 @@ __device__ __forceinline__ void tf32_bwd_dense_ds(float (&dpacc)[BQ / 2], const 
   tf32_bwd_ds_out<BQ>(dpacc, da, ds_gen, t, key_l);
 }
 
+// tf32_bwd_dense_ds for the unit of query head h, rows i0 .., batch b: the call both kernels make (dbias_u formed
+// from p.dbias, null without dbias; soft-cap's factor when FEAT has kTf32Cap).
+template <int BQ, int FEAT>
+__device__ __forceinline__ void tf32_bwd_dense_ds_unit(float (&dpacc)[BQ / 2], const float (&sacc)[BQ / 2],
+                                                       uint32_t (&da)[BQ / 8][4], uint8_t* ds_gen, const float* rows_f,
+                                                       int s, int t, const int (&key_l)[2], const int64_t (&key_g)[2],
+                                                       const Tf32BwdDense<BQ>& dn, const FlashBwdParams& p, int b,
+                                                       int64_t h, int64_t i0) {
+  const AttnShape& sh = p.shape;
+  float* dbias_u = p.dbias ? p.dbias + ((static_cast<int64_t>(b) * sh.H + h) * sh.Tq + i0) * sh.Tk : nullptr;
+  tf32_bwd_dense_ds<BQ, FEAT>(dpacc, sacc, da, ds_gen, rows_f, s, t, key_l, dn,
+                              (FEAT & kTf32Cap) ? Tf32BwdCap(p.score).inv_cap_log2 : 0.f, dbias_u, sh.Tk, sh.Tq - i0,
+                              key_g);
+}
+
 // dbias zeroed before a kTf32Dense launch (after the launcher's last fallback to sm80, which zeroes it itself):
 // the kernels store only the elements of the units they visit.
 inline cudaError_t tf32_bwd_zero_dbias(const FlashBwdParams& p, cudaStream_t stream) {
