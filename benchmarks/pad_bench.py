@@ -5,7 +5,7 @@ H100 / H200 (python3 with torch, triton and pybind11):
 
   ARCHS=90 bash benchmarks/build_harness.sh
   python3 benchmarks/pad_bench.py [--lib DIR] [--out FILE.json] [--shapes 128,80,96,192/128] [--t 4096,16384]
-      [--sm90-only] [--tf32 [--det] [--softcap C] [--dropout R] [--bias] [--mask]]
+      [--sm90-only] [--tf32 [--det] [--softcap C] [--dropout R] [--bias] [--mask] [--bwd-dense -1|0|1]]
 
 bf16, 16k tokens (B = 16384 / T), H = 16, causal and not; forward and backward milliseconds (triton's
 do_bench, medians) and TFLOP/s by FlashAttention's count with the real head dims: forward
@@ -87,10 +87,15 @@ def tf32_rows(h, args, log):
                 forward(h, c, t)  # o, lse and the backward's workspace (the Hopper TF32 backward's room included)
                 for n, like in (("dq", "q"), ("dk", "k"), ("dv", "v")):
                     t[n] = torch.empty_like(t[like])
+                if args.bias:  # and its gradient, as a trained bias has
+                    t["dbias"] = torch.empty((B_, H_, Tq, t["k"].shape[1]), device=DEV)
                 info = h.m.sm90_info
                 n0 = info()["tf32_bwd_launches"] + info()["tf32_bwd128_launches"]
+                if args.bias or args.mask:  # the Hopper TF32 backwards' dense instantiations (off by default)
+                    h.m.set_sm90_tf32_bwd_dense(args.bwd_dense)
                 r["sm90_bwd_ms"] = bench_ms(lambda: h.bwd(c, t))
                 r["sm90_bwd_taken"] = info()["tf32_bwd_launches"] + info()["tf32_bwd128_launches"] > n0
+                h.m.set_sm90_tf32_bwd_dense(-1)
                 h.m.set_sm90_tf32_bwd(0)
                 h.m.set_sm90_tf32_bwd128(0)
                 r["sm80_bwd_ms"] = bench_ms(lambda: h.bwd(c, t))
@@ -126,6 +131,9 @@ def main():
     ap.add_argument("--dropout", type=float, default=0.0, help="with --tf32: dropout rate R")
     ap.add_argument("--bias", action="store_true", help="with --tf32: an additive bias [1, H, T, T]")
     ap.add_argument("--mask", action="store_true", help="with --tf32: a dense mask [B, 1, T, T]")
+    ap.add_argument("--bwd-dense", type=int, default=1,
+                    help="with --bias / --mask: set_sm90_tf32_bwd_dense for the Hopper column (1: the Hopper TF32 "
+                         "backwards' dense kernels, whatever their default; -1: the default)")
     ap.add_argument("--tf32", action="store_true",
                     help="float32 with TF32: the Hopper TF32 kernels against sm80's TF32 ones")
     args = ap.parse_args()
