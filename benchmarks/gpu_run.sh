@@ -17,7 +17,8 @@
 #             sm80, FlashAttention-2 and cuDNN; these run the default schedule), and compute-sanitizer
 #             memcheck of small cases; then the schedules of the D = 64 / 128 forward (TF_FLASHATTN_SM90_FWD_VARIANT,
 #             default 5; phases variants: numerics of each and bitwise equality with variant 0, the first
-#             schedule, vbench: TFLOP/s of each next to FA2 and cuDNN, vsanitize under memcheck) (~6 min).
+#             schedule, vbench: TFLOP/s of each next to FA2 and cuDNN, vsanitize under memcheck) (~6 min);
+#             the schedules the build has: a release build the defaults and 0, SM90_TUNING=1 (FA_TUNING) all.
 #             SM90_PHASES (default all) limits the sm90_check.py phases, e.g. SM90_PHASES=variants,vbench;
 #             SM90_SASS=0 skips the ptxas report and SASS counts (a minute of the call);
 #             racecheck and synccheck (compute-sanitizer's tools on the sanitize cases) run only when named;
@@ -153,7 +154,9 @@ fi
 if [[ ,$what, == *,sm90,* ]]; then (
   d=$OUT/sm90; mkdir -p $d
   hb=${SM90_OUTDIR:-/tmp/hb_sm90}
-  OUTDIR=$hb ARCHS=90 bash benchmarks/build_harness.sh > $d/build.log 2>&1; echo "build rc=$?" | tee -a $d/build.log
+  # SM90_TUNING=1: a tuning build (FA_TUNING), with the schedules a release build leaves out (1, 2, 3, 4, 6, 9).
+  NVCC_EXTRA=$([[ ${SM90_TUNING:-0} == 1 ]] && echo -DFA_TUNING) OUTDIR=$hb ARCHS=90 bash benchmarks/build_harness.sh \
+    > $d/build.log 2>&1; echo "build rc=$?" | tee -a $d/build.log
   tail -1 $d/build.log
   # SM90_SASS=0 skips the ptxas report (a minute of nvcc on one core) and the SASS counts.
   if [[ ${SM90_SASS:-1} != 0 ]]; then

@@ -963,9 +963,15 @@ PENDING_VARIANTS = ()
 
 def variant_names(h):
     """Schedules 1 .. n-1 of the library but PENDING_VARIANTS, or those of them listed in SM90_VARIANTS
-    (e.g. 5,7,10)."""
-    n = h.m.sm90_info().get("fwd_variants", 1)
-    names = list(range(1, n))
+    (e.g. 5,7,10); only those this build has (a release build: the defaults and 0; FA_TUNING builds all,
+    gpu_run.sh sm90 with SM90_TUNING=1)."""
+    info = h.m.sm90_info()
+    n = info.get("fwd_variants", 1)
+    built = info.get("fwd_variants_built", list(range(n)))
+    if len(built) < n:
+        print(f"schedules {[v for v in range(n) if v not in built]} left out: not in this build (FA_TUNING builds "
+              f"have them)", flush=True)
+    names = [v for v in range(1, n) if v in built]
     if os.environ.get("SM90_VARIANTS"):
         return [v for v in names if str(v) in os.environ["SM90_VARIANTS"].split(",")]
     return [v for v in names if v not in PENDING_VARIANTS]

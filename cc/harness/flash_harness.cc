@@ -825,6 +825,10 @@ py::dict sm90_info() {
   d["fwd_variant"] = flashattn::cuda::sm90::fwd_variant();
   d["fwd_variants"] = flashattn::cuda::sm90::fwd_variants();
   d["fwd_default_variant"] = flashattn::cuda::sm90::fwd_default_variant();
+  py::list built;
+  for (int v = 0; v < flashattn::cuda::sm90::fwd_variants(); ++v)
+    if (flashattn::cuda::sm90::fwd_variant_built(v)) built.append(v);
+  d["fwd_variants_built"] = built;
   d["last_fwd_variant"] = flashattn::cuda::sm90::last_fwd_variant();
   d["bwd_enabled"] = flashattn::cuda::sm90::bwd_enabled();
   d["bwd_launches"] = flashattn::cuda::sm90::bwd_launches();
@@ -864,6 +868,7 @@ py::dict sm90_info() {
   d["fwd_variant"] = 0;
   d["fwd_variants"] = 1;
   d["fwd_default_variant"] = 0;
+  d["fwd_variants_built"] = py::list();
   d["last_fwd_variant"] = -1;
 #endif
   return d;
@@ -871,6 +876,10 @@ py::dict sm90_info() {
 
 void set_sm90_fwd_variant(int v) {
 #if FA_HAS_SM90
+  if (v >= 0 && v < flashattn::cuda::sm90::fwd_variants() && !flashattn::cuda::sm90::fwd_variant_built(v))
+    throw py::value_error("set_sm90_fwd_variant: schedule " + std::to_string(v) +
+                          " is compiled in FA_TUNING builds only (NVCC_EXTRA=-DFA_TUNING; sm90_info()"
+                          "['fwd_variants_built'] lists this build's)");
   if (!flashattn::cuda::sm90::set_fwd_variant(v))
     throw py::value_error("set_sm90_fwd_variant: " + std::to_string(v) + " is not a schedule (0 .. " +
                           std::to_string(flashattn::cuda::sm90::fwd_variants() - 1) + ", or -1)");
@@ -1049,7 +1058,8 @@ PYBIND11_MODULE(flash_harness, m) {
         py::arg("seed") = std::pair<int64_t, int64_t>(1234, 5678), py::arg("out") = py::none());
   m.def("sm90_info", &sm90_info,
         "The Hopper forward: dict(compiled, enabled (TF_FLASHATTN_SM90 / set_sm90), fwd_launches, "
-        "fwd_variant (the schedule set now), fwd_variants (how many), fwd_default_variant (the one when "
+        "fwd_variant (the schedule set now), fwd_variants (how many), fwd_variants_built (those this build has: "
+        "all in FA_TUNING builds), fwd_default_variant (the one when "
         "nothing is set), last_fwd_variant (of the last launch), bwd_enabled, bwd_launches, tf32_enabled "
         "(TF_FLASHATTN_SM90_TF32 / set_sm90_tf32), tf32_fwd_launches, tf32_variant, tf32_variants, "
         "last_tf32_variant, tf32_bwd_enabled (TF_FLASHATTN_SM90_TF32_BWD / set_sm90_tf32_bwd), tf32_bwd_launches).");

@@ -280,6 +280,21 @@ static_assert(kSched[kDynamicVariant].dynamic && kSched[kDynamicVariant].persist
 static_assert(kSched[kPersistentVariant].persistent && !kSched[kPersistentFallback].persistent &&
                   kSched[kPersistentVariant].stages == kSched[kPersistentFallback].stages,
               "variant 7 is variant 5 on a persistent grid");
+// The plain / index-masked kernels' schedules a release build compiles (launch_plain): the defaults (5, 7, 8,
+// 10) and schedule 0, the reference of the bitwise checks. The others (1, 2, 3, 4, 6, 9) exist for kernel work
+// only: FA_TUNING builds compile them all (NVCC_EXTRA=-DFA_TUNING for the harness; gpu_run.sh sm90 with
+// SM90_TUNING=1). They took over a third of this file's compile time, the build's longest (2026-12-05: the
+// full build over 10 minutes on the 2-core CI machine). Asking a release build for one is refused
+// (set_fwd_variant) or ignored as an out-of-range value is (TF_FLASHATTN_SM90_FWD_VARIANT).
+constexpr bool schedule_built(int v) {
+#ifdef FA_TUNING
+  return v >= 0 && v < kNumVariants;
+#else
+  return v == 0 || v == kDefaultVariant || v == kPersistentVariant || v == kDefaultVariantD64 || v == kDynamicVariant;
+#endif
+}
+static_assert(schedule_built(kPersistentFallback) && schedule_built(kDropVariant),
+              "the fallbacks and the dropout schedule are release-built");
 // Schedules 8 and 9 (8 the default of the plain D = 64 kernel; TF_FLASHATTN_SM90_FWD_VARIANT or the
 // harness's set_sm90_fwd_variant picks another): FlashAttention-3's head-dim-64 tile. At D = 64 the softmax of a
 // 64 x 128 S tile costs what it costs at D = 128 for half the tensor-core work (Nsight Compute on the
@@ -322,6 +337,7 @@ static_assert(128 * kProducerRegs + 128 * 3 * kConsumerRegs3 <= 512 * (65536 / 5
               "register file: the pool of a 512-thread launch at 128 registers per thread");
 static_assert(kConsumerRegs3 % 8 == 0 && kProducerRegs % 8 == 0, "setmaxnreg takes multiples of 8");
 constexpr int kWideFallback = 5;
+static_assert(schedule_built(kWideFallback), "the 3-consumer schedules' fallback is release-built");
 // Per schedule: consumer warpgroups, query rows per CTA, threads per CTA, consumer registers.
 template <int V>
 constexpr int kConsumersOf = kSched[V].consumers;
@@ -1277,24 +1293,29 @@ template <typename T, int D, bool IDX>
 cudaError_t launch_plain(const FlashFwdParams& p, cudaStream_t stream, int v) {
   static_assert(kNumVariants == 11, "one case per schedule");
   static_assert(D == 64 || D == 128, "D = 256 runs schedule 0 only");
+  // (asked_fwd_variant and set_fwd_variant let only schedule_built ones through: the `break`s are not reached.)
   switch (v) {
-    case 1: return launch<T, D, IDX, false, 1>(p, stream);
-    case 2: return launch<T, D, IDX, false, 2>(p, stream);
-    case 3: return launch<T, D, IDX, false, 3>(p, stream);
-    case 4: return launch<T, D, IDX, false, 4>(p, stream);
+    case 1: if constexpr (schedule_built(1)) return launch<T, D, IDX, false, 1>(p, stream); break;
+    case 2: if constexpr (schedule_built(2)) return launch<T, D, IDX, false, 2>(p, stream); break;
+    case 3: if constexpr (schedule_built(3)) return launch<T, D, IDX, false, 3>(p, stream); break;
+    case 4: if constexpr (schedule_built(4)) return launch<T, D, IDX, false, 4>(p, stream); break;
     case 5: return launch<T, D, IDX, false, 5>(p, stream);
-    case 6: return launch<T, D, IDX, false, 6>(p, stream);
+    case 6: if constexpr (schedule_built(6)) return launch<T, D, IDX, false, 6>(p, stream); break;
     case 7: return launch<T, D, IDX, false, 7>(p, stream);
     case kDynamicVariant: return launch<T, D, IDX, false, kDynamicVariant>(p, stream);
     case 8:
     case 9:
       if constexpr (D == 64 && !IDX) {
-        if (p.shape.Tq <= (1ll << 31) - kBrOf<8>)
-          return v == 8 ? launch<T, D, IDX, false, 8>(p, stream) : launch<T, D, IDX, false, 9>(p, stream);
+        if (p.shape.Tq <= (1ll << 31) - kBrOf<8>) {
+          if (v == 8) return launch<T, D, IDX, false, 8>(p, stream);
+          if constexpr (schedule_built(9)) return launch<T, D, IDX, false, 9>(p, stream);
+          break;
+        }
       }
       return launch<T, D, IDX, false, kWideFallback>(p, stream);
     default: return launch<T, D, IDX, false, 0>(p, stream);  // v == 0
   }
+  return cudaErrorInvalidValue;
 }
 
 }  // namespace
@@ -1328,7 +1349,8 @@ static int asked_fwd_variant() {
     if (!v || !*v) return -1;
     char* end = nullptr;
     const long x = strtol(v, &end, 10);
-    return *end == '\0' && x >= 0 && x < kNumVariants ? static_cast<int>(x) : -1;
+    return *end == '\0' && x >= 0 && x < kNumVariants && schedule_built(static_cast<int>(x)) ? static_cast<int>(x)
+                                                                                               : -1;
   }();
   return env_v;
 }
@@ -1367,8 +1389,10 @@ size_t fwd_workspace_bytes(const FlashFwdParams& p) {
   return b16 && fwd_schedule(p) == kDynamicVariant ? 256 : 0;
 }
 
+bool fwd_variant_built(int v) { return schedule_built(v); }
+
 bool set_fwd_variant(int v) {
-  if (v >= kNumVariants) return false;
+  if (v >= kNumVariants || (v >= 0 && !schedule_built(v))) return false;
   g_variant_override.store(v < 0 ? -1 : v, std::memory_order_relaxed);
   return true;
 }
