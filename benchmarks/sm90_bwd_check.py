@@ -740,8 +740,10 @@ def dead_rows_keys(c, t):
 
 def dbias_dead(c, t):
     """[B, H, Tq, Tk] bool: the elements that are masked (causal / window / lengths, validity, the dense
-    mask) or have a bias of -inf: P = 0 there, so dbias must be exactly 0 (the reference's is; the sm90
-    kernel never stores there, its launch zeroes dbias first; sm80 stores P (dP - dsum) = +-0 or zeroes)."""
+    mask) or have a bias of -inf: P = 0 there, so dbias must be exactly 0 (the reference's is). The 16-bit
+    sm90 kernel stores only where P != 0, its launch zeroes dbias first; the Hopper TF32 backwards' dense
+    kernels store P (dP - dsum) at every element of the units they visit, +-0 where P = 0, the rest zeroed
+    first (tf32_bwd_zero_dbias); sm80 stores P (dP - dsum) = +-0 or zeroes. (== 0 holds for -0 too.)"""
     vis = visibility(c, t)[:, None]  # [B, 1, Tq, Tk]
     if t.get("qvalid") is not None:
         vis = vis & t["qvalid"][:, None, :, None]
