@@ -161,7 +161,8 @@ if [[ ,$what, == *,sm90,* ]]; then (
   # SM90_SASS=0 skips the ptxas report (a minute of nvcc on one core) and the SASS counts.
   if [[ ${SM90_SASS:-1} != 0 ]]; then
   /usr/local/cuda/bin/nvcc -std=c++17 -O3 -I. -Xcompiler -fPIC -gencode arch=compute_90a,code=sm_90a \
-    -DFA_HAS_SM90=1 -Xptxas -v -c cc/kernels/sm90/flash_fwd_sm90.cu -o /tmp/sm90_ptxas.o > $d/ptxas.log 2>&1
+    -DFA_HAS_SM90=1 $([[ ${SM90_TUNING:-0} == 1 ]] && echo -DFA_TUNING) -Xptxas -v -c cc/kernels/sm90/flash_fwd_sm90.cu \
+    -o /tmp/sm90_ptxas.o > $d/ptxas.log 2>&1
   grep -E "registers|spill|warning" $d/ptxas.log | sort | uniq -c | head -12
   obj=$hb/flash_fwd_sm90.o
   { echo "== $obj: elf"; cuobjdump -lelf $obj

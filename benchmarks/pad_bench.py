@@ -91,20 +91,24 @@ def tf32_rows(h, args, log):
                     t["dbias"] = torch.empty((B_, H_, Tq, t["k"].shape[1]), device=DEV)
                 info = h.m.sm90_info
                 n0 = info()["tf32_bwd_launches"] + info()["tf32_bwd128_launches"]
-                if args.bias or args.mask:  # the Hopper TF32 backwards' dense instantiations (off by default)
+                dense = args.bias or args.mask
+                if dense:  # the Hopper TF32 backwards' dense instantiations (off by default)
                     h.m.set_sm90_tf32_bwd_dense(args.bwd_dense)
-                r["sm90_bwd_ms"] = bench_ms(lambda: h.bwd(c, t))
-                r["sm90_bwd_taken"] = info()["tf32_bwd_launches"] + info()["tf32_bwd128_launches"] > n0
-                h.m.set_sm90_tf32_bwd_dense(-1)
+                    r["bwd_dense"] = args.bwd_dense
+                try:
+                    r["sm90_bwd_ms"] = bench_ms(lambda: h.bwd(c, t))
+                    r["sm90_bwd_taken"] = info()["tf32_bwd_launches"] + info()["tf32_bwd128_launches"] > n0
+                    if args.det:  # the Hopper backward without op determinism (same switches), for the ratio
+                        cn = dict(c, deterministic=False)
+                        r["sm90_nondet_bwd_ms"] = bench_ms(lambda: h.bwd(cn, t))
+                finally:
+                    h.m.set_sm90_tf32_bwd_dense(-1)
                 h.m.set_sm90_tf32_bwd(0)
                 h.m.set_sm90_tf32_bwd128(0)
                 r["sm80_bwd_ms"] = bench_ms(lambda: h.bwd(c, t))
                 h.m.set_sm90_tf32_bwd(-1)
                 h.m.set_sm90_tf32_bwd128(-1)
                 r["sm90_bwd_tflops"] = 2.5 * flops(B, H, T, D, Dv, causal) / r["sm90_bwd_ms"] / 1e9
-                if args.det:  # the Hopper backward without op determinism, for the ratio
-                    cn = dict(c, deterministic=False)
-                    r["sm90_nondet_bwd_ms"] = bench_ms(lambda: h.bwd(cn, t))
                 rows.append(r)
                 print(f"{spec:>8} {T:>6} {str(causal):>6} | {r['sm90_fwd_ms']:9.3f} {r['sm80_fwd_ms']:7.3f} | "
                       f"{r['sm90_fwd_tflops']:.1f}, {r['sm80_fwd_ms'] / r['sm90_fwd_ms']:.2f}x (variant {r['variant']})"

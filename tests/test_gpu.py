@@ -449,6 +449,7 @@ def test_tf32_dense_mask_bias(d, dv, softcap):
         compare(q, k, v, TF32, bias=tf.constant(bias), softcap=softcap, allowed=allowed, keras_ok=False, kw=kw)
         # dbias (summed over the batch) is exactly 0 wherever no batch row sees the element: hidden elements, -inf
         # biases and rows with nothing visible contribute nothing, not a rounding residue or a NaN.
+        poison()  # a dbias left unzeroed shows as NaN, not as memory that happens to be 0
         with precision(TF32), tf.device("/GPU:0"):
             args = [q, k, v, tf.constant(bias)]
             w = tf.constant(rng.standard_normal((B_, TQ_, H_, dv)))

@@ -868,7 +868,9 @@ py::dict sm90_info() {
   d["fwd_variant"] = 0;
   d["fwd_variants"] = 1;
   d["fwd_default_variant"] = 0;
-  d["fwd_variants_built"] = py::list();
+  py::list built0;
+  built0.append(0);
+  d["fwd_variants_built"] = built0;
   d["last_fwd_variant"] = -1;
 #endif
   return d;

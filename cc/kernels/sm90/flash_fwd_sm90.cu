@@ -1293,7 +1293,8 @@ template <typename T, int D, bool IDX>
 cudaError_t launch_plain(const FlashFwdParams& p, cudaStream_t stream, int v) {
   static_assert(kNumVariants == 11, "one case per schedule");
   static_assert(D == 64 || D == 128, "D = 256 runs schedule 0 only");
-  // (asked_fwd_variant and set_fwd_variant let only schedule_built ones through: the `break`s are not reached.)
+  // (asked_fwd_variant and set_fwd_variant let only schedule_built ones through: the `break`s are not reached;
+  // were one reached, nothing is queued and cudaErrorNotSupported sends the call to sm80.)
   switch (v) {
     case 1: if constexpr (schedule_built(1)) return launch<T, D, IDX, false, 1>(p, stream); break;
     case 2: if constexpr (schedule_built(2)) return launch<T, D, IDX, false, 2>(p, stream); break;
@@ -1315,7 +1316,7 @@ cudaError_t launch_plain(const FlashFwdParams& p, cudaStream_t stream, int v) {
       return launch<T, D, IDX, false, kWideFallback>(p, stream);
     default: return launch<T, D, IDX, false, 0>(p, stream);  // v == 0
   }
-  return cudaErrorInvalidValue;
+  return cudaErrorNotSupported;
 }
 
 }  // namespace
