@@ -107,11 +107,13 @@ def max_err(a, b):
 
 
 def compare(q, k, v, dtype, allowed=None, bias=None, softcap=None, keep=None, kw=None,
-            keras_ok=True):
+            keras_ok=True, with_grads=False):
     """ours(GPU) vs float64 reference, and vs the same-precision unfused baseline (for TF32: the
-    unfused float32 attention with TF32 matmuls)."""
+    unfused float32 attention with TF32 matmuls). Returns our output, and with_grads our gradients
+    too (dq, dk, dv[, dbias])."""
     with precision(dtype) as tdtype:
-        return _compare(q, k, v, dtype, tdtype, allowed, bias, softcap, keep, kw, keras_ok)
+        out, g = _compare(q, k, v, dtype, tdtype, allowed, bias, softcap, keep, kw, keras_ok)
+    return (out, g) if with_grads else out
 
 
 def _compare(q, k, v, fdtype, dtype, allowed, bias, softcap, keep, kw, keras_ok):
@@ -165,7 +167,7 @@ def _compare(q, k, v, fdtype, dtype, allowed, bias, softcap, keep, kw, keras_ok)
     assert e_out <= 2 * e_base + floor(r_out), (e_out, e_base)
     for eg, eb, rg in zip(e_g, e_base_g, r_g):
         assert eg <= 3 * eb + 4 * floor(rg), (e_g, e_base_g)
-    return out
+    return out, g
 
 
 DTYPES = [tf.float16, tf.bfloat16, tf.float32, TF32]
@@ -446,19 +448,15 @@ def test_tf32_dense_mask_bias(d, dv, softcap):
                            key_lengths=[260, 170]) & np.isfinite(bias)
     families = tf32_hopper(d, dv) if os.environ.get(DENSE_SWITCH) == "1" else tf32_hopper(d, dv)[:1]
     with expect_launches(*families):
-        compare(q, k, v, TF32, bias=tf.constant(bias), softcap=softcap, allowed=allowed, keras_ok=False, kw=kw)
-        # dbias (summed over the batch) is exactly 0 wherever no batch row sees the element: hidden elements, -inf
-        # biases and rows with nothing visible contribute nothing, not a rounding residue or a NaN.
-        poison()  # a dbias left unzeroed shows as NaN, not as memory that happens to be 0
-        with precision(TF32), tf.device("/GPU:0"):
-            args = [q, k, v, tf.constant(bias)]
-            w = tf.constant(rng.standard_normal((B_, TQ_, H_, dv)))
-            _, grads = grads_of(lambda *a: fa.dot_product_attention(*a[:3], bias=a[3], scale=f32_scale(d),
-                                                                    attn_logits_soft_cap=softcap, **kw), args, w)
-        dbias = grads[3].numpy()
-        seen = np.any(allowed, axis=0, keepdims=True)
-        assert np.all(dbias[~seen] == 0), np.abs(dbias[~seen]).max()
-        assert np.count_nonzero(dbias[seen]) > 0.9 * seen.sum()
+        _, grads = compare(q, k, v, TF32, bias=tf.constant(bias), softcap=softcap, allowed=allowed, keras_ok=False,
+                           kw=kw, with_grads=True)
+    # dbias (summed over the batch; compare poisons GPU memory first) is exactly 0 wherever no batch row sees the
+    # element: hidden elements, -inf biases and rows with nothing visible contribute nothing, not a rounding residue
+    # or a NaN.
+    dbias = grads[3].numpy()
+    seen = np.any(allowed, axis=0, keepdims=True)
+    assert np.all(dbias[~seen] == 0), np.abs(dbias[~seen]).max()
+    assert np.count_nonzero(dbias[seen]) > 0.9 * seen.sum()
 
 
 def test_tf32_dense_backward_switch_on():
