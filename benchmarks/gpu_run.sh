@@ -6,7 +6,8 @@
 #   profile   no TensorFlow needed (builds the harness unless tune/harness did in the lease): ncu of
 #             our backward and FlashAttention-2's at T=4096 D=128 bf16, side by side, with stall
 #             reasons (~1 min); PROFILE_DIR=fwd|bwd, PROFILE_D, PROFILE_T, PROFILE_B (default
-#             16384 / PROFILE_T), PROFILE_CFG (our variant); PROFILE_DTYPE=tf32 profiles the float32
+#             16384 / PROFILE_T), PROFILE_CFG (our variant); PROFILE_KNAME (our kernel's name regex),
+#             PROFILE_FEATS (profile_one.py's features, e.g. dropout), PROFILE_FA2=0 (ours alone); PROFILE_DTYPE=tf32 profiles the float32
 #             TF32 kernel of that direction instead (sm80/flash_*_tf32.cu; FlashAttention-2 has no
 #             float32, so ours alone; PROFILE_CFG then sets FA_TF32_BWD_CFG / FA_TF32_FWD_CFG; the
 #             forward at head dims 64 and 128 runs the Hopper TF32 kernel unless TF_FLASHATTN_SM90_TF32=0)
@@ -383,7 +384,8 @@ if has harness || has tune; then
   tail -20 $OUT/sanitize.log
 fi
 if has profile; then
-  [[ -f .harness_build/flash_harness.cpython-312-x86_64-linux-gnu.so ]] || \
+  # HARNESS_DIR (e.g. /tmp/hb_sm90 from an sm90bwd call earlier in the lease) skips the build.
+  ls ${HARNESS_DIR:-.harness_build}/flash_harness.cpython-*.so > /dev/null 2>&1 || \
     NVCC_EXTRA=-DFA_TUNING ARCHS=90 bash benchmarks/build_harness.sh 2>&1 | tail -1
   SECTIONS="--section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
     --section WarpStateStats --section SchedulerStats --section InstructionStats --section Occupancy \
@@ -401,6 +403,11 @@ if has profile; then
   else
     cfgvar=FA_${dir^^}_CFG; kname=flash_${dir}_kernel; pargs=bf16; profiled="ours fa2"
   fi
+  # PROFILE_KNAME: the kernel-name regex for ours (e.g. flash_fwd_sm90_kernel, the Hopper forward);
+  # PROFILE_FEATS: profile_one.py's features (e.g. dropout); PROFILE_FA2=0 profiles ours alone.
+  [[ -n ${PROFILE_KNAME:-} ]] && kname=$PROFILE_KNAME
+  [[ -n ${PROFILE_FEATS:-} ]] && { pargs="$pargs ${PROFILE_FEATS}"; tag=${tag}_${PROFILE_FEATS//,/_}; }
+  [[ ${PROFILE_FA2:-1} == 0 ]] && profiled=ours
   env "$cfgvar=${PROFILE_CFG:-0}" ncu --clock-control none \
     --kernel-name regex:$kname --launch-count 1 $SECTIONS \
     python3 benchmarks/profile_one.py $pt $pd 0 $pargs > $OUT/ncu_ours_$tag.txt 2>&1
