@@ -7,7 +7,7 @@ set -u
 hb=/tmp/hb_sm90; mkdir -p $hb && tar xzf .harness_build/h90.tgz -C $hb
 OUTDIR=$hb HARNESS_ONLY=1 ARCHS=90 bash benchmarks/build_harness.sh 2>&1 | tail -1
 R=$OUT/r; mkdir -p $R
-run() { local name=$1 lim=$2; shift 2; local t0=$SECONDS left=$((555 - SECONDS))
+run() { local name=$1 lim=$2; shift 2; local t0=$SECONDS left=$((${C1_DEADLINE:-555} - SECONDS))
   (( left < 15 )) && { echo "$name skipped (call time)"; return; }; (( lim > left )) && lim=$left
   timeout -k 5 $lim "$@" > $R/$name.log 2>&1; echo "$name rc=$? ($((SECONDS - t0)) s)"; }
 DENSE=$(python3 -c "
