@@ -120,13 +120,6 @@
 #   hdecode   no TensorFlow needed: the kernel harness's decoding checks and timings against
 #             FlashAttention-2 and cuDNN (kernel_harness_check.py --decode); HDECODE_SWEEP=1: the
 #             decoding kernel's variants instead (tuning build, benchmarks/decode_sweep.py)
-#   dropbits  no TensorFlow needed (only when named): the Hopper forward's drop_bits schedules 11, 12, 13
-#             (flash_fwd_sm90.cu; the producer warpgroup draws the dropout keep bits; FA_TUNING builds): a
-#             tuning harness in DROPBITS_DIR (default /tmp/hb_tune) from SM90_OUTDIR's objects (default
-#             /tmp/hb_sm90) with flash_fwd_sm90.o from .harness_build/tune/ when carried (else compiled
-#             there), sm90_check.py's variants phase on them (DROPBITS_VARIANTS; dropout cases, bitwise
-#             against schedule 0), then dropout_speed.py --drop-variant v for v in DROPBITS_SPEED (default
-#             -1 11 12 13; D 64 and 128). Files: OUT/dropbits_variants.log, OUT/ds_v*.log (~5 min)
 #   hdropout  no TensorFlow needed: dropout's mask (GPU forward against the harness's host mask) and
 #             its cost, bf16 forward / backward at [1, 16384, 16, 128] and [4, 4096, 16, 128] with
 #             dropout 0 and 0.1 (benchmarks/dropout_speed.py; < 2 min with the harness build)
@@ -444,22 +437,6 @@ if has hdropout; then
   python3 benchmarks/dropout_speed.py --lib .harness_build/dropout --out $OUT > $OUT/dropout_speed.log 2>&1
   echo "dropout_speed.py exit $?"
   tail -40 $OUT/dropout_speed.log
-fi
-if [[ ,$what, == *,dropbits,* ]]; then
-  # The tuning harness: SM90_OUTDIR's objects (an sm90bwd / sm90 call earlier in the lease) with
-  # flash_fwd_sm90.o compiled with -DFA_TUNING (carried in .harness_build/tune/, or compiled here).
-  hb=${SM90_OUTDIR:-/tmp/hb_sm90}; ht=${DROPBITS_DIR:-/tmp/hb_tune}; mkdir -p $ht
-  ls $hb/*.o > /dev/null 2>&1 && cp $hb/*.o $ht/ && rm -f $ht/flash_fwd_sm90.o $ht/flash_harness.o
-  [[ -f .harness_build/tune/flash_fwd_sm90.o ]] && cp .harness_build/tune/flash_fwd_sm90.o $ht/
-  NVCC_EXTRA=-DFA_TUNING HARNESS_ONLY=1 OUTDIR=$ht ARCHS=90 bash benchmarks/build_harness.sh 2>&1 | tail -1
-  SM90_VARIANTS=${DROPBITS_VARIANTS:-11,12,13} timeout ${DROPBITS_CHECK_S:-200} python3 benchmarks/sm90_check.py \
-    --phase variants --lib $ht --out $OUT/dropbits > $OUT/dropbits_variants.log 2>&1
-  echo "variants rc=$?"; grep -E "^FAIL|^variant |left out" $OUT/dropbits_variants.log | head -30
-  for v in ${DROPBITS_SPEED:--1 11 12 13}; do
-    timeout 120 python3 benchmarks/dropout_speed.py --lib $ht --out $OUT/ds_v$v --head-dims 64,128 --drop-variant $v \
-      > $OUT/ds_v$v.log 2>&1
-    echo "dropout_speed --drop-variant $v rc=$?"; grep -E "^\| [0-9]|mask checks" $OUT/ds_v$v.log
-  done
 fi
 has tests || has memory || has train || has bench || has xlacheck || has maxctx || has oldbuild || \
   has async || has decode || has kerashub || has generate || has float32 || exit 0  # the rest needs TensorFlow

@@ -92,7 +92,7 @@ def tf32_rows(h, args, log):
                 info = h.m.sm90_info
                 n0 = info()["tf32_bwd_launches"] + info()["tf32_bwd128_launches"]
                 dense = args.bias or args.mask
-                if dense:  # the Hopper TF32 backwards' dense instantiations (off by default)
+                if dense:  # the Hopper TF32 backwards' dense instantiations (on by default)
                     h.m.set_sm90_tf32_bwd_dense(args.bwd_dense)
                     r["bwd_dense"] = args.bwd_dense
                 try:

@@ -44,8 +44,7 @@ others' answers):
             set_sm90_fwd_variant; 5 is the default, 0 the first schedule and the reference here, 7
             schedule 5 on a persistent grid (one CTA per SM looping over tiles); the
             other phases run the default): every NUM_CASES case at D = 64 / 128 (the dropout
-            ones only at DROP_VARIANT, when it is not 0, and at the drop_bits schedules 11 .. 13 of
-            FA_TUNING builds, DROP_BITS_TWIN, which only they run), bf16 and fp16, for each variant 1 .. n-1 against the float64 reference (the same bar as
+            ones only at DROP_VARIANT, when it is not 0), bf16 and fp16, for each variant 1 .. n-1 against the float64 reference (the same bar as
             numerics), plus whether the variant really ran (last_fwd_variant) and whether its O and lse
             equal variant 0's bit for bit (expected: every variant does the same arithmetic in the
             same order).
@@ -600,10 +599,6 @@ VARIANT_CASES = [c for c in NUM_CASES if bucket(c) in (64, 128)] + D64_3WG_CASES
 # The dropout kernel runs schedule 0 or this one (flash_fwd_sm90.cu's kDropVariant): dropout cases
 # check only it against schedule 0.
 DROP_VARIANT = 0  # (5 before 2026-12-03; with 0 the variants phase skips the dropout cases)
-# The drop_bits schedules (flash_fwd_sm90.cu: the producer warpgroup draws the dropout keep bits; FA_TUNING
-# builds): dropout cases run them (13 at D = 128 runs 12) and must match schedule 0 bit for bit; a call
-# without dropout runs the twin (kDropBitsTwin), which the twin's own rows check, so those cases skip them.
-DROP_BITS_TWIN = {11: 0, 12: 6, 13: 5}
 # A dense mask or bias runs its own instantiation (flash_fwd_sm90.cu's DENSE kernel) on schedule 0 or this
 # one (kDenseVariant).
 DENSE_VARIANT = 1
@@ -987,10 +982,6 @@ def expected_variant(c, v):
     outside the plain D = 64 kernel, and DENSE_VARIANT for any v but 0 with a dense mask or bias."""
     if (c.get("mask") or c.get("bias")) and bucket(c) != 256:
         return v if v == 0 else DENSE_VARIANT
-    if v in DROP_BITS_TWIN:
-        if not c.get("dropout"):
-            return DROP_BITS_TWIN[v]
-        return 12 if v == 13 and bucket(c) == 128 else v
     if v not in WIDE_VARIANTS:
         return v
     plain = (bucket(c) == 64 and not any(c.get(k) for k in IDX_KEYS) and c.get("wl", -1) < 0
@@ -1049,10 +1040,7 @@ def phase_variants(h, log, cases, dtypes, skip_fallbacks=False):
         print("VARIANTS none: harness without sm90 schedules", file=log, flush=True)
         return rows
     h.m.set_sm90(1)
-    only_drop_bits = all(v in DROP_BITS_TWIN for v in variants)
     for c in cases:
-        if only_drop_bits and not c.get("dropout"):
-            continue  # (no variant would run on it)
         for dt in dtypes:
             dname = str(dt).split(".")[-1]
             t = inputs(c, dt, gen)
@@ -1064,10 +1052,8 @@ def phase_variants(h, log, cases, dtypes, skip_fallbacks=False):
             run_fwd(h, c, tr)
             v0 = {"o": tr["o"].clone(), "lse": tr["lse"].clone()}
             for v in variants:
-                if c.get("dropout") and v != DROP_VARIANT and v not in DROP_BITS_TWIN:
+                if c.get("dropout") and v != DROP_VARIANT:
                     continue
-                if v in DROP_BITS_TWIN and not (c.get("dropout") and bucket(c) in (64, 128)):
-                    continue  # (their twins' rows check those calls)
                 if skip_fallbacks and expected_variant(c, v) != v:
                     continue
                 h.m.set_sm90_fwd_variant(v)
@@ -1136,7 +1122,7 @@ def phase_vbench(h, log):
         fl = 4 * B * H * T * T * D / (2 if causal else 1)
         r = dict(B=B, T=T, H=H, D=D, causal=causal, dtype="bfloat16")
         h.m.set_sm90(1)
-        for v in [v for v in variants if (D == 64 or v not in WIDE_VARIANTS) and v not in DROP_BITS_TWIN] + [0]:
+        for v in [v for v in variants if D == 64 or v not in WIDE_VARIANTS] + [0]:
             h.m.set_sm90_fwd_variant(v)
             run_fwd(h, c, t)
             ran = h.m.sm90_info()["last_fwd_variant"]
@@ -1156,7 +1142,6 @@ def phase_vbench(h, log):
         rows.append(r)
         print("VBENCH " + json.dumps(r), file=log, flush=True)
         # (no `del` of the loop's tensors here: its lambdas name them; the next iteration rebinds them)
-    variants = [v for v in variants if v not in DROP_BITS_TWIN]  # (dropout's schedules: dropout_speed.py)
     names = [f"v{v}" for v in variants] + ["v0_again", "sm80", "flash", "cudnn"]
     dflt = h.m.sm90_info().get("fwd_default_variant", 0)
     print(f"\nTFLOP/s forward, bf16, by schedule (the defaults at D = 128: 10 with a causal mask, 7 without, "

@@ -424,15 +424,15 @@ def test_tf32_dropout(d, dv, softcap):
                 keep=dropout_keep_mask(seed, B_, H_, TQ_, TK_, rate), kw=kw)
 
 
-DENSE_SWITCH = "TF_FLASHATTN_SM90_TF32_BWD_DENSE"  # the Hopper TF32 backwards' dense mask / bias kernels (off by default)
+DENSE_SWITCH = "TF_FLASHATTN_SM90_TF32_BWD_DENSE"  # the Hopper TF32 backwards' dense mask / bias kernels (on by default)
 
 
 @pytest.mark.parametrize("d,dv,softcap", [(64, 64, None), (128, 128, None), (96, 80, None), (64, 64, 30.0),
                                           (128, 128, 20.0)])
 def test_tf32_dense_mask_bias(d, dv, softcap):
     """A dense mask and a bias with its gradient in float32 with TF32 on: on an H100 / H200 the Hopper TF32 forward's
-    dense instantiations run it, and the Hopper TF32 backwards' where TF_FLASHATTN_SM90_TF32_BWD_DENSE=1 (sm80's TF32
-    backward without it; test_tf32_dense_backward_switch_on runs this test with it); elsewhere sm80's TF32 kernels.
+    dense instantiations run it, and the Hopper TF32 backwards' dense ones unless TF_FLASHATTN_SM90_TF32_BWD_DENSE=0
+    (sm80's TF32 backward then; test_tf32_dense_backward_switch_off runs this test so); elsewhere sm80's TF32 kernels.
     A head bias with -inf at random elements and on whole rows of one head (lse = -inf there), a dense mask with
     rows all false, GQA, causal with an offset and key lengths; soft-cap at head dims 64 and 128."""
     rng = np.random.default_rng(d + dv + (softcap is not None))
@@ -446,7 +446,7 @@ def test_tf32_dense_mask_bias(d, dv, softcap):
     kw = dict(mask=mask, is_causal=True, causal_offset=TK_ - TQ_, key_lengths=[260, 170])
     allowed = allowed_mask(B_, H_, TQ_, TK_, mask=mask, is_causal=True, causal_offset=TK_ - TQ_,
                            key_lengths=[260, 170]) & np.isfinite(bias)
-    families = tf32_hopper(d, dv) if os.environ.get(DENSE_SWITCH) == "1" else tf32_hopper(d, dv)[:1]
+    families = tf32_hopper(d, dv)[:1] if os.environ.get(DENSE_SWITCH) == "0" else tf32_hopper(d, dv)
     with expect_launches(*families):
         _, grads = compare(q, k, v, TF32, bias=tf.constant(bias), softcap=softcap, allowed=allowed, keras_ok=False,
                            kw=kw, with_grads=True)
@@ -459,13 +459,13 @@ def test_tf32_dense_mask_bias(d, dv, softcap):
     assert np.count_nonzero(dbias[seen]) > 0.9 * seen.sum()
 
 
-def test_tf32_dense_backward_switch_on():
-    """test_tf32_dense_mask_bias in a process with TF_FLASHATTN_SM90_TF32_BWD_DENSE=1 (read once per process): on an
-    H100 / H200 every case must run the Hopper TF32 backwards' dense instantiations (expect_launches) and match the
-    float64 reference."""
+def test_tf32_dense_backward_switch_off():
+    """test_tf32_dense_mask_bias in a process with TF_FLASHATTN_SM90_TF32_BWD_DENSE=0 (read once per process): on an
+    H100 / H200 every case must run sm80's TF32 backward instead of the Hopper TF32 backwards (expect_launches) and
+    match the float64 reference."""
     if not on_hopper():
         pytest.skip("the switch concerns the Hopper TF32 backwards (compute capability 9.0)")
-    env = dict(os.environ, **{DENSE_SWITCH: "1", "TF_CPP_MIN_LOG_LEVEL": "2"})
+    env = dict(os.environ, **{DENSE_SWITCH: "0", "TF_CPP_MIN_LOG_LEVEL": "2"})
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                            f"{__file__}::test_tf32_dense_mask_bias"], env=env, capture_output=True, text=True,
                           cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))), timeout=600)

@@ -955,8 +955,8 @@ void set_sm90_tf32_bwd128(int mode) {
 #endif
 }
 
-// The dense mask / bias / dbias instantiations of both Hopper TF32 backwards (off unless
-// TF_FLASHATTN_SM90_TF32_BWD_DENSE=1): 1 on, 0 off, -1 back to the environment.
+// The dense mask / bias / dbias instantiations of both Hopper TF32 backwards (on unless
+// TF_FLASHATTN_SM90_TF32_BWD_DENSE=0): 1 on, 0 off, -1 back to the environment.
 void set_sm90_tf32_bwd_dense(int mode) {
 #if FA_HAS_SM90
   flashattn::cuda::sm90::set_bwd_tf32_dense(mode);

@@ -24,8 +24,8 @@
 // head dim 256 (no dropout; deterministic too) by the head-dim-split kernel
 // (TF_FLASHATTN_SM90_BWD_SPLITD=0 off); float32 with allow_tf32: sm90/flash_bwd_sm90_tf32.cu on 9.0 where
 // sm90::bwd_tf32_applies (D == Dv == 64, or D, Dv multiples of 4 padded up to 64; index masks, soft-cap and
-// dropout, deterministic mode too, a dense mask and bias / dbias (not with dropout) only with
-// TF_FLASHATTN_SM90_TF32_BWD_DENSE=1; TF_FLASHATTN_SM90_TF32_BWD=0 off), sm90/flash_bwd_sm90_tf32_d128.cu where
+// dropout, deterministic mode too, a dense mask and bias / dbias (not with dropout; TF_FLASHATTN_SM90_TF32_BWD_DENSE=0
+// off); TF_FLASHATTN_SM90_TF32_BWD=0 off), sm90/flash_bwd_sm90_tf32_d128.cu where
 // sm90::bwd_tf32_d128_applies (D, Dv padded up to 128, the same limits and switches), else sm80/flash_bwd_tf32.cu.
 // Per-target folders: cpu/ (the CPU kernels, own dispatch in cpu/flash_cpu_dispatch.cc), sm80/ (every GPU from
 // sm_80 on), sm90/ (Hopper-only kernels); shared pieces (params, Philox, masking rules, launch helpers) in common/.

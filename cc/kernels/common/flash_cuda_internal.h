@@ -194,12 +194,11 @@ int64_t fwd_launches();
 // from a counter) with one when no schedule is asked for; the plain D = 64 kernel's default is 8, its other kernels run 5): fwd_variants() of them. fwd_variant_for(d) is TF_FLASHATTN_SM90_FWD_VARIANT (read once;
 // any of 0 .. fwd_variants() - 1, 0 included; head dim d's default when unset, empty, not a number
 // or out of range) unless set_fwd_variant(v) overrides it (v < 0: back to the environment; false,
-// nothing changed, when v >= fwd_variants() or v is not fwd_variant_built: schedules 1, 2, 3, 4, 6, 9 and 11 .. 13 are
+// nothing changed, when v >= fwd_variants() or v is not fwd_variant_built: schedules 1, 2, 3, 4, 6 and 9 are
 // compiled in FA_TUNING builds only, and the environment's value is then ignored as an out-of-range one is);
 // fwd_variant() is fwd_variant_for(128). D = 256 always
 // takes variant 0; dropout at D = 64 / 128 takes variant 0 when fwd_variant_for(d) is 0, else
-// flash_fwd_sm90.cu's kDropVariant (0: schedule 0 either way), or the drop_bits schedule 11, 12 or 13 asked
-// for (the dropout keep bits drawn by the producer warpgroup; calls without dropout run 0, 6 and 5). Variants 8 and 9 (3 consumer warpgroups) exist for the plain
+// flash_fwd_sm90.cu's kDropVariant (0: schedule 0 either way). Variants 8 and 9 (3 consumer warpgroups) exist for the plain
 // D = 64 kernel only; other calls asking for them run 5. last_fwd_variant(): the schedule of the last
 // launch (-1 before any).
 int fwd_variants();
@@ -259,8 +258,8 @@ bool bwd_tf32_enabled();
 void set_bwd_tf32_enabled(int mode);
 int64_t bwd_tf32_launches();
 // A dense mask, bias and dbias on both Hopper TF32 backwards (their kTf32Dense instantiations, not with dropout):
-// off by default until they have run on a GPU (sm80's TF32 backward takes those calls); on with
-// TF_FLASHATTN_SM90_TF32_BWD_DENSE=1 (read once) or set_bwd_tf32_dense(1) (0 off, -1 back to the environment).
+// on by default; off with TF_FLASHATTN_SM90_TF32_BWD_DENSE=0 (read once) or set_bwd_tf32_dense(0) (sm80's TF32
+// backward then takes those calls; 1 on, -1 back to the environment).
 bool bwd_tf32_dense_enabled();
 void set_bwd_tf32_dense(int mode);
 size_t bwd_tf32_workspace_floats(const FlashBwdParams& p);

@@ -31,7 +31,7 @@
 // with padded_head_dim 128 (padded up: tf32_head_dims_apply, sm90_tf32_bwd.cuh), index masks or none, GQA,
 // d_lse, deterministic mode (an ordered dQ reduction: kDetDqMode below), soft-cap and dropout (the FEAT
 // instantiations of kDefaultDqMode and kDetDqMode, whatever mode is set; as the head-dim-64 kernel, sm90_tf32_bwd.cuh),
-// a dense mask, bias and dbias as the head-dim-64 kernel (not with dropout; off by default, bwd_tf32_dense_enabled);
+// a dense mask, bias and dbias as the head-dim-64 kernel (not with dropout; while bwd_tf32_dense_enabled, the default);
 // strides multiples of 4 elements.
 #include <cuda.h>
 #include <cuda_runtime.h>

@@ -200,12 +200,6 @@ static_assert(128 * kProducerRegs + 128 * kConsumers * kConsumerRegs <= 65536, "
 //   dynamic    (persistent) each next tile from an atomic counter in the workspace instead of the
 //              static stride, handed from the producer to the consumers through a shared-memory
 //              ring: schedule 10 (kDynamicVariant; the default of the plain D = 128 kernel with a causal mask)
-//   drop_bits  (the dropout kernel, one tile per CTA) the producer warpgroup's warps 1 .. 3 draw the
-//              dropout keep bits of each key tile (the same Philox calls, element to bit as
-//              drop_rows_visit) into a shared-memory ring (kDropBitSlots slots of kBr x kBc bits,
-//              bits_full / bits_empty barriers); the consumers read 64 bits per thread per tile
-//              instead of drawing 8 Philox calls: schedules 11, 12, 13 (schedules 0, 6 and 5 so;
-//              kDropBitsTwin). A call without dropout asking for one runs its twin.
 // The arithmetic is the same in every variant, in the same order (per tile: the persistent grid
 // changes which CTA computes a tile and when, not how): O and lse are expected to match variant 0
 // bit for bit.
@@ -215,7 +209,6 @@ struct Sched {
   bool persistent = false;
   int consumers = 2;  // consumer warpgroups (3: the 192-row query tile of schedules 8 and 9)
   bool dynamic = false;  // (persistent) tiles from an atomic counter in the workspace, not a static stride
-  bool drop_bits = false;  // (dropout, one tile per CTA) keep bits drawn by the producer warpgroup
 };
 constexpr Sched kSched[] = {
     {2, false, false, false},  // 0: the first schedule (D = 256 always runs it)
@@ -229,9 +222,6 @@ constexpr Sched kSched[] = {
     {3, true, true, true, false, 3},   // 8: schedule 5 with 3 consumers, round-robin turns (D = 64 plain only; its default)
     {3, true, false, true, false, 3},  // 9: 8 without the turns (D = 64 plain only)
     {3, true, true, true, true, 2, true},  // 10: 7 with dynamic tiles (D = 128 plain, causal: default)
-    {2, false, false, false, false, 2, false, true},  // 11: 0 with the producer's dropout bits
-    {2, true, true, true, false, 2, false, true},     // 12: 6 with them
-    {3, true, true, true, false, 2, false, true},     // 13: 5 with them (D = 64; D = 128 runs 12: shared memory)
 };
 constexpr int kNumVariants = sizeof(kSched) / sizeof(kSched[0]);
 // Tried and removed (2026-12-03, benchmarks/RESULTS.md "Hopper forward kernel" (x)): FlashAttention-3's
@@ -249,15 +239,11 @@ constexpr int kDefaultVariantD64 = 8;  // D = 64 (the plain kernel; the others r
 // 16384, causal or not); schedule 5's overlap keeps S, P and O live together beside the Philox code. With 0
 // the dropout kernel has one instantiation per head dim and dtype (launch_sched).
 constexpr int kDropVariant = 0;
-// The drop_bits schedules (11, 12, 13; FA_TUNING builds only, until measured) and the schedule each is
-// with the keep bits drawn by the consumers (what a call without dropout that asks for one runs).
-constexpr int kDropBitsTwin(int v) { return v == 11 ? 0 : v == 12 ? 6 : v == 13 ? 5 : v; }
-// Slots of the drop_bits ring (2 KiB each at kBc = 128): how many key tiles the producer's draws may run ahead.
-#ifndef FA_SM90_DROP_BIT_SLOTS
-#define FA_SM90_DROP_BIT_SLOTS 2
-#endif
-constexpr int kDropBitSlots = FA_SM90_DROP_BIT_SLOTS;
-static_assert(kDropBitSlots >= 1 && kDropBitSlots <= 4, "the drop_bits ring's slots");
+// Tried and removed (2026-12-05, benchmarks/RESULTS.md "Dropout cost" (aa), commit a39fc7b): the keep bits drawn
+// by the producer warpgroup's warps 1 .. 3 into a shared-memory ring (the consumers reading 64 bits per thread per
+// tile instead of drawing 8 Philox calls), on schedules 0, 6 and 5. Bitwise equal to schedule 0, but the three
+// warps could not draw fast enough: on the H100 the forward with dropout 0.1 took 2.5x-3.8x the time without
+// (schedule 0 here: 1.5x-1.8x). The draws stay with the consumers' eight warps.
 // The dense mask / bias kernel's schedule at D = 64 and 128 (DENSE, a separate instantiation so that
 // the index-masked kernel's registers are not spent on it; schedule 0 when the variant asked for is 0).
 // Schedule 1, 0 spills; 5 spilled (see "Dense mask and bias" above) and ran 0.85x-0.9x as fast with a
@@ -364,27 +350,15 @@ template <int V>
 constexpr int kBrOf = 64 * kSched[V].consumers;
 template <int V>
 constexpr int kThreadsOf = 128 * (1 + kSched[V].consumers);
-// drop_bits: the producer warpgroup draws Philox calls, the consumers give it registers (ptxas 13.0 spilled
-// 48 bytes in every drop_bits kernel with 40 / 232).
-#ifndef FA_SM90_DROP_BITS_PRODUCER_REGS
-#define FA_SM90_DROP_BITS_PRODUCER_REGS 56
-#endif
-constexpr int kProducerRegsBits = FA_SM90_DROP_BITS_PRODUCER_REGS;
-constexpr int kConsumerRegsBits = (65536 / 128 - kProducerRegsBits) / 2 / 8 * 8;
-static_assert(128 * kProducerRegsBits + 256 * kConsumerRegsBits <= 65536 && kConsumerRegsBits % 8 == 0,
-              "register file (drop_bits)");
 template <int V>
-constexpr int kProducerRegsOf = kSched[V].drop_bits ? kProducerRegsBits : kProducerRegs;
-template <int V>
-constexpr int kConsumerRegsOf = kSched[V].consumers == 2 ? (kSched[V].drop_bits ? kConsumerRegsBits : kConsumerRegs)
-                                                         : kConsumerRegs3;
+constexpr int kConsumerRegsOf = kSched[V].consumers == 2 ? kConsumerRegs : kConsumerRegs3;
 static_assert(kBrOf<0> == kBr && kThreadsOf<0> == kThreads && kConsumersOf<0> == kConsumers,
               "the 2-consumer schedules keep the first tile");
 static_assert(kSched[kWideFallback].consumers == 2 && kSched[8].consumers == 3 && kSched[9].consumers == 3,
               "schedules 8 and 9 are the 3-consumer ones");
 
 template <int D, int kStages = 2, int kBc = kKeyTile<D>, bool kPersistent = false, int kRows = kBr,
-          bool kDynamic = false, int kBitSlots = 0>
+          bool kDynamic = false>
 struct SmemLayout {
   static constexpr int kQBytes = kRows * D * 2;  // kRows: the query tile (kBrOf<V>)
   static constexpr int kKVBytes = kBc * D * 2;
@@ -395,21 +369,10 @@ struct SmemLayout {
   static constexpr int kQEmpty = kBars + 8 * (1 + 2 * kStages);  // (persistent only) q_empty
   // (dynamic only) the tile ring: tile_full[2], tile_empty[2], then the two slots' tile indices
   static constexpr int kTileRing = kQEmpty + (kPersistent ? 8 : 0);
-  // (drop_bits only) bits_full[kBitSlots], bits_empty[kBitSlots], then the slots' keep bits (one bit
-  // per element of the kRows x kBc tile; 8 bytes per consumer thread, drop_bits_draw's layout)
-  static constexpr int kBitBars = kTileRing + (kDynamic ? 4 * 8 + 2 * 4 : 0);
-  static constexpr int kBitSlotBytes = kRows * kBc / 8;
-  static constexpr int kBits = (kBitBars + 16 * kBitSlots + 15) / 16 * 16;
-  static constexpr int kBytes = kBits + kBitSlots * kBitSlotBytes;
+  static constexpr int kBytes = kTileRing + (kDynamic ? 4 * 8 + 2 * 4 : 0);
   static constexpr int kAlloc = kBytes + 1024;                // slack to align the base to 1024
 };
-// A schedule's layout.
-template <int D, int V>
-using LayoutOf = SmemLayout<D, kSched[V].stages, kKeyTile<D>, kSched[V].persistent, kBrOf<V>, kSched[V].dynamic,
-                            kSched[V].drop_bits ? kDropBitSlots : 0>;
 static_assert(SmemLayout<128, 3>::kAlloc <= 227 * 1024, "3 stages at D = 128 exceed the opt-in shared memory");
-static_assert(LayoutOf<128, 12>::kAlloc <= 227 * 1024 && LayoutOf<64, 13>::kAlloc <= 227 * 1024,
-              "the drop_bits schedules (13 at D = 64 only: at D = 128 its 3 stages leave no room for the bits)");
 static_assert(SmemLayout<128, 3, 128, true, kBr, true>::kAlloc <= 227 * 1024, "the persistent schedules exceed the opt-in shared memory");
 static_assert(SmemLayout<256, 2>::kAlloc <= 227 * 1024, "2 stages of 64 keys at D = 256 exceed the opt-in shared memory");
 static_assert(SmemLayout<64, 3, 128, false, 192>::kAlloc <= 227 * 1024, "schedule 8's 192-row tile at D = 64");
@@ -462,7 +425,7 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
   constexpr int kBc = kKeyTile<D>;
   constexpr int kBr = kBrOf<V>;  // (shadows the namespace's 128)
   constexpr int kC = kConsumersOf<V>;
-  using L = LayoutOf<D, V>;
+  using L = SmemLayout<D, kStages, kBc, kS.persistent, kBr, kS.dynamic>;
   const uint32_t q_full = base + L::kBars;
   const uint32_t full0 = q_full + 8, empty0 = q_full + 8 * (1 + kStages);
   const uint32_t q_empty = base + L::kQEmpty;
@@ -802,24 +765,6 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
     }
   };
 
-  // drop_bits: this thread's 64 keep bits of key tile n from the producer's ring (drop_bits_draw; bit
-  // 16 n4 + 8 c + 4 r + nn for n-tile 4 n4 + nn, element 2 r + c), taken before the tile's waits;
-  // the slot is released as soon as the bits are in registers.
-  struct DropBits {
-    uint32_t w[2];
-  };
-  auto take_drop_bits = [&](int n) {
-    DropBits db{};
-    if constexpr (DROP && kSched[V].drop_bits) {
-      const int slot = n % kDropBitSlots;
-      const uint32_t full = base + L::kBitBars + 8 * slot;
-      mbar_wait(full, (n / kDropBitSlots) & 1);
-      ld_shared_v2_u32(base + L::kBits + slot * L::kBitSlotBytes + 8 * (c * 128 + tid), db.w[0], db.w[1]);
-      mbar_arrive(full + 8 * kDropBitSlots);  // bits_empty[slot]
-    }
-    return db;
-  };
-
   // Where dropout's keep_scale goes: on P (an FSEL and an FMUL per element) or, at D = 64, into the
   // epilogue's 1 / l (an FSEL per element). On the H200 (kernel harness, dropout 0.1, bf16, T = 4096
   // and 16384, causal and not) the epilogue form made the D = 64 forward 1.03x-1.05x faster and the
@@ -832,18 +777,8 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
   // m16n8 fragment of flash_dropout.cuh with n-tile jn and element 2 h2 + e: one Philox call per 8
   // elements (rows {g, g + 8} x keys 2 t + e of 4 n-tiles), the mask of the CPU and sm80. Every
   // schedule applies it between the tile's softmax and packing P (the same bits in each).
-  auto apply_dropout = [&](float (&sacc)[kBc / 2], int j0, const DropBits& db) {
-    if constexpr (DROP && kSched[V].drop_bits) {
-#pragma unroll
-      for (int nt = 0; nt < kBc / 8; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int bit = 16 * (nt / 4) + 8 * (e % 2) + 4 * (e / 2) + nt % 4;
-          const bool keep = (db.w[bit / 32] >> (bit % 32)) & 1u;
-          if constexpr (kDropScaleInEpilogue) sacc[4 * nt + e] = keep ? sacc[4 * nt + e] : 0.f;
-          else sacc[4 * nt + e] *= keep ? drop.scale : 0.f;
-        }
-    } else if constexpr (DROP) {
+  auto apply_dropout = [&](float (&sacc)[kBc / 2], int j0) {
+    if constexpr (DROP) {
       if constexpr (kDropScaleInEpilogue)
         drop_rows_visit<kBc / 8, true>(drop, wrow0, j0, g, t, [&](int nt, int e, bool keep) {
           sacc[4 * nt + e] = keep ? sacc[4 * nt + e] : 0.f;  // keep_scale: in the epilogue
@@ -863,7 +798,6 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
       const int s = stage(n);
       prefetch_dense(j_first + (n + kDensePrefetch) * kBc);
       const KeyBytes kv = load_key_bytes(j_first + n * kBc);  // in flight during the waits below
-      const DropBits db = take_drop_bits(n);
       mbar_wait(full0 + 8 * s, phase(n));
       float sacc[kBc / 2];
       wgmma_fence();
@@ -875,7 +809,7 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
       float alpha[2];
       softmax_tile(sacc, j0, kv, alpha);
       rescale_o(alpha);
-      apply_dropout(sacc, j0, db);
+      apply_dropout(sacc, j0);
       uint32_t pa[kBc / 16][4];
       pack_p(pa, sacc);
       fence_regs(o);
@@ -915,7 +849,6 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
     float alpha[2];
     for (int k = 0; k <= kDensePrefetch; ++k) prefetch_dense(j_first + k * kBc);
     KeyBytes kv = load_key_bytes(j_first);  // in flight during the waits below
-    DropBits db = take_drop_bits(0);
     mbar_wait(full0 + 8 * stage(0), phase(0));
     turn_begin();
     wgmma_fence();
@@ -925,13 +858,12 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
     wgmma_wait<0>();
     fence_regs(sacc);
     softmax_tile(sacc, j_first, kv, alpha);  // O is still zero: nothing to rescale
-    apply_dropout(sacc, j_first, db);
+    apply_dropout(sacc, j_first);
     pack_p(pa, sacc);
     for (int n = 1; n < n_tiles; ++n) {
       const int s = stage(n), sp = stage(n - 1);
       prefetch_dense(j_first + (n + kDensePrefetch) * kBc);
       kv = load_key_bytes(j_first + n * kBc);
-      db = take_drop_bits(n);
       mbar_wait(full0 + 8 * s, phase(n));
       turn_begin();
       fence_regs(o);
@@ -944,7 +876,7 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
       wgmma_wait<1>();  // S_n is done (groups complete in order); P_{n-1} V_{n-1} may still run
       fence_regs(sacc);
       softmax_tile(sacc, j_first + n * kBc, kv, alpha);
-      apply_dropout(sacc, j_first + n * kBc, db);  // (overlaps P_{n-1} V_{n-1} too)
+      apply_dropout(sacc, j_first + n * kBc);  // (overlaps P_{n-1} V_{n-1} too)
       wgmma_wait<0>();
       fence_regs(o);
       fence_regs(pa);  // P_{n-1} stays allocated until its product is done
@@ -1062,48 +994,6 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
 // the consumers wait on it, read the index, arrive on tile_empty[k % 2] (128 kC arrivals), which the
 // producer waits for before it writes that slot again (index k + 2).
 // Schedules 8 and 9: 4 warpgroups (512 threads), 192-row query tiles (kBrOf<V>; see their comment).
-// drop_bits schedules: warps 1 .. 3 of the producer warpgroup (thread ptid in [0, 96)) draw the keep bits of
-// the query tile at m0 for its n_tiles key tiles from j_first, into the ring at bits (kSlots slots of
-// kBr kBc / 8 bytes, barriers bits_full[kSlots] (96 arrivals) and bits_empty[kSlots] (256) before them).
-// Consumer thread ct (c * 128 + its thread; rows m0 + 16 (ct / 32) + g, + 8 with g = ct % 32 / 4,
-// tq = ct % 4) reads bytes 8 ct .. 8 ct + 7 of a slot: bit 16 n4 + 8 cc + 4 r + nn is the keep bit of
-// row + 8 r, key j0 + 32 n4 + 8 nn + 2 tq + cc, the draw that drop_rows_visit gives that element (the
-// same Philox call: counter (8 (j0 / 32 + n4) + 2 tq + cc, 8 (row / 16) + g, h, b), draw 4 r + nn).
-// Work item it = 4 ct + n4 (two calls, 16 bits, one 2-byte store at byte 2 it: a warp's stores are 64
-// consecutive bytes).
-template <int kBr, int kBc, int kSlots>
-__device__ __forceinline__ void drop_bits_draw(const DropTile& d, int64_t m0, int j_first, int n_tiles,
-                                               uint32_t bits_full0, uint32_t bits, int ptid) {
-  static_assert(kBr == 128 && kBc == 128, "two consumer warpgroups, 128-key tiles: 64 bits per consumer thread");
-  constexpr int kItems = 2 * kBr * (kBc / 32);
-  constexpr int kSlotBytes = kBr * kBc / 8;
-  const uint32_t bits_empty0 = bits_full0 + 8 * kSlots;
-  for (int n = 0; n < n_tiles; ++n) {
-    const int slot = n % kSlots;
-    if (n >= kSlots) mbar_wait(bits_empty0 + 8 * slot, ((n / kSlots) - 1) & 1);
-    const int64_t j0 = j_first + static_cast<int64_t>(n) * kBc;
-    for (int it = ptid; it < kItems; it += 96) {
-      const int ct = it >> 2, n4 = it & 3;
-      const int g = (ct & 31) >> 2, tq = ct & 3;
-      const uint32_t c1 = static_cast<uint32_t>(((((m0 >> 4) + (ct >> 5))) << 3) | g);
-      const uint32_t c0 = static_cast<uint32_t>((((j0 >> 5) + n4) << 3) | (2 * tq));
-      uint32_t w0[4], w1[4];
-      drop_call<true>(d, c0, c1, w0);
-      drop_call<true>(d, c0 | 1u, c1, w1);
-      uint32_t b16 = 0;
-#pragma unroll
-      for (int r = 0; r < 2; ++r)
-#pragma unroll
-        for (int nn = 0; nn < 4; ++nn) {  // draw 4 r + nn: word 2 r + nn / 2, half nn % 2
-          b16 |= static_cast<uint32_t>(drop_pass(w0[2 * r + nn / 2], nn & 1, d.thr)) << (4 * r + nn);
-          b16 |= static_cast<uint32_t>(drop_pass(w1[2 * r + nn / 2], nn & 1, d.thr)) << (8 + 4 * r + nn);
-        }
-      st_shared_u16(bits + slot * kSlotBytes + 2 * it, b16);
-    }
-    mbar_arrive(bits_full0 + 8 * slot);  // (release: this thread's stores are visible to the waiters)
-  }
-}
-
 template <typename T, int D, bool IDX, bool DROP, int V, bool DENSE>
 __global__ void __launch_bounds__(kThreadsOf<V>, 1)
     flash_fwd_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
@@ -1112,10 +1002,7 @@ __global__ void __launch_bounds__(kThreadsOf<V>, 1)
   constexpr Sched kS = kSched[V];
   constexpr int kStages = kS.stages;
   constexpr int kBc = kKeyTile<D>;
-  static_assert(!DROP || V == 0 || V == kDropVariant || kS.drop_bits,
-                "the dropout kernel runs schedule 0, kDropVariant or a drop_bits one");
-  static_assert(!kS.drop_bits || (DROP && !kS.persistent && kS.consumers == 2 && kBc == 128),
-                "drop_bits: the dropout kernel, one tile per CTA, 2 consumers, 128-key tiles");
+  static_assert(!DROP || V == 0 || V == kDropVariant, "the dropout kernel runs schedule 0 or kDropVariant");
   static_assert(!DROP || IDX, "dropout runs the index-masked kernel");
   static_assert(D == 64 || D == 128 || (D == 256 && V == 0), "D = 256 runs schedule 0 only");
   static_assert(!kS.persistent || (kS.overlap && kS.pingpong), "the persistent schedule is schedule 5's");
@@ -1124,7 +1011,7 @@ __global__ void __launch_bounds__(kThreadsOf<V>, 1)
                 "3 consumer warpgroups: the plain D = 64 kernel, one tile per CTA, overlap schedules only");
   constexpr int kBr = kBrOf<V>;  // (shadows the namespace's 128)
   constexpr int kC = kConsumersOf<V>;
-  using L = LayoutOf<D, V>;
+  using L = SmemLayout<D, kStages, kBc, kS.persistent, kBr, kS.dynamic>;
   extern __shared__ uint8_t smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
   const uint32_t q_full = base + L::kBars;
@@ -1164,30 +1051,13 @@ __global__ void __launch_bounds__(kThreadsOf<V>, 1)
         mbar_init(tile_full0 + 8 * s, 1);
         mbar_init(tile_empty0 + 8 * s, 128 * kC);
       }
-    if constexpr (kS.drop_bits)
-      for (int s = 0; s < kDropBitSlots; ++s) {
-        mbar_init(base + L::kBitBars + 8 * s, 96);                              // bits_full
-        mbar_init(base + L::kBitBars + 8 * (kDropBitSlots + s), 128 * kC);      // bits_empty
-      }
     mbar_fence_init();
   }
   __syncthreads();
 
   if (wg == 0) {
-    // ---- Producer warpgroup: one thread issues every TMA load (drop_bits: warps 1 .. 3 draw the keep bits). ----
-    setmaxnreg_dec<kProducerRegsOf<V>>();
-    if constexpr (DROP && kS.drop_bits) {
-      if (threadIdx.x >= 32) {
-        int m_block, h, b;
-        tile_at(first, m_block, h, b);
-        const int64_t m0 = static_cast<int64_t>(m_block) * kBr;
-        const QueryTileKeys<kBr, kBc> keys(p.mask, sh, b, m0);
-        drop_bits_draw<kBr, kBc, kDropBitSlots>(drop_tile(p.dropout, b, h), m0, static_cast<int>(keys.jstart),
-                                                keys.ntiles, base + L::kBitBars, base + L::kBits,
-                                                static_cast<int>(threadIdx.x) - 32);
-        return;
-      }
-    }
+    // ---- Producer warpgroup: one thread issues every TMA load. ----
+    setmaxnreg_dec<kProducerRegs>();
     if (threadIdx.x == 0) {
       uint32_t kv = 0;      // K / V tiles loaded so far (the ring's position; 32 bits: a CTA
                             // would need 2^32 K / V tiles, hours of one kernel, to wrap it)
@@ -1393,7 +1263,7 @@ cudaError_t launch(const FlashFwdParams& p, cudaStream_t stream) {
     to = tq;  // unused
   }
   auto kernel = flash_fwd_sm90_kernel<T, D, IDX, DROP, V, DENSE>;
-  const int smem = LayoutOf<D, V>::kAlloc;
+  const int smem = SmemLayout<D, kS.stages, kBc, kS.persistent, kBr, kS.dynamic>::kAlloc;
   cudaError_t err = set_dynamic_smem(kernel, smem);
   if (err != cudaSuccess) return err;
   dim3 grid(static_cast<unsigned>((s.Tq + kBr - 1) / kBr), static_cast<unsigned>(s.H), static_cast<unsigned>(s.B));
@@ -1426,7 +1296,7 @@ cudaError_t launch(const FlashFwdParams& p, cudaStream_t stream) {
 // IDX at D = 64 only; elsewhere, and past the 192-row tiles' Tq bound, they run kWideFallback.
 template <typename T, int D, bool IDX>
 cudaError_t launch_plain(const FlashFwdParams& p, cudaStream_t stream, int v) {
-  static_assert(kNumVariants == 14, "one case per schedule (11 .. 13: launch_sched gives their twins)");
+  static_assert(kNumVariants == 11, "one case per schedule");
   static_assert(D == 64 || D == 128, "D = 256 runs schedule 0 only");
   // (asked_fwd_variant and set_fwd_variant let only schedule_built ones through: the `break`s are not reached;
   // were one reached, nothing is queued and cudaErrorNotSupported sends the call to sm80.)
@@ -1563,22 +1433,11 @@ bool fwd_applies(const FlashFwdParams& p) {
 
 // Head dim 64 or 128, on the schedules: the plain and index-masked kernels on fwd_schedule(p), the
 // dropout kernel on kDropVariant unless schedule 0 is asked for (the reference of the checks).
-// A drop_bits schedule asked for (FA_TUNING builds): the dropout kernel runs it (13 at D = 128: 12, as 13's
-// three stages leave no shared memory for the bits there), a call without dropout its twin (kDropBitsTwin).
 template <typename T, int D, bool IDX, bool DROP>
 cudaError_t launch_sched(const FlashFwdParams& p, cudaStream_t stream) {
   const int v = fwd_schedule(p);
-  if constexpr (!DROP) {
-    return launch_plain<T, D, IDX>(p, stream, kDropBitsTwin(v));
-  } else {
-    if constexpr (schedule_built(11) && schedule_built(12) && schedule_built(13)) {
-      if (v == 11) return launch<T, D, IDX, DROP, 11>(p, stream);
-      if (v == 12 || (D == 128 && v == 13)) return launch<T, D, IDX, DROP, 12>(p, stream);
-      if constexpr (D == 64)
-        if (v == 13) return launch<T, D, IDX, DROP, 13>(p, stream);
-    }
-    return v != 0 ? launch<T, D, IDX, DROP, kDropVariant>(p, stream) : launch<T, D, IDX, DROP>(p, stream);
-  }
+  if constexpr (!DROP) return launch_plain<T, D, IDX>(p, stream, v);
+  else return v != 0 ? launch<T, D, IDX, DROP, kDropVariant>(p, stream) : launch<T, D, IDX, DROP>(p, stream);
 }
 
 template <typename T, bool IDX, bool DROP>

@@ -438,7 +438,7 @@ inline int tf32_bwd_feat(const FlashBwdParams& p) {
   return tf32_feat(p.score.softcap, p.dropout.rate) | (p.mask.mask || p.score.bias || p.dbias ? kTf32Dense : 0);
 }
 // Whether the backwards take the call's features: any but a dense mask / bias / dbias with dropout (sm80's TF32
-// backward takes those), and the dense ones only while bwd_tf32_dense_enabled() (off by default: see there).
+// backward takes those), and the dense ones only while bwd_tf32_dense_enabled() (on by default: see there).
 inline bool tf32_bwd_feat_applies(const FlashBwdParams& p) {
   const int f = tf32_bwd_feat(p);
   return !(f & kTf32Dense) || (!(f & kTf32Drop) && bwd_tf32_dense_enabled());
