@@ -558,7 +558,7 @@ std::atomic<int> g_dense_override{-1};
 }  // namespace
 // Both TF32 backwards' kTf32Dense instantiations (flash_cuda_internal.h): on unless TF_FLASHATTN_SM90_TF32_BWD_DENSE=0
 // (read once) or set_bwd_tf32_dense(0) turns them off (sm80's TF32 backward then takes those calls). First run on a
-// GPU 2026-12-05 (H100, kernel harness; benchmarks/RESULTS.md "Float32 (TF32)" (m)): tf32pad's 27 dense cases pass
+// GPU 2026-12-05 (H100, kernel harness; benchmarks/RESULTS.md "Hopper TF32 kernels" (m)): tf32pad's 27 dense cases pass
 // in every mode, tf32det 17 / 17, memcheck clean, 2.5x-3.4x sm80's TF32 backward with a bias and its gradient.
 bool bwd_tf32_dense_enabled() {
   const int o = g_dense_override.load(std::memory_order_relaxed);
