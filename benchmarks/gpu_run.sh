@@ -5,7 +5,7 @@
 #             speed vs torch SDPA in one process, tile-configuration timings, compute-sanitizer (~4 min)
 #   profile   no TensorFlow needed (builds the harness unless tune/harness did in the lease): ncu of
 #             our backward and FlashAttention-2's at T=4096 D=128 bf16, side by side, with stall
-#             reasons (~1 min); PROFILE_DIR=fwd|bwd, PROFILE_D, PROFILE_T, PROFILE_B (default
+#             reasons and each pipe's use (~1 min); PROFILE_DIR=fwd|bwd, PROFILE_D, PROFILE_T, PROFILE_B (default
 #             16384 / PROFILE_T), PROFILE_CFG (our variant); PROFILE_KNAME (our kernel's name regex),
 #             PROFILE_FEATS (profile_one.py's features, e.g. dropout), PROFILE_FA2=0 (ours alone); PROFILE_DTYPE=tf32 profiles the float32
 #             TF32 kernel of that direction instead (sm80/flash_*_tf32.cu; FlashAttention-2 has no
@@ -389,7 +389,9 @@ if has profile; then
     NVCC_EXTRA=-DFA_TUNING ARCHS=90 bash benchmarks/build_harness.sh 2>&1 | tail -1
   SECTIONS="--section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
     --section WarpStateStats --section SchedulerStats --section InstructionStats --section Occupancy \
-    --section LaunchStats --metrics regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio"
+    --section LaunchStats --metrics regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio,\
+regex:sm__inst_executed_pipe_.*\.avg\.pct_of_peak_sustained_active,\
+regex:sm__pipe_.*_cycles_active\.avg\.pct_of_peak_sustained_active"
   # PROFILE_DIR fwd|bwd (default bwd), PROFILE_D (default 128), PROFILE_T (default 4096), PROFILE_B
   # (default 16384 / PROFILE_T, as in the benchmark); ours with
   # that direction's variant (FA_FWD_CFG or FA_BWD_CFG) = PROFILE_CFG.
@@ -415,7 +417,9 @@ if has profile; then
     python3 benchmarks/profile_fa2.py $pt $pd 0 > $OUT/ncu_fa2_$tag.txt 2>&1
   for f in $profiled; do echo "== $f $dir D=$pd T=$pt"
     grep -E "Duration|Executed Ipc Active|Issue Slots Busy|Executed Instructions  |Registers Per|L2 Cache Throughput|Mem Busy" $OUT/ncu_${f}_$tag.txt | head -24
-    grep -E "issue_stalled" $OUT/ncu_${f}_$tag.txt | awk '$NF > 0.1' | sed 's/smsp__average_warps_issue_stalled_//; s/_per_issue_active.ratio//'; done
+    grep -E "issue_stalled" $OUT/ncu_${f}_$tag.txt | awk '$NF > 0.1' | sed 's/smsp__average_warps_issue_stalled_//; s/_per_issue_active.ratio//'
+    # Each pipe's share of its peak (instructions issued to it; cycles it was busy), where above 1 %.
+    grep -E "sm__(inst_executed_pipe|pipe)_" $OUT/ncu_${f}_$tag.txt | awk '$NF + 0 > 1'; done
 fi
 if has hdecode && [[ ${HDECODE_SWEEP:-0} == 1 ]]; then
   # The decoding kernel's variants (tuning build) against FA2 and cuDNN: benchmarks/decode_sweep.py

@@ -67,17 +67,20 @@ _HOPPER_SWITCHES = {"sm90_fwd": ("TF_FLASHATTN_SM90",), "sm90_bwd": ("TF_FLASHAT
 
 
 @contextlib.contextmanager
-def expect_launches(*names):
+def expect_launches(*names, absent=()):
     """On an H100 / H200, the block must launch each named Hopper kernel family (_ops.kernel_launches' keys) at
-    least once: the test then exercised the sm_90 dispatch it is about. Nothing is checked on other GPUs, or for a
-    family whose switch is set to 0 in the environment."""
+    least once: the test then exercised the sm_90 dispatch it is about; and must launch no family named in `absent`
+    (a switch that keeps a family off). Nothing is checked on other GPUs, or for a family of `names` whose switch is
+    set to 0 in the environment."""
     wanted = [n for n in names if not any(os.environ.get(s) == "0" for s in _HOPPER_SWITCHES[n])]
-    before = _ops.kernel_launches() if wanted and on_hopper() else None
+    before = _ops.kernel_launches() if (wanted or absent) and on_hopper() else None
     yield
     if before is not None:
         after = _ops.kernel_launches()
         missing = [n for n in wanted if after[n] <= before[n]]
         assert not missing, f"Hopper kernels not launched: {missing} (counts {after})"
+        launched = [n for n in absent if after[n] > before[n]]
+        assert not launched, f"Hopper kernels launched though switched off: {launched} (counts {after})"
 
 
 def tf32_hopper(d, dv):
@@ -446,8 +449,9 @@ def test_tf32_dense_mask_bias(d, dv, softcap):
     kw = dict(mask=mask, is_causal=True, causal_offset=TK_ - TQ_, key_lengths=[260, 170])
     allowed = allowed_mask(B_, H_, TQ_, TK_, mask=mask, is_causal=True, causal_offset=TK_ - TQ_,
                            key_lengths=[260, 170]) & np.isfinite(bias)
-    families = tf32_hopper(d, dv)[:1] if os.environ.get(DENSE_SWITCH) == "0" else tf32_hopper(d, dv)
-    with expect_launches(*families):
+    # With the switch at 0 the forward still runs on Hopper, the backward must not.
+    off = os.environ.get(DENSE_SWITCH) == "0"
+    with expect_launches(*tf32_hopper(d, dv)[:1 if off else 2], absent=tf32_hopper(d, dv)[1:] if off else ()):
         _, grads = compare(q, k, v, TF32, bias=tf.constant(bias), softcap=softcap, allowed=allowed, keras_ok=False,
                            kw=kw, with_grads=True)
     # dbias (summed over the batch; compare poisons GPU memory first) is exactly 0 wherever no batch row sees the
