@@ -70,9 +70,12 @@ _HOPPER_SWITCHES = {"sm90_fwd": ("TF_FLASHATTN_SM90",), "sm90_bwd": ("TF_FLASHAT
 def expect_launches(*names, absent=()):
     """On an H100 / H200, the block must launch each named Hopper kernel family (_ops.kernel_launches' keys) at
     least once: the test then exercised the sm_90 dispatch it is about; and must launch no family named in `absent`
-    (a switch that keeps a family off). Nothing is checked on other GPUs, or for a family of `names` whose switch is
-    set to 0 in the environment."""
-    wanted = [n for n in names if not any(os.environ.get(s) == "0" for s in _HOPPER_SWITCHES[n])]
+    (a switch that keeps a family off), nor a family of `names` whose switch is set to 0 in the environment (that
+    switch must keep it off: test_sm80_kernels_on_hopper). Nothing is checked on other GPUs."""
+    def off(n):
+        return any(os.environ.get(s) == "0" for s in _HOPPER_SWITCHES[n])
+    wanted = [n for n in names if not off(n)]
+    absent = tuple(absent) + tuple(n for n in names if off(n))
     before = _ops.kernel_launches() if (wanted or absent) and on_hopper() else None
     yield
     if before is not None:
@@ -476,6 +479,26 @@ def test_tf32_dense_backward_switch_off():
                           cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))), timeout=600)
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
     assert "5 passed" in proc.stdout, proc.stdout[-3000:]
+
+
+def test_sm80_kernels_on_hopper():
+    """With TF_FLASHATTN_SM90=0 an H100 / H200 runs sm80's kernels for every call: the masks, dropout, bias and
+    soft-cap cases of test_features, test_padded_head_dims_with_features and
+    test_padding_masks_with_causal_on_the_index_path, in a process of their own (the switch is read once), at head
+    dims 64, 128 and 256 in float16, bfloat16 and TF32, against the float64 reference; test_features' expect_launches
+    checks that no Hopper kernel ran. These are sm80's kernels for GPUs with >= 210 KiB of shared memory per SM
+    (big_smem): the sm_90 SASS has no other bodies (SmemClass, cc/kernels/common/flash_cuda_common.cuh), so a
+    dispatch that picked one of the small-smem kernels here would trap and fail."""
+    if not on_hopper():
+        pytest.skip("the switch concerns the Hopper kernels (compute capability 9.0)")
+    env = dict(os.environ, TF_FLASHATTN_SM90="0", TF_CPP_MIN_LOG_LEVEL="2")
+    tests = ("test_features", "test_padded_head_dims_with_features", "test_padding_masks_with_causal_on_the_index_path")
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__, "-k",
+                           f"({' or '.join(tests)}) and not float32"], env=env, capture_output=True, text=True,
+                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))), timeout=900)
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
+    n_features = 3 * len(FEATURES)
+    assert f"{n_features + 45 + 27} passed" in proc.stdout, proc.stdout[-3000:]
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)

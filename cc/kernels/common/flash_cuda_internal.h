@@ -16,7 +16,8 @@ namespace flashattn {
 namespace cuda {
 
 // Returns cudaSuccess when the current device is sm_80 or newer (cached per device); big_smem
-// (optional) tells whether an SM has >= 210 KiB of shared memory (sm_80, sm_90).
+// (optional) tells whether an SM has >= 210 KiB of shared memory: true on compute 9.0 (228 KiB), false on
+// compute 8.x (at most 164 KiB), so it follows the SASS target a device runs (SmemClass in flash_cuda_common.cuh).
 cudaError_t check_device(bool* big_smem = nullptr);
 
 // Makes `kernel`'s dynamic shared-memory limit at least `bytes` on the current device. The limit

@@ -73,10 +73,11 @@ struct BwdCfg {
   }
 };
 
-// DROP: the index-masked kernel (GEN false) with dropout.
+// DROP: the index-masked kernel (GEN false) with dropout. SC: the devices that run it (SmemClass).
 template <typename T, int HD, int BKb, int BQb, int NW, int QST, bool GEN, int AWM, int BWM, int CWM,
-          bool DROP = false>
+          bool DROP = false, SmemClass SC = SmemClass::kAny>
 __global__ void __launch_bounds__(NW * 32) flash_bwd_kernel(const BwdArgs args) {
+  FA_KERNEL_FOR(SC)
   using Cfg = BwdCfg<HD, BKb, BQb, NW, QST, AWM, BWM, CWM>;
   using KTile = typename Cfg::KTile;
   using QTile = typename Cfg::QTile;
@@ -478,9 +479,10 @@ __global__ void bwd_dq_frag_convert_kernel(const FlashBwdParams p, const float* 
 
 // ONLY: -1 instantiates the general and the index-masked kernel and picks at run time; 0 / 1
 // instantiates only that one (the caller has checked).
-// DROP (with ONLY == 0): the index-masked kernel with dropout.
+// DROP (with ONLY == 0): the index-masked kernel with dropout. SC: the devices the caller launches it on
+// (SmemClass; kAny: every one).
 template <typename T, int HD, int BKb, int BQb, int NW, int QST, int ONLY = -1, int AWM = 0, int BWM = 0, int CWM = 0,
-          bool DROP = false>
+          bool DROP = false, SmemClass SC = SmemClass::kAny>
 cudaError_t launch_bwd(const BwdArgs& args, cudaStream_t stream, DqFragLayout* layout) {
   static_assert(!DROP || ONLY == 0, "DROP: the index-masked kernel");
   using Cfg = BwdCfg<HD, BKb, BQb, NW, QST, AWM, BWM, CWM>;
@@ -488,8 +490,8 @@ cudaError_t launch_bwd(const BwdArgs& args, cudaStream_t stream, DqFragLayout* l
   *layout = DqFragLayout{BQb, Cfg::kThreads, Cfg::C_WM, Cfg::CM, Cfg::CN, Cfg::CC};
   const FlashBwdParams& p = args.p;
   const bool gen = ONLY == -1 ? needs_general(p.mask, p.score, p.dropout, p.dbias, true) : ONLY == 1;
-  auto kernel = gen ? flash_bwd_kernel<T, HD, BKb, BQb, NW, QST, ONLY != 0, AWM, BWM, CWM, DROP>
-                    : flash_bwd_kernel<T, HD, BKb, BQb, NW, QST, ONLY == 1, AWM, BWM, CWM, DROP>;
+  auto kernel = gen ? flash_bwd_kernel<T, HD, BKb, BQb, NW, QST, ONLY != 0, AWM, BWM, CWM, DROP, SC>
+                    : flash_bwd_kernel<T, HD, BKb, BQb, NW, QST, ONLY == 1, AWM, BWM, CWM, DROP, SC>;
   const size_t smem = Cfg::template smem<T>();
   cudaError_t err =
       set_dynamic_smem(kernel, static_cast<int>(smem));
@@ -523,6 +525,10 @@ cudaError_t bwd_tc(const BwdArgs& args, int hd, bool big_smem, cudaStream_t stre
   // elements, common/flash_dropout.cuh); other per-element features take the general kernels.
   const bool idx = !needs_general(p.mask, p.score, DropoutParams{}, p.dbias, true) && big_smem;
   const bool drop = p.dropout.rate > 0.f;
+  // Past the idx cases: the general kernel (any device; with big_smem always, since idx was false), or
+  // the index-masked kernel of the small tiles (without big_smem only).
+  const bool gen = needs_general(p.mask, p.score, p.dropout, p.dbias, true);
+  constexpr SmemClass kBig = SmemClass::kBig, kSmall = SmemClass::kSmall;
 #ifdef FA_TUNING
   const int tune = idx && !drop ? tuning_cfg("FA_BWD_CFG") : 0;
 #endif
@@ -530,22 +536,25 @@ cudaError_t bwd_tc(const BwdArgs& args, int hd, bool big_smem, cudaStream_t stre
     case 64:
       FA_TUNE(2, launch_bwd<T, 64, 128, 64, 8, 2, 0>(args, stream, layout));
       FA_TUNE(12, launch_bwd<T, 64, 128, 128, 8, 2, 0, 4, 4, 2>(args, stream, layout));
-      if (idx && drop) return launch_bwd<T, 64, 128, 128, 8, 2, 0, 4, 4, 4, true>(args, stream, layout);
-      if (idx) return launch_bwd<T, 64, 128, 128, 8, 2, 0, 4, 4, 4>(args, stream, layout);  // 178 KiB
-      return launch_bwd<T, 64, 128, 64, 8, 2>(args, stream, layout);  // 91 KiB
+      if (idx && drop) return launch_bwd<T, 64, 128, 128, 8, 2, 0, 4, 4, 4, true, kBig>(args, stream, layout);
+      if (idx) return launch_bwd<T, 64, 128, 128, 8, 2, 0, 4, 4, 4, false, kBig>(args, stream, layout);  // 178 KiB
+      if (gen) return launch_bwd<T, 64, 128, 64, 8, 2, 1>(args, stream, layout);  // 91 KiB
+      return launch_bwd<T, 64, 128, 64, 8, 2, 0, 0, 0, 0, false, kSmall>(args, stream, layout);
     case 128:
       FA_TUNE(2, launch_bwd<T, 128, 128, 64, 8, 2, 0>(args, stream, layout));
       FA_TUNE(10, launch_bwd<T, 128, 128, 64, 8, 2, 0, 4, 4, 4>(args, stream, layout));
       FA_TUNE(11, launch_bwd<T, 128, 128, 64, 8, 2, 0, 2, 4, 2>(args, stream, layout));
-      if (idx && drop) return launch_bwd<T, 128, 128, 64, 8, 2, 0, 4, 4, 2, true>(args, stream, layout);
-      if (idx) return launch_bwd<T, 128, 128, 64, 8, 2, 0, 4, 4, 2>(args, stream, layout);  // 173 KiB
-      return launch_bwd<T, 128, 64, 64, 4, 1>(args, stream, layout);
+      if (idx && drop) return launch_bwd<T, 128, 128, 64, 8, 2, 0, 4, 4, 2, true, kBig>(args, stream, layout);
+      if (idx) return launch_bwd<T, 128, 128, 64, 8, 2, 0, 4, 4, 2, false, kBig>(args, stream, layout);  // 173 KiB
+      if (gen) return launch_bwd<T, 128, 64, 64, 4, 1, 1>(args, stream, layout);
+      return launch_bwd<T, 128, 64, 64, 4, 1, 0, 0, 0, 0, false, kSmall>(args, stream, layout);
     case 256:
       FA_TUNE(8, launch_bwd<T, 256, 64, 64, 8, 1, 0>(args, stream, layout));
       FA_TUNE(13, launch_bwd<T, 256, 64, 64, 8, 1, 0, 2, 2, 2>(args, stream, layout));  // 150 KiB
-      if (idx && drop) return launch_bwd<T, 256, 64, 64, 8, 2, 0, 2, 2, 2, true>(args, stream, layout);
-      if (idx) return launch_bwd<T, 256, 64, 64, 8, 2, 0, 2, 2, 2>(args, stream, layout);  // 217 KiB
-      return launch_bwd<T, 256, 32, 32, 4, 1>(args, stream, layout);
+      if (idx && drop) return launch_bwd<T, 256, 64, 64, 8, 2, 0, 2, 2, 2, true, kBig>(args, stream, layout);
+      if (idx) return launch_bwd<T, 256, 64, 64, 8, 2, 0, 2, 2, 2, false, kBig>(args, stream, layout);  // 217 KiB
+      if (gen) return launch_bwd<T, 256, 32, 32, 4, 1, 1>(args, stream, layout);
+      return launch_bwd<T, 256, 32, 32, 4, 1, 0, 0, 0, 0, false, kSmall>(args, stream, layout);
     default: return cudaErrorInvalidValue;
   }
 }

@@ -63,8 +63,10 @@ struct Tf32BwdCfg {
 
 // q [B, Tq, H, D], k [B, Tk, Hkv, D], v [B, Tk, Hkv, Dv], dO [B, Tq, H, Dv] float32
 // -> dk [B, Tk, Hkv, D], dv [B, Tk, Hkv, Dv], dq_acc [B, H, Tq, HD] (+=), dbias [B, H, Tq, Tk].
-template <int HD, int BKb, int BQb, int NW, int QST, int NSPLIT, bool GEN>
+// SC: the devices that run it (SmemClass).
+template <int HD, int BKb, int BQb, int NW, int QST, int NSPLIT, bool GEN, SmemClass SC = SmemClass::kAny>
 __global__ void __launch_bounds__(NW * 32) flash_bwd_tf32_kernel(const Tf32BwdArgs args) {
+  FA_KERNEL_FOR(SC)
   using Cfg = Tf32BwdCfg<HD, BKb, BQb, NW, QST, NSPLIT>;
   using KTile = typename Cfg::KTile;
   using QTile = typename Cfg::QTile;
@@ -468,14 +470,15 @@ __global__ void bwd_dq_convert_tf32_kernel(const FlashBwdParams p, const float* 
 }
 
 // ONLY: -1 instantiates the general and the index-masked kernel and picks at run time; 0 / 1
-// instantiates only that one (the caller has checked).
-template <int HD, int BKb, int BQb, int NW, int QST, int NSPLIT, int ONLY = -1>
+// instantiates only that one (the caller has checked). SC: the devices the caller launches it on
+// (SmemClass; kAny: every one).
+template <int HD, int BKb, int BQb, int NW, int QST, int NSPLIT, int ONLY = -1, SmemClass SC = SmemClass::kAny>
 static cudaError_t launch_bwd_tf32(const Tf32BwdArgs& args, cudaStream_t stream) {
   using Cfg = Tf32BwdCfg<HD, BKb, BQb, NW, QST, NSPLIT>;
   const FlashBwdParams& p = args.p;
   const bool gen = ONLY == -1 ? needs_general(p.mask, p.score, p.dropout, p.dbias, true) : ONLY == 1;
-  auto kernel = gen ? flash_bwd_tf32_kernel<HD, BKb, BQb, NW, QST, NSPLIT, ONLY != 0>
-                    : flash_bwd_tf32_kernel<HD, BKb, BQb, NW, QST, NSPLIT, ONLY == 1>;
+  auto kernel = gen ? flash_bwd_tf32_kernel<HD, BKb, BQb, NW, QST, NSPLIT, ONLY != 0, SC>
+                    : flash_bwd_tf32_kernel<HD, BKb, BQb, NW, QST, NSPLIT, ONLY == 1, SC>;
   cudaError_t err = set_dynamic_smem(kernel, static_cast<int>(Cfg::kSmem));
   if (err != cudaSuccess) return err;
   const AttnShape& s = p.shape;
@@ -598,22 +601,23 @@ cudaError_t bwd_tf32(const FlashBwdParams& p, const float* dsum, float* dq_acc, 
 #ifdef FA_TUNING
     if (!launch_tuned_tf32(hd, gen, big_smem, args, stream, err))
 #endif
+    constexpr SmemClass kBig = SmemClass::kBig, kSmall = SmemClass::kSmall;
     switch (hd) {
       case 64:
         if (big_smem)
-          err = gen ? launch_bwd_tf32<64, 128, 16, 4, 2, 1, 1>(args, stream)
-                    : launch_bwd_tf32<64, 128, 32, 4, 1, 1, 0>(args, stream);
+          err = gen ? launch_bwd_tf32<64, 128, 16, 4, 2, 1, 1, kBig>(args, stream)
+                    : launch_bwd_tf32<64, 128, 32, 4, 1, 1, 0, kBig>(args, stream);
         else
-          err = launch_bwd_tf32<64, 64, 64, 4, 1, 1>(args, stream);
+          err = launch_bwd_tf32<64, 64, 64, 4, 1, 1, -1, kSmall>(args, stream);
         break;
       case 128:
         if (big_smem)
-          err = gen ? launch_bwd_tf32<128, 64, 32, 4, 1, 1, 1>(args, stream)
-                    : launch_bwd_tf32<128, 128, 32, 8, 2, 1, 0>(args, stream);
+          err = gen ? launch_bwd_tf32<128, 64, 32, 4, 1, 1, 1, kBig>(args, stream)
+                    : launch_bwd_tf32<128, 128, 32, 8, 2, 1, 0, kBig>(args, stream);
         else
-          err = launch_bwd_tf32<128, 32, 32, 2, 1, 1>(args, stream);
+          err = launch_bwd_tf32<128, 32, 32, 2, 1, 1, -1, kSmall>(args, stream);
         break;
-      case 256: err = launch_bwd_tf32<256, 64, 32, 4, 1, 2>(args, stream); break;
+      case 256: err = launch_bwd_tf32<256, 64, 32, 4, 1, 2, -1, kBig>(args, stream); break;  // big_smem (above)
       default: return cudaErrorInvalidValue;
     }
     if (err != cudaSuccess) return err;

@@ -36,9 +36,11 @@ struct FwdCfg {
   static constexpr size_t kSmem = (QTile::kElems + 2 * STAGES * KTile::kElems) * sizeof(T);
 };
 
-// DROP: the index-masked kernel (GEN false) with dropout.
-template <typename T, int HD, int MT, int BK, int NW, int STAGES, bool GEN, bool DROP = false>
+// DROP: the index-masked kernel (GEN false) with dropout. SC: the devices that run it (SmemClass).
+template <typename T, int HD, int MT, int BK, int NW, int STAGES, bool GEN, bool DROP = false,
+          SmemClass SC = SmemClass::kAny>
 __global__ void __launch_bounds__(NW * 32) flash_fwd_kernel(const FwdArgs args) {
+  FA_KERNEL_FOR(SC)
   using Cfg = FwdCfg<T, HD, MT, BK, NW, STAGES>;
   constexpr int NT = NW * 32;
   using QTile = typename Cfg::QTile;
@@ -187,10 +189,11 @@ __global__ void __launch_bounds__(NW * 32) flash_fwd_kernel(const FwdArgs args) 
                                              sQ + QTile::off(wr0, 0));
 }
 
-template <typename T, int HD, int MT, int BK, int NW, int STAGES, bool GEN, bool DROP = false>
+template <typename T, int HD, int MT, int BK, int NW, int STAGES, bool GEN, bool DROP = false,
+          SmemClass SC = SmemClass::kAny>
 cudaError_t launch_fwd(const FlashFwdParams& p, bool vec, cudaStream_t stream) {
   using Cfg = FwdCfg<T, HD, MT, BK, NW, STAGES>;
-  auto kernel = flash_fwd_kernel<T, HD, MT, BK, NW, STAGES, GEN, DROP>;
+  auto kernel = flash_fwd_kernel<T, HD, MT, BK, NW, STAGES, GEN, DROP, SC>;
   cudaError_t err = set_dynamic_smem(kernel, static_cast<int>(Cfg::kSmem));
   if (err != cudaSuccess) return err;
   const int64_t nqb = (p.shape.Tq + Cfg::BQ - 1) / Cfg::BQ;
@@ -248,10 +251,10 @@ cudaError_t fwd_tc(const FlashFwdParams& p, bool vec, bool big_smem, cudaStream_
       FA_TUNE(9, launch_fwd<T, 256, 1, 32, 4, 2, false>(p, vec, stream));
       if (gen) return launch_fwd<T, 256, 1, 32, 4, 1, true>(p, vec, stream);
       if (drop)
-        return big_smem ? launch_fwd<T, 256, 1, 64, 4, 1, false, true>(p, vec, stream)
-                        : launch_fwd<T, 256, 1, 32, 4, 1, false, true>(p, vec, stream);
-      return big_smem ? launch_fwd<T, 256, 1, 64, 4, 1, false>(p, vec, stream)
-                      : launch_fwd<T, 256, 1, 32, 4, 1, false>(p, vec, stream);
+        return big_smem ? launch_fwd<T, 256, 1, 64, 4, 1, false, true, SmemClass::kBig>(p, vec, stream)
+                        : launch_fwd<T, 256, 1, 32, 4, 1, false, true, SmemClass::kSmall>(p, vec, stream);
+      return big_smem ? launch_fwd<T, 256, 1, 64, 4, 1, false, false, SmemClass::kBig>(p, vec, stream)
+                      : launch_fwd<T, 256, 1, 32, 4, 1, false, false, SmemClass::kSmall>(p, vec, stream);
     default: return cudaErrorInvalidValue;
   }
 }

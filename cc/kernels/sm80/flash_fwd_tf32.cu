@@ -37,8 +37,10 @@ struct Tf32FwdCfg {
 };
 
 // q [B, Tq, H, D], k [B, Tk, Hkv, D], v [B, Tk, Hkv, Dv] float32 -> o [B, Tq, H, Dv], lse [B, H, Tq].
-template <int HD, int MT, int BK, int NW, bool GEN>
+// SC: the devices that run it (SmemClass).
+template <int HD, int MT, int BK, int NW, bool GEN, SmemClass SC = SmemClass::kAny>
 __global__ void __launch_bounds__(NW * 32) flash_fwd_tf32_kernel(const Tf32FwdArgs args) {
+  FA_KERNEL_FOR(SC)
   using Cfg = Tf32FwdCfg<HD, MT, BK, NW>;
   using QTile = typename Cfg::QTile;
   using KTile = typename Cfg::KTile;
@@ -156,10 +158,10 @@ __global__ void __launch_bounds__(NW * 32) flash_fwd_tf32_kernel(const Tf32FwdAr
   fwd_epilogue<float>(o, mrow, lrow, p, b, h, i0 + wr0, args.vec, g, tq);
 }
 
-template <int HD, int MT, int BK, int NW, bool GEN>
+template <int HD, int MT, int BK, int NW, bool GEN, SmemClass SC = SmemClass::kAny>
 static cudaError_t launch_fwd_tf32(const Tf32FwdArgs& args, cudaStream_t stream) {
   using Cfg = Tf32FwdCfg<HD, MT, BK, NW>;
-  auto kernel = flash_fwd_tf32_kernel<HD, MT, BK, NW, GEN>;
+  auto kernel = flash_fwd_tf32_kernel<HD, MT, BK, NW, GEN, SC>;
   cudaError_t err = set_dynamic_smem(kernel, static_cast<int>(Cfg::kSmem));
   if (err != cudaSuccess) return err;
   const AttnShape& s = args.p.shape;
@@ -171,9 +173,10 @@ static cudaError_t launch_fwd_tf32(const Tf32FwdArgs& args, cudaStream_t stream)
 }
 
 // The same tiles for both kernels: the general one (GEN) when gen, else the index-masked one.
-template <int HD, int MT, int BK, int NW>
+template <int HD, int MT, int BK, int NW, SmemClass SC = SmemClass::kAny>
 static cudaError_t launch_fwd_tf32_either(bool gen, const Tf32FwdArgs& args, cudaStream_t stream) {
-  return gen ? launch_fwd_tf32<HD, MT, BK, NW, true>(args, stream) : launch_fwd_tf32<HD, MT, BK, NW, false>(args, stream);
+  return gen ? launch_fwd_tf32<HD, MT, BK, NW, true, SC>(args, stream)
+             : launch_fwd_tf32<HD, MT, BK, NW, false, SC>(args, stream);
 }
 
 static bool aligned16_tf32(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0; }
@@ -215,8 +218,8 @@ cudaError_t fwd_tf32(const FlashFwdParams& p, bool big_smem, cudaStream_t stream
       return gen ? launch_fwd_tf32<128, 1, 32, 8, true>(args, stream)
                  : launch_fwd_tf32<128, 2, 32, 4, false>(args, stream);
     case 256:
-      return big_smem ? launch_fwd_tf32_either<256, 1, 32, 8>(gen, args, stream)
-                      : launch_fwd_tf32_either<256, 1, 16, 4>(gen, args, stream);
+      return big_smem ? launch_fwd_tf32_either<256, 1, 32, 8, SmemClass::kBig>(gen, args, stream)
+                      : launch_fwd_tf32_either<256, 1, 16, 4, SmemClass::kSmall>(gen, args, stream);
     default: return cudaErrorInvalidValue;
   }
 }
