@@ -310,8 +310,10 @@ def test_features(name, dtype):
     rng = np.random.default_rng(len(name))
     q, k, v = rand(rng, B, TQ, H, 64), rand(rng, B, TK, 2, 64), rand(rng, B, TK, 2, 64)
     kw, allowed = _feature(name, rng)
-    # On an H100 / H200 float16 / bfloat16 run the Hopper forward and backward with every one of these masks.
-    hopper = ("sm90_fwd", "sm90_bwd") if dtype in (tf.float16, tf.bfloat16) else ()
+    # On an H100 / H200 float16 / bfloat16 run the Hopper forward and backward with every one of these masks, and
+    # TF32 the Hopper TF32 forward and head-dim-64 backward.
+    hopper = (("sm90_fwd", "sm90_bwd") if dtype in (tf.float16, tf.bfloat16) else
+              tf32_hopper(64, 64) if dtype == TF32 else ())
     with expect_launches(*hopper):
         out = compare(q, k, v, dtype, allowed=allowed, kw=kw)
     dead = ~np.any(allowed, axis=-1).transpose(0, 2, 1)  # [B, Tq, H]
@@ -482,23 +484,25 @@ def test_tf32_dense_backward_switch_off():
 
 
 def test_sm80_kernels_on_hopper():
-    """With TF_FLASHATTN_SM90=0 an H100 / H200 runs sm80's kernels for every call: the masks, dropout, bias and
-    soft-cap cases of test_features, test_padded_head_dims_with_features and
-    test_padding_masks_with_causal_on_the_index_path, in a process of their own (the switch is read once), at head
-    dims 64, 128 and 256 in float16, bfloat16 and TF32, against the float64 reference; test_features' expect_launches
-    checks that no Hopper kernel ran. These are sm80's kernels for GPUs with >= 210 KiB of shared memory per SM
-    (big_smem): the sm_90 SASS has no other bodies (SmemClass, cc/kernels/common/flash_cuda_common.cuh), so a
-    dispatch that picked one of the small-smem kernels here would trap and fail."""
+    """With TF_FLASHATTN_SM90=0 an H100 / H200 runs sm80's kernels for every call. In a process of their own (the
+    switch is read once), in float16, bfloat16 and TF32 against the float64 reference: test_features (the masks,
+    head dim 64; its expect_launches now checks that no Hopper kernel ran), test_dropout_matches_reference_and_cpu
+    (dropout, head dim 64), test_padded_head_dims_with_features (masks, dropout, bias and soft-cap at head dims
+    padded to 128 and 256) and test_padding_masks_with_causal_on_the_index_path (the index-masked kernels at 64,
+    128, 256). These are sm80's kernels for GPUs with >= 210 KiB of shared memory per SM (big_smem): the sm_90 SASS
+    has no other bodies (SmemClass, cc/kernels/common/flash_cuda_common.cuh), so a dispatch that picked one of the
+    small-smem kernels here would trap and fail. (The other side, kernels marked for big_smem alone that a compute
+    8.x GPU would trap on, needs such a GPU.)"""
     if not on_hopper():
         pytest.skip("the switch concerns the Hopper kernels (compute capability 9.0)")
     env = dict(os.environ, TF_FLASHATTN_SM90="0", TF_CPP_MIN_LOG_LEVEL="2")
-    tests = ("test_features", "test_padded_head_dims_with_features", "test_padding_masks_with_causal_on_the_index_path")
+    tests = {"test_features": 3 * len(FEATURES), "test_dropout_matches_reference_and_cpu": 3,
+             "test_padded_head_dims_with_features": 45, "test_padding_masks_with_causal_on_the_index_path": 27}
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__, "-k",
                            f"({' or '.join(tests)}) and not float32"], env=env, capture_output=True, text=True,
                           cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))), timeout=900)
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
-    n_features = 3 * len(FEATURES)
-    assert f"{n_features + 45 + 27} passed" in proc.stdout, proc.stdout[-3000:]
+    assert f"{sum(tests.values())} passed" in proc.stdout, proc.stdout[-3000:]
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)

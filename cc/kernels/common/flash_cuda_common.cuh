@@ -30,6 +30,8 @@ __device__ __forceinline__ float neg_inf() { return -__int_as_float(0x7f800000);
 // target's SASS as a __trap() alone: sm80's fwd / bwd / TF32 sources compile in 343 s instead of 456 s
 // (both targets, on the 2-core machine; build_ops.py's 10-minute bar), and every kernel kept is the same
 // code as before. Other targets (TF_FLASHATTN_CUDA_ARCHS): sm_86 / sm_89 as sm_80; newer ones compile every body.
+// This holds because the library carries SASS only (build_ops.py: code=sm_XX, no PTX): PTX JIT-compiled
+// on a newer device would keep the traps of the target it was generated for.
 enum class SmemClass { kAny, kBig, kSmall };
 
 template <SmemClass SC>
@@ -44,8 +46,9 @@ __host__ __device__ constexpr bool kernel_body_built() {
 }
 
 // A kernel's first statement: where the target being compiled never runs a kernel of class SC, its body
-// is a trap (a dispatch error then fails the launch instead of leaving the outputs unwritten), and the
-// rest is unreachable, which the device compiler drops at once (sm80/flash_bwd.cu at sm_80: 78 -> 40 s).
+// is a trap, and the rest is unreachable, which the device compiler drops at once (sm80/flash_bwd.cu at
+// sm_80: 78 -> 40 s). A dispatch error would then not leave outputs silently unwritten: the trap ends the
+// kernel with an error that the next synchronizing CUDA call reports, and the context stays unusable.
 #define FA_KERNEL_FOR(SC)                                          \
   if constexpr (!::flashattn::cuda::kernel_body_built<SC>()) {     \
     __trap();                                                      \

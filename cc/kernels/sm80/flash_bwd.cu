@@ -477,21 +477,18 @@ __global__ void bwd_dq_frag_convert_kernel(const FlashBwdParams p, const float* 
   }
 }
 
-// ONLY: -1 instantiates the general and the index-masked kernel and picks at run time; 0 / 1
-// instantiates only that one (the caller has checked).
+// ONLY: 1 the general kernel, 0 the index-masked one (the caller has checked which applies).
 // DROP (with ONLY == 0): the index-masked kernel with dropout. SC: the devices the caller launches it on
 // (SmemClass; kAny: every one).
-template <typename T, int HD, int BKb, int BQb, int NW, int QST, int ONLY = -1, int AWM = 0, int BWM = 0, int CWM = 0,
+template <typename T, int HD, int BKb, int BQb, int NW, int QST, int ONLY, int AWM = 0, int BWM = 0, int CWM = 0,
           bool DROP = false, SmemClass SC = SmemClass::kAny>
 cudaError_t launch_bwd(const BwdArgs& args, cudaStream_t stream, DqFragLayout* layout) {
+  static_assert(ONLY == 0 || ONLY == 1, "ONLY: the general (1) or the index-masked (0) kernel");
   static_assert(!DROP || ONLY == 0, "DROP: the index-masked kernel");
   using Cfg = BwdCfg<HD, BKb, BQb, NW, QST, AWM, BWM, CWM>;
   static_assert(kDqRowPad % BQb == 0, "dQacc row padding");
   *layout = DqFragLayout{BQb, Cfg::kThreads, Cfg::C_WM, Cfg::CM, Cfg::CN, Cfg::CC};
-  const FlashBwdParams& p = args.p;
-  const bool gen = ONLY == -1 ? needs_general(p.mask, p.score, p.dropout, p.dbias, true) : ONLY == 1;
-  auto kernel = gen ? flash_bwd_kernel<T, HD, BKb, BQb, NW, QST, ONLY != 0, AWM, BWM, CWM, DROP, SC>
-                    : flash_bwd_kernel<T, HD, BKb, BQb, NW, QST, ONLY == 1, AWM, BWM, CWM, DROP, SC>;
+  auto kernel = flash_bwd_kernel<T, HD, BKb, BQb, NW, QST, ONLY == 1, AWM, BWM, CWM, DROP, SC>;
   const size_t smem = Cfg::template smem<T>();
   cudaError_t err =
       set_dynamic_smem(kernel, static_cast<int>(smem));

@@ -598,10 +598,10 @@ cudaError_t bwd_tf32(const FlashBwdParams& p, const float* dsum, float* dq_acc, 
   }
   if (s.Tk > 0) {
     const bool gen = needs_general(p.mask, p.score, p.dropout, args.p.dbias, true);
+    constexpr SmemClass kBig = SmemClass::kBig, kSmall = SmemClass::kSmall;
 #ifdef FA_TUNING
     if (!launch_tuned_tf32(hd, gen, big_smem, args, stream, err))
 #endif
-    constexpr SmemClass kBig = SmemClass::kBig, kSmall = SmemClass::kSmall;
     switch (hd) {
       case 64:
         if (big_smem)
