@@ -469,18 +469,24 @@ def test_tf32_dense_mask_bias(d, dv, softcap):
     assert np.count_nonzero(dbias[seen]) > 0.9 * seen.sum()
 
 
+def pytest_with_switch_off(switch, args, passed, timeout):
+    """Runs pytest on `args` in a process of its own with the environment switch `switch` at 0 (the switches are read
+    once per process); every selected test must pass, `passed` of them."""
+    env = dict(os.environ, **{switch: "0", "TF_CPP_MIN_LOG_LEVEL": "2"})
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args], env=env,
+                          capture_output=True, text=True, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                          timeout=timeout)
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
+    assert f"{passed} passed" in proc.stdout, proc.stdout[-3000:]
+
+
 def test_tf32_dense_backward_switch_off():
     """test_tf32_dense_mask_bias in a process with TF_FLASHATTN_SM90_TF32_BWD_DENSE=0 (read once per process): on an
     H100 / H200 every case must run sm80's TF32 backward instead of the Hopper TF32 backwards (expect_launches) and
     match the float64 reference."""
     if not on_hopper():
         pytest.skip("the switch concerns the Hopper TF32 backwards (compute capability 9.0)")
-    env = dict(os.environ, **{DENSE_SWITCH: "0", "TF_CPP_MIN_LOG_LEVEL": "2"})
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           f"{__file__}::test_tf32_dense_mask_bias"], env=env, capture_output=True, text=True,
-                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))), timeout=600)
-    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
-    assert "5 passed" in proc.stdout, proc.stdout[-3000:]
+    pytest_with_switch_off(DENSE_SWITCH, [f"{__file__}::test_tf32_dense_mask_bias"], passed=5, timeout=600)
 
 
 def test_sm80_kernels_on_hopper():
@@ -495,14 +501,10 @@ def test_sm80_kernels_on_hopper():
     8.x GPU would trap on, needs such a GPU.)"""
     if not on_hopper():
         pytest.skip("the switch concerns the Hopper kernels (compute capability 9.0)")
-    env = dict(os.environ, TF_FLASHATTN_SM90="0", TF_CPP_MIN_LOG_LEVEL="2")
     tests = {"test_features": 3 * len(FEATURES), "test_dropout_matches_reference_and_cpu": 3,
              "test_padded_head_dims_with_features": 45, "test_padding_masks_with_causal_on_the_index_path": 27}
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__, "-k",
-                           f"({' or '.join(tests)}) and not float32"], env=env, capture_output=True, text=True,
-                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))), timeout=900)
-    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
-    assert f"{sum(tests.values())} passed" in proc.stdout, proc.stdout[-3000:]
+    pytest_with_switch_off("TF_FLASHATTN_SM90", [__file__, "-k", f"({' or '.join(tests)}) and not float32"],
+                           passed=sum(tests.values()), timeout=900)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
