@@ -52,6 +52,33 @@ def test_kernels_include_no_tensorflow_header():
         assert not re.search(r'#include\s*[<"](tensorflow|tsl|xla|third_party)/', text), path
 
 
+def test_link_uses_gold_where_installed_and_falls_back(monkeypatch):
+    """build_ops links with gold where ld.gold is on the PATH (about 2 s against 11 s for bfd on the 2-core machine),
+    and links again with the default linker if gold fails; without gold, the default linker alone."""
+    ran = []
+
+    def fake_run(cmd):
+        ran.append(cmd)
+        if "-fuse-ld=gold" in cmd and fail_gold:
+            raise RuntimeError("command failed: gold")
+        return 1.0
+
+    monkeypatch.setattr(build_ops, "_run", fake_run)
+    cmd = ["g++", "-shared", "-o", "lib.so", "a.o"]
+    gold_cmd = ["g++", "-shared", "-fuse-ld=gold", "-o", "lib.so", "a.o"]
+    for gold, fail_gold, expected in [("/usr/bin/ld.gold", False, [gold_cmd]),
+                                      ("/usr/bin/ld.gold", True, [gold_cmd, cmd]),
+                                      (None, False, [cmd])]:
+        ran.clear()
+        monkeypatch.setattr(build_ops.shutil, "which", lambda name, gold=gold: gold if name == "ld.gold" else None)
+        assert build_ops._link(cmd) == 1.0
+        assert ran == expected
+    # Without gold, a failing link is the error.
+    monkeypatch.setattr(build_ops, "_run", lambda c: (_ for _ in ()).throw(RuntimeError("bfd fails too")))
+    with pytest.raises(RuntimeError, match="bfd fails too"):
+        build_ops._link(cmd)
+
+
 def test_built_library_has_the_backends_this_machine_can_build():
     """CUDA must be in the library wherever nvcc is found (CI compiles every CUDA source)."""
     import tf_flashattn
