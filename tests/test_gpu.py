@@ -472,7 +472,13 @@ def test_tf32_dense_mask_bias(d, dv, softcap):
 def pytest_with_switch_off(switch, args, passed, timeout):
     """Runs pytest on `args` in a process of its own with the environment switch `switch` at 0 (the switches are read
     once per process); every selected test must pass, `passed` of them."""
-    env = dict(os.environ, **{switch: "0", "TF_CPP_MIN_LOG_LEVEL": "2"})
+    pytest_with_env({switch: "0"}, args, passed, timeout)
+
+
+def pytest_with_env(settings, args, passed, timeout):
+    """pytest on `args` in a process of its own with the environment variables `settings` set; every selected test
+    must pass, `passed` of them."""
+    env = dict(os.environ, **settings, TF_CPP_MIN_LOG_LEVEL="2")
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args], env=env,
                           capture_output=True, text=True, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                           timeout=timeout)
@@ -505,6 +511,41 @@ def test_sm80_kernels_on_hopper():
              "test_padded_head_dims_with_features": 45, "test_padding_masks_with_causal_on_the_index_path": 27}
     pytest_with_switch_off("TF_FLASHATTN_SM90", [__file__, "-k", f"({' or '.join(tests)}) and not float32"],
                            passed=sum(tests.values()), timeout=900)
+
+
+# Calls of each Hopper forward kernel (flash_fwd_sm90.cu: the plain kernel, which causal alone runs, the
+# index-masked one, the dense mask / bias one; flash_fwd_sm90_tf32.cu likewise) at head dims 64 and 128.
+FORWARD_KERNELS = {"d64_causal": (64, dict(is_causal=True)), "d64_lengths": (64, dict(key_lengths=[333, 290])),
+                   "d64_dense": (64, "dense"), "d128": (128, {}), "d128_causal": (128, dict(is_causal=True)),
+                   "d128_window": (128, dict(sliding_window=(40, 9))), "d128_dense": (128, "dense")}
+
+
+@pytest.mark.parametrize("dtype", [tf.float16, tf.bfloat16, TF32], ids=dtype_id)
+@pytest.mark.parametrize("kernel", list(FORWARD_KERNELS))
+def test_hopper_forward_kernels_run(kernel, dtype):
+    """Each Hopper forward kernel, on an H100 / H200 (expect_launches), against the float64 reference."""
+    rng = np.random.default_rng(len(kernel))
+    d, spec = FORWARD_KERNELS[kernel]
+    q, k, v = rand(rng, B, TQ, H, d), rand(rng, B, TK, 2, d), rand(rng, B, TK, 2, d)
+    kw = dict(mask=rng.random((B, 1, TQ, TK)) > 0.3) if spec == "dense" else dict(spec)
+    window = kw.get("sliding_window") or (-1, -1)
+    allowed = allowed_mask(B, H, TQ, TK, mask=kw.get("mask"), is_causal=kw.get("is_causal", False),
+                           window=window, key_lengths=kw.get("key_lengths"))
+    with expect_launches("sm90_tf32_fwd" if dtype == TF32 else "sm90_fwd"):
+        compare(q, k, v, dtype, allowed=allowed, kw=kw)
+
+
+def test_schedule_requests_a_release_build_lacks():
+    """The op library has, per Hopper forward kernel, its default schedules alone (flash_fwd_sm90.cu's
+    schedule_built_for, flash_fwd_sm90_tf32.cu's tf32_variant_built); asked for one that a kernel lacks, a call must
+    run that kernel's default, not fall back to sm80. test_hopper_forward_kernels_run and test_features in a process
+    with TF_FLASHATTN_SM90_FWD_VARIANT=7 (the persistent schedule, built for the plain D = 128 kernel alone) and
+    TF_FLASHATTN_SM90_TF32_VARIANT=2 (in tuning builds only), float16, bfloat16 and TF32."""
+    if not on_hopper():
+        pytest.skip("the schedules concern the Hopper forwards (compute capability 9.0)")
+    tests = {"test_hopper_forward_kernels_run": 3 * len(FORWARD_KERNELS), "test_features": 3 * len(FEATURES)}
+    pytest_with_env({"TF_FLASHATTN_SM90_FWD_VARIANT": "7", "TF_FLASHATTN_SM90_TF32_VARIANT": "2"},
+                    [__file__, "-k", f"({' or '.join(tests)}) and not float32"], passed=sum(tests.values()), timeout=900)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)

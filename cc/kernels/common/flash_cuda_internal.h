@@ -196,7 +196,9 @@ int64_t fwd_launches();
 // any of 0 .. fwd_variants() - 1, 0 included; head dim d's default when unset, empty, not a number
 // or out of range) unless set_fwd_variant(v) overrides it (v < 0: back to the environment; false,
 // nothing changed, when v >= fwd_variants() or v is not fwd_variant_built: schedules 1, 2, 3, 4, 6 and 9 are
-// compiled in FA_TUNING builds only, and the environment's value is then ignored as an out-of-range one is);
+// compiled in FA_TUNING builds only, and the environment's value is then ignored as an out-of-range one is;
+// a release build has each kernel's defaults and schedule 0 alone, 7 and 10 for the plain D = 128 kernel, 8 for
+// the plain D = 64 one, and a call whose kernel lacks the schedule asked for runs its default);
 // fwd_variant() is fwd_variant_for(128). D = 256 always
 // takes variant 0; dropout at D = 64 / 128 takes variant 0 when fwd_variant_for(d) is 0, else
 // flash_fwd_sm90.cu's kDropVariant (0: schedule 0 either way). Variants 8 and 9 (3 consumer warpgroups) exist for the plain
@@ -283,7 +285,9 @@ cudaError_t bwd_tf32_d128(const FlashBwdParams& p, cudaStream_t stream);
 // pre-pass threshold). tf32_default_variant(shape, dense): 0 for a call with a dense mask or bias (dense) at
 // head dim 128, else 3 when each K / V tile has at least 8 readers (ceil(Tq / 128) H / Hkv >= 8), else 1.
 // tf32_variant_for(shape, dense): what a launch runs: the variant set explicitly (the override or the
-// environment), else tf32_default_variant (fwd_tf32 runs 1 instead of 3 when params.workspace is null).
+// environment) where this build has it for the call's kernel (a release build: 1 and 3, and 0 for a dense mask or
+// bias at head dim 128; FA_TUNING builds all), else tf32_default_variant (fwd_tf32 runs 1 instead of 3 when
+// params.workspace is null).
 // last_tf32_variant(): the variant of the last launch (-1 before any).
 int tf32_variants();
 int tf32_variant();

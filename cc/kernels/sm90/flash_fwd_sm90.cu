@@ -285,64 +285,42 @@ static_assert(kSched[kDynamicVariant].dynamic && kSched[kDynamicVariant].persist
 static_assert(kSched[kPersistentVariant].persistent && !kSched[kPersistentFallback].persistent &&
                   kSched[kPersistentVariant].stages == kSched[kPersistentFallback].stages,
               "variant 7 is variant 5 on a persistent grid");
-// The plain / index-masked kernels' schedules a release build compiles (launch_plain): the defaults (5, 7, 8,
-// 10) and schedule 0, the reference of the bitwise checks. The others (1, 2, 3, 4, 6, 9) exist for kernel work
-// only: FA_TUNING builds compile them all (NVCC_EXTRA=-DFA_TUNING for the harness; gpu_run.sh sm90 with
-// SM90_TUNING=1). They took over a third of this file's compile time, the build's longest (2026-12-05: the
-// full build over 10 minutes on the 2-core CI machine). Asking a release build for one is refused
-// (set_fwd_variant) or ignored as an out-of-range value is (TF_FLASHATTN_SM90_FWD_VARIANT).
-constexpr bool schedule_built(int v) {
+// The schedules a release build compiles for the plain / index-masked kernel of head dim D (launch_plain): the
+// ones fwd_schedule picks when none is asked for, with their fallbacks (8 and 5 at D = 64 without index masks; 7,
+// 10 and 5 at D = 128 without; 5 with them), and schedule 0, the reference of the bitwise checks and the
+// tma_store schedules' fallback (launch). The dense mask / bias kernel has kDenseVariant alone (launch_dense).
+// The others exist for kernel work only: FA_TUNING builds compile every schedule for every kernel
+// (NVCC_EXTRA=-DFA_TUNING for the harness; gpu_run.sh sm90 with SM90_TUNING=1). Schedules 1, 2, 3, 4, 6 and 9
+// took over a third of this file's compile time, the build's longest (2026-12-05: the full build over 10 minutes
+// on the 2-core CI machine); 7 and 10 at D = 64 or with index masks, and the dense kernel's schedule 0 at D = 64
+// and 128, 16 more kernels, which only a request could reach. A release build runs a kernel's default for a
+// request of a schedule that kernel lacks (TF_FLASHATTN_SM90_FWD_VARIANT; fwd_schedule); set_fwd_variant refuses,
+// and TF_FLASHATTN_SM90_FWD_VARIANT ignores, one that no kernel has.
+constexpr bool schedule_built_for(int v, int D, bool IDX) {
 #ifdef FA_TUNING
+  (void)D, (void)IDX;
   return v >= 0 && v < kNumVariants;
 #else
-  return v == 0 || v == kDefaultVariant || v == kPersistentVariant || v == kDefaultVariantD64 || v == kDynamicVariant;
+  if (v == 0 || v == kDefaultVariant) return true;
+  if (IDX) return false;
+  return D == 64 ? v == kDefaultVariantD64 : v == kPersistentVariant || v == kDynamicVariant;
 #endif
 }
-static_assert(schedule_built(kPersistentFallback) && schedule_built(kDropVariant),
-              "the fallbacks and the dropout schedule are release-built");
-// Schedules 8 and 9 (8 the default of the plain D = 64 kernel; TF_FLASHATTN_SM90_FWD_VARIANT or the
-// harness's set_sm90_fwd_variant picks another): FlashAttention-3's head-dim-64 tile. At D = 64 the softmax of a
-// 64 x 128 S tile costs what it costs at D = 128 for half the tensor-core work (Nsight Compute on the
-// H200: tensor pipe active 43 % of cycles at D = 64, 68 % at D = 128), so a third consumer warpgroup
-// gives the tensor cores a third warpgroup's products to run under each softmax:
-//   CTA = 4 warpgroups (512 threads): the producer (setmaxnreg.dec to kProducerRegs = 24) and 3
-//   consumers (setmaxnreg.inc to kConsumerRegs3 = 160), query tile kBrOf<V> = 192 rows (64 per
-//   consumer), key tiles of 128 as before. Registers: __launch_bounds__(512, 1) caps the launch at
-//   65536 / 512 = 128 per thread, the CTA's pool 512 x 128 = 65536 >= 128 x 24 + 384 x 160 = 64512
-//   (setmaxnreg: multiples of 8 in [24, 256]; 168 would need 67584). A consumer's peak in schedule 5's
-//   overlap is S_{n+1} (64 floats) + P_n (32 words) + O (32 floats) + row state (ptxas -v: 0 spills).
-//   Shared memory: Q 192 x 64 x 2 B = 24 KiB + 3 stages x (K + V) 2 x 16 KiB = 120 KiB (+ barriers,
-//   1 KiB alignment slack).
-//   Schedule 8 is schedule 5 (3 stages, overlap, TMA store of O) with the ping-pong made a ring:
-//   consumer c waits on named barrier 1 + c (256 threads: its own 128 and its predecessor's 128) and
-//   arrives on barrier 1 + (c + 1) % 3 after issuing, the last consumer opening the first turn and
-//   skipping its last arrival (each barrier: N + 1 phases, at most one arrival ahead of its waiter),
-//   so the issue order is 0, 1, 2, 0, 1, 2, ... (FlashAttention-3 orders its 3 warpgroups the same
-//   way). Schedule 9 is 8 without the turns (schedule 2's free issue, 3 stages, TMA store), to tell
-//   whether the ordering helps at 3 warpgroups. The TMA store's per-warpgroup barriers move from
-//   3 + c to 1 + consumers + c (4, 5, 6) so that they do not meet the ring's 1 .. 3.
-//   Masks: the query tile's key tiles are QueryTileKeys<192, 128>'s (the plain kernel: from key 0 to
-//   the last row's key_end, any causal offset), ke_cta is the first of the 192 rows', each row masks
-//   with its own key_end: the causal code is the 128-row tile's with the tile size changed. A row may
-//   visit key tiles past its key_end that its 128-row tile did not (or fewer than it did, all of
-//   them past its key_end): for such a tile every S of the row is -inf, so m is unchanged, alpha =
-//   ex2(0) = 1, P = 0, l and O unchanged exactly (a row that sees no key at all keeps m = -inf, l =
-//   0, O = 0 in both). Each row's arithmetic is the 128-row tile's in the same order (the same key
-//   tiles, the same quad of threads by column): O and lse are expected to equal schedule 0's bit
-//   for bit, as the other schedules'.
-//   Only the plain kernel (no index masks, dropout, soft-cap, dense mask or bias) at D = 64, bf16 and
-//   fp16: anything else asking for 8 or 9 runs kWideFallback (5); so does Tq > 2^31 - 192
-//   (fwd_applies' bound is for 128-row tiles). On the H200 (2026-12-01, gpu_run.sh sm90, vbench, bf16,
-//   H = 32, B*T = 16384): schedule 8 437 / 376 / 478 / 449 TFLOP/s at T = 4096 / 4096 causal / 16384 /
-//   16384 causal against schedule 5's 386 / 356 / 412 / 400 and 9's 414 / 351 / 453 / 424 (cuDNN 453 /
-//   414 / 453 / 440); numerics, 88 / 88 cases bitwise equal to schedule 0, memcheck clean: the default
-//   (kDefaultVariantD64).
+// Some plain / index-masked kernel has schedule v.
+constexpr bool schedule_built(int v) { return schedule_built_for(v, 64, false) || schedule_built_for(v, 128, false); }
+// The dense kernel's schedule 0 at D = 64 and 128 (the D = 256 one always runs 0).
+#ifdef FA_TUNING
+constexpr bool kDenseZeroBuilt = true;
+#else
+constexpr bool kDenseZeroBuilt = kDenseVariant == 0;
+#endif
 constexpr int kConsumerRegs3 = 160;
 static_assert(128 * kProducerRegs + 128 * 3 * kConsumerRegs3 <= 512 * (65536 / 512),
               "register file: the pool of a 512-thread launch at 128 registers per thread");
 static_assert(kConsumerRegs3 % 8 == 0 && kProducerRegs % 8 == 0, "setmaxnreg takes multiples of 8");
 constexpr int kWideFallback = 5;
-static_assert(schedule_built(kWideFallback), "the 3-consumer schedules' fallback is release-built");
+static_assert(schedule_built_for(kWideFallback, 64, false) && schedule_built_for(kWideFallback, 64, true),
+              "the 3-consumer schedules' fallback is release-built");
 // Per schedule: consumer warpgroups, query rows per CTA, threads per CTA, consumer registers.
 template <int V>
 constexpr int kConsumersOf = kSched[V].consumers;
@@ -1298,23 +1276,25 @@ template <typename T, int D, bool IDX>
 cudaError_t launch_plain(const FlashFwdParams& p, cudaStream_t stream, int v) {
   static_assert(kNumVariants == 11, "one case per schedule");
   static_assert(D == 64 || D == 128, "D = 256 runs schedule 0 only");
-  // (asked_fwd_variant and set_fwd_variant let only schedule_built ones through: the `break`s are not reached;
-  // were one reached, nothing is queued and cudaErrorNotSupported sends the call to sm80.)
+  // (fwd_schedule passes only schedules built for this kernel: the `break`s are not reached; were one reached,
+  // nothing is queued and cudaErrorNotSupported sends the call to sm80.)
   switch (v) {
-    case 1: if constexpr (schedule_built(1)) return launch<T, D, IDX, false, 1>(p, stream); break;
-    case 2: if constexpr (schedule_built(2)) return launch<T, D, IDX, false, 2>(p, stream); break;
-    case 3: if constexpr (schedule_built(3)) return launch<T, D, IDX, false, 3>(p, stream); break;
-    case 4: if constexpr (schedule_built(4)) return launch<T, D, IDX, false, 4>(p, stream); break;
+    case 1: if constexpr (schedule_built_for(1, D, IDX)) return launch<T, D, IDX, false, 1>(p, stream); break;
+    case 2: if constexpr (schedule_built_for(2, D, IDX)) return launch<T, D, IDX, false, 2>(p, stream); break;
+    case 3: if constexpr (schedule_built_for(3, D, IDX)) return launch<T, D, IDX, false, 3>(p, stream); break;
+    case 4: if constexpr (schedule_built_for(4, D, IDX)) return launch<T, D, IDX, false, 4>(p, stream); break;
     case 5: return launch<T, D, IDX, false, 5>(p, stream);
-    case 6: if constexpr (schedule_built(6)) return launch<T, D, IDX, false, 6>(p, stream); break;
-    case 7: return launch<T, D, IDX, false, 7>(p, stream);
-    case kDynamicVariant: return launch<T, D, IDX, false, kDynamicVariant>(p, stream);
+    case 6: if constexpr (schedule_built_for(6, D, IDX)) return launch<T, D, IDX, false, 6>(p, stream); break;
+    case 7: if constexpr (schedule_built_for(7, D, IDX)) return launch<T, D, IDX, false, 7>(p, stream); break;
+    case kDynamicVariant:
+      if constexpr (schedule_built_for(kDynamicVariant, D, IDX)) return launch<T, D, IDX, false, kDynamicVariant>(p, stream);
+      break;
     case 8:
     case 9:
       if constexpr (D == 64 && !IDX) {
         if (p.shape.Tq <= (1ll << 31) - kBrOf<8>) {
           if (v == 8) return launch<T, D, IDX, false, 8>(p, stream);
-          if constexpr (schedule_built(9)) return launch<T, D, IDX, false, 9>(p, stream);
+          if constexpr (schedule_built_for(9, D, IDX)) return launch<T, D, IDX, false, 9>(p, stream);
           break;
         }
       }
@@ -1371,21 +1351,22 @@ int fwd_variant_for(int d) {
 }
 
 // The schedule a 16-bit call at D = 64 or 128 runs (launch_sched; the dense kernel has its own): the one
-// asked for, else at D = 128 for the plain kernel (no index masks, soft-cap, dropout, dense mask or bias:
-// fwd()'s dispatch) the persistent schedule, kPersistentVariant without a causal mask (its tile order then
-// follows the heads, see tile_order()) and kDynamicVariant with one (its tiles from a counter; schedule 5
-// when the caller passed no workspace: fwd_workspace_bytes), otherwise fwd_variant_for(D)'s (5; 8 at
-// D = 64). The persistent grid's static tile order would leave causal tiles unbalanced (H200, 2026-12-02:
-// schedule 7 0.74x-0.91x schedule 5 at T = 16384 causal), and the index masks' tiles may differ in length
-// too.
+// asked for where this build has it for the call's kernel (schedule_built_for: the plain kernel, or the
+// index-masked one that soft-cap and the index masks run), else at D = 128 for the plain kernel (no index
+// masks, soft-cap, dropout, dense mask or bias: fwd()'s dispatch) the persistent schedule, kPersistentVariant
+// without a causal mask (its tile order then follows the heads, see tile_order()) and kDynamicVariant with
+// one (its tiles from a counter; schedule 5 when the caller passed no workspace: fwd_workspace_bytes),
+// otherwise the head dim's default (5; 8 at D = 64). The persistent grid's static tile order would leave causal
+// tiles unbalanced (H200, 2026-12-02: schedule 7 0.74x-0.91x schedule 5 at T = 16384 causal), and the index
+// masks' tiles may differ in length too.
 static int fwd_schedule(const FlashFwdParams& p) {
-  const int asked = asked_fwd_variant();
-  if (asked >= 0) return asked;
   const bool plain = !needs_idx(p.mask) && p.score.softcap == 0.f && !(p.dropout.rate > 0.f) && !p.mask.mask &&
                      !p.score.bias;
   const int hd = padded_head_dim(p.shape);
+  const int asked = asked_fwd_variant();
+  if (asked >= 0 && schedule_built_for(asked, hd, !plain)) return asked;
   if (hd == 128 && plain) return p.mask.causal ? kDynamicVariant : kPersistentVariant;
-  return fwd_variant_for(hd);
+  return hd == 64 ? kDefaultVariantD64 : kDefaultVariant;
 }
 
 // Schedule 10's tile counter, for the calls that run it (fwd_schedule). XLA asks at compile time, without
@@ -1447,13 +1428,18 @@ cudaError_t fwd_typed(const FlashFwdParams& p, cudaStream_t stream) {
   return hd == 128 ? launch_sched<T, 128, IDX, DROP>(p, stream) : launch_sched<T, 64, IDX, DROP>(p, stream);
 }
 
-// A dense mask or bias (DENSE, the index-masked kernel without dropout): schedule 0 when asked
-// for (the reference of the checks), kDenseVariant otherwise; D = 256 schedule 0.
+// A dense mask or bias (DENSE, the index-masked kernel without dropout): kDenseVariant; schedule 0 when asked
+// for in FA_TUNING builds (the reference of the checks; kDenseZeroBuilt); D = 256 schedule 0.
 template <typename T, int D>
 cudaError_t launch_dense(const FlashFwdParams& p, cudaStream_t stream) {
-  if constexpr (D == 256) return launch<T, D, true, false, 0, true>(p, stream);
-  else return fwd_variant_for(D) == 0 ? launch<T, D, true, false, 0, true>(p, stream)
-                                      : launch<T, D, true, false, kDenseVariant, true>(p, stream);
+  if constexpr (D == 256) {
+    return launch<T, D, true, false, 0, true>(p, stream);
+  } else {
+    if constexpr (kDenseZeroBuilt) {
+      if (fwd_variant_for(D) == 0) return launch<T, D, true, false, 0, true>(p, stream);
+    }
+    return launch<T, D, true, false, kDenseVariant, true>(p, stream);
+  }
 }
 template <typename T>
 cudaError_t fwd_dense_typed(const FlashFwdParams& p, cudaStream_t stream) {

@@ -207,6 +207,20 @@ static_assert(kTf32Sched[kTf32PrepassVariant].prepass, "variant 3 is the pre-pas
 // as further readers (each CTA of the group reads the same rounded K / V^T), a model.
 constexpr int kTf32DefaultVariant = 1;
 constexpr int64_t kPrepassMinReaders = 8;
+// The variants a release build compiles for the kernels of head dim D (dense: the dense mask / bias ones): the ones
+// the dispatch picks when none is asked for, 1 and 3, and 0 for the dense kernels at D = 128 (tf32_default_variant).
+// Variant 2 and the other variant-0 kernels exist for kernel work only: FA_TUNING builds compile every variant
+// (NVCC_EXTRA=-DFA_TUNING for the harness). They were 26 of this file's 56 attention kernels (2026-12-05: the full
+// build at 10 minutes on the 2-core CI machine). A release build runs the default for a variant asked for that the
+// call's kernel lacks (tf32_variant_for).
+constexpr bool tf32_variant_built(int v, int D, bool dense) {
+#ifdef FA_TUNING
+  (void)D, (void)dense;
+  return v >= 0 && v < kTf32Variants;
+#else
+  return v == kTf32DefaultVariant || v == kTf32PrepassVariant || (v == 0 && D == 128 && dense);
+#endif
+}
 
 template <int D>
 struct Tf32Smem {
@@ -793,12 +807,16 @@ cudaError_t launch_tf32_variant(const FlashFwdParams& p, cudaStream_t stream, in
   // nothing is queued and sm80's TF32 kernel takes the call.
   const AttnShape& s = p.shape;
   if (padded_head_dim(s) != D || (!IDX && runs_padded(s))) return cudaErrorNotSupported;
+  // (tf32_variant_for passes only variants built for this kernel: the `break`s are not reached; were one reached,
+  // nothing is queued and sm80's TF32 kernel takes the call.)
+  constexpr bool kDense = (FEAT & kTf32Dense) != 0;
   switch (v) {
     case 1: return launch_tf32<D, 1, IDX, FEAT>(p, stream);
-    case 2: return launch_tf32<D, 2, IDX, FEAT>(p, stream);
+    case 2: if constexpr (tf32_variant_built(2, D, kDense)) return launch_tf32<D, 2, IDX, FEAT>(p, stream); break;
     case 3: return launch_tf32_prepass<D, IDX, FEAT>(p, stream);
-    default: return launch_tf32<D, 0, IDX, FEAT>(p, stream);
+    default: if constexpr (tf32_variant_built(0, D, kDense)) return launch_tf32<D, 0, IDX, FEAT>(p, stream); break;
   }
+  return cudaErrorNotSupported;
 }
 
 }  // namespace
@@ -852,7 +870,7 @@ int tf32_default_variant(const AttnShape& s, bool dense) {
 
 int tf32_variant_for(const AttnShape& s, bool dense) {
   const int e = tf32_explicit_variant();
-  return e >= 0 ? e : tf32_default_variant(s, dense);
+  return e >= 0 && tf32_variant_built(e, padded_head_dim(s), dense) ? e : tf32_default_variant(s, dense);
 }
 
 bool set_tf32_variant(int v) {
