@@ -1060,8 +1060,7 @@ def phase_variants(h, log, cases, dtypes, skip_fallbacks=False):
     if not variants:
         print("VARIANTS none: harness without sm90 schedules", file=log, flush=True)
         return rows
-    info = h.m.sm90_info()
-    release = len(info.get("fwd_variants_built", [])) < info.get("fwd_variants", 1)
+    release = release_build(h)
     h.m.set_sm90(1)
     for c in cases:
         for dt in dtypes:

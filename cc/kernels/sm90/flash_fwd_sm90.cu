@@ -314,6 +314,46 @@ constexpr bool kDenseZeroBuilt = true;
 #else
 constexpr bool kDenseZeroBuilt = kDenseVariant == 0;
 #endif
+static_assert(schedule_built_for(kPersistentFallback, 128, false) && schedule_built_for(0, 64, true) &&
+                  schedule_built_for(0, 128, true) && kDropVariant == 0,
+              "the fallbacks are release-built, and the dropout kernel's schedule is 0 (launch_sched)");
+// Schedules 8 and 9 (8 the default of the plain D = 64 kernel; TF_FLASHATTN_SM90_FWD_VARIANT or the
+// harness's set_sm90_fwd_variant picks another): FlashAttention-3's head-dim-64 tile. At D = 64 the softmax of a
+// 64 x 128 S tile costs what it costs at D = 128 for half the tensor-core work (Nsight Compute on the
+// H200: tensor pipe active 43 % of cycles at D = 64, 68 % at D = 128), so a third consumer warpgroup
+// gives the tensor cores a third warpgroup's products to run under each softmax:
+//   CTA = 4 warpgroups (512 threads): the producer (setmaxnreg.dec to kProducerRegs = 24) and 3
+//   consumers (setmaxnreg.inc to kConsumerRegs3 = 160), query tile kBrOf<V> = 192 rows (64 per
+//   consumer), key tiles of 128 as before. Registers: __launch_bounds__(512, 1) caps the launch at
+//   65536 / 512 = 128 per thread, the CTA's pool 512 x 128 = 65536 >= 128 x 24 + 384 x 160 = 64512
+//   (setmaxnreg: multiples of 8 in [24, 256]; 168 would need 67584). A consumer's peak in schedule 5's
+//   overlap is S_{n+1} (64 floats) + P_n (32 words) + O (32 floats) + row state (ptxas -v: 0 spills).
+//   Shared memory: Q 192 x 64 x 2 B = 24 KiB + 3 stages x (K + V) 2 x 16 KiB = 120 KiB (+ barriers,
+//   1 KiB alignment slack).
+//   Schedule 8 is schedule 5 (3 stages, overlap, TMA store of O) with the ping-pong made a ring:
+//   consumer c waits on named barrier 1 + c (256 threads: its own 128 and its predecessor's 128) and
+//   arrives on barrier 1 + (c + 1) % 3 after issuing, the last consumer opening the first turn and
+//   skipping its last arrival (each barrier: N + 1 phases, at most one arrival ahead of its waiter),
+//   so the issue order is 0, 1, 2, 0, 1, 2, ... (FlashAttention-3 orders its 3 warpgroups the same
+//   way). Schedule 9 is 8 without the turns (schedule 2's free issue, 3 stages, TMA store), to tell
+//   whether the ordering helps at 3 warpgroups. The TMA store's per-warpgroup barriers move from
+//   3 + c to 1 + consumers + c (4, 5, 6) so that they do not meet the ring's 1 .. 3.
+//   Masks: the query tile's key tiles are QueryTileKeys<192, 128>'s (the plain kernel: from key 0 to
+//   the last row's key_end, any causal offset), ke_cta is the first of the 192 rows', each row masks
+//   with its own key_end: the causal code is the 128-row tile's with the tile size changed. A row may
+//   visit key tiles past its key_end that its 128-row tile did not (or fewer than it did, all of
+//   them past its key_end): for such a tile every S of the row is -inf, so m is unchanged, alpha =
+//   ex2(0) = 1, P = 0, l and O unchanged exactly (a row that sees no key at all keeps m = -inf, l =
+//   0, O = 0 in both). Each row's arithmetic is the 128-row tile's in the same order (the same key
+//   tiles, the same quad of threads by column): O and lse are expected to equal schedule 0's bit
+//   for bit, as the other schedules'.
+//   Only the plain kernel (no index masks, dropout, soft-cap, dense mask or bias) at D = 64, bf16 and
+//   fp16: anything else asking for 8 or 9 runs kWideFallback (5); so does Tq > 2^31 - 192
+//   (fwd_applies' bound is for 128-row tiles). On the H200 (2026-12-01, gpu_run.sh sm90, vbench, bf16,
+//   H = 32, B*T = 16384): schedule 8 437 / 376 / 478 / 449 TFLOP/s at T = 4096 / 4096 causal / 16384 /
+//   16384 causal against schedule 5's 386 / 356 / 412 / 400 and 9's 414 / 351 / 453 / 424 (cuDNN 453 /
+//   414 / 453 / 440); numerics, 88 / 88 cases bitwise equal to schedule 0, memcheck clean: the default
+//   (kDefaultVariantD64).
 constexpr int kConsumerRegs3 = 160;
 static_assert(128 * kProducerRegs + 128 * 3 * kConsumerRegs3 <= 512 * (65536 / 512),
               "register file: the pool of a 512-thread launch at 128 registers per thread");
