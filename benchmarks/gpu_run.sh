@@ -155,7 +155,8 @@ fi
 if [[ ,$what, == *,sm90,* ]]; then (
   d=$OUT/sm90; mkdir -p $d
   hb=${SM90_OUTDIR:-/tmp/hb_sm90}
-  # SM90_TUNING=1: a tuning build (FA_TUNING), with the schedules a release build leaves out (1, 2, 3, 4, 6, 9).
+  # SM90_TUNING=1: a tuning build (FA_TUNING), with the schedules a release build leaves out (1, 2, 3, 4, 6, 9; 7 and
+  # 10 but for the plain D = 128 kernel; the dense kernel's 0 at D 64 / 128; TF32 variant 2, and 0 but for dense D 128).
   NVCC_EXTRA=$([[ ${SM90_TUNING:-0} == 1 ]] && echo -DFA_TUNING) OUTDIR=$hb ARCHS=90 bash benchmarks/build_harness.sh \
     > $d/build.log 2>&1; echo "build rc=$?" | tee -a $d/build.log
   tail -1 $d/build.log

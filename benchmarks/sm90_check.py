@@ -908,10 +908,13 @@ def phase_tf32_bench(h, log):
                 r = dict(B=B, T=T, H=H, D=D, causal=causal, dtype="float32 (tf32)")
                 h.m.set_sm90_tf32(-1)
                 r["sm90_path_taken"] = True
-                for v in tf32_variant_list(h):
+                # The variants this build has for the case (a release harness: 1 and 3); sm90_fwd_ms is the first's.
+                built = [v for v in tf32_variant_list(h) if tf32_variant_built(c, v, release_build(h))]
+                r["sm90_fwd_variant"] = built[0]
+                for v in built:
                     h.m.set_sm90_tf32_variant(v)
                     n0 = tf32_launches(h)
-                    key = "sm90_fwd_ms" if v == 0 else f"sm90v{v}_fwd_ms"
+                    key = "sm90_fwd_ms" if v == built[0] else f"sm90v{v}_fwd_ms"
                     r[key] = tt.do_bench(lambda: h.fwd(c, t), warmup=25, rep=100, return_mode="median")
                     r["sm90_path_taken"] &= tf32_launches(h) > n0 and h.m.sm90_info()["last_tf32_variant"] == v
                 h.m.set_sm90_tf32_variant(-1)
@@ -937,8 +940,9 @@ def phase_tf32_bench(h, log):
                 print("TF32BENCH " + json.dumps(r), file=log, flush=True)
                 # (no `del` of the loop's tensors here: its lambdas name them; the next iteration rebinds them)
     print("\nTFLOP/s forward, float32 with TF32 (torch: SDPA in float32 with matmul.allow_tf32 = True; "
-          "efficient = the mem-efficient (cutlass) backend, math = the unfused one, T <= 4096)", file=log)
-    print("  D    T      causal sm90v0 sm90v1 sm90v2 sm90v3 sm80   torch_eff torch_math best/sm80", file=log)
+          "efficient = the mem-efficient (cutlass) backend, math = the unfused one, T <= 4096; first = variant 0, "
+          "or in a release harness the first variant it has, sm90_fwd_variant)", file=log)
+    print("  D    T      causal first  sm90v1 sm90v2 sm90v3 sm80   torch_eff torch_math best/sm80", file=log)
     for r in rows:
         f = lambda k: r.get(k, "-")
         best = max(r.get(k, 0) for k in ("sm90_fwd_tflops", "sm90v1_fwd_tflops", "sm90v2_fwd_tflops",

@@ -197,8 +197,9 @@ int64_t fwd_launches();
 // or out of range) unless set_fwd_variant(v) overrides it (v < 0: back to the environment; false,
 // nothing changed, when v >= fwd_variants() or v is not fwd_variant_built: schedules 1, 2, 3, 4, 6 and 9 are
 // compiled in FA_TUNING builds only, and the environment's value is then ignored as an out-of-range one is;
-// a release build has each kernel's defaults and schedule 0 alone, 7 and 10 for the plain D = 128 kernel, 8 for
-// the plain D = 64 one, and a call whose kernel lacks the schedule asked for runs its default);
+// a release build has schedule 0 and the defaults alone, 5, 7 and 10 for the plain D = 128 kernel, 8 for the plain
+// D = 64 one, and the dense kernel's schedule 1 alone at D = 64 and 128; a call whose kernel lacks the schedule asked
+// for runs its default, but 8 runs 5 outside the plain D = 64 kernel, as in every build);
 // fwd_variant() is fwd_variant_for(128). D = 256 always
 // takes variant 0; dropout at D = 64 / 128 takes variant 0 when fwd_variant_for(d) is 0, else
 // flash_fwd_sm90.cu's kDropVariant (0: schedule 0 either way). Variants 8 and 9 (3 consumer warpgroups) exist for the plain

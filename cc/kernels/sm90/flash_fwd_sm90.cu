@@ -177,7 +177,7 @@ constexpr int kProducerRegs = 24;
 constexpr int kConsumerRegs = 240;
 static_assert(128 * kProducerRegs + 128 * kConsumers * kConsumerRegs <= 65536, "register file");
 
-// Schedules of the consumer warpgroups, chosen at run time by fwd_variant_for(D) for the plain
+// Schedules of the consumer warpgroups, chosen at run time by fwd_schedule for the plain
 // (no-dropout) kernel at D = 64 and 128 (defaults kDefaultVariantD64, 8, and kDefaultVariant, 5);
 // the dropout kernel at D = 64 and 128 runs kDropVariant unless variant 0 is asked for; every other
 // instantiation (D = 256) is variant 0, the first
@@ -245,7 +245,8 @@ constexpr int kDropVariant = 0;
 // warps could not draw fast enough: on the H100 the forward with dropout 0.1 took 2.5x-3.8x the time without
 // (schedule 0 here: 1.5x-1.8x). The draws stay with the consumers' eight warps.
 // The dense mask / bias kernel's schedule at D = 64 and 128 (DENSE, a separate instantiation so that
-// the index-masked kernel's registers are not spent on it; schedule 0 when the variant asked for is 0).
+// the index-masked kernel's registers are not spent on it; in FA_TUNING builds schedule 0 when the variant asked
+// for is 0).
 // Schedule 1, 0 spills; 5 spilled (see "Dense mask and bias" above) and ran 0.85x-0.9x as fast with a
 // bias (H200, 2026-12-02); FA_SM90_FWD_DENSE_VARIANT builds another for such comparisons.
 #ifndef FA_SM90_FWD_DENSE_VARIANT
@@ -1404,7 +1405,9 @@ static int fwd_schedule(const FlashFwdParams& p) {
                      !p.score.bias;
   const int hd = padded_head_dim(p.shape);
   const int asked = asked_fwd_variant();
-  if (asked >= 0 && schedule_built_for(asked, hd, !plain)) return asked;
+  // 8 and 9 pass whatever the kernel: launch_plain runs kWideFallback (5) for them outside the plain D = 64 kernel,
+  // as before release builds left schedules out (9 is asked for only where built: asked_fwd_variant).
+  if (asked >= 0 && (schedule_built_for(asked, hd, !plain) || asked == 8 || asked == 9)) return asked;
   if (hd == 128 && plain) return p.mask.causal ? kDynamicVariant : kPersistentVariant;
   return hd == 64 ? kDefaultVariantD64 : kDefaultVariant;
 }
