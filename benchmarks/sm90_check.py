@@ -895,6 +895,7 @@ def phase_tf32_bench(h, log):
     import torch.nn.functional as F
     from torch.nn.attention import sdpa_kernel, SDPBackend
     rows = []
+    release = release_build(h)
     for D, H in ((128, 16), (64, 32)):
         for T in (1024, 4096, 16384):
             for causal in (False, True):
@@ -909,7 +910,7 @@ def phase_tf32_bench(h, log):
                 h.m.set_sm90_tf32(-1)
                 r["sm90_path_taken"] = True
                 # The variants this build has for the case (a release harness: 1 and 3); sm90_fwd_ms is the first's.
-                built = [v for v in tf32_variant_list(h) if tf32_variant_built(c, v, release_build(h))]
+                built = [v for v in tf32_variant_list(h) if tf32_variant_built(c, v, release)]
                 r["sm90_fwd_variant"] = built[0]
                 for v in built:
                     h.m.set_sm90_tf32_variant(v)

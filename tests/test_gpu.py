@@ -284,8 +284,8 @@ FEATURES = {
 }
 
 
-def _feature(name, rng):
-    spec = FEATURES[name]
+def _feature(spec, rng):
+    """The call's keywords for a FEATURES value (a dict of them, or "padding", "dense", "all") and the allowed mask."""
     kw = dict(spec) if isinstance(spec, dict) else {}
     if spec in ("padding", "all"):
         kw.update(query_mask=rng.random((B, TQ)) > 0.1, key_mask=rng.random((B, TK)) > 0.2)
@@ -309,7 +309,7 @@ def _feature(name, rng):
 def test_features(name, dtype):
     rng = np.random.default_rng(len(name))
     q, k, v = rand(rng, B, TQ, H, 64), rand(rng, B, TK, 2, 64), rand(rng, B, TK, 2, 64)
-    kw, allowed = _feature(name, rng)
+    kw, allowed = _feature(FEATURES[name], rng)
     # On an H100 / H200 float16 / bfloat16 run the Hopper forward and backward with every one of these masks, and
     # TF32 the Hopper TF32 forward and head-dim-64 backward.
     hopper = (("sm90_fwd", "sm90_bwd") if dtype in (tf.float16, tf.bfloat16) else
@@ -469,15 +469,9 @@ def test_tf32_dense_mask_bias(d, dv, softcap):
     assert np.count_nonzero(dbias[seen]) > 0.9 * seen.sum()
 
 
-def pytest_with_switch_off(switch, args, passed, timeout):
-    """Runs pytest on `args` in a process of its own with the environment switch `switch` at 0 (the switches are read
-    once per process); every selected test must pass, `passed` of them."""
-    pytest_with_env({switch: "0"}, args, passed, timeout)
-
-
 def pytest_with_env(settings, args, passed, timeout):
-    """pytest on `args` in a process of its own with the environment variables `settings` set; every selected test
-    must pass, `passed` of them."""
+    """Runs pytest on `args` in a process of its own with the environment variables `settings` set (the library reads
+    its switches once per process); every selected test must pass, `passed` of them."""
     env = dict(os.environ, **settings, TF_CPP_MIN_LOG_LEVEL="2")
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args], env=env,
                           capture_output=True, text=True, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
@@ -492,7 +486,7 @@ def test_tf32_dense_backward_switch_off():
     match the float64 reference."""
     if not on_hopper():
         pytest.skip("the switch concerns the Hopper TF32 backwards (compute capability 9.0)")
-    pytest_with_switch_off(DENSE_SWITCH, [f"{__file__}::test_tf32_dense_mask_bias"], passed=5, timeout=600)
+    pytest_with_env({DENSE_SWITCH: "0"}, [f"{__file__}::test_tf32_dense_mask_bias"], passed=5, timeout=600)
 
 
 def test_sm80_kernels_on_hopper():
@@ -509,12 +503,13 @@ def test_sm80_kernels_on_hopper():
         pytest.skip("the switch concerns the Hopper kernels (compute capability 9.0)")
     tests = {"test_features": 3 * len(FEATURES), "test_dropout_matches_reference_and_cpu": 3,
              "test_padded_head_dims_with_features": 45, "test_padding_masks_with_causal_on_the_index_path": 27}
-    pytest_with_switch_off("TF_FLASHATTN_SM90", [__file__, "-k", f"({' or '.join(tests)}) and not float32"],
-                           passed=sum(tests.values()), timeout=900)
+    pytest_with_env({"TF_FLASHATTN_SM90": "0"}, [__file__, "-k", f"({' or '.join(tests)}) and not float32"],
+                    passed=sum(tests.values()), timeout=900)
 
 
 # Calls of each Hopper forward kernel (flash_fwd_sm90.cu: the plain kernel, which causal alone runs, the
-# index-masked one, the dense mask / bias one; flash_fwd_sm90_tf32.cu likewise) at head dims 64 and 128.
+# index-masked one, the dense mask / bias one; flash_fwd_sm90_tf32.cu likewise) at head dims 64 and 128, as
+# FEATURES values (_feature).
 FORWARD_KERNELS = {"d64_causal": (64, dict(is_causal=True)), "d64_lengths": (64, dict(key_lengths=[333, 290])),
                    "d64_dense": (64, "dense"), "d128": (128, {}), "d128_causal": (128, dict(is_causal=True)),
                    "d128_window": (128, dict(sliding_window=(40, 9))), "d128_dense": (128, "dense")}
@@ -527,10 +522,7 @@ def test_hopper_forward_kernels_run(kernel, dtype):
     rng = np.random.default_rng(len(kernel))
     d, spec = FORWARD_KERNELS[kernel]
     q, k, v = rand(rng, B, TQ, H, d), rand(rng, B, TK, 2, d), rand(rng, B, TK, 2, d)
-    kw = dict(mask=rng.random((B, 1, TQ, TK)) > 0.3) if spec == "dense" else dict(spec)
-    window = kw.get("sliding_window") or (-1, -1)
-    allowed = allowed_mask(B, H, TQ, TK, mask=kw.get("mask"), is_causal=kw.get("is_causal", False),
-                           window=window, key_lengths=kw.get("key_lengths"))
+    kw, allowed = _feature(spec, rng)
     with expect_launches("sm90_tf32_fwd" if dtype == TF32 else "sm90_fwd"):
         compare(q, k, v, dtype, allowed=allowed, kw=kw)
 
