@@ -77,9 +77,11 @@
 #             over the index-masked bf16 kernels (~2.5 min)
 # After TensorFlow was brought over (../shared/device/README.md), carrying .device-tf/env.sh and the
 # op library built here (tf_flashattn/_tf_flashattn_ops*.so + tf_flashattn/_build_info.py):
-#   tests     tests/test_gpu.py, tests/test_xla.py (XLA:GPU) and tests/test_gpu_decode.py, JOBS
-#             workers (default 8) (~2 min); GPU_TESTS_EXTRA adds test files (those that need
-#             keras-hub: carry .whl, see kerashub)
+#   tests     tests/test_gpu.py, tests/test_xla.py (XLA:GPU), tests/test_gpu_decode.py and the Keras-facing
+#             files that need no keras-hub (test_layers.py, test_keras_integration.py, test_kv_cache.py: on
+#             a GPU their float32 checks must run without TF32, conftest's full_float32), JOBS workers
+#             (default 8) (~5 min); GPU_TESTS_EXTRA adds test files (those that need keras-hub, such as
+#             test_kerashub.py: carry .whl, see kerashub)
 #   memory    O(N) memory at T=131072
 #   train     training throughput, both layers under Keras' XLA (more than 140 s per context: give it a
 #             call; TRAIN_ARGS="--contexts 16384" etc. splits it)
@@ -459,9 +461,12 @@ if has tests; then
       && export PYTHONPATH=$PYTHONPATH:/tmp/site
   fi
   TF_FORCE_GPU_ALLOW_GROWTH=true python3 -m pytest -q tests/test_gpu.py tests/test_xla.py tests/test_gpu_decode.py \
-    ${GPU_TESTS_EXTRA:-} -p no:cacheprovider -n ${JOBS:-8} -k "not ($serial)" ${PYTEST_ARGS:-} > $OUT/gpu_tests.log 2>&1
+    -p no:cacheprovider -n ${JOBS:-8} -k "not ($serial)" ${PYTEST_ARGS:-} > $OUT/gpu_tests.log 2>&1
   TF_FORCE_GPU_ALLOW_GROWTH=true python3 -m pytest -q tests/test_gpu.py -p no:cacheprovider \
     -k "$serial" ${PYTEST_ARGS:-} >> $OUT/gpu_tests.log 2>&1
+  # The Keras-facing files whole (-k above would drop test_kv_cache's "..._is_deterministic").
+  TF_FORCE_GPU_ALLOW_GROWTH=true python3 -m pytest -q tests/test_layers.py tests/test_keras_integration.py \
+    tests/test_kv_cache.py ${GPU_TESTS_EXTRA:-} -p no:cacheprovider -n ${JOBS:-8} ${PYTEST_ARGS:-} >> $OUT/gpu_tests.log 2>&1
   grep -E "^(FAILED|ERROR)|^E  " $OUT/gpu_tests.log | head -40; grep -E "passed|failed" $OUT/gpu_tests.log
 fi
 if has oldbuild; then
