@@ -21,6 +21,16 @@ def full_float32():
 
 
 @pytest.fixture
+def on_cpu():
+    """The test's ops on the CPU, also where TensorFlow sees a GPU (there they would land on the GPU
+    kernels, held to their own error bars in test_gpu.py / test_gpu_decode.py, and float32 would run
+    as TF32): for the CPU kernels' test files. No effect on a CPU-only machine."""
+    import tensorflow as tf
+    with tf.device("/CPU:0"):
+        yield
+
+
+@pytest.fixture
 def flash_disabled_after():
     """tf_flashattn.enable_flash_attention() undone after the test, whatever it left."""
     yield

@@ -10,6 +10,9 @@ import tf_flashattn as fa
 from reference import (allowed_mask, dropout_keep_mask, dropout_keep_scale, dropout_threshold16,
                        f32_scale, philox4x32_10, philox_key, rand, reference_attention)
 
+# The CPU kernels, also on a machine with a GPU (conftest.on_cpu).
+pytestmark = pytest.mark.usefixtures("on_cpu")
+
 SIZES = [1, 17, 113, 203, 256, 1000]
 
 
@@ -56,6 +59,15 @@ def check(q, k, v, tol=2e-4, **kw):
     for g, rg in zip(grads, ref_grads):
         assert_close(g, rg, tol * 5)
     return out, grads
+
+
+def test_ops_run_on_the_cpu():
+    """This file tests the CPU kernels, so its ops land on the CPU also where TensorFlow sees a GPU
+    (conftest.on_cpu); without the pin they would run the GPU kernels there, float32 as TF32, against
+    this file's error bars. On a CPU-only machine this holds whatever the pin does."""
+    q = tf.random.normal([1, 8, 1, 16])
+    out = fa.dot_product_attention(q, q, q)
+    assert out.device.endswith("CPU:0"), out.device
 
 
 # ---- sizes, head dims, GQA ---------------------------------------------------------------

@@ -15,6 +15,9 @@ import tensorflow as tf
 import tf_flashattn as fa
 from reference import allowed_mask, dropout_keep_mask, f32_scale, reference_attention
 
+# The CPU kernels, also on a machine with a GPU (conftest.on_cpu; the GPU's decoding: test_gpu_decode.py).
+pytestmark = pytest.mark.usefixtures("on_cpu")
+
 MODES = {"off": ("off", "0"), "auto": ("auto", "0"), "on_1": ("on", "1"), "on_3": ("on", "3"),
          "on_7": ("on", "7")}
 DECODE_MODES = [m for m in MODES if m != "off"]
