@@ -75,7 +75,8 @@
 #   tune      no TensorFlow needed: the harness build, tile-configuration timings at T=16384 (D=64,
 #             128, 256) and T=512 (D=64, 128), numerics of each variant first, and compute-sanitizer
 #             over the index-masked bf16 kernels (~2.5 min)
-# After TensorFlow was brought over (../shared/device/README.md), carrying .device-tf/env.sh and the
+# After TensorFlow was brought over (../shared/device/README.md; benchmarks/device_parts.sh splits its parts to
+# fit a call beside this repository and lists the calls), carrying .device-tf/env.sh and the
 # op library built here (tf_flashattn/_tf_flashattn_ops*.so + tf_flashattn/_build_info.py):
 #   tests     tests/test_gpu.py, tests/test_xla.py (XLA:GPU), tests/test_gpu_decode.py and the Keras-facing
 #             files that need no keras-hub (test_layers.py, test_keras_integration.py, test_kv_cache.py: on
