@@ -2,6 +2,10 @@ import os
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# On a GPU machine the suite's process and the fresh TensorFlow processes some tests start (switches read once per
+# process, determinism, export) share the GPU: without growth the first would take nearly all its memory at its
+# first GPU op and the others could not start. benchmarks/gpu_run.sh has always run the GPU tests so.
+os.environ.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
