@@ -62,7 +62,8 @@
 //     (named barrier: D = 128, both consumers' halves of dS^T are in shared memory; D = 64, this
 //     consumer's own half, the only one its dQ reads: its warpgroup alone)
 //     dQ_c = dS K          D = 128: columns 64c .. 64c+63 over all 128 keys (8 k16 steps);
-//                          D = 64: all 64 columns over the consumer's own 64 keys (4 steps);
+//                          D = 64: all 64 columns over the consumer's own 64 keys (4 steps;
+//                          FA_SM90_BWD_D64_COLS, for kernel work: columns 32c .. 32c+31 over all 128);
 //                          wgmma m64n64k16 SS with A = dS read transposed (MN-major) from the dS^T
 //                          buffer and B = K MN-major
 //     (D = 128 without DET or dropout, kRotate: the next unit's S^T and dP^T are issued here, after
@@ -92,8 +93,8 @@
 //   without DET, after the barriers, 128-byte aligned): 193 KiB (198,784 bytes allocated, IDX
 //   199,296, of the 227 KiB opt-in; DET 165,928 / 166,456). D = 64: 97 KiB (no staging blocks).
 //   One CTA per SM either way (registers).
-//   Named barriers: 0 __syncthreads (setup); 1 both consumers before dQ (D = 128); 5 + c consumer
-//   c before dQ (D = 64); 7 + c consumer c before its bulk reduce-add (D = 128 without DET); 2, 3, 4 the DET
+//   Named barriers: 0 __syncthreads (setup); 1 both consumers before dQ (D = 128, and D = 64 with
+//   FA_SM90_BWD_D64_COLS); 5 + c consumer c before dQ (D = 64); 7 + c consumer c before its bulk reduce-add (D = 128 without DET); 2, 3, 4 the DET
 //   ordered reduction (below). 9..15 unused.
 //   Registers per consumer thread (D = 128): dK, dV 64 + 64, S^T and dP^T 32 + 32 (then P and dS
 //   16 + 16 packed), dQ 32.
@@ -362,6 +363,17 @@ static_assert(kBiasBatch >= 0 && 8 % (kBiasBatch > 0 ? kBiasBatch : 1) == 0, "kB
 #endif
 #ifndef FA_SM90_BWD_KEEP64_IDX
 #define FA_SM90_BWD_KEEP64_IDX 1
+#endif
+// FA_SM90_BWD_D64_COLS (0, or 1 for kernel work; not yet run on a GPU): the plain D = 64 kernels (no IDX, no
+// DET; the launch-order and ORD ones) split dQ between the consumers by columns, as D = 128 does: consumer c takes
+// columns 32c .. 32c+31 over all 128 keys of the tile (8 wgmma m64n32k16, B = K MN-major from byte 64c of its
+// 128-byte rows, both consumers' halves of dS^T: barrier 1), and adds a 64 x 32 block (4 float4 atomics per thread,
+// n8 tiles 4c .. 4c+3 of the accumulator's fragment order, so the conversion kernel is unchanged). Each unit then adds
+// 2 x 8 KiB to dQacc instead of 2 x 16 KiB (each consumer's 64 keys' partial dQ over all 64 columns): the dQ atomics
+// per FLOP halve, to D = 128's level. The price is D = 128's meeting of the two consumers before dQ, once per unit,
+// which the D = 64 kernels left out (barrier 5 + c, header comment). kKeep64 is off with it (dq_prev is 32 floats).
+#ifndef FA_SM90_BWD_D64_COLS
+#define FA_SM90_BWD_D64_COLS 0
 #endif
 
 namespace flashattn {
@@ -855,12 +867,15 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
   if (units.n > 0) mbar_wait(kv_full, 0);
   const uint32_t k_rows = base + L::kK + c * 64 * 128;  // this consumer's 64 keys in each panel
   const uint32_t v_rows = base + L::kV + c * 64 * 128;
-  // dQ split between the consumers: D = 128 by columns (panel c of K, all 128 keys), D = 64 by keys.
-  constexpr bool kSplitCols = D == 128;
+  // dQ split between the consumers: D = 128 by columns (panel c of K, all 128 keys), D = 64 by keys (kCols64, the
+  // plain kernels with FA_SM90_BWD_D64_COLS: by columns too, 32 each, from byte 64c of K's 128-byte rows).
+  constexpr bool kCols64 = FA_SM90_BWD_D64_COLS != 0 && D == 64 && !IDX && !DET;
+  constexpr bool kSplitCols = D == 128 || kCols64;
+  constexpr int kDqN = kCols64 ? 32 : 64;  // dQ columns per consumer (wgmma N)
   constexpr int kDqSteps = kSplitCols ? kBk / 16 : 64 / 16;
   const int dq_key0 = kSplitCols ? 0 : 64 * c;
-  const uint32_t dq_b0 = base + L::kK + (kSplitCols ? c * kBk * 128 : 0) + dq_key0 * 128;
-  const int dq_cg = kSplitCols ? c : 0;
+  const uint32_t dq_b0 = base + L::kK + (D == 128 ? c * kBk * 128 : kCols64 ? c * 64 : 0) + dq_key0 * 128;
+  const int dq_cg = D == 128 ? c : 0;
   // The dQ atomics' address kept live into the next unit: the plain kernel at D = 64 without DET in the
   // launch order (no mask, or causal where the tile order is off). The 8 REDGs of a unit read their address
   // register only as the memory pipe takes them, and ptxas reused that register for the next unit's first
@@ -882,7 +897,7 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
   // address stay live up to the same never-taken store as above, and the dS^T stores' address (IDX: a shared-space
   // address for st.shared; ORD: the generic pointer, which measured faster there) and IDX's barrier id are
   // loop-carried (opaque at the end of each unit), so not recomputed.
-  constexpr bool kKeep64 = FA_SM90_BWD_KEEP64 != 0 && D == 64 && !kDqBulk && !DET &&
+  constexpr bool kKeep64 = FA_SM90_BWD_KEEP64 != 0 && D == 64 && !kDqBulk && !DET && !kCols64 &&
                          ((ORD && !IDX) || (FA_SM90_BWD_KEEP64_IDX != 0 && IDX && !ORD && !DROP && !BIAS));
   float dq_prev[32];  // kKeep64: the previous unit's dQ (unused otherwise)
 #pragma unroll
@@ -1274,13 +1289,18 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
     else
       named_bar_sync(kKeep64 && IDX ? ds_bar : 5 + c, 128);
 
-    // dQ_c = dS K: A = dS [64 queries x keys] read transposed from dS^T, B = K [keys x 64 cols].
-    float dq[32];
+    // dQ_c = dS K: A = dS [64 queries x keys] read transposed from dS^T, B = K [keys x kDqN cols].
+    float dq[kDqN / 2];
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < kDqSteps; ++kk)
-      wgmma_ss_m64n64k16<1, 1>(WgmmaType<T>{}, dq, wgmma_desc(ds_t + (dq_key0 + 16 * kk) * 128, kBk * 128, 1024),
-                               wgmma_desc(dq_b0 + kk * 2048, kBk * 128, 1024), kk > 0);
+    for (int kk = 0; kk < kDqSteps; ++kk) {
+      const uint64_t da = wgmma_desc(ds_t + (dq_key0 + 16 * kk) * 128, kBk * 128, 1024);
+      const uint64_t db = wgmma_desc(dq_b0 + kk * 2048, kBk * 128, 1024);
+      if constexpr (kCols64)
+        wgmma_ss_m64n32k16<1, 1>(WgmmaType<T>{}, dq, da, db, kk > 0);
+      else
+        wgmma_ss_m64n64k16<1, 1>(WgmmaType<T>{}, dq, da, db, kk > 0);
+    }
     wgmma_commit();
     wgmma_wait<0>();  // dQ, and dV / dK before it (complete in order)
     fence_regs(dv);
@@ -1290,7 +1310,8 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
 
     // dQacc block of (b, h, query tile): [64 x D] in fragment order.
     const int64_t blk_row = (static_cast<int64_t>(b) * sh.H + h) * a.tq_pad + i0;
-    float* blk = a.dq_acc + blk_row * D + dq_cg * 64 * 64;
+    // (kCols64: this consumer's n8 tiles 4c .. 4c+3 of the 64 x 64 block, its float4 4c * 128 on.)
+    float* blk = a.dq_acc + blk_row * D + dq_cg * 64 * 64 + (kCols64 ? c * 4 * 128 * 4 : 0);
     if constexpr (kDqBulk) {
       // This consumer's 64 x 64 block is one contiguous 16 KiB of the accumulator (fragment order,
       // 16-byte aligned: dq_acc is, launch() checks, and blocks start at multiples of 16 KiB): the
@@ -1317,7 +1338,7 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
     } else if constexpr (!DET) {
       float4* const dq_addr = reinterpret_cast<float4*>(blk) + tid;  // the REDGs' one address register
 #pragma unroll
-      for (int j = 0; j < 8; ++j)
+      for (int j = 0; j < kDqN / 8; ++j)
         atomicAdd(dq_addr + j * 128, make_float4(dq[4 * j], dq[4 * j + 1], dq[4 * j + 2], dq[4 * j + 3]));
       dq_addr_prev = reinterpret_cast<float*>(dq_addr);  // kKeepDqAddr, kKeep64
       if constexpr (kKeep64) {
