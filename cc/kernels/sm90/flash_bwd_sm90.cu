@@ -2517,6 +2517,9 @@ namespace {
 //   mode 3: as 1 with k from 64 to 127 only (K = 64; the D = 64 split by keys, consumer 1).
 //   mode 4: C [64 x 128] = (A B^T) Bm2 with A B^T [64 x 64] computed as in mode 0, repacked in
 //     registers as the A fragments (P^T), Bm2 = the first 64 rows of Bm (MN-major; dV += P^T dO).
+//   mode 10: C [64 x 32] = At^T Bm[:, 32 .. 63] over all 128 k, B MN-major from byte 64 of panel 0's
+//     128-byte rows, wgmma_ss_m64n32k16<1, 1> (the D = 64 dQ split by columns, FA_SM90_BWD_D64_COLS,
+//     consumer 1: panel 0 of Bm is laid out as the D = 64 K tile [128 keys x 64]).
 __global__ void selftest_bwd_kernel(const __nv_bfloat16* am, const __nv_bfloat16* bm, float* c, int mode) {
   extern __shared__ uint8_t smem_raw[];
   const uint32_t raw = smem_u32(smem_raw);
@@ -2542,6 +2545,23 @@ __global__ void selftest_bwd_kernel(const __nv_bfloat16* am, const __nv_bfloat16
   }
   fence_proxy_async();
   __syncthreads();
+  if (mode == 10) {
+    float acc16[16];
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 8; ++kk)
+      wgmma_ss_m64n32k16<1, 1>(WgmmaType<Bf>{}, acc16, wgmma_desc(a_tile + 16 * kk * 128, 128 * 128, 1024),
+                               wgmma_desc(b_tile + 64 + 16 * kk * 128, 128 * 128, 1024), kk > 0);
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_regs(acc16);
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      const int r = warp * 16 + g + 8 * ((i / 2) & 1), col = 8 * (i / 4) + 2 * t + (i & 1);
+      c[r * 32 + col] = acc16[i];
+    }
+    return;
+  }
   float acc[32];
   if (mode == 0 || mode == 4) {
     wgmma_fence();
@@ -2828,6 +2848,26 @@ int bwd_selftest_split128(int which, double* max_err, char* msg, int msg_len) {
                           what[which - 8], max_err, msg, msg_len);
 }
 
+// bwd_selftest 10 (selftest_bwd_kernel's mode 10), returns as bwd_selftest: At [128 (k) x 64 (m)], Bm [128 (k) x
+// 128] as modes 1-3 lay them out, C = At^T Bm[:, 32 .. 63].
+int bwd_selftest_cols64(double* max_err, char* msg, int msg_len) {
+  std::vector<float> af(128 * 64), bf(128 * 128);
+  for (int i = 0; i < 128; ++i)
+    for (int j = 0; j < 64; ++j) af[i * 64 + j] = st_value(i, j, 1);
+  for (int i = 0; i < 128; ++i)
+    for (int j = 0; j < 128; ++j) bf[i * 128 + j] = st_value(i, j * 5, 4);
+  std::vector<double> ref(64 * 32, 0.0);
+  for (int m = 0; m < 64; ++m)
+    for (int n = 0; n < 32; ++n) {
+      double x = 0;
+      for (int k = 0; k < 128; ++k) x += static_cast<double>(af[k * 64 + m]) * bf[k * 128 + 32 + n];
+      ref[m * 32 + n] = x;
+    }
+  return run_bwd_selftest(selftest_bwd_kernel, 10, 2 * 128 * 128 * 2 + 1024, af, bf, ref, 32, 1e-3,
+                          "wgmma m64n32k16 SS, A and B MN-major, B from byte 64 (dQ_c, D = 64 split by columns, "
+                          "consumer 1)", max_err, msg, msg_len);
+}
+
 }  // namespace
 
 int bwd_selftest(int which, double* max_err, char* msg, int msg_len) {
@@ -2840,6 +2880,7 @@ int bwd_selftest(int which, double* max_err, char* msg, int msg_len) {
     return -1;
   }
   if (!selftest_device_is_sm90(msg, msg_len)) return -1;
+  if (which == 10) return bwd_selftest_cols64(max_err, msg, msg_len);  // the D = 64 dQ split by columns
   if (which >= 8) return bwd_selftest_split128(which, max_err, msg, msg_len);  // the D = 128 split kernel's forms
   if (which >= 5) return bwd_selftest_d256(which, max_err, msg, msg_len);  // the D = 256 kernel's forms
   // Host operands (float values, exact in bfloat16) and the float64 reference.
