@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 dest=.device-tf
 bash ../shared/device/prepare.sh > /dev/null
-tree=$(git ls-files -z | xargs -0 du -cb | tail -1 | cut -f1)
+tree=$(git ls-files -z | du -cb --files0-from=- | tail -1 | cut -f1)
 part_mb=$(( (64 * 1024 * 1024 - tree) / 1024 / 1024 - ${SPARE_MB:-4} ))
 (( part_mb >= 8 )) || { echo "device_parts: only ${part_mb} MiB per part beside a ${tree}-byte tree" >&2; exit 1; }
 rm -rf "$dest/tfparts" && mkdir -p "$dest/tfparts"

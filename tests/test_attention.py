@@ -359,7 +359,7 @@ def test_tf_function_and_tf_gradients_in_graph():
     np.testing.assert_allclose(out.numpy(), eager_out.numpy(), atol=1e-6)
 
     graph = tf.Graph()
-    with graph.as_default():
+    with graph.as_default(), tf.device("/CPU:0"):  # a new graph starts without the fixture's device scope
         gq, gk, gv = (tf.compat.v1.placeholder(tf.float32, t.shape) for t in (q, k, v))
         gout = fa.dot_product_attention(gq, gk, gv, mask=mask, is_causal=True)
         gg = tf.gradients(tf.reduce_sum(gout * gout), [gq, gk, gv])

@@ -1019,7 +1019,8 @@ py::list sm90_bwd_selftest() {
                          "bwd_wgmma_ss_n64_mnmajor_panel1", "bwd_wgmma_ss_n64_mnmajor_k64",
                          "bwd_wgmma_rs_from_accumulators", "bwd_d256_wgmma_ss_n32_kmajor_row32",
                          "bwd_d256_wgmma_ss_n128_kmajor_mnmajor", "bwd_d256_wgmma_ss_n128_mnmajor_panels23", "bwd_split128_wgmma_ss_n64_kmajor_mnmajor_panel1",
-                         "bwd_split128_wgmma_ss_n64_mnmajor_panel1", "bwd_d64cols_wgmma_ss_n32_mnmajor_byte64"};
+                         "bwd_split128_wgmma_ss_n64_mnmajor_panel1", "bwd_d64cols_wgmma_ss_n32_mnmajor_byte64",
+                         "bwd_d64cols_wgmma_ss_n32_mnmajor_byte0"};
   static_assert(sizeof(names) / sizeof(names[0]) == flashattn::cuda::sm90::kBwdSelftests, "names");
   return selftest_rows(names, flashattn::cuda::sm90::kBwdSelftests, flashattn::cuda::sm90::bwd_selftest);
 #else

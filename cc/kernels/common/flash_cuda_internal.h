@@ -350,10 +350,10 @@ BwdOrderInfo bwd_order_info();
 // (dV += P^T dO), 7 m64n128k16 SS with A and B MN-major, B panels 2 and 3 (dQ = dS K); the D = 128 split
 // kernel's forms: 8 m64n64k16 SS with A K-major and B MN-major from
 // panel 1 (dV_c, dK_c), 9 m64n64k16 SS with A and B MN-major over 64-row panels, B panel 1 (dQ_c); the D = 64
-// kernels' dQ split by columns (FA_SM90_BWD_D64_COLS): 10 m64n32k16 SS with A and B MN-major, B from byte 64 of
-// its 128-byte rows (consumer 1's 32 columns)); returns as selftest().
+// kernels' dQ split by columns (FA_SM90_BWD_D64_COLS): 10 / 11 m64n32k16 SS with A and B MN-major, B from byte
+// 64 / 0 of its 128-byte rows (consumer 1 / 0's 32 columns)); returns as selftest().
 int bwd_selftest(int which, double* max_err, char* msg, int msg_len);
-constexpr int kBwdSelftests = 11;
+constexpr int kBwdSelftests = 12;
 }  // namespace sm90
 
 }  // namespace cuda

@@ -872,6 +872,8 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
   constexpr bool kCols64 = FA_SM90_BWD_D64_COLS != 0 && D == 64 && !IDX && !DET;
   constexpr bool kSplitCols = D == 128 || kCols64;
   constexpr int kDqN = kCols64 ? 32 : 64;  // dQ columns per consumer (wgmma N)
+  // (the bulk reduce-add, the kept dQ values and the ordered DET adds below assume 32 dQ floats per thread)
+  static_assert(!kCols64 || (!kDqBulk && !DET), "FA_SM90_BWD_D64_COLS: the float4 atomics only");
   constexpr int kDqSteps = kSplitCols ? kBk / 16 : 64 / 16;
   const int dq_key0 = kSplitCols ? 0 : 64 * c;
   const uint32_t dq_b0 = base + L::kK + (D == 128 ? c * kBk * 128 : kCols64 ? c * 64 : 0) + dq_key0 * 128;
@@ -899,6 +901,7 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
   // loop-carried (opaque at the end of each unit), so not recomputed.
   constexpr bool kKeep64 = FA_SM90_BWD_KEEP64 != 0 && D == 64 && !kDqBulk && !DET && !kCols64 &&
                          ((ORD && !IDX) || (FA_SM90_BWD_KEEP64_IDX != 0 && IDX && !ORD && !DROP && !BIAS));
+  static_assert(!(kCols64 && kKeep64), "FA_SM90_BWD_D64_COLS: kKeep64 keeps 32 dQ floats");
   float dq_prev[32];  // kKeep64: the previous unit's dQ (unused otherwise)
 #pragma unroll
   for (int x = 0; x < 32; ++x) dq_prev[x] = 0.f;
@@ -2517,9 +2520,9 @@ namespace {
 //   mode 3: as 1 with k from 64 to 127 only (K = 64; the D = 64 split by keys, consumer 1).
 //   mode 4: C [64 x 128] = (A B^T) Bm2 with A B^T [64 x 64] computed as in mode 0, repacked in
 //     registers as the A fragments (P^T), Bm2 = the first 64 rows of Bm (MN-major; dV += P^T dO).
-//   mode 10: C [64 x 32] = At^T Bm[:, 32 .. 63] over all 128 k, B MN-major from byte 64 of panel 0's
-//     128-byte rows, wgmma_ss_m64n32k16<1, 1> (the D = 64 dQ split by columns, FA_SM90_BWD_D64_COLS,
-//     consumer 1: panel 0 of Bm is laid out as the D = 64 K tile [128 keys x 64]).
+//   mode 10 / 11: C [64 x 32] = At^T Bm[:, 32 .. 63] / Bm[:, 0 .. 31] over all 128 k, B MN-major from byte
+//     64 / 0 of panel 0's 128-byte rows, wgmma_ss_m64n32k16<1, 1> (the D = 64 dQ split by columns,
+//     FA_SM90_BWD_D64_COLS, consumer 1 / 0: panel 0 of Bm is laid out as the D = 64 K tile [128 keys x 64]).
 __global__ void selftest_bwd_kernel(const __nv_bfloat16* am, const __nv_bfloat16* bm, float* c, int mode) {
   extern __shared__ uint8_t smem_raw[];
   const uint32_t raw = smem_u32(smem_raw);
@@ -2545,13 +2548,14 @@ __global__ void selftest_bwd_kernel(const __nv_bfloat16* am, const __nv_bfloat16
   }
   fence_proxy_async();
   __syncthreads();
-  if (mode == 10) {
+  if (mode == 10 || mode == 11) {
+    const uint32_t b_col = mode == 10 ? 64 : 0;  // consumer 1 / 0's 32 columns
     float acc16[16];
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < 8; ++kk)
       wgmma_ss_m64n32k16<1, 1>(WgmmaType<Bf>{}, acc16, wgmma_desc(a_tile + 16 * kk * 128, 128 * 128, 1024),
-                               wgmma_desc(b_tile + 64 + 16 * kk * 128, 128 * 128, 1024), kk > 0);
+                               wgmma_desc(b_tile + b_col + 16 * kk * 128, 128 * 128, 1024), kk > 0);
     wgmma_commit();
     wgmma_wait<0>();
     fence_regs(acc16);
@@ -2848,9 +2852,10 @@ int bwd_selftest_split128(int which, double* max_err, char* msg, int msg_len) {
                           what[which - 8], max_err, msg, msg_len);
 }
 
-// bwd_selftest 10 (selftest_bwd_kernel's mode 10), returns as bwd_selftest: At [128 (k) x 64 (m)], Bm [128 (k) x
-// 128] as modes 1-3 lay them out, C = At^T Bm[:, 32 .. 63].
-int bwd_selftest_cols64(double* max_err, char* msg, int msg_len) {
+// bwd_selftest 10, 11 (selftest_bwd_kernel's modes 10, 11), returns as bwd_selftest: At [128 (k) x 64 (m)], Bm
+// [128 (k) x 128] as modes 1-3 lay them out, C = At^T Bm[:, 32 .. 63] (10) or Bm[:, 0 .. 31] (11).
+int bwd_selftest_cols64(int which, double* max_err, char* msg, int msg_len) {
+  const int n0 = which == 10 ? 32 : 0;
   std::vector<float> af(128 * 64), bf(128 * 128);
   for (int i = 0; i < 128; ++i)
     for (int j = 0; j < 64; ++j) af[i * 64 + j] = st_value(i, j, 1);
@@ -2860,12 +2865,13 @@ int bwd_selftest_cols64(double* max_err, char* msg, int msg_len) {
   for (int m = 0; m < 64; ++m)
     for (int n = 0; n < 32; ++n) {
       double x = 0;
-      for (int k = 0; k < 128; ++k) x += static_cast<double>(af[k * 64 + m]) * bf[k * 128 + 32 + n];
+      for (int k = 0; k < 128; ++k) x += static_cast<double>(af[k * 64 + m]) * bf[k * 128 + n0 + n];
       ref[m * 32 + n] = x;
     }
-  return run_bwd_selftest(selftest_bwd_kernel, 10, 2 * 128 * 128 * 2 + 1024, af, bf, ref, 32, 1e-3,
-                          "wgmma m64n32k16 SS, A and B MN-major, B from byte 64 (dQ_c, D = 64 split by columns, "
-                          "consumer 1)", max_err, msg, msg_len);
+  const char* what[] = {"wgmma m64n32k16 SS, A and B MN-major, B from byte 64 (dQ_c, D = 64 split by columns, consumer 1)",
+                        "wgmma m64n32k16 SS, A and B MN-major, B from byte 0 (dQ_c, D = 64 split by columns, consumer 0)"};
+  return run_bwd_selftest(selftest_bwd_kernel, which, 2 * 128 * 128 * 2 + 1024, af, bf, ref, 32, 1e-3, what[which - 10],
+                          max_err, msg, msg_len);
 }
 
 }  // namespace
@@ -2880,7 +2886,7 @@ int bwd_selftest(int which, double* max_err, char* msg, int msg_len) {
     return -1;
   }
   if (!selftest_device_is_sm90(msg, msg_len)) return -1;
-  if (which == 10) return bwd_selftest_cols64(max_err, msg, msg_len);  // the D = 64 dQ split by columns
+  if (which >= 10) return bwd_selftest_cols64(which, max_err, msg, msg_len);  // the D = 64 dQ split by columns
   if (which >= 8) return bwd_selftest_split128(which, max_err, msg, msg_len);  // the D = 128 split kernel's forms
   if (which >= 5) return bwd_selftest_d256(which, max_err, msg, msg_len);  // the D = 256 kernel's forms
   // Host operands (float values, exact in bfloat16) and the float64 reference.
