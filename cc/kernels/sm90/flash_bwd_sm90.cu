@@ -2529,7 +2529,7 @@ __global__ void selftest_bwd_kernel(const __nv_bfloat16* am, const __nv_bfloat16
   const uint32_t base = (raw + 1023u) & ~1023u;
   uint8_t* tile = smem_raw + (base - raw);
   const uint32_t a_tile = base, b_tile = base + 128 * 128 * 2;  // 32 KiB each
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  const int tid = threadIdx.x;
   using Bf = __nv_bfloat16;
   if (mode == 0 || mode == 4) {  // A [64 x 128], B [64 x 128] K-major (R = 64)
     for (int i = tid; i < 64 * 128; i += 128) {
@@ -2559,11 +2559,7 @@ __global__ void selftest_bwd_kernel(const __nv_bfloat16* am, const __nv_bfloat16
     wgmma_commit();
     wgmma_wait<0>();
     fence_regs(acc16);
-#pragma unroll
-    for (int i = 0; i < 16; ++i) {
-      const int r = warp * 16 + g + 8 * ((i / 2) & 1), col = 8 * (i / 4) + 2 * t + (i & 1);
-      c[r * 32 + col] = acc16[i];
-    }
+    store_acc_rows<32>(acc16, c, tid);
     return;
   }
   float acc[32];
@@ -2590,11 +2586,7 @@ __global__ void selftest_bwd_kernel(const __nv_bfloat16* am, const __nv_bfloat16
     fence_regs(acc);
   }
   if (mode != 4) {
-#pragma unroll
-    for (int i = 0; i < 32; ++i) {
-      const int r = warp * 16 + g + 8 * ((i / 2) & 1), col = 8 * (i / 4) + 2 * t + (i & 1);
-      c[r * 64 + col] = acc[i];
-    }
+    store_acc_rows<64>(acc, c, tid);
     return;
   }
   uint32_t pa[4][4];
@@ -2613,11 +2605,7 @@ __global__ void selftest_bwd_kernel(const __nv_bfloat16* am, const __nv_bfloat16
   wgmma_commit();
   wgmma_wait<0>();
   fence_regs(o);
-#pragma unroll
-  for (int i = 0; i < 64; ++i) {
-    const int r = warp * 16 + g + 8 * ((i / 2) & 1), col = 8 * (i / 4) + 2 * t + (i & 1);
-    c[r * 128 + col] = o[i];
-  }
+  store_acc_rows<128>(o, c, tid);
 }
 
 // Small exact values: multiples of 1/8 in [-0.75, 0.75] (bfloat16 holds them; the float32 sums
@@ -2655,7 +2643,7 @@ __global__ void selftest_bwd_d256_kernel(const __nv_bfloat16* am, const __nv_bfl
   const uint32_t base = (raw + 1023u) & ~1023u;
   uint8_t* tile = smem_raw + (base - raw);
   const uint32_t a_tile = base, b_tile = base + 64 * 128 * 2;  // A up to 16 KiB, then B up to 32 KiB
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  const int tid = threadIdx.x;
   using Bf = __nv_bfloat16;
   const int acols = mode == 5 ? 128 : 64, bcols = mode == 5 ? 128 : mode == 6 ? 128 : 256;
   for (int i = tid; i < 64 * acols; i += 128)
@@ -2674,11 +2662,7 @@ __global__ void selftest_bwd_d256_kernel(const __nv_bfloat16* am, const __nv_bfl
     wgmma_commit();
     wgmma_wait<0>();
     fence_regs(acc);
-#pragma unroll
-    for (int i = 0; i < 16; ++i) {
-      const int r = warp * 16 + g + 8 * ((i / 2) & 1), col = 8 * (i / 4) + 2 * t + (i & 1);
-      c[r * 32 + col] = acc[i];
-    }
+    store_acc_rows<32>(acc, c, tid);
     return;
   }
   float acc[64];
@@ -2697,11 +2681,7 @@ __global__ void selftest_bwd_d256_kernel(const __nv_bfloat16* am, const __nv_bfl
   wgmma_commit();
   wgmma_wait<0>();
   fence_regs(acc);
-#pragma unroll
-  for (int i = 0; i < 64; ++i) {
-    const int r = warp * 16 + g + 8 * ((i / 2) & 1), col = 8 * (i / 4) + 2 * t + (i & 1);
-    c[r * 128 + col] = acc[i];
-  }
+  store_acc_rows<128>(acc, c, tid);
 }
 
 // The D = 128 split kernel's wgmma forms (bwd_selftest 8, 9; flash_bwd_sm90_split_score_kernel<T, 128>,
@@ -2718,7 +2698,7 @@ __global__ void selftest_bwd_split128_kernel(const __nv_bfloat16* am, const __nv
   const uint32_t base = (raw + 1023u) & ~1023u;
   uint8_t* tile = smem_raw + (base - raw);
   const uint32_t a_tile = base, b_tile = base + 64 * 128;  // A 8 KiB, then Bm 16 KiB
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  const int tid = threadIdx.x;
   using Bf = __nv_bfloat16;
   for (int i = tid; i < 64 * 64; i += 128) *reinterpret_cast<Bf*>(tile + swz128_offset(64, i / 64, i % 64)) = am[i];
   for (int i = tid; i < 64 * 128; i += 128)
@@ -2741,11 +2721,7 @@ __global__ void selftest_bwd_split128_kernel(const __nv_bfloat16* am, const __nv
   wgmma_commit();
   wgmma_wait<0>();
   fence_regs(acc);
-#pragma unroll
-  for (int i = 0; i < 32; ++i) {
-    const int r = warp * 16 + g + 8 * ((i / 2) & 1), col = 8 * (i / 4) + 2 * t + (i & 1);
-    c[r * 64 + col] = acc[i];
-  }
+  store_acc_rows<64>(acc, c, tid);
 }
 
 // Runs one backward self-test kernel (selftest_bwd_kernel or selftest_bwd_d256_kernel, in its mode:

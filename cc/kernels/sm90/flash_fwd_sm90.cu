@@ -1602,11 +1602,7 @@ __global__ void selftest_wgmma_kernel(const __nv_bfloat16* a, const __nv_bfloat1
     wgmma_wait<0>();
     fence_regs(acc);
   }
-#pragma unroll
-  for (int i = 0; i < N / 2; ++i) {
-    const int r = warp * 16 + g + 8 * ((i / 2) & 1), col = 8 * (i / 4) + 2 * t + (i & 1);
-    c[r * N + col] = acc[i];
-  }
+  store_acc_rows<N>(acc, c, tid);
 }
 
 // Small exact values (multiples of 1/8 in [-0.75, 0.75]): bfloat16 holds them and float32 sums them

@@ -1050,11 +1050,7 @@ __global__ void selftest_tf32_mma_kernel(const float* q, const float* k, const f
   wgmma_commit();
   wgmma_wait<0>();
   fence_regs(sacc);
-#pragma unroll
-  for (int i = 0; i < 32; ++i) {
-    const int r = warp * 16 + g + 8 * ((i / 2) & 1), col = 8 * (i / 4) + 2 * t + (i & 1);
-    s_out[r * 64 + col] = sacc[i];
-  }
+  store_acc_rows<64>(sacc, s_out, tid);
   uint32_t pa[8][4];
 #pragma unroll
   for (int kk = 0; kk < 8; ++kk) {
@@ -1076,11 +1072,7 @@ __global__ void selftest_tf32_mma_kernel(const float* q, const float* k, const f
   fence_regs(acc);
   fence_regs(pa);
   if constexpr (QREGS) fence_regs(qa);
-#pragma unroll
-  for (int i = 0; i < DV / 2; ++i) {
-    const int r = warp * 16 + g + 8 * ((i / 2) & 1), col = 8 * (i / 4) + 2 * t + (i & 1);
-    o_out[r * DV + col] = acc[i];
-  }
+  store_acc_rows<DV>(acc, o_out, tid);
 }
 
 // cvt.rna.tf32.f32 on the host: round to nearest on the top 19 bits, ties away from zero; infinities

@@ -198,6 +198,15 @@ struct WgmmaType {};
 // Register A fragment of m64k16 (the same layout as mma.sync's m16n8k16 A): a[0] = A[g][2t, 2t+1],
 // a[1] = A[g+8][2t, 2t+1], a[2] = A[g][2t+8, 2t+9], a[3] = A[g+8][2t+8, 2t+9] (rows of warp w).
 //
+// The self-tests' output: an m64nN accumulator (the layout above) stored to row-major C [64 x N] by the
+// warpgroup's thread tid (0 .. 127).
+template <int N>
+__device__ __forceinline__ void store_acc_rows(const float (&d)[N / 2], float* c, int tid) {
+  const int w = tid / 32, g = (tid % 32) / 4, t = tid % 4;
+#pragma unroll
+  for (int i = 0; i < N / 2; ++i) c[(16 * w + g + 8 * ((i / 2) & 1)) * N + 8 * (i / 4) + 2 * t + (i & 1)] = d[i];
+}
+
 // wgmma_ss_m64n128k16: D (+)= A B with A (64 x 16) and B (16 x 128) both K-major in shared memory.
 // wgmma_rs_m64nNk16_tb: D (+)= A B with A from registers and B (16 x N) MN-major in shared memory.
 // accumulate = 0 overwrites D. Operand lists generated (64 / 32 accumulators).
