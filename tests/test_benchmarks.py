@@ -1,5 +1,5 @@
-"""The GPU benchmark script, smoke-tested on the CPU at tiny sizes: a device call is too scarce to
-find out there that a row is missing or mislabelled."""
+"""The benchmark scripts, smoke-tested on the CPU at tiny sizes (no GPU visible to them, also on a GPU machine): a
+device call is too scarce to find out there that a row is missing or mislabelled."""
 import json
 import os
 import subprocess
@@ -10,10 +10,17 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def cpu_env(**extra):
+    """The environment for a benchmark script's smoke run: this process's, with no GPU visible (on a GPU machine the
+    scripts would time GPU rows the checks below do not expect, and the fresh process would need GPU memory beside
+    the suite's), plus `extra`."""
+    return dict(os.environ, CUDA_VISIBLE_DEVICES="", **extra)
+
+
 @pytest.fixture(scope="module")
 def bench_rows(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench") / "ours.json"
-    env = dict(os.environ, BENCH_TOKENS="512", BENCH_HIDDEN="64", BENCH_T="64,256",
+    env = cpu_env(BENCH_TOKENS="512", BENCH_HIDDEN="64", BENCH_T="64,256",
                BENCH_D="32,16", BENCH_KERAS_D="16,64", BENCH_INNER="2",
                BENCH_IMPLS="keras,keras_nofold,keras_xla", BENCH_FOLD_MAX=str(8 * 4 * 64 * 64))
     subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "gpu_attention.py"), str(out)],
@@ -128,7 +135,7 @@ def test_bench_dtype_float32_rows_say_their_dtype_and_tf32(tmp_path):
     """BENCH_DTYPE=float32 (the TF32 rows): inputs and rows in float32, each row saying whether
     TensorFlow's TF32 setting was on while it ran."""
     out = tmp_path / "f32.json"
-    env = dict(os.environ, BENCH_TOKENS="128", BENCH_HIDDEN="32", BENCH_T="64", BENCH_D="16",
+    env = cpu_env(BENCH_TOKENS="128", BENCH_HIDDEN="32", BENCH_T="64", BENCH_D="16",
                BENCH_KERAS_D="16", BENCH_INNER="1", BENCH_IMPLS="keras_xla", BENCH_DTYPE="float32")
     subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "gpu_attention.py"), str(out)],
                    check=True, env=env, cwd=ROOT, capture_output=True, timeout=600)
@@ -142,7 +149,7 @@ def _script_rows(tmp_path, script, *args):
     """Runs benchmarks/<script> with args and --json into tmp_path; returns the rows it wrote."""
     out = tmp_path / (os.path.splitext(script)[0] + ".json")
     subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", script), *args, "--json", str(out)],
-                   check=True, cwd=ROOT, capture_output=True, timeout=600)
+                   check=True, env=cpu_env(), cwd=ROOT, capture_output=True, timeout=600)
     return json.loads(out.read_text())
 
 
@@ -229,7 +236,7 @@ def test_kerashub_train_fit_smoke(tmp_path):
     when enabled, and the table has its row."""
     _kerashub_train()
     out = tmp_path / "kh.json"
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = cpu_env(PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc = subprocess.run(
         [sys.executable, os.path.join(ROOT, "benchmarks", "kerashub_train.py"), "--contexts", "64",
          "--layers", "1", "--dim", "64", "--heads", "4", "--kv-heads", "2", "--vocab", "100",
@@ -309,7 +316,7 @@ def test_dense_tf_bench_times_each_feature(tmp_path):
     """benchmarks/dense_tf_bench.py (a dense mask and a bias through TensorFlow): a row per (T, feature) with the
     three timings, and Keras under XLA only on the bias row when asked for, at a tiny shape on the CPU."""
     out = tmp_path / "dense.json"
-    env = dict(os.environ, BENCH_T="32", BENCH_TOKENS="64", BENCH_DENSE_KERAS="1")
+    env = cpu_env(BENCH_T="32", BENCH_TOKENS="64", BENCH_DENSE_KERAS="1")
     subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "dense_tf_bench.py"), str(out)],
                    check=True, env=env, cwd=ROOT, capture_output=True, timeout=600)
     rows = json.loads(out.read_text())

@@ -109,8 +109,11 @@ def test_repeated_backward_calls_do_not_fault_their_scratch_in_again():
     machine's allocator: one 2-core machine gave 97 with the pool, another 12,289 with it and 15,614-23,764 without,
     where ten plain elementwise steps with the same outputs faulted 9,216.)"""
     faults, fresh_blocks, fresh_bytes = _faults("8,128,12,64")
-    assert (fresh_blocks, fresh_bytes) == (0, 0), (fresh_blocks, fresh_bytes, faults)
-    # One call's scratch at this shape: five packed operands of 8 * 12 * 128 * 64 floats (3 MiB each) and D.
+    # One call's scratch at this shape: five packed operands of 8 * 12 * 128 * 64 floats (3 MiB each, 4 MiB blocks)
+    # and D, none of them afresh. The thread pool's tasks also take small blocks of their own (32 KiB), as many at
+    # once as tasks overlap: where more overlap than in the warm-up (a loaded machine: 10 of them with eight test
+    # processes on a 16-core one, 2026-12-06), those few are new; 1 MiB is under any one operand's block.
+    assert fresh_bytes < (1 << 20), (fresh_blocks, fresh_bytes, faults)
     _, fresh0, fresh0_bytes = _faults("8,128,12,64", mb=0)
     assert fresh0 >= 10 * 5 and fresh0_bytes >= 10 * 5 * (3 << 20), (fresh0, fresh0_bytes)
 
@@ -120,8 +123,10 @@ def test_a_full_pool_makes_room_for_the_current_shape():
     of a larger shape fill it (5 packed operands of 4 MiB), the new shape's blocks (2 MiB classes)
     must displace them, or all but one of its packed operands would be allocated afresh each call."""
     # (The pool's own count of fresh blocks: page faults also count TensorFlow's tensors, 4,608 on one machine.)
-    faults, fresh_blocks, _ = _faults("8,256,8,64", "4,128,12,64", mb=24)
-    assert fresh_blocks == 0, (fresh_blocks, faults)
+    # The packed operands' blocks are 2 MiB here: one afresh would show as 2 MiB or more. Less may be the tasks'
+    # own small blocks (the test above).
+    faults, fresh_blocks, fresh_bytes = _faults("8,256,8,64", "4,128,12,64", mb=24)
+    assert fresh_bytes < (2 << 20), (fresh_blocks, fresh_bytes, faults)
 
 
 def test_reused_and_poisoned_blocks_change_no_result(tmp_path):

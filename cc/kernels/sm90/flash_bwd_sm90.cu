@@ -59,11 +59,14 @@
 //                          FlashAttention-3; <DROP, D = 128>: with dK below, registers)
 //     dS^T -> shared memory (16-bit, [128 keys][64 queries], 128-byte swizzle, two buffers)
 //     dK  += dS^T Q        [64 x D]       the same with dS^T and Q
-//     (named barrier: D = 128, both consumers' halves of dS^T are in shared memory; D = 64, this
-//     consumer's own half, the only one its dQ reads: its warpgroup alone)
+//     (named barrier: D = 128 and the plain D = 64 kernels, both consumers' halves of dS^T are in
+//     shared memory; the other D = 64 kernels, this consumer's own half, the only one its dQ reads:
+//     its warpgroup alone)
 //     dQ_c = dS K          D = 128: columns 64c .. 64c+63 over all 128 keys (8 k16 steps);
-//                          D = 64: all 64 columns over the consumer's own 64 keys (4 steps;
-//                          FA_SM90_BWD_D64_COLS, for kernel work: columns 32c .. 32c+31 over all 128);
+//                          D = 64 without index masks or DET (FA_SM90_BWD_D64_COLS, the default):
+//                          columns 32c .. 32c+31 over all 128 keys (8 steps, m64n32k16); the
+//                          index-masked and DET kernels (and FA_SM90_BWD_D64_COLS=0): all 64 columns
+//                          over the consumer's own 64 keys (4 steps);
 //                          wgmma m64n64k16 SS with A = dS read transposed (MN-major) from the dS^T
 //                          buffer and B = K MN-major
 //     (D = 128 without DET or dropout, kRotate: the next unit's S^T and dP^T are issued here, after
@@ -81,7 +84,8 @@
 //                          waits for the copy engine's read of the block (wait_group.read, after
 //                          the dS^T stores) and the barrier before dQ (1) passes that on; it waits
 //                          for the writes too (wait_group 0) at the kernel's end. D = 64 without
-//                          DET: 8 float4 atomicAdd per thread. DET: the same atomics, in the
+//                          DET: 4 float4 atomicAdd per thread (the plain kernels, a 64 x 32 block),
+//                          8 (the index-masked ones, 64 x 64). DET: the same atomics, in the
 //                          ordered protocol below. Checked on the H200 (2026-12-01, with the bulk
 //                          reduce-add at D = 64 too: benchmarks/sm90_bwd_check.py numerics 166 /
 //                          166, deterministic 62 / 62, memcheck clean; RESULTS.md "(g)").
@@ -93,8 +97,8 @@
 //   without DET, after the barriers, 128-byte aligned): 193 KiB (198,784 bytes allocated, IDX
 //   199,296, of the 227 KiB opt-in; DET 165,928 / 166,456). D = 64: 97 KiB (no staging blocks).
 //   One CTA per SM either way (registers).
-//   Named barriers: 0 __syncthreads (setup); 1 both consumers before dQ (D = 128, and D = 64 with
-//   FA_SM90_BWD_D64_COLS); 5 + c consumer c before dQ (D = 64); 7 + c consumer c before its bulk reduce-add (D = 128 without DET); 2, 3, 4 the DET
+//   Named barriers: 0 __syncthreads (setup); 1 both consumers before dQ (D = 128, and the D = 64 kernels
+//   that split dQ by columns); 5 + c consumer c before dQ (the other D = 64 kernels); 7 + c consumer c before its bulk reduce-add (D = 128 without DET); 2, 3, 4 the DET
 //   ordered reduction (below). 9..15 unused.
 //   Registers per consumer thread (D = 128): dK, dV 64 + 64, S^T and dP^T 32 + 32 (then P and dS
 //   16 + 16 packed), dQ 32.
@@ -351,6 +355,8 @@ static_assert(kBiasBatch >= 0 && 8 % (kBiasBatch > 0 ? kBiasBatch : 1) == 0, "kB
 // (2026-12-02, benchmarks/RESULTS.md "Hopper backward kernel" (w)): dK, dV bit for bit the former code's (268 / 268
 // outputs; the tile orders' 160 / 160), numerics 168 / 168, memcheck clean; causal D = 64, T = 2048 .. 16384, bf16:
 // 1.017x-1.029x the former speed timed in a loop, 1.013x-1.026x by do_bench; the other 79 kernels' SASS unchanged.
+// Since FA_SM90_BWD_D64_COLS became the default (2026-12-06) that ORD kernel splits dQ by columns and leaves kKeep64
+// off (the columns' gain was measured against it); FA_SM90_BWD_KEEP64 acts only with FA_SM90_BWD_D64_COLS=0.
 // FA_SM90_BWD_KEEP64_IDX (1, or 0): the same in the index-masked D = 64 kernel in the launch order without dropout
 // or bias (masks, lengths, windows, a dense mask or soft-cap without a causal mask: the tile orders take causal
 // calls to the ORD kernel), there with st.shared stores of dS^T and the named
@@ -364,7 +370,7 @@ static_assert(kBiasBatch >= 0 && 8 % (kBiasBatch > 0 ? kBiasBatch : 1) == 0, "kB
 #ifndef FA_SM90_BWD_KEEP64_IDX
 #define FA_SM90_BWD_KEEP64_IDX 1
 #endif
-// FA_SM90_BWD_D64_COLS (0, or 1 for kernel work; not yet run on a GPU): the plain D = 64 kernels (no IDX, no
+// FA_SM90_BWD_D64_COLS (1, the default; 0 gives the former kernels back for an A/B): the plain D = 64 kernels (no IDX, no
 // DET; the launch-order and ORD ones) split dQ between the consumers by columns, as D = 128 does: consumer c takes
 // columns 32c .. 32c+31 over all 128 keys of the tile (8 wgmma m64n32k16, B = K MN-major from byte 64c of its
 // 128-byte rows, both consumers' halves of dS^T: barrier 1), and adds a 64 x 32 block (4 float4 atomics per thread,
@@ -372,8 +378,12 @@ static_assert(kBiasBatch >= 0 && 8 % (kBiasBatch > 0 ? kBiasBatch : 1) == 0, "kB
 // 2 x 8 KiB to dQacc instead of 2 x 16 KiB (each consumer's 64 keys' partial dQ over all 64 columns): the dQ atomics
 // per FLOP halve, to D = 128's level. The price is D = 128's meeting of the two consumers before dQ, once per unit,
 // which the D = 64 kernels left out (barrier 5 + c, header comment). kKeep64 is off with it (dq_prev is 32 floats).
+// Measured on the H100 (2026-12-06, RESULTS.md "Hopper backward kernel" (x); the harness's backward, this build
+// against FA_SM90_BWD_D64_COLS=0, three processes each): causal 2.0-5.8 % faster at T = 2048-16384, no mask -2.1 % to
+// +5.7 % (loop / do_bench, T = 4096 and 16384), D = 128 unchanged; dK / dV bitwise equal, dQ within 1e-2 (268
+// outputs), numerics 168 / 168, memcheck clean, bwd_selftest 10 / 11 exact.
 #ifndef FA_SM90_BWD_D64_COLS
-#define FA_SM90_BWD_D64_COLS 0
+#define FA_SM90_BWD_D64_COLS 1
 #endif
 
 namespace flashattn {
@@ -867,8 +877,9 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
   if (units.n > 0) mbar_wait(kv_full, 0);
   const uint32_t k_rows = base + L::kK + c * 64 * 128;  // this consumer's 64 keys in each panel
   const uint32_t v_rows = base + L::kV + c * 64 * 128;
-  // dQ split between the consumers: D = 128 by columns (panel c of K, all 128 keys), D = 64 by keys (kCols64, the
-  // plain kernels with FA_SM90_BWD_D64_COLS: by columns too, 32 each, from byte 64c of K's 128-byte rows).
+  // dQ split between the consumers: D = 128 by columns (panel c of K, all 128 keys); D = 64 by columns too in the
+  // plain kernels (kCols64, FA_SM90_BWD_D64_COLS: 32 each, from byte 64c of K's 128-byte rows), by keys in the
+  // index-masked and DET ones.
   constexpr bool kCols64 = FA_SM90_BWD_D64_COLS != 0 && D == 64 && !IDX && !DET;
   constexpr bool kSplitCols = D == 128 || kCols64;
   constexpr int kDqN = kCols64 ? 32 : 64;  // dQ columns per consumer (wgmma N)
