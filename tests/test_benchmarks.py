@@ -1,5 +1,5 @@
-"""The benchmark scripts, smoke-tested on the CPU at tiny sizes (no GPU visible to them, also on a GPU machine): a
-device call is too scarce to find out there that a row is missing or mislabelled."""
+"""The benchmark scripts, smoke-tested on the CPU at tiny sizes (their runs in fresh processes see no GPU, also on a
+GPU machine): a device call is too scarce to find out there that a row is missing or mislabelled."""
 import json
 import os
 import subprocess
@@ -21,8 +21,8 @@ def cpu_env(**extra):
 def bench_rows(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench") / "ours.json"
     env = cpu_env(BENCH_TOKENS="512", BENCH_HIDDEN="64", BENCH_T="64,256",
-               BENCH_D="32,16", BENCH_KERAS_D="16,64", BENCH_INNER="2",
-               BENCH_IMPLS="keras,keras_nofold,keras_xla", BENCH_FOLD_MAX=str(8 * 4 * 64 * 64))
+                  BENCH_D="32,16", BENCH_KERAS_D="16,64", BENCH_INNER="2",
+                  BENCH_IMPLS="keras,keras_nofold,keras_xla", BENCH_FOLD_MAX=str(8 * 4 * 64 * 64))
     subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "gpu_attention.py"), str(out)],
                    check=True, env=env, cwd=ROOT, capture_output=True, timeout=600)
     return json.loads(out.read_text()), out
@@ -136,7 +136,7 @@ def test_bench_dtype_float32_rows_say_their_dtype_and_tf32(tmp_path):
     TensorFlow's TF32 setting was on while it ran."""
     out = tmp_path / "f32.json"
     env = cpu_env(BENCH_TOKENS="128", BENCH_HIDDEN="32", BENCH_T="64", BENCH_D="16",
-               BENCH_KERAS_D="16", BENCH_INNER="1", BENCH_IMPLS="keras_xla", BENCH_DTYPE="float32")
+                  BENCH_KERAS_D="16", BENCH_INNER="1", BENCH_IMPLS="keras_xla", BENCH_DTYPE="float32")
     subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "gpu_attention.py"), str(out)],
                    check=True, env=env, cwd=ROOT, capture_output=True, timeout=600)
     rows = json.loads(out.read_text())
@@ -148,8 +148,9 @@ def test_bench_dtype_float32_rows_say_their_dtype_and_tf32(tmp_path):
 def _script_rows(tmp_path, script, *args):
     """Runs benchmarks/<script> with args and --json into tmp_path; returns the rows it wrote."""
     out = tmp_path / (os.path.splitext(script)[0] + ".json")
-    subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", script), *args, "--json", str(out)],
-                   check=True, env=cpu_env(), cwd=ROOT, capture_output=True, timeout=600)
+    res = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", script), *args, "--json", str(out)],
+                         env=cpu_env(), cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
     return json.loads(out.read_text())
 
 

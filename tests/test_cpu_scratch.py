@@ -103,17 +103,20 @@ def _run(code, *args, mb=None, poison=False):
 
 
 def test_repeated_backward_calls_do_not_fault_their_scratch_in_again():
-    """Ten calls after the warm-up take every scratch block from the pool: none allocated afresh (so none faulted
-    in again), where the pool off (TF_FLASHATTN_CPU_SCRATCH_MB=0) allocates every block of every call afresh.
+    """Ten calls after the warm-up take their packed operands' scratch blocks from the pool: none allocated afresh (so
+    none faulted in again), where the pool off (TF_FLASHATTN_CPU_SCRATCH_MB=0) allocates every block of every call
+    afresh.
     (Page-fault counts were the measure before; they also count TensorFlow's own tensors and depend on the
     machine's allocator: one 2-core machine gave 97 with the pool, another 12,289 with it and 15,614-23,764 without,
     where ten plain elementwise steps with the same outputs faulted 9,216.)"""
     faults, fresh_blocks, fresh_bytes = _faults("8,128,12,64")
-    # One call's scratch at this shape: five packed operands of 8 * 12 * 128 * 64 floats (3 MiB each, 4 MiB blocks)
-    # and D, none of them afresh. The thread pool's tasks also take small blocks of their own (32 KiB), as many at
-    # once as tasks overlap: where more overlap than in the warm-up (a loaded machine: 10 of them with eight test
-    # processes on a 16-core one, 2026-12-06), those few are new; 1 MiB is under any one operand's block.
-    assert fresh_bytes < (1 << 20), (fresh_blocks, fresh_bytes, faults)
+    # One call's scratch at this shape: seven packed operands (two in the forward, five in the backward) of
+    # 8 * 12 * 128 * 64 floats, 3 MiB each in 4 MiB blocks, and D (a 64 KiB block). The thread pool's tasks also
+    # take small blocks of their own (4-64 KiB, about 300 KiB per backward task), as many at once as tasks overlap:
+    # where more overlap than in the warm-up, those are new (10 blocks of 32 KiB with eight test processes on a
+    # 16-core machine, 2026-12-06). So the bound is one packed operand's block: any of them afresh fails it (the pool
+    # off: about 280 MiB); D's block afresh would not.
+    assert fresh_bytes < (4 << 20), (fresh_blocks, fresh_bytes, faults)
     _, fresh0, fresh0_bytes = _faults("8,128,12,64", mb=0)
     assert fresh0 >= 10 * 5 and fresh0_bytes >= 10 * 5 * (3 << 20), (fresh0, fresh0_bytes)
 
@@ -123,8 +126,8 @@ def test_a_full_pool_makes_room_for_the_current_shape():
     of a larger shape fill it (5 packed operands of 4 MiB), the new shape's blocks (2 MiB classes)
     must displace them, or all but one of its packed operands would be allocated afresh each call."""
     # (The pool's own count of fresh blocks: page faults also count TensorFlow's tensors, 4,608 on one machine.)
-    # The packed operands' blocks are 2 MiB here: one afresh would show as 2 MiB or more. Less may be the tasks'
-    # own small blocks (the test above).
+    # The new shape's packed operands take 2 MiB blocks: one afresh would show as 2 MiB or more (a pool that kept the
+    # old shape's blocks: about 100 MiB). Less may be the tasks' own small blocks (the test above).
     faults, fresh_blocks, fresh_bytes = _faults("8,256,8,64", "4,128,12,64", mb=24)
     assert fresh_bytes < (2 << 20), (fresh_blocks, fresh_bytes, faults)
 

@@ -344,8 +344,9 @@ struct BwdOrderInfo {
 BwdOrderInfo bwd_order_info();
 // Self-test of the backward's building blocks (which: 0 wgmma m64n64k16 SS K-major (S^T = K Q^T),
 // 1 / 2 wgmma m64n64k16 SS with A and B MN-major (dQ = dS K; B from column panel 0 / 1), 3 the
-// same from key row 64 with K = 64 (the D = 64 split), 4 the P^T dO form: A from the S^T
-// accumulators of test 0 repacked in registers, B MN-major [64 x 128]; the head-dim-256 kernel's forms:
+// same from key row 64 with K = 64 (the D = 64 split by keys: index-masked and DET kernels), 4 the
+// P^T dO form: A from the S^T accumulators of test 0 repacked in registers, B MN-major [64 x 128]; the
+// head-dim-256 kernel's forms:
 // 5 wgmma m64n32k16 SS K-major with B from row 32, 6 m64n128k16 SS with A K-major and B MN-major
 // (dV += P^T dO), 7 m64n128k16 SS with A and B MN-major, B panels 2 and 3 (dQ = dS K); the D = 128 split
 // kernel's forms: 8 m64n64k16 SS with A K-major and B MN-major from

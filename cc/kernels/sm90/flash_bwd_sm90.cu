@@ -67,7 +67,7 @@
 //                          columns 32c .. 32c+31 over all 128 keys (8 steps, m64n32k16); the
 //                          index-masked and DET kernels (and FA_SM90_BWD_D64_COLS=0): all 64 columns
 //                          over the consumer's own 64 keys (4 steps);
-//                          wgmma m64n64k16 SS with A = dS read transposed (MN-major) from the dS^T
+//                          wgmma m64n64k16 (m64n32k16) SS with A = dS read transposed (MN-major) from the dS^T
 //                          buffer and B = K MN-major
 //     (D = 128 without DET or dropout, kRotate: the next unit's S^T and dP^T are issued here, after
 //     dQ_c's staging stores below, and run under its fence, barrier and bulk reduce-add)
@@ -85,8 +85,8 @@
 //                          the dS^T stores) and the barrier before dQ (1) passes that on; it waits
 //                          for the writes too (wait_group 0) at the kernel's end. D = 64 without
 //                          DET: 4 float4 atomicAdd per thread (the plain kernels, a 64 x 32 block),
-//                          8 (the index-masked ones, 64 x 64). DET: the same atomics, in the
-//                          ordered protocol below. Checked on the H200 (2026-12-01, with the bulk
+//                          8 (the index-masked ones, 64 x 64). DET: 8, in the ordered protocol
+//                          below. Checked on the H200 (2026-12-01, with the bulk
 //                          reduce-add at D = 64 too: benchmarks/sm90_bwd_check.py numerics 166 /
 //                          166, deterministic 62 / 62, memcheck clean; RESULTS.md "(g)").
 //   Epilogue: dK * scale and dV from registers to global memory (4-byte stores); rows past Tk
@@ -98,8 +98,9 @@
 //   199,296, of the 227 KiB opt-in; DET 165,928 / 166,456). D = 64: 97 KiB (no staging blocks).
 //   One CTA per SM either way (registers).
 //   Named barriers: 0 __syncthreads (setup); 1 both consumers before dQ (D = 128, and the D = 64 kernels
-//   that split dQ by columns); 5 + c consumer c before dQ (the other D = 64 kernels); 7 + c consumer c before its bulk reduce-add (D = 128 without DET); 2, 3, 4 the DET
-//   ordered reduction (below). 9..15 unused.
+//   that split dQ by columns); 5 + c consumer c before dQ (the other D = 64 kernels); 7 + c consumer c
+//   before its bulk reduce-add (D = 128 without DET); 2, 3, 4 the DET ordered reduction (below). 9..15
+//   unused.
 //   Registers per consumer thread (D = 128): dK, dV 64 + 64, S^T and dP^T 32 + 32 (then P and dS
 //   16 + 16 packed), dQ 32.
 // Index masks (the <IDX = true> instantiation, taken when a window, lengths or a validity mask is
@@ -348,7 +349,8 @@ static_assert(kBiasBatch >= 0 && 8 % (kBiasBatch > 0 ? kBiasBatch : 1) == 0, "kB
 #ifndef FA_SM90_BWD_ROTATE
 #define FA_SM90_BWD_ROTATE 1
 #endif
-// FA_SM90_BWD_KEEP64 (1, or 0 for the former code): the ORD kernel at D = 64 without a mask (the causal
+// FA_SM90_BWD_KEEP64 (1, or 0 for the former code; only with FA_SM90_BWD_D64_COLS=0, below): the ORD kernel at
+// D = 64 without a mask (the causal
 // D = 64 backward: flash_bwd_sm90_ord_kernel<T, 64, no IDX>) keeps the previous unit's dQ values, their
 // atomics' address and the dS^T stores' shared-memory pointer live across the loop's back edge (kKeep64 in
 // bwd_cta), so that the 8 REDGs' source registers are not the first ones the next unit writes. On the H200
@@ -370,18 +372,18 @@ static_assert(kBiasBatch >= 0 && 8 % (kBiasBatch > 0 ? kBiasBatch : 1) == 0, "kB
 #ifndef FA_SM90_BWD_KEEP64_IDX
 #define FA_SM90_BWD_KEEP64_IDX 1
 #endif
-// FA_SM90_BWD_D64_COLS (1, the default; 0 gives the former kernels back for an A/B): the plain D = 64 kernels (no IDX, no
-// DET; the launch-order and ORD ones) split dQ between the consumers by columns, as D = 128 does: consumer c takes
-// columns 32c .. 32c+31 over all 128 keys of the tile (8 wgmma m64n32k16, B = K MN-major from byte 64c of its
+// FA_SM90_BWD_D64_COLS (1, the default; 0 gives the former kernels back for an A/B): the plain D = 64 kernels (no
+// IDX, no DET; the launch-order and ORD ones) split dQ between the consumers by columns, as D = 128 does: consumer c
+// takes columns 32c .. 32c+31 over all 128 keys of the tile (8 wgmma m64n32k16, B = K MN-major from byte 64c of its
 // 128-byte rows, both consumers' halves of dS^T: barrier 1), and adds a 64 x 32 block (4 float4 atomics per thread,
-// n8 tiles 4c .. 4c+3 of the accumulator's fragment order, so the conversion kernel is unchanged). Each unit then adds
-// 2 x 8 KiB to dQacc instead of 2 x 16 KiB (each consumer's 64 keys' partial dQ over all 64 columns): the dQ atomics
-// per FLOP halve, to D = 128's level. The price is D = 128's meeting of the two consumers before dQ, once per unit,
-// which the D = 64 kernels left out (barrier 5 + c, header comment). kKeep64 is off with it (dq_prev is 32 floats).
-// Measured on the H100 (2026-12-06, RESULTS.md "Hopper backward kernel" (x); the harness's backward, this build
-// against FA_SM90_BWD_D64_COLS=0, three processes each): causal 2.0-5.8 % faster at T = 2048-16384, no mask -2.1 % to
-// +5.7 % (loop / do_bench, T = 4096 and 16384), D = 128 unchanged; dK / dV bitwise equal, dQ within 1e-2 (268
-// outputs), numerics 168 / 168, memcheck clean, bwd_selftest 10 / 11 exact.
+// n8 tiles 4c .. 4c+3 of the accumulator's fragment order, so the conversion kernel is unchanged). Each unit then
+// adds 2 x 8 KiB to dQacc instead of 2 x 16 KiB (each consumer's 64 keys' partial dQ over all 64 columns): the dQ
+// atomics per FLOP halve, to D = 128's level. The price is D = 128's meeting of the two consumers before dQ, once per
+// unit, which the D = 64 kernels left out (barrier 5 + c, header comment). kKeep64 is off with it (dq_prev is 32
+// floats). Measured on the H100 (2026-12-06, RESULTS.md "Hopper backward kernel" (x); the harness's backward, this
+// build against FA_SM90_BWD_D64_COLS=0, three processes each): causal 2.0-5.8 % faster at T = 2048-16384; no mask
+// mixed, by the loop +0.5 % at T = 4096 and -2.1 % at 16384, by do_bench +2.3 % to +5.7 %; D = 128 unchanged; dK / dV
+// bitwise equal, dQ within 1e-2 (268 outputs), numerics 168 / 168, memcheck clean, bwd_selftest 10 / 11 exact.
 #ifndef FA_SM90_BWD_D64_COLS
 #define FA_SM90_BWD_D64_COLS 1
 #endif
@@ -402,10 +404,11 @@ static_assert(128 * kProducerRegs + 128 * kConsumers * kConsumerRegs <= 65536, "
 // The switch of the dQ accumulation, per head dim and determinism: true, each consumer stages its
 // 64 x 64 dQ block in shared memory and one thread adds it to the workspace with one bulk reduce-add
 // of the copy engine (cp.reduce.async.bulk ... add.f32, FlashAttention-3's way; header comment);
-// false, 8 float4 atomicAdd per thread. The DET kernels keep their ordered atomics. Measured on the
-// H200 (2026-12-01, RESULTS.md "(g)"): at D = 128 the bulk reduce-add is 5-8 % faster (T 4096 / 16384,
-// causal or not, dropout), at D = 64 5 % slower (each consumer adds a block per 64 keys there, twice
-// as often per FLOP): so D = 128 only. Here, not in the kernel, because launch() sizes the shared
+// false, float4 atomicAdd (8 per thread; 4 in the plain D = 64 kernels, FA_SM90_BWD_D64_COLS). The DET kernels keep
+// their ordered atomics. Measured on the H200 (2026-12-01, RESULTS.md "(g)"): at D = 128 the bulk reduce-add is
+// 5-8 % faster (T 4096 / 16384, causal or not, dropout), at D = 64 5 % slower (each consumer then added a block per
+// 64 keys, twice as often per FLOP, before the plain kernels split dQ by columns; not measured since): so D = 128
+// only. Here, not in the kernel, because launch() sizes the shared
 // memory from it too (BwdSmem's DQS).
 __host__ __device__ constexpr bool dq_bulk_reduce(int d, bool det) { return d == 128 && !det; }
 
@@ -890,7 +893,8 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
   const uint32_t dq_b0 = base + L::kK + (D == 128 ? c * kBk * 128 : kCols64 ? c * 64 : 0) + dq_key0 * 128;
   const int dq_cg = D == 128 ? c : 0;
   // The dQ atomics' address kept live into the next unit: the plain kernel at D = 64 without DET in the
-  // launch order (no mask, or causal where the tile order is off). The 8 REDGs of a unit read their address
+  // launch order (no mask, or causal where the tile order is off). The REDGs of a unit (8 when this was measured;
+  // 4 with FA_SM90_BWD_D64_COLS) read their address
   // register only as the memory pipe takes them, and ptxas reused that register for the next unit's first
   // instructions (a shared-memory descriptor at the loop top), which then waited for all 8 (the D = 64
   // profile's largest stall, 8.4 % of the samples, long scoreboard: RESULTS.md "Hopper backward kernel"
@@ -902,14 +906,14 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
   // own and the loop top's Philox code still reused the REDGs'.
   constexpr bool kKeepDqAddr = !kDqBulk && !DET && !IDX && !ORD;
   float* dq_addr_prev = a.dq_acc;
-  // kKeep64 (FA_SM90_BWD_KEEP64, _IDX): the counterpart in the causal D = 64 kernel (ORD, no IDX) and the
-  // index-masked one in the launch order. There ptxas rewrote one of the REDGs' source registers at the loop's first
-  // instruction (an S2UR recomputing the shared-memory window for the dS^T stores; in the IDX kernel the BAR.SYNC
-  // id's register, on the same scoreboard), which waited for all 8 (the causal D = 64 profile: 7.5 % of the samples
-  // on that instruction; benchmarks/sass_order.py --redg names it). Here the previous unit's dQ values (dq_prev) and
-  // address stay live up to the same never-taken store as above, and the dS^T stores' address (IDX: a shared-space
-  // address for st.shared; ORD: the generic pointer, which measured faster there) and IDX's barrier id are
-  // loop-carried (opaque at the end of each unit), so not recomputed.
+  // kKeep64 (FA_SM90_BWD_KEEP64, _IDX): the counterpart in the causal D = 64 kernel (ORD, no IDX; only with
+  // FA_SM90_BWD_D64_COLS=0) and the index-masked one in the launch order. There ptxas rewrote one of the REDGs'
+  // source registers at the loop's first instruction (an S2UR recomputing the shared-memory window for the dS^T
+  // stores; in the IDX kernel the BAR.SYNC id's register, on the same scoreboard), which waited for all 8 (the causal
+  // D = 64 profile: 7.5 % of the samples on that instruction; benchmarks/sass_order.py --redg names it). Here the
+  // previous unit's dQ values (dq_prev) and address stay live up to the same never-taken store as above, and the dS^T
+  // stores' address (IDX: a shared-space address for st.shared; ORD: the generic pointer, which measured faster
+  // there) and IDX's barrier id are loop-carried (opaque at the end of each unit), so not recomputed.
   constexpr bool kKeep64 = FA_SM90_BWD_KEEP64 != 0 && D == 64 && !kDqBulk && !DET && !kCols64 &&
                          ((ORD && !IDX) || (FA_SM90_BWD_KEEP64_IDX != 0 && IDX && !ORD && !DROP && !BIAS));
   static_assert(!(kCols64 && kKeep64), "FA_SM90_BWD_D64_COLS: kKeep64 keeps 32 dQ floats");
@@ -1292,9 +1296,10 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
     for (int kk = 0; kk < 4; ++kk) wgmma_rs_m64nDk16_tb<T, D>(dk, da[kk], wgmma_desc(q_t + kk * 2048, kBq * 128, 1024));
     wgmma_commit();
 
-    // dS^T written (and fenced) before the dQ product reads it. D = 128: each consumer's dQ columns
-    // take both consumers' halves (all 128 keys): barrier 1, both consumers. D = 64: each consumer's
-    // dQ takes its own 64 keys only, so only its own warpgroup meets (barrier 5 + c, one BAR.SYNC
+    // dS^T written (and fenced) before the dQ product reads it. D = 128 and the plain D = 64 kernels
+    // (kSplitCols): each consumer's dQ columns take both consumers' halves (all 128 keys): barrier 1,
+    // both consumers. The index-masked and DET D = 64 kernels: each consumer's dQ takes its own 64
+    // keys only, so only its own warpgroup meets (barrier 5 + c, one BAR.SYNC
     // with the id in a register): the two consumers are no longer held in step once per unit, and
     // one's element-wise pass can run while the other's products do (the Q / dO ring's empty
     // barriers, 256 arrivals, still keep them within kStages units of each other).
@@ -2918,7 +2923,7 @@ int bwd_selftest(int which, double* max_err, char* msg, int msg_len) {
   const char* what[] = {"wgmma m64n64k16 SS, A and B K-major (S^T = K Q^T form)",
                         "wgmma m64n64k16 SS, A and B MN-major, B panel 0 (dQ = dS K, D = 128, consumer 0)",
                         "wgmma m64n64k16 SS, A and B MN-major, B panel 1 (dQ = dS K, D = 128, consumer 1)",
-                        "wgmma m64n64k16 SS, A and B MN-major from key row 64, K = 64 (dQ, D = 64, consumer 1)",
+                        "wgmma m64n64k16 SS, A and B MN-major from key row 64, K = 64 (dQ by keys, D = 64, consumer 1)",
                         "S^T accumulators repacked as register A, wgmma m64n128k16 RS, B MN-major (dV += P^T dO)"};
   const double tol = 1e-3 * (which == 4 ? 8.0 : 1.0);
   return run_bwd_selftest(selftest_bwd_kernel, which, 2 * 128 * 128 * 2 + 1024, af, bf, ref, N, tol, what[which], max_err,
