@@ -83,6 +83,12 @@
 #             a GPU their float32 checks must run without TF32, conftest's full_float32), JOBS workers
 #             (default 8) (~5 min); GPU_TESTS_EXTRA adds test files (those that need keras-hub, such as
 #             test_kerashub.py: carry .whl, see kerashub)
+#   alltests  every file in tests/, as the README's `python -m pytest tests -q` runs them on a GPU machine, in two
+#             calls' worth: ALLTESTS_PART=parallel (default) all but the tests that start a TensorFlow process of their
+#             own on the GPU or take most of its memory, JOBS workers (default 8; the whole directory in one pytest
+#             call took 298 s on the H100, 2026-12-06, RESULTS "GPU tests" (c50)); ALLTESTS_PART=serial those, one at
+#             a time (TESTS_SERIAL below; its 19 deterministic-mode cases alone took 270 s there). Needs keras-hub's
+#             wheels carried in .whl (see kerashub). OUT/alltests_<part>.log
 #   memory    O(N) memory at T=131072
 #   train     training throughput, both layers under Keras' XLA (more than 140 s per context: give it a
 #             call; TRAIN_ARGS="--contexts 16384" etc. splits it)
@@ -446,15 +452,16 @@ if has hdropout; then
   echo "dropout_speed.py exit $?"
   tail -40 $OUT/dropout_speed.log
 fi
-has tests || has memory || has train || has bench || has xlacheck || has maxctx || has oldbuild || \
+has tests || [[ ,$what, == *,alltests,* ]] || has memory || has train || has bench || has xlacheck || has maxctx || has oldbuild || \
   has async || has decode || has kerashub || has generate || has float32 || exit 0  # the rest needs TensorFlow
 . .device-tf/env.sh
 export PYTHONPATH=$PWD:${PYTHONPATH:-} TF_CPP_MIN_LOG_LEVEL=2
+# The tests that take most of the GPU (4 GiB tensors past 2^31 elements) or start their own TensorFlow process
+# (determinism, XLA command buffers): run next to the others they ran out of memory at start-up (seen on the
+# H200, and on the H100 2026-12-06), so `tests` and `alltests` run them one at a time.
+serial="deterministic or past_2_to_31 or dense_backward_switch or command_buffers"
 if has tests; then
-  # In parallel, then one at a time the tests that take most of the GPU (4 GiB tensors past 2^31
-  # elements) or start their own TensorFlow process (determinism, XLA command buffers): run next to the
-  # others they ran out of memory at start-up (seen on the H200, and on the H100 2026-12-06).
-  serial="deterministic or past_2_to_31 or dense_backward_switch or command_buffers"
+  # In parallel, then one at a time the serial ones above.
   # GPU_TESTS_EXTRA: more test files run the same way (e.g. the Keras-wide and KerasHub tests,
   # which need keras-hub: carry .whl, see kerashub below).
   if [[ -n ${GPU_TESTS_EXTRA:-} ]]; then
@@ -469,6 +476,22 @@ if has tests; then
   TF_FORCE_GPU_ALLOW_GROWTH=true python3 -m pytest -q tests/test_layers.py tests/test_keras_integration.py \
     tests/test_kv_cache.py ${GPU_TESTS_EXTRA:-} -p no:cacheprovider -n ${JOBS:-8} ${PYTEST_ARGS:-} >> $OUT/gpu_tests.log 2>&1
   grep -E "^(FAILED|ERROR)|^E  " $OUT/gpu_tests.log | head -40; grep -E "passed|failed" $OUT/gpu_tests.log
+fi
+if [[ ,$what, == *,alltests,* ]]; then  # not in "all" (it runs the tests mode)
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl \
+    && export PYTHONPATH=$PYTHONPATH:/tmp/site
+  part=${ALLTESTS_PART:-parallel}
+  # TF_FORCE_GPU_ALLOW_GROWTH left to tests/conftest.py, as for a user running the README's command.
+  case $part in
+    parallel) python3 -m pytest -q tests -p no:cacheprovider -n ${JOBS:-8} -k "not ($serial)" -rfEs \
+                ${PYTEST_ARGS:-} > $OUT/alltests_$part.log 2>&1;;
+    serial) python3 -m pytest -q tests -p no:cacheprovider -k "$serial" -rfEs ${PYTEST_ARGS:-} \
+              > $OUT/alltests_$part.log 2>&1;;
+    *) echo "alltests: ALLTESTS_PART is parallel or serial, not '$part'"; exit 2;;
+  esac
+  echo "alltests $part rc=$?"
+  grep -E "^(FAILED|ERROR)|^E  " $OUT/alltests_$part.log | cut -c1-240 | head -40
+  grep -E "^SKIPPED" $OUT/alltests_$part.log | cut -c1-200 | head -20; tail -1 $OUT/alltests_$part.log
 fi
 if has oldbuild; then
   # From another directory, so that the old package on PYTHONPATH wins over the repository's.
