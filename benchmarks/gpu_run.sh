@@ -87,7 +87,7 @@
 #             calls' worth: ALLTESTS_PART=parallel (default) all but the tests that start a TensorFlow process of their
 #             own on the GPU or take most of its memory, JOBS workers (default 8; the whole directory in one pytest
 #             call took 298 s on the H100, 2026-12-06, RESULTS "GPU tests" (c50)); ALLTESTS_PART=serial those, one at
-#             a time (TESTS_SERIAL below; its 19 deterministic-mode cases alone took 270 s there). Needs keras-hub's
+#             a time (`serial` below; its 19 deterministic-mode cases alone took 270 s there). Needs keras-hub's
 #             wheels carried in .whl (see kerashub). OUT/alltests_<part>.log
 #   memory    O(N) memory at T=131072
 #   train     training throughput, both layers under Keras' XLA (more than 140 s per context: give it a
@@ -460,14 +460,17 @@ export PYTHONPATH=$PWD:${PYTHONPATH:-} TF_CPP_MIN_LOG_LEVEL=2
 # (determinism, XLA command buffers): run next to the others they ran out of memory at start-up (seen on the
 # H200, and on the H100 2026-12-06), so `tests` and `alltests` run them one at a time.
 serial="deterministic or past_2_to_31 or dense_backward_switch or command_buffers"
+# keras-hub and the wheels it imports, carried in .whl (the machine has no index), into /tmp/site once a machine.
+keras_hub_wheels() {
+  [[ -d /tmp/site/keras_hub ]] || python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
+    --target /tmp/site .whl/*.whl || return
+  export PYTHONPATH=$PYTHONPATH:/tmp/site
+}
 if has tests; then
   # In parallel, then one at a time the serial ones above.
   # GPU_TESTS_EXTRA: more test files run the same way (e.g. the Keras-wide and KerasHub tests,
   # which need keras-hub: carry .whl, see kerashub below).
-  if [[ -n ${GPU_TESTS_EXTRA:-} ]]; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl \
-      && export PYTHONPATH=$PYTHONPATH:/tmp/site
-  fi
+  [[ -n ${GPU_TESTS_EXTRA:-} ]] && keras_hub_wheels
   TF_FORCE_GPU_ALLOW_GROWTH=true python3 -m pytest -q tests/test_gpu.py tests/test_xla.py tests/test_gpu_decode.py \
     -p no:cacheprovider -n ${JOBS:-8} -k "not ($serial)" ${PYTEST_ARGS:-} > $OUT/gpu_tests.log 2>&1
   TF_FORCE_GPU_ALLOW_GROWTH=true python3 -m pytest -q tests/test_gpu.py tests/test_xla.py -p no:cacheprovider \
@@ -478,8 +481,7 @@ if has tests; then
   grep -E "^(FAILED|ERROR)|^E  " $OUT/gpu_tests.log | head -40; grep -E "passed|failed" $OUT/gpu_tests.log
 fi
 if [[ ,$what, == *,alltests,* ]]; then  # not in "all" (it runs the tests mode)
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl \
-    && export PYTHONPATH=$PYTHONPATH:/tmp/site
+  keras_hub_wheels
   part=${ALLTESTS_PART:-parallel}
   # TF_FORCE_GPU_ALLOW_GROWTH left to tests/conftest.py, as for a user running the README's command.
   case $part in
@@ -528,8 +530,7 @@ if has decode; then
     | grep -v "^WARNING\|^I0000\|^W0000" | tee $OUT/gpu_decode.log | tail -80
 fi
 if has kerashub; then
-  [[ -d /tmp/site/keras_hub ]] || python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl \
-    && export PYTHONPATH=$PYTHONPATH:/tmp/site
+  keras_hub_wheels
   quiet() { grep -v "^WARNING\|^I0000\|^W0000\|^E0000"; }
   parts=${KERASHUB_PARTS:-main}
   if [[ ,$parts, == *,main,* ]]; then

@@ -2642,6 +2642,13 @@ __global__ void selftest_bwd_kernel(const __nv_bfloat16* am, const __nv_bfloat16
 // Small exact values: multiples of 1/8 in [-0.75, 0.75] (bfloat16 holds them; the float32 sums
 // of the tests are exact, and so is mode 4's intermediate when it stays within 8 bits).
 float st_value(int i, int j, int salt) { return static_cast<float>(((i * 7 + j * 3 + salt) % 13) - 6) * 0.125f; }
+// The self-tests' operands, row-major [rows x cols]: A's element (i, j) st_value(i, j, 1), B's st_value(i, 5 j, 4).
+std::vector<float> st_operand(bool is_b, int rows, int cols) {
+  std::vector<float> x(static_cast<size_t>(rows) * cols);
+  for (int i = 0; i < rows; ++i)
+    for (int j = 0; j < cols; ++j) x[i * cols + j] = is_b ? st_value(i, j * 5, 4) : st_value(i, j, 1);
+  return x;
+}
 
 uint16_t st_bf16_bits(float x) {
   uint32_t u;
@@ -2814,11 +2821,7 @@ int run_bwd_selftest(void (*kernel)(const __nv_bfloat16*, const __nv_bfloat16*, 
 int bwd_selftest_d256(int which, double* max_err, char* msg, int msg_len) {
   const int acols = which == 5 ? 128 : 64, bcols = which == 7 ? 256 : 128;
   const int N = which == 5 ? 32 : 128;
-  std::vector<float> af(64 * acols), bf(64 * bcols);
-  for (int i = 0; i < 64; ++i)
-    for (int j = 0; j < acols; ++j) af[i * acols + j] = st_value(i, j, 1);
-  for (int i = 0; i < 64; ++i)
-    for (int j = 0; j < bcols; ++j) bf[i * bcols + j] = st_value(i, j * 5, 4);
+  const std::vector<float> af = st_operand(false, 64, acols), bf = st_operand(true, 64, bcols);
   std::vector<double> ref(64 * N, 0.0);
   for (int m = 0; m < 64; ++m)
     for (int n = 0; n < N; ++n) {
@@ -2840,11 +2843,7 @@ int bwd_selftest_d256(int which, double* max_err, char* msg, int msg_len) {
 
 // bwd_selftest 8, 9 (selftest_bwd_split128_kernel's modes), returns as bwd_selftest.
 int bwd_selftest_split128(int which, double* max_err, char* msg, int msg_len) {
-  std::vector<float> af(64 * 64), bf(64 * 128);
-  for (int i = 0; i < 64; ++i)
-    for (int j = 0; j < 64; ++j) af[i * 64 + j] = st_value(i, j, 1);
-  for (int i = 0; i < 64; ++i)
-    for (int j = 0; j < 128; ++j) bf[i * 128 + j] = st_value(i, j * 5, 4);
+  const std::vector<float> af = st_operand(false, 64, 64), bf = st_operand(true, 64, 128);
   std::vector<double> ref(64 * 64, 0.0);
   for (int m = 0; m < 64; ++m)
     for (int n = 0; n < 64; ++n) {
@@ -2863,11 +2862,7 @@ int bwd_selftest_split128(int which, double* max_err, char* msg, int msg_len) {
 // [128 (k) x 128] as modes 1-3 lay them out, C = At^T Bm[:, 32 .. 63] (10) or Bm[:, 0 .. 31] (11).
 int bwd_selftest_cols64(int which, double* max_err, char* msg, int msg_len) {
   const int n0 = which == 10 ? 32 : 0;
-  std::vector<float> af(128 * 64), bf(128 * 128);
-  for (int i = 0; i < 128; ++i)
-    for (int j = 0; j < 64; ++j) af[i * 64 + j] = st_value(i, j, 1);
-  for (int i = 0; i < 128; ++i)
-    for (int j = 0; j < 128; ++j) bf[i * 128 + j] = st_value(i, j * 5, 4);
+  const std::vector<float> af = st_operand(false, 128, 64), bf = st_operand(true, 128, 128);
   std::vector<double> ref(64 * 32, 0.0);
   for (int m = 0; m < 64; ++m)
     for (int n = 0; n < 32; ++n) {
@@ -2900,11 +2895,7 @@ int bwd_selftest(int which, double* max_err, char* msg, int msg_len) {
   const bool kmaj = which == 0 || which == 4;
   const int arows = kmaj ? 64 : 128, acols = kmaj ? 128 : 64;
   const int brows = kmaj ? 128 : 128, bcols = 128;  // mode 0/4: B [64 x 128] then Bm2 [64 x 128]
-  std::vector<float> af(arows * acols), bf(brows * bcols);
-  for (int i = 0; i < arows; ++i)
-    for (int j = 0; j < acols; ++j) af[i * acols + j] = st_value(i, j, 1);
-  for (int i = 0; i < brows; ++i)
-    for (int j = 0; j < bcols; ++j) bf[i * bcols + j] = st_value(i, j * 5, 4);
+  const std::vector<float> af = st_operand(false, arows, acols), bf = st_operand(true, brows, bcols);
   const int N = which == 4 ? 128 : 64;
   std::vector<double> ref(64 * N, 0.0);
   if (which == 0 || which == 4) {
