@@ -387,15 +387,6 @@ static_assert(kBiasBatch >= 0 && 8 % (kBiasBatch > 0 ? kBiasBatch : 1) == 0, "kB
 #ifndef FA_SM90_BWD_D64_COLS
 #define FA_SM90_BWD_D64_COLS 1
 #endif
-// FA_SM90_BWD_D64_BULK (0, or 1 for kernel work; not yet run on a GPU): with FA_SM90_BWD_D64_COLS, the plain D = 64
-// kernels add their dQ block (64 x 32 per consumer, 8 KiB, contiguous in the accumulator) with the copy engine's bulk
-// reduce-add through a staging block in shared memory, as D = 128 does (dq_bulk_reduce below), instead of 4 float4
-// atomics per thread. At D = 64 the bulk reduce-add measured 5 % slower than the atomics when each consumer added a
-// 16 KiB block per 64 keys (2026-12-01, RESULTS.md "Hopper backward kernel" (g)); split by columns, a unit adds half
-// as much per FLOP, D = 128's rate, where it is 5-8 % faster. kRotate stays D = 128's.
-#ifndef FA_SM90_BWD_D64_BULK
-#define FA_SM90_BWD_D64_BULK 0
-#endif
 
 namespace flashattn {
 namespace cuda {
@@ -414,14 +405,14 @@ static_assert(128 * kProducerRegs + 128 * kConsumers * kConsumerRegs <= 65536, "
 // 64 x 64 dQ block in shared memory and one thread adds it to the workspace with one bulk reduce-add
 // of the copy engine (cp.reduce.async.bulk ... add.f32, FlashAttention-3's way; header comment);
 // false, float4 atomicAdd (8 per thread; 4 in the plain D = 64 kernels, FA_SM90_BWD_D64_COLS). The DET kernels keep
-// their ordered atomics. FA_SM90_BWD_D64_BULK: the plain D = 64 kernels (no IDX) take the bulk reduce-add too. Measured on the H200 (2026-12-01, RESULTS.md "(g)"): at D = 128 the bulk reduce-add is
+// their ordered atomics. Measured on the H200 (2026-12-01, RESULTS.md "(g)"): at D = 128 the bulk reduce-add is
 // 5-8 % faster (T 4096 / 16384, causal or not, dropout), at D = 64 5 % slower (each consumer then added a block per
-// 64 keys, twice as often per FLOP, before the plain kernels split dQ by columns; not measured since): so D = 128
+// 64 keys, twice as often per FLOP, before the plain kernels split dQ by columns). Split by columns (8 KiB per
+// consumer and unit, D = 128's rate per FLOP) it was slower still on the H100 (2026-12-06, RESULTS.md "(y)": causal
+// T 2048-16384 0.89x-0.91x, no mask 0.97x-0.98x by the harness loop; that build was removed): so D = 128
 // only. Here, not in the kernel, because launch() sizes the shared
 // memory from it too (BwdSmem's DQS).
-__host__ __device__ constexpr bool dq_bulk_reduce(int d, bool det, bool idx) {
-  return !det && (d == 128 || (FA_SM90_BWD_D64_BULK != 0 && FA_SM90_BWD_D64_COLS != 0 && d == 64 && !idx));
-}
+__host__ __device__ constexpr bool dq_bulk_reduce(int d, bool det) { return d == 128 && !det; }
 
 // IDX: the index-masked kernel (window / lengths / validity), which also keeps each row's visible
 // keys and a per-unit "mask needed" flag beside lse2 and dsum; without it the layout is the first
@@ -444,7 +435,7 @@ struct BwdSmem {
   static constexpr int kBars = IDX ? kFlag + 16 : kRange;  // kv_full, full[kStages], empty[kStages]
   static constexpr int kBarsEnd = kBars + 8 * (1 + 2 * kStages);
   // DQS: float [kConsumers][64 x 64] in fragment order (consumer c's block at kDq + c * kDqBytes),
-  // 128-byte aligned (the copy engine needs 16). (D = 64, FA_SM90_BWD_D64_BULK: the first 8 KiB of each.)
+  // 128-byte aligned (the copy engine needs 16).
   static constexpr int kDqBytes = 64 * 64 * 4;
   static constexpr int kDq = (kBarsEnd + 127) & ~127;
   static constexpr int kBytes = DQS ? kDq + kConsumers * kDqBytes : kBarsEnd;
@@ -759,7 +750,7 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
   static_assert(!DROP || IDX, "dropout runs the index-masked kernel");
   static_assert(!BIAS || (IDX && !DROP && D == 64), "bias / dbias: the IDX kernel without dropout, D = 64");
   // The dQ accumulation through shared memory and the copy engine's reduce-add (dq_bulk_reduce).
-  constexpr bool kDqBulk = dq_bulk_reduce(D, DET, IDX);
+  constexpr bool kDqBulk = dq_bulk_reduce(D, DET);
   using L = BwdSmem<D, IDX, kDqBulk>;
   extern __shared__ uint8_t smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
@@ -898,8 +889,7 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
   constexpr bool kSplitCols = D == 128 || kCols64;
   constexpr int kDqN = kCols64 ? 32 : 64;  // dQ columns per consumer (wgmma N)
   // (the bulk reduce-add, the kept dQ values and the ordered DET adds below assume 32 dQ floats per thread)
-  static_assert(!kCols64 || !DET, "FA_SM90_BWD_D64_COLS: not the ordered DET adds");
-  static_assert(!kDqBulk || D == 128 || kCols64, "the bulk reduce-add at D = 64 needs the split by columns");
+  static_assert(!kCols64 || (!kDqBulk && !DET), "FA_SM90_BWD_D64_COLS: the float4 atomics only");
   constexpr int kDqSteps = kSplitCols ? kBk / 16 : 64 / 16;
   const int dq_key0 = kSplitCols ? 0 : 64 * c;
   const uint32_t dq_b0 = base + L::kK + (D == 128 ? c * kBk * 128 : kCols64 ? c * 64 : 0) + dq_key0 * 128;
@@ -938,7 +928,7 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
   int ds_bar = 5 + c;  // kKeep64 with IDX: the named barrier's id below, loop-carried
   // kRotate (FA_SM90_BWD_ROTATE): unit nn's S^T and dP^T (as in the loop below) issued at the end of unit
   // nn - 1, after the wait for its Q / dO stage, into accumulators that live across the loop's back edge.
-  constexpr bool kRotate = FA_SM90_BWD_ROTATE != 0 && kDqBulk && !DROP && D == 128;
+  constexpr bool kRotate = FA_SM90_BWD_ROTATE != 0 && kDqBulk && !DROP;
   // S^T = K_c Q^T and dP^T = V_c dO^T: [64 keys x 64 queries], contraction over D in k16 steps, from the Q /
   // dO tiles at q_s / do_s; S^T in its own commit group, so that P^T is computed while dP^T runs.
   // One of them: acc = A B^T, A this consumer's 64 rows of the K or V tile (a_rows), B the Q or dO tile (b_s).
@@ -1288,8 +1278,8 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
     // kDqBulk: this consumer's dQ staging block is written again after this unit's dQ product
     // (below); the thread that issued the previous unit's bulk reduce-add from it waits here until
     // the copy engine has read it (wait_group.read: long done, most likely, a whole unit ran since),
-    // and the barrier before the dQ product (1: D = 128, and D = 64 split by columns), which it reaches
-    // after this, tells the rest of its warpgroup. Here rather than just before that barrier: there, ptxas 13.0 spilled
+    // and the barrier before the dQ product (1: D = 128 only), which it reaches after this, tells the
+    // rest of its warpgroup. Here rather than just before that barrier: there, ptxas 13.0 spilled
     // 4 bytes in <DROP, D = 128> (also after the P pass, and at the unit's start).
     if constexpr (kDqBulk) {
       if (tid == 0) bulk_wait_read<0>();
@@ -1354,18 +1344,15 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
       // adds, dQ equal up to their order, and denormals: REDG flushes them, UBLKRED does not
       // say it does). No wait here: the next unit's
       // wait_group.read (above) or the kernel's end (wait_group 0) waits for it.
-      // (kCols64, FA_SM90_BWD_D64_BULK: the 64 x 32 block, 4 float4 a thread, 8 KiB at blk: the n8 tiles 4c .. 4c+3.)
       const uint32_t stage = base + L::kDq + c * L::kDqBytes;
-      constexpr int kBlockBytes = 64 * kDqN * 4;
-      static_assert(kBlockBytes <= L::kDqBytes, "dQ staging block");
 #pragma unroll
-      for (int j = 0; j < kDqN / 8; ++j)
+      for (int j = 0; j < 8; ++j)
         st_shared_v4_f32(stage + (j * 128 + tid) * 16, dq[4 * j], dq[4 * j + 1], dq[4 * j + 2], dq[4 * j + 3]);
       if constexpr (kRotate) issue_next(n + 1);
       fence_proxy_async();  // the stores above before the copy engine's (async proxy) read
       named_bar_sync(7 + c, 128);
       if (tid == 0) {
-        bulk_reduce_add_f32(blk, stage, kBlockBytes);
+        bulk_reduce_add_f32(blk, stage, L::kDqBytes);
         bulk_commit();
       }
       if constexpr (kRotate) wgmma_wait<kRotateWait>();  // (unconditional: ptxas pairs it)
@@ -2268,7 +2255,7 @@ cudaError_t launch(const FlashBwdParams& p, cudaStream_t stream) {
   if constexpr (kOrd) {
     if (args.order_g != 0) kernel = flash_bwd_sm90_ord_kernel<T, D, IDX, DROP, DET, BIAS>;
   }
-  const int smem = BwdSmem<D, IDX, dq_bulk_reduce(D, DET, IDX)>::kAlloc;
+  const int smem = BwdSmem<D, IDX, dq_bulk_reduce(D, DET)>::kAlloc;
   cudaError_t err = set_dynamic_smem(kernel, smem);
   if (err != cudaSuccess) return cudaErrorNotSupported;  // nothing queued yet: sm80 takes it
 
