@@ -59,9 +59,10 @@
 //                          FlashAttention-3; <DROP, D = 128>: with dK below, registers)
 //     dS^T -> shared memory (16-bit, [128 keys][64 queries], 128-byte swizzle, two buffers)
 //     dK  += dS^T Q        [64 x D]       the same with dS^T and Q
-//     (named barrier: D = 128 and the plain D = 64 kernels, both consumers' halves of dS^T are in
+//     (named barrier: D = 128 and the plain D = 64 ORD kernel, both consumers' halves of dS^T are in
 //     shared memory; the other D = 64 kernels, this consumer's own half, the only one its dQ reads:
-//     its warpgroup alone)
+//     its warpgroup alone; the plain D = 64 kernel in the launch order, FA_SM90_BWD_D64_LAG: no barrier, its
+//     dQ_c below is issued at the next unit's start, after the mbarrier ds_full of this unit's dS^T buffer)
 //     dQ_c = dS K          D = 128: columns 64c .. 64c+63 over all 128 keys (8 k16 steps);
 //                          D = 64 without index masks or DET (FA_SM90_BWD_D64_COLS, the default):
 //                          columns 32c .. 32c+31 over all 128 keys (8 steps, m64n32k16); the
@@ -97,8 +98,8 @@
 //   without DET, after the barriers, 128-byte aligned): 193 KiB (198,784 bytes allocated, IDX
 //   199,296, of the 227 KiB opt-in; DET 165,928 / 166,456). D = 64: 97 KiB (no staging blocks).
 //   One CTA per SM either way (registers).
-//   Named barriers: 0 __syncthreads (setup); 1 both consumers before dQ (D = 128, and the D = 64 kernels
-//   that split dQ by columns); 5 + c consumer c before dQ (the other D = 64 kernels); 7 + c consumer c
+//   Named barriers: 0 __syncthreads (setup); 1 both consumers before dQ (D = 128, and the D = 64 ORD kernel
+//   that splits dQ by columns); 5 + c consumer c before dQ (the other D = 64 kernels); 7 + c consumer c
 //   before its bulk reduce-add (D = 128 without DET); 2, 3, 4 the DET ordered reduction (below). 9..15
 //   unused.
 //   Registers per consumer thread (D = 128): dK, dV 64 + 64, S^T and dP^T 32 + 32 (then P and dS
@@ -387,6 +388,19 @@ static_assert(kBiasBatch >= 0 && 8 % (kBiasBatch > 0 ? kBiasBatch : 1) == 0, "kB
 #ifndef FA_SM90_BWD_D64_COLS
 #define FA_SM90_BWD_D64_COLS 1
 #endif
+// FA_SM90_BWD_D64_LAG (default 1; 0 gives the former code): with FA_SM90_BWD_D64_COLS, the plain D = 64 kernel in
+// the launch order (no mask; causal only with the tile order off: the ORD kernel keeps the former code) computes unit
+// n - 1's dQ during unit n instead of at the end of unit n. Split by columns, each consumer's dQ needs both
+// consumers' halves of dS^T, so without it both meet at named barrier 1 once per unit and run in step (their
+// element-wise passes at the same time, the tensor pipe idle then). Lagged, each consumer arrives on an mbarrier
+// (ds_full[buffer]) after storing its half and waits on it a unit later, when the other's half is almost always
+// there: the consumers may drift apart by up to a unit, and dQ's products run under the P pass. A second pair
+// (ds_free[buffer]) keeps a dS^T buffer from being written again before both consumers' dQ products read it.
+// Measured on the H100 (2026-12-06, RESULTS.md "Hopper backward kernel" (z)): no mask T = 4096 / 16384 1.058x /
+// 1.071x (harness loop), causal (then also lagged) 0.98x-1.02x, so not in the ORD kernel.
+#ifndef FA_SM90_BWD_D64_LAG
+#define FA_SM90_BWD_D64_LAG 1
+#endif
 
 namespace flashattn {
 namespace cuda {
@@ -433,7 +447,10 @@ struct BwdSmem {
   static constexpr int kFlag = kRange + kStages * kBq * 4;      // IDX: int [kStages] mask flags
   static_assert(kStages * 4 <= 16, "mask flags");
   static constexpr int kBars = IDX ? kFlag + 16 : kRange;  // kv_full, full[kStages], empty[kStages]
-  static constexpr int kBarsEnd = kBars + 8 * (1 + 2 * kStages);
+  // FA_SM90_BWD_D64_LAG: ds_full[2], ds_free[2] after empty[] (D = 64 without IDX; the DET and ORD kernels leave them
+  // unused).
+  static constexpr int kLagBars = FA_SM90_BWD_D64_LAG != 0 && D == 64 && !IDX ? 4 : 0;
+  static constexpr int kBarsEnd = kBars + 8 * (1 + 2 * kStages + kLagBars);
   // DQS: float [kConsumers][64 x 64] in fragment order (consumer c's block at kDq + c * kDqBytes),
   // 128-byte aligned (the copy engine needs 16).
   static constexpr int kDqBytes = 64 * 64 * 4;
@@ -605,8 +622,8 @@ __device__ __forceinline__ float bias_ds(float pv, float dp, float dsm, float l2
 
 // The mbarriers of both backward kernels (thread 0; then the whole CTA waits): kv_full (K, V: thread
 // 0's expect_tx), full[s] (thread 0's expect_tx and warp 1's arrival; IDX: warp 2's too), empty[s]
-// (every consumer thread).
-template <bool IDX>
+// (every consumer thread); NLAG: FA_SM90_BWD_D64_LAG's ds_full[2], ds_free[2] after empty[] (every consumer thread).
+template <bool IDX, int NLAG = 0>
 __device__ __forceinline__ void bwd_init_barriers(uint32_t kv_full, uint32_t full0, uint32_t empty0) {
   if (threadIdx.x == 0) {
     mbar_init(kv_full, 1);
@@ -614,6 +631,7 @@ __device__ __forceinline__ void bwd_init_barriers(uint32_t kv_full, uint32_t ful
       mbar_init(full0 + 8 * s, 1 + 32 * (IDX ? 2 : 1));  // thread 0's expect_tx, warp 1 (IDX: and 2)
       mbar_init(empty0 + 8 * s, 128 * kConsumers);
     }
+    for (int i = 0; i < NLAG; ++i) mbar_init(empty0 + 8 * (kStages + i), 128 * kConsumers);
     mbar_fence_init();
   }
   __syncthreads();
@@ -787,7 +805,7 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
   }
 
   const int wg = threadIdx.x / 128;
-  bwd_init_barriers<IDX>(kv_full, full0, empty0);
+  bwd_init_barriers<IDX, L::kLagBars>(kv_full, full0, empty0);
 
   if (wg == 0) {
     // ---- Producer warpgroup (bwd_producer: TMA loads, lse2 / dsum rows, IDX: key ranges). ----
@@ -890,6 +908,13 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
   constexpr int kDqN = kCols64 ? 32 : 64;  // dQ columns per consumer (wgmma N)
   // (the bulk reduce-add, the kept dQ values and the ordered DET adds below assume 32 dQ floats per thread)
   static_assert(!kCols64 || (!kDqBulk && !DET), "FA_SM90_BWD_D64_COLS: the float4 atomics only");
+  // FA_SM90_BWD_D64_LAG (the macro's comment): unit n's dQ products issued in unit n + 1, after its S^T and dP^T, and
+  // added there; the last unit's after the loop. ds_full[i]: both consumers' halves of dS^T buffer i stored (256
+  // arrivals); ds_free[i]: both consumers' dQ products have read it (256). lag_blk: the previous unit's dQ block.
+  constexpr bool kLag = FA_SM90_BWD_D64_LAG != 0 && kCols64 && !ORD;
+  static_assert(!kLag || L::kLagBars == 4, "FA_SM90_BWD_D64_LAG: the layout's ds_full / ds_free barriers");
+  const uint32_t ds_full0 = empty0 + 8 * kStages, ds_free0 = ds_full0 + 16;
+  float* lag_blk = a.dq_acc;
   constexpr int kDqSteps = kSplitCols ? kBk / 16 : 64 / 16;
   const int dq_key0 = kSplitCols ? 0 : 64 * c;
   const uint32_t dq_b0 = base + L::kK + (D == 128 ? c * kBk * 128 : kCols64 ? c * 64 : 0) + dq_key0 * 128;
@@ -986,9 +1011,25 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
     float sacc_l[32], dpacc_l[32];
     float(&sacc)[32] = pick_array<kRotate>(sacc_r, sacc_l);
     float(&dpacc)[32] = pick_array<kRotate>(dpacc_r, dpacc_l);
+    float dq[kDqN / 2];  // dQ_c of this unit (kLag: of the unit before)
     if constexpr (!kRotate) {
       issue_s_dp(sacc, dpacc, q_t, do_t);
-      wgmma_wait<1>();  // S^T done (groups complete in order); dP^T may still run
+      if constexpr (kLag) {
+        // Unit n - 1's dQ_c (below, "dQ_c = dS K"), once both halves of its dS^T are stored; unit 0 issues the same
+        // products from the K tile (read-only here) and drops the result, so that the issue is unconditional (issued
+        // under a condition, ptxas serialized every wgmma: C7515, kRotate's comment).
+        if (n > 0) mbar_wait(ds_full0 + 8 * ((n - 1) & 1), ((n - 1) >> 1) & 1);
+        const uint32_t ds_prev = n > 0 ? base + L::kDs + ((n - 1) & 1) * L::kDsBytes : base + L::kK;
+        wgmma_fence();  // (dq's registers: without it ptxas injects one, C7519)
+#pragma unroll
+        for (int kk = 0; kk < kDqSteps; ++kk)
+          wgmma_ss_m64n32k16<1, 1>(WgmmaType<T>{}, dq, wgmma_desc(ds_prev + 16 * kk * 128, kBk * 128, 1024),
+                                   wgmma_desc(dq_b0 + kk * 2048, kBk * 128, 1024), kk > 0);
+        wgmma_commit();
+        wgmma_wait<2>();  // S^T done; dP^T and the dQ products may still run
+      } else {
+        wgmma_wait<1>();  // S^T done (groups complete in order); dP^T may still run
+      }
     }
     fence_regs(sacc);
     if constexpr (kKeepDqAddr) {
@@ -1151,7 +1192,7 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
       p_pass(std::true_type{}, std::false_type{}, std::false_type{});
     else
       p_pass(std::false_type{}, std::false_type{}, std::false_type{});
-    wgmma_wait<0>();  // dP^T done
+    wgmma_wait<kLag ? 1 : 0>();  // dP^T done (kLag: the dQ products may still run)
     fence_regs(dpacc);
     // dV += P^T dO (DROP: Pd^T dO, Pd = P Z) issued here, in its own commit group, so that the dV
     // product runs under the dS^T pass below (FlashAttention-3's order) instead of after it with
@@ -1260,7 +1301,10 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
         }
     }
     // As the A fragments, and dS^T to shared memory ([key][query], one 128-byte-swizzled panel of
-    // 128 rows).
+    // 128 rows). kLag: buffer n & 1 once both consumers' dQ products of unit n - 2 have read it.
+    if constexpr (kLag) {
+      if (n >= 2) mbar_wait(ds_free0 + 8 * (n & 1), ((n >> 1) - 1) & 1);
+    }
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
@@ -1275,6 +1319,7 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
           *reinterpret_cast<uint32_t*>(ds_ptr + swz128_offset(kBk, key_l[x & 1], 8 * j + 2 * t)) = da[kk][x];
       }
     fence_proxy_async();  // dS^T stores before the wgmma (async proxy) reads below
+    if constexpr (kLag) mbar_arrive(ds_full0 + 8 * (n & 1));  // (release: the stores above, for the other consumer)
     // kDqBulk: this consumer's dQ staging block is written again after this unit's dQ product
     // (below); the thread that issued the previous unit's bulk reduce-add from it waits here until
     // the copy engine has read it (wait_group.read: long done, most likely, a whole unit ran since),
@@ -1305,29 +1350,37 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
     // with the id in a register): the two consumers are no longer held in step once per unit, and
     // one's element-wise pass can run while the other's products do (the Q / dO ring's empty
     // barriers, 256 arrivals, still keep them within kStages units of each other).
-    if constexpr (kSplitCols)
+    if constexpr (kLag) {
+      // (no barrier: ds_full, above)
+    } else if constexpr (kSplitCols) {
       named_bar_sync(1, 128 * kConsumers);
-    else
+    } else {
       named_bar_sync(kKeep64 && IDX ? ds_bar : 5 + c, 128);
-
-    // dQ_c = dS K: A = dS [64 queries x keys] read transposed from dS^T, B = K [keys x kDqN cols].
-    float dq[kDqN / 2];
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < kDqSteps; ++kk) {
-      const uint64_t da = wgmma_desc(ds_t + (dq_key0 + 16 * kk) * 128, kBk * 128, 1024);
-      const uint64_t db = wgmma_desc(dq_b0 + kk * 2048, kBk * 128, 1024);
-      if constexpr (kCols64)
-        wgmma_ss_m64n32k16<1, 1>(WgmmaType<T>{}, dq, da, db, kk > 0);
-      else
-        wgmma_ss_m64n64k16<1, 1>(WgmmaType<T>{}, dq, da, db, kk > 0);
     }
-    wgmma_commit();
-    wgmma_wait<0>();  // dQ, and dV / dK before it (complete in order)
+
+    // dQ_c = dS K: A = dS [64 queries x keys] read transposed from dS^T, B = K [keys x kDqN cols]. (kLag: issued
+    // at the next unit's start.)
+    if constexpr (!kLag) {
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < kDqSteps; ++kk) {
+        const uint64_t da = wgmma_desc(ds_t + (dq_key0 + 16 * kk) * 128, kBk * 128, 1024);
+        const uint64_t db = wgmma_desc(dq_b0 + kk * 2048, kBk * 128, 1024);
+        if constexpr (kCols64)
+          wgmma_ss_m64n32k16<1, 1>(WgmmaType<T>{}, dq, da, db, kk > 0);
+        else
+          wgmma_ss_m64n64k16<1, 1>(WgmmaType<T>{}, dq, da, db, kk > 0);
+      }
+      wgmma_commit();
+    }
+    wgmma_wait<0>();  // dQ, and dV / dK before it (complete in order; kLag: the unit before's dQ, issued first)
     fence_regs(dv);
     fence_regs(dk);
     fence_regs(dq);
     mbar_arrive(empty0 + 8 * s);  // Q, dO and the rows of stage s are no longer read
+    if constexpr (kLag) {
+      if (n > 0) mbar_arrive(ds_free0 + 8 * ((n - 1) & 1));  // dS^T of unit n - 1 read
+    }
 
     // dQacc block of (b, h, query tile): [64 x D] in fragment order.
     const int64_t blk_row = (static_cast<int64_t>(b) * sh.H + h) * a.tq_pad + i0;
@@ -1357,11 +1410,15 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
       }
       if constexpr (kRotate) wgmma_wait<kRotateWait>();  // (unconditional: ptxas pairs it)
     } else if constexpr (!DET) {
-      float4* const dq_addr = reinterpret_cast<float4*>(blk) + tid;  // the REDGs' one address register
+      // (kLag: the unit before's block, none at unit 0)
+      float4* const dq_addr = reinterpret_cast<float4*>(kLag ? lag_blk : blk) + tid;  // the REDGs' one address register
+      if (!kLag || n > 0) {
 #pragma unroll
-      for (int j = 0; j < kDqN / 8; ++j)
-        atomicAdd(dq_addr + j * 128, make_float4(dq[4 * j], dq[4 * j + 1], dq[4 * j + 2], dq[4 * j + 3]));
+        for (int j = 0; j < kDqN / 8; ++j)
+          atomicAdd(dq_addr + j * 128, make_float4(dq[4 * j], dq[4 * j + 1], dq[4 * j + 2], dq[4 * j + 3]));
+      }
       dq_addr_prev = reinterpret_cast<float*>(dq_addr);  // kKeepDqAddr, kKeep64
+      if constexpr (kLag) lag_blk = blk;
       if constexpr (kKeep64) {
 #pragma unroll
         for (int x = 0; x < 32; ++x) dq_prev[x] = dq[x];
@@ -1388,6 +1445,28 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
         atomicAdd(reinterpret_cast<float4*>(blk) + j * 128 + tid,
                   make_float4(dq[4 * j], dq[4 * j + 1], dq[4 * j + 2], dq[4 * j + 3]));
       named_bar_sync_unaligned(c == 0 ? 3 : 4, c == 0 ? 128 * kConsumers : 128 + 32);
+    }
+  }
+
+  // kLag: the last unit's dQ_c, as the loop's next unit would have issued it.
+  if constexpr (kLag) {
+    if (units.n > 0) {
+      const int nl = units.n;
+      mbar_wait(ds_full0 + 8 * ((nl - 1) & 1), ((nl - 1) >> 1) & 1);
+      const uint32_t ds_last = base + L::kDs + ((nl - 1) & 1) * L::kDsBytes;
+      float dq[kDqN / 2];
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < kDqSteps; ++kk)
+        wgmma_ss_m64n32k16<1, 1>(WgmmaType<T>{}, dq, wgmma_desc(ds_last + 16 * kk * 128, kBk * 128, 1024),
+                                 wgmma_desc(dq_b0 + kk * 2048, kBk * 128, 1024), kk > 0);
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_regs(dq);
+      float4* const dq_addr = reinterpret_cast<float4*>(lag_blk) + tid;
+#pragma unroll
+      for (int j = 0; j < kDqN / 8; ++j)
+        atomicAdd(dq_addr + j * 128, make_float4(dq[4 * j], dq[4 * j + 1], dq[4 * j + 2], dq[4 * j + 3]));
     }
   }
 
