@@ -44,7 +44,8 @@
 //   into a kStages = 2 ring (TMA, full[s] with expect_tx); warp 1 copies the unit's 64 lse2 and
 //   dsum values (precomputed by sm80's pre-pass) into the ring's row arrays with ordinary loads and
 //   stores and arrives on full[s] too (full[s] counts 1 + 32 arrivals). Consumers release a stage
-//   by arriving on empty[s] (256 arrivals).
+//   by arriving on empty[s] (256 arrivals). The lagged D = 64 kernel (FA_SM90_BWD_D64_LAG) has two
+//   more pairs, ds_full[2] and ds_free[2] (256 arrivals each): a dS^T buffer stored, and read by dQ.
 //   Per unit, consumer c (rows of its matrices = its 64 keys, so P and dS stay in registers for
 //   dV and dK; only dS also goes to shared memory, for dQ):
 //     S^T  = K_c Q^T       [64 keys x 64 queries]  D/16 wgmma m64n64k16 SS, both K-major
@@ -59,7 +60,8 @@
 //                          FlashAttention-3; <DROP, D = 128>: with dK below, registers)
 //     dS^T -> shared memory (16-bit, [128 keys][64 queries], 128-byte swizzle, two buffers)
 //     dK  += dS^T Q        [64 x D]       the same with dS^T and Q
-//     (named barrier: D = 128 and the plain D = 64 ORD kernel, both consumers' halves of dS^T are in
+//     (named barrier: D = 128 and the plain D = 64 ORD kernel (and the launch-order one with FA_SM90_BWD_D64_LAG=0),
+//     both consumers' halves of dS^T are in
 //     shared memory; the other D = 64 kernels, this consumer's own half, the only one its dQ reads:
 //     its warpgroup alone; the plain D = 64 kernel in the launch order, FA_SM90_BWD_D64_LAG: no barrier, its
 //     dQ_c below is issued at the next unit's start, after the mbarrier ds_full of this unit's dS^T buffer)
@@ -99,7 +101,7 @@
 //   199,296, of the 227 KiB opt-in; DET 165,928 / 166,456). D = 64: 97 KiB (no staging blocks).
 //   One CTA per SM either way (registers).
 //   Named barriers: 0 __syncthreads (setup); 1 both consumers before dQ (D = 128, and the D = 64 ORD kernel
-//   that splits dQ by columns); 5 + c consumer c before dQ (the other D = 64 kernels); 7 + c consumer c
+//   that splits dQ by columns, and the launch-order one with FA_SM90_BWD_D64_LAG=0); 5 + c consumer c before dQ (the other D = 64 kernels); 7 + c consumer c
 //   before its bulk reduce-add (D = 128 without DET); 2, 3, 4 the DET ordered reduction (below). 9..15
 //   unused.
 //   Registers per consumer thread (D = 128): dK, dV 64 + 64, S^T and dP^T 32 + 32 (then P and dS
@@ -281,7 +283,8 @@
 //             global and shared memory instruction counts as their order-0 twins, the consumers'
 //             highest register R237 at D = 128 as before. An explicitly set G = 1 runs the ORD
 //             kernel in the launch order (order_g = 1: bwd_tile's map is then the identity), a
-//             control for the ORD kernels' own code.
+//             control for the ORD kernels' own code. (Since FA_SM90_BWD_D64_LAG the plain D = 64 pair
+//             differs in more than the map: the launch-order kernel lags its dQ, the ORD one does not.)
 // Not yet here: the two consumers' ping-pong at D = 128 (both meet on named barrier 1 before dQ every unit;
 // deferring unit n's dQ past unit n + 1's S^T / dP^T issue would keep its 32 accumulators live
 // through the P pass, over the 240 registers at D = 128) and any overlap of the P pass with the
@@ -376,11 +379,13 @@ static_assert(kBiasBatch >= 0 && 8 % (kBiasBatch > 0 ? kBiasBatch : 1) == 0, "kB
 // FA_SM90_BWD_D64_COLS (1, the default; 0 gives the former kernels back for an A/B): the plain D = 64 kernels (no
 // IDX, no DET; the launch-order and ORD ones) split dQ between the consumers by columns, as D = 128 does: consumer c
 // takes columns 32c .. 32c+31 over all 128 keys of the tile (8 wgmma m64n32k16, B = K MN-major from byte 64c of its
-// 128-byte rows, both consumers' halves of dS^T: barrier 1), and adds a 64 x 32 block (4 float4 atomics per thread,
+// 128-byte rows, both consumers' halves of dS^T: barrier 1; in the launch-order kernel FA_SM90_BWD_D64_LAG's
+// mbarriers instead), and adds a 64 x 32 block (4 float4 atomics per thread,
 // n8 tiles 4c .. 4c+3 of the accumulator's fragment order, so the conversion kernel is unchanged). Each unit then
 // adds 2 x 8 KiB to dQacc instead of 2 x 16 KiB (each consumer's 64 keys' partial dQ over all 64 columns): the dQ
 // atomics per FLOP halve, to D = 128's level. The price is D = 128's meeting of the two consumers before dQ, once per
-// unit, which the D = 64 kernels left out (barrier 5 + c, header comment). kKeep64 is off with it (dq_prev is 32
+// unit, which the D = 64 kernels left out (barrier 5 + c, header comment); FA_SM90_BWD_D64_LAG removes it again from
+// the launch-order kernel. kKeep64 is off with it (dq_prev is 32
 // floats). Measured on the H100 (2026-12-06, RESULTS.md "Hopper backward kernel" (x); the harness's backward, this
 // build against FA_SM90_BWD_D64_COLS=0, three processes each): causal 2.0-5.8 % faster at T = 2048-16384; no mask
 // mixed, by the loop +0.5 % at T = 4096 and -2.1 % at 16384, by do_bench +2.3 % to +5.7 %; D = 128 unchanged; dK / dV
@@ -389,7 +394,8 @@ static_assert(kBiasBatch >= 0 && 8 % (kBiasBatch > 0 ? kBiasBatch : 1) == 0, "kB
 #define FA_SM90_BWD_D64_COLS 1
 #endif
 // FA_SM90_BWD_D64_LAG (default 1; 0 gives the former code): with FA_SM90_BWD_D64_COLS, the plain D = 64 kernel in
-// the launch order (no mask; causal only with the tile order off: the ORD kernel keeps the former code) computes unit
+// the launch order (no mask; causal where bwd_tile_order keeps the launch order: the ORD kernel keeps the former
+// code) computes unit
 // n - 1's dQ during unit n instead of at the end of unit n. Split by columns, each consumer's dQ needs both
 // consumers' halves of dS^T, so without it both meet at named barrier 1 once per unit and run in step (their
 // element-wise passes at the same time, the tensor pipe idle then). Lagged, each consumer arrives on an mbarrier
@@ -1343,9 +1349,10 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
     for (int kk = 0; kk < 4; ++kk) wgmma_rs_m64nDk16_tb<T, D>(dk, da[kk], wgmma_desc(q_t + kk * 2048, kBq * 128, 1024));
     wgmma_commit();
 
-    // dS^T written (and fenced) before the dQ product reads it. D = 128 and the plain D = 64 kernels
-    // (kSplitCols): each consumer's dQ columns take both consumers' halves (all 128 keys): barrier 1,
-    // both consumers. The index-masked and DET D = 64 kernels: each consumer's dQ takes its own 64
+    // dS^T written (and fenced) before the dQ product reads it. D = 128 and the plain D = 64 ORD kernel
+    // (kSplitCols; the launch-order one with FA_SM90_BWD_D64_LAG=0): each consumer's dQ columns take both
+    // consumers' halves (all 128 keys): barrier 1, both consumers; the lagged kernel (kLag): ds_full, at the next
+    // unit's start. The index-masked and DET D = 64 kernels: each consumer's dQ takes its own 64
     // keys only, so only its own warpgroup meets (barrier 5 + c, one BAR.SYNC
     // with the id in a register): the two consumers are no longer held in step once per unit, and
     // one's element-wise pass can run while the other's products do (the Q / dO ring's empty
@@ -1382,7 +1389,8 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
       if (n > 0) mbar_arrive(ds_free0 + 8 * ((n - 1) & 1));  // dS^T of unit n - 1 read
     }
 
-    // dQacc block of (b, h, query tile): [64 x D] in fragment order.
+    // dQacc block of (b, h, query tile): [64 x D] in fragment order (kLag: the atomics below add the previous
+    // unit's dQ, to lag_blk; this unit's block becomes lag_blk).
     const int64_t blk_row = (static_cast<int64_t>(b) * sh.H + h) * a.tq_pad + i0;
     // (kCols64: this consumer's n8 tiles 4c .. 4c+3 of the 64 x 64 block, its float4 4c * 128 on.)
     float* blk = a.dq_acc + blk_row * D + dq_cg * 64 * 64 + (kCols64 ? c * 4 * 128 * 4 : 0);
