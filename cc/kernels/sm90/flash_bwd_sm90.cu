@@ -407,6 +407,13 @@ static_assert(kBiasBatch >= 0 && 8 % (kBiasBatch > 0 ? kBiasBatch : 1) == 0, "kB
 #ifndef FA_SM90_BWD_D64_LAG
 #define FA_SM90_BWD_D64_LAG 1
 #endif
+// FA_SM90_BWD_D64_COLS_IDX (0; a candidate for a harness A/B, not yet run on a GPU): the same split by columns and
+// lag in the index-masked D = 64 kernel in the launch order without dropout or bias (key / query masks, lengths,
+// windows in the launch order, soft-cap, a dense mask, padded head dims), which otherwise splits dQ by keys (8
+// atomics per thread, each consumer's own barrier 5 + c) and keeps its dQ registers (kKeep64).
+#ifndef FA_SM90_BWD_D64_COLS_IDX
+#define FA_SM90_BWD_D64_COLS_IDX 0
+#endif
 
 namespace flashattn {
 namespace cuda {
@@ -455,7 +462,7 @@ struct BwdSmem {
   static constexpr int kBars = IDX ? kFlag + 16 : kRange;  // kv_full, full[kStages], empty[kStages]
   // FA_SM90_BWD_D64_LAG: ds_full[2], ds_free[2] after empty[] (D = 64 without IDX; the DET and ORD kernels leave them
   // unused).
-  static constexpr int kLagBars = FA_SM90_BWD_D64_LAG != 0 && D == 64 && !IDX ? 4 : 0;
+  static constexpr int kLagBars = FA_SM90_BWD_D64_LAG != 0 && D == 64 && (!IDX || FA_SM90_BWD_D64_COLS_IDX != 0) ? 4 : 0;
   static constexpr int kBarsEnd = kBars + 8 * (1 + 2 * kStages + kLagBars);
   // DQS: float [kConsumers][64 x 64] in fragment order (consumer c's block at kDq + c * kDqBytes),
   // 128-byte aligned (the copy engine needs 16).
@@ -909,7 +916,8 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
   // dQ split between the consumers: D = 128 by columns (panel c of K, all 128 keys); D = 64 by columns too in the
   // plain kernels (kCols64, FA_SM90_BWD_D64_COLS: 32 each, from byte 64c of K's 128-byte rows), by keys in the
   // index-masked and DET ones.
-  constexpr bool kCols64 = FA_SM90_BWD_D64_COLS != 0 && D == 64 && !IDX && !DET;
+  constexpr bool kCols64 = FA_SM90_BWD_D64_COLS != 0 && D == 64 && !DET &&
+                          (!IDX || (FA_SM90_BWD_D64_COLS_IDX != 0 && FA_SM90_BWD_D64_LAG != 0 && !ORD && !DROP && !BIAS));
   constexpr bool kSplitCols = D == 128 || kCols64;
   constexpr int kDqN = kCols64 ? 32 : 64;  // dQ columns per consumer (wgmma N)
   // (the bulk reduce-add, the kept dQ values and the ordered DET adds below assume 32 dQ floats per thread)
