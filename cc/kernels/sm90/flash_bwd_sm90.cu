@@ -985,6 +985,27 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
     product(sacc, k_rows, q_s);
     product(dpacc, v_rows, do_s);
   };
+  // dQ_c = dS K in its own commit group: A = dS [64 queries x keys] read transposed from the dS^T buffer at ds_buf,
+  // B = K [keys x kDqN cols].
+  auto issue_dq = [&](float(&acc)[kDqN / 2], uint32_t ds_buf) {
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kDqSteps; ++kk) {
+      const uint64_t da = wgmma_desc(ds_buf + (dq_key0 + 16 * kk) * 128, kBk * 128, 1024);
+      const uint64_t db = wgmma_desc(dq_b0 + kk * 2048, kBk * 128, 1024);
+      if constexpr (kCols64)
+        wgmma_ss_m64n32k16<1, 1>(WgmmaType<T>{}, acc, da, db, kk > 0);
+      else
+        wgmma_ss_m64n64k16<1, 1>(WgmmaType<T>{}, acc, da, db, kk > 0);
+    }
+    wgmma_commit();
+  };
+  // The dQ atomics (no DET): this consumer's kDqN / 8 float4 from acc, thread tid's at addr + j * 128.
+  auto add_dq = [&](float4* addr, const float(&acc)[kDqN / 2]) {
+#pragma unroll
+    for (int j = 0; j < kDqN / 8; ++j)
+      atomicAdd(addr + j * 128, make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]));
+  };
   // kRotate: what the end of a unit waits for (1: both products; 2: S^T only).
   constexpr int kRotateWait = FA_SM90_BWD_ROTATE == 1 ? 0 : 1;
   float sacc_r[32], dpacc_r[32];  // (unused without kRotate)
@@ -1032,14 +1053,10 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
         // Unit n - 1's dQ_c (below, "dQ_c = dS K"), once both halves of its dS^T are stored; unit 0 issues the same
         // products from the K tile (read-only here) and drops the result, so that the issue is unconditional (issued
         // under a condition, ptxas serialized every wgmma: C7515, kRotate's comment).
+        // (issue_dq's wgmma fence: without it ptxas injects one for dq's registers, C7519)
         if (n > 0) mbar_wait(ds_full0 + 8 * ((n - 1) & 1), ((n - 1) >> 1) & 1);
         const uint32_t ds_prev = n > 0 ? base + L::kDs + ((n - 1) & 1) * L::kDsBytes : base + L::kK;
-        wgmma_fence();  // (dq's registers: without it ptxas injects one, C7519)
-#pragma unroll
-        for (int kk = 0; kk < kDqSteps; ++kk)
-          wgmma_ss_m64n32k16<1, 1>(WgmmaType<T>{}, dq, wgmma_desc(ds_prev + 16 * kk * 128, kBk * 128, 1024),
-                                   wgmma_desc(dq_b0 + kk * 2048, kBk * 128, 1024), kk > 0);
-        wgmma_commit();
+        issue_dq(dq, ds_prev);
         wgmma_wait<2>();  // S^T done; dP^T and the dQ products may still run
       } else {
         wgmma_wait<1>();  // S^T done (groups complete in order); dP^T may still run
@@ -1373,21 +1390,8 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
       named_bar_sync(kKeep64 && IDX ? ds_bar : 5 + c, 128);
     }
 
-    // dQ_c = dS K: A = dS [64 queries x keys] read transposed from dS^T, B = K [keys x kDqN cols]. (kLag: issued
-    // at the next unit's start.)
-    if constexpr (!kLag) {
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < kDqSteps; ++kk) {
-        const uint64_t da = wgmma_desc(ds_t + (dq_key0 + 16 * kk) * 128, kBk * 128, 1024);
-        const uint64_t db = wgmma_desc(dq_b0 + kk * 2048, kBk * 128, 1024);
-        if constexpr (kCols64)
-          wgmma_ss_m64n32k16<1, 1>(WgmmaType<T>{}, dq, da, db, kk > 0);
-        else
-          wgmma_ss_m64n64k16<1, 1>(WgmmaType<T>{}, dq, da, db, kk > 0);
-      }
-      wgmma_commit();
-    }
+    // dQ_c = dS K (kLag: issued at the next unit's start).
+    if constexpr (!kLag) issue_dq(dq, ds_t);
     wgmma_wait<0>();  // dQ, and dV / dK before it (complete in order; kLag: the unit before's dQ, issued first)
     fence_regs(dv);
     fence_regs(dk);
@@ -1428,11 +1432,7 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
     } else if constexpr (!DET) {
       // (kLag: the unit before's block, none at unit 0)
       float4* const dq_addr = reinterpret_cast<float4*>(kLag ? lag_blk : blk) + tid;  // the REDGs' one address register
-      if (!kLag || n > 0) {
-#pragma unroll
-        for (int j = 0; j < kDqN / 8; ++j)
-          atomicAdd(dq_addr + j * 128, make_float4(dq[4 * j], dq[4 * j + 1], dq[4 * j + 2], dq[4 * j + 3]));
-      }
+      if (!kLag || n > 0) add_dq(dq_addr, dq);
       dq_addr_prev = reinterpret_cast<float*>(dq_addr);  // kKeepDqAddr, kKeep64
       if constexpr (kLag) lag_blk = blk;
       if constexpr (kKeep64) {
@@ -1469,20 +1469,11 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
     if (units.n > 0) {
       const int nl = units.n;
       mbar_wait(ds_full0 + 8 * ((nl - 1) & 1), ((nl - 1) >> 1) & 1);
-      const uint32_t ds_last = base + L::kDs + ((nl - 1) & 1) * L::kDsBytes;
       float dq[kDqN / 2];
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < kDqSteps; ++kk)
-        wgmma_ss_m64n32k16<1, 1>(WgmmaType<T>{}, dq, wgmma_desc(ds_last + 16 * kk * 128, kBk * 128, 1024),
-                                 wgmma_desc(dq_b0 + kk * 2048, kBk * 128, 1024), kk > 0);
-      wgmma_commit();
+      issue_dq(dq, base + L::kDs + ((nl - 1) & 1) * L::kDsBytes);
       wgmma_wait<0>();
       fence_regs(dq);
-      float4* const dq_addr = reinterpret_cast<float4*>(lag_blk) + tid;
-#pragma unroll
-      for (int j = 0; j < kDqN / 8; ++j)
-        atomicAdd(dq_addr + j * 128, make_float4(dq[4 * j], dq[4 * j + 1], dq[4 * j + 2], dq[4 * j + 3]));
+      add_dq(reinterpret_cast<float4*>(lag_blk) + tid, dq);
     }
   }
 
