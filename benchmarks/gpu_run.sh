@@ -293,7 +293,7 @@ if [[ ,$what, == *,sm90bwd,* ]]; then (
   obj=$hb/flash_bwd_sm90.o
   { cuobjdump -sass $obj > $d/sm90bwd.sass 2>&1
     for ins in HGMMA UTMALDG SYNCS USETMAXREG WARPGROUP REDG UBLKRED LDL STL; do echo "$ins $(grep -c "$ins" $d/sm90bwd.sass)"; done
-    echo "== per kernel HGMMA count (expected 48 at D = 128 without dropout or DET (the rotated loop issues S^T and dP^T again), 32 with them; at D = 64 32 in the launch-order kernel without IDX or DET (dQ by columns, lagged: 8 more after the loop), 24 in its ORD twin, 20 in the IDX (index-masked) and DET ones, 44 in flash_bwd_sm90_d256_kernel (all instantiations), 28 / 44 in flash_bwd_sm90_split_score_kernel at D = 128 / 256, 29 in the self-test, 17 in the D = 256 self-test, 9 in the D = 128 split self-test)"
+    echo "== per kernel HGMMA count (expected 48 at D = 128 without dropout or DET (the rotated loop issues S^T and dP^T again), 32 with them; at D = 64 32 in the launch-order kernels without DET, dropout or bias, IDX (index-masked) or not (dQ by columns, lagged: 8 more after the loop), 24 in the plain ORD twin, 20 in the other IDX and the DET ones, 44 in flash_bwd_sm90_d256_kernel (all instantiations), 28 / 44 in flash_bwd_sm90_split_score_kernel at D = 128 / 256, 29 in the self-test, 17 in the D = 256 self-test, 9 in the D = 128 split self-test)"
     awk '/Function :/{f=$3} /HGMMA/{n[f]++} END{for(k in n) print n[k], k}' $d/sm90bwd.sass; } > $d/sass_counts.txt 2>&1
   gzip -f $d/sm90bwd.sass
   cat $d/sass_counts.txt | cut -c1-160 | head -22

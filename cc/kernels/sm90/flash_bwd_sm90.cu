@@ -407,12 +407,14 @@ static_assert(kBiasBatch >= 0 && 8 % (kBiasBatch > 0 ? kBiasBatch : 1) == 0, "kB
 #ifndef FA_SM90_BWD_D64_LAG
 #define FA_SM90_BWD_D64_LAG 1
 #endif
-// FA_SM90_BWD_D64_COLS_IDX (0; a candidate for a harness A/B, not yet run on a GPU): the same split by columns and
-// lag in the index-masked D = 64 kernel in the launch order without dropout or bias (key / query masks, lengths,
-// windows in the launch order, soft-cap, a dense mask, padded head dims), which otherwise splits dQ by keys (8
-// atomics per thread, each consumer's own barrier 5 + c) and keeps its dQ registers (kKeep64).
+// FA_SM90_BWD_D64_COLS_IDX (default 1; 0 gives the former code): the same split by columns and lag in the
+// index-masked D = 64 kernel in the launch order without dropout or bias (key / query masks, lengths, windows in the
+// launch order, soft-cap, a dense mask, padded head dims), which at 0 splits dQ by keys (8 atomics per thread, each
+// consumer's own barrier 5 + c) and keeps its dQ registers (kKeep64). Measured on the H100 (2026-12-06, RESULTS.md
+// "Hopper backward kernel" (aa)): a [B, T] key mask without causal T = 4096 / 16384 1.042x / 1.057x (harness loop);
+// the causal key-mask and window cases (the ORD kernel, unchanged) 0.99x-1.01x.
 #ifndef FA_SM90_BWD_D64_COLS_IDX
-#define FA_SM90_BWD_D64_COLS_IDX 0
+#define FA_SM90_BWD_D64_COLS_IDX 1
 #endif
 
 namespace flashattn {
