@@ -101,7 +101,8 @@
 //   199,296, of the 227 KiB opt-in; DET 165,928 / 166,456). D = 64: 97 KiB (no staging blocks).
 //   One CTA per SM either way (registers).
 //   Named barriers: 0 __syncthreads (setup); 1 both consumers before dQ (D = 128, and the D = 64 ORD kernel
-//   that splits dQ by columns, and the launch-order one with FA_SM90_BWD_D64_LAG=0); 5 + c consumer c before dQ (the other D = 64 kernels); 7 + c consumer c
+//   that splits dQ by columns, its IDX twin with FA_SM90_BWD_D64_COLS_IDX_ORD, and the launch-order one with
+//   FA_SM90_BWD_D64_LAG=0); 5 + c consumer c before dQ (the other D = 64 kernels); 7 + c consumer c
 //   before its bulk reduce-add (D = 128 without DET); 2, 3, 4 the DET ordered reduction (below). 9..15
 //   unused.
 //   Registers per consumer thread (D = 128): dK, dV 64 + 64, S^T and dP^T 32 + 32 (then P and dS
@@ -415,6 +416,13 @@ static_assert(kBiasBatch >= 0 && 8 % (kBiasBatch > 0 ? kBiasBatch : 1) == 0, "kB
 // the causal key-mask and window cases (the ORD kernel, unchanged) 0.99x-1.01x.
 #ifndef FA_SM90_BWD_D64_COLS_IDX
 #define FA_SM90_BWD_D64_COLS_IDX 1
+#endif
+// FA_SM90_BWD_D64_COLS_IDX_ORD (0; a candidate for a harness A/B, not yet run on a GPU): the split by columns in the
+// index-masked D = 64 kernel in the grouped tile order (ORD: causal with padding masks, lengths or a window) without
+// dropout or bias, meeting at barrier 1 once per unit as the plain ORD kernel does (no lag: it measured 0.98x-1.02x
+// there, RESULTS.md "Hopper backward kernel" (z)). The plain ORD kernel gained 2-6 % from the columns ((x)).
+#ifndef FA_SM90_BWD_D64_COLS_IDX_ORD
+#define FA_SM90_BWD_D64_COLS_IDX_ORD 0
 #endif
 
 namespace flashattn {
@@ -916,10 +924,14 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
   const uint32_t k_rows = base + L::kK + c * 64 * 128;  // this consumer's 64 keys in each panel
   const uint32_t v_rows = base + L::kV + c * 64 * 128;
   // dQ split between the consumers: D = 128 by columns (panel c of K, all 128 keys); D = 64 by columns too in the
-  // plain kernels (kCols64, FA_SM90_BWD_D64_COLS: 32 each, from byte 64c of K's 128-byte rows), by keys in the
-  // index-masked and DET ones.
-  constexpr bool kCols64 = FA_SM90_BWD_D64_COLS != 0 && D == 64 && !DET &&
-                          (!IDX || (FA_SM90_BWD_D64_COLS_IDX != 0 && FA_SM90_BWD_D64_LAG != 0 && !ORD && !DROP && !BIAS));
+  // plain kernels and the index-masked one in the launch order without dropout or bias (kCols64,
+  // FA_SM90_BWD_D64_COLS, _COLS_IDX: 32 each, from byte 64c of K's 128-byte rows), by keys in the DET ones and the
+  // other index-masked ones (the causal one in the grouped tile order only with FA_SM90_BWD_D64_COLS_IDX_ORD).
+  constexpr bool kCols64 =
+      FA_SM90_BWD_D64_COLS != 0 && D == 64 && !DET &&
+      (!IDX || (!DROP && !BIAS &&
+                ((FA_SM90_BWD_D64_COLS_IDX != 0 && FA_SM90_BWD_D64_LAG != 0 && !ORD) ||
+                 (FA_SM90_BWD_D64_COLS_IDX_ORD != 0 && ORD))));
   constexpr bool kSplitCols = D == 128 || kCols64;
   constexpr int kDqN = kCols64 ? 32 : 64;  // dQ columns per consumer (wgmma N)
   // (the bulk reduce-add, the kept dQ values and the ordered DET adds below assume 32 dQ floats per thread)
@@ -1377,10 +1389,11 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
     wgmma_commit();
 
     // dS^T written (and fenced) before the dQ product reads it. D = 128 and the plain D = 64 ORD kernel
-    // (kSplitCols; the launch-order one with FA_SM90_BWD_D64_LAG=0): each consumer's dQ columns take both
-    // consumers' halves (all 128 keys): barrier 1, both consumers; the lagged kernel (kLag): ds_full, at the next
-    // unit's start. The index-masked and DET D = 64 kernels: each consumer's dQ takes its own 64
-    // keys only, so only its own warpgroup meets (barrier 5 + c, one BAR.SYNC
+    // (kSplitCols; the launch-order one with FA_SM90_BWD_D64_LAG=0, the IDX ORD one with
+    // FA_SM90_BWD_D64_COLS_IDX_ORD): each consumer's dQ columns take both consumers' halves (all 128 keys):
+    // barrier 1, both consumers; the lagged kernels (kLag: plain, and index-masked with _COLS_IDX, in the launch
+    // order): ds_full, at the next unit's start. The other index-masked and the DET D = 64 kernels: each
+    // consumer's dQ takes its own 64 keys only, so only its own warpgroup meets (barrier 5 + c, one BAR.SYNC
     // with the id in a register): the two consumers are no longer held in step once per unit, and
     // one's element-wise pass can run while the other's products do (the Q / dO ring's empty
     // barriers, 256 arrivals, still keep them within kStages units of each other).
