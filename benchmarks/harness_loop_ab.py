@@ -2,10 +2,12 @@
 TensorFlow (2 warm-up calls, then 10 back to back between two CUDA events) and with triton's do_bench, on the
 shapes where a backward change is meant to show (SETS: "plain", D = 64 causal from T = 2048 to 16384, D = 64
 without a mask at T = 4096 and 16384, D = 128 causal at T = 4096 as a control; "mask", the D = 64 index-masked kernel: a [B, T] key
-mask with and without a causal mask, a causal window; B * T = 16384, H = 2048 / D, bf16). No TensorFlow; an
+mask with and without a causal mask, a causal window; "feat", the D = 64 kernels with dropout 0.1 and with a
+head-broadcast bias and its gradient, without a mask, and D = 128 with dropout as a control; B * T = 16384,
+H = 2048 / D, bf16). No TensorFlow; an
 H100 / H200 with torch, triton and the harness (benchmarks/build_harness.sh).
 
-  python3 benchmarks/harness_loop_ab.py time LIBDIR TAG [plain|mask] >> ab_loop.log   # one build: ABLOOP lines
+  python3 benchmarks/harness_loop_ab.py time LIBDIR TAG [plain|mask|feat] >> ab_loop.log   # one build: ABLOOP lines
   python3 benchmarks/harness_loop_ab.py summary ab_loop.log               # no GPU: A (tags A*) against B (B*)
 
 `gpu_run.sh ab` with AB_CHECKS=...,loop runs `time` for A, B, A, B, A, B (one process each: the clock drifts
@@ -17,16 +19,22 @@ import statistics
 import sys
 
 # (D, T, causal, feature); feature "": no mask, "key_mask": a [B, T] key mask with the last 10 % of each sequence
-# invalid, "window": a causal sliding window of 1024 keys (both the index-masked kernel).
+# invalid, "window": a causal sliding window of 1024 keys (both the index-masked kernel); "dropout": rate 0.1;
+# "bias": a [1, H, T, T] bias with dbias (a [B, H, T, T] float32 buffer: 8.6 GB at D = 64, T = 4096).
 SETS = {"plain": [(64, 2048, True, ""), (64, 4096, True, ""), (64, 8192, True, ""), (64, 16384, True, ""),
                   (64, 4096, False, ""), (64, 16384, False, ""), (128, 4096, True, "")],
         "mask": [(64, 4096, True, ""), (64, 4096, False, "key_mask"), (64, 4096, True, "key_mask"),
                  (64, 16384, False, "key_mask"), (64, 16384, True, "key_mask"), (64, 4096, True, "window"),
-                 (128, 4096, False, "key_mask")]}
+                 (128, 4096, False, "key_mask")],
+        "feat": [(64, 4096, False, "dropout"), (64, 16384, False, "dropout"), (64, 4096, True, "dropout"),
+                 (64, 4096, False, "bias"), (128, 4096, False, "dropout")]}
+FEATURES = {"": {}, "key_mask": {}, "window": dict(wl=1024), "dropout": dict(dropout=0.1, seed=(1, 2)),
+            "bias": dict(bias=(0, 1))}
 
 
 def time_build(lib, tag, shape_set="plain"):
     import os
+    import torch
     import triton.testing as tt
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from kernel_harness_check import Harness, loop_ms
@@ -34,10 +42,10 @@ def time_build(lib, tag, shape_set="plain"):
     h = Harness(lib)
     for D, T, causal, feature in SETS[shape_set]:
         H, B = 2048 // D, 16384 // T
-        c = dict(B=B, Tq=T, Tk=T, H=H, D=D, causal=causal)
-        if feature == "window":
-            c.update(wl=1024)
+        c = dict(B=B, Tq=T, Tk=T, H=H, D=D, causal=causal, **FEATURES[feature])
         t = bench_inputs(h, c, before_forward=key_mask_padded(B, T, 10) if feature == "key_mask" else None)
+        if feature == "bias":
+            t["dbias"] = torch.empty((B, H, T, T), device=t["q"].device)
         h.m.set_sm90_bwd(1)
         f = lambda c=c, t=t: h.bwd(c, t)  # noqa: E731
         loops = [loop_ms(f) for _ in range(5)]

@@ -404,6 +404,25 @@ def test_harness_loop_ab_summary_pairs_the_builds_per_shape(tmp_path):
     assert out[3] == "128 4096 0 | missing: B", out
 
 
+def test_harness_loop_ab_sets_name_only_known_features():
+    """harness_loop_ab.py: every shape of every set names a feature that time_build knows how to set up (a typo would
+    only fail on the GPU, after the lease's earlier checks), and each set passes through the command line's check."""
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    try:
+        import harness_loop_ab as ab
+    finally:
+        sys.path.pop(0)
+    assert {"plain", "mask", "feat"} <= set(ab.SETS)
+    for name, shapes in ab.SETS.items():
+        for D, T, causal, feature in shapes:
+            assert feature in ab.FEATURES, (name, feature)
+            assert D in (64, 128, 256) and T % 128 == 0 and isinstance(causal, bool), (name, D, T, causal)
+    assert ab.FEATURES["dropout"]["dropout"] == 0.1 and ab.FEATURES["window"] == {"wl": 1024}
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "harness_loop_ab.py"), "time", "lib",
+                          "A1", "nosuchset"], capture_output=True, text=True)
+    assert out.returncode != 0 and "harness_loop_ab.py time" in out.stderr, out
+
+
 def test_sm90_tf32_bwd_layout_and_mask_model_passes_and_catches_its_mutants():
     """benchmarks/sm90_tf32_bwd_model.py (host model of the Hopper TF32 backward's layouts, index-mask rule,
     deterministic dQ order, dense mask / bias / dbias elements and the head-dim-128 kernel's K^T row-address form):

@@ -424,6 +424,16 @@ static_assert(kBiasBatch >= 0 && 8 % (kBiasBatch > 0 ? kBiasBatch : 1) == 0, "kB
 #ifndef FA_SM90_BWD_D64_COLS_IDX_ORD
 #define FA_SM90_BWD_D64_COLS_IDX_ORD 0
 #endif
+// FA_SM90_BWD_D64_COLS_DROP, FA_SM90_BWD_D64_COLS_BIAS (0; candidates for a harness A/B, not yet run on a GPU): the
+// split by columns and the lag of FA_SM90_BWD_D64_COLS_IDX also in the D = 64 kernels with dropout, and with bias /
+// dbias (both index-masked, always in the launch order). At 1 each: HGMMA 20 -> 32, BAR.SYNC 2 -> 1, 168 registers,
+// no spills.
+#ifndef FA_SM90_BWD_D64_COLS_DROP
+#define FA_SM90_BWD_D64_COLS_DROP 0
+#endif
+#ifndef FA_SM90_BWD_D64_COLS_BIAS
+#define FA_SM90_BWD_D64_COLS_BIAS 0
+#endif
 
 namespace flashattn {
 namespace cuda {
@@ -926,10 +936,11 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
   // dQ split between the consumers: D = 128 by columns (panel c of K, all 128 keys); D = 64 by columns too in the
   // plain kernels and the index-masked one in the launch order without dropout or bias (kCols64,
   // FA_SM90_BWD_D64_COLS, _COLS_IDX: 32 each, from byte 64c of K's 128-byte rows), by keys in the DET ones and the
-  // other index-masked ones (the causal one in the grouped tile order only with FA_SM90_BWD_D64_COLS_IDX_ORD).
+  // other index-masked ones (the causal one in the grouped tile order only with FA_SM90_BWD_D64_COLS_IDX_ORD, those
+  // with dropout or bias only with FA_SM90_BWD_D64_COLS_DROP / _COLS_BIAS).
   constexpr bool kCols64 =
       FA_SM90_BWD_D64_COLS != 0 && D == 64 && !DET &&
-      (!IDX || (!DROP && !BIAS &&
+      (!IDX || ((!DROP || FA_SM90_BWD_D64_COLS_DROP != 0) && (!BIAS || FA_SM90_BWD_D64_COLS_BIAS != 0) &&
                 ((FA_SM90_BWD_D64_COLS_IDX != 0 && FA_SM90_BWD_D64_LAG != 0 && !ORD) ||
                  (FA_SM90_BWD_D64_COLS_IDX_ORD != 0 && ORD))));
   constexpr bool kSplitCols = D == 128 || kCols64;
