@@ -60,16 +60,20 @@
 //                          FlashAttention-3; <DROP, D = 128>: with dK below, registers)
 //     dS^T -> shared memory (16-bit, [128 keys][64 queries], 128-byte swizzle, two buffers)
 //     dK  += dS^T Q        [64 x D]       the same with dS^T and Q
-//     (named barrier: D = 128 and the plain D = 64 ORD kernel (and the launch-order one with FA_SM90_BWD_D64_LAG=0),
-//     both consumers' halves of dS^T are in
-//     shared memory; the other D = 64 kernels, this consumer's own half, the only one its dQ reads:
-//     its warpgroup alone; the plain D = 64 kernel in the launch order, FA_SM90_BWD_D64_LAG: no barrier, its
-//     dQ_c below is issued at the next unit's start, after the mbarrier ds_full of this unit's dS^T buffer)
+//     (named barrier: D = 128 and the D = 64 kernels that split dQ by columns without the lag (the plain ORD
+//     kernel, its IDX twin with FA_SM90_BWD_D64_COLS_IDX_ORD, the launch-order ones with FA_SM90_BWD_D64_LAG=0),
+//     both consumers' halves of dS^T are in shared memory; the D = 64 kernels that split it by keys, this
+//     consumer's own half, the only one its dQ reads: its warpgroup alone; the lagged D = 64 kernels in the launch
+//     order (FA_SM90_BWD_D64_LAG: the plain one, the index-masked one without dropout or bias, and with
+//     _COLS_DROP / _COLS_BIAS those with them): no barrier, their dQ_c below is issued at the next unit's start,
+//     after the mbarrier ds_full of this unit's dS^T buffer)
 //     dQ_c = dS K          D = 128: columns 64c .. 64c+63 over all 128 keys (8 k16 steps);
-//                          D = 64 without index masks or DET (FA_SM90_BWD_D64_COLS, the default):
-//                          columns 32c .. 32c+31 over all 128 keys (8 steps, m64n32k16); the
-//                          index-masked and DET kernels (and FA_SM90_BWD_D64_COLS=0): all 64 columns
-//                          over the consumer's own 64 keys (4 steps);
+//                          D = 64 split by columns (FA_SM90_BWD_D64_COLS, the default; kCols64: the
+//                          plain kernels and the index-masked one in the launch order without dropout
+//                          or bias, more with the candidate macros): columns 32c .. 32c+31 over all 128
+//                          keys (8 steps, m64n32k16); the other index-masked kernels and the DET ones
+//                          (and all with FA_SM90_BWD_D64_COLS=0): all 64 columns over the consumer's own
+//                          64 keys (4 steps);
 //                          wgmma m64n64k16 (m64n32k16) SS with A = dS read transposed (MN-major) from the dS^T
 //                          buffer and B = K MN-major
 //     (D = 128 without DET or dropout, kRotate: the next unit's S^T and dP^T are issued here, after
@@ -87,8 +91,8 @@
 //                          waits for the copy engine's read of the block (wait_group.read, after
 //                          the dS^T stores) and the barrier before dQ (1) passes that on; it waits
 //                          for the writes too (wait_group 0) at the kernel's end. D = 64 without
-//                          DET: 4 float4 atomicAdd per thread (the plain kernels, a 64 x 32 block),
-//                          8 (the index-masked ones, 64 x 64). DET: 8, in the ordered protocol
+//                          DET: 4 float4 atomicAdd per thread where dQ is split by columns (a 64 x 32
+//                          block), 8 where by keys (64 x 64). DET: 8, in the ordered protocol
 //                          below. Checked on the H200 (2026-12-01, with the bulk
 //                          reduce-add at D = 64 too: benchmarks/sm90_bwd_check.py numerics 166 /
 //                          166, deterministic 62 / 62, memcheck clean; RESULTS.md "(g)").
@@ -427,7 +431,7 @@ static_assert(kBiasBatch >= 0 && 8 % (kBiasBatch > 0 ? kBiasBatch : 1) == 0, "kB
 // FA_SM90_BWD_D64_COLS_DROP, FA_SM90_BWD_D64_COLS_BIAS (0; candidates for a harness A/B, not yet run on a GPU): the
 // split by columns and the lag of FA_SM90_BWD_D64_COLS_IDX also in the D = 64 kernels with dropout, and with bias /
 // dbias (both index-masked, always in the launch order). At 1 each: HGMMA 20 -> 32, BAR.SYNC 2 -> 1, 168 registers,
-// no spills.
+// no spills. They take effect only with FA_SM90_BWD_D64_COLS_IDX and FA_SM90_BWD_D64_LAG at 1 (the defaults).
 #ifndef FA_SM90_BWD_D64_COLS_DROP
 #define FA_SM90_BWD_D64_COLS_DROP 0
 #endif
@@ -480,8 +484,8 @@ struct BwdSmem {
   static constexpr int kFlag = kRange + kStages * kBq * 4;      // IDX: int [kStages] mask flags
   static_assert(kStages * 4 <= 16, "mask flags");
   static constexpr int kBars = IDX ? kFlag + 16 : kRange;  // kv_full, full[kStages], empty[kStages]
-  // FA_SM90_BWD_D64_LAG: ds_full[2], ds_free[2] after empty[] (D = 64 without IDX; the DET and ORD kernels leave them
-  // unused).
+  // FA_SM90_BWD_D64_LAG: ds_full[2], ds_free[2] after empty[] (D = 64, IDX too with FA_SM90_BWD_D64_COLS_IDX; the
+  // kernels that do not lag (DET, ORD, and dropout / bias without their candidate macros) leave them unused).
   static constexpr int kLagBars = FA_SM90_BWD_D64_LAG != 0 && D == 64 && (!IDX || FA_SM90_BWD_D64_COLS_IDX != 0) ? 4 : 0;
   static constexpr int kBarsEnd = kBars + 8 * (1 + 2 * kStages + kLagBars);
   // DQS: float [kConsumers][64 x 64] in fragment order (consumer c's block at kDq + c * kDqBytes),
@@ -936,8 +940,8 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
   // dQ split between the consumers: D = 128 by columns (panel c of K, all 128 keys); D = 64 by columns too in the
   // plain kernels and the index-masked one in the launch order without dropout or bias (kCols64,
   // FA_SM90_BWD_D64_COLS, _COLS_IDX: 32 each, from byte 64c of K's 128-byte rows), by keys in the DET ones and the
-  // other index-masked ones (the causal one in the grouped tile order only with FA_SM90_BWD_D64_COLS_IDX_ORD, those
-  // with dropout or bias only with FA_SM90_BWD_D64_COLS_DROP / _COLS_BIAS).
+  // other index-masked ones (the causal one in the grouped tile order split by columns only with
+  // FA_SM90_BWD_D64_COLS_IDX_ORD, those with dropout or bias only with FA_SM90_BWD_D64_COLS_DROP / _COLS_BIAS).
   constexpr bool kCols64 =
       FA_SM90_BWD_D64_COLS != 0 && D == 64 && !DET &&
       (!IDX || ((!DROP || FA_SM90_BWD_D64_COLS_DROP != 0) && (!BIAS || FA_SM90_BWD_D64_COLS_BIAS != 0) &&
@@ -1402,8 +1406,8 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
     // dS^T written (and fenced) before the dQ product reads it. D = 128 and the plain D = 64 ORD kernel
     // (kSplitCols; the launch-order one with FA_SM90_BWD_D64_LAG=0, the IDX ORD one with
     // FA_SM90_BWD_D64_COLS_IDX_ORD): each consumer's dQ columns take both consumers' halves (all 128 keys):
-    // barrier 1, both consumers; the lagged kernels (kLag: plain, and index-masked with _COLS_IDX, in the launch
-    // order): ds_full, at the next unit's start. The other index-masked and the DET D = 64 kernels: each
+    // barrier 1, both consumers; the lagged kernels (kLag: plain, and index-masked with _COLS_IDX (with dropout or
+    // bias only with _COLS_DROP / _COLS_BIAS), in the launch order): ds_full, at the next unit's start. The other index-masked and the DET D = 64 kernels: each
     // consumer's dQ takes its own 64 keys only, so only its own warpgroup meets (barrier 5 + c, one BAR.SYNC
     // with the id in a register): the two consumers are no longer held in step once per unit, and
     // one's element-wise pass can run while the other's products do (the Q / dO ring's empty
