@@ -2,7 +2,9 @@
 16k tokens (B * T = 16384), H = 16, T = 4096 and 16384, tf_flashattn.dot_product_attention with no dense
 tensor, a bias [1, H, T, T] (broadcast over the batch) and a boolean mask [B, 1, T, T] (broadcast over the
 heads), all in the same process; and keras.ops.dot_product_attention under XLA with the same bias at T = 4096
-(BENCH_DENSE_KERAS=0 leaves it out).
+(BENCH_DENSE_KERAS=0 leaves it out). BENCH_DENSE_FEATURES picks the rows (default none,bias,mask); two more:
+key_mask, a [B, T] key padding mask with the last 10 % of each sequence invalid (the index-masked kernels), and
+key_mask_causal, the same with a causal mask (FLOPs halved). BENCH_DENSE_D sets the head dim (default 128; H = 2048 / D).
 
 Per feature and T: the forward timed one call per step (INNER = 1: one tf.function call per attention, the
 host's dispatch included) and eight per call (INNER = 8, distinct query tensors so that the graph optimizer
@@ -25,7 +27,11 @@ import tf_flashattn as fa  # noqa: E402
 from gpu_attention import bench  # noqa: E402  (timing and the device sync: one definition)
 
 SIZES = [int(x) for x in os.environ.get("BENCH_T", "4096,16384").split(",")]
-D, H = 128, 16
+D = int(os.environ.get("BENCH_DENSE_D", "128"))
+H = 2048 // D
+FEATURES = os.environ.get("BENCH_DENSE_FEATURES", "none,bias,mask").split(",")
+KNOWN = ("none", "bias", "mask", "key_mask", "key_mask_causal")
+assert set(FEATURES) <= set(KNOWN), f"BENCH_DENSE_FEATURES: unknown {sorted(set(FEATURES) - set(KNOWN))}"
 TOKENS = int(os.environ.get("BENCH_TOKENS", "16384"))  # B = TOKENS / T (smaller: a CPU smoke test)
 KERAS = os.environ.get("BENCH_DENSE_KERAS", "1") != "0"
 
@@ -35,6 +41,9 @@ def dense_args(feature, B, T):
         return dict(bias=tf.random.normal([1, H, T, T], dtype=tf.bfloat16))
     if feature == "mask":
         return dict(mask=tf.random.uniform([B, 1, T, T]) > 0.3)
+    if feature.startswith("key_mask"):
+        valid = tf.range(T) < T - T // 10  # the last 10 % of each sequence is padding
+        return dict(key_mask=tf.tile(valid[None], [B, 1]), is_causal=feature.endswith("_causal"))
     return {}
 
 
@@ -44,14 +53,15 @@ def main():
     tf.random.set_seed(0)
     for T in SIZES:
         B = TOKENS // T
-        fl = 4 * B * H * T * T * D
+        fl_full = 4 * B * H * T * T * D
         qs = [tf.random.normal([B, T, H, D], dtype=tf.bfloat16) for _ in range(8)]
         k = tf.random.normal([B, T, H, D], dtype=tf.bfloat16)
         v = tf.random.normal([B, T, H, D], dtype=tf.bfloat16)
         do = tf.random.normal([B, T, H, D], dtype=tf.bfloat16)
-        for feature in ("none", "bias", "mask"):
+        for feature in FEATURES:
             extra = dense_args(feature, B, T)
-            r = dict(T=T, B=B, H=H, D=D, dtype="bfloat16", feature=feature)
+            fl = fl_full / (2 if extra.get("is_causal") else 1)
+            r = dict(T=T, B=B, H=H, D=D, dtype="bfloat16", feature=feature, fwd_flops=fl)
             f1 = tf.function(lambda: fa.dot_product_attention(qs[0], k, v, **extra))
             f8 = tf.function(lambda: [fa.dot_product_attention(q, k, v, **extra) for q in qs])
             watched = [qs[0], k, v] + ([extra["bias"]] if "bias" in extra else [])

@@ -327,6 +327,28 @@ def test_dense_tf_bench_times_each_feature(tmp_path):
         assert ("keras_xla_fwd_ms_inner1" in r) == (r["feature"] == "bias")
 
 
+def test_dense_tf_bench_key_mask_rows_and_head_dim(tmp_path):
+    """dense_tf_bench.py's key padding-mask rows (BENCH_DENSE_FEATURES, BENCH_DENSE_D): the rows asked for, in order,
+    at the head dim asked for (H = 2048 / D), the causal one counted with half the FLOPs; an unknown
+    feature is refused by name."""
+    out = tmp_path / "pad.json"
+    env = cpu_env(BENCH_T="32", BENCH_TOKENS="64", BENCH_DENSE_KERAS="1", BENCH_DENSE_D="64",
+                  BENCH_DENSE_FEATURES="key_mask,key_mask_causal")
+    subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "dense_tf_bench.py"), str(out)],
+                   check=True, env=env, cwd=ROOT, capture_output=True, timeout=600)
+    rows = json.loads(out.read_text())
+    assert [(r["T"], r["B"], r["H"], r["D"], r["feature"]) for r in rows] == [
+        (32, 2, 32, 64, "key_mask"), (32, 2, 32, 64, "key_mask_causal")]
+    for r in rows:
+        full = 4 * r["B"] * r["H"] * r["T"] ** 2 * r["D"] / (2 if r["feature"].endswith("_causal") else 1)
+        assert r["fwd_flops"] == full and r["fwd_ms_inner1"] > 0 and r["fwd_bwd_ms_inner1"] > 0, r
+        assert "keras_xla_fwd_ms_inner1" not in r
+    bad = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "dense_tf_bench.py")], cwd=ROOT,
+                         env=cpu_env(BENCH_DENSE_FEATURES="none,padding"), capture_output=True, text=True,
+                         timeout=600)
+    assert bad.returncode != 0 and "padding" in bad.stderr, bad.stderr[-500:]
+
+
 def _sass_line(addr, op, wbar=7, rbar=7, wait=0):
     """One instruction as cuobjdump -sass prints it: the instruction with its first 64-bit word, then the
     second word (control bits: 46-48 the write barrier, 49-51 the read barrier, 52-57 the wait mask)."""
