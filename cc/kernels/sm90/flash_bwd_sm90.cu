@@ -958,6 +958,8 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
   static_assert(!kLag || L::kLagBars == 4, "FA_SM90_BWD_D64_LAG: the layout's ds_full / ds_free barriers");
   const uint32_t ds_full0 = empty0 + 8 * kStages, ds_free0 = ds_full0 + 16;
   float* lag_blk = a.dq_acc;
+  // dS^T buffer of unit u (two, alternating).
+  auto ds_buffer = [&](int u) { return base + L::kDs + (u & 1) * L::kDsBytes; };
   constexpr int kDqSteps = kSplitCols ? kBk / 16 : 64 / 16;
   const int dq_key0 = kSplitCols ? 0 : 64 * c;
   const uint32_t dq_b0 = base + L::kK + (D == 128 ? c * kBk * 128 : kCols64 ? c * 64 : 0) + dq_key0 * 128;
@@ -1068,7 +1070,7 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
     if constexpr (!kRotate) mbar_wait(full0 + 8 * s, (n / kStages) & 1);
     const uint32_t q_t = base + L::kQ + s * L::kQBytes;
     const uint32_t do_t = base + L::kDo + s * L::kQBytes;
-    const uint32_t ds_t = base + L::kDs + (n & 1) * L::kDsBytes;
+    const uint32_t ds_t = ds_buffer(n);
     uint8_t* ds_ptr = kKeep64 && !kSts ? ds_gen + (n & 1) * L::kDsBytes : smem_raw + (ds_t - smem_u32(smem_raw));
 
     // S^T and dP^T (kRotate: issued at the end of the unit before, issue_next).
@@ -1084,7 +1086,7 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
         // under a condition, ptxas serialized every wgmma: C7515, kRotate's comment).
         // (issue_dq's wgmma fence: without it ptxas injects one for dq's registers, C7519)
         if (n > 0) mbar_wait(ds_full0 + 8 * ((n - 1) & 1), ((n - 1) >> 1) & 1);
-        const uint32_t ds_prev = n > 0 ? base + L::kDs + ((n - 1) & 1) * L::kDsBytes : base + L::kK;
+        const uint32_t ds_prev = n > 0 ? ds_buffer(n - 1) : base + L::kK;
         issue_dq(dq, ds_prev);
         wgmma_wait<2>();  // S^T done; dP^T and the dQ products may still run
       } else {
@@ -1500,7 +1502,7 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
       const int nl = units.n;
       mbar_wait(ds_full0 + 8 * ((nl - 1) & 1), ((nl - 1) >> 1) & 1);
       float dq[kDqN / 2];
-      issue_dq(dq, base + L::kDs + ((nl - 1) & 1) * L::kDsBytes);
+      issue_dq(dq, ds_buffer(nl - 1));
       wgmma_wait<0>();
       fence_regs(dq);
       add_dq(reinterpret_cast<float4*>(lag_blk) + tid, dq);
