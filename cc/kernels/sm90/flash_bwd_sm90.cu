@@ -64,14 +64,15 @@
 //     kernel, its IDX twin with FA_SM90_BWD_D64_COLS_IDX_ORD, the launch-order ones with FA_SM90_BWD_D64_LAG=0),
 //     both consumers' halves of dS^T are in shared memory; the D = 64 kernels that split it by keys, this
 //     consumer's own half, the only one its dQ reads: its warpgroup alone; the lagged D = 64 kernels in the launch
-//     order (FA_SM90_BWD_D64_LAG: the plain one, the index-masked one without dropout or bias, and with
-//     _COLS_DROP / _COLS_BIAS those with them): no barrier, their dQ_c below is issued at the next unit's start,
-//     after the mbarrier ds_full of this unit's dS^T buffer)
+//     order (FA_SM90_BWD_D64_LAG: the plain one, the index-masked ones without bias, dropout included
+//     (FA_SM90_BWD_D64_COLS_DROP), and with FA_SM90_BWD_D64_COLS_BIAS=1 the bias one): no barrier, their
+//     dQ_c below is issued at the next unit's start, after the mbarrier ds_full of this unit's dS^T buffer)
 //     dQ_c = dS K          D = 128: columns 64c .. 64c+63 over all 128 keys (8 k16 steps);
 //                          D = 64 split by columns (FA_SM90_BWD_D64_COLS, the default; kCols64: the
-//                          plain kernels and the index-masked one in the launch order without dropout
-//                          or bias, more with the candidate macros): columns 32c .. 32c+31 over all 128
-//                          keys (8 steps, m64n32k16); the other index-masked kernels and the DET ones
+//                          plain kernels and the index-masked ones without bias: the launch order's
+//                          (dropout too) and the grouped order's (FA_SM90_BWD_D64_COLS_IDX_ORD);
+//                          columns 32c .. 32c+31 over all 128 keys (8 steps, m64n32k16);
+//                          the index-masked ones with bias (FA_SM90_BWD_D64_COLS_BIAS=0) and the DET ones
 //                          (and all with FA_SM90_BWD_D64_COLS=0): all 64 columns over the consumer's own
 //                          64 keys (4 steps);
 //                          wgmma m64n64k16 (m64n32k16) SS with A = dS read transposed (MN-major) from the dS^T
@@ -421,19 +422,23 @@ static_assert(kBiasBatch >= 0 && 8 % (kBiasBatch > 0 ? kBiasBatch : 1) == 0, "kB
 #ifndef FA_SM90_BWD_D64_COLS_IDX
 #define FA_SM90_BWD_D64_COLS_IDX 1
 #endif
-// FA_SM90_BWD_D64_COLS_IDX_ORD (0; a candidate for a harness A/B, not yet run on a GPU): the split by columns in the
-// index-masked D = 64 kernel in the grouped tile order (ORD: causal with padding masks, lengths or a window) without
-// dropout or bias, meeting at barrier 1 once per unit as the plain ORD kernel does (no lag: it measured 0.98x-1.02x
-// there, RESULTS.md "Hopper backward kernel" (z)). The plain ORD kernel gained 2-6 % from the columns ((x)).
+// FA_SM90_BWD_D64_COLS_IDX_ORD (default 1; 0 gives the split by keys back): the split by columns in the index-masked
+// D = 64 kernel in the grouped tile order (ORD: causal with padding masks, lengths or a window) without dropout or
+// bias, meeting at barrier 1 once per unit as the plain ORD kernel does (no lag: it measured 0.98x-1.02x there,
+// RESULTS.md "Hopper backward kernel" (z)). Measured on the H100 (2026-12-06, RESULTS.md "Hopper backward kernel"
+// (ab), harness loop / do_bench against 0): causal [B, T] key mask T = 4096 1.051x / 1.077x, T = 16384 1.041x /
+// 1.058x; causal window T = 4096 1.043x / 1.038x.
 #ifndef FA_SM90_BWD_D64_COLS_IDX_ORD
-#define FA_SM90_BWD_D64_COLS_IDX_ORD 0
+#define FA_SM90_BWD_D64_COLS_IDX_ORD 1
 #endif
-// FA_SM90_BWD_D64_COLS_DROP, FA_SM90_BWD_D64_COLS_BIAS (0; candidates for a harness A/B, not yet run on a GPU): the
-// split by columns and the lag of FA_SM90_BWD_D64_COLS_IDX also in the D = 64 kernels with dropout, and with bias /
-// dbias (both index-masked, always in the launch order). At 1 each: HGMMA 20 -> 32, BAR.SYNC 2 -> 1, 168 registers,
-// no spills. They take effect only with FA_SM90_BWD_D64_COLS_IDX and FA_SM90_BWD_D64_LAG at 1 (the defaults).
+// FA_SM90_BWD_D64_COLS_DROP (default 1), FA_SM90_BWD_D64_COLS_BIAS (default 0): the split by columns and the lag of
+// FA_SM90_BWD_D64_COLS_IDX also in the D = 64 kernels with dropout, and with bias / dbias (both index-masked, always
+// in the launch order). At 1 each: HGMMA 20 -> 32, BAR.SYNC 2 -> 1, 168 registers, no spills. They take effect only
+// with FA_SM90_BWD_D64_COLS_IDX and FA_SM90_BWD_D64_LAG at 1 (the defaults). Measured on the H100 (2026-12-06,
+// RESULTS.md "Hopper backward kernel" (ab), harness loop against 0): dropout 0.1 T = 4096 / 16384 / causal 4096
+// 1.032x / 1.034x / 1.033x, so on; bias with dbias T = 4096 0.977x (and 0.984x through TensorFlow), so off.
 #ifndef FA_SM90_BWD_D64_COLS_DROP
-#define FA_SM90_BWD_D64_COLS_DROP 0
+#define FA_SM90_BWD_D64_COLS_DROP 1
 #endif
 #ifndef FA_SM90_BWD_D64_COLS_BIAS
 #define FA_SM90_BWD_D64_COLS_BIAS 0
@@ -485,7 +490,7 @@ struct BwdSmem {
   static_assert(kStages * 4 <= 16, "mask flags");
   static constexpr int kBars = IDX ? kFlag + 16 : kRange;  // kv_full, full[kStages], empty[kStages]
   // FA_SM90_BWD_D64_LAG: ds_full[2], ds_free[2] after empty[] (D = 64, IDX too with FA_SM90_BWD_D64_COLS_IDX; the
-  // kernels that do not lag (DET, ORD, and dropout / bias without their candidate macros) leave them unused).
+  // kernels that do not lag (DET, ORD, and bias with FA_SM90_BWD_D64_COLS_BIAS=0) leave them unused).
   static constexpr int kLagBars = FA_SM90_BWD_D64_LAG != 0 && D == 64 && (!IDX || FA_SM90_BWD_D64_COLS_IDX != 0) ? 4 : 0;
   static constexpr int kBarsEnd = kBars + 8 * (1 + 2 * kStages + kLagBars);
   // DQS: float [kConsumers][64 x 64] in fragment order (consumer c's block at kDq + c * kDqBytes),
@@ -1409,11 +1414,11 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
     // (kSplitCols; the launch-order one with FA_SM90_BWD_D64_LAG=0, the IDX ORD one with
     // FA_SM90_BWD_D64_COLS_IDX_ORD): each consumer's dQ columns take both consumers' halves (all 128 keys):
     // barrier 1, both consumers; the lagged kernels (kLag: plain, and index-masked with _COLS_IDX (with dropout or
-    // bias only with _COLS_DROP / _COLS_BIAS), in the launch order): ds_full, at the next unit's start. The other index-masked and the DET D = 64 kernels: each
-    // consumer's dQ takes its own 64 keys only, so only its own warpgroup meets (barrier 5 + c, one BAR.SYNC
-    // with the id in a register): the two consumers are no longer held in step once per unit, and
-    // one's element-wise pass can run while the other's products do (the Q / dO ring's empty
-    // barriers, 256 arrivals, still keep them within kStages units of each other).
+    // bias only with _COLS_DROP / _COLS_BIAS), in the launch order): ds_full, at the next unit's start. The other
+    // index-masked and the DET D = 64 kernels: each consumer's dQ takes its own 64 keys only, so only its own
+    // warpgroup meets (barrier 5 + c, one BAR.SYNC with the id in a register): the two consumers are no longer held
+    // in step once per unit, and one's element-wise pass can run while the other's products do (the Q / dO ring's
+    // empty barriers, 256 arrivals, still keep them within kStages units of each other).
     if constexpr (kLag) {
       // (no barrier: ds_full, above)
     } else if constexpr (kSplitCols) {
