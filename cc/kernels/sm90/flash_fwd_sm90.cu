@@ -45,7 +45,8 @@
 //   Epilogue: O / l straight from registers to o [B, Tq, H, Dv]; lse = ln2 (m + log2 l), -inf and
 //   O = 0 for rows that see no key (as sm80/flash_fwd_tile.cuh does).
 //   Registers per consumer thread (D = 128): S 64 + O 64 + P 32 floats/words + row state.
-// Head dim 256 (Gemma; the kernel <T, 256, IDX, DROP, 0>, schedule 0 only):
+// Head dim 256 (Gemma; the kernel <T, 256, IDX, DROP, V>, schedule 0 by default; the 2-stage schedules
+// 2, 3 and 6 fit too: kDefaultVariantD256):
 //   Tiles: kBr = 128 query rows (64 per consumer warpgroup), kBc = 64 keys (kKeyTile<256>).
 //   Shared memory: Q 128 x 256 x 2 B = 64 KiB + 2 stages x (K + V) 2 x 64 x 256 x 2 B = 128 KiB
 //   = 192 KiB, + 40 B of barriers + 1 KiB alignment slack = 197,672 B of the 227 KiB opt-in limit
@@ -99,9 +100,9 @@
 // 432 at T = 4096 / 4096 causal / 16384 / 16384 causal, with O and lse equal to variant 0's bit for
 // bit. At D = 64 the plain kernel's default is variant 8 (three consumer warpgroups, below); its other
 // kernels run variant 5. D = 256 keeps
-// the schedule above (variant 0); dropout at D = 64 and 128 runs kDropVariant (now 0, see there), a dense
-// mask or bias kDenseVariant (1). Variant 7 is variant 5 on a persistent grid: one CTA per SM, each
-// looping over (m_block, head, batch) tiles in a static order (TileOrder), the producer loading the
+// the schedule above (variant 0; kDefaultVariantD256, a candidate to change); dropout at D = 64 and 128 runs
+// kDropVariant (now 0, see there), a dense mask or bias kDenseVariant (1). Variant 7 is variant 5 on a persistent
+// grid: one CTA per SM, each looping over (m_block, head, batch) tiles in a static order (TileOrder), the producer loading the
 // next tile's K / V while the consumers finish the previous tile's products and epilogue (see the
 // kernel's comment); the default of the plain D = 128 kernel without a causal mask (launch_sched).
 // Its first tile order (FlashAttention-3's: 32 MiB sections of (batch, head) pairs, longest rows
@@ -179,8 +180,8 @@ static_assert(128 * kProducerRegs + 128 * kConsumers * kConsumerRegs <= 65536, "
 
 // Schedules of the consumer warpgroups, chosen at run time by fwd_schedule for the plain
 // (no-dropout) kernel at D = 64 and 128 (defaults kDefaultVariantD64, 8, and kDefaultVariant, 5);
-// the dropout kernel at D = 64 and 128 runs kDropVariant unless variant 0 is asked for; every other
-// instantiation (D = 256) is variant 0, the first
+// the dropout kernel at D = 64 and 128 runs kDropVariant unless variant 0 is asked for; at D = 256 the
+// plain and index-masked kernels run kDefaultVariantD256 (0) and the others variant 0, the first
 // schedule, measured on the H200 at dab104b and the reference of the bitwise checks. The others
 // apply FlashAttention-3's ideas to it:
 //   stages     K/V ring depth (3 at D = 128: 32 KiB Q + 3 x 64 KiB K/V = 224 KiB of the 227 allowed)
@@ -211,7 +212,7 @@ struct Sched {
   bool dynamic = false;  // (persistent) tiles from an atomic counter in the workspace, not a static stride
 };
 constexpr Sched kSched[] = {
-    {2, false, false, false},  // 0: the first schedule (D = 256 always runs it)
+    {2, false, false, false},  // 0: the first schedule (D = 256's default, kDefaultVariantD256)
     {3, false, false, false},  // 1
     {2, true, false, false},   // 2
     {2, true, true, false},    // 3
@@ -232,6 +233,25 @@ constexpr int kNumVariants = sizeof(kSched) / sizeof(kSched[0]);
 // adds kernels to the build for no default.
 constexpr int kDefaultVariant = 5;     // D = 128 (the plain kernel: kPersistentVariant, causal kDynamicVariant)
 constexpr int kDefaultVariantD64 = 8;  // D = 64 (the plain kernel; the others run kWideFallback, 5)
+// D = 256: a CTA's shared memory holds Q (64 KiB) and two stages of 64-key K / V tiles (2 x 64 KiB) and no more (a
+// third stage would need 256 KiB), so only the schedules with 2 stages, 2 consumer warpgroups and one tile per CTA
+// run there (fits_d256): 0, 2 (the overlap), 3 (overlap and ping-pong) and 6 (3 with O stored by TMA through Q's
+// rows). FA_SM90_FWD_D256_VARIANT picks the plain and index-masked kernels' default among them (0; the dropout and
+// dense kernels keep 0). A candidate for a harness A/B, not yet run on a GPU (FA_TUNING builds have all four, picked
+// by set_sm90_fwd_variant: sm90_check.py's variants phase, and vbench with VBENCH_D=256). ptxas 13.0 (sm_90a,
+// consumers at setmaxnreg 240): 2 and 6 without spills in the plain and index-masked kernels; 3 spills 20 bytes in
+// the index-masked one. The D = 256 causal forward measured 0.82x-0.88x cuDNN by the steady stream and GPU time at
+// T = 8192 (H100, 2026-12-06, benchmarks/RESULTS.md "Attention through TensorFlow" (ab)).
+#ifndef FA_SM90_FWD_D256_VARIANT
+#define FA_SM90_FWD_D256_VARIANT 0
+#endif
+constexpr int kDefaultVariantD256 = FA_SM90_FWD_D256_VARIANT;
+constexpr bool fits_d256(int v) {
+  return v >= 0 && v < kNumVariants && kSched[v].stages == 2 && kSched[v].consumers == 2 && !kSched[v].persistent;
+}
+template <int V>
+constexpr bool kFitsD256 = fits_d256(V);  // (for the kernel's static_assert)
+static_assert(fits_d256(kDefaultVariantD256), "FA_SM90_FWD_D256_VARIANT: 0, 2, 3 or 6 (fits_d256)");
 // The dropout kernel's schedule at D = 64 and 128 (schedule 0 when the variant asked for is 0). Schedule 0:
 // on the H200 (2026-12-03, benchmarks/dropout_speed.py, schedule 0 against the former default 5, four
 // alternating processes each, benchmarks/RESULTS.md "Dropout cost" (z)) the forward with dropout 0.1 took
@@ -298,17 +318,21 @@ static_assert(kSched[kPersistentVariant].persistent && !kSched[kPersistentFallba
 // request of a schedule that kernel lacks (TF_FLASHATTN_SM90_FWD_VARIANT; fwd_schedule); set_fwd_variant refuses,
 // and TF_FLASHATTN_SM90_FWD_VARIANT ignores, one that no kernel has.
 constexpr bool schedule_built_for(int v, int D, bool IDX) {
+  if (D == 256 && !fits_d256(v)) return false;
 #ifdef FA_TUNING
-  (void)D, (void)IDX;
+  (void)IDX;
   return v >= 0 && v < kNumVariants;
 #else
+  if (D == 256) return v == 0 || v == kDefaultVariantD256;
   if (v == 0 || v == kDefaultVariant) return true;
   if (IDX) return false;
   return D == 64 ? v == kDefaultVariantD64 : v == kPersistentVariant || v == kDynamicVariant;
 #endif
 }
 // Some plain / index-masked kernel has schedule v.
-constexpr bool schedule_built(int v) { return schedule_built_for(v, 64, false) || schedule_built_for(v, 128, false); }
+constexpr bool schedule_built(int v) {
+  return schedule_built_for(v, 64, false) || schedule_built_for(v, 128, false) || schedule_built_for(v, 256, false);
+}
 // The dense kernel's schedule 0 at D = 64 and 128 (the D = 256 one always runs 0).
 #ifdef FA_TUNING
 constexpr bool kDenseZeroBuilt = true;
@@ -1023,7 +1047,7 @@ __global__ void __launch_bounds__(kThreadsOf<V>, 1)
   constexpr int kBc = kKeyTile<D>;
   static_assert(!DROP || V == 0 || V == kDropVariant, "the dropout kernel runs schedule 0 or kDropVariant");
   static_assert(!DROP || IDX, "dropout runs the index-masked kernel");
-  static_assert(D == 64 || D == 128 || (D == 256 && V == 0), "D = 256 runs schedule 0 only");
+  static_assert(D == 64 || D == 128 || (D == 256 && kFitsD256<V>), "D = 256: the 2-stage schedules (fits_d256)");
   static_assert(!kS.persistent || (kS.overlap && kS.pingpong), "the persistent schedule is schedule 5's");
   static_assert(!kS.dynamic || kS.persistent, "dynamic tiles are a persistent grid's");
   static_assert(kS.consumers == 2 || (kS.consumers == 3 && D == 64 && !IDX && !DROP && !kS.persistent && kS.overlap),
@@ -1310,13 +1334,14 @@ cudaError_t launch(const FlashFwdParams& p, cudaStream_t stream) {
   return err;
 }
 
-// The plain (no-dropout) kernel at D = 64 or 128 with schedule v (kSched; fwd_variant() keeps v in
+// The plain (no-dropout) kernel at D = 64, 128 or 256 with schedule v (kSched; fwd_variant() keeps v in
 // range), IDX: with the index masks (needs_idx()). Schedules 8 and 9 exist for the kernel without
-// IDX at D = 64 only; elsewhere, and past the 192-row tiles' Tq bound, they run kWideFallback.
+// IDX at D = 64 only; elsewhere, and past the 192-row tiles' Tq bound, they run kWideFallback (at D = 256, whose
+// schedules are fits_d256's, fwd_schedule passes neither).
 template <typename T, int D, bool IDX>
 cudaError_t launch_plain(const FlashFwdParams& p, cudaStream_t stream, int v) {
   static_assert(kNumVariants == 11, "one case per schedule");
-  static_assert(D == 64 || D == 128, "D = 256 runs schedule 0 only");
+  static_assert(D == 64 || D == 128 || D == 256, "a head-dim bucket");
   // (fwd_schedule passes only schedules built for this kernel: the `break`s are not reached; were one reached,
   // nothing is queued and cudaErrorNotSupported sends the call to sm80.)
   switch (v) {
@@ -1324,7 +1349,7 @@ cudaError_t launch_plain(const FlashFwdParams& p, cudaStream_t stream, int v) {
     case 2: if constexpr (schedule_built_for(2, D, IDX)) return launch<T, D, IDX, false, 2>(p, stream); break;
     case 3: if constexpr (schedule_built_for(3, D, IDX)) return launch<T, D, IDX, false, 3>(p, stream); break;
     case 4: if constexpr (schedule_built_for(4, D, IDX)) return launch<T, D, IDX, false, 4>(p, stream); break;
-    case 5: return launch<T, D, IDX, false, 5>(p, stream);
+    case 5: if constexpr (schedule_built_for(5, D, IDX)) return launch<T, D, IDX, false, 5>(p, stream); break;
     case 6: if constexpr (schedule_built_for(6, D, IDX)) return launch<T, D, IDX, false, 6>(p, stream); break;
     case 7: if constexpr (schedule_built_for(7, D, IDX)) return launch<T, D, IDX, false, 7>(p, stream); break;
     case kDynamicVariant:
@@ -1339,7 +1364,8 @@ cudaError_t launch_plain(const FlashFwdParams& p, cudaStream_t stream, int v) {
           break;
         }
       }
-      return launch<T, D, IDX, false, kWideFallback>(p, stream);
+      if constexpr (D != 256) return launch<T, D, IDX, false, kWideFallback>(p, stream);
+      break;
     default: return launch<T, D, IDX, false, 0>(p, stream);  // v == 0
   }
   return cudaErrorNotSupported;
@@ -1362,6 +1388,10 @@ void set_enabled(int mode) { g_override.store(mode < 0 ? -1 : (mode ? 1 : 0), st
 int fwd_variants() { return kNumVariants; }
 
 int fwd_default_variant() { return kDefaultVariant; }
+
+int fwd_default_variant_d256() { return kDefaultVariantD256; }
+
+bool fwd_variant_runs_d256(int v) { return v >= 0 && v < kNumVariants && schedule_built_for(v, 256, false); }
 
 int fwd_variant() { return fwd_variant_for(128); }
 
@@ -1388,16 +1418,16 @@ static bool needs_idx(const MaskParams& m) { return m.has_index_masks(); }
 
 int fwd_variant_for(int d) {
   const int v = asked_fwd_variant();
-  return v >= 0 ? v : d == 64 ? kDefaultVariantD64 : kDefaultVariant;
+  return v >= 0 ? v : d == 64 ? kDefaultVariantD64 : d == 256 ? kDefaultVariantD256 : kDefaultVariant;
 }
 
-// The schedule a 16-bit call at D = 64 or 128 runs (launch_sched; the dense kernel has its own): the one
+// The schedule a 16-bit call at D = 64, 128 or 256 runs (launch_sched; the dense kernel has its own): the one
 // asked for where this build has it for the call's kernel (schedule_built_for: the plain kernel, or the
 // index-masked one that soft-cap and the index masks run), else at D = 128 for the plain kernel (no index
 // masks, soft-cap, dropout, dense mask or bias: fwd()'s dispatch) the persistent schedule, kPersistentVariant
 // without a causal mask (its tile order then follows the heads, see tile_order()) and kDynamicVariant with
 // one (its tiles from a counter; schedule 5 when the caller passed no workspace: fwd_workspace_bytes),
-// otherwise the head dim's default (5; 8 at D = 64). The persistent grid's static tile order would leave causal
+// otherwise the head dim's default (5; 8 at D = 64, kDefaultVariantD256 at 256). The persistent grid's static tile order would leave causal
 // tiles unbalanced (H200, 2026-12-02: schedule 7 0.74x-0.91x schedule 5 at T = 16384 causal), and the index
 // masks' tiles may differ in length too.
 static int fwd_schedule(const FlashFwdParams& p) {
@@ -1407,7 +1437,8 @@ static int fwd_schedule(const FlashFwdParams& p) {
   const int asked = asked_fwd_variant();
   // 8 and 9 pass whatever the kernel: launch_plain runs kWideFallback (5) for them outside the plain D = 64 kernel,
   // as before release builds left schedules out (9 is asked for only where built: asked_fwd_variant).
-  if (asked >= 0 && (schedule_built_for(asked, hd, !plain) || asked == 8 || asked == 9)) return asked;
+  if (asked >= 0 && (schedule_built_for(asked, hd, !plain) || ((asked == 8 || asked == 9) && hd != 256))) return asked;
+  if (hd == 256) return kDefaultVariantD256;  // (the dropout kernel: launch_sched runs 0)
   if (hd == 128 && plain) return p.mask.causal ? kDynamicVariant : kPersistentVariant;
   return hd == 64 ? kDefaultVariantD64 : kDefaultVariant;
 }
@@ -1455,8 +1486,9 @@ bool fwd_applies(const FlashFwdParams& p) {
   return current_device_is_sm90();
 }
 
-// Head dim 64 or 128, on the schedules: the plain and index-masked kernels on fwd_schedule(p), the
-// dropout kernel on kDropVariant unless schedule 0 is asked for (the reference of the checks).
+// Every head dim, on the schedules: the plain and index-masked kernels on fwd_schedule(p), the dropout kernel on
+// kDropVariant unless schedule 0 is asked for (the reference of the checks; kDropVariant is 0 too, so D = 256's
+// dropout kernel is its schedule 0, as before).
 template <typename T, int D, bool IDX, bool DROP>
 cudaError_t launch_sched(const FlashFwdParams& p, cudaStream_t stream) {
   const int v = fwd_schedule(p);
@@ -1467,7 +1499,7 @@ cudaError_t launch_sched(const FlashFwdParams& p, cudaStream_t stream) {
 template <typename T, bool IDX, bool DROP>
 cudaError_t fwd_typed(const FlashFwdParams& p, cudaStream_t stream) {
   const int hd = padded_head_dim(p.shape);  // (fwd_applies)
-  if (hd == 256) return launch<T, 256, IDX, DROP>(p, stream);  // schedule 0 only (64-key tiles)
+  if (hd == 256) return launch_sched<T, 256, IDX, DROP>(p, stream);  // 64-key tiles: fits_d256's schedules
   return hd == 128 ? launch_sched<T, 128, IDX, DROP>(p, stream) : launch_sched<T, 64, IDX, DROP>(p, stream);
 }
 
