@@ -3,17 +3,19 @@ TensorFlow (2 warm-up calls, then 10 back to back between two CUDA events) and w
 shapes where a backward change is meant to show (SETS: "plain", D = 64 causal from T = 2048 to 16384, D = 64
 without a mask at T = 4096 and 16384, D = 128 causal at T = 4096 as a control; "mask", the D = 64 index-masked kernel: a [B, T] key
 mask with and without a causal mask, a causal window; "feat", the D = 64 kernels with dropout 0.1 and with a
-head-broadcast bias and its gradient, without a mask, and D = 128 with dropout as a control; B * T = 16384,
+head-broadcast bias and its gradient, without a mask, and D = 128 with dropout as a control; "fwd", the forward
+instead (FWD_SETS), at D = 128, 64 and 256, causal and not, where a forward change is meant to show; B * T = 16384,
 H = 2048 / D, bf16). No TensorFlow; an
 H100 / H200 with torch, triton and the harness (benchmarks/build_harness.sh).
 
-  python3 benchmarks/harness_loop_ab.py time LIBDIR TAG [plain|mask|feat] >> ab_loop.log   # one build: ABLOOP lines
+  python3 benchmarks/harness_loop_ab.py time LIBDIR TAG [plain|mask|feat|fwd] >> ab_loop.log   # one build: ABLOOP lines
   python3 benchmarks/harness_loop_ab.py summary ab_loop.log               # no GPU: A (tags A*) against B (B*)
 
 `gpu_run.sh ab` with AB_CHECKS=...,loop runs `time` for A, B, A, B, A, B (one process each: the clock drifts
 between processes, so the builds alternate) and then `summary`: per shape the medians over the processes of the
 loop's milliseconds (each process: the median of 5 loops) and of do_bench's, and B / A (> 1: A faster), and the
-tile order the last launch used (sm90_info's last_bwd_order_g: > 0 the ORD kernel)."""
+tile order the last launch used (sm90_info's last_bwd_order_g: > 0 the ORD kernel; the forward's rows, named "fwd":
+the schedule of its last launch, last_fwd_variant)."""
 import json
 import statistics
 import sys
@@ -27,7 +29,10 @@ SETS = {"plain": [(64, 2048, True, ""), (64, 4096, True, ""), (64, 8192, True, "
                  (64, 16384, False, "key_mask"), (64, 16384, True, "key_mask"), (64, 4096, True, "window"),
                  (128, 4096, False, "key_mask")],
         "feat": [(64, 4096, False, "dropout"), (64, 16384, False, "dropout"), (64, 4096, True, "dropout"),
-                 (64, 4096, False, "bias"), (128, 4096, False, "dropout")]}
+                 (64, 4096, False, "bias"), (128, 4096, False, "dropout")],
+        "fwd": [(128, 4096, False, ""), (128, 16384, False, ""), (128, 4096, True, ""), (128, 16384, True, ""),
+                (64, 4096, False, ""), (64, 4096, True, ""), (256, 4096, False, ""), (256, 8192, True, "")]}
+FWD_SETS = {"fwd"}  # timed forward (h.fwd, FLOPs 4 B H T^2 D, halved when causal); the others the backward
 FEATURES = {"": {}, "key_mask": {}, "window": dict(wl=1024), "dropout": dict(dropout=0.1, seed=(1, 2)),
             "bias": dict(bias=(0, 1))}
 
@@ -46,14 +51,19 @@ def time_build(lib, tag, shape_set="plain"):
         t = bench_inputs(h, c, before_forward=key_mask_padded(B, T, 10) if feature == "key_mask" else None)
         if feature == "bias":
             t["dbias"] = torch.empty((B, H, T, T), device=t["q"].device)
-        h.m.set_sm90_bwd(1)
-        f = lambda c=c, t=t: h.bwd(c, t)  # noqa: E731
+        fwd = shape_set in FWD_SETS
+        (h.m.set_sm90 if fwd else h.m.set_sm90_bwd)(1)
+        f = (lambda c=c, t=t: h.fwd(c, t)) if fwd else (lambda c=c, t=t: h.bwd(c, t))  # noqa: E731
         loops = [loop_ms(f) for _ in range(5)]
         db = tt.do_bench(f, warmup=25, rep=100, return_mode="median")
-        flops = 2.5 * 4 * B * H * T * T * D / (2 if causal else 1)
+        flops = (1 if fwd else 2.5) * 4 * B * H * T * T * D / (2 if causal else 1)
+        info = h.m.sm90_info()
         r = dict(tag=tag, D=D, T=T, causal=causal, feature=feature, loop_ms=statistics.median(loops), loops=loops, dobench_ms=db,
-                 tflops_loop=flops / statistics.median(loops) / 1e9, order_g=h.m.sm90_info().get("last_bwd_order_g"))
-        h.m.set_sm90_bwd(-1)
+                 tflops_loop=flops / statistics.median(loops) / 1e9,
+                 order_g=info.get("last_fwd_variant") if fwd else info.get("last_bwd_order_g"))
+        if fwd:
+            r["direction"] = "fwd"
+        (h.m.set_sm90 if fwd else h.m.set_sm90_bwd)(-1)
         print("ABLOOP " + json.dumps(r), flush=True)
         del t, f
 
@@ -62,11 +72,11 @@ def summary(lines):
     """The table of `time`'s ABLOOP lines (tags starting with A: this build, B: the reference), one row per shape."""
     rows = [json.loads(line.split(" ", 1)[1]) for line in lines if line.startswith("ABLOOP ")]
     out = ["D T causal [feature] | loop ms A / B (medians over processes) B/A | do_bench ms A / B B/A | order_g A B"]
-    shape = lambda r: (r["D"], r["T"], r["causal"], r.get("feature", ""))  # noqa: E731
+    shape = lambda r: (r.get("direction", ""), r["D"], r["T"], r["causal"], r.get("feature", ""))  # noqa: E731
     for key in sorted({shape(r) for r in rows}):
         a = [r for r in rows if shape(r) == key and r["tag"].startswith("A")]
         b = [r for r in rows if shape(r) == key and r["tag"].startswith("B")]
-        name = f"{key[0]} {key[1]} {int(key[2])}" + (f" {key[3]}" if key[3] else "")
+        name = (f"{key[0]} " if key[0] else "") + f"{key[1]} {key[2]} {int(key[3])}" + (f" {key[4]}" if key[4] else "")
         if not a or not b:
             out.append(f"{name} | missing: {'A' if not a else 'B'}")
             continue

@@ -415,15 +415,19 @@ def test_harness_loop_ab_summary_pairs_the_builds_per_shape(tmp_path):
              line("A3", 64, 4096, True, 3.0, 1.9), line("B3", 64, 4096, True, 2.3, 2.4),
              "Traceback (most recent call last):", line("A1", 128, 4096, False, 1.0, 1.0),
              line("A1", 64, 4096, False, 2.0, 2.0).replace('"tag"', '"feature": "key_mask", "tag"'),
-             line("B1", 64, 4096, False, 3.0, 2.0).replace('"tag"', '"feature": "key_mask", "tag"')]
+             line("B1", 64, 4096, False, 3.0, 2.0).replace('"tag"', '"feature": "key_mask", "tag"'),
+             # a forward row of a shape the backward has too: its own row, not pooled with the backward's
+             line("A1", 64, 4096, True, 1.0, 1.0).replace('"tag"', '"direction": "fwd", "tag"'),
+             line("B1", 64, 4096, True, 1.1, 1.2).replace('"tag"', '"direction": "fwd", "tag"')]
     path = tmp_path / "ab_loop.log"
     path.write_text("\n".join(lines) + "\n")
     out = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "harness_loop_ab.py"), "summary",
                           str(path)], check=True, capture_output=True, text=True).stdout.splitlines()
-    assert len(out) == 4, out
+    assert len(out) == 5, out
     assert out[1].startswith("64 4096 0 key_mask | 2.000 / 3.000 1.500 | 2.000 / 2.000 1.000 | 0 0"), out
     assert out[2].startswith("64 4096 1 | 2.000 / 2.300 1.150 | 2.000 / 2.300 1.150 | 8 8"), out
     assert out[3] == "128 4096 0 | missing: B", out
+    assert out[4].startswith("fwd 64 4096 1 | 1.000 / 1.100 1.100 | 1.000 / 1.200 1.200"), out
 
 
 def test_harness_loop_ab_sets_name_only_known_features():
@@ -434,7 +438,7 @@ def test_harness_loop_ab_sets_name_only_known_features():
         import harness_loop_ab as ab
     finally:
         sys.path.pop(0)
-    assert {"plain", "mask", "feat"} <= set(ab.SETS)
+    assert {"plain", "mask", "feat", "fwd"} <= set(ab.SETS) and ab.FWD_SETS <= set(ab.SETS)
     for name, shapes in ab.SETS.items():
         for D, T, causal, feature in shapes:
             assert feature in ab.FEATURES, (name, feature)

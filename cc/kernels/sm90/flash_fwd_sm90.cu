@@ -246,6 +246,16 @@ constexpr int kDefaultVariantD64 = 8;  // D = 64 (the plain kernel; the others r
 #define FA_SM90_FWD_D256_VARIANT 0
 #endif
 constexpr int kDefaultVariantD256 = FA_SM90_FWD_D256_VARIANT;
+// FA_SM90_FWD_DESC_ADD (0; a candidate for a harness A/B, not yet run on a GPU): the 16-bit forward's wgmma
+// descriptors built once per tile and stepped by adding each k16 step's offset (wgmma_desc_add) instead of built
+// whole per step (wgmma_desc: mask, shift, or per operand and step). In the plain D = 128 kernel on schedule 7
+// (ptxas 13.0) the key-tile loop's uniform-datapath and R2UR instructions go from 115 to 66 (769 to 730 in the
+// loop); Nsight Compute read the uniform pipe at 12.6 % of its peak in that kernel against cuDNN's 3.5 %
+// (benchmarks/RESULTS.md "Hopper forward kernel" (y)). The descriptors and so the outputs are the same.
+#ifndef FA_SM90_FWD_DESC_ADD
+#define FA_SM90_FWD_DESC_ADD 0
+#endif
+constexpr bool kDescAdd = FA_SM90_FWD_DESC_ADD != 0;
 constexpr bool fits_d256(int v) {
   return v >= 0 && v < kNumVariants && kSched[v].stages == 2 && kSched[v].consumers == 2 && !kSched[v].persistent;
 }
@@ -572,12 +582,17 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
 
   const uint32_t q_tile = base + L::kQ + c * 64 * 128;  // this warpgroup's 64 rows in each panel
   // S = Q K^T for the tile at k_tile: [64 x kBc], contraction over D in k16 steps (issue only).
+  // FA_SM90_FWD_DESC_ADD: each step's descriptors as the tile's plus the step's offset (wgmma_desc_add).
+  auto desc_at = [](uint32_t tile, uint32_t offset, uint32_t lbo) {
+    if constexpr (kDescAdd) return wgmma_desc_add(wgmma_desc(tile, lbo, 1024), offset);
+    else return wgmma_desc(tile + offset, lbo, 1024);
+  };
   auto issue_qk = [&](float (&sacc)[kBc / 2], uint32_t k_tile) {
 #pragma unroll
     for (int k = 0; k < D / 16; ++k) {
       const uint32_t koff = (k % 4) * 32;  // k16 step within the 128-byte row
-      const uint64_t da = wgmma_desc(q_tile + (k / 4) * kBr * 128 + koff, 16, 1024);
-      const uint64_t db = wgmma_desc(k_tile + (k / 4) * kBc * 128 + koff, 16, 1024);
+      const uint64_t da = desc_at(q_tile, (k / 4) * kBr * 128 + koff, 16);
+      const uint64_t db = desc_at(k_tile, (k / 4) * kBc * 128 + koff, 16);
       if constexpr (kBc == 128) wgmma_ss_m64n128k16(WgmmaType<T>{}, sacc, da, db, k > 0);
       else wgmma_ss_m64n64k16<0, 0>(WgmmaType<T>{}, sacc, da, db, k > 0);
     }
@@ -585,8 +600,7 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
   // O += P V: contraction over the tile's keys in k16 steps (16 rows of V = 2048 bytes; issue only).
   auto issue_pv = [&](const uint32_t (&pa)[kBc / 16][4], uint32_t v_tile) {
 #pragma unroll
-    for (int kk = 0; kk < kBc / 16; ++kk)
-      wgmma_rs_m64nDk16_tb<T, D>(o, pa[kk], wgmma_desc(v_tile + kk * 16 * 128, kBc * 128, 1024));
+    for (int kk = 0; kk < kBc / 16; ++kk) wgmma_rs_m64nDk16_tb<T, D>(o, pa[kk], desc_at(v_tile, kk * 16 * 128, kBc * 128));
   };
   // k_valid's bytes of the tile at j0, kKeysPerLane consecutive keys per lane (lane L: keys j0 +
   // kKeysPerLane L + e in kv.b[e]; the warp covers the tile's kBc keys, one 128- or 64-byte span),

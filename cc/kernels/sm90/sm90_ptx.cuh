@@ -167,6 +167,10 @@ __device__ __forceinline__ uint64_t wgmma_desc(uint32_t saddr, uint32_t lbo, uin
          (static_cast<uint64_t>((lbo >> 4) & 0x3FFF) << 16) |
          (static_cast<uint64_t>((sbo >> 4) & 0x3FFF) << 32) | (1ull << 62);
 }
+// The descriptor of the same layout `bytes` (a multiple of 16) past desc's start address: the start field is the
+// address >> 4, so it is desc + bytes / 16 while the address stays below 256 KiB (the field's 14 bits), which every
+// shared-memory address does (228 KiB per SM). One add per wgmma instead of wgmma_desc's mask, shift and or.
+__device__ __forceinline__ uint64_t wgmma_desc_add(uint64_t desc, uint32_t bytes) { return desc + (bytes >> 4); }
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
