@@ -443,6 +443,15 @@ static_assert(kBiasBatch >= 0 && 8 % (kBiasBatch > 0 ? kBiasBatch : 1) == 0, "kB
 #ifndef FA_SM90_BWD_D64_COLS_BIAS
 #define FA_SM90_BWD_D64_COLS_BIAS 0
 #endif
+// FA_SM90_BWD_DESC_ADD (0; a candidate for a harness A/B, not yet run on a GPU): the D = 64 / 128 kernels' wgmma
+// descriptors built once per operand tile and stepped by adding each k16 step's offset (wgmma_desc_add), as
+// FA_SM90_FWD_DESC_ADD in the forward, instead of built whole per step (mask, shift, or). Nsight Compute read the
+// uniform pipe at 16.5 % / 18.5 % of its peak in the D = 128 / D = 64 causal kernels (benchmarks/RESULTS.md "Hopper
+// backward kernel" (ac)). The descriptors and so the outputs are the same. Not in the dropout kernels: at D = 128
+// they spilled 72-88 bytes with it (ptxas 13.0).
+#ifndef FA_SM90_BWD_DESC_ADD
+#define FA_SM90_BWD_DESC_ADD 0
+#endif
 
 namespace flashattn {
 namespace cuda {
@@ -1007,12 +1016,16 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
   // S^T = K_c Q^T and dP^T = V_c dO^T: [64 keys x 64 queries], contraction over D in k16 steps, from the Q /
   // dO tiles at q_s / do_s; S^T in its own commit group, so that P^T is computed while dP^T runs.
   // One of them: acc = A B^T, A this consumer's 64 rows of the K or V tile (a_rows), B the Q or dO tile (b_s).
+  // The descriptor of the operand tile at `tile`, `offset` bytes on (FA_SM90_BWD_DESC_ADD: the tile's plus the offset).
+  auto desc_at = [](uint32_t tile, uint32_t offset, uint32_t lbo) {
+    if constexpr (FA_SM90_BWD_DESC_ADD != 0 && !DROP) return wgmma_desc_add(wgmma_desc(tile, lbo, 1024), offset);
+    else return wgmma_desc(tile + offset, lbo, 1024);
+  };
   auto product = [&](float(&acc)[32], uint32_t a_rows, uint32_t b_s) {
 #pragma unroll
     for (int k = 0; k < D / 16; ++k) {
       const uint32_t koff = (k / 4) * kBk * 128 + (k % 4) * 32, qoff = (k / 4) * kBq * 128 + (k % 4) * 32;
-      wgmma_ss_m64n64k16<0, 0>(WgmmaType<T>{}, acc, wgmma_desc(a_rows + koff, 16, 1024),
-                               wgmma_desc(b_s + qoff, 16, 1024), k > 0);
+      wgmma_ss_m64n64k16<0, 0>(WgmmaType<T>{}, acc, desc_at(a_rows, koff, 16), desc_at(b_s, qoff, 16), k > 0);
     }
     wgmma_commit();
   };
@@ -1027,8 +1040,8 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kDqSteps; ++kk) {
-      const uint64_t da = wgmma_desc(ds_buf + (dq_key0 + 16 * kk) * 128, kBk * 128, 1024);
-      const uint64_t db = wgmma_desc(dq_b0 + kk * 2048, kBk * 128, 1024);
+      const uint64_t da = desc_at(ds_buf, (dq_key0 + 16 * kk) * 128, kBk * 128);
+      const uint64_t db = desc_at(dq_b0, kk * 2048, kBk * 128);
       if constexpr (kCols64)
         wgmma_ss_m64n32k16<1, 1>(WgmmaType<T>{}, acc, da, db, kk > 0);
       else
@@ -1291,7 +1304,7 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
       fence_regs(dv);
       wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < 4; ++kk) wgmma_rs_m64nDk16_tb<T, D>(dv, pa[kk], wgmma_desc(do_t + kk * 2048, kBq * 128, 1024));
+      for (int kk = 0; kk < 4; ++kk) wgmma_rs_m64nDk16_tb<T, D>(dv, pa[kk], desc_at(do_t, kk * 2048, kBq * 128));
       wgmma_commit();
     }
     // dS^T = P^T (dP^T - dsum) (DROP: sm80's rule, Pd = P Z, dS = P (dPd Z - dsum), Z = keep_scale
@@ -1404,10 +1417,10 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
     wgmma_fence();
     if constexpr (!kEarlyDv) {
 #pragma unroll
-      for (int kk = 0; kk < 4; ++kk) wgmma_rs_m64nDk16_tb<T, D>(dv, pa[kk], wgmma_desc(do_t + kk * 2048, kBq * 128, 1024));
+      for (int kk = 0; kk < 4; ++kk) wgmma_rs_m64nDk16_tb<T, D>(dv, pa[kk], desc_at(do_t, kk * 2048, kBq * 128));
     }
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) wgmma_rs_m64nDk16_tb<T, D>(dk, da[kk], wgmma_desc(q_t + kk * 2048, kBq * 128, 1024));
+    for (int kk = 0; kk < 4; ++kk) wgmma_rs_m64nDk16_tb<T, D>(dk, da[kk], desc_at(q_t, kk * 2048, kBq * 128));
     wgmma_commit();
 
     // dS^T written (and fenced) before the dQ product reads it. D = 128 and the plain D = 64 ORD kernel
