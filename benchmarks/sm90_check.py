@@ -1018,8 +1018,10 @@ def expected_variant(c, v, release=False, d256=({0}, 0)):
     """The schedule that case c runs when variant v is asked for: v, but WIDE_VARIANTS' fallback
     outside the plain D = 64 kernel, and DENSE_VARIANT for any v but 0 with a dense mask or bias. In a release
     build (`release`: not every schedule built) a kernel runs its default for a schedule it lacks
-    (flash_fwd_sm90.cu's schedule_built_for): 7 and 10 exist for the plain D = 128 kernel alone (the plain D = 64
-    one runs 8 then, the index-masked ones 5), and the dense kernel has DENSE_VARIANT alone. Head dim 256
+    (flash_fwd_sm90.cu's schedule_built_for, fwd_schedule): the plain D = 128 kernel has 0, 5, 7 and 10 (its default 7,
+    10 with a causal mask), the plain D = 64 one 0, 5 and 8 (default 8), the index-masked ones 0 and 5 (default 5),
+    and the dense kernel has DENSE_VARIANT alone; 8 and 9 run 5 outside the plain D = 64 kernel in every build (a
+    release build may list 2, 3 or 6 for FA_SM90_FWD_D256_VARIANT's sake: the D = 64 / 128 kernels lack it). Head dim 256
     (`d256`: d256_schedules(h)): schedule 0 with a dense mask, bias or dropout, else v where the D = 256 kernels
     have it, else their default."""
     if bucket(c) == 256:
@@ -1030,8 +1032,12 @@ def expected_variant(c, v, release=False, d256=({0}, 0)):
     if c.get("mask") or c.get("bias"):
         return v if v == 0 and not release else DENSE_VARIANT
     plain = not any(c.get(k) for k in IDX_KEYS) and c.get("wl", -1) < 0 and c.get("wr", -1) < 0
-    if release and v in (7, 10) and not (bucket(c) == 128 and plain):
-        return 8 if bucket(c) == 64 and plain else 5
+    if release and v not in WIDE_VARIANTS:
+        has = {0, 5} | ({8} if bucket(c) == 64 and plain else {7, 10} if bucket(c) == 128 and plain else set())
+        if v not in has:
+            if bucket(c) == 128 and plain:
+                return 10 if c.get("causal") else 7
+            return 8 if bucket(c) == 64 and plain else 5
     if v not in WIDE_VARIANTS:
         return v
     return v if bucket(c) == 64 and plain else WIDE_VARIANTS[v]
@@ -1405,7 +1411,7 @@ def main():
                                (torch.bfloat16, torch.float16))
         print(f"variants: {sum(r['ok'] for r in rows)} / {len(rows)} pass", file=log, flush=True)
     elif args.phase == "vsanitize":
-        cases = [c for c in VARIANT_CASES + D256_VARIANT_CASES
+        cases = [c for c in VARIANT_CASES + ([] if skip_d256(log) else D256_VARIANT_CASES)
                  if c["name"] in ("odd_d128_causal_br", "empty_rows_causal", "causal_window_lengths", "w3_ragged_193",
                                   "w3_causal_br", "w3_empty_rows", "odd_d256_causal_br", "window_d256",
                                   "edges_d256_127_129")]

@@ -1079,9 +1079,9 @@ PYBIND11_MODULE(flash_harness, m) {
   m.def("set_sm90", &set_sm90, "Hopper forward switch: 1 on, 0 off (sm80 kernels), -1 back to the "
         "environment (TF_FLASHATTN_SM90).", py::arg("mode"));
   m.def("set_sm90_fwd_variant", &set_sm90_fwd_variant,
-        "Schedule of the plain D = 128 Hopper forward (flash_fwd_sm90.cu's kSched): 0 .. fwd_variants - 1 "
-        "(0 the first schedule, fwd_default_variant the default), -1 back to the environment "
-        "(TF_FLASHATTN_SM90_FWD_VARIANT; unset: the default).",
+        "Schedule of the Hopper forward (flash_fwd_sm90.cu's kSched; a kernel that lacks it runs its default, "
+        "at D = 256 one of fwd_variants_d256): 0 .. fwd_variants - 1 (0 the first schedule, fwd_default_variant "
+        "the default), -1 back to the environment (TF_FLASHATTN_SM90_FWD_VARIANT; unset: the default).",
         py::arg("v"));
   m.def("sm90_selftest", &sm90_selftest,
         "Hopper building blocks one at a time (TMA tile load, wgmma forms): a list of dicts "

@@ -196,7 +196,8 @@ int64_t fwd_launches();
 // any of 0 .. fwd_variants() - 1, 0 included; head dim d's default when unset, empty, not a number
 // or out of range) unless set_fwd_variant(v) overrides it (v < 0: back to the environment; false,
 // nothing changed, when v >= fwd_variants() or v is not fwd_variant_built: schedules 1, 2, 3, 4, 6 and 9 are
-// compiled in FA_TUNING builds only, and the environment's value is then ignored as an out-of-range one is;
+// compiled in FA_TUNING builds only (but 2, 3 or 6 as FA_SM90_FWD_D256_VARIANT's, for head dim 256 alone), and the
+// environment's value is then ignored as an out-of-range one is;
 // a release build has schedule 0 and the defaults alone, 5, 7 and 10 for the plain D = 128 kernel, 8 for the plain
 // D = 64 one, and the dense kernel's schedule 1 alone at D = 64 and 128; a call whose kernel lacks the schedule asked
 // for runs its default, but 8 runs 5 outside the plain D = 64 kernel, as in every build);

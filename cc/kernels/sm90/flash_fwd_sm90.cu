@@ -318,8 +318,9 @@ static_assert(kSched[kPersistentVariant].persistent && !kSched[kPersistentFallba
               "variant 7 is variant 5 on a persistent grid");
 // The schedules a release build compiles for the plain / index-masked kernel of head dim D (launch_plain): the
 // ones fwd_schedule picks when none is asked for, with their fallbacks (8 and 5 at D = 64 without index masks; 7,
-// 10 and 5 at D = 128 without; 5 with them), and schedule 0, the reference of the bitwise checks and the
-// tma_store schedules' fallback (launch). The dense mask / bias kernel has kDenseVariant alone (launch_dense).
+// 10 and 5 at D = 128 without; 5 with them; at D = 256 kDefaultVariantD256, and only fits_d256's schedules in any
+// build), and schedule 0, the reference of the bitwise checks and the tma_store schedules' fallback (launch). The
+// dense mask / bias kernel has kDenseVariant alone (launch_dense).
 // The others exist for kernel work only: FA_TUNING builds compile every schedule for every kernel
 // (NVCC_EXTRA=-DFA_TUNING for the harness; gpu_run.sh sm90 with SM90_TUNING=1). Schedules 1, 2, 3, 4, 6 and 9
 // took over a third of this file's compile time, the build's longest (2026-12-05: the full build over 10 minutes
