@@ -3,12 +3,13 @@ TensorFlow (2 warm-up calls, then 10 back to back between two CUDA events) and w
 shapes where a backward change is meant to show (SETS: "plain", D = 64 causal from T = 2048 to 16384, D = 64
 without a mask at T = 4096 and 16384, D = 128 causal at T = 4096 as a control; "mask", the D = 64 index-masked kernel: a [B, T] key
 mask with and without a causal mask, a causal window; "feat", the D = 64 kernels with dropout 0.1 and with a
-head-broadcast bias and its gradient, without a mask, and D = 128 with dropout as a control; "fwd", the forward
+head-broadcast bias and its gradient, without a mask, and D = 128 with dropout as a control; "d128", the D = 128
+backward without a mask, causal, and with a key mask; "fwd", the forward
 instead (FWD_SETS), at D = 128, 64 and 256, causal and not, where a forward change is meant to show; B * T = 16384,
 H = 2048 / D, bf16). No TensorFlow; an
 H100 / H200 with torch, triton and the harness (benchmarks/build_harness.sh).
 
-  python3 benchmarks/harness_loop_ab.py time LIBDIR TAG [plain|mask|feat|fwd] >> ab_loop.log   # one build: ABLOOP lines
+  python3 benchmarks/harness_loop_ab.py time LIBDIR TAG [plain|mask|feat|d128|fwd] >> ab_loop.log   # one build: ABLOOP lines
   python3 benchmarks/harness_loop_ab.py summary ab_loop.log               # no GPU: A (tags A*) against B (B*)
 
 `gpu_run.sh ab` with AB_CHECKS=...,loop runs `time` for A, B, A, B, A, B (one process each: the clock drifts
@@ -30,6 +31,8 @@ SETS = {"plain": [(64, 2048, True, ""), (64, 4096, True, ""), (64, 8192, True, "
                  (128, 4096, False, "key_mask")],
         "feat": [(64, 4096, False, "dropout"), (64, 16384, False, "dropout"), (64, 4096, True, "dropout"),
                  (64, 4096, False, "bias"), (128, 4096, False, "dropout")],
+        "d128": [(128, 4096, False, ""), (128, 16384, False, ""), (128, 4096, True, ""), (128, 16384, True, ""),
+                 (128, 4096, False, "key_mask")],
         "fwd": [(128, 4096, False, ""), (128, 16384, False, ""), (128, 4096, True, ""), (128, 16384, True, ""),
                 (64, 4096, False, ""), (64, 4096, True, ""), (256, 4096, False, ""), (256, 8192, True, "")]}
 FWD_SETS = {"fwd"}  # timed forward (h.fwd, FLOPs 4 B H T^2 D, halved when causal); the others the backward

@@ -55,18 +55,13 @@ others' answers):
             192 apart, causal both alignments, rows that see no key, GQA, strided q/k/v). Expected
             bitwise equal to variant 0 as well (each row's arithmetic and key-tile order unchanged:
             flash_fwd_sm90.cu, schedule 8's comment); the pass bar stays the numerics tolerance.
-            The head-dim-256 cases (D256_VARIANT_CASES; SM90_SKIP_D256=1 leaves them out) on the schedules
-            the D = 256 kernels have (sm90_info's fwd_variants_d256: the 2-stage ones, 0, 2, 3 and 6, in
-            FA_TUNING builds; flash_fwd_sm90.cu's fits_d256): the same checks, and schedule 0 expected where
-            a dense mask, bias or dropout keeps those kernels on it.
   vbench    TFLOP/s of every variant at D = 128 and 64, H = 2048 / D, T in {4096, 16384} (B*T = 16384),
             causal and not, bf16, next to FlashAttention-2 and cuDNN (torch SDPA) and our sm80 forward;
             variant 0 timed first and again last (drift); WIDE_VARIANTS at D = 64 only. VBENCH_D=128,
-            VBENCH_T=1024,4096 and VBENCH_CAUSAL=0 (0,1 by default) choose other shapes; VBENCH_D=256
-            times the D = 256 kernels' schedules (fwd_variants_d256; H = 8).
+            VBENCH_T=1024,4096 and VBENCH_CAUSAL=0 (0,1 by default) choose other shapes.
   SM90_VARIANTS=5,7,10 limits the schedules of variants, vbench and vsanitize to those listed.
-  vsanitize small odd D = 128 cases (and D = 64 ones for WIDE_VARIANTS, D = 256 ones for the schedules
-            the D = 256 kernels have) for each variant 1 .. n-1, for compute-sanitizer.
+  vsanitize small odd D = 128 cases (and D = 64 ones for WIDE_VARIANTS) for each variant 1 .. n-1, for
+            compute-sanitizer.
   The float32 TF32 forward (cc/kernels/sm90/flash_fwd_sm90_tf32.cu; on by default, these phases set
   TF_FLASHATTN_SM90_TF32=1 for their own process all the same; a variant asked for by set_sm90_tf32_variant
   runs at D = 64 too, where the default is 0):
@@ -601,16 +596,6 @@ SECTION_CASES = [
     dict(name="sections_gqa_b3_causal_br", B=3, Tq=200, Tk=330, H=3, Hkv=1, D=64, causal=True, offset=130),
 ]
 VARIANT_CASES = [c for c in NUM_CASES if bucket(c) in (64, 128)] + D64_3WG_CASES + SECTION_CASES
-# Head dim 256 (padded-up ones included): the variants phase runs them on the schedules the D = 256 kernels have
-# (sm90_info's fwd_variants_d256: 0, 2, 3, 6 in FA_TUNING builds), unless SM90_SKIP_D256=1.
-D256_VARIANT_CASES = [c for c in NUM_CASES if bucket(c) == 256]
-
-
-def d256_schedules(h):
-    """(the schedules the head-dim-256 kernels run in this build, their default): flash_fwd_sm90.cu's fits_d256
-    and FA_SM90_FWD_D256_VARIANT, through sm90_info ({0}, 0 from a harness older than them)."""
-    info = h.m.sm90_info()
-    return set(info.get("fwd_variants_d256", [0])), info.get("fwd_default_variant_d256", 0)
 # The dropout kernel runs schedule 0 or this one (flash_fwd_sm90.cu's kDropVariant): dropout cases
 # check only it against schedule 0.
 DROP_VARIANT = 0  # (5 before 2026-12-03; with 0 the variants phase skips the dropout cases)
@@ -1014,21 +999,16 @@ def variant_names(h):
     return [v for v in names if v not in PENDING_VARIANTS]
 
 
-def expected_variant(c, v, release=False, d256=({0}, 0)):
+def expected_variant(c, v, release=False):
     """The schedule that case c runs when variant v is asked for: v, but WIDE_VARIANTS' fallback
     outside the plain D = 64 kernel, and DENSE_VARIANT for any v but 0 with a dense mask or bias. In a release
     build (`release`: not every schedule built) a kernel runs its default for a schedule it lacks
     (flash_fwd_sm90.cu's schedule_built_for, fwd_schedule): the plain D = 128 kernel has 0, 5, 7 and 10 (its default 7,
     10 with a causal mask), the plain D = 64 one 0, 5 and 8 (default 8), the index-masked ones 0 and 5 (default 5),
-    and the dense kernel has DENSE_VARIANT alone; 8 and 9 run 5 outside the plain D = 64 kernel in every build (a
-    release build may list 2, 3 or 6 for FA_SM90_FWD_D256_VARIANT's sake: the D = 64 / 128 kernels lack it). Head dim 256
-    (`d256`: d256_schedules(h)): schedule 0 with a dense mask, bias or dropout, else v where the D = 256 kernels
-    have it, else their default."""
+    and the dense kernel has DENSE_VARIANT alone; 8 and 9 run 5 outside the plain D = 64 kernel in every build. Head
+    dim 256 runs schedule 0 whatever is asked for (the variants phase leaves its cases out)."""
     if bucket(c) == 256:
-        runs, default = d256
-        if c.get("mask") or c.get("bias") or c.get("dropout"):
-            return 0
-        return v if v in runs else default
+        return 0
     if c.get("mask") or c.get("bias"):
         return v if v == 0 and not release else DENSE_VARIANT
     plain = not any(c.get(k) for k in IDX_KEYS) and c.get("wl", -1) < 0 and c.get("wr", -1) < 0
@@ -1045,7 +1025,6 @@ def expected_variant(c, v, release=False, d256=({0}, 0)):
 
 # The schedule each kind of call runs when none is asked for (flash_fwd_sm90.cu's launch_sched, launch_dense
 # and fwd_typed): case name -> schedule. D = 128 without index masks: the persistent schedules (10 with a causal mask).
-# (the D = 256 ones: d256_schedules' default, 0 unless FA_SM90_FWD_D256_VARIANT says otherwise; phase_defaults)
 DEFAULT_SCHEDULES = {"odd_d128": 7, "odd_d128_causal_br": 10, "qk_valid_d128": 5, "odd_d64": 8, "odd_d64_causal": 8,
                      "dropout_masks": DROP_VARIANT, "mask_bias_softcap_gqa": DENSE_VARIANT, "edges_d256_127_129_causal": 0,
                      # padded up (head_dim_bucket(max(D, Dv))): the schedules of their bucket
@@ -1064,7 +1043,6 @@ def phase_defaults(h, log):
     gen.manual_seed(3)
     h.m.set_sm90(1)
     h.m.set_sm90_fwd_variant(-1)
-    d256_default = d256_schedules(h)[1]
     for c in [c for c in NUM_CASES if c["name"] in DEFAULT_SCHEDULES]:
         t = inputs(c, torch.bfloat16, gen)
         keep = h.case_keep(c)
@@ -1072,8 +1050,7 @@ def phase_defaults(h, log):
         low = reference(c, t, torch.bfloat16, keep)
         run_fwd(h, c, t)
         ran = h.m.sm90_info()["last_fwd_variant"]
-        want = d256_default if bucket(c) == 256 else DEFAULT_SCHEDULES[c["name"]]  # (both D = 256 cases: plain)
-        row = dict(case=c["name"], dtype="bfloat16", expected_variant=want, ran_variant=ran)
+        row = dict(case=c["name"], dtype="bfloat16", expected_variant=DEFAULT_SCHEDULES[c["name"]], ran_variant=ran)
         ok = judge({"o": t["o"], "lse": t["lse"]}, ref, low, torch.bfloat16, row) and ran == row["expected_variant"]
         row["ok"] = bool(ok)
         rows.append(row)
@@ -1097,7 +1074,6 @@ def phase_variants(h, log, cases, dtypes, skip_fallbacks=False):
         print("VARIANTS none: harness without sm90 schedules", file=log, flush=True)
         return rows
     release = release_build(h)
-    d256 = d256_schedules(h)
     h.m.set_sm90(1)
     for c in cases:
         for dt in dtypes:
@@ -1113,17 +1089,15 @@ def phase_variants(h, log, cases, dtypes, skip_fallbacks=False):
             for v in variants:
                 if c.get("dropout") and v != DROP_VARIANT:
                     continue
-                if skip_fallbacks and expected_variant(c, v, release, d256) != v:
+                if skip_fallbacks and expected_variant(c, v, release) != v:
                     continue
-                if bucket(c) == 256 and v not in d256[0]:
-                    continue  # (a schedule the D = 256 kernels lack: it would run their default again)
                 h.m.set_sm90_fwd_variant(v)
                 n0 = h.m.sm90_info()["fwd_launches"]
                 run_fwd(h, c, tr)
                 info = h.m.sm90_info()
                 took = info["fwd_launches"] - n0
                 ran = info["last_fwd_variant"]
-                want = expected_variant(c, v, release, d256)
+                want = expected_variant(c, v, release)
                 ours = {"o": tr["o"], "lse": tr["lse"]}
                 bitwise = bool(torch.equal(ours["o"], v0["o"]) and torch.equal(ours["lse"], v0["lse"]))
                 row = dict(case=c["name"], dtype=dname, variant=v, ran_variant=ran, sm90_launched=int(took),
@@ -1170,7 +1144,6 @@ def phase_vbench(h, log):
     import triton.testing as tt
     rows = []
     variants = [0] + variant_names(h)
-    d256_runs = d256_schedules(h)[0]
     dims = [int(d) for d in os.environ.get("VBENCH_D", "128,64").split(",")]
     lengths = [int(x) for x in os.environ.get("VBENCH_T", "4096,16384").split(",")]
     causals = [bool(int(x)) for x in os.environ.get("VBENCH_CAUSAL", "0,1").split(",")]
@@ -1184,8 +1157,7 @@ def phase_vbench(h, log):
         fl = 4 * B * H * T * T * D / (2 if causal else 1)
         r = dict(B=B, T=T, H=H, D=D, causal=causal, dtype="bfloat16")
         h.m.set_sm90(1)
-        runs = [v for v in variants if (D == 64 or v not in WIDE_VARIANTS) and (D != 256 or v in d256_runs)]
-        for v in runs + [0]:
+        for v in [v for v in variants if D == 64 or v not in WIDE_VARIANTS] + [0]:
             h.m.set_sm90_fwd_variant(v)
             run_fwd(h, c, t)
             ran = h.m.sm90_info()["last_fwd_variant"]
@@ -1407,14 +1379,12 @@ def main():
         rows = phase_numerics(h, log, [c for c in NUM_CASES if c["name"] in names], (torch.bfloat16,))
     elif args.phase == "variants":
         rows = phase_defaults(h, log)
-        rows += phase_variants(h, log, VARIANT_CASES + ([] if skip_d256(log) else D256_VARIANT_CASES),
-                               (torch.bfloat16, torch.float16))
+        rows += phase_variants(h, log, VARIANT_CASES, (torch.bfloat16, torch.float16))
         print(f"variants: {sum(r['ok'] for r in rows)} / {len(rows)} pass", file=log, flush=True)
     elif args.phase == "vsanitize":
-        cases = [c for c in VARIANT_CASES + ([] if skip_d256(log) else D256_VARIANT_CASES)
-                 if c["name"] in ("odd_d128_causal_br", "empty_rows_causal", "causal_window_lengths", "w3_ragged_193",
-                                  "w3_causal_br", "w3_empty_rows", "odd_d256_causal_br", "window_d256",
-                                  "edges_d256_127_129")]
+        cases = [c for c in VARIANT_CASES if c["name"] in ("odd_d128_causal_br", "empty_rows_causal",
+                                                            "causal_window_lengths", "w3_ragged_193",
+                                                            "w3_causal_br", "w3_empty_rows")]
         rows = phase_variants(h, log, cases, (torch.bfloat16,), skip_fallbacks=True)
     elif args.phase == "vbench":
         rows = phase_vbench(h, log)

@@ -467,11 +467,10 @@ def test_sm90_tf32_bwd_layout_and_mask_model_passes_and_catches_its_mutants():
 
 def test_sm90_check_expected_variant_models_the_forward_dispatch():
     """benchmarks/sm90_check.py's expected_variant (what the variants / vsanitize phases require each case to have run):
-    head dim 256 runs the schedule asked for only where its kernels have it (flash_fwd_sm90.cu's fits_d256, 2 stages),
-    else their default, and schedule 0 with a dense mask, bias or dropout; in a release build a D = 64 / 128 kernel
-    runs its default for a schedule it lacks (7 / 10 for the plain D = 128 one, by its causal mask; 8 for the plain
-    D = 64 one; 5 for the index-masked ones), 8 and 9 run 5 outside the plain D = 64 kernel. Checked in a subprocess
-    with torch and triton stubbed (the module imports them; this needs neither)."""
+    in a release build a D = 64 / 128 kernel runs its default for a schedule it lacks (7 / 10 for the plain D = 128
+    one, by its causal mask; 8 for the plain D = 64 one; 5 for the index-masked ones), 8 and 9 run 5 outside the plain
+    D = 64 kernel, the dense kernel its own schedule; head dim 256 runs 0 whatever is asked for. Checked in a
+    subprocess with torch and triton stubbed (the module imports them; this needs neither)."""
     code = r'''
 import sys, json, unittest.mock as m
 for name in ("torch", "torch.nn", "torch.nn.functional", "triton", "triton.testing"):
@@ -479,26 +478,21 @@ for name in ("torch", "torch.nn", "torch.nn.functional", "triton", "triton.testi
 sys.path.insert(0, sys.argv[1])
 import sm90_check as s
 cases = {c["name"]: c for c in s.NUM_CASES}
-out = {}
-for n in ("odd_d256", "pad_d192_dv128_causal", "mask_bias_d256", "dropout_01_d256", "odd_d128", "odd_d128_causal_br",
-          "qk_valid_d128", "odd_d64"):
-    out[n] = [[s.expected_variant(cases[n], v, False, ({0, 2, 3, 6}, 0)) for v in range(11)],
-              [s.expected_variant(cases[n], v, True, ({0, 6}, 6)) for v in range(11)]]
-out["n_d256"] = len(s.D256_VARIANT_CASES)
+out = {n: [[s.expected_variant(cases[n], v, release) for v in range(11)] for release in (False, True)]
+       for n in ("odd_d256", "pad_d192_dv128_causal", "odd_d128", "odd_d128_causal_br", "qk_valid_d128", "odd_d64",
+                 "mask_bias_softcap_gqa")}
+out["dense"] = s.DENSE_VARIANT
 print(json.dumps(out))
 '''
     res = subprocess.run([sys.executable, "-c", code, os.path.join(ROOT, "benchmarks")], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr[-2000:]
     out = json.loads(res.stdout.strip().splitlines()[-1])
     tuning, release = 0, 1
-    assert out["odd_d256"][tuning] == [0, 0, 2, 3, 0, 0, 6, 0, 0, 0, 0], out
-    assert out["pad_d192_dv128_causal"][tuning] == out["odd_d256"][tuning], out  # padded up to 256
-    assert out["odd_d256"][release] == [0] + [6] * 10, out
-    for n in ("mask_bias_d256", "dropout_01_d256"):
+    for n in ("odd_d256", "pad_d192_dv128_causal"):  # (192 is padded up to 256)
         assert out[n][tuning] == [0] * 11 and out[n][release] == [0] * 11, (n, out[n])
     assert out["odd_d128"][tuning] == [0, 1, 2, 3, 4, 5, 6, 7, 5, 5, 10], out
     assert out["odd_d128"][release] == [0, 7, 7, 7, 7, 5, 7, 7, 5, 5, 10], out
     assert out["odd_d128_causal_br"][release] == [0, 10, 10, 10, 10, 5, 10, 7, 5, 5, 10], out
     assert out["qk_valid_d128"][release] == [0, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5], out
     assert out["odd_d64"][release][:9] == [0, 8, 8, 8, 8, 5, 8, 8, 8], out
-    assert out["n_d256"] >= 30, out
+    assert out["mask_bias_softcap_gqa"][tuning] == [0] + [out["dense"]] * 10, out

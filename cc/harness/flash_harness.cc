@@ -829,11 +829,6 @@ py::dict sm90_info() {
   for (int v = 0; v < flashattn::cuda::sm90::fwd_variants(); ++v)
     if (flashattn::cuda::sm90::fwd_variant_built(v)) built.append(v);
   d["fwd_variants_built"] = built;
-  d["fwd_default_variant_d256"] = flashattn::cuda::sm90::fwd_default_variant_d256();
-  py::list d256;
-  for (int v = 0; v < flashattn::cuda::sm90::fwd_variants(); ++v)
-    if (flashattn::cuda::sm90::fwd_variant_runs_d256(v)) d256.append(v);
-  d["fwd_variants_d256"] = d256;
   d["last_fwd_variant"] = flashattn::cuda::sm90::last_fwd_variant();
   d["bwd_enabled"] = flashattn::cuda::sm90::bwd_enabled();
   d["bwd_launches"] = flashattn::cuda::sm90::bwd_launches();
@@ -876,10 +871,6 @@ py::dict sm90_info() {
   py::list built0;
   built0.append(0);
   d["fwd_variants_built"] = built0;
-  d["fwd_default_variant_d256"] = 0;
-  py::list d256_0;
-  d256_0.append(0);
-  d["fwd_variants_d256"] = d256_0;
   d["last_fwd_variant"] = -1;
 #endif
   return d;
@@ -1072,16 +1063,15 @@ PYBIND11_MODULE(flash_harness, m) {
         "The Hopper forward: dict(compiled, enabled (TF_FLASHATTN_SM90 / set_sm90), fwd_launches, "
         "fwd_variant (the schedule set now), fwd_variants (how many), fwd_variants_built (those this build has: "
         "all in FA_TUNING builds), fwd_default_variant (the one when "
-        "nothing is set), fwd_default_variant_d256 and fwd_variants_d256 (the head-dim-256 kernels' default and the "
-        "schedules they run in this build), last_fwd_variant (of the last launch), bwd_enabled, bwd_launches, tf32_enabled "
+        "nothing is set), last_fwd_variant (of the last launch), bwd_enabled, bwd_launches, tf32_enabled "
         "(TF_FLASHATTN_SM90_TF32 / set_sm90_tf32), tf32_fwd_launches, tf32_variant, tf32_variants, "
         "last_tf32_variant, tf32_bwd_enabled (TF_FLASHATTN_SM90_TF32_BWD / set_sm90_tf32_bwd), tf32_bwd_launches).");
   m.def("set_sm90", &set_sm90, "Hopper forward switch: 1 on, 0 off (sm80 kernels), -1 back to the "
         "environment (TF_FLASHATTN_SM90).", py::arg("mode"));
   m.def("set_sm90_fwd_variant", &set_sm90_fwd_variant,
-        "Schedule of the Hopper forward (flash_fwd_sm90.cu's kSched; a kernel that lacks it runs its default, "
-        "at D = 256 one of fwd_variants_d256): 0 .. fwd_variants - 1 (0 the first schedule, fwd_default_variant "
-        "the default), -1 back to the environment (TF_FLASHATTN_SM90_FWD_VARIANT; unset: the default).",
+        "Schedule of the plain D = 128 Hopper forward (flash_fwd_sm90.cu's kSched): 0 .. fwd_variants - 1 "
+        "(0 the first schedule, fwd_default_variant the default), -1 back to the environment "
+        "(TF_FLASHATTN_SM90_FWD_VARIANT; unset: the default).",
         py::arg("v"));
   m.def("sm90_selftest", &sm90_selftest,
         "Hopper building blocks one at a time (TMA tile load, wgmma forms): a list of dicts "

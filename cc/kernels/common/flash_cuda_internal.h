@@ -196,15 +196,12 @@ int64_t fwd_launches();
 // any of 0 .. fwd_variants() - 1, 0 included; head dim d's default when unset, empty, not a number
 // or out of range) unless set_fwd_variant(v) overrides it (v < 0: back to the environment; false,
 // nothing changed, when v >= fwd_variants() or v is not fwd_variant_built: schedules 1, 2, 3, 4, 6 and 9 are
-// compiled in FA_TUNING builds only (but 2, 3 or 6 as FA_SM90_FWD_D256_VARIANT's, for head dim 256 alone), and the
-// environment's value is then ignored as an out-of-range one is;
+// compiled in FA_TUNING builds only, and the environment's value is then ignored as an out-of-range one is;
 // a release build has schedule 0 and the defaults alone, 5, 7 and 10 for the plain D = 128 kernel, 8 for the plain
 // D = 64 one, and the dense kernel's schedule 1 alone at D = 64 and 128; a call whose kernel lacks the schedule asked
 // for runs its default, but 8 runs 5 outside the plain D = 64 kernel, as in every build);
-// fwd_variant() is fwd_variant_for(128). D = 256's plain and index-masked kernels take
-// fwd_default_variant_d256() (FA_SM90_FWD_D256_VARIANT, 0 by default) or the schedule asked for where
-// fwd_variant_runs_d256(v) (2 stages, 2 consumers, one tile per CTA: 0, 2, 3, 6, those this build has), its dropout
-// and dense kernels variant 0; dropout at D = 64 / 128 takes variant 0 when fwd_variant_for(d) is 0, else
+// fwd_variant() is fwd_variant_for(128). D = 256 always
+// takes variant 0; dropout at D = 64 / 128 takes variant 0 when fwd_variant_for(d) is 0, else
 // flash_fwd_sm90.cu's kDropVariant (0: schedule 0 either way). Variants 8 and 9 (3 consumer warpgroups) exist for the plain
 // D = 64 kernel only; other calls asking for them run 5. last_fwd_variant(): the schedule of the last
 // launch (-1 before any).
@@ -214,8 +211,6 @@ int fwd_variants();
 // flash_fwd_workspace_bytes returns it for 16-bit calls.
 size_t fwd_workspace_bytes(const FlashFwdParams& p);
 int fwd_default_variant();
-int fwd_default_variant_d256();
-bool fwd_variant_runs_d256(int v);
 int fwd_variant();
 int fwd_variant_for(int d);
 bool set_fwd_variant(int v);

@@ -443,14 +443,17 @@ static_assert(kBiasBatch >= 0 && 8 % (kBiasBatch > 0 ? kBiasBatch : 1) == 0, "kB
 #ifndef FA_SM90_BWD_D64_COLS_BIAS
 #define FA_SM90_BWD_D64_COLS_BIAS 0
 #endif
-// FA_SM90_BWD_DESC_ADD (0; a candidate for a harness A/B, not yet run on a GPU): the D = 64 / 128 kernels' wgmma
-// descriptors built once per operand tile and stepped by adding each k16 step's offset (wgmma_desc_add), as
-// FA_SM90_FWD_DESC_ADD in the forward, instead of built whole per step (mask, shift, or). Nsight Compute read the
-// uniform pipe at 16.5 % / 18.5 % of its peak in the D = 128 / D = 64 causal kernels (benchmarks/RESULTS.md "Hopper
-// backward kernel" (ac)). The descriptors and so the outputs are the same. Not in the dropout kernels: at D = 128
-// they spilled 72-88 bytes with it (ptxas 13.0).
+// FA_SM90_BWD_DESC_ADD (default 1; 0 gives the former code back): the D = 128 kernels' wgmma descriptors (S^T,
+// dP^T, dV, dK, dQ products) built once per operand tile and stepped by adding each k16 step's offset
+// (wgmma_desc_add) instead of built whole per step (mask, shift, or): the same descriptors, so the same outputs.
+// Not with dropout (those kernels spilled 72-88 bytes with it, ptxas 13.0) and not at D = 64. Measured on the H100
+// (2026-12-06, RESULTS.md "Hopper backward kernel" (ad), harness loop / do_bench against 0, both head dims on):
+// D = 128 without a mask T = 4096 1.065x / 1.080x, T = 16384 1.070x / 1.036x, causal T = 4096 1.017x-1.037x,
+// T = 16384 1.067x / 1.129x, a key mask 1.006x; D = 64 without a mask 0.953x / 0.954x (the lagged kernel), causal
+// 1.004x-1.015x, so D = 64 keeps the former code. Its unit loop: 830 -> 748 instructions at D = 128 (uniform
+// datapath and R2UR 225 -> 175).
 #ifndef FA_SM90_BWD_DESC_ADD
-#define FA_SM90_BWD_DESC_ADD 0
+#define FA_SM90_BWD_DESC_ADD 1
 #endif
 
 namespace flashattn {
@@ -1016,9 +1019,10 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
   // S^T = K_c Q^T and dP^T = V_c dO^T: [64 keys x 64 queries], contraction over D in k16 steps, from the Q /
   // dO tiles at q_s / do_s; S^T in its own commit group, so that P^T is computed while dP^T runs.
   // One of them: acc = A B^T, A this consumer's 64 rows of the K or V tile (a_rows), B the Q or dO tile (b_s).
-  // The descriptor of the operand tile at `tile`, `offset` bytes on (FA_SM90_BWD_DESC_ADD: the tile's plus the offset).
+  // The descriptor of the operand tile at `tile`, `offset` bytes on (FA_SM90_BWD_DESC_ADD at D = 128: the tile's plus
+  // the offset).
   auto desc_at = [](uint32_t tile, uint32_t offset, uint32_t lbo) {
-    if constexpr (FA_SM90_BWD_DESC_ADD != 0 && !DROP) return wgmma_desc_add(wgmma_desc(tile, lbo, 1024), offset);
+    if constexpr (FA_SM90_BWD_DESC_ADD != 0 && D == 128 && !DROP) return wgmma_desc_add(wgmma_desc(tile, lbo, 1024), offset);
     else return wgmma_desc(tile + offset, lbo, 1024);
   };
   auto product = [&](float(&acc)[32], uint32_t a_rows, uint32_t b_s) {

@@ -45,8 +45,7 @@
 //   Epilogue: O / l straight from registers to o [B, Tq, H, Dv]; lse = ln2 (m + log2 l), -inf and
 //   O = 0 for rows that see no key (as sm80/flash_fwd_tile.cuh does).
 //   Registers per consumer thread (D = 128): S 64 + O 64 + P 32 floats/words + row state.
-// Head dim 256 (Gemma; the kernel <T, 256, IDX, DROP, V>, schedule 0 by default; the 2-stage schedules
-// 2, 3 and 6 fit too: kDefaultVariantD256):
+// Head dim 256 (Gemma; the kernel <T, 256, IDX, DROP, 0>, schedule 0 only):
 //   Tiles: kBr = 128 query rows (64 per consumer warpgroup), kBc = 64 keys (kKeyTile<256>).
 //   Shared memory: Q 128 x 256 x 2 B = 64 KiB + 2 stages x (K + V) 2 x 64 x 256 x 2 B = 128 KiB
 //   = 192 KiB, + 40 B of barriers + 1 KiB alignment slack = 197,672 B of the 227 KiB opt-in limit
@@ -100,9 +99,9 @@
 // 432 at T = 4096 / 4096 causal / 16384 / 16384 causal, with O and lse equal to variant 0's bit for
 // bit. At D = 64 the plain kernel's default is variant 8 (three consumer warpgroups, below); its other
 // kernels run variant 5. D = 256 keeps
-// the schedule above (variant 0; kDefaultVariantD256, a candidate to change); dropout at D = 64 and 128 runs
-// kDropVariant (now 0, see there), a dense mask or bias kDenseVariant (1). Variant 7 is variant 5 on a persistent
-// grid: one CTA per SM, each looping over (m_block, head, batch) tiles in a static order (TileOrder), the producer loading the
+// the schedule above (variant 0); dropout at D = 64 and 128 runs kDropVariant (now 0, see there), a dense
+// mask or bias kDenseVariant (1). Variant 7 is variant 5 on a persistent grid: one CTA per SM, each
+// looping over (m_block, head, batch) tiles in a static order (TileOrder), the producer loading the
 // next tile's K / V while the consumers finish the previous tile's products and epilogue (see the
 // kernel's comment); the default of the plain D = 128 kernel without a causal mask (launch_sched).
 // Its first tile order (FlashAttention-3's: 32 MiB sections of (batch, head) pairs, longest rows
@@ -180,8 +179,8 @@ static_assert(128 * kProducerRegs + 128 * kConsumers * kConsumerRegs <= 65536, "
 
 // Schedules of the consumer warpgroups, chosen at run time by fwd_schedule for the plain
 // (no-dropout) kernel at D = 64 and 128 (defaults kDefaultVariantD64, 8, and kDefaultVariant, 5);
-// the dropout kernel at D = 64 and 128 runs kDropVariant unless variant 0 is asked for; at D = 256 the
-// plain and index-masked kernels run kDefaultVariantD256 (0) and the others variant 0, the first
+// the dropout kernel at D = 64 and 128 runs kDropVariant unless variant 0 is asked for; every other
+// instantiation (D = 256) is variant 0, the first
 // schedule, measured on the H200 at dab104b and the reference of the bitwise checks. The others
 // apply FlashAttention-3's ideas to it:
 //   stages     K/V ring depth (3 at D = 128: 32 KiB Q + 3 x 64 KiB K/V = 224 KiB of the 227 allowed)
@@ -212,7 +211,7 @@ struct Sched {
   bool dynamic = false;  // (persistent) tiles from an atomic counter in the workspace, not a static stride
 };
 constexpr Sched kSched[] = {
-    {2, false, false, false},  // 0: the first schedule (D = 256's default, kDefaultVariantD256)
+    {2, false, false, false},  // 0: the first schedule (D = 256 always runs it)
     {3, false, false, false},  // 1
     {2, true, false, false},   // 2
     {2, true, true, false},    // 3
@@ -231,37 +230,15 @@ constexpr int kNumVariants = sizeof(kSched) / sizeof(kSched[0]);
 // (K released after S, V after P V; 92501a9) 0.97x-1.03x schedule 7 from T = 2048 to 8192 and 0.99x-1.07x
 // at 16384, and the same split on schedule 7's 3 stages of 128 keys no consistent gain: kept out, as each
 // adds kernels to the build for no default.
+// Tried and removed (2026-12-06, benchmarks/RESULTS.md "Hopper forward kernel" (z), commits 06bda8b and 465392a):
+// head dim 256 on the schedules that fit its shared memory (2, 3, 6: 2 stages, 2 consumers; no spills but 20 bytes
+// in the index-masked kernel on 3), 0.81x-0.90x schedule 0's TFLOP/s at T = 4096 / 8192, causal and not (H100,
+// vbench); and the wgmma descriptors stepped by adding each k16 step's offset (wgmma_desc_add; the key-tile loop's
+// uniform-datapath instructions 115 -> 66 at D = 128), 0.978x-1.022x the forward's time at D = 64, 128 and 256
+// (harness loop), no gain, where the same change made the D = 128 backward 2-7 % faster (flash_bwd_sm90.cu's
+// FA_SM90_BWD_DESC_ADD).
 constexpr int kDefaultVariant = 5;     // D = 128 (the plain kernel: kPersistentVariant, causal kDynamicVariant)
 constexpr int kDefaultVariantD64 = 8;  // D = 64 (the plain kernel; the others run kWideFallback, 5)
-// D = 256: a CTA's shared memory holds Q (64 KiB) and two stages of 64-key K / V tiles (2 x 64 KiB) and no more (a
-// third stage would need 256 KiB), so only the schedules with 2 stages, 2 consumer warpgroups and one tile per CTA
-// run there (fits_d256): 0, 2 (the overlap), 3 (overlap and ping-pong) and 6 (3 with O stored by TMA through Q's
-// rows). FA_SM90_FWD_D256_VARIANT picks the plain and index-masked kernels' default among them (0; the dropout and
-// dense kernels keep 0). A candidate for a harness A/B, not yet run on a GPU (FA_TUNING builds have all four, picked
-// by set_sm90_fwd_variant: sm90_check.py's variants phase, and vbench with VBENCH_D=256). ptxas 13.0 (sm_90a,
-// consumers at setmaxnreg 240): 2 and 6 without spills in the plain and index-masked kernels; 3 spills 20 bytes in
-// the index-masked one. The D = 256 causal forward measured 0.82x-0.88x cuDNN by the steady stream and GPU time at
-// T = 8192 (H100, 2026-12-06, benchmarks/RESULTS.md "Attention through TensorFlow" (ab)).
-#ifndef FA_SM90_FWD_D256_VARIANT
-#define FA_SM90_FWD_D256_VARIANT 0
-#endif
-constexpr int kDefaultVariantD256 = FA_SM90_FWD_D256_VARIANT;
-// FA_SM90_FWD_DESC_ADD (0; a candidate for a harness A/B, not yet run on a GPU): the 16-bit forward's wgmma
-// descriptors built once per tile and stepped by adding each k16 step's offset (wgmma_desc_add) instead of built
-// whole per step (wgmma_desc: mask, shift, or per operand and step). In the plain D = 128 kernel on schedule 7
-// (ptxas 13.0) the key-tile loop's uniform-datapath and R2UR instructions go from 115 to 66 (769 to 730 in the
-// loop); Nsight Compute read the uniform pipe at 12.6 % of its peak in that kernel against cuDNN's 3.5 %
-// (benchmarks/RESULTS.md "Hopper forward kernel" (y)). The descriptors and so the outputs are the same.
-#ifndef FA_SM90_FWD_DESC_ADD
-#define FA_SM90_FWD_DESC_ADD 0
-#endif
-constexpr bool kDescAdd = FA_SM90_FWD_DESC_ADD != 0;
-constexpr bool fits_d256(int v) {
-  return v >= 0 && v < kNumVariants && kSched[v].stages == 2 && kSched[v].consumers == 2 && !kSched[v].persistent;
-}
-template <int V>
-constexpr bool kFitsD256 = fits_d256(V);  // (for the kernel's static_assert)
-static_assert(fits_d256(kDefaultVariantD256), "FA_SM90_FWD_D256_VARIANT: 0, 2, 3 or 6 (fits_d256)");
 // The dropout kernel's schedule at D = 64 and 128 (schedule 0 when the variant asked for is 0). Schedule 0:
 // on the H200 (2026-12-03, benchmarks/dropout_speed.py, schedule 0 against the former default 5, four
 // alternating processes each, benchmarks/RESULTS.md "Dropout cost" (z)) the forward with dropout 0.1 took
@@ -318,9 +295,8 @@ static_assert(kSched[kPersistentVariant].persistent && !kSched[kPersistentFallba
               "variant 7 is variant 5 on a persistent grid");
 // The schedules a release build compiles for the plain / index-masked kernel of head dim D (launch_plain): the
 // ones fwd_schedule picks when none is asked for, with their fallbacks (8 and 5 at D = 64 without index masks; 7,
-// 10 and 5 at D = 128 without; 5 with them; at D = 256 kDefaultVariantD256, and only fits_d256's schedules in any
-// build), and schedule 0, the reference of the bitwise checks and the tma_store schedules' fallback (launch). The
-// dense mask / bias kernel has kDenseVariant alone (launch_dense).
+// 10 and 5 at D = 128 without; 5 with them), and schedule 0, the reference of the bitwise checks and the
+// tma_store schedules' fallback (launch). The dense mask / bias kernel has kDenseVariant alone (launch_dense).
 // The others exist for kernel work only: FA_TUNING builds compile every schedule for every kernel
 // (NVCC_EXTRA=-DFA_TUNING for the harness; gpu_run.sh sm90 with SM90_TUNING=1). Schedules 1, 2, 3, 4, 6 and 9
 // took over a third of this file's compile time, the build's longest (2026-12-05: the full build over 10 minutes
@@ -329,21 +305,17 @@ static_assert(kSched[kPersistentVariant].persistent && !kSched[kPersistentFallba
 // request of a schedule that kernel lacks (TF_FLASHATTN_SM90_FWD_VARIANT; fwd_schedule); set_fwd_variant refuses,
 // and TF_FLASHATTN_SM90_FWD_VARIANT ignores, one that no kernel has.
 constexpr bool schedule_built_for(int v, int D, bool IDX) {
-  if (D == 256 && !fits_d256(v)) return false;
 #ifdef FA_TUNING
-  (void)IDX;
+  (void)D, (void)IDX;
   return v >= 0 && v < kNumVariants;
 #else
-  if (D == 256) return v == 0 || v == kDefaultVariantD256;
   if (v == 0 || v == kDefaultVariant) return true;
   if (IDX) return false;
   return D == 64 ? v == kDefaultVariantD64 : v == kPersistentVariant || v == kDynamicVariant;
 #endif
 }
 // Some plain / index-masked kernel has schedule v.
-constexpr bool schedule_built(int v) {
-  return schedule_built_for(v, 64, false) || schedule_built_for(v, 128, false) || schedule_built_for(v, 256, false);
-}
+constexpr bool schedule_built(int v) { return schedule_built_for(v, 64, false) || schedule_built_for(v, 128, false); }
 // The dense kernel's schedule 0 at D = 64 and 128 (the D = 256 one always runs 0).
 #ifdef FA_TUNING
 constexpr bool kDenseZeroBuilt = true;
@@ -583,17 +555,12 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
 
   const uint32_t q_tile = base + L::kQ + c * 64 * 128;  // this warpgroup's 64 rows in each panel
   // S = Q K^T for the tile at k_tile: [64 x kBc], contraction over D in k16 steps (issue only).
-  // FA_SM90_FWD_DESC_ADD: each step's descriptors as the tile's plus the step's offset (wgmma_desc_add).
-  auto desc_at = [](uint32_t tile, uint32_t offset, uint32_t lbo) {
-    if constexpr (kDescAdd) return wgmma_desc_add(wgmma_desc(tile, lbo, 1024), offset);
-    else return wgmma_desc(tile + offset, lbo, 1024);
-  };
   auto issue_qk = [&](float (&sacc)[kBc / 2], uint32_t k_tile) {
 #pragma unroll
     for (int k = 0; k < D / 16; ++k) {
       const uint32_t koff = (k % 4) * 32;  // k16 step within the 128-byte row
-      const uint64_t da = desc_at(q_tile, (k / 4) * kBr * 128 + koff, 16);
-      const uint64_t db = desc_at(k_tile, (k / 4) * kBc * 128 + koff, 16);
+      const uint64_t da = wgmma_desc(q_tile + (k / 4) * kBr * 128 + koff, 16, 1024);
+      const uint64_t db = wgmma_desc(k_tile + (k / 4) * kBc * 128 + koff, 16, 1024);
       if constexpr (kBc == 128) wgmma_ss_m64n128k16(WgmmaType<T>{}, sacc, da, db, k > 0);
       else wgmma_ss_m64n64k16<0, 0>(WgmmaType<T>{}, sacc, da, db, k > 0);
     }
@@ -601,7 +568,8 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
   // O += P V: contraction over the tile's keys in k16 steps (16 rows of V = 2048 bytes; issue only).
   auto issue_pv = [&](const uint32_t (&pa)[kBc / 16][4], uint32_t v_tile) {
 #pragma unroll
-    for (int kk = 0; kk < kBc / 16; ++kk) wgmma_rs_m64nDk16_tb<T, D>(o, pa[kk], desc_at(v_tile, kk * 16 * 128, kBc * 128));
+    for (int kk = 0; kk < kBc / 16; ++kk)
+      wgmma_rs_m64nDk16_tb<T, D>(o, pa[kk], wgmma_desc(v_tile + kk * 16 * 128, kBc * 128, 1024));
   };
   // k_valid's bytes of the tile at j0, kKeysPerLane consecutive keys per lane (lane L: keys j0 +
   // kKeysPerLane L + e in kv.b[e]; the warp covers the tile's kBc keys, one 128- or 64-byte span),
@@ -1062,7 +1030,7 @@ __global__ void __launch_bounds__(kThreadsOf<V>, 1)
   constexpr int kBc = kKeyTile<D>;
   static_assert(!DROP || V == 0 || V == kDropVariant, "the dropout kernel runs schedule 0 or kDropVariant");
   static_assert(!DROP || IDX, "dropout runs the index-masked kernel");
-  static_assert(D == 64 || D == 128 || (D == 256 && kFitsD256<V>), "D = 256: the 2-stage schedules (fits_d256)");
+  static_assert(D == 64 || D == 128 || (D == 256 && V == 0), "D = 256 runs schedule 0 only");
   static_assert(!kS.persistent || (kS.overlap && kS.pingpong), "the persistent schedule is schedule 5's");
   static_assert(!kS.dynamic || kS.persistent, "dynamic tiles are a persistent grid's");
   static_assert(kS.consumers == 2 || (kS.consumers == 3 && D == 64 && !IDX && !DROP && !kS.persistent && kS.overlap),
@@ -1349,14 +1317,13 @@ cudaError_t launch(const FlashFwdParams& p, cudaStream_t stream) {
   return err;
 }
 
-// The plain (no-dropout) kernel at D = 64, 128 or 256 with schedule v (kSched; fwd_variant() keeps v in
+// The plain (no-dropout) kernel at D = 64 or 128 with schedule v (kSched; fwd_variant() keeps v in
 // range), IDX: with the index masks (needs_idx()). Schedules 8 and 9 exist for the kernel without
-// IDX at D = 64 only; elsewhere, and past the 192-row tiles' Tq bound, they run kWideFallback (at D = 256, whose
-// schedules are fits_d256's, fwd_schedule passes neither).
+// IDX at D = 64 only; elsewhere, and past the 192-row tiles' Tq bound, they run kWideFallback.
 template <typename T, int D, bool IDX>
 cudaError_t launch_plain(const FlashFwdParams& p, cudaStream_t stream, int v) {
   static_assert(kNumVariants == 11, "one case per schedule");
-  static_assert(D == 64 || D == 128 || D == 256, "a head-dim bucket");
+  static_assert(D == 64 || D == 128, "D = 256 runs schedule 0 only");
   // (fwd_schedule passes only schedules built for this kernel: the `break`s are not reached; were one reached,
   // nothing is queued and cudaErrorNotSupported sends the call to sm80.)
   switch (v) {
@@ -1364,7 +1331,7 @@ cudaError_t launch_plain(const FlashFwdParams& p, cudaStream_t stream, int v) {
     case 2: if constexpr (schedule_built_for(2, D, IDX)) return launch<T, D, IDX, false, 2>(p, stream); break;
     case 3: if constexpr (schedule_built_for(3, D, IDX)) return launch<T, D, IDX, false, 3>(p, stream); break;
     case 4: if constexpr (schedule_built_for(4, D, IDX)) return launch<T, D, IDX, false, 4>(p, stream); break;
-    case 5: if constexpr (schedule_built_for(5, D, IDX)) return launch<T, D, IDX, false, 5>(p, stream); break;
+    case 5: return launch<T, D, IDX, false, 5>(p, stream);
     case 6: if constexpr (schedule_built_for(6, D, IDX)) return launch<T, D, IDX, false, 6>(p, stream); break;
     case 7: if constexpr (schedule_built_for(7, D, IDX)) return launch<T, D, IDX, false, 7>(p, stream); break;
     case kDynamicVariant:
@@ -1379,8 +1346,7 @@ cudaError_t launch_plain(const FlashFwdParams& p, cudaStream_t stream, int v) {
           break;
         }
       }
-      if constexpr (D != 256) return launch<T, D, IDX, false, kWideFallback>(p, stream);
-      break;
+      return launch<T, D, IDX, false, kWideFallback>(p, stream);
     default: return launch<T, D, IDX, false, 0>(p, stream);  // v == 0
   }
   return cudaErrorNotSupported;
@@ -1403,10 +1369,6 @@ void set_enabled(int mode) { g_override.store(mode < 0 ? -1 : (mode ? 1 : 0), st
 int fwd_variants() { return kNumVariants; }
 
 int fwd_default_variant() { return kDefaultVariant; }
-
-int fwd_default_variant_d256() { return kDefaultVariantD256; }
-
-bool fwd_variant_runs_d256(int v) { return v >= 0 && v < kNumVariants && schedule_built_for(v, 256, false); }
 
 int fwd_variant() { return fwd_variant_for(128); }
 
@@ -1433,16 +1395,16 @@ static bool needs_idx(const MaskParams& m) { return m.has_index_masks(); }
 
 int fwd_variant_for(int d) {
   const int v = asked_fwd_variant();
-  return v >= 0 ? v : d == 64 ? kDefaultVariantD64 : d == 256 ? kDefaultVariantD256 : kDefaultVariant;
+  return v >= 0 ? v : d == 64 ? kDefaultVariantD64 : kDefaultVariant;
 }
 
-// The schedule a 16-bit call at D = 64, 128 or 256 runs (launch_sched; the dense kernel has its own): the one
+// The schedule a 16-bit call at D = 64 or 128 runs (launch_sched; the dense kernel has its own): the one
 // asked for where this build has it for the call's kernel (schedule_built_for: the plain kernel, or the
 // index-masked one that soft-cap and the index masks run), else at D = 128 for the plain kernel (no index
 // masks, soft-cap, dropout, dense mask or bias: fwd()'s dispatch) the persistent schedule, kPersistentVariant
 // without a causal mask (its tile order then follows the heads, see tile_order()) and kDynamicVariant with
 // one (its tiles from a counter; schedule 5 when the caller passed no workspace: fwd_workspace_bytes),
-// otherwise the head dim's default (5; 8 at D = 64, kDefaultVariantD256 at 256). The persistent grid's static tile order would leave causal
+// otherwise the head dim's default (5; 8 at D = 64). The persistent grid's static tile order would leave causal
 // tiles unbalanced (H200, 2026-12-02: schedule 7 0.74x-0.91x schedule 5 at T = 16384 causal), and the index
 // masks' tiles may differ in length too.
 static int fwd_schedule(const FlashFwdParams& p) {
@@ -1452,8 +1414,7 @@ static int fwd_schedule(const FlashFwdParams& p) {
   const int asked = asked_fwd_variant();
   // 8 and 9 pass whatever the kernel: launch_plain runs kWideFallback (5) for them outside the plain D = 64 kernel,
   // as before release builds left schedules out (9 is asked for only where built: asked_fwd_variant).
-  if (asked >= 0 && (schedule_built_for(asked, hd, !plain) || ((asked == 8 || asked == 9) && hd != 256))) return asked;
-  if (hd == 256) return kDefaultVariantD256;  // (the dropout kernel: launch_sched runs 0)
+  if (asked >= 0 && (schedule_built_for(asked, hd, !plain) || asked == 8 || asked == 9)) return asked;
   if (hd == 128 && plain) return p.mask.causal ? kDynamicVariant : kPersistentVariant;
   return hd == 64 ? kDefaultVariantD64 : kDefaultVariant;
 }
@@ -1501,9 +1462,8 @@ bool fwd_applies(const FlashFwdParams& p) {
   return current_device_is_sm90();
 }
 
-// Every head dim, on the schedules: the plain and index-masked kernels on fwd_schedule(p), the dropout kernel on
-// kDropVariant unless schedule 0 is asked for (the reference of the checks; kDropVariant is 0 too, so D = 256's
-// dropout kernel is its schedule 0, as before).
+// Head dim 64 or 128, on the schedules: the plain and index-masked kernels on fwd_schedule(p), the
+// dropout kernel on kDropVariant unless schedule 0 is asked for (the reference of the checks).
 template <typename T, int D, bool IDX, bool DROP>
 cudaError_t launch_sched(const FlashFwdParams& p, cudaStream_t stream) {
   const int v = fwd_schedule(p);
@@ -1514,7 +1474,7 @@ cudaError_t launch_sched(const FlashFwdParams& p, cudaStream_t stream) {
 template <typename T, bool IDX, bool DROP>
 cudaError_t fwd_typed(const FlashFwdParams& p, cudaStream_t stream) {
   const int hd = padded_head_dim(p.shape);  // (fwd_applies)
-  if (hd == 256) return launch_sched<T, 256, IDX, DROP>(p, stream);  // 64-key tiles: fits_d256's schedules
+  if (hd == 256) return launch<T, 256, IDX, DROP>(p, stream);  // schedule 0 only (64-key tiles)
   return hd == 128 ? launch_sched<T, 128, IDX, DROP>(p, stream) : launch_sched<T, 64, IDX, DROP>(p, stream);
 }
 
