@@ -4,12 +4,13 @@ shapes where a backward change is meant to show (SETS: "plain", D = 64 causal fr
 without a mask at T = 4096 and 16384, D = 128 causal at T = 4096 as a control; "mask", the D = 64 index-masked kernel: a [B, T] key
 mask with and without a causal mask, a causal window; "feat", the D = 64 kernels with dropout 0.1 and with a
 head-broadcast bias and its gradient, without a mask, and D = 128 with dropout as a control; "d128", the D = 128
-backward without a mask, causal, and with a key mask; "fwd", the forward
+backward without a mask, causal, and with a key mask; "tf32", the float32 backward on the TF32 kernels (D = 128,
+and D = 64 without a mask); "fwd", the forward
 instead (FWD_SETS), at D = 128, 64 and 256, causal and not, where a forward change is meant to show; B * T = 16384,
 H = 2048 / D, bf16). No TensorFlow; an
 H100 / H200 with torch, triton and the harness (benchmarks/build_harness.sh).
 
-  python3 benchmarks/harness_loop_ab.py time LIBDIR TAG [plain|mask|feat|d128|fwd] >> ab_loop.log   # one build: ABLOOP lines
+  python3 benchmarks/harness_loop_ab.py time LIBDIR TAG [plain|mask|feat|d128|tf32|fwd] >> ab_loop.log   # one build: ABLOOP lines
   python3 benchmarks/harness_loop_ab.py summary ab_loop.log               # no GPU: A (tags A*) against B (B*)
 
 `gpu_run.sh ab` with AB_CHECKS=...,loop runs `time` for A, B, A, B, A, B (one process each: the clock drifts
@@ -23,7 +24,8 @@ import sys
 
 # (D, T, causal, feature); feature "": no mask, "key_mask": a [B, T] key mask with the last 10 % of each sequence
 # invalid, "window": a causal sliding window of 1024 keys (both the index-masked kernel); "dropout": rate 0.1;
-# "bias": a [1, H, T, T] bias with dbias (a [B, H, T, T] float32 buffer: 8.6 GB at D = 64, T = 4096).
+# "bias": a [1, H, T, T] bias with dbias (a [B, H, T, T] float32 buffer: 8.6 GB at D = 64, T = 4096); "tf32": float32
+# inputs with TF32 allowed (the Hopper TF32 backward).
 SETS = {"plain": [(64, 2048, True, ""), (64, 4096, True, ""), (64, 8192, True, ""), (64, 16384, True, ""),
                   (64, 4096, False, ""), (64, 16384, False, ""), (128, 4096, True, "")],
         "mask": [(64, 4096, True, ""), (64, 4096, False, "key_mask"), (64, 4096, True, "key_mask"),
@@ -31,13 +33,15 @@ SETS = {"plain": [(64, 2048, True, ""), (64, 4096, True, ""), (64, 8192, True, "
                  (128, 4096, False, "key_mask")],
         "feat": [(64, 4096, False, "dropout"), (64, 16384, False, "dropout"), (64, 4096, True, "dropout"),
                  (64, 4096, False, "bias"), (128, 4096, False, "dropout")],
+        "tf32": [(128, 4096, False, "tf32"), (128, 16384, False, "tf32"), (128, 4096, True, "tf32"),
+                 (64, 4096, False, "tf32")],
         "d128": [(128, 4096, False, ""), (128, 16384, False, ""), (128, 4096, True, ""), (128, 16384, True, ""),
                  (128, 4096, False, "key_mask")],
         "fwd": [(128, 4096, False, ""), (128, 16384, False, ""), (128, 4096, True, ""), (128, 16384, True, ""),
                 (64, 4096, False, ""), (64, 4096, True, ""), (256, 4096, False, ""), (256, 8192, True, "")]}
 FWD_SETS = {"fwd"}  # timed forward (h.fwd, FLOPs 4 B H T^2 D, halved when causal); the others the backward
 FEATURES = {"": {}, "key_mask": {}, "window": dict(wl=1024), "dropout": dict(dropout=0.1, seed=(1, 2)),
-            "bias": dict(bias=(0, 1))}
+            "bias": dict(bias=(0, 1)), "tf32": dict(tf32=True)}
 
 
 def time_build(lib, tag, shape_set="plain"):
@@ -51,7 +55,8 @@ def time_build(lib, tag, shape_set="plain"):
     for D, T, causal, feature in SETS[shape_set]:
         H, B = 2048 // D, 16384 // T
         c = dict(B=B, Tq=T, Tk=T, H=H, D=D, causal=causal, **FEATURES[feature])
-        t = bench_inputs(h, c, before_forward=key_mask_padded(B, T, 10) if feature == "key_mask" else None)
+        dt = torch.float32 if feature == "tf32" else torch.bfloat16  # tf32: float32 inputs, the TF32 kernels
+        t = bench_inputs(h, c, dt, before_forward=key_mask_padded(B, T, 10) if feature == "key_mask" else None)
         if feature == "bias":
             t["dbias"] = torch.empty((B, H, T, T), device=t["q"].device)
         fwd = shape_set in FWD_SETS

@@ -284,8 +284,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     auto product = [&](float(&acc)[16], uint32_t a_tile, uint32_t b_tile) {  // acc = A B^T, its own commit group
 #pragma unroll
       for (int k = 0; k < kD / 8; ++k)
-        wgmma_tf32_ss_m64n32k8(acc, wgmma_desc(a_tile + (k / 4) * kBk * 128 + (k % 4) * 32, 16, 1024),
-                               wgmma_desc(b_tile + (k / 4) * kBq * 128 + (k % 4) * 32, 16, 1024), k > 0);
+        wgmma_tf32_ss_m64n32k8(acc, tf32_bwd_desc(a_tile, (k / 4) * kBk * 128 + (k % 4) * 32, 16),
+                               tf32_bwd_desc(b_tile, (k / 4) * kBq * 128 + (k % 4) * 32, 16), k > 0);
       wgmma_commit();
     };
     product(sacc, k_tile, st + L::kQr);
@@ -354,7 +354,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       wgmma_fence();
 #pragma unroll
       for (int k = 0; k < kBk / 8; ++k)
-        wgmma_tf32_rs_m64n32k8(dqt, af[k], wgmma_desc(ds_c + (k / 4) * kBq * 128 + (k % 4) * 32, 16, 1024), k > 0);
+        wgmma_tf32_rs_m64n32k8(dqt, af[k], tf32_bwd_desc(ds_c, (k / 4) * kBq * 128 + (k % 4) * 32, 16), k > 0);
       wgmma_commit();
       wgmma_wait<0>();  // (m = 0: dV and dK too, committed before)
       fence_regs(dqt);

@@ -15,9 +15,27 @@
 #include "cc/kernels/sm90/sm90_ptx.cuh"
 #include "cc/kernels/sm90/sm90_tf32.cuh"
 
+// FA_SM90_TF32_BWD_DESC_ADD (0; a candidate for a harness A/B, not yet run on a GPU): the head-dim-128 TF32
+// backward's wgmma descriptors (flash_bwd_sm90_tf32_d128.cu, and tf32_bwd_unit_product below, shared with head dim
+// 64) built once per operand tile and stepped by adding each k8 step's offset (wgmma_desc_add), as the 16-bit D = 128
+// backward does by default (flash_bwd_sm90.cu's FA_SM90_BWD_DESC_ADD: 2-7 % faster there), instead of built whole
+// (mask, shift, or) for every step. Its products are m64n32k8 / m64n128k8 steps, 4 to 16 per product: more
+// descriptors per unit of tensor work than the 16-bit kernels'. The descriptors, and so the outputs, are the same.
+// (The head-dim-64 kernel's own products keep wgmma_desc: routed through tf32_bwd_desc even at 0 its SASS moved.)
+#ifndef FA_SM90_TF32_BWD_DESC_ADD
+#define FA_SM90_TF32_BWD_DESC_ADD 0
+#endif
+
 namespace flashattn {
 namespace cuda {
 namespace sm90 {
+
+// The descriptor of the operand tile at `tile`, `offset` bytes on (a multiple of 16), the layout's LBO `lbo`,
+// SBO 1024 (FA_SM90_TF32_BWD_DESC_ADD: the tile's plus the offset).
+__device__ __forceinline__ uint64_t tf32_bwd_desc(uint32_t tile, uint32_t offset, uint32_t lbo) {
+  if constexpr (FA_SM90_TF32_BWD_DESC_ADD != 0) return wgmma_desc_add(wgmma_desc(tile, lbo, 1024), offset);
+  else return wgmma_desc(tile + offset, lbo, 1024);
+}
 
 // The head dims a Hopper TF32 backward of head dim kd takes: tf32_head_dims_apply(s, kd) (flash_cuda_internal.h).
 // Padded up, the tensor maps of K and V carry the real D / Dv (the copy engine fills the columns past them with
@@ -486,7 +504,7 @@ __device__ __forceinline__ void tf32_bwd_unit_product(float (&acc)[D / 2], uint3
   fence_regs(acc);
   wgmma_fence();
 #pragma unroll
-  for (int kk = 0; kk < BQ / 8; ++kk) wgmma_tf32_rs_acc<D>(acc, a[kk], wgmma_desc(b_tile + kk * 32, 16, 1024));
+  for (int kk = 0; kk < BQ / 8; ++kk) wgmma_tf32_rs_acc<D>(acc, a[kk], tf32_bwd_desc(b_tile, kk * 32, 16));
   wgmma_commit();
 }
 
