@@ -239,6 +239,17 @@ constexpr int kNumVariants = sizeof(kSched) / sizeof(kSched[0]);
 // FA_SM90_BWD_DESC_ADD).
 constexpr int kDefaultVariant = 5;     // D = 128 (the plain kernel: kPersistentVariant, causal kDynamicVariant)
 constexpr int kDefaultVariantD64 = 8;  // D = 64 (the plain kernel; the others run kWideFallback, 5)
+// FA_SM90_FWD_FFMA_SOFTMAX (0; a candidate for a harness A/B, not yet run on a GPU): the online softmax takes the
+// row max of the unscaled S and scales that (one multiply per row), then P = 2^(S * scale_log2 - m) with one FFMA per
+// element (FlashAttention-3's form), instead of S * scale_log2 for every element first and 2^(x - m) after (an FMUL
+// and an FADD per element). In softmax_tile of the plain kernel (no index masks, soft-cap, dropout, dense mask or
+// bias), where the scale is positive: in the index-masked kernel on schedule 5 it spilled 32 bytes (ptxas 13.0). P
+// then differs from the former in its last bits (one rounding fewer), the same in every schedule, but no longer
+// equals the index-masked kernel's with an all-true padding mask bit for bit (sm90_check.py's nomask_bitwise cases).
+#ifndef FA_SM90_FWD_FFMA_SOFTMAX
+#define FA_SM90_FWD_FFMA_SOFTMAX 0
+#endif
+constexpr bool kFfmaSoftmax = FA_SM90_FWD_FFMA_SOFTMAX != 0;
 // The dropout kernel's schedule at D = 64 and 128 (schedule 0 when the variant asked for is 0). Schedule 0:
 // on the H200 (2026-12-03, benchmarks/dropout_speed.py, schedule 0 against the former default 5, four
 // alternating processes each, benchmarks/RESULTS.md "Dropout cost" (z)) the forward with dropout 0.1 took
@@ -618,6 +629,9 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
   // load_key_bytes): sacc becomes the unnormalized P, m and l move on, and alpha[h2] is the factor
   // O's rows h2 must be scaled by.
   auto softmax_tile = [&](float (&sacc)[kBc / 2], int j0, const KeyBytes& kv, float (&alpha)[2]) {
+    // FA_SM90_FWD_FFMA_SOFTMAX, in the plain kernel: what P's exponent multiplies S by (1 where S is scaled already).
+    constexpr bool kFfma = kFfmaSoftmax && !IDX;
+    float mul_exp = 1.f;
     // Masks (sm80's fwd_tile_scores, decided per warp): element (row, col) is visible when
     // kb(row) <= col < ke(row) and k_valid[col]. Only warps with a live row whose range does not
     // cover the whole tile, or with a key of the tile invalid, mask per element; the others take
@@ -736,8 +750,13 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
     } else {
       // The same values as the IDX branch (x = S * scale_log2, -inf where key j0 + jl >= ke(row)),
       // with one CTA-uniform branch per tile around the masking instead of one per element.
+      // (kFfma: S left unscaled where the scale is positive; mul_exp applies it below.)
+      const bool defer = kFfma && scale_log2 > 0.f;  // CTA-uniform
+      if (!defer) {
 #pragma unroll
-      for (int i = 0; i < kBc / 2; ++i) sacc[i] *= scale_log2;
+        for (int i = 0; i < kBc / 2; ++i) sacc[i] *= scale_log2;
+      }
+      if constexpr (kFfma) mul_exp = defer ? scale_log2 : 1.f;
       if (j0 + kBc > ke_cta) {
         // lim[h2]: the first column (within the tile, less 2 t) that row h2 does not see.
         const int lim[2] = {ke[0] - j0 - 2 * t, ke[1] - j0 - 2 * t};
@@ -754,6 +773,7 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
       for (int j = 0; j < kBc / 8; ++j) mx = fmaxf(mx, fmaxf(sacc[4 * j + 2 * h2], sacc[4 * j + 2 * h2 + 1]));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      if constexpr (kFfma) mx *= mul_exp;  // (the max of the unscaled S, scaled: mul_exp > 0)
       const float m_new = fmaxf(m[h2], mx);
       const float m_use = m_new == -INFINITY ? 0.f : m_new;  // rows with nothing visible yet
       alpha[h2] = fast_exp2(m[h2] - m_use);
@@ -763,7 +783,8 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
       for (int j = 0; j < kBc / 8; ++j) {
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          const float pv = fast_exp2(sacc[4 * j + 2 * h2 + e] - m_use);
+          const float pv = kFfma ? fast_exp2(fmaf(sacc[4 * j + 2 * h2 + e], mul_exp, -m_use))
+                                        : fast_exp2(sacc[4 * j + 2 * h2 + e] - m_use);
           sacc[4 * j + 2 * h2 + e] = pv;
           sum += pv;
         }
