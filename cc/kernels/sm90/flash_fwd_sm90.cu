@@ -80,7 +80,7 @@
 //   the IDX kernel stayed at ~300-327 TFLOP/s against 580-620 (D = 128, H200, all-true key mask or
 //   dropout 0.1). Now the IDX kernel too branches
 //   once per tile and warp, on the vote, between a masked loop (selects, no branches) and the plain
-//   kernel's scale-only loop, and an all-true k_valid costs kBc / 32 byte loads per lane issued
+//   kernel's scale-only loop (not the plain kernel's with FA_SM90_FWD_FFMA_SOFTMAX), and an all-true k_valid costs kBc / 32 byte loads per lane issued
 //   before the waits and one more vote (softmax_tile, load_key_bytes): 6 branches in the loop body
 //   instead of 67 at D = 64 and 128, 35 at D = 256 (benchmarks/sass_order.py --branches). Same values either way (S * scale, -inf
 //   where invisible): the outputs are the IDX kernel's bit for bit. On the H200 (2026-12-01, phase
@@ -242,10 +242,14 @@ constexpr int kDefaultVariantD64 = 8;  // D = 64 (the plain kernel; the others r
 // FA_SM90_FWD_FFMA_SOFTMAX (0; a candidate for a harness A/B, not yet run on a GPU): the online softmax takes the
 // row max of the unscaled S and scales that (one multiply per row), then P = 2^(S * scale_log2 - m) with one FFMA per
 // element (FlashAttention-3's form), instead of S * scale_log2 for every element first and 2^(x - m) after (an FMUL
-// and an FADD per element). In softmax_tile of the plain kernel (no index masks, soft-cap, dropout, dense mask or
-// bias), where the scale is positive: in the index-masked kernel on schedule 5 it spilled 32 bytes (ptxas 13.0). P
-// then differs from the former in its last bits (one rounding fewer), the same in every schedule, but no longer
-// equals the index-masked kernel's with an all-true padding mask bit for bit (sm90_check.py's nomask_bitwise cases).
+// and an FADD per element). Only where the scale is positive, which keeps the order of S (the max commutes with the
+// scale; a negative one would make it a min): otherwise the former code runs. Only in softmax_tile of the plain
+// kernel (no index masks, soft-cap, dropout, dense mask or bias): the index-masked kernel spilled 32 bytes on
+// schedule 5 with it (ptxas 13.0). The row max m is the former one bit for bit (rounding is monotone); P differs in
+// its last bits (one rounding fewer), the same in every schedule, so the plain kernel no longer equals the index-
+// masked one with an all-true padding mask bit for bit (sm90_check.py's nomask_bitwise cases; test_gpu.py compares
+// two index-masked calls). A row whose max S times the scale overflows to +inf ends with P = 0 (O = 0, lse = -inf)
+// where the former code gave NaN; S that large needs |q . k| near 3e38 / scale_log2.
 #ifndef FA_SM90_FWD_FFMA_SOFTMAX
 #define FA_SM90_FWD_FFMA_SOFTMAX 0
 #endif
@@ -635,7 +639,8 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
     // Masks (sm80's fwd_tile_scores, decided per warp): element (row, col) is visible when
     // kb(row) <= col < ke(row) and k_valid[col]. Only warps with a live row whose range does not
     // cover the whole tile, or with a key of the tile invalid, mask per element; the others take
-    // the plain kernel's instruction stream (S * scale only). An all-true padding mask costs
+    // the plain kernel's instruction stream (S * scale only, as the plain kernel without FA_SM90_FWD_FFMA_SOFTMAX).
+    // An all-true padding mask costs
     // kKeysPerLane byte loads per lane (load_key_bytes) and a vote per tile.
     if constexpr (IDX) {
       float mul = scale_log2;  // what the masking below multiplies S by
