@@ -60,7 +60,8 @@ def time_build(lib, tag, shape_set="plain"):
         if feature == "bias":
             t["dbias"] = torch.empty((B, H, T, T), device=t["q"].device)
         fwd = shape_set in FWD_SETS
-        (h.m.set_sm90 if fwd else h.m.set_sm90_bwd)(1)
+        switch = h.m.set_sm90 if fwd else h.m.set_sm90_bwd  # the Hopper kernels on for this direction, then back
+        switch(1)
         f = (lambda c=c, t=t: h.fwd(c, t)) if fwd else (lambda c=c, t=t: h.bwd(c, t))  # noqa: E731
         loops = [loop_ms(f) for _ in range(5)]
         db = tt.do_bench(f, warmup=25, rep=100, return_mode="median")
@@ -71,7 +72,7 @@ def time_build(lib, tag, shape_set="plain"):
                  order_g=info.get("last_fwd_variant") if fwd else info.get("last_bwd_order_g"))
         if fwd:
             r["direction"] = "fwd"
-        (h.m.set_sm90 if fwd else h.m.set_sm90_bwd)(-1)
+        switch(-1)
         print("ABLOOP " + json.dumps(r), flush=True)
         del t, f
 

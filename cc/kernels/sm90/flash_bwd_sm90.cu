@@ -1022,8 +1022,7 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
   // The descriptor of the operand tile at `tile`, `offset` bytes on (FA_SM90_BWD_DESC_ADD at D = 128: the tile's plus
   // the offset).
   auto desc_at = [](uint32_t tile, uint32_t offset, uint32_t lbo) {
-    if constexpr (FA_SM90_BWD_DESC_ADD != 0 && D == 128 && !DROP) return wgmma_desc_add(wgmma_desc(tile, lbo, 1024), offset);
-    else return wgmma_desc(tile + offset, lbo, 1024);
+    return wgmma_desc_at<FA_SM90_BWD_DESC_ADD != 0 && D == 128 && !DROP>(tile, offset, lbo);
   };
   auto product = [&](float(&acc)[32], uint32_t a_rows, uint32_t b_s) {
 #pragma unroll

@@ -171,6 +171,14 @@ __device__ __forceinline__ uint64_t wgmma_desc(uint32_t saddr, uint32_t lbo, uin
 // address >> 4, so it is desc + bytes / 16 while the address stays below 256 KiB (the field's 14 bits), which every
 // shared-memory address does (228 KiB per SM). One add per wgmma instead of wgmma_desc's mask, shift and or.
 __device__ __forceinline__ uint64_t wgmma_desc_add(uint64_t desc, uint32_t bytes) { return desc + (bytes >> 4); }
+// The descriptor of the operand tile at `tile`, `offset` bytes on (a multiple of 16), LBO `lbo`, SBO 1024: with kStep
+// the tile's descriptor plus the offset (wgmma_desc_add; the tile's part is the same for every step of a product, so
+// it is built once), else built whole (the kernels' former code, kept where stepping measured slower or spilled).
+template <bool kStep>
+__device__ __forceinline__ uint64_t wgmma_desc_at(uint32_t tile, uint32_t offset, uint32_t lbo) {
+  if constexpr (kStep) return wgmma_desc_add(wgmma_desc(tile, lbo, 1024), offset);
+  else return wgmma_desc(tile + offset, lbo, 1024);
+}
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }

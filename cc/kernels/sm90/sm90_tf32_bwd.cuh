@@ -33,8 +33,7 @@ namespace sm90 {
 // The descriptor of the operand tile at `tile`, `offset` bytes on (a multiple of 16), the layout's LBO `lbo`,
 // SBO 1024 (FA_SM90_TF32_BWD_DESC_ADD: the tile's plus the offset).
 __device__ __forceinline__ uint64_t tf32_bwd_desc(uint32_t tile, uint32_t offset, uint32_t lbo) {
-  if constexpr (FA_SM90_TF32_BWD_DESC_ADD != 0) return wgmma_desc_add(wgmma_desc(tile, lbo, 1024), offset);
-  else return wgmma_desc(tile + offset, lbo, 1024);
+  return wgmma_desc_at<FA_SM90_TF32_BWD_DESC_ADD != 0>(tile, offset, lbo);
 }
 
 // The head dims a Hopper TF32 backward of head dim kd takes: tf32_head_dims_apply(s, kd) (flash_cuda_internal.h).
