@@ -182,11 +182,19 @@ FA_HD void philox_round_u32(uint32_t ctr[4], const uint32_t key[2]) {
 // 1.08x-1.10x faster on the H200 (benchmarks/RESULTS.md, "Dropout cost" (x)). In the Hopper backward
 // it made the backward with dropout 1-4 % slower (measured in the same call), so only the forward's
 // rows x keys draws take it (flash_dropout.cuh, drop_rows_visit's kU32).
+//
+// FA_PHILOX_ROUNDS (10): for timing experiments only, what the dropout cost would be with fewer rounds (a build of
+// the kernel harness with -DFA_PHILOX_ROUNDS=7 or 0, then benchmarks/dropout_speed.py). Any other value than 10
+// draws a mask unlike the CPU's, reference.py's and every other build's (dropout_speed.py's mask checks fail, as
+// they should); build_ops.py never sets it.
+#ifndef FA_PHILOX_ROUNDS
+#define FA_PHILOX_ROUNDS 10
+#endif
 template <bool kU32 = false>
 FA_HD void philox4x32_10(uint32_t ctr[4], uint32_t k0, uint32_t k1) {
   uint32_t key[2] = {k0, k1};
 #pragma unroll
-  for (int r = 0; r < 10; ++r) {
+  for (int r = 0; r < FA_PHILOX_ROUNDS; ++r) {
     if constexpr (kU32) philox_round_u32(ctr, key);
     else philox_round(ctr, key);
     key[0] += 0x9E3779B9u;
