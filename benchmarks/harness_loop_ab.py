@@ -6,11 +6,12 @@ mask with and without a causal mask, a causal window; "feat", the D = 64 kernels
 head-broadcast bias and its gradient, without a mask, and D = 128 with dropout as a control; "d128", the D = 128
 backward without a mask, causal, and with a key mask; "tf32", the float32 backward on the TF32 kernels (D = 128,
 and D = 64 without a mask); "fwd", the forward
-instead (FWD_SETS), at D = 128, 64 and 256, causal and not, where a forward change is meant to show; B * T = 16384,
+instead (FWD_SETS), at D = 128, 64 and 256, causal and not, where a forward change is meant to show; "fwdmask", the
+forward's index-masked kernels (a key mask, a causal window, dropout 0.1) at D = 128 and 64; B * T = 16384,
 H = 2048 / D, bf16). No TensorFlow; an
 H100 / H200 with torch, triton and the harness (benchmarks/build_harness.sh).
 
-  python3 benchmarks/harness_loop_ab.py time LIBDIR TAG [plain|mask|feat|d128|tf32|fwd] >> ab_loop.log   # one build: ABLOOP lines
+  python3 benchmarks/harness_loop_ab.py time LIBDIR TAG [plain|mask|feat|d128|tf32|fwd|fwdmask] >> ab_loop.log   # one build: ABLOOP lines
   python3 benchmarks/harness_loop_ab.py summary ab_loop.log               # no GPU: A (tags A*) against B (B*)
 
 `gpu_run.sh ab` with AB_CHECKS=...,loop runs `time` for A, B, A, B, A, B (one process each: the clock drifts
@@ -38,8 +39,10 @@ SETS = {"plain": [(64, 2048, True, ""), (64, 4096, True, ""), (64, 8192, True, "
         "d128": [(128, 4096, False, ""), (128, 16384, False, ""), (128, 4096, True, ""), (128, 16384, True, ""),
                  (128, 4096, False, "key_mask")],
         "fwd": [(128, 4096, False, ""), (128, 16384, False, ""), (128, 4096, True, ""), (128, 16384, True, ""),
-                (64, 4096, False, ""), (64, 4096, True, ""), (256, 4096, False, ""), (256, 8192, True, "")]}
-FWD_SETS = {"fwd"}  # timed forward (h.fwd, FLOPs 4 B H T^2 D, halved when causal); the others the backward
+                (64, 4096, False, ""), (64, 4096, True, ""), (256, 4096, False, ""), (256, 8192, True, "")],
+        "fwdmask": [(128, 4096, False, "key_mask"), (128, 16384, True, "key_mask"), (64, 4096, False, "key_mask"),
+                    (64, 4096, True, "window"), (128, 4096, False, "dropout"), (64, 4096, False, "dropout")]}
+FWD_SETS = {"fwd", "fwdmask"}  # timed forward (h.fwd, FLOPs 4 B H T^2 D, halved when causal); the others the backward
 FEATURES = {"": {}, "key_mask": {}, "window": dict(wl=1024), "dropout": dict(dropout=0.1, seed=(1, 2)),
             "bias": dict(bias=(0, 1)), "tf32": dict(tf32=True)}
 

@@ -3,7 +3,8 @@ the anchors (anchors_torch.py), JSON lists or JSON lines. One panel per directio
 solid lines not causal, dashed causal. PyTorch's "efficient" and "math" backends are left out.
     python benchmarks/plot_gpu.py out.png results/ours.json results/anchors.json
 PLOT_OURS=steady (or gpu) plots our rows' fwd_tflops_steady / bwd_tflops_steady (or *_tflops_gpu: see
-gpu_attention.py) instead of the loop's figures."""
+gpu_attention.py) instead of the loop's figures. PLOT_GPU names the GPU on the y axis (default H200; the JSON rows do
+not say which GPU ran them)."""
 import os
 import sys
 
@@ -42,7 +43,7 @@ for col, D in enumerate(dims):
                           f"{' causal' if causal else ''}")
         ax.set_xscale("log", base=2)
         ax.set_title(f"{'backward' if row else 'forward'}, D = {D}")
-        ax.set_ylabel("TFLOP/s (bf16, H200)")
+        ax.set_ylabel(f"TFLOP/s (bf16, {os.environ.get('PLOT_GPU', 'H200')})")
         ax.set_xlabel("T (B = 16384 / T, H = 2048 / D)")
         ax.grid(True, alpha=0.3)
 for ax in axes[0]:

@@ -80,7 +80,8 @@
 //   the IDX kernel stayed at ~300-327 TFLOP/s against 580-620 (D = 128, H200, all-true key mask or
 //   dropout 0.1). Now the IDX kernel too branches
 //   once per tile and warp, on the vote, between a masked loop (selects, no branches) and the plain
-//   kernel's scale-only loop (not the plain kernel's with FA_SM90_FWD_FFMA_SOFTMAX), and an all-true k_valid costs kBc / 32 byte loads per lane issued
+//   kernel's scale-only loop (with FA_SM90_FWD_FFMA_SOFTMAX, the plain kernel's deferred scale), and an all-true
+//   k_valid costs kBc / 32 byte loads per lane issued
 //   before the waits and one more vote (softmax_tile, load_key_bytes): 6 branches in the loop body
 //   instead of 67 at D = 64 and 128, 35 at D = 256 (benchmarks/sass_order.py --branches). Same values either way (S * scale, -inf
 //   where invisible): the outputs are the IDX kernel's bit for bit. On the H200 (2026-12-01, phase
@@ -239,17 +240,23 @@ constexpr int kNumVariants = sizeof(kSched) / sizeof(kSched[0]);
 // FA_SM90_BWD_DESC_ADD).
 constexpr int kDefaultVariant = 5;     // D = 128 (the plain kernel: kPersistentVariant, causal kDynamicVariant)
 constexpr int kDefaultVariantD64 = 8;  // D = 64 (the plain kernel; the others run kWideFallback, 5)
-// FA_SM90_FWD_FFMA_SOFTMAX (0; a candidate for a harness A/B, not yet run on a GPU): the online softmax takes the
-// row max of the unscaled S and scales that (one multiply per row), then P = 2^(S * scale_log2 - m) with one FFMA per
-// element (FlashAttention-3's form), instead of S * scale_log2 for every element first and 2^(x - m) after (an FMUL
-// and an FADD per element). Only where the scale is positive, which keeps the order of S (the max commutes with the
-// scale; a negative one would make it a min): otherwise the former code runs. Only in softmax_tile of the plain
-// kernel (no index masks, soft-cap, dropout, dense mask or bias): the index-masked kernel spilled 32 bytes on
-// schedule 5 with it (ptxas 13.0). The row max m is the former one bit for bit (rounding is monotone); P differs in
-// its last bits (one rounding fewer), the same in every schedule, so the plain kernel no longer equals the index-
-// masked one with an all-true padding mask bit for bit (sm90_check.py's nomask_bitwise cases; test_gpu.py compares
-// two index-masked calls). A row whose max S times the scale overflows to +inf ends with P = 0 (O = 0, lse = -inf)
-// where the former code gave NaN; S that large needs |q . k| near 3e38 / scale_log2.
+// FA_SM90_FWD_FFMA_SOFTMAX (0; a candidate): the online softmax takes the row max of the unscaled S and scales that
+// (one multiply per row), then P = 2^(S * scale_log2 - m) with one FFMA per element (FlashAttention-3's form),
+// instead of S * scale_log2 for every element first and 2^(x - m) after (an FMUL and an FADD per element). Only where
+// the scale is positive, which keeps the order of S (the max commutes with the scale; a negative one would make it a
+// min): otherwise the former code runs. In softmax_tile of the plain kernel, and of the index-masked kernels (with
+// dropout too) on the tiles a warp sees whole without soft-cap (their masked tiles keep S * scale; the exponent then
+// multiplies by 1, an FFMA equal to the former FADD bit for bit). The row max m is the former one bit for bit
+// (rounding is monotone); P differs in its last bits (one rounding fewer), the same in every schedule and in both
+// kernels, so an all-true padding mask still equals no mask bit for bit (sm90_check.py's nomask_bitwise cases). A row
+// whose max S times the scale overflows to +inf ends with P = 0 (O = 0, lse = -inf) where the former code gave NaN; S
+// that large needs |q . k| near 3e38 / scale_log2.
+// Measured on the H100 (2026-12-06, session 54) with the plain kernel's form only (the index-masked one kept the
+// former code; it spilled 32 bytes on schedule 5 in that first version, none in this one): harness loop 1.007x-1.119x
+// (do_bench 1.005x-1.135x) at D = 64, 128 and 256, T = 4096 to 16384; through TensorFlow (the 36-shape table, two
+// runs, T >= 4096) the forward 1.04x-1.06x faster at D = 64, 1.00x-1.03x at 128, 0.99x-1.02x at 256; numerics pass
+// but for the 8 nomask_bitwise cases, as expected of that version (benchmarks/RESULTS.md, "Hopper forward kernel"
+// (aa)). This version's index-masked kernels have not run on a GPU.
 #ifndef FA_SM90_FWD_FFMA_SOFTMAX
 #define FA_SM90_FWD_FFMA_SOFTMAX 0
 #endif
@@ -633,13 +640,14 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
   // load_key_bytes): sacc becomes the unnormalized P, m and l move on, and alpha[h2] is the factor
   // O's rows h2 must be scaled by.
   auto softmax_tile = [&](float (&sacc)[kBc / 2], int j0, const KeyBytes& kv, float (&alpha)[2]) {
-    // FA_SM90_FWD_FFMA_SOFTMAX, in the plain kernel: what P's exponent multiplies S by (1 where S is scaled already).
-    constexpr bool kFfma = kFfmaSoftmax && !IDX;
+    // FA_SM90_FWD_FFMA_SOFTMAX: what P's exponent multiplies S by (1 where S is scaled already).
+    constexpr bool kFfma = kFfmaSoftmax;
     float mul_exp = 1.f;
     // Masks (sm80's fwd_tile_scores, decided per warp): element (row, col) is visible when
     // kb(row) <= col < ke(row) and k_valid[col]. Only warps with a live row whose range does not
     // cover the whole tile, or with a key of the tile invalid, mask per element; the others take
-    // the plain kernel's instruction stream (S * scale only, as the plain kernel without FA_SM90_FWD_FFMA_SOFTMAX).
+    // the plain kernel's instruction stream (S * scale only; with FA_SM90_FWD_FFMA_SOFTMAX the scale deferred to P's
+    // exponent, as the plain kernel's).
     // An all-true padding mask costs
     // kKeysPerLane byte loads per lane (load_key_bytes) and a vote per tile.
     if constexpr (IDX) {
@@ -748,6 +756,8 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
           const float x = sacc[i] * mul;
           sacc[i] = vis ? x : -INFINITY;
         }
+      } else if (kFfma && softcap == 0.f && scale_log2 > 0.f) {
+        mul_exp = scale_log2;  // every element visible: S left unscaled, as the plain kernel (warp-uniform)
       } else {
 #pragma unroll
         for (int i = 0; i < kBc / 2; ++i) sacc[i] *= mul;

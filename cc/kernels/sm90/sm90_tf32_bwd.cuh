@@ -15,15 +15,18 @@
 #include "cc/kernels/sm90/sm90_ptx.cuh"
 #include "cc/kernels/sm90/sm90_tf32.cuh"
 
-// FA_SM90_TF32_BWD_DESC_ADD (0; a candidate for a harness A/B, not yet run on a GPU): the head-dim-128 TF32
+// FA_SM90_TF32_BWD_DESC_ADD (1 by default; 0 gives back the descriptors built whole): the head-dim-128 TF32
 // backward's wgmma descriptors (flash_bwd_sm90_tf32_d128.cu, and tf32_bwd_unit_product below, shared with head dim
 // 64) built once per operand tile and stepped by adding each k8 step's offset (wgmma_desc_add), as the 16-bit D = 128
 // backward does by default (flash_bwd_sm90.cu's FA_SM90_BWD_DESC_ADD: 2-7 % faster there), instead of built whole
 // (mask, shift, or) for every step. Its products are m64n32k8 / m64n128k8 steps, 4 to 16 per product: more
 // descriptors per unit of tensor work than the 16-bit kernels'. The descriptors, and so the outputs, are the same.
 // (The head-dim-64 kernel's own products keep wgmma_desc: routed through tf32_bwd_desc even at 0 its SASS moved.)
+// On the H100 (2026-12-06, session 54, kernel harness loop, float32 on the TF32 kernels): 1.020x-1.023x at head dim
+// 128 (T = 4096 and 16384, causal or not), 1.013x at head dim 64 (its unit product); numerics, padding masks and
+// deterministic mode pass (benchmarks/RESULTS.md, "Hopper TF32 kernels" (o)).
 #ifndef FA_SM90_TF32_BWD_DESC_ADD
-#define FA_SM90_TF32_BWD_DESC_ADD 0
+#define FA_SM90_TF32_BWD_DESC_ADD 1
 #endif
 
 namespace flashattn {
