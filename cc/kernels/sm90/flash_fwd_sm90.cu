@@ -84,7 +84,8 @@
 //   k_valid costs kBc / 32 byte loads per lane issued
 //   before the waits and one more vote (softmax_tile, load_key_bytes): 6 branches in the loop body
 //   instead of 67 at D = 64 and 128, 35 at D = 256 (benchmarks/sass_order.py --branches). Same values either way (S * scale, -inf
-//   where invisible): the outputs are the IDX kernel's bit for bit. On the H200 (2026-12-01, phase
+//   where invisible; with FA_SM90_FWD_FFMA_SOFTMAX S unscaled in both kernels where they defer the scale):
+//   the outputs are the IDX kernel's bit for bit. On the H200 (2026-12-01, phase
 //   bench, D = 128 bf16): an all-true key mask 554 / 574 TFLOP/s at T = 4096 / 16384 (0.97x the
 //   plain kernel; 318-327 before), a key mask with 10 % padding 522 / 558. Dropout 0.1 stays at
 //   328 / 339 (0.58x): its cost is the Philox mask, not the branches.
@@ -245,22 +246,37 @@ constexpr int kDefaultVariantD64 = 8;  // D = 64 (the plain kernel; the others r
 // instead of S * scale_log2 for every element first and 2^(x - m) after (an FMUL and an FADD per element). Only where
 // the scale is positive, which keeps the order of S (the max commutes with the scale; a negative one would make it a
 // min): otherwise the former code runs. In softmax_tile of the plain kernel, and of the index-masked kernels (with
-// dropout too) on the tiles a warp sees whole without soft-cap (their masked tiles keep S * scale; the exponent then
-// multiplies by 1, an FFMA equal to the former FADD bit for bit). The row max m is the former one bit for bit
-// (rounding is monotone); P differs in its last bits (one rounding fewer), the same in every schedule and in both
-// kernels, so an all-true padding mask still equals no mask bit for bit (sm90_check.py's nomask_bitwise cases). A row
-// whose max S times the scale overflows to +inf ends with P = 0 (O = 0, lse = -inf) where the former code gave NaN; S
-// that large needs |q . k| near 3e38 / scale_log2.
+// dropout too) without a dense mask, bias or soft-cap: there S stays unscaled on every tile, masked ones included
+// (-inf where not visible, as the plain kernel's causal and last tiles), so an all-true padding mask still equals no
+// mask bit for bit (sm90_check.py's nomask_bitwise cases; a helper's review of the first form of this change found
+// that its masked tiles, kept scaled, broke this on every row's last tile). With a dense mask, bias or soft-cap the
+// former code runs (the exponent multiplies by 1: an FFMA equal to the former FADD bit for bit). The row max m is the
+// former one bit for bit (rounding is monotone); P differs in its last bits (one rounding fewer), the same in every
+// schedule. A row whose max S times the scale overflows to +inf ends with P = 0 (O = 0, lse = -inf) where the former
+// code gave NaN (not with a dense mask, bias or soft-cap); S that large needs |q . k| near 3e38 / scale_log2.
 // Measured on the H100 (2026-12-06, session 54) with the plain kernel's form only (the index-masked one kept the
-// former code; it spilled 32 bytes on schedule 5 in that first version, none in this one): harness loop 1.007x-1.119x
+// former code; it spilled 32 bytes on schedule 5 in session 53's attempt): harness loop 1.007x-1.119x
 // (do_bench 1.005x-1.135x) at D = 64, 128 and 256, T = 4096 to 16384; through TensorFlow (the 36-shape table, two
 // runs, T >= 4096) the forward 1.04x-1.06x faster at D = 64, 1.00x-1.03x at 128, 0.99x-1.02x at 256; numerics pass
 // but for the 8 nomask_bitwise cases, as expected of that version (benchmarks/RESULTS.md, "Hopper forward kernel"
-// (aa)). This version's index-masked kernels have not run on a GPU.
+// (aa)). This version's index-masked kernels have not run on a GPU (ptxas 13.0: no stack in any of the 42
+// functions at 1).
 #ifndef FA_SM90_FWD_FFMA_SOFTMAX
 #define FA_SM90_FWD_FFMA_SOFTMAX 0
 #endif
 constexpr bool kFfmaSoftmax = FA_SM90_FWD_FFMA_SOFTMAX != 0;
+// FA_SM90_FWD_TREE_MAX (0; a candidate, not yet run on a GPU): softmax_tile's row maxima as trees (depth 5 over a
+// thread's 32 values of a row at kBc = 128) with both row halves' quad shuffles side by side, instead of one chain of
+// kBc / 8 + 1 dependent FMNMX per row half, the second half's chain starting only at the first half's first
+// shuffle (SASS of the D = 128 plain kernel, schedule 7, ptxas 13.0). fmaxf drops NaN operands in any order, and the final
+// fmaxf(-inf, .) keeps the chain's -inf for a row of NaN, so the maxima are the chain's (up to the sign of a zero
+// maximum). The aim: a shorter latency before a tile's first exp2 (Nsight Compute of that kernel in session 53: more
+// fixed-latency "wait" stalls per issue than cuDNN's, 1.21 against 0.90; benchmarks/RESULTS.md, "Hopper forward
+// kernel" (y)).
+#ifndef FA_SM90_FWD_TREE_MAX
+#define FA_SM90_FWD_TREE_MAX 0
+#endif
+constexpr bool kTreeMax = FA_SM90_FWD_TREE_MAX != 0;
 // The dropout kernel's schedule at D = 64 and 128 (schedule 0 when the variant asked for is 0). Schedule 0:
 // on the H200 (2026-12-03, benchmarks/dropout_speed.py, schedule 0 against the former default 5, four
 // alternating processes each, benchmarks/RESULTS.md "Dropout cost" (z)) the forward with dropout 0.1 took
@@ -652,10 +668,15 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
     // kKeysPerLane byte loads per lane (load_key_bytes) and a vote per tile.
     if constexpr (IDX) {
       float mul = scale_log2;  // what the masking below multiplies S by
+      bool defer = false;      // kFfma: the scale deferred to P's exponent, as the plain kernel (CTA-uniform)
       if (softcap != 0.f) {
 #pragma unroll
         for (int i = 0; i < kBc / 2; ++i) sacc[i] = cap_log2 * tanhf((sacc[i] * p.score.scale) * inv_cap);
         mul = 1.f;
+      } else if (kFfma && !dense && scale_log2 > 0.f) {
+        defer = true;
+        mul = 1.f;  // S stays unscaled (S * 1 below, exactly S), -inf where not visible
+        mul_exp = scale_log2;
       }
       // All kBc / 4 bits set (32 at kBc = 128, 16 at kBc = 64): every key of this thread's columns valid.
       constexpr uint32_t kAllKeys = kBc >= 128 ? 0xffffffffu : (1u << (kBc / 4)) - 1u;
@@ -680,7 +701,7 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
       for (int h2 = 0; h2 < 2; ++h2) partial |= live[h2] && !(kb[h2] <= j0 && ke[h2] >= j0 + kBc);
       // Warp-uniform (a vote), so that the branch is taken once per tile around the two loops rather
       // than per element inside one (which ptxas 13.0 kept as 64 branches per 128-key tile). The same
-      // values either way: x = S * scale_log2, then -inf where not visible.
+      // values either way: x = S * mul (S * scale_log2; S itself where defer), then -inf where not visible.
       if (dense) {  // a dense mask or bias: every element through score_elem's rule
         // kDenseBatch elements at a time: their mask bytes and bias values loaded first, then used,
         // each load predicated on its column being below Tk (rows past Tq read row Tq - 1: see
@@ -756,16 +777,15 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
           const float x = sacc[i] * mul;
           sacc[i] = vis ? x : -INFINITY;
         }
-      } else if (kFfma && softcap == 0.f && scale_log2 > 0.f) {
-        mul_exp = scale_log2;  // every element visible: S left unscaled, as the plain kernel (warp-uniform)
-      } else {
+      } else if (!defer) {
 #pragma unroll
         for (int i = 0; i < kBc / 2; ++i) sacc[i] *= mul;
       }
     } else {
       // The same values as the IDX branch (x = S * scale_log2, -inf where key j0 + jl >= ke(row)),
       // with one CTA-uniform branch per tile around the masking instead of one per element.
-      // (kFfma: S left unscaled where the scale is positive; mul_exp applies it below.)
+      // (kFfma: S left unscaled where the scale is positive, as the IDX branch without a dense mask, bias or
+      // soft-cap; mul_exp applies it below.)
       const bool defer = kFfma && scale_log2 > 0.f;  // CTA-uniform
       if (!defer) {
 #pragma unroll
@@ -780,15 +800,43 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
           if (8 * (i / 4) + (i & 1) >= lim[(i / 2) & 1]) sacc[i] = -INFINITY;
       }
     }
+    // FA_SM90_FWD_TREE_MAX: both row halves' maxima first, each as a tree, then their quad shuffles side by side.
+    [[maybe_unused]] float mx_tree[2];
+    if constexpr (kTreeMax) {
+#pragma unroll
+      for (int h2 = 0; h2 < 2; ++h2) {
+        float t[kBc / 8];
+#pragma unroll
+        for (int j = 0; j < kBc / 8; ++j) t[j] = fmaxf(sacc[4 * j + 2 * h2], sacc[4 * j + 2 * h2 + 1]);
+        static_assert((kBc / 8 & (kBc / 8 - 1)) == 0, "the tree halves kBc / 8 values per level");
+        constexpr int kLevels = kBc >= 128 ? 4 : kBc >= 64 ? 3 : kBc >= 32 ? 2 : 1;  // log2(kBc / 8)
+#pragma unroll
+        for (int lv = 0; lv < kLevels; ++lv) {  // fixed trip counts (the guard folds), so that t stays in registers
+          const int w = (kBc / 16) >> lv;
+#pragma unroll
+          for (int j = 0; j < kBc / 16; ++j)
+            if (j < w) t[j] = fmaxf(t[j], t[j + w]);
+        }
+        mx_tree[h2] = fmaxf(-INFINITY, t[0]);  // as the chain from -inf: -inf where every value is NaN
+      }
+#pragma unroll
+      for (int h2 = 0; h2 < 2; ++h2) mx_tree[h2] = fmaxf(mx_tree[h2], __shfl_xor_sync(0xffffffffu, mx_tree[h2], 1));
+#pragma unroll
+      for (int h2 = 0; h2 < 2; ++h2) mx_tree[h2] = fmaxf(mx_tree[h2], __shfl_xor_sync(0xffffffffu, mx_tree[h2], 2));
+    }
     // Online softmax, per row half h2 (rows g and g + 8 of this warp).
 #pragma unroll
     for (int h2 = 0; h2 < 2; ++h2) {
       float mx = -INFINITY;
+      if constexpr (kTreeMax) {
+        mx = mx_tree[h2];
+      } else {
 #pragma unroll
-      for (int j = 0; j < kBc / 8; ++j) mx = fmaxf(mx, fmaxf(sacc[4 * j + 2 * h2], sacc[4 * j + 2 * h2 + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      if constexpr (kFfma) mx *= mul_exp;  // (the max of the unscaled S, scaled: mul_exp > 0)
+        for (int j = 0; j < kBc / 8; ++j) mx = fmaxf(mx, fmaxf(sacc[4 * j + 2 * h2], sacc[4 * j + 2 * h2 + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      }
+      if constexpr (kFfma) mx *= mul_exp;  // (deferred: the max of the unscaled S, scaled; mul_exp > 0 or 1)
       const float m_new = fmaxf(m[h2], mx);
       const float m_use = m_new == -INFINITY ? 0.f : m_new;  // rows with nothing visible yet
       alpha[h2] = fast_exp2(m[h2] - m_use);
