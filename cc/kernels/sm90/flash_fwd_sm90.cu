@@ -252,8 +252,9 @@ constexpr int kDefaultVariantD64 = 8;  // D = 64 (the plain kernel; the others r
 // that its masked tiles, kept scaled, broke this on every row's last tile). With a dense mask, bias or soft-cap the
 // former code runs (the exponent multiplies by 1: an FFMA equal to the former FADD bit for bit). The row max m is the
 // former one bit for bit (rounding is monotone); P differs in its last bits (one rounding fewer), the same in every
-// schedule. A row whose max S times the scale overflows to +inf ends with P = 0 (O = 0, lse = -inf) where the former
-// code gave NaN (not with a dense mask, bias or soft-cap); S that large needs |q . k| near 3e38 / scale_log2.
+// schedule. A row whose max S times the scale overflows to +inf on its last key tile ends with P = 0 (O = 0, lse =
+// -inf) where the former code gave NaN (not with a dense mask, bias or soft-cap; on an earlier tile both give NaN, from
+// alpha = 2^(inf - inf)); S that large needs |q . k| near 3e38 / scale_log2.
 // Measured on the H100 (2026-12-06, session 54) with the plain kernel's form only (the index-masked one kept the
 // former code; it spilled 32 bytes on schedule 5 in session 53's attempt): harness loop 1.007x-1.119x
 // (do_bench 1.005x-1.135x) at D = 64, 128 and 256, T = 4096 to 16384; through TensorFlow (the 36-shape table, two
@@ -701,7 +702,8 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
       for (int h2 = 0; h2 < 2; ++h2) partial |= live[h2] && !(kb[h2] <= j0 && ke[h2] >= j0 + kBc);
       // Warp-uniform (a vote), so that the branch is taken once per tile around the two loops rather
       // than per element inside one (which ptxas 13.0 kept as 64 branches per 128-key tile). The same
-      // values either way: x = S * mul (S * scale_log2; S itself where defer), then -inf where not visible.
+      // values either way: x = S * mul (S * scale_log2; S itself where defer; the capped S with soft-cap), then
+      // -inf where not visible.
       if (dense) {  // a dense mask or bias: every element through score_elem's rule
         // kDenseBatch elements at a time: their mask bytes and bias values loaded first, then used,
         // each load predicated on its column being below Tk (rows past Tq read row Tq - 1: see
@@ -805,19 +807,19 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
     if constexpr (kTreeMax) {
 #pragma unroll
       for (int h2 = 0; h2 < 2; ++h2) {
-        float t[kBc / 8];
+        float tv[kBc / 8];
 #pragma unroll
-        for (int j = 0; j < kBc / 8; ++j) t[j] = fmaxf(sacc[4 * j + 2 * h2], sacc[4 * j + 2 * h2 + 1]);
-        static_assert((kBc / 8 & (kBc / 8 - 1)) == 0, "the tree halves kBc / 8 values per level");
-        constexpr int kLevels = kBc >= 128 ? 4 : kBc >= 64 ? 3 : kBc >= 32 ? 2 : 1;  // log2(kBc / 8)
+        for (int j = 0; j < kBc / 8; ++j) tv[j] = fmaxf(sacc[4 * j + 2 * h2], sacc[4 * j + 2 * h2 + 1]);
+        static_assert(kBc == 128 || kBc == 64 || kBc == 32 || kBc == 16, "kLevels below is log2(kBc / 8)");
+        constexpr int kLevels = kBc == 128 ? 4 : kBc == 64 ? 3 : kBc == 32 ? 2 : 1;
 #pragma unroll
         for (int lv = 0; lv < kLevels; ++lv) {  // fixed trip counts (the guard folds), so that t stays in registers
           const int w = (kBc / 16) >> lv;
 #pragma unroll
           for (int j = 0; j < kBc / 16; ++j)
-            if (j < w) t[j] = fmaxf(t[j], t[j + w]);
+            if (j < w) tv[j] = fmaxf(tv[j], tv[j + w]);
         }
-        mx_tree[h2] = fmaxf(-INFINITY, t[0]);  // as the chain from -inf: -inf where every value is NaN
+        mx_tree[h2] = fmaxf(-INFINITY, tv[0]);  // as the chain from -inf: -inf where every value is NaN
       }
 #pragma unroll
       for (int h2 = 0; h2 < 2; ++h2) mx_tree[h2] = fmaxf(mx_tree[h2], __shfl_xor_sync(0xffffffffu, mx_tree[h2], 1));
