@@ -657,9 +657,11 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
   // load_key_bytes): sacc becomes the unnormalized P, m and l move on, and alpha[h2] is the factor
   // O's rows h2 must be scaled by.
   auto softmax_tile = [&](float (&sacc)[kBc / 2], int j0, const KeyBytes& kv, float (&alpha)[2]) {
-    // FA_SM90_FWD_FFMA_SOFTMAX: what P's exponent multiplies S by (1 where S is scaled already).
-    constexpr bool kFfma = kFfmaSoftmax;
-    float mul_exp = 1.f;
+    // FA_SM90_FWD_FFMA_SOFTMAX: S left unscaled where the scale is positive, but for a dense mask, bias or soft-cap
+    // (the plain kernel has none), and mul_exp, what P's exponent multiplies S by, applies it (1 where S is scaled
+    // already). CTA-uniform.
+    const bool defer = kFfmaSoftmax && scale_log2 > 0.f && !dense && softcap == 0.f;
+    const float mul_exp = defer ? scale_log2 : 1.f;
     // Masks (sm80's fwd_tile_scores, decided per warp): element (row, col) is visible when
     // kb(row) <= col < ke(row) and k_valid[col]. Only warps with a live row whose range does not
     // cover the whole tile, or with a key of the tile invalid, mask per element; the others take
@@ -668,16 +670,11 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
     // An all-true padding mask costs
     // kKeysPerLane byte loads per lane (load_key_bytes) and a vote per tile.
     if constexpr (IDX) {
-      float mul = scale_log2;  // what the masking below multiplies S by
-      bool defer = false;      // kFfma: the scale deferred to P's exponent, as the plain kernel (CTA-uniform)
+      float mul = defer ? 1.f : scale_log2;  // what the masking below multiplies S by (defer: S * 1, exactly S)
       if (softcap != 0.f) {
 #pragma unroll
         for (int i = 0; i < kBc / 2; ++i) sacc[i] = cap_log2 * tanhf((sacc[i] * p.score.scale) * inv_cap);
         mul = 1.f;
-      } else if (kFfma && !dense && scale_log2 > 0.f) {
-        defer = true;
-        mul = 1.f;  // S stays unscaled (S * 1 below, exactly S), -inf where not visible
-        mul_exp = scale_log2;
       }
       // All kBc / 4 bits set (32 at kBc = 128, 16 at kBc = 64): every key of this thread's columns valid.
       constexpr uint32_t kAllKeys = kBc >= 128 ? 0xffffffffu : (1u << (kBc / 4)) - 1u;
@@ -786,14 +783,11 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
     } else {
       // The same values as the IDX branch (x = S * scale_log2, -inf where key j0 + jl >= ke(row)),
       // with one CTA-uniform branch per tile around the masking instead of one per element.
-      // (kFfma: S left unscaled where the scale is positive, as the IDX branch without a dense mask, bias or
-      // soft-cap; mul_exp applies it below.)
-      const bool defer = kFfma && scale_log2 > 0.f;  // CTA-uniform
+      // (defer: S left unscaled, as the IDX branch without a dense mask, bias or soft-cap; mul_exp applies it below.)
       if (!defer) {
 #pragma unroll
         for (int i = 0; i < kBc / 2; ++i) sacc[i] *= scale_log2;
       }
-      if constexpr (kFfma) mul_exp = defer ? scale_log2 : 1.f;
       if (j0 + kBc > ke_cta) {
         // lim[h2]: the first column (within the tile, less 2 t) that row h2 does not see.
         const int lim[2] = {ke[0] - j0 - 2 * t, ke[1] - j0 - 2 * t};
@@ -813,7 +807,7 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
         static_assert(kBc == 128 || kBc == 64 || kBc == 32 || kBc == 16, "kLevels below is log2(kBc / 8)");
         constexpr int kLevels = kBc == 128 ? 4 : kBc == 64 ? 3 : kBc == 32 ? 2 : 1;
 #pragma unroll
-        for (int lv = 0; lv < kLevels; ++lv) {  // fixed trip counts (the guard folds), so that t stays in registers
+        for (int lv = 0; lv < kLevels; ++lv) {  // fixed trip counts (the guard folds), so that tv stays in registers
           const int w = (kBc / 16) >> lv;
 #pragma unroll
           for (int j = 0; j < kBc / 16; ++j)
@@ -838,7 +832,7 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
       }
-      if constexpr (kFfma) mx *= mul_exp;  // (deferred: the max of the unscaled S, scaled; mul_exp > 0 or 1)
+      if constexpr (kFfmaSoftmax) mx *= mul_exp;  // (deferred: the max of the unscaled S, scaled; mul_exp > 0 or 1)
       const float m_new = fmaxf(m[h2], mx);
       const float m_use = m_new == -INFINITY ? 0.f : m_new;  // rows with nothing visible yet
       alpha[h2] = fast_exp2(m[h2] - m_use);
@@ -848,7 +842,7 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
       for (int j = 0; j < kBc / 8; ++j) {
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          const float pv = kFfma ? fast_exp2(fmaf(sacc[4 * j + 2 * h2 + e], mul_exp, -m_use))
+          const float pv = kFfmaSoftmax ? fast_exp2(fmaf(sacc[4 * j + 2 * h2 + e], mul_exp, -m_use))
                                         : fast_exp2(sacc[4 * j + 2 * h2 + e] - m_use);
           sacc[4 * j + 2 * h2 + e] = pv;
           sum += pv;
