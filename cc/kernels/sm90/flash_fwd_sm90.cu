@@ -239,6 +239,11 @@ constexpr int kNumVariants = sizeof(kSched) / sizeof(kSched[0]);
 // uniform-datapath instructions 115 -> 66 at D = 128), 0.978x-1.022x the forward's time at D = 64, 128 and 256
 // (harness loop), no gain, where the same change made the D = 128 backward 2-7 % faster (flash_bwd_sm90.cu's
 // FA_SM90_BWD_DESC_ADD).
+// Tried and removed (2026-12-06, session 55, benchmarks/RESULTS.md "Hopper forward kernel" (ab), commit 070350a's
+// FA_SM90_FWD_TREE_MAX): softmax_tile's row maxima as trees (depth 5 over a thread's 32 values of a row) with both row
+// halves' quad shuffles side by side, instead of one chain of kBc / 8 + 1 dependent FMNMX per row half, for a shorter
+// latency before a tile's first exp2. Numerics 190 / 190; harness loop 0.997x-1.039x the chain at D = 64, 128 and
+// 256 (do_bench 0.996x-1.019x; D = 128 0.999x-1.007x): no gain worth the second code path.
 constexpr int kDefaultVariant = 5;     // D = 128 (the plain kernel: kPersistentVariant, causal kDynamicVariant)
 constexpr int kDefaultVariantD64 = 8;  // D = 64 (the plain kernel; the others run kWideFallback, 5)
 // FA_SM90_FWD_FFMA_SOFTMAX (0; a candidate): the online softmax takes the row max of the unscaled S and scales that
@@ -260,24 +265,16 @@ constexpr int kDefaultVariantD64 = 8;  // D = 64 (the plain kernel; the others r
 // (do_bench 1.005x-1.135x) at D = 64, 128 and 256, T = 4096 to 16384; through TensorFlow (the 36-shape table, two
 // runs, T >= 4096) the forward 1.04x-1.06x faster at D = 64, 1.00x-1.03x at 128, 0.99x-1.02x at 256; numerics pass
 // but for the 8 nomask_bitwise cases, as expected of that version (benchmarks/RESULTS.md, "Hopper forward kernel"
-// (aa)). This version's index-masked kernels have not run on a GPU (ptxas 13.0: no stack in any of the 42
-// functions at 1).
+// (aa)). This version (index-masked kernels too), on the H100 (2026-12-06, session 55, "Hopper forward kernel" (ab)):
+// numerics 190 / 190 (the nomask_bitwise cases included), variants 493 / 493, memcheck clean (racecheck did not finish
+// in its 200 s); harness loop A/B against the defaults, two runs: plain kernels 0.996x-1.042x (D = 128 1.001x-1.030x),
+// dropout 1.009x-1.054x, but the index-masked kernels 0.964x-1.019x (a [B, Tk] key mask at D = 128 0.979x-0.994x, a
+// causal window at D = 64 0.964x / 0.990x). Off until the masked kernels' loss is understood and the GPU tests have run
+// with it.
 #ifndef FA_SM90_FWD_FFMA_SOFTMAX
 #define FA_SM90_FWD_FFMA_SOFTMAX 0
 #endif
 constexpr bool kFfmaSoftmax = FA_SM90_FWD_FFMA_SOFTMAX != 0;
-// FA_SM90_FWD_TREE_MAX (0; a candidate, not yet run on a GPU): softmax_tile's row maxima as trees (depth 5 over a
-// thread's 32 values of a row at kBc = 128) with both row halves' quad shuffles side by side, instead of one chain of
-// kBc / 8 + 1 dependent FMNMX per row half, the second half's chain starting only at the first half's first
-// shuffle (SASS of the D = 128 plain kernel, schedule 7, ptxas 13.0). fmaxf drops NaN operands in any order, and the final
-// fmaxf(-inf, .) keeps the chain's -inf for a row of NaN, so the maxima are the chain's (up to the sign of a zero
-// maximum). The aim: a shorter latency before a tile's first exp2 (Nsight Compute of that kernel in session 53: more
-// fixed-latency "wait" stalls per issue than cuDNN's, 1.21 against 0.90; benchmarks/RESULTS.md, "Hopper forward
-// kernel" (y)).
-#ifndef FA_SM90_FWD_TREE_MAX
-#define FA_SM90_FWD_TREE_MAX 0
-#endif
-constexpr bool kTreeMax = FA_SM90_FWD_TREE_MAX != 0;
 // The dropout kernel's schedule at D = 64 and 128 (schedule 0 when the variant asked for is 0). Schedule 0:
 // on the H200 (2026-12-03, benchmarks/dropout_speed.py, schedule 0 against the former default 5, four
 // alternating processes each, benchmarks/RESULTS.md "Dropout cost" (z)) the forward with dropout 0.1 took
@@ -796,42 +793,14 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
           if (8 * (i / 4) + (i & 1) >= lim[(i / 2) & 1]) sacc[i] = -INFINITY;
       }
     }
-    // FA_SM90_FWD_TREE_MAX: both row halves' maxima first, each as a tree, then their quad shuffles side by side.
-    [[maybe_unused]] float mx_tree[2];
-    if constexpr (kTreeMax) {
-#pragma unroll
-      for (int h2 = 0; h2 < 2; ++h2) {
-        float tv[kBc / 8];
-#pragma unroll
-        for (int j = 0; j < kBc / 8; ++j) tv[j] = fmaxf(sacc[4 * j + 2 * h2], sacc[4 * j + 2 * h2 + 1]);
-        static_assert(kBc == 128 || kBc == 64 || kBc == 32 || kBc == 16, "kLevels below is log2(kBc / 8)");
-        constexpr int kLevels = kBc == 128 ? 4 : kBc == 64 ? 3 : kBc == 32 ? 2 : 1;
-#pragma unroll
-        for (int lv = 0; lv < kLevels; ++lv) {  // fixed trip counts (the guard folds), so that tv stays in registers
-          const int w = (kBc / 16) >> lv;
-#pragma unroll
-          for (int j = 0; j < kBc / 16; ++j)
-            if (j < w) tv[j] = fmaxf(tv[j], tv[j + w]);
-        }
-        mx_tree[h2] = fmaxf(-INFINITY, tv[0]);  // as the chain from -inf: -inf where every value is NaN
-      }
-#pragma unroll
-      for (int h2 = 0; h2 < 2; ++h2) mx_tree[h2] = fmaxf(mx_tree[h2], __shfl_xor_sync(0xffffffffu, mx_tree[h2], 1));
-#pragma unroll
-      for (int h2 = 0; h2 < 2; ++h2) mx_tree[h2] = fmaxf(mx_tree[h2], __shfl_xor_sync(0xffffffffu, mx_tree[h2], 2));
-    }
     // Online softmax, per row half h2 (rows g and g + 8 of this warp).
 #pragma unroll
     for (int h2 = 0; h2 < 2; ++h2) {
       float mx = -INFINITY;
-      if constexpr (kTreeMax) {
-        mx = mx_tree[h2];
-      } else {
 #pragma unroll
-        for (int j = 0; j < kBc / 8; ++j) mx = fmaxf(mx, fmaxf(sacc[4 * j + 2 * h2], sacc[4 * j + 2 * h2 + 1]));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      }
+      for (int j = 0; j < kBc / 8; ++j) mx = fmaxf(mx, fmaxf(sacc[4 * j + 2 * h2], sacc[4 * j + 2 * h2 + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
       if constexpr (kFfmaSoftmax) mx *= mul_exp;  // (deferred: the max of the unscaled S, scaled; mul_exp > 0 or 1)
       const float m_new = fmaxf(m[h2], mx);
       const float m_use = m_new == -INFINITY ? 0.f : m_new;  // rows with nothing visible yet
