@@ -264,7 +264,7 @@ constexpr int kDefaultVariantD64 = 8;  // D = 64 (the plain kernel; the others r
 // former code; it spilled 32 bytes on schedule 5 in session 53's attempt): harness loop 1.007x-1.119x
 // (do_bench 1.005x-1.135x) at D = 64, 128 and 256, T = 4096 to 16384; through TensorFlow (the 36-shape table, two
 // runs, T >= 4096) the forward 1.04x-1.06x faster at D = 64, 1.00x-1.03x at 128, 0.99x-1.02x at 256; numerics pass
-// but for the 8 nomask_bitwise cases, as expected of that version (benchmarks/RESULTS.md, "Hopper forward kernel"
+// but for the 10 nomask_bitwise cases, as expected of that version (benchmarks/RESULTS.md, "Hopper forward kernel"
 // (aa)). This version (index-masked kernels too), on the H100 (2026-12-06, session 55, "Hopper forward kernel" (ab)):
 // numerics 190 / 190 (the nomask_bitwise cases included), variants 493 / 493, memcheck clean (racecheck did not finish
 // in its 200 s); harness loop A/B against the defaults, two runs: plain kernels 0.996x-1.042x (D = 128 1.001x-1.030x),
