@@ -345,7 +345,8 @@ static_assert(kBiasBatch >= 0 && 8 % (kBiasBatch > 0 ? kBiasBatch : 1) == 0, "kB
 #ifndef FA_SM90_BWD_BIAS_AHEAD
 #define FA_SM90_BWD_BIAS_AHEAD 1
 #endif
-// The D = 128 kernel's unit loop rotated (kRotate in bwd_cta; plain and index-masked, not with dropout): unit
+// The D = 128 kernel's unit loop rotated (kRotate in bwd_cta; plain and index-masked, with dropout at
+// FA_SM90_BWD_DROP128 2): unit
 // n + 1's S^T and dP^T products issued right after unit n's dQ staging stores, so that they run under the proxy
 // fence, the warpgroup's barrier and the bulk reduce-add of dQ instead of after them. 0: off (the loop as before,
 // the reference); 1 (default): the iteration then waits for both products, so nothing is in flight across the
@@ -446,7 +447,8 @@ static_assert(kBiasBatch >= 0 && 8 % (kBiasBatch > 0 ? kBiasBatch : 1) == 0, "kB
 // FA_SM90_BWD_DESC_ADD (default 1; 0 gives the former code back): the D = 128 kernels' wgmma descriptors (S^T,
 // dP^T, dV, dK, dQ products) built once per operand tile and stepped by adding each k16 step's offset
 // (wgmma_desc_add) instead of built whole per step (mask, shift, or): the same descriptors, so the same outputs.
-// Not with dropout (those kernels spilled 72-88 bytes with it, ptxas 13.0) and not at D = 64. Measured on the H100
+// Not with dropout (those kernels spilled 72-88 bytes with it, ptxas 13.0; FA_SM90_BWD_DROP128 steps the dV, dK, dQ
+// products' only) and not at D = 64. Measured on the H100
 // (2026-12-06, RESULTS.md "Hopper backward kernel" (ad), harness loop / do_bench against 0, both head dims on):
 // D = 128 without a mask T = 4096 1.065x / 1.080x, T = 16384 1.070x / 1.036x, causal T = 4096 1.017x-1.037x,
 // T = 16384 1.067x / 1.129x, a key mask 1.006x; D = 64 without a mask 0.953x / 0.954x (the lagged kernel), causal
@@ -454,6 +456,23 @@ static_assert(kBiasBatch >= 0 && 8 % (kBiasBatch > 0 ? kBiasBatch : 1) == 0, "kB
 // datapath and R2UR 225 -> 175).
 #ifndef FA_SM90_BWD_DESC_ADD
 #define FA_SM90_BWD_DESC_ADD 1
+#endif
+// FA_SM90_BWD_DROP128 (0 gives the former code back): the D = 128 kernel with dropout (<IDX, DROP>), whose registers
+// kept it from several of the plain kernel's forms (ptxas 13.0, 240 per consumer thread).
+//   1: the P pass as the other kernels take it, one copy per mask setting chosen once per unit (need_mask), in place
+//      of one copy testing need_mask at run time (37 branches in the unit loop, one per S^T element, against 7), and
+//      FA_SM90_BWD_DESC_ADD's stepped descriptors for the dV, dK and dQ products (those of S^T and dP^T, built whole,
+//      spilled 24-40 bytes with it, as the whole of DESC_ADD 72-88 and the early dV issue 56-88). No spills.
+//   2: 1, plus FA_SM90_BWD_ROTATE's rotated loop, the next unit's keep bits drawn while its S^T and dP^T run (between
+//      their issue and the wait at the unit's end; one register, kbits_next, across the back edge).
+// The same operations on the same values in every form, so dK, dV, dQ equal the former code's. Measured on the H100
+// (2026-12-06, RESULTS.md "Dropout cost, kernel harness" (ad)): O, lse, dQ (deterministic), dK, dV bit for bit 0's on 9
+// dropout cases x 2 dtypes (benchmarks/bwd_bitwise.py), numerics 168 / 168, det 112 / 112; 2: memcheck and racecheck
+// clean. The backward with dropout 0.1 against 0 (harness_loop_ab.py set drop128, loop / do_bench, two runs): 2
+// 1.063x-1.129x at T = 4096 / 16384, causal and not; 1 1.058x-1.105x; the unchanged key-mask kernel read 1.017x-1.053x
+// in the same runs, so about 5-10 % of it is the change.
+#ifndef FA_SM90_BWD_DROP128
+#define FA_SM90_BWD_DROP128 2
 #endif
 
 namespace flashattn {
@@ -1015,20 +1034,22 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
   int ds_bar = 5 + c;  // kKeep64 with IDX: the named barrier's id below, loop-carried
   // kRotate (FA_SM90_BWD_ROTATE): unit nn's S^T and dP^T (as in the loop below) issued at the end of unit
   // nn - 1, after the wait for its Q / dO stage, into accumulators that live across the loop's back edge.
-  constexpr bool kRotate = FA_SM90_BWD_ROTATE != 0 && kDqBulk && !DROP;
+  constexpr bool kRotate = FA_SM90_BWD_ROTATE != 0 && kDqBulk && (!DROP || FA_SM90_BWD_DROP128 >= 2);
   // S^T = K_c Q^T and dP^T = V_c dO^T: [64 keys x 64 queries], contraction over D in k16 steps, from the Q /
   // dO tiles at q_s / do_s; S^T in its own commit group, so that P^T is computed while dP^T runs.
   // One of them: acc = A B^T, A this consumer's 64 rows of the K or V tile (a_rows), B the Q or dO tile (b_s).
   // The descriptor of the operand tile at `tile`, `offset` bytes on (FA_SM90_BWD_DESC_ADD at D = 128: the tile's plus
   // the offset).
-  auto desc_at = [](uint32_t tile, uint32_t offset, uint32_t lbo) {
-    return wgmma_desc_at<FA_SM90_BWD_DESC_ADD != 0 && D == 128 && !DROP>(tile, offset, lbo);
-  };
+  // kStepS: S^T's and dP^T's; kStep: the dV, dK and dQ products' (FA_SM90_BWD_DROP128 >= 1: with dropout too).
+  constexpr bool kStepS = FA_SM90_BWD_DESC_ADD != 0 && D == 128 && !DROP;
+  constexpr bool kStep = FA_SM90_BWD_DESC_ADD != 0 && D == 128 && (!DROP || FA_SM90_BWD_DROP128 >= 1);
+  auto desc_at = [](uint32_t tile, uint32_t offset, uint32_t lbo) { return wgmma_desc_at<kStep>(tile, offset, lbo); };
   auto product = [&](float(&acc)[32], uint32_t a_rows, uint32_t b_s) {
 #pragma unroll
     for (int k = 0; k < D / 16; ++k) {
       const uint32_t koff = (k / 4) * kBk * 128 + (k % 4) * 32, qoff = (k / 4) * kBq * 128 + (k % 4) * 32;
-      wgmma_ss_m64n64k16<0, 0>(WgmmaType<T>{}, acc, desc_at(a_rows, koff, 16), desc_at(b_s, qoff, 16), k > 0);
+      wgmma_ss_m64n64k16<0, 0>(WgmmaType<T>{}, acc, wgmma_desc_at<kStepS>(a_rows, koff, 16),
+                                wgmma_desc_at<kStepS>(b_s, qoff, 16), k > 0);
     }
     wgmma_commit();
   };
@@ -1070,9 +1091,17 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
     if (nn < units.n) mbar_wait(full0 + 8 * ss, (nn / kStages) & 1);
     issue_s_dp(sacc_r, dpacc_r, base + L::kQ + ss * L::kQBytes, base + L::kDo + ss * L::kQBytes);
   };
+  // DROP: unit nn's keep bits (the loop's comment below); kRotate: unit nn's drawn while its S^T and dP^T run, kept
+  // in kbits_next across the back edge (also after the last unit, for no unit: the draws touch no memory).
+  auto draw_bits = [&](int nn) {
+    const int64_t hh = hk * G + nn / units.nq, ii0 = static_cast<int64_t>(units.qb_lo + nn % units.nq) * kBq;
+    return unit_keep_bits<8>(drop_key, p.dropout, hh, b, drop_k0, ii0, g, t);
+  };
+  uint32_t kbits_next = 0u;
   if constexpr (kRotate) {
     if (units.n > 0) {
       issue_next(0);
+      if constexpr (DROP) kbits_next = draw_bits(0);
       wgmma_wait<kRotateWait>();
     }
   }
@@ -1083,9 +1112,12 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
     // element 2 h2 + e -> bit 4 j + 2 h2 + e = x); 8 Philox calls of 4 draws each, drawn here,
     // before the wait for the unit's tiles (they need only b, h and the indices), so the Philox
     // temporaries stay out of the element-wise phase, where S^T, dP^T, dK and dV are all live.
+    // kRotate (FA_SM90_BWD_DROP128 2): drawn at the end of the unit before (draw_bits, kbits_next).
     uint32_t kbits = 0u;
-    if constexpr (DROP) {
-      kbits = unit_keep_bits<8>(drop_key, p.dropout, h, b, drop_k0, i0, g, t);
+    if constexpr (DROP && kRotate) {
+      kbits = kbits_next;
+    } else if constexpr (DROP) {
+      kbits = draw_bits(n);
       asm volatile("" : "+r"(kbits)::"memory");  // drawn before the wait below
     }
     if constexpr (!kRotate) mbar_wait(full0 + 8 * s, (n / kStages) & 1);
@@ -1162,7 +1194,7 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
     // the dense copy whenever dmask_u is set), and ptxas drops it: that copy, which the index masks
     // take, has 10-13 branches in the loop instead of 72-75 (benchmarks/sass_order.py's loop_stats).
     auto p_pass = [&](auto mask_c, auto bias_c, auto dense_c) {
-      bool masked;  // a constant (std::true_type / false_type), but for <DROP, D = 128> (need_mask)
+      bool masked;  // a constant (std::true_type / false_type), but for <DROP, D = 128> with FA_SM90_BWD_DROP128 0
       if constexpr (std::is_same_v<decltype(mask_c), bool>)
         masked = mask_c;
       else
@@ -1265,7 +1297,7 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
       }
       }
     };
-    if constexpr (DROP && D == 128)
+    if constexpr (DROP && D == 128 && FA_SM90_BWD_DROP128 == 0)
       p_pass(need_mask, std::false_type{}, std::false_type{});
     else if (BIAS && bias_u != nullptr)
       p_pass(std::true_type{}, std::true_type{}, std::false_type{});
@@ -1480,6 +1512,12 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
       if (tid == 0) {
         bulk_reduce_add_f32(blk, stage, L::kDqBytes);
         bulk_commit();
+      }
+      // DROP: the next unit's keep bits while its products run (after the barrier: the bulk add is not held back),
+      // behind a branch that is always taken (tq_pad >= 0): ptxas moves a WARPGROUP.DEPBAR up within its basic
+      // block, and without the branch it placed the wait below ahead of the draws.
+      if constexpr (kRotate && DROP) {
+        if (a.tq_pad >= 0) kbits_next = draw_bits(n + 1);
       }
       if constexpr (kRotate) wgmma_wait<kRotateWait>();  // (unconditional: ptxas pairs it)
     } else if constexpr (!DET) {
