@@ -5,14 +5,14 @@ without a mask at T = 4096 and 16384, D = 128 causal at T = 4096 as a control; "
 mask with and without a causal mask, a causal window; "feat", the D = 64 kernels with dropout 0.1 and with a
 head-broadcast bias and its gradient, without a mask, and D = 128 with dropout as a control; "d128", the D = 128
 backward without a mask, causal, and with a key mask; "drop128", the D = 128 backward with dropout 0.1 (T = 4096 and
-16384, causal and not) and, as a control, with a key mask; "tf32", the float32 backward on the TF32 kernels (D = 128,
+16384, causal and not) and, as a control, with a key mask; "drop64", the same at D = 64; "tf32", the float32 backward on the TF32 kernels (D = 128,
 and D = 64 without a mask); "fwd", the forward
 instead (FWD_SETS), at D = 128, 64 and 256, causal and not, where a forward change is meant to show; "fwdmask", the
 forward's index-masked kernels (a key mask, a causal window, dropout 0.1) at D = 128 and 64; B * T = 16384,
 H = 2048 / D, bf16). No TensorFlow; an
 H100 / H200 with torch, triton and the harness (benchmarks/build_harness.sh).
 
-  python3 benchmarks/harness_loop_ab.py time LIBDIR TAG [plain|mask|feat|d128|drop128|tf32|fwd|fwdmask] >> ab_loop.log   # one build: ABLOOP lines
+  python3 benchmarks/harness_loop_ab.py time LIBDIR TAG [plain|mask|feat|d128|drop64|drop128|tf32|fwd|fwdmask] >> ab_loop.log   # one build: ABLOOP lines
   python3 benchmarks/harness_loop_ab.py summary ab_loop.log               # no GPU: A (tags A*) against B (B*)
 
 `gpu_run.sh ab` with AB_CHECKS=...,loop runs `time` for A, B, A, B, A, B (one process each: the clock drifts
@@ -37,6 +37,8 @@ SETS = {"plain": [(64, 2048, True, ""), (64, 4096, True, ""), (64, 8192, True, "
                  (64, 4096, False, "bias"), (128, 4096, False, "dropout")],
         "tf32": [(128, 4096, False, "tf32"), (128, 16384, False, "tf32"), (128, 4096, True, "tf32"),
                  (64, 4096, False, "tf32")],
+        "drop64": [(64, 4096, False, "dropout"), (64, 16384, False, "dropout"), (64, 4096, True, "dropout"),
+                   (64, 16384, True, "dropout"), (64, 4096, False, "key_mask")],
         "drop128": [(128, 4096, False, "dropout"), (128, 16384, False, "dropout"), (128, 4096, True, "dropout"),
                     (128, 16384, True, "dropout"), (128, 4096, False, "key_mask")],
         "d128": [(128, 4096, False, ""), (128, 16384, False, ""), (128, 4096, True, ""), (128, 16384, True, ""),

@@ -474,6 +474,13 @@ static_assert(kBiasBatch >= 0 && 8 % (kBiasBatch > 0 ? kBiasBatch : 1) == 0, "kB
 #ifndef FA_SM90_BWD_DROP128
 #define FA_SM90_BWD_DROP128 2
 #endif
+// FA_SM90_BWD_DROP_UNDER (default 0: the draws before the wait for the unit's tiles): in the kernels with dropout
+// that do not rotate their loop (D = 64, and D = 128 in deterministic mode), the unit's keep bits drawn after its
+// S^T and dP^T products (and, lagged, the dQ products of the unit before) are issued, while they run, instead of
+// before the wait for the unit's tiles, when nothing of this warpgroup is on the tensor cores. The same bits.
+#ifndef FA_SM90_BWD_DROP_UNDER
+#define FA_SM90_BWD_DROP_UNDER 0
+#endif
 
 namespace flashattn {
 namespace cuda {
@@ -1113,13 +1120,22 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
     // before the wait for the unit's tiles (they need only b, h and the indices), so the Philox
     // temporaries stay out of the element-wise phase, where S^T, dP^T, dK and dV are all live.
     // kRotate (FA_SM90_BWD_DROP128 2): drawn at the end of the unit before (draw_bits, kbits_next).
+    // FA_SM90_BWD_DROP_UNDER: drawn under the unit's products (draw_under below).
+    constexpr bool kDrawUnder = DROP && !kRotate && FA_SM90_BWD_DROP_UNDER != 0;
     uint32_t kbits = 0u;
     if constexpr (DROP && kRotate) {
       kbits = kbits_next;
-    } else if constexpr (DROP) {
+    } else if constexpr (DROP && !kDrawUnder) {
       kbits = draw_bits(n);
       asm volatile("" : "+r"(kbits)::"memory");  // drawn before the wait below
     }
+    // Behind a branch that is always taken (tq_pad >= 0), as the rotated loop's draw: ptxas would otherwise move the
+    // wait that follows ahead of the draws (it moves a WARPGROUP.DEPBAR up within its basic block).
+    auto draw_under = [&]() {
+      if constexpr (kDrawUnder) {
+        if (a.tq_pad >= 0) kbits = draw_bits(n);
+      }
+    };
     if constexpr (!kRotate) mbar_wait(full0 + 8 * s, (n / kStages) & 1);
     const uint32_t q_t = base + L::kQ + s * L::kQBytes;
     const uint32_t do_t = base + L::kDo + s * L::kQBytes;
@@ -1141,8 +1157,10 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
         if (n > 0) mbar_wait(ds_full0 + 8 * ((n - 1) & 1), ((n - 1) >> 1) & 1);
         const uint32_t ds_prev = n > 0 ? ds_buffer(n - 1) : base + L::kK;
         issue_dq(dq, ds_prev);
+        draw_under();
         wgmma_wait<2>();  // S^T done; dP^T and the dQ products may still run
       } else {
+        draw_under();
         wgmma_wait<1>();  // S^T done (groups complete in order); dP^T may still run
       }
     }

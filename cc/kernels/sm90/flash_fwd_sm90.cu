@@ -282,6 +282,13 @@ constexpr bool kFfmaSoftmax = FA_SM90_FWD_FFMA_SOFTMAX != 0;
 // 16384, causal or not); schedule 5's overlap keeps S, P and O live together beside the Philox code. With 0
 // the dropout kernel has one instantiation per head dim and dtype (launch_sched).
 constexpr int kDropVariant = 0;
+// FA_SM90_FWD_DROP_UNDER (default 0: the tile's keep bits drawn after its softmax, apply_dropout): on the one-tile-at-
+// a-time schedule the dropout kernel runs (0), the tile's keep bits drawn while its S = Q K^T product runs (between
+// its issue and the wait; kBc / 2 bits per thread in registers), then applied after the softmax as selects. The same
+// bits on the same elements, so the same outputs; not yet timed on a GPU.
+#ifndef FA_SM90_FWD_DROP_UNDER
+#define FA_SM90_FWD_DROP_UNDER 0
+#endif
 // Tried and removed (2026-12-05, benchmarks/RESULTS.md "Dropout cost" (aa), commit a39fc7b): the keep bits drawn
 // by the producer warpgroup's warps 1 .. 3 into a shared-memory ring (the consumers reading 64 bits per thread per
 // tile instead of drawing 8 Philox calls), on schedules 0, 6 and 5. Bitwise equal to schedule 0, but the three
@@ -765,14 +772,22 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
         if (__all_sync(0xffffffffu, pairs_ok) && j0 + kBc <= sh.Tk) batches(std::true_type{});
         else batches(std::false_type{});
       } else if (__any_sync(0xffffffffu, partial || kv_bits != kAllKeys)) {
+        // kFfmaSoftmax: without the multiply where mul is 1 (defer, soft-cap: S * 1 is S exactly), a CTA-uniform branch
+        // around two copies of the loop (one FMUL per element less on masked tiles; not yet timed on a GPU).
+        auto mask_pass = [&](auto unit_c) {
 #pragma unroll
-        for (int i = 0; i < kBc / 2; ++i) {
-          const int h2 = (i / 2) & 1;
-          const int jl = 8 * (i / 4) + 2 * t + (i & 1);  // column within the tile
-          const bool vis = jl >= kb[h2] - j0 && jl < ke[h2] - j0 && ((kv_bits >> (2 * (i / 4) + (i & 1))) & 1u);
-          const float x = sacc[i] * mul;
-          sacc[i] = vis ? x : -INFINITY;
-        }
+          for (int i = 0; i < kBc / 2; ++i) {
+            const int h2 = (i / 2) & 1;
+            const int jl = 8 * (i / 4) + 2 * t + (i & 1);  // column within the tile
+            const bool vis = jl >= kb[h2] - j0 && jl < ke[h2] - j0 && ((kv_bits >> (2 * (i / 4) + (i & 1))) & 1u);
+            const float x = decltype(unit_c)::value ? sacc[i] : sacc[i] * mul;
+            sacc[i] = vis ? x : -INFINITY;
+          }
+        };
+        if (kFfmaSoftmax && mul == 1.f)
+          mask_pass(std::true_type{});
+        else
+          mask_pass(std::false_type{});
       } else if (!defer) {
 #pragma unroll
         for (int i = 0; i < kBc / 2; ++i) sacc[i] *= mul;
@@ -865,6 +880,28 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
     }
   };
 
+  // FA_SM90_FWD_DROP_UNDER: the tile's keep bits (bit 4 nt + e of word (4 nt + e) / 32 for sacc[4 nt + e]) drawn
+  // under its S product (draw_bits), then applied (apply_bits) where apply_dropout would draw them.
+  constexpr bool kDrawUnder = DROP && FA_SM90_FWD_DROP_UNDER != 0;
+  constexpr int kBitWords = (kBc / 2 + 31) / 32;
+  auto draw_bits = [&](uint32_t (&kb)[kBitWords], int j0) {
+#pragma unroll
+    for (int w = 0; w < kBitWords; ++w) kb[w] = 0u;
+    drop_rows_visit<kBc / 8, true>(drop, wrow0, j0, g, t, [&](int nt, int e, bool keep) {
+      kb[(4 * nt + e) / 32] |= static_cast<uint32_t>(keep) << ((4 * nt + e) % 32);
+    });
+  };
+  auto apply_bits = [&](float (&sacc)[kBc / 2], const uint32_t (&kb)[kBitWords]) {
+#pragma unroll
+    for (int x = 0; x < kBc / 2; ++x) {
+      const bool keep = (kb[x / 32] >> (x % 32)) & 1u;
+      if constexpr (kDropScaleInEpilogue)
+        sacc[x] = keep ? sacc[x] : 0.f;  // keep_scale: in the epilogue
+      else
+        sacc[x] *= keep ? drop.scale : 0.f;
+    }
+  };
+
   if (n_tiles > 0) mbar_wait(q_full, q_parity);
   if constexpr (!kS.overlap) {
     // One tile at a time: S, softmax, O += P V, each waited for before the next.
@@ -878,13 +915,22 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
       wgmma_fence();
       issue_qk(sacc, base + L::kK + s * L::kKVBytes);
       wgmma_commit();
+      const int j0 = j_first + n * kBc;
+      uint32_t kb[kBitWords];
+      if constexpr (kDrawUnder) {
+        // Behind a branch that is always taken (n_tiles > 0 here): ptxas moves a WARPGROUP.DEPBAR up within its basic
+        // block, and would place the wait below ahead of the draws.
+        if (n_tiles > 0) draw_bits(kb, j0);
+      }
       wgmma_wait<0>();
       fence_regs(sacc);
-      const int j0 = j_first + n * kBc;
       float alpha[2];
       softmax_tile(sacc, j0, kv, alpha);
       rescale_o(alpha);
-      apply_dropout(sacc, j0);
+      if constexpr (kDrawUnder)
+        apply_bits(sacc, kb);
+      else
+        apply_dropout(sacc, j0);
       uint32_t pa[kBc / 16][4];
       pack_p(pa, sacc);
       fence_regs(o);
