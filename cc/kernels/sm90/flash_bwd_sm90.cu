@@ -465,6 +465,8 @@ static_assert(kBiasBatch >= 0 && 8 % (kBiasBatch > 0 ? kBiasBatch : 1) == 0, "kB
 //      spilled 24-40 bytes with it, as the whole of DESC_ADD 72-88 and the early dV issue 56-88). No spills.
 //   2: 1, plus FA_SM90_BWD_ROTATE's rotated loop, the next unit's keep bits drawn while its S^T and dP^T run (between
 //      their issue and the wait at the unit's end; one register, kbits_next, across the back edge).
+//   3 (a candidate, not yet run on a GPU): 2, plus the early dV issue (kEarlyDv below), which spills 64 bytes
+//      (72 in the DET kernel; ptxas 13.0).
 // The same operations on the same values in every form, so dK, dV, dQ equal the former code's. Measured on the H100
 // (2026-12-06, RESULTS.md "Dropout cost, kernel harness" (ad)): O, lse, dQ (deterministic), dK, dV bit for bit 0's on 9
 // dropout cases x 2 dtypes (benchmarks/bwd_bitwise.py), numerics 168 / 168, det 112 / 112; 2: memcheck and racecheck
@@ -1337,7 +1339,7 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
     // keeps the former order (dV issued with dK). Waiting for dP^T before the issue (above, as
     // before) rather than after it: waiting after it spilled the first kernel at D = 128 (units.n,
     // reloaded once per unit).
-    constexpr bool kEarlyDv = !(DROP && D == 128);
+    constexpr bool kEarlyDv = !(DROP && D == 128) || FA_SM90_BWD_DROP128 >= 3;
     // As the A fragments of m64k16 (k16 step kk = queries 16kk .. 16kk+15): element 8 kk + 2 x, +1.
     uint32_t pa[4][4], da[4][4];
     if constexpr (kEarlyDv) {
