@@ -158,7 +158,8 @@ __device__ __forceinline__ void drop_cols_bits(uint32_t (&bits)[AM], const DropT
 
 // The Hopper backwards' keep bits of one unit for this thread's S^T elements (keys x queries): drop_cols_bits<1, AN>
 // of the unit's (head h, batch b) Philox stream with the CTA's key (dropout_key), keys from jm0, queries from qn0
-// (sm90/flash_bwd_sm90.cu and the TF32 backwards draw them before waiting for the unit's tiles).
+// (the TF32 backwards draw them before waiting for the unit's tiles; sm90/flash_bwd_sm90.cu there or, at D = 128,
+// under the unit's S^T and dP^T products: its FA_SM90_BWD_DROP128).
 template <int AN>
 __device__ __forceinline__ uint32_t unit_keep_bits(const uint32_t (&drop_key)[2], const DropoutParams& d, int64_t h,
                                                    int b, int64_t jm0, int64_t qn0, int g, int t) {

@@ -77,7 +77,8 @@
 //                          64 keys (4 steps);
 //                          wgmma m64n64k16 (m64n32k16) SS with A = dS read transposed (MN-major) from the dS^T
 //                          buffer and B = K MN-major
-//     (D = 128 without DET or dropout, kRotate: the next unit's S^T and dP^T are issued here, after
+//     (D = 128 without DET (with dropout at FA_SM90_BWD_DROP128 >= 2), kRotate: the next unit's S^T and dP^T are
+//     issued here, after
 //     dQ_c's staging stores below, and run under its fence, barrier and bulk reduce-add)
 //     dQacc += dQ_c        into the workspace's dQ accumulator, in this file's fragment order
 //                          (below; the stage released first, its last reader done). The consumer's
@@ -294,8 +295,8 @@
 // Not yet here: the two consumers' ping-pong at D = 128 (both meet on named barrier 1 before dQ every unit;
 // deferring unit n's dQ past unit n + 1's S^T / dP^T issue would keep its 32 accumulators live
 // through the P pass, over the 240 registers at D = 128) and any overlap of the P pass with the
-// next unit's products, the rotated loop (kRotate) in the D = 128 kernel with dropout and in the D = 256
-// one (in the plain D = 64 kernels, dQ by atomics, it ran 0.96x-0.99x: branch sm90-bwd-rotate64, RESULTS.md
+// next unit's products, the rotated loop (kRotate) in the D = 256 one (in the D = 128 kernel with dropout since
+// FA_SM90_BWD_DROP128; in the plain D = 64 kernels, dQ by atomics, it ran 0.96x-0.99x: branch sm90-bwd-rotate64, RESULTS.md
 // "Hopper backward kernel" (u)), dK / dV stored by TMA,
 // a persistent causal-balancing scheduler; dropout's draws shared between warps w and w ^ 1 (each
 // thread uses 4 of a call's 8); bias / dbias with dropout (at D = 128 without: only the opt-in split
@@ -346,7 +347,7 @@ static_assert(kBiasBatch >= 0 && 8 % (kBiasBatch > 0 ? kBiasBatch : 1) == 0, "kB
 #define FA_SM90_BWD_BIAS_AHEAD 1
 #endif
 // The D = 128 kernel's unit loop rotated (kRotate in bwd_cta; plain and index-masked, with dropout at
-// FA_SM90_BWD_DROP128 2): unit
+// FA_SM90_BWD_DROP128 >= 2): unit
 // n + 1's S^T and dP^T products issued right after unit n's dQ staging stores, so that they run under the proxy
 // fence, the warpgroup's barrier and the bulk reduce-add of dQ instead of after them. 0: off (the loop as before,
 // the reference); 1 (default): the iteration then waits for both products, so nothing is in flight across the
@@ -1118,11 +1119,11 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
     const int s = n % kStages;
     const int64_t h = hk * G + n / units.nq, i0 = static_cast<int64_t>(units.qb_lo + n % units.nq) * kBq;
     // DROP: the unit's keep bits, bit x for element x of S^T below (drop_cols_bits<1, 8>: n-tile j,
-    // element 2 h2 + e -> bit 4 j + 2 h2 + e = x); 8 Philox calls of 4 draws each, drawn here,
-    // before the wait for the unit's tiles (they need only b, h and the indices), so the Philox
-    // temporaries stay out of the element-wise phase, where S^T, dP^T, dK and dV are all live.
-    // kRotate (FA_SM90_BWD_DROP128 2): drawn at the end of the unit before (draw_bits, kbits_next).
-    // FA_SM90_BWD_DROP_UNDER: drawn under the unit's products (draw_under below).
+    // element 2 h2 + e -> bit 4 j + 2 h2 + e = x); 8 Philox calls of 4 draws each (they need only b, h and the
+    // indices), drawn outside the element-wise phase, where S^T, dP^T, dK and dV are all live, so that the Philox
+    // temporaries stay out of it: with kRotate (FA_SM90_BWD_DROP128 >= 2, the default) at the end of the unit
+    // before, under this unit's S^T and dP^T (draw_bits, kbits_next); with FA_SM90_BWD_DROP_UNDER under them too
+    // (draw_under below); else here, before the wait for the unit's tiles.
     constexpr bool kDrawUnder = DROP && !kRotate && FA_SM90_BWD_DROP_UNDER != 0;
     uint32_t kbits = 0u;
     if constexpr (DROP && kRotate) {
@@ -1335,8 +1336,8 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
     // moved), so dV is bit-identical; DROP: Pd = P Z is the same single multiply the dS^T pass did
     // in place (sacc keeps the unscaled P for dS^T). The cost: the 16 registers of P^T's A
     // fragments are live through the dS^T pass (with S^T, dP^T, dK and dV), which spills in
-    // <DROP, D = 128> (88 bytes, ptxas 13.0; its keep bits and keep_scale are live too), so that one
-    // keeps the former order (dV issued with dK). Waiting for dP^T before the issue (above, as
+    // <DROP, D = 128> (88 bytes, ptxas 13.0; its keep bits and keep_scale are live too; 64 at FA_SM90_BWD_DROP128 3,
+    // a candidate), so that one keeps the former order (dV issued with dK) below level 3. Waiting for dP^T before the issue (above, as
     // before) rather than after it: waiting after it spilled the first kernel at D = 128 (units.n,
     // reloaded once per unit).
     constexpr bool kEarlyDv = !(DROP && D == 128) || FA_SM90_BWD_DROP128 >= 3;

@@ -284,8 +284,9 @@ constexpr bool kFfmaSoftmax = FA_SM90_FWD_FFMA_SOFTMAX != 0;
 constexpr int kDropVariant = 0;
 // FA_SM90_FWD_DROP_UNDER (default 0: the tile's keep bits drawn after its softmax, apply_dropout): on the one-tile-at-
 // a-time schedule the dropout kernel runs (0), the tile's keep bits drawn while its S = Q K^T product runs (between
-// its issue and the wait; kBc / 2 bits per thread in registers), then applied after the softmax as selects. The same
-// bits on the same elements, so the same outputs; not yet timed on a GPU.
+// its issue and the wait; kBc / 2 bits per thread in registers), then applied after the softmax as apply_dropout
+// applies them (a select, and at D > 64 the keep scale). The same bits on the same elements, so the same outputs; not
+// yet timed on a GPU.
 #ifndef FA_SM90_FWD_DROP_UNDER
 #define FA_SM90_FWD_DROP_UNDER 0
 #endif
@@ -884,17 +885,17 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
   // under its S product (draw_bits), then applied (apply_bits) where apply_dropout would draw them.
   constexpr bool kDrawUnder = DROP && FA_SM90_FWD_DROP_UNDER != 0;
   constexpr int kBitWords = (kBc / 2 + 31) / 32;
-  auto draw_bits = [&](uint32_t (&kb)[kBitWords], int j0) {
+  auto draw_bits = [&](uint32_t (&bits)[kBitWords], int j0) {
 #pragma unroll
-    for (int w = 0; w < kBitWords; ++w) kb[w] = 0u;
+    for (int w = 0; w < kBitWords; ++w) bits[w] = 0u;
     drop_rows_visit<kBc / 8, true>(drop, wrow0, j0, g, t, [&](int nt, int e, bool keep) {
-      kb[(4 * nt + e) / 32] |= static_cast<uint32_t>(keep) << ((4 * nt + e) % 32);
+      bits[(4 * nt + e) / 32] |= static_cast<uint32_t>(keep) << ((4 * nt + e) % 32);
     });
   };
-  auto apply_bits = [&](float (&sacc)[kBc / 2], const uint32_t (&kb)[kBitWords]) {
+  auto apply_bits = [&](float (&sacc)[kBc / 2], const uint32_t (&bits)[kBitWords]) {
 #pragma unroll
     for (int x = 0; x < kBc / 2; ++x) {
-      const bool keep = (kb[x / 32] >> (x % 32)) & 1u;
+      const bool keep = (bits[x / 32] >> (x % 32)) & 1u;
       if constexpr (kDropScaleInEpilogue)
         sacc[x] = keep ? sacc[x] : 0.f;  // keep_scale: in the epilogue
       else
@@ -916,11 +917,12 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
       issue_qk(sacc, base + L::kK + s * L::kKVBytes);
       wgmma_commit();
       const int j0 = j_first + n * kBc;
-      uint32_t kb[kBitWords];
+      uint32_t keep_bits[kBitWords];  // (not kb: the rows' first visible keys)
       if constexpr (kDrawUnder) {
-        // Behind a branch that is always taken (n_tiles > 0 here): ptxas moves a WARPGROUP.DEPBAR up within its basic
-        // block, and would place the wait below ahead of the draws.
-        if (n_tiles > 0) draw_bits(kb, j0);
+        // Behind a branch (n_tiles > 0, always true here): ptxas moves a WARPGROUP.DEPBAR up within its basic block.
+        // With it the SASS has the draws between the product's HGMMAs and its wait (ptxas 13.0, D = 64); an opaque
+        // condition (sh.Tk > 0) spilled 4 bytes at D = 128.
+        if (n_tiles > 0) draw_bits(keep_bits, j0);
       }
       wgmma_wait<0>();
       fence_regs(sacc);
@@ -928,7 +930,7 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
       softmax_tile(sacc, j0, kv, alpha);
       rescale_o(alpha);
       if constexpr (kDrawUnder)
-        apply_bits(sacc, kb);
+        apply_bits(sacc, keep_bits);
       else
         apply_dropout(sacc, j0);
       uint32_t pa[kBc / 16][4];
