@@ -212,6 +212,13 @@ struct Sched {
   int consumers = 2;  // consumer warpgroups (3: the 192-row query tile of schedules 8 and 9)
   bool dynamic = false;  // (persistent) tiles from an atomic counter in the workspace, not a static stride
 };
+// FA_SM90_FWD_DROP64_3WG (default 0; a candidate, not yet run on a GPU): the D = 64 dropout kernel on schedule 11,
+// schedule 0 (one tile at a time, 2 stages) with 3 consumer warpgroups and 192-row query tiles as schedules 8 / 9
+// (setmaxnreg 160), so that a third warpgroup's products run under each one's softmax and Philox draws. Only that
+// kernel (launch_sched; Tq within the 192-row tiles' bound, else schedule 0); ptxas 13.0: 12 bytes of spill stores.
+#ifndef FA_SM90_FWD_DROP64_3WG
+#define FA_SM90_FWD_DROP64_3WG 0
+#endif
 constexpr Sched kSched[] = {
     {2, false, false, false},  // 0: the first schedule (D = 256 always runs it)
     {3, false, false, false},  // 1
@@ -224,6 +231,9 @@ constexpr Sched kSched[] = {
     {3, true, true, true, false, 3},   // 8: schedule 5 with 3 consumers, round-robin turns (D = 64 plain only; its default)
     {3, true, false, true, false, 3},  // 9: 8 without the turns (D = 64 plain only)
     {3, true, true, true, true, 2, true},  // 10: 7 with dynamic tiles (D = 128 plain, causal: default)
+#if FA_SM90_FWD_DROP64_3WG
+    {2, false, false, false, false, 3},  // 11: 0 with 3 consumers (the D = 64 dropout kernel only)
+#endif
 };
 constexpr int kNumVariants = sizeof(kSched) / sizeof(kSched[0]);
 // Tried and removed (2026-12-03, benchmarks/RESULTS.md "Hopper forward kernel" (x)): FlashAttention-3's
@@ -1125,13 +1135,16 @@ __global__ void __launch_bounds__(kThreadsOf<V>, 1)
   constexpr Sched kS = kSched[V];
   constexpr int kStages = kS.stages;
   constexpr int kBc = kKeyTile<D>;
-  static_assert(!DROP || V == 0 || V == kDropVariant, "the dropout kernel runs schedule 0 or kDropVariant");
+  static_assert(!DROP || V == 0 || V == kDropVariant || (FA_SM90_FWD_DROP64_3WG != 0 && V == 11 && D == 64),
+                "the dropout kernel runs schedule 0 or kDropVariant (FA_SM90_FWD_DROP64_3WG: 11 at D = 64)");
   static_assert(!DROP || IDX, "dropout runs the index-masked kernel");
   static_assert(D == 64 || D == 128 || (D == 256 && V == 0), "D = 256 runs schedule 0 only");
   static_assert(!kS.persistent || (kS.overlap && kS.pingpong), "the persistent schedule is schedule 5's");
   static_assert(!kS.dynamic || kS.persistent, "dynamic tiles are a persistent grid's");
-  static_assert(kS.consumers == 2 || (kS.consumers == 3 && D == 64 && !IDX && !DROP && !kS.persistent && kS.overlap),
-                "3 consumer warpgroups: the plain D = 64 kernel, one tile per CTA, overlap schedules only");
+  static_assert(kS.consumers == 2 || (kS.consumers == 3 && D == 64 && !IDX && !DROP && !kS.persistent && kS.overlap) ||
+                    (kS.consumers == 3 && D == 64 && DROP && !kS.persistent && !kS.overlap),
+                "3 consumer warpgroups: the plain D = 64 kernel, one tile per CTA, overlap schedules only (and "
+                "FA_SM90_FWD_DROP64_3WG's dropout kernel)");
   constexpr int kBr = kBrOf<V>;  // (shadows the namespace's 128)
   constexpr int kC = kConsumersOf<V>;
   using L = SmemLayout<D, kStages, kBc, kS.persistent, kBr, kS.dynamic>;
@@ -1419,7 +1432,7 @@ cudaError_t launch(const FlashFwdParams& p, cudaStream_t stream) {
 // IDX at D = 64 only; elsewhere, and past the 192-row tiles' Tq bound, they run kWideFallback.
 template <typename T, int D, bool IDX>
 cudaError_t launch_plain(const FlashFwdParams& p, cudaStream_t stream, int v) {
-  static_assert(kNumVariants == 11, "one case per schedule");
+  static_assert(kNumVariants == 11 + (FA_SM90_FWD_DROP64_3WG != 0), "one case per schedule (11: dropout only)");
   static_assert(D == 64 || D == 128, "D = 256 runs schedule 0 only");
   // (fwd_schedule passes only schedules built for this kernel: the `break`s are not reached; were one reached,
   // nothing is queued and cudaErrorNotSupported sends the call to sm80.)
@@ -1564,8 +1577,15 @@ bool fwd_applies(const FlashFwdParams& p) {
 template <typename T, int D, bool IDX, bool DROP>
 cudaError_t launch_sched(const FlashFwdParams& p, cudaStream_t stream) {
   const int v = fwd_schedule(p);
-  if constexpr (!DROP) return launch_plain<T, D, IDX>(p, stream, v);
-  else return v != 0 ? launch<T, D, IDX, DROP, kDropVariant>(p, stream) : launch<T, D, IDX, DROP>(p, stream);
+  if constexpr (!DROP) {
+    return launch_plain<T, D, IDX>(p, stream, v);
+  } else {
+#if FA_SM90_FWD_DROP64_3WG
+    if constexpr (D == 64)
+      if (v != 0 && p.shape.Tq <= (1ll << 31) - kBrOf<11>) return launch<T, D, IDX, DROP, 11>(p, stream);
+#endif
+    return v != 0 ? launch<T, D, IDX, DROP, kDropVariant>(p, stream) : launch<T, D, IDX, DROP>(p, stream);
+  }
 }
 
 template <typename T, bool IDX, bool DROP>
