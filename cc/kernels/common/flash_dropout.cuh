@@ -170,6 +170,38 @@ __device__ __forceinline__ uint32_t unit_keep_bits(const uint32_t (&drop_key)[2]
   return bits[0];
 }
 
+// unit_keep_bits<AN> split between the two warps of a pair (FA_SM90_BWD_DROP_PAIR in sm90/flash_bwd_sm90.cu): warps
+// 2 k and 2 k + 1 hold the m-tiles mine = 0 / 1 (keys jp0 + 16 mine + g, + 8) of one 32-key block from jp0 (a multiple
+// of 32), and each Philox call of drop_cols_visit<2, AN> covers both. This thread draws the calls of column parity
+// c = mine only (AN / 2 calls instead of AN): it returns its own bits of those calls (bit nt * 4 + e, e % 2 == mine)
+// and sets `other` to its partner's bits of the same calls, which the partner lacks. own | (the partner's `other`)
+// is unit_keep_bits<AN>(..., jp0 + 16 mine, ...) bit for bit.
+template <int AN>
+__device__ __forceinline__ uint32_t unit_keep_bits_pair(const uint32_t (&drop_key)[2], const DropoutParams& d,
+                                                        int64_t h, int b, int64_t jp0, int64_t qn0, int g, int t,
+                                                        int mine, uint32_t& other) {
+  static_assert(AN % 2 == 0 && AN * 4 <= 32, "n-tiles in pairs, one word of bits");
+  const DropTile dt{drop_key[0], drop_key[1], d.threshold << 16, static_cast<uint32_t>(h), static_cast<uint32_t>(b),
+                    d.keep_scale};
+  const uint32_t c0 = static_cast<uint32_t>(((jp0 >> 5) << 3) | g);
+  uint32_t bits[2] = {0u, 0u};  // m-tile mm's bits at e = 2 r (shifted by mine below)
+#pragma unroll
+  for (int p = 0; p < AN / 2; ++p) {
+    const uint32_t c1 = static_cast<uint32_t>((((qn0 >> 4) + p) << 3) | (2 * t + mine));
+    uint32_t w[4];
+    drop_call(dt, c0, c1, w);
+#pragma unroll
+    for (int u = 0; u < 2; ++u)
+#pragma unroll
+      for (int mm = 0; mm < 2; ++mm)
+#pragma unroll
+        for (int r = 0; r < 2; ++r)  // draw k = 4 u + 2 mm + r: word 2 u + mm, half r (drop_cols_visit's)
+          bits[mm] |= static_cast<uint32_t>(drop_pass(w[2 * u + mm], r, dt.thr)) << ((2 * p + u) * 4 + 2 * r);
+  }
+  other = (mine ? bits[0] : bits[1]) << mine;
+  return (mine ? bits[1] : bits[0]) << mine;
+}
+
 }  // namespace cuda
 }  // namespace flashattn
 

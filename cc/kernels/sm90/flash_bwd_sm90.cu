@@ -484,6 +484,14 @@ static_assert(kBiasBatch >= 0 && 8 % (kBiasBatch > 0 ? kBiasBatch : 1) == 0, "kB
 #ifndef FA_SM90_BWD_DROP_UNDER
 #define FA_SM90_BWD_DROP_UNDER 0
 #endif
+// FA_SM90_BWD_DROP_PAIR (default 0; a candidate, not yet run on a GPU): the D = 64 / 128 kernels with dropout draw each
+// Philox call once per warp pair instead of once per warp. A call covers 32 keys, the m-tiles of warps 2 k and 2 k + 1,
+// and each warp used half of it: now each warp draws the calls of one column parity (4 instead of 8 per unit,
+// unit_keep_bits_pair) and hands the other warp its half through shared memory (BwdSmem's kXchg, two buffers by unit
+// parity) and a 64-thread named barrier (9 + 2 c + warp / 2). The same bits.
+#ifndef FA_SM90_BWD_DROP_PAIR
+#define FA_SM90_BWD_DROP_PAIR 0
+#endif
 
 namespace flashattn {
 namespace cuda {
@@ -538,7 +546,11 @@ struct BwdSmem {
   // 128-byte aligned (the copy engine needs 16).
   static constexpr int kDqBytes = 64 * 64 * 4;
   static constexpr int kDq = (kBarsEnd + 127) & ~127;
-  static constexpr int kBytes = DQS ? kDq + kConsumers * kDqBytes : kBarsEnd;
+  static constexpr int kBytes0 = DQS ? kDq + kConsumers * kDqBytes : kBarsEnd;
+  // FA_SM90_BWD_DROP_PAIR (IDX: the layouts that dropout uses): uint32 [2][kConsumers][128], the keep bits handed
+  // between the warps of a pair.
+  static constexpr int kXchg = (kBytes0 + 15) & ~15;
+  static constexpr int kBytes = FA_SM90_BWD_DROP_PAIR != 0 && IDX ? kXchg + 2 * kConsumers * 128 * 4 : kBytes0;
   static constexpr int kAlloc = kBytes + 1024;             // slack to align the base to 1024
 };
 static_assert(BwdSmem<128, true, true>::kAlloc <= 227 * 1024, "the dQ staging blocks exceed the opt-in shared memory");
@@ -1105,7 +1117,18 @@ __device__ __forceinline__ void bwd_cta(const CUtensorMap& tm_q, const CUtensorM
   // in kbits_next across the back edge (also after the last unit, for no unit: the draws touch no memory).
   auto draw_bits = [&](int nn) {
     const int64_t hh = hk * G + nn / units.nq, ii0 = static_cast<int64_t>(units.qb_lo + nn % units.nq) * kBq;
-    return unit_keep_bits<8>(drop_key, p.dropout, hh, b, drop_k0, ii0, g, t);
+    if constexpr (FA_SM90_BWD_DROP_PAIR != 0) {
+      // The pair's 32 keys from drop_k0 less this warp's 16 (warp 2 k + 1); the partner is thread tid ^ 32.
+      uint32_t other;
+      uint32_t own = unit_keep_bits_pair<8>(drop_key, p.dropout, hh, b, drop_k0 - 16 * (warp & 1), ii0, g, t, warp & 1,
+                                            other);
+      const uint32_t xchg = base + L::kXchg + ((nn & 1) * kConsumers * 128 + c * 128) * 4;
+      st_shared_u32(xchg + (tid ^ 32) * 4, other);
+      named_bar_sync(9 + 2 * c + (warp >> 1), 64);
+      return own | ld_shared_u32(xchg + tid * 4);
+    } else {
+      return unit_keep_bits<8>(drop_key, p.dropout, hh, b, drop_k0, ii0, g, t);
+    }
   };
   uint32_t kbits_next = 0u;
   if constexpr (kRotate) {
