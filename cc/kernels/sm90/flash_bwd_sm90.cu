@@ -299,7 +299,7 @@
 // FA_SM90_BWD_DROP128; in the plain D = 64 kernels, dQ by atomics, it ran 0.96x-0.99x: branch sm90-bwd-rotate64, RESULTS.md
 // "Hopper backward kernel" (u)), dK / dV stored by TMA,
 // a persistent causal-balancing scheduler; dropout's draws shared between warps w and w ^ 1 (each
-// thread uses 4 of a call's 8); bias / dbias with dropout (at D = 128 without: only the opt-in split
+// thread uses 4 of a call's 8; FA_SM90_BWD_DROP_PAIR is a candidate, off); bias / dbias with dropout (at D = 128 without: only the opt-in split
 // kernel), coalesced dbias stores.
 #include <cuda.h>
 #include <cuda_runtime.h>
