@@ -132,13 +132,13 @@ __device__ __forceinline__ void drop_cols_visit(const DropTile& d, int64_t jm0, 
     }
 }
 
-// Keep bits of one m-tile in the rows x keys orientation: bit nt * 4 + e.
-template <int NT>
+// Keep bits of one m-tile in the rows x keys orientation: bit nt * 4 + e. kU32: drop_call's.
+template <int NT, bool kU32 = false>
 __device__ __forceinline__ uint32_t drop_rows_bits(const DropTile& d, int64_t rm0, int64_t j0,
                                                    int g, int tq) {
   static_assert(NT * 4 <= 32, "one word of bits");
   uint32_t bits = 0;
-  drop_rows_visit<NT>(d, rm0, j0, g, tq, [&](int nt, int e, bool keep) {
+  drop_rows_visit<NT, kU32>(d, rm0, j0, g, tq, [&](int nt, int e, bool keep) {
     bits |= static_cast<uint32_t>(keep) << (nt * 4 + e);
   });
   return bits;

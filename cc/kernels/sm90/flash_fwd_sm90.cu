@@ -878,39 +878,31 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
   // m16n8 fragment of flash_dropout.cuh with n-tile jn and element 2 h2 + e: one Philox call per 8
   // elements (rows {g, g + 8} x keys 2 t + e of 4 n-tiles), the mask of the CPU and sm80. Every
   // schedule applies it between the tile's softmax and packing P (the same bits in each).
+  // One element: kept (times keep_scale, unless kDropScaleInEpilogue) or 0.
+  auto drop_elem = [&](float& x, bool keep) {
+    if constexpr (kDropScaleInEpilogue)
+      x = keep ? x : 0.f;  // keep_scale: in the epilogue
+    else
+      x *= keep ? drop.scale : 0.f;
+  };
   auto apply_dropout = [&](float (&sacc)[kBc / 2], int j0) {
-    if constexpr (DROP) {
-      if constexpr (kDropScaleInEpilogue)
-        drop_rows_visit<kBc / 8, true>(drop, wrow0, j0, g, t, [&](int nt, int e, bool keep) {
-          sacc[4 * nt + e] = keep ? sacc[4 * nt + e] : 0.f;  // keep_scale: in the epilogue
-        });
-      else
-        drop_rows_visit<kBc / 8, true>(drop, wrow0, j0, g, t, [&](int nt, int e, bool keep) {
-          sacc[4 * nt + e] *= keep ? drop.scale : 0.f;
-        });
-    }
+    if constexpr (DROP)
+      drop_rows_visit<kBc / 8, true>(drop, wrow0, j0, g, t,
+                                     [&](int nt, int e, bool keep) { drop_elem(sacc[4 * nt + e], keep); });
   };
 
   // FA_SM90_FWD_DROP_UNDER: the tile's keep bits (bit 4 nt + e of word (4 nt + e) / 32 for sacc[4 nt + e]) drawn
   // under its S product (draw_bits), then applied (apply_bits) where apply_dropout would draw them.
   constexpr bool kDrawUnder = DROP && FA_SM90_FWD_DROP_UNDER != 0;
   constexpr int kBitWords = (kBc / 2 + 31) / 32;
-  auto draw_bits = [&](uint32_t (&bits)[kBitWords], int j0) {
+  auto draw_bits = [&](uint32_t (&bits)[kBitWords], int j0) {  // word w: the tile's keys 64 w .. 64 w + 63
 #pragma unroll
-    for (int w = 0; w < kBitWords; ++w) bits[w] = 0u;
-    drop_rows_visit<kBc / 8, true>(drop, wrow0, j0, g, t, [&](int nt, int e, bool keep) {
-      bits[(4 * nt + e) / 32] |= static_cast<uint32_t>(keep) << ((4 * nt + e) % 32);
-    });
+    for (int w = 0; w < kBitWords; ++w)
+      bits[w] = drop_rows_bits<kBc / 8 / kBitWords, true>(drop, wrow0, j0 + 64 * w, g, t);
   };
   auto apply_bits = [&](float (&sacc)[kBc / 2], const uint32_t (&bits)[kBitWords]) {
 #pragma unroll
-    for (int x = 0; x < kBc / 2; ++x) {
-      const bool keep = (bits[x / 32] >> (x % 32)) & 1u;
-      if constexpr (kDropScaleInEpilogue)
-        sacc[x] = keep ? sacc[x] : 0.f;  // keep_scale: in the epilogue
-      else
-        sacc[x] *= keep ? drop.scale : 0.f;
-    }
+    for (int x = 0; x < kBc / 2; ++x) drop_elem(sacc[x], (bits[x / 32] >> (x % 32)) & 1u);
   };
 
   if (n_tiles > 0) mbar_wait(q_full, q_parity);
