@@ -101,8 +101,11 @@ Phases (each its own process in `gpu_run.sh sm90bwd`, under a timeout):
             dropout: sm80's, no launch); dbias exactly 0 where masked or -inf.
   splitdsave the split kernel's dq / dk / dv / dbias on SPLITD_CASES and three timings of the D = 128 bias specs
             of splitdbench, saved (--save FILE); splitdcmp --a FILE --b FILE (no GPU) compares two such files from
-            two builds (dk, dv, dbias bit for bit, dq within 1e-2, the timings side by side): the bias read ahead
-            (FA_SM90_BWD_BIAS_AHEAD, default 1) against the build with -DFA_SM90_BWD_BIAS_AHEAD=0.
+            two builds (o, lse, dk, dv, dbias bit for bit, dq bit for bit in deterministic mode (cases named
+            *_det), else within 1e-2, the timings side by side): the bias read ahead (FA_SM90_BWD_BIAS_AHEAD,
+            default 1) against the build with -DFA_SM90_BWD_BIAS_AHEAD=0. SAVE_SET=main: the D <= 128 kernel's
+            cases; SAVE_SET=drop: DROP_CASES and each in deterministic mode (FA_SM90_BWD_DROP128 and the other
+            dropout forms against their former code), no timings.
   splitdbench milliseconds of the split kernel's score options against our sm80 backward (phase_splitdbench:
             D = 128 bias with / without dbias, causal and not; D = 256 soft-cap and bias; T = 4096, B = 4, bf16);
             also sets TF_FLASHATTN_SM90_BWD_SPLITD=1.
@@ -1536,13 +1539,17 @@ def phase_splitdsave(h, log, path):
     build against a reference: e.g. one made with -DFA_SM90_BWD_BIAS_AHEAD=0 or -DFA_SM90_BWD_BIAS_BATCH=0).
     SAVE_SET=main saves the D <= 128 kernel's outputs instead (NUM_CASES, MASK_CASES, DROP_CASES, DET_CASES) with
     the milliseconds of plain D = 128 / 64 calls (causal and not) and a D = 128 key mask: two builds of that kernel
-    compared."""
+    compared. SAVE_SET=drop: DROP_CASES and each of them in deterministic mode, without timings. Each output is
+    saved with the forward's o and lse."""
     import triton.testing as tt
     gen = torch.Generator(device=DEV)
     gen.manual_seed(0)
     out, launches = {}, {}
-    main_set = os.environ.get("SAVE_SET", "splitd") == "main"
-    cases = NUM_CASES + MASK_CASES + DROP_CASES + DET_CASES if main_set else SPLITD_CASES + BIAS64_AB_CASES + DMASK_AB_CASES
+    save_set = os.environ.get("SAVE_SET", "splitd")
+    main_set = save_set == "main"
+    cases = (NUM_CASES + MASK_CASES + DROP_CASES + DET_CASES if main_set else
+             DROP_CASES + [dict(c, name=c["name"] + "_det", deterministic=True) for c in DROP_CASES]
+             if save_set == "drop" else SPLITD_CASES + BIAS64_AB_CASES + DMASK_AB_CASES)
     for c in cases:
         if c.get("expect_sm80"):
             continue
@@ -1553,12 +1560,13 @@ def phase_splitdsave(h, log, path):
             tr = kv_poisoned(c, t) if c.get("poison_kv") else t
             forward(h, c, tr)
             g, took = backward(h, c, tr, True)
-            out[key] = {n: v.cpu() for n, v in g.items()}
+            out[key] = dict({n: v.cpu() for n, v in g.items()}, o=tr["o"].cpu(), lse=tr["lse"].cpu())
             launches[key] = int(took)
             del t, tr, g
     bench = []
     B, T = 4, 4096
-    specs = (((128, "plain", False), (128, "plain", True), (64, "plain", False), (64, "plain", True),
+    specs = (() if save_set == "drop" else
+             ((128, "plain", False), (128, "plain", True), (64, "plain", False), (64, "plain", True),
               (128, "key_mask", False)) if main_set else
              ((128, "bias_head_dbias", False), (128, "bias_head_dbias", True), (128, "bias_head_nodbias", False),
               (64, "bias_head_dbias", False), (64, "bias_head_dbias", True), (128, "dmask_batch", False),
@@ -1582,9 +1590,10 @@ def phase_splitdsave(h, log, path):
 
 
 def phase_splitdcmp(log, path_a, path_b):
-    """Phase splitdcmp: two splitdsave files (a: this build, b: the reference build): dk, dv, dbias bit for bit
-    equal, dq within 1e-2 of its max (atomics in no fixed order), every case launched once in both; the
-    milliseconds side by side (b / a > 1: a faster)."""
+    """Phase splitdcmp: two splitdsave files (a: this build, b: the reference build): o, lse, dk, dv, dbias bit for
+    bit equal, dq too in deterministic mode (cases named *_det: the ordered reduction), else within 1e-2 of its max
+    (atomics in no fixed order), every case launched once in both; the milliseconds side by side (b / a > 1: a
+    faster)."""
     a, b = torch.load(path_a), torch.load(path_b)
     rows = []
     for key in a["out"]:
@@ -1593,14 +1602,16 @@ def phase_splitdcmp(log, path_a, path_b):
         ok = gb is not None and row["launched"] == (1, 1)
         if gb is not None:
             for n in ga:
-                row[n] = dq_within(ga[n], gb[n]) if n == "dq" else same_bits(ga[n], gb[n])
+                det = key.split("/")[0].endswith("_det")
+                row[n] = dq_within(ga[n], gb[n]) if n == "dq" and not det else same_bits(ga[n], gb[n])
                 ok &= row[n]
         row["ok"] = bool(ok)
         rows.append(row)
-        print(f"{'PASS' if ok else 'FAIL'} {key:<40} " + " ".join(f"{n}={row[n]}" for n in ("dq", "dk", "dv", "dbias")
-                                                                   if n in row) + f" launched={row['launched']}",
-              file=log, flush=True)
-    print(f"splitdcmp: {sum(r['ok'] for r in rows)} / {len(rows)} equal (dk, dv, dbias bitwise; dq within 1e-2)",
+        names = ("o", "lse", "dq", "dk", "dv", "dbias")
+        print(f"{'PASS' if ok else 'FAIL'} {key:<40} " + " ".join(f"{n}={row[n]}" for n in names if n in row)
+              + f" launched={row['launched']}", file=log, flush=True)
+    print(f"splitdcmp: {sum(r['ok'] for r in rows)} / {len(rows)} equal (o, lse, dk, dv, dbias bitwise; dq bitwise in "
+          f"deterministic mode, else within 1e-2)",
           file=log, flush=True)
     print("ms (sm90, three medians each): D feature causal | a (this build) | b (reference) | b / a", file=log)
     print_ab_times(log, a["bench"], b["bench"], "sm90_bwd_ms",
