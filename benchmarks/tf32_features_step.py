@@ -11,7 +11,8 @@ bias argument for the unfused one.
 
 Environment: STEP_D (head dims, default 64,128), STEP_T (default 4096), STEP_TOKENS (B T, default 16384),
 STEP_HIDDEN (H D, default 1024), STEP_FEATURES (none,softcap,dropout; also bias), STEP_IMPLS (ours,keras_xla), STEP_STEPS
-(timed steps, default 10), STEP_LABEL (the name of "ours" in the rows: e.g. ours_sm80 in a process with
+(timed steps, default 10), STEP_DTYPE (float32, the default, or bfloat16 / float16: the 16-bit kernels, e.g. dropout's
+cost as users see it), STEP_LABEL (the name of "ours" in the rows: e.g. ours_sm80 in a process with
 TF_FLASHATTN_SM90_TF32=0 TF_FLASHATTN_SM90_TF32_BWD=0, which keeps float32 on the sm_80 TF32 kernels).
 TFLOP/s by FlashAttention's count: forward 4 B H T^2 D (halved when causal), the step 3.5x that.
 """
@@ -34,6 +35,8 @@ FEATURES = os.environ.get("STEP_FEATURES", "none,softcap,dropout").split(",")
 IMPLS = os.environ.get("STEP_IMPLS", "ours,keras_xla").split(",")
 STEPS = int(os.environ.get("STEP_STEPS", "10"))
 LABEL = os.environ.get("STEP_LABEL", "ours")
+DTYPE = tf.as_dtype(os.environ.get("STEP_DTYPE", "float32"))
+assert DTYPE in (tf.float32, tf.bfloat16, tf.float16), f"STEP_DTYPE: float32, bfloat16 or float16, not {DTYPE.name}"
 CAP, RATE = 30.0, 0.1
 
 
@@ -75,8 +78,9 @@ def run(impl, feature, D, T):
     B, H = TOKENS // T, HIDDEN // D
     gen = tf.random.Generator.from_seed(D + T)
     with tf.device("/GPU:0" if tf.config.list_physical_devices("GPU") else "/CPU:0"):
-        q, k, v, w = (gen.normal([B, T, H, D], dtype=tf.float32) for _ in range(4))
-        bias = gen.normal([1, H, T, T], dtype=tf.float32) if feature == "bias" else tf.zeros([1], tf.float32)
+        q, k, v, w = (tf.cast(gen.normal([B, T, H, D], dtype=tf.float32), DTYPE) for _ in range(4))
+        bias = (tf.cast(gen.normal([1, H, T, T], dtype=tf.float32), DTYPE) if feature == "bias"
+                else tf.zeros([1], DTYPE))
         step = make_step(impl, feature)
         t0 = time.time()
         for i in range(2):  # tracing / compilation, warm-up
@@ -88,14 +92,14 @@ def run(impl, feature, D, T):
         float(out[0])  # waits for the last step
         ms = (time.perf_counter() - t0) * 1e3 / STEPS
     flops = 3.5 * 4.0 * B * H * T * T * D
-    return dict(impl=LABEL if impl == "ours" else impl, feature=feature, D=D, T=T, B=B, H=H, step_ms=ms,
+    return dict(impl=LABEL if impl == "ours" else impl, dtype=DTYPE.name, feature=feature, D=D, T=T, B=B, H=H, step_ms=ms,
                 tflops=flops / ms / 1e9, warmup_s=compile_s, steps=STEPS)
 
 
 def main():
     rows = []
     tf32 = tf.config.experimental.tensor_float_32_execution_enabled()
-    print(f"device: {tf.config.list_physical_devices('GPU')}, TF32 {tf32}", flush=True)
+    print(f"device: {tf.config.list_physical_devices('GPU')}, {DTYPE.name}, TF32 {tf32}", flush=True)
     for D in HEAD_DIMS:
         for T in SIZES:
             for feature in FEATURES:

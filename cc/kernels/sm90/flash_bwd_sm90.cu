@@ -298,8 +298,7 @@
 // next unit's products, the rotated loop (kRotate) in the D = 256 one (in the D = 128 kernel with dropout since
 // FA_SM90_BWD_DROP128; in the plain D = 64 kernels, dQ by atomics, it ran 0.96x-0.99x: branch sm90-bwd-rotate64, RESULTS.md
 // "Hopper backward kernel" (u)), dK / dV stored by TMA,
-// a persistent causal-balancing scheduler; dropout's draws shared between warps w and w ^ 1 (each
-// thread uses 4 of a call's 8; FA_SM90_BWD_DROP_PAIR is a candidate, off); bias / dbias with dropout (at D = 128 without: only the opt-in split
+// a persistent causal-balancing scheduler; bias / dbias with dropout (at D = 128 without: only the opt-in split
 // kernel), coalesced dbias stores.
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -466,31 +465,39 @@ static_assert(kBiasBatch >= 0 && 8 % (kBiasBatch > 0 ? kBiasBatch : 1) == 0, "kB
 //      spilled 24-40 bytes with it, as the whole of DESC_ADD 72-88 and the early dV issue 56-88). No spills.
 //   2: 1, plus FA_SM90_BWD_ROTATE's rotated loop, the next unit's keep bits drawn while its S^T and dP^T run (between
 //      their issue and the wait at the unit's end; one register, kbits_next, across the back edge).
-//   3 (a candidate, not yet run on a GPU): 2, plus the early dV issue (kEarlyDv below), which spills 64 bytes
-//      (72 in the DET kernel; ptxas 13.0).
+//   3: 2, plus the early dV issue (kEarlyDv below), which spills 64 bytes (72 in the DET kernel; ptxas 13.0). The same
+//      bits as 2, but slower: 0.97x-0.99x its speed (H100, RESULTS.md "Dropout cost, kernel harness" (ae)).
 // The same operations on the same values in every form, so dK, dV, dQ equal the former code's. Measured on the H100
 // (2026-12-06, RESULTS.md "Dropout cost, kernel harness" (ad)): O, lse, dQ (deterministic), dK, dV bit for bit 0's on 9
-// dropout cases x 2 dtypes (benchmarks/bwd_bitwise.py), numerics 168 / 168, det 112 / 112; 2: memcheck and racecheck
-// clean. The backward with dropout 0.1 against 0 (harness_loop_ab.py set drop128, loop / do_bench, two runs): 2
-// 1.063x-1.129x at T = 4096 / 16384, causal and not; 1 1.058x-1.105x; the unchanged key-mask kernel read 1.017x-1.053x
-// in the same runs, so about 5-10 % of it is the change.
+// dropout cases x 2 dtypes (bwd_bitwise.py, since folded into sm90_bwd_check.py splitdsave / splitdcmp), numerics 168 /
+// 168, det 112 / 112; 2: memcheck and racecheck clean. The backward with dropout 0.1 against 0 (harness_loop_ab.py set
+// drop128, loop / do_bench, two runs): 2 1.063x-1.129x at T = 4096 / 16384, causal and not; 1 1.058x-1.105x; the
+// unchanged key-mask kernel read 1.017x-1.053x in the same runs, so about 5-10 % of it is the change.
 #ifndef FA_SM90_BWD_DROP128
 #define FA_SM90_BWD_DROP128 2
 #endif
 // FA_SM90_BWD_DROP_UNDER (default 0: the draws before the wait for the unit's tiles): in the kernels with dropout
 // that do not rotate their loop (D = 64, and D = 128 in deterministic mode), the unit's keep bits drawn after its
 // S^T and dP^T products (and, lagged, the dQ products of the unit before) are issued, while they run, instead of
-// before the wait for the unit's tiles, when nothing of this warpgroup is on the tensor cores. The same bits.
+// before the wait for the unit's tiles, when nothing of this warpgroup is on the tensor cores. The same bits, no
+// faster: 0.99x-1.01x of 0 at D = 64 (H100, RESULTS.md "Dropout cost, kernel harness" (ae)); ptxas already places the
+// default's draws between the HGMMA issues.
 #ifndef FA_SM90_BWD_DROP_UNDER
 #define FA_SM90_BWD_DROP_UNDER 0
 #endif
-// FA_SM90_BWD_DROP_PAIR (default 0; a candidate, not yet run on a GPU): the D = 64 / 128 kernels with dropout draw each
-// Philox call once per warp pair instead of once per warp. A call covers 32 keys, the m-tiles of warps 2 k and 2 k + 1,
-// and each warp used half of it: now each warp draws the calls of one column parity (4 instead of 8 per unit,
-// unit_keep_bits_pair) and hands the other warp its half through shared memory (BwdSmem's kXchg, two buffers by unit
-// parity) and a 64-thread named barrier (9 + 2 c + warp / 2). The same bits.
+// FA_SM90_BWD_DROP_PAIR (default 1; 0: each warp draws all 8 calls of its unit): the D = 64 / 128 kernels with dropout
+// draw each Philox call once per warp pair instead of once per warp. A call covers 32 keys, the m-tiles of warps 2 k
+// and 2 k + 1, and each warp used half of it: now each warp draws the calls of one column parity (4 instead of 8 per
+// unit, unit_keep_bits_pair) and hands the other warp its half through shared memory (BwdSmem's kXchg, two buffers by
+// unit parity) and a 64-thread named barrier (9 + 2 c + warp / 2). The same bits. ptxas 13.0: no spills; the D = 128
+// dropout kernel 3,720 -> 3,456 instructions, D = 64 2,904 -> 2,768. Measured on the H100 (2026-12-06, RESULTS.md
+// "Dropout cost, kernel harness" (ae)): O, lse, dK, dV and dQ (deterministic) bit for bit 0's on 64 outputs (16 dropout
+// cases, atomic and deterministic dQ, 2 dtypes: sm90_bwd_check.py splitdsave / splitdcmp), numerics 168 / 168, det 112
+// / 112, memcheck and racecheck clean; the backward with dropout 0.1, 1 against 0 (harness_loop_ab.py sets drop128 /
+// drop64, loop / do_bench): 1.06x-1.12x faster at D = 128 and 1.07x-1.11x at D = 64, T = 4096 / 16384, causal and not
+// (the unchanged key-mask kernel 0.98x-1.00x).
 #ifndef FA_SM90_BWD_DROP_PAIR
-#define FA_SM90_BWD_DROP_PAIR 0
+#define FA_SM90_BWD_DROP_PAIR 1
 #endif
 
 namespace flashattn {

@@ -212,10 +212,12 @@ struct Sched {
   int consumers = 2;  // consumer warpgroups (3: the 192-row query tile of schedules 8 and 9)
   bool dynamic = false;  // (persistent) tiles from an atomic counter in the workspace, not a static stride
 };
-// FA_SM90_FWD_DROP64_3WG (default 0; a candidate, not yet run on a GPU): the D = 64 dropout kernel on schedule 11,
-// schedule 0 (one tile at a time, 2 stages) with 3 consumer warpgroups and 192-row query tiles as schedules 8 / 9
-// (setmaxnreg 160), so that a third warpgroup's products run under each one's softmax and Philox draws. Only that
-// kernel (launch_sched; Tq within the 192-row tiles' bound, else schedule 0); ptxas 13.0: 12 bytes of spill stores.
+// FA_SM90_FWD_DROP64_3WG (default 0): the D = 64 dropout kernel on schedule 11, schedule 0 (one tile at a time, 2
+// stages) with 3 consumer warpgroups and 192-row query tiles as schedules 8 / 9 (setmaxnreg 160), so that a third
+// warpgroup's products run under each one's softmax and Philox draws. Only that kernel (launch_sched; Tq within the
+// 192-row tiles' bound, else schedule 0); ptxas 13.0: 12 bytes of spill stores. On the H100 (2026-12-06, RESULTS.md
+// "Dropout cost, kernel harness" (ae)): O and lse bit for bit schedule 0's, numerics 190 / 190, but the forward with
+// dropout slower, 1.04x-1.06x schedule 0's time at T = 16384 (dropout_speed.py, do_bench); kept off.
 #ifndef FA_SM90_FWD_DROP64_3WG
 #define FA_SM90_FWD_DROP64_3WG 0
 #endif
@@ -295,8 +297,10 @@ constexpr int kDropVariant = 0;
 // FA_SM90_FWD_DROP_UNDER (default 0: the tile's keep bits drawn after its softmax, apply_dropout): on the one-tile-at-
 // a-time schedule the dropout kernel runs (0), the tile's keep bits drawn while its S = Q K^T product runs (between
 // its issue and the wait; kBc / 2 bits per thread in registers), then applied after the softmax as apply_dropout
-// applies them (a select, and at D > 64 the keep scale). The same bits on the same elements, so the same outputs; not
-// yet timed on a GPU.
+// applies them (a select, and at D > 64 the keep scale). The same bits on the same elements, so the same outputs
+// (bit for bit, H100, 2026-12-06), but slower: the forward with dropout 1.10x-1.16x the default's time at T = 16384
+// (dropout_speed.py; RESULTS.md "Dropout cost, kernel harness" (ae)); the kBc / 2 bits held across the product cost
+// more than the overlap gives. Kept off.
 #ifndef FA_SM90_FWD_DROP_UNDER
 #define FA_SM90_FWD_DROP_UNDER 0
 #endif
