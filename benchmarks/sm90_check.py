@@ -101,6 +101,8 @@ others' answers):
             densecmp --a FILE --b FILE (no GPU) compares two such files from two builds (o, lse bit for bit,
             the timings side by side): e.g. a change against main's objects, or the dense rows' L2 prefetch
             (FA_SM90_FWD_DENSE_PREFETCH, default 2 tiles ahead) against -DFA_SM90_FWD_DENSE_PREFETCH=0.
+            SAVE_SET=all: every NUM_CASES case and LONG_AB_CASES (rows up to 8192 keys) instead, each kernel,
+            without the timings (e.g. FA_SM90_FWD_SKIP_RESCALE against the default, which must be bit for bit).
   tf32dropexact DROP_EXACT_CASES (head dims up to 128) on the TF32 forward: its dropout mask against the host's,
             exactly.
   tf32sanitize  TF32_SANITIZE cases (small, each shape class) for compute-sanitizer (memcheck; racecheck and
@@ -1268,18 +1270,36 @@ DENSE_AB_CASES = [c for c in NUM_CASES if c.get("mask") or c.get("bias")] + [
 ]
 
 
+# SAVE_SET=all (densesave): long rows too, where a row's max settles (FA_SM90_FWD_SKIP_RESCALE skips O's rescale
+# there), on the plain kernel (no mask, causal) and the index-masked one (a key mask; dropout).
+LONG_AB_CASES = [
+    dict(name="ab_long_d128", B=1, Tq=1024, Tk=8192, H=2, D=128),
+    dict(name="ab_long_d128_causal", B=1, Tq=4096, Tk=4096, H=2, D=128, causal=True, offset=0),
+    dict(name="ab_long_d64", B=1, Tq=1024, Tk=8192, H=2, D=64),
+    dict(name="ab_long_d256", B=1, Tq=512, Tk=4096, H=2, D=256),
+    dict(name="ab_long_d128_kvalid", B=2, Tq=512, Tk=4100, H=2, D=128, kvalid=True),
+    dict(name="ab_long_d128_drop", B=1, Tq=512, Tk=4096, H=2, D=128, dropout=0.1, seed=(3, 4)),
+    dict(name="ab_long_d64_drop_causal", B=1, Tq=2048, Tk=2048, H=2, D=64, dropout=0.1, causal=True, offset=0,
+         seed=(5, 6)),
+]
+
+
 def phase_densesave(h, log, path):
     """Phase densesave: o / lse of DENSE_AB_CASES (a dense mask and / or bias: the DENSE kernel; bf16 and fp16,
     schedules 0 and the default), saved to `path` with three timings each of a head-broadcast bias and a
     batch-broadcast dense mask (D = 128, T = 4096 and 16384, B T = 16384, H = 16; the bias at D = 64 (H = 32) and
     256 (H = 8), T = 4096), and of the index-masked kernel without a dense tensor (a key mask with 10 %
     padding, soft-cap 30; D = 128, T = 4096). Phase densecmp compares two such files (this build against
-    a reference build)."""
+    a reference build). SAVE_SET=all: every NUM_CASES case and LONG_AB_CASES instead (each kernel: plain,
+    index-masked, dropout, dense), without the timings; a case that does not launch the sm90 forward (the
+    decoding path) is left out."""
     import triton.testing as tt
     gen = torch.Generator(device=DEV)
     gen.manual_seed(0)
     out = {}
-    for c in DENSE_AB_CASES:
+    save_all = os.environ.get("SAVE_SET", "") == "all"
+    left_out = 0
+    for c in (NUM_CASES + LONG_AB_CASES if save_all else DENSE_AB_CASES):
         for dt in (torch.bfloat16, torch.float16):
             t = inputs(c, dt, gen)
             for v in (0, -1):
@@ -1287,9 +1307,18 @@ def phase_densesave(h, log, path):
                 n0 = h.m.sm90_info()["fwd_launches"]
                 run_fwd(h, c, t)
                 key = f"{c['name']}/{str(dt).split('.')[-1]}/v{v}"
-                out[key] = dict(o=t["o"].cpu(), lse=t["lse"].cpu(), launched=h.m.sm90_info()["fwd_launches"] - n0)
+                launched = h.m.sm90_info()["fwd_launches"] - n0
+                if save_all and launched == 0:
+                    left_out += 1
+                    continue
+                out[key] = dict(o=t["o"].cpu(), lse=t["lse"].cpu(), launched=launched)
             h.m.set_sm90_fwd_variant(-1)
             del t
+    if save_all:
+        torch.save(dict(out=out, bench=[]), path)
+        print(f"densesave (all): {len(out)} outputs, {sum(v['launched'] == 1 for v in out.values())} with one sm90 "
+              f"launch, {left_out} left out (no sm90 launch) -> {path}", file=log, flush=True)
+        return []
     bench = []
     for D, T, feature in ((128, 4096, "bias_h"), (128, 4096, "dense_mask_b"), (128, 16384, "bias_h"),
                           (128, 16384, "dense_mask_b"), (64, 4096, "bias_h"), (256, 4096, "bias_h"),

@@ -287,6 +287,23 @@ constexpr int kDefaultVariantD64 = 8;  // D = 64 (the plain kernel; the others r
 #define FA_SM90_FWD_FFMA_SOFTMAX 0
 #endif
 constexpr bool kFfmaSoftmax = FA_SM90_FWD_FFMA_SOFTMAX != 0;
+// FA_SM90_FWD_SKIP_RESCALE (default 0; a candidate, not yet run on a GPU):
+//   1: rescale_o skips O *= alpha when no row of the warp moved its max on this tile (alpha exactly 1 in all 16 rows:
+//      a vote, warp-uniform, after the P V product's wait, so no accumulator is in flight). O * 1 is O bit for bit (no
+//      FTZ in these builds; NaN stays NaN), so the outputs are the former code's. For independent scores a row's max
+//      moves on tile n with probability 1 / (n + 1), so a warp skips about a third of the tiles at T = 4096 and two
+//      thirds at 16384 (fewer with causal masks' shorter rows); 64 FMULs per thread at D = 128 (32 at 64, 128 at 256)
+//      against about 350 other instructions per tile between a warpgroup's P V wait and its next issue.
+//   2: 1, and a row keeps its running max m unless the tile's max exceeds it by more than kRescaleSlack (8, in the
+//      exponent's base-2 units), so P = 2^(S - m) <= 256 (bf16 / fp16 hold it; l and O in float32). The result is
+//      the same softmax (O = sum P V / sum P and lse = m + log l for any m), rounded differently: not the former code's
+//      bits. After a row's first tiles its max rarely jumps by 2^8, so nearly every tile skips the rescale
+//      (FlashAttention-4's conditional rescaling).
+#ifndef FA_SM90_FWD_SKIP_RESCALE
+#define FA_SM90_FWD_SKIP_RESCALE 0
+#endif
+constexpr bool kSkipRescale = FA_SM90_FWD_SKIP_RESCALE != 0;
+constexpr float kRescaleSlack = 8.f;
 // The dropout kernel's schedule at D = 64 and 128 (schedule 0 when the variant asked for is 0). Schedule 0:
 // on the H200 (2026-12-03, benchmarks/dropout_speed.py, schedule 0 against the former default 5, four
 // alternating processes each, benchmarks/RESULTS.md "Dropout cost" (z)) the forward with dropout 0.1 took
@@ -832,7 +849,10 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
       if constexpr (kFfmaSoftmax) mx *= mul_exp;  // (deferred: the max of the unscaled S, scaled; mul_exp > 0 or 1)
-      const float m_new = fmaxf(m[h2], mx);
+      float m_new = fmaxf(m[h2], mx);
+      // FA_SM90_FWD_SKIP_RESCALE 2: the running max stays unless passed by more than the slack (-inf: never stays).
+      if constexpr (FA_SM90_FWD_SKIP_RESCALE >= 2)
+        if (!(mx > m[h2] + kRescaleSlack)) m_new = m[h2];
       const float m_use = m_new == -INFINITY ? 0.f : m_new;  // rows with nothing visible yet
       alpha[h2] = fast_exp2(m[h2] - m_use);
       m[h2] = m_new;
@@ -851,6 +871,8 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
     }
   };
   auto rescale_o = [&](const float (&alpha)[2]) {
+    if constexpr (kSkipRescale)
+      if (!__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) return;  // O * 1 = O
 #pragma unroll
     for (int h2 = 0; h2 < 2; ++h2)
 #pragma unroll
