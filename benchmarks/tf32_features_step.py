@@ -92,8 +92,8 @@ def run(impl, feature, D, T):
         float(out[0])  # waits for the last step
         ms = (time.perf_counter() - t0) * 1e3 / STEPS
     flops = 3.5 * 4.0 * B * H * T * T * D
-    return dict(impl=LABEL if impl == "ours" else impl, dtype=DTYPE.name, feature=feature, D=D, T=T, B=B, H=H, step_ms=ms,
-                tflops=flops / ms / 1e9, warmup_s=compile_s, steps=STEPS)
+    return dict(impl=LABEL if impl == "ours" else impl, dtype=out[0].dtype.name, feature=feature, D=D, T=T, B=B, H=H,
+                step_ms=ms, tflops=flops / ms / 1e9, warmup_s=compile_s, steps=STEPS)
 
 
 def main():

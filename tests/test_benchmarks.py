@@ -313,6 +313,25 @@ def test_gpu_run_refuses_unknown_modes_and_gpu_pair_packs_both_queues(tmp_path):
     assert "./gpu0/sm09.log" in names and "./gpu1/tets.log" in names, names
 
 
+def test_features_step_runs_the_dtype_asked_for(tmp_path):
+    """benchmarks/tf32_features_step.py's STEP_DTYPE: with bfloat16 every row's step runs in bfloat16 (the dtype of the
+    loss its attention output makes), one row per (feature, impl) with a positive time; an unknown dtype is refused
+    by the variable's name."""
+    out = tmp_path / "step.json"
+    env = cpu_env(STEP_DTYPE="bfloat16", STEP_D="32", STEP_T="64", STEP_TOKENS="128", STEP_HIDDEN="64", STEP_STEPS="1",
+                  STEP_FEATURES="none,dropout", STEP_LABEL="mine")
+    subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "tf32_features_step.py"), str(out)],
+                   check=True, env=env, cwd=ROOT, capture_output=True, timeout=600)
+    rows = json.loads(out.read_text())
+    assert [(r["impl"], r["feature"], r["B"], r["H"]) for r in rows] == [
+        ("mine", "none", 2, 2), ("keras_xla", "none", 2, 2), ("mine", "dropout", 2, 2), ("keras_xla", "dropout", 2, 2)]
+    for r in rows:
+        assert r["dtype"] == "bfloat16" and r["step_ms"] > 0, r
+    bad = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "tf32_features_step.py")], cwd=ROOT,
+                         env=cpu_env(STEP_DTYPE="int32"), capture_output=True, text=True, timeout=600)
+    assert bad.returncode != 0 and "STEP_DTYPE" in bad.stderr, bad.stderr[-500:]
+
+
 def test_dense_tf_bench_times_each_feature(tmp_path):
     """benchmarks/dense_tf_bench.py (a dense mask and a bias through TensorFlow): a row per (T, feature) with the
     three timings, and Keras under XLA only on the bias row when asked for, at a tiny shape on the CPU."""
