@@ -466,12 +466,12 @@ static_assert(kBiasBatch >= 0 && 8 % (kBiasBatch > 0 ? kBiasBatch : 1) == 0, "kB
 //   2: 1, plus FA_SM90_BWD_ROTATE's rotated loop, the next unit's keep bits drawn while its S^T and dP^T run (between
 //      their issue and the wait at the unit's end; one register, kbits_next, across the back edge).
 //   3: 2, plus the early dV issue (kEarlyDv below), which spills 64 bytes (72 in the DET kernel; ptxas 13.0). The same
-//      bits as 2, but slower: 0.97x-0.99x its speed (H100, RESULTS.md "Dropout cost, kernel harness" (ae)).
+//      bits as 2, but slower: 0.965x-0.993x its speed (H100, RESULTS.md "Dropout cost, kernel harness" (ae)).
 // The same operations on the same values in every form, so dK, dV, dQ equal the former code's. Measured on the H100
 // (2026-12-06, RESULTS.md "Dropout cost, kernel harness" (ad)): O, lse, dQ (deterministic), dK, dV bit for bit 0's on 9
 // dropout cases x 2 dtypes (bwd_bitwise.py, since folded into sm90_bwd_check.py splitdsave / splitdcmp), numerics 168 /
 // 168, det 112 / 112; 2: memcheck and racecheck clean. The backward with dropout 0.1 against 0 (harness_loop_ab.py set
-// drop128, loop / do_bench, two runs): 2 1.063x-1.129x at T = 4096 / 16384, causal and not; 1 1.058x-1.105x; the
+// drop128, loop / do_bench, two runs): 2 1.063x-1.140x at T = 4096 / 16384, causal and not; 1 1.058x-1.105x; the
 // unchanged key-mask kernel read 1.017x-1.053x in the same runs, so about 5-10 % of it is the change.
 #ifndef FA_SM90_BWD_DROP128
 #define FA_SM90_BWD_DROP128 2

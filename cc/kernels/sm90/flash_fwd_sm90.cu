@@ -295,7 +295,8 @@ constexpr bool kFfmaSoftmax = FA_SM90_FWD_FFMA_SOFTMAX != 0;
 //      thirds at 16384 (fewer with causal masks' shorter rows); 64 FMULs per thread at D = 128 (32 at 64, 128 at 256)
 //      against about 350 other instructions per tile between a warpgroup's P V wait and its next issue.
 //   2: 1, and a row keeps its running max m unless the tile's max exceeds it by more than kRescaleSlack (8, in the
-//      exponent's base-2 units), so P = 2^(S - m) <= 256 (bf16 / fp16 hold it; l and O in float32). The result is
+//      exponent's base-2 units), so P = 2^(S - m) <= 256 (bf16 / fp16 hold it; l and O in float32; not in the fp16
+//      dropout kernels at D > 64, whose P times the keep scale 1 / (1 - rate) could pass fp16's range). The result is
 //      the same softmax (O = sum P V / sum P and lse = m + log l for any m), rounded differently: not the former code's
 //      bits. After a row's first tiles its max rarely jumps by 2^8, so nearly every tile skips the rescale
 //      (FlashAttention-4's conditional rescaling).
@@ -850,9 +851,11 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
       if constexpr (kFfmaSoftmax) mx *= mul_exp;  // (deferred: the max of the unscaled S, scaled; mul_exp > 0 or 1)
       float m_new = fmaxf(m[h2], mx);
-      // FA_SM90_FWD_SKIP_RESCALE 2: the running max stays unless passed by more than the slack (-inf: never stays).
-      if constexpr (FA_SM90_FWD_SKIP_RESCALE >= 2)
-        if (!(mx > m[h2] + kRescaleSlack)) m_new = m[h2];
+      // FA_SM90_FWD_SKIP_RESCALE 2: the running max stays unless passed by more than the slack (-inf: never stays;
+      // a difference, not m + slack, which rounds to m + 16 where |m| >= 2^27). Not where fp16's P is scaled by
+      // dropout's keep scale before packing (D > 64): up to 256 / (1 - rate) would pass fp16's 65504 from rate 0.996.
+      if constexpr (FA_SM90_FWD_SKIP_RESCALE >= 2 && (!DROP || D == 64 || !std::is_same<T, __half>::value))
+        if (!(mx - m[h2] > kRescaleSlack)) m_new = m[h2];
       const float m_use = m_new == -INFINITY ? 0.f : m_new;  // rows with nothing visible yet
       alpha[h2] = fast_exp2(m[h2] - m_use);
       m[h2] = m_new;
