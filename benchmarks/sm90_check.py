@@ -137,6 +137,13 @@ NUM_CASES = [
     dict(name="big_d128", B=2, Tq=2048, Tk=2048, H=8, D=128),
     dict(name="big_d128_causal", B=1, Tq=4096, Tk=4096, H=8, D=128, causal=True),
     dict(name="big_d64_causal", B=1, Tq=4096, Tk=4096, H=8, D=64, causal=True),
+    # k_ramp: key j's K times 1 + (k_ramp - 1) j / (Tk - 1), so that each row's max keeps rising tile after tile
+    # (by about 30 in the exponent's base-2 units over the row): the online softmax's rescale every tile, and
+    # FA_SM90_FWD_SKIP_RESCALE=2's kept max with P up to 2^8 and its updates once passed by more.
+    dict(name="k_ramp_d128", B=1, Tq=300, Tk=2100, H=2, D=128, k_ramp=6.0),
+    dict(name="k_ramp_d64_causal_dropout", B=1, Tq=700, Tk=2100, H=2, D=64, k_ramp=6.0, causal=True,
+         offset=1400, dropout=0.1, seed=(21, 22)),
+    dict(name="k_ramp_d256_kvalid", B=2, Tq=130, Tk=1100, H=2, D=256, k_ramp=6.0, kvalid=True),
     # Index masks (random lengths with batch 0 full, validity masks 20 % false) and dropout.
     dict(name="lengths_d128", B=3, Tq=300, Tk=333, H=2, D=128, qlen=True, klen=True),
     dict(name="lengths_causal_d64", B=3, Tq=260, Tk=390, H=2, D=64, qlen=True, klen=True, causal=True,
@@ -330,6 +337,9 @@ def poisoned(c, t):
 def inputs(c, dt, gen):
     t = make_inputs(c, dt, gen)
     B, Tk = c["B"], c["Tk"]
+    if c.get("k_ramp"):
+        ramp = torch.linspace(1.0, c["k_ramp"], Tk, device=DEV)[None, :, None, None]
+        t["k"] = (t["k"].float() * ramp).to(dt)
     if "qlen_vals" in c:
         t["qlen"] = torch.tensor(c["qlen_vals"], dtype=torch.int32, device=DEV)
     if "klen_vals" in c:
