@@ -43,8 +43,9 @@ SETS = {"plain": [(64, 2048, True, ""), (64, 4096, True, ""), (64, 8192, True, "
                     (128, 16384, True, "dropout"), (128, 4096, False, "key_mask")],
         "d128": [(128, 4096, False, ""), (128, 16384, False, ""), (128, 4096, True, ""), (128, 16384, True, ""),
                  (128, 4096, False, "key_mask")],
-        "fwd": [(128, 4096, False, ""), (128, 16384, False, ""), (128, 4096, True, ""), (128, 16384, True, ""),
-                (64, 4096, False, ""), (64, 4096, True, ""), (256, 4096, False, ""), (256, 8192, True, "")],
+        "fwd": [(128, 4096, False, ""), (128, 8192, False, ""), (128, 16384, False, ""), (128, 4096, True, ""),
+                (128, 16384, True, ""), (64, 4096, False, ""), (64, 4096, True, ""), (256, 4096, False, ""),
+                (256, 8192, True, "")],
         "fwdmask": [(128, 4096, False, "key_mask"), (128, 16384, True, "key_mask"), (64, 4096, False, "key_mask"),
                     (64, 4096, True, "window"), (128, 4096, False, "dropout"), (64, 4096, False, "dropout")]}
 FWD_SETS = {"fwd", "fwdmask"}  # timed forward (h.fwd, FLOPs 4 B H T^2 D, halved when causal); the others the backward
