@@ -1326,8 +1326,8 @@ def phase_densesave(h, log, path):
             del t
     if save_all:
         torch.save(dict(out=out, bench=[]), path)
-        print(f"densesave (all): {len(out)} outputs, {sum(v['launched'] == 1 for v in out.values())} with one sm90 "
-              f"launch, {left_out} left out (no sm90 launch) -> {path}", file=log, flush=True)
+        print(f"densesave: {len(out)} outputs (SAVE_SET=all), {sum(v['launched'] == 1 for v in out.values())} with "
+              f"one sm90 launch, {left_out} left out (no sm90 launch) -> {path}", file=log, flush=True)
         return []
     bench = []
     for D, T, feature in ((128, 4096, "bias_h"), (128, 4096, "dense_mask_b"), (128, 16384, "bias_h"),
@@ -1352,7 +1352,7 @@ def phase_densesave(h, log, path):
 
 def phase_densecmp(log, path_a, path_b):
     """Phase densecmp: two densesave files (a: this build, b: the reference): o and lse bit for bit, one sm90
-    launch each; the timings side by side (b / a > 1: a faster)."""
+    launch each; the timings side by side (b / a > 1: a faster). The script exits 1 unless all are equal."""
     a, b = torch.load(path_a), torch.load(path_b)
     rows = []
     for key, ra in a["out"].items():
@@ -1382,9 +1382,9 @@ def main():
     ap.add_argument("--a", default=None, help="densecmp: this build's densesave file")
     ap.add_argument("--b", default=None, help="densecmp: the reference build's densesave file")
     args = ap.parse_args()
-    if args.phase == "densecmp":  # no GPU work: two saved files
-        phase_densecmp(sys.stdout, args.a, args.b)
-        return
+    if args.phase == "densecmp":  # no GPU work: two saved files; exit status 1 unless every output is equal
+        rows = phase_densecmp(sys.stdout, args.a, args.b)
+        sys.exit(0 if rows and all(r["ok"] for r in rows) else 1)
     if args.phase.startswith("tf32"):
         # The TF32 forward's switch (read once, at its first use): on for this process, whatever the caller's.
         os.environ["TF_FLASHATTN_SM90_TF32"] = "1"
