@@ -308,10 +308,12 @@ constexpr bool kSkipRescale = FA_SM90_FWD_SKIP_RESCALE != 0;
 // 10: the plain kernels' defaults), tile n's softmax is meant to run while P_{n-1} V_{n-1} is on the tensor cores
 // (the source waits for that product after the softmax). ptxas 13.0 hoists the wait (WARPGROUP.DEPBAR.LE gsb0, 0x0)
 // to the top of the basic block that holds the softmax: in the SASS of the D = 128 kernel on schedule 7 only the 64
-// FMULs of S's scale run under the product; the row maxima, the 64 exp2 and the sums come after the wait. 1 puts the
-// softmax behind an always-taken branch (sh.Tk > 0, which the compiler cannot fold), so that the wait is in another
-// basic block and the softmax runs under the product as written. The same operations on the same values: the same
-// bits.
+// FMULs of S's scale run under the product; the row maxima, the 64 exp2 and the sums come after the wait. Counted in
+// the SASS as MUFU.EX2 between the wait for S_n (DEPBAR.LE gsb0, 0x1) and that one: 0 in the plain kernels on
+// schedules 5, 7, 8 and 10 (66 after it), and 64 of 130 in the index-masked ones on schedule 5 (one of their two
+// copies of the loop body kept the overlap). 1 puts the softmax behind an always-taken branch (sh.Tk > 0, which the
+// compiler cannot fold), so that the wait is in another basic block and the softmax runs under the product as
+// written: 66 (130) between the two waits, none after. The same operations on the same values: the same bits.
 #ifndef FA_SM90_FWD_SOFTMAX_UNDER_PV
 #define FA_SM90_FWD_SOFTMAX_UNDER_PV 0
 #endif
