@@ -304,6 +304,7 @@ constexpr bool kFfmaSoftmax = FA_SM90_FWD_FFMA_SOFTMAX != 0;
 #define FA_SM90_FWD_SKIP_RESCALE 0
 #endif
 constexpr bool kSkipRescale = FA_SM90_FWD_SKIP_RESCALE != 0;
+constexpr float kRescaleSlack = 8.f;  // level 2's slack, in the exponent's base-2 units
 // FA_SM90_FWD_SOFTMAX_UNDER_PV (default 0; a candidate, not yet run on a GPU): on the overlapped schedules (5, 7, 8,
 // 10: the plain kernels' defaults), tile n's softmax is meant to run while P_{n-1} V_{n-1} is on the tensor cores
 // (the source waits for that product after the softmax). ptxas 13.0 hoists the wait (WARPGROUP.DEPBAR.LE gsb0, 0x0)
@@ -318,7 +319,6 @@ constexpr bool kSkipRescale = FA_SM90_FWD_SKIP_RESCALE != 0;
 #define FA_SM90_FWD_SOFTMAX_UNDER_PV 0
 #endif
 constexpr bool kSoftmaxUnderPv = FA_SM90_FWD_SOFTMAX_UNDER_PV != 0;
-constexpr float kRescaleSlack = 8.f;
 // The dropout kernel's schedule at D = 64 and 128 (schedule 0 when the variant asked for is 0). Schedule 0:
 // on the H200 (2026-12-03, benchmarks/dropout_speed.py, schedule 0 against the former default 5, four
 // alternating processes each, benchmarks/RESULTS.md "Dropout cost" (z)) the forward with dropout 0.1 took
@@ -1043,15 +1043,10 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
       turn_end(n);
       wgmma_wait<1>();  // S_n is done (groups complete in order); P_{n-1} V_{n-1} may still run
       fence_regs(sacc);
-      if constexpr (kSoftmaxUnderPv) {
-        // The softmax behind an always-taken branch on a value the compiler cannot fold, so that the wait below is
-        // in another basic block, which ptxas does not hoist above it (FA_SM90_FWD_SOFTMAX_UNDER_PV). (The wait
-        // itself behind such a branch made ptxas serialize the wgmmas: C7514.)
-        if (sh.Tk > 0) {
-          softmax_tile(sacc, j_first + n * kBc, kv, alpha);
-          apply_dropout(sacc, j_first + n * kBc);
-        }
-      } else {
+      // FA_SM90_FWD_SOFTMAX_UNDER_PV: the softmax behind an always-taken branch on a value the compiler cannot fold
+      // (sh.Tk > 0), so that the wait below is in another basic block, which ptxas does not hoist above it. (The wait
+      // itself behind such a branch made ptxas serialize the wgmmas: C7514.) Without it the condition folds away.
+      if (!kSoftmaxUnderPv || sh.Tk > 0) {
         softmax_tile(sacc, j_first + n * kBc, kv, alpha);
         apply_dropout(sacc, j_first + n * kBc);  // (overlaps P_{n-1} V_{n-1} too)
       }
