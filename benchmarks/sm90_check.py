@@ -1324,15 +1324,11 @@ def phase_densesave(h, log, path):
                 out[key] = dict(o=t["o"].cpu(), lse=t["lse"].cpu(), launched=launched)
             h.m.set_sm90_fwd_variant(-1)
             del t
-    if save_all:
-        torch.save(dict(out=out, bench=[]), path)
-        print(f"densesave: {len(out)} outputs (SAVE_SET=all), {sum(v['launched'] == 1 for v in out.values())} with "
-              f"one sm90 launch, {left_out} left out (no sm90 launch) -> {path}", file=log, flush=True)
-        return []
     bench = []
-    for D, T, feature in ((128, 4096, "bias_h"), (128, 4096, "dense_mask_b"), (128, 16384, "bias_h"),
-                          (128, 16384, "dense_mask_b"), (64, 4096, "bias_h"), (256, 4096, "bias_h"),
-                          (128, 4096, "key_mask_pad10"), (128, 4096, "softcap_30")):
+    specs = (() if save_all else
+             ((128, 4096, "bias_h"), (128, 4096, "dense_mask_b"), (128, 16384, "bias_h"), (128, 16384, "dense_mask_b"),
+              (64, 4096, "bias_h"), (256, 4096, "bias_h"), (128, 4096, "key_mask_pad10"), (128, 4096, "softcap_30")))
+    for D, T, feature in specs:
         H = 2048 // D
         B = 16384 // T
         c, t = feature_inputs(feature, B, T, H, D)
@@ -1345,8 +1341,9 @@ def phase_densesave(h, log, path):
         print("BENCH " + json.dumps(r), file=log, flush=True)
         del t
     torch.save(dict(out=out, bench=bench), path)
-    print(f"densesave: {len(out)} outputs, {sum(v['launched'] == 1 for v in out.values())} with one sm90 launch -> {path}",
-          file=log, flush=True)
+    print(f"densesave: {len(out)} outputs" + (" (SAVE_SET=all)" if save_all else "") +
+          f", {sum(v['launched'] == 1 for v in out.values())} with one sm90 launch" +
+          (f", {left_out} left out (no sm90 launch)" if save_all else "") + f" -> {path}", file=log, flush=True)
     return bench
 
 
