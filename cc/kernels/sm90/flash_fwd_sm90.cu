@@ -287,7 +287,8 @@ constexpr int kDefaultVariantD64 = 8;  // D = 64 (the plain kernel; the others r
 #define FA_SM90_FWD_FFMA_SOFTMAX 0
 #endif
 constexpr bool kFfmaSoftmax = FA_SM90_FWD_FFMA_SOFTMAX != 0;
-// FA_SM90_FWD_SKIP_RESCALE (default 0; a candidate, not yet run on a GPU):
+// FA_SM90_FWD_SKIP_RESCALE (default 0; a candidate; on the H200, benchmarks/RESULTS.md "Hopper forward kernel" (ac):
+// level 1 1.010x-1.022x at D = 128 without a mask from T = 8192, nothing elsewhere; level 2 alone 0.984x-1.017x):
 //   1: rescale_o skips O *= alpha when no row of the warp moved its max on this tile (alpha exactly 1 in all 16 rows:
 //      a vote, warp-uniform, after the P V product's wait, so no accumulator is in flight). O * 1 is O bit for bit (no
 //      FTZ in these builds; NaN stays NaN), so the outputs are the former code's. For independent scores a row's max
@@ -305,7 +306,9 @@ constexpr bool kFfmaSoftmax = FA_SM90_FWD_FFMA_SOFTMAX != 0;
 #endif
 constexpr bool kSkipRescale = FA_SM90_FWD_SKIP_RESCALE != 0;
 constexpr float kRescaleSlack = 8.f;  // level 2's slack, in the exponent's base-2 units
-// FA_SM90_FWD_SOFTMAX_UNDER_PV (default 0; a candidate, not yet run on a GPU): on the overlapped schedules (5, 7, 8,
+// FA_SM90_FWD_SOFTMAX_UNDER_PV (default 0; a candidate. On the H200 it is bit for bit the default but not faster:
+// 0.963x-1.014x alone, RESULTS.md "Hopper forward kernel" (ac); with SKIP_RESCALE 2 the pair gained 1.016x-1.036x at
+// D = 128 without a mask, not yet checked on the masked kernels): on the overlapped schedules (5, 7, 8,
 // 10: the plain kernels' defaults), tile n's softmax is meant to run while P_{n-1} V_{n-1} is on the tensor cores
 // (the source waits for that product after the softmax). ptxas 13.0 hoists the wait (WARPGROUP.DEPBAR.LE gsb0, 0x0)
 // to the top of the basic block that holds the softmax: in the SASS of the D = 128 kernel on schedule 7 only the 64
