@@ -287,8 +287,14 @@ constexpr int kDefaultVariantD64 = 8;  // D = 64 (the plain kernel; the others r
 #define FA_SM90_FWD_FFMA_SOFTMAX 0
 #endif
 constexpr bool kFfmaSoftmax = FA_SM90_FWD_FFMA_SOFTMAX != 0;
-// FA_SM90_FWD_SKIP_RESCALE (default 0; a candidate; on the H200, benchmarks/RESULTS.md "Hopper forward kernel" (ac):
-// level 1 1.010x-1.022x at D = 128 without a mask from T = 8192, nothing elsewhere; level 2 alone 0.984x-1.017x):
+// FA_SM90_FWD_SKIP_RESCALE (default 0; level 2 with FA_SM90_FWD_SOFTMAX_UNDER_PV at 1 is the next default, once the
+// TensorFlow GPU tests have run with it; where each level takes effect: fwd_tile_consumer's kSkipRescaleK and
+// kKeepMaxK). On the H200 (benchmarks/RESULTS.md "Hopper forward kernel" (ac), (ad), (ae)): level 1 alone
+// 1.010x-1.022x at D = 128 without a mask from T = 8192, nothing elsewhere; level 2 alone 0.984x-1.017x; level 2
+// with the softmax under P V, in every kernel, 1.016x-1.036x at D = 128 without a mask and 1.007x-1.023x at D = 64,
+// but in the index-masked kernels 0.87x-0.93x with dropout and 0.96x-0.98x at D = 64. With this scope (the vote in
+// the plain kernel only, the kept max in every kernel without dropout): 1.022x-1.031x at D = 128 without a mask
+// (two runs), the index-masked kernels 0.990x-1.027x; numerics, variants and memcheck pass (RESULTS (ae)):
 //   1: rescale_o skips O *= alpha when no row of the warp moved its max on this tile (alpha exactly 1 in all 16 rows:
 //      a vote, warp-uniform, after the P V product's wait, so no accumulator is in flight). O * 1 is O bit for bit (no
 //      FTZ in these builds; NaN stays NaN), so the outputs are the former code's. For independent scores a row's max
@@ -296,8 +302,8 @@ constexpr bool kFfmaSoftmax = FA_SM90_FWD_FFMA_SOFTMAX != 0;
 //      thirds at 16384 (fewer with causal masks' shorter rows); 64 FMULs per thread at D = 128 (32 at 64, 128 at 256)
 //      against about 350 other instructions per tile between a warpgroup's P V wait and its next issue.
 //   2: 1, and a row keeps its running max m unless the tile's max exceeds it by more than kRescaleSlack (8, in the
-//      exponent's base-2 units), so P = 2^(S - m) <= 256 (bf16 / fp16 hold it; l and O in float32; not in the fp16
-//      dropout kernels at D > 64, whose P times the keep scale 1 / (1 - rate) could pass fp16's range). The result is
+//      exponent's base-2 units), so P = 2^(S - m) <= 256 (bf16 / fp16 hold it; l and O in float32; not in the
+//      dropout kernels, whose P times the keep scale 1 / (1 - rate) could pass fp16's range). The result is
 //      the same softmax (O = sum P V / sum P and lse = m + log l for any m), rounded differently: not the former code's
 //      bits. After a row's first tiles its max rarely jumps by 2^8, so nearly every tile skips the rescale
 //      (FlashAttention-4's conditional rescaling).
@@ -306,9 +312,9 @@ constexpr bool kFfmaSoftmax = FA_SM90_FWD_FFMA_SOFTMAX != 0;
 #endif
 constexpr bool kSkipRescale = FA_SM90_FWD_SKIP_RESCALE != 0;
 constexpr float kRescaleSlack = 8.f;  // level 2's slack, in the exponent's base-2 units
-// FA_SM90_FWD_SOFTMAX_UNDER_PV (default 0; a candidate. On the H200 it is bit for bit the default but not faster:
-// 0.963x-1.014x alone, RESULTS.md "Hopper forward kernel" (ac); with SKIP_RESCALE 2 the pair gained 1.016x-1.036x at
-// D = 128 without a mask, not yet checked on the masked kernels): on the overlapped schedules (5, 7, 8,
+// FA_SM90_FWD_SOFTMAX_UNDER_PV (default 0; in the plain kernel only: kSoftmaxUnderPvK. On the H200 it is bit for bit
+// the former code but not faster alone, 0.963x-1.014x, RESULTS.md "Hopper forward kernel" (ac); with SKIP_RESCALE 2
+// the pair gains 1.022x-1.036x at D = 128 without a mask, as above): on the overlapped schedules (5, 7, 8,
 // 10: the plain kernels' defaults), tile n's softmax is meant to run while P_{n-1} V_{n-1} is on the tensor cores
 // (the source waits for that product after the softmax). ptxas 13.0 hoists the wait (WARPGROUP.DEPBAR.LE gsb0, 0x0)
 // to the top of the basic block that holds the softmax: in the SASS of the D = 128 kernel on schedule 7 only the 64
@@ -584,6 +590,15 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
   // a dense mask or bias take sm80's kernels (fwd_applies).
   constexpr bool kDense = IDX && !DROP && DENSE;
   static_assert(!DENSE || (IDX && !DROP), "the dense kernel is an index-masked one without dropout");
+  // Where the two forward candidates take effect. In the index-masked kernels the pair made the forward slower on the
+  // H200 (with dropout 0.87x-0.93x, a causal window at D = 64 0.96x; benchmarks/RESULTS.md "Hopper forward kernel"
+  // (ad)), so the skipped rescale's vote and the softmax under P V are the plain kernel's only. The kept max (level 2)
+  // changes the rounding, so it is in every kernel without dropout, the index-masked ones too: an all-true key mask
+  // still gives the no-mask output bit for bit (sm90_check.py's nomask_bitwise cases); it costs a compare and a
+  // select per row and tile. The dropout kernels keep the former code bit for bit.
+  constexpr bool kSkipRescaleK = kSkipRescale && !IDX;
+  constexpr bool kKeepMaxK = FA_SM90_FWD_SKIP_RESCALE >= 2 && !DROP;
+  constexpr bool kSoftmaxUnderPvK = kSoftmaxUnderPv && !IDX;
   const bool* mrow[2] = {nullptr, nullptr};
   const T* brow[2] = {nullptr, nullptr};
   int64_t mstride = 0, bstride = 0;
@@ -869,9 +884,9 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
       if constexpr (kFfmaSoftmax) mx *= mul_exp;  // (deferred: the max of the unscaled S, scaled; mul_exp > 0 or 1)
       float m_new = fmaxf(m[h2], mx);
       // FA_SM90_FWD_SKIP_RESCALE 2: the running max stays unless passed by more than the slack (-inf: never stays;
-      // a difference, not m + slack, which rounds to m + 16 where |m| >= 2^27). Not where fp16's P is scaled by
-      // dropout's keep scale before packing (D > 64): up to 256 / (1 - rate) would pass fp16's 65504 from rate 0.996.
-      if constexpr (FA_SM90_FWD_SKIP_RESCALE >= 2 && (!DROP || D == 64 || !std::is_same<T, __half>::value))
+      // a difference, not m + slack, which rounds to m + 16 where |m| >= 2^27). Not with dropout (kKeepMaxK), whose
+      // keep scale multiplies P before packing (256 / (1 - rate) could pass fp16's 65504).
+      if constexpr (kKeepMaxK)
         if (!(mx - m[h2] > kRescaleSlack)) m_new = m[h2];
       const float m_use = m_new == -INFINITY ? 0.f : m_new;  // rows with nothing visible yet
       alpha[h2] = fast_exp2(m[h2] - m_use);
@@ -891,7 +906,7 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
     }
   };
   auto rescale_o = [&](const float (&alpha)[2]) {
-    if constexpr (kSkipRescale)
+    if constexpr (kSkipRescaleK)
       if (!__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) return;  // O * 1 = O
 #pragma unroll
     for (int h2 = 0; h2 < 2; ++h2)
@@ -1049,7 +1064,7 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
       // FA_SM90_FWD_SOFTMAX_UNDER_PV: the softmax behind an always-taken branch on a value the compiler cannot fold
       // (sh.Tk > 0), so that the wait below is in another basic block, which ptxas does not hoist above it. (The wait
       // itself behind such a branch made ptxas serialize the wgmmas: C7514.) Without it the condition folds away.
-      if (!kSoftmaxUnderPv || sh.Tk > 0) {
+      if (!kSoftmaxUnderPvK || sh.Tk > 0) {
         softmax_tile(sacc, j_first + n * kBc, kv, alpha);
         apply_dropout(sacc, j_first + n * kBc);  // (overlaps P_{n-1} V_{n-1} too)
       }
