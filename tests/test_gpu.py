@@ -345,8 +345,9 @@ def test_padding_masks_with_causal_on_the_index_path(masks, d, dtype):
 def test_all_true_key_mask_is_bitwise_full_key_lengths(d, dtype):
     """An all-true [B, Tk] key mask (Keras' padding mask of an unpadded batch) gives bitwise the
     output and gradients of full key lengths: the index-masked kernels run for both (the general
-    kernels' per-element score function rounds differently). Not against no mask at all: on a
-    Hopper GPU that forward takes the sm90 kernel, which rounds differently. float32 (TF32): on
+    kernels' per-element score function rounds differently). Not against no mask at all: off Hopper
+    that forward takes kernels that round differently (on Hopper the 16-bit forward is checked against it:
+    test_all_true_key_mask_is_bitwise_no_mask_on_hopper). float32 (TF32): on
     the H200 the head-dim-64 and -128 backwards are the Hopper TF32 kernels for both (their per-row
     key ranges against their unmasked path)."""
     rng = np.random.default_rng(d)
@@ -374,21 +375,25 @@ def test_all_true_key_mask_is_bitwise_full_key_lengths(d, dtype):
 @pytest.mark.parametrize("d", [64, 128, 256])
 def test_all_true_key_mask_is_bitwise_no_mask_on_hopper(d, dtype, causal):
     """On an H100 / H200 a 16-bit forward without a mask runs the plain Hopper kernel and one with an all-true [B, Tk]
-    key mask the index-masked kernel; both keep a row's running max the same way (flash_fwd_sm90.cu,
-    FA_SM90_FWD_SKIP_RESCALE's kept max, which changes the rounding), so the output and the log-sum-exp are equal bit
-    for bit. 1000 keys: several key tiles per row, over which the kept max is used. Other GPUs: skipped (their two
-    calls may take kernels that round differently)."""
+    key mask the index-masked kernel (each call launches the Hopper forward); on an unmasked row both do the same
+    arithmetic in the same order, so the output and the log-sum-exp are equal bit for bit. flash_fwd_sm90.cu keeps
+    this where the two kernels' code differs: the candidates FA_SM90_FWD_SKIP_RESCALE / SOFTMAX_UNDER_PV put the
+    kept running max (which changes the rounding) in both kernels and only bitwise-neutral steps in the plain one.
+    1000 keys: several key tiles per row. Other GPUs: skipped (their two calls may take kernels that round
+    differently)."""
     if not on_hopper() or os.environ.get("TF_FLASHATTN_SM90") == "0":
         pytest.skip("the Hopper forward kernels only")
     rng = np.random.default_rng(d + causal)
     with tf.device("/GPU:0"):
         q, k, v = (tf.cast(rand(rng, 2, 1000, 4, d), dtype) for _ in range(3))
-        with expect_launches("sm90_fwd"):
-            o0, l0 = fa.dot_product_attention(q, k, v, is_causal=causal, return_lse=True)
-            o1, l1 = fa.dot_product_attention(q, k, v, is_causal=causal, key_mask=tf.ones((2, 1000), tf.bool),
-                                              return_lse=True)
-    np.testing.assert_array_equal(tf.cast(o0, tf.float32).numpy(), tf.cast(o1, tf.float32).numpy())
-    np.testing.assert_array_equal(l0.numpy(), l1.numpy())
+        res = []
+        for kw in ({}, dict(key_mask=tf.ones((2, 1000), tf.bool))):
+            before = _ops.kernel_launches()["sm90_fwd"]
+            o, lse = fa.dot_product_attention(q, k, v, is_causal=causal, return_lse=True, **kw)
+            res.append((tf.cast(o, tf.float32).numpy(), lse.numpy()))
+            assert _ops.kernel_launches()["sm90_fwd"] > before, f"no Hopper forward launch with {kw}"
+    np.testing.assert_array_equal(res[0][0], res[1][0])
+    np.testing.assert_array_equal(res[0][1], res[1][1])
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)

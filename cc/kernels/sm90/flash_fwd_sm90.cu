@@ -292,7 +292,7 @@ constexpr bool kFfmaSoftmax = FA_SM90_FWD_FFMA_SOFTMAX != 0;
 // kKeepMaxK). On the H200 (benchmarks/RESULTS.md "Hopper forward kernel" (ac), (ad), (ae)): level 1 alone
 // 1.010x-1.022x at D = 128 without a mask from T = 8192, nothing elsewhere; level 2 alone 0.984x-1.017x; level 2
 // with the softmax under P V, in every kernel, 1.016x-1.036x at D = 128 without a mask and 1.007x-1.023x at D = 64,
-// but in the index-masked kernels 0.87x-0.93x with dropout and 0.96x-0.98x at D = 64. With this scope (the vote in
+// but in the index-masked kernels 0.87x-0.94x with dropout and 0.96x-0.98x at D = 64. With this scope (the vote in
 // the plain kernel only, the kept max in every kernel without dropout): 1.022x-1.031x at D = 128 without a mask
 // (two runs), the index-masked kernels 0.990x-1.027x; numerics, variants and memcheck pass (RESULTS (ae)):
 //   1: rescale_o skips O *= alpha when no row of the warp moved its max on this tile (alpha exactly 1 in all 16 rows:
@@ -301,9 +301,9 @@ constexpr bool kFfmaSoftmax = FA_SM90_FWD_FFMA_SOFTMAX != 0;
 //      moves on tile n with probability 1 / (n + 1), so a warp skips about a third of the tiles at T = 4096 and two
 //      thirds at 16384 (fewer with causal masks' shorter rows); 64 FMULs per thread at D = 128 (32 at 64, 128 at 256)
 //      against about 350 other instructions per tile between a warpgroup's P V wait and its next issue.
-//   2: 1, and a row keeps its running max m unless the tile's max exceeds it by more than kRescaleSlack (8, in the
-//      exponent's base-2 units), so P = 2^(S - m) <= 256 (bf16 / fp16 hold it; l and O in float32; not in the
-//      dropout kernels, whose P times the keep scale 1 / (1 - rate) could pass fp16's range). The result is
+//   2: 1 (in the plain kernel), and a row keeps its running max m unless the tile's max exceeds it by more than
+//      kRescaleSlack (8, in the exponent's base-2 units), so P = 2^(S - m) <= 256 (bf16 / fp16 hold it; l and O in
+//      float32), in every kernel but the dropout ones (kKeepMaxK: they keep the former code bit for bit). The result is
 //      the same softmax (O = sum P V / sum P and lse = m + log l for any m), rounded differently: not the former code's
 //      bits. After a row's first tiles its max rarely jumps by 2^8, so nearly every tile skips the rescale
 //      (FlashAttention-4's conditional rescaling).
@@ -314,7 +314,7 @@ constexpr bool kSkipRescale = FA_SM90_FWD_SKIP_RESCALE != 0;
 constexpr float kRescaleSlack = 8.f;  // level 2's slack, in the exponent's base-2 units
 // FA_SM90_FWD_SOFTMAX_UNDER_PV (default 0; in the plain kernel only: kSoftmaxUnderPvK. On the H200 it is bit for bit
 // the former code but not faster alone, 0.963x-1.014x, RESULTS.md "Hopper forward kernel" (ac); with SKIP_RESCALE 2
-// the pair gains 1.022x-1.036x at D = 128 without a mask, as above): on the overlapped schedules (5, 7, 8,
+// the pair gains 1.016x-1.036x at D = 128 without a mask, as above): on the overlapped schedules (5, 7, 8,
 // 10: the plain kernels' defaults), tile n's softmax is meant to run while P_{n-1} V_{n-1} is on the tensor cores
 // (the source waits for that product after the softmax). ptxas 13.0 hoists the wait (WARPGROUP.DEPBAR.LE gsb0, 0x0)
 // to the top of the basic block that holds the softmax: in the SASS of the D = 128 kernel on schedule 7 only the 64
@@ -591,7 +591,7 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
   constexpr bool kDense = IDX && !DROP && DENSE;
   static_assert(!DENSE || (IDX && !DROP), "the dense kernel is an index-masked one without dropout");
   // Where the two forward candidates take effect. In the index-masked kernels the pair made the forward slower on the
-  // H200 (with dropout 0.87x-0.93x, a causal window at D = 64 0.96x; benchmarks/RESULTS.md "Hopper forward kernel"
+  // H200 (with dropout 0.87x-0.94x, a causal window at D = 64 0.96x; benchmarks/RESULTS.md "Hopper forward kernel"
   // (ad)), so the skipped rescale's vote and the softmax under P V are the plain kernel's only. The kept max (level 2)
   // changes the rounding, so it is in every kernel without dropout, the index-masked ones too: an all-true key mask
   // still gives the no-mask output bit for bit (sm90_check.py's nomask_bitwise cases); it costs a compare and a
@@ -884,8 +884,8 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
       if constexpr (kFfmaSoftmax) mx *= mul_exp;  // (deferred: the max of the unscaled S, scaled; mul_exp > 0 or 1)
       float m_new = fmaxf(m[h2], mx);
       // FA_SM90_FWD_SKIP_RESCALE 2: the running max stays unless passed by more than the slack (-inf: never stays;
-      // a difference, not m + slack, which rounds to m + 16 where |m| >= 2^27). Not with dropout (kKeepMaxK), whose
-      // keep scale multiplies P before packing (256 / (1 - rate) could pass fp16's 65504).
+      // a difference, not m + slack, which rounds to m + 16 where |m| >= 2^27). Not with dropout (kKeepMaxK: those
+      // kernels keep the former code bit for bit; in fp16 at D > 64 P times the keep scale could also pass 65504).
       if constexpr (kKeepMaxK)
         if (!(mx - m[h2] > kRescaleSlack)) m_new = m[h2];
       const float m_use = m_new == -INFINITY ? 0.f : m_new;  // rows with nothing visible yet
