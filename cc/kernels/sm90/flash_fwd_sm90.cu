@@ -191,7 +191,7 @@ static_assert(128 * kProducerRegs + 128 * kConsumers * kConsumerRegs <= 65536, "
 //              wait_group 1); the P V of a tile overlaps the next tile's softmax
 //   pingpong   (with overlap) the two consumer warpgroups take turns issuing their products (named
 //              barriers 1 and 2), so that one's softmax runs while the other's products do; without overlap
-//              only in FA_SM90_FWD_DROP_PINGPONG's dropout schedule (kDropPingVariant)
+//              only in the one-tile ping-pong schedule (kPingVariant: FA_SM90_FWD_DROP_PINGPONG, _D256_PINGPONG)
 //   tma_store  O written into the warpgroup's (then idle) Q rows in shared memory and stored by TMA
 //   persistent grid min(tiles, SMs), each CTA looping over tiles (TileOrder; static stride), the
 //              K / V ring, its barriers' phases and the ping-pong turns running on from tile to
@@ -223,7 +223,7 @@ struct Sched {
 #define FA_SM90_FWD_DROP64_3WG 0
 #endif
 // FA_SM90_FWD_DROP_PINGPONG (default 0; a candidate, not yet run on a GPU): the dropout kernel at D = 64 and 128 on
-// kDropPingVariant, schedule 0 (one tile at a time per warpgroup, 2 stages, no intra-warpgroup overlap, so no more
+// kPingVariant, schedule 0 (one tile at a time per warpgroup, 2 stages, no intra-warpgroup overlap, so no more
 // live registers than 0) with the two consumer warpgroups taking turns to issue their products, as the overlapped
 // schedules' ping-pong: a turn is P_n V_n, its wait, and S_{n+1} (fwd_tile_consumer's one-tile ping-pong loop), so
 // one warpgroup's softmax and Philox draws run while the other's products are on the tensor cores. On schedule 0
@@ -232,10 +232,22 @@ struct Sched {
 // of the D = 128 dropout forward on the H200 (benchmarks/RESULTS.md "Hopper forward kernel" (ae)) shows the tensor
 // pipe active 41 % of the time (71 % without dropout) with only half the issue slots used. The same arithmetic in
 // the same order: O and lse must equal schedule 0's bit for bit. Where FA_SM90_FWD_DROP64_3WG is on too, that
-// schedule keeps the D = 64 dropout kernel.
+// schedule keeps the D = 64 dropout kernel. Not with FA_SM90_FWD_DROP_UNDER (the loop draws the keep bits after the
+// softmax only: a static_assert says so).
 #ifndef FA_SM90_FWD_DROP_PINGPONG
 #define FA_SM90_FWD_DROP_PINGPONG 0
 #endif
+// FA_SM90_FWD_D256_PINGPONG (default 0; a candidate, not yet run on a GPU): the head-dim-256 kernels (plain,
+// index-masked, dropout; not the dense mask / bias one) on kPingVariant instead of schedule 0, unless schedule 0 is
+// asked for. Schedule 0 is the only one that fits D = 256 without spilling or slowing down (the overlapped ones hold
+// S_{n+1} and P_n beside the 128 floats of O: "Tried and removed" below, 0.81x-0.90x); the turns add no live
+// registers. At D = 256 a key tile is 64 keys, so a tile's softmax is small next to its two products (64 x 64 x 256
+// each per warpgroup): one warpgroup's softmax would run entirely under the other's products. The forward at
+// D = 256 without a mask is 0.85x-0.94x cuDNN on the H200 (RESULTS.md "Attention through TensorFlow" (ae)).
+#ifndef FA_SM90_FWD_D256_PINGPONG
+#define FA_SM90_FWD_D256_PINGPONG 0
+#endif
+constexpr bool kPingBuilt = FA_SM90_FWD_DROP_PINGPONG != 0 || FA_SM90_FWD_D256_PINGPONG != 0;
 constexpr Sched kSched[] = {
     {2, false, false, false},  // 0: the first schedule (D = 256 always runs it)
     {3, false, false, false},  // 1
@@ -251,12 +263,12 @@ constexpr Sched kSched[] = {
 #if FA_SM90_FWD_DROP64_3WG
     {2, false, false, false, false, 3},  // 11: 0 with 3 consumers (the D = 64 dropout kernel only)
 #endif
-#if FA_SM90_FWD_DROP_PINGPONG
-    {2, false, true, false},  // 11 or 12 (kDropPingVariant): 0 with ping-pong turns (the dropout kernel only)
+#if FA_SM90_FWD_DROP_PINGPONG || FA_SM90_FWD_D256_PINGPONG
+    {2, false, true, false},  // 11 or 12 (kPingVariant): 0 with ping-pong turns (dropout at D 64 / 128, and D = 256)
 #endif
 };
 constexpr int kNumVariants = sizeof(kSched) / sizeof(kSched[0]);
-constexpr int kDropPingVariant = 11 + (FA_SM90_FWD_DROP64_3WG != 0);  // (FA_SM90_FWD_DROP_PINGPONG's schedule)
+constexpr int kPingVariant = 11 + (FA_SM90_FWD_DROP64_3WG != 0);  // (the ping-pong candidates' schedule, kPingBuilt)
 // Tried and removed (2026-12-03, benchmarks/RESULTS.md "Hopper forward kernel" (x)): FlashAttention-3's
 // 128 x 176 tile for the plain D = 128 kernel without a causal mask (wgmma m64n176k16, 2 K / V stages:
 // 3 would need 296 KiB), commit 0a1bd09, 0.87x-0.94x schedule 7; with K and V on barriers of their own
@@ -987,16 +999,16 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
 
   if (n_tiles > 0) mbar_wait(q_full, q_parity);
   if constexpr (!kS.overlap && kS.pingpong) {
-    // FA_SM90_FWD_DROP_PINGPONG's schedule: one tile at a time per warpgroup (S_n waited for, its softmax and
-    // dropout, then P_n V_n waited for), the two consumers taking turns to issue. Round 0 issues S_0; round n + 1
-    // (0 <= n < N) issues P_n V_n, waits for it (O is then free for the next rescale, and stage n's K / V are
-    // released), then waits for tile n + 1's K / V and issues S_{n+1}; round N issues the last P V. So one
-    // warpgroup's two products run back to back on the tensor cores while the other does its softmax and Philox
-    // draws between its turns, with no more accumulators live than schedule 0 (S_{n+1} is issued after P_n V_n is
-    // done). The turns as the overlapped loop's below: consumer c waits on named barrier 1 + c before a round and
-    // arrives on the other's after it; consumer 1 opens consumer 0's first turn and skips its own last arrival, so
-    // that each barrier gets N + 1 phases of 256 threads (N = n_tiles, the CTA's: the same for both). The same
-    // operations on the same values as schedule 0: the same bits.
+    // kPingVariant (FA_SM90_FWD_DROP_PINGPONG, FA_SM90_FWD_D256_PINGPONG): one tile at a time per warpgroup (S_n
+    // waited for, its softmax and dropout, then P_n V_n waited for), the two consumers taking turns to issue.
+    // Round 0 issues S_0; round n + 1 (0 <= n < N) issues P_n V_n, waits for it (O is then free for the next
+    // rescale, and stage n's K / V are released), then waits for tile n + 1's K / V and issues S_{n+1}; round N
+    // issues the last P V. So one warpgroup's two products run back to back on the tensor cores while the other
+    // does its softmax (and Philox draws) between its turns, with no more accumulators live than schedule 0
+    // (S_{n+1} is issued after P_n V_n is done). The turns as the overlapped loop's below: consumer c waits on
+    // named barrier 1 + c before a round and arrives on the other's after it; consumer 1 opens consumer 0's first
+    // turn and skips its own last arrival, so that each barrier gets N + 1 phases of 256 threads (N = n_tiles, the
+    // CTA's: the same for both). The same operations on the same values as schedule 0: the same bits.
     static_assert(kC == 2 && !kDrawUnder, "one-tile ping-pong: two consumers, keep bits drawn after the softmax");
     auto turn_begin1 = [&]() {  // (kSched[V], not kS: a lambda cannot read the enclosing constexpr local)
       if constexpr (kSched[V].pingpong) named_bar_sync(1 + c, 256);
@@ -1251,8 +1263,8 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
 // needs_idx() below), the CTA masking the tiles that its first row does not see whole, with no
 // k_valid loads, row ranges or votes (see "Plain instantiation" in the header).
 // DROP (with IDX only): dropout (a second instantiation, so that the kernel without it carries no
-// Philox code). V: the schedule (kSched; with DROP only 0 or kDropVariant). tm_o (box {64, 1, 64,
-// 1}) is used only by the tma_store schedules.
+// Philox code). V: the schedule (kSched; with DROP only 0, kDropVariant or a candidate's: launch_sched). tm_o
+// (box {64, 1, 64, 1}) is used only by the tma_store schedules.
 // Persistent (FlashAttention-3's producer / consumer loop over tiles): the producer thread walks
 // the CTA's tiles, the K / V ring's stage and phase running on from tile to tile (kv: K / V tiles
 // loaded so far); for each tile with key tiles it first loads the K / V tiles that fit in the ring
@@ -1280,13 +1292,14 @@ __global__ void __launch_bounds__(kThreadsOf<V>, 1)
   constexpr int kStages = kS.stages;
   constexpr int kBc = kKeyTile<D>;
   static_assert(!DROP || V == 0 || V == kDropVariant || (FA_SM90_FWD_DROP64_3WG != 0 && V == 11 && D == 64) ||
-                    (FA_SM90_FWD_DROP_PINGPONG != 0 && V == kDropPingVariant),
+                    (kPingBuilt && V == kPingVariant),
                 "the dropout kernel runs schedule 0 or kDropVariant (FA_SM90_FWD_DROP64_3WG: 11 at D = 64; "
-                "FA_SM90_FWD_DROP_PINGPONG: kDropPingVariant)");
-  static_assert(!kS.pingpong || kS.overlap || (DROP && kS.consumers == 2 && !kS.persistent),
-                "ping-pong without overlap: FA_SM90_FWD_DROP_PINGPONG's dropout schedule (2 consumers) only");
+                "the ping-pong candidates: kPingVariant)");
+  static_assert(!kS.pingpong || kS.overlap || ((DROP || D == 256) && !DENSE && kS.consumers == 2 && !kS.persistent),
+                "ping-pong without overlap: kPingVariant, the dropout kernel or D = 256 (2 consumers) only");
   static_assert(!DROP || IDX, "dropout runs the index-masked kernel");
-  static_assert(D == 64 || D == 128 || (D == 256 && V == 0), "D = 256 runs schedule 0 only");
+  static_assert(D == 64 || D == 128 || (D == 256 && (V == 0 || (FA_SM90_FWD_D256_PINGPONG != 0 && V == kPingVariant))),
+                "D = 256 runs schedule 0 only (or FA_SM90_FWD_D256_PINGPONG's kPingVariant)");
   static_assert(!kS.persistent || (kS.overlap && kS.pingpong), "the persistent schedule is schedule 5's");
   static_assert(!kS.dynamic || kS.persistent, "dynamic tiles are a persistent grid's");
   static_assert(kS.consumers == 2 || (kS.consumers == 3 && D == 64 && !IDX && !DROP && !kS.persistent && kS.overlap) ||
@@ -1580,7 +1593,7 @@ cudaError_t launch(const FlashFwdParams& p, cudaStream_t stream) {
 // IDX at D = 64 only; elsewhere, and past the 192-row tiles' Tq bound, they run kWideFallback.
 template <typename T, int D, bool IDX>
 cudaError_t launch_plain(const FlashFwdParams& p, cudaStream_t stream, int v) {
-  static_assert(kNumVariants == 11 + (FA_SM90_FWD_DROP64_3WG != 0) + (FA_SM90_FWD_DROP_PINGPONG != 0),
+  static_assert(kNumVariants == 11 + (FA_SM90_FWD_DROP64_3WG != 0) + kPingBuilt,
                 "one case per schedule (11 and 12: dropout only)");
   static_assert(D == 64 || D == 128, "D = 256 runs schedule 0 only");
   // (fwd_schedule passes only schedules built for this kernel: the `break`s are not reached; were one reached,
@@ -1722,7 +1735,8 @@ bool fwd_applies(const FlashFwdParams& p) {
 }
 
 // Head dim 64 or 128, on the schedules: the plain and index-masked kernels on fwd_schedule(p), the
-// dropout kernel on kDropVariant unless schedule 0 is asked for (the reference of the checks).
+// dropout kernel on kDropVariant (FA_SM90_FWD_DROP_PINGPONG: kPingVariant; FA_SM90_FWD_DROP64_3WG: 11 at D = 64)
+// unless schedule 0 is asked for (the reference of the checks).
 template <typename T, int D, bool IDX, bool DROP>
 cudaError_t launch_sched(const FlashFwdParams& p, cudaStream_t stream) {
   const int v = fwd_schedule(p);
@@ -1734,7 +1748,7 @@ cudaError_t launch_sched(const FlashFwdParams& p, cudaStream_t stream) {
       if (v != 0 && p.shape.Tq <= (1ll << 31) - kBrOf<11>) return launch<T, D, IDX, DROP, 11>(p, stream);
 #endif
 #if FA_SM90_FWD_DROP_PINGPONG
-    if (v != 0) return launch<T, D, IDX, DROP, kDropPingVariant>(p, stream);
+    if (v != 0) return launch<T, D, IDX, DROP, kPingVariant>(p, stream);
 #endif
     return v != 0 ? launch<T, D, IDX, DROP, kDropVariant>(p, stream) : launch<T, D, IDX, DROP>(p, stream);
   }
@@ -1743,7 +1757,12 @@ cudaError_t launch_sched(const FlashFwdParams& p, cudaStream_t stream) {
 template <typename T, bool IDX, bool DROP>
 cudaError_t fwd_typed(const FlashFwdParams& p, cudaStream_t stream) {
   const int hd = padded_head_dim(p.shape);  // (fwd_applies)
-  if (hd == 256) return launch<T, 256, IDX, DROP>(p, stream);  // schedule 0 only (64-key tiles)
+  if (hd == 256) {  // schedule 0 only (64-key tiles), or FA_SM90_FWD_D256_PINGPONG's unless 0 is asked for
+#if FA_SM90_FWD_D256_PINGPONG
+    if (fwd_schedule(p) != 0) return launch<T, 256, IDX, DROP, kPingVariant>(p, stream);
+#endif
+    return launch<T, 256, IDX, DROP>(p, stream);
+  }
   return hd == 128 ? launch_sched<T, 128, IDX, DROP>(p, stream) : launch_sched<T, 64, IDX, DROP>(p, stream);
 }
 
