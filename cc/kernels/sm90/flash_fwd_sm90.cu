@@ -228,9 +228,9 @@ struct Sched {
 // schedules' ping-pong: a turn is P_n V_n, its wait, and S_{n+1} (fwd_tile_consumer's one-tile ping-pong loop), so
 // one warpgroup's softmax and Philox draws run while the other's products are on the tensor cores. On schedule 0
 // both warpgroups wait for the same K / V stage and do the same work, so they tend to draw at the same time and
-// leave the tensor cores idle together: Nsight Compute
-// of the D = 128 dropout forward on the H200 (benchmarks/RESULTS.md "Hopper forward kernel" (ae)) shows the tensor
-// pipe active 41 % of the time (71 % without dropout) with only half the issue slots used. The same arithmetic in
+// leave the tensor cores idle together: Nsight Compute of the D = 128 dropout forward on the H200
+// (benchmarks/RESULTS.md "Hopper forward kernel" (ae)) shows the tensor pipe active 41 % of the time (71 % without
+// dropout) with only half the issue slots used. The same arithmetic in
 // the same order: O and lse must equal schedule 0's bit for bit. Where FA_SM90_FWD_DROP64_3WG is on too, that
 // schedule keeps the D = 64 dropout kernel. Not with FA_SM90_FWD_DROP_UNDER (the loop draws the keep bits after the
 // softmax only: a static_assert says so).
@@ -243,7 +243,8 @@ struct Sched {
 // S_{n+1} and P_n beside the 128 floats of O: "Tried and removed" below, 0.81x-0.90x); the turns add no live
 // registers. At D = 256 a key tile is 64 keys, so a tile's softmax is small next to its two products (64 x 64 x 256
 // each per warpgroup): one warpgroup's softmax would run entirely under the other's products. The forward at
-// D = 256 without a mask is 0.85x-0.94x cuDNN on the H200 (RESULTS.md "Attention through TensorFlow" (ae)).
+// D = 256 without a mask is 0.87x-0.99x cuDNN on the H200 (T >= 4096; RESULTS.md "Attention through TensorFlow"
+// (ae)).
 #ifndef FA_SM90_FWD_D256_PINGPONG
 #define FA_SM90_FWD_D256_PINGPONG 0
 #endif
