@@ -999,6 +999,29 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
   };
 
   if (n_tiles > 0) mbar_wait(q_full, q_parity);
+  // The ping-pong turns of both loops below (kS.pingpong), N + 1 rounds each (N = n_tiles, the CTA's: the same for
+  // every consumer): warpgroup c waits on named barrier 1 + c (256 threads: its own 128 and the other's 128
+  // arrivals) before issuing a round, and arrives on the other's barrier after issuing it. Consumer 1 opens consumer
+  // 0's first turn (turn_open) and skips its own last arrival, so that each barrier gets exactly N + 1 phases of 256
+  // threads. Three consumers (schedule 8): a ring, consumer c arriving on its successor's barrier 1 + (c + 1) % 3,
+  // consumer 2 opening consumer 0's first turn and skipping its last arrival (the same count per barrier; see
+  // schedule 8's comment). (kSched[V], not kS: a lambda cannot read the enclosing constexpr local.)
+  auto turn_open = [&]() {
+    if constexpr (kSched[V].pingpong)
+      if (c == kC - 1) named_bar_arrive(1, 256);
+  };
+  auto turn_begin = [&]() {
+    if constexpr (kSched[V].pingpong) named_bar_sync(1 + c, 256);
+  };
+  auto turn_end = [&](int r) {
+    if constexpr (kSched[V].pingpong) {
+      if constexpr (kC == 2) {
+        if (!(c == 1 && r == n_tiles)) named_bar_arrive(2 - c, 256);
+      } else {  // successor c + 1, or consumer 0 after the last
+        if (!(c == kC - 1 && r == n_tiles)) named_bar_arrive(c == kC - 1 ? 1 : 2 + c, 256);
+      }
+    }
+  };
   if constexpr (!kS.overlap && kS.pingpong) {
     // kPingVariant (FA_SM90_FWD_DROP_PINGPONG, FA_SM90_FWD_D256_PINGPONG): one tile at a time per warpgroup (S_n
     // waited for, its softmax and dropout, then P_n V_n waited for), the two consumers taking turns to issue.
@@ -1006,29 +1029,20 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
     // rescale, and stage n's K / V are released), then waits for tile n + 1's K / V and issues S_{n+1}; round N
     // issues the last P V. So one warpgroup's two products run back to back on the tensor cores while the other
     // does its softmax (and Philox draws) between its turns, with no more accumulators live than schedule 0
-    // (S_{n+1} is issued after P_n V_n is done). The turns as the overlapped loop's below: consumer c waits on
-    // named barrier 1 + c before a round and arrives on the other's after it; consumer 1 opens consumer 0's first
-    // turn and skips its own last arrival, so that each barrier gets N + 1 phases of 256 threads (N = n_tiles, the
-    // CTA's: the same for both). The same operations on the same values as schedule 0: the same bits.
+    // (S_{n+1} is issued after P_n V_n is done). The turns: turn_begin / turn_end above. The same operations on the
+    // same values as schedule 0: the same bits.
     static_assert(kC == 2 && !kDrawUnder, "one-tile ping-pong: two consumers, keep bits drawn after the softmax");
-    auto turn_begin1 = [&]() {  // (kSched[V], not kS: a lambda cannot read the enclosing constexpr local)
-      if constexpr (kSched[V].pingpong) named_bar_sync(1 + c, 256);
-    };
-    auto turn_end1 = [&](int r) {
-      if constexpr (kSched[V].pingpong)
-        if (!(c == 1 && r == n_tiles)) named_bar_arrive(2 - c, 256);
-    };
     if (n_tiles > 0) {
-      if (c == 1) named_bar_arrive(1, 256);
+      turn_open();
       for (int k = 0; k <= kDensePrefetch; ++k) prefetch_dense(j_first + k * kBc);
       KeyBytes kv = load_key_bytes(j_first);  // in flight during the waits below
       float sacc[kBc / 2];
       mbar_wait(full0 + 8 * stage(0), phase(0));
-      turn_begin1();
+      turn_begin();
       wgmma_fence();
       issue_qk(sacc, base + L::kK + stage(0) * L::kKVBytes);
       wgmma_commit();
-      turn_end1(0);
+      turn_end(0);
       // Tile n's softmax, dropout and P_n V_n (its turn, n + 1, opened here); next: tile n + 1's K / V bytes first.
       // The turn's S_{n+1} is issued by the caller, outside any branch: ptxas serializes wgmmas issued on a path it
       // takes for divergent (C7518), as a conditional S issue here was.
@@ -1047,7 +1061,7 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
           kv = load_key_bytes(j0 + kBc);
         }
         fence_regs(o);
-        turn_begin1();
+        turn_begin();
         wgmma_fence();
         issue_pv(pa, base + L::kV + s * L::kKVBytes);
         wgmma_commit();
@@ -1061,10 +1075,10 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
         wgmma_fence();
         issue_qk(sacc, base + L::kK + stage(n + 1) * L::kKVBytes);
         wgmma_commit();
-        turn_end1(n + 1);
+        turn_end(n + 1);
       }
       tile_pv(n_tiles - 1, false);
-      turn_end1(n_tiles);
+      turn_end(n_tiles);
     }
   } else if constexpr (!kS.overlap) {
     // One tile at a time: S, softmax, O += P V, each waited for before the next.
@@ -1108,27 +1122,8 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
   } else if (n_tiles > 0) {
     // Round 0 issues S_0; round n (1 <= n < N) issues S_n and O += P_{n-1} V_{n-1} together, then
     // runs the softmax of S_n while the P V product is still on the tensor cores; round N issues
-    // the last P V. Ping-pong: warpgroup c waits on named barrier 1 + c (256 threads: its own 128
-    // and the other's 128 arrivals) before issuing a round, and arrives on the other's barrier after
-    // issuing it. Consumer 1 opens consumer 0's first turn and skips its own last arrival, so that
-    // each barrier gets exactly N + 1 phases of 256 threads. Three consumers (schedule 8): a ring,
-    // consumer c arriving on its successor's barrier 1 + (c + 1) % 3, consumer 2 opening consumer 0's
-    // first turn and skipping its last arrival (the same count per barrier; see schedule 8's comment).
-    const int last_round = n_tiles;
-    auto turn_begin = [&]() {
-      if constexpr (kSched[V].pingpong) named_bar_sync(1 + c, 256);
-    };
-    auto turn_end = [&](int r) {
-      if constexpr (kSched[V].pingpong) {
-        if constexpr (kC == 2) {
-          if (!(c == 1 && r == last_round)) named_bar_arrive(2 - c, 256);
-        } else {  // successor c + 1, or consumer 0 after the last
-          if (!(c == kC - 1 && r == last_round)) named_bar_arrive(c == kC - 1 ? 1 : 2 + c, 256);
-        }
-      }
-    };
-    if constexpr (kS.pingpong)
-      if (c == kC - 1) named_bar_arrive(1, 256);
+    // the last P V. Ping-pong: turn_open / turn_begin / turn_end above.
+    turn_open();
     float sacc[kBc / 2];
     uint32_t pa[kBc / 16][4];
     float alpha[2];
@@ -1180,7 +1175,7 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
     wgmma_fence();
     issue_pv(pa, base + L::kV + sl * L::kKVBytes);
     wgmma_commit();
-    turn_end(last_round);
+    turn_end(n_tiles);  // round N, the last
     wgmma_wait<0>();
     fence_regs(o);
     fence_regs(pa);
