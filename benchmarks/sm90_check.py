@@ -90,8 +90,12 @@ others' answers):
             exactly when it runs 3. TF32_VARIANTS=0 (a comma list) runs only those variants before the
             default (0 must be among them for the default's bitwise check).
             TF32_FALLBACK_CASES (dense mask, D = 256, Dv != D, soft-cap) must not launch it and stay
-            right (sm80's TF32 kernel).
-  tf32bench TFLOP/s at D = 128 (H = 16) and 64 (H = 32), T in {1024, 4096, 16384}, B*T = 16384, causal and
+            right (sm80's TF32 kernel). SM90_TF32_D256=1 (a harness built with NVCC_EXTRA=-DFA_SM90_TF32_D256=1)
+            moves TF32_D256_CASES (D = Dv = 256, no mask or causal: odd and tile-edge sizes, both causal
+            alignments, rows that see no key, GQA, Tk = 1, strided q/k/v, big ones) from the fallbacks to the
+            cases ours must run (the pre-pass variant only); TF32_D=256 narrows both lists to that head dim.
+  tf32bench TFLOP/s at D = 128 (H = 16) and 64 (H = 32), and with SM90_TF32_D256=1 256 (H = 8; TF32BENCH_D=256
+            for that one alone), T in {1024, 4096, 16384}, B*T = 16384, causal and
             not: ours sm90 TF32 (each variant; variant 3's time includes its pre-pass), ours sm80 TF32
             (set_sm90_tf32(0)), torch SDPA in float32 with allow_tf32: the efficient backend (mem-efficient,
             cutlass) and the math backend (T <= 4096).
@@ -711,18 +715,46 @@ TF32_CASES = [
 # Calls the TF32 kernel does not take (fwd_tf32_applies): sm80's TF32 kernel must run them (no launch of ours).
 TF32_FALLBACK_CASES = [
     dict(name="tf_dense_mask_dropout", B=2, Tq=300, Tk=300, H=2, D=128, mask=(1, 0), dropout=0.1, seed=(1, 2)),
-    dict(name="tf_d256", B=2, Tq=113, Tk=203, H=2, D=256),
     dict(name="tf_d66", B=2, Tq=113, Tk=203, H=2, D=66),  # not a multiple of 4 (TMA's 16 bytes)
     dict(name="tf_d160_dv128", B=2, Tq=113, Tk=203, H=2, D=160, Dv=128),  # padded up to 256
     dict(name="tf_bias_dropout", B=2, Tq=200, Tk=200, H=2, D=128, bias=(1, 1), dropout=0.1, seed=(3, 4)),
 ]
+# Head dim 256 (flash_fwd_sm90_tf32.cu's FA_SM90_TF32_D256 candidate: D == Dv == 256, no mask or causal, the pre-pass
+# variant with 64-row query tiles and 32-key tiles). SM90_TF32_D256=1 (a harness built with
+# NVCC_EXTRA=-DFA_SM90_TF32_D256=1) expects ours on the first list; otherwise all of them are fallback cases. The
+# other head-dim-256 calls (index masks, soft-cap, padded up) stay on sm80's kernel in either build.
+TF32_D256_CASES = [
+    dict(name="tf_d256", B=2, Tq=113, Tk=203, H=2, D=256),
+    dict(name="t256_edges_63_33", B=2, Tq=63, Tk=33, H=2, D=256),
+    dict(name="t256_edges_65_31_causal_tl", B=2, Tq=65, Tk=31, H=2, D=256, causal=True, offset=0),
+    dict(name="t256_edges_64_64", B=1, Tq=64, Tk=64, H=2, D=256),
+    dict(name="t256_causal_br", B=2, Tq=113, Tk=203, H=3, D=256, causal=True, offset=203 - 113),
+    dict(name="t256_causal_tl", B=2, Tq=203, Tk=113, H=3, D=256, causal=True, offset=0),
+    dict(name="t256_empty_rows_causal", B=2, Tq=300, Tk=77, H=2, D=256, causal=True, offset=77 - 300),
+    dict(name="t256_gqa4_causal", B=2, Tq=191, Tk=257, H=8, Hkv=2, D=256, causal=True, offset=257 - 191),
+    dict(name="t256_tk1", B=2, Tq=130, Tk=1, H=2, D=256),
+    dict(name="t256_strided_qkv", B=2, Tq=200, Tk=200, H=4, D=256, causal=True, packed=True),
+    dict(name="t256_big", B=1, Tq=2048, Tk=2048, H=4, D=256),
+    dict(name="t256_big_causal_odd", B=1, Tq=2047, Tk=3001, H=4, D=256, causal=True, offset=3001 - 2047),
+]
+TF32_D256_FALLBACK_CASES = [
+    dict(name="tf_d256_window", B=2, Tq=300, Tk=300, H=2, D=256, wl=50, wr=10),
+    dict(name="tf_d256_softcap", B=2, Tq=113, Tk=203, H=2, D=256, softcap=30.0),
+    dict(name="tf_d160_dv256", B=2, Tq=113, Tk=203, H=2, D=160, Dv=256),
+]
+if os.environ.get("SM90_TF32_D256") == "1":
+    TF32_CASES = TF32_CASES + TF32_D256_CASES
+    TF32_FALLBACK_CASES = TF32_FALLBACK_CASES + TF32_D256_FALLBACK_CASES
+else:
+    TF32_FALLBACK_CASES = TF32_FALLBACK_CASES + TF32_D256_CASES[:1] + TF32_D256_FALLBACK_CASES
 # Small cases for compute-sanitizer (each runs every variant twice): ragged tiles at both head dims, causal with
 # a ragged key tile, rows that see no key, GQA, one query row, strided q/k/v.
 TF32_SANITIZE = ("t_odd_d128", "t_odd_d64", "t_edges_127_129_causal", "t_empty_rows_causal", "t_gqa4_d64",
                  "t_tq1_forced", "t_strided_qkv", "t_valid_causal_gqa", "t_window_no_key", "t_pad_d80",
                  "t_pad_d40_causal_tl", "t_pad_d64_dv128", "t_pad_d96_masks", "t_softcap_causal_gqa_d64",
                  "t_pad_d96_softcap_masks", "t_drop_causal_gqa_d64", "t_drop_softcap_d128", "t_pad_d80_drop05_masks",
-                 "t_dmask_bias_softcap_len", "t_pad_d96_bias_keybcast_masks")
+                 "t_dmask_bias_softcap_len", "t_pad_d96_bias_keybcast_masks", "tf_d256", "t256_edges_65_31_causal_tl",
+                 "t256_empty_rows_causal", "t256_gqa4_causal")  # (the t256 / tf_d256 ones with SM90_TF32_D256=1)
 
 
 def tf32_launches(h):
@@ -754,6 +786,8 @@ def tf32_variant_built(c, v, release):
     """flash_fwd_sm90_tf32.cu's tf32_variant_built: a release build has variants 1 and 3, and 0 for the dense mask /
     bias kernel at head dim 128 (the others then run the default); FA_TUNING builds have every variant."""
     dense = bool(c.get("mask") or c.get("bias"))
+    if bucket(c) == 256:  # FA_SM90_TF32_D256: the pre-pass variant only, in every build
+        return v == TF32_PREPASS_VARIANT
     return not release or v in (1, TF32_PREPASS_VARIANT) or (v == 0 and dense and bucket(c) == 128)
 
 
@@ -769,6 +803,8 @@ def tf32_default_variant(c):
     included), else 3 from TF32_PREPASS_MIN_READERS readers per K / V tile, else 1."""
     if (c.get("mask") or c.get("bias")) and bucket(c) == 128:
         return 0
+    if bucket(c) == 256:
+        return TF32_PREPASS_VARIANT
     readers = (c["Tq"] + 127) // 128 * (c["H"] // c.get("Hkv", c["H"]))
     return TF32_PREPASS_VARIANT if readers >= TF32_PREPASS_MIN_READERS else 1
 
@@ -913,7 +949,10 @@ def phase_tf32_bench(h, log):
     from torch.nn.attention import sdpa_kernel, SDPBackend
     rows = []
     release = release_build(h)
-    for D, H in ((128, 16), (64, 32)):
+    dims = ((128, 16), (64, 32)) + (((256, 8),) if os.environ.get("SM90_TF32_D256") == "1" else ())
+    if os.environ.get("TF32BENCH_D"):  # e.g. TF32BENCH_D=256: those head dims only
+        dims = tuple(x for x in dims if str(x[0]) in os.environ["TF32BENCH_D"].split(","))
+    for D, H in dims:
         for T in (1024, 4096, 16384):
             for causal in (False, True):
                 B = max(1, 16384 // T)
@@ -1432,8 +1471,10 @@ def main():
         rows = phase_vbench(h, log)
     elif args.phase == "tf32selftest":
         rows = phase_tf32_selftest(h, log)
-    elif args.phase == "tf32":
-        rows = phase_tf32(h, log, TF32_CASES, TF32_FALLBACK_CASES)
+    elif args.phase == "tf32":  # TF32_D=256 (comma-separated kernel head dims) narrows both lists to those
+        dims = [int(d) for d in os.environ.get("TF32_D", "").split(",") if d]
+        keep = (lambda cs: [c for c in cs if bucket(c) in dims]) if dims else list
+        rows = phase_tf32(h, log, keep(TF32_CASES), keep(TF32_FALLBACK_CASES))
         print(f"tf32: {sum(r['ok'] for r in rows)} / {len(rows)} pass (every variant; fallback cases once)",
               file=log, flush=True)
     elif args.phase == "tf32dropexact":  # DROP_EXACT_CASES up to head dim 128, float32 with TF32

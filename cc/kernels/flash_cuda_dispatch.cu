@@ -3,7 +3,8 @@
 //   few query rows (any GPU)            -> sm80/flash_decode.cu (flash-decoding, key splits)
 //   float32, allow_tf32, compute 9.0, D, Dv <= 128 (multiples of 4; 64 and 128, others padded up), causal
 //     or none, index masks, soft-cap, dropout, dense mask and bias (not with dropout), GQA
-//     (sm90::fwd_tf32_applies), TF_FLASHATTN_SM90_TF32 and TF_FLASHATTN_SM90 not 0,
+//     (sm90::fwd_tf32_applies; FA_SM90_TF32_D256 builds also D == Dv == 256, causal or none, nothing else),
+//     TF_FLASHATTN_SM90_TF32 and TF_FLASHATTN_SM90 not 0,
 //     FA_HAS_SM90 builds                -> sm90/flash_fwd_sm90_tf32.cu (wgmma .tf32, TMA)
 //   float32                             -> sm80/flash_fwd_tf32.cu (allow_tf32) or sm80/flash_fwd_simt.cu
 //   float16 / bfloat16, compute 9.0, D, Dv <= 256 (multiples of 8; the kernels of 64, 128 and 256,

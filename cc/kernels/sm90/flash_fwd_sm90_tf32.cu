@@ -11,7 +11,8 @@
 // tf32 / tf32bench / tf32sanitize check it (gpu_run.sh sm90, SM90_PHASES=tf32selftest,tf32,tf32bench,
 // tf32sanitize).
 //
-// Scope (fwd_tf32_applies): float32 q / k / v / o, D, Dv <= 128 (multiples of 4; kernels for 64 and 128, other
+// Scope (fwd_tf32_applies; FA_SM90_TF32_D256 below adds a candidate kernel for D == Dv == 256 without a mask or causal,
+// off by default): float32 q / k / v / o, D, Dv <= 128 (multiples of 4; kernels for 64 and 128, other
 // head dims and Dv != D padded up to padded_head_dim: the tensor maps carry the real D / Dv, so the copy
 // engine fills the columns past them with zeros, the pre-pass writes its copies padded with zeros, and the
 // index-masked kernels, which such calls run, do not store O's columns past Dv), GQA (H % Hkv == 0), the
@@ -156,7 +157,6 @@ constexpr int kBc = 64;            // keys per K / V tile
 constexpr int kStages = 2;         // K and V^T stages (the raw V buffer is single)
 constexpr int kThreads = 384;      // producer warpgroup + 2 consumer warpgroups
 constexpr int kTransposers = 96;   // warps 1..3 of the producer warpgroup
-constexpr int kConsumerThreads = 256;
 // Registers after setmaxnreg. ptxas 13.0 (sm_90a) allots the producer warpgroup's code (the transposers'
 // loop) up to 38 and the consumers up to 216 (variants 1 / 2 at D = 128; 172 in variant 0): both fit
 // with a margin.
@@ -164,6 +164,35 @@ constexpr int kProducerRegs = 56;
 constexpr int kConsumerRegs = 224;
 static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= kThreads * 168, "the launch's register pool");
 static_assert(kProducerRegs % 8 == 0 && kConsumerRegs % 8 == 0, "setmaxnreg takes multiples of 8");
+
+// FA_SM90_TF32_D256 (default 0: a candidate, never yet run on a GPU; float32 at head dim 256 then runs sm80's TF32
+// kernel, 0.76x-0.98x Keras under XLA from T = 4096 without a mask on the H200, benchmarks/RESULTS.md "Float32 (TF32)
+// through TensorFlow" (v)): this kernel at head dim 256, for D == Dv == 256 without a mask or causal (the plain
+// kernel; no index masks, soft-cap, dropout, dense mask or bias), variant 3 only (the pre-pass: K and V^T rounded in
+// the workspace), with Q kept in shared memory (its A fragments would take 128 registers next to O's 128). Float32
+// tiles at D = 256 take 1 KiB per row, so the tiles shrink (Tf32Tiles): one consumer warpgroup of 64 query rows and
+// 32-key tiles, two stages: Q 64 KiB + 2 x (K 32 + V^T 32) KiB = 192 KiB. Per key tile the warpgroup runs S = Q K^T
+// (32 wgmma m64n32k8 SS: Q's 2 KiB and K's 1 KiB per step from shared memory, 24 clocks at 128 B / clock against the
+// tensor cores' 16, so this product is shared-memory bound in this model) and O += P V (4 wgmma m64n256k8 RS); the
+// model puts a tile at ~1,300 clocks of products for 1 M multiply-adds, ~75 % of TF32's peak before the softmax and
+// waits (sm80's kernel ran 107-113 TFLOP/s at T >= 4096, 22 % of it).
+#ifndef FA_SM90_TF32_D256
+#define FA_SM90_TF32_D256 0
+#endif
+constexpr bool kTf32D256 = FA_SM90_TF32_D256 != 0;
+// The CTA's tiles per head dim: D = 64 and 128 as above (kBr, kBc, 2 consumer warpgroups); D = 256 (kWide): one
+// consumer warpgroup, 64 query rows, 32-key tiles, no setmaxnreg (256 threads: ptxas may give each up to 255).
+template <int D>
+struct Tf32Tiles {
+  static constexpr bool kWide = D == 256;
+  static constexpr int kBr = kWide ? 64 : 128;
+  static constexpr int kBc = kWide ? 32 : 64;
+  static constexpr int kConsumers = kBr / 64;
+  static constexpr int kThreads = 128 * (1 + kConsumers);
+};
+static_assert(Tf32Tiles<128>::kBr == kBr && Tf32Tiles<128>::kBc == kBc && Tf32Tiles<128>::kThreads == kThreads &&
+                  Tf32Tiles<64>::kBr == kBr && Tf32Tiles<64>::kBc == kBc,
+              "head dims 64 and 128 keep the tiles above");
 
 // Variants (TF_FLASHATTN_SM90_TF32_VARIANT, read once, or the harness's set_sm90_tf32_variant;
 // default by shape: tf32_default_variant, kTf32DefaultVariant's comment).
@@ -214,6 +243,7 @@ constexpr int64_t kPrepassMinReaders = 8;
 // build at 10 minutes on the 2-core CI machine). A release build runs the default for a variant asked for that the
 // call's kernel lacks (tf32_variant_for).
 constexpr bool tf32_variant_built(int v, int D, bool dense) {
+  if (D == 256) return v == 3;  // FA_SM90_TF32_D256 (below): the pre-pass variant, Q in shared memory
 #ifdef FA_TUNING
   (void)D, (void)dense;
   return v >= 0 && v < kTf32Variants;
@@ -224,8 +254,8 @@ constexpr bool tf32_variant_built(int v, int D, bool dense) {
 
 template <int D>
 struct Tf32Smem {
-  static constexpr int kQBytes = kBr * D * 4;
-  static constexpr int kKVBytes = kBc * D * 4;  // one K, V or V^T tile
+  static constexpr int kQBytes = Tf32Tiles<D>::kBr * D * 4;
+  static constexpr int kKVBytes = Tf32Tiles<D>::kBc * D * 4;  // one K, V or V^T tile
   static constexpr int kQ = 0;
   static constexpr int kK = kQ + kQBytes;                   // + stage * kKVBytes
   static constexpr int kVRaw = kK + kStages * kKVBytes;     // one buffer
@@ -295,11 +325,18 @@ __device__ __forceinline__ void load_q_frags(uint32_t (&qa)[D / 8][4], uint32_t 
 // mask) the CTA-uniform key_end rule below. FEAT (with IDX only; Tf32Feat bits): soft-cap, dropout, a dense mask
 // and bias.
 template <int D, int V, bool IDX = false, int FEAT = 0>
-__global__ void __launch_bounds__(kThreads, 1)
+__global__ void __launch_bounds__(Tf32Tiles<D>::kThreads, 1)
     flash_fwd_sm90_tf32_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                                const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ FlashFwdParams p) {
   using L = Tf32Smem<D>;
+  using TT = Tf32Tiles<D>;
+  // This head dim's tiles (the namespace's kBr / kBc at D = 64 and 128).
+  constexpr int kBr = TT::kBr, kBc = TT::kBc, kConsumerThreads = 128 * TT::kConsumers;
   constexpr Tf32Sched kS = kTf32Sched[V];
+  constexpr bool kQRegs = kS.q_regs && !TT::kWide;  // head dim 256: Q in shared memory (FA_SM90_TF32_D256)
+  static_assert(!TT::kWide || (kS.prepass && !IDX && FEAT == 0), "head dim 256: the plain pre-pass kernel only");
+  static_assert(!TT::kWide || (L::kAlloc == 230488 && L::kVT % 1024 == 0),
+                "head dim 256: the same bytes as 128 (64 rows x 256 columns of Q, 32 keys x 256 per K / V / V^T tile)");
   extern __shared__ uint8_t smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
   const uint32_t q_full = base + L::kQFull, v_full = base + L::kVFull, v_empty = base + L::kVEmpty;
@@ -332,7 +369,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   __syncthreads();
 
   if (wg == 0) {
-    setmaxnreg_dec<kProducerRegs>();
+    if constexpr (!TT::kWide) setmaxnreg_dec<kProducerRegs>();
     const int tid = threadIdx.x;
     if (tid == 0 && n_tiles > 0) {
       // ---- Producer thread: every TMA load. ----
@@ -397,7 +434,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 
   // ---- Consumer warpgroups: 64 query rows each. ----
-  setmaxnreg_inc<kConsumerRegs>();
+  if constexpr (!TT::kWide) setmaxnreg_inc<kConsumerRegs>();
   const int c = wg - 1;
   const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
   const int64_t Tq = sh.Tq;
@@ -467,7 +504,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   // and keeps its code unchanged (no zeroing). With the fix, variants 1 and 3 at D = 64 were bit for bit
   // equal to variant 0 in all 10 D = 64 cases on the H200 (2026-12-01, session 19).
   // Variant 3 (a new kernel) zeroes them at D = 128 too.
-  if constexpr (kS.q_regs && (D == 64 || kS.prepass)) {
+  if constexpr (kQRegs && (D == 64 || kS.prepass)) {
 #pragma unroll
     for (int k = 0; k < D / 8; ++k)
 #pragma unroll
@@ -475,7 +512,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   if (n_tiles > 0) {
     mbar_wait(q_full, 0);
-    if constexpr (kS.q_regs) {
+    if constexpr (kQRegs) {
       load_q_frags<D, kBr>(qa, base + L::kQ, c * 64 + warp * 16 + g, t);
     } else {
       // Q to tf32, this warpgroup's rows of each 32-column panel (the other warpgroup's are its own).
@@ -498,11 +535,11 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int k = 0; k < D / 8; ++k) {
       const uint32_t koff = (k % 4) * 32;  // k8 step within the 128-byte row
       const uint64_t db = wgmma_desc(k_tile + (k / 4) * kBc * 128 + koff, 16, 1024);
-      if constexpr (kS.q_regs) {
+      if constexpr (kQRegs) {
         wgmma_tf32_rs_m64n64k8(sacc, qa[k], db, k > 0);
       } else {
         const uint64_t da = wgmma_desc(q_tile + (k / 4) * kBr * 128 + koff, 16, 1024);
-        wgmma_tf32_ss_m64n64k8(sacc, da, db, k > 0);
+        wgmma_tf32_ss_s<kBc>(sacc, da, db, k > 0);
       }
     }
     wgmma_commit();
@@ -679,12 +716,13 @@ Tf32PrepassLayout tf32_prepass_layout(const AttnShape& s) {
 // The tensor maps of Kr and VT in workspace ws. Kr: K's map (tma_map_rows_f32) with compact strides. VT
 // [B, Hkv, D, tk_pad]: rank 4 (position, d, head, batch), strides increasing with the dimension (as every
 // other map here), box {32 positions, D rows, 1, 1} (the same shared-memory box as {32, 1, D, 1}: row d
-// at d * 128), 128-byte swizzle; every box in bounds (tk_pad a multiple of 64).
-bool tf32_prepass_maps(const AttnShape& s, void* ws, CUtensorMap* tk, CUtensorMap* tvt) {
+// at d * 128), 128-byte swizzle; every box in bounds (tk_pad a multiple of 64). Kr's boxes: k_rows keys (the main
+// kernel's key tile, Tf32Tiles).
+bool tf32_prepass_maps(const AttnShape& s, void* ws, CUtensorMap* tk, CUtensorMap* tvt, int k_rows) {
   const Tf32PrepassLayout w = tf32_prepass_layout(s);
   const int64_t D = padded_head_dim(s);
   const int64_t kr_stride[3] = {s.Tk * s.Hkv * D, s.Hkv * D, D};
-  if (!tma_map_rows_f32(tk, ws, s.B, s.Tk, s.Hkv, D, kr_stride, kBc)) return false;
+  if (!tma_map_rows_f32(tk, ws, s.B, s.Tk, s.Hkv, D, kr_stride, k_rows)) return false;
   auto fn = tensor_map_encoder();
   if (!fn) return false;
   cuuint64_t dims[4] = {static_cast<cuuint64_t>(w.tk_pad), static_cast<cuuint64_t>(D), static_cast<cuuint64_t>(s.Hkv),
@@ -699,23 +737,18 @@ bool tf32_prepass_maps(const AttnShape& s, void* ws, CUtensorMap* tk, CUtensorMa
 }
 
 constexpr int kPrepassThreads = 256;
-// Variant 3's pre-pass: key tile blockIdx.x (keys key0 .. key0 + 63) of kv head
-// blockIdx.y, batch blockIdx.z. kr [B, Tk, Hkv, D] = tf32(K) (compact); vt [B, Hkv, D, tk_pad]: position
-// key0 + u of row d = tf32(V[key0 + tf32_kperm_inv(u)][d]), 0 for keys past Tk; padded up (the call's D or Dv
-// below the kernel's D, multiples of 4), 0 in the columns of kr past D and the rows of vt past Dv. cvt.rna as the main
-// kernel's transposers and round_tf32_smem (to_tf32): the same bits.
-template <int D>
-__global__ void __launch_bounds__(kPrepassThreads)
-    tf32_prepass_kernel(const __grid_constant__ FlashFwdParams p, float* __restrict__ kr, float* __restrict__ vt,
-                        int64_t tk_pad) {
-  __shared__ float sv[kBc][D + 1];  // V's tile, rounded; + 1: the transposed reads hit 32 banks
+// One pass over keys key0 .. key0 + PK - 1 of the pre-pass's tile (PK = 64, or 32 twice at head dim 256: 64 x 257
+// floats of sv would pass the 48 KiB of static shared memory). Positions u of the pass hold its keys
+// tf32_kperm_inv(u): the permutation stays within groups of 8.
+template <int D, int PK>
+__device__ __forceinline__ void tf32_prepass_keys(const FlashFwdParams& p, float* __restrict__ kr, float* __restrict__ vt,
+                                                  int64_t tk_pad, int64_t key0, float (&sv)[PK][D + 1]) {
   const AttnShape& sh = p.shape;
-  const int64_t key0 = static_cast<int64_t>(blockIdx.x) * kBc;
   const int hkv = blockIdx.y, b = blockIdx.z;
   const float* k = static_cast<const float*>(p.k) + b * sh.k_stride[0] + hkv * sh.k_stride[2];
   const float* v = static_cast<const float*>(p.v) + b * sh.v_stride[0] + hkv * sh.v_stride[2];
   constexpr int kC4 = D / 4;  // float4 per row
-  for (int i = threadIdx.x; i < kBc * kC4; i += kPrepassThreads) {
+  for (int i = threadIdx.x; i < PK * kC4; i += kPrepassThreads) {
     const int r = i / kC4, c = 4 * (i % kC4);
     const int64_t key = key0 + r;
     float4 x = make_float4(0.f, 0.f, 0.f, 0.f), y = x;
@@ -734,9 +767,30 @@ __global__ void __launch_bounds__(kPrepassThreads)
   }
   __syncthreads();
   float* out = vt + (static_cast<int64_t>(b) * sh.Hkv + hkv) * D * tk_pad + key0;
-  for (int i = threadIdx.x; i < D * kBc; i += kPrepassThreads) {
-    const int d = i / kBc, u = i % kBc;  // a warp: 32 consecutive positions of one row d
+  for (int i = threadIdx.x; i < D * PK; i += kPrepassThreads) {
+    const int d = i / PK, u = i % PK;  // a warp: 32 consecutive positions of one row d
     out[d * tk_pad + u] = sv[tf32_kperm_inv(u)][d];
+  }
+}
+
+// Variant 3's pre-pass: key tile blockIdx.x (keys key0 .. key0 + 63) of kv head
+// blockIdx.y, batch blockIdx.z. kr [B, Tk, Hkv, D] = tf32(K) (compact); vt [B, Hkv, D, tk_pad]: position
+// key0 + u of row d = tf32(V[key0 + tf32_kperm_inv(u)][d]), 0 for keys past Tk; padded up (the call's D or Dv
+// below the kernel's D, multiples of 4), 0 in the columns of kr past D and the rows of vt past Dv. cvt.rna as the main
+// kernel's transposers and round_tf32_smem (to_tf32): the same bits.
+template <int D>
+__global__ void __launch_bounds__(kPrepassThreads)
+    tf32_prepass_kernel(const __grid_constant__ FlashFwdParams p, float* __restrict__ kr, float* __restrict__ vt,
+                        int64_t tk_pad) {
+  const int64_t key0 = static_cast<int64_t>(blockIdx.x) * kBc;
+  if constexpr (D == 256) {
+    __shared__ float sv[kBc / 2][D + 1];  // V's keys of one pass, rounded; + 1: the transposed reads hit 32 banks
+    tf32_prepass_keys<D, kBc / 2>(p, kr, vt, tk_pad, key0, sv);
+    __syncthreads();  // the first pass's reads of sv are done
+    tf32_prepass_keys<D, kBc / 2>(p, kr, vt, tk_pad, key0 + kBc / 2, sv);
+  } else {
+    __shared__ float sv[kBc][D + 1];  // V's tile, rounded; + 1: the transposed reads hit 32 banks
+    tf32_prepass_keys<D, kBc>(p, kr, vt, tk_pad, key0, sv);
   }
 }
 
@@ -752,8 +806,10 @@ template <int D, int V, bool IDX, int FEAT>
 cudaError_t launch_tf32_main(const FlashFwdParams& p, cudaStream_t stream, const CUtensorMap& tq, const CUtensorMap& tk,
                              const CUtensorMap& tv) {
   const AttnShape& s = p.shape;
-  const dim3 grid(static_cast<unsigned>((s.Tq + kBr - 1) / kBr), static_cast<unsigned>(s.H), static_cast<unsigned>(s.B));
-  flash_fwd_sm90_tf32_kernel<D, V, IDX, FEAT><<<grid, kThreads, Tf32Smem<D>::kAlloc, stream>>>(tq, tk, tv, p);
+  using TT = Tf32Tiles<D>;
+  const dim3 grid(static_cast<unsigned>((s.Tq + TT::kBr - 1) / TT::kBr), static_cast<unsigned>(s.H),
+                  static_cast<unsigned>(s.B));
+  flash_fwd_sm90_tf32_kernel<D, V, IDX, FEAT><<<grid, TT::kThreads, Tf32Smem<D>::kAlloc, stream>>>(tq, tk, tv, p);
   const cudaError_t err = cudaGetLastError();
   if (err == cudaSuccess) {
     g_tf32_launches.fetch_add(1, std::memory_order_relaxed);
@@ -788,7 +844,8 @@ cudaError_t launch_tf32_prepass(const FlashFwdParams& p, cudaStream_t stream) {
   float* kr = static_cast<float*>(p.workspace);
   float* vt = reinterpret_cast<float*>(static_cast<char*>(p.workspace) + w.vt_off);
   CUtensorMap tq, tk, tvt;
-  if (!tma_map_rows_f32(&tq, p.q, s.B, s.Tq, s.H, s.D, s.q_stride, kBr) || !tf32_prepass_maps(s, p.workspace, &tk, &tvt))
+  if (!tma_map_rows_f32(&tq, p.q, s.B, s.Tq, s.H, s.D, s.q_stride, Tf32Tiles<D>::kBr) ||
+      !tf32_prepass_maps(s, p.workspace, &tk, &tvt, Tf32Tiles<D>::kBc))
     return cudaErrorNotSupported;
   cudaError_t err = set_dynamic_smem(flash_fwd_sm90_tf32_kernel<D, V, IDX, FEAT>, Tf32Smem<D>::kAlloc);
   if (err != cudaSuccess) return err;
@@ -810,13 +867,18 @@ cudaError_t launch_tf32_variant(const FlashFwdParams& p, cudaStream_t stream, in
   // (tf32_variant_for passes only variants built for this kernel: the `break`s are not reached; were one reached,
   // nothing is queued and sm80's TF32 kernel takes the call.)
   constexpr bool kDense = (FEAT & kTf32Dense) != 0;
-  switch (v) {
-    case 1: return launch_tf32<D, 1, IDX, FEAT>(p, stream);
-    case 2: if constexpr (tf32_variant_built(2, D, kDense)) return launch_tf32<D, 2, IDX, FEAT>(p, stream); break;
-    case 3: return launch_tf32_prepass<D, IDX, FEAT>(p, stream);
-    default: if constexpr (tf32_variant_built(0, D, kDense)) return launch_tf32<D, 0, IDX, FEAT>(p, stream); break;
+  if constexpr (D == 256) {  // FA_SM90_TF32_D256: the pre-pass variant only (tf32_variant_built)
+    static_assert(!IDX && FEAT == 0, "head dim 256: the plain kernel only");
+    return v == kTf32PrepassVariant ? launch_tf32_prepass<D, IDX, FEAT>(p, stream) : cudaErrorNotSupported;
+  } else {
+    switch (v) {
+      case 1: return launch_tf32<D, 1, IDX, FEAT>(p, stream);
+      case 2: if constexpr (tf32_variant_built(2, D, kDense)) return launch_tf32<D, 2, IDX, FEAT>(p, stream); break;
+      case 3: return launch_tf32_prepass<D, IDX, FEAT>(p, stream);
+      default: if constexpr (tf32_variant_built(0, D, kDense)) return launch_tf32<D, 0, IDX, FEAT>(p, stream); break;
+    }
+    return cudaErrorNotSupported;
   }
-  return cudaErrorNotSupported;
 }
 
 }  // namespace
@@ -864,6 +926,7 @@ int tf32_default_variant(const AttnShape& s, bool dense) {
   // registers spill there with the dense loads (ptxas 13.0: 68-128 bytes), and variant 0 ran 1.12x-1.15x the
   // default, variant 3, with a bias [1, H, T, T] on the H200 (2026-12-04, RESULTS.md "Hopper TF32 kernels" (l)).
   if (dense && padded_head_dim(s) == 128) return 0;
+  if (padded_head_dim(s) == 256) return kTf32PrepassVariant;  // the only one at 256 (FA_SM90_TF32_D256)
   const int64_t readers = (s.Tq + kBr - 1) / kBr * (s.Hkv > 0 ? s.H / s.Hkv : 1);
   return readers >= kPrepassMinReaders ? kTf32PrepassVariant : kTf32DefaultVariant;
 }
@@ -892,8 +955,13 @@ int fwd_feat(const FlashFwdParams& p) {
 bool fwd_tf32_params_apply(const FlashFwdParams& p) {
   const AttnShape& s = p.shape;
   if (p.dtype != DType::kFloat32 || !p.allow_tf32) return false;
-  // Head dims 64 and 128, and any other D, Dv <= 128 (multiples of 4: TMA's 16 bytes) padded up.
-  if (!tf32_head_dims_apply(s, 64) && !tf32_head_dims_apply(s, 128)) return false;
+  // Head dims 64 and 128, and any other D, Dv <= 128 (multiples of 4: TMA's 16 bytes) padded up. With
+  // FA_SM90_TF32_D256, D == Dv == 256 without a mask or causal (the plain kernel), nothing else.
+  if (kTf32D256 && s.D == 256 && s.Dv == 256) {
+    if (p.mask.has_index_masks() || fwd_feat(p) != 0) return false;
+  } else if (!tf32_head_dims_apply(s, 64) && !tf32_head_dims_apply(s, 128)) {
+    return false;
+  }
   if (s.Tk <= 0 || s.Tq <= 0 || s.Tq > (1ll << 31) - kBr || s.Tk > (1ll << 31) - kBc) return false;
   if (s.H > 65535 || s.B > 65535 || s.Hkv <= 0 || s.H % s.Hkv != 0) return false;
   // Causal (any offset), windows, lengths, [B, T] validity masks, soft-cap, dropout, a dense mask and bias (the
@@ -922,9 +990,15 @@ size_t fwd_tf32_workspace_bytes(const FlashFwdParams& p) {
 cudaError_t fwd_tf32(const FlashFwdParams& p, cudaStream_t stream) {
   // The variant set explicitly, else by shape (tf32_variant_for; kTf32DefaultVariant's comment). Variant 3
   // without a workspace (a caller that did not ask flash_fwd_workspace_bytes): variant 1, the same bits.
-  const int d = padded_head_dim(p.shape);  // 64 or 128 (fwd_tf32_params_apply)
+  const int d = padded_head_dim(p.shape);  // 64, 128, or 256 with FA_SM90_TF32_D256 (fwd_tf32_params_apply)
   const int feat = fwd_feat(p);
   int v = tf32_variant_for(p.shape, (feat & kTf32Dense) != 0);
+  if constexpr (kTf32D256) {
+    // The plain kernel (fwd_tf32_params_apply), which needs its workspace: without one, sm80's TF32 kernel.
+    if (d == 256)
+      return p.workspace != nullptr && feat == 0 && !p.mask.has_index_masks() ? launch_tf32_variant<256, false>(p, stream, v)
+                                                                               : cudaErrorNotSupported;
+  }
   if (v == kTf32PrepassVariant && p.workspace == nullptr) v = kTf32DefaultVariant;
   // The index-masked kernels (IDX) for the index masks, the FEAT options and calls padded up (their O stores check
   // the column); causal alone keeps the plain ones. Soft-cap, dropout, a dense mask and bias: the IDX kernels' FEAT
@@ -1151,7 +1225,7 @@ int tf32_selftest(int which, double* max_err, char* msg, int msg_len) {
     p.k = dk;
     p.v = dv;
     CUtensorMap tk, tvt;
-    if (!tf32_prepass_maps(sh, ws, &tk, &tvt)) {
+    if (!tf32_prepass_maps(sh, ws, &tk, &tvt, kBc)) {
       say("cuTensorMapEncodeTiled of the workspace's Kr / VT failed (or no driver entry point)");
       return -1;
     }

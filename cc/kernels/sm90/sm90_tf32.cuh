@@ -64,13 +64,22 @@ __device__ __forceinline__ void round_tf32_smem(uint32_t addr, int bytes, int ti
   }
 }
 
-// acc [64 x N] += A B by one wgmma m64nNk8 .tf32 RS (N = 64 or 128: the head dim), A this thread's fragments, B
-// at desc_b.
+// acc [64 x N] += A B by one wgmma m64nNk8 .tf32 RS (N = 64, 128 or 256: the head dim), A this thread's fragments,
+// B at desc_b.
 template <int N>
 __device__ __forceinline__ void wgmma_tf32_rs_acc(float (&acc)[N / 2], const uint32_t (&a)[4], uint64_t desc_b) {
-  static_assert(N == 64 || N == 128, "wgmma N");
-  if constexpr (N == 128) wgmma_tf32_rs_m64n128k8(acc, a, desc_b, 1);
+  static_assert(N == 64 || N == 128 || N == 256, "wgmma N");
+  if constexpr (N == 256) wgmma_tf32_rs_m64n256k8(acc, a, desc_b, 1);
+  else if constexpr (N == 128) wgmma_tf32_rs_m64n128k8(acc, a, desc_b, 1);
   else wgmma_tf32_rs_m64n64k8(acc, a, desc_b, 1);
+}
+
+// S [64 x N] (= or +=, accumulate) A B by one wgmma m64nNk8 .tf32 SS (N = 32 or 64: the keys of a K tile).
+template <int N>
+__device__ __forceinline__ void wgmma_tf32_ss_s(float (&acc)[N / 2], uint64_t desc_a, uint64_t desc_b, int accumulate) {
+  static_assert(N == 32 || N == 64, "wgmma N");
+  if constexpr (N == 64) wgmma_tf32_ss_m64n64k8(acc, desc_a, desc_b, accumulate);
+  else wgmma_tf32_ss_m64n32k8(acc, desc_a, desc_b, accumulate);
 }
 
 // The accumulators of one k8 step kk (s4 = acc + 4 kk: columns 8kk + 2t, +1 of rows g, g + 8) as the
