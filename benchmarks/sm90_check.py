@@ -721,8 +721,8 @@ TF32_FALLBACK_CASES = [
 ]
 # Head dim 256 (flash_fwd_sm90_tf32.cu's FA_SM90_TF32_D256 candidate: D == Dv == 256, no mask or causal, the pre-pass
 # variant with 64-row query tiles and 32-key tiles). SM90_TF32_D256=1 (a harness built with
-# NVCC_EXTRA=-DFA_SM90_TF32_D256=1) expects ours on the first list; otherwise all of them are fallback cases. The
-# other head-dim-256 calls (index masks, soft-cap, padded up) stay on sm80's kernel in either build.
+# NVCC_EXTRA=-DFA_SM90_TF32_D256=1) expects ours on the first list; otherwise the first of them (tf_d256) is a fallback
+# case. The other head-dim-256 calls (index masks, soft-cap, padded up) stay on sm80's kernel in either build.
 TF32_D256_CASES = [
     dict(name="tf_d256", B=2, Tq=113, Tk=203, H=2, D=256),
     dict(name="t256_edges_63_33", B=2, Tq=63, Tk=33, H=2, D=256),
@@ -845,6 +845,10 @@ def phase_tf32(h, log, cases, fallback_cases=()):
         # the others must equal it bit for bit as variant 3 does.
         v0 = None
         case_variants = [v for v in variants if tf32_variant_built(c, v, release)]
+        if expect and not case_variants:  # e.g. TF32_VARIANTS=0 at head dim 256 (variant 3 only): not run, a failure
+            rows.append(dict(case=c["name"], dtype="tf32", variant="none", ok=False, expect_sm90=True))
+            print(f"FAIL {c['name']:<26} no variant of {variants} is built for this case", file=log, flush=True)
+            continue
         for v in (case_variants if expect else variants[:1]):
             h.m.set_sm90_tf32_variant(v)
             # Variant 3: its workspace, explicit and NaN-poisoned (every byte it reads must be written by its

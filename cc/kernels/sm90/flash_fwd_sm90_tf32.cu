@@ -11,8 +11,8 @@
 // tf32 / tf32bench / tf32sanitize check it (gpu_run.sh sm90, SM90_PHASES=tf32selftest,tf32,tf32bench,
 // tf32sanitize).
 //
-// Scope (fwd_tf32_applies; FA_SM90_TF32_D256 below adds a candidate kernel for D == Dv == 256 without a mask or causal,
-// off by default): float32 q / k / v / o, D, Dv <= 128 (multiples of 4; kernels for 64 and 128, other
+// Scope (fwd_tf32_applies; FA_SM90_TF32_D256 below adds a candidate kernel for D == Dv == 256 with no mask
+// or causal, off by default): float32 q / k / v / o, D, Dv <= 128 (multiples of 4; kernels for 64 and 128, other
 // head dims and Dv != D padded up to padded_head_dim: the tensor maps carry the real D / Dv, so the copy
 // engine fills the columns past them with zeros, the pre-pass writes its copies padded with zeros, and the
 // index-masked kernels, which such calls run, do not store O's columns past Dv), GQA (H % Hkv == 0), the
@@ -167,11 +167,12 @@ static_assert(kProducerRegs % 8 == 0 && kConsumerRegs % 8 == 0, "setmaxnreg take
 
 // FA_SM90_TF32_D256 (default 0: a candidate, never yet run on a GPU; float32 at head dim 256 then runs sm80's TF32
 // kernel, 0.76x-0.98x Keras under XLA from T = 4096 without a mask on the H200, benchmarks/RESULTS.md "Float32 (TF32)
-// through TensorFlow" (v)): this kernel at head dim 256, for D == Dv == 256 without a mask or causal (the plain
+// through TensorFlow" (v)): this kernel at head dim 256, for D == Dv == 256 with no mask or causal (the plain
 // kernel; no index masks, soft-cap, dropout, dense mask or bias), variant 3 only (the pre-pass: K and V^T rounded in
 // the workspace), with Q kept in shared memory (its A fragments would take 128 registers next to O's 128). Float32
 // tiles at D = 256 take 1 KiB per row, so the tiles shrink (Tf32Tiles): one consumer warpgroup of 64 query rows and
-// 32-key tiles, two stages: Q 64 KiB + 2 x (K 32 + V^T 32) KiB = 192 KiB. Per key tile the warpgroup runs S = Q K^T
+// 32-key tiles, two stages: Q 64 KiB + 2 x (K 32 + V^T 32) KiB = 192 KiB in use (Tf32Smem keeps the raw V
+// buffer's 32 KiB unused: 225 KiB, one CTA per SM either way). Per key tile the warpgroup runs S = Q K^T
 // (32 wgmma m64n32k8 SS: Q's 2 KiB and K's 1 KiB per step from shared memory, 24 clocks at 128 B / clock against the
 // tensor cores' 16, so this product is shared-memory bound in this model) and O += P V (4 wgmma m64n256k8 RS); the
 // model puts a tile at ~1,300 clocks of products for 1 M multiply-adds, ~75 % of TF32's peak before the softmax and
@@ -316,7 +317,7 @@ __device__ __forceinline__ void load_q_frags(uint32_t (&qa)[D / 8][4], uint32_t 
 }
 
 // q [B, Tq, H, D], k [B, Tk, Hkv, D], v [B, Tk, Hkv, D] float32 through tm_q / tm_k / tm_v (rank 4:
-// d, head, time, batch; boxes {32, 1, 128, 1} for q, {32, 1, 64, 1} for k / v); o [B, Tq, H, D]
+// d, head, time, batch; boxes {32, 1, kBr, 1} for q, {32, 1, kBc, 1} for k / v: Tf32Tiles); o [B, Tq, H, D]
 // float32 and lse [B, H, Tq] from p. Grid (ceil(Tq / kBr), H, B), longest causal rows first.
 // V: the variant (kTf32Sched). Variant 3 (kS.prepass): tm_k maps the workspace's Kr, tm_v its VT
 // (rank 4: key position, d, head, batch; box {32, D, 1, 1}: tf32_prepass_maps); see "Variant 3" in the
@@ -956,7 +957,7 @@ bool fwd_tf32_params_apply(const FlashFwdParams& p) {
   const AttnShape& s = p.shape;
   if (p.dtype != DType::kFloat32 || !p.allow_tf32) return false;
   // Head dims 64 and 128, and any other D, Dv <= 128 (multiples of 4: TMA's 16 bytes) padded up. With
-  // FA_SM90_TF32_D256, D == Dv == 256 without a mask or causal (the plain kernel), nothing else.
+  // FA_SM90_TF32_D256, D == Dv == 256 with no mask or causal (the plain kernel), nothing else.
   if (kTf32D256 && s.D == 256 && s.Dv == 256) {
     if (p.mask.has_index_masks() || fwd_feat(p) != 0) return false;
   } else if (!tf32_head_dims_apply(s, 64) && !tf32_head_dims_apply(s, 128)) {
