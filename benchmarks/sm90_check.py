@@ -73,6 +73,8 @@ others' answers):
             wgmma m64n64k8 .tf32 RS with A = Q's fragments loaded from shared memory (variants 1 / 2), and
             variant 3's pre-pass (K and V^T into a NaN-poisoned workspace) with a TMA load of a V^T tile
             from it, against the host's rna and the transposer's layout bit for bit.
+            Test 8, wgmma m64n256k8 .tf32 RS (the head-dim-256 P V form), runs in FA_SM90_TF32_D256
+            builds ("not run" in others).
   tf32      TF32_CASES (float32 inputs, allow_tf32): odd Tq / Tk around the 128-row / 64-key tiles, causal
             both alignments with rows that see no key, a KV-cache offset, GQA 2 / 4, MQA, Tq = 1 (decode
             off), Tk = 1, strided q/k/v, the softmax scale, D = 64 / 128, big ones (2048, 4096 causal),

@@ -989,7 +989,7 @@ py::list sm90_tf32_selftest() {
   const char* names[] = {"tf32_tma_load_f32_tile", "tf32_v_transpose_and_k_round", "tf32_wgmma_ss_n64_kmajor",
                          "tf32_wgmma_rs_n128_from_acc", "tf32_wgmma_rs_n64_from_acc",
                          "tf32_diag_rs_other_a_order_expect_FAIL", "tf32_wgmma_rs_n64_q_frags",
-                         "tf32_prepass_and_vt_tma_load"};
+                         "tf32_prepass_and_vt_tma_load", "tf32_wgmma_rs_n256_from_acc"};
   static_assert(sizeof(names) / sizeof(names[0]) == flashattn::cuda::sm90::kFwdTf32Selftests, "names");
   return selftest_rows(names, flashattn::cuda::sm90::kFwdTf32Selftests, flashattn::cuda::sm90::tf32_selftest);
 #else

@@ -303,7 +303,7 @@ int last_tf32_variant();
 // the dispatch would reach fwd_tf32 (not the decoding path; enabled() and tf32_enabled()).
 size_t fwd_tf32_workspace_bytes(const FlashFwdParams& p);
 int tf32_selftest(int which, double* max_err, char* msg, int msg_len);
-constexpr int kFwdTf32Selftests = 8;
+constexpr int kFwdTf32Selftests = 9;  // 8: FA_SM90_TF32_D256 builds only ("not run" otherwise)
 
 // The sm_90a backward (flash_bwd_sm90.cu), on by default: bwd_applies is false when
 // TF_FLASHATTN_SM90_BWD=0 or TF_FLASHATTN_SM90=0 (read once) or after set_bwd_enabled(0); else for

@@ -1329,8 +1329,9 @@ int tf32_selftest(int which, double* max_err, char* msg, int msg_len) {
       say("V^T by the transposer warps (keys permuted, cvt.rna) and K rounding in place: bits equal the host's rna");
     return 1;
   }
-  // Tests 2-6.
-  const int DV = which == 4 ? 64 : 128;
+  // Tests 2-6 and 8 (the head-dim-256 P V form: FA_SM90_TF32_D256 builds only).
+  if (which == 8 && !kTf32D256) { say("not built (FA_SM90_TF32_D256 is 0)"); return -1; }
+  const int DV = which == 4 ? 64 : which == 8 ? 256 : 128;
   const bool alt = which == 5, qregs = which == 6;
   std::vector<float> q(64 * 128), k(64 * 128), v(64 * DV);
   for (int i = 0; i < 64; ++i)
@@ -1365,9 +1366,13 @@ int tf32_selftest(int which, double* max_err, char* msg, int msg_len) {
     kernel<<<1, 128, smem>>>(dq, dk, dv, ds, dout);
     return cudaDeviceSynchronize();
   };
-  err = alt     ? run(selftest_tf32_mma_kernel<128, true>)
-        : qregs ? run(selftest_tf32_mma_kernel<128, false, true>)
-        : DV == 64 ? run(selftest_tf32_mma_kernel<64, false>) : run(selftest_tf32_mma_kernel<128, false>);
+#if FA_SM90_TF32_D256  // (not `if constexpr`: outside a template it would still name the kernel)
+  if (DV == 256) err = run(selftest_tf32_mma_kernel<256, false>);
+#endif
+  if (DV != 256)
+    err = alt     ? run(selftest_tf32_mma_kernel<128, true>)
+          : qregs ? run(selftest_tf32_mma_kernel<128, false, true>)
+          : DV == 64 ? run(selftest_tf32_mma_kernel<64, false>) : run(selftest_tf32_mma_kernel<128, false>);
   if (err != cudaSuccess) { say("kernel failed: %s", cudaGetErrorString(err)); return 0; }
   std::vector<float> s(64 * 64), o(64 * DV);
   cudaMemcpy(s.data(), ds, s.size() * 4, cudaMemcpyDeviceToHost);
@@ -1391,7 +1396,8 @@ int tf32_selftest(int which, double* max_err, char* msg, int msg_len) {
                         "DIAGNOSTIC (expected FAIL): test 3 with A packed {c0,c1,c2,c3}; if this passes and test 3 "
                         "fails, the A order is a0 (g,t), a1 (g,t+4), a2 (g+8,t), a3 (g+8,t+4): swap a[1] / a[2] in "
                         "pack_p_step and load_q_frags",
-                        "wgmma m64n64k8 .tf32 RS, A = Q's fragments by load_q_frags, B = K K-major (variants 1 / 2's S = Q K^T)"};
+                        "wgmma m64n64k8 .tf32 RS, A = Q's fragments by load_q_frags, B = K K-major (variants 1 / 2's S = Q K^T)",
+                        "", "wgmma m64n256k8 .tf32 RS, A from the S accumulators, B = V^T (D = 256 P V form)"};
   if (bad && !check_s && !alt) {
     // Tell whether S itself was right (a P V failure with a bad S is test 2's).
     int sbad = 0;
