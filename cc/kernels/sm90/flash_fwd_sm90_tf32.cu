@@ -181,6 +181,17 @@ static_assert(kProducerRegs % 8 == 0 && kConsumerRegs % 8 == 0, "setmaxnreg take
 #define FA_SM90_TF32_D256 0
 #endif
 constexpr bool kTf32D256 = FA_SM90_TF32_D256 != 0;
+// FA_SM90_TF32_D256_OVERLAP (default 0; with FA_SM90_TF32_D256, for an A/B against its schedule 0): the head-dim-256
+// kernel with S_{n+1} = Q K_{n+1}^T issued before tile n's softmax, into its own 16 accumulators, so that the tensor
+// cores run it (the shared-memory-bound product, ~770 of the tile's ~1,300 clocks in the model above) while the one
+// consumer warpgroup computes the softmax; P_n V_n is issued after the softmax and queues behind it; one wait for
+// both per tile, after which K_{n+1} and V^T_n are released. Two stages suffice: K_{n+1} is in the other stage
+// (K_n was released after S_n), V^T_n's release is unchanged. The last tile is peeled so that no wgmma is issued
+// under a branch (ptxas serialized them there in flash_fwd_sm90.cu, C7518). The same operations on the same values
+// as schedule 0: the same bits.
+#ifndef FA_SM90_TF32_D256_OVERLAP
+#define FA_SM90_TF32_D256_OVERLAP 0
+#endif
 // The CTA's tiles per head dim: D = 64 and 128 as above (kBr, kBc, 2 consumer warpgroups); D = 256 (kWide): one
 // consumer warpgroup, 64 query rows, 32-key tiles, no setmaxnreg (256 threads: ptxas may give each up to 255).
 template <int D>
@@ -335,6 +346,7 @@ __global__ void __launch_bounds__(Tf32Tiles<D>::kThreads, 1)
   constexpr int kBr = TT::kBr, kBc = TT::kBc, kConsumerThreads = 128 * TT::kConsumers;
   constexpr Tf32Sched kS = kTf32Sched[V];
   constexpr bool kQRegs = kS.q_regs && !TT::kWide;  // head dim 256: Q in shared memory (FA_SM90_TF32_D256)
+  constexpr bool kWideOverlap = TT::kWide && FA_SM90_TF32_D256_OVERLAP != 0;
   static_assert(!TT::kWide || (kS.prepass && !IDX && FEAT == 0), "head dim 256: the plain pre-pass kernel only");
   static_assert(!TT::kWide || (L::kAlloc == 230488 && L::kVT % 1024 == 0),
                 "head dim 256: the same bytes as 128 (64 rows x 256 columns of Q, 32 keys x 256 per K / V / V^T tile)");
@@ -523,6 +535,103 @@ __global__ void __launch_bounds__(Tf32Tiles<D>::kThreads, 1)
       named_bar_sync(1 + c, 128);
     }
   }
+  if constexpr (kWideOverlap) {
+    // FA_SM90_TF32_D256_OVERLAP (the plain kernel at head dim 256 only: no index masks or features).
+    // S = Q K_n^T into acc, issued and committed, not waited for.
+    auto issue_s = [&](float (&acc)[kBc / 2], int n) {
+      const int s = n % kStages;
+      mbar_wait(k_full0 + 8 * s, (n / kStages) & 1);  // K_n's TMA bytes
+      const uint32_t k_tile = base + L::kK + s * L::kKVBytes;
+      wgmma_fence();
+#pragma unroll
+      for (int k = 0; k < D / 8; ++k) {
+        const uint32_t koff = (k % 4) * 32;
+        wgmma_tf32_ss_s<kBc>(acc, wgmma_desc(q_tile + (k / 4) * kBr * 128 + koff, 16, 1024),
+                             wgmma_desc(k_tile + (k / 4) * kBc * 128 + koff, 16, 1024), k > 0);
+      }
+      wgmma_commit();
+    };
+    // Tile n's softmax on sacc (S_n, waited for), O rescaled, then P_n V_n issued and committed, not waited for.
+    uint32_t pa[kBc / 8][4];
+    auto softmax_issue_pv = [&](float (&sacc)[kBc / 2], int n) {
+      const int s = n % kStages;
+      const int j0 = j_first + n * kBc;
+#pragma unroll
+      for (int i = 0; i < kBc / 2; ++i) sacc[i] *= scale_log2;
+      if (j0 + kBc > ke_cta) {  // as schedule 0: the CTA-uniform causal branch
+        const int lim[2] = {ke[0] - j0 - 2 * t, ke[1] - j0 - 2 * t};
+#pragma unroll
+        for (int i = 0; i < kBc / 2; ++i)
+          if (8 * (i / 4) + (i & 1) >= lim[(i / 2) & 1]) sacc[i] = -INFINITY;
+      }
+      float alpha[2];
+#pragma unroll
+      for (int h2 = 0; h2 < 2; ++h2) {
+        float mx = -INFINITY;
+#pragma unroll
+        for (int j = 0; j < kBc / 8; ++j) mx = fmaxf(mx, fmaxf(sacc[4 * j + 2 * h2], sacc[4 * j + 2 * h2 + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float m_new = fmaxf(m[h2], mx);
+        const float m_use = m_new == -INFINITY ? 0.f : m_new;
+        alpha[h2] = fast_exp2(m[h2] - m_use);
+        m[h2] = m_new;
+        float sum = 0.f;
+#pragma unroll
+        for (int j = 0; j < kBc / 8; ++j)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const float pv = fast_exp2(sacc[4 * j + 2 * h2 + e] - m_use);
+            sacc[4 * j + 2 * h2 + e] = pv;
+            sum += pv;
+          }
+        l[h2] = l[h2] * alpha[h2] + sum;
+      }
+#pragma unroll
+      for (int h2 = 0; h2 < 2; ++h2)
+#pragma unroll
+        for (int j = 0; j < D / 8; ++j) {
+          o[4 * j + 2 * h2] *= alpha[h2];
+          o[4 * j + 2 * h2 + 1] *= alpha[h2];
+        }
+#pragma unroll
+      for (int kk = 0; kk < kBc / 8; ++kk) pack_p_step(pa[kk], sacc + 4 * kk);
+      const uint32_t vt_tile = base + L::kVT + s * L::kKVBytes;
+      mbar_wait(kv_ready0 + 8 * s, (n / kStages) & 1);  // vt_full[s]: V_n^T's TMA bytes
+      fence_regs(o);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < kBc / 8; ++kk)
+        wgmma_tf32_rs_acc<D>(o, pa[kk], wgmma_desc(vt_tile + (kk / 4) * D * 128 + (kk % 4) * 32, 16, 1024));
+      wgmma_commit();
+    };
+    float sacc[kBc / 2], snext[kBc / 2];
+    if (n_tiles > 0) {
+      issue_s(sacc, 0);
+      wgmma_wait<0>();
+      fence_regs(sacc);
+      mbar_arrive(k_empty0);  // K_0's stage
+    }
+    for (int n = 0; n + 1 < n_tiles; ++n) {
+      issue_s(snext, n + 1);  // runs under the softmax below
+      softmax_issue_pv(sacc, n);
+      wgmma_wait<0>();  // S_{n+1} and P_n V_n
+      fence_regs(o);
+      fence_regs(pa);
+      fence_regs(snext);
+      mbar_arrive(k_empty0 + 8 * ((n + 1) % kStages));  // done with K_{n+1}
+      mbar_arrive(vt_empty0 + 8 * (n % kStages));       // done with V^T_n
+#pragma unroll
+      for (int i = 0; i < kBc / 2; ++i) sacc[i] = snext[i];
+    }
+    if (n_tiles > 0) {  // the last tile, peeled
+      softmax_issue_pv(sacc, n_tiles - 1);
+      wgmma_wait<0>();
+      fence_regs(o);
+      fence_regs(pa);
+      mbar_arrive(vt_empty0 + 8 * ((n_tiles - 1) % kStages));
+    }
+  } else  // schedule 0: one tile at a time (S_n, its wait, the softmax, P_n V_n, its wait)
   for (int n = 0; n < n_tiles; ++n) {
     const int s = n % kStages;
     const int j0 = j_first + n * kBc;
