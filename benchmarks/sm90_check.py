@@ -101,6 +101,8 @@ others' answers):
             not: ours sm90 TF32 (each variant; variant 3's time includes its pre-pass), ours sm80 TF32
             (set_sm90_tf32(0)), torch SDPA in float32 with allow_tf32: the efficient backend (mem-efficient,
             cutlass) and the math backend (T <= 4096).
+  tf32save  o / lse of TF32_CASES (TF32_D narrows them) on the TF32 forward's default variant, saved (--save FILE)
+            in densesave's form for densecmp against another build (a candidate schedule that must give the same bits)
   densesave o / lse of DENSE_AB_CASES (a dense mask and / or bias, the DENSE kernel; schedules 0 and the
             default, bf16 and fp16) and three timings of a head-broadcast bias and a batch-broadcast dense mask,
             and of the index-masked kernel with a padding mask and with soft-cap, saved (--save FILE);
@@ -1398,6 +1400,29 @@ def phase_densesave(h, log, path):
     return bench
 
 
+def phase_tf32save(h, log, cases, path):
+    """Phase tf32save: o and lse of each case on the TF32 forward's default variant (a NaN-poisoned workspace where
+    it asks for one), saved as densesave's file (no timings), for densecmp against another build's: e.g. a candidate
+    schedule that must give the same bits (TF32_D=256 with SM90_TF32_D256=1: FA_SM90_TF32_D256_OVERLAP's)."""
+    gen = torch.Generator(device=DEV)
+    gen.manual_seed(0)
+    out = {}
+    h.m.set_sm90_tf32(-1)
+    h.m.set_sm90_tf32_variant(-1)
+    for c0 in cases:
+        c = dict(c0, tf32=True)
+        t = inputs(c, torch.float32, gen)
+        ws_bytes = h.fwd_ws_bytes(c, t)
+        if ws_bytes > 0:
+            t["fws"] = torch.full((ws_bytes,), 0xff, dtype=torch.uint8, device=DEV)
+        n0 = tf32_launches(h)
+        run_fwd(h, c, t)
+        out[c["name"]] = dict(o=t["o"].cpu(), lse=t["lse"].cpu(), launched=int(tf32_launches(h) - n0))
+        print(f"tf32save {c['name']}: launched {out[c['name']]['launched']}", file=log, flush=True)
+    torch.save(dict(out=out, bench=[]), path)
+    return [dict(case=k, ok=v["launched"] == 1) for k, v in out.items()]
+
+
 def phase_densecmp(log, path_a, path_b):
     """Phase densecmp: two densesave files (a: this build, b: the reference): o and lse bit for bit, one sm90
     launch each; the timings side by side (b / a > 1: a faster). The script exits 1 unless all are equal."""
@@ -1421,12 +1446,12 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--phase", required=True,
                     choices=("selftest", "numerics", "bench", "sanitize", "variants", "vbench", "vsanitize",
-                             "tf32selftest", "tf32", "tf32bench", "tf32sanitize", "tf32dropexact", "densesave",
-                             "densecmp"))
+                             "tf32selftest", "tf32", "tf32bench", "tf32sanitize", "tf32dropexact", "tf32save",
+                             "densesave", "densecmp"))
     ap.add_argument("--lib", default=".harness_build")
     ap.add_argument("--out", default=None)
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--save", default=None, help="densesave: the file to write")
+    ap.add_argument("--save", default=None, help="densesave / tf32save: the file to write")
     ap.add_argument("--a", default=None, help="densecmp: this build's densesave file")
     ap.add_argument("--b", default=None, help="densecmp: the reference build's densesave file")
     args = ap.parse_args()
@@ -1483,6 +1508,9 @@ def main():
         rows = phase_tf32(h, log, keep(TF32_CASES), keep(TF32_FALLBACK_CASES))
         print(f"tf32: {sum(r['ok'] for r in rows)} / {len(rows)} pass (every variant; fallback cases once)",
               file=log, flush=True)
+    elif args.phase == "tf32save":  # TF32_CASES (TF32_D narrows them) on the default variant, saved for densecmp
+        dims = [int(d) for d in os.environ.get("TF32_D", "").split(",") if d]
+        rows = phase_tf32save(h, log, [c for c in TF32_CASES if not dims or bucket(c) in dims], args.save)
     elif args.phase == "tf32dropexact":  # DROP_EXACT_CASES up to head dim 128, float32 with TF32
         rows = phase_drop_exact(h, log, [c for c in DROP_EXACT_CASES if c["D"] <= 128], [torch.float32], tf32=True)
         print(f"tf32dropexact: {sum(r['ok'] for r in rows)} / {len(rows)} pass", file=log, flush=True)

@@ -186,9 +186,10 @@ constexpr bool kTf32D256 = FA_SM90_TF32_D256 != 0;
 // cores run it (the shared-memory-bound product, ~770 of the tile's ~1,300 clocks in the model above) while the one
 // consumer warpgroup computes the softmax; P_n V_n is issued after the softmax and queues behind it; one wait for
 // both per tile, after which K_{n+1} and V^T_n are released. Two stages suffice: K_{n+1} is in the other stage
-// (K_n was released after S_n), V^T_n's release is unchanged. The last tile is peeled so that no wgmma is issued
-// under a branch (ptxas serialized them there in flash_fwd_sm90.cu, C7518). The same operations on the same values
-// as schedule 0: the same bits.
+// (K_n was released after S_n), V^T_n's release is unchanged. The last tile is peeled so that no wgmma in the loop is
+// issued under a per-iteration condition (ptxas serialized them there in flash_fwd_sm90.cu, C7518; the prologue's and
+// the peeled tile's are under the CTA-uniform n_tiles > 0). The same operations on the same values as schedule 0:
+// expected to give the same bits (n5_tf32d256.sh compares them with tf32save / densecmp).
 #ifndef FA_SM90_TF32_D256_OVERLAP
 #define FA_SM90_TF32_D256_OVERLAP 0
 #endif
@@ -605,7 +606,11 @@ __global__ void __launch_bounds__(Tf32Tiles<D>::kThreads, 1)
         wgmma_tf32_rs_acc<D>(o, pa[kk], wgmma_desc(vt_tile + (kk / 4) * D * 128 + (kk % 4) * 32, 16, 1024));
       wgmma_commit();
     };
+    // Zeroed first, so that they are defined on every path into the loop (a register defined on one path only let
+    // ptxas 13.0 reuse Q's fragments' registers at D = 64: the comment on qa above).
     float sacc[kBc / 2], snext[kBc / 2];
+#pragma unroll
+    for (int i = 0; i < kBc / 2; ++i) sacc[i] = snext[i] = 0.f;
     if (n_tiles > 0) {
       issue_s(sacc, 0);
       wgmma_wait<0>();
