@@ -1022,6 +1022,20 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
       }
     }
   };
+  // Round 0 of both loops below: the dense prefetches and tile 0's key bytes started, then S_0 issued and committed
+  // in this consumer's first turn (not waited for); returns the key bytes.
+  auto round0_issue_s0 = [&](float (&sacc)[kBc / 2]) {
+    turn_open();
+    for (int k = 0; k <= kDensePrefetch; ++k) prefetch_dense(j_first + k * kBc);
+    KeyBytes kv = load_key_bytes(j_first);  // in flight during the waits below
+    mbar_wait(full0 + 8 * stage(0), phase(0));
+    turn_begin();
+    wgmma_fence();
+    issue_qk(sacc, base + L::kK + stage(0) * L::kKVBytes);
+    wgmma_commit();
+    turn_end(0);
+    return kv;
+  };
   if constexpr (!kS.overlap && kS.pingpong) {
     // kPingVariant (FA_SM90_FWD_DROP_PINGPONG, FA_SM90_FWD_D256_PINGPONG): one tile at a time per warpgroup (S_n
     // waited for, its softmax and dropout, then P_n V_n waited for), the two consumers taking turns to issue.
@@ -1033,16 +1047,8 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
     // same values as schedule 0: the same bits.
     static_assert(kC == 2 && !kDrawUnder, "one-tile ping-pong: two consumers, keep bits drawn after the softmax");
     if (n_tiles > 0) {
-      turn_open();
-      for (int k = 0; k <= kDensePrefetch; ++k) prefetch_dense(j_first + k * kBc);
-      KeyBytes kv = load_key_bytes(j_first);  // in flight during the waits below
       float sacc[kBc / 2];
-      mbar_wait(full0 + 8 * stage(0), phase(0));
-      turn_begin();
-      wgmma_fence();
-      issue_qk(sacc, base + L::kK + stage(0) * L::kKVBytes);
-      wgmma_commit();
-      turn_end(0);
+      KeyBytes kv = round0_issue_s0(sacc);
       // Tile n's softmax, dropout and P_n V_n (its turn, n + 1, opened here); next: tile n + 1's K / V bytes first.
       // The turn's S_{n+1} is issued by the caller, outside any branch: ptxas serializes wgmmas issued on a path it
       // takes for divergent (C7518), as a conditional S issue here was.
@@ -1123,18 +1129,10 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
     // Round 0 issues S_0; round n (1 <= n < N) issues S_n and O += P_{n-1} V_{n-1} together, then
     // runs the softmax of S_n while the P V product is still on the tensor cores; round N issues
     // the last P V. Ping-pong: turn_open / turn_begin / turn_end above.
-    turn_open();
     float sacc[kBc / 2];
     uint32_t pa[kBc / 16][4];
     float alpha[2];
-    for (int k = 0; k <= kDensePrefetch; ++k) prefetch_dense(j_first + k * kBc);
-    KeyBytes kv = load_key_bytes(j_first);  // in flight during the waits below
-    mbar_wait(full0 + 8 * stage(0), phase(0));
-    turn_begin();
-    wgmma_fence();
-    issue_qk(sacc, base + L::kK + stage(0) * L::kKVBytes);
-    wgmma_commit();
-    turn_end(0);
+    KeyBytes kv = round0_issue_s0(sacc);
     wgmma_wait<0>();
     fence_regs(sacc);
     softmax_tile(sacc, j_first, kv, alpha);  // O is still zero: nothing to rescale
