@@ -8,11 +8,13 @@ backward without a mask, causal, and with a key mask; "drop128", the D = 128 bac
 16384, causal and not) and, as a control, with a key mask; "drop64", the same at D = 64; "tf32", the float32 backward on the TF32 kernels (D = 128,
 and D = 64 without a mask); "fwd", the forward
 instead (FWD_SETS), at D = 128, 64 and 256, causal and not, where a forward change is meant to show; "fwdmask", the
-forward's index-masked kernels (a key mask, a causal window, dropout 0.1) at D = 128 and 64; B * T = 16384,
+forward's index-masked kernels (a key mask, a causal window, dropout 0.1) at D = 128 and 64; "fwdping", the kernels
+that FA_SM90_FWD_DROP_PINGPONG / _D256_PINGPONG move to the one-tile ping-pong schedule (dropout 0.1 at D = 128 and 64;
+D = 256 plain, with dropout and index-masked) and D = 128 without a mask as a control; B * T = 16384,
 H = 2048 / D, bf16). No TensorFlow; an
 H100 / H200 with torch, triton and the harness (benchmarks/build_harness.sh).
 
-  python3 benchmarks/harness_loop_ab.py time LIBDIR TAG [plain|mask|feat|d128|drop64|drop128|tf32|fwd|fwdmask] >> ab_loop.log   # one build: ABLOOP lines
+  python3 benchmarks/harness_loop_ab.py time LIBDIR TAG [plain|mask|feat|d128|drop64|drop128|tf32|fwd|fwdmask|fwdping] >> ab_loop.log   # one build: ABLOOP lines
   python3 benchmarks/harness_loop_ab.py summary ab_loop.log               # no GPU: A (tags A*) against B (B*)
 
 `gpu_run.sh ab` with AB_CHECKS=...,loop runs `time` for A, B, A, B, A, B (one process each: the clock drifts
@@ -47,8 +49,12 @@ SETS = {"plain": [(64, 2048, True, ""), (64, 4096, True, ""), (64, 8192, True, "
                 (128, 16384, True, ""), (64, 4096, False, ""), (64, 4096, True, ""), (256, 4096, False, ""),
                 (256, 8192, True, "")],
         "fwdmask": [(128, 4096, False, "key_mask"), (128, 16384, True, "key_mask"), (64, 4096, False, "key_mask"),
-                    (64, 4096, True, "window"), (128, 4096, False, "dropout"), (64, 4096, False, "dropout")]}
-FWD_SETS = {"fwd", "fwdmask"}  # timed forward (h.fwd, FLOPs 4 B H T^2 D, halved when causal); the others the backward
+                    (64, 4096, True, "window"), (128, 4096, False, "dropout"), (64, 4096, False, "dropout")],
+        "fwdping": [(128, 4096, False, "dropout"), (128, 16384, False, "dropout"), (128, 4096, True, "dropout"),
+                    (128, 16384, True, "dropout"), (64, 4096, False, "dropout"), (64, 16384, True, "dropout"),
+                    (256, 4096, False, ""), (256, 16384, True, ""), (256, 4096, False, "dropout"),
+                    (256, 4096, True, "key_mask"), (128, 4096, False, "")]}
+FWD_SETS = {"fwd", "fwdmask", "fwdping"}  # timed forward (h.fwd, FLOPs 4 B H T^2 D, halved when causal); the others the backward
 FEATURES = {"": {}, "key_mask": {}, "window": dict(wl=1024), "dropout": dict(dropout=0.1, seed=(1, 2)),
             "bias": dict(bias=(0, 1)), "tf32": dict(tf32=True)}
 
