@@ -92,11 +92,12 @@ others' answers):
             exactly when it runs 3. TF32_VARIANTS=0 (a comma list) runs only those variants before the
             default (0 must be among them for the default's bitwise check).
             TF32_FALLBACK_CASES (dense mask, D = 256, Dv != D, soft-cap) must not launch it and stay
-            right (sm80's TF32 kernel). SM90_TF32_D256=1 (a harness built with NVCC_EXTRA=-DFA_SM90_TF32_D256=1)
-            moves TF32_D256_CASES (D = Dv = 256, no mask or causal: odd and tile-edge sizes, both causal
-            alignments, rows that see no key, GQA, Tk = 1, strided q/k/v, big ones) from the fallbacks to the
-            cases ours must run (the pre-pass variant only); TF32_D=256 narrows both lists to that head dim.
-  tf32bench TFLOP/s at D = 128 (H = 16) and 64 (H = 32), and with SM90_TF32_D256=1 256 (H = 8; TF32BENCH_D=256
+            right (sm80's TF32 kernel). TF32_D256_CASES (D = Dv = 256, no mask or causal: odd and tile-edge
+            sizes, both causal alignments, rows that see no key, GQA, Tk = 1, strided q/k/v, big ones) are
+            cases ours must run (the pre-pass variant only; FA_SM90_TF32_D256, on by default); SM90_TF32_D256=0,
+            for a harness built with NVCC_EXTRA=-DFA_SM90_TF32_D256=0, moves them to the fallbacks. TF32_D=256
+            narrows both lists to that head dim.
+  tf32bench TFLOP/s at D = 128 (H = 16), 64 (H = 32) and, unless SM90_TF32_D256=0, 256 (H = 8; TF32BENCH_D=256
             for that one alone), T in {1024, 4096, 16384}, B*T = 16384, causal and
             not: ours sm90 TF32 (each variant; variant 3's time includes its pre-pass), ours sm80 TF32
             (set_sm90_tf32(0)), torch SDPA in float32 with allow_tf32: the efficient backend (mem-efficient,
@@ -723,10 +724,9 @@ TF32_FALLBACK_CASES = [
     dict(name="tf_d160_dv128", B=2, Tq=113, Tk=203, H=2, D=160, Dv=128),  # padded up to 256
     dict(name="tf_bias_dropout", B=2, Tq=200, Tk=200, H=2, D=128, bias=(1, 1), dropout=0.1, seed=(3, 4)),
 ]
-# Head dim 256 (flash_fwd_sm90_tf32.cu's FA_SM90_TF32_D256 candidate: D == Dv == 256, no mask or causal, the pre-pass
-# variant with 64-row query tiles and 32-key tiles). SM90_TF32_D256=1 (a harness built with
-# NVCC_EXTRA=-DFA_SM90_TF32_D256=1) expects ours on the first list; otherwise the first of them (tf_d256) is a fallback
-# case. The other head-dim-256 calls (index masks, soft-cap, padded up) stay on sm80's kernel in either build.
+# Head dim 256 (flash_fwd_sm90_tf32.cu's FA_SM90_TF32_D256, on by default: D == Dv == 256, no mask or causal, the
+# pre-pass variant with 64-row query tiles and 32-key tiles): ours must run the first list. SM90_TF32_D256=0 (a harness
+# built with NVCC_EXTRA=-DFA_SM90_TF32_D256=0) makes the first of them (tf_d256) a fallback case instead. The other head-dim-256 calls (index masks, soft-cap, padded up) stay on sm80's kernel in either build.
 TF32_D256_CASES = [
     dict(name="tf_d256", B=2, Tq=113, Tk=203, H=2, D=256),
     dict(name="t256_edges_63_33", B=2, Tq=63, Tk=33, H=2, D=256),
@@ -746,7 +746,7 @@ TF32_D256_FALLBACK_CASES = [
     dict(name="tf_d256_softcap", B=2, Tq=113, Tk=203, H=2, D=256, softcap=30.0),
     dict(name="tf_d160_dv256", B=2, Tq=113, Tk=203, H=2, D=160, Dv=256),
 ]
-if os.environ.get("SM90_TF32_D256") == "1":
+if os.environ.get("SM90_TF32_D256", "1") != "0":
     TF32_CASES = TF32_CASES + TF32_D256_CASES
     TF32_FALLBACK_CASES = TF32_FALLBACK_CASES + TF32_D256_FALLBACK_CASES
 else:
@@ -758,7 +758,7 @@ TF32_SANITIZE = ("t_odd_d128", "t_odd_d64", "t_edges_127_129_causal", "t_empty_r
                  "t_pad_d40_causal_tl", "t_pad_d64_dv128", "t_pad_d96_masks", "t_softcap_causal_gqa_d64",
                  "t_pad_d96_softcap_masks", "t_drop_causal_gqa_d64", "t_drop_softcap_d128", "t_pad_d80_drop05_masks",
                  "t_dmask_bias_softcap_len", "t_pad_d96_bias_keybcast_masks", "tf_d256", "t256_edges_65_31_causal_tl",
-                 "t256_empty_rows_causal", "t256_gqa4_causal")  # (the t256 / tf_d256 ones with SM90_TF32_D256=1)
+                 "t256_empty_rows_causal", "t256_gqa4_causal")  # (the t256 / tf_d256 ones unless SM90_TF32_D256=0)
 
 
 def tf32_launches(h):
@@ -957,7 +957,7 @@ def phase_tf32_bench(h, log):
     from torch.nn.attention import sdpa_kernel, SDPBackend
     rows = []
     release = release_build(h)
-    dims = ((128, 16), (64, 32)) + (((256, 8),) if os.environ.get("SM90_TF32_D256") == "1" else ())
+    dims = ((128, 16), (64, 32)) + (((256, 8),) if os.environ.get("SM90_TF32_D256", "1") != "0" else ())
     if os.environ.get("TF32BENCH_D"):  # e.g. TF32BENCH_D=256: those head dims only
         dims = tuple(x for x in dims if str(x[0]) in os.environ["TF32BENCH_D"].split(","))
     for D, H in dims:
@@ -1403,7 +1403,7 @@ def phase_densesave(h, log, path):
 def phase_tf32save(h, log, cases, path):
     """Phase tf32save: o and lse of each case on the TF32 forward's default variant (a NaN-poisoned workspace where
     it asks for one), saved as densesave's file (no timings), for densecmp against another build's: e.g. a candidate
-    schedule that must give the same bits (TF32_D=256 with SM90_TF32_D256=1: FA_SM90_TF32_D256_OVERLAP's)."""
+    schedule that must give the same bits (session 61 checked a head-dim-256 form this way: TF32_D=256)."""
     gen = torch.Generator(device=DEV)
     gen.manual_seed(0)
     out = {}

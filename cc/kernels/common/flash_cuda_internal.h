@@ -284,7 +284,7 @@ cudaError_t bwd_tf32_d128(const FlashBwdParams& p, cudaStream_t stream);
 // (v < 0: back to the environment; false, nothing changed, when v >= tf32_variants()), else
 // TF_FLASHATTN_SM90_TF32_VARIANT (read once; 0 .. tf32_variants() - 1), else 1 (the default below the
 // pre-pass threshold). tf32_default_variant(shape, dense): 0 for a call with a dense mask or bias (dense) at
-// head dim 128, 3 at head dim 256 (only FA_SM90_TF32_D256 builds take it), else 3 when each K / V tile has at least 8
+// head dim 128, 3 at head dim 256 (FA_SM90_TF32_D256, on by default), else 3 when each K / V tile has at least 8
 // readers (ceil(Tq / 128) H / Hkv >= 8), else 1.
 // tf32_variant_for(shape, dense): what a launch runs: the variant set explicitly (the override or the
 // environment) where this build has it for the call's kernel (a release build: 1 and 3, and 0 for a dense mask or

@@ -11,8 +11,7 @@
 // tf32 / tf32bench / tf32sanitize check it (gpu_run.sh sm90, SM90_PHASES=tf32selftest,tf32,tf32bench,
 // tf32sanitize).
 //
-// Scope (fwd_tf32_applies; FA_SM90_TF32_D256 below adds a candidate kernel for D == Dv == 256 with no mask
-// or causal, off by default): float32 q / k / v / o, D, Dv <= 128 (multiples of 4; kernels for 64 and 128, other
+// Scope (fwd_tf32_applies; FA_SM90_TF32_D256 below adds a kernel for D == Dv == 256 with no mask or causal): float32 q / k / v / o, D, Dv <= 128 (multiples of 4; kernels for 64 and 128, other
 // head dims and Dv != D padded up to padded_head_dim: the tensor maps carry the real D / Dv, so the copy
 // engine fills the columns past them with zeros, the pre-pass writes its copies padded with zeros, and the
 // index-masked kernels, which such calls run, do not store O's columns past Dv), GQA (H % Hkv == 0), the
@@ -165,34 +164,25 @@ constexpr int kConsumerRegs = 224;
 static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= kThreads * 168, "the launch's register pool");
 static_assert(kProducerRegs % 8 == 0 && kConsumerRegs % 8 == 0, "setmaxnreg takes multiples of 8");
 
-// FA_SM90_TF32_D256 (default 0: a candidate, never yet run on a GPU; float32 at head dim 256 then runs sm80's TF32
-// kernel, 0.76x-0.98x Keras under XLA from T = 4096 without a mask on the H200, benchmarks/RESULTS.md "Float32 (TF32)
-// through TensorFlow" (v)): this kernel at head dim 256, for D == Dv == 256 with no mask or causal (the plain
+// FA_SM90_TF32_D256 (default 1; 0 gives float32 at head dim 256 back to sm80's TF32 kernel, which ran 0.76x-0.98x
+// Keras under XLA from T = 4096 without a mask on the H200, benchmarks/RESULTS.md "Float32 (TF32) through TensorFlow"
+// (v)): this kernel at head dim 256, for D == Dv == 256 with no mask or causal (the plain
 // kernel; no index masks, soft-cap, dropout, dense mask or bias), variant 3 only (the pre-pass: K and V^T rounded in
 // the workspace), with Q kept in shared memory (its A fragments would take 128 registers next to O's 128). Float32
 // tiles at D = 256 take 1 KiB per row, so the tiles shrink (Tf32Tiles): one consumer warpgroup of 64 query rows and
 // 32-key tiles, two stages: Q 64 KiB + 2 x (K 32 + V^T 32) KiB = 192 KiB in use (Tf32Smem keeps the raw V
 // buffer's 32 KiB unused: 225 KiB, one CTA per SM either way). Per key tile the warpgroup runs S = Q K^T
 // (32 wgmma m64n32k8 SS: Q's 2 KiB and K's 1 KiB per step from shared memory, 24 clocks at 128 B / clock against the
-// tensor cores' 16, so this product is shared-memory bound in this model) and O += P V (4 wgmma m64n256k8 RS); the
-// model puts a tile at ~1,300 clocks of products for 1 M multiply-adds, ~75 % of TF32's peak before the softmax and
-// waits (sm80's kernel ran 107-113 TFLOP/s at T >= 4096, 22 % of it).
+// tensor cores' 16, so this product is shared-memory bound in this model) and O += P V (4 wgmma m64n256k8 RS).
+// Measured on the H100 (2026-12-07, RESULTS.md "Hopper TF32 kernels (float32), kernel harness" (q)): the 12 D = 256 cases
+// and 3 fallbacks pass against float64 / torch TF32 / sm80, self-test 8 exact, memcheck clean, and 1.39x-1.87x
+// sm80's TF32 kernel (kernel time, 16k tokens; 216 TFLOP/s at T = 16384). A form that issued S_{n+1} before tile
+// n's softmax (one warpgroup's tensor cores otherwise idle during it) gave the same bits and no gain (0.97x-1.01x),
+// so it was removed.
 #ifndef FA_SM90_TF32_D256
-#define FA_SM90_TF32_D256 0
+#define FA_SM90_TF32_D256 1
 #endif
 constexpr bool kTf32D256 = FA_SM90_TF32_D256 != 0;
-// FA_SM90_TF32_D256_OVERLAP (default 0; with FA_SM90_TF32_D256, for an A/B against its schedule 0): the head-dim-256
-// kernel with S_{n+1} = Q K_{n+1}^T issued before tile n's softmax, into its own 16 accumulators, so that the tensor
-// cores run it (the shared-memory-bound product, ~770 of the tile's ~1,300 clocks in the model above) while the one
-// consumer warpgroup computes the softmax; P_n V_n is issued after the softmax and queues behind it; one wait for
-// both per tile, after which K_{n+1} and V^T_n are released. Two stages suffice: K_{n+1} is in the other stage
-// (K_n was released after S_n), V^T_n's release is unchanged. The last tile is peeled so that no wgmma in the loop is
-// issued under a per-iteration condition (ptxas serialized them there in flash_fwd_sm90.cu, C7518; the prologue's and
-// the peeled tile's are under the CTA-uniform n_tiles > 0). The same operations on the same values as schedule 0:
-// expected to give the same bits (n5_tf32d256.sh compares them with tf32save / densecmp).
-#ifndef FA_SM90_TF32_D256_OVERLAP
-#define FA_SM90_TF32_D256_OVERLAP 0
-#endif
 // The CTA's tiles per head dim: D = 64 and 128 as above (kBr, kBc, 2 consumer warpgroups); D = 256 (kWide): one
 // consumer warpgroup, 64 query rows, 32-key tiles, no setmaxnreg (256 threads: ptxas may give each up to 255).
 template <int D>
@@ -347,7 +337,6 @@ __global__ void __launch_bounds__(Tf32Tiles<D>::kThreads, 1)
   constexpr int kBr = TT::kBr, kBc = TT::kBc, kConsumerThreads = 128 * TT::kConsumers;
   constexpr Tf32Sched kS = kTf32Sched[V];
   constexpr bool kQRegs = kS.q_regs && !TT::kWide;  // head dim 256: Q in shared memory (FA_SM90_TF32_D256)
-  constexpr bool kWideOverlap = TT::kWide && FA_SM90_TF32_D256_OVERLAP != 0;
   static_assert(!TT::kWide || (kS.prepass && !IDX && FEAT == 0), "head dim 256: the plain pre-pass kernel only");
   static_assert(!TT::kWide || (L::kAlloc == 230488 && L::kVT % 1024 == 0),
                 "head dim 256: the same bytes as 128 (64 rows x 256 columns of Q, 32 keys x 256 per K / V / V^T tile)");
@@ -536,107 +525,7 @@ __global__ void __launch_bounds__(Tf32Tiles<D>::kThreads, 1)
       named_bar_sync(1 + c, 128);
     }
   }
-  if constexpr (kWideOverlap) {
-    // FA_SM90_TF32_D256_OVERLAP (the plain kernel at head dim 256 only: no index masks or features).
-    // S = Q K_n^T into acc, issued and committed, not waited for.
-    auto issue_s = [&](float (&acc)[kBc / 2], int n) {
-      const int s = n % kStages;
-      mbar_wait(k_full0 + 8 * s, (n / kStages) & 1);  // K_n's TMA bytes
-      const uint32_t k_tile = base + L::kK + s * L::kKVBytes;
-      wgmma_fence();
-#pragma unroll
-      for (int k = 0; k < D / 8; ++k) {
-        const uint32_t koff = (k % 4) * 32;
-        wgmma_tf32_ss_s<kBc>(acc, wgmma_desc(q_tile + (k / 4) * kBr * 128 + koff, 16, 1024),
-                             wgmma_desc(k_tile + (k / 4) * kBc * 128 + koff, 16, 1024), k > 0);
-      }
-      wgmma_commit();
-    };
-    // Tile n's softmax on sacc (S_n, waited for), O rescaled, then P_n V_n issued and committed, not waited for.
-    uint32_t pa[kBc / 8][4];
-    auto softmax_issue_pv = [&](float (&sacc)[kBc / 2], int n) {
-      const int s = n % kStages;
-      const int j0 = j_first + n * kBc;
-#pragma unroll
-      for (int i = 0; i < kBc / 2; ++i) sacc[i] *= scale_log2;
-      if (j0 + kBc > ke_cta) {  // as schedule 0: the CTA-uniform causal branch
-        const int lim[2] = {ke[0] - j0 - 2 * t, ke[1] - j0 - 2 * t};
-#pragma unroll
-        for (int i = 0; i < kBc / 2; ++i)
-          if (8 * (i / 4) + (i & 1) >= lim[(i / 2) & 1]) sacc[i] = -INFINITY;
-      }
-      float alpha[2];
-#pragma unroll
-      for (int h2 = 0; h2 < 2; ++h2) {
-        float mx = -INFINITY;
-#pragma unroll
-        for (int j = 0; j < kBc / 8; ++j) mx = fmaxf(mx, fmaxf(sacc[4 * j + 2 * h2], sacc[4 * j + 2 * h2 + 1]));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        const float m_new = fmaxf(m[h2], mx);
-        const float m_use = m_new == -INFINITY ? 0.f : m_new;
-        alpha[h2] = fast_exp2(m[h2] - m_use);
-        m[h2] = m_new;
-        float sum = 0.f;
-#pragma unroll
-        for (int j = 0; j < kBc / 8; ++j)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const float pv = fast_exp2(sacc[4 * j + 2 * h2 + e] - m_use);
-            sacc[4 * j + 2 * h2 + e] = pv;
-            sum += pv;
-          }
-        l[h2] = l[h2] * alpha[h2] + sum;
-      }
-#pragma unroll
-      for (int h2 = 0; h2 < 2; ++h2)
-#pragma unroll
-        for (int j = 0; j < D / 8; ++j) {
-          o[4 * j + 2 * h2] *= alpha[h2];
-          o[4 * j + 2 * h2 + 1] *= alpha[h2];
-        }
-#pragma unroll
-      for (int kk = 0; kk < kBc / 8; ++kk) pack_p_step(pa[kk], sacc + 4 * kk);
-      const uint32_t vt_tile = base + L::kVT + s * L::kKVBytes;
-      mbar_wait(kv_ready0 + 8 * s, (n / kStages) & 1);  // vt_full[s]: V_n^T's TMA bytes
-      fence_regs(o);
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < kBc / 8; ++kk)
-        wgmma_tf32_rs_acc<D>(o, pa[kk], wgmma_desc(vt_tile + (kk / 4) * D * 128 + (kk % 4) * 32, 16, 1024));
-      wgmma_commit();
-    };
-    // Zeroed first, so that they are defined on every path into the loop (a register defined on one path only let
-    // ptxas 13.0 reuse Q's fragments' registers at D = 64: the comment on qa above).
-    float sacc[kBc / 2], snext[kBc / 2];
-#pragma unroll
-    for (int i = 0; i < kBc / 2; ++i) sacc[i] = snext[i] = 0.f;
-    if (n_tiles > 0) {
-      issue_s(sacc, 0);
-      wgmma_wait<0>();
-      fence_regs(sacc);
-      mbar_arrive(k_empty0);  // K_0's stage
-    }
-    for (int n = 0; n + 1 < n_tiles; ++n) {
-      issue_s(snext, n + 1);  // runs under the softmax below
-      softmax_issue_pv(sacc, n);
-      wgmma_wait<0>();  // S_{n+1} and P_n V_n
-      fence_regs(o);
-      fence_regs(pa);
-      fence_regs(snext);
-      mbar_arrive(k_empty0 + 8 * ((n + 1) % kStages));  // done with K_{n+1}
-      mbar_arrive(vt_empty0 + 8 * (n % kStages));       // done with V^T_n
-#pragma unroll
-      for (int i = 0; i < kBc / 2; ++i) sacc[i] = snext[i];
-    }
-    if (n_tiles > 0) {  // the last tile, peeled
-      softmax_issue_pv(sacc, n_tiles - 1);
-      wgmma_wait<0>();
-      fence_regs(o);
-      fence_regs(pa);
-      mbar_arrive(vt_empty0 + 8 * ((n_tiles - 1) % kStages));
-    }
-  } else  // schedule 0: one tile at a time (S_n, its wait, the softmax, P_n V_n, its wait)
+  // One tile at a time (S_n, its wait, the softmax, P_n V_n, its wait).
   for (int n = 0; n < n_tiles; ++n) {
     const int s = n % kStages;
     const int j0 = j_first + n * kBc;
