@@ -8,9 +8,9 @@ backward without a mask, causal, and with a key mask; "drop128", the D = 128 bac
 16384, causal and not) and, as a control, with a key mask; "drop64", the same at D = 64; "tf32", the float32 backward on the TF32 kernels (D = 128,
 and D = 64 without a mask); "fwd", the forward
 instead (FWD_SETS), at D = 128, 64 and 256, causal and not, where a forward change is meant to show; "fwdmask", the
-forward's index-masked kernels (a key mask, a causal window, dropout 0.1) at D = 128 and 64; "fwdping", the kernels
-that FA_SM90_FWD_DROP_PINGPONG / _D256_PINGPONG move to the one-tile ping-pong schedule (dropout 0.1 at D = 128 and 64;
-D = 256 plain, with dropout and index-masked) and D = 128 without a mask as a control; B * T = 16384,
+forward's index-masked kernels (a key mask, a causal window, dropout 0.1) at D = 128 and 64; "fwdping", the forward's
+dropout kernels (0.1) at D = 128 and 64 and its head-dim-256 kernels (plain, dropout, index-masked), with D = 128
+without a mask as a control (session 61 timed the one-tile ping-pong candidates, since removed, on them); B * T = 16384,
 H = 2048 / D, bf16). No TensorFlow; an
 H100 / H200 with torch, triton and the harness (benchmarks/build_harness.sh).
 

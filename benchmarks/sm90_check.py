@@ -620,11 +620,6 @@ VARIANT_CASES = [c for c in NUM_CASES if bucket(c) in (64, 128)] + D64_3WG_CASES
 # The dropout kernel runs schedule 0 or this one (flash_fwd_sm90.cu's kDropVariant): dropout cases
 # check only it against schedule 0.
 DROP_VARIANT = 0  # (5 before 2026-12-03; with 0 the variants phase skips the dropout cases)
-# The schedule a candidate build runs by default where the release build runs 0 (the defaults phase's expectation):
-# SM90_DROP_VARIANT for the dropout kernel at D = 64 / 128 (FA_SM90_FWD_DROP_PINGPONG: 11, or 12 with
-# FA_SM90_FWD_DROP64_3WG), SM90_D256_VARIANT for head dim 256 (FA_SM90_FWD_D256_PINGPONG: the same number).
-DROP_DEFAULT = int(os.environ.get("SM90_DROP_VARIANT", DROP_VARIANT))
-D256_DEFAULT = int(os.environ.get("SM90_D256_VARIANT", 0))
 # A dense mask or bias runs its own instantiation (flash_fwd_sm90.cu's DENSE kernel) on schedule 0 or this
 # one (kDenseVariant).
 DENSE_VARIANT = 1
@@ -1090,11 +1085,11 @@ def expected_variant(c, v, release=False):
 # The schedule each kind of call runs when none is asked for (flash_fwd_sm90.cu's launch_sched, launch_dense
 # and fwd_typed): case name -> schedule. D = 128 without index masks: the persistent schedules (10 with a causal mask).
 DEFAULT_SCHEDULES = {"odd_d128": 7, "odd_d128_causal_br": 10, "qk_valid_d128": 5, "odd_d64": 8, "odd_d64_causal": 8,
-                     "dropout_masks": DROP_DEFAULT, "mask_bias_softcap_gqa": DENSE_VARIANT,
-                     "edges_d256_127_129_causal": D256_DEFAULT,
+                     "dropout_masks": DROP_VARIANT, "mask_bias_softcap_gqa": DENSE_VARIANT,
+                     "edges_d256_127_129_causal": 0,
                      # padded up (head_dim_bucket(max(D, Dv))): the schedules of their bucket
                      "pad_d80": 7, "pad_d96_causal_br": 10, "pad_d40": 8, "pad_d96_masks": 5,
-                     "pad_d192_dv128_causal": D256_DEFAULT}
+                     "pad_d192_dv128_causal": 0}
 
 
 def phase_defaults(h, log):

@@ -190,8 +190,7 @@ static_assert(128 * kProducerRegs + 128 * kConsumers * kConsumerRegs <= 65536, "
 //              softmax of S_{n+1} runs while the P V product is still on the tensor cores (wgmma
 //              wait_group 1); the P V of a tile overlaps the next tile's softmax
 //   pingpong   (with overlap) the two consumer warpgroups take turns issuing their products (named
-//              barriers 1 and 2), so that one's softmax runs while the other's products do; without overlap
-//              only in the one-tile ping-pong schedule (kPingVariant: FA_SM90_FWD_DROP_PINGPONG, _D256_PINGPONG)
+//              barriers 1 and 2), so that one's softmax runs while the other's products do
 //   tma_store  O written into the warpgroup's (then idle) Q rows in shared memory and stored by TMA
 //   persistent grid min(tiles, SMs), each CTA looping over tiles (TileOrder; static stride), the
 //              K / V ring, its barriers' phases and the ping-pong turns running on from tile to
@@ -222,33 +221,6 @@ struct Sched {
 #ifndef FA_SM90_FWD_DROP64_3WG
 #define FA_SM90_FWD_DROP64_3WG 0
 #endif
-// FA_SM90_FWD_DROP_PINGPONG (default 0; a candidate, not yet run on a GPU): the dropout kernel at D = 64 and 128 on
-// kPingVariant, schedule 0 (one tile at a time per warpgroup, 2 stages, no intra-warpgroup overlap, so no more
-// live registers than 0) with the two consumer warpgroups taking turns to issue their products, as the overlapped
-// schedules' ping-pong: a turn is P_n V_n, its wait, and S_{n+1} (fwd_tile_consumer's one-tile ping-pong loop), so
-// one warpgroup's softmax and Philox draws run while the other's products are on the tensor cores. On schedule 0
-// both warpgroups wait for the same K / V stage and do the same work, so they tend to draw at the same time and
-// leave the tensor cores idle together: Nsight Compute of the D = 128 dropout forward on the H200
-// (benchmarks/RESULTS.md "Hopper forward kernel" (ae)) shows the tensor pipe active 41 % of the time (71 % without
-// dropout) with only half the issue slots used. The same arithmetic in
-// the same order: O and lse must equal schedule 0's bit for bit. Where FA_SM90_FWD_DROP64_3WG is on too, that
-// schedule keeps the D = 64 dropout kernel. Not with FA_SM90_FWD_DROP_UNDER (the loop draws the keep bits after the
-// softmax only: a static_assert says so).
-#ifndef FA_SM90_FWD_DROP_PINGPONG
-#define FA_SM90_FWD_DROP_PINGPONG 0
-#endif
-// FA_SM90_FWD_D256_PINGPONG (default 0; a candidate, not yet run on a GPU): the head-dim-256 kernels (plain,
-// index-masked, dropout; not the dense mask / bias one) on kPingVariant instead of schedule 0, unless schedule 0 is
-// asked for. Schedule 0 is the only one that fits D = 256 without spilling or slowing down (the overlapped ones hold
-// S_{n+1} and P_n beside the 128 floats of O: "Tried and removed" below, 0.81x-0.90x); the turns add no live
-// registers. At D = 256 a key tile is 64 keys, so a tile's softmax is small next to its two products (64 x 64 x 256
-// each per warpgroup): one warpgroup's softmax would run entirely under the other's products. The forward at
-// D = 256 without a mask is 0.87x-0.99x cuDNN on the H200 (T >= 4096; RESULTS.md "Attention through TensorFlow"
-// (ae)).
-#ifndef FA_SM90_FWD_D256_PINGPONG
-#define FA_SM90_FWD_D256_PINGPONG 0
-#endif
-constexpr bool kPingBuilt = FA_SM90_FWD_DROP_PINGPONG != 0 || FA_SM90_FWD_D256_PINGPONG != 0;
 constexpr Sched kSched[] = {
     {2, false, false, false},  // 0: the first schedule (D = 256 always runs it)
     {3, false, false, false},  // 1
@@ -264,12 +236,8 @@ constexpr Sched kSched[] = {
 #if FA_SM90_FWD_DROP64_3WG
     {2, false, false, false, false, 3},  // 11: 0 with 3 consumers (the D = 64 dropout kernel only)
 #endif
-#if FA_SM90_FWD_DROP_PINGPONG || FA_SM90_FWD_D256_PINGPONG
-    {2, false, true, false},  // 11 or 12 (kPingVariant): 0 with ping-pong turns (dropout at D 64 / 128, and D = 256)
-#endif
 };
 constexpr int kNumVariants = sizeof(kSched) / sizeof(kSched[0]);
-constexpr int kPingVariant = 11 + (FA_SM90_FWD_DROP64_3WG != 0);  // (the ping-pong candidates' schedule, kPingBuilt)
 // Tried and removed (2026-12-03, benchmarks/RESULTS.md "Hopper forward kernel" (x)): FlashAttention-3's
 // 128 x 176 tile for the plain D = 128 kernel without a causal mask (wgmma m64n176k16, 2 K / V stages:
 // 3 would need 296 KiB), commit 0a1bd09, 0.87x-0.94x schedule 7; with K and V on barriers of their own
@@ -999,7 +967,7 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
   };
 
   if (n_tiles > 0) mbar_wait(q_full, q_parity);
-  // The ping-pong turns of both loops below (kS.pingpong), N + 1 rounds each (N = n_tiles, the CTA's: the same for
+  // The ping-pong turns of the overlapped loop below (kS.pingpong), N + 1 rounds (N = n_tiles, the CTA's: the same for
   // every consumer): warpgroup c waits on named barrier 1 + c (256 threads: its own 128 and the other's 128
   // arrivals) before issuing a round, and arrives on the other's barrier after issuing it. Consumer 1 opens consumer
   // 0's first turn (turn_open) and skips its own last arrival, so that each barrier gets exactly N + 1 phases of 256
@@ -1022,8 +990,8 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
       }
     }
   };
-  // Round 0 of both loops below: the dense prefetches and tile 0's key bytes started, then S_0 issued and committed
-  // in this consumer's first turn (not waited for); returns the key bytes.
+  // Round 0 of the overlapped loop below: the dense prefetches and tile 0's key bytes started, then S_0 issued and
+  // committed in this consumer's first turn (not waited for); returns the key bytes.
   auto round0_issue_s0 = [&](float (&sacc)[kBc / 2]) {
     turn_open();
     for (int k = 0; k <= kDensePrefetch; ++k) prefetch_dense(j_first + k * kBc);
@@ -1036,57 +1004,7 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
     turn_end(0);
     return kv;
   };
-  if constexpr (!kS.overlap && kS.pingpong) {
-    // kPingVariant (FA_SM90_FWD_DROP_PINGPONG, FA_SM90_FWD_D256_PINGPONG): one tile at a time per warpgroup (S_n
-    // waited for, its softmax and dropout, then P_n V_n waited for), the two consumers taking turns to issue.
-    // Round 0 issues S_0; round n + 1 (0 <= n < N) issues P_n V_n, waits for it (O is then free for the next
-    // rescale, and stage n's K / V are released), then waits for tile n + 1's K / V and issues S_{n+1}; round N
-    // issues the last P V. So one warpgroup's two products run back to back on the tensor cores while the other
-    // does its softmax (and Philox draws) between its turns, with no more accumulators live than schedule 0
-    // (S_{n+1} is issued after P_n V_n is done). The turns: turn_begin / turn_end above. The same operations on the
-    // same values as schedule 0: the same bits.
-    static_assert(kC == 2 && !kDrawUnder, "one-tile ping-pong: two consumers, keep bits drawn after the softmax");
-    if (n_tiles > 0) {
-      float sacc[kBc / 2];
-      KeyBytes kv = round0_issue_s0(sacc);
-      // Tile n's softmax, dropout and P_n V_n (its turn, n + 1, opened here); next: tile n + 1's K / V bytes first.
-      // The turn's S_{n+1} is issued by the caller, outside any branch: ptxas serializes wgmmas issued on a path it
-      // takes for divergent (C7518), as a conditional S issue here was.
-      auto tile_pv = [&](int n, bool next) {
-        const int s = stage(n), j0 = j_first + n * kBc;
-        wgmma_wait<0>();
-        fence_regs(sacc);
-        float alpha[2];
-        softmax_tile(sacc, j0, kv, alpha);
-        rescale_o(alpha);
-        apply_dropout(sacc, j0);
-        uint32_t pa[kBc / 16][4];
-        pack_p(pa, sacc);
-        if (next) {
-          prefetch_dense(j0 + (1 + kDensePrefetch) * kBc);
-          kv = load_key_bytes(j0 + kBc);
-        }
-        fence_regs(o);
-        turn_begin();
-        wgmma_fence();
-        issue_pv(pa, base + L::kV + s * L::kKVBytes);
-        wgmma_commit();
-        wgmma_wait<0>();
-        fence_regs(o);
-        mbar_arrive(empty0 + 8 * s);  // this thread is done reading stage s
-      };
-      for (int n = 0; n + 1 < n_tiles; ++n) {
-        tile_pv(n, true);
-        mbar_wait(full0 + 8 * stage(n + 1), phase(n + 1));
-        wgmma_fence();
-        issue_qk(sacc, base + L::kK + stage(n + 1) * L::kKVBytes);
-        wgmma_commit();
-        turn_end(n + 1);
-      }
-      tile_pv(n_tiles - 1, false);
-      turn_end(n_tiles);
-    }
-  } else if constexpr (!kS.overlap) {
+  if constexpr (!kS.overlap) {
     // One tile at a time: S, softmax, O += P V, each waited for before the next.
     for (int k = 0; k < kDensePrefetch; ++k) prefetch_dense(j_first + k * kBc);
     for (int n = 0; n < n_tiles; ++n) {
@@ -1285,15 +1203,11 @@ __global__ void __launch_bounds__(kThreadsOf<V>, 1)
   constexpr Sched kS = kSched[V];
   constexpr int kStages = kS.stages;
   constexpr int kBc = kKeyTile<D>;
-  static_assert(!DROP || V == 0 || V == kDropVariant || (FA_SM90_FWD_DROP64_3WG != 0 && V == 11 && D == 64) ||
-                    (kPingBuilt && V == kPingVariant),
-                "the dropout kernel runs schedule 0 or kDropVariant (FA_SM90_FWD_DROP64_3WG: 11 at D = 64; "
-                "the ping-pong candidates: kPingVariant)");
-  static_assert(!kS.pingpong || kS.overlap || ((DROP || D == 256) && !DENSE && kS.consumers == 2 && !kS.persistent),
-                "ping-pong without overlap: kPingVariant, the dropout kernel or D = 256 (2 consumers) only");
+  static_assert(!DROP || V == 0 || V == kDropVariant || (FA_SM90_FWD_DROP64_3WG != 0 && V == 11 && D == 64),
+                "the dropout kernel runs schedule 0 or kDropVariant (FA_SM90_FWD_DROP64_3WG: 11 at D = 64)");
+  static_assert(!kS.pingpong || kS.overlap, "ping-pong with overlap only");
   static_assert(!DROP || IDX, "dropout runs the index-masked kernel");
-  static_assert(D == 64 || D == 128 || (D == 256 && (V == 0 || (FA_SM90_FWD_D256_PINGPONG != 0 && V == kPingVariant))),
-                "D = 256 runs schedule 0 only (or FA_SM90_FWD_D256_PINGPONG's kPingVariant)");
+  static_assert(D == 64 || D == 128 || (D == 256 && V == 0), "D = 256 runs schedule 0 only");
   static_assert(!kS.persistent || (kS.overlap && kS.pingpong), "the persistent schedule is schedule 5's");
   static_assert(!kS.dynamic || kS.persistent, "dynamic tiles are a persistent grid's");
   static_assert(kS.consumers == 2 || (kS.consumers == 3 && D == 64 && !IDX && !DROP && !kS.persistent && kS.overlap) ||
@@ -1587,8 +1501,7 @@ cudaError_t launch(const FlashFwdParams& p, cudaStream_t stream) {
 // IDX at D = 64 only; elsewhere, and past the 192-row tiles' Tq bound, they run kWideFallback.
 template <typename T, int D, bool IDX>
 cudaError_t launch_plain(const FlashFwdParams& p, cudaStream_t stream, int v) {
-  static_assert(kNumVariants == 11 + (FA_SM90_FWD_DROP64_3WG != 0) + kPingBuilt,
-                "one case per schedule (11 and 12: dropout only)");
+  static_assert(kNumVariants == 11 + (FA_SM90_FWD_DROP64_3WG != 0), "one case per schedule (11: dropout only)");
   static_assert(D == 64 || D == 128, "D = 256 runs schedule 0 only");
   // (fwd_schedule passes only schedules built for this kernel: the `break`s are not reached; were one reached,
   // nothing is queued and cudaErrorNotSupported sends the call to sm80.)
@@ -1729,7 +1642,7 @@ bool fwd_applies(const FlashFwdParams& p) {
 }
 
 // Head dim 64 or 128, on the schedules: the plain and index-masked kernels on fwd_schedule(p), the
-// dropout kernel on kDropVariant (FA_SM90_FWD_DROP_PINGPONG: kPingVariant; FA_SM90_FWD_DROP64_3WG: 11 at D = 64)
+// dropout kernel on kDropVariant (FA_SM90_FWD_DROP64_3WG: 11 at D = 64)
 // unless schedule 0 is asked for (the reference of the checks).
 template <typename T, int D, bool IDX, bool DROP>
 cudaError_t launch_sched(const FlashFwdParams& p, cudaStream_t stream) {
@@ -1741,9 +1654,6 @@ cudaError_t launch_sched(const FlashFwdParams& p, cudaStream_t stream) {
     if constexpr (D == 64)
       if (v != 0 && p.shape.Tq <= (1ll << 31) - kBrOf<11>) return launch<T, D, IDX, DROP, 11>(p, stream);
 #endif
-#if FA_SM90_FWD_DROP_PINGPONG
-    if (v != 0) return launch<T, D, IDX, DROP, kPingVariant>(p, stream);
-#endif
     return v != 0 ? launch<T, D, IDX, DROP, kDropVariant>(p, stream) : launch<T, D, IDX, DROP>(p, stream);
   }
 }
@@ -1751,12 +1661,7 @@ cudaError_t launch_sched(const FlashFwdParams& p, cudaStream_t stream) {
 template <typename T, bool IDX, bool DROP>
 cudaError_t fwd_typed(const FlashFwdParams& p, cudaStream_t stream) {
   const int hd = padded_head_dim(p.shape);  // (fwd_applies)
-  if (hd == 256) {  // schedule 0 only (64-key tiles), or FA_SM90_FWD_D256_PINGPONG's unless 0 is asked for
-#if FA_SM90_FWD_D256_PINGPONG
-    if (fwd_schedule(p) != 0) return launch<T, 256, IDX, DROP, kPingVariant>(p, stream);
-#endif
-    return launch<T, 256, IDX, DROP>(p, stream);
-  }
+  if (hd == 256) return launch<T, 256, IDX, DROP>(p, stream);  // schedule 0 only (64-key tiles)
   return hd == 128 ? launch_sched<T, 128, IDX, DROP>(p, stream) : launch_sched<T, 64, IDX, DROP>(p, stream);
 }
 
