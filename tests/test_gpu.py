@@ -259,16 +259,17 @@ def test_float32_gqa_dropout_shapes(d, dv, dtype):
 @pytest.mark.parametrize("d", [64, 128, 256])
 def test_tf32_tile_edges(d, causal):
     """TF32 without the general features at sizes that cross several tiles of the TF32 kernels
-    this GPU runs, with ragged last tiles, and GQA: on an H100 / H200 the sm80 backward's 64 x 32
-    tiles at head dim 256 and its forward's 128 x 32 tiles at 256; the forward and backward at 64
-    and 128 run the Hopper TF32 kernels there (the head-dim-128 backward: 64-key tiles, 32-query
-    units, ragged at both ends here)."""
+    this GPU runs, with ragged last tiles, and GQA: on an H100 / H200 the forward at every head dim
+    runs the Hopper TF32 forward (at 256 its 64-row, 32-key tiles), the backward at 64 and 128 the
+    Hopper TF32 backwards (the head-dim-128 one: 64-key tiles, 32-query units, ragged at both ends
+    here) and at 256 sm80's 64 x 32 tiles."""
     rng = np.random.default_rng(d + causal)
     tq, tk = 300, 517
     q, k, v = rand(rng, 2, tq, 4, d), rand(rng, 2, tk, 2, d), rand(rng, 2, tk, 2, d)
     kw = dict(is_causal=True, causal_offset=tk - tq) if causal else {}
     allowed = (allowed_mask(2, 4, tq, tk, is_causal=True, causal_offset=tk - tq) if causal else None)
-    compare(q, k, v, TF32, allowed=allowed, kw=kw)
+    with expect_launches(*(("sm90_tf32_fwd",) if d == 256 else tf32_hopper(d, d))):
+        compare(q, k, v, TF32, allowed=allowed, kw=kw)
 
 
 B, TQ, TK, H = 2, 203, 333, 4

@@ -584,7 +584,10 @@ __global__ void __launch_bounds__(Tf32Tiles<D>::kThreads, 1)
 #pragma unroll
           for (int u = 0; u < kDenseBatch; ++u) {
             const int i = i0 + u;
-            sacc[i] = mv[u] ? sacc[i] + bv[u] * 1.4426950408889634f : -INFINITY;
+            // One explicit fma: as `sacc[i] + bv[u] * log2e`, with sacc[i] itself a product (soft-cap's cap * tanh)
+            // nvcc fused either product, differently per variant (S elements 0 and 31 in variant 3, only 31 in 0 / 1),
+            // so variant 3 was not the same bits as 0 with a dense mask or bias and soft-cap.
+            sacc[i] = mv[u] ? __fmaf_rn(bv[u], 1.4426950408889634f, sacc[i]) : -INFINITY;
           }
         }
       }
