@@ -95,8 +95,10 @@ others' answers):
             right (sm80's TF32 kernel). TF32_D256_CASES (D = Dv = 256, no mask or causal: odd and tile-edge
             sizes, both causal alignments, rows that see no key, GQA, Tk = 1, strided q/k/v, big ones) are
             cases ours must run (the pre-pass variant only; FA_SM90_TF32_D256, on by default); SM90_TF32_D256=0,
-            for a harness built with NVCC_EXTRA=-DFA_SM90_TF32_D256=0, moves them to the fallbacks. TF32_D=256
-            narrows both lists to that head dim.
+            for a harness built with NVCC_EXTRA=-DFA_SM90_TF32_D256=0, moves them to the fallbacks.
+            SM90_TF32_D256_FEAT=1 (NVCC_EXTRA=-DFA_SM90_TF32_D256_FEAT=1, a candidate) moves TF32_D256_FEAT_CASES
+            (index masks, soft-cap, dropout, a dense mask and bias at 256) from the fallbacks to ours, and adds
+            the head-dim-256 cases to tf32dropexact. TF32_D=256 narrows both lists to that head dim.
   tf32bench TFLOP/s at D = 128 (H = 16), 64 (H = 32) and, unless SM90_TF32_D256=0, 256 (H = 8; TF32BENCH_D=256
             for that one alone), T in {1024, 4096, 16384}, B*T = 16384, causal and
             not: ours sm90 TF32 (each variant; variant 3's time includes its pre-pass), ours sm80 TF32
@@ -721,7 +723,8 @@ TF32_FALLBACK_CASES = [
 ]
 # Head dim 256 (flash_fwd_sm90_tf32.cu's FA_SM90_TF32_D256, on by default: D == Dv == 256, no mask or causal, the
 # pre-pass variant with 64-row query tiles and 32-key tiles): ours must run the first list. SM90_TF32_D256=0 (a harness
-# built with NVCC_EXTRA=-DFA_SM90_TF32_D256=0) makes the first of them (tf_d256) a fallback case instead. The other head-dim-256 calls (index masks, soft-cap, padded up) stay on sm80's kernel in either build.
+# built with NVCC_EXTRA=-DFA_SM90_TF32_D256=0) makes the first of them (tf_d256) a fallback case instead. The index masks
+# and features at 256: TF32_D256_FEAT_CASES below; padded up to 256, and a dense mask with dropout: sm80's in any build.
 TF32_D256_CASES = [
     dict(name="tf_d256", B=2, Tq=113, Tk=203, H=2, D=256),
     dict(name="t256_edges_63_33", B=2, Tq=63, Tk=33, H=2, D=256),
@@ -736,16 +739,40 @@ TF32_D256_CASES = [
     dict(name="t256_big", B=1, Tq=2048, Tk=2048, H=4, D=256),
     dict(name="t256_big_causal_odd", B=1, Tq=2047, Tk=3001, H=4, D=256, causal=True, offset=3001 - 2047),
 ]
-TF32_D256_FALLBACK_CASES = [
+# Head dim 256 with the index masks, soft-cap, dropout, a dense mask or bias (FA_SM90_TF32_D256_FEAT, a candidate, off by
+# default): SM90_TF32_D256_FEAT=1 (a harness built with NVCC_EXTRA=-DFA_SM90_TF32_D256_FEAT=1) expects ours on these;
+# otherwise they are fallback cases (sm80's TF32 kernel must run them).
+TF32_D256_FEAT_CASES = [
     dict(name="tf_d256_window", B=2, Tq=300, Tk=300, H=2, D=256, wl=50, wr=10),
     dict(name="tf_d256_softcap", B=2, Tq=113, Tk=203, H=2, D=256, softcap=30.0),
-    dict(name="tf_d160_dv256", B=2, Tq=113, Tk=203, H=2, D=160, Dv=256),
+    dict(name="t256_lengths", B=3, Tq=300, Tk=333, H=2, D=256, qlen=True, klen=True),
+    dict(name="t256_valid_causal_gqa", B=2, Tq=257, Tk=390, H=4, Hkv=2, D=256, qvalid=True, kvalid=True, causal=True,
+         offset=390 - 257),
+    dict(name="t256_window_no_key", B=1, Tq=300, Tk=260, H=2, D=256, wl=0, wr=0, offset=-50),
+    dict(name="t256_softcap_causal_gqa_klen", B=2, Tq=257, Tk=390, H=4, Hkv=2, D=256, softcap=5.0, scale=0.5,
+         causal=True, offset=390 - 257, klen=True),
+    dict(name="t256_drop", B=2, Tq=300, Tk=333, H=2, D=256, dropout=0.1, seed=(5, 6)),
+    dict(name="t256_drop_softcap_causal", B=2, Tq=200, Tk=260, H=3, D=256, dropout=0.2, seed=(9, 10), softcap=20.0,
+         causal=True, offset=60),
+    dict(name="t256_dmask", B=2, Tq=300, Tk=300, H=2, D=256, mask=(1, 0)),
+    dict(name="t256_bias_causal_gqa", B=2, Tq=257, Tk=390, H=4, Hkv=2, D=256, bias=(0, 1), causal=True,
+         offset=390 - 257),
+    dict(name="t256_dmask_bias_softcap_len", B=2, Tq=200, Tk=333, H=2, D=256, mask=(1, 1), bias=(1, 1), softcap=20.0,
+         klen=True),
+    dict(name="t256_bias_nan_masked_window", B=2, Tq=257, Tk=300, H=4, Hkv=2, D=256, mask=(1, 0), bias=(1, 1),
+         bias_nan_masked=True, wl=50, kvalid=True, softcap=20.0),
+    dict(name="t256_softcap_big_causal", B=1, Tq=2048, Tk=2048, H=4, D=256, softcap=30.0, causal=True),
 ]
+TF32_D256_FALLBACK_CASES = [
+    dict(name="tf_d160_dv256", B=2, Tq=113, Tk=203, H=2, D=160, Dv=256),
+    dict(name="tf_d256_dmask_dropout", B=2, Tq=300, Tk=300, H=2, D=256, mask=(1, 0), dropout=0.1, seed=(1, 2)),
+]
+D256_FEAT = os.environ.get("SM90_TF32_D256", "1") != "0" and os.environ.get("SM90_TF32_D256_FEAT") == "1"
 if os.environ.get("SM90_TF32_D256", "1") != "0":
-    TF32_CASES = TF32_CASES + TF32_D256_CASES
-    TF32_FALLBACK_CASES = TF32_FALLBACK_CASES + TF32_D256_FALLBACK_CASES
+    TF32_CASES = TF32_CASES + TF32_D256_CASES + (TF32_D256_FEAT_CASES if D256_FEAT else [])
+    TF32_FALLBACK_CASES = TF32_FALLBACK_CASES + TF32_D256_FALLBACK_CASES + ([] if D256_FEAT else TF32_D256_FEAT_CASES)
 else:
-    TF32_FALLBACK_CASES = TF32_FALLBACK_CASES + TF32_D256_CASES[:1] + TF32_D256_FALLBACK_CASES
+    TF32_FALLBACK_CASES = TF32_FALLBACK_CASES + TF32_D256_CASES[:1] + TF32_D256_FALLBACK_CASES + TF32_D256_FEAT_CASES
 # Small cases for compute-sanitizer (each runs every variant twice): ragged tiles at both head dims, causal with
 # a ragged key tile, rows that see no key, GQA, one query row, strided q/k/v.
 TF32_SANITIZE = ("t_odd_d128", "t_odd_d64", "t_edges_127_129_causal", "t_empty_rows_causal", "t_gqa4_d64",
@@ -753,7 +780,8 @@ TF32_SANITIZE = ("t_odd_d128", "t_odd_d64", "t_edges_127_129_causal", "t_empty_r
                  "t_pad_d40_causal_tl", "t_pad_d64_dv128", "t_pad_d96_masks", "t_softcap_causal_gqa_d64",
                  "t_pad_d96_softcap_masks", "t_drop_causal_gqa_d64", "t_drop_softcap_d128", "t_pad_d80_drop05_masks",
                  "t_dmask_bias_softcap_len", "t_pad_d96_bias_keybcast_masks", "tf_d256", "t256_edges_65_31_causal_tl",
-                 "t256_empty_rows_causal", "t256_gqa4_causal")  # (the t256 / tf_d256 ones unless SM90_TF32_D256=0)
+                 "t256_empty_rows_causal", "t256_gqa4_causal",  # (the t256 / tf_d256 ones unless SM90_TF32_D256=0)
+                 "t256_valid_causal_gqa", "t256_drop_softcap_causal", "t256_bias_nan_masked_window")  # (FEAT ones)
 
 
 def tf32_launches(h):
@@ -1506,8 +1534,9 @@ def main():
     elif args.phase == "tf32save":  # TF32_CASES (TF32_D narrows them) on the default variant, saved for densecmp
         dims = [int(d) for d in os.environ.get("TF32_D", "").split(",") if d]
         rows = phase_tf32save(h, log, [c for c in TF32_CASES if not dims or bucket(c) in dims], args.save)
-    elif args.phase == "tf32dropexact":  # DROP_EXACT_CASES up to head dim 128, float32 with TF32
-        rows = phase_drop_exact(h, log, [c for c in DROP_EXACT_CASES if c["D"] <= 128], [torch.float32], tf32=True)
+    elif args.phase == "tf32dropexact":  # DROP_EXACT_CASES up to head dim 128 (256 too with D256_FEAT), float32 with TF32
+        rows = phase_drop_exact(h, log, [c for c in DROP_EXACT_CASES if c["D"] <= 128 or D256_FEAT], [torch.float32],
+                                tf32=True)
         print(f"tf32dropexact: {sum(r['ok'] for r in rows)} / {len(rows)} pass", file=log, flush=True)
     elif args.phase == "tf32sanitize":  # TF32SAN_CASES (comma-separated names of TF32_SANITIZE) narrows it
         only = [n for n in os.environ.get("TF32SAN_CASES", "").split(",") if n]

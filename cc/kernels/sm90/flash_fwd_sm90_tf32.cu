@@ -183,6 +183,17 @@ static_assert(kProducerRegs % 8 == 0 && kConsumerRegs % 8 == 0, "setmaxnreg take
 #define FA_SM90_TF32_D256 1
 #endif
 constexpr bool kTf32D256 = FA_SM90_TF32_D256 != 0;
+// FA_SM90_TF32_D256_FEAT (default 0: a candidate, not yet run on a GPU; with FA_SM90_TF32_D256): the head-dim-256
+// kernel's index-masked instantiations too (IDX: windows, lengths, [B, Tq] / [B, Tk] validity masks), with soft-cap,
+// dropout, a dense mask and bias (FEAT; a dense mask or bias not with dropout), as at 64 and 128, still D == Dv ==
+// 256 only (no padding up to 256). Gemma's attention (head dim 256, soft-cap) with a padding mask, in float32, would
+// then run here instead of sm80's TF32 kernel. What the 64- and 128-key code assumes holds at 32-key tiles: the
+// key-validity words are kBc / 32 = 1 per tile, the dense loads kBc / 2 per thread in batches of 8, and dropout's
+// fragment visit (drop_rows_visit<kBc / 8 = 4>) needs j0 a multiple of 32.
+#ifndef FA_SM90_TF32_D256_FEAT
+#define FA_SM90_TF32_D256_FEAT 0
+#endif
+constexpr bool kTf32D256Feat = kTf32D256 && FA_SM90_TF32_D256_FEAT != 0;
 // The CTA's tiles per head dim: D = 64 and 128 as above (kBr, kBc, 2 consumer warpgroups); D = 256 (kWide): one
 // consumer warpgroup, 64 query rows, 32-key tiles, no setmaxnreg (256 threads: ptxas may give each up to 255).
 template <int D>
@@ -337,7 +348,8 @@ __global__ void __launch_bounds__(Tf32Tiles<D>::kThreads, 1)
   constexpr int kBr = TT::kBr, kBc = TT::kBc, kConsumerThreads = 128 * TT::kConsumers;
   constexpr Tf32Sched kS = kTf32Sched[V];
   constexpr bool kQRegs = kS.q_regs && !TT::kWide;  // head dim 256: Q in shared memory (FA_SM90_TF32_D256)
-  static_assert(!TT::kWide || (kS.prepass && !IDX && FEAT == 0), "head dim 256: the plain pre-pass kernel only");
+  static_assert(!TT::kWide || (kS.prepass && (kTf32D256Feat || (!IDX && FEAT == 0))),
+                "head dim 256: the pre-pass kernel, plain unless FA_SM90_TF32_D256_FEAT");
   static_assert(!TT::kWide || (L::kAlloc == 230488 && L::kVT % 1024 == 0),
                 "head dim 256: the same bytes as 128 (64 rows x 256 columns of Q, 32 keys x 256 per K / V / V^T tile)");
   extern __shared__ uint8_t smem_raw[];
@@ -875,7 +887,7 @@ cudaError_t launch_tf32_variant(const FlashFwdParams& p, cudaStream_t stream, in
   // nothing is queued and sm80's TF32 kernel takes the call.)
   constexpr bool kDense = (FEAT & kTf32Dense) != 0;
   if constexpr (D == 256) {  // FA_SM90_TF32_D256: the pre-pass variant only (tf32_variant_built)
-    static_assert(!IDX && FEAT == 0, "head dim 256: the plain kernel only");
+    static_assert(kTf32D256Feat || (!IDX && FEAT == 0), "head dim 256: the plain kernel unless FA_SM90_TF32_D256_FEAT");
     return v == kTf32PrepassVariant ? launch_tf32_prepass<D, IDX, FEAT>(p, stream) : cudaErrorNotSupported;
   } else {
     switch (v) {
@@ -963,9 +975,10 @@ bool fwd_tf32_params_apply(const FlashFwdParams& p) {
   const AttnShape& s = p.shape;
   if (p.dtype != DType::kFloat32 || !p.allow_tf32) return false;
   // Head dims 64 and 128, and any other D, Dv <= 128 (multiples of 4: TMA's 16 bytes) padded up. With
-  // FA_SM90_TF32_D256, D == Dv == 256 with no mask or causal (the plain kernel), nothing else.
+  // FA_SM90_TF32_D256, D == Dv == 256 with no mask or causal (the plain kernel), and with FA_SM90_TF32_D256_FEAT
+  // the rest below too.
   if (kTf32D256 && s.D == 256 && s.Dv == 256) {
-    if (p.mask.has_index_masks() || fwd_feat(p) != 0) return false;
+    if (!kTf32D256Feat && (p.mask.has_index_masks() || fwd_feat(p) != 0)) return false;
   } else if (!tf32_head_dims_apply(s, 64) && !tf32_head_dims_apply(s, 128)) {
     return false;
   }
@@ -1000,12 +1013,25 @@ cudaError_t fwd_tf32(const FlashFwdParams& p, cudaStream_t stream) {
   const int d = padded_head_dim(p.shape);  // 64, 128, or 256 with FA_SM90_TF32_D256 (fwd_tf32_params_apply)
   const int feat = fwd_feat(p);
   int v = tf32_variant_for(p.shape, (feat & kTf32Dense) != 0);
+#if FA_SM90_TF32_D256 && FA_SM90_TF32_D256_FEAT  // (not `if constexpr`: outside a template it would still instantiate)
+  // The pre-pass kernel, which needs its workspace: without one, sm80's TF32 kernel. IDX and FEAT as below.
+  if (d == 256) {
+    if (p.workspace == nullptr || ((feat & kTf32Dense) && (feat & kTf32Drop))) return cudaErrorNotSupported;
+    if (feat)
+      return tf32_feat_switch<true>(feat, [&](auto f) {
+        return launch_tf32_variant<256, true, decltype(f)::value>(p, stream, v);
+      });
+    return p.mask.has_index_masks() ? launch_tf32_variant<256, true>(p, stream, v)
+                                    : launch_tf32_variant<256, false>(p, stream, v);
+  }
+#else
   if constexpr (kTf32D256) {
     // The plain kernel (fwd_tf32_params_apply), which needs its workspace: without one, sm80's TF32 kernel.
     if (d == 256)
       return p.workspace != nullptr && feat == 0 && !p.mask.has_index_masks() ? launch_tf32_variant<256, false>(p, stream, v)
                                                                                : cudaErrorNotSupported;
   }
+#endif
   if (v == kTf32PrepassVariant && p.workspace == nullptr) v = kTf32DefaultVariant;
   // The index-masked kernels (IDX) for the index masks, the FEAT options and calls padded up (their O stores check
   // the column); causal alone keeps the plain ones. Soft-cap, dropout, a dense mask and bias: the IDX kernels' FEAT
