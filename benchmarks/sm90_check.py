@@ -91,7 +91,8 @@ others' answers):
             ceil(Tq / 128) H / Hkv >= 8, else 1), bit for bit equal to 0, asking variant 3's workspace
             exactly when it runs 3. TF32_VARIANTS=0 (a comma list) runs only those variants before the
             default (0 must be among them for the default's bitwise check).
-            TF32_FALLBACK_CASES (dense mask, D = 256, Dv != D, soft-cap) must not launch it and stay
+            TF32_FALLBACK_CASES (a dense mask with dropout, D not a multiple of 4, padded up to 256, and the
+            head-dim-256 features unless SM90_TF32_D256_FEAT=1) must not launch it and stay
             right (sm80's TF32 kernel). TF32_D256_CASES (D = Dv = 256, no mask or causal: odd and tile-edge
             sizes, both causal alignments, rows that see no key, GQA, Tk = 1, strided q/k/v, big ones) are
             cases ours must run (the pre-pass variant only; FA_SM90_TF32_D256, on by default); SM90_TF32_D256=0,
@@ -114,7 +115,8 @@ others' answers):
             (FA_SM90_FWD_DENSE_PREFETCH, default 2 tiles ahead) against -DFA_SM90_FWD_DENSE_PREFETCH=0.
             SAVE_SET=all: every NUM_CASES case and LONG_AB_CASES (rows up to 8192 keys) instead, each kernel,
             without the timings (e.g. FA_SM90_FWD_SKIP_RESCALE against the default, which must be bit for bit).
-  tf32dropexact DROP_EXACT_CASES (head dims up to 128) on the TF32 forward: its dropout mask against the host's,
+  tf32dropexact DROP_EXACT_CASES (head dims up to 128; 256 too with SM90_TF32_D256_FEAT=1) on the TF32 forward: its
+            dropout mask against the host's,
             exactly.
   tf32sanitize  TF32_SANITIZE cases (small, each shape class) for compute-sanitizer (memcheck; racecheck and
             synccheck on request in gpu_run.sh); TF32SAN_CASES (comma-separated names) narrows it.
@@ -279,7 +281,8 @@ DROP_EXACT_CASES = [
     dict(name="drop_exact_05_d64_causal", B=1, Tq=300, Tk=300, H=2, D=64, dropout=0.5, causal=True, seed=(8, 8)),
     dict(name="drop_exact_01_klen", B=2, Tq=130, Tk=500, H=2, D=128, dropout=0.1, klen_vals=[500, 260],
          seed=(21, 22)),
-    # Head dim 256 (64-key tiles: the Philox words of a 32-key block come from one tile half).
+    # Head dim 256 (the 16-bit kernel's 64-key tiles: the Philox words of a 32-key block come from one tile half;
+    # the TF32 kernel's 32-key tiles, with SM90_TF32_D256_FEAT=1, take one block each).
     dict(name="drop_exact_05_d256", B=2, Tq=200, Tk=600, H=3, D=256, dropout=0.5, seed=(5, 6)),
     dict(name="drop_exact_01_d256_causal", B=1, Tq=300, Tk=300, H=2, D=256, dropout=0.1, causal=True,
          offset=0, seed=(8, 8)),
@@ -762,6 +765,19 @@ TF32_D256_FEAT_CASES = [
     dict(name="t256_bias_nan_masked_window", B=2, Tq=257, Tk=300, H=4, Hkv=2, D=256, mask=(1, 0), bias=(1, 1),
          bias_nan_masked=True, wl=50, kvalid=True, softcap=20.0),
     dict(name="t256_softcap_big_causal", B=1, Tq=2048, Tk=2048, H=4, D=256, softcap=30.0, causal=True),
+    # (a review's additions) dropout with a window and masks (j_first > 0, 32 mod 64), long dropout, key-broadcast
+    # dense mask and bias with whole rows masked, NaN bias under causal + lengths, strided q / k / v with lengths,
+    # one query row (63 rows of the tile past Tq), one ragged key tile.
+    dict(name="t256_drop05_window_masks", B=3, Tq=300, Tk=333, H=2, D=256, dropout=0.5, seed=(-7, 1 << 40), wl=60,
+         wr=20, qlen=True, kvalid=True),
+    dict(name="t256_drop_big", B=1, Tq=2048, Tk=2048, H=4, D=256, dropout=0.1, seed=(11, 12)),
+    dict(name="t256_keybcast_bias_mask_window", B=2, Tq=300, Tk=333, H=2, D=256, bias=(1, 1, 0), mask=(1, 0, 0),
+         wl=60, kvalid=True),
+    dict(name="t256_bias_nan_masked_causal", B=2, Tq=200, Tk=260, H=2, D=256, bias=(1, 1), bias_nan_masked=True,
+         causal=True, offset=60, klen=True),
+    dict(name="t256_strided_qkv_klen", B=2, Tq=200, Tk=200, H=4, D=256, packed=True, klen=True),
+    dict(name="t256_tq1_klen", B=2, Tq=1, Tk=300, H=4, D=256, decode=-1, klen=True),
+    dict(name="t256_one_ragged_tile", B=2, Tq=70, Tk=20, H=2, D=256, kvalid=True, wl=5),
 ]
 TF32_D256_FALLBACK_CASES = [
     dict(name="tf_d160_dv256", B=2, Tq=113, Tk=203, H=2, D=160, Dv=256),

@@ -655,9 +655,9 @@ __global__ void __launch_bounds__(Tf32Tiles<D>::kThreads, 1)
         }
       l[h2] = l[h2] * alpha[h2] + sum;  // this thread's partial sum; the quad reduces at the end
     }
-    // DROP: dropout on P after the row sum (sm80's fwd_tile_dropout): the m64n64 accumulator gives warp w rows
+    // DROP: dropout on P after the row sum (sm80's fwd_tile_dropout): the m64n(kBc) accumulator gives warp w rows
     // wrow0 + g (+ 8), keys j0 + 8 nt + 2 t + e as sacc[4 nt + e'] (e' = 2 h2 + e), flash_dropout.cuh's m16n8
-    // fragment (j0 a multiple of 64): one Philox call per 8 elements, the mask of the CPU, sm80 and the 16-bit
+    // fragment (j0 a multiple of kBc, 64 or 32 at head dim 256; drop_rows_visit needs 32): one Philox call per 8 elements, the mask of the CPU, sm80 and the 16-bit
     // Hopper forward. P V then takes P Z (Z = keep_scale where kept, else 0); l stays the sum of P.
     if constexpr (DROP) {
       drop_rows_visit<kBc / 8, true>(drop, wrow0, j0, g, t, [&](int nt, int e, bool keep) {
