@@ -63,7 +63,7 @@
 #             splitdsave with A, B, A, B and --phase splitdcmp on each pair, dense sm90_check.py --phase
 #             densesave / densecmp the same way (~1.5 min), loop benchmarks/harness_loop_ab.py (the backward
 #             timed in a loop and by do_bench, A, B, A, B, A, B, then the table; ~40 s; AB_LOOP_SET=mask
-#             times the D = 64 index-masked kernel's shapes instead, AB_LOOP_SET=feat dropout and bias, AB_LOOP_SET=d128 the D = 128 kernel, AB_LOOP_SET=drop128 its dropout kernel (and a key mask, unchanged by FA_SM90_BWD_DROP128), AB_LOOP_SET=drop64 the same at D = 64, AB_LOOP_SET=fwd the forward, AB_LOOP_SET=fwdmask its index-masked kernels, AB_LOOP_SET=fwdping its dropout kernels and head dim 256; SAVE_SET=main makes
+#             times the D = 64 index-masked kernel's shapes instead, AB_LOOP_SET=feat dropout and bias, AB_LOOP_SET=d128 the D = 128 kernel, AB_LOOP_SET=drop128 its dropout kernel (and a key mask, unchanged by FA_SM90_BWD_DROP128), AB_LOOP_SET=drop64 the same at D = 64, AB_LOOP_SET=fwd the forward, AB_LOOP_SET=fwdmask its index-masked kernels, AB_LOOP_SET=fwdping its dropout kernels and head dim 256, AB_LOOP_SET=tf32d256 the float32 (TF32) forward at head dim 256 with and without masks and features; SAVE_SET=main makes
 #             splitd compare the D <= 128 kernel's outputs instead, SAVE_SET=all makes dense compare every
 #             forward case (sm90_check.py's NUM_CASES and long rows) instead). Files: OUT/ab_summary.log and the logs
 #   tf32tune  no TensorFlow needed: the harness build (FA_TUNING), then benchmarks/tune_tf32_bwd.py: the

@@ -8,13 +8,15 @@ backward without a mask, causal, and with a key mask; "drop128", the D = 128 bac
 16384, causal and not) and, as a control, with a key mask; "drop64", the same at D = 64; "tf32", the float32 backward on the TF32 kernels (D = 128,
 and D = 64 without a mask); "fwd", the forward
 instead (FWD_SETS), at D = 128, 64 and 256, causal and not, where a forward change is meant to show; "fwdmask", the
-forward's index-masked kernels (a key mask, a causal window, dropout 0.1) at D = 128 and 64; "fwdping", the forward's
+forward's index-masked kernels (a key mask, a causal window, dropout 0.1) at D = 128 and 64; "tf32d256", the float32
+(TF32) forward at D = 256 without a mask and with a key mask, a window, soft-cap and dropout (the FA_SM90_TF32_D256_FEAT
+candidate against a build without it); "fwdping", the forward's
 dropout kernels (0.1) at D = 128 and 64 and its head-dim-256 kernels (plain, dropout, index-masked), with D = 128
 without a mask as a control (session 61 timed the one-tile ping-pong candidates, since removed, on them); B * T = 16384,
 H = 2048 / D, bf16). No TensorFlow; an
 H100 / H200 with torch, triton and the harness (benchmarks/build_harness.sh).
 
-  python3 benchmarks/harness_loop_ab.py time LIBDIR TAG [plain|mask|feat|d128|drop64|drop128|tf32|fwd|fwdmask|fwdping] >> ab_loop.log   # one build: ABLOOP lines
+  python3 benchmarks/harness_loop_ab.py time LIBDIR TAG [plain|mask|feat|d128|drop64|drop128|tf32|fwd|fwdmask|fwdping|tf32d256] >> ab_loop.log   # one build: ABLOOP lines
   python3 benchmarks/harness_loop_ab.py summary ab_loop.log               # no GPU: A (tags A*) against B (B*)
 
 `gpu_run.sh ab` with AB_CHECKS=...,loop runs `time` for A, B, A, B, A, B (one process each: the clock drifts
@@ -29,7 +31,8 @@ import sys
 # (D, T, causal, feature); feature "": no mask, "key_mask": a [B, T] key mask with the last 10 % of each sequence
 # invalid, "window": a causal sliding window of 1024 keys (both the index-masked kernel); "dropout": rate 0.1;
 # "bias": a [1, H, T, T] bias with dbias (a [B, H, T, T] float32 buffer: 8.6 GB at D = 64, T = 4096); "tf32": float32
-# inputs with TF32 allowed (the Hopper TF32 backward).
+# inputs with TF32 allowed (the Hopper TF32 backward); "tf32_<x>": float32 with TF32 and feature x (key_mask, a causal
+# window of 1024 keys, soft-cap 30, dropout 0.1).
 SETS = {"plain": [(64, 2048, True, ""), (64, 4096, True, ""), (64, 8192, True, ""), (64, 16384, True, ""),
                   (64, 4096, False, ""), (64, 16384, False, ""), (128, 4096, True, "")],
         "mask": [(64, 4096, True, ""), (64, 4096, False, "key_mask"), (64, 4096, True, "key_mask"),
@@ -53,10 +56,15 @@ SETS = {"plain": [(64, 2048, True, ""), (64, 4096, True, ""), (64, 8192, True, "
         "fwdping": [(128, 4096, False, "dropout"), (128, 16384, False, "dropout"), (128, 4096, True, "dropout"),
                     (128, 16384, True, "dropout"), (64, 4096, False, "dropout"), (64, 16384, True, "dropout"),
                     (256, 4096, False, ""), (256, 16384, True, ""), (256, 4096, False, "dropout"),
-                    (256, 4096, True, "key_mask"), (128, 4096, False, "")]}
-FWD_SETS = {"fwd", "fwdmask", "fwdping"}  # timed forward (h.fwd, FLOPs 4 B H T^2 D, halved when causal); the others the backward
+                    (256, 4096, True, "key_mask"), (128, 4096, False, "")],
+        "tf32d256": [(256, 4096, False, "tf32"), (256, 4096, False, "tf32_key_mask"), (256, 16384, True, "tf32_key_mask"),
+                     (256, 4096, True, "tf32_window"), (256, 4096, False, "tf32_softcap"),
+                     (256, 4096, False, "tf32_dropout")]}
+FWD_SETS = {"fwd", "fwdmask", "fwdping", "tf32d256"}  # timed forward (h.fwd, FLOPs 4 B H T^2 D, halved when causal); the others the backward
 FEATURES = {"": {}, "key_mask": {}, "window": dict(wl=1024), "dropout": dict(dropout=0.1, seed=(1, 2)),
-            "bias": dict(bias=(0, 1)), "tf32": dict(tf32=True)}
+            "bias": dict(bias=(0, 1)), "tf32": dict(tf32=True), "tf32_key_mask": dict(tf32=True),
+            "tf32_window": dict(tf32=True, wl=1024), "tf32_softcap": dict(tf32=True, softcap=30.0),
+            "tf32_dropout": dict(tf32=True, dropout=0.1, seed=(1, 2))}
 
 
 def time_build(lib, tag, shape_set="plain"):
@@ -70,8 +78,8 @@ def time_build(lib, tag, shape_set="plain"):
     for D, T, causal, feature in SETS[shape_set]:
         H, B = 2048 // D, 16384 // T
         c = dict(B=B, Tq=T, Tk=T, H=H, D=D, causal=causal, **FEATURES[feature])
-        dt = torch.float32 if feature == "tf32" else torch.bfloat16  # tf32: float32 inputs, the TF32 kernels
-        t = bench_inputs(h, c, dt, before_forward=key_mask_padded(B, T, 10) if feature == "key_mask" else None)
+        dt = torch.float32 if feature.startswith("tf32") else torch.bfloat16  # tf32*: float32 inputs, the TF32 kernels
+        t = bench_inputs(h, c, dt, before_forward=key_mask_padded(B, T, 10) if feature.endswith("key_mask") else None)
         if feature == "bias":
             t["dbias"] = torch.empty((B, H, T, T), device=t["q"].device)
         fwd = shape_set in FWD_SETS
