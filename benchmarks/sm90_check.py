@@ -783,8 +783,9 @@ TF32_D256_FALLBACK_CASES = [
     dict(name="tf_d160_dv256", B=2, Tq=113, Tk=203, H=2, D=160, Dv=256),
     dict(name="tf_d256_dmask_dropout", B=2, Tq=300, Tk=300, H=2, D=256, mask=(1, 0), dropout=0.1, seed=(1, 2)),
 ]
-D256_FEAT = os.environ.get("SM90_TF32_D256", "1") != "0" and os.environ.get("SM90_TF32_D256_FEAT") == "1"
-if os.environ.get("SM90_TF32_D256", "1") != "0":
+D256 = os.environ.get("SM90_TF32_D256", "1") != "0"  # the build's FA_SM90_TF32_D256 (on by default)
+D256_FEAT = D256 and os.environ.get("SM90_TF32_D256_FEAT") == "1"
+if D256:
     TF32_CASES = TF32_CASES + TF32_D256_CASES + (TF32_D256_FEAT_CASES if D256_FEAT else [])
     TF32_FALLBACK_CASES = TF32_FALLBACK_CASES + TF32_D256_FALLBACK_CASES + ([] if D256_FEAT else TF32_D256_FEAT_CASES)
 else:
@@ -798,6 +799,12 @@ TF32_SANITIZE = ("t_odd_d128", "t_odd_d64", "t_edges_127_129_causal", "t_empty_r
                  "t_dmask_bias_softcap_len", "t_pad_d96_bias_keybcast_masks", "tf_d256", "t256_edges_65_31_causal_tl",
                  "t256_empty_rows_causal", "t256_gqa4_causal",  # (the t256 / tf_d256 ones unless SM90_TF32_D256=0)
                  "t256_valid_causal_gqa", "t256_drop_softcap_causal", "t256_bias_nan_masked_window")  # (FEAT ones)
+
+
+def tf32_d_cases(cases):
+    """The cases of the kernel head dims in TF32_D (comma-separated, e.g. TF32_D=256), or all when it is unset."""
+    dims = [int(d) for d in os.environ.get("TF32_D", "").split(",") if d]
+    return [c for c in cases if not dims or bucket(c) in dims]
 
 
 def tf32_launches(h):
@@ -996,7 +1003,7 @@ def phase_tf32_bench(h, log):
     from torch.nn.attention import sdpa_kernel, SDPBackend
     rows = []
     release = release_build(h)
-    dims = ((128, 16), (64, 32)) + (((256, 8),) if os.environ.get("SM90_TF32_D256", "1") != "0" else ())
+    dims = ((128, 16), (64, 32)) + (((256, 8),) if D256 else ())
     if os.environ.get("TF32BENCH_D"):  # e.g. TF32BENCH_D=256: those head dims only
         dims = tuple(x for x in dims if str(x[0]) in os.environ["TF32BENCH_D"].split(","))
     for D, H in dims:
@@ -1541,15 +1548,12 @@ def main():
         rows = phase_vbench(h, log)
     elif args.phase == "tf32selftest":
         rows = phase_tf32_selftest(h, log)
-    elif args.phase == "tf32":  # TF32_D=256 (comma-separated kernel head dims) narrows both lists to those
-        dims = [int(d) for d in os.environ.get("TF32_D", "").split(",") if d]
-        keep = (lambda cs: [c for c in cs if bucket(c) in dims]) if dims else list
-        rows = phase_tf32(h, log, keep(TF32_CASES), keep(TF32_FALLBACK_CASES))
+    elif args.phase == "tf32":  # TF32_D narrows both lists
+        rows = phase_tf32(h, log, tf32_d_cases(TF32_CASES), tf32_d_cases(TF32_FALLBACK_CASES))
         print(f"tf32: {sum(r['ok'] for r in rows)} / {len(rows)} pass (every variant; fallback cases once)",
               file=log, flush=True)
     elif args.phase == "tf32save":  # TF32_CASES (TF32_D narrows them) on the default variant, saved for densecmp
-        dims = [int(d) for d in os.environ.get("TF32_D", "").split(",") if d]
-        rows = phase_tf32save(h, log, [c for c in TF32_CASES if not dims or bucket(c) in dims], args.save)
+        rows = phase_tf32save(h, log, tf32_d_cases(TF32_CASES), args.save)
     elif args.phase == "tf32dropexact":  # DROP_EXACT_CASES up to head dim 128 (256 too with D256_FEAT), float32 with TF32
         rows = phase_drop_exact(h, log, [c for c in DROP_EXACT_CASES if c["D"] <= 128 or D256_FEAT], [torch.float32],
                                 tf32=True)

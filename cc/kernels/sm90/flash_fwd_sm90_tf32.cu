@@ -1013,30 +1013,28 @@ cudaError_t fwd_tf32(const FlashFwdParams& p, cudaStream_t stream) {
   const int d = padded_head_dim(p.shape);  // 64, 128, or 256 with FA_SM90_TF32_D256 (fwd_tf32_params_apply)
   const int feat = fwd_feat(p);
   int v = tf32_variant_for(p.shape, (feat & kTf32Dense) != 0);
-#if FA_SM90_TF32_D256 && FA_SM90_TF32_D256_FEAT  // (not `if constexpr`: outside a template it would still instantiate)
-  // The pre-pass kernel, which needs its workspace: without one, sm80's TF32 kernel. IDX and FEAT as below.
-  if (d == 256) {
-    if (p.workspace == nullptr || ((feat & kTf32Dense) && (feat & kTf32Drop))) return cudaErrorNotSupported;
-    if (feat)
-      return tf32_feat_switch<true>(feat, [&](auto f) {
-        return launch_tf32_variant<256, true, decltype(f)::value>(p, stream, v);
-      });
-    return p.mask.has_index_masks() ? launch_tf32_variant<256, true>(p, stream, v)
-                                    : launch_tf32_variant<256, false>(p, stream, v);
-  }
-#else
+  if ((feat & kTf32Dense) && (feat & kTf32Drop)) return cudaErrorNotSupported;  // sm80's (params_apply refuses it)
   if constexpr (kTf32D256) {
-    // The plain kernel (fwd_tf32_params_apply), which needs its workspace: without one, sm80's TF32 kernel.
-    if (d == 256)
-      return p.workspace != nullptr && feat == 0 && !p.mask.has_index_masks() ? launch_tf32_variant<256, false>(p, stream, v)
-                                                                               : cudaErrorNotSupported;
-  }
+    // Head dim 256: the pre-pass kernel, which needs its workspace (without one, sm80's TF32 kernel); with
+    // FA_SM90_TF32_D256_FEAT its IDX and FEAT instantiations as below, else the plain kernel only.
+    if (d == 256) {
+      if (p.workspace == nullptr) return cudaErrorNotSupported;
+#if FA_SM90_TF32_D256 && FA_SM90_TF32_D256_FEAT  // (not `if constexpr`: outside a template it would still instantiate)
+      if (feat)
+        return tf32_feat_switch<true>(feat, [&](auto f) {
+          return launch_tf32_variant<256, true, decltype(f)::value>(p, stream, v);
+        });
+      if (p.mask.has_index_masks()) return launch_tf32_variant<256, true>(p, stream, v);
+#else
+      if (feat || p.mask.has_index_masks()) return cudaErrorNotSupported;  // (params_apply refuses them)
 #endif
+      return launch_tf32_variant<256, false>(p, stream, v);
+    }
+  }
   if (v == kTf32PrepassVariant && p.workspace == nullptr) v = kTf32DefaultVariant;
   // The index-masked kernels (IDX) for the index masks, the FEAT options and calls padded up (their O stores check
   // the column); causal alone keeps the plain ones. Soft-cap, dropout, a dense mask and bias: the IDX kernels' FEAT
   // instantiations (Tf32Feat), switched here only.
-  if ((feat & kTf32Dense) && (feat & kTf32Drop)) return cudaErrorNotSupported;  // sm80's (params_apply refuses it)
   if (feat)
     return tf32_feat_switch<true>(feat, [&](auto f) {
       constexpr int F = decltype(f)::value;
