@@ -287,10 +287,10 @@ constexpr int kDefaultVariantD64 = 8;  // D = 64 (the plain kernel; the others r
 #define FA_SM90_FWD_FFMA_SOFTMAX 0
 #endif
 constexpr bool kFfmaSoftmax = FA_SM90_FWD_FFMA_SOFTMAX != 0;
-// FA_SM90_FWD_SKIP_RESCALE (default 0; level 2 with FA_SM90_FWD_SOFTMAX_UNDER_PV at 1 is the next default, once the
-// TensorFlow GPU tests have run with it; where each level takes effect: fwd_tile_consumer's kSkipRescaleK and
-// kKeepMaxK). On the H200 (benchmarks/RESULTS.md "Hopper forward kernel" (ac), (ad), (ae)): level 1 alone
-// 1.010x-1.022x at D = 128 without a mask from T = 8192, nothing elsewhere; level 2 alone 0.984x-1.017x; level 2
+// FA_SM90_FWD_SKIP_RESCALE (default 2, with FA_SM90_FWD_SOFTMAX_UNDER_PV 1; 0 gives the former forward back, which
+// rescales O on every tile and keeps every tile's max; where each level takes effect: fwd_tile_consumer's
+// kSkipRescaleK and kKeepMaxK). On the H200 (benchmarks/RESULTS.md "Hopper forward kernel" (ac), (ad), (ae)):
+// level 1 alone 1.010x-1.022x at D = 128 without a mask from T = 8192, nothing elsewhere; level 2 alone 0.984x-1.017x; level 2
 // with the softmax under P V, in every kernel, 1.016x-1.036x at D = 128 without a mask and 1.007x-1.023x at D = 64,
 // but in the index-masked kernels 0.87x-0.94x with dropout and 0.96x-0.98x at D = 64. With this scope (the vote in
 // the plain kernel only, the kept max in every kernel without dropout): 1.022x-1.031x at D = 128 without a mask
@@ -308,12 +308,12 @@ constexpr bool kFfmaSoftmax = FA_SM90_FWD_FFMA_SOFTMAX != 0;
 //      bits. After a row's first tiles its max rarely jumps by 2^8, so nearly every tile skips the rescale
 //      (FlashAttention-4's conditional rescaling).
 #ifndef FA_SM90_FWD_SKIP_RESCALE
-#define FA_SM90_FWD_SKIP_RESCALE 0
+#define FA_SM90_FWD_SKIP_RESCALE 2
 #endif
 constexpr bool kSkipRescale = FA_SM90_FWD_SKIP_RESCALE != 0;
 constexpr float kRescaleSlack = 8.f;  // level 2's slack, in the exponent's base-2 units
-// FA_SM90_FWD_SOFTMAX_UNDER_PV (default 0; in the plain kernel only: kSoftmaxUnderPvK. On the H200 it is bit for bit
-// the former code but not faster alone, 0.963x-1.014x, RESULTS.md "Hopper forward kernel" (ac); with SKIP_RESCALE 2
+// FA_SM90_FWD_SOFTMAX_UNDER_PV (default 1, 0 the former code; in the plain kernel only: kSoftmaxUnderPvK. On the
+// H200 it is bit for bit the former code but not faster alone, 0.963x-1.014x, RESULTS.md "Hopper forward kernel" (ac); with SKIP_RESCALE 2
 // the pair gains 1.016x-1.036x at D = 128 without a mask, as above): on the overlapped schedules (5, 7, 8,
 // 10: the plain kernels' defaults), tile n's softmax is meant to run while P_{n-1} V_{n-1} is on the tensor cores
 // (the source waits for that product after the softmax). ptxas 13.0 hoists the wait (WARPGROUP.DEPBAR.LE gsb0, 0x0)
@@ -325,7 +325,7 @@ constexpr float kRescaleSlack = 8.f;  // level 2's slack, in the exponent's base
 // compiler cannot fold), so that the wait is in another basic block and the softmax runs under the product as
 // written: 66 (130) between the two waits, none after. The same operations on the same values: the same bits.
 #ifndef FA_SM90_FWD_SOFTMAX_UNDER_PV
-#define FA_SM90_FWD_SOFTMAX_UNDER_PV 0
+#define FA_SM90_FWD_SOFTMAX_UNDER_PV 1
 #endif
 constexpr bool kSoftmaxUnderPv = FA_SM90_FWD_SOFTMAX_UNDER_PV != 0;
 // The dropout kernel's schedule at D = 64 and 128 (schedule 0 when the variant asked for is 0). Schedule 0:
