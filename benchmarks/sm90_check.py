@@ -114,7 +114,7 @@ others' answers):
             the timings side by side): e.g. a change against main's objects, or the dense rows' L2 prefetch
             (FA_SM90_FWD_DENSE_PREFETCH, default 2 tiles ahead) against -DFA_SM90_FWD_DENSE_PREFETCH=0.
             SAVE_SET=all: every NUM_CASES case and LONG_AB_CASES (rows up to 8192 keys) instead, each kernel,
-            without the timings (e.g. FA_SM90_FWD_SKIP_RESCALE against the default, which must be bit for bit).
+            without the timings (e.g. -DFA_SM90_FWD_SOFTMAX_UNDER_PV=0 against the default, which must be bit for bit).
   tf32dropexact DROP_EXACT_CASES (head dims up to 128; 256 too with SM90_TF32_D256_FEAT=1) on the TF32 forward: its
             dropout mask against the host's,
             exactly.

@@ -378,7 +378,7 @@ def test_all_true_key_mask_is_bitwise_no_mask_on_hopper(d, dtype, causal):
     """On an H100 / H200 a 16-bit forward without a mask runs the plain Hopper kernel and one with an all-true [B, Tk]
     key mask the index-masked kernel (each call launches the Hopper forward); on an unmasked row both do the same
     arithmetic in the same order, so the output and the log-sum-exp are equal bit for bit. flash_fwd_sm90.cu keeps
-    this where the two kernels' code differs: the candidates FA_SM90_FWD_SKIP_RESCALE / SOFTMAX_UNDER_PV put the
+    this where the two kernels' code differs: FA_SM90_FWD_SKIP_RESCALE / SOFTMAX_UNDER_PV (2 / 1 by default) put the
     kept running max (which changes the rounding) in both kernels and only bitwise-neutral steps in the plain one.
     1000 keys: several key tiles per row. Other GPUs: skipped (their two calls may take kernels that round
     differently)."""

@@ -407,15 +407,15 @@ def test_xla_decode_loop_writes_the_cache_in_place():
 
     @tf.function(jit_compile=True)
     def decode(cache, start):
-        def body(i, cache, total):
+        def body(i, cache, total, total_abs):
             token = tf.gather(x, [i % L], axis=1)
             out, cache = ours(token, token, use_causal_mask=True, cache=cache,
                               cache_update_index=i)
-            return i + 1, cache, total + tf.reduce_sum(out)
+            return i + 1, cache, total + tf.reduce_sum(out), total_abs + tf.reduce_sum(tf.abs(out))
 
-        _, cache, total = tf.while_loop(lambda i, *_: i < S_MAX, body,
-                                        [start, cache, tf.constant(0.0)])
-        return cache, total
+        _, cache, total, total_abs = tf.while_loop(
+            lambda i, *_: i < S_MAX, body, [start, cache, tf.constant(0.0), tf.constant(0.0)])
+        return cache, (total, total_abs)
 
     cache = _pair_cache(layout)
     hlo = decode.experimental_get_compiler_ir(cache, tf.constant(2))(stage="optimized_hlo")
@@ -433,10 +433,13 @@ def test_xla_decode_loop_writes_the_cache_in_place():
               and op not in ("parameter", "get-tuple-element", "tuple")]
     assert not others, others
     # The results agree with the same loop outside XLA.
-    got, total = decode(cache, tf.constant(2))
-    want, want_total = tf.function(decode.python_function)(cache, tf.constant(2))
+    got, (total, _) = decode(cache, tf.constant(2))
+    want, (want_total, want_abs) = tf.function(decode.python_function)(cache, tf.constant(2))
     np.testing.assert_allclose(got[0], want[0], atol=1e-6)
-    np.testing.assert_allclose(total, want_total, rtol=1e-5)
+    # The sums of the outputs over the steps: XLA fuses and orders the layer's float32 arithmetic and the sums
+    # differently, so they agree to float32 rounding of the summands, sum |out| (a sum that cancels to a small total
+    # would fail a bound relative to the total: seen once on the H200, 1.07e-5 of 0.42294).
+    np.testing.assert_allclose(total, want_total, rtol=0, atol=1e-5 * float(want_abs))
 
 
 def test_bfloat16_cache_under_mixed_precision(cache_write):
