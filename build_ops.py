@@ -9,6 +9,7 @@ TF_FLASHATTN_CUDA=0 to skip them). Used by setup.py; runnable on its own:
 import concurrent.futures
 import importlib.util
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -77,6 +78,34 @@ CUDA_ARCHS = ["80", "90"]
 _ARCHS_ENV = os.environ.get("TF_FLASHATTN_CUDA_ARCHS", "").replace(",", " ").split()
 if _ARCHS_ENV:
     CUDA_ARCHS = _ARCHS_ENV
+
+
+def cuda_defines(value=None):
+    """TF_FLASHATTN_CUDA_DEFINES (space or comma separated, e.g. "FA_SM90_TF32_D256_FEAT=1"): the CUDA kernels'
+    build-time switches (`#ifndef FA_...` in cc/kernels/, README "For maintainers"), to build a candidate or a former
+    code path without editing a source. Each must be a switch some kernel source reads, set to an integer or left
+    bare (1), so that a misspelt one fails here instead of building the defaults unnoticed. They go to nvcc as -D
+    flags and into _build_info.py (CUDA_DEFINES)."""
+    value = os.environ.get("TF_FLASHATTN_CUDA_DEFINES", "") if value is None else value
+    known = set()
+    for dirpath, _, files in os.walk(os.path.join(ROOT, "cc", "kernels")):
+        if os.path.basename(dirpath) == "cpu":  # g++'s (FA_CPU_ISA), not nvcc's
+            continue
+        for f in files:
+            with open(os.path.join(dirpath, f)) as fh:
+                known |= set(re.findall(r"^#ifndef (FA_[A-Z0-9_]+)$", fh.read(), re.M))
+    out = []
+    for d in value.replace(",", " ").split():
+        m = re.fullmatch(r"(FA_[A-Z0-9_]+)(=-?[0-9]+)?", d)
+        if not m:
+            raise ValueError(f"TF_FLASHATTN_CUDA_DEFINES: {d!r} is not of the form FA_NAME or FA_NAME=<integer>")
+        if m.group(1) not in known:
+            raise ValueError(f"TF_FLASHATTN_CUDA_DEFINES: {m.group(1)} is not a switch of cc/kernels/ "
+                             f"(known: {', '.join(sorted(known))})")
+        out.append(d)
+    return out
+
+
 CXX_FLAGS = ["-std=c++17", "-O3", "-fPIC", "-Wno-deprecated-declarations"]
 # fp-contract: let the tile products use fused multiply-adds.
 CPU_KERNEL_FLAGS = ["-ffp-contract=fast"]
@@ -137,6 +166,7 @@ def build(output, build_dir=None, jobs=None, verbose=True):
     nvcc = find_nvcc()
     cuda = bool(nvcc and CUDA_KERNEL_SOURCES)
     cuda_home = os.path.dirname(os.path.dirname(nvcc)) if nvcc else None
+    defines = cuda_defines()  # before any compile: a bad value stops the build at once
     jobs = jobs or os.cpu_count() or 2
     # Importing TensorFlow for its flags takes about 13 s here; the kernels (no TensorFlow headers) compile
     # meanwhile, and only the op sources and the link wait for it.
@@ -168,7 +198,8 @@ def build(output, build_dir=None, jobs=None, verbose=True):
         gencode = []
         for a in CUDA_ARCHS:
             gencode += ["-gencode", f"arch=compute_{a},code=sm_{a}"]
-        nvcc_flags = [nvcc, "-std=c++17", "-O3", "-Xcompiler", "-fPIC", "-I.", "-Xptxas=-O3"]
+        nvcc_flags = [nvcc, "-std=c++17", "-O3", "-Xcompiler", "-fPIC", "-I.", "-Xptxas=-O3",
+                      *("-D" + d for d in defines)]
         sm90 = SM90_KERNEL_SOURCES if "90" in CUDA_ARCHS else []
         has_sm90 = ["-DFA_HAS_SM90=1"] if sm90 else []
         for src in CUDA_KERNEL_SOURCES:
@@ -202,18 +233,27 @@ def build(output, build_dir=None, jobs=None, verbose=True):
     backends = ["CPU"] + (["CUDA (sm_" + ", sm_".join(CUDA_ARCHS) + ")"] if cuda else [])
     # Beside the library, and in the source package (an editable install copies only the
     # library back into the source tree).
-    for pkg_dir in {os.path.dirname(os.path.abspath(output)), os.path.join(ROOT, "tf_flashattn")}:
-        with open(os.path.join(pkg_dir, "_build_info.py"), "w") as f:
-            f.write("# Written by build_ops.py.\n")
-            f.write(f"TF_VERSION = {tf_version!r}\nBACKENDS = {backends!r}\n")
+    write_build_info({os.path.dirname(os.path.abspath(output)), os.path.join(ROOT, "tf_flashattn")}, tf_version,
+                     backends, defines if cuda else [])
     if verbose:
         why = ""
         if not cuda:
             why = (" (CUDA skipped: TF_FLASHATTN_CUDA=0)" if os.environ.get("TF_FLASHATTN_CUDA") == "0"
                    else " (CUDA skipped: nvcc not found)" if not nvcc else " (no CUDA sources)")
+        if cuda and defines:
+            why += f" with {' '.join(defines)}"
         print(f"tf_flashattn: built backends {', '.join(backends)}{why} against TensorFlow "
               f"{tf_version} in {time.time() - start:.1f}s -> {output}", flush=True)
     return backends
+
+
+def write_build_info(dirs, tf_version, backends, defines):
+    """_build_info.py in each of `dirs`: what the library was built against and with (tf_flashattn._ops reads it)."""
+    for pkg_dir in dirs:
+        with open(os.path.join(pkg_dir, "_build_info.py"), "w") as f:
+            f.write("# Written by build_ops.py.\n")
+            f.write(f"TF_VERSION = {tf_version!r}\nBACKENDS = {backends!r}\n")
+            f.write(f"CUDA_DEFINES = {defines!r}  # TF_FLASHATTN_CUDA_DEFINES; [] the defaults\n")
 
 
 def default_output():

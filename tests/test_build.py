@@ -79,6 +79,50 @@ def test_link_uses_gold_where_installed_and_falls_back(monkeypatch):
         build_ops._link(cmd)
 
 
+def test_cuda_defines_name_kernel_switches():
+    """TF_FLASHATTN_CUDA_DEFINES takes the kernels' FA_* switches (space or comma separated, bare or = an integer) and
+    refuses, naming the variable, a malformed entry or a name no CUDA kernel source reads (a misspelt switch would
+    otherwise build the defaults unnoticed)."""
+    assert build_ops.cuda_defines("") == []
+    assert build_ops.cuda_defines("FA_SM90_TF32_D256_FEAT=1, FA_SM90_FWD_SKIP_RESCALE=0 FA_SM90_TF32_D256") == [
+        "FA_SM90_TF32_D256_FEAT=1", "FA_SM90_FWD_SKIP_RESCALE=0", "FA_SM90_TF32_D256"]
+    for bad, why in [("FA_SM90_TF32_D256_FEET=1", "not a switch of cc/kernels/"),
+                     ("FA_CPU_ISA=avx2", "not of the form"), ("FA_CPU_ISA", "not a switch of cc/kernels/"),
+                     ("-DFA_SM90_TF32_D256=0", "not of the form"), ("FA_SM90_TF32_D256=x", "not of the form")]:
+        with pytest.raises(ValueError, match="TF_FLASHATTN_CUDA_DEFINES: .*" + why):
+            build_ops.cuda_defines(bad)
+
+
+def test_build_passes_cuda_defines_to_every_nvcc_call_and_records_them(monkeypatch, tmp_path):
+    """build() with TF_FLASHATTN_CUDA_DEFINES set: each nvcc command carries the -D flags, g++ commands do not, and
+    _build_info.py records them (CUDA_DEFINES); a bad value stops the build before any compile. The compiles and the
+    link are recorded, not run."""
+    ran, info, write_build_info = [], {}, build_ops.write_build_info
+    monkeypatch.setattr(build_ops, "_run", lambda cmd: ran.append(cmd) or 0.0)
+    monkeypatch.setattr(build_ops, "_link", lambda cmd: ran.append(cmd) or 0.0)
+    monkeypatch.setattr(build_ops, "find_nvcc", lambda: "/opt/cuda/bin/nvcc")
+    monkeypatch.setattr(build_ops, "tf_flags", lambda: ([], [], "/tf/include", "2.21.0"))
+    monkeypatch.setattr(build_ops, "write_build_info", lambda dirs, tf, backends, defines: info.update(
+        tf=tf, backends=backends, defines=defines))
+    monkeypatch.setenv("TF_FLASHATTN_CUDA_DEFINES", "FA_SM90_TF32_D256_FEAT=1")
+    build_ops.build(str(tmp_path / "lib.so"), build_dir=str(tmp_path), verbose=False)
+    nvcc = [c for c in ran if c[0] == "/opt/cuda/bin/nvcc"]
+    assert len(nvcc) == len(build_ops.CUDA_KERNEL_SOURCES) + len(build_ops.SM90_KERNEL_SOURCES)
+    assert all("-DFA_SM90_TF32_D256_FEAT=1" in c for c in nvcc)
+    assert not any("-DFA_SM90_TF32_D256_FEAT=1" in c for c in ran if c[0] != "/opt/cuda/bin/nvcc")
+    assert info["defines"] == ["FA_SM90_TF32_D256_FEAT=1"] and info["backends"][1].startswith("CUDA")
+    ran.clear()
+    monkeypatch.setenv("TF_FLASHATTN_CUDA_DEFINES", "FA_SM90_TF32_D256_FEET=1")
+    with pytest.raises(ValueError, match="FA_SM90_TF32_D256_FEET"):
+        build_ops.build(str(tmp_path / "lib.so"), build_dir=str(tmp_path), verbose=False)
+    assert ran == []
+    # Written out, the record reads back.
+    write_build_info([str(tmp_path)], "2.21.0", ["CPU"], ["FA_SM90_FWD_SKIP_RESCALE=0"])
+    ns = {}
+    exec((tmp_path / "_build_info.py").read_text(), ns)
+    assert ns["CUDA_DEFINES"] == ["FA_SM90_FWD_SKIP_RESCALE=0"] and ns["BACKENDS"] == ["CPU"]
+
+
 def test_built_library_has_the_backends_this_machine_can_build():
     """CUDA must be in the library wherever nvcc is found (CI compiles every CUDA source)."""
     import tf_flashattn
