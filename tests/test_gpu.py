@@ -272,6 +272,46 @@ def test_tf32_tile_edges(d, causal):
         compare(q, k, v, TF32, allowed=allowed, kw=kw)
 
 
+def built_with(define):
+    """Whether the op library was built with this kernel switch (build_ops.py's TF_FLASHATTN_CUDA_DEFINES, recorded
+    in _build_info.CUDA_DEFINES; a library built before that record: the defaults)."""
+    from tf_flashattn import _build_info
+    return define in getattr(_build_info, "CUDA_DEFINES", [])
+
+
+@pytest.mark.parametrize("feature", ["key_mask", "window_lengths", "softcap", "dropout", "dense_bias"])
+def test_tf32_d256_features(feature):
+    """TF32 at head dim 256 with an index mask or an option, odd sizes with GQA: right against float64 on every GPU.
+    On an H100 / H200 the Hopper TF32 forward runs these where the library was built with
+    FA_SM90_TF32_D256_FEAT=1 (TF_FLASHATTN_CUDA_DEFINES; a candidate, off by default), and sm80's TF32 kernel
+    otherwise (the Hopper forward then must not launch: it would have run a call it does not support)."""
+    rng = np.random.default_rng(256 + len(feature))
+    b, tq, tk, h, hkv = 2, 200, 333, 4, 2
+    q, k, v = rand(rng, b, tq, h, 256), rand(rng, b, tk, hkv, 256), rand(rng, b, tk, hkv, 256)
+    kw, allowed, keep, softcap, bias = {}, None, None, None, None
+    if feature == "key_mask":
+        key_mask = rng.random((b, tk)) > 0.2
+        kw = dict(key_mask=key_mask)
+        allowed = np.broadcast_to(key_mask[:, None, None, :], (b, h, tq, tk))
+    elif feature == "window_lengths":
+        kw = dict(is_causal=True, causal_offset=tk - tq, sliding_window=(60, None), key_lengths=[333, 150])
+        allowed = allowed_mask(b, h, tq, tk, is_causal=True, causal_offset=tk - tq, window=(60, -1),
+                               key_lengths=[333, 150])
+    elif feature == "softcap":
+        softcap = 20.0
+    elif feature == "dropout":
+        kw = dict(dropout_rate=0.1, seed=[3, 4])
+        keep = dropout_keep_mask([3, 4], b, h, tq, tk, 0.1)
+    else:
+        mask = rng.random((b, 1, tq, tk)) > 0.3
+        kw = dict(mask=mask)
+        allowed = np.broadcast_to(mask, (b, h, tq, tk))
+        bias = rand(rng, 1, h, tq, tk)
+    feat = built_with("FA_SM90_TF32_D256_FEAT=1") or built_with("FA_SM90_TF32_D256_FEAT")
+    with expect_launches(*(("sm90_tf32_fwd",) if feat else ()), absent=() if feat else ("sm90_tf32_fwd",)):
+        compare(q, k, v, TF32, allowed=allowed, bias=bias, softcap=softcap, keep=keep, kw=kw)
+
+
 B, TQ, TK, H = 2, 203, 333, 4
 
 
