@@ -461,6 +461,9 @@ export PYTHONPATH=$PWD:${PYTHONPATH:-} TF_CPP_MIN_LOG_LEVEL=2
 # (determinism, XLA command buffers): run next to the others they ran out of memory at start-up (seen on the
 # H200, and on the H100 2026-12-06), so `tests` and `alltests` run them one at a time.
 serial="deterministic or past_2_to_31 or dense_backward_switch or command_buffers"
+# Which op library the calls below run (its md5, and build_ops.py's record of TF_FLASHATTN_CUDA_DEFINES).
+echo "op library: $(md5sum tf_flashattn/_tf_flashattn_ops*.so 2>/dev/null | cut -c1-32)" \
+  "$(grep -h '^CUDA_DEFINES' tf_flashattn/_build_info.py 2>/dev/null || echo 'CUDA_DEFINES not recorded')"
 # keras-hub and the wheels it imports, carried in .whl (the machine has no index), into /tmp/site once a machine.
 keras_hub_wheels() {
   [[ -d /tmp/site/keras_hub ]] || python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
