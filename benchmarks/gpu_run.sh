@@ -88,8 +88,9 @@
 #             calls' worth: ALLTESTS_PART=parallel (default) all but the tests that start a TensorFlow process of their
 #             own on the GPU or take most of its memory, JOBS workers (default 8; the whole directory in one pytest
 #             call took 298 s on the H100, 2026-12-06, RESULTS "GPU tests" (c50)); ALLTESTS_PART=serial those, one at
-#             a time (`serial` below; its 19 deterministic-mode cases alone took 270 s there). Needs keras-hub's
-#             wheels carried in .whl (see kerashub). OUT/alltests_<part>.log
+#             a time (`serial` below; its 19 deterministic-mode cases alone took 270 s there); ALLTESTS_PART=both
+#             the two one after the other in one call (480 s on the H200, 2026-12-07, RESULTS "GPU tests" (g62)).
+#             Needs keras-hub's wheels carried in .whl (see kerashub). OUT/alltests_<part>.log
 #   memory    O(N) memory at T=131072
 #   train     training throughput, both layers under Keras' XLA (more than 140 s per context: give it a
 #             call; TRAIN_ARGS="--contexts 16384" etc. splits it)
@@ -486,18 +487,22 @@ if has tests; then
 fi
 if [[ ,$what, == *,alltests,* ]]; then  # not in "all" (it runs the tests mode)
   keras_hub_wheels
-  part=${ALLTESTS_PART:-parallel}
-  # TF_FORCE_GPU_ALLOW_GROWTH left to tests/conftest.py, as for a user running the README's command.
-  case $part in
-    parallel) python3 -m pytest -q tests -p no:cacheprovider -n ${JOBS:-8} -k "not ($serial)" -rfEs \
-                ${PYTEST_ARGS:-} > $OUT/alltests_$part.log 2>&1;;
-    serial) python3 -m pytest -q tests -p no:cacheprovider -k "$serial" -rfEs ${PYTEST_ARGS:-} \
-              > $OUT/alltests_$part.log 2>&1;;
-    *) echo "alltests: ALLTESTS_PART is parallel or serial, not '$part'"; exit 2;;
-  esac
-  echo "alltests $part rc=$?"
-  grep -E "^(FAILED|ERROR)|^E  " $OUT/alltests_$part.log | cut -c1-240 | head -40
-  grep -E "^SKIPPED" $OUT/alltests_$part.log | cut -c1-200 | head -20; tail -1 $OUT/alltests_$part.log
+  parts=${ALLTESTS_PART:-parallel}
+  [[ $parts == both ]] && parts="parallel serial"
+  for part in $parts; do
+    s=$SECONDS
+    # TF_FORCE_GPU_ALLOW_GROWTH left to tests/conftest.py, as for a user running the README's command.
+    case $part in
+      parallel) python3 -m pytest -q tests -p no:cacheprovider -n ${JOBS:-8} -k "not ($serial)" -rfEs \
+                  ${PYTEST_ARGS:-} > $OUT/alltests_$part.log 2>&1;;
+      serial) python3 -m pytest -q tests -p no:cacheprovider -k "$serial" -rfEs ${PYTEST_ARGS:-} \
+                > $OUT/alltests_$part.log 2>&1;;
+      *) echo "alltests: ALLTESTS_PART is parallel, serial or both, not '$part'"; exit 2;;
+    esac
+    echo "alltests $part rc=$? ($((SECONDS - s)) s)"
+    grep -E "^(FAILED|ERROR)|^E  " $OUT/alltests_$part.log | cut -c1-240 | head -40
+    grep -E "^SKIPPED" $OUT/alltests_$part.log | cut -c1-200 | head -20; tail -1 $OUT/alltests_$part.log
+  done
 fi
 if has oldbuild; then
   # From another directory, so that the old package on PYTHONPATH wins over the repository's.
