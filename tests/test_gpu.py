@@ -255,6 +255,18 @@ def test_float32_gqa_dropout_shapes(d, dv, dtype):
     compare(q, k, v, dtype, allowed=allowed, keep=keep, bias=rand(rng, 1, 4, 113, 203), kw=kw)
 
 
+def build_switch(name, default):
+    """The value the op library was built with for kernel switch `name`: build_ops.py's TF_FLASHATTN_CUDA_DEFINES as
+    _build_info.CUDA_DEFINES records it (a bare name is 1), else `default`, the source's (also for a library built
+    before that record)."""
+    from tf_flashattn import _build_info
+    for d in getattr(_build_info, "CUDA_DEFINES", []):
+        key, _, value = d.partition("=")
+        if key == name:
+            return int(value or 1)
+    return default
+
+
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("d", [64, 128, 256])
 def test_tf32_tile_edges(d, causal):
@@ -268,15 +280,11 @@ def test_tf32_tile_edges(d, causal):
     q, k, v = rand(rng, 2, tq, 4, d), rand(rng, 2, tk, 2, d), rand(rng, 2, tk, 2, d)
     kw = dict(is_causal=True, causal_offset=tk - tq) if causal else {}
     allowed = (allowed_mask(2, 4, tq, tk, is_causal=True, causal_offset=tk - tq) if causal else None)
-    with expect_launches(*(("sm90_tf32_fwd",) if d == 256 else tf32_hopper(d, d))):
+    d256 = build_switch("FA_SM90_TF32_D256", 1) != 0  # (0: sm80's forward at head dim 256)
+    with expect_launches(*((("sm90_tf32_fwd",) if d256 else ()) if d == 256 else tf32_hopper(d, d))):
         compare(q, k, v, TF32, allowed=allowed, kw=kw)
 
 
-def built_with(define):
-    """Whether the op library was built with this kernel switch (build_ops.py's TF_FLASHATTN_CUDA_DEFINES, recorded
-    in _build_info.CUDA_DEFINES; a library built before that record: the defaults)."""
-    from tf_flashattn import _build_info
-    return define in getattr(_build_info, "CUDA_DEFINES", [])
 
 
 @pytest.mark.parametrize("feature", ["key_mask", "window_lengths", "softcap", "dropout", "dense_bias"])
@@ -307,7 +315,7 @@ def test_tf32_d256_features(feature):
         kw = dict(mask=mask)
         allowed = np.broadcast_to(mask, (b, h, tq, tk))
         bias = rand(rng, 1, h, tq, tk)
-    feat = built_with("FA_SM90_TF32_D256_FEAT=1") or built_with("FA_SM90_TF32_D256_FEAT")
+    feat = build_switch("FA_SM90_TF32_D256", 1) != 0 and build_switch("FA_SM90_TF32_D256_FEAT", 0) != 0
     with expect_launches(*(("sm90_tf32_fwd",) if feat else ()), absent=() if feat else ("sm90_tf32_fwd",)):
         compare(q, k, v, TF32, allowed=allowed, bias=bias, softcap=softcap, keep=keep, kw=kw)
 
