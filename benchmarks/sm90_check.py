@@ -92,14 +92,15 @@ others' answers):
             exactly when it runs 3. TF32_VARIANTS=0 (a comma list) runs only those variants before the
             default (0 must be among them for the default's bitwise check).
             TF32_FALLBACK_CASES (a dense mask with dropout, D not a multiple of 4, padded up to 256, and the
-            head-dim-256 features unless SM90_TF32_D256_FEAT=1) must not launch it and stay
+            head-dim-256 features where SM90_TF32_D256_FEAT=0) must not launch it and stay
             right (sm80's TF32 kernel). TF32_D256_CASES (D = Dv = 256, no mask or causal: odd and tile-edge
             sizes, both causal alignments, rows that see no key, GQA, Tk = 1, strided q/k/v, big ones) are
             cases ours must run (the pre-pass variant only; FA_SM90_TF32_D256, on by default); SM90_TF32_D256=0,
             for a harness built with NVCC_EXTRA=-DFA_SM90_TF32_D256=0, moves them to the fallbacks.
-            SM90_TF32_D256_FEAT=1 (NVCC_EXTRA=-DFA_SM90_TF32_D256_FEAT=1, a candidate) moves TF32_D256_FEAT_CASES
-            (index masks, soft-cap, dropout, a dense mask and bias at 256) from the fallbacks to ours, and adds
-            the head-dim-256 cases to tf32dropexact. TF32_D=256 narrows both lists to that head dim.
+            TF32_D256_FEAT_CASES (index masks, soft-cap, dropout, a dense mask and bias at 256) are ours too
+            and tf32dropexact takes the head-dim-256 cases (FA_SM90_TF32_D256_FEAT, on by default);
+            SM90_TF32_D256_FEAT=0, for a harness built with NVCC_EXTRA=-DFA_SM90_TF32_D256_FEAT=0, moves them to
+            the fallbacks. TF32_D=256 narrows both lists to that head dim.
   tf32bench TFLOP/s at D = 128 (H = 16), 64 (H = 32) and, unless SM90_TF32_D256=0, 256 (H = 8; TF32BENCH_D=256
             for that one alone), T in {1024, 4096, 16384}, B*T = 16384, causal and
             not: ours sm90 TF32 (each variant; variant 3's time includes its pre-pass), ours sm80 TF32
@@ -115,7 +116,7 @@ others' answers):
             (FA_SM90_FWD_DENSE_PREFETCH, default 2 tiles ahead) against -DFA_SM90_FWD_DENSE_PREFETCH=0.
             SAVE_SET=all: every NUM_CASES case and LONG_AB_CASES (rows up to 8192 keys) instead, each kernel,
             without the timings (e.g. -DFA_SM90_FWD_SOFTMAX_UNDER_PV=0 against the default, which must be bit for bit).
-  tf32dropexact DROP_EXACT_CASES (head dims up to 128; 256 too with SM90_TF32_D256_FEAT=1) on the TF32 forward: its
+  tf32dropexact DROP_EXACT_CASES (head dims up to 128; 256 too unless SM90_TF32_D256_FEAT=0) on the TF32 forward: its
             dropout mask against the host's,
             exactly.
   tf32sanitize  TF32_SANITIZE cases (small, each shape class) for compute-sanitizer (memcheck; racecheck and
@@ -282,7 +283,7 @@ DROP_EXACT_CASES = [
     dict(name="drop_exact_01_klen", B=2, Tq=130, Tk=500, H=2, D=128, dropout=0.1, klen_vals=[500, 260],
          seed=(21, 22)),
     # Head dim 256 (the 16-bit kernel's 64-key tiles: the Philox words of a 32-key block come from one tile half;
-    # the TF32 kernel's 32-key tiles, with SM90_TF32_D256_FEAT=1, take one block each).
+    # the TF32 kernel's 32-key tiles, unless SM90_TF32_D256_FEAT=0, take one block each).
     dict(name="drop_exact_05_d256", B=2, Tq=200, Tk=600, H=3, D=256, dropout=0.5, seed=(5, 6)),
     dict(name="drop_exact_01_d256_causal", B=1, Tq=300, Tk=300, H=2, D=256, dropout=0.1, causal=True,
          offset=0, seed=(8, 8)),
@@ -742,9 +743,9 @@ TF32_D256_CASES = [
     dict(name="t256_big", B=1, Tq=2048, Tk=2048, H=4, D=256),
     dict(name="t256_big_causal_odd", B=1, Tq=2047, Tk=3001, H=4, D=256, causal=True, offset=3001 - 2047),
 ]
-# Head dim 256 with the index masks, soft-cap, dropout, a dense mask or bias (FA_SM90_TF32_D256_FEAT, a candidate, off by
-# default): SM90_TF32_D256_FEAT=1 (a harness built with NVCC_EXTRA=-DFA_SM90_TF32_D256_FEAT=1) expects ours on these;
-# otherwise they are fallback cases (sm80's TF32 kernel must run them).
+# Head dim 256 with the index masks, soft-cap, dropout, a dense mask or bias (FA_SM90_TF32_D256_FEAT, on by default):
+# ours must run these; SM90_TF32_D256_FEAT=0 (a harness built with NVCC_EXTRA=-DFA_SM90_TF32_D256_FEAT=0) makes them
+# fallback cases (sm80's TF32 kernel must run them).
 TF32_D256_FEAT_CASES = [
     dict(name="tf_d256_window", B=2, Tq=300, Tk=300, H=2, D=256, wl=50, wr=10),
     dict(name="tf_d256_softcap", B=2, Tq=113, Tk=203, H=2, D=256, softcap=30.0),
@@ -784,7 +785,7 @@ TF32_D256_FALLBACK_CASES = [
     dict(name="tf_d256_dmask_dropout", B=2, Tq=300, Tk=300, H=2, D=256, mask=(1, 0), dropout=0.1, seed=(1, 2)),
 ]
 D256 = os.environ.get("SM90_TF32_D256", "1") != "0"  # the build's FA_SM90_TF32_D256 (on by default)
-D256_FEAT = D256 and os.environ.get("SM90_TF32_D256_FEAT") == "1"
+D256_FEAT = D256 and os.environ.get("SM90_TF32_D256_FEAT", "1") != "0"  # FA_SM90_TF32_D256_FEAT (on by default)
 if D256:
     TF32_CASES = TF32_CASES + TF32_D256_CASES + (TF32_D256_FEAT_CASES if D256_FEAT else [])
     TF32_FALLBACK_CASES = TF32_FALLBACK_CASES + TF32_D256_FALLBACK_CASES + ([] if D256_FEAT else TF32_D256_FEAT_CASES)

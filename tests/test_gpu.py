@@ -290,9 +290,9 @@ def test_tf32_tile_edges(d, causal):
 @pytest.mark.parametrize("feature", ["key_mask", "window_lengths", "softcap", "dropout", "dense_bias"])
 def test_tf32_d256_features(feature):
     """TF32 at head dim 256 with an index mask or an option, odd sizes with GQA: right against float64 on every GPU.
-    On an H100 / H200 the Hopper TF32 forward runs these where the library was built with
-    FA_SM90_TF32_D256_FEAT=1 (TF_FLASHATTN_CUDA_DEFINES; a candidate, off by default), and sm80's TF32 kernel
-    otherwise (the Hopper forward then must not launch: it would have run a call it does not support)."""
+    On an H100 / H200 the Hopper TF32 forward runs these (FA_SM90_TF32_D256_FEAT, on by default); in a library
+    built with FA_SM90_TF32_D256_FEAT=0 or FA_SM90_TF32_D256=0 (TF_FLASHATTN_CUDA_DEFINES) sm80's TF32 kernel does,
+    and the Hopper forward must not launch (it would have run a call it was built not to take)."""
     rng = np.random.default_rng(256 + len(feature))
     b, tq, tk, h, hkv = 2, 200, 333, 4, 2
     q, k, v = rand(rng, b, tq, h, 256), rand(rng, b, tk, hkv, 256), rand(rng, b, tk, hkv, 256)
@@ -315,7 +315,7 @@ def test_tf32_d256_features(feature):
         kw = dict(mask=mask)
         allowed = np.broadcast_to(mask, (b, h, tq, tk))
         bias = rand(rng, 1, h, tq, tk)
-    feat = build_switch("FA_SM90_TF32_D256", 1) != 0 and build_switch("FA_SM90_TF32_D256_FEAT", 0) != 0
+    feat = build_switch("FA_SM90_TF32_D256", 1) != 0 and build_switch("FA_SM90_TF32_D256_FEAT", 1) != 0
     with expect_launches(*(("sm90_tf32_fwd",) if feat else ()), absent=() if feat else ("sm90_tf32_fwd",)):
         compare(q, k, v, TF32, allowed=allowed, bias=bias, softcap=softcap, keep=keep, kw=kw)
 

@@ -184,17 +184,17 @@ static_assert(kProducerRegs % 8 == 0 && kConsumerRegs % 8 == 0, "setmaxnreg take
 #define FA_SM90_TF32_D256 1
 #endif
 constexpr bool kTf32D256 = FA_SM90_TF32_D256 != 0;
-// FA_SM90_TF32_D256_FEAT (default 0: a candidate; with FA_SM90_TF32_D256; checked in the kernel harness on the H200,
-// RESULTS.md "Hopper TF32 kernels (float32), kernel harness" (r): numerics, the dropout mask and memcheck pass, 1.56x-
-// 2.38x sm80's TF32 kernel; on by default once the TensorFlow GPU tests have run with it): the head-dim-256
-// kernel's index-masked instantiations too (IDX: windows, lengths, [B, Tq] / [B, Tk] validity masks), with soft-cap,
-// dropout, a dense mask and bias (FEAT; a dense mask or bias not with dropout), as at 64 and 128, still D == Dv ==
-// 256 only (no padding up to 256). Gemma's attention (head dim 256, soft-cap) with a padding mask, in float32, would
-// then run here instead of sm80's TF32 kernel. What the 64- and 128-key code assumes holds at 32-key tiles: the
+// FA_SM90_TF32_D256_FEAT (default 1; with FA_SM90_TF32_D256; checked in the kernel harness on the H200, RESULTS.md
+// "Hopper TF32 kernels (float32), kernel harness" (r): numerics, the dropout mask and memcheck pass, 1.56x-2.38x
+// sm80's TF32 kernel; and by the TensorFlow GPU tests, RESULTS.md "GPU tests" (g63); 0 keeps sm80's kernel there):
+// the head-dim-256 kernel's index-masked instantiations too (IDX: windows, lengths, [B, Tq] / [B, Tk] validity
+// masks), with soft-cap, dropout, a dense mask and bias (FEAT; a dense mask or bias not with dropout), as at 64 and
+// 128, still D == Dv == 256 only (no padding up to 256). Gemma's attention (head dim 256, soft-cap) with a padding
+// mask, in float32, runs here instead of sm80's TF32 kernel. What the 64- and 128-key code assumes holds at 32-key tiles: the
 // key-validity words are kBc / 32 = 1 per tile, the dense loads kBc / 2 per thread in batches of 8, and dropout's
 // fragment visit (drop_rows_visit<kBc / 8 = 4>) needs j0 a multiple of 32.
 #ifndef FA_SM90_TF32_D256_FEAT
-#define FA_SM90_TF32_D256_FEAT 0
+#define FA_SM90_TF32_D256_FEAT 1
 #endif
 constexpr bool kTf32D256Feat = kTf32D256 && FA_SM90_TF32_D256_FEAT != 0;
 // The CTA's tiles per head dim: D = 64 and 128 as above (kBr, kBc, 2 consumer warpgroups); D = 256 (kWide): one
