@@ -71,8 +71,9 @@ enum class DqAdd { kScalar, kVec4, kBulk };
 // Mode 3 is mode 1 with dQ^T's K^T fragments loaded from 4 row addresses per half and immediate offsets (kKtRows:
 // row 8k + t + 4 (x >> 1) of the K tile has the same swizzle phase for every k8 step k, so step k's word is step
 // 0's plus 1024 k bytes): 112 fewer instructions in each of its two kernels (2936 / 3136 against mode 1's 3048 /
-// 3248, ptxas 13.0; spills unchanged), the same words loaded, so the same results; not yet timed on a GPU, so not
-// the default.
+// 3248, ptxas 13.0; spills unchanged), the same words loaded, so the same results. Not the default: on the H100
+// (kernel harness, 16k tokens, two processes; RESULTS.md "Hopper TF32 kernels" (s)) 1.7 %-5.4 % faster than mode 1
+// with a causal mask and at T = 1024, but 0.2 %-2.5 % slower without a mask from T = 4096.
 constexpr DqAdd kDqModes[] = {DqAdd::kScalar, DqAdd::kVec4, DqAdd::kBulk, DqAdd::kVec4};
 constexpr bool kKtRows[] = {false, false, false, true};
 constexpr int kDqModeCount = sizeof(kDqModes) / sizeof(kDqModes[0]);
