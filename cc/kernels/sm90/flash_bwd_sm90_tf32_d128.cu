@@ -73,7 +73,7 @@ enum class DqAdd { kScalar, kVec4, kBulk };
 // 0's plus 1024 k bytes): 112 fewer instructions in each of its two kernels (2936 / 3136 against mode 1's 3048 /
 // 3248, ptxas 13.0; spills unchanged), the same words loaded, so the same results. Not the default: on the H100
 // (kernel harness, 16k tokens, two processes; RESULTS.md "Hopper TF32 kernels" (s)) 1.7 %-5.4 % faster than mode 1
-// with a causal mask and at T = 1024, but 0.2 %-2.5 % slower without a mask from T = 4096.
+// with a causal mask and at T = 1024, but 0.3 %-2.5 % slower without a mask from T = 4096.
 constexpr DqAdd kDqModes[] = {DqAdd::kScalar, DqAdd::kVec4, DqAdd::kBulk, DqAdd::kVec4};
 constexpr bool kKtRows[] = {false, false, false, true};
 constexpr int kDqModeCount = sizeof(kDqModes) / sizeof(kDqModes[0]);
