@@ -25,6 +25,9 @@ tiles that visit a query tile form one contiguous range and the kernels' wait ru
 visits the same query tile) orders every contributor after the one before it without waiting forever; two
 mutants must fail. A dense mask, bias and dbias (check_dense): every element of every unit as the kTf32Dense
 kernels compute it against P, dS and dbias written plainly, on 40 random configurations; six mutants must fail.
+A head-dim-256 TF32 backward is not built yet; check_d256_plan models the layouts a plan for it would use (32-query
+units, dV^T / dK^T / dQ^T with A fragments read from the Qr, dOr and K tiles by ld.shared, B from tiles the threads
+store, one stage in 218 KiB of shared memory); two mutants must fail.
 The constants and formulas mirror the kernels'; change them together.
 """
 import sys
@@ -193,6 +196,81 @@ def check_d128(seed, kt_swap=False, kt_rows=0):
         halves.append(sum(a_from_regs(lambda w, lane, k=k: af(w, lane, k), 8) @
                           kmajor_b(mem, base + kDs + (k // 4) * BQ * 128 + (k % 4) * 32, BQ) for k in range(BK // 8)))
     ok["d128 dQ^T (K^T fragments)"] = (np.vstack(halves) == K.T @ dS).all()
+    return ok
+
+
+# ---- A head-dim-256 TF32 backward, not built yet: the layouts of the plan in session 63's note (issue 16) ----------
+# 64 keys per CTA, 32-query units, every product's B operand with 128-byte rows (the layouts above, which the H200 ran):
+#   S^T  = K Q^T    [64 keys x 32 q]  SS over 32 k8 steps (A = K's 8 panels of 64 rows, B = Qr's 8 panels of 32 rows)
+#   dP^T = V dO^T   the same with V and dOr
+#   P^T, dS^T       stored by the threads from those accumulators as [64 keys x 32 q] tiles (one panel), dS as
+#                   [32 q x 64 keys] (two panels, as the head-dim-128 kernel's)
+#   dV^T = dO^T P   [256 d x 64 keys] in 4 M = 64 panels of d, RS: A = dO^T's fragments read from the dOr tile by
+#                   ld.shared (as the head-dim-128 kernel reads K^T's from the K tile), B = the P^T tile
+#   dK^T = Q^T dS   the same with Qr and the dS^T tile
+#   dQ^T = K^T dS^T [256 d x 32 q] in 4 panels, A = K^T's fragments from the K tile, B = dS (as at 128)
+# so no Q^T / dO^T copies (QT, dOT: 64-byte rows at 16-query units, or no room at 32) and no product computed twice
+# (the two consumer warpgroups would split S^T / dP^T and the d panels of the rest). D256_PLAN_SMEM: the shared memory
+# of one stage (K, V, Qr, dOr, the three thread-written tiles, the rows warp's words, 9 barriers, alignment slack).
+D256_PLAN_SMEM = dict(K=64 * 256 * 4, V=64 * 256 * 4, Qr=32 * 256 * 4, dOr=32 * 256 * 4, PT=64 * 32 * 4,
+                      dST=64 * 32 * 4, dS=32 * 64 * 4, rows=5 * 32 * 4, bars=9 * 8, slack=1024)
+
+
+def check_d256_plan(seed, pt_as_ds=False, unswizzled_frags=False):
+    """The plan's products at head dim 256, multiplied out from the addresses each operand would be read at.
+    Mutants: pt_as_ds (P^T / dS^T stored in dS's [q][keys] layout), unswizzled_frags (dO^T / Q^T / K^T fragments read
+    at the address without the 128-byte swizzle)."""
+    D, BK, BQ = 256, 64, 32
+    rng = np.random.default_rng(seed)
+    r = lambda *sh: rng.integers(-8, 8, size=sh).astype(np.int64)
+    K, V, Q, dO = r(BK, D), r(BK, D), r(BQ, D), r(BQ, D)
+    Pt, dSt = r(BK, BQ), r(BK, BQ)  # P^T, dS^T [keys x queries]
+    base = 1 << 22
+    off, lay = 0, {}
+    for name in ("K", "V", "Qr", "dOr", "PT", "dST", "dS"):
+        lay[name] = base + off
+        off += D256_PLAN_SMEM[name]
+        assert lay[name] % 1024 == 0
+    mem = {}
+    for name, M, rows in (("K", K, BK), ("V", V, BK), ("Qr", Q, BQ), ("dOr", dO, BQ)):
+        tma_rows(mem, lay[name], rows, D, lambda row, col, M=M: int(M[row, col]))
+    ok = {}
+    for name, A, B, want in (("S^T", "K", "Qr", K @ Q.T), ("dP^T", "V", "dOr", V @ dO.T)):
+        got = sum(kmajor_a(mem, lay[A] + (k // 4) * BK * 128 + (k % 4) * 32) @
+                  kmajor_b(mem, lay[B] + (k // 4) * BQ * 128 + (k % 4) * 32, BQ) for k in range(D // 8))
+        ok[f"d256 plan {name} SS"] = (got == want).all()
+    # The thread-written tiles, element by element from the m64n32 accumulators.
+    for name, M in (("PT", Pt), ("dST", dSt)):
+        for (w, lane), regs in acc_of(M).items():
+            for i, v in regs.items():
+                key, q = acc_coord(w, lane, i)
+                mem[lay[name] + (swz128_offset_f32(BQ, q, key) if pt_as_ds else swz128_offset_f32(BK, key, q))] = v
+    for (w, lane), regs in acc_of(dSt).items():
+        for i, v in regs.items():
+            key, q = acc_coord(w, lane, i)
+            mem[lay["dS"] + swz128_offset_f32(BQ, q, key)] = v
+
+    def frag(tile, rows, p, k):  # the m64k8 A fragment of M^T, M [rows x D] at tile: row d = 64p + m, column 8k + u
+        def regs(w, lane):
+            out = []
+            for reg in range(4):
+                m, u = a_coord(w, lane, reg)
+                o = swz128_offset_f32(rows, 8 * k + u, 64 * p + m)
+                if unswizzled_frags:
+                    row, col = 8 * k + u, 64 * p + m
+                    o = (col >> 5) * rows * 128 + row * 128 + (col & 31) * 4
+                out.append(mem[tile + o])
+            return out
+        return a_from_regs(regs, 8)
+    for name, A, rows, B, n, want in (("dV^T", "dOr", BQ, "PT", BK, dO.T @ Pt.T), ("dK^T", "Qr", BQ, "dST", BK, Q.T @ dSt.T)):
+        panels = [sum(frag(lay[A], rows, p, k) @ kmajor_b(mem, lay[B] + k * 32, n) for k in range(BQ // 8)) for p in range(4)]
+        ok[f"d256 plan {name} (A by ld.shared)"] = (np.vstack(panels) == want).all()
+    panels = [sum(frag(lay["K"], BK, p, k) @ kmajor_b(mem, lay["dS"] + (k // 4) * BQ * 128 + (k % 4) * 32, BQ)
+                  for k in range(BK // 8)) for p in range(4)]
+    ok["d256 plan dQ^T (K^T by ld.shared)"] = (np.vstack(panels) == K.T @ dSt).all()
+    total = sum(D256_PLAN_SMEM.values())
+    ok["d256 plan shared memory (one stage) <= 227 KiB"] = total <= 227 * 1024
+    ok["d256 plan: a second Qr / dOr stage does not fit"] = total + 2 * 32 * 256 * 4 > 227 * 1024
     return ok
 
 
@@ -537,6 +615,15 @@ def main():
     caught = not all(check_d128(0, kt_rows=512).values())
     fails += not caught
     print(f"d128 mutant row addresses + 512 k: {'caught' if caught else 'NOT CAUGHT (model too weak)'}")
+    for seed in range(2):
+        res = check_d256_plan(seed)
+        fails += sum(not v for v in res.values())
+        print(f"d256 plan seed {seed}: " + ", ".join(f"{k} {'OK' if v else 'WRONG'}" for k, v in res.items()))
+    for name, kw in (("P^T / dS^T stored as [q][keys]", dict(pt_as_ds=True)),
+                     ("fragments read unswizzled", dict(unswizzled_frags=True))):
+        caught = not all(check_d256_plan(0, **kw).values())
+        fails += not caught
+        print(f"d256 plan mutant {name}: {'caught' if caught else 'NOT CAUGHT (model too weak)'}")
     for hd in (64, 128):
         ok = all(check_dq_frag(hd, sd) for sd in range(3))
         fails += not ok
