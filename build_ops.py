@@ -35,7 +35,7 @@ CUDA_KERNEL_SOURCES = ["cc/kernels/flash_cuda_dispatch.cu", "cc/kernels/sm80/fla
 # cc/kernels/flash_cuda_dispatch.cu takes them on compute capability 9.0).
 SM90_KERNEL_SOURCES = ["cc/kernels/sm90/flash_fwd_sm90.cu", "cc/kernels/sm90/flash_fwd_sm90_tf32.cu",
                        "cc/kernels/sm90/flash_bwd_sm90.cu", "cc/kernels/sm90/flash_bwd_sm90_tf32.cu",
-                       "cc/kernels/sm90/flash_bwd_sm90_tf32_d128.cu"]
+                       "cc/kernels/sm90/flash_bwd_sm90_tf32_d128.cu", "cc/kernels/sm90/flash_bwd_sm90_tf32_d256.cu"]
 # Compile seconds per source on the 2-core machine (2026-12-05, every CUDA target), for the build's order: longest
 # first, so that the two jobs end together (in the listed order the build took ~35 s longer on that machine);
 # flash_fwd_sm90.cu scaled by 153 / 236 s for its tuning-only schedules left out of release builds; sm80's
@@ -50,6 +50,7 @@ COMPILE_SECONDS = {"cc/kernels/sm90/flash_fwd_sm90.cu": 101, "cc/kernels/sm80/fl
                    "cc/kernels/sm90/flash_fwd_sm90_tf32.cu": 51, "cc/kernels/sm80/flash_bwd_dq.cu": 62,
                    "cc/kernels/sm90/flash_bwd_sm90_tf32_d128.cu": 58, "cc/kernels/sm80/flash_decode.cu": 55,
                    "cc/kernels/sm80/flash_fwd_tf32.cu": 45, "cc/kernels/sm90/flash_bwd_sm90_tf32.cu": 45,
+                   "cc/kernels/sm90/flash_bwd_sm90_tf32_d256.cu": 5,
                    "cc/kernels/cpu/flash_cpu.cc": 18, "cc/ops/flash_attention_kernels.cc": 17,
                    "cc/ops/flash_attention_ops.cc": 12, "cc/kernels/sm80/flash_bwd_simt.cu": 12,
                    "cc/kernels/sm80/flash_fwd_simt.cu": 8, "cc/kernels/flash_cuda_dispatch.cu": 8,

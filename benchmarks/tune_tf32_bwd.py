@@ -1,7 +1,7 @@
 """The float32 backward on TF32 tensor cores (cc/kernels/sm80/flash_bwd_tf32.cu) in other tile
 configurations, on an sm_90 GPU: numerics of each against float64, dK / dV against the default
 configuration's bits where both sum the same query tiles in the same order, and backward TFLOP/s.
-  python3 benchmarks/tune_tf32_bwd.py [--quick] [--fwd | --sm90 | --sm90-d128]
+  python3 benchmarks/tune_tf32_bwd.py [--quick] [--fwd | --sm90 | --sm90-d128 | --sm90-d256]
 --quick times T = 4096 only; --fwd checks and times the head-dim-256 forward's tiles instead
 (FA_TF32_FWD_CFG in flash_fwd_tf32.cu: numerics, O / lse bits, forward TFLOP/s); --sm90 the Hopper TF32
 backward (cc/kernels/sm90/flash_bwd_sm90_tf32.cu, head dim 64; set_sm90_tf32_bwd picks it off / each variant)
@@ -176,10 +176,11 @@ def hopper_cases(D, extra):
             not any(c.get(k) for k in ("mask", "bias", "softcap", "dropout"))] + extra
 
 
-def switched_numerics(h, switch, mode, cases, counter, label):
+def switched_numerics(h, switch, mode, cases, counter, label, det_runs=True):
     """check_numerics of cases (TF32) with switch(mode); the kernel must have launched once per row, twice for those
     in deterministic mode (check_numerics runs them again for the bitwise repeat; the DET instantiations' ordered dQ
-    reduction), counted by sm90_info()[counter]. Prints a line; True when all pass."""
+    reduction), counted by sm90_info()[counter]; det_runs=False: a kernel without a deterministic mode, never for
+    those rows. Prints a line; True when all pass."""
     m = h.m
     n0 = m.sm90_info()[counter]
     rows = with_cfg(switch, mode, lambda: check_numerics(h, ("tf32",), cases, open(os.devnull, "w")))
@@ -188,7 +189,7 @@ def switched_numerics(h, switch, mode, cases, counter, label):
     for r in rows:
         if not r["ok"]:
             print(r, flush=True)
-    want = sum(2 if r["det"] else 1 for r in rows)
+    want = sum((2 if det_runs else 0) if r["det"] else 1 for r in rows)
     print(f"{label}: numerics {len(rows) - len(bad)} / {len(rows)}, launches {launched} (expected {want})"
           + (f" FAIL {bad}" if bad else ""), flush=True)
     return not bad and launched == want
@@ -279,11 +280,28 @@ def sm90_d128_main(h, Ts):
     return ok
 
 
+# --sm90-d256: the head-dim-256 candidate (flash_bwd_sm90_tf32_d256.cu, set_sm90_tf32_bwd256; D == Dv == 256, index
+# masks or none, no deterministic mode; never run on a GPU before this mode): the harness's head-dim-256 cases it
+# takes and these (ragged tiles, GQA, causal alignments, rows that see no key, tiny T, each index mask), then TFLOP/s
+# against sm80's TF32 backward (0).
+SM90_D256_CASES = [dict(c, name=c["name"].replace("t128", "t256"), D=256) for c in SM90_D128_CASES]
+
+
+def sm90_d256_main(h, Ts):
+    m = h.m
+    ok = switched_numerics(h, m.set_sm90_tf32_bwd256, 1, [c for c in hopper_cases(256, SM90_D256_CASES)],
+                           "tf32_bwd256_launches", "sm90 tf32 bwd d256", det_runs=False)
+    timings(h, m.set_sm90_tf32_bwd256, True, Ts, {256: (0, 1)}, {}, name="sm90 TF32 bwd d256 (0 off: sm80's)")
+    return ok
+
+
 def main():
     h = Harness(os.environ.get("HARNESS_DIR", ".harness_build"))
     Ts = (4096,) if "--quick" in sys.argv else (1024, 4096, 16384)
     if "--sm90-d128" in sys.argv:
         ok = sm90_d128_main(h, Ts)
+    elif "--sm90-d256" in sys.argv:
+        ok = sm90_d256_main(h, Ts)
     elif "--sm90" in sys.argv:
         ok = sm90_main(h, Ts)
     elif "--fwd" in sys.argv:

@@ -846,11 +846,13 @@ py::dict sm90_info() {
   d["tf32_bwd_launches"] = flashattn::cuda::sm90::bwd_tf32_launches();
   d["tf32_bwd_dense_enabled"] = flashattn::cuda::sm90::bwd_tf32_dense_enabled();
   d["tf32_bwd128_launches"] = flashattn::cuda::sm90::bwd_tf32_d128_launches();
+  d["tf32_bwd256_launches"] = flashattn::cuda::sm90::bwd_tf32_d256_launches();
 #else
   d["tf32_bwd_enabled"] = false;
   d["tf32_bwd_launches"] = 0;
   d["tf32_bwd_dense_enabled"] = false;
   d["tf32_bwd128_launches"] = 0;
+  d["tf32_bwd256_launches"] = 0;
   d["bwd_order"] = 0;
   d["bwd_order_group"] = 0;
   d["last_bwd_order_g"] = -1;
@@ -952,6 +954,16 @@ void set_sm90_tf32_bwd128(int mode) {
   flashattn::cuda::sm90::set_bwd_tf32_d128_enabled(mode);
 #else
   if (mode > 0) throw py::value_error("set_sm90_tf32_bwd128: this harness was built without the sm90 kernels");
+#endif
+}
+
+// The head-dim-256 candidate (flash_bwd_sm90_tf32_d256.cu, never run on a GPU before this switch): 1 on, 0 off,
+// -1 back to the build's default (off).
+void set_sm90_tf32_bwd256(int mode) {
+#if FA_HAS_SM90
+  flashattn::cuda::sm90::set_bwd_tf32_d256_enabled(mode);
+#else
+  if (mode > 0) throw py::value_error("set_sm90_tf32_bwd256: this harness was built without the sm90 kernels");
 #endif
 }
 
@@ -1084,6 +1096,9 @@ PYBIND11_MODULE(flash_harness, m) {
         "(flash_bwd_sm90_tf32_d128.cu): 0 off, 1 + i on with mode i (0 scalar atomics, 1 float4 atomics, 2 bulk "
         "reduce-adds), -1 back to the rule: on with mode 2 where the head-dim-64 kernel is on (set_sm90_tf32_bwd, "
         "TF_FLASHATTN_SM90_TF32_BWD).", py::arg("mode"));
+  m.def("set_sm90_tf32_bwd256", &set_sm90_tf32_bwd256, "Hopper float32 TF32 backward at head dim 256 "
+        "(flash_bwd_sm90_tf32_d256.cu, a candidate: D == Dv == 256, index masks or none, not deterministic): 1 on, "
+        "0 off, -1 back to the build's default (off).", py::arg("mode"));
   m.def("set_sm90_tf32_bwd_dense", &set_sm90_tf32_bwd_dense, "Hopper float32 TF32 backwards' dense mask / bias / "
         "dbias kernels: 1 on, 0 off (sm80's TF32 backward takes those calls), -1 back to "
         "TF_FLASHATTN_SM90_TF32_BWD_DENSE.", py::arg("mode"));

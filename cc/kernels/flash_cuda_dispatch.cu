@@ -27,7 +27,9 @@
 // sm90::bwd_tf32_applies (D == Dv == 64, or D, Dv multiples of 4 padded up to 64; index masks, soft-cap and
 // dropout, deterministic mode too, a dense mask and bias / dbias (not with dropout; TF_FLASHATTN_SM90_TF32_BWD_DENSE=0
 // off); TF_FLASHATTN_SM90_TF32_BWD=0 off), sm90/flash_bwd_sm90_tf32_d128.cu where
-// sm90::bwd_tf32_d128_applies (D, Dv padded up to 128, the same limits and switches), else sm80/flash_bwd_tf32.cu.
+// sm90::bwd_tf32_d128_applies (D, Dv padded up to 128, the same limits and switches), sm90/flash_bwd_sm90_tf32_d256.cu
+// where sm90::bwd_tf32_d256_applies (a candidate, off by default: D == Dv == 256, index masks or none), else
+// sm80/flash_bwd_tf32.cu.
 // Per-target folders: cpu/ (the CPU kernels, own dispatch in cpu/flash_cpu_dispatch.cc), sm80/ (every GPU from
 // sm_80 on), sm90/ (Hopper-only kernels); shared pieces (params, Philox, masking rules, launch helpers) in common/.
 #include <algorithm>
@@ -372,6 +374,11 @@ cudaError_t flash_bwd_impl(const FlashBwdParams& p, cudaStream_t stream) {
   // Its head-dim-128 form (sm90/flash_bwd_sm90_tf32_d128.cu; the same switch).
   if (cuda::sm90::bwd_tf32_d128_applies(p)) {
     err = cuda::sm90::bwd_tf32_d128(p, stream);
+    if (err != cudaErrorNotSupported) return err;
+  }
+  // A head-dim-256 candidate (sm90/flash_bwd_sm90_tf32_d256.cu), off by default.
+  if (cuda::sm90::bwd_tf32_d256_applies(p)) {
+    err = cuda::sm90::bwd_tf32_d256(p, stream);
     if (err != cudaErrorNotSupported) return err;
   }
 #endif

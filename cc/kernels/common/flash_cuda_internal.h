@@ -278,6 +278,14 @@ int64_t bwd_tf32_d128_launches();
 size_t bwd_tf32_d128_workspace_floats(const FlashBwdParams& p);
 bool bwd_tf32_d128_applies(const FlashBwdParams& p);
 cudaError_t bwd_tf32_d128(const FlashBwdParams& p, cudaStream_t stream);
+// A candidate at head dim 256 (flash_bwd_sm90_tf32_d256.cu; D == Dv == 256, index masks or none; never run on a GPU):
+// off unless set_bwd_tf32_d256_enabled(1) (0 off, -1 back to the build's FA_SM90_TF32_BWD_D256, default 0); its
+// pre-pass room (Qr, dOr) after sm80's TF32 parts.
+void set_bwd_tf32_d256_enabled(int mode);
+int64_t bwd_tf32_d256_launches();
+size_t bwd_tf32_d256_workspace_floats(const FlashBwdParams& p);
+bool bwd_tf32_d256_applies(const FlashBwdParams& p);
+cudaError_t bwd_tf32_d256(const FlashBwdParams& p, cudaStream_t stream);
 // Its variants (flash_fwd_sm90_tf32.cu's kTf32Sched: 0 Q in shared memory, K rounded; 1 Q in registers;
 // 2 as 1 with K truncated by the tensor cores instead of rounded; 3 as 1 with K and V^T prepared by a
 // pre-pass into the workspace): tf32_variants() of them; tf32_variant() is set_tf32_variant(v)'s override

@@ -639,7 +639,8 @@ size_t bwd_workspace_bytes(const FlashBwdParams& p) {
 #if FA_HAS_SM90
   // The Hopper TF32 backward's pre-pass copies (sm90/flash_bwd_sm90_tf32.cu), after the parts above.
   floats += sm90::bwd_tf32_workspace_floats(p);
-  floats += sm90::bwd_tf32_d128_workspace_floats(p);  // (the two are for head dims 64 and 128: one is 0)
+  floats += sm90::bwd_tf32_d128_workspace_floats(p);  // (the three are for head dims 64, 128 and 256: two are 0)
+  floats += sm90::bwd_tf32_d256_workspace_floats(p);
 #endif
   return floats * sizeof(float);
 }
