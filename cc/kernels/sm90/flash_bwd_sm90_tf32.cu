@@ -269,12 +269,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     setmaxnreg_dec<kProducerRegs>();
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     if (warp == 0 && lane == 0 && units.n > 0) {
-      mbar_arrive_expect_tx(kv_full, 2 * L::kKBytes + L::kKTBytes);
-#pragma unroll
-      for (int j = 0; j < kD / 32; ++j) {
-        tma_load_4d(base + L::kK + j * kBk * 128, &tm_k, kv_full, 32 * j, hk, static_cast<int>(j0), b);
-        tma_load_4d(base + L::kV + j * kBk * 128, &tm_v, kv_full, 32 * j, hk, static_cast<int>(j0), b);
-      }
+      tf32_bwd_load_kv<kD, kBk>(base + L::kK, base + L::kV, &tm_k, &tm_v, kv_full, hk, j0, b, L::kKTBytes);
 #pragma unroll
       for (int pn = 0; pn < kBk / 32; ++pn)
         tma_load_4d(base + L::kKT + pn * kD * 128, &tm_kt, kv_full, static_cast<int>(j0) + 32 * pn, hk, 0, b);

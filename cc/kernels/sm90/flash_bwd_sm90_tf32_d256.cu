@@ -151,12 +151,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     setmaxnreg_dec<kProducerRegs>();
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     if (warp == 0 && lane == 0 && units.n > 0) {
-      mbar_arrive_expect_tx(kv_full, 2 * L::kKBytes);
-#pragma unroll
-      for (int j = 0; j < kD / 32; ++j) {
-        tma_load_4d(base + L::kK + j * kBk * 128, &tm_k, kv_full, 32 * j, hk, static_cast<int>(j0), b);
-        tma_load_4d(base + L::kV + j * kBk * 128, &tm_v, kv_full, 32 * j, hk, static_cast<int>(j0), b);
-      }
+      tf32_bwd_load_kv<kD, kBk>(base + L::kK, base + L::kV, &tm_k, &tm_v, kv_full, hk, j0, b);
       tf32_bwd_load_units<kD, kBq, 1, L, kBk, 1>(units, hk, G, b, base, &tm_qr, &tm_dor, nullptr, nullptr, full, empty);
     } else if (warp == 1) {
       tf32_bwd_rows_warp<kBk, kBq, 1, false>(rows_f, rows_i, lane, p, a.dsum, units, hk, G, qlim, klim, j0, b, full,

@@ -170,6 +170,21 @@ __device__ __forceinline__ void tf32_bwd_rows_warp(float* rows_f, int* rows_i, i
   }
 }
 
+// The producer thread's K and V tiles [BK keys x D] of kv head hk, keys j0 .. (D / 32 panels of BK rows, 128-byte
+// swizzle) by TMA into k_dst / v_dst, completing on kv_full, which expects their bytes and extra_bytes more (the
+// head-dim-64 kernel's K^T, loaded after by the caller).
+template <int D, int BK>
+__device__ __forceinline__ void tf32_bwd_load_kv(uint32_t k_dst, uint32_t v_dst, const CUtensorMap* tm_k,
+                                                 const CUtensorMap* tm_v, uint32_t kv_full, int hk, int64_t j0, int b,
+                                                 int extra_bytes = 0) {
+  mbar_arrive_expect_tx(kv_full, 2 * BK * D * 4 + extra_bytes);
+#pragma unroll
+  for (int j = 0; j < D / 32; ++j) {
+    tma_load_4d(k_dst + j * BK * 128, tm_k, kv_full, 32 * j, hk, static_cast<int>(j0), b);
+    tma_load_4d(v_dst + j * BK * 128, tm_v, kv_full, 32 * j, hk, static_cast<int>(j0), b);
+  }
+}
+
 // The producer thread's per-unit loads: for each unit n of the key tile (query head hk G + n / nq, rows
 // (qb_lo + n % nq) BQ ..), once the consumers released ring slot n % STAGES (empty), Qr, dOr (D / 32 panels of BQ
 // rows each) and QT, dOT (one panel) by TMA into the slot at base + L::kStage + s L::kStageBytes, completing on
