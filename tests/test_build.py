@@ -248,7 +248,7 @@ def test_readme_names_every_switch_the_kernels_read():
 def test_kernel_launch_counters():
     """tf_flashattn._ops.kernel_launches() reads the library's Hopper launch counters through ctypes
     (tf_flashattn_kernel_launches, cc/kernels/flash_cuda.h; test_gpu.py's expect_launches checks the
-    sm_90 dispatch with it): a dict of the five families in a build with sm_90 among its targets, None in
+    sm_90 dispatch with it): a dict of the six families in a build with sm_90 among its targets, None in
     one without; calls on the CPU launch none of them."""
     import numpy as np
     import tensorflow as tf

@@ -63,7 +63,8 @@ def on_hopper():
 _HOPPER_SWITCHES = {"sm90_fwd": ("TF_FLASHATTN_SM90",), "sm90_bwd": ("TF_FLASHATTN_SM90", "TF_FLASHATTN_SM90_BWD"),
                     "sm90_tf32_fwd": ("TF_FLASHATTN_SM90", "TF_FLASHATTN_SM90_TF32"),
                     "sm90_tf32_bwd_d64": ("TF_FLASHATTN_SM90", "TF_FLASHATTN_SM90_TF32_BWD"),
-                    "sm90_tf32_bwd_d128": ("TF_FLASHATTN_SM90", "TF_FLASHATTN_SM90_TF32_BWD")}
+                    "sm90_tf32_bwd_d128": ("TF_FLASHATTN_SM90", "TF_FLASHATTN_SM90_TF32_BWD"),
+                    "sm90_tf32_bwd_d256": ("TF_FLASHATTN_SM90", "TF_FLASHATTN_SM90_TF32_BWD")}
 
 
 @contextlib.contextmanager
@@ -285,6 +286,45 @@ def test_tf32_tile_edges(d, causal):
         compare(q, k, v, TF32, allowed=allowed, kw=kw)
 
 
+
+
+D256_BWD_SWITCH = "TF_FLASHATTN_SM90_TF32_BWD_D256"
+
+
+@pytest.mark.parametrize("feature", ["none", "causal_gqa", "lengths_window", "key_mask", "one_unit"])
+def test_tf32_d256_backward_candidate(feature):
+    """Gradients at head dim 256 in float32 with TF32 (D == Dv == 256), odd sizes, against float64 on every GPU. On an
+    H100 / H200 the head-dim-256 Hopper TF32 backward candidate (flash_bwd_sm90_tf32_d256.cu) must run these where
+    TF_FLASHATTN_SM90_TF32_BWD_D256=1 (test_tf32_d256_backward_candidate_switch_on) or the library was built with
+    FA_SM90_TF32_BWD_D256=1, and must not run otherwise (off by default: sm80's TF32 backward takes them)."""
+    rng = np.random.default_rng(7 + len(feature))
+    b, tq, tk, h, hkv = 2, 203, 333, 4, 4
+    kw, allowed = {}, None
+    if feature == "causal_gqa":
+        hkv = 2
+        kw = dict(is_causal=True, causal_offset=tk - tq)
+        allowed = allowed_mask(b, h, tq, tk, is_causal=True, causal_offset=tk - tq)
+    elif feature == "lengths_window":
+        kw = dict(sliding_window=(70, 20), key_lengths=[333, 120], query_lengths=[150, 203])
+        allowed = allowed_mask(b, h, tq, tk, window=(70, 20), key_lengths=[333, 120], query_lengths=[150, 203])
+    elif feature == "key_mask":
+        key_mask = rng.random((b, tk)) > 0.3
+        kw = dict(key_mask=key_mask)
+        allowed = np.broadcast_to(key_mask[:, None, None, :], (b, h, tq, tk))
+    elif feature == "one_unit":
+        tq, tk = 20, 100
+    q, k, v = rand(rng, b, tq, h, 256), rand(rng, b, tk, hkv, 256), rand(rng, b, tk, hkv, 256)
+    on = os.environ.get(D256_BWD_SWITCH, "1" if build_switch("FA_SM90_TF32_BWD_D256", 0) else "0") == "1"
+    with expect_launches(*(("sm90_tf32_bwd_d256",) if on else ()), absent=() if on else ("sm90_tf32_bwd_d256",)):
+        compare(q, k, v, TF32, allowed=allowed, kw=kw)
+
+
+def test_tf32_d256_backward_candidate_switch_on():
+    """test_tf32_d256_backward_candidate in a process with TF_FLASHATTN_SM90_TF32_BWD_D256=1 (read once per process):
+    on an H100 / H200 every case must run the head-dim-256 Hopper TF32 backward candidate and match float64."""
+    if not on_hopper():
+        pytest.skip("the switch concerns a Hopper TF32 backward (compute capability 9.0)")
+    pytest_with_env({D256_BWD_SWITCH: "1"}, [f"{__file__}::test_tf32_d256_backward_candidate"], passed=5, timeout=600)
 
 
 @pytest.mark.parametrize("feature", ["key_mask", "window_lengths", "softcap", "dropout", "dense_bias"])

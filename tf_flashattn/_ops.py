@@ -76,7 +76,8 @@ def cpu_scratch_fresh():
     return int(out[0]), int(out[1])
 
 
-KERNEL_LAUNCH_NAMES = ("sm90_fwd", "sm90_bwd", "sm90_tf32_fwd", "sm90_tf32_bwd_d64", "sm90_tf32_bwd_d128")
+KERNEL_LAUNCH_NAMES = ("sm90_fwd", "sm90_bwd", "sm90_tf32_fwd", "sm90_tf32_bwd_d64", "sm90_tf32_bwd_d128",
+                       "sm90_tf32_bwd_d256")
 
 
 def kernel_launches():

@@ -301,7 +301,7 @@ extern "C" int tf_flashattn_kernel_launches(int64_t* counts, int cap) {
 #if FA_HAS_SM90
   namespace sm90 = flashattn::cuda::sm90;
   const int64_t n[] = {sm90::fwd_launches(), sm90::bwd_launches(), sm90::fwd_tf32_launches(), sm90::bwd_tf32_launches(),
-                       sm90::bwd_tf32_d128_launches()};
+                       sm90::bwd_tf32_d128_launches(), sm90::bwd_tf32_d256_launches()};
   constexpr int kN = static_cast<int>(sizeof(n) / sizeof(n[0]));
   for (int i = 0; i < kN && i < cap; ++i) counts[i] = n[i];
   return kN;

@@ -1,6 +1,7 @@
 // Hopper TF32 backward for FLOAT32 inputs at head dim 256 (sm_90a only; wgmma .tf32, TMA, warp specialization).
-// A CANDIDATE, NEVER RUN ON A GPU: off unless set_bwd_tf32_d256_enabled(1) (the kernel harness's
-// set_sm90_tf32_bwd256) or a build with -DFA_SM90_TF32_BWD_D256=1; sm80's TF32 backward takes these calls otherwise.
+// A CANDIDATE, NEVER RUN ON A GPU: off unless TF_FLASHATTN_SM90_TF32_BWD_D256=1 (read once), set_bwd_tf32_d256_enabled(1)
+// (the kernel harness's set_sm90_tf32_bwd256) or a build with -DFA_SM90_TF32_BWD_D256=1; sm80's TF32 backward takes
+// these calls otherwise.
 // The layouts are the plan that benchmarks/sm90_tf32_bwd_model.py's check_d256_plan multiplies out. What head dim
 // 256 in float32 does to shared memory: K and V of 64 keys take 128 KiB, so the head-dim-128 kernel's Q^T / dO^T
 // copies (QT, dOT) and its two ring slots do not fit. Here
@@ -36,6 +37,8 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 
 #include "cc/kernels/common/flash_cuda_common.cuh"  // fast_exp2, to_tf32, q_limit, k_limit, tile_in_range
 #include "cc/kernels/common/flash_cuda_internal.h"
@@ -324,12 +327,17 @@ __global__ void __launch_bounds__(kPrepassThreads)
 std::atomic<int64_t> g_launches{0};
 std::atomic<int> g_override{-1};
 
-// On: the override (set_bwd_tf32_d256_enabled: 0 off, 1 on, -1 back to the build's default) first; else
-// FA_SM90_TF32_BWD_D256 (0: off) where the other Hopper TF32 backwards are on (bwd_tf32_enabled).
+// On: the override (set_bwd_tf32_d256_enabled: 0 off, 1 on, -1 back to the rule) first; else
+// TF_FLASHATTN_SM90_TF32_BWD_D256 (read once: "1" on, anything else off), unset: the build's FA_SM90_TF32_BWD_D256
+// (0: off); and only where the other Hopper TF32 backwards are on (bwd_tf32_enabled).
 bool d256_on() {
   const int o = g_override.load(std::memory_order_relaxed);
   if (o >= 0) return o == 1;
-  return FA_SM90_TF32_BWD_D256 != 0 && bwd_tf32_enabled();
+  static const bool env_on = [] {
+    const char* v = getenv("TF_FLASHATTN_SM90_TF32_BWD_D256");
+    return v ? strcmp(v, "1") == 0 : FA_SM90_TF32_BWD_D256 != 0;
+  }();
+  return env_on && bwd_tf32_enabled();
 }
 
 struct PrepassLayout {
