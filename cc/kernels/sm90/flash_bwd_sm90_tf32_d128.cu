@@ -488,10 +488,7 @@ size_t bwd_tf32_d128_workspace_floats(const FlashBwdParams& p) {
 bool bwd_tf32_d128_applies(const FlashBwdParams& p) {
   const AttnShape& s = p.shape;
   if (bwd_tf32_d128_workspace_floats(p) == 0 || !p.workspace || p.workspace_bytes == 0) return false;
-  if (s.B <= 0 || s.H <= 0 || s.Tq <= 0 || s.Tk <= 0 || s.Hkv <= 0 || s.H % s.Hkv != 0 || s.B > 65535 ||
-      s.Hkv > 65535 || s.H > 65535 || s.Tq > (1ll << 30) || s.Tk > (1ll << 30) ||
-      (s.Tq + kBq - 1) / kBq * (s.H / s.Hkv) >= (1ll << 31))
-    return false;
+  if (!tf32_bwd_shape_fits(s, kBq)) return false;
   // Index masks, soft-cap and dropout; a dense mask, bias / dbias not with dropout, while bwd_tf32_dense_enabled.
   if (!tf32_bwd_feat_applies(p)) return false;
   if (!tf32_bwd_strides_apply(p)) return false;

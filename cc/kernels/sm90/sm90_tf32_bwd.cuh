@@ -50,6 +50,14 @@ inline bool tf32_bwd_strides_apply(const FlashBwdParams& p) {
          aligned16(p.dq) && aligned16(p.dk) && aligned16(p.dv);
 }
 
+// Host: the shapes a Hopper TF32 backward's launch takes (grid (key tiles, Hkv, B): Hkv and B under 65536; T under
+// 2^30; Tf32BwdUnits::n, the units of a key tile over the G query heads of its kv head, an int).
+inline bool tf32_bwd_shape_fits(const AttnShape& s, int bq) {
+  return s.B > 0 && s.H > 0 && s.Tq > 0 && s.Tk > 0 && s.Hkv > 0 && s.H % s.Hkv == 0 && s.B <= 65535 &&
+         s.Hkv <= 65535 && s.H <= 65535 && s.Tq <= (1ll << 30) && s.Tk <= (1ll << 30) &&
+         (s.Tq + bq - 1) / bq * (s.H / s.Hkv) < (1ll << 31);
+}
+
 // The query tiles (BQ rows) that key tile [j0, j0 + BK) visits: [qb_lo, qb_lo + nq) for each of the G heads of its
 // kv head (unit n = hl * nq + (qb - qb_lo)): the tiles of rows [lo, hi) that may see one of its keys below klim
 // (the batch's key length; none when j0 >= klim), hi <= qlim (the query length). Causal / window right: row i sees
