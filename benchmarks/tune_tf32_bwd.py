@@ -289,7 +289,7 @@ SM90_D256_CASES = [dict(c, name=c["name"].replace("t128", "t256"), D=256) for c 
 
 def sm90_d256_main(h, Ts):
     m = h.m
-    ok = switched_numerics(h, m.set_sm90_tf32_bwd256, 1, [c for c in hopper_cases(256, SM90_D256_CASES)],
+    ok = switched_numerics(h, m.set_sm90_tf32_bwd256, 1, hopper_cases(256, SM90_D256_CASES),
                            "tf32_bwd256_launches", "sm90 tf32 bwd d256", det_runs=False)
     timings(h, m.set_sm90_tf32_bwd256, True, Ts, {256: (0, 1)}, {}, name="sm90 TF32 bwd d256 (0 off: sm80's)")
     return ok

@@ -340,11 +340,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           tf32_kt_frags<0>(af, x, k_tile + swz128_offset_f32(kBk, t + 4 * (x >> 1), 64 * m + key_l[x & 1]));
       } else {
 #pragma unroll
-        for (int k = 0; k < kBk / 8; ++k)
-#pragma unroll
-          for (int x = 0; x < 4; ++x)
-            af[k][x] = __float_as_uint(
-                ld_shared_f32(k_tile + swz128_offset_f32(kBk, 8 * k + t + 4 * (x >> 1), 64 * m + key_l[x & 1])));
+        for (int k = 0; k < kBk / 8; ++k) tf32_t_frag<kBk>(af[k], k_tile, m, k, t, key_l);
       }
       float dqt[16];
       wgmma_fence();

@@ -95,18 +95,6 @@ struct Tf32BwdD256Args {
 
 using Units = Tf32BwdUnits<kBk, kBq>;  // sm90_tf32_bwd.cuh
 
-// The m64k8 A fragment of M^T for d panel `panel` (rows d = 64 panel + key_l[x & 1]) and k8 step k (columns
-// 8k + t + 4 (x >> 1) of M's rows), M a row-major tile of `Rows` rows x 256 at `tile` as TMA lands it (8 panels of
-// Rows rows of 128 bytes, 128-byte swizzle): dO^T from dOr, Q^T from Qr (Rows = 32), K^T from K (Rows = 64).
-template <int Rows>
-__device__ __forceinline__ void tf32_t_frag(uint32_t (&a)[4], uint32_t tile, int panel, int k, int t,
-                                            const int (&key_l)[2]) {
-#pragma unroll
-  for (int x = 0; x < 4; ++x)
-    a[x] = __float_as_uint(
-        ld_shared_f32(tile + swz128_offset_f32(Rows, 8 * k + t + 4 * (x >> 1), 64 * panel + key_l[x & 1])));
-}
-
 // A unit's [64 keys x 32 q] accumulator tile (P^T or dS^T as pack_p_step's rounded words a[kk][x]: key key_l[x & 1],
 // query 8 kk + 2t + (x >> 1)) stored as a [64 keys][32 q] tile at gen (one panel of 128-byte rows, swizzled).
 __device__ __forceinline__ void tf32_store_keys_tile(uint8_t* gen, const uint32_t (&a)[kBq / 8][4], int t,
@@ -374,8 +362,7 @@ bool bwd_tf32_d256_applies(const FlashBwdParams& p) {
 }
 
 cudaError_t bwd_tf32_d256(const FlashBwdParams& p, cudaStream_t stream) {
-  const AttnShape& s = p.shape;
-  if (!bwd_tf32_d256_applies(p)) return cudaErrorNotSupported;
+  const AttnShape& s = p.shape;  // (flash_bwd_impl called bwd_tf32_d256_applies first)
   const PrepassLayout w = prepass_layout(s);
   const Tf32BwdWorkspaceParts ws = bwd_tf32_workspace_parts(p);
   if (!ws.dsum || !ws.dq_acc || !ws.extra || !aligned16(ws.extra) || !aligned16(ws.dq_acc))

@@ -522,6 +522,19 @@ __device__ __forceinline__ void tf32_dq_add_bulk(Blk blk, uint32_t stage, const 
   }
 }
 
+// The m64k8 A fragment of M^T for d panel `panel` (rows d = 64 panel + key_l[x & 1]) and k8 step k (columns
+// 8k + t + 4 (x >> 1) of M's rows), M a row-major tile of `Rows` rows as TMA lands it at `tile` (panels of Rows rows
+// of 128 bytes, 128-byte swizzle): K^T from the K tile (dQ^T at head dims 128 and 256), dO^T / Q^T from the dOr / Qr
+// tiles (dV^T, dK^T at 256).
+template <int Rows>
+__device__ __forceinline__ void tf32_t_frag(uint32_t (&a)[4], uint32_t tile, int panel, int k, int t,
+                                            const int (&key_l)[2]) {
+#pragma unroll
+  for (int x = 0; x < 4; ++x)
+    a[x] = __float_as_uint(
+        ld_shared_f32(tile + swz128_offset_f32(Rows, 8 * k + t + 4 * (x >> 1), 64 * panel + key_l[x & 1])));
+}
+
 // acc [64 keys x D] += A B over one unit's BQ queries (dV += P^T dO, dK += dS^T Q): A the k8 steps' fragments,
 // B a one-panel [D x BQ] tile at b_tile (k8 step kk at byte kk * 32); its own commit group.
 template <int D, int BQ>
