@@ -1,7 +1,7 @@
 """The float32 backward on TF32 tensor cores (cc/kernels/sm80/flash_bwd_tf32.cu) in other tile
 configurations, on an sm_90 GPU: numerics of each against float64, dK / dV against the default
 configuration's bits where both sum the same query tiles in the same order, and backward TFLOP/s.
-  python3 benchmarks/tune_tf32_bwd.py [--quick] [--fwd | --sm90 | --sm90-d128 | --sm90-d256]
+  python3 benchmarks/tune_tf32_bwd.py [--quick] [--fwd | --sm90 | --sm90-d128 | --sm90-d256 [--sanitize]]
 --quick times T = 4096 only; --fwd checks and times the head-dim-256 forward's tiles instead
 (FA_TF32_FWD_CFG in flash_fwd_tf32.cu: numerics, O / lse bits, forward TFLOP/s); --sm90 the Hopper TF32
 backward (cc/kernels/sm90/flash_bwd_sm90_tf32.cu, head dim 64; set_sm90_tf32_bwd picks it off / each variant)
@@ -287,10 +287,22 @@ def sm90_d128_main(h, Ts):
 SM90_D256_CASES = [dict(c, name=c["name"].replace("t128", "t256"), D=256) for c in SM90_D128_CASES]
 
 
+# --sanitize (with --sm90-d256): numerics of a few small cases only, no timings, for compute-sanitizer to wrap;
+# D256SAN_CASES (comma-separated names) picks them.
+D256_SANITIZE = os.environ.get("D256SAN_CASES", "t256_causal_gqa,t256_window_no_key,t256_lengths_gqa,t256_tiny")
+
+
 def sm90_d256_main(h, Ts):
     m = h.m
-    ok = switched_numerics(h, m.set_sm90_tf32_bwd256, 1, hopper_cases(256, SM90_D256_CASES),
-                           "tf32_bwd256_launches", "sm90 tf32 bwd d256", det_runs=False)
+    cases = hopper_cases(256, SM90_D256_CASES)
+    if "--sanitize" in sys.argv:
+        names = D256_SANITIZE.split(",")
+        cases = [c for c in cases if c["name"] in names]
+        assert len(cases) == len(names), f"D256SAN_CASES: unknown names in {names}"
+    ok = switched_numerics(h, m.set_sm90_tf32_bwd256, 1, cases, "tf32_bwd256_launches", "sm90 tf32 bwd d256",
+                           det_runs=False)
+    if "--sanitize" in sys.argv:
+        return ok
     timings(h, m.set_sm90_tf32_bwd256, True, Ts, {256: (0, 1)}, {}, name="sm90 TF32 bwd d256 (0 off: sm80's)")
     return ok
 
