@@ -72,8 +72,8 @@
 #             arguments (--quick: T = 4096 only; --fwd: the head-dim-256 forward's tiles instead,
 #             FA_TF32_FWD_CFG in flash_fwd_tf32.cu; --sm90: the Hopper TF32 backward's variants,
 #             cc/kernels/sm90/flash_bwd_sm90_tf32.cu, against sm80's; --sm90-d128: its head-dim-128 form,
-#             flash_bwd_sm90_tf32_d128.cu; --sm90-d256: the head-dim-256 candidate, flash_bwd_sm90_tf32_d256.cu,
-#             off by default and never run before). File: OUT/tune_tf32_bwd.log
+#             flash_bwd_sm90_tf32_d128.cu; --sm90-d256: the head-dim-256 one, flash_bwd_sm90_tf32_d256.cu,
+#             and with --sanitize only a few small cases' numerics, for compute-sanitizer). File: OUT/tune_tf32_bwd.log
 #   tune      no TensorFlow needed: the harness build, tile-configuration timings at T=16384 (D=64,
 #             128, 256) and T=512 (D=64, 128), numerics of each variant first, and compute-sanitizer
 #             over the index-masked bf16 kernels (~2.5 min)

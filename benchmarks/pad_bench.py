@@ -45,7 +45,8 @@ def time_both(h, r, direction, switch, call, sm90_only):
 def tf32_rows(h, args, log):
     """--tf32: float32 inputs (allow_tf32), forward milliseconds of the Hopper TF32 kernel (set_sm90_tf32(1)) and
     of sm80's TF32 kernel (set_sm90_tf32(0)); backward milliseconds of the Hopper TF32 backwards (their switches
-    left at the default) and of sm80's TF32 backward (set_sm90_tf32_bwd(0) and set_sm90_tf32_bwd128(0))."""
+    left at the default) and of sm80's TF32 backward (set_sm90_tf32_bwd(0), set_sm90_tf32_bwd128(0) and
+    set_sm90_tf32_bwd256(0))."""
     rows = []
     print(f"{'D/Dv':>8} {'T':>6} {'causal':>6} | {'fwd sm90':>9} {'sm80':>7} | sm90 TFLOP/s, sm90 / sm80 | "
           f"{'bwd sm90':>9} {'sm80':>7} | sm90 TFLOP/s, sm90 / sm80", file=log, flush=True)
@@ -90,14 +91,16 @@ def tf32_rows(h, args, log):
                 if args.bias:  # and its gradient, as a trained bias has
                     t["dbias"] = torch.empty((B_, H_, Tq, t["k"].shape[1]), device=DEV)
                 info = h.m.sm90_info
-                n0 = info()["tf32_bwd_launches"] + info()["tf32_bwd128_launches"]
+                taken = lambda: sum(info()[k] for k in ("tf32_bwd_launches", "tf32_bwd128_launches",
+                                                        "tf32_bwd256_launches"))
+                n0 = taken()
                 dense = args.bias or args.mask
                 if dense:  # the Hopper TF32 backwards' dense instantiations (on by default)
                     h.m.set_sm90_tf32_bwd_dense(args.bwd_dense)
                     r["bwd_dense"] = args.bwd_dense
                 try:
                     r["sm90_bwd_ms"] = bench_ms(lambda: h.bwd(c, t))
-                    r["sm90_bwd_taken"] = info()["tf32_bwd_launches"] + info()["tf32_bwd128_launches"] > n0
+                    r["sm90_bwd_taken"] = taken() > n0
                     if args.det:  # the Hopper backward without op determinism (same switches), for the ratio
                         cn = dict(c, deterministic=False)
                         r["sm90_nondet_bwd_ms"] = bench_ms(lambda: h.bwd(cn, t))
@@ -105,9 +108,11 @@ def tf32_rows(h, args, log):
                     h.m.set_sm90_tf32_bwd_dense(-1)
                 h.m.set_sm90_tf32_bwd(0)
                 h.m.set_sm90_tf32_bwd128(0)
+                h.m.set_sm90_tf32_bwd256(0)
                 r["sm80_bwd_ms"] = bench_ms(lambda: h.bwd(c, t))
                 h.m.set_sm90_tf32_bwd(-1)
                 h.m.set_sm90_tf32_bwd128(-1)
+                h.m.set_sm90_tf32_bwd256(-1)
                 r["sm90_bwd_tflops"] = 2.5 * flops(B, H, T, D, Dv, causal) / r["sm90_bwd_ms"] / 1e9
                 rows.append(r)
                 print(f"{spec:>8} {T:>6} {str(causal):>6} | {r['sm90_fwd_ms']:9.3f} {r['sm80_fwd_ms']:7.3f} | "

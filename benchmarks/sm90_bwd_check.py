@@ -827,7 +827,7 @@ TF32_DBIAS_FLOOR = 1.5e-3
 
 def tf32_backward(h, c, t, mode64, mode128, dense=1):
     """Our float32 backward with allow_tf32 under set_sm90_tf32_bwd(mode64) and set_sm90_tf32_bwd128(mode128) (0:
-    sm80's TF32 backward; -1: the default) and set_sm90_tf32_bwd_dense(dense) (the dense mask / bias / dbias
+    sm80's TF32 backward; -1: the default; both 0 also turns the head-dim-256 Hopper TF32 backward off) and set_sm90_tf32_bwd_dense(dense) (the dense mask / bias / dbias
     instantiations: 1 on, 0 off); gradients NaN-filled first (nan_grads); with a bias, dbias too ([B, H, Tq, Tk]
     float32, NaN-filled; not for no_dbias cases). Returns (grads, the Hopper TF32 backwards' launches)."""
     nan_grads(t)
@@ -838,6 +838,7 @@ def tf32_backward(h, c, t, mode64, mode128, dense=1):
     launches = lambda: h.m.sm90_info()["tf32_bwd_launches"] + h.m.sm90_info()["tf32_bwd128_launches"]
     h.m.set_sm90_tf32_bwd(mode64)
     h.m.set_sm90_tf32_bwd128(mode128)
+    h.m.set_sm90_tf32_bwd256(0 if mode64 == 0 and mode128 == 0 else -1)
     h.m.set_sm90_tf32_bwd_dense(dense)
     n0 = launches()
     try:
@@ -846,6 +847,7 @@ def tf32_backward(h, c, t, mode64, mode128, dense=1):
     finally:
         h.m.set_sm90_tf32_bwd(-1)
         h.m.set_sm90_tf32_bwd128(-1)
+        h.m.set_sm90_tf32_bwd256(-1)
         h.m.set_sm90_tf32_bwd_dense(-1)
     t["sentinel_ok"] = all(sentinel_ok(t[n]) for n in GRADS)
     return {n: t[n].clone() for n in grads_of(t)}, launches() - n0

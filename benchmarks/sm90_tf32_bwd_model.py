@@ -25,9 +25,9 @@ tiles that visit a query tile form one contiguous range and the kernels' wait ru
 visits the same query tile) orders every contributor after the one before it without waiting forever; two
 mutants must fail. A dense mask, bias and dbias (check_dense): every element of every unit as the kTf32Dense
 kernels compute it against P, dS and dbias written plainly, on 40 random configurations; six mutants must fail.
-check_d256_plan models the layouts of the head-dim-256 candidate (flash_bwd_sm90_tf32_d256.cu, not yet run on a GPU:
-32-query units, dV^T / dK^T / dQ^T with A fragments read from the Qr, dOr and K tiles by ld.shared, B from tiles the
-threads store, one stage in 218 KiB of shared memory); two mutants must fail.
+check_d256_plan models the layouts of the head-dim-256 kernel (flash_bwd_sm90_tf32_d256.cu, first run on an H100 on
+2026-12-07: 32-query units, dV^T / dK^T / dQ^T with A fragments read from the Qr, dOr and K tiles by ld.shared, B
+from tiles the threads store, one stage in 218 KiB of shared memory); two mutants must fail.
 The constants and formulas mirror the kernels'; change them together.
 """
 import sys
@@ -199,7 +199,7 @@ def check_d128(seed, kt_swap=False, kt_rows=0):
     return ok
 
 
-# ---- flash_bwd_sm90_tf32_d256.cu (head dim 256, a candidate not yet run on a GPU): its layouts ---------------------
+# ---- flash_bwd_sm90_tf32_d256.cu (head dim 256; first run on an H100 on 2026-12-07): its layouts ---------------
 # 64 keys per CTA, 32-query units, every product's B operand with 128-byte rows (the layouts above, which the H200 ran):
 #   S^T  = K Q^T    [64 keys x 32 q]  SS over 32 k8 steps (A = K's 8 panels of 64 rows, B = Qr's 8 panels of 32 rows)
 #   dP^T = V dO^T   the same with V and dOr

@@ -280,10 +280,10 @@ def sm90_d128_main(h, Ts):
     return ok
 
 
-# --sm90-d256: the head-dim-256 candidate (flash_bwd_sm90_tf32_d256.cu, set_sm90_tf32_bwd256; D == Dv == 256, index
-# masks or none, no deterministic mode; never run on a GPU before this mode): the harness's head-dim-256 cases it
-# takes and these (ragged tiles, GQA, causal alignments, rows that see no key, tiny T, each index mask), then TFLOP/s
-# against sm80's TF32 backward (0).
+# --sm90-d256: the head-dim-256 Hopper TF32 backward (flash_bwd_sm90_tf32_d256.cu, set_sm90_tf32_bwd256; D == Dv == 256,
+# index masks or none, no deterministic mode; first run 2026-12-07): the harness's head-dim-256 cases it takes and
+# these (ragged tiles, GQA, causal alignments, rows that see no key, tiny T, each index mask), then TFLOP/s against
+# sm80's TF32 backward (0).
 SM90_D256_CASES = [dict(c, name=c["name"].replace("t128", "t256"), D=256) for c in SM90_D128_CASES]
 
 
@@ -323,6 +323,9 @@ def main():
             ok &= same_outputs(h, var, va, vb, hd, ("o", "lse"), need_bwd=False)
         timings(h, var, False, Ts, {256: tuple(FWD_CFGS)}, {256: tuple(FWD_CFGS)})
     else:
+        # sm80's TF32 backward's configurations: the Hopper TF32 backwards (on by default) off, so that it runs.
+        for off in (h.m.set_sm90_tf32_bwd, h.m.set_sm90_tf32_bwd128, h.m.set_sm90_tf32_bwd256):
+            off(0)
         var = "FA_TF32_BWD_CFG"
         ok = numerics(h, var, CFGS)
         for v, hd in SAME_SUMS.items():

@@ -64,7 +64,8 @@ _HOPPER_SWITCHES = {"sm90_fwd": ("TF_FLASHATTN_SM90",), "sm90_bwd": ("TF_FLASHAT
                     "sm90_tf32_fwd": ("TF_FLASHATTN_SM90", "TF_FLASHATTN_SM90_TF32"),
                     "sm90_tf32_bwd_d64": ("TF_FLASHATTN_SM90", "TF_FLASHATTN_SM90_TF32_BWD"),
                     "sm90_tf32_bwd_d128": ("TF_FLASHATTN_SM90", "TF_FLASHATTN_SM90_TF32_BWD"),
-                    "sm90_tf32_bwd_d256": ("TF_FLASHATTN_SM90", "TF_FLASHATTN_SM90_TF32_BWD")}
+                    "sm90_tf32_bwd_d256": ("TF_FLASHATTN_SM90", "TF_FLASHATTN_SM90_TF32_BWD",
+                                           "TF_FLASHATTN_SM90_TF32_BWD_D256")}
 
 
 @contextlib.contextmanager
@@ -292,11 +293,11 @@ D256_BWD_SWITCH = "TF_FLASHATTN_SM90_TF32_BWD_D256"
 
 
 @pytest.mark.parametrize("feature", ["none", "causal_gqa", "lengths_window", "key_mask", "one_unit"])
-def test_tf32_d256_backward_candidate(feature):
+def test_tf32_d256_backward(feature):
     """Gradients at head dim 256 in float32 with TF32 (D == Dv == 256), odd sizes, against float64 on every GPU. On an
-    H100 / H200 the head-dim-256 Hopper TF32 backward candidate (flash_bwd_sm90_tf32_d256.cu) must run these where
-    TF_FLASHATTN_SM90_TF32_BWD_D256=1 (test_tf32_d256_backward_candidate_switch_on) or the library was built with
-    FA_SM90_TF32_BWD_D256=1, and must not run otherwise (off by default: sm80's TF32 backward takes them)."""
+    H100 / H200 the head-dim-256 Hopper TF32 backward (flash_bwd_sm90_tf32_d256.cu, on by default) must run these, and
+    must not where TF_FLASHATTN_SM90_TF32_BWD_D256=0 (test_tf32_d256_backward_switch_off) or the library was built
+    with FA_SM90_TF32_BWD_D256=0 (sm80's TF32 backward takes them then)."""
     rng = np.random.default_rng(7 + len(feature))
     b, tq, tk, h, hkv = 2, 203, 333, 4, 4
     kw, allowed = {}, None
@@ -314,17 +315,19 @@ def test_tf32_d256_backward_candidate(feature):
     elif feature == "one_unit":
         tq, tk = 20, 100
     q, k, v = rand(rng, b, tq, h, 256), rand(rng, b, tk, hkv, 256), rand(rng, b, tk, hkv, 256)
-    on = os.environ.get(D256_BWD_SWITCH, "1" if build_switch("FA_SM90_TF32_BWD_D256", 0) else "0") == "1"
+    # The library's rule (d256_on): "0" off, "1" on, else the build's FA_SM90_TF32_BWD_D256 (source default 1).
+    switch = os.environ.get(D256_BWD_SWITCH)
+    on = switch == "1" or (switch != "0" and build_switch("FA_SM90_TF32_BWD_D256", 1) != 0)
     with expect_launches(*(("sm90_tf32_bwd_d256",) if on else ()), absent=() if on else ("sm90_tf32_bwd_d256",)):
         compare(q, k, v, TF32, allowed=allowed, kw=kw)
 
 
-def test_tf32_d256_backward_candidate_switch_on():
-    """test_tf32_d256_backward_candidate in a process with TF_FLASHATTN_SM90_TF32_BWD_D256=1 (read once per process):
-    on an H100 / H200 every case must run the head-dim-256 Hopper TF32 backward candidate and match float64."""
+def test_tf32_d256_backward_switch_off():
+    """test_tf32_d256_backward in a process with TF_FLASHATTN_SM90_TF32_BWD_D256=0 (read once per process): on an
+    H100 / H200 no case may run the head-dim-256 Hopper TF32 backward, and every case must match float64 on sm80's."""
     if not on_hopper():
         pytest.skip("the switch concerns a Hopper TF32 backward (compute capability 9.0)")
-    pytest_with_env({D256_BWD_SWITCH: "1"}, [f"{__file__}::test_tf32_d256_backward_candidate"], passed=5, timeout=600)
+    pytest_with_env({D256_BWD_SWITCH: "0"}, [f"{__file__}::test_tf32_d256_backward"], passed=5, timeout=600)
 
 
 @pytest.mark.parametrize("feature", ["key_mask", "window_lengths", "softcap", "dropout", "dense_bias"])

@@ -28,7 +28,7 @@
 // dropout, deterministic mode too, a dense mask and bias / dbias (not with dropout; TF_FLASHATTN_SM90_TF32_BWD_DENSE=0
 // off); TF_FLASHATTN_SM90_TF32_BWD=0 off), sm90/flash_bwd_sm90_tf32_d128.cu where
 // sm90::bwd_tf32_d128_applies (D, Dv padded up to 128, the same limits and switches), sm90/flash_bwd_sm90_tf32_d256.cu
-// where sm90::bwd_tf32_d256_applies (a candidate, off by default: D == Dv == 256, index masks or none), else
+// where sm90::bwd_tf32_d256_applies (D == Dv == 256, index masks or none; TF_FLASHATTN_SM90_TF32_BWD_D256=0 off), else
 // sm80/flash_bwd_tf32.cu.
 // Per-target folders: cpu/ (the CPU kernels, own dispatch in cpu/flash_cpu_dispatch.cc), sm80/ (every GPU from
 // sm_80 on), sm90/ (Hopper-only kernels); shared pieces (params, Philox, masking rules, launch helpers) in common/.
@@ -376,7 +376,7 @@ cudaError_t flash_bwd_impl(const FlashBwdParams& p, cudaStream_t stream) {
     err = cuda::sm90::bwd_tf32_d128(p, stream);
     if (err != cudaErrorNotSupported) return err;
   }
-  // A head-dim-256 candidate (sm90/flash_bwd_sm90_tf32_d256.cu), off by default.
+  // Head dim 256 (sm90/flash_bwd_sm90_tf32_d256.cu).
   if (cuda::sm90::bwd_tf32_d256_applies(p)) {
     err = cuda::sm90::bwd_tf32_d256(p, stream);
     if (err != cudaErrorNotSupported) return err;
