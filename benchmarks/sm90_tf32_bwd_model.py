@@ -415,8 +415,9 @@ def check_det_order(seed, bk, mut=None):
 
 def check_dq_frag(hd, seed, kernel_sub=None):
     """The fragment-ordered dQ accumulator (the head-dim-64 kernel's variant 3, the head-dim-128 kernel's dQ modes
-    kVec4 / kBulk) against tf32_dq_frag_convert_kernel<hd> (sm90_tf32_bwd.cuh): a consumer thread tid's dQ^T
-    accumulators of half m (d 64 m .. 64 m + 63; hd = 64: m = 0) are x = 4j + 2h2 + e = (d 64 m + key_l[h2], q 8j +
+    kVec4 / kBulk, the head-dim-256 kernel's vec4 variants, where consumer c's panel pp is m = 2c + pp) against
+    tf32_dq_frag_convert_kernel<hd> (sm90_tf32_bwd.cuh): a consumer thread tid's dQ^T accumulators of panel m (d 64 m
+    .. 64 m + 63; hd = 64: m = 0) are x = 4j + 2h2 + e = (d 64 m + key_l[h2], q 8j +
     2t + e) of a wgmma m64n32 (key_l[h2] = 16 warp + g + 8 h2); the kernel adds float4 j * 128 + tid of sub-block m
     (float offset m * 2048) of the query tile's block. Random dQ^T values through the kernel's writes and the
     converter's reads must give back dQ[q][d] = dQ^T[d][q]. kernel_sub: a mutant's sub-block offset in floats."""
@@ -624,7 +625,7 @@ def main():
         caught = not all(check_d256_plan(0, **kw).values())
         fails += not caught
         print(f"d256 plan mutant {name}: {'caught' if caught else 'NOT CAUGHT (model too weak)'}")
-    for hd in (64, 128):
+    for hd in (64, 128, 256):
         ok = all(check_dq_frag(hd, sd) for sd in range(3))
         fails += not ok
         print(f"dQ fragment-ordered accumulator, head dim {hd}: {'OK' if ok else 'WRONG'}")

@@ -292,6 +292,12 @@ SM90_D256_CASES = [dict(c, name=c["name"].replace("t128", "t256"), D=256) for c 
 D256_SANITIZE = os.environ.get("D256SAN_CASES", "t256_causal_gqa,t256_window_no_key,t256_lengths_gqa,t256_tiny")
 
 
+# Its modes (set_sm90_tf32_bwd256): 0 off (sm80's), 1 + i on with variant i (flash_bwd_sm90_tf32_d256.cu's kVariants:
+# 1 the default, 2 the slot released before dQ^T, 3 as 2 with float4 dQ adds into fragment-ordered blocks);
+# SM90_D256_MODES to pick (numerics of each, then timings against 0).
+SM90_D256_MODES = tuple(int(x) for x in os.environ.get("SM90_D256_MODES", "1,2,3").split(","))
+
+
 def sm90_d256_main(h, Ts):
     m = h.m
     cases = hopper_cases(256, SM90_D256_CASES)
@@ -299,11 +305,14 @@ def sm90_d256_main(h, Ts):
         names = D256_SANITIZE.split(",")
         cases = [c for c in cases if c["name"] in names]
         assert len(cases) == len(names), f"D256SAN_CASES: unknown names in {names}"
-    ok = switched_numerics(h, m.set_sm90_tf32_bwd256, 1, cases, "tf32_bwd256_launches", "sm90 tf32 bwd d256",
-                           det_runs=False)
+    ok = True
+    for mode in SM90_D256_MODES:
+        ok &= switched_numerics(h, m.set_sm90_tf32_bwd256, mode, cases, "tf32_bwd256_launches",
+                                f"sm90 tf32 bwd d256 mode {mode}", det_runs=False)
     if "--sanitize" in sys.argv:
         return ok
-    timings(h, m.set_sm90_tf32_bwd256, True, Ts, {256: (0, 1)}, {}, name="sm90 TF32 bwd d256 (0 off: sm80's)")
+    timings(h, m.set_sm90_tf32_bwd256, True, Ts, {256: (0,) + SM90_D256_MODES}, {},
+            name="sm90 TF32 bwd d256 mode (0 off: sm80's)")
     return ok
 
 

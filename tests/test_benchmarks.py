@@ -471,7 +471,7 @@ def test_harness_loop_ab_sets_name_only_known_features():
 def test_sm90_tf32_bwd_layout_and_mask_model_passes_and_catches_its_mutants():
     """benchmarks/sm90_tf32_bwd_model.py (host model of the Hopper TF32 backward's layouts, index-mask rule,
     deterministic dQ order, dense mask / bias / dbias elements, the head-dim-128 kernel's K^T row-address form and the
-    planned head-dim-256 kernel's layouts):
+    head-dim-256 kernel's layouts):
     every check exact and every mutant caught (the script exits 1 otherwise)."""
     res = subprocess.run([sys.executable, "sm90_tf32_bwd_model.py"], cwd=os.path.join(ROOT, "benchmarks"),
                          capture_output=True, text=True, timeout=300)
@@ -479,6 +479,7 @@ def test_sm90_tf32_bwd_layout_and_mask_model_passes_and_catches_its_mutants():
     assert "index masks: 300 / 300" in res.stdout and "ALL CHECKS PASS" in res.stdout
     assert res.stdout.count("caught") >= 10 and "NOT CAUGHT" not in res.stdout
     assert "dQ fragment-ordered accumulator, head dim 128: OK" in res.stdout
+    assert "dQ fragment-ordered accumulator, head dim 256: OK" in res.stdout
     assert "deterministic dQ order, 128-key tiles: 300 / 300" in res.stdout
     assert "deterministic dQ order, 64-key tiles: 300 / 300" in res.stdout
     assert "dense mask / bias / dbias elements: 40 / 40" in res.stdout and res.stdout.count("dense mutant") == 6

@@ -279,8 +279,9 @@ size_t bwd_tf32_d128_workspace_floats(const FlashBwdParams& p);
 bool bwd_tf32_d128_applies(const FlashBwdParams& p);
 cudaError_t bwd_tf32_d128(const FlashBwdParams& p, cudaStream_t stream);
 // Head dim 256 (flash_bwd_sm90_tf32_d256.cu; D == Dv == 256, index masks or none): on unless
-// TF_FLASHATTN_SM90_TF32_BWD_D256=0 or set_bwd_tf32_d256_enabled(0) (1 on, -1 back to the environment, else the
-// build's FA_SM90_TF32_BWD_D256, default 1); its pre-pass room (Qr, dOr) after sm80's TF32 parts.
+// TF_FLASHATTN_SM90_TF32_BWD_D256=0 or set_bwd_tf32_d256_enabled(0) (1 + i on with variant i, -1 back to the
+// environment, else the build's FA_SM90_TF32_BWD_D256, default 1); its pre-pass room (Qr, dOr) after sm80's TF32
+// parts.
 void set_bwd_tf32_d256_enabled(int mode);
 int64_t bwd_tf32_d256_launches();
 size_t bwd_tf32_d256_workspace_floats(const FlashBwdParams& p);

@@ -31,9 +31,9 @@
 // Workspace (after sm80's TF32 parts): Qr, dOr [B, H, tq_pad, 256], tf32-rounded by a pre-pass.
 // Scope (bwd_tf32_d256_applies): float32, allow_tf32, D == Dv == 256, index masks or none, GQA, d_lse; no soft-cap,
 // dropout, dense mask, bias or deterministic mode (sm80's TF32 backward runs those); strides multiples of 4 elements.
-// Not done yet: a dQ add that is not scalar atomics; overlap of a unit's loads with the previous unit's products (the
-// slot is single, and Qr is read at both ends of a unit); consumer 1 waits for P^T; each d-panel's products are waited
-// for before the next panel's fragments are loaded.
+// Not done yet: a GPU run of variants 1 and 2 (kVariants below: the slot released before dQ^T, so that the next unit's
+// loads overlap dQ^T; float4 dQ adds); consumer 1 waits for P^T; each d-panel's products are waited for before the
+// next panel's fragments are loaded.
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -67,6 +67,22 @@ constexpr int kProducerRegs = 24;
 constexpr int kConsumerRegs = 240;
 static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= 65536, "register file");
 
+// The variants (picked in one place: kVariants; the harness's set_sm90_tf32_bwd256(1 + i) runs variant i):
+//   early: the slot (Qr, dOr, the rows' words) released once dV^T and dK^T are done, before dQ^T, so that the next
+//          unit's loads overlap dQ^T and its adds (dQ^T reads only K and the dS tile, which the next unit writes
+//          after its barrier 1, that both consumers reach only after their dQ^T); else at the end of the unit;
+//   vec4:  dQ^T by 4 float4 atomics per thread and panel into the fragment-ordered blocks of [B, H, dq_rows / 32] x
+//          [32 q x 256 d] (tf32_dq_frag_convert<256> after, as the head-dim-128 kernel's kVec4); else 16 scalar
+//          atomics into the row-major [B, H, Tq, 256] accumulator (sm80's bwd_dq_convert_tf32 after).
+// Variant 0 is the kernel as first run (RESULTS.md "Hopper TF32 kernels" (t)); 1 and 2 are compiled, not yet run on
+// a GPU.
+struct D256Variant {
+  bool early, vec4;
+};
+constexpr D256Variant kVariants[] = {{false, false}, {true, false}, {true, true}};
+constexpr int kVariantCount = sizeof(kVariants) / sizeof(kVariants[0]);
+constexpr int kDefaultVariant = 0;
+
 struct Smem {
   static constexpr int kKBytes = kBk * kD * 4;   // K or V [64 x 256]: 8 panels of 64 rows (8 KiB each)
   static constexpr int kQBytes = kBq * kD * 4;   // Qr or dOr [32 x 256]: 8 panels of 32 rows (4 KiB each)
@@ -92,7 +108,8 @@ static_assert(Smem::kAlloc <= 227 * 1024, "over the opt-in shared memory");
 struct Tf32BwdD256Args {
   FlashBwdParams p;
   const float* dsum;  // [B, H, Tq]
-  float* dq_acc;      // zeroed: [B, H, Tq, 256] row-major
+  float* dq_acc;      // zeroed: [B, H, Tq, 256] row-major, or (vec4) [B, H, dq_rows / 32] fragment-ordered blocks
+  int64_t dq_rows;    // vec4: the blocks' rows per (b, h), a multiple of 32, >= Tq
 };
 
 using Units = Tf32BwdUnits<kBk, kBq>;  // sm90_tf32_bwd.cuh
@@ -109,11 +126,14 @@ __device__ __forceinline__ void tf32_store_keys_tile(uint8_t* gen, const uint32_
 }
 
 // tm_k, tm_v: K, V [B, Tk, Hkv, 256] (boxes {32, 1, 64, 1}); tm_qr, tm_dor: Qr, dOr (boxes {32, 1, 32, 1}).
+// V: the variant kVariants[V].
+template <int V>
 __global__ void __launch_bounds__(kThreads, 1)
     flash_bwd_sm90_tf32_d256_kernel(const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v,
                                     const __grid_constant__ CUtensorMap tm_qr, const __grid_constant__ CUtensorMap tm_dor,
                                     const __grid_constant__ Tf32BwdD256Args a) {
   using L = Smem;
+  constexpr bool kEarly = kVariants[V].early, kVec4 = kVariants[V].vec4;
   extern __shared__ uint8_t smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
   uint8_t* const gbase = smem_raw + (base - smem_u32(smem_raw));
@@ -250,9 +270,12 @@ __global__ void __launch_bounds__(kThreads, 1)
       fence_regs(dkt[pp]);
     }
 
+    if constexpr (kEarly) mbar_arrive(empty);  // Qr, dOr and the rows' words read (dQ^T reads K and dS only)
+
     // dQ^T = K^T dS^T [256 d x 32 q] on d panels 2c, 2c + 1 over the 64 keys: A = K^T's fragments, B = dS (k8 step k:
-    // panel k / 4, byte (k % 4) * 32); each panel added into dQacc[b, h, i0 + q, 64 panel + d].
-    float* const dq_rows = a.dq_acc + ((static_cast<int64_t>(b) * sh.H + h) * sh.Tq + i0) * kD;
+    // panel k / 4, byte (k % 4) * 32); each panel added into dQacc[b, h, i0 + q, 64 panel + d] (scalar), or into
+    // sub-block `panel` of block (b, h, i0 / 32) (vec4).
+    float* const dq_rows = a.dq_acc + ((static_cast<int64_t>(b) * sh.H + h) * (kVec4 ? a.dq_rows : sh.Tq) + i0) * kD;
 #pragma unroll
     for (int pp = 0; pp < 2; ++pp) {
       uint32_t af[kBk / 8][4];
@@ -267,9 +290,18 @@ __global__ void __launch_bounds__(kThreads, 1)
       wgmma_wait<0>();
       fence_regs(dqt);
       fence_regs(af);
-      tf32_dq_add_scalar(dq_rows, kD, 64 * (2 * c + pp), dqt, sh.Tq - i0, t, key_l);
+      if constexpr (kVec4) {
+        // Fragment order: float4 j * 128 + tid = dqt[4j .. 4j + 3] (rows past Tq land in the padding, which the
+        // conversion skips).
+        float4* mine = reinterpret_cast<float4*>(dq_rows + (2 * c + pp) * (kBq * 64)) + tid;
+#pragma unroll
+        for (int j = 0; j < kBq / 8; ++j)
+          atomicAdd(mine + j * 128, make_float4(dqt[4 * j], dqt[4 * j + 1], dqt[4 * j + 2], dqt[4 * j + 3]));
+      } else {
+        tf32_dq_add_scalar(dq_rows, kD, 64 * (2 * c + pp), dqt, sh.Tq - i0, t, key_l);
+      }
     }
-    mbar_arrive(empty);  // Qr, dOr, the rows' words and the three tiles: read
+    if constexpr (!kEarly) mbar_arrive(empty);  // Qr, dOr, the rows' words and the three tiles: read
   }
 
   // Epilogue: dV[key][d] = dV^T[d][key], dK = scale dK^T, accumulator element i of panel P: d = 64 P + key_l[(i >> 1)
@@ -317,20 +349,27 @@ __global__ void __launch_bounds__(kPrepassThreads)
 std::atomic<int64_t> g_launches{0};
 std::atomic<int> g_override{-1};
 
-// On: the override (set_bwd_tf32_d256_enabled: 0 off, 1 on, -1 back to the rule) first; else
-// TF_FLASHATTN_SM90_TF32_BWD_D256 (read once: "0" off, "1" on), unset or anything else: the build's FA_SM90_TF32_BWD_D256
-// (default 1: on); and only where the other Hopper TF32 backwards are on (bwd_tf32_enabled).
-bool d256_on() {
+// The mode: 0 off, 1 + i on with variant i. The override (set_bwd_tf32_d256_enabled: 0 off, 1 .. kVariantCount,
+// -1 back to the rule) first; else TF_FLASHATTN_SM90_TF32_BWD_D256 (read once: "0" off, "1" on), unset or anything
+// else: the build's FA_SM90_TF32_BWD_D256 (default 1: on), with kDefaultVariant, and only where the other Hopper TF32
+// backwards are on (bwd_tf32_enabled).
+int d256_mode() {
   const int o = g_override.load(std::memory_order_relaxed);
-  if (o >= 0) return o == 1;
+  if (o >= 0) return o <= kVariantCount ? o : 0;
   static const bool env_on = [] {
     const char* v = getenv("TF_FLASHATTN_SM90_TF32_BWD_D256");
     if (v && strcmp(v, "0") == 0) return false;
     if (v && strcmp(v, "1") == 0) return true;
     return FA_SM90_TF32_BWD_D256 != 0;
   }();
-  return env_on && bwd_tf32_enabled();
+  return env_on && bwd_tf32_enabled() ? 1 + kDefaultVariant : 0;
 }
+
+using D256Kernel = void (*)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const CUtensorMap,
+                            const Tf32BwdD256Args);
+constexpr D256Kernel kD256Kernels[] = {flash_bwd_sm90_tf32_d256_kernel<0>, flash_bwd_sm90_tf32_d256_kernel<1>,
+                                       flash_bwd_sm90_tf32_d256_kernel<2>};
+static_assert(sizeof(kD256Kernels) / sizeof(kD256Kernels[0]) == kVariantCount, "one kernel per variant");
 
 struct PrepassLayout {
   int64_t tq_pad = 0, qr = 0, dor = 0, floats = 0;
@@ -350,7 +389,7 @@ int64_t bwd_tf32_d256_launches() { return g_launches.load(std::memory_order_rela
 
 size_t bwd_tf32_d256_workspace_floats(const FlashBwdParams& p) {
   const AttnShape& s = p.shape;
-  if (p.dtype != DType::kFloat32 || !p.allow_tf32 || s.D != kD || s.Dv != kD || !d256_on() || !enabled() ||
+  if (p.dtype != DType::kFloat32 || !p.allow_tf32 || s.D != kD || s.Dv != kD || d256_mode() == 0 || !enabled() ||
       !current_device_is_sm90())
     return 0;
   return static_cast<size_t>(prepass_layout(s).floats);
@@ -367,10 +406,14 @@ bool bwd_tf32_d256_applies(const FlashBwdParams& p) {
 
 cudaError_t bwd_tf32_d256(const FlashBwdParams& p, cudaStream_t stream) {
   const AttnShape& s = p.shape;  // (flash_bwd_impl called bwd_tf32_d256_applies first)
+  const int mode = d256_mode();
+  if (mode == 0) return cudaErrorNotSupported;  // (switched off since applies())
+  const D256Variant var = kVariants[mode - 1];
   const PrepassLayout w = prepass_layout(s);
   const Tf32BwdWorkspaceParts ws = bwd_tf32_workspace_parts(p);
   if (!ws.dsum || !ws.dq_acc || !ws.extra || !aligned16(ws.extra) || !aligned16(ws.dq_acc))
     return cudaErrorNotSupported;
+  if (var.vec4 && (ws.dq_rows % kBq != 0 || ws.dq_rows < s.Tq)) return cudaErrorNotSupported;
   if (p.workspace_bytes < static_cast<size_t>(ws.extra - p.workspace + w.floats) * sizeof(float))
     return cudaErrorNotSupported;
   float* qr = ws.extra + w.qr;
@@ -380,23 +423,28 @@ cudaError_t bwd_tf32_d256(const FlashBwdParams& p, cudaStream_t stream) {
       !tma_map_rows_f32(&tv, p.v, s.B, s.Tk, s.Hkv, s.Dv, s.v_stride, kBk) ||
       !tma_map_ws_f32(&tqr, qr, s.B, s.H, w.tq_pad, kD, kBq) || !tma_map_ws_f32(&tdor, dor, s.B, s.H, w.tq_pad, kD, kBq))
     return cudaErrorNotSupported;
-  cudaError_t err = set_dynamic_smem(flash_bwd_sm90_tf32_d256_kernel, Smem::kAlloc);
+  const D256Kernel kernel = kD256Kernels[mode - 1];
+  cudaError_t err = set_dynamic_smem(kernel, Smem::kAlloc);
   if (err != cudaSuccess) return cudaErrorNotSupported;
   // From here on no fallback.
   if ((err = bwd_dsum_tf32(p, ws.dsum, stream)) != cudaSuccess) return err;
-  if ((err = cudaMemsetAsync(ws.dq_acc, 0, static_cast<size_t>(s.B * s.H * s.Tq * kD) * sizeof(float), stream)) !=
+  const int64_t acc_rows = var.vec4 ? ws.dq_rows : s.Tq;
+  if ((err = cudaMemsetAsync(ws.dq_acc, 0, static_cast<size_t>(s.B * s.H * acc_rows * kD) * sizeof(float), stream)) !=
       cudaSuccess)
     return err;
   tf32_bwd_d256_prepass_kernel<<<dim3(static_cast<unsigned>(w.tq_pad / kBq), static_cast<unsigned>(s.H),
                                       static_cast<unsigned>(s.B)),
                                  kPrepassThreads, 0, stream>>>(p, qr, dor, w.tq_pad);
   if ((err = cudaGetLastError()) != cudaSuccess) return err;
-  const Tf32BwdD256Args args{p, ws.dsum, ws.dq_acc};
+  const Tf32BwdD256Args args{p, ws.dsum, ws.dq_acc, acc_rows};
   const dim3 grid(static_cast<unsigned>((s.Tk + kBk - 1) / kBk), static_cast<unsigned>(s.Hkv),
                   static_cast<unsigned>(s.B));
-  flash_bwd_sm90_tf32_d256_kernel<<<grid, kThreads, Smem::kAlloc, stream>>>(tk, tv, tqr, tdor, args);
+  kernel<<<grid, kThreads, Smem::kAlloc, stream>>>(tk, tv, tqr, tdor, args);
   if ((err = cudaGetLastError()) != cudaSuccess) return err;
-  err = bwd_dq_convert_tf32(p, ws.dq_acc, kD, stream);  // sm80's, the same accumulator layout
+  if (var.vec4)
+    err = tf32_dq_frag_convert<kD>(p, ws.dq_acc, acc_rows, stream);
+  else
+    err = bwd_dq_convert_tf32(p, ws.dq_acc, kD, stream);  // sm80's, the same accumulator layout
   if (err == cudaSuccess) g_launches.fetch_add(1, std::memory_order_relaxed);
   return err;
 }
