@@ -31,9 +31,9 @@
 // Workspace (after sm80's TF32 parts): Qr, dOr [B, H, tq_pad, 256], tf32-rounded by a pre-pass.
 // Scope (bwd_tf32_d256_applies): float32, allow_tf32, D == Dv == 256, index masks or none, GQA, d_lse; no soft-cap,
 // dropout, dense mask, bias or deterministic mode (sm80's TF32 backward runs those); strides multiples of 4 elements.
-// Not done yet: a GPU run of variants 1 and 2 (kVariants below: the slot released before dQ^T, so that the next unit's
-// loads overlap dQ^T; float4 dQ adds); consumer 1 waits for P^T; each d-panel's products are waited for before the
-// next panel's fragments are loaded.
+// Not done yet: a GPU run of variants 1 to 3 (kVariants below: the slot released before dQ^T, so that the next unit's
+// loads overlap dQ^T; float4 dQ adds; consumer 0 on dV^T while consumer 1 computes dS, then dK^T); each d-panel's
+// products are waited for before the next panel's fragments are loaded.
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -74,12 +74,18 @@ static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= 65536, "register file
 //   vec4:  dQ^T by 4 float4 atomics per thread and panel into the fragment-ordered blocks of [B, H, dq_rows / 32] x
 //          [32 q x 256 d] (tf32_dq_frag_convert<256> after, as the head-dim-128 kernel's kVec4); else 16 scalar
 //          atomics into the row-major [B, H, Tq, 256] accumulator (sm80's bwd_dq_convert_tf32 after).
-// Variant 0 is the kernel as first run (RESULTS.md "Hopper TF32 kernels" (t)); 1 and 2 are compiled, not yet run on
-// a GPU.
+//   roles: consumer 0 computes dV^T on all 4 d panels (A = dO^T, B = P^T) as soon as P^T is stored, while consumer 1
+//          computes dS and then dK^T on all 4 (A = Q^T, B = dS^T); consumer 1 arrives on barrier 2 once dS is
+//          stored, which consumer 0 waits for before dQ^T (each still takes 2 panels of dQ^T). The same accumulator
+//          registers (4 x 32), fragment loads and wgmma count; consumer 0's dV^T overlaps consumer 1's dS pass, where
+//          both used to wait for dS. Implies early (each releases the slot after its own products).
+// Variant 0 is the kernel as first run (RESULTS.md "Hopper TF32 kernels" (t)); 1, 2 and 3 are compiled, not yet run
+// on a GPU.
 struct D256Variant {
-  bool early, vec4;
+  bool early, vec4, roles;
 };
-constexpr D256Variant kVariants[] = {{false, false}, {true, false}, {true, true}};
+constexpr D256Variant kVariants[] = {{false, false, false}, {true, false, false}, {true, true, false},
+                                     {true, true, true}};
 constexpr int kVariantCount = sizeof(kVariants) / sizeof(kVariants[0]);
 constexpr int kDefaultVariant = 0;
 
@@ -133,7 +139,8 @@ __global__ void __launch_bounds__(kThreads, 1)
                                     const __grid_constant__ CUtensorMap tm_qr, const __grid_constant__ CUtensorMap tm_dor,
                                     const __grid_constant__ Tf32BwdD256Args a) {
   using L = Smem;
-  constexpr bool kEarly = kVariants[V].early, kVec4 = kVariants[V].vec4;
+  constexpr bool kEarly = kVariants[V].early || kVariants[V].roles, kVec4 = kVariants[V].vec4;
+  constexpr bool kRoles = kVariants[V].roles;
   extern __shared__ uint8_t smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
   uint8_t* const gbase = smem_raw + (base - smem_u32(smem_raw));
@@ -183,11 +190,14 @@ __global__ void __launch_bounds__(kThreads, 1)
   const bool key_ok[2] = {key_g[0] < klim && key_visible(mk, sh, b, key_g[0]),
                           key_g[1] < klim && key_visible(mk, sh, b, key_g[1])};
 
-  float dvt[2][32], dkt[2][32];  // dV^T, dK^T [64 d x 64 keys] of panels 2c, 2c + 1
+  // dV^T, dK^T [64 d x 64 keys] of panels 2c, 2c + 1; roles: panels 0 .. 3 of consumer 0's dV^T or consumer 1's dK^T
+  // in dvt[0], dvt[1], dkt[0], dkt[1] (panel4(x)).
+  float dvt[2][32], dkt[2][32];
 #pragma unroll
   for (int pp = 0; pp < 2; ++pp)
 #pragma unroll
     for (int i = 0; i < 32; ++i) dvt[pp][i] = dkt[pp][i] = 0.f;
+  auto panel4 = [&](int x) -> float(&)[32] { return x < 2 ? dvt[x] : dkt[x - 2]; };
 
   const uint32_t k_tile = base + L::kK, v_tile = base + L::kV;
   const uint32_t qr_tile = base + L::kStage + L::kQr, dor_tile = base + L::kStage + L::kDOr;
@@ -240,34 +250,57 @@ __global__ void __launch_bounds__(kThreads, 1)
       tf32_bwd_ds<kBq>(acc, pacc, tw, gbase + L::kDs, rows_f, 0, t, key_l);
       tf32_store_keys_tile(gbase + L::kDsT, tw, t, key_l);
       fence_proxy_async();
+      if constexpr (kRoles) named_bar_arrive(2, 256);  // dS stored (consumer 0 waits before dQ^T)
     }
-    named_bar_sync(1, 256);  // dS^T, dS stored
-
-    // dV^T += dO^T P and dK^T += Q^T dS on d panels 2c, 2c + 1: A = dO^T / Q^T fragments (4 k8 steps over the unit's
-    // queries), B = the P^T / dS^T tile (k8 step kk at byte kk * 32).
+    if constexpr (kRoles) {
+      // Consumer 0: dV^T += dO^T P, consumer 1: dK^T += Q^T dS on d panels 0 .. 3: A = dO^T / Q^T fragments (4 k8
+      // steps over the unit's queries), B = the P^T / dS^T tile (k8 step kk at byte kk * 32).
+      const uint32_t fa_tile = c == 0 ? dor_tile : qr_tile, fb_tile = c == 0 ? pt_tile : dst_tile;
 #pragma unroll
-    for (int pp = 0; pp < 2; ++pp) {
-      uint32_t fo[kBq / 8][4], fq[kBq / 8][4];
+      for (int pp = 0; pp < 4; ++pp) {
+        uint32_t fr[kBq / 8][4];
 #pragma unroll
-      for (int k = 0; k < kBq / 8; ++k) {
-        tf32_t_frag<kBq>(fo[k], dor_tile, 2 * c + pp, k, t, key_l);
-        tf32_t_frag<kBq>(fq[k], qr_tile, 2 * c + pp, k, t, key_l);
+        for (int k = 0; k < kBq / 8; ++k) tf32_t_frag<kBq>(fr[k], fa_tile, pp, k, t, key_l);
+        float(&acc)[32] = panel4(pp);
+        fence_regs(acc);
+        wgmma_fence();
+#pragma unroll
+        for (int k = 0; k < kBq / 8; ++k) wgmma_tf32_rs_m64n64k8(acc, fr[k], tf32_bwd_desc(fb_tile, k * 32, 16), 1);
+        wgmma_commit();
+        wgmma_wait<0>();  // the fragments' registers are loaded again for the next panel
+        fence_regs(fr);
+        fence_regs(acc);
       }
-      fence_regs(dvt[pp]);
-      fence_regs(dkt[pp]);
-      wgmma_fence();
+      if (c == 0) named_bar_sync(2, 256);  // dS stored, for dQ^T
+    } else {
+      named_bar_sync(1, 256);  // dS^T, dS stored
+
+      // dV^T += dO^T P and dK^T += Q^T dS on d panels 2c, 2c + 1: A = dO^T / Q^T fragments (4 k8 steps over the unit's
+      // queries), B = the P^T / dS^T tile (k8 step kk at byte kk * 32).
 #pragma unroll
-      for (int k = 0; k < kBq / 8; ++k) wgmma_tf32_rs_m64n64k8(dvt[pp], fo[k], tf32_bwd_desc(pt_tile, k * 32, 16), 1);
+      for (int pp = 0; pp < 2; ++pp) {
+        uint32_t fo[kBq / 8][4], fq[kBq / 8][4];
 #pragma unroll
-      for (int k = 0; k < kBq / 8; ++k) wgmma_tf32_rs_m64n64k8(dkt[pp], fq[k], tf32_bwd_desc(dst_tile, k * 32, 16), 1);
-      wgmma_commit();
-      // The fragments are read by the tensor cores after issue: waited for before the next panel's loads reuse
-      // their registers (a first version: no overlap of one panel's loads with the other's products).
-      wgmma_wait<0>();
-      fence_regs(fo);
-      fence_regs(fq);
-      fence_regs(dvt[pp]);
-      fence_regs(dkt[pp]);
+        for (int k = 0; k < kBq / 8; ++k) {
+          tf32_t_frag<kBq>(fo[k], dor_tile, 2 * c + pp, k, t, key_l);
+          tf32_t_frag<kBq>(fq[k], qr_tile, 2 * c + pp, k, t, key_l);
+        }
+        fence_regs(dvt[pp]);
+        fence_regs(dkt[pp]);
+        wgmma_fence();
+#pragma unroll
+        for (int k = 0; k < kBq / 8; ++k) wgmma_tf32_rs_m64n64k8(dvt[pp], fo[k], tf32_bwd_desc(pt_tile, k * 32, 16), 1);
+#pragma unroll
+        for (int k = 0; k < kBq / 8; ++k) wgmma_tf32_rs_m64n64k8(dkt[pp], fq[k], tf32_bwd_desc(dst_tile, k * 32, 16), 1);
+        wgmma_commit();
+        // The fragments are read by the tensor cores after issue: waited for before the next panel's loads reuse
+        // their registers (a first version: no overlap of one panel's loads with the other's products).
+        wgmma_wait<0>();
+        fence_regs(fo);
+        fence_regs(fq);
+        fence_regs(dvt[pp]);
+        fence_regs(dkt[pp]);
+      }
     }
 
     if constexpr (kEarly) mbar_arrive(empty);  // Qr, dOr and the rows' words read (dQ^T reads K and dS only)
@@ -305,19 +338,36 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 
   // Epilogue: dV[key][d] = dV^T[d][key], dK = scale dK^T, accumulator element i of panel P: d = 64 P + key_l[(i >> 1)
-  // & 1], key j0 + 8 (i >> 2) + 2t + (i & 1) (scalar stores; keys past Tk skipped).
+  // & 1], key j0 + 8 (i >> 2) + 2t + (i & 1) (scalar stores; keys past Tk skipped); roles: panel4(x) is panel x of
+  // consumer 0's dV^T or consumer 1's dK^T.
   const float scale = p.score.scale;
+  if constexpr (kRoles) {
 #pragma unroll
-  for (int pp = 0; pp < 2; ++pp)
+    for (int x = 0; x < 4; ++x)
 #pragma unroll
-    for (int i = 0; i < 32; ++i) {
-      const int64_t key = j0 + 8 * (i >> 2) + 2 * t + (i & 1);
-      const int d = 64 * (2 * c + pp) + key_l[(i >> 1) & 1];
-      if (key >= sh.Tk) continue;
-      static_cast<float*>(p.dk)[b * sh.k_stride[0] + key * sh.k_stride[1] + hk * sh.k_stride[2] + d] =
-          scale * dkt[pp][i];
-      static_cast<float*>(p.dv)[b * sh.v_stride[0] + key * sh.v_stride[1] + hk * sh.v_stride[2] + d] = dvt[pp][i];
-    }
+      for (int i = 0; i < 32; ++i) {
+        const int64_t key = j0 + 8 * (i >> 2) + 2 * t + (i & 1);
+        const int d = 64 * x + key_l[(i >> 1) & 1];
+        if (key >= sh.Tk) continue;
+        if (c == 0)
+          static_cast<float*>(p.dv)[b * sh.v_stride[0] + key * sh.v_stride[1] + hk * sh.v_stride[2] + d] = panel4(x)[i];
+        else
+          static_cast<float*>(p.dk)[b * sh.k_stride[0] + key * sh.k_stride[1] + hk * sh.k_stride[2] + d] =
+              scale * panel4(x)[i];
+      }
+  } else {
+#pragma unroll
+    for (int pp = 0; pp < 2; ++pp)
+#pragma unroll
+      for (int i = 0; i < 32; ++i) {
+        const int64_t key = j0 + 8 * (i >> 2) + 2 * t + (i & 1);
+        const int d = 64 * (2 * c + pp) + key_l[(i >> 1) & 1];
+        if (key >= sh.Tk) continue;
+        static_cast<float*>(p.dk)[b * sh.k_stride[0] + key * sh.k_stride[1] + hk * sh.k_stride[2] + d] =
+            scale * dkt[pp][i];
+        static_cast<float*>(p.dv)[b * sh.v_stride[0] + key * sh.v_stride[1] + hk * sh.v_stride[2] + d] = dvt[pp][i];
+      }
+  }
 }
 
 constexpr int kPrepassThreads = 256;
@@ -368,7 +418,7 @@ int d256_mode() {
 using D256Kernel = void (*)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const CUtensorMap,
                             const Tf32BwdD256Args);
 constexpr D256Kernel kD256Kernels[] = {flash_bwd_sm90_tf32_d256_kernel<0>, flash_bwd_sm90_tf32_d256_kernel<1>,
-                                       flash_bwd_sm90_tf32_d256_kernel<2>};
+                                       flash_bwd_sm90_tf32_d256_kernel<2>, flash_bwd_sm90_tf32_d256_kernel<3>};
 static_assert(sizeof(kD256Kernels) / sizeof(kD256Kernels[0]) == kVariantCount, "one kernel per variant");
 
 struct PrepassLayout {
