@@ -25,7 +25,9 @@
 //   both, after barrier 1 again: dV^T, dK^T 2 panels x 4 wgmma m64n64k8 RS; dQ^T 2 panels x 8 wgmma m64n32k8 RS, each
 //               panel added into the row-major float32 accumulator by scalar atomics (sm80's bwd_dq_convert_tf32 after)
 //   the slot (Qr, dOr, the rows' words) released when both are done; the next unit's P^T / dS^T / dS stores come
-//   after its own full wait, which needs both releases, so the tiles need no barrier of their own.
+//   after its own full wait, which needs both releases, so the tiles need no barrier of their own. (Variants 1-3
+//   release the slot before dQ^T: there the dS tile is kept by barrier 1 of the next unit, which each consumer
+//   reaches only after its dQ^T, and the P^T / dS^T tiles by the releases, which follow their last reads.)
 // Shared memory: K, V [64 x 256] (8 panels of 8 KiB each), Qr, dOr [32 x 256] (8 panels of 4 KiB), P^T, dS^T
 // [64 x 32] (one panel), dS [32 x 64] (2 panels), the rows' words [5][32], 3 barriers: 217.6 KiB + alignment slack.
 // Workspace (after sm80's TF32 parts): Qr, dOr [B, H, tq_pad, 256], tf32-rounded by a pre-pass.
@@ -250,7 +252,12 @@ __global__ void __launch_bounds__(kThreads, 1)
       tf32_bwd_ds<kBq>(acc, pacc, tw, gbase + L::kDs, rows_f, 0, t, key_l);
       tf32_store_keys_tile(gbase + L::kDsT, tw, t, key_l);
       fence_proxy_async();
-      if constexpr (kRoles) named_bar_arrive(2, 256);  // dS stored (consumer 0 waits before dQ^T)
+      if constexpr (kRoles) {
+        // Every warp's dS^T / dS rows stored before this warpgroup's dK^T and dQ^T read all 64 keys (in the other
+        // variants the second barrier 1 does this), then consumer 0 told (it waits before dQ^T).
+        named_bar_sync(3, 128);
+        named_bar_arrive(2, 256);
+      }
     }
     if constexpr (kRoles) {
       // Consumer 0: dV^T += dO^T P, consumer 1: dK^T += Q^T dS on d panels 0 .. 3: A = dO^T / Q^T fragments (4 k8
