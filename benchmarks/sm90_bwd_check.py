@@ -825,10 +825,10 @@ def tf32_bound(ref, low_err, floor=1.5e-2):
 TF32_DBIAS_FLOOR = 1.5e-3
 
 
-def tf32_backward(h, c, t, mode64, mode128, dense=1):
-    """Our float32 backward with allow_tf32 under set_sm90_tf32_bwd(mode64) and set_sm90_tf32_bwd128(mode128) (0:
-    sm80's TF32 backward; -1: the default; both 0 also turns the head-dim-256 Hopper TF32 backward off) and set_sm90_tf32_bwd_dense(dense) (the dense mask / bias / dbias
-    instantiations: 1 on, 0 off); gradients NaN-filled first (nan_grads); with a bias, dbias too ([B, H, Tq, Tk]
+def tf32_backward(h, c, t, mode64, mode128, dense=1, mode256=-1):
+    """Our float32 backward with allow_tf32 under set_sm90_tf32_bwd(mode64), set_sm90_tf32_bwd128(mode128) and
+    set_sm90_tf32_bwd256(mode256) (0: sm80's TF32 backward; -1: the default) and set_sm90_tf32_bwd_dense(dense) (the
+    dense mask / bias / dbias instantiations: 1 on, 0 off); gradients NaN-filled first (nan_grads); with a bias, dbias too ([B, H, Tq, Tk]
     float32, NaN-filled; not for no_dbias cases). Returns (grads, the Hopper TF32 backwards' launches)."""
     nan_grads(t)
     t.pop("dbias", None)
@@ -838,7 +838,7 @@ def tf32_backward(h, c, t, mode64, mode128, dense=1):
     launches = lambda: h.m.sm90_info()["tf32_bwd_launches"] + h.m.sm90_info()["tf32_bwd128_launches"]
     h.m.set_sm90_tf32_bwd(mode64)
     h.m.set_sm90_tf32_bwd128(mode128)
-    h.m.set_sm90_tf32_bwd256(0 if mode64 == 0 and mode128 == 0 else -1)
+    h.m.set_sm90_tf32_bwd256(mode256)
     h.m.set_sm90_tf32_bwd_dense(dense)
     n0 = launches()
     try:
@@ -870,7 +870,7 @@ def phase_tf32pad(h, log, cases):
         t = bwd_inputs(c, torch.float32, gen)
         tr = kv_poisoned(c, t) if c.get("poison_kv") else t
         forward(h, c, tr)
-        sm80, took80 = tf32_backward(h, c, tr, 0, 0)
+        sm80, took80 = tf32_backward(h, c, tr, 0, 0, mode256=0)
         keep = h.case_keep(c)
         ref = reference(c, t, torch.float64, keep)
         with tf32_matmuls():
@@ -1117,7 +1117,7 @@ def phase_drop_exact(h, log, cases, dtypes, tf32=False):
             forward(h, c, t)
             if tf32:
                 ours, took = tf32_backward(h, c, t, -1, -1)
-                sm80, took80 = tf32_backward(h, c, t, 0, 0)
+                sm80, took80 = tf32_backward(h, c, t, 0, 0, mode256=0)
             else:
                 ours, took = backward(h, c, t, True)
                 sm80, took80 = backward(h, c, t, False)

@@ -348,33 +348,29 @@ __global__ void __launch_bounds__(kThreads, 1)
   // & 1], key j0 + 8 (i >> 2) + 2t + (i & 1) (scalar stores; keys past Tk skipped); roles: panel4(x) is panel x of
   // consumer 0's dV^T or consumer 1's dK^T.
   const float scale = p.score.scale;
-  if constexpr (kRoles) {
+  auto dk_at = [&](int64_t key, int d) -> float& {
+    return static_cast<float*>(p.dk)[b * sh.k_stride[0] + key * sh.k_stride[1] + hk * sh.k_stride[2] + d];
+  };
+  auto dv_at = [&](int64_t key, int d) -> float& {
+    return static_cast<float*>(p.dv)[b * sh.v_stride[0] + key * sh.v_stride[1] + hk * sh.v_stride[2] + d];
+  };
 #pragma unroll
-    for (int x = 0; x < 4; ++x)
+  for (int x = 0; x < (kRoles ? 4 : 2); ++x)
 #pragma unroll
-      for (int i = 0; i < 32; ++i) {
-        const int64_t key = j0 + 8 * (i >> 2) + 2 * t + (i & 1);
-        const int d = 64 * x + key_l[(i >> 1) & 1];
-        if (key >= sh.Tk) continue;
+    for (int i = 0; i < 32; ++i) {
+      const int64_t key = j0 + 8 * (i >> 2) + 2 * t + (i & 1);
+      const int d = 64 * (kRoles ? x : 2 * c + x) + key_l[(i >> 1) & 1];
+      if (key >= sh.Tk) continue;
+      if constexpr (kRoles) {
         if (c == 0)
-          static_cast<float*>(p.dv)[b * sh.v_stride[0] + key * sh.v_stride[1] + hk * sh.v_stride[2] + d] = panel4(x)[i];
+          dv_at(key, d) = panel4(x)[i];
         else
-          static_cast<float*>(p.dk)[b * sh.k_stride[0] + key * sh.k_stride[1] + hk * sh.k_stride[2] + d] =
-              scale * panel4(x)[i];
+          dk_at(key, d) = scale * panel4(x)[i];
+      } else {
+        dk_at(key, d) = scale * dkt[x][i];
+        dv_at(key, d) = dvt[x][i];
       }
-  } else {
-#pragma unroll
-    for (int pp = 0; pp < 2; ++pp)
-#pragma unroll
-      for (int i = 0; i < 32; ++i) {
-        const int64_t key = j0 + 8 * (i >> 2) + 2 * t + (i & 1);
-        const int d = 64 * (2 * c + pp) + key_l[(i >> 1) & 1];
-        if (key >= sh.Tk) continue;
-        static_cast<float*>(p.dk)[b * sh.k_stride[0] + key * sh.k_stride[1] + hk * sh.k_stride[2] + d] =
-            scale * dkt[pp][i];
-        static_cast<float*>(p.dv)[b * sh.v_stride[0] + key * sh.v_stride[1] + hk * sh.v_stride[2] + d] = dvt[pp][i];
-      }
-  }
+    }
 }
 
 constexpr int kPrepassThreads = 256;
