@@ -403,19 +403,18 @@ std::atomic<int64_t> g_launches{0};
 std::atomic<int> g_override{-1};
 
 // The mode: 0 off, 1 + i on with variant i. The override (set_bwd_tf32_d256_enabled: 0 off, 1 .. kVariantCount,
-// -1 back to the rule) first; else TF_FLASHATTN_SM90_TF32_BWD_D256 (read once: "0" off, "1" on), unset or anything
-// else: the build's FA_SM90_TF32_BWD_D256 (default 1: on), with kDefaultVariant, and only where the other Hopper TF32
-// backwards are on (bwd_tf32_enabled).
+// -1 back to the rule) first; else TF_FLASHATTN_SM90_TF32_BWD_D256 (read once: "0" off, "1" .. "4" on with variant
+// 0 .. 3, as the harness's modes), unset or anything else: the build's FA_SM90_TF32_BWD_D256 (default 1: on) with
+// kDefaultVariant; on only where the other Hopper TF32 backwards are on (bwd_tf32_enabled).
 int d256_mode() {
   const int o = g_override.load(std::memory_order_relaxed);
   if (o >= 0) return o <= kVariantCount ? o : 0;
-  static const bool env_on = [] {
+  static const int env_mode = [] {
     const char* v = getenv("TF_FLASHATTN_SM90_TF32_BWD_D256");
-    if (v && strcmp(v, "0") == 0) return false;
-    if (v && strcmp(v, "1") == 0) return true;
-    return FA_SM90_TF32_BWD_D256 != 0;
+    if (v && v[0] >= '0' && v[0] <= '0' + kVariantCount && v[1] == 0) return v[0] - '0';
+    return FA_SM90_TF32_BWD_D256 != 0 ? 1 + kDefaultVariant : 0;
   }();
-  return env_on && bwd_tf32_enabled() ? 1 + kDefaultVariant : 0;
+  return env_mode != 0 && bwd_tf32_enabled() ? env_mode : 0;
 }
 
 using D256Kernel = void (*)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const CUtensorMap,
