@@ -3,7 +3,9 @@
 // (the kernel harness's set_sm90_tf32_bwd256) or a build with -DFA_SM90_TF32_BWD_D256=0 gives these calls back to
 // sm80's TF32 backward. First run 2026-12-07 on an H100 (RESULTS "Hopper TF32 kernels" (t)): numerics 15 / 15
 // against float64, compute-sanitizer memcheck / racecheck / synccheck clean, 1.55x-2.04x sm80's TF32 backward
-// (116-124 TFLOP/s from T = 4096, 16k tokens); every test file passed with it on ("GPU tests" (g64)).
+// (116-124 TFLOP/s from T = 4096, 16k tokens); every test file passed with it on ("GPU tests" (g64)). Variant 2
+// (below), the default since, ran 2.18x-2.64x sm80's from T = 4096 (128-158 TFLOP/s), 1.26x-1.29x variant 0 in the
+// same call, with the same numerics and sanitizer results (RESULTS "Hopper TF32 kernels" (u)).
 // The layouts are the plan that benchmarks/sm90_tf32_bwd_model.py's check_d256_plan multiplies out. What head dim
 // 256 in float32 does to shared memory: K and V of 64 keys take 128 KiB, so the head-dim-128 kernel's Q^T / dO^T
 // copies (QT, dOT) and its two ring slots do not fit. Here
@@ -33,9 +35,9 @@
 // Workspace (after sm80's TF32 parts): Qr, dOr [B, H, tq_pad, 256], tf32-rounded by a pre-pass.
 // Scope (bwd_tf32_d256_applies): float32, allow_tf32, D == Dv == 256, index masks or none, GQA, d_lse; no soft-cap,
 // dropout, dense mask, bias or deterministic mode (sm80's TF32 backward runs those); strides multiples of 4 elements.
-// Not done yet: a GPU run of variants 1 to 3 (kVariants below: the slot released before dQ^T, so that the next unit's
-// loads overlap dQ^T; float4 dQ adds; consumer 0 on dV^T while consumer 1 computes dS, then dK^T); each d-panel's
-// products are waited for before the next panel's fragments are loaded.
+// (Variant 0, described here, is the kernel as first run; variants 1-3, kVariants below, change the release point,
+// the dQ adds and the consumers' roles.) Each d-panel's products are waited for before the next panel's fragments
+// are loaded.
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -81,15 +83,17 @@ static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= 65536, "register file
 //          stored, which consumer 0 waits for before dQ^T (each still takes 2 panels of dQ^T). The same accumulator
 //          registers (4 x 32), fragment loads and wgmma count; consumer 0's dV^T overlaps consumer 1's dS pass, where
 //          both used to wait for dS. Implies early (each releases the slot after its own products).
-// Variant 0 is the kernel as first run (RESULTS.md "Hopper TF32 kernels" (t)); 1, 2 and 3 are compiled, not yet run
-// on a GPU.
+// Variant 0 is the kernel as first run (RESULTS.md "Hopper TF32 kernels" (t)). All four ran on an H100 (RESULTS (u),
+// kernel time, 16k tokens, T = 1024 / 4096 / 16384, against variant 0): 1 1.08x-1.13x, 2 1.26x-1.29x, 3 0.95x-1.16x,
+// each numerics 15 / 15 and sanitizer-clean; variant 2 is the default (kDefaultVariant). Variant 3's roles gained
+// nothing over 2 (0.74x-0.91x of it).
 struct D256Variant {
   bool early, vec4, roles;
 };
 constexpr D256Variant kVariants[] = {{false, false, false}, {true, false, false}, {true, true, false},
                                      {true, true, true}};
 constexpr int kVariantCount = sizeof(kVariants) / sizeof(kVariants[0]);
-constexpr int kDefaultVariant = 0;
+constexpr int kDefaultVariant = 2;  // early + vec4 (RESULTS "Hopper TF32 kernels" (u))
 
 struct Smem {
   static constexpr int kKBytes = kBk * kD * 4;   // K or V [64 x 256]: 8 panels of 64 rows (8 KiB each)
