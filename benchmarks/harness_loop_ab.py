@@ -59,7 +59,8 @@ SETS = {"plain": [(64, 2048, True, ""), (64, 4096, True, ""), (64, 8192, True, "
                     (256, 4096, True, "key_mask"), (128, 4096, False, "")],
         "tf32d256": [(256, 4096, False, "tf32"), (256, 4096, False, "tf32_key_mask"), (256, 16384, True, "tf32_key_mask"),
                      (256, 4096, True, "tf32_window"), (256, 4096, False, "tf32_softcap"),
-                     (256, 4096, False, "tf32_dropout")]}
+                     (256, 4096, False, "tf32_dropout"), (256, 1024, False, "tf32"), (256, 16384, False, "tf32"),
+                     (256, 4096, True, "tf32"), (256, 1024, True, "tf32")]}
 FWD_SETS = {"fwd", "fwdmask", "fwdping", "tf32d256"}  # timed forward (h.fwd, FLOPs 4 B H T^2 D, halved when causal); the others the backward
 FEATURES = {"": {}, "key_mask": {}, "window": dict(wl=1024), "dropout": dict(dropout=0.1, seed=(1, 2)),
             "bias": dict(bias=(0, 1)), "tf32": dict(tf32=True), "tf32_key_mask": dict(tf32=True),

@@ -468,6 +468,24 @@ def test_harness_loop_ab_sets_name_only_known_features():
     assert out.returncode != 0 and "harness_loop_ab.py time" in out.stderr, out
 
 
+def test_sm90_tf32_fwd_model_passes_and_catches_its_mutants():
+    """benchmarks/sm90_tf32_model.py (host model of the Hopper TF32 forward: descriptor and TMA layouts, the register
+    fragments, the pre-pass workspace, the mbarrier protocols under random interleavings, and the head-dim-256 kernel's
+    shared memory with one and two consumer warpgroups): every check right and every hazard mutant caught; the one
+    mutant that is no hazard with one V^T stage not flagged (the script exits 1 otherwise)."""
+    res = subprocess.run([sys.executable, "sm90_tf32_model.py", "--schedules", "600"],
+                         cwd=os.path.join(ROOT, "benchmarks"), capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0 and "ALL OK" in res.stdout, res.stdout + res.stderr
+    one = "variant 3, 1 V^T stage (head dim 256, two warpgroups)"
+    assert f"protocol ({one}): 600 / 600 random interleavings" in res.stdout, res.stdout
+    assert f"protocol ({one}) mutant v3_producer_no_k_empty_wait: caught in 0 / 300" in res.stdout, res.stdout
+    for mutant in ("v3_producer_no_vt_empty_wait", "v3_consumer_no_k_full_wait", "v3_consumer_no_vt_full_wait"):
+        line = next(x for x in res.stdout.splitlines() if x.startswith(f"protocol ({one}) mutant {mutant}:"))
+        assert " caught in 0 /" not in line, line
+    assert "head dim 256, 2 consumer warpgroup(s): Q 128 KiB, K 2 x 32, raw V 0, V^T 1 x 32 KiB, 230488 bytes: OK" \
+        in res.stdout, res.stdout
+
+
 def test_sm90_tf32_bwd_layout_and_mask_model_passes_and_catches_its_mutants():
     """benchmarks/sm90_tf32_bwd_model.py (host model of the Hopper TF32 backward's layouts, index-mask rule,
     deterministic dQ order, dense mask / bias / dbias elements, the head-dim-128 kernel's K^T row-address form and the

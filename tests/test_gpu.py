@@ -274,9 +274,9 @@ def build_switch(name, default):
 def test_tf32_tile_edges(d, causal):
     """TF32 without the general features at sizes that cross several tiles of the TF32 kernels
     this GPU runs, with ragged last tiles, and GQA: on an H100 / H200 the forward at every head dim
-    runs the Hopper TF32 forward (at 256 its 64-row, 32-key tiles), the backward at 64 and 128 the
-    Hopper TF32 backwards (the head-dim-128 one: 64-key tiles, 32-query units, ragged at both ends
-    here) and at 256 sm80's 64 x 32 tiles."""
+    runs the Hopper TF32 forward (at 256 its 32-key tiles), the backward at 64 and 128 the Hopper TF32
+    backwards (the head-dim-128 one: 64-key tiles, 32-query units, ragged at both ends here) and at 256
+    the head-dim-256 Hopper TF32 backward unless switched off (test_tf32_d256_backward checks its launches)."""
     rng = np.random.default_rng(d + causal)
     tq, tk = 300, 517
     q, k, v = rand(rng, 2, tq, 4, d), rand(rng, 2, tk, 2, d), rand(rng, 2, tk, 2, d)

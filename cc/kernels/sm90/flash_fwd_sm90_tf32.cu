@@ -172,7 +172,8 @@ static_assert(kProducerRegs % 8 == 0 && kConsumerRegs % 8 == 0, "setmaxnreg take
 // the workspace), with Q kept in shared memory (its A fragments would take 128 registers next to O's 128). Float32
 // tiles at D = 256 take 1 KiB per row, so the tiles shrink (Tf32Tiles): one consumer warpgroup of 64 query rows and
 // 32-key tiles, two stages: Q 64 KiB + 2 x (K 32 + V^T 32) KiB = 192 KiB in use (Tf32Smem keeps the raw V
-// buffer's 32 KiB unused: 225 KiB, one CTA per SM either way). Per key tile the warpgroup runs S = Q K^T
+// buffer's 32 KiB unused: 225 KiB, one CTA per SM either way); FA_SM90_TF32_D256_WG=2 (below) builds two warpgroups
+// of 64 rows each instead. Per key tile the warpgroup runs S = Q K^T
 // (32 wgmma m64n32k8 SS: Q's 2 KiB and K's 1 KiB per step from shared memory, 24 clocks at 128 B / clock against the
 // tensor cores' 16, so this product is shared-memory bound in this model) and O += P V (4 wgmma m64n256k8 RS).
 // Measured on the H100 (2026-12-07, RESULTS.md "Hopper TF32 kernels (float32), kernel harness" (q)): the 12 D = 256 cases
@@ -197,16 +198,43 @@ constexpr bool kTf32D256 = FA_SM90_TF32_D256 != 0;
 #define FA_SM90_TF32_D256_FEAT 1
 #endif
 constexpr bool kTf32D256Feat = kTf32D256 && FA_SM90_TF32_D256_FEAT != 0;
-// The CTA's tiles per head dim: D = 64 and 128 as above (kBr, kBc, 2 consumer warpgroups); D = 256 (kWide): one
-// consumer warpgroup, 64 query rows, 32-key tiles, no setmaxnreg (256 threads: ptxas may give each up to 255).
+// FA_SM90_TF32_D256_WG: the head-dim-256 kernel's consumer warpgroups (64 query rows each), 1 (the default) or 2.
+// With one (the kernel measured in RESULTS.md (q) / (r)) a single warpgroup runs S = Q K^T, its wait, the softmax and
+// P V in turn, so the tensor cores idle during the softmax and each wait: ncu on the H100 (2026-12-07, session 65,
+// RESULTS "Hopper TF32 kernels" (u); B = 4, T = 4096, no mask) read the tensor pipe 44 % busy, L2 45 %, L1 48 %, and
+// 19 % of the warp-state samples on the wait for P V, 4 % on the wait for S: latency, not a throughput limit. With two,
+// the CTA takes 128 query rows, as at head dims 64 / 128, so that one warpgroup's softmax overlaps the other's
+// products, and each K / V^T byte loaded serves twice the rows (half the L2 traffic per FLOP). The shared memory then
+// holds Q 128 KiB + 2 K stages + 1 V^T stage of 32 KiB each = 224 KiB (no raw V buffer: the pre-pass variant only):
+// V^T_{n+1} is loaded once both warpgroups have finished P V_n, during their S_{n+1} and softmax (a risk to measure:
+// it also ties the two warpgroups to each other's pace). Not yet run on a GPU; benchmarks/sm90_tf32_model.py checks
+// the protocol with one V^T stage and the layout on the host, and a review found nothing wrong. With 2 the seven
+// head-dim-256 kernels use 168 registers at launch, the consumers up to R207 after setmaxnreg, no spills (nvcc 13.0).
+#ifndef FA_SM90_TF32_D256_WG
+#define FA_SM90_TF32_D256_WG 1
+#endif
+static_assert(FA_SM90_TF32_D256_WG == 1 || FA_SM90_TF32_D256_WG == 2, "FA_SM90_TF32_D256_WG is 1 or 2");
+// The CTA's tiles per head dim: D = 64 and 128 as above (kBr, kBc, 2 consumer warpgroups, 2 K and 2 V^T stages, a
+// raw V buffer); D = 256 (kWide): 32-key tiles and FA_SM90_TF32_D256_WG consumer warpgroups; with one, no setmaxnreg
+// (256 threads: ptxas may give each up to 255) and the D = 128 layout's buffers (the raw V one unused); with two,
+// setmaxnreg kWideProducerRegs / kWideConsumerRegs and one V^T stage, no raw V buffer (Tf32Smem).
 template <int D>
 struct Tf32Tiles {
   static constexpr bool kWide = D == 256;
-  static constexpr int kBr = kWide ? 64 : 128;
+  static constexpr int kConsumers = kWide ? FA_SM90_TF32_D256_WG : 2;
+  static constexpr int kBr = 64 * kConsumers;
   static constexpr int kBc = kWide ? 32 : 64;
-  static constexpr int kConsumers = kBr / 64;
   static constexpr int kThreads = 128 * (1 + kConsumers);
+  static constexpr bool kSetmaxnreg = kConsumers == 2;
+  static constexpr int kVTStages = kWide && kConsumers == 2 ? 1 : kStages;  // K keeps kStages
+  static constexpr bool kRawV = !(kWide && kConsumers == 2);
 };
+// Head dim 256 with two consumer warpgroups: O's 128 floats per consumer thread (with S 16, P 16): more registers for
+// the consumers than kConsumerRegs; the producer thread only issues TMA loads (the pre-pass variant: no transposers).
+constexpr int kWideProducerRegs = 40;
+constexpr int kWideConsumerRegs = 232;
+static_assert(128 * kWideProducerRegs + 256 * kWideConsumerRegs <= kThreads * 168, "the launch's register pool");
+static_assert(kWideProducerRegs % 8 == 0 && kWideConsumerRegs % 8 == 0, "setmaxnreg takes multiples of 8");
 static_assert(Tf32Tiles<128>::kBr == kBr && Tf32Tiles<128>::kBc == kBc && Tf32Tiles<128>::kThreads == kThreads &&
                   Tf32Tiles<64>::kBr == kBr && Tf32Tiles<64>::kBc == kBc,
               "head dims 64 and 128 keep the tiles above");
@@ -275,9 +303,9 @@ struct Tf32Smem {
   static constexpr int kKVBytes = Tf32Tiles<D>::kBc * D * 4;  // one K, V or V^T tile
   static constexpr int kQ = 0;
   static constexpr int kK = kQ + kQBytes;                   // + stage * kKVBytes
-  static constexpr int kVRaw = kK + kStages * kKVBytes;     // one buffer
-  static constexpr int kVT = kVRaw + kKVBytes;              // + stage * kKVBytes
-  static constexpr int kBars = kVT + kStages * kKVBytes;
+  static constexpr int kVRaw = kK + kStages * kKVBytes;     // one buffer (Tf32Tiles' kRawV)
+  static constexpr int kVT = kVRaw + (Tf32Tiles<D>::kRawV ? kKVBytes : 0);  // + stage * kKVBytes
+  static constexpr int kBars = kVT + Tf32Tiles<D>::kVTStages * kKVBytes;  // (each barrier array has kStages)
   static constexpr int kQFull = kBars, kVFull = kBars + 8, kVEmpty = kBars + 16;
   static constexpr int kKFull = kBars + 24;                 // + 8 * stage
   static constexpr int kKVReady = kKFull + 8 * kStages;     // + 8 * stage
@@ -354,7 +382,10 @@ __global__ void __launch_bounds__(Tf32Tiles<D>::kThreads, 1)
   static_assert(!TT::kWide || (kS.prepass && (kTf32D256Feat || (!IDX && FEAT == 0))),
                 "head dim 256: the pre-pass kernel, plain unless FA_SM90_TF32_D256_FEAT");
   static_assert(!TT::kWide || (L::kAlloc == 230488 && L::kVT % 1024 == 0),
-                "head dim 256: the same bytes as 128 (64 rows x 256 columns of Q, 32 keys x 256 per K / V / V^T tile)");
+                "head dim 256: the same bytes as 128 (one warpgroup: Q 64 KiB, 2 K, a raw V, 2 V^T of 32 KiB; two: Q "
+                "128 KiB, 2 K, 1 V^T)");
+  static_assert(!TT::kWide || TT::kConsumers == 1 || kS.prepass, "two warpgroups at 256: the pre-pass variant");
+  constexpr int kVTS = TT::kVTStages;  // V^T stages (K: kStages)
   extern __shared__ uint8_t smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
   const uint32_t q_full = base + L::kQFull, v_full = base + L::kVFull, v_empty = base + L::kVEmpty;
@@ -387,7 +418,7 @@ __global__ void __launch_bounds__(Tf32Tiles<D>::kThreads, 1)
   __syncthreads();
 
   if (wg == 0) {
-    if constexpr (!TT::kWide) setmaxnreg_dec<kProducerRegs>();
+    if constexpr (TT::kSetmaxnreg) setmaxnreg_dec<TT::kWide ? kWideProducerRegs : kProducerRegs>();
     const int tid = threadIdx.x;
     if (tid == 0 && n_tiles > 0) {
       // ---- Producer thread: every TMA load. ----
@@ -400,19 +431,20 @@ __global__ void __launch_bounds__(Tf32Tiles<D>::kThreads, 1)
         tma_load_4d(base + L::kQ + j * kBr * 128, &tm_q, q_full, 32 * j, h, static_cast<int>(m0), b);
       if constexpr (kS.prepass) {
         // Variant 3: K_n from the workspace's Kr (rounded), V_n^T from its VT (rounded, transposed,
-        // keys permuted), each into its stage once the consumers released tile n - 2's.
+        // keys permuted), each into its stage once the consumers released tile n - 2's (V^T: tile n - kVTS's).
         for (int n = 0; n < n_tiles; ++n) {
-          const int key0 = j_first + n * kBc, s = n % kStages;
+          const int key0 = j_first + n * kBc, s = n % kStages, sv = n % kVTS;
           if (n >= kStages) mbar_wait(k_empty0 + 8 * s, ((n / kStages) - 1) & 1);  // S of tile n - 2 done
           mbar_arrive_expect_tx(k_full0 + 8 * s, L::kKVBytes);
 #pragma unroll
           for (int j = 0; j < D / 32; ++j)
             tma_load_4d(base + L::kK + s * L::kKVBytes + j * kBc * 128, &tm_k, k_full0 + 8 * s, 32 * j, hkv, key0, b);
-          if (n >= kStages) mbar_wait(vt_empty0 + 8 * s, ((n / kStages) - 1) & 1);  // P V of tile n - 2 done
-          mbar_arrive_expect_tx(kv_ready0 + 8 * s, L::kKVBytes);  // vt_full[s]
+          if (n >= kVTS) mbar_wait(vt_empty0 + 8 * sv, ((n / kVTS) - 1) & 1);  // P V of tile n - kVTS done
+          mbar_arrive_expect_tx(kv_ready0 + 8 * sv, L::kKVBytes);  // vt_full[sv]
 #pragma unroll
           for (int j = 0; j < kBc / 32; ++j)
-            tma_load_4d(base + L::kVT + s * L::kKVBytes + j * D * 128, &tm_v, kv_ready0 + 8 * s, key0 + 32 * j, 0, hkv, b);
+            tma_load_4d(base + L::kVT + sv * L::kKVBytes + j * D * 128, &tm_v, kv_ready0 + 8 * sv, key0 + 32 * j, 0, hkv,
+                        b);
         }
       } else {
         for (int n = 0; n < n_tiles; ++n) {
@@ -452,7 +484,7 @@ __global__ void __launch_bounds__(Tf32Tiles<D>::kThreads, 1)
   }
 
   // ---- Consumer warpgroups: 64 query rows each. ----
-  if constexpr (!TT::kWide) setmaxnreg_inc<kConsumerRegs>();
+  if constexpr (TT::kSetmaxnreg) setmaxnreg_inc<TT::kWide ? kWideConsumerRegs : kConsumerRegs>();
   const int c = wg - 1;
   const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
   const int64_t Tq = sh.Tq;
@@ -678,8 +710,9 @@ __global__ void __launch_bounds__(Tf32Tiles<D>::kThreads, 1)
 #pragma unroll
     for (int kk = 0; kk < kBc / 8; ++kk) pack_p_step(pa[kk], sacc + 4 * kk);
     // O += P V: contraction over the tile's keys in k8 steps, B = V^T (K-major, keys permuted).
-    const uint32_t vt_tile = base + L::kVT + s * L::kKVBytes;
-    if constexpr (kS.prepass) mbar_wait(kv_ready0 + 8 * s, (n / kStages) & 1);  // vt_full[s]: V_n^T's TMA bytes
+    const int sv = n % kVTS;  // (s but with one V^T stage: two warpgroups at head dim 256)
+    const uint32_t vt_tile = base + L::kVT + sv * L::kKVBytes;
+    if constexpr (kS.prepass) mbar_wait(kv_ready0 + 8 * sv, (n / kVTS) & 1);  // vt_full[sv]: V_n^T's TMA bytes
     fence_regs(o);
     wgmma_fence();
 #pragma unroll
@@ -689,7 +722,7 @@ __global__ void __launch_bounds__(Tf32Tiles<D>::kThreads, 1)
     wgmma_wait<0>();
     fence_regs(o);
     fence_regs(pa);
-    mbar_arrive(vt_empty0 + 8 * s);  // this thread is done with V^T[s]
+    mbar_arrive(vt_empty0 + 8 * sv);  // this thread is done with V^T[sv]
   }
 
   // Epilogue: O / l into o [B, Tq, H, D] (float2 stores); lse [B, H, Tq].
