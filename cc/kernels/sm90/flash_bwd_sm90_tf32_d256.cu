@@ -35,8 +35,8 @@
 // Workspace (after sm80's TF32 parts): Qr, dOr [B, H, tq_pad, 256], tf32-rounded by a pre-pass.
 // Scope (bwd_tf32_d256_applies): float32, allow_tf32, D == Dv == 256, index masks or none, GQA, d_lse; no soft-cap,
 // dropout, dense mask, bias or deterministic mode (sm80's TF32 backward runs those); strides multiples of 4 elements.
-// (Variant 0, described here, is the kernel as first run; variants 1-3, kVariants below, change the release point,
-// the dQ adds and the consumers' roles.) Each d-panel's products are waited for before the next panel's fragments
+// (Variant 0, described here, is the kernel as first run; variants 1-2, kVariants below, change the release point
+// and the dQ adds.) Each d-panel's products are waited for before the next panel's fragments
 // are loaded.
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -78,20 +78,15 @@ static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= 65536, "register file
 //   vec4:  dQ^T by 4 float4 atomics per thread and panel into the fragment-ordered blocks of [B, H, dq_rows / 32] x
 //          [32 q x 256 d] (tf32_dq_frag_convert<256> after, as the head-dim-128 kernel's kVec4); else 16 scalar
 //          atomics into the row-major [B, H, Tq, 256] accumulator (sm80's bwd_dq_convert_tf32 after).
-//   roles: consumer 0 computes dV^T on all 4 d panels (A = dO^T, B = P^T) as soon as P^T is stored, while consumer 1
-//          computes dS and then dK^T on all 4 (A = Q^T, B = dS^T); consumer 1 arrives on barrier 2 once dS is
-//          stored, which consumer 0 waits for before dQ^T (each still takes 2 panels of dQ^T). The same accumulator
-//          registers (4 x 32), fragment loads and wgmma count; consumer 0's dV^T overlaps consumer 1's dS pass, where
-//          both used to wait for dS. Implies early (each releases the slot after its own products).
-// Variant 0 is the kernel as first run (RESULTS.md "Hopper TF32 kernels" (t)). All four ran on an H100 (RESULTS (u),
-// kernel time, 16k tokens, T = 1024 / 4096 / 16384, against variant 0): 1 1.08x-1.13x, 2 1.26x-1.29x, 3 0.95x-1.16x,
-// each numerics 15 / 15 and sanitizer-clean; variant 2 is the default (kDefaultVariant). Variant 3's roles gained
-// nothing over 2 (0.74x-0.91x of it).
+// Variant 0 is the kernel as first run (RESULTS.md "Hopper TF32 kernels" (t)). On an H100 (RESULTS (u), kernel time,
+// 16k tokens, T = 1024 / 4096 / 16384, against variant 0): 1 1.08x-1.13x, 2 1.26x-1.29x, each numerics 15 / 15 and
+// sanitizer-clean; variant 2 is the default (kDefaultVariant). A third form, consumer 0 on dV^T of all 4 d panels while
+// consumer 1 computed dS and then dK^T of all 4 (a named barrier for dS before consumer 0's dQ^T), ran 0.74x-0.91x
+// variant 2 in the same call and was removed (6cc75a6 has it).
 struct D256Variant {
-  bool early, vec4, roles;
+  bool early, vec4;
 };
-constexpr D256Variant kVariants[] = {{false, false, false}, {true, false, false}, {true, true, false},
-                                     {true, true, true}};
+constexpr D256Variant kVariants[] = {{false, false}, {true, false}, {true, true}};
 constexpr int kVariantCount = sizeof(kVariants) / sizeof(kVariants[0]);
 constexpr int kDefaultVariant = 2;  // early + vec4 (RESULTS "Hopper TF32 kernels" (u))
 
@@ -145,8 +140,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                                     const __grid_constant__ CUtensorMap tm_qr, const __grid_constant__ CUtensorMap tm_dor,
                                     const __grid_constant__ Tf32BwdD256Args a) {
   using L = Smem;
-  constexpr bool kEarly = kVariants[V].early || kVariants[V].roles, kVec4 = kVariants[V].vec4;
-  constexpr bool kRoles = kVariants[V].roles;
+  constexpr bool kEarly = kVariants[V].early, kVec4 = kVariants[V].vec4;
   extern __shared__ uint8_t smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
   uint8_t* const gbase = smem_raw + (base - smem_u32(smem_raw));
@@ -196,14 +190,12 @@ __global__ void __launch_bounds__(kThreads, 1)
   const bool key_ok[2] = {key_g[0] < klim && key_visible(mk, sh, b, key_g[0]),
                           key_g[1] < klim && key_visible(mk, sh, b, key_g[1])};
 
-  // dV^T, dK^T [64 d x 64 keys] of panels 2c, 2c + 1; roles: panels 0 .. 3 of consumer 0's dV^T or consumer 1's dK^T
-  // in dvt[0], dvt[1], dkt[0], dkt[1] (panel4(x)).
+  // dV^T, dK^T [64 d x 64 keys] of panels 2c, 2c + 1.
   float dvt[2][32], dkt[2][32];
 #pragma unroll
   for (int pp = 0; pp < 2; ++pp)
 #pragma unroll
     for (int i = 0; i < 32; ++i) dvt[pp][i] = dkt[pp][i] = 0.f;
-  auto panel4 = [&](int x) -> float(&)[32] { return x < 2 ? dvt[x] : dkt[x - 2]; };
 
   const uint32_t k_tile = base + L::kK, v_tile = base + L::kV;
   const uint32_t qr_tile = base + L::kStage + L::kQr, dor_tile = base + L::kStage + L::kDOr;
@@ -256,62 +248,34 @@ __global__ void __launch_bounds__(kThreads, 1)
       tf32_bwd_ds<kBq>(acc, pacc, tw, gbase + L::kDs, rows_f, 0, t, key_l);
       tf32_store_keys_tile(gbase + L::kDsT, tw, t, key_l);
       fence_proxy_async();
-      if constexpr (kRoles) {
-        // Every warp's dS^T / dS rows stored before this warpgroup's dK^T and dQ^T read all 64 keys (in the other
-        // variants the second barrier 1 does this), then consumer 0 told (it waits before dQ^T).
-        named_bar_sync(3, 128);
-        named_bar_arrive(2, 256);
-      }
     }
-    if constexpr (kRoles) {
-      // Consumer 0: dV^T += dO^T P, consumer 1: dK^T += Q^T dS on d panels 0 .. 3: A = dO^T / Q^T fragments (4 k8
-      // steps over the unit's queries), B = the P^T / dS^T tile (k8 step kk at byte kk * 32).
-      const uint32_t fa_tile = c == 0 ? dor_tile : qr_tile, fb_tile = c == 0 ? pt_tile : dst_tile;
-#pragma unroll
-      for (int pp = 0; pp < 4; ++pp) {
-        uint32_t fr[kBq / 8][4];
-#pragma unroll
-        for (int k = 0; k < kBq / 8; ++k) tf32_t_frag<kBq>(fr[k], fa_tile, pp, k, t, key_l);
-        float(&acc)[32] = panel4(pp);
-        fence_regs(acc);
-        wgmma_fence();
-#pragma unroll
-        for (int k = 0; k < kBq / 8; ++k) wgmma_tf32_rs_m64n64k8(acc, fr[k], tf32_bwd_desc(fb_tile, k * 32, 16), 1);
-        wgmma_commit();
-        wgmma_wait<0>();  // the fragments' registers are loaded again for the next panel
-        fence_regs(fr);
-        fence_regs(acc);
-      }
-      if (c == 0) named_bar_sync(2, 256);  // dS stored, for dQ^T
-    } else {
-      named_bar_sync(1, 256);  // dS^T, dS stored
+    named_bar_sync(1, 256);  // dS^T, dS stored
 
-      // dV^T += dO^T P and dK^T += Q^T dS on d panels 2c, 2c + 1: A = dO^T / Q^T fragments (4 k8 steps over the unit's
-      // queries), B = the P^T / dS^T tile (k8 step kk at byte kk * 32).
+    // dV^T += dO^T P and dK^T += Q^T dS on d panels 2c, 2c + 1: A = dO^T / Q^T fragments (4 k8 steps over the unit's
+    // queries), B = the P^T / dS^T tile (k8 step kk at byte kk * 32).
 #pragma unroll
-      for (int pp = 0; pp < 2; ++pp) {
-        uint32_t fo[kBq / 8][4], fq[kBq / 8][4];
+    for (int pp = 0; pp < 2; ++pp) {
+      uint32_t fo[kBq / 8][4], fq[kBq / 8][4];
 #pragma unroll
-        for (int k = 0; k < kBq / 8; ++k) {
-          tf32_t_frag<kBq>(fo[k], dor_tile, 2 * c + pp, k, t, key_l);
-          tf32_t_frag<kBq>(fq[k], qr_tile, 2 * c + pp, k, t, key_l);
-        }
-        fence_regs(dvt[pp]);
-        fence_regs(dkt[pp]);
-        wgmma_fence();
-#pragma unroll
-        for (int k = 0; k < kBq / 8; ++k) wgmma_tf32_rs_m64n64k8(dvt[pp], fo[k], tf32_bwd_desc(pt_tile, k * 32, 16), 1);
-#pragma unroll
-        for (int k = 0; k < kBq / 8; ++k) wgmma_tf32_rs_m64n64k8(dkt[pp], fq[k], tf32_bwd_desc(dst_tile, k * 32, 16), 1);
-        wgmma_commit();
-        // The fragments are read by the tensor cores after issue: waited for before the next panel's loads reuse
-        // their registers (a first version: no overlap of one panel's loads with the other's products).
-        wgmma_wait<0>();
-        fence_regs(fo);
-        fence_regs(fq);
-        fence_regs(dvt[pp]);
-        fence_regs(dkt[pp]);
+      for (int k = 0; k < kBq / 8; ++k) {
+        tf32_t_frag<kBq>(fo[k], dor_tile, 2 * c + pp, k, t, key_l);
+        tf32_t_frag<kBq>(fq[k], qr_tile, 2 * c + pp, k, t, key_l);
       }
+      fence_regs(dvt[pp]);
+      fence_regs(dkt[pp]);
+      wgmma_fence();
+#pragma unroll
+      for (int k = 0; k < kBq / 8; ++k) wgmma_tf32_rs_m64n64k8(dvt[pp], fo[k], tf32_bwd_desc(pt_tile, k * 32, 16), 1);
+#pragma unroll
+      for (int k = 0; k < kBq / 8; ++k) wgmma_tf32_rs_m64n64k8(dkt[pp], fq[k], tf32_bwd_desc(dst_tile, k * 32, 16), 1);
+      wgmma_commit();
+      // The fragments are read by the tensor cores after issue: waited for before the next panel's loads reuse
+      // their registers (a first version: no overlap of one panel's loads with the other's products).
+      wgmma_wait<0>();
+      fence_regs(fo);
+      fence_regs(fq);
+      fence_regs(dvt[pp]);
+      fence_regs(dkt[pp]);
     }
 
     if constexpr (kEarly) mbar_arrive(empty);  // Qr, dOr and the rows' words read (dQ^T reads K and dS only)
@@ -349,8 +313,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 
   // Epilogue: dV[key][d] = dV^T[d][key], dK = scale dK^T, accumulator element i of panel P: d = 64 P + key_l[(i >> 1)
-  // & 1], key j0 + 8 (i >> 2) + 2t + (i & 1) (scalar stores; keys past Tk skipped); roles: panel4(x) is panel x of
-  // consumer 0's dV^T or consumer 1's dK^T.
+  // & 1], key j0 + 8 (i >> 2) + 2t + (i & 1) (scalar stores; keys past Tk skipped).
   const float scale = p.score.scale;
   auto dk_at = [&](int64_t key, int d) -> float& {
     return static_cast<float*>(p.dk)[b * sh.k_stride[0] + key * sh.k_stride[1] + hk * sh.k_stride[2] + d];
@@ -359,21 +322,14 @@ __global__ void __launch_bounds__(kThreads, 1)
     return static_cast<float*>(p.dv)[b * sh.v_stride[0] + key * sh.v_stride[1] + hk * sh.v_stride[2] + d];
   };
 #pragma unroll
-  for (int x = 0; x < (kRoles ? 4 : 2); ++x)
+  for (int x = 0; x < 2; ++x)
 #pragma unroll
     for (int i = 0; i < 32; ++i) {
       const int64_t key = j0 + 8 * (i >> 2) + 2 * t + (i & 1);
-      const int d = 64 * (kRoles ? x : 2 * c + x) + key_l[(i >> 1) & 1];
+      const int d = 64 * (2 * c + x) + key_l[(i >> 1) & 1];
       if (key >= sh.Tk) continue;
-      if constexpr (kRoles) {
-        if (c == 0)
-          dv_at(key, d) = panel4(x)[i];
-        else
-          dk_at(key, d) = scale * panel4(x)[i];
-      } else {
-        dk_at(key, d) = scale * dkt[x][i];
-        dv_at(key, d) = dvt[x][i];
-      }
+      dk_at(key, d) = scale * dkt[x][i];
+      dv_at(key, d) = dvt[x][i];
     }
 }
 
@@ -407,8 +363,8 @@ std::atomic<int64_t> g_launches{0};
 std::atomic<int> g_override{-1};
 
 // The mode: 0 off, 1 + i on with variant i. The override (set_bwd_tf32_d256_enabled: 0 off, 1 .. kVariantCount,
-// -1 back to the rule) first; else TF_FLASHATTN_SM90_TF32_BWD_D256 (read once: "0" off, "1" .. "4" on with variant
-// 0 .. 3, as the harness's modes), unset or anything else: the build's FA_SM90_TF32_BWD_D256 (default 1: on) with
+// -1 back to the rule) first; else TF_FLASHATTN_SM90_TF32_BWD_D256 (read once: "0" off, "1" .. "3" on with variant
+// 0 .. 2, as the harness's modes), unset or anything else: the build's FA_SM90_TF32_BWD_D256 (default 1: on) with
 // kDefaultVariant; on only where the other Hopper TF32 backwards are on (bwd_tf32_enabled).
 int d256_mode() {
   const int o = g_override.load(std::memory_order_relaxed);
@@ -424,7 +380,7 @@ int d256_mode() {
 using D256Kernel = void (*)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const CUtensorMap,
                             const Tf32BwdD256Args);
 constexpr D256Kernel kD256Kernels[] = {flash_bwd_sm90_tf32_d256_kernel<0>, flash_bwd_sm90_tf32_d256_kernel<1>,
-                                       flash_bwd_sm90_tf32_d256_kernel<2>, flash_bwd_sm90_tf32_d256_kernel<3>};
+                                       flash_bwd_sm90_tf32_d256_kernel<2>};
 static_assert(sizeof(kD256Kernels) / sizeof(kD256Kernels[0]) == kVariantCount, "one kernel per variant");
 
 struct PrepassLayout {
