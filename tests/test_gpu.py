@@ -315,10 +315,10 @@ def test_tf32_d256_backward(feature):
     elif feature == "one_unit":
         tq, tk = 20, 100
     q, k, v = rand(rng, b, tq, h, 256), rand(rng, b, tk, hkv, 256), rand(rng, b, tk, hkv, 256)
-    # The library's rule (d256_mode): "0" off, "1" .. "3" on with variant 0 .. 2, else the build's
+    # The library's rule (d256_mode): "0" off, "1" .. "4" on with variant 0 .. 3, else the build's
     # FA_SM90_TF32_BWD_D256 (source default 1: on).
     switch = os.environ.get(D256_BWD_SWITCH)
-    on = switch in ("1", "2", "3") or (switch != "0" and build_switch("FA_SM90_TF32_BWD_D256", 1) != 0)
+    on = switch in ("1", "2", "3", "4") or (switch != "0" and build_switch("FA_SM90_TF32_BWD_D256", 1) != 0)
     with expect_launches(*(("sm90_tf32_bwd_d256",) if on else ()), absent=() if on else ("sm90_tf32_bwd_d256",)):
         compare(q, k, v, TF32, allowed=allowed, kw=kw)
 
@@ -331,11 +331,11 @@ def test_tf32_d256_backward_switch_off():
     pytest_with_env({D256_BWD_SWITCH: "0"}, [f"{__file__}::test_tf32_d256_backward"], passed=5, timeout=600)
 
 
-@pytest.mark.parametrize("mode", ["1", "2", "3"])
+@pytest.mark.parametrize("mode", ["1", "2", "3", "4"])
 def test_tf32_d256_backward_variants(mode):
     """test_tf32_d256_backward in a process with TF_FLASHATTN_SM90_TF32_BWD_D256=mode: the kernel's variant mode - 1
     (flash_bwd_sm90_tf32_d256.cu's kVariants: the first form; the slot released early; that with float4 dQ adds, the
-    default) must run every case on an H100 / H200 and match float64."""
+    default; that with the d panels pipelined) must run every case on an H100 / H200 and match float64."""
     if not on_hopper():
         pytest.skip("the variants are those of a Hopper TF32 backward (compute capability 9.0)")
     pytest_with_env({D256_BWD_SWITCH: mode}, [f"{__file__}::test_tf32_d256_backward"], passed=5, timeout=600)

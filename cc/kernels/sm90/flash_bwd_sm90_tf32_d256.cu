@@ -77,16 +77,21 @@ static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= 65536, "register file
 //          after its barrier 1, that both consumers reach only after their dQ^T); else at the end of the unit;
 //   vec4:  dQ^T by 4 float4 atomics per thread and panel into the fragment-ordered blocks of [B, H, dq_rows / 32] x
 //          [32 q x 256 d] (tf32_dq_frag_convert<256> after, as the head-dim-128 kernel's kVec4); else 16 scalar
-//          atomics into the row-major [B, H, Tq, 256] accumulator (sm80's bwd_dq_convert_tf32 after).
+//          atomics into the row-major [B, H, Tq, 256] accumulator (sm80's bwd_dq_convert_tf32 after);
+//   pipe:  (variant 3, NOT YET RUN ON A GPU) the panels' loads and adds under the other panel's products: dV^T / dK^T
+//          panel 1's A fragments loaded while panel 0's 8 wgmma run (a second register set, one wait for both),
+//          and dQ^T panel 0's atomics issued while panel 1's 8 wgmma run. ncu of variant 0-2 not yet taken; the
+//          aim is the per-panel waits, which (t) left for later.
 // Variant 0 is the kernel as first run (RESULTS.md "Hopper TF32 kernels" (t)). On an H100 (RESULTS (u), kernel time,
 // 16k tokens, T = 1024 / 4096 / 16384, against variant 0): 1 1.08x-1.13x, 2 1.26x-1.29x, each numerics 15 / 15 and
 // sanitizer-clean; variant 2 is the default (kDefaultVariant). A third form, consumer 0 on dV^T of all 4 d panels while
 // consumer 1 computed dS and then dK^T of all 4 (a named barrier for dS before consumer 0's dQ^T), ran 0.74x-0.91x
 // variant 2 in the same call and was removed (6cc75a6 has it).
 struct D256Variant {
-  bool early, vec4;
+  bool early, vec4, pipe;
 };
-constexpr D256Variant kVariants[] = {{false, false}, {true, false}, {true, true}};
+constexpr D256Variant kVariants[] = {{false, false, false}, {true, false, false}, {true, true, false},
+                                     {true, true, true}};
 constexpr int kVariantCount = sizeof(kVariants) / sizeof(kVariants[0]);
 constexpr int kDefaultVariant = 2;  // early + vec4 (RESULTS "Hopper TF32 kernels" (u))
 
@@ -140,7 +145,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                                     const __grid_constant__ CUtensorMap tm_qr, const __grid_constant__ CUtensorMap tm_dor,
                                     const __grid_constant__ Tf32BwdD256Args a) {
   using L = Smem;
-  constexpr bool kEarly = kVariants[V].early, kVec4 = kVariants[V].vec4;
+  constexpr bool kEarly = kVariants[V].early, kVec4 = kVariants[V].vec4, kPipe = kVariants[V].pipe;
   extern __shared__ uint8_t smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
   uint8_t* const gbase = smem_raw + (base - smem_u32(smem_raw));
@@ -253,14 +258,14 @@ __global__ void __launch_bounds__(kThreads, 1)
 
     // dV^T += dO^T P and dK^T += Q^T dS on d panels 2c, 2c + 1: A = dO^T / Q^T fragments (4 k8 steps over the unit's
     // queries), B = the P^T / dS^T tile (k8 step kk at byte kk * 32).
-#pragma unroll
-    for (int pp = 0; pp < 2; ++pp) {
-      uint32_t fo[kBq / 8][4], fq[kBq / 8][4];
+    auto dvdk_frags = [&](int pp, uint32_t(&fo)[kBq / 8][4], uint32_t(&fq)[kBq / 8][4]) {
 #pragma unroll
       for (int k = 0; k < kBq / 8; ++k) {
         tf32_t_frag<kBq>(fo[k], dor_tile, 2 * c + pp, k, t, key_l);
         tf32_t_frag<kBq>(fq[k], qr_tile, 2 * c + pp, k, t, key_l);
       }
+    };
+    auto dvdk_issue = [&](int pp, uint32_t(&fo)[kBq / 8][4], uint32_t(&fq)[kBq / 8][4]) {
       fence_regs(dvt[pp]);
       fence_regs(dkt[pp]);
       wgmma_fence();
@@ -269,13 +274,36 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
       for (int k = 0; k < kBq / 8; ++k) wgmma_tf32_rs_m64n64k8(dkt[pp], fq[k], tf32_bwd_desc(dst_tile, k * 32, 16), 1);
       wgmma_commit();
-      // The fragments are read by the tensor cores after issue: waited for before the next panel's loads reuse
-      // their registers (a first version: no overlap of one panel's loads with the other's products).
+    };
+    if constexpr (kPipe) {
+      // Panel 1's fragments loaded while panel 0's products run (two register sets), one wait for both.
+      uint32_t fo[2][kBq / 8][4], fq[2][kBq / 8][4];
+      dvdk_frags(0, fo[0], fq[0]);
+      dvdk_issue(0, fo[0], fq[0]);
+      dvdk_frags(1, fo[1], fq[1]);
+      dvdk_issue(1, fo[1], fq[1]);
       wgmma_wait<0>();
-      fence_regs(fo);
-      fence_regs(fq);
-      fence_regs(dvt[pp]);
-      fence_regs(dkt[pp]);
+#pragma unroll
+      for (int pp = 0; pp < 2; ++pp) {
+        fence_regs(fo[pp]);
+        fence_regs(fq[pp]);
+        fence_regs(dvt[pp]);
+        fence_regs(dkt[pp]);
+      }
+    } else {
+#pragma unroll
+      for (int pp = 0; pp < 2; ++pp) {
+        uint32_t fo[kBq / 8][4], fq[kBq / 8][4];
+        dvdk_frags(pp, fo, fq);
+        dvdk_issue(pp, fo, fq);
+        // The fragments are read by the tensor cores after issue: waited for before the next panel's loads reuse
+        // their registers.
+        wgmma_wait<0>();
+        fence_regs(fo);
+        fence_regs(fq);
+        fence_regs(dvt[pp]);
+        fence_regs(dkt[pp]);
+      }
     }
 
     if constexpr (kEarly) mbar_arrive(empty);  // Qr, dOr and the rows' words read (dQ^T reads K and dS only)
@@ -284,20 +312,16 @@ __global__ void __launch_bounds__(kThreads, 1)
     // panel k / 4, byte (k % 4) * 32); each panel added into dQacc[b, h, i0 + q, 64 panel + d] (scalar), or into
     // sub-block `panel` of block (b, h, i0 / 32) (vec4).
     float* const dq_rows = a.dq_acc + ((static_cast<int64_t>(b) * sh.H + h) * (kVec4 ? a.dq_rows : sh.Tq) + i0) * kD;
-#pragma unroll
-    for (int pp = 0; pp < 2; ++pp) {
-      uint32_t af[kBk / 8][4];
+    auto dq_issue = [&](int pp, uint32_t(&af)[kBk / 8][4], float(&dqt)[16]) {
 #pragma unroll
       for (int k = 0; k < kBk / 8; ++k) tf32_t_frag<kBk>(af[k], k_tile, 2 * c + pp, k, t, key_l);
-      float dqt[16];
       wgmma_fence();
 #pragma unroll
       for (int k = 0; k < kBk / 8; ++k)
         wgmma_tf32_rs_m64n32k8(dqt, af[k], tf32_bwd_desc(ds_tile, (k / 4) * kBq * 128 + (k % 4) * 32, 16), k > 0);
       wgmma_commit();
-      wgmma_wait<0>();
-      fence_regs(dqt);
-      fence_regs(af);
+    };
+    auto dq_add = [&](int pp, float(&dqt)[16]) {
       if constexpr (kVec4) {
         // Fragment order: float4 j * 128 + tid = dqt[4j .. 4j + 3] (rows past Tq land in the padding, which the
         // conversion skips).
@@ -307,6 +331,32 @@ __global__ void __launch_bounds__(kThreads, 1)
           atomicAdd(mine + j * 128, make_float4(dqt[4 * j], dqt[4 * j + 1], dqt[4 * j + 2], dqt[4 * j + 3]));
       } else {
         tf32_dq_add_scalar(dq_rows, kD, 64 * (2 * c + pp), dqt, sh.Tq - i0, t, key_l);
+      }
+    };
+    if constexpr (kPipe) {
+      // Panel 0's adds while panel 1's products run (the fragments' registers reused once panel 0's are done).
+      uint32_t af[kBk / 8][4];
+      float dqt[2][16];
+      dq_issue(0, af, dqt[0]);
+      wgmma_wait<0>();
+      fence_regs(dqt[0]);
+      fence_regs(af);
+      dq_issue(1, af, dqt[1]);
+      dq_add(0, dqt[0]);
+      wgmma_wait<0>();
+      fence_regs(dqt[1]);
+      fence_regs(af);
+      dq_add(1, dqt[1]);
+    } else {
+#pragma unroll
+      for (int pp = 0; pp < 2; ++pp) {
+        uint32_t af[kBk / 8][4];
+        float dqt[16];
+        dq_issue(pp, af, dqt);
+        wgmma_wait<0>();
+        fence_regs(dqt);
+        fence_regs(af);
+        dq_add(pp, dqt);
       }
     }
     if constexpr (!kEarly) mbar_arrive(empty);  // Qr, dOr, the rows' words and the three tiles: read
@@ -363,8 +413,8 @@ std::atomic<int64_t> g_launches{0};
 std::atomic<int> g_override{-1};
 
 // The mode: 0 off, 1 + i on with variant i. The override (set_bwd_tf32_d256_enabled: 0 off, 1 .. kVariantCount,
-// -1 back to the rule) first; else TF_FLASHATTN_SM90_TF32_BWD_D256 (read once: "0" off, "1" .. "3" on with variant
-// 0 .. 2, as the harness's modes), unset or anything else: the build's FA_SM90_TF32_BWD_D256 (default 1: on) with
+// -1 back to the rule) first; else TF_FLASHATTN_SM90_TF32_BWD_D256 (read once: "0" off, "1" .. "4" on with variant
+// 0 .. 3, as the harness's modes), unset or anything else: the build's FA_SM90_TF32_BWD_D256 (default 1: on) with
 // kDefaultVariant; on only where the other Hopper TF32 backwards are on (bwd_tf32_enabled).
 int d256_mode() {
   const int o = g_override.load(std::memory_order_relaxed);
@@ -380,7 +430,7 @@ int d256_mode() {
 using D256Kernel = void (*)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const CUtensorMap,
                             const Tf32BwdD256Args);
 constexpr D256Kernel kD256Kernels[] = {flash_bwd_sm90_tf32_d256_kernel<0>, flash_bwd_sm90_tf32_d256_kernel<1>,
-                                       flash_bwd_sm90_tf32_d256_kernel<2>};
+                                       flash_bwd_sm90_tf32_d256_kernel<2>, flash_bwd_sm90_tf32_d256_kernel<3>};
 static_assert(sizeof(kD256Kernels) / sizeof(kD256Kernels[0]) == kVariantCount, "one kernel per variant");
 
 struct PrepassLayout {
