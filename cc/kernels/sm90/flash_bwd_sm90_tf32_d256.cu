@@ -35,9 +35,10 @@
 // Workspace (after sm80's TF32 parts): Qr, dOr [B, H, tq_pad, 256], tf32-rounded by a pre-pass.
 // Scope (bwd_tf32_d256_applies): float32, allow_tf32, D == Dv == 256, index masks or none, GQA, d_lse; no soft-cap,
 // dropout, dense mask, bias or deterministic mode (sm80's TF32 backward runs those); strides multiples of 4 elements.
-// (Variant 0, described here, is the kernel as first run; variants 1-2, kVariants below, change the release point
-// and the dQ adds.) Each d-panel's products are waited for before the next panel's fragments
-// are loaded.
+// (Variant 0, described here, is the kernel as first run; variants 1-3, kVariants below, change the release point,
+// the dQ adds and, in 3, the per-panel waits; variant 3's SASS keeps one WARPGROUP.DEPBAR for both dV^T / dK^T panels,
+// and ptxas gives no C75xx warning for it.) In variants 0-2 each d-panel's products are waited for before the next
+// panel's fragments are loaded.
 #include <cuda.h>
 #include <cuda_runtime.h>
 
