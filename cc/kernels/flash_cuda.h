@@ -75,7 +75,7 @@ extern "C" int tf_flashattn_gpu_timing_take(int direction, float* ms, float* gap
 // The Hopper kernels' launch counts so far in this process (host-side counters, read without a wait), for tests
 // and tools through ctypes (tests/test_gpu.py): counts[0] the float16 / bfloat16 forward, [1] its backward, [2] the
 // float32 (TF32) forward, [3] the TF32 backward at head dim 64, [4] at head dim 128 (others padded up to those), [5]
-// the head-dim-256 TF32 backward candidate. Writes the first min(cap, n) of them and returns n: 6, or 0 in builds
+// the head-dim-256 TF32 backward. Writes the first min(cap, n) of them and returns n: 6, or 0 in builds
 // without the Hopper kernels.
 extern "C" int tf_flashattn_kernel_launches(int64_t* counts, int cap);
 

@@ -94,6 +94,7 @@ struct D256Variant {
 constexpr D256Variant kVariants[] = {{false, false, false}, {true, false, false}, {true, true, false},
                                      {true, true, true}};
 constexpr int kVariantCount = sizeof(kVariants) / sizeof(kVariants[0]);
+static_assert(kVariantCount <= 9, "TF_FLASHATTN_SM90_TF32_BWD_D256 is read as one digit (d256_mode)");
 constexpr int kDefaultVariant = 2;  // early + vec4 (RESULTS "Hopper TF32 kernels" (u))
 
 struct Smem {
