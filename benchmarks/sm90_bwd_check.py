@@ -835,7 +835,8 @@ def tf32_backward(h, c, t, mode64, mode128, dense=1, mode256=-1):
     if t.get("bias") is not None and not c.get("no_dbias"):
         B, Tq, H = t["q"].shape[:3]
         t["dbias"] = torch.full((B, H, Tq, t["k"].shape[1]), float("nan"), device=DEV)
-    launches = lambda: h.m.sm90_info()["tf32_bwd_launches"] + h.m.sm90_info()["tf32_bwd128_launches"]
+    launches = lambda: sum(h.m.sm90_info()[k] for k in ("tf32_bwd_launches", "tf32_bwd128_launches",
+                                                          "tf32_bwd256_launches"))
     h.m.set_sm90_tf32_bwd(mode64)
     h.m.set_sm90_tf32_bwd128(mode128)
     h.m.set_sm90_tf32_bwd256(mode256)
