@@ -449,6 +449,40 @@ def test_harness_loop_ab_summary_pairs_the_builds_per_shape(tmp_path):
     assert out[4].startswith("fwd 64 4096 1 | 1.000 / 1.100 1.100 | 1.000 / 1.200 1.200"), out
 
 
+def test_clock_probe_summary_reads_each_series_clock_samples(tmp_path):
+    """clock_probe.py summary: each series gets the nvidia-smi samples taken between its start and end (min / median
+    SM MHz, max watts, the throttle reasons seen), no sample is "no sample"; per T and timer, ours against cuDNN's
+    speed from the medians over rounds; malformed clock lines are skipped."""
+    from datetime import datetime
+
+    def stamp(t):
+        return datetime.fromtimestamp(t).strftime("%Y/%m/%d %H:%M:%S.%f")[:-3]
+
+    def line(kernel, rnd, timer, ms, t0, t1):
+        return "PROBE " + json.dumps(dict(T=4096, kernel=kernel, round=rnd, timer=timer, ms=ms, tflops=1.0,
+                                          t0=t0, t1=t1))
+    base = 1.8e9
+    log = tmp_path / "probe.log"
+    log.write_text("\n".join([line("ours", 0, "loop10", 1.0, base, base + 1), "noise",
+                               line("cudnn", 0, "loop10", 1.2, base + 2, base + 3),
+                               line("ours", 1, "loop10", 3.0, base + 4, base + 5),
+                               line("cudnn", 1, "loop10", 1.4, base + 6, base + 7),
+                               line("ours", 0, "do_bench", 2.0, base + 8, base + 9)]) + "\n")
+    clocks = tmp_path / "clocks.csv"
+    clocks.write_text("\n".join([f"{stamp(base + 0.2)}, 1980 MHz, 500.0 W, 40, 0x0000000000000000",
+                                  f"{stamp(base + 0.7)}, 1900 MHz, 640.5 W, 41, 0x0000000000000004",
+                                  f"{stamp(base + 0.9)}, 1800 MHz, 600.0 W, 41, 0x0000000000000004",
+                                  "garbled, line", f"{stamp(base + 2.5)}, 1755 MHz, 690.0 W, 45, 0x04"]) + "\n")
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "clock_probe.py"), "summary", str(log),
+                          str(clocks)], check=True, capture_output=True, text=True).stdout.splitlines()
+    assert out[1] == ("4096 ours 0 loop10 | 1.0000 | 1 | 1800 / 1900 (3) | 640 | reasons 0x0000000000000000 "
+                      "0x0000000000000004"), out
+    assert out[2] == "4096 cudnn 0 loop10 | 1.2000 | 1 | 1755 / 1755 (1) | 690 | reasons 0x04", out
+    assert out[3].endswith("| no sample | -"), out
+    # loop10: ours median (1.0, 3.0) = 2.0 against cuDNN's median (1.2, 1.4) = 1.3; do_bench has no cuDNN row
+    assert out[6:] == ["T=4096 loop10: ours / cudnn speed 0.650x"], out
+
+
 def test_harness_loop_ab_sets_name_only_known_features():
     """harness_loop_ab.py: every shape of every set names a feature that time_build knows how to set up (a typo would
     only fail on the GPU, after the lease's earlier checks), and each set passes through the command line's check."""
