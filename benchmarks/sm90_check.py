@@ -726,7 +726,7 @@ TF32_FALLBACK_CASES = [
     dict(name="tf_bias_dropout", B=2, Tq=200, Tk=200, H=2, D=128, bias=(1, 1), dropout=0.1, seed=(3, 4)),
 ]
 # Head dim 256 (flash_fwd_sm90_tf32.cu's FA_SM90_TF32_D256, on by default: D == Dv == 256, no mask or causal, the
-# pre-pass variant with 64-row query tiles (128 with FA_SM90_TF32_D256_WG=2) and 32-key tiles): ours must run the first list. SM90_TF32_D256=0 (a harness
+# pre-pass variant with 128-row query tiles (64 with FA_SM90_TF32_D256_WG=1) and 32-key tiles): ours must run the first list. SM90_TF32_D256=0 (a harness
 # built with NVCC_EXTRA=-DFA_SM90_TF32_D256=0) makes the first of them (tf_d256) a fallback case instead. The index masks
 # and features at 256: TF32_D256_FEAT_CASES below; padded up to 256, and a dense mask with dropout: sm80's in any build.
 TF32_D256_CASES = [

@@ -27,7 +27,7 @@
    barrier protocol (producer: K_n after k_empty of n - 2, V_n^T after vt_empty of n - 2; consumers:
    k_full before S, vt_full before P V) under random interleavings, with mutants. (Variant 3 has run on the H200
    and H100 since; the note above is this model's first use.)
-5. Head dim 256 with two consumer warpgroups (FA_SM90_TF32_D256_WG=2, not yet run on a GPU): variant 3's protocol
+5. Head dim 256 with two consumer warpgroups (FA_SM90_TF32_D256_WG=2, the default since its H100 run in session 66): variant 3's protocol
    with one V^T stage (V_n^T after vt_empty of n - 1), the same checks and mutants (leaving out the producer's
    k_empty wait is no hazard there: its V^T wait of the tile before implies it, and the model must not flag it), and
    Tf32Smem<256>'s layout for one and two warpgroups (aligned, disjoint, 230,488 bytes).

@@ -334,8 +334,8 @@ def test_tf32_d256_backward_switch_off():
 @pytest.mark.parametrize("mode", ["1", "2", "3", "4"])
 def test_tf32_d256_backward_variants(mode):
     """test_tf32_d256_backward in a process with TF_FLASHATTN_SM90_TF32_BWD_D256=mode: the kernel's variant mode - 1
-    (flash_bwd_sm90_tf32_d256.cu's kVariants: the first form; the slot released early; that with float4 dQ adds, the
-    default; that with the d panels pipelined) must run every case on an H100 / H200 and match float64."""
+    (flash_bwd_sm90_tf32_d256.cu's kVariants: the first form; the slot released early; that with float4 dQ adds; that
+    with the d panels pipelined, the default) must run every case on an H100 / H200 and match float64."""
     if not on_hopper():
         pytest.skip("the variants are those of a Hopper TF32 backward (compute capability 9.0)")
     pytest_with_env({D256_BWD_SWITCH: mode}, [f"{__file__}::test_tf32_d256_backward"], passed=5, timeout=600)

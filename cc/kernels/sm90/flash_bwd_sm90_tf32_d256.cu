@@ -4,8 +4,9 @@
 // sm80's TF32 backward. First run 2026-12-07 on an H100 (RESULTS "Hopper TF32 kernels" (t)): numerics 15 / 15
 // against float64, compute-sanitizer memcheck / racecheck / synccheck clean, 1.55x-2.04x sm80's TF32 backward
 // (116-124 TFLOP/s from T = 4096, 16k tokens); every test file passed with it on ("GPU tests" (g64)). Variant 2
-// (below), the default since, ran 2.18x-2.64x sm80's from T = 4096 (128-158 TFLOP/s), 1.26x-1.29x variant 0 in the
-// same call, with the same numerics and sanitizer results (RESULTS "Hopper TF32 kernels" (u)).
+// (below) ran 2.18x-2.64x sm80's from T = 4096 (128-158 TFLOP/s), 1.26x-1.29x variant 0 in the same call, with the
+// same numerics and sanitizer results (RESULTS "Hopper TF32 kernels" (u)); variant 3, the default since session 66,
+// 1.02x-1.03x variant 2 (RESULTS (v); through TensorFlow and in the GPU test files not yet run).
 // The layouts are the plan that benchmarks/sm90_tf32_bwd_model.py's check_d256_plan multiplies out. What head dim
 // 256 in float32 does to shared memory: K and V of 64 keys take 128 KiB, so the head-dim-128 kernel's Q^T / dO^T
 // copies (QT, dOT) and its two ring slots do not fit. Here
@@ -79,15 +80,16 @@ static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= 65536, "register file
 //   vec4:  dQ^T by 4 float4 atomics per thread and panel into the fragment-ordered blocks of [B, H, dq_rows / 32] x
 //          [32 q x 256 d] (tf32_dq_frag_convert<256> after, as the head-dim-128 kernel's kVec4); else 16 scalar
 //          atomics into the row-major [B, H, Tq, 256] accumulator (sm80's bwd_dq_convert_tf32 after);
-//   pipe:  (variant 3, NOT YET RUN ON A GPU) the panels' loads and adds under the other panel's products: dV^T / dK^T
-//          panel 1's A fragments loaded while panel 0's 8 wgmma run (a second register set, one wait for both),
-//          and dQ^T panel 0's atomics issued while panel 1's 8 wgmma run. ncu of variant 0-2 not yet taken; the
-//          aim is the per-panel waits, which (t) left for later.
+//   pipe:  (variant 3) the panels' loads and adds under the other panel's products: dV^T / dK^T panel 1's A
+//          fragments loaded while panel 0's 8 wgmma run (a second register set, one wait for both), and dQ^T panel
+//          0's atomics issued while panel 1's 8 wgmma run: the per-panel waits that (t) left for later.
 // Variant 0 is the kernel as first run (RESULTS.md "Hopper TF32 kernels" (t)). On an H100 (RESULTS (u), kernel time,
 // 16k tokens, T = 1024 / 4096 / 16384, against variant 0): 1 1.08x-1.13x, 2 1.26x-1.29x, each numerics 15 / 15 and
-// sanitizer-clean; variant 2 is the default (kDefaultVariant). A third form, consumer 0 on dV^T of all 4 d panels while
+// sanitizer-clean. Variant 3 (RESULTS (v), H100, session 66, the same objects, one process): numerics 15 / 15,
+// memcheck and racecheck clean, 1.02x-1.03x variant 2 at all six shapes (2.23x-2.70x sm80's from T = 4096, 131-163
+// TFLOP/s); the default since then (kDefaultVariant). A third form, consumer 0 on dV^T of all 4 d panels while
 // consumer 1 computed dS and then dK^T of all 4 (a named barrier for dS before consumer 0's dQ^T), ran 0.74x-0.91x
-// variant 2 in the same call and was removed (6cc75a6 has it).
+// variant 2 in (u)'s call and was removed (6cc75a6 has it).
 struct D256Variant {
   bool early, vec4, pipe;
 };
@@ -95,7 +97,7 @@ constexpr D256Variant kVariants[] = {{false, false, false}, {true, false, false}
                                      {true, true, true}};
 constexpr int kVariantCount = sizeof(kVariants) / sizeof(kVariants[0]);
 static_assert(kVariantCount <= 9, "TF_FLASHATTN_SM90_TF32_BWD_D256 is read as one digit (d256_mode)");
-constexpr int kDefaultVariant = 2;  // early + vec4 (RESULTS "Hopper TF32 kernels" (u))
+constexpr int kDefaultVariant = 3;  // early + vec4 + pipe (RESULTS "Hopper TF32 kernels" (u), (v))
 
 struct Smem {
   static constexpr int kKBytes = kBk * kD * 4;   // K or V [64 x 256]: 8 panels of 64 rows (8 KiB each)

@@ -172,8 +172,8 @@ static_assert(kProducerRegs % 8 == 0 && kConsumerRegs % 8 == 0, "setmaxnreg take
 // the workspace), with Q kept in shared memory (its A fragments would take 128 registers next to O's 128). Float32
 // tiles at D = 256 take 1 KiB per row, so the tiles shrink (Tf32Tiles): one consumer warpgroup of 64 query rows and
 // 32-key tiles, two stages: Q 64 KiB + 2 x (K 32 + V^T 32) KiB = 192 KiB in use (Tf32Smem keeps the raw V
-// buffer's 32 KiB unused: 225 KiB, one CTA per SM either way); FA_SM90_TF32_D256_WG=2 (below) builds two warpgroups
-// of 64 rows each instead. Per key tile the warpgroup runs S = Q K^T
+// buffer's 32 KiB unused: 225 KiB, one CTA per SM either way): FA_SM90_TF32_D256_WG=1 (below). The default,
+// FA_SM90_TF32_D256_WG=2, builds two warpgroups of 64 rows each instead. Per key tile the warpgroup runs S = Q K^T
 // (32 wgmma m64n32k8 SS: Q's 2 KiB and K's 1 KiB per step from shared memory, 24 clocks at 128 B / clock against the
 // tensor cores' 16, so this product is shared-memory bound in this model) and O += P V (4 wgmma m64n256k8 RS).
 // Measured on the H100 (2026-12-07, RESULTS.md "Hopper TF32 kernels (float32), kernel harness" (q)): the 12 D = 256 cases
@@ -198,7 +198,7 @@ constexpr bool kTf32D256 = FA_SM90_TF32_D256 != 0;
 #define FA_SM90_TF32_D256_FEAT 1
 #endif
 constexpr bool kTf32D256Feat = kTf32D256 && FA_SM90_TF32_D256_FEAT != 0;
-// FA_SM90_TF32_D256_WG: the head-dim-256 kernel's consumer warpgroups (64 query rows each), 1 (the default) or 2.
+// FA_SM90_TF32_D256_WG: the head-dim-256 kernel's consumer warpgroups (64 query rows each), 2 (the default) or 1.
 // With one (the kernel measured in RESULTS.md (q) / (r)) a single warpgroup runs S = Q K^T, its wait, the softmax and
 // P V in turn, so the tensor cores idle during the softmax and each wait: ncu on the H100 (2026-12-07, session 65,
 // RESULTS "Hopper TF32 kernels" (u); B = 4, T = 4096, no mask) read the tensor pipe 44 % busy, L2 45 %, L1 48 %, and
@@ -206,12 +206,16 @@ constexpr bool kTf32D256Feat = kTf32D256 && FA_SM90_TF32_D256_FEAT != 0;
 // the CTA takes 128 query rows, as at head dims 64 / 128, so that one warpgroup's softmax overlaps the other's
 // products, and each K / V^T byte loaded serves twice the rows (half the L2 traffic per FLOP). The shared memory then
 // holds Q 128 KiB + 2 K stages + 1 V^T stage of 32 KiB each = 224 KiB (no raw V buffer: the pre-pass variant only):
-// V^T_{n+1} is loaded once both warpgroups have finished P V_n, during their S_{n+1} and softmax (a risk to measure:
-// it also ties the two warpgroups to each other's pace). Not yet run on a GPU; benchmarks/sm90_tf32_model.py checks
-// the protocol with one V^T stage and the layout on the host, and a review found nothing wrong. With 2 the seven
+// V^T_{n+1} is loaded once both warpgroups have finished P V_n, during their S_{n+1} and softmax.
+// benchmarks/sm90_tf32_model.py checks the protocol with one V^T stage and the layout on the host. With 2 the seven
 // head-dim-256 kernels use 168 registers at launch, the consumers up to R207 after setmaxnreg, no spills (nvcc 13.0).
+// Measured on the H100 (2026-12-07, session 66, RESULTS "Hopper TF32 kernels" (v); kernel harness): numerics 67 / 67
+// (the 31 head-dim-256 cases against float64 / torch TF32 / sm80), o and lse bit for bit equal to one warpgroup's in
+// 32 / 32 cases, memcheck and racecheck clean, and 1.04x-1.39x one warpgroup's speed on the 10 float32 shapes of
+// harness_loop_ab.py's tf32d256 set (1.22x-1.24x without a mask from T = 4096). The default since then; 1 builds the
+// one-warpgroup form.
 #ifndef FA_SM90_TF32_D256_WG
-#define FA_SM90_TF32_D256_WG 1
+#define FA_SM90_TF32_D256_WG 2
 #endif
 static_assert(FA_SM90_TF32_D256_WG == 1 || FA_SM90_TF32_D256_WG == 2, "FA_SM90_TF32_D256_WG is 1 or 2");
 // The CTA's tiles per head dim: D = 64 and 128 as above (kBr, kBc, 2 consumer warpgroups, 2 K and 2 V^T stages, a
