@@ -1,9 +1,9 @@
 """Does a longer series of calls run slower? Our Hopper forward (the harness) and cuDNN's (PyTorch SDPA) at D = 128,
 bf16, no mask, B * T = 16384, H = 16, each timed as series of N back-to-back calls between two CUDA events (after 2
 warm-up calls and a 0.5 s idle pause), N = 10 (gpu_attention.py's loop), 50, 200 and 1000, then with triton's
-do_bench (the anchors' timer: 100 ms). The two kernels alternate, twice over. nvidia-smi samples the SM clock, power
-and the throttle reasons every 10 ms beside it (CLOCKS=path), and each series prints its start and end time, so the
-clock during every series can be read off (`summary`).
+do_bench (the anchors' timer: 100 ms). The two kernels alternate, twice over. nvidia-smi, started beside it as below,
+samples the SM clock, power and the throttle reasons every 10 ms, and each series prints its start and end time, so
+the clock during every series can be read off (`summary`).
 
   nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active \
       --format=csv,noheader -lms 10 > clocks.csv &

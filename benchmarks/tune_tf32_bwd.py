@@ -293,9 +293,9 @@ D256_SANITIZE = os.environ.get("D256SAN_CASES", "t256_causal_gqa,t256_window_no_
 
 
 # Its modes (set_sm90_tf32_bwd256): 0 off (sm80's), 1 + i on with variant i (flash_bwd_sm90_tf32_d256.cu's kVariants:
-# 1 the first form, 2 the slot released before dQ^T, 3 (the default since RESULTS "Hopper TF32 kernels" (u)) as 2 with
-# float4 dQ adds into fragment-ordered blocks, 4 as 3 with each d panel's loads and dQ adds under the other panel's
-# products (not the consumer roles of (u)'s mode 4, removed)); SM90_D256_MODES to pick (numerics of each, then timings
+# 1 the first form, 2 the slot released before dQ^T, 3 (the default from RESULTS "Hopper TF32 kernels" (u) to (v)) as 2
+# with float4 dQ adds into fragment-ordered blocks, 4 (the default since (v)) as 3 with each d panel's loads and dQ
+# adds under the other panel's products (not the consumer roles of (u)'s mode 4, removed)); SM90_D256_MODES to pick (numerics of each, then timings
 # against 0).
 SM90_D256_MODES = tuple(int(x) for x in os.environ.get("SM90_D256_MODES", "1,2,3,4").split(","))
 

@@ -958,8 +958,8 @@ void set_sm90_tf32_bwd128(int mode) {
 }
 
 // The head-dim-256 Hopper TF32 backward (flash_bwd_sm90_tf32_d256.cu): 0 off, 1 + i on with variant i (kVariants:
-// 1 the first form, 2 early release, 3 early release with float4 dQ adds (the default), 4 that with each panel's loads
-// and adds under the other panel's products), -1 back to the environment and the build's default (on, variant 2).
+// 1 the first form, 2 early release, 3 early release with float4 dQ adds, 4 that with each panel's loads and adds
+// under the other panel's products (the default)), -1 back to the environment and the build's default (on, variant 3).
 void set_sm90_tf32_bwd256(int mode) {
 #if FA_HAS_SM90
   flashattn::cuda::sm90::set_bwd_tf32_d256_enabled(mode);
@@ -1099,9 +1099,9 @@ PYBIND11_MODULE(flash_harness, m) {
         "TF_FLASHATTN_SM90_TF32_BWD).", py::arg("mode"));
   m.def("set_sm90_tf32_bwd256", &set_sm90_tf32_bwd256, "Hopper float32 TF32 backward at head dim 256 "
         "(flash_bwd_sm90_tf32_d256.cu: D == Dv == 256, index masks or none, not deterministic): 0 off, 1 + i "
-        "on with variant i (1 the first form, 2 early release, 3 early release with float4 dQ adds: the "
-        "default, 4 that with the panels pipelined), -1 back to the environment and the build's default (on, "
-        "variant 2).", py::arg("mode"));
+        "on with variant i (1 the first form, 2 early release, 3 early release with float4 dQ adds, 4 that "
+        "with the panels pipelined: the default), -1 back to the environment and the build's default (on, "
+        "variant 3).", py::arg("mode"));
   m.def("set_sm90_tf32_bwd_dense", &set_sm90_tf32_bwd_dense, "Hopper float32 TF32 backwards' dense mask / bias / "
         "dbias kernels: 1 on, 0 off (sm80's TF32 backward takes those calls), -1 back to "
         "TF_FLASHATTN_SM90_TF32_BWD_DENSE.", py::arg("mode"));
