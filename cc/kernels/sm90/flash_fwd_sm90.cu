@@ -251,6 +251,13 @@ constexpr int kNumVariants = sizeof(kSched) / sizeof(kSched[0]);
 // uniform-datapath instructions 115 -> 66 at D = 128), 0.978x-1.022x the forward's time at D = 64, 128 and 256
 // (harness loop), no gain, where the same change made the D = 128 backward 2-7 % faster (flash_bwd_sm90.cu's
 // FA_SM90_BWD_DESC_ADD).
+// Tried and removed (2026-12-07, session 67, benchmarks/RESULTS.md "Hopper forward kernel" (af), commit 1c8eda2's
+// FA_SM90_FWD_SPLIT_Q): on the persistent schedules 7 and 10, each consumer warpgroup's 64 Q rows with a q_full /
+// q_empty pair of its own (64-row TMA boxes) and the ping-pong's turns running on across tiles, so that one
+// warpgroup's next Q loads while the other finishes its tile (here the next Q waits for both warpgroups' O stores).
+// Every schedule bit for bit schedule 0's, capped grid too; synccheck and racecheck clean; but 0.990x-1.010x by the
+// loop and 0.999x-1.002x by do_bench at D = 128 without a mask, T = 4096 to 16384 (H100): the Q load between tiles is
+// not what keeps this forward 1-3 % behind cuDNN at T = 4096.
 // Tried and removed (2026-12-06, session 55, benchmarks/RESULTS.md "Hopper forward kernel" (ab), commit 070350a's
 // FA_SM90_FWD_TREE_MAX): softmax_tile's row maxima as trees (depth 5 over a thread's 32 values of a row) with both row
 // halves' quad shuffles side by side, instead of one chain of kBc / 8 + 1 dependent FMNMX per row half, for a shorter
@@ -281,8 +288,11 @@ constexpr int kDefaultVariantD64 = 8;  // D = 64 (the plain kernel; the others r
 // numerics 190 / 190 (the nomask_bitwise cases included), variants 493 / 493, memcheck clean (racecheck did not finish
 // in its 200 s); harness loop A/B against the defaults, two runs: plain kernels 0.996x-1.042x (D = 128 1.001x-1.030x),
 // dropout 1.009x-1.054x, but the index-masked kernels 0.964x-1.019x (a [B, Tk] key mask at D = 128 0.979x-0.994x, a
-// causal window at D = 64 0.964x / 0.990x). Off until the masked kernels' loss is understood and the GPU tests have run
-// with it.
+// causal window at D = 64 0.964x / 0.990x). On top of today's defaults (SKIP_RESCALE 2, SOFTMAX_UNDER_PV 1; H100,
+// 2026-12-07, session 67, RESULTS.md "Hopper forward kernel" (af)): numerics 196 / 196, the plain kernels 1.018x-1.043x
+// (D = 128 without a mask 1.018x-1.034x), the index-masked ones without dropout again 0.949x-0.985x; their softmax keeps
+// two copies of the masking loop with it (mask_pass below; 7,312 SASS instructions against 6,472 at D = 128, schedule
+// 5). Off until the masked kernels' loss is understood and the GPU tests have run with it.
 #ifndef FA_SM90_FWD_FFMA_SOFTMAX
 #define FA_SM90_FWD_FFMA_SOFTMAX 0
 #endif
@@ -328,20 +338,6 @@ constexpr float kRescaleSlack = 8.f;  // level 2's slack, in the exponent's base
 #define FA_SM90_FWD_SOFTMAX_UNDER_PV 1
 #endif
 constexpr bool kSoftmaxUnderPv = FA_SM90_FWD_SOFTMAX_UNDER_PV != 0;
-// FA_SM90_FWD_SPLIT_Q (default 0; a candidate): on the persistent schedules (7, 10) each consumer warpgroup's 64 rows
-// of the Q tile get barriers of their own (q_full / q_empty per warpgroup: SmemLayout's kQEmpty), and the ping-pong's
-// turns run on from tile to tile instead of starting afresh at each (consumer 1 opens consumer 0's first turn once,
-// before the CTA's first tile, and arrives after its last round of every tile; consumer 0 takes that last arrival
-// after its last tile). Without it the producer loads the next tile's Q only when both warpgroups have stored their
-// O through their Q rows (one q_empty of 256 arrivals), and consumer 0 starts the next tile only when consumer 1 has
-// opened its first turn there, after its own epilogue and Q wait: the Q load's latency is exposed once per tile, a
-// larger share of a tile's time at T = 4096 (32 key tiles) than at 16384. With it consumer 0's next Q rows load
-// while consumer 1 runs its last product and epilogue, and consumer 1's while consumer 0 starts the next tile. Q's map
-// then has 64-row boxes (two loads per panel). The same arithmetic on the same values: O and lse bit for bit.
-#ifndef FA_SM90_FWD_SPLIT_Q
-#define FA_SM90_FWD_SPLIT_Q 0
-#endif
-constexpr bool kSplitQ = FA_SM90_FWD_SPLIT_Q != 0;
 // The dropout kernel's schedule at D = 64 and 128 (schedule 0 when the variant asked for is 0). Schedule 0:
 // on the H200 (2026-12-03, benchmarks/dropout_speed.py, schedule 0 against the former default 5, four
 // alternating processes each, benchmarks/RESULTS.md "Dropout cost" (z)) the forward with dropout 0.1 took
@@ -491,11 +487,6 @@ template <int V>
 constexpr int kThreadsOf = 128 * (1 + kSched[V].consumers);
 template <int V>
 constexpr int kConsumerRegsOf = kSched[V].consumers == 2 ? kConsumerRegs : kConsumerRegs3;
-// FA_SM90_FWD_SPLIT_Q on schedule V: Q's rows and barriers per consumer warpgroup, the turns running on across tiles.
-template <int V>
-constexpr bool kSplitQOf = kSplitQ && kSched[V].persistent;
-static_assert(!kSplitQ || (kSched[kPersistentVariant].consumers == 2 && kSched[kDynamicVariant].consumers == 2),
-              "FA_SM90_FWD_SPLIT_Q: the persistent schedules have 2 consumer warpgroups");
 static_assert(kBrOf<0> == kBr && kThreadsOf<0> == kThreads && kConsumersOf<0> == kConsumers,
               "the 2-consumer schedules keep the first tile");
 static_assert(kSched[kWideFallback].consumers == 2 && kSched[8].consumers == 3 && kSched[9].consumers == 3,
@@ -511,10 +502,8 @@ struct SmemLayout {
   static constexpr int kV = kK + kStages * kKVBytes;          // + stage * kKVBytes
   static constexpr int kBars = kV + kStages * kKVBytes;       // q_full, full[kStages], empty[kStages]
   static constexpr int kQEmpty = kBars + 8 * (1 + 2 * kStages);  // (persistent only) q_empty
-  // (persistent, kSplitQ) consumer 1's q_full and q_empty, after q_empty (consumer 0's: q_full and q_empty)
-  static constexpr int kQSplit = kQEmpty + 8;
   // (dynamic only) the tile ring: tile_full[2], tile_empty[2], then the two slots' tile indices
-  static constexpr int kTileRing = kQEmpty + (kPersistent ? (kSplitQ ? 24 : 8) : 0);
+  static constexpr int kTileRing = kQEmpty + (kPersistent ? 8 : 0);
   static constexpr int kBytes = kTileRing + (kDynamic ? 4 * 8 + 2 * 4 : 0);
   static constexpr int kAlloc = kBytes + 1024;                // slack to align the base to 1024
 };
@@ -575,9 +564,6 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
   const uint32_t q_full = base + L::kBars;
   const uint32_t full0 = q_full + 8, empty0 = q_full + 8 * (1 + kStages);
   const uint32_t q_empty = base + L::kQEmpty;
-  // This warpgroup's Q barriers (kSplitQOf: consumer 1's own pair; otherwise the CTA's).
-  const uint32_t q_full_c = kSplitQOf<V> && threadIdx.x / 128 == 2 ? base + L::kQSplit : q_full;
-  const uint32_t q_empty_c = kSplitQOf<V> && threadIdx.x / 128 == 2 ? base + L::kQSplit + 8 : q_empty;
   const AttnShape& sh = p.shape;
   const int64_t Tq = sh.Tq;
   const int64_t m0 = static_cast<int64_t>(m_block) * kBr;
@@ -990,7 +976,7 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
     for (int x = 0; x < kBc / 2; ++x) drop_elem(sacc[x], (bits[x / 32] >> (x % 32)) & 1u);
   };
 
-  if (n_tiles > 0) mbar_wait(q_full_c, q_parity);
+  if (n_tiles > 0) mbar_wait(q_full, q_parity);
   // The ping-pong turns of the overlapped loop below (kS.pingpong), N + 1 rounds (N = n_tiles, the CTA's: the same for
   // every consumer): warpgroup c waits on named barrier 1 + c (256 threads: its own 128 and the other's 128
   // arrivals) before issuing a round, and arrives on the other's barrier after issuing it. Consumer 1 opens consumer
@@ -998,10 +984,8 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
   // threads. Three consumers (schedule 8): a ring, consumer c arriving on its successor's barrier 1 + (c + 1) % 3,
   // consumer 2 opening consumer 0's first turn and skipping its last arrival (the same count per barrier; see
   // schedule 8's comment). (kSched[V], not kS: a lambda cannot read the enclosing constexpr local.)
-  // kSplitQOf: the turns run on across the CTA's tiles (consumer 1 opens consumer 0's first turn once, before its
-  // first tile, and arrives after every last round; consumer 0 takes the last arrival after its last tile: the kernel).
   auto turn_open = [&]() {
-    if constexpr (kSched[V].pingpong && !kSplitQOf<V>)
+    if constexpr (kSched[V].pingpong)
       if (c == kC - 1) named_bar_arrive(1, 256);
   };
   auto turn_begin = [&]() {
@@ -1010,7 +994,7 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
   auto turn_end = [&](int r) {
     if constexpr (kSched[V].pingpong) {
       if constexpr (kC == 2) {
-        if (kSplitQOf<V> || !(c == 1 && r == n_tiles)) named_bar_arrive(2 - c, 256);
+        if (!(c == 1 && r == n_tiles)) named_bar_arrive(2 - c, 256);
       } else {  // successor c + 1, or consumer 0 after the last
         if (!(c == kC - 1 && r == n_tiles)) named_bar_arrive(c == kC - 1 ? 1 : 2 + c, 256);
       }
@@ -1185,7 +1169,7 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
   // This thread no longer reads Q's rows (its warpgroup's products are done; thread 0 of each
   // warpgroup after the copy engine has read O from them).
   if constexpr (kS.persistent)
-    if (n_tiles > 0) mbar_arrive(q_empty_c);
+    if (n_tiles > 0) mbar_arrive(q_empty);
 }
 
 // q [B, Tq, H, D], k [B, Tk, Hkv, D], v [B, Tk, Hkv, D] through tm_q / tm_k / tm_v (rank 4:
@@ -1276,13 +1260,7 @@ __global__ void __launch_bounds__(kThreadsOf<V>, 1)
       mbar_init(full0 + 8 * s, 1);
       mbar_init(empty0 + 8 * s, 128 * kC);
     }
-    if constexpr (kSplitQOf<V>) {
-      mbar_init(q_empty, 128);  // consumer 0's; consumer 1's q_full and q_empty follow (kQSplit)
-      mbar_init(base + L::kQSplit, 1);
-      mbar_init(base + L::kQSplit + 8, 128);
-    } else if constexpr (kS.persistent) {
-      mbar_init(q_empty, 128 * kC);
-    }
+    if constexpr (kS.persistent) mbar_init(q_empty, 128 * kC);
     if constexpr (kS.dynamic)
       for (int s = 0; s < 2; ++s) {
         mbar_init(tile_full0 + 8 * s, 1);
@@ -1347,26 +1325,12 @@ __global__ void __launch_bounds__(kThreadsOf<V>, 1)
         // the wait for the previous tile's epilogue (q_empty).
         const int pre = kS.persistent ? (n_tiles < kStages ? n_tiles : kStages) : 0;
         for (int n = 0; n < pre; ++n) load_kv(n);
-        if constexpr (kSplitQOf<V>) {
-          // Each consumer's 64 rows as soon as that consumer is done with the previous tile's (64-row boxes).
+        if constexpr (kS.persistent)
+          if (q_loads > 0) mbar_wait(q_empty, (q_loads - 1) & 1);
+        mbar_arrive_expect_tx(q_full, L::kQBytes);
 #pragma unroll
-          for (int c = 0; c < 2; ++c) {
-            const uint32_t qf = c == 0 ? q_full : base + L::kQSplit, qe = c == 0 ? q_empty : base + L::kQSplit + 8;
-            if (q_loads > 0) mbar_wait(qe, (q_loads - 1) & 1);
-            mbar_arrive_expect_tx(qf, L::kQBytes / 2);
-#pragma unroll
-            for (int j = 0; j < D / 64; ++j)
-              tma_load_4d(base + L::kQ + j * kBr * 128 + c * 64 * 128, &tm_q, qf, 64 * j, h, static_cast<int>(m0) + 64 * c,
-                          b);
-          }
-        } else {
-          if constexpr (kS.persistent)
-            if (q_loads > 0) mbar_wait(q_empty, (q_loads - 1) & 1);
-          mbar_arrive_expect_tx(q_full, L::kQBytes);
-#pragma unroll
-          for (int j = 0; j < D / 64; ++j)
-            tma_load_4d(base + L::kQ + j * kBr * 128, &tm_q, q_full, 64 * j, h, static_cast<int>(m0), b);
-        }
+        for (int j = 0; j < D / 64; ++j)
+          tma_load_4d(base + L::kQ + j * kBr * 128, &tm_q, q_full, 64 * j, h, static_cast<int>(m0), b);
         for (int n = pre; n < n_tiles; ++n) load_kv(n);
         kv += n_tiles;
         ++q_loads;
@@ -1386,8 +1350,6 @@ __global__ void __launch_bounds__(kThreadsOf<V>, 1)
     ++taken;
     return t;
   };
-  if constexpr (kSplitQOf<V>)
-    if (wg == 2) named_bar_arrive(1, 256);  // consumer 0's first turn (turn_open's, once per CTA)
   for (int tile = kS.dynamic ? take() : first; tile < end; tile = kS.dynamic ? take() : tile + stride) {
     int m_block, h, b;
     tile_at(tile, m_block, h, b);
@@ -1398,8 +1360,6 @@ __global__ void __launch_bounds__(kThreadsOf<V>, 1)
       ++q_loads;
     }
   }
-  if constexpr (kSplitQOf<V>)
-    if (wg == 1) named_bar_sync(1, 256);  // consumer 1's arrival after its last round (or the opening one)
   // Persistent: the O stores waited only for their reads of shared memory; their writes, here.
   if constexpr (kS.persistent && kS.tma_store)
     if (threadIdx.x % 128 == 0) bulk_wait<0>();
@@ -1507,7 +1467,7 @@ cudaError_t launch(const FlashFwdParams& p, cudaStream_t stream) {
   static_assert(D == 64 || D == 128 || D == 256, "a head-dim bucket");
   if (padded_head_dim(s) != D) return cudaErrorNotSupported;
   CUtensorMap tq, tk, tv, to;
-  if (!tma_map_rows(&tq, p.dtype, p.q, s.B, s.Tq, s.H, s.D, s.q_stride, kSplitQOf<V> ? 64 : kBr) ||
+  if (!tma_map_rows(&tq, p.dtype, p.q, s.B, s.Tq, s.H, s.D, s.q_stride, kBr) ||
       !tma_map_rows(&tk, p.dtype, p.k, s.B, s.Tk, s.Hkv, s.D, s.k_stride, kBc) ||
       !tma_map_rows(&tv, p.dtype, p.v, s.B, s.Tk, s.Hkv, s.Dv, s.v_stride, kBc))
     return cudaErrorNotSupported;  // the dispatch falls back to sm80
