@@ -7,7 +7,10 @@
 #             our backward and FlashAttention-2's at T=4096 D=128 bf16, side by side, with stall
 #             reasons and each pipe's use (~1 min); PROFILE_DIR=fwd|bwd, PROFILE_D, PROFILE_T, PROFILE_B (default
 #             16384 / PROFILE_T), PROFILE_CFG (our variant); PROFILE_KNAME (our kernel's name regex),
-#             PROFILE_FEATS (profile_one.py's features, e.g. dropout), PROFILE_FA2=0 (ours alone); PROFILE_DTYPE=tf32 profiles the float32
+#             PROFILE_FEATS (profile_one.py's features, e.g. dropout), PROFILE_FA2=0 (ours alone); PROFILE_ANCHOR=cudnn
+#             profiles cuDNN's kernels (SDPA's cuDNN backend) instead of FlashAttention-2's: those launched inside
+#             profile_fa2.py's NVTX range of that direction (PROFILE_ANCHOR_LAUNCHES of them, default 4; their names
+#             are not assumed); PROFILE_DTYPE=tf32 profiles the float32
 #             TF32 kernel of that direction instead (sm80/flash_*_tf32.cu; FlashAttention-2 has no
 #             float32, so ours alone; PROFILE_CFG then sets FA_TF32_BWD_CFG / FA_TF32_FWD_CFG; the
 #             forward at head dims 64 and 128 runs the Hopper TF32 kernel unless TF_FLASHATTN_SM90_TF32=0)
@@ -426,9 +429,17 @@ regex:sm__pipe_.*_cycles_active\.avg\.pct_of_peak_sustained_active"
   env "$cfgvar=${PROFILE_CFG:-0}" ncu --clock-control none \
     --kernel-name regex:$kname --launch-count 1 $SECTIONS \
     python3 benchmarks/profile_one.py $pt $pd 0 $pargs > $OUT/ncu_ours_$tag.txt 2>&1
-  [[ $profiled == *fa2* ]] && ncu --clock-control none --kernel-name "regex:$fa2" --launch-count 1 $SECTIONS \
-    python3 benchmarks/profile_fa2.py $pt $pd 0 > $OUT/ncu_fa2_$tag.txt 2>&1
+  if [[ $profiled == *fa2* && ${PROFILE_ANCHOR:-fa2} == cudnn ]]; then
+    profiled=${profiled/fa2/cudnn}
+    PROFILE_BACKEND=cudnn ncu --clock-control none --nvtx --nvtx-include "$dir/" \
+      --launch-count ${PROFILE_ANCHOR_LAUNCHES:-4} $SECTIONS python3 benchmarks/profile_fa2.py $pt $pd 0 \
+      > $OUT/ncu_cudnn_$tag.txt 2>&1
+  elif [[ $profiled == *fa2* ]]; then
+    ncu --clock-control none --kernel-name "regex:$fa2" --launch-count 1 $SECTIONS \
+      python3 benchmarks/profile_fa2.py $pt $pd 0 > $OUT/ncu_fa2_$tag.txt 2>&1
+  fi
   for f in $profiled; do echo "== $f $dir D=$pd T=$pt"
+    grep -E "Context [0-9]+, Stream [0-9]+" $OUT/ncu_${f}_$tag.txt | cut -c1-160  # the kernels profiled
     grep -E "Duration|Executed Ipc Active|Issue Slots Busy|Executed Instructions  |Registers Per|L2 Cache Throughput|Mem Busy" $OUT/ncu_${f}_$tag.txt | head -24
     grep -E "issue_stalled" $OUT/ncu_${f}_$tag.txt | awk '$NF > 0.1' | sed 's/smsp__average_warps_issue_stalled_//; s/_per_issue_active.ratio//'
     # Each pipe's share of its peak (instructions issued to it; cycles it was busy), where above 1 %.
