@@ -290,9 +290,9 @@ constexpr int kDefaultVariantD64 = 8;  // D = 64 (the plain kernel; the others r
 // dropout 1.009x-1.054x, but the index-masked kernels 0.964x-1.019x (a [B, Tk] key mask at D = 128 0.979x-0.994x, a
 // causal window at D = 64 0.964x / 0.990x). On top of today's defaults (SKIP_RESCALE 2, SOFTMAX_UNDER_PV 1; H100,
 // 2026-12-07, session 67, RESULTS.md "Hopper forward kernel" (af)): numerics 196 / 196, the plain kernels 1.018x-1.043x
-// (D = 128 without a mask 1.018x-1.034x), the index-masked ones without dropout again 0.949x-0.985x; their softmax keeps
-// two copies of the masking loop with it (mask_pass below; 7,312 SASS instructions against 6,472 at D = 128, schedule
-// 5). Off until the masked kernels' loss is understood and the GPU tests have run with it.
+// (D = 128 without a mask 1.018x-1.034x), the index-masked ones without dropout again 0.949x-0.985x, as session 55's form
+// with one masking loop did (this one keeps two copies of it, mask_pass below: 7,312 SASS instructions against 6,472
+// at D = 128, schedule 5). Off until the masked kernels' loss is understood and the GPU tests have run with it.
 #ifndef FA_SM90_FWD_FFMA_SOFTMAX
 #define FA_SM90_FWD_FFMA_SOFTMAX 0
 #endif
