@@ -505,9 +505,10 @@ cudaError_t bwd_tf32_d128(const FlashBwdParams& p, cudaStream_t stream) {
                                    : kD128Launches[mode - 1](pad);
   const PrepassLayout w = prepass_layout(s, det);
   const Tf32BwdWorkspaceParts ws = bwd_tf32_workspace_parts(p);
-  if (!ws.dsum || !ws.dq_acc || !ws.extra || !aligned16(ws.extra) || !aligned16(ws.dq_acc))
+  const bool blocked = dq_mode != DqAdd::kScalar;
+  const int64_t acc_rows = tf32_dq_acc_rows<kBq>(ws, s, blocked);
+  if (!ws.dsum || !ws.dq_acc || !ws.extra || !aligned16(ws.extra) || !aligned16(ws.dq_acc) || acc_rows == 0)
     return cudaErrorNotSupported;
-  if (dq_mode != DqAdd::kScalar && (ws.dq_rows % kBq != 0 || ws.dq_rows < s.Tq)) return cudaErrorNotSupported;
   if (p.workspace_bytes < static_cast<size_t>(ws.extra - p.workspace + w.floats) * sizeof(float))
     return cudaErrorNotSupported;
   float* qr = ws.extra + w.qr;
@@ -526,10 +527,7 @@ cudaError_t bwd_tf32_d128(const FlashBwdParams& p, cudaStream_t stream) {
   // From here on no fallback: dbias zeroed (DENSE stores only the elements of the units it visits).
   if ((err = tf32_bwd_zero_dbias(p, stream)) != cudaSuccess) return err;
   if ((err = bwd_dsum_tf32(p, ws.dsum, stream)) != cudaSuccess) return err;
-  const int64_t acc_rows = dq_mode == DqAdd::kScalar ? s.Tq : ws.dq_rows;
-  if ((err = cudaMemsetAsync(ws.dq_acc, 0, static_cast<size_t>(s.B * s.H * acc_rows * kD) * sizeof(float), stream)) !=
-      cudaSuccess)
-    return err;
+  if ((err = tf32_dq_acc_zero<kD>(s, ws.dq_acc, acc_rows, stream)) != cudaSuccess) return err;
   int* const sem = reinterpret_cast<int*>(ws.extra + w.sem);
   if (det && (err = cudaMemsetAsync(sem, 0, static_cast<size_t>(s.B * s.H * (w.tq_pad / kBq)) * sizeof(int), stream)) !=
                  cudaSuccess)
@@ -543,11 +541,7 @@ cudaError_t bwd_tf32_d128(const FlashBwdParams& p, cudaStream_t stream) {
                   static_cast<unsigned>(s.B));
   launch.kernel<<<grid, kThreads, launch.smem, stream>>>(tk, tv, tqr, tdor, tqt, tdot, args);
   if ((err = cudaGetLastError()) != cudaSuccess) return err;
-  if (dq_mode == DqAdd::kScalar) {
-    err = bwd_dq_convert_tf32(p, ws.dq_acc, kD, stream);  // sm80's, the same accumulator layout
-  } else {
-    err = tf32_dq_frag_convert<kD>(p, ws.dq_acc, acc_rows, stream);
-  }
+  err = tf32_dq_acc_finish<kD>(p, ws.dq_acc, acc_rows, blocked, stream);
   if (err == cudaSuccess) g_launches.fetch_add(1, std::memory_order_relaxed);
   return err;
 }

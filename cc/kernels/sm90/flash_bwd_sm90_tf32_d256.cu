@@ -479,9 +479,9 @@ cudaError_t bwd_tf32_d256(const FlashBwdParams& p, cudaStream_t stream) {
   const D256Variant var = kVariants[mode - 1];
   const PrepassLayout w = prepass_layout(s);
   const Tf32BwdWorkspaceParts ws = bwd_tf32_workspace_parts(p);
-  if (!ws.dsum || !ws.dq_acc || !ws.extra || !aligned16(ws.extra) || !aligned16(ws.dq_acc))
+  const int64_t acc_rows = tf32_dq_acc_rows<kBq>(ws, s, var.vec4);
+  if (!ws.dsum || !ws.dq_acc || !ws.extra || !aligned16(ws.extra) || !aligned16(ws.dq_acc) || acc_rows == 0)
     return cudaErrorNotSupported;
-  if (var.vec4 && (ws.dq_rows % kBq != 0 || ws.dq_rows < s.Tq)) return cudaErrorNotSupported;
   if (p.workspace_bytes < static_cast<size_t>(ws.extra - p.workspace + w.floats) * sizeof(float))
     return cudaErrorNotSupported;
   float* qr = ws.extra + w.qr;
@@ -496,10 +496,7 @@ cudaError_t bwd_tf32_d256(const FlashBwdParams& p, cudaStream_t stream) {
   if (err != cudaSuccess) return cudaErrorNotSupported;
   // From here on no fallback.
   if ((err = bwd_dsum_tf32(p, ws.dsum, stream)) != cudaSuccess) return err;
-  const int64_t acc_rows = var.vec4 ? ws.dq_rows : s.Tq;
-  if ((err = cudaMemsetAsync(ws.dq_acc, 0, static_cast<size_t>(s.B * s.H * acc_rows * kD) * sizeof(float), stream)) !=
-      cudaSuccess)
-    return err;
+  if ((err = tf32_dq_acc_zero<kD>(s, ws.dq_acc, acc_rows, stream)) != cudaSuccess) return err;
   tf32_bwd_d256_prepass_kernel<<<dim3(static_cast<unsigned>(w.tq_pad / kBq), static_cast<unsigned>(s.H),
                                       static_cast<unsigned>(s.B)),
                                  kPrepassThreads, 0, stream>>>(p, qr, dor, w.tq_pad);
@@ -509,10 +506,7 @@ cudaError_t bwd_tf32_d256(const FlashBwdParams& p, cudaStream_t stream) {
                   static_cast<unsigned>(s.B));
   kernel<<<grid, kThreads, Smem::kAlloc, stream>>>(tk, tv, tqr, tdor, args);
   if ((err = cudaGetLastError()) != cudaSuccess) return err;
-  if (var.vec4)
-    err = tf32_dq_frag_convert<kD>(p, ws.dq_acc, acc_rows, stream);
-  else
-    err = bwd_dq_convert_tf32(p, ws.dq_acc, kD, stream);  // sm80's, the same accumulator layout
+  err = tf32_dq_acc_finish<kD>(p, ws.dq_acc, acc_rows, var.vec4, stream);
   if (err == cudaSuccess) g_launches.fetch_add(1, std::memory_order_relaxed);
   return err;
 }

@@ -649,6 +649,29 @@ inline cudaError_t tf32_dq_frag_convert(const FlashBwdParams& p, const float* ac
   return cudaGetLastError();
 }
 
+// The dQ accumulator of the head-dim-128 and -256 TF32 backwards (flash_bwd_sm90_tf32_d128.cu, _d256.cu), in one of
+// two layouts: row-major [B, H, Tq, HD] (sm80's, converted by bwd_dq_convert_tf32) or, BLOCKED, fragment-ordered
+// blocks of 32 rows (tf32_dq_frag_convert) over the workspace's dq_rows rows per (b, h).
+// Its rows per (b, h): Tq, or when BLOCKED dq_rows, which must be a multiple of the kernel's query tile BQ and at
+// least Tq; 0 where it is not (the caller falls back before launching anything).
+template <int BQ>
+inline int64_t tf32_dq_acc_rows(const Tf32BwdWorkspaceParts& ws, const AttnShape& s, bool blocked) {
+  if (!blocked) return s.Tq;
+  return ws.dq_rows % BQ == 0 && ws.dq_rows >= s.Tq ? ws.dq_rows : 0;
+}
+// Zeroes its rows x HD floats per (b, h) before the backward kernel adds into them.
+template <int HD>
+inline cudaError_t tf32_dq_acc_zero(const AttnShape& s, float* acc, int64_t rows, cudaStream_t stream) {
+  return cudaMemsetAsync(acc, 0, static_cast<size_t>(s.B * s.H * rows * HD) * sizeof(float), stream);
+}
+// dq = scale * the accumulator, in either layout.
+template <int HD>
+inline cudaError_t tf32_dq_acc_finish(const FlashBwdParams& p, const float* acc, int64_t rows, bool blocked,
+                                      cudaStream_t stream) {
+  return blocked ? tf32_dq_frag_convert<HD>(p, acc, rows, stream)
+                 : bwd_dq_convert_tf32(p, acc, HD, stream);  // sm80's, the same row-major layout
+}
+
 }  // namespace sm90
 }  // namespace cuda
 }  // namespace flashattn
