@@ -297,6 +297,30 @@ constexpr int kDefaultVariantD64 = 8;  // D = 64 (the plain kernel; the others r
 #define FA_SM90_FWD_FFMA_SOFTMAX 0
 #endif
 constexpr bool kFfmaSoftmax = FA_SM90_FWD_FFMA_SOFTMAX != 0;
+// FA_SM90_FWD_PARTIAL_EARLY (0; a candidate, not yet run on a GPU): the index-masked kernels' per-tile test "a live row
+// of this thread's sees only part of the key tile" (softmax_tile's partial) computed where the tile's k_valid bytes are
+// loaded (load_key_bytes, before the stage and S waits) instead of in softmax_tile after the wait for S. The same value,
+// so the same outputs. Why (SASS of single-file builds, session 68; benchmarks/RESULTS.md "Hopper forward kernel" (ag)):
+// in the D = 128 index-masked kernel on schedule 5, ptxas places that test (64-bit row compares, the kb / ke range
+// against the tile) between the P V wgmma issues, before the wait for S, without FA_SM90_FWD_FFMA_SOFTMAX, but after
+// that wait with it; and the 64 multiplies by the scale that the macro saves ran before the wait for P V (in both builds
+// the softmax's exp2 pass comes after that wait: these kernels' softmax is not under P V), in its shadow. If that is
+// the index-masked kernels' 2-5 % loss with the macro, computing the test early would remove it.
+#ifndef FA_SM90_FWD_PARTIAL_EARLY
+#define FA_SM90_FWD_PARTIAL_EARLY 0
+#endif
+constexpr bool kPartialEarly = FA_SM90_FWD_PARTIAL_EARLY != 0;
+// An index-masked tile's k_valid bytes (load_key_bytes), with softmax_tile's partial where kPartialEarly. (Without it
+// the struct is the former one, so that the default build's SASS stays the same.)
+template <int N, bool PARTIAL>
+struct KeyBytesOf {
+  uint32_t b[N];
+};
+template <int N>
+struct KeyBytesOf<N, true> {
+  uint32_t b[N];
+  bool partial;  // a live row of this thread's does not see the whole tile
+};
 // FA_SM90_FWD_SKIP_RESCALE (default 2, with FA_SM90_FWD_SOFTMAX_UNDER_PV 1; 0 gives the former forward back, which
 // rescales O on every tile and keeps every tile's max; where each level takes effect: fwd_tile_consumer's
 // kSkipRescaleK and kKeepMaxK). On the H200 (benchmarks/RESULTS.md "Hopper forward kernel" (ac), (ad), (ae)):
@@ -699,12 +723,18 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
   // (not all valid: softmax_tile loads the per-thread bits) without k_valid or when the tile
   // reaches past klim (keys invalid there; the row may end before the tile does).
   constexpr int kKeysPerLane = kBc / 32;  // 4 at kBc = 128, 2 at kBc = 64
-  struct KeyBytes {
-    uint32_t b[kKeysPerLane];
+  using KeyBytes = KeyBytesOf<kKeysPerLane, IDX && kPartialEarly>;
+  // Whether a live row of this thread's sees only part of the key tile at j0 (its range [kb, ke) does not cover it).
+  auto tile_partial = [&](int j0) {
+    bool partial = false;
+#pragma unroll
+    for (int h2 = 0; h2 < 2; ++h2) partial |= live[h2] && !(kb[h2] <= j0 && ke[h2] >= j0 + kBc);
+    return partial;
   };
   auto load_key_bytes = [&](int j0) {
     KeyBytes kv{};
     if constexpr (IDX) {
+      if constexpr (kPartialEarly) kv.partial = tile_partial(j0);
       if (k_valid && j0 + kBc <= klim) {
         const unsigned char* kp = reinterpret_cast<const unsigned char*>(k_valid) + j0 + kKeysPerLane * lane;
 #pragma unroll
@@ -773,9 +803,11 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
             }
         }
       }
-      bool partial = false;
-#pragma unroll
-      for (int h2 = 0; h2 < 2; ++h2) partial |= live[h2] && !(kb[h2] <= j0 && ke[h2] >= j0 + kBc);
+      bool partial;
+      if constexpr (kPartialEarly)
+        partial = kv.partial;
+      else
+        partial = tile_partial(j0);
       // Warp-uniform (a vote), so that the branch is taken once per tile around the two loops rather
       // than per element inside one (which ptxas 13.0 kept as 64 branches per 128-key tile). The same
       // values either way: x = S * mul (S * scale_log2; S itself where defer; the capped S with soft-cap), then
