@@ -305,7 +305,8 @@ constexpr bool kFfmaSoftmax = FA_SM90_FWD_FFMA_SOFTMAX != 0;
 // against the tile) between the P V wgmma issues, before the wait for S, without FA_SM90_FWD_FFMA_SOFTMAX, but after
 // that wait with it; and the 64 multiplies by the scale that the macro saves ran before the wait for P V (in both builds
 // the softmax's exp2 pass comes after that wait: these kernels' softmax is not under P V), in its shadow. If that is
-// the index-masked kernels' 2-5 % loss with the macro, computing the test early would remove it.
+// the index-masked kernels' 2-5 % loss with the macro, computing the test early would remove it at D = 128 (at D = 64
+// both builds place the test after the wait for S, yet that kernel loses as much: not the whole cause there).
 #ifndef FA_SM90_FWD_PARTIAL_EARLY
 #define FA_SM90_FWD_PARTIAL_EARLY 0
 #endif
