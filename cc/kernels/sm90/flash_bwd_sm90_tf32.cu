@@ -622,7 +622,8 @@ cudaError_t bwd_tf32(const FlashBwdParams& p, cudaStream_t stream) {
   // deterministic mode), whatever variant is set.
   const int variant = det ? kDetVariant : feat ? kDefaultVariant : mode - 1;
   const bool dqbulk = kVariantTab[variant].dqbulk;
-  if (dqbulk && (ws.dq_rows % kBq != 0 || ws.dq_rows < s.Tq)) return cudaErrorNotSupported;
+  const int64_t acc_rows = tf32_dq_acc_rows<kBq>(ws, s, dqbulk);
+  if (acc_rows == 0) return cudaErrorNotSupported;
   const bool pad = runs_padded(s);
   const Tf32BwdLaunch launch = det            ? tf32_bwd_feat_launch<kDetVariant, true>(feat, pad)
                                : feat         ? tf32_bwd_feat_launch<kDefaultVariant, false>(feat, pad)
@@ -640,10 +641,7 @@ cudaError_t bwd_tf32(const FlashBwdParams& p, cudaStream_t stream) {
   // From here on no fallback: dbias zeroed (DENSE stores only the elements of the units it visits).
   if ((err = tf32_bwd_zero_dbias(p, stream)) != cudaSuccess) return err;
   if ((err = bwd_dsum_tf32(p, dsum, stream)) != cudaSuccess) return err;
-  const int64_t acc_rows = dqbulk ? ws.dq_rows : s.Tq;
-  if ((err = cudaMemsetAsync(dq_acc, 0, static_cast<size_t>(s.B * s.H * acc_rows * kD) * sizeof(float), stream)) !=
-      cudaSuccess)
-    return err;
+  if ((err = tf32_dq_acc_zero<kD>(s, dq_acc, acc_rows, stream)) != cudaSuccess) return err;
   int* const sem = reinterpret_cast<int*>(prepass_ws + w.sem);
   if (det && (err = cudaMemsetAsync(sem, 0, static_cast<size_t>(s.B * s.H * (w.tq_pad / kBq)) * sizeof(int), stream)) !=
                  cudaSuccess)
@@ -660,11 +658,7 @@ cudaError_t bwd_tf32(const FlashBwdParams& p, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(w.tk_pad / kBk), static_cast<unsigned>(s.Hkv), static_cast<unsigned>(s.B));
   kernel<<<grid, kThreads, smem, stream>>>(tk, tv, tkt, tqr, tdor, tqt, tdot, args);
   if ((err = cudaGetLastError()) != cudaSuccess) return err;
-  if (dqbulk) {
-    err = tf32_dq_frag_convert<kD>(p, dq_acc, acc_rows, stream);
-  } else {
-    err = bwd_dq_convert_tf32(p, dq_acc, kD, stream);  // sm80's, the same accumulator layout
-  }
+  err = tf32_dq_acc_finish<kD>(p, dq_acc, acc_rows, dqbulk, stream);
   if (err == cudaSuccess) g_launches.fetch_add(1, std::memory_order_relaxed);
   return err;
 }

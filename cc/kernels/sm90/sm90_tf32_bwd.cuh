@@ -649,8 +649,8 @@ inline cudaError_t tf32_dq_frag_convert(const FlashBwdParams& p, const float* ac
   return cudaGetLastError();
 }
 
-// The dQ accumulator of the head-dim-128 and -256 TF32 backwards (flash_bwd_sm90_tf32_d128.cu, _d256.cu), in one of
-// two layouts: row-major [B, H, Tq, HD] (sm80's, converted by bwd_dq_convert_tf32) or, BLOCKED, fragment-ordered
+// The dQ accumulator of the Hopper TF32 backwards (flash_bwd_sm90_tf32.cu, _d128.cu, _d256.cu), in one of two
+// layouts: row-major [B, H, Tq, HD] (sm80's, converted by bwd_dq_convert_tf32) or, BLOCKED, fragment-ordered
 // blocks of 32 rows (tf32_dq_frag_convert) over the workspace's dq_rows rows per (b, h).
 // Its rows per (b, h): Tq, or when BLOCKED dq_rows, which must be a multiple of the kernel's query tile BQ and at
 // least Tq; 0 where it is not (the caller falls back before launching anything).
