@@ -29,7 +29,9 @@ import statistics
 import sys
 
 # (D, T, causal, feature); feature "": no mask, "key_mask": a [B, T] key mask with the last 10 % of each sequence
-# invalid, "window": a causal sliding window of 1024 keys (both the index-masked kernel); "dropout": rate 0.1;
+# invalid, "key_mask0": the same mask all true (no key invalid), "klen_full": key lengths of T for every sequence
+# (no k_valid bytes, nothing masked), "window": a causal sliding window of 1024 keys (all four the index-masked
+# kernel); "dropout": rate 0.1;
 # "bias": a [1, H, T, T] bias with dbias (a [B, H, T, T] float32 buffer: 8.6 GB at D = 64, T = 4096); "tf32": float32
 # inputs with TF32 allowed (the Hopper TF32 backward); "tf32_<x>": float32 with TF32 and feature x (key_mask, a causal
 # window of 1024 keys, soft-cap 30, dropout 0.1).
@@ -53,6 +55,9 @@ SETS = {"plain": [(64, 2048, True, ""), (64, 4096, True, ""), (64, 8192, True, "
                 (256, 8192, True, "")],
         "fwdmask": [(128, 4096, False, "key_mask"), (128, 16384, True, "key_mask"), (64, 4096, False, "key_mask"),
                     (64, 4096, True, "window"), (128, 4096, False, "dropout"), (64, 4096, False, "dropout")],
+        "fwdkeyfrac": [(128, 4096, False, "klen_full"), (128, 4096, False, "key_mask0"), (128, 4096, False, "key_mask"),
+                       (128, 16384, False, "key_mask0"), (128, 16384, False, "key_mask"), (64, 4096, False, "klen_full"),
+                       (64, 4096, False, "key_mask0"), (64, 4096, False, "key_mask")],
         "fwdping": [(128, 4096, False, "dropout"), (128, 16384, False, "dropout"), (128, 4096, True, "dropout"),
                     (128, 16384, True, "dropout"), (64, 4096, False, "dropout"), (64, 16384, True, "dropout"),
                     (256, 4096, False, ""), (256, 16384, True, ""), (256, 4096, False, "dropout"),
@@ -61,8 +66,8 @@ SETS = {"plain": [(64, 2048, True, ""), (64, 4096, True, ""), (64, 8192, True, "
                      (256, 4096, True, "tf32_window"), (256, 4096, False, "tf32_softcap"),
                      (256, 4096, False, "tf32_dropout"), (256, 1024, False, "tf32"), (256, 16384, False, "tf32"),
                      (256, 4096, True, "tf32"), (256, 1024, True, "tf32")]}
-FWD_SETS = {"fwd", "fwdmask", "fwdping", "tf32d256"}  # timed forward (h.fwd, FLOPs 4 B H T^2 D, halved when causal); the others the backward
-FEATURES = {"": {}, "key_mask": {}, "window": dict(wl=1024), "dropout": dict(dropout=0.1, seed=(1, 2)),
+FWD_SETS = {"fwd", "fwdmask", "fwdkeyfrac", "fwdping", "tf32d256"}  # timed forward (h.fwd, FLOPs 4 B H T^2 D, halved when causal); the others the backward
+FEATURES = {"": {}, "key_mask": {}, "key_mask0": {}, "klen_full": {}, "window": dict(wl=1024), "dropout": dict(dropout=0.1, seed=(1, 2)),
             "bias": dict(bias=(0, 1)), "tf32": dict(tf32=True), "tf32_key_mask": dict(tf32=True),
             "tf32_window": dict(tf32=True, wl=1024), "tf32_softcap": dict(tf32=True, softcap=30.0),
             "tf32_dropout": dict(tf32=True, dropout=0.1, seed=(1, 2))}
@@ -80,7 +85,11 @@ def time_build(lib, tag, shape_set="plain"):
         H, B = 2048 // D, 16384 // T
         c = dict(B=B, Tq=T, Tk=T, H=H, D=D, causal=causal, **FEATURES[feature])
         dt = torch.float32 if feature.startswith("tf32") else torch.bfloat16  # tf32*: float32 inputs, the TF32 kernels
-        t = bench_inputs(h, c, dt, before_forward=key_mask_padded(B, T, 10) if feature.endswith("key_mask") else None)
+        pct = 0 if feature == "key_mask0" else 10
+        before = key_mask_padded(B, T, pct) if "key_mask" in feature else None
+        if feature == "klen_full":
+            before = lambda t, B=B, T=T: t.update(klen=torch.full((B,), T, dtype=torch.int32, device=t["q"].device))  # noqa: E731
+        t = bench_inputs(h, c, dt, before_forward=before)
         if feature == "bias":
             t["dbias"] = torch.empty((B, H, T, T), device=t["q"].device)
         fwd = shape_set in FWD_SETS

@@ -1,5 +1,5 @@
 """One forward and one backward launch of our kernels (for ncu / compute-sanitizer on the GPU machine).
-  python3 benchmarks/profile_one.py [T] [D] [causal] [dtype] [extra features: bias,mask,dropout,det,gqa,tf32,klen]
+  python3 benchmarks/profile_one.py [T] [D] [causal] [dtype] [extra features: bias,mask,dropout,det,gqa,tf32,klen,kvalid,kvalid10]
 The flash_harness module comes from $HARNESS_DIR (default .harness_build: bash benchmarks/build_harness.sh).
 Batch from $PROFILE_B (default 1; the benchmark shapes have B = 16384 / T)."""
 import sys, os, torch
@@ -23,6 +23,10 @@ g = torch.Generator(device=DEV); g.manual_seed(0)
 t = make_inputs(c, dt, g)
 if "klen" in feats:  # k_lengths = T for every sequence: the index-masked kernels with nothing masked
     t["klen"] = torch.full((c["B"],), T, device=DEV, dtype=torch.int32)
+if "kvalid" in feats or "kvalid10" in feats:  # a [B, T] key mask, all true (kvalid) or the last 10 % invalid (kvalid10)
+    t["kvalid"] = torch.ones(c["B"], T, dtype=torch.bool, device=DEV)
+    if "kvalid10" in feats:
+        t["kvalid"][:, T - T // 10:] = False
 run_ours(h, c, t)
 torch.cuda.synchronize()
 print("ok", {k: bool(torch.isfinite(t[k]).all()) for k in ("o", "dq", "dk", "dv")})

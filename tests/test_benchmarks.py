@@ -113,22 +113,30 @@ def test_folding_is_restored_after_an_exception():
 
 def test_steady_leaves_out_what_each_timing_pays_once(monkeypatch):
     """gpu_attention.steady: a call of 2 ms and a sync after the calls of 20 ms (what a timing pays
-    once): bench's 10 calls give 4 ms each, the steady stream about 2."""
-    import time
+    once): bench's 10 calls give 4 ms each, the steady stream 2. On a simulated clock (each call and
+    sync advances it), so that a loaded machine's late wake-ups from sleep cannot move the figures."""
+    import types
     sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
     try:
         import gpu_attention
     finally:
         sys.path.pop(0)
-    monkeypatch.setattr(gpu_attention, "_sync", lambda r: time.sleep(0.02))
+    now = [100.0]
+
+    def advance(ms):
+        now[0] += ms / 1e3
+    monkeypatch.setattr(gpu_attention, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))
+    monkeypatch.setattr(gpu_attention, "_sync", lambda r: advance(20))
 
     def call():
-        time.sleep(0.002)
+        advance(2)
         return []
     loop = gpu_attention.bench(call, reps=10, inner=1)
-    assert 3.8 < loop < 5.5, loop
-    assert 1.8 < gpu_attention.steady(call, reps=10, inner=1) < 2.8
-    assert 1.8 < gpu_attention.steady(call, reps=10, inner=1, loop_ms=loop) < 2.8  # the loop timed already
+    assert loop == pytest.approx(4.0), loop
+    assert gpu_attention.bench(call, reps=10, inner=2) == pytest.approx(2.0)  # inner calls per fn share the time
+    assert gpu_attention.steady(call, reps=10, inner=1) == pytest.approx(2.0)
+    assert gpu_attention.steady(call, reps=10, inner=1, loop_ms=loop) == pytest.approx(2.0)  # the loop timed already
+    assert gpu_attention.steady(call, reps=10, inner=1, loop_ms=7.0) == pytest.approx((4 * 2.5 - 7.0) / 3)
 
 
 def test_bench_dtype_float32_rows_say_their_dtype_and_tf32(tmp_path):

@@ -293,35 +293,18 @@ constexpr int kDefaultVariantD64 = 8;  // D = 64 (the plain kernel; the others r
 // (D = 128 without a mask 1.018x-1.034x), the index-masked ones without dropout again 0.949x-0.985x, as session 55's form
 // with one masking loop did (this one keeps two copies of it, mask_pass below: 7,312 SASS instructions against 6,472
 // at D = 128, schedule 5). Off until the masked kernels' loss is understood and the GPU tests have run with it.
+// Tried and removed (2026-12-07, session 69, benchmarks/RESULTS.md "Hopper forward kernel" (ah), commit 44517cd's
+// FA_SM90_FWD_PARTIAL_EARLY): softmax_tile's per-tile test `partial` computed with the tile's k_valid loads, before the
+// stage and S waits, after the SASS showed that this macro moves it after the wait for S. On the H100, a [B, Tk] key
+// mask at D = 128, T = 4096, against the defaults (loop / do_bench): alone 0.941x / 0.962x, with this macro 0.947x /
+// 0.945x, this macro alone 0.968x / 0.959x in the same call: not the cause of the index-masked kernels' loss with this
+// macro, and a loss of its own. Nsight Compute in that call (one launch each): with full key lengths and no k_valid
+// bytes, this macro makes the D = 128 index-masked kernel 2.9 % faster (850 against 876 us), so the loss measured
+// with a key mask may be tied to its k_valid bytes or masked tiles (AB_LOOP_SET=fwdkeyfrac tells them apart).
 #ifndef FA_SM90_FWD_FFMA_SOFTMAX
 #define FA_SM90_FWD_FFMA_SOFTMAX 0
 #endif
 constexpr bool kFfmaSoftmax = FA_SM90_FWD_FFMA_SOFTMAX != 0;
-// FA_SM90_FWD_PARTIAL_EARLY (0; a candidate, not yet run on a GPU): the index-masked kernels' per-tile test "a live row
-// of this thread's sees only part of the key tile" (softmax_tile's partial) computed where the tile's k_valid bytes are
-// loaded (load_key_bytes, before the stage and S waits) instead of in softmax_tile after the wait for S. The same value,
-// so the same outputs. Why (SASS of single-file builds, session 68; benchmarks/RESULTS.md "Hopper forward kernel" (ag)):
-// in the D = 128 index-masked kernel on schedule 5, ptxas places that test (64-bit row compares, the kb / ke range
-// against the tile) between the P V wgmma issues, before the wait for S, without FA_SM90_FWD_FFMA_SOFTMAX, but after
-// that wait with it; and the 64 multiplies by the scale that the macro saves ran before the wait for P V (in both builds
-// the softmax's exp2 pass comes after that wait: these kernels' softmax is not under P V), in its shadow. If that is
-// the index-masked kernels' 2-5 % loss with the macro, computing the test early would remove it at D = 128 (at D = 64
-// both builds place the test after the wait for S, yet that kernel loses as much: not the whole cause there).
-#ifndef FA_SM90_FWD_PARTIAL_EARLY
-#define FA_SM90_FWD_PARTIAL_EARLY 0
-#endif
-constexpr bool kPartialEarly = FA_SM90_FWD_PARTIAL_EARLY != 0;
-// An index-masked tile's k_valid bytes (load_key_bytes), with softmax_tile's partial where kPartialEarly. (Without it
-// the struct is the former one, so that the default build's SASS stays the same.)
-template <int N, bool PARTIAL>
-struct KeyBytesOf {
-  uint32_t b[N];
-};
-template <int N>
-struct KeyBytesOf<N, true> {
-  uint32_t b[N];
-  bool partial;  // a live row of this thread's does not see the whole tile
-};
 // FA_SM90_FWD_SKIP_RESCALE (default 2, with FA_SM90_FWD_SOFTMAX_UNDER_PV 1; 0 gives the former forward back, which
 // rescales O on every tile and keeps every tile's max; where each level takes effect: fwd_tile_consumer's
 // kSkipRescaleK and kKeepMaxK). On the H200 (benchmarks/RESULTS.md "Hopper forward kernel" (ac), (ad), (ae)):
@@ -724,18 +707,12 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
   // (not all valid: softmax_tile loads the per-thread bits) without k_valid or when the tile
   // reaches past klim (keys invalid there; the row may end before the tile does).
   constexpr int kKeysPerLane = kBc / 32;  // 4 at kBc = 128, 2 at kBc = 64
-  using KeyBytes = KeyBytesOf<kKeysPerLane, IDX && kPartialEarly>;
-  // Whether a live row of this thread's sees only part of the key tile at j0 (its range [kb, ke) does not cover it).
-  auto tile_partial = [&](int j0) {
-    bool partial = false;
-#pragma unroll
-    for (int h2 = 0; h2 < 2; ++h2) partial |= live[h2] && !(kb[h2] <= j0 && ke[h2] >= j0 + kBc);
-    return partial;
+  struct KeyBytes {
+    uint32_t b[kKeysPerLane];
   };
   auto load_key_bytes = [&](int j0) {
     KeyBytes kv{};
     if constexpr (IDX) {
-      if constexpr (kPartialEarly) kv.partial = tile_partial(j0);
       if (k_valid && j0 + kBc <= klim) {
         const unsigned char* kp = reinterpret_cast<const unsigned char*>(k_valid) + j0 + kKeysPerLane * lane;
 #pragma unroll
@@ -804,11 +781,9 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
             }
         }
       }
-      bool partial;
-      if constexpr (kPartialEarly)
-        partial = kv.partial;
-      else
-        partial = tile_partial(j0);
+      bool partial = false;
+#pragma unroll
+      for (int h2 = 0; h2 < 2; ++h2) partial |= live[h2] && !(kb[h2] <= j0 && ke[h2] >= j0 + kBc);
       // Warp-uniform (a vote), so that the branch is taken once per tile around the two loops rather
       // than per element inside one (which ptxas 13.0 kept as 64 branches per 128-key tile). The same
       // values either way: x = S * mul (S * scale_log2; S itself where defer; the capped S with soft-cap), then
