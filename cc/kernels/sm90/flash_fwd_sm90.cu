@@ -346,6 +346,18 @@ constexpr float kRescaleSlack = 8.f;  // level 2's slack, in the exponent's base
 #define FA_SM90_FWD_SOFTMAX_UNDER_PV 1
 #endif
 constexpr bool kSoftmaxUnderPv = FA_SM90_FWD_SOFTMAX_UNDER_PV != 0;
+// FA_SM90_FWD_IDX_UNDER_PV (0; a candidate, not yet run on a GPU): the softmax under P V (the branch above) in the
+// index-masked kernels without dropout too, without the skipped rescale's vote. Session 58's US1 / US2 ("Hopper forward
+// kernel" (ad)) put both in every kernel: the D = 128 key-mask kernel gained 1.001x-1.022x, the D = 64 masked ones lost
+// 2-4 % and the dropout ones 6-13 % (those run schedule 0, where the softmax under P V does not apply: the vote's
+// cost). This form leaves the vote and the dropout kernels out. Nsight Compute (session 69, "Hopper forward kernel"
+// (ah)): with nothing masked the D = 128 index-masked kernel takes 1.05x the plain kernel's time, and in its SASS
+// every exp2 of a tile comes after the wait for P V. The same operations on the same values: the same bits, so an
+// all-true key mask still gives the no-mask output bit for bit.
+#ifndef FA_SM90_FWD_IDX_UNDER_PV
+#define FA_SM90_FWD_IDX_UNDER_PV 0
+#endif
+constexpr bool kIdxUnderPv = FA_SM90_FWD_IDX_UNDER_PV != 0;
 // The dropout kernel's schedule at D = 64 and 128 (schedule 0 when the variant asked for is 0). Schedule 0:
 // on the H200 (2026-12-03, benchmarks/dropout_speed.py, schedule 0 against the former default 5, four
 // alternating processes each, benchmarks/RESULTS.md "Dropout cost" (z)) the forward with dropout 0.1 took
@@ -616,7 +628,7 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
   // select per row and tile. The dropout kernels keep the former code bit for bit.
   constexpr bool kSkipRescaleK = kSkipRescale && !IDX;
   constexpr bool kKeepMaxK = FA_SM90_FWD_SKIP_RESCALE >= 2 && !DROP;
-  constexpr bool kSoftmaxUnderPvK = kSoftmaxUnderPv && !IDX;
+  constexpr bool kSoftmaxUnderPvK = kSoftmaxUnderPv && (!IDX || (kIdxUnderPv && !DROP));
   const bool* mrow[2] = {nullptr, nullptr};
   const T* brow[2] = {nullptr, nullptr};
   int64_t mstride = 0, bstride = 0;
