@@ -17,7 +17,9 @@ the MUFU.EX2 / SHFL count between that DEPBAR and the point where the loop next 
 product (the next DEPBAR.LE gsb0, 0x0 or the loop's back edge, whichever comes first in the code).
 The softmax of a 128-key tile (kBc = 128 at D = 64 and 128) has 64 + 2 EX2 per thread (P and the two
 alpha), so 66 means all of it runs under the P V product, and 0 that ptxas placed the wait ahead of
-it (what CUDA 13.0 did before branch sm90-fwd-overlap: 0 in all 44 overlap instantiations).
+it (what CUDA 13.0 did before branch sm90-fwd-overlap: 0 in all 44 overlap instantiations). MUFU.RCP
+is counted too: soft-cap's tanhf brings one MUFU.EX2 and one MUFU.RCP per element (64 each in the
+index-masked kernels' soft-cap branch, which a call without soft-cap skips), so EX2 - RCP are the softmax's.
 
   python3 benchmarks/sass_order.py flash_fwd_sm90.o --check
 
@@ -167,7 +169,7 @@ def check(funcs):
     if not d1:
       continue  # schedule without overlap
     i = d1[0]
-    ex2 = shfl = 0
+    ex2 = shfl = rcp = 0
     stop = 'end'
     for a, op in ins[i + 1:]:
       k = kind(op)
@@ -179,8 +181,9 @@ def check(funcs):
         break
       ex2 += k == 'MUFU.EX2'
       shfl += k == 'SHFL'
-    print('%-40s DEPBAR 0x1 at 0x%05x: %3d MUFU.EX2, %2d SHFL before the P V wait (%s)' %
-          (m.group(1), ins[i][0], ex2, shfl, stop))
+      rcp += re.sub(r'^@!?U?P\w+\s+', '', op).startswith('MUFU.RCP')
+    print('%-40s DEPBAR 0x1 at 0x%05x: %3d MUFU.EX2, %2d SHFL, %2d MUFU.RCP before the P V wait (%s)' %
+          (m.group(1), ins[i][0], ex2, shfl, rcp, stop))
 
 
 def loop_stats(ins):

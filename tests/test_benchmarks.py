@@ -409,6 +409,24 @@ def test_sass_order_redg_finds_the_first_wait_for_the_atomics(tmp_path, wait_at,
     assert f"first wait for it at {expected}" in out, out
 
 
+def test_sass_order_check_counts_exp2_and_rcp_before_the_pv_wait(tmp_path):
+    """sass_order.py --check: the MUFU.EX2, SHFL and MUFU.RCP (soft-cap's tanhf) between the wait for S
+    (DEPBAR.LE gsb0, 0x1) and the wait for P V (0x0); those after the second wait are not counted."""
+    text = "\t\tFunction : _ZN9flashattn4cuda4sm9050_GLOBAL__N__c23acdb5_17_flash_fwd_sm90_cu_2369a6a621" \
+           "flash_fwd_sm90_kernelI13__nv_bfloat16Li128ELb1ELb0ELi5ELb0EEEv14CUtensorMap_st\n"
+    ops = ["WARPGROUP.DEPBAR.LE gsb0, 0x1", "MUFU.EX2 R4, R4", "MUFU.RCP R5, R5", "@P1 MUFU.EX2 R6, R6",
+           "SHFL.BFLY PT, R7, R6, 0x1, 0x1f", "WARPGROUP.DEPBAR.LE gsb0, 0x0", "MUFU.EX2 R8, R8",
+           "MUFU.RCP R9, R9", "@!P0 BRA 0x0", "EXIT"]
+    for k, op in enumerate(ops):
+        text += _sass_line(0x10 * k, op)
+    path = tmp_path / "k.sass"
+    path.write_text(text)
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "sass_order.py"), str(path), "--check"],
+                         check=True, capture_output=True, text=True).stdout
+    assert "13__nv_bfloat16Li128ELb1ELb0ELi5ELb0" in out, out
+    assert "2 MUFU.EX2,  1 SHFL,  1 MUFU.RCP before the P V wait (DEPBAR 0x50)" in out, out
+
+
 def test_ncu_stalls_totals_reasons_and_ranks_instructions(tmp_path):
     """ncu_stalls.py on a source-page CSV (gzipped): the samples' total, the reasons' shares, the instructions
     ranked by samples with their largest reasons; the 'Not Issued' columns are not counted twice."""

@@ -338,8 +338,9 @@ constexpr float kRescaleSlack = 8.f;  // level 2's slack, in the exponent's base
 // to the top of the basic block that holds the softmax: in the SASS of the D = 128 kernel on schedule 7 only the 64
 // FMULs of S's scale run under the product; the row maxima, the 64 exp2 and the sums come after the wait. Counted in
 // the SASS as MUFU.EX2 between the wait for S_n (DEPBAR.LE gsb0, 0x1) and that one: 0 in the plain kernels on
-// schedules 5, 7, 8 and 10 (66 after it), and 64 of 130 in the index-masked ones on schedule 5 (one of their two
-// copies of the loop body kept the overlap). 1 puts the softmax behind an always-taken branch (sh.Tk > 0, which the
+// schedules 5, 7, 8 and 10 (66 after it), and 64 of 130 in the index-masked ones on schedule 5 (those 64 are
+// soft-cap's tanhf, in a branch that a call without soft-cap skips, next to 64 MUFU.RCP; session 69 read them: the
+// softmax's 66 come after the wait on every path). 1 puts the softmax behind an always-taken branch (sh.Tk > 0, which the
 // compiler cannot fold), so that the wait is in another basic block and the softmax runs under the product as
 // written: 66 (130) between the two waits, none after. The same operations on the same values: the same bits.
 #ifndef FA_SM90_FWD_SOFTMAX_UNDER_PV
@@ -352,8 +353,9 @@ constexpr bool kSoftmaxUnderPv = FA_SM90_FWD_SOFTMAX_UNDER_PV != 0;
 // 2-4 % and the dropout ones 6-13 % (those run schedule 0, where the softmax under P V does not apply: the vote's
 // cost). This form leaves the vote and the dropout kernels out. Nsight Compute (session 69, "Hopper forward kernel"
 // (ah)): with nothing masked the D = 128 index-masked kernel takes 1.05x the plain kernel's time, and in its SASS
-// every exp2 of a tile comes after the wait for P V. The same operations on the same values: the same bits, so an
-// all-true key mask still gives the no-mask output bit for bit.
+// every exp2 of the softmax comes after the wait for P V (sass_order.py --check counts 64 before it: soft-cap's tanhf;
+// 130 with this macro). The same operations on the same values: the same bits, so an all-true key mask still gives
+// the no-mask output bit for bit.
 #ifndef FA_SM90_FWD_IDX_UNDER_PV
 #define FA_SM90_FWD_IDX_UNDER_PV 0
 #endif
