@@ -6,7 +6,7 @@
 #    F against R with full key lengths (no k_valid), an all-true [B, T] key mask, and one with the last 10 % invalid
 #    (AB_LOOP_SET=fwdkeyfrac); ncu of R and F on the 10 % key mask (stall reasons, no_instruction among them).
 # 2. FA_SM90_FWD_IDX_UNDER_PV (U) and U with FFMA (UF): numerics, then loop A/B against R on the index-masked
-#    kernels (fwdmask, fwdkeyfrac) and, for UF, the plain ones (fwd).
+#    kernels (fwdmask, fwdkeyfrac) and, for UF, the plain ones (fwd); ncu of U and UF with nothing masked (klen).
 set -u
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
 for d in hR hF hU hUF; do mkdir -p /tmp/$d && tar -xzf .harness_build/h67.tgz -C /tmp/$d; done
@@ -39,4 +39,6 @@ ab u_mask /tmp/hU fwdmask
 ab uf_fwd /tmp/hUF fwd
 prof kv10R /tmp/hR PROFILE_FA2=0 PROFILE_FEATS=kvalid10
 prof kv10F /tmp/hF PROFILE_FA2=0 PROFILE_FEATS=kvalid10
-(cd $OUT && tar -czf /tmp/h4.tgz *_numerics* *_frac *_mask *_fwd kv10* 2>/dev/null && mv /tmp/h4.tgz $OUT/)
+prof klenU /tmp/hU PROFILE_FA2=0 PROFILE_FEATS=klen    # against (ah)'s klenR 875.7 us and the plain kernel's 834.1
+prof klenUF /tmp/hUF PROFILE_FA2=0 PROFILE_FEATS=klen
+(cd $OUT && tar -czf /tmp/h4.tgz *_numerics* *_frac *_mask *_fwd kv10* klen* 2>/dev/null && mv /tmp/h4.tgz $OUT/)
