@@ -427,6 +427,34 @@ def test_sass_order_check_counts_exp2_and_rcp_before_the_pv_wait(tmp_path):
     assert "2 MUFU.EX2,  1 SHFL,  1 MUFU.RCP before the P V wait (DEPBAR 0x50)" in out, out
 
 
+def test_harness_calls_helpers_pass_their_arguments_on(tmp_path):
+    """benchmarks/harness_calls.sh: harness_ab runs gpu_run.sh ab with the candidate as A, the reference ($AB_REF,
+    default /tmp/hR) as B and the shape set, into $OUT/NAME, and prints its table; harness_check runs
+    sm90_check.py's phase on the library into $OUT/NAME and prints its summary and failures, not the rest. Run
+    against stand-ins for gpu_run.sh and sm90_check.py that record what they were given."""
+    bench = tmp_path / "benchmarks"
+    bench.mkdir()
+    (bench / "harness_calls.sh").write_text(open(os.path.join(ROOT, "benchmarks", "harness_calls.sh")).read())
+    (bench / "gpu_run.sh").write_text('echo "mode=$1 A=$AB_A B=$AB_B set=$AB_LOOP_SET checks=$AB_CHECKS" '
+                                      '> "$OUT/ab_summary.log"\n')
+    (bench / "sm90_check.py").write_text("import sys\nprint('args', sys.argv[1:])\nprint('numerics: 3 / 3 pass')\n"
+                                         "print('FAIL case_x')\n")
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    script = ". benchmarks/harness_calls.sh; harness_ab abx /tmp/hC fwdkeyfrac; AB_REF=/tmp/hZ harness_ab aby /tmp/hD fwd; " \
+             "harness_check chk numerics /tmp/hC 30"
+    res = subprocess.run(["bash", "-c", script], cwd=tmp_path, env=dict(os.environ, OUT=str(out_dir)),
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert "mode=ab A=/tmp/hC B=/tmp/hR set=fwdkeyfrac checks=loop" in res.stdout, res.stdout
+    assert "mode=ab A=/tmp/hD B=/tmp/hZ set=fwd checks=loop" in res.stdout, res.stdout
+    assert (out_dir / "abx" / "ab_summary.log").exists() and (out_dir / "aby" / "ab_summary.log").exists()
+    assert "chk rc=0" in res.stdout and "numerics: 3 / 3 pass" in res.stdout and "FAIL case_x" in res.stdout
+    assert "args" not in res.stdout, res.stdout  # only the summary and failure lines are printed
+    log = (out_dir / "chk.log").read_text()
+    assert "'--phase', 'numerics', '--lib', '/tmp/hC', '--out', '%s'" % (out_dir / "chk") in log, log
+
+
 def test_ncu_stalls_totals_reasons_and_ranks_instructions(tmp_path):
     """ncu_stalls.py on a source-page CSV (gzipped): the samples' total, the reasons' shares, the instructions
     ranked by samples with their largest reasons; the 'Not Issued' columns are not counted twice."""
