@@ -265,7 +265,7 @@ constexpr int kNumVariants = sizeof(kSched) / sizeof(kSched[0]);
 // 256 (do_bench 0.996x-1.019x; D = 128 0.999x-1.007x): no gain worth the second code path.
 constexpr int kDefaultVariant = 5;     // D = 128 (the plain kernel: kPersistentVariant, causal kDynamicVariant)
 constexpr int kDefaultVariantD64 = 8;  // D = 64 (the plain kernel; the others run kWideFallback, 5)
-// FA_SM90_FWD_FFMA_SOFTMAX (0; a candidate): the online softmax takes the row max of the unscaled S and scales that
+// FA_SM90_FWD_FFMA_SOFTMAX (default 128: the D = 128 kernels; see its values below): the online softmax takes the row max of the unscaled S and scales that
 // (one multiply per row), then P = 2^(S * scale_log2 - m) with one FFMA per element (FlashAttention-3's form),
 // instead of S * scale_log2 for every element first and 2^(x - m) after (an FMUL and an FADD per element). Only where
 // the scale is positive, which keeps the order of S (the max commutes with the scale; a negative one would make it a
@@ -292,7 +292,7 @@ constexpr int kDefaultVariantD64 = 8;  // D = 64 (the plain kernel; the others r
 // 2026-12-07, session 67, RESULTS.md "Hopper forward kernel" (af)): numerics 196 / 196, the plain kernels 1.018x-1.043x
 // (D = 128 without a mask 1.018x-1.034x), the index-masked ones without dropout again 0.949x-0.985x, as session 55's form
 // with one masking loop did (this one keeps two copies of it, mask_pass below: 7,312 SASS instructions against 6,472
-// at D = 128, schedule 5). Off until the masked kernels' loss is understood and the GPU tests have run with it.
+// at D = 128, schedule 5). Off until the masked kernels' loss was understood and the GPU tests had run with it.
 // Tried and removed (2026-12-07, session 69, benchmarks/RESULTS.md "Hopper forward kernel" (ah), commit 44517cd's
 // FA_SM90_FWD_PARTIAL_EARLY): softmax_tile's per-tile test `partial` computed with the tile's k_valid loads, before the
 // stage and S waits, after the SASS showed that this macro moves it after the wait for S. On the H100, a [B, Tk] key
@@ -301,10 +301,22 @@ constexpr int kDefaultVariantD64 = 8;  // D = 64 (the plain kernel; the others r
 // macro, and a loss of its own. Nsight Compute in that call (one launch each): with full key lengths and no k_valid
 // bytes, this macro makes the D = 128 index-masked kernel 2.9 % faster (850 against 876 us), so the loss measured
 // with a key mask may be tied to its k_valid bytes or masked tiles (AB_LOOP_SET=fwdkeyfrac tells them apart).
+// Default 128 since session 70 (2026-12-08, H100, RESULTS.md "Hopper forward kernel" (ai)): with
+// FA_SM90_FWD_IDX_UNDER_PV the D = 128 index-masked kernels gain too (a [B, Tk] key mask 1.000x-1.035x, full lengths
+// 1.022x-1.030x) where this macro alone lost 3 %; at D = 64 those kernels lose with it, up to 4 % alone and 4-7 % with
+// FA_SM90_FWD_IDX_UNDER_PV, and D = 256's were not measured with it, so D = 64 and 256 keep the former code. Its values, as FA_SM90_FWD_IDX_UNDER_PV's (fwd_switch_on): 0 no kernel, 1 every head dim (the
+// single-file builds of sessions 54-69), 64 / 128 / 256 that head dim's kernels only. A head dim's plain and
+// index-masked kernels always agree, so an all-true key mask still gives the no-mask output bit for bit.
 #ifndef FA_SM90_FWD_FFMA_SOFTMAX
-#define FA_SM90_FWD_FFMA_SOFTMAX 0
+#define FA_SM90_FWD_FFMA_SOFTMAX 128
 #endif
-constexpr bool kFfmaSoftmax = FA_SM90_FWD_FFMA_SOFTMAX != 0;
+// A per-head-dim switch's value v: on for every head dim (1) or for head dim v only.
+constexpr bool fwd_switch_on(int v, int D) { return v == 1 || v == D; }
+static_assert(FA_SM90_FWD_FFMA_SOFTMAX == 0 || FA_SM90_FWD_FFMA_SOFTMAX == 1 || FA_SM90_FWD_FFMA_SOFTMAX == 64 ||
+                  FA_SM90_FWD_FFMA_SOFTMAX == 128 || FA_SM90_FWD_FFMA_SOFTMAX == 256,
+              "FA_SM90_FWD_FFMA_SOFTMAX: 0, 1 (every head dim), 64, 128 or 256");
+template <int D>
+constexpr bool kFfmaSoftmax = fwd_switch_on(FA_SM90_FWD_FFMA_SOFTMAX, D);
 // FA_SM90_FWD_SKIP_RESCALE (default 2, with FA_SM90_FWD_SOFTMAX_UNDER_PV 1; 0 gives the former forward back, which
 // rescales O on every tile and keeps every tile's max; where each level takes effect: fwd_tile_consumer's
 // kSkipRescaleK and kKeepMaxK). On the H200 (benchmarks/RESULTS.md "Hopper forward kernel" (ac), (ad), (ae)):
@@ -347,7 +359,7 @@ constexpr float kRescaleSlack = 8.f;  // level 2's slack, in the exponent's base
 #define FA_SM90_FWD_SOFTMAX_UNDER_PV 1
 #endif
 constexpr bool kSoftmaxUnderPv = FA_SM90_FWD_SOFTMAX_UNDER_PV != 0;
-// FA_SM90_FWD_IDX_UNDER_PV (0; a candidate, not yet run on a GPU): the softmax under P V (the branch above) in the
+// FA_SM90_FWD_IDX_UNDER_PV (default 128, see below): the softmax under P V (the branch above) in the
 // index-masked kernels without dropout too, without the skipped rescale's vote. Session 58's US1 / US2 ("Hopper forward
 // kernel" (ad)) put both in every kernel: the D = 128 key-mask kernel gained 1.001x-1.022x, the D = 64 masked ones lost
 // 2-4 % and the dropout ones 6-13 % (those run schedule 0, where the softmax under P V does not apply: the vote's
@@ -356,10 +368,18 @@ constexpr bool kSoftmaxUnderPv = FA_SM90_FWD_SOFTMAX_UNDER_PV != 0;
 // every exp2 of the softmax comes after the wait for P V (sass_order.py --check counts 64 before it: soft-cap's tanhf;
 // 130 with this macro). The same operations on the same values: the same bits, so an all-true key mask still gives
 // the no-mask output bit for bit.
+// Measured (session 70, H100, RESULTS.md "Hopper forward kernel" (ai); U = this macro, UF = with
+// FA_SM90_FWD_FFMA_SOFTMAX, both for every head dim, loop A/B against the former defaults): U alone loses 2-8 % in
+// the index-masked kernels (D = 64 5-8 %), UF gains 0-3.5 % at D = 128 but loses 4-7 % at D = 64. Default 128 (the
+// D = 128 index-masked kernels without dropout), with FA_SM90_FWD_FFMA_SOFTMAX's values (fwd_switch_on).
 #ifndef FA_SM90_FWD_IDX_UNDER_PV
-#define FA_SM90_FWD_IDX_UNDER_PV 0
+#define FA_SM90_FWD_IDX_UNDER_PV 128
 #endif
-constexpr bool kIdxUnderPv = FA_SM90_FWD_IDX_UNDER_PV != 0;
+static_assert(FA_SM90_FWD_IDX_UNDER_PV == 0 || FA_SM90_FWD_IDX_UNDER_PV == 1 || FA_SM90_FWD_IDX_UNDER_PV == 64 ||
+                  FA_SM90_FWD_IDX_UNDER_PV == 128 || FA_SM90_FWD_IDX_UNDER_PV == 256,
+              "FA_SM90_FWD_IDX_UNDER_PV: 0, 1 (every head dim), 64, 128 or 256");
+template <int D>
+constexpr bool kIdxUnderPv = fwd_switch_on(FA_SM90_FWD_IDX_UNDER_PV, D);
 // The dropout kernel's schedule at D = 64 and 128 (schedule 0 when the variant asked for is 0). Schedule 0:
 // on the H200 (2026-12-03, benchmarks/dropout_speed.py, schedule 0 against the former default 5, four
 // alternating processes each, benchmarks/RESULTS.md "Dropout cost" (z)) the forward with dropout 0.1 took
@@ -630,7 +650,8 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
   // select per row and tile. The dropout kernels keep the former code bit for bit.
   constexpr bool kSkipRescaleK = kSkipRescale && !IDX;
   constexpr bool kKeepMaxK = FA_SM90_FWD_SKIP_RESCALE >= 2 && !DROP;
-  constexpr bool kSoftmaxUnderPvK = kSoftmaxUnderPv && (!IDX || (kIdxUnderPv && !DROP));
+  constexpr bool kSoftmaxUnderPvK = kSoftmaxUnderPv && (!IDX || (kIdxUnderPv<D> && !DROP));
+  constexpr bool kFfma = kFfmaSoftmax<D>;  // FA_SM90_FWD_FFMA_SOFTMAX for this head dim
   const bool* mrow[2] = {nullptr, nullptr};
   const T* brow[2] = {nullptr, nullptr};
   int64_t mstride = 0, bstride = 0;
@@ -761,7 +782,7 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
     // FA_SM90_FWD_FFMA_SOFTMAX: S left unscaled where the scale is positive, but for a dense mask, bias or soft-cap
     // (the plain kernel has none), and mul_exp, what P's exponent multiplies S by, applies it (1 where S is scaled
     // already). CTA-uniform.
-    const bool defer = kFfmaSoftmax && scale_log2 > 0.f && !dense && softcap == 0.f;
+    const bool defer = kFfma && scale_log2 > 0.f && !dense && softcap == 0.f;
     const float mul_exp = defer ? scale_log2 : 1.f;
     // Masks (sm80's fwd_tile_scores, decided per warp): element (row, col) is visible when
     // kb(row) <= col < ke(row) and k_valid[col]. Only warps with a live row whose range does not
@@ -869,7 +890,7 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
         if (__all_sync(0xffffffffu, pairs_ok) && j0 + kBc <= sh.Tk) batches(std::true_type{});
         else batches(std::false_type{});
       } else if (__any_sync(0xffffffffu, partial || kv_bits != kAllKeys)) {
-        // kFfmaSoftmax: without the multiply where mul is 1 (defer, soft-cap: S * 1 is S exactly), a CTA-uniform branch
+        // kFfma: without the multiply where mul is 1 (defer, soft-cap: S * 1 is S exactly), a CTA-uniform branch
         // around two copies of the loop (one FMUL per element less on masked tiles; not yet timed on a GPU).
         auto mask_pass = [&](auto unit_c) {
 #pragma unroll
@@ -881,7 +902,7 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
             sacc[i] = vis ? x : -INFINITY;
           }
         };
-        if (kFfmaSoftmax && mul == 1.f)
+        if (kFfma && mul == 1.f)
           mask_pass(std::true_type{});
         else
           mask_pass(std::false_type{});
@@ -913,7 +934,7 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
       for (int j = 0; j < kBc / 8; ++j) mx = fmaxf(mx, fmaxf(sacc[4 * j + 2 * h2], sacc[4 * j + 2 * h2 + 1]));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      if constexpr (kFfmaSoftmax) mx *= mul_exp;  // (deferred: the max of the unscaled S, scaled; mul_exp > 0 or 1)
+      if constexpr (kFfma) mx *= mul_exp;  // (deferred: the max of the unscaled S, scaled; mul_exp > 0 or 1)
       float m_new = fmaxf(m[h2], mx);
       // FA_SM90_FWD_SKIP_RESCALE 2: the running max stays unless passed by more than the slack (-inf: never stays;
       // a difference, not m + slack, which rounds to m + 16 where |m| >= 2^27). Not with dropout (kKeepMaxK: those
@@ -928,7 +949,7 @@ __device__ __forceinline__ void fwd_tile_consumer(const CUtensorMap& tm_o, const
       for (int j = 0; j < kBc / 8; ++j) {
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          const float pv = kFfmaSoftmax ? fast_exp2(fmaf(sacc[4 * j + 2 * h2 + e], mul_exp, -m_use))
+          const float pv = kFfma ? fast_exp2(fmaf(sacc[4 * j + 2 * h2 + e], mul_exp, -m_use))
                                         : fast_exp2(sacc[4 * j + 2 * h2 + e] - m_use);
           sacc[4 * j + 2 * h2 + e] = pv;
           sum += pv;
