@@ -8,7 +8,9 @@ backward without a mask, causal, and with a key mask; "drop128", the D = 128 bac
 16384, causal and not) and, as a control, with a key mask; "drop64", the same at D = 64; "tf32", the float32 backward on the TF32 kernels (D = 128,
 and D = 64 without a mask); "fwd", the forward
 instead (FWD_SETS), at D = 128, 64 and 256, causal and not, where a forward change is meant to show; "fwdmask", the
-forward's index-masked kernels (a key mask, a causal window, dropout 0.1) at D = 128 and 64; "tf32d256", the float32
+forward's index-masked kernels (a key mask, a causal window, dropout 0.1) at D = 128 and 64; "fwdkeyfrac", those kernels
+with full key lengths, an all-true key mask and one with 10 % of the keys invalid; "fwd256", the head-dim-256 forward's
+kernels (plain, index-masked, dropout), with D = 128 without a mask as a control; "tf32d256", the float32
 (TF32) forward at D = 256 without a mask and with a key mask, a window, soft-cap and dropout (the FA_SM90_TF32_D256_FEAT
 candidate against a build without it); "fwdping", the forward's
 dropout kernels (0.1) at D = 128 and 64 and its head-dim-256 kernels (plain, dropout, index-masked), with D = 128
@@ -16,7 +18,7 @@ without a mask as a control (session 61 timed the one-tile ping-pong candidates,
 H = 2048 / D, bf16). No TensorFlow; an
 H100 / H200 with torch, triton and the harness (benchmarks/build_harness.sh).
 
-  python3 benchmarks/harness_loop_ab.py time LIBDIR TAG [plain|mask|feat|d128|drop64|drop128|tf32|fwd|fwdmask|fwdping|tf32d256] >> ab_loop.log   # one build: ABLOOP lines
+  python3 benchmarks/harness_loop_ab.py time LIBDIR TAG [plain|mask|feat|d128|drop64|drop128|tf32|fwd|fwdmask|fwdkeyfrac|fwd256|fwdping|tf32d256] >> ab_loop.log   # one build: ABLOOP lines
   python3 benchmarks/harness_loop_ab.py summary ab_loop.log               # no GPU: A (tags A*) against B (B*)
 
 `gpu_run.sh ab` with AB_CHECKS=...,loop runs `time` for A, B, A, B, A, B (one process each: the clock drifts
@@ -58,6 +60,9 @@ SETS = {"plain": [(64, 2048, True, ""), (64, 4096, True, ""), (64, 8192, True, "
         "fwdkeyfrac": [(128, 4096, False, "klen_full"), (128, 4096, False, "key_mask0"), (128, 4096, False, "key_mask"),
                        (128, 16384, False, "key_mask0"), (128, 16384, False, "key_mask"), (64, 4096, False, "klen_full"),
                        (64, 4096, False, "key_mask0"), (64, 4096, False, "key_mask")],
+        "fwd256": [(256, 4096, False, ""), (256, 16384, False, ""), (256, 8192, True, ""), (256, 4096, False, "key_mask"),
+                   (256, 4096, False, "key_mask0"), (256, 16384, True, "key_mask"), (256, 4096, True, "window"),
+                   (256, 4096, False, "dropout"), (128, 4096, False, "")],
         "fwdping": [(128, 4096, False, "dropout"), (128, 16384, False, "dropout"), (128, 4096, True, "dropout"),
                     (128, 16384, True, "dropout"), (64, 4096, False, "dropout"), (64, 16384, True, "dropout"),
                     (256, 4096, False, ""), (256, 16384, True, ""), (256, 4096, False, "dropout"),
@@ -66,7 +71,7 @@ SETS = {"plain": [(64, 2048, True, ""), (64, 4096, True, ""), (64, 8192, True, "
                      (256, 4096, True, "tf32_window"), (256, 4096, False, "tf32_softcap"),
                      (256, 4096, False, "tf32_dropout"), (256, 1024, False, "tf32"), (256, 16384, False, "tf32"),
                      (256, 4096, True, "tf32"), (256, 1024, True, "tf32")]}
-FWD_SETS = {"fwd", "fwdmask", "fwdkeyfrac", "fwdping", "tf32d256"}  # timed forward (h.fwd, FLOPs 4 B H T^2 D, halved when causal); the others the backward
+FWD_SETS = {"fwd", "fwdmask", "fwdkeyfrac", "fwd256", "fwdping", "tf32d256"}  # timed forward (h.fwd, FLOPs 4 B H T^2 D, halved when causal); the others the backward
 FEATURES = {"": {}, "key_mask": {}, "key_mask0": {}, "klen_full": {}, "window": dict(wl=1024), "dropout": dict(dropout=0.1, seed=(1, 2)),
             "bias": dict(bias=(0, 1)), "tf32": dict(tf32=True), "tf32_key_mask": dict(tf32=True),
             "tf32_window": dict(tf32=True, wl=1024), "tf32_softcap": dict(tf32=True, softcap=30.0),

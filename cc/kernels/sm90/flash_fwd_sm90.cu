@@ -304,17 +304,24 @@ constexpr int kDefaultVariantD64 = 8;  // D = 64 (the plain kernel; the others r
 // Default 128 since session 70 (2026-12-08, H100, RESULTS.md "Hopper forward kernel" (ai)): with
 // FA_SM90_FWD_IDX_UNDER_PV the D = 128 index-masked kernels gain too (a [B, Tk] key mask 1.000x-1.035x, full lengths
 // 1.022x-1.030x) where this macro alone lost 3 %; at D = 64 those kernels lose with it, up to 4 % alone and 4-7 % with
-// FA_SM90_FWD_IDX_UNDER_PV, and D = 256's were not measured with it, so D = 64 and 256 keep the former code. Its values, as FA_SM90_FWD_IDX_UNDER_PV's (fwd_switch_on): 0 no kernel, 1 every head dim (the
-// single-file builds of sessions 54-69), 64 / 128 / 256 that head dim's kernels only. A head dim's plain and
-// index-masked kernels always agree, so an all-true key mask still gives the no-mask output bit for bit.
+// FA_SM90_FWD_IDX_UNDER_PV, and D = 256's were not measured with it, so D = 64 and 256 keep the former code. Its
+// values, as FA_SM90_FWD_IDX_UNDER_PV's (fwd_switch_on): 0 no kernel, 1 every head dim (what 1 meant in the
+// single-file builds of sessions 54-69), else the head dims whose kernels take it, summed: 64, 128, 256, or e.g.
+// 384 for 128 and 256 (each head dim is a bit of its own). A head dim's plain and index-masked kernels always agree,
+// so an all-true key mask still gives the no-mask output bit for bit.
 #ifndef FA_SM90_FWD_FFMA_SOFTMAX
 #define FA_SM90_FWD_FFMA_SOFTMAX 128
 #endif
-// A per-head-dim switch's value v: on for every head dim (1) or for head dim v only.
-constexpr bool fwd_switch_on(int v, int D) { return v == 1 || v == D; }
-static_assert(FA_SM90_FWD_FFMA_SOFTMAX == 0 || FA_SM90_FWD_FFMA_SOFTMAX == 1 || FA_SM90_FWD_FFMA_SOFTMAX == 64 ||
-                  FA_SM90_FWD_FFMA_SOFTMAX == 128 || FA_SM90_FWD_FFMA_SOFTMAX == 256,
-              "FA_SM90_FWD_FFMA_SOFTMAX: 0, 1 (every head dim), 64, 128 or 256");
+// A per-head-dim switch's value v: on for every head dim (1), else for the head dims that v sums (64, 128 and 256 are
+// bits of their own).
+constexpr bool fwd_switch_on(int v, int D) { return v == 1 || (v & D) != 0; }
+constexpr bool fwd_switch_valid(int v) { return v == 0 || v == 1 || (v > 0 && (v & ~(64 | 128 | 256)) == 0); }
+static_assert(fwd_switch_on(1, 64) && fwd_switch_on(128, 128) && !fwd_switch_on(128, 64) && !fwd_switch_on(128, 256) &&
+                  fwd_switch_on(384, 256) && fwd_switch_on(384, 128) && !fwd_switch_on(384, 64) &&
+                  !fwd_switch_on(0, 128) && !fwd_switch_valid(2) && !fwd_switch_valid(96) && fwd_switch_valid(448),
+              "fwd_switch_on / fwd_switch_valid");
+static_assert(fwd_switch_valid(FA_SM90_FWD_FFMA_SOFTMAX),
+              "FA_SM90_FWD_FFMA_SOFTMAX: 0, 1 (every head dim) or a sum of head dims among 64, 128, 256");
 template <int D>
 constexpr bool kFfmaSoftmax = fwd_switch_on(FA_SM90_FWD_FFMA_SOFTMAX, D);
 // FA_SM90_FWD_SKIP_RESCALE (default 2, with FA_SM90_FWD_SOFTMAX_UNDER_PV 1; 0 gives the former forward back, which
@@ -375,9 +382,8 @@ constexpr bool kSoftmaxUnderPv = FA_SM90_FWD_SOFTMAX_UNDER_PV != 0;
 #ifndef FA_SM90_FWD_IDX_UNDER_PV
 #define FA_SM90_FWD_IDX_UNDER_PV 128
 #endif
-static_assert(FA_SM90_FWD_IDX_UNDER_PV == 0 || FA_SM90_FWD_IDX_UNDER_PV == 1 || FA_SM90_FWD_IDX_UNDER_PV == 64 ||
-                  FA_SM90_FWD_IDX_UNDER_PV == 128 || FA_SM90_FWD_IDX_UNDER_PV == 256,
-              "FA_SM90_FWD_IDX_UNDER_PV: 0, 1 (every head dim), 64, 128 or 256");
+static_assert(fwd_switch_valid(FA_SM90_FWD_IDX_UNDER_PV),
+              "FA_SM90_FWD_IDX_UNDER_PV: 0, 1 (every head dim) or a sum of head dims among 64, 128, 256");
 template <int D>
 constexpr bool kIdxUnderPv = fwd_switch_on(FA_SM90_FWD_IDX_UNDER_PV, D);
 // The dropout kernel's schedule at D = 64 and 128 (schedule 0 when the variant asked for is 0). Schedule 0:
