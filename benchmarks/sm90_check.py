@@ -614,6 +614,15 @@ D64_3WG_CASES = [
     dict(name="w3_gqa_causal", B=2, Tq=191, Tk=257, H=6, Hkv=2, D=64, causal=True, offset=257 - 191),
     dict(name="w3_strided", B=2, Tq=250, Tk=250, H=4, D=64, causal=True, packed=True),
     dict(name="w3_big", B=1, Tq=1000, Tk=1500, H=4, D=64, scale=0.3),
+    # The D = 64 index-masked kernel around the same tile (its schedule 8 with FA_SM90_FWD_IDX64_3WG; 5 otherwise):
+    # key / query validity with a ragged last tile, lengths with a causal mask and a query tile that sees no key,
+    # a window with poisoned keys, soft-cap, an all-true key mask against the plain kernel bit for bit.
+    dict(name="w3i_kvalid_193", B=2, Tq=193, Tk=450, H=3, D=64, kvalid=True, qvalid=True),
+    dict(name="w3i_lengths_causal", B=3, Tq=385, Tk=500, H=2, D=64, causal=True, offset=500 - 385,
+         qlen_vals=[385, 191, 1], klen_vals=[500, 193, 64], poison=True),
+    dict(name="w3i_window", B=1, Tq=600, Tk=640, H=2, D=64, wl=150, wr=10, offset=40, poison=True),
+    dict(name="w3i_softcap_gqa", B=2, Tq=250, Tk=300, H=6, Hkv=2, D=64, softcap=25.0, causal=True, offset=50),
+    dict(name="w3i_all_true", B=2, Tq=385, Tk=390, H=2, D=64, kvalid_all=True, nomask_bitwise=True),
 ]
 # The causal tile order's sections (flash_fwd_sm90.cu's TileOrder, kGridSectionBytes): one section of all pairs
 # at these sizes; with TF_FLASHATTN_SM90_TILE_GROUP=2 (gpu_run.sh's vgroup) 5 pairs in sections of 2, 2, 1 and 9
@@ -1110,28 +1119,32 @@ def variant_names(h):
     return [v for v in names if v not in PENDING_VARIANTS]
 
 
-def expected_variant(c, v, release=False):
+def expected_variant(c, v, release=False, idx64_wide=False):
     """The schedule that case c runs when variant v is asked for: v, but WIDE_VARIANTS' fallback
     outside the plain D = 64 kernel, and DENSE_VARIANT for any v but 0 with a dense mask or bias. In a release
     build (`release`: not every schedule built) a kernel runs its default for a schedule it lacks
     (flash_fwd_sm90.cu's schedule_built_for, fwd_schedule): the plain D = 128 kernel has 0, 5, 7 and 10 (its default 7,
     10 with a causal mask), the plain D = 64 one 0, 5 and 8 (default 8), the index-masked ones 0 and 5 (default 5),
-    and the dense kernel has DENSE_VARIANT alone; 8 and 9 run 5 outside the plain D = 64 kernel in every build. Head
-    dim 256 runs schedule 0 whatever is asked for (the variants phase leaves its cases out)."""
+    and the dense kernel has DENSE_VARIANT alone; 8 and 9 run 5 outside the plain D = 64 kernel in every build.
+    idx64_wide (sm90_info()['fwd_idx64_wide'], FA_SM90_FWD_IDX64_3WG): the D = 64 index-masked kernel without dropout
+    has 8 too, as the plain one (its default; 9 only in FA_TUNING builds). Head dim 256 runs schedule 0 whatever is
+    asked for (the variants phase leaves its cases out)."""
     if bucket(c) == 256:
         return 0
     if c.get("mask") or c.get("bias"):
         return v if v == 0 and not release else DENSE_VARIANT
     plain = not any(c.get(k) for k in IDX_KEYS) and c.get("wl", -1) < 0 and c.get("wr", -1) < 0
+    # the kernels that have the 3-consumer schedules at D = 64
+    wide = bucket(c) == 64 and (plain or (idx64_wide and not c.get("dropout")))
     if release and v not in WIDE_VARIANTS:
-        has = {0, 5} | ({8} if bucket(c) == 64 and plain else {7, 10} if bucket(c) == 128 and plain else set())
+        has = {0, 5} | ({8} if wide else {7, 10} if bucket(c) == 128 and plain else set())
         if v not in has:
             if bucket(c) == 128 and plain:
                 return 10 if c.get("causal") else 7
-            return 8 if bucket(c) == 64 and plain else 5
+            return 8 if wide else 5
     if v not in WIDE_VARIANTS:
         return v
-    return v if bucket(c) == 64 and plain else WIDE_VARIANTS[v]
+    return v if wide else WIDE_VARIANTS[v]
 
 
 # The schedule each kind of call runs when none is asked for (flash_fwd_sm90.cu's launch_sched, launch_dense
@@ -1141,7 +1154,11 @@ DEFAULT_SCHEDULES = {"odd_d128": 7, "odd_d128_causal_br": 10, "qk_valid_d128": 5
                      "edges_d256_127_129_causal": 0,
                      # padded up (head_dim_bucket(max(D, Dv))): the schedules of their bucket
                      "pad_d80": 7, "pad_d96_causal_br": 10, "pad_d40": 8, "pad_d96_masks": 5,
-                     "pad_d192_dv128_causal": 0}
+                     "pad_d192_dv128_causal": 0,
+                     # the D = 64 index-masked kernel: 5, or 8 where it has schedule 8 (IDX64_DEFAULT)
+                     "k_valid_all_true_d64": 5}
+# sm90_info()['fwd_idx64_wide'] (FA_SM90_FWD_IDX64_3WG): these cases' default is 8 instead.
+IDX64_DEFAULT = {"k_valid_all_true_d64"}
 
 
 def phase_defaults(h, log):
@@ -1153,6 +1170,7 @@ def phase_defaults(h, log):
         return rows
     gen = torch.Generator(device=DEV)
     gen.manual_seed(3)
+    idx64_wide = bool(h.m.sm90_info().get("fwd_idx64_wide", False))
     h.m.set_sm90(1)
     h.m.set_sm90_fwd_variant(-1)
     for c in [c for c in NUM_CASES if c["name"] in DEFAULT_SCHEDULES]:
@@ -1162,7 +1180,8 @@ def phase_defaults(h, log):
         low = reference(c, t, torch.bfloat16, keep)
         run_fwd(h, c, t)
         ran = h.m.sm90_info()["last_fwd_variant"]
-        row = dict(case=c["name"], dtype="bfloat16", expected_variant=DEFAULT_SCHEDULES[c["name"]], ran_variant=ran)
+        want = 8 if idx64_wide and c["name"] in IDX64_DEFAULT else DEFAULT_SCHEDULES[c["name"]]
+        row = dict(case=c["name"], dtype="bfloat16", expected_variant=want, ran_variant=ran)
         ok = judge({"o": t["o"], "lse": t["lse"]}, ref, low, torch.bfloat16, row) and ran == row["expected_variant"]
         row["ok"] = bool(ok)
         rows.append(row)
@@ -1186,6 +1205,7 @@ def phase_variants(h, log, cases, dtypes, skip_fallbacks=False):
         print("VARIANTS none: harness without sm90 schedules", file=log, flush=True)
         return rows
     release = release_build(h)
+    idx64_wide = bool(h.m.sm90_info().get("fwd_idx64_wide", False))
     h.m.set_sm90(1)
     for c in cases:
         for dt in dtypes:
@@ -1201,7 +1221,7 @@ def phase_variants(h, log, cases, dtypes, skip_fallbacks=False):
             for v in variants:
                 if c.get("dropout") and v != DROP_VARIANT:
                     continue
-                if skip_fallbacks and expected_variant(c, v, release) != v:
+                if skip_fallbacks and expected_variant(c, v, release, idx64_wide) != v:
                     continue
                 h.m.set_sm90_fwd_variant(v)
                 n0 = h.m.sm90_info()["fwd_launches"]
@@ -1209,7 +1229,7 @@ def phase_variants(h, log, cases, dtypes, skip_fallbacks=False):
                 info = h.m.sm90_info()
                 took = info["fwd_launches"] - n0
                 ran = info["last_fwd_variant"]
-                want = expected_variant(c, v, release)
+                want = expected_variant(c, v, release, idx64_wide)
                 ours = {"o": tr["o"], "lse": tr["lse"]}
                 bitwise = bool(torch.equal(ours["o"], v0["o"]) and torch.equal(ours["lse"], v0["lse"]))
                 row = dict(case=c["name"], dtype=dname, variant=v, ran_variant=ran, sm90_launched=int(took),
@@ -1543,7 +1563,8 @@ def main():
     elif args.phase == "vsanitize":
         cases = [c for c in VARIANT_CASES if c["name"] in ("odd_d128_causal_br", "empty_rows_causal",
                                                             "causal_window_lengths", "w3_ragged_193",
-                                                            "w3_causal_br", "w3_empty_rows")]
+                                                            "w3_causal_br", "w3_empty_rows", "w3i_kvalid_193",
+                                                            "w3i_lengths_causal")]
         rows = phase_variants(h, log, cases, (torch.bfloat16,), skip_fallbacks=True)
     elif args.phase == "vbench":
         rows = phase_vbench(h, log)

@@ -597,7 +597,8 @@ def test_sm90_check_expected_variant_models_the_forward_dispatch():
     """benchmarks/sm90_check.py's expected_variant (what the variants / vsanitize phases require each case to have run):
     in a release build a D = 64 / 128 kernel runs its default for a schedule it lacks (7 / 10 for the plain D = 128
     one, by its causal mask; 8 for the plain D = 64 one; 5 for the index-masked ones), 8 and 9 run 5 outside the plain
-    D = 64 kernel, the dense kernel its own schedule; head dim 256 runs 0 whatever is asked for. Checked in a
+    D = 64 kernel (and, with FA_SM90_FWD_IDX64_3WG, the index-masked one), the dense kernel its own schedule; head
+    dim 256 runs 0 whatever is asked for. Checked in a
     subprocess with torch and triton stubbed (the module imports them; this needs neither)."""
     code = r'''
 import sys, json, unittest.mock as m
@@ -610,6 +611,12 @@ out = {n: [[s.expected_variant(cases[n], v, release) for v in range(11)] for rel
        for n in ("odd_d256", "pad_d192_dv128_causal", "odd_d128", "odd_d128_causal_br", "qk_valid_d128", "odd_d64",
                  "mask_bias_softcap_gqa")}
 out["dense"] = s.DENSE_VARIANT
+# FA_SM90_FWD_IDX64_3WG (sm90_info()['fwd_idx64_wide']): the D = 64 index-masked kernel has schedule 8 too
+for n in ("k_valid_all_true_d64", "softcap_causal_window_d64", "odd_d64", "qk_valid_d128", "bias_d64_causal"):
+    out.setdefault(n, [[s.expected_variant(cases[n], v, release) for v in range(11)] for release in (False, True)])
+    out[n + "/wide"] = [[s.expected_variant(cases[n], v, release, True) for v in range(11)] for release in (False, True)]
+out["drop64/wide"] = s.expected_variant(dict(name="d", B=1, Tq=9, Tk=9, H=1, D=64, dropout=0.1), 8, True, True)
+out["w3i"] = [c["name"] for c in s.VARIANT_CASES if c["name"].startswith("w3i_")]
 print(json.dumps(out))
 '''
     res = subprocess.run([sys.executable, "-c", code, os.path.join(ROOT, "benchmarks")], capture_output=True, text=True)
@@ -624,3 +631,13 @@ print(json.dumps(out))
     assert out["qk_valid_d128"][release] == [0, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5], out
     assert out["odd_d64"][release][:9] == [0, 8, 8, 8, 8, 5, 8, 8, 8], out
     assert out["mask_bias_softcap_gqa"][tuning] == [0] + [out["dense"]] * 10, out
+    # With the D = 64 index-masked kernel on schedule 8 (idx64_wide): its cases (a key mask, soft-cap with a window)
+    # run 8 as the plain D = 64 kernel does, and 9 in a tuning build; D = 128, the dense kernel and dropout as before.
+    for n in ("k_valid_all_true_d64", "softcap_causal_window_d64"):
+        assert out[n][release][:9] == [0, 5, 5, 5, 5, 5, 5, 5, 5], (n, out[n])
+        assert out[n + "/wide"][release][:9] == [0, 8, 8, 8, 8, 5, 8, 8, 8], (n, out[n + "/wide"])
+        assert out[n + "/wide"][tuning] == list(range(11)), (n, out[n + "/wide"])
+    assert out["odd_d64/wide"] == out["odd_d64"] and out["qk_valid_d128/wide"] == out["qk_valid_d128"], out
+    assert out["bias_d64_causal/wide"] == out["bias_d64_causal"] and out["bias_d64_causal"][release] == [out["dense"]] * 11, out
+    assert out["drop64/wide"] == 5, out
+    assert len(out["w3i"]) == 5, out  # the index-masked cases around the 192-row tile are in the variants phase

@@ -203,7 +203,8 @@ int64_t fwd_launches();
 // fwd_variant() is fwd_variant_for(128). D = 256 always
 // takes variant 0; dropout at D = 64 / 128 takes variant 0 when fwd_variant_for(d) is 0, else
 // flash_fwd_sm90.cu's kDropVariant (0: schedule 0 either way). Variants 8 and 9 (3 consumer warpgroups) exist for the plain
-// D = 64 kernel only; other calls asking for them run 5. last_fwd_variant(): the schedule of the last
+// D = 64 kernel only (and the D = 64 index-masked one with FA_SM90_FWD_IDX64_3WG: fwd_idx64_wide); other calls asking
+// for them run 5. last_fwd_variant(): the schedule of the last
 // launch (-1 before any).
 int fwd_variants();
 // Bytes of workspace the 16-bit forward needs for params p: 256 (schedule 10's tile counter) when the call
@@ -215,6 +216,9 @@ int fwd_variant();
 int fwd_variant_for(int d);
 bool set_fwd_variant(int v);
 bool fwd_variant_built(int v);
+// The D = 64 index-masked kernel (no dropout, dense mask or bias) has schedule 8 and runs it by default
+// (flash_fwd_sm90.cu's FA_SM90_FWD_IDX64_3WG; otherwise 8 runs 5 there, as outside the plain D = 64 kernel).
+bool fwd_idx64_wide();
 int last_fwd_variant();
 // Self-test of the building blocks, one at a time (which: 0 TMA load into a 128-byte-swizzled
 // tile, 1 wgmma m64n128k16 with both operands K-major in shared memory, 2 wgmma m64n128k16 with A

@@ -221,6 +221,15 @@ struct Sched {
 #ifndef FA_SM90_FWD_DROP64_3WG
 #define FA_SM90_FWD_DROP64_3WG 0
 #endif
+// FA_SM90_FWD_IDX64_3WG (0; a candidate, not yet run on a GPU): the D = 64 index-masked kernel (index masks and
+// soft-cap, without dropout, a dense mask or bias) on schedule 8, the plain D = 64 kernel's default (3 consumer
+// warpgroups, 192-row query tiles, setmaxnreg 160), where it runs schedule 5 (2 consumers) today. Schedule 8 made the
+// plain D = 64 forward 1.05x-1.16x schedule 5's on the H200 (RESULTS.md "Hopper forward kernel" (f)); the
+// index-masked kernel's D = 64 forward is that kernel's weak spot (a [B, Tk] key mask 1.14x the plain kernel's time
+// at T = 4096 in session 70's harness run). Off: its registers (168 on schedule 5, ptxas) must fit the consumers' 160.
+#ifndef FA_SM90_FWD_IDX64_3WG
+#define FA_SM90_FWD_IDX64_3WG 0
+#endif
 constexpr Sched kSched[] = {
     {2, false, false, false},  // 0: the first schedule (D = 256 always runs it)
     {3, false, false, false},  // 1
@@ -467,7 +476,7 @@ constexpr bool schedule_built_for(int v, int D, bool IDX) {
   return v >= 0 && v < kNumVariants;
 #else
   if (v == 0 || v == kDefaultVariant) return true;
-  if (IDX) return false;
+  if (IDX) return FA_SM90_FWD_IDX64_3WG != 0 && D == 64 && v == kDefaultVariantD64;
   return D == 64 ? v == kDefaultVariantD64 : v == kPersistentVariant || v == kDynamicVariant;
 #endif
 }
@@ -1269,10 +1278,12 @@ __global__ void __launch_bounds__(kThreadsOf<V>, 1)
   static_assert(D == 64 || D == 128 || (D == 256 && V == 0), "D = 256 runs schedule 0 only");
   static_assert(!kS.persistent || (kS.overlap && kS.pingpong), "the persistent schedule is schedule 5's");
   static_assert(!kS.dynamic || kS.persistent, "dynamic tiles are a persistent grid's");
-  static_assert(kS.consumers == 2 || (kS.consumers == 3 && D == 64 && !IDX && !DROP && !kS.persistent && kS.overlap) ||
+  static_assert(kS.consumers == 2 ||
+                    (kS.consumers == 3 && D == 64 && (!IDX || FA_SM90_FWD_IDX64_3WG != 0) && !DROP && !DENSE &&
+                     !kS.persistent && kS.overlap) ||
                     (kS.consumers == 3 && D == 64 && DROP && !kS.persistent && !kS.overlap),
-                "3 consumer warpgroups: the plain D = 64 kernel, one tile per CTA, overlap schedules only (and "
-                "FA_SM90_FWD_DROP64_3WG's dropout kernel)");
+                "3 consumer warpgroups: the plain D = 64 kernel (and FA_SM90_FWD_IDX64_3WG's index-masked one), one "
+                "tile per CTA, overlap schedules only (and FA_SM90_FWD_DROP64_3WG's dropout kernel)");
   constexpr int kBr = kBrOf<V>;  // (shadows the namespace's 128)
   constexpr int kC = kConsumersOf<V>;
   using L = SmemLayout<D, kStages, kBc, kS.persistent, kBr, kS.dynamic>;
@@ -1557,7 +1568,8 @@ cudaError_t launch(const FlashFwdParams& p, cudaStream_t stream) {
 
 // The plain (no-dropout) kernel at D = 64 or 128 with schedule v (kSched; fwd_variant() keeps v in
 // range), IDX: with the index masks (needs_idx()). Schedules 8 and 9 exist for the kernel without
-// IDX at D = 64 only; elsewhere, and past the 192-row tiles' Tq bound, they run kWideFallback.
+// IDX at D = 64 only (with IDX too under FA_SM90_FWD_IDX64_3WG); elsewhere, and past the 192-row tiles' Tq bound,
+// they run kWideFallback.
 template <typename T, int D, bool IDX>
 cudaError_t launch_plain(const FlashFwdParams& p, cudaStream_t stream, int v) {
   static_assert(kNumVariants == 11 + (FA_SM90_FWD_DROP64_3WG != 0), "one case per schedule (11: dropout only)");
@@ -1577,7 +1589,7 @@ cudaError_t launch_plain(const FlashFwdParams& p, cudaStream_t stream, int v) {
       break;
     case 8:
     case 9:
-      if constexpr (D == 64 && !IDX) {
+      if constexpr (D == 64 && (!IDX || FA_SM90_FWD_IDX64_3WG != 0)) {
         if (p.shape.Tq <= (1ll << 31) - kBrOf<8>) {
           if (v == 8) return launch<T, D, IDX, false, 8>(p, stream);
           if constexpr (schedule_built_for(9, D, IDX)) return launch<T, D, IDX, false, 9>(p, stream);
@@ -1665,6 +1677,8 @@ size_t fwd_workspace_bytes(const FlashFwdParams& p) {
 }
 
 bool fwd_variant_built(int v) { return schedule_built(v); }
+
+bool fwd_idx64_wide() { return FA_SM90_FWD_IDX64_3WG != 0; }
 
 bool set_fwd_variant(int v) {
   if (v >= kNumVariants || (v >= 0 && !schedule_built(v))) return false;
