@@ -1119,7 +1119,17 @@ def variant_names(h):
     return [v for v in names if v not in PENDING_VARIANTS]
 
 
-def expected_variant(c, v, release=False, idx64_wide=False):
+def is_plain(c):
+    """Case c runs the plain kernel (no index masks, soft-cap, dropout, dense mask or bias; causal alone is plain)."""
+    return not any(c.get(k) for k in IDX_KEYS) and c.get("wl", -1) < 0 and c.get("wr", -1) < 0
+
+
+# The plain head-dim-256 cases (the padded ones included), which the variants phase takes where the plain D = 256
+# kernel has a schedule besides 0 (FA_SM90_FWD_D256_SCHED: sm90_info()['fwd_d256_schedule']).
+D256_VARIANT_CASES = [c for c in NUM_CASES if bucket(c) == 256 and is_plain(c)]
+
+
+def expected_variant(c, v, release=False, idx64_wide=False, d256=0):
     """The schedule that case c runs when variant v is asked for: v, but WIDE_VARIANTS' fallback
     outside the plain D = 64 kernel, and DENSE_VARIANT for any v but 0 with a dense mask or bias. In a release
     build (`release`: not every schedule built) a kernel runs its default for a schedule it lacks
@@ -1128,12 +1138,13 @@ def expected_variant(c, v, release=False, idx64_wide=False):
     and the dense kernel has DENSE_VARIANT alone; 8 and 9 run 5 outside the plain D = 64 kernel in every build.
     idx64_wide (sm90_info()['fwd_idx64_wide'], FA_SM90_FWD_IDX64_3WG): the D = 64 index-masked kernel without dropout
     has 8 too, as the plain one (its default; 9 only in FA_TUNING builds). Head dim 256 runs schedule 0 whatever is
-    asked for (the variants phase leaves its cases out)."""
+    asked for, but d256 (sm90_info()['fwd_d256_schedule'], FA_SM90_FWD_D256_SCHED) for its plain kernel unless 0 is
+    asked for (the variants phase takes those cases only then: D256_VARIANT_CASES)."""
     if bucket(c) == 256:
-        return 0
+        return d256 if d256 and v != 0 and is_plain(c) else 0
     if c.get("mask") or c.get("bias"):
         return v if v == 0 and not release else DENSE_VARIANT
-    plain = not any(c.get(k) for k in IDX_KEYS) and c.get("wl", -1) < 0 and c.get("wr", -1) < 0
+    plain = is_plain(c)
     # the kernels that have the 3-consumer schedules at D = 64
     wide = bucket(c) == 64 and (plain or (idx64_wide and not c.get("dropout")))
     if release and v not in WIDE_VARIANTS:
@@ -1171,6 +1182,7 @@ def phase_defaults(h, log):
     gen = torch.Generator(device=DEV)
     gen.manual_seed(3)
     idx64_wide = bool(h.m.sm90_info().get("fwd_idx64_wide", False))
+    d256 = int(h.m.sm90_info().get("fwd_d256_schedule", 0))
     h.m.set_sm90(1)
     h.m.set_sm90_fwd_variant(-1)
     for c in [c for c in NUM_CASES if c["name"] in DEFAULT_SCHEDULES]:
@@ -1181,6 +1193,8 @@ def phase_defaults(h, log):
         run_fwd(h, c, t)
         ran = h.m.sm90_info()["last_fwd_variant"]
         want = 8 if idx64_wide and c["name"] in IDX64_DEFAULT else DEFAULT_SCHEDULES[c["name"]]
+        if bucket(c) == 256 and is_plain(c) and d256:
+            want = d256
         row = dict(case=c["name"], dtype="bfloat16", expected_variant=want, ran_variant=ran)
         ok = judge({"o": t["o"], "lse": t["lse"]}, ref, low, torch.bfloat16, row) and ran == row["expected_variant"]
         row["ok"] = bool(ok)
@@ -1206,6 +1220,7 @@ def phase_variants(h, log, cases, dtypes, skip_fallbacks=False):
         return rows
     release = release_build(h)
     idx64_wide = bool(h.m.sm90_info().get("fwd_idx64_wide", False))
+    d256 = int(h.m.sm90_info().get("fwd_d256_schedule", 0))
     h.m.set_sm90(1)
     for c in cases:
         for dt in dtypes:
@@ -1221,7 +1236,7 @@ def phase_variants(h, log, cases, dtypes, skip_fallbacks=False):
             for v in variants:
                 if c.get("dropout") and v != DROP_VARIANT:
                     continue
-                if skip_fallbacks and expected_variant(c, v, release, idx64_wide) != v:
+                if skip_fallbacks and expected_variant(c, v, release, idx64_wide, d256) != v:
                     continue
                 h.m.set_sm90_fwd_variant(v)
                 n0 = h.m.sm90_info()["fwd_launches"]
@@ -1229,7 +1244,7 @@ def phase_variants(h, log, cases, dtypes, skip_fallbacks=False):
                 info = h.m.sm90_info()
                 took = info["fwd_launches"] - n0
                 ran = info["last_fwd_variant"]
-                want = expected_variant(c, v, release, idx64_wide)
+                want = expected_variant(c, v, release, idx64_wide, d256)
                 ours = {"o": tr["o"], "lse": tr["lse"]}
                 bitwise = bool(torch.equal(ours["o"], v0["o"]) and torch.equal(ours["lse"], v0["lse"]))
                 row = dict(case=c["name"], dtype=dname, variant=v, ran_variant=ran, sm90_launched=int(took),
@@ -1558,7 +1573,9 @@ def main():
         rows = phase_numerics(h, log, [c for c in NUM_CASES if c["name"] in names], (torch.bfloat16,))
     elif args.phase == "variants":
         rows = phase_defaults(h, log)
-        rows += phase_variants(h, log, VARIANT_CASES, (torch.bfloat16, torch.float16))
+        d256 = h.m.sm90_info().get("fwd_d256_schedule", 0)
+        rows += phase_variants(h, log, VARIANT_CASES + (D256_VARIANT_CASES if d256 else []),
+                               (torch.bfloat16, torch.float16))
         print(f"variants: {sum(r['ok'] for r in rows)} / {len(rows)} pass", file=log, flush=True)
     elif args.phase == "vsanitize":
         cases = [c for c in VARIANT_CASES if c["name"] in ("odd_d128_causal_br", "empty_rows_causal",

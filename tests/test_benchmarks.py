@@ -617,6 +617,12 @@ for n in ("k_valid_all_true_d64", "softcap_causal_window_d64", "odd_d64", "qk_va
     out[n + "/wide"] = [[s.expected_variant(cases[n], v, release, True) for v in range(11)] for release in (False, True)]
 out["drop64/wide"] = s.expected_variant(dict(name="d", B=1, Tq=9, Tk=9, H=1, D=64, dropout=0.1), 8, True, True)
 out["w3i"] = [c["name"] for c in s.VARIANT_CASES if c["name"].startswith("w3i_")]
+# FA_SM90_FWD_D256_SCHED (sm90_info()['fwd_d256_schedule']): the plain D = 256 kernel's schedule unless 0 is asked for
+for n in ("odd_d256", "pad_d192_dv128_causal"):
+    out[n + "/d256"] = [[s.expected_variant(cases[n], v, release, False, 3) for v in range(11)] for release in (False, True)]
+out["d256_idx"] = [s.expected_variant(dict(name="x", B=1, Tq=9, Tk=9, H=1, D=256, kvalid=True), v, True, False, 3)
+                   for v in range(11)]
+out["d256_cases"] = [c["name"] for c in s.D256_VARIANT_CASES]
 print(json.dumps(out))
 '''
     res = subprocess.run([sys.executable, "-c", code, os.path.join(ROOT, "benchmarks")], capture_output=True, text=True)
@@ -641,3 +647,9 @@ print(json.dumps(out))
     assert out["bias_d64_causal/wide"] == out["bias_d64_causal"] and out["bias_d64_causal"][release] == [out["dense"]] * 11, out
     assert out["drop64/wide"] == 5, out
     assert len(out["w3i"]) == 5, out  # the index-masked cases around the 192-row tile are in the variants phase
+    # With the plain D = 256 kernel on schedule 3 (d256 = 3): 3 whatever is asked for but 0; its index-masked kernel 0.
+    for n in ("odd_d256", "pad_d192_dv128_causal"):
+        assert out[n + "/d256"][tuning] == [0] + [3] * 10 and out[n + "/d256"][release] == [0] + [3] * 10, out
+    assert out["d256_idx"] == [0] * 11, out
+    assert "odd_d256" in out["d256_cases"] and "pad_d192_dv128_causal" in out["d256_cases"], out
+    assert not any("kvalid" in n or "dropout" in n or "softcap" in n or "mask" in n for n in out["d256_cases"]), out

@@ -830,6 +830,7 @@ py::dict sm90_info() {
     if (flashattn::cuda::sm90::fwd_variant_built(v)) built.append(v);
   d["fwd_variants_built"] = built;
   d["fwd_idx64_wide"] = flashattn::cuda::sm90::fwd_idx64_wide();
+  d["fwd_d256_schedule"] = flashattn::cuda::sm90::fwd_d256_schedule();
   d["last_fwd_variant"] = flashattn::cuda::sm90::last_fwd_variant();
   d["bwd_enabled"] = flashattn::cuda::sm90::bwd_enabled();
   d["bwd_launches"] = flashattn::cuda::sm90::bwd_launches();
@@ -875,6 +876,7 @@ py::dict sm90_info() {
   built0.append(0);
   d["fwd_variants_built"] = built0;
   d["fwd_idx64_wide"] = false;
+  d["fwd_d256_schedule"] = 0;
   d["last_fwd_variant"] = -1;
 #endif
   return d;
@@ -1078,7 +1080,8 @@ PYBIND11_MODULE(flash_harness, m) {
         "The Hopper forward: dict(compiled, enabled (TF_FLASHATTN_SM90 / set_sm90), fwd_launches, "
         "fwd_variant (the schedule set now), fwd_variants (how many), fwd_variants_built (those this build has: "
         "all in FA_TUNING builds), fwd_idx64_wide (the D = 64 index-masked kernel has schedule 8: "
-        "FA_SM90_FWD_IDX64_3WG), fwd_default_variant (the one when "
+        "FA_SM90_FWD_IDX64_3WG), fwd_d256_schedule (the plain D = 256 kernel's: FA_SM90_FWD_D256_SCHED), "
+        "fwd_default_variant (the one when "
         "nothing is set), last_fwd_variant (of the last launch), bwd_enabled, bwd_launches, tf32_enabled "
         "(TF_FLASHATTN_SM90_TF32 / set_sm90_tf32), tf32_fwd_launches, tf32_variant, tf32_variants, "
         "last_tf32_variant, tf32_bwd_enabled (TF_FLASHATTN_SM90_TF32_BWD / set_sm90_tf32_bwd), tf32_bwd_launches).");

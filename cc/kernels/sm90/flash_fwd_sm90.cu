@@ -230,6 +230,21 @@ struct Sched {
 #ifndef FA_SM90_FWD_IDX64_3WG
 #define FA_SM90_FWD_IDX64_3WG 0
 #endif
+// FA_SM90_FWD_D256_SCHED (0; a candidate, not yet run on a GPU): the schedule of the plain D = 256 kernel (no index
+// masks, soft-cap, dropout, dense mask or bias), 0 today: one tile at a time per consumer warpgroup, the softmax
+// between the products. 2, 3 or 6 give it the overlapped forms of D = 64 / 128 on their 2 stages of 64-key tiles (the
+// softmax of tile n under the P V product of tile n - 1; 3 with the two warpgroups' turns, 6 with those and O stored
+// by the copy engine), as FlashAttention-3 overlaps its head-dim-256 forward. ptxas 13.0: no spills for any of them
+// (the consumers' 240 registers hold O's 128 floats, S and P), and the softmax's 34 MUFU.EX2 between the waits for S
+// and for P V (benchmarks/sass_order.py --check). Session 61's D256_PINGPONG (turns on schedule 0, without the
+// overlap) was slower ("Dropout cost" (ag)). Asking for schedule 0 (TF_FLASHATTN_SM90_FWD_VARIANT=0,
+// set_fwd_variant(0)) still runs 0: the bit-for-bit reference of sm90_check.py's variants phase.
+#ifndef FA_SM90_FWD_D256_SCHED
+#define FA_SM90_FWD_D256_SCHED 0
+#endif
+static_assert(FA_SM90_FWD_D256_SCHED == 0 || FA_SM90_FWD_D256_SCHED == 2 || FA_SM90_FWD_D256_SCHED == 3 ||
+                  FA_SM90_FWD_D256_SCHED == 6,
+              "FA_SM90_FWD_D256_SCHED: 0, 2, 3 or 6 (2 stages: 64-key tiles at D = 256 fit no third)");
 constexpr Sched kSched[] = {
     {2, false, false, false},  // 0: the first schedule (D = 256 always runs it)
     {3, false, false, false},  // 1
@@ -1275,7 +1290,8 @@ __global__ void __launch_bounds__(kThreadsOf<V>, 1)
                 "the dropout kernel runs schedule 0 or kDropVariant (FA_SM90_FWD_DROP64_3WG: 11 at D = 64)");
   static_assert(!kS.pingpong || kS.overlap, "ping-pong with overlap only");
   static_assert(!DROP || IDX, "dropout runs the index-masked kernel");
-  static_assert(D == 64 || D == 128 || (D == 256 && V == 0), "D = 256 runs schedule 0 only");
+  static_assert(D == 64 || D == 128 || (D == 256 && (V == 0 || (V == FA_SM90_FWD_D256_SCHED && !IDX))),
+                "D = 256 runs schedule 0 only (the plain kernel: FA_SM90_FWD_D256_SCHED too)");
   static_assert(!kS.persistent || (kS.overlap && kS.pingpong), "the persistent schedule is schedule 5's");
   static_assert(!kS.dynamic || kS.persistent, "dynamic tiles are a persistent grid's");
   static_assert(kS.consumers == 2 ||
@@ -1680,6 +1696,8 @@ bool fwd_variant_built(int v) { return schedule_built(v); }
 
 bool fwd_idx64_wide() { return FA_SM90_FWD_IDX64_3WG != 0; }
 
+int fwd_d256_schedule() { return FA_SM90_FWD_D256_SCHED; }
+
 bool set_fwd_variant(int v) {
   if (v >= kNumVariants || (v >= 0 && !schedule_built(v))) return false;
   g_variant_override.store(v < 0 ? -1 : v, std::memory_order_relaxed);
@@ -1734,7 +1752,12 @@ cudaError_t launch_sched(const FlashFwdParams& p, cudaStream_t stream) {
 template <typename T, bool IDX, bool DROP>
 cudaError_t fwd_typed(const FlashFwdParams& p, cudaStream_t stream) {
   const int hd = padded_head_dim(p.shape);  // (fwd_applies)
-  if (hd == 256) return launch<T, 256, IDX, DROP>(p, stream);  // schedule 0 only (64-key tiles)
+  if (hd == 256) {  // schedule 0 (64-key tiles), but FA_SM90_FWD_D256_SCHED for the plain kernel
+    if constexpr (!IDX && FA_SM90_FWD_D256_SCHED != 0) {
+      if (fwd_variant_for(256) != 0) return launch<T, 256, IDX, DROP, FA_SM90_FWD_D256_SCHED>(p, stream);
+    }
+    return launch<T, 256, IDX, DROP>(p, stream);
+  }
   return hd == 128 ? launch_sched<T, 128, IDX, DROP>(p, stream) : launch_sched<T, 64, IDX, DROP>(p, stream);
 }
 
