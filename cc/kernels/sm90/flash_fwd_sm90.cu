@@ -238,7 +238,8 @@ struct Sched {
 // by the copy engine), as FlashAttention-3 overlaps its head-dim-256 forward. ptxas 13.0: no spills for any of them
 // (the consumers' 240 registers hold O's 128 floats, S and P), and the softmax's 34 MUFU.EX2 between the waits for S
 // and for P V (benchmarks/sass_order.py --check). Session 61's D256_PINGPONG (turns on schedule 0, without the
-// overlap) was slower ("Dropout cost" (ag)). Asking for schedule 0 (TF_FLASHATTN_SM90_FWD_VARIANT=0,
+// overlap) was slower ("Dropout cost" (ag)). The index-masked D = 256 kernel keeps schedule 0: on schedule 3 ptxas
+// spills 20 bytes there (tried in a scratch build). Asking for schedule 0 (TF_FLASHATTN_SM90_FWD_VARIANT=0,
 // set_fwd_variant(0)) still runs 0: the bit-for-bit reference of sm90_check.py's variants phase.
 #ifndef FA_SM90_FWD_D256_SCHED
 #define FA_SM90_FWD_D256_SCHED 0
