@@ -1124,12 +1124,19 @@ def is_plain(c):
     return not any(c.get(k) for k in IDX_KEYS) and c.get("wl", -1) < 0 and c.get("wr", -1) < 0
 
 
-# The plain head-dim-256 cases (the padded ones included), which the variants phase takes where the plain D = 256
-# kernel has a schedule besides 0 (FA_SM90_FWD_D256_SCHED: sm90_info()['fwd_d256_schedule']).
+def is_idx_nodrop(c):
+    """Case c runs the index-masked kernel without dropout, a dense mask or bias (index masks, soft-cap)."""
+    return not is_plain(c) and not (c.get("dropout") or c.get("mask") or c.get("bias"))
+
+
+# The head-dim-256 cases (the padded ones included) of the plain kernel and of the index-masked one without dropout,
+# which the variants phase takes where that kernel has a schedule besides 0 (FA_SM90_FWD_D256_SCHED /
+# FA_SM90_FWD_D256_IDX_SCHED: sm90_info()['fwd_d256_schedule'] / ['fwd_d256_idx_schedule']).
 D256_VARIANT_CASES = [c for c in NUM_CASES if bucket(c) == 256 and is_plain(c)]
+D256_IDX_VARIANT_CASES = [c for c in NUM_CASES if bucket(c) == 256 and is_idx_nodrop(c)]
 
 
-def expected_variant(c, v, release=False, idx64_wide=False, d256=0):
+def expected_variant(c, v, release=False, idx64_wide=False, d256=0, d256_idx=0):
     """The schedule that case c runs when variant v is asked for: v, but WIDE_VARIANTS' fallback
     outside the plain D = 64 kernel, and DENSE_VARIANT for any v but 0 with a dense mask or bias. In a release
     build (`release`: not every schedule built) a kernel runs its default for a schedule it lacks
@@ -1138,10 +1145,13 @@ def expected_variant(c, v, release=False, idx64_wide=False, d256=0):
     and the dense kernel has DENSE_VARIANT alone; 8 and 9 run 5 outside the plain D = 64 kernel in every build.
     idx64_wide (sm90_info()['fwd_idx64_wide'], FA_SM90_FWD_IDX64_3WG): the D = 64 index-masked kernel without dropout
     has 8 too, as the plain one (its default; 9 only in FA_TUNING builds). Head dim 256 runs schedule 0 whatever is
-    asked for, but d256 (sm90_info()['fwd_d256_schedule'], FA_SM90_FWD_D256_SCHED) for its plain kernel unless 0 is
-    asked for (the variants phase takes those cases only then: D256_VARIANT_CASES)."""
+    asked for, but d256 (sm90_info()['fwd_d256_schedule'], FA_SM90_FWD_D256_SCHED) for its plain kernel and d256_idx
+    (['fwd_d256_idx_schedule'], FA_SM90_FWD_D256_IDX_SCHED) for its index-masked one without dropout unless 0 is
+    asked for (the variants phase takes those cases only then: D256_VARIANT_CASES, D256_IDX_VARIANT_CASES)."""
     if bucket(c) == 256:
-        return d256 if d256 and v != 0 and is_plain(c) else 0
+        if v == 0:
+            return 0
+        return d256 if is_plain(c) else d256_idx if is_idx_nodrop(c) else 0
     if c.get("mask") or c.get("bias"):
         return v if v == 0 and not release else DENSE_VARIANT
     plain = is_plain(c)
@@ -1221,6 +1231,7 @@ def phase_variants(h, log, cases, dtypes, skip_fallbacks=False):
     release = release_build(h)
     idx64_wide = bool(h.m.sm90_info().get("fwd_idx64_wide", False))
     d256 = int(h.m.sm90_info().get("fwd_d256_schedule", 0))
+    d256_idx = int(h.m.sm90_info().get("fwd_d256_idx_schedule", 0))
     h.m.set_sm90(1)
     for c in cases:
         for dt in dtypes:
@@ -1236,7 +1247,7 @@ def phase_variants(h, log, cases, dtypes, skip_fallbacks=False):
             for v in variants:
                 if c.get("dropout") and v != DROP_VARIANT:
                     continue
-                if skip_fallbacks and expected_variant(c, v, release, idx64_wide, d256) != v:
+                if skip_fallbacks and expected_variant(c, v, release, idx64_wide, d256, d256_idx) != v:
                     continue
                 h.m.set_sm90_fwd_variant(v)
                 n0 = h.m.sm90_info()["fwd_launches"]
@@ -1244,7 +1255,7 @@ def phase_variants(h, log, cases, dtypes, skip_fallbacks=False):
                 info = h.m.sm90_info()
                 took = info["fwd_launches"] - n0
                 ran = info["last_fwd_variant"]
-                want = expected_variant(c, v, release, idx64_wide, d256)
+                want = expected_variant(c, v, release, idx64_wide, d256, d256_idx)
                 ours = {"o": tr["o"], "lse": tr["lse"]}
                 bitwise = bool(torch.equal(ours["o"], v0["o"]) and torch.equal(ours["lse"], v0["lse"]))
                 row = dict(case=c["name"], dtype=dname, variant=v, ran_variant=ran, sm90_launched=int(took),
@@ -1569,12 +1580,13 @@ def main():
                  "pad_d96_mask_bias_softcap", "pad_d72_strided"]
         if not skip_d256(log):
             names += ["edges_d256_127_129_causal", "dropout_masks_d256", "mask_bias_d256", "keybcast_mask_d256",
-                      "pad_d192_dv128_causal", "pad_d248_dv8"]
+                      "pad_d192_dv128_causal", "pad_d248_dv8", "causal_window_lengths_d256", "softcap_causal_gqa_d256"]
         rows = phase_numerics(h, log, [c for c in NUM_CASES if c["name"] in names], (torch.bfloat16,))
     elif args.phase == "variants":
         rows = phase_defaults(h, log)
-        d256 = h.m.sm90_info().get("fwd_d256_schedule", 0)
-        rows += phase_variants(h, log, VARIANT_CASES + (D256_VARIANT_CASES if d256 else []),
+        info = h.m.sm90_info()
+        rows += phase_variants(h, log, VARIANT_CASES + (D256_VARIANT_CASES if info.get("fwd_d256_schedule") else []) +
+                               (D256_IDX_VARIANT_CASES if info.get("fwd_d256_idx_schedule") else []),
                                (torch.bfloat16, torch.float16))
         print(f"variants: {sum(r['ok'] for r in rows)} / {len(rows)} pass", file=log, flush=True)
     elif args.phase == "vsanitize":

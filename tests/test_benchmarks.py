@@ -622,7 +622,15 @@ for n in ("odd_d256", "pad_d192_dv128_causal"):
     out[n + "/d256"] = [[s.expected_variant(cases[n], v, release, False, 3) for v in range(11)] for release in (False, True)]
 out["d256_idx"] = [s.expected_variant(dict(name="x", B=1, Tq=9, Tk=9, H=1, D=256, kvalid=True), v, True, False, 3)
                    for v in range(11)]
+# FA_SM90_FWD_D256_IDX_SCHED (['fwd_d256_idx_schedule']): the index-masked D = 256 kernel without dropout
+idx256 = dict(name="x", B=1, Tq=9, Tk=9, H=1, D=256, kvalid=True)
+out["d256_idx2"] = [s.expected_variant(idx256, v, True, False, 3, 2) for v in range(11)]
+out["d256_idx2_softcap"] = s.expected_variant(dict(idx256, kvalid=False, softcap=20.0), 5, True, False, 0, 2)
+out["d256_idx2_drop"] = s.expected_variant(dict(idx256, dropout=0.1), 5, True, False, 3, 2)
+out["d256_idx2_dense"] = s.expected_variant(dict(idx256, mask=(1, 0)), 5, True, False, 3, 2)
+out["d256_idx2_plain"] = s.expected_variant(dict(idx256, kvalid=False), 5, True, False, 0, 2)
 out["d256_cases"] = [c["name"] for c in s.D256_VARIANT_CASES]
+out["d256_idx_cases"] = [c["name"] for c in s.D256_IDX_VARIANT_CASES]
 print(json.dumps(out))
 '''
     res = subprocess.run([sys.executable, "-c", code, os.path.join(ROOT, "benchmarks")], capture_output=True, text=True)
@@ -651,5 +659,11 @@ print(json.dumps(out))
     for n in ("odd_d256", "pad_d192_dv128_causal"):
         assert out[n + "/d256"][tuning] == [0] + [3] * 10 and out[n + "/d256"][release] == [0] + [3] * 10, out
     assert out["d256_idx"] == [0] * 11, out
+    # With the index-masked D = 256 kernel on schedule 2 (d256_idx = 2): index masks and soft-cap run 2 unless 0 is
+    # asked for; dropout and the dense kernel keep 0; the plain kernel follows d256 alone.
+    assert out["d256_idx2"] == [0] + [2] * 10 and out["d256_idx2_softcap"] == 2, out
+    assert out["d256_idx2_drop"] == 0 and out["d256_idx2_dense"] == 0 and out["d256_idx2_plain"] == 0, out
+    assert out["d256_idx_cases"] and not set(out["d256_idx_cases"]) & set(out["d256_cases"]), out
+    assert not any("dropout" in n or "mask_bias" in n for n in out["d256_idx_cases"]), out
     assert "odd_d256" in out["d256_cases"] and "pad_d192_dv128_causal" in out["d256_cases"], out
     assert not any("kvalid" in n or "dropout" in n or "softcap" in n or "mask" in n for n in out["d256_cases"]), out

@@ -830,7 +830,8 @@ py::dict sm90_info() {
     if (flashattn::cuda::sm90::fwd_variant_built(v)) built.append(v);
   d["fwd_variants_built"] = built;
   d["fwd_idx64_wide"] = flashattn::cuda::sm90::fwd_idx64_wide();
-  d["fwd_d256_schedule"] = flashattn::cuda::sm90::fwd_d256_schedule();
+  d["fwd_d256_schedule"] = flashattn::cuda::sm90::fwd_d256_schedule(false);
+  d["fwd_d256_idx_schedule"] = flashattn::cuda::sm90::fwd_d256_schedule(true);
   d["last_fwd_variant"] = flashattn::cuda::sm90::last_fwd_variant();
   d["bwd_enabled"] = flashattn::cuda::sm90::bwd_enabled();
   d["bwd_launches"] = flashattn::cuda::sm90::bwd_launches();
@@ -877,6 +878,7 @@ py::dict sm90_info() {
   d["fwd_variants_built"] = built0;
   d["fwd_idx64_wide"] = false;
   d["fwd_d256_schedule"] = 0;
+  d["fwd_d256_idx_schedule"] = 0;
   d["last_fwd_variant"] = -1;
 #endif
   return d;
@@ -1080,7 +1082,8 @@ PYBIND11_MODULE(flash_harness, m) {
         "The Hopper forward: dict(compiled, enabled (TF_FLASHATTN_SM90 / set_sm90), fwd_launches, "
         "fwd_variant (the schedule set now), fwd_variants (how many), fwd_variants_built (those this build has: "
         "all in FA_TUNING builds), fwd_idx64_wide (the D = 64 index-masked kernel has schedule 8: "
-        "FA_SM90_FWD_IDX64_3WG), fwd_d256_schedule (the plain D = 256 kernel's: FA_SM90_FWD_D256_SCHED), "
+        "FA_SM90_FWD_IDX64_3WG), fwd_d256_schedule / fwd_d256_idx_schedule (the plain / "
+        "index-masked D = 256 kernel's: FA_SM90_FWD_D256_SCHED / _IDX_SCHED), "
         "fwd_default_variant (the one when "
         "nothing is set), last_fwd_variant (of the last launch), bwd_enabled, bwd_launches, tf32_enabled "
         "(TF_FLASHATTN_SM90_TF32 / set_sm90_tf32), tf32_fwd_launches, tf32_variant, tf32_variants, "

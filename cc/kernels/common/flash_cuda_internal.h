@@ -219,9 +219,9 @@ bool fwd_variant_built(int v);
 // The D = 64 index-masked kernel (no dropout, dense mask or bias) has schedule 8 and runs it by default
 // (flash_fwd_sm90.cu's FA_SM90_FWD_IDX64_3WG; otherwise 8 runs 5 there, as outside the plain D = 64 kernel).
 bool fwd_idx64_wide();
-// The plain D = 256 kernel's schedule (flash_fwd_sm90.cu's FA_SM90_FWD_D256_SCHED; 0 by default), run unless
-// schedule 0 is asked for.
-int fwd_d256_schedule();
+// The plain (idx: the index-masked, without dropout) D = 256 kernel's schedule (flash_fwd_sm90.cu's
+// FA_SM90_FWD_D256_SCHED / FA_SM90_FWD_D256_IDX_SCHED; 0 by default), run unless schedule 0 is asked for.
+int fwd_d256_schedule(bool idx);
 int last_fwd_variant();
 // Self-test of the building blocks, one at a time (which: 0 TMA load into a 128-byte-swizzled
 // tile, 1 wgmma m64n128k16 with both operands K-major in shared memory, 2 wgmma m64n128k16 with A

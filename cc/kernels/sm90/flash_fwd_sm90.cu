@@ -238,15 +238,25 @@ struct Sched {
 // by the copy engine), as FlashAttention-3 overlaps its head-dim-256 forward. ptxas 13.0: no spills for any of them
 // (the consumers' 240 registers hold O's 128 floats, S and P), and the softmax's 34 MUFU.EX2 between the waits for S
 // and for P V (benchmarks/sass_order.py --check). Session 61's D256_PINGPONG (turns on schedule 0, without the
-// overlap) was slower ("Dropout cost" (ag)). The index-masked D = 256 kernel keeps schedule 0: on schedule 3 ptxas
-// spills 20 bytes there (tried in a scratch build). Asking for schedule 0 (TF_FLASHATTN_SM90_FWD_VARIANT=0,
-// set_fwd_variant(0)) still runs 0: the bit-for-bit reference of sm90_check.py's variants phase.
+// overlap) was slower ("Dropout cost" (ag)). FA_SM90_FWD_D256_IDX_SCHED (0, or 2; a candidate too) does the same for
+// the index-masked D = 256 kernel without dropout (index masks, soft-cap: Gemma's head dim 256 with a padding mask):
+// on schedule 2 ptxas gives it no spills, on 3 20 bytes (scratch builds), so 2 only. Asking for schedule 0
+// (TF_FLASHATTN_SM90_FWD_VARIANT=0, set_fwd_variant(0)) still runs 0: the bit-for-bit reference of sm90_check.py's
+// variants phase. The dense-mask / bias and dropout kernels at D = 256 keep schedule 0.
 #ifndef FA_SM90_FWD_D256_SCHED
 #define FA_SM90_FWD_D256_SCHED 0
+#endif
+#ifndef FA_SM90_FWD_D256_IDX_SCHED
+#define FA_SM90_FWD_D256_IDX_SCHED 0
 #endif
 static_assert(FA_SM90_FWD_D256_SCHED == 0 || FA_SM90_FWD_D256_SCHED == 2 || FA_SM90_FWD_D256_SCHED == 3 ||
                   FA_SM90_FWD_D256_SCHED == 6,
               "FA_SM90_FWD_D256_SCHED: 0, 2, 3 or 6 (2 stages: 64-key tiles at D = 256 fit no third)");
+static_assert(FA_SM90_FWD_D256_IDX_SCHED == 0 || FA_SM90_FWD_D256_IDX_SCHED == 2,
+              "FA_SM90_FWD_D256_IDX_SCHED: 0 or 2 (3 and 6 spill in the index-masked kernel)");
+// The D = 256 kernel's schedule when schedule 0 is not asked for (fwd_typed; DENSE and DROP kernels: 0).
+template <bool IDX, bool DROP, bool DENSE>
+constexpr int kD256Sched = DROP || DENSE ? 0 : IDX ? FA_SM90_FWD_D256_IDX_SCHED : FA_SM90_FWD_D256_SCHED;
 constexpr Sched kSched[] = {
     {2, false, false, false},  // 0: the first schedule (D = 256 always runs it)
     {3, false, false, false},  // 1
@@ -1292,8 +1302,8 @@ __global__ void __launch_bounds__(kThreadsOf<V>, 1)
                 "the dropout kernel runs schedule 0 or kDropVariant (FA_SM90_FWD_DROP64_3WG: 11 at D = 64)");
   static_assert(!kS.pingpong || kS.overlap, "ping-pong with overlap only");
   static_assert(!DROP || IDX, "dropout runs the index-masked kernel");
-  static_assert(D == 64 || D == 128 || (D == 256 && (V == 0 || (V == FA_SM90_FWD_D256_SCHED && !IDX))),
-                "D = 256 runs schedule 0 only (the plain kernel: FA_SM90_FWD_D256_SCHED too)");
+  static_assert(D == 64 || D == 128 || (D == 256 && (V == 0 || V == kD256Sched<IDX, DROP, DENSE>)),
+                "D = 256 runs schedule 0 only (FA_SM90_FWD_D256_SCHED / _IDX_SCHED too: kD256Sched)");
   static_assert(!kS.persistent || (kS.overlap && kS.pingpong), "the persistent schedule is schedule 5's");
   static_assert(!kS.dynamic || kS.persistent, "dynamic tiles are a persistent grid's");
   static_assert(kS.consumers == 2 ||
@@ -1698,7 +1708,7 @@ bool fwd_variant_built(int v) { return schedule_built(v); }
 
 bool fwd_idx64_wide() { return FA_SM90_FWD_IDX64_3WG != 0; }
 
-int fwd_d256_schedule() { return FA_SM90_FWD_D256_SCHED; }
+int fwd_d256_schedule(bool idx) { return idx ? FA_SM90_FWD_D256_IDX_SCHED : FA_SM90_FWD_D256_SCHED; }
 
 bool set_fwd_variant(int v) {
   if (v >= kNumVariants || (v >= 0 && !schedule_built(v))) return false;
@@ -1754,9 +1764,10 @@ cudaError_t launch_sched(const FlashFwdParams& p, cudaStream_t stream) {
 template <typename T, bool IDX, bool DROP>
 cudaError_t fwd_typed(const FlashFwdParams& p, cudaStream_t stream) {
   const int hd = padded_head_dim(p.shape);  // (fwd_applies)
-  if (hd == 256) {  // schedule 0 (64-key tiles), but FA_SM90_FWD_D256_SCHED for the plain kernel
-    if constexpr (!IDX && FA_SM90_FWD_D256_SCHED != 0) {
-      if (fwd_variant_for(256) != 0) return launch<T, 256, IDX, DROP, FA_SM90_FWD_D256_SCHED>(p, stream);
+  if (hd == 256) {  // schedule 0 (64-key tiles), but kD256Sched (FA_SM90_FWD_D256_SCHED / _IDX_SCHED) unless 0 is asked
+    constexpr int kV = kD256Sched<IDX, DROP, false>;
+    if constexpr (kV != 0) {
+      if (fwd_variant_for(256) != 0) return launch<T, 256, IDX, DROP, kV>(p, stream);
     }
     return launch<T, 256, IDX, DROP>(p, stream);
   }
