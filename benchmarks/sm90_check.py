@@ -1136,6 +1136,15 @@ D256_VARIANT_CASES = [c for c in NUM_CASES if bucket(c) == 256 and is_plain(c)]
 D256_IDX_VARIANT_CASES = [c for c in NUM_CASES if bucket(c) == 256 and is_idx_nodrop(c)]
 
 
+def schedule_flags(h):
+    """The build's switches that move kernels between schedules (flash_fwd_sm90.cu's FA_SM90_FWD_IDX64_3WG,
+    FA_SM90_FWD_D256_SCHED, FA_SM90_FWD_D256_IDX_SCHED), from sm90_info(): expected_variant's and default_schedule's
+    keyword arguments."""
+    info = h.m.sm90_info()
+    return dict(idx64_wide=bool(info.get("fwd_idx64_wide", False)), d256=int(info.get("fwd_d256_schedule", 0)),
+                d256_idx=int(info.get("fwd_d256_idx_schedule", 0)))
+
+
 def expected_variant(c, v, release=False, idx64_wide=False, d256=0, d256_idx=0):
     """The schedule that case c runs when variant v is asked for: v, but WIDE_VARIANTS' fallback
     outside the plain D = 64 kernel, and DENSE_VARIANT for any v but 0 with a dense mask or bias. In a release
@@ -1176,10 +1185,18 @@ DEFAULT_SCHEDULES = {"odd_d128": 7, "odd_d128_causal_br": 10, "qk_valid_d128": 5
                      # padded up (head_dim_bucket(max(D, Dv))): the schedules of their bucket
                      "pad_d80": 7, "pad_d96_causal_br": 10, "pad_d40": 8, "pad_d96_masks": 5,
                      "pad_d192_dv128_causal": 0,
-                     # the D = 64 index-masked kernel: 5, or 8 where it has schedule 8 (IDX64_DEFAULT)
+                     # the D = 64 index-masked kernel (8 where it has schedule 8: default_schedule)
                      "k_valid_all_true_d64": 5}
-# sm90_info()['fwd_idx64_wide'] (FA_SM90_FWD_IDX64_3WG): these cases' default is 8 instead.
-IDX64_DEFAULT = {"k_valid_all_true_d64"}
+
+
+def default_schedule(c, idx64_wide=False, d256=0, d256_idx=0):
+    """DEFAULT_SCHEDULES' entry for case c in a build with schedule_flags' switches: the D = 64 index-masked kernel
+    without dropout runs 8 with idx64_wide; at D = 256 what expected_variant gives for any request but 0."""
+    if bucket(c) == 256:
+        return expected_variant(c, -1, d256=d256, d256_idx=d256_idx)
+    if bucket(c) == 64 and idx64_wide and is_idx_nodrop(c):
+        return 8
+    return DEFAULT_SCHEDULES[c["name"]]
 
 
 def phase_defaults(h, log):
@@ -1191,8 +1208,7 @@ def phase_defaults(h, log):
         return rows
     gen = torch.Generator(device=DEV)
     gen.manual_seed(3)
-    idx64_wide = bool(h.m.sm90_info().get("fwd_idx64_wide", False))
-    d256 = int(h.m.sm90_info().get("fwd_d256_schedule", 0))
+    flags = schedule_flags(h)
     h.m.set_sm90(1)
     h.m.set_sm90_fwd_variant(-1)
     for c in [c for c in NUM_CASES if c["name"] in DEFAULT_SCHEDULES]:
@@ -1202,10 +1218,7 @@ def phase_defaults(h, log):
         low = reference(c, t, torch.bfloat16, keep)
         run_fwd(h, c, t)
         ran = h.m.sm90_info()["last_fwd_variant"]
-        want = 8 if idx64_wide and c["name"] in IDX64_DEFAULT else DEFAULT_SCHEDULES[c["name"]]
-        if bucket(c) == 256 and is_plain(c) and d256:
-            want = d256
-        row = dict(case=c["name"], dtype="bfloat16", expected_variant=want, ran_variant=ran)
+        row = dict(case=c["name"], dtype="bfloat16", expected_variant=default_schedule(c, **flags), ran_variant=ran)
         ok = judge({"o": t["o"], "lse": t["lse"]}, ref, low, torch.bfloat16, row) and ran == row["expected_variant"]
         row["ok"] = bool(ok)
         rows.append(row)
@@ -1229,9 +1242,7 @@ def phase_variants(h, log, cases, dtypes, skip_fallbacks=False):
         print("VARIANTS none: harness without sm90 schedules", file=log, flush=True)
         return rows
     release = release_build(h)
-    idx64_wide = bool(h.m.sm90_info().get("fwd_idx64_wide", False))
-    d256 = int(h.m.sm90_info().get("fwd_d256_schedule", 0))
-    d256_idx = int(h.m.sm90_info().get("fwd_d256_idx_schedule", 0))
+    flags = schedule_flags(h)
     h.m.set_sm90(1)
     for c in cases:
         for dt in dtypes:
@@ -1247,7 +1258,7 @@ def phase_variants(h, log, cases, dtypes, skip_fallbacks=False):
             for v in variants:
                 if c.get("dropout") and v != DROP_VARIANT:
                     continue
-                if skip_fallbacks and expected_variant(c, v, release, idx64_wide, d256, d256_idx) != v:
+                if skip_fallbacks and expected_variant(c, v, release, **flags) != v:
                     continue
                 h.m.set_sm90_fwd_variant(v)
                 n0 = h.m.sm90_info()["fwd_launches"]
@@ -1255,7 +1266,7 @@ def phase_variants(h, log, cases, dtypes, skip_fallbacks=False):
                 info = h.m.sm90_info()
                 took = info["fwd_launches"] - n0
                 ran = info["last_fwd_variant"]
-                want = expected_variant(c, v, release, idx64_wide, d256, d256_idx)
+                want = expected_variant(c, v, release, **flags)
                 ours = {"o": tr["o"], "lse": tr["lse"]}
                 bitwise = bool(torch.equal(ours["o"], v0["o"]) and torch.equal(ours["lse"], v0["lse"]))
                 row = dict(case=c["name"], dtype=dname, variant=v, ran_variant=ran, sm90_launched=int(took),
@@ -1584,10 +1595,9 @@ def main():
         rows = phase_numerics(h, log, [c for c in NUM_CASES if c["name"] in names], (torch.bfloat16,))
     elif args.phase == "variants":
         rows = phase_defaults(h, log)
-        info = h.m.sm90_info()
-        rows += phase_variants(h, log, VARIANT_CASES + (D256_VARIANT_CASES if info.get("fwd_d256_schedule") else []) +
-                               (D256_IDX_VARIANT_CASES if info.get("fwd_d256_idx_schedule") else []),
-                               (torch.bfloat16, torch.float16))
+        flags = schedule_flags(h)
+        rows += phase_variants(h, log, VARIANT_CASES + (D256_VARIANT_CASES if flags["d256"] else []) +
+                               (D256_IDX_VARIANT_CASES if flags["d256_idx"] else []), (torch.bfloat16, torch.float16))
         print(f"variants: {sum(r['ok'] for r in rows)} / {len(rows)} pass", file=log, flush=True)
     elif args.phase == "vsanitize":
         cases = [c for c in VARIANT_CASES if c["name"] in ("odd_d128_causal_br", "empty_rows_causal",

@@ -630,6 +630,15 @@ out["d256_idx2_drop"] = s.expected_variant(dict(idx256, dropout=0.1), 5, True, F
 out["d256_idx2_dense"] = s.expected_variant(dict(idx256, mask=(1, 0)), 5, True, False, 3, 2)
 out["d256_idx2_plain"] = s.expected_variant(dict(idx256, kvalid=False), 5, True, False, 0, 2)
 out["d256_cases"] = [c["name"] for c in s.D256_VARIANT_CASES]
+# the defaults phase's expectation (default_schedule) and the flags it reads from sm90_info (schedule_flags)
+out["defaults"] = {n: [s.default_schedule(cases[n]), s.default_schedule(cases[n], True, 3, 2)]
+                   for n in ("k_valid_all_true_d64", "edges_d256_127_129_causal", "odd_d128", "odd_d64", "qk_valid_d128",
+                             "dropout_masks", "mask_bias_softcap_gqa")}
+h = m.MagicMock()
+h.m.sm90_info.return_value = {"fwd_idx64_wide": True, "fwd_d256_schedule": 3, "fwd_d256_idx_schedule": 2}
+out["flags"] = s.schedule_flags(h)
+h.m.sm90_info.return_value = {}
+out["flags_old"] = s.schedule_flags(h)
 out["d256_idx_cases"] = [c["name"] for c in s.D256_IDX_VARIANT_CASES]
 print(json.dumps(out))
 '''
@@ -664,6 +673,14 @@ print(json.dumps(out))
     assert out["d256_idx2"] == [0] + [2] * 10 and out["d256_idx2_softcap"] == 2, out
     assert out["d256_idx2_drop"] == 0 and out["d256_idx2_dense"] == 0 and out["d256_idx2_plain"] == 0, out
     assert out["d256_idx_cases"] and not set(out["d256_idx_cases"]) & set(out["d256_cases"]), out
+    # The defaults phase: DEFAULT_SCHEDULES, but 8 for the D = 64 index-masked case with idx64_wide and the plain
+    # D = 256 case's d256; the other kernels keep theirs.
+    d = out["defaults"]
+    assert d["k_valid_all_true_d64"] == [5, 8] and d["edges_d256_127_129_causal"] == [0, 3], d
+    assert d["odd_d128"] == [7, 7] and d["odd_d64"] == [8, 8] and d["qk_valid_d128"] == [5, 5], d
+    assert d["dropout_masks"][0] == d["dropout_masks"][1] and d["mask_bias_softcap_gqa"] == [out["dense"]] * 2, d
+    assert out["flags"] == {"idx64_wide": True, "d256": 3, "d256_idx": 2}, out
+    assert out["flags_old"] == {"idx64_wide": False, "d256": 0, "d256_idx": 0}, out  # a harness without the keys
     assert not any("dropout" in n or "mask_bias" in n for n in out["d256_idx_cases"]), out
     assert "odd_d256" in out["d256_cases"] and "pad_d192_dv128_causal" in out["d256_cases"], out
     assert not any("kvalid" in n or "dropout" in n or "softcap" in n or "mask" in n for n in out["d256_cases"]), out
